@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs corral and everything its tests need. Idempotent; safe to run on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v kcat >/dev/null 2>&1; then
+    echo "== apt: kcat"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq kcat >/dev/null
+fi
+
+echo "== pip install -e .[test]"
+# Editable, so that a developer running this keeps seeing their edits; maturin builds the core.
+python -m pip install -q --disable-pip-version-check -e ".[test]"

@@ -1,0 +1,96 @@
+//! The APIs the codec knows: one line per API, pairing its key with kafka-protocol's request and
+//! response types. Decoding a request and encoding a response (and the client-side mirror used by
+//! `corral load` and the tests) dispatch through the functions generated here.
+
+use anyhow::{anyhow, Result};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::pyconv::{FromPy, ToPy};
+
+macro_rules! apis {
+    ($($key:literal => $req:ty, $resp:ty;)*) => {
+        /// (min, max) versions kafka-protocol can decode and encode for this key.
+        pub fn codec_versions(api_key: i16) -> Option<(i16, i16)> {
+            match api_key {
+                $($key => Some((<$req as Message>::VERSIONS.min, <$req as Message>::VERSIONS.max)),)*
+                _ => None,
+            }
+        }
+
+        pub fn request_header_version(api_key: i16, version: i16) -> i16 {
+            match api_key {
+                $($key => <$req as HeaderVersion>::header_version(version),)*
+                _ => 1,
+            }
+        }
+
+        pub fn response_header_version(api_key: i16, version: i16) -> i16 {
+            match api_key {
+                $($key => <$resp as HeaderVersion>::header_version(version),)*
+                _ => 0,
+            }
+        }
+
+        pub fn decode_request<'py>(py: Python<'py>, api_key: i16, version: i16, body: &mut Bytes) -> Result<Bound<'py, PyAny>> {
+            match api_key {
+                $($key => Ok(<$req>::decode(body, version)?.to_py(py)?),)*
+                _ => Err(anyhow!("unknown api key {api_key}")),
+            }
+        }
+
+        pub fn encode_response(api_key: i16, version: i16, body: &Bound<'_, PyAny>, out: &mut BytesMut) -> PyResult<()> {
+            match api_key {
+                $($key => <$resp>::from_py(body)?.encode(out, version).map_err(value_error),)*
+                _ => Err(PyValueError::new_err(format!("unknown api key {api_key}"))),
+            }
+        }
+
+        pub fn encode_request(api_key: i16, version: i16, body: &Bound<'_, PyAny>, out: &mut BytesMut) -> PyResult<()> {
+            match api_key {
+                $($key => <$req>::from_py(body)?.encode(out, version).map_err(value_error),)*
+                _ => Err(PyValueError::new_err(format!("unknown api key {api_key}"))),
+            }
+        }
+
+        pub fn decode_response<'py>(py: Python<'py>, api_key: i16, version: i16, body: &mut Bytes) -> Result<Bound<'py, PyAny>> {
+            match api_key {
+                $($key => Ok(<$resp>::decode(body, version)?.to_py(py)?),)*
+                _ => Err(anyhow!("unknown api key {api_key}")),
+            }
+        }
+    };
+}
+
+apis! {
+    0 => ProduceRequest, ProduceResponse;
+    1 => FetchRequest, FetchResponse;
+    2 => ListOffsetsRequest, ListOffsetsResponse;
+    3 => MetadataRequest, MetadataResponse;
+    8 => OffsetCommitRequest, OffsetCommitResponse;
+    9 => OffsetFetchRequest, OffsetFetchResponse;
+    10 => FindCoordinatorRequest, FindCoordinatorResponse;
+    11 => JoinGroupRequest, JoinGroupResponse;
+    12 => HeartbeatRequest, HeartbeatResponse;
+    13 => LeaveGroupRequest, LeaveGroupResponse;
+    14 => SyncGroupRequest, SyncGroupResponse;
+    15 => DescribeGroupsRequest, DescribeGroupsResponse;
+    16 => ListGroupsRequest, ListGroupsResponse;
+    18 => ApiVersionsRequest, ApiVersionsResponse;
+    19 => CreateTopicsRequest, CreateTopicsResponse;
+    20 => DeleteTopicsRequest, DeleteTopicsResponse;
+    22 => InitProducerIdRequest, InitProducerIdResponse;
+    32 => DescribeConfigsRequest, DescribeConfigsResponse;
+    42 => DeleteGroupsRequest, DeleteGroupsResponse;
+    47 => OffsetDeleteRequest, OffsetDeleteResponse;
+    60 => DescribeClusterRequest, DescribeClusterResponse;
+    68 => ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse;
+    69 => ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse;
+}
+
+fn value_error(e: anyhow::Error) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}

@@ -1,0 +1,219 @@
+//! The server side of one client connection, as Python sees it.
+//!
+//! Python hands every received chunk to `Connection.feed` and drains `Connection.next()`, which
+//! yields, in request order, either a finished response frame (`bytes`) for the APIs the core
+//! answers by itself, or a `Request` for the APIs Python owns. Who owns what:
+//!
+//! - Rust: ApiVersions (a pure function of the advertised table, cached per version).
+//! - Python: everything that reads or changes broker state (metadata, topics, configs, groups...).
+//!
+//! Bad input raises `ProtocolError`; the caller logs it and closes the connection, as Kafka does.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
+use kafka_protocol::protocol::Encodable;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::apis;
+use crate::frames::FrameSplitter;
+use crate::header::{self, RequestPrefix};
+
+create_exception!(_core, ProtocolError, PyException, "Malformed or unsupported input: close the connection.");
+
+const API_VERSIONS: i16 = 18;
+const UNSUPPORTED_VERSION: i16 = 35;
+
+/// The APIs this broker advertises, with ApiVersions answers pre-encoded for every version.
+#[pyclass(frozen, module = "corral._core")]
+pub struct ApiTable {
+    ranges: Vec<(i16, i16, i16)>,
+    /// ApiVersions response bodies, indexed by request version.
+    api_versions_bodies: Vec<Bytes>,
+    /// The v0 body sent when a client asks ApiVersions in a version above ours.
+    unsupported_body: Bytes,
+}
+
+impl ApiTable {
+    fn range(&self, api_key: i16) -> Option<(i16, i16)> {
+        self.ranges.iter().find(|r| r.0 == api_key).map(|r| (r.1, r.2))
+    }
+}
+
+#[pymethods]
+impl ApiTable {
+    /// `ranges`: (api_key, min_version, max_version) for every API this broker implements.
+    #[new]
+    fn new(ranges: Vec<(i16, i16, i16)>) -> PyResult<Self> {
+        for &(key, min, max) in &ranges {
+            let (cmin, cmax) = apis::codec_versions(key)
+                .ok_or_else(|| PyValueError::new_err(format!("the codec has no api key {key}")))?;
+            // Advertising below the codec's minimum is allowed (Produce v0-2 is advertised and
+            // then refused); above its maximum is not.
+            if max > cmax || min > max || max < cmin {
+                return Err(PyValueError::new_err(format!(
+                    "api key {key}: {min}..={max} is outside the codec's {cmin}..={cmax}"
+                )));
+            }
+        }
+        let (av_min, av_max) = ranges
+            .iter()
+            .find(|r| r.0 == API_VERSIONS)
+            .map(|r| (r.1, r.2))
+            .ok_or_else(|| PyValueError::new_err("ApiVersions must be advertised"))?;
+        let api_keys: Vec<ApiVersion> = ranges
+            .iter()
+            .map(|&(k, min, max)| ApiVersion::default().with_api_key(k).with_min_version(min).with_max_version(max))
+            .collect();
+        let encode = |resp: &ApiVersionsResponse, version: i16| -> PyResult<Bytes> {
+            let mut out = BytesMut::new();
+            resp.encode(&mut out, version).map_err(|e| PyValueError::new_err(e.to_string()))?;
+            Ok(out.freeze())
+        };
+        let full = ApiVersionsResponse::default().with_api_keys(api_keys);
+        let api_versions_bodies = (0..=av_max)
+            .map(|v| if v < av_min { Ok(Bytes::new()) } else { encode(&full, v) })
+            .collect::<PyResult<Vec<_>>>()?;
+        let unsupported = ApiVersionsResponse::default()
+            .with_error_code(UNSUPPORTED_VERSION)
+            .with_api_keys(vec![ApiVersion::default()
+                .with_api_key(API_VERSIONS)
+                .with_min_version(av_min)
+                .with_max_version(av_max)]);
+        Ok(ApiTable { ranges, api_versions_bodies, unsupported_body: encode(&unsupported, 0)? })
+    }
+
+    /// The advertised (api_key, min, max) triples.
+    fn advertised(&self) -> Vec<(i16, i16, i16)> {
+        self.ranges.clone()
+    }
+}
+
+/// A decoded request for a Python-owned API.
+#[pyclass(frozen, module = "corral._core")]
+pub struct Request {
+    #[pyo3(get)]
+    api_key: i16,
+    #[pyo3(get)]
+    api_version: i16,
+    #[pyo3(get)]
+    correlation_id: i32,
+    #[pyo3(get)]
+    client_id: Option<String>,
+    /// The request body as a dict of the schema's fields.
+    #[pyo3(get)]
+    body: Py<PyAny>,
+}
+
+#[pymethods]
+impl Request {
+    /// Encodes `body` (a dict of the response schema's fields) as this request's response frame.
+    fn respond<'py>(&self, py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        encode_response_frame(py, self.api_key, self.api_version, self.correlation_id, body)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Request(api_key={}, api_version={}, correlation_id={}, client_id={:?})",
+            self.api_key, self.api_version, self.correlation_id, self.client_id
+        )
+    }
+}
+
+pub fn encode_response_frame<'py>(
+    py: Python<'py>,
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    body: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut out = BytesMut::with_capacity(128);
+    header::begin_response(&mut out, correlation_id, apis::response_header_version(api_key, api_version));
+    apis::encode_response(api_key, api_version, body, &mut out)?;
+    header::finish_frame(&mut out);
+    Ok(PyBytes::new(py, &out))
+}
+
+#[pyclass(module = "corral._core")]
+pub struct Connection {
+    frames: FrameSplitter,
+    table: Py<ApiTable>,
+}
+
+#[pymethods]
+impl Connection {
+    #[new]
+    fn new(table: Py<ApiTable>, max_request_bytes: usize) -> Self {
+        Connection { frames: FrameSplitter::new(max_request_bytes), table }
+    }
+
+    /// Buffers received bytes; drain them with `next()`.
+    fn feed(&mut self, chunk: &[u8]) {
+        self.frames.push(chunk);
+    }
+
+    /// The next complete item: response `bytes`, a `Request`, or None when more input is needed.
+    fn next<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let frame = match self.frames.next_frame() {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(ProtocolError::new_err(e.to_string())),
+        };
+        let table = self.table.get();
+        let prefix = header::parse_prefix(&frame).map_err(protocol_error)?;
+        let RequestPrefix { api_key, api_version, correlation_id } = prefix;
+        let Some((min, max)) = table.range(api_key) else {
+            return Err(ProtocolError::new_err(format!("unknown api key {api_key} (version {api_version})")));
+        };
+        if api_key == API_VERSIONS {
+            return Ok(Some(api_versions_answer(py, table, api_version, correlation_id, frame)?.into_any()));
+        }
+        if api_version < min || api_version > max {
+            return Err(ProtocolError::new_err(format!("api key {api_key} version {api_version} is not in {min}..={max}")));
+        }
+        let mut body = frame;
+        let client_id = header::skip_header(&mut body, apis::request_header_version(api_key, api_version))
+            .map_err(protocol_error)?;
+        let decoded = apis::decode_request(py, api_key, api_version, &mut body)
+            .map_err(|e| ProtocolError::new_err(format!("api key {api_key} v{api_version}: {e}")))?;
+        let request = Request { api_key, api_version, correlation_id, client_id, body: decoded.unbind() };
+        Ok(Some(Bound::new(py, request)?.into_any()))
+    }
+
+    /// Bytes received but not yet part of a returned item.
+    fn buffered(&self) -> usize {
+        self.frames.buffered()
+    }
+}
+
+/// ApiVersions is answered from the table; a version above ours gets UNSUPPORTED_VERSION with our
+/// range in a v0 body (the Java client retries with it and disconnects on anything else).
+fn api_versions_answer<'py>(
+    py: Python<'py>,
+    table: &ApiTable,
+    api_version: i16,
+    correlation_id: i32,
+    frame: Bytes,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let (min, max) = table.range(API_VERSIONS).expect("ApiVersions is always advertised");
+    let body = if api_version > max || api_version < min {
+        &table.unsupported_body
+    } else {
+        // Decode the body anyway so that a garbled request is refused like any other.
+        let mut body = frame;
+        header::skip_header(&mut body, apis::request_header_version(API_VERSIONS, api_version)).map_err(protocol_error)?;
+        apis::decode_request(py, API_VERSIONS, api_version, &mut body).map_err(protocol_error)?;
+        &table.api_versions_bodies[api_version as usize]
+    };
+    let mut out = BytesMut::with_capacity(body.len() + 8);
+    header::begin_response(&mut out, correlation_id, 0); // always header v0 for ApiVersions
+    out.extend_from_slice(body);
+    header::finish_frame(&mut out);
+    Ok(PyBytes::new(py, &out))
+}
+
+fn protocol_error(e: anyhow::Error) -> PyErr {
+    ProtocolError::new_err(e.to_string())
+}

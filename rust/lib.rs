@@ -1,0 +1,27 @@
+//! `corral._core`: the compiled half of corral.
+//!
+//! Everything that touches bytes lives here: framing, request/response headers, and the message
+//! codec (kafka-protocol's schemas, bridged to Python dicts by `pyconv`).
+
+mod apis;
+mod client;
+mod connection;
+mod frames;
+mod header;
+mod message_fields;
+pub mod pyconv;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<connection::ApiTable>()?;
+    m.add_class::<connection::Connection>()?;
+    m.add_class::<connection::Request>()?;
+    m.add_class::<client::Frames>()?;
+    m.add("ProtocolError", m.py().get_type::<connection::ProtocolError>())?;
+    m.add_function(wrap_pyfunction!(client::encode_request, m)?)?;
+    m.add_function(wrap_pyfunction!(client::decode_response, m)?)?;
+    m.add_function(wrap_pyfunction!(client::codec_versions, m)?)?;
+    Ok(())
+}

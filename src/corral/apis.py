@@ -1,0 +1,71 @@
+"""The API table: which Kafka APIs corral implements, in which versions, and who answers them.
+
+Handlers register with `@handles(ApiKey.X, min, max)` in the module of their concern; the table
+advertised in ApiVersions is built from these registrations plus the APIs the compiled core
+answers by itself. Nothing is advertised that has no handler.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from . import _core
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+
+
+# A handler gets the broker and the decoded request; it returns the response body as a dict, or
+# None when no response is sent (Produce with acks=0).
+Handler = Callable[["Broker", _core.Request], Awaitable[dict[str, Any] | None]]
+
+# APIs answered inside the compiled core (rust/connection.rs).
+RUST_OWNED: dict[ApiKey, tuple[int, int]] = {ApiKey.API_VERSIONS: (0, 4)}
+
+HANDLERS: dict[int, Handler] = {}
+VERSIONS: dict[int, tuple[int, int]] = dict(RUST_OWNED)
+
+
+def handles(key: ApiKey, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        if key in VERSIONS:
+            raise RuntimeError(f"{key.name} is registered twice")
+        HANDLERS[key] = fn
+        VERSIONS[key] = (min_version, max_version)
+        return fn
+
+    return register
+
+
+def api_table() -> _core.ApiTable:
+    # Importing the handler modules registers their APIs.
+    from . import describe_configs, metadata, topic_admin  # noqa: F401
+
+    return _core.ApiTable(sorted((int(k), lo, hi) for k, (lo, hi) in VERSIONS.items()))

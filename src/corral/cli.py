@@ -1,0 +1,59 @@
+"""The `corral` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import trio
+
+from .config import ConfigError, Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="corral", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the broker")
+    serve.add_argument("--listen", metavar="HOST:PORT",
+                       help="address to listen on (default 127.0.0.1:9092; port 0 picks one)")
+    serve.add_argument("--data-dir", metavar="DIR", help="data directory (default ./corral-data)")
+    serve.add_argument("--config", metavar="FILE", help="TOML file of settings, by Kafka's names")
+    serve.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
+                       help="set any setting, e.g. --set num.partitions=8 (repeatable)")
+    serve.add_argument("--log-level", default="INFO")
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if args.command == "serve":
+        return _serve(args)
+    return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .server import Server
+
+    overrides: dict[str, str] = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            print(f"corral: --set wants NAME=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        overrides[name.strip()] = value.strip()
+    if args.listen:
+        overrides["listeners"] = f"PLAINTEXT://{args.listen}"
+    if args.data_dir:
+        overrides["log.dirs"] = args.data_dir
+    try:
+        settings = Settings.load(args.config, overrides)
+    except (ConfigError, OSError) as e:
+        print(f"corral: {e}", file=sys.stderr)
+        return 2
+    trio.run(Server(settings).serve)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

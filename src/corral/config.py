@@ -1,0 +1,220 @@
+"""Settings, by Kafka's names and with Kafka's defaults unless noted.
+
+Sources, later ones winning: built-in defaults, a TOML file (`--config corral.toml`, keys as in
+Kafka's server.properties, e.g. `"socket.request.max.bytes" = 1048576`), environment variables
+(`CORRAL_` + the name upper-cased with dots as underscores, e.g. CORRAL_NUM_PARTITIONS=8), and
+command-line flags.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Callable
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs v3+ config_type."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs config_source."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ConfigError(f"expected true or false, got {value!r}")
+
+
+def _int_in(lo: int, hi: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ConfigError(f"expected an integer, got {value!r}")
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"expected an integer, got {value!r}") from None
+        if not lo <= number <= hi:
+            raise ConfigError(f"{number} is outside [{lo}, {hi}]")
+        return number
+
+    return parse
+
+
+def _one_of(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in choices:
+            raise ConfigError(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _string(value: Any) -> str:
+    return str(value)
+
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    type: ConfigType
+    default: Any
+    parse: Callable[[Any], Any]
+    doc: str
+    # For topic-level settings: the broker setting that gives the default (Kafka's synonym).
+    broker_synonym: str | None = None
+
+
+BROKER_SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting("listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092", _string,
+                "Where corral listens (corral serves one PLAINTEXT listener). Port 0 picks a free port."),
+        Setting("advertised.listeners", ConfigType.STRING, "", _string,
+                "What Metadata tells clients to connect to; empty means the bound listener."),
+        Setting("log.dirs", ConfigType.STRING, "./corral-data", _string,
+                "The data directory: topic metadata now, logs and the coordinator log later."),
+        Setting("node.id", ConfigType.INT, 1, _int_in(0, INT32_MAX), "This broker's id."),
+        Setting("socket.request.max.bytes", ConfigType.INT, 104857600, _int_in(1, INT32_MAX),
+                "Largest request accepted; a larger size prefix closes the connection."),
+        Setting("num.partitions", ConfigType.INT, 4, _int_in(1, 100_000),
+                "Partitions of an auto-created or CreateTopics(-1) topic. corral's default is 4 "
+                "(Kafka's is 1) because client test suites assume several partitions."),
+        Setting("default.replication.factor", ConfigType.SHORT, 1, _int_in(1, 1),
+                "Replication factor; corral is a single node, so 1."),
+        Setting("auto.create.topics.enable", ConfigType.BOOLEAN, True, _parse_bool,
+                "Create a topic when Metadata asks for one that does not exist."),
+        Setting("log.retention.ms", ConfigType.LONG, 604800000, _int_in(-1, INT64_MAX),
+                "Default retention.ms of topics (Kafka: log.retention.hours=168)."),
+        Setting("log.retention.bytes", ConfigType.LONG, -1, _int_in(-1, INT64_MAX),
+                "Default retention.bytes of topics."),
+        Setting("log.segment.bytes", ConfigType.INT, 1073741824, _int_in(14, INT32_MAX),
+                "Default segment.bytes of topics."),
+        Setting("message.max.bytes", ConfigType.INT, 1048588, _int_in(0, INT32_MAX),
+                "Default max.message.bytes of topics."),
+        Setting("log.message.timestamp.type", ConfigType.STRING, "CreateTime",
+                _one_of("CreateTime", "LogAppendTime"), "Default message.timestamp.type of topics."),
+        Setting("log.cleanup.policy", ConfigType.LIST, "delete", _one_of("delete"),
+                "Default cleanup.policy of topics (corral implements delete)."),
+    ]
+}
+
+TOPIC_SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting("cleanup.policy", ConfigType.LIST, "delete", _one_of("delete"),
+                "delete: old segments are removed by retention.ms / retention.bytes.",
+                "log.cleanup.policy"),
+        Setting("retention.ms", ConfigType.LONG, 604800000, _int_in(-1, INT64_MAX),
+                "How long a segment is kept; -1 keeps forever.", "log.retention.ms"),
+        Setting("retention.bytes", ConfigType.LONG, -1, _int_in(-1, INT64_MAX),
+                "Size a partition may grow to before old segments go; -1 is unlimited.",
+                "log.retention.bytes"),
+        Setting("segment.bytes", ConfigType.INT, 1073741824, _int_in(14, INT32_MAX),
+                "Segment file size before a roll.", "log.segment.bytes"),
+        Setting("max.message.bytes", ConfigType.INT, 1048588, _int_in(0, INT32_MAX),
+                "Largest record batch accepted.", "message.max.bytes"),
+        Setting("message.timestamp.type", ConfigType.STRING, "CreateTime",
+                _one_of("CreateTime", "LogAppendTime"),
+                "Whether the batch timestamp is the producer's or the broker's.",
+                "log.message.timestamp.type"),
+    ]
+}
+
+
+def render(value: Any) -> str:
+    """A setting's value as Kafka prints it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class Settings:
+    """Broker settings; `explicit` names the ones that came from a file, env or flags."""
+
+    def __init__(self, values: dict[str, Any] | None = None):
+        self.values = {name: s.default for name, s in BROKER_SETTINGS.items()}
+        self.explicit: set[str] = set()
+        for name, value in (values or {}).items():
+            self.set(name, value)
+
+    def set(self, name: str, value: Any) -> None:
+        setting = BROKER_SETTINGS.get(name)
+        if setting is None:
+            raise ConfigError(f"unknown setting {name!r}")
+        try:
+            self.values[name] = setting.parse(value)
+        except ConfigError as e:
+            raise ConfigError(f"{name}: {e}") from None
+        self.explicit.add(name)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def topic_default(self, topic_setting: str) -> Any:
+        return self.values[TOPIC_SETTINGS[topic_setting].broker_synonym]
+
+    @classmethod
+    def load(cls, config_file: str | None = None, overrides: dict[str, Any] | None = None,
+             environ: dict[str, str] | None = None) -> "Settings":
+        settings = cls()
+        if config_file:
+            with open(config_file, "rb") as f:
+                for name, value in _flatten(tomllib.load(f)).items():
+                    settings.set(name, value)
+        environ = os.environ if environ is None else environ
+        for name in BROKER_SETTINGS:
+            env_name = "CORRAL_" + name.upper().replace(".", "_")
+            if env_name in environ:
+                settings.set(name, environ[env_name])
+        for name, value in (overrides or {}).items():
+            settings.set(name, value)
+        return settings
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML lets `[socket] "request.max.bytes" = 1` stand for `socket.request.max.bytes`."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """`PLAINTEXT://host:port` (or `host:port`) -> (host, port)."""
+    _, _, address = listener.rpartition("://")
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"listener {listener!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)

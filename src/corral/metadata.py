@@ -1,0 +1,114 @@
+"""Metadata and DescribeCluster: what the cluster (one node) and its topics look like."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from .apis import ApiKey, handles
+from .errors import ErrorCode
+from .topics import Topic, TopicError, validate_name
+
+log = logging.getLogger("corral.metadata")
+
+# Schema default of the *_authorized_operations fields: "not requested".
+OPERATIONS_NOT_REQUESTED = -(2**31)
+# Every ACL operation allowed (corral has no authorizer): READ..IDEMPOTENT_WRITE bits 3..14.
+ALL_OPERATIONS = sum(1 << bit for bit in range(3, 15))
+NIL_UUID = bytes(16)
+
+
+def _brokers(broker) -> list[dict[str, Any]]:
+    return [{"node_id": broker.node_id, "host": broker.advertised_host,
+             "port": broker.advertised_port, "rack": None}]
+
+
+def _topic_entry(broker, topic: Topic, version: int, with_ops: bool) -> dict[str, Any]:
+    node = broker.node_id
+    entry = {
+        "error_code": ErrorCode.NONE,
+        "name": topic.name,
+        "topic_id": topic.id.bytes,
+        "is_internal": topic.internal,
+        "partitions": [
+            {"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": node,
+             "leader_epoch": 0, "replica_nodes": [node], "isr_nodes": [node],
+             "offline_replicas": []}
+            for p in range(topic.partitions)
+        ],
+    }
+    if with_ops and version >= 8:
+        entry["topic_authorized_operations"] = ALL_OPERATIONS
+    return entry
+
+
+def _error_entry(code: ErrorCode, name: str | None, topic_id: bytes = NIL_UUID) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": []}
+
+
+@handles(ApiKey.METADATA, 0, 12)
+async def metadata(broker, request) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    with_ops = body["include_topic_authorized_operations"]
+    requested = body["topics"]
+    # v0 uses an empty list for "all topics"; v1+ uses null.
+    all_topics = requested is None or (version == 0 and not requested)
+    # v0-3 have no flag: auto-creation is allowed.
+    may_create = broker.settings["auto.create.topics.enable"] and (
+        version < 4 or body["allow_auto_topic_creation"])
+    topics = []
+    if all_topics:
+        topics = [_topic_entry(broker, t, version, with_ops) for t in broker.topics.by_name.values()]
+    else:
+        for wanted in requested:
+            topics.append(_lookup(broker, wanted, version, with_ops, may_create))
+    response = {
+        "brokers": _brokers(broker),
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+    }
+    if body["include_cluster_authorized_operations"] and 8 <= version <= 10:
+        response["cluster_authorized_operations"] = ALL_OPERATIONS
+    return response
+
+
+def _lookup(broker, wanted: dict[str, Any], version: int, with_ops: bool, may_create: bool):
+    name, topic_id = wanted["name"], wanted["topic_id"]
+    if name is None:
+        topic = broker.topics.by_id.get(uuid.UUID(bytes=topic_id))
+        if topic is None:
+            return _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
+        return _topic_entry(broker, topic, version, with_ops)
+    topic = broker.topics.get(name)
+    if topic is not None:
+        return _topic_entry(broker, topic, version, with_ops)
+    try:
+        validate_name(name)
+    except TopicError:
+        return _error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name)
+    if not may_create:
+        return _error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    topic = broker.topics.create(name, broker.settings["num.partitions"])
+    log.info("auto-created topic %s with %d partitions", name, topic.partitions)
+    return _topic_entry(broker, topic, version, with_ops)
+
+
+@handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
+async def describe_cluster(broker, request) -> dict[str, Any]:
+    body = request.body
+    response: dict[str, Any] = {"cluster_id": broker.cluster_id, "controller_id": broker.node_id}
+    if request.api_version >= 1:
+        response["endpoint_type"] = body["endpoint_type"]
+    # Endpoint type 1 is brokers; asking a broker for controllers (2) is refused, as in Kafka.
+    if body["endpoint_type"] != 1:
+        response["error_code"] = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        response["error_message"] = "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+        return response
+    response["brokers"] = [{"broker_id": broker.node_id, "host": broker.advertised_host,
+                            "port": broker.advertised_port, "rack": None}]
+    if body["include_cluster_authorized_operations"]:
+        response["cluster_authorized_operations"] = ALL_OPERATIONS
+    return response

@@ -1,0 +1,91 @@
+"""The network side: a trio listener, one task per connection, responses in request order.
+
+Like Kafka, a connection is served one request at a time (the next request is read only when the
+previous one is answered), so responses leave in request order; different connections run
+concurrently. Responses answered by the compiled core are coalesced into one write.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+import trio
+
+from . import _core
+from .apis import HANDLERS, api_table
+from .broker import Broker
+from .config import Settings, parse_listener
+
+log = logging.getLogger("corral.server")
+
+RECEIVE_CHUNK = 256 * 1024
+
+
+class Server:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.broker = Broker(settings)
+        self.table = api_table()
+        self.max_request_bytes = settings["socket.request.max.bytes"]
+
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        host, port = parse_listener(self.settings["listeners"])
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        bound_host, bound_port = listeners[0].socket.getsockname()[:2]
+        self.broker.bound(bound_host, bound_port)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)
+            await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
+            task_status.started(bound_port)
+
+    async def _shutdown_on_signal(self, scope: trio.CancelScope) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                scope.cancel()
+                return
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        peer = _peer_name(stream)
+        conn = _core.Connection(self.table, self.max_request_bytes)
+        pending: list[bytes] = []
+        try:
+            async with stream:
+                while True:
+                    data = await stream.receive_some(RECEIVE_CHUNK)
+                    if not data:
+                        return
+                    conn.feed(data)
+                    while (item := conn.next()) is not None:
+                        if isinstance(item, bytes):
+                            pending.append(item)
+                            continue
+                        if pending:
+                            await stream.send_all(b"".join(pending))
+                            pending.clear()
+                        response = await self._handle(item)
+                        if response is not None:
+                            await stream.send_all(response)
+                    if pending:
+                        await stream.send_all(b"".join(pending))
+                        pending.clear()
+        except _core.ProtocolError as e:
+            log.warning("closing connection from %s: %s", peer, e)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an internal error", peer)
+
+    async def _handle(self, request: _core.Request) -> bytes | None:
+        handler = HANDLERS[request.api_key]
+        body = await handler(self.broker, request)
+        return None if body is None else request.respond(body)
+
+
+def _peer_name(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "?"

@@ -1,0 +1,109 @@
+"""Fixtures: a real `corral serve` subprocess on a free port with a temporary data dir."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+LISTENING = re.compile(r"listening on (\S+):(\d+)")
+
+
+class CorralProcess:
+    """One corral broker as a child process; can be stopped, killed and restarted on its data dir."""
+
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None):
+        self.data_dir = data_dir
+        self.settings = dict(settings or {})
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> "CorralProcess":
+        # Reuse the port across restarts so that clients holding the address reconnect.
+        listen = f"127.0.0.1:{self.port or 0}"
+        cmd = [sys.executable, "-m", "corral.cli", "serve", "--listen", listen,
+               "--data-dir", str(self.data_dir)]
+        for name, value in self.settings.items():
+            cmd += ["--set", f"{name}={value}"]
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"corral exited with {self.proc.returncode}:\n{self.log()}")
+            match = LISTENING.search(self.log())
+            if match and (self.port is None or int(match.group(2)) == self.port):
+                self.port = int(match.group(2))
+                return self
+            time.sleep(0.05)
+        raise RuntimeError(f"corral did not start within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM and wait: a clean shutdown."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout)
+        # The next start appends to the log; forget the old "listening" line.
+        self.log_path.rename(self.log_path.with_suffix(f".{time.monotonic_ns()}.log"))
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.log_path.rename(self.log_path.with_suffix(f".{time.monotonic_ns()}.log"))
+
+    def restart(self) -> "CorralProcess":
+        self.stop()
+        return self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@pytest.fixture
+def corral_factory(tmp_path):
+    """Start brokers with given settings: `corral_factory(**{"num.partitions": 8})`."""
+    started: list[CorralProcess] = []
+
+    def make(name: str = "corral", **settings) -> CorralProcess:
+        broker = CorralProcess(tmp_path / name, {k: str(v) for k, v in settings.items()})
+        started.append(broker)
+        return broker.start()
+
+    yield make
+    for broker in started:
+        if broker.alive():
+            broker.proc.kill()
+            broker.proc.wait()
+
+
+@pytest.fixture
+def corral(corral_factory) -> CorralProcess:
+    """A fresh broker with default settings."""
+    return corral_factory()
+
+
+@pytest.fixture(scope="module")
+def shared_corral(tmp_path_factory) -> CorralProcess:
+    """One broker for a whole test module, for tests that do not depend on a clean state."""
+    broker = CorralProcess(tmp_path_factory.mktemp("shared") / "corral").start()
+    yield broker
+    if broker.alive():
+        broker.proc.kill()
+        broker.proc.wait()
