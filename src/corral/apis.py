@@ -7,6 +7,7 @@ answers by itself. Nothing is advertised that has no handler.
 
 from __future__ import annotations
 
+import importlib
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -49,6 +50,13 @@ Handler = Callable[["Broker", _core.Request], Awaitable[dict[str, Any] | None]]
 # APIs answered inside the compiled core (rust/connection.rs).
 RUST_OWNED: dict[ApiKey, tuple[int, int]] = {ApiKey.API_VERSIONS: (0, 4)}
 
+# Modules whose import registers handlers: each concern adds its module here.
+HANDLER_MODULES = [
+    "metadata",
+    "topic_admin",
+    "describe_configs",
+]
+
 HANDLERS: dict[int, Handler] = {}
 VERSIONS: dict[int, tuple[int, int]] = dict(RUST_OWNED)
 
@@ -65,7 +73,6 @@ def handles(key: ApiKey, min_version: int, max_version: int) -> Callable[[Handle
 
 
 def api_table() -> _core.ApiTable:
-    # Importing the handler modules registers their APIs.
-    from . import describe_configs, metadata, topic_admin  # noqa: F401
-
+    for name in HANDLER_MODULES:
+        importlib.import_module(f".{name}", __package__)
     return _core.ApiTable(sorted((int(k), lo, hi) for k, (lo, hi) in VERSIONS.items()))
