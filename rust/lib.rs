@@ -10,6 +10,8 @@ mod frames;
 mod header;
 mod message_fields;
 pub mod pyconv;
+mod timer_wheel;
+mod offset_map;
 
 use pyo3::prelude::*;
 
@@ -23,5 +25,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::encode_request, m)?)?;
     m.add_function(wrap_pyfunction!(client::decode_response, m)?)?;
     m.add_function(wrap_pyfunction!(client::codec_versions, m)?)?;
+    m.add_class::<timer_wheel::PyTimerWheel>()?;
+    m.add_class::<offset_map::PyOffsetMap>()?;
     Ok(())
 }
