@@ -53,8 +53,8 @@ def _entry(setting: Setting, value: str, source: ConfigSource, synonyms, body, v
         entry["synonyms"] = synonyms
     if version >= 3:
         entry["config_type"] = setting.type
-        if body["include_documentation"]:
-            entry["documentation"] = setting.doc
+        # Kafka sends null, not "", when documentation was not asked for.
+        entry["documentation"] = setting.doc if body["include_documentation"] else None
     return entry
 
 
