@@ -13,3 +13,6 @@ fi
 echo "== pip install -e .[test]"
 # Editable, so that a developer running this keeps seeing their edits; maturin builds the core.
 python -m pip install -q --disable-pip-version-check -e ".[test]"
+
+echo "== Apache Kafka reference broker jars (cached in ~/.cache/corral, so a second run is quick)"
+python benches/kafka_ref.py fetch
