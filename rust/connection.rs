@@ -176,8 +176,8 @@ impl Connection {
         let mut body = frame;
         let client_id = header::skip_header(&mut body, apis::request_header_version(api_key, api_version))
             .map_err(protocol_error)?;
-        let decoded = apis::decode_request(py, api_key, api_version, &mut body)
-            .map_err(|e| ProtocolError::new_err(format!("api key {api_key} v{api_version}: {e}")))?;
+        let decoded =
+            apis::decode_request(py, api_key, api_version, &mut body).map_err(|e| body_error(api_key, api_version, e))?;
         let request = Request { api_key, api_version, correlation_id, client_id, body: decoded.unbind() };
         Ok(Some(Bound::new(py, request)?.into_any()))
     }
@@ -204,7 +204,8 @@ fn api_versions_answer<'py>(
         // Decode the body anyway so that a garbled request is refused like any other.
         let mut body = frame;
         header::skip_header(&mut body, apis::request_header_version(API_VERSIONS, api_version)).map_err(protocol_error)?;
-        apis::decode_request(py, API_VERSIONS, api_version, &mut body).map_err(protocol_error)?;
+        apis::decode_request(py, API_VERSIONS, api_version, &mut body)
+            .map_err(|e| body_error(API_VERSIONS, api_version, e))?;
         &table.api_versions_bodies[api_version as usize]
     };
     let mut out = BytesMut::with_capacity(body.len() + 8);
@@ -215,5 +216,11 @@ fn api_versions_answer<'py>(
 }
 
 fn protocol_error(e: anyhow::Error) -> PyErr {
-    ProtocolError::new_err(e.to_string())
+    ProtocolError::new_err(e.to_string().trim_end().to_owned())
+}
+
+/// A body that does not decode; the message becomes one log line, so it names the API and stays
+/// on one line (some kafka-protocol errors end in a newline).
+fn body_error(api_key: i16, api_version: i16, e: anyhow::Error) -> PyErr {
+    ProtocolError::new_err(format!("api key {api_key} v{api_version}: {}", e.to_string().trim_end()))
 }

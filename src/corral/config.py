@@ -77,6 +77,17 @@ def _string(value: Any) -> str:
     return str(value)
 
 
+def _listener(value: Any) -> str:
+    text = str(value).strip()
+    parse_listener(text)  # refused at load time, not when the server binds
+    return text
+
+
+def _optional_listener(value: Any) -> str:
+    text = str(value).strip()
+    return _listener(text) if text else text
+
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -95,9 +106,9 @@ class Setting:
 BROKER_SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
-        Setting("listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092", _string,
+        Setting("listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092", _listener,
                 "Where corral listens (corral serves one PLAINTEXT listener). Port 0 picks a free port."),
-        Setting("advertised.listeners", ConfigType.STRING, "", _string,
+        Setting("advertised.listeners", ConfigType.STRING, "", _optional_listener,
                 "What Metadata tells clients to connect to; empty means the bound listener."),
         Setting("log.dirs", ConfigType.STRING, "./corral-data", _string,
                 "The data directory: topic metadata now, logs and the coordinator log later."),
@@ -187,8 +198,12 @@ class Settings:
         settings = cls()
         if config_file:
             with open(config_file, "rb") as f:
-                for name, value in _flatten(tomllib.load(f)).items():
-                    settings.set(name, value)
+                try:
+                    table = tomllib.load(f)
+                except tomllib.TOMLDecodeError as e:
+                    raise ConfigError(f"{config_file}: {e}") from None
+            for name, value in _flatten(table).items():
+                settings.set(name, value)
         environ = os.environ if environ is None else environ
         for name in BROKER_SETTINGS:
             env_name = "CORRAL_" + name.upper().replace(".", "_")
