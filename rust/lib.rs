@@ -8,6 +8,7 @@ mod client;
 mod connection;
 mod frames;
 mod header;
+mod log;
 mod message_fields;
 pub mod pyconv;
 mod timer_wheel;
@@ -27,5 +28,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::codec_versions, m)?)?;
     m.add_class::<timer_wheel::PyTimerWheel>()?;
     m.add_class::<offset_map::PyOffsetMap>()?;
+    log::register(m)?;
     Ok(())
 }

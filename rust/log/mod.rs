@@ -1,0 +1,411 @@
+//! The log store: one directory per topic-partition (`<topic>-<partition>`, as Kafka names them)
+//! under the data dir, each a list of segments of Kafka RecordBatch v2 bytes as the producer sent
+//! them, with base offsets (and, for LogAppendTime topics, the timestamp) set by the broker.
+//!
+//! Python sees `LogStore`. Every method that touches files releases the GIL, and each partition
+//! has its own lock, so a fetch thread, the flush thread and the event loop only meet on the same
+//! partition. Durability: `append` returns once the bytes are written (page cache: they survive a
+//! process crash); `flush` fsyncs every partition with unflushed appends (what survives a power
+//! loss). The broker decides when to flush (group commit, `log.flush.interval.*`).
+//!
+//! A clean shutdown (`close`) writes every active index and a marker file; without the marker,
+//! the next start validates the active segments batch by batch and truncates torn tails.
+
+pub mod batch;
+mod index;
+mod partition;
+mod recovery;
+mod segment;
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyKeyError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use partition::{Config, Partition};
+
+create_exception!(_core, InvalidBatch, PyException, "A record batch Kafka would refuse: args are (error_code, message).");
+
+const CLEAN_SHUTDOWN_MARKER: &str = ".corral-clean-shutdown";
+
+type Key = (String, i32);
+type Shared = Arc<Mutex<Partition>>;
+
+#[pyclass(frozen, module = "corral._core")]
+pub struct LogStore {
+    dir: PathBuf,
+    /// Whether the previous run shut down cleanly (decides how much recovery to do).
+    clean: bool,
+    partitions: Mutex<HashMap<Key, Shared>>,
+}
+
+fn lock(p: &Shared) -> std::sync::MutexGuard<'_, Partition> {
+    // A panic while holding the lock cannot leave a half-written batch visible (sizes are
+    // updated after the write), so a poisoned lock is still usable.
+    p.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl LogStore {
+    fn get(&self, topic: &str, partition: i32) -> PyResult<Shared> {
+        self.partitions
+            .lock()
+            .unwrap()
+            .get(&(topic.to_string(), partition))
+            .cloned()
+            .ok_or_else(|| PyKeyError::new_err(format!("partition {topic}-{partition} is not open")))
+    }
+
+    fn all(&self) -> Vec<(Key, Shared)> {
+        self.partitions.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
+        self.dir.join(format!("{topic}-{partition}"))
+    }
+}
+
+#[pymethods]
+impl LogStore {
+    #[new]
+    fn new(data_dir: PathBuf) -> PyResult<Self> {
+        fs::create_dir_all(&data_dir)?;
+        let marker = data_dir.join(CLEAN_SHUTDOWN_MARKER);
+        let clean = marker.exists();
+        if clean {
+            fs::remove_file(&marker)?;
+            partition::sync_dir(&data_dir)?;
+        }
+        Ok(LogStore { dir: data_dir, clean, partitions: Mutex::new(HashMap::new()) })
+    }
+
+    /// Whether the previous run ended with `close()`.
+    #[getter]
+    fn clean_start(&self) -> bool {
+        self.clean
+    }
+
+    /// Opens (creating, or recovering) a partition; if open already, updates its config.
+    /// Returns notes on what recovery repaired, for the log.
+    fn open_partition(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        segment_bytes: u64,
+        retention_ms: i64,
+        retention_bytes: i64,
+    ) -> PyResult<Vec<String>> {
+        let config = Config { segment_bytes, retention_ms, retention_bytes };
+        if let Ok(p) = self.get(topic, partition) {
+            py.detach(|| lock(&p).config = config);
+            return Ok(Vec::new());
+        }
+        let dir = self.partition_dir(topic, partition);
+        let (opened, notes) = py.detach(|| Partition::open(&dir, config, self.clean))?;
+        self.partitions.lock().unwrap().entry((topic.to_string(), partition)).or_insert_with(|| Arc::new(Mutex::new(opened)));
+        Ok(notes)
+    }
+
+    /// Appends whole, validated batches. Returns (base offset, last offset, records appended,
+    /// records now waiting for an fsync in this partition).
+    #[pyo3(signature = (topic, partition, data, log_append_time=None))]
+    fn append(&self, py: Python<'_>, topic: &str, partition: i32, data: &[u8], log_append_time: Option<i64>) -> PyResult<(i64, i64, u64, u64)> {
+        let p = self.get(topic, partition)?;
+        let data = data.to_vec();
+        py.detach(|| {
+            let mut p = lock(&p);
+            let (base, last, records) = p.append(data, log_append_time)?;
+            Ok((base, last, records, p.unflushed))
+        })
+    }
+
+    /// Whole batches from the one holding `offset`, at most `max_bytes` unless the first batch
+    /// alone is bigger and `min_one`. Returns (bytes, or None when `offset` is out of range;
+    /// high watermark; log start offset).
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+    ) -> PyResult<(Option<Bound<'py, PyBytes>>, i64, i64)> {
+        let p = self.get(topic, partition)?;
+        let (data, hw, start) = py.detach(|| -> io::Result<_> {
+            let p = lock(&p);
+            Ok((p.read(offset, max_bytes, min_one)?, p.next_offset(), p.log_start_offset()))
+        })?;
+        Ok((data.map(|d| PyBytes::new(py, &d)), hw, start))
+    }
+
+    /// (log start offset, high watermark).
+    fn offsets(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<(i64, i64)> {
+        let p = self.get(topic, partition)?;
+        Ok(py.detach(|| {
+            let p = lock(&p);
+            (p.log_start_offset(), p.next_offset())
+        }))
+    }
+
+    /// (timestamp, offset) of the first record with a timestamp >= `timestamp`, or None.
+    fn offset_for_timestamp(&self, py: Python<'_>, topic: &str, partition: i32, timestamp: i64) -> PyResult<Option<(i64, i64)>> {
+        let p = self.get(topic, partition)?;
+        Ok(py.detach(|| lock(&p).offset_for_timestamp(timestamp))?)
+    }
+
+    /// (timestamp, offset) of the record with the largest timestamp, or None when empty.
+    fn max_timestamp(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<Option<(i64, i64)>> {
+        let p = self.get(topic, partition)?;
+        Ok(py.detach(|| lock(&p).max_timestamp())?)
+    }
+
+    /// fsyncs every partition with unflushed appends; one fsync covers all appends made before
+    /// it started. Blocks (without the GIL): call it from a worker thread. Returns the number of
+    /// records made durable.
+    fn flush(&self, py: Python<'_>) -> PyResult<u64> {
+        let parts = self.all();
+        py.detach(|| -> io::Result<u64> {
+            let mut total = 0;
+            for (_, p) in parts {
+                let (file, pending) = {
+                    let p = lock(&p);
+                    if p.unflushed == 0 {
+                        continue;
+                    }
+                    (p.active_file(), p.unflushed)
+                };
+                // A roll in between already fsynced the older segment, so syncing the file that
+                // was active when `pending` was read covers every one of those records.
+                file.sync_data()?;
+                lock(&p).flushed(pending);
+                total += pending;
+            }
+            Ok(total)
+        })
+        .map_err(Into::into)
+    }
+
+    /// Applies retention.ms / retention.bytes everywhere. Returns (topic, partition, segments
+    /// deleted, new log start offset) for each partition that lost segments.
+    fn apply_retention(&self, py: Python<'_>, now_ms: i64) -> PyResult<Vec<(String, i32, usize, i64)>> {
+        let parts = self.all();
+        py.detach(|| -> io::Result<_> {
+            let mut out = Vec::new();
+            for ((topic, partition), p) in parts {
+                let mut p = lock(&p);
+                let n = p.apply_retention(now_ms)?;
+                if n > 0 {
+                    out.push((topic, partition, n, p.log_start_offset()));
+                }
+            }
+            Ok(out)
+        })
+        .map_err(Into::into)
+    }
+
+    /// Closes the partition and removes its directory.
+    fn delete_partition(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<()> {
+        let removed = self.partitions.lock().unwrap().remove(&(topic.to_string(), partition));
+        let dir = self.partition_dir(topic, partition);
+        py.detach(|| -> io::Result<()> {
+            // Holding the lock while deleting waits out an append or read in progress.
+            let _guard = removed.as_ref().map(lock);
+            match fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => partition::sync_dir(&self.dir),
+            }
+        })?;
+        Ok(())
+    }
+
+    /// (topic, partition) of every open partition.
+    fn open_partitions(&self) -> Vec<(String, i32)> {
+        self.partitions.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// Clean shutdown: fsync everything, write the active indexes, leave the marker.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let parts = self.all();
+        py.detach(|| -> io::Result<()> {
+            for (_, p) in parts {
+                lock(&p).close()?;
+            }
+            fs::File::create(self.dir.join(CLEAN_SHUTDOWN_MARKER))?.sync_all()?;
+            partition::sync_dir(&self.dir)
+        })?;
+        Ok(())
+    }
+}
+
+/// Checks client batches as Kafka does before an append. Returns (batch count, producer id,
+/// producer epoch, base sequence, offsets they will take); raises InvalidBatch(code, message).
+#[pyfunction]
+fn validate_batches(data: &[u8], max_batch_bytes: usize) -> PyResult<(usize, i64, i16, i32, i64)> {
+    batch::validate(data, max_batch_bytes)
+        .map(|s| (s.batches, s.producer_id, s.producer_epoch, s.base_sequence, s.offset_count))
+        .map_err(|(code, msg)| InvalidBatch::new_err((code, msg)))
+}
+
+/// An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`.
+#[pyfunction]
+fn build_batch<'py>(py: Python<'py>, records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>, timestamp_ms: i64) -> PyResult<Bound<'py, PyBytes>> {
+    if records.is_empty() {
+        return Err(pyo3::exceptions::PyValueError::new_err("a batch needs at least one record"));
+    }
+    Ok(PyBytes::new(py, &batch::build(&records, timestamp_ms)))
+}
+
+/// The records of consecutive uncompressed batches as (offset, timestamp, key, value).
+/// Raises ValueError on a compressed or malformed batch.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn decode_batches(data: &[u8]) -> PyResult<Vec<(i64, i64, Option<Vec<u8>>, Option<Vec<u8>>)>> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < data.len() {
+        let bad = || pyo3::exceptions::PyValueError::new_err(format!("no readable uncompressed batch at byte {pos}"));
+        let header = batch::Header::parse(&data[pos..]).ok_or_else(bad)?;
+        let recs = batch::records(&data[pos..]).ok_or_else(bad)?;
+        out.extend(recs.into_iter().map(|r| (r.offset, r.timestamp, r.key, r.value)));
+        pos += header.size;
+    }
+    Ok(out)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<LogStore>()?;
+    m.add("InvalidBatch", m.py().get_type::<InvalidBatch>())?;
+    m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(build_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch::build;
+    use super::partition::{Config, Partition};
+    use std::io::Write;
+
+    fn config(segment_bytes: u64) -> Config {
+        Config { segment_bytes, retention_ms: -1, retention_bytes: -1 }
+    }
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("corral-log-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn batch_of(n: usize, ts: i64) -> Vec<u8> {
+        let recs: Vec<_> = (0..n).map(|i| (None, Some(vec![b'x'; 100 + i]))).collect();
+        build(&recs, ts)
+    }
+
+    #[test]
+    fn append_read_roll_and_reopen() {
+        let dir = tmp("roll");
+        let (mut p, _) = Partition::open(&dir, config(4000), false).unwrap();
+        for i in 0..50 {
+            let (base, last, _) = p.append(batch_of(3, 1000 + i), None).unwrap();
+            assert_eq!((base, last), (i * 3, i * 3 + 2));
+        }
+        assert!(p.segment_count() >= 4, "segments rolled by size");
+        let got = p.read(31, 1 << 20, true).unwrap().unwrap();
+        let recs = super::batch::records(&got).unwrap();
+        assert_eq!(recs[0].offset, 30, "reads start at the batch holding the offset");
+        assert_eq!(p.read(150, 100, true).unwrap(), Some(vec![]));
+        assert_eq!(p.read(151, 100, true).unwrap(), None);
+        assert_eq!(p.offset_for_timestamp(1020).unwrap(), Some((1020, 60)));
+        assert_eq!(p.max_timestamp().unwrap(), Some((1049, 147)));
+        p.close().unwrap();
+        drop(p);
+        for clean in [true, false] {
+            let (p, notes) = Partition::open(&dir, config(4000), clean).unwrap();
+            assert!(notes.is_empty(), "{notes:?}");
+            assert_eq!(p.next_offset(), 150);
+            assert_eq!(p.offset_for_timestamp(1020).unwrap(), Some((1020, 60)));
+            let all = p.read(0, 1 << 30, true).unwrap().unwrap();
+            assert!(!all.is_empty());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn torn_tail_is_truncated_and_missing_index_rebuilt() {
+        let dir = tmp("torn");
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        for i in 0..10 {
+            p.append(batch_of(2, i), None).unwrap();
+        }
+        let path = p.active_log_path();
+        drop(p);
+        let good = std::fs::metadata(&path).unwrap().len();
+        // A torn write: half of a valid batch, then garbage.
+        let half = batch_of(2, 99);
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&half[..half.len() / 2]).unwrap();
+        let (mut p, notes) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
+        assert_eq!(p.next_offset(), 20);
+        assert_eq!(p.append(batch_of(1, 5), None).unwrap().0, 20);
+        // A flipped bit inside the last batch: CRC catches it.
+        drop(p);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 3] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let (p, notes) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        assert!(notes[0].contains("CRC"), "{notes:?}");
+        assert_eq!(p.next_offset(), 20);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn sealed_segment_index_rebuilt_when_missing() {
+        let dir = tmp("reindex");
+        let (mut p, _) = Partition::open(&dir, config(2000), false).unwrap();
+        for i in 0..30 {
+            p.append(batch_of(2, i), None).unwrap();
+        }
+        p.close().unwrap();
+        drop(p);
+        let index = dir.join(super::segment::file_name(0, "index"));
+        std::fs::remove_file(&index).unwrap();
+        let (p, notes) = Partition::open(&dir, config(2000), true).unwrap();
+        assert!(notes.iter().any(|n| n.contains("rebuilt")), "{notes:?}");
+        assert!(index.exists());
+        assert_eq!(p.next_offset(), 60);
+        let got = p.read(1, 1 << 20, true).unwrap().unwrap();
+        assert_eq!(super::batch::records(&got).unwrap()[0].offset, 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn retention_by_size_and_time() {
+        let dir = tmp("retention");
+        let (mut p, _) = Partition::open(&dir, config(1000), false).unwrap();
+        for i in 0..40 {
+            p.append(batch_of(2, i * 1000), None).unwrap();
+        }
+        let segments = p.segment_count();
+        p.config.retention_bytes = 3000;
+        let removed = p.apply_retention(0).unwrap();
+        assert!(removed > 0 && p.size() < 3000 + 1000);
+        assert_eq!(p.segment_count(), segments - removed);
+        p.config.retention_bytes = -1;
+        p.config.retention_ms = 1;
+        p.apply_retention(10_000_000).unwrap();
+        assert_eq!(p.segment_count(), 1, "everything but the active segment expired");
+        assert!(p.log_start_offset() > 0);
+        assert_eq!(p.read(0, 100, true).unwrap(), None, "offsets before the log start are out of range");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

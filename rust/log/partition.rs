@@ -1,0 +1,233 @@
+//! One topic-partition's log: its segments, offsets, appends, reads, roll and retention.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::sync::Arc;
+
+use super::batch;
+use super::recovery;
+use super::segment::Segment;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// `segment.bytes`: roll when the active segment would grow past it.
+    pub segment_bytes: u64,
+    /// `retention.ms`: delete a segment whose newest timestamp is older; -1 keeps forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`: delete oldest segments while the log is bigger; -1 is unlimited.
+    pub retention_bytes: i64,
+}
+
+pub struct Partition {
+    pub dir: PathBuf,
+    pub config: Config,
+    /// Never empty; the last one is the active segment.
+    segments: Vec<Segment>,
+    /// Records appended since the last fsync.
+    pub unflushed: u64,
+}
+
+impl Partition {
+    /// Opens (or creates) the partition in `dir`. After an unclean shutdown the whole active
+    /// segment is validated; after a clean one only its tail past the last index entry is.
+    /// Returns the partition and a description of anything repaired.
+    pub fn open(dir: &Path, config: Config, clean: bool) -> io::Result<(Partition, Vec<String>)> {
+        fs::create_dir_all(dir)?;
+        let mut notes = Vec::new();
+        let bases = recovery::segment_bases(dir)?;
+        let mut segments = Vec::with_capacity(bases.len().max(1));
+        if bases.is_empty() {
+            segments.push(Segment::create(dir, 0)?);
+            sync_dir(dir)?;
+        }
+        for (i, &base) in bases.iter().enumerate() {
+            let mut seg = Segment::open(dir, base)?;
+            if i + 1 < bases.len() {
+                if recovery::load_sealed(&mut seg)? {
+                    notes.push(format!("rebuilt the index of segment {base}"));
+                }
+            } else {
+                let mut from = 0;
+                if clean {
+                    if let Some(index) = super::index::SparseIndex::read(&seg.index_path(), &seg.time_index_path(), seg.size) {
+                        from = index.entries.last().map_or(0, |e| e.position as u64);
+                        seg.max_timestamp = index.entries.last().map_or(-1, |e| e.max_timestamp);
+                        seg.index = index;
+                    }
+                }
+                let min_offset = segments.last().map_or(base, |s: &Segment| s.next_offset.max(base));
+                let found = recovery::recover_active(&mut seg, from, min_offset)?;
+                if found.truncated_bytes > 0 {
+                    notes.push(format!(
+                        "truncated {} bytes at position {} of segment {} ({})",
+                        found.truncated_bytes,
+                        found.valid_bytes,
+                        base,
+                        found.reason.as_deref().unwrap_or("invalid batch")
+                    ));
+                }
+            }
+            segments.push(seg);
+        }
+        Ok((Partition { dir: dir.to_path_buf(), config, segments, unflushed: 0 }, notes))
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.segments[0].base_offset
+    }
+
+    /// The log end offset, which is also the high watermark of a single-replica partition.
+    pub fn next_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+
+    pub fn size(&self) -> u64 {
+        self.segments.iter().map(|s| s.size).sum()
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments.last().expect("a partition has a segment")
+    }
+
+    pub fn active_file(&self) -> Arc<File> {
+        self.active().file.clone()
+    }
+
+    /// Appends validated batches, assigning offsets. Returns (base offset, last offset).
+    pub fn append(&mut self, mut data: Vec<u8>, log_append_time: Option<i64>) -> io::Result<(i64, i64, u64)> {
+        let base = self.next_offset();
+        let (next, headers) = batch::assign_offsets(&mut data, base, log_append_time);
+        if headers.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no record batch to append"));
+        }
+        let active = self.active();
+        if active.size > 0 && active.size + data.len() as u64 > self.config.segment_bytes {
+            self.roll()?;
+        }
+        let records: u64 = headers.iter().map(|(_, h)| h.last_offset_delta as u64 + 1).sum();
+        self.segments.last_mut().unwrap().append(&data, &headers)?;
+        self.unflushed += records;
+        Ok((base, next - 1, records))
+    }
+
+    /// Seals the active segment (index written, everything fsynced) and starts a new one.
+    fn roll(&mut self) -> io::Result<()> {
+        let next = self.next_offset();
+        let active = self.segments.last_mut().unwrap();
+        active.file.sync_data()?;
+        active.write_index(true)?;
+        self.segments.push(Segment::create(&self.dir, next)?);
+        sync_dir(&self.dir)
+    }
+
+    fn segment_for(&self, offset: i64) -> usize {
+        self.segments.partition_point(|s| s.base_offset <= offset).saturating_sub(1)
+    }
+
+    /// Whole batches from the one holding `offset`, up to `max_bytes` (the first batch whole
+    /// even when bigger, if `min_one`). None when `offset` is out of range.
+    pub fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> io::Result<Option<Vec<u8>>> {
+        if offset < self.log_start_offset() || offset > self.next_offset() {
+            return Ok(None);
+        }
+        let mut i = self.segment_for(offset);
+        while i < self.segments.len() {
+            let seg = &self.segments[i];
+            let rel = (offset - seg.base_offset).max(0) as u32;
+            let from = seg.index.position_for_offset(rel);
+            if let Some((start, first)) = seg.headers_from(from, |_, h| h.last_offset() >= offset)? {
+                let mut end = start + first.size as u64;
+                if first.size > max_bytes {
+                    return Ok(Some(if min_one { seg.read_at(first.size, start)? } else { Vec::new() }));
+                }
+                seg.headers_from(end, |_, h| {
+                    if (end - start) as usize + h.size > max_bytes {
+                        return true;
+                    }
+                    end += h.size as u64;
+                    false
+                })?;
+                return Ok(Some(seg.read_at((end - start) as usize, start)?));
+            }
+            i += 1;
+        }
+        Ok(Some(Vec::new()))
+    }
+
+    /// The first record with a timestamp >= `ts`, as (timestamp, offset).
+    pub fn offset_for_timestamp(&self, ts: i64) -> io::Result<Option<(i64, i64)>> {
+        for seg in &self.segments {
+            if seg.max_timestamp < ts {
+                continue;
+            }
+            let from = seg.index.position_for_timestamp(ts);
+            if let Some((pos, h)) = seg.headers_from(from, |_, h| h.max_timestamp >= ts)? {
+                let bytes = seg.read_at(h.size, pos)?;
+                return Ok(batch::find_timestamp(&bytes, Some(ts)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The record with the largest timestamp (the first such), as (timestamp, offset).
+    pub fn max_timestamp(&self) -> io::Result<Option<(i64, i64)>> {
+        let Some(seg) = self.segments.iter().filter(|s| s.size > 0).reduce(|a, b| if b.max_timestamp > a.max_timestamp { b } else { a }) else {
+            return Ok(None);
+        };
+        let wanted = seg.max_timestamp;
+        if let Some((pos, h)) = seg.headers_from(0, |_, h| h.max_timestamp == wanted)? {
+            let bytes = seg.read_at(h.size, pos)?;
+            return Ok(batch::find_timestamp(&bytes, None).or(Some((h.max_timestamp, h.last_offset()))));
+        }
+        Ok(None)
+    }
+
+    /// Deletes old segments by `retention.ms` and `retention.bytes`; never the active one.
+    /// Returns how many went.
+    pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<usize> {
+        let mut total = self.size() as i64;
+        let mut remove = 0;
+        while remove + 1 < self.segments.len() {
+            let seg = &self.segments[remove];
+            let expired = self.config.retention_ms >= 0 && seg.max_timestamp >= 0 && now_ms - seg.max_timestamp > self.config.retention_ms;
+            let oversize = self.config.retention_bytes >= 0 && total - seg.size as i64 >= self.config.retention_bytes;
+            if !(expired || oversize) {
+                break;
+            }
+            total -= seg.size as i64;
+            remove += 1;
+        }
+        for seg in self.segments.drain(..remove) {
+            seg.remove_files()?;
+        }
+        Ok(remove)
+    }
+
+    /// fsync of the active segment happens outside the lock; this marks what it covered.
+    pub fn flushed(&mut self, records: u64) {
+        self.unflushed = self.unflushed.saturating_sub(records);
+    }
+
+    /// Writes the active segment's index for a clean restart.
+    pub fn close(&mut self) -> io::Result<()> {
+        let active = self.segments.last_mut().unwrap();
+        active.file.sync_data()?;
+        active.write_index(true)
+    }
+
+    #[cfg(test)]
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    #[cfg(test)]
+    pub fn active_log_path(&self) -> PathBuf {
+        self.active().log_path()
+    }
+}
+
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
