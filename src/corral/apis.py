@@ -55,6 +55,7 @@ HANDLER_MODULES = [
     "metadata",
     "topic_admin",
     "describe_configs",
+    "groups.handlers",
 ]
 
 HANDLERS: dict[int, Handler] = {}

@@ -8,6 +8,7 @@ import base64
 from pathlib import Path
 
 from .config import Settings, parse_listener
+from .groups import coordinator_for
 from .topics import TopicStore
 
 log = logging.getLogger("corral.broker")
@@ -21,6 +22,8 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_or_create_cluster_id()
         self.topics = TopicStore(self.data_dir, settings)
+        # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
+        self.groups = coordinator_for(self)
         # Set once the listener is bound (the port may be 0 until then).
         self.advertised_host, self.advertised_port = parse_listener(settings["listeners"])
 

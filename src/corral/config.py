@@ -134,6 +134,22 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 _one_of("CreateTime", "LogAppendTime"), "Default message.timestamp.type of topics."),
         Setting("log.cleanup.policy", ConfigType.LIST, "delete", _one_of("delete"),
                 "Default cleanup.policy of topics (corral implements delete)."),
+        Setting("group.min.session.timeout.ms", ConfigType.INT, 6000, _int_in(0, INT32_MAX),
+                "Smallest session timeout a classic member may ask for (INVALID_SESSION_TIMEOUT below)."),
+        Setting("group.max.session.timeout.ms", ConfigType.INT, 1800000, _int_in(0, INT32_MAX),
+                "Largest session timeout a classic member may ask for (INVALID_SESSION_TIMEOUT above)."),
+        Setting("group.initial.rebalance.delay.ms", ConfigType.INT, 3000, _int_in(0, INT32_MAX),
+                "How long a new classic group waits for more members before its first rebalance."),
+        Setting("group.max.size", ConfigType.INT, INT32_MAX, _int_in(1, INT32_MAX),
+                "Most members a classic group admits (GROUP_MAX_SIZE_REACHED beyond)."),
+        Setting("offsets.topic.num.partitions", ConfigType.INT, 50, _int_in(1, 100_000),
+                "Partitions of __consumer_offsets; a group lives in abs(hash(group id)) % this."),
+        Setting("offsets.retention.minutes", ConfigType.INT, 10080, _int_in(1, INT32_MAX),
+                "How long committed offsets of an empty group (or a simple group) are kept."),
+        Setting("offsets.retention.check.interval.ms", ConfigType.LONG, 600000, _int_in(1, INT64_MAX),
+                "How often expired offsets and empty groups without offsets are removed."),
+        Setting("offset.metadata.max.bytes", ConfigType.INT, 4096, _int_in(0, INT32_MAX),
+                "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE above)."),
     ]
 }
 

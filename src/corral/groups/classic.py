@@ -1,0 +1,335 @@
+"""A classic group (JoinGroup/SyncGroup protocol) and its members: the data and its invariants.
+
+This module holds state and the small operations Kafka's ClassicGroup offers (add, remove, update,
+protocol vote, next generation); the decisions (when to rebalance, what to answer) live in
+`classic_protocol.py`. Every operation on one member is O(1) in the group size: the number of
+members awaiting a JoinGroup response and the per-protocol support counts are kept as counters, so
+a join storm of N members costs O(N) in total, not O(N^2) (KAFKA-7142).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from enum import Enum
+from typing import Any
+
+import trio
+
+from .subscription import subscribed_topics
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class ClassicState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class Waiter:
+    """One parked request (JoinGroup or SyncGroup) waiting for the group to answer it."""
+
+    __slots__ = ("_event", "value")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self.value: dict[str, Any] | None = None
+
+    def complete(self, value: dict[str, Any]) -> None:
+        if not self._event.is_set():
+            self.value = value
+            self._event.set()
+
+    async def wait(self) -> dict[str, Any]:
+        await self._event.wait()
+        assert self.value is not None
+        return self.value
+
+
+class ClassicMember:
+    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host",
+                 "rebalance_timeout_ms", "session_timeout_ms", "protocol_type", "protocols",
+                 "assignment", "join_waiter", "sync_waiter", "is_new", "timer_key")
+
+    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str,
+                 client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                 protocol_type: str, protocols: list[tuple[str, bytes]]):
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.protocol_type = protocol_type
+        # (name, metadata) in the member's order of preference.
+        self.protocols = protocols
+        self.assignment = b""
+        self.join_waiter: Waiter | None = None
+        self.sync_waiter: Waiter | None = None
+        self.is_new = False
+        self.timer_key = 0
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_waiter is not None
+
+    @property
+    def awaiting_sync(self) -> bool:
+        return self.sync_waiter is not None
+
+    def metadata(self, protocol: str) -> bytes:
+        for name, data in self.protocols:
+            if name == protocol:
+                return data
+        raise KeyError(protocol)
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return self.protocols == protocols
+
+    def vote(self, candidates: set[str]) -> str:
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise ValueError("member supports none of the candidate protocols")
+
+    def has_satisfied_heartbeat(self) -> bool:
+        """Kafka's rule: members parked in a rebalance need no heartbeat, unless still new."""
+        if self.is_new:
+            return False
+        return self.awaiting_join or self.awaiting_sync
+
+
+class ClassicGroup:
+    type = "classic"
+
+    def __init__(self, group_id: str, join_key: int = 0, sync_key: int = 0):
+        self.group_id = group_id
+        self.state = ClassicState.EMPTY
+        self.previous_state = ClassicState.EMPTY
+        self.state_timestamp_ms: int | None = None
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, ClassicMember] = {}
+        self.static_members: dict[str, str] = {}
+        # KIP-394: member ids handed out with MEMBER_ID_REQUIRED, not yet joined -> timer key.
+        self.pending_members: dict[str, int] = {}
+        self.pending_sync: set[str] = set()
+        self.protocol_support: dict[str, int] = {}
+        self.num_awaiting_join = 0
+        self.new_member_added = False
+        self.subscribed_topics: set[str] | None = None
+        self.join_key = join_key
+        self.sync_key = sync_key
+        # What the join timer does when it fires: ("initial", delay, remaining) or ("complete",).
+        self.join_action: tuple = ("complete",)
+        self.sync_generation = -1
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def transition(self, state: ClassicState) -> None:
+        self.previous_state = self.state
+        self.state = state
+        self.state_timestamp_ms = _wall_ms()
+
+    def in_state(self, *states: ClassicState) -> bool:
+        return self.state in states
+
+    def can_rebalance(self) -> bool:
+        return self.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE,
+                              ClassicState.EMPTY)
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def size(self) -> int:
+        return len(self.members)
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def has_member(self, member_id: str) -> bool:
+        return member_id in self.members
+
+    def is_pending(self, member_id: str) -> bool:
+        return member_id in self.pending_members
+
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id == member_id
+
+    def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
+        return f"{group_instance_id or client_id}-{uuid.uuid4()}"
+
+    def add(self, member: ClassicMember, waiter: Waiter | None) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        for name, _ in member.protocols:
+            self.protocol_support[name] = self.protocol_support.get(name, 0) + 1
+        member.join_waiter = waiter
+        if waiter is not None:
+            self.num_awaiting_join += 1
+        self.members[member.member_id] = member
+        self.pending_members.pop(member.member_id, None)
+
+    def remove(self, member_id: str) -> ClassicMember | None:
+        self.pending_members.pop(member_id, None)
+        self.pending_sync.discard(member_id)
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        for name, _ in member.protocols:
+            self._drop_support(name)
+        if member.awaiting_join:
+            self.num_awaiting_join -= 1
+        if member.group_instance_id is not None and \
+                self.static_members.get(member.group_instance_id) == member_id:
+            del self.static_members[member.group_instance_id]
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def update(self, member: ClassicMember, protocols: list[tuple[str, bytes]],
+               rebalance_timeout_ms: int, session_timeout_ms: int, waiter: Waiter | None) -> None:
+        for name, _ in member.protocols:
+            self._drop_support(name)
+        for name, _ in protocols:
+            self.protocol_support[name] = self.protocol_support.get(name, 0) + 1
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if waiter is not None and not member.awaiting_join:
+            self.num_awaiting_join += 1
+        elif waiter is None and member.awaiting_join:
+            self.num_awaiting_join -= 1
+        member.join_waiter = waiter
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str,
+                              fenced: dict[str, Any]) -> ClassicMember:
+        """The same static member under a new member id; the old id's parked requests are fenced."""
+        member = self.members.pop(old_id)
+        if member.join_waiter is not None:
+            member.join_waiter.complete(fenced)
+            member.join_waiter = None
+            self.num_awaiting_join -= 1
+        if member.sync_waiter is not None:
+            member.sync_waiter.complete(fenced)
+            member.sync_waiter = None
+        member.member_id = new_id
+        self.members[new_id] = member
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        self.static_members[instance_id] = new_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
+        return member
+
+    def complete_join(self, member: ClassicMember, response: dict[str, Any]) -> bool:
+        if member.join_waiter is None:
+            return False
+        member.join_waiter.complete(response)
+        member.join_waiter = None
+        self.num_awaiting_join -= 1
+        return True
+
+    def complete_sync(self, member: ClassicMember, response: dict[str, Any]) -> bool:
+        if member.sync_waiter is None:
+            return False
+        member.sync_waiter.complete(response)
+        member.sync_waiter = None
+        return True
+
+    def _drop_support(self, name: str) -> None:
+        left = self.protocol_support[name] - 1
+        if left:
+            self.protocol_support[name] = left
+        else:
+            del self.protocol_support[name]
+
+    # -- protocol ------------------------------------------------------------------------------
+
+    def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        if not self.members:
+            return bool(protocol_type) and bool(protocols)
+        n = len(self.members)
+        return protocol_type == self.protocol_type and any(
+            self.protocol_support.get(name, 0) == n for name, _ in protocols)
+
+    def select_protocol(self) -> str:
+        """The protocol every member supports that most members prefer (Kafka's vote)."""
+        n = len(self.members)
+        candidates = {name for name, count in self.protocol_support.items() if count == n}
+        votes: dict[str, int] = {}
+        for member in self.members.values():
+            choice = member.vote(candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        return max(votes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+    def has_all_members_joined(self) -> bool:
+        return len(self.members) == self.num_awaiting_join and not self.pending_members
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def not_yet_rejoined(self) -> list[ClassicMember]:
+        return [m for m in self.members.values() if not m.awaiting_join]
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Keeps a leader that rejoined, else picks any member that did; False if none did."""
+        if self.leader_id is not None:
+            leader = self.members.get(self.leader_id)
+            if leader is not None and leader.awaiting_join:
+                return True
+            for member in self.members.values():
+                if member.awaiting_join:
+                    self.leader_id = member.member_id
+                    return True
+            return False
+        return True
+
+    def init_next_generation(self) -> None:
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.subscribed_topics = self.compute_subscribed_topics()
+            self.transition(ClassicState.COMPLETING_REBALANCE)
+        else:
+            self.protocol_name = None
+            self.subscribed_topics = self.compute_subscribed_topics()
+            self.transition(ClassicState.EMPTY)
+        self.pending_sync.clear()
+
+    def compute_subscribed_topics(self) -> set[str] | None:
+        """Union of the members' subscriptions, when every member speaks the consumer protocol."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
+            return None if self.members else set()
+        topics: set[str] = set()
+        for member in self.members.values():
+            one = subscribed_topics(member.metadata(self.protocol_name))
+            if one is None:
+                return None
+            topics |= one
+        return topics
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return self.subscribed_topics is not None and topic in self.subscribed_topics
+
+    def leader_members_list(self) -> list[dict[str, Any]]:
+        """The JoinGroup response's member list, sent to the leader only."""
+        protocol = self.protocol_name
+        return [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+             "metadata": m.metadata(protocol)}
+            for m in self.members.values()
+        ]
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,75 @@
+"""Deadlines of the group coordinators, kept in the compiled timer wheel.
+
+A deadline's owner registers a callback once and gets an integer key; scheduling and cancelling
+then only touch the wheel (O(1), nothing allocated), so a heartbeat costs one call into Rust. One
+trio task wakes every tick while anything is scheduled and runs the callbacks of every expired key
+in one batch. Callbacks are plain functions: they change coordinator state and complete parked
+requests, they never block.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+import trio
+
+from .. import _core
+
+log = logging.getLogger("corral.groups.timers")
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class Timers:
+    def __init__(self, tick_ms: int = 10):
+        self.tick_ms = tick_ms
+        self.wheel = _core.TimerWheel(now_ms(), tick_ms)
+        self.callbacks: dict[int, Callable[[], None]] = {}
+        self._next_key = 1
+        self._armed = trio.Event()
+
+    def register(self, callback: Callable[[], None]) -> int:
+        key = self._next_key
+        self._next_key += 1
+        self.callbacks[key] = callback
+        return key
+
+    def unregister(self, key: int) -> None:
+        self.wheel.cancel(key)
+        self.callbacks.pop(key, None)
+
+    def schedule(self, key: int, delay_ms: int) -> None:
+        self.wheel.schedule(key, now_ms() + max(delay_ms, 0))
+        if not self._armed.is_set():
+            self._armed.set()
+
+    def cancel(self, key: int) -> None:
+        self.wheel.cancel(key)
+
+    def scheduled(self, key: int) -> bool:
+        return self.wheel.deadline(key) is not None
+
+    def fire_due(self) -> int:
+        """Runs the callbacks of every key due now; returns how many fired."""
+        due = self.wheel.expired(now_ms())
+        for key in due:
+            callback = self.callbacks.get(key)
+            if callback is None:
+                continue
+            try:
+                callback()
+            except Exception:
+                log.exception("timer callback failed")
+        return len(due)
+
+    async def run(self) -> None:
+        while True:
+            if len(self.wheel) == 0:
+                self._armed = trio.Event()
+                await self._armed.wait()
+            await trio.sleep(self.tick_ms / 1000)
+            self.fire_due()
