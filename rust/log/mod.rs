@@ -14,6 +14,7 @@
 pub mod batch;
 mod index;
 mod partition;
+mod producers;
 mod recovery;
 mod segment;
 
@@ -28,7 +29,7 @@ use pyo3::exceptions::{PyException, PyKeyError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use partition::{Config, Partition};
+use partition::{Appended, Config, Partition};
 
 create_exception!(_core, InvalidBatch, PyException, "A record batch Kafka would refuse: args are (error_code, message).");
 
@@ -112,17 +113,24 @@ impl LogStore {
         Ok(notes)
     }
 
-    /// Appends whole, validated batches. Returns (base offset, last offset, records appended,
-    /// records now waiting for an fsync in this partition).
+    /// Appends whole, validated batches (offsets assigned here; with `log_append_time`, the
+    /// LogAppendTime timestamp too), checking idempotent producers' sequences first. Returns
+    /// (error code, base offset, last offset, log append time or -1, records waiting for an
+    /// fsync in this partition). A retried batch gets error 0 and its original offsets, as in
+    /// Kafka; a refused one INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER and -1s.
     #[pyo3(signature = (topic, partition, data, log_append_time=None))]
-    fn append(&self, py: Python<'_>, topic: &str, partition: i32, data: &[u8], log_append_time: Option<i64>) -> PyResult<(i64, i64, u64, u64)> {
+    fn append(&self, py: Python<'_>, topic: &str, partition: i32, data: &[u8], log_append_time: Option<i64>) -> PyResult<(i16, i64, i64, i64, u64)> {
         let p = self.get(topic, partition)?;
         let data = data.to_vec();
-        py.detach(|| {
+        py.detach(|| -> io::Result<_> {
             let mut p = lock(&p);
-            let (base, last, records) = p.append(data, log_append_time)?;
-            Ok((base, last, records, p.unflushed))
+            Ok(match p.append(data, log_append_time)? {
+                Appended::New(base, last, _) => (0, base, last, log_append_time.unwrap_or(-1), p.unflushed),
+                Appended::Duplicate(meta) => (0, meta.first_offset, meta.last_offset, meta.timestamp, p.unflushed),
+                Appended::Refused(code, _) => (code, -1, -1, -1, p.unflushed),
+            })
         })
+        .map_err(Into::into)
     }
 
     /// Whole batches from the one holding `offset`, at most `max_bytes` unless the first batch
@@ -291,7 +299,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[cfg(test)]
 mod tests {
     use super::batch::build;
-    use super::partition::{Config, Partition};
+    use super::partition::{Appended, Config, Partition};
     use std::io::Write;
 
     fn config(segment_bytes: u64) -> Config {
@@ -314,8 +322,8 @@ mod tests {
         let dir = tmp("roll");
         let (mut p, _) = Partition::open(&dir, config(4000), false).unwrap();
         for i in 0..50 {
-            let (base, last, _) = p.append(batch_of(3, 1000 + i), None).unwrap();
-            assert_eq!((base, last), (i * 3, i * 3 + 2));
+            let appended = p.append(batch_of(3, 1000 + i), None).unwrap();
+            assert_eq!(appended, Appended::New(i * 3, i * 3 + 2, 3));
         }
         assert!(p.segment_count() >= 4, "segments rolled by size");
         let got = p.read(31, 1 << 20, true).unwrap().unwrap();
@@ -355,7 +363,7 @@ mod tests {
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
         assert_eq!(p.next_offset(), 20);
-        assert_eq!(p.append(batch_of(1, 5), None).unwrap().0, 20);
+        assert_eq!(p.append(batch_of(1, 5), None).unwrap(), Appended::New(20, 20, 1));
         // A flipped bit inside the last batch: CRC catches it.
         drop(p);
         let mut bytes = std::fs::read(&path).unwrap();
@@ -385,6 +393,34 @@ mod tests {
         assert_eq!(p.next_offset(), 60);
         let got = p.read(1, 1 << 20, true).unwrap().unwrap();
         assert_eq!(super::batch::records(&got).unwrap()[0].offset, 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn idempotent(n: usize, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
+        let mut b = batch_of(n, 0);
+        b[43..51].copy_from_slice(&pid.to_be_bytes());
+        b[51..53].copy_from_slice(&epoch.to_be_bytes());
+        b[53..57].copy_from_slice(&seq.to_be_bytes());
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn producer_state_survives_reopen() {
+        let dir = tmp("producers");
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        assert_eq!(p.append(idempotent(3, 9, 0, 0), None).unwrap(), Appended::New(0, 2, 3));
+        assert_eq!(p.append(idempotent(2, 9, 0, 3), None).unwrap(), Appended::New(3, 4, 2));
+        drop(p);
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        match p.append(idempotent(2, 9, 0, 3), None).unwrap() {
+            Appended::Duplicate(meta) => assert_eq!((meta.first_offset, meta.last_offset), (3, 4)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(p.append(idempotent(1, 9, 0, 7), None).unwrap(), Appended::Refused(45, _)));
+        assert_eq!(p.append(idempotent(1, 9, 0, 5), None).unwrap(), Appended::New(5, 5, 1));
+        assert_eq!(p.next_offset(), 6);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::fs::File;
 use std::sync::Arc;
 
-use super::batch;
+use super::batch::{self, Header};
+use super::producers::{BatchMeta, Check, Producers};
 use super::recovery;
 use super::segment::Segment;
 
@@ -27,6 +28,18 @@ pub struct Partition {
     segments: Vec<Segment>,
     /// Records appended since the last fsync.
     pub unflushed: u64,
+    producers: Producers,
+}
+
+/// What an append did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Appended {
+    /// (base offset, last offset, records).
+    New(i64, i64, u64),
+    /// A retried idempotent batch: its original offsets; nothing was written.
+    Duplicate(BatchMeta),
+    /// Refused by the producer state: (Kafka error code, message).
+    Refused(i16, String),
 }
 
 impl Partition {
@@ -71,7 +84,16 @@ impl Partition {
             }
             segments.push(seg);
         }
-        Ok((Partition { dir: dir.to_path_buf(), config, segments, unflushed: 0 }, notes))
+        // Producer state comes from the batch headers (Kafka reads them from a snapshot plus
+        // the tail; a header walk costs one small read per batch).
+        let mut producers = Producers::default();
+        for seg in &segments {
+            seg.headers_from(0, |_, h| {
+                producers.update(h);
+                false
+            })?;
+        }
+        Ok((Partition { dir: dir.to_path_buf(), config, segments, unflushed: 0, producers }, notes))
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -95,8 +117,16 @@ impl Partition {
         self.active().file.clone()
     }
 
-    /// Appends validated batches, assigning offsets. Returns (base offset, last offset).
-    pub fn append(&mut self, mut data: Vec<u8>, log_append_time: Option<i64>) -> io::Result<(i64, i64, u64)> {
+    /// Appends validated batches, assigning offsets, after the idempotent-producer checks of
+    /// the first batch (a produce request carries one batch per partition).
+    pub fn append(&mut self, mut data: Vec<u8>, log_append_time: Option<i64>) -> io::Result<Appended> {
+        if let Some(first) = Header::parse(&data) {
+            match self.producers.check(&first) {
+                Check::Append => {}
+                Check::Duplicate(meta) => return Ok(Appended::Duplicate(meta)),
+                Check::Error(code, msg) => return Ok(Appended::Refused(code, msg)),
+            }
+        }
         let base = self.next_offset();
         let (next, headers) = batch::assign_offsets(&mut data, base, log_append_time);
         if headers.is_empty() {
@@ -108,8 +138,11 @@ impl Partition {
         }
         let records: u64 = headers.iter().map(|(_, h)| h.last_offset_delta as u64 + 1).sum();
         self.segments.last_mut().unwrap().append(&data, &headers)?;
+        for (_, h) in &headers {
+            self.producers.update(h);
+        }
         self.unflushed += records;
-        Ok((base, next - 1, records))
+        Ok(Appended::New(base, next - 1, records))
     }
 
     /// Seals the active segment (index written, everything fsynced) and starts a new one.
@@ -201,6 +234,9 @@ impl Partition {
         }
         for seg in self.segments.drain(..remove) {
             seg.remove_files()?;
+        }
+        if remove > 0 {
+            self.producers.forget_before(self.log_start_offset());
         }
         Ok(remove)
     }
