@@ -144,7 +144,8 @@ macro_rules! py_struct {
                 #[allow(unused_imports)]
                 use pyo3::types::PyDictMethods;
                 let dict = pyo3::types::PyDict::new(py);
-                $( dict.set_item($key, $crate::pyconv::ToPy::to_py(&self.$field, py)?)?; )*
+                // Interned keys: one Python string per field name for the process, not per use.
+                $( dict.set_item(pyo3::intern!(py, $key), $crate::pyconv::ToPy::to_py(&self.$field, py)?)?; )*
                 Ok(pyo3::IntoPyObject::into_pyobject(dict, py)?.into_any())
             }
         }
@@ -157,7 +158,7 @@ macro_rules! py_struct {
                 let mut value = <$t>::default();
                 let mut seen = 0usize;
                 $(
-                    if let Some(v) = dict.get_item($key)? {
+                    if let Some(v) = dict.get_item(pyo3::intern!(obj.py(), $key))? {
                         value.$field = $crate::pyconv::FromPy::from_py(&v)
                             .map_err(|e| $crate::pyconv::in_field(e, $key))?;
                         seen += 1;

@@ -202,14 +202,14 @@ def test_request_round_trip(key, version):
     bodies = Bodies(request_type, version)
     defaults = request_through_server(key, version, bodies.skeleton()).body
     sent = bodies.sample(defaults)
-    assert sent, "the schema parser found no fields"
     request = request_through_server(key, version, sent, correlation_id=2**31 - 1)
     assert isinstance(request, _core.Request)
     assert (request.api_key, request.api_version, request.correlation_id) == (key, version, 2**31 - 1)
     assert request.client_id == "codec-test"
     assert request.body == overlay(defaults, sent)
-    # The sample really differs from the defaults, so the comparison above could fail.
-    assert request.body != defaults
+    # The sample really differs from the defaults, so the comparison above could fail (some
+    # requests, like ListGroups v0-3, have no fields at all).
+    assert request.body != defaults or not sent
 
 
 @pytest.mark.parametrize("key, version", PYTHON_OWNED, ids=IDS)
@@ -228,7 +228,7 @@ def test_response_round_trip(key, version):
     defaults = through_client(bodies.skeleton())
     sent = bodies.sample(defaults)
     assert through_client(sent) == overlay(defaults, sent)
-    assert through_client(sent) != defaults
+    assert through_client(sent) != defaults or not sent
 
 
 @pytest.mark.parametrize("version", [v for k, v in CASES if k == ApiKey.API_VERSIONS])
@@ -242,6 +242,17 @@ def test_api_versions_answered_by_the_core_in_every_version(version):
     assert response["error_code"] == 0
     advertised = [(k["api_key"], k["min_version"], k["max_version"]) for k in response["api_keys"]]
     assert advertised == list(ServerSide.table.advertised())
+
+
+def test_schema_parser_reads_fields_types_and_versions():
+    fields = {f.key: (f.type, f.versions) for f in schema("metadata_request")["MetadataRequest"]}
+    assert fields == {
+        "topics": ("Option<Vec<MetadataRequestTopic>>", (0, 13)),
+        "allow_auto_topic_creation": ("bool", (4, 13)),
+        "include_cluster_authorized_operations": ("bool", (8, 10)),
+        "include_topic_authorized_operations": ("bool", (8, 13)),
+    }
+    assert {f.key for f in schema("metadata_response")["MetadataResponseTopic"]} >= {"topic_id", "partitions"}
 
 
 def test_every_advertised_api_is_covered():
