@@ -24,11 +24,17 @@ def main(argv: list[str] | None = None) -> int:
                        help="set any setting, e.g. --set num.partitions=8 (repeatable)")
     serve.add_argument("--log-level", default="INFO")
 
+    from .load.cli import add_parser as add_load_parser
+    add_load_parser(sub)
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if args.command == "serve":
         return _serve(args)
+    if args.command == "load":
+        from .load.cli import main as load_main
+        return load_main(args)
     return 2
 
 

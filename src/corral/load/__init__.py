@@ -1,0 +1,1 @@
+"""`corral load`: a load generator for consumer groups, for any Kafka-compatible broker."""

@@ -1,0 +1,82 @@
+"""Arguments and entry point of `corral load`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+
+from .runner import LoadError, run
+from .scenarios import SCENARIOS
+
+
+def add_parser(sub) -> None:
+    load = sub.add_parser(
+        "load", help="generate consumer-group load against any Kafka-compatible broker",
+        description="Simulates group members speaking raw Kafka frames; checks every answer. "
+                    "Scenarios: " + "; ".join(f"{n}: {m.HELP}" for n, m in SCENARIOS.items()))
+    load.add_argument("--bootstrap", required=True, metavar="HOST:PORT")
+    load.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    load.add_argument("--members", type=int, default=100)
+    load.add_argument("--duration", type=float, default=60.0,
+                      help="upper bound of the run in seconds (a ramp may stop earlier)")
+    load.add_argument("--workers", type=int, default=1, help="generator processes")
+    load.add_argument("--group", default=None, help="group id (default: a fresh one)")
+    load.add_argument("--topic", default=None, help="topic (default: corral-load-<group>)")
+    load.add_argument("--assignor", default="range", choices=["range", "roundrobin"])
+    load.add_argument("--session-timeout-ms", type=int, default=45000)
+    load.add_argument("--rebalance-timeout-ms", type=int, default=300000)
+    load.add_argument("--heartbeat-interval-ms", type=int, default=3000)
+    load.add_argument("--json", metavar="PATH", help="write the result as JSON")
+    load.add_argument("--plot", metavar="PNG", help="plot latency and stable members over time")
+    load.add_argument("--quiet", action="store_true", help="no live display")
+    load.add_argument("--log-level", default="WARNING")
+    seen: set[str] = set()
+    for scenario in SCENARIOS.values():
+        group = load.add_argument_group(scenario.NAME)
+        _add_once(scenario.add_arguments, group, seen)
+
+
+def _add_once(add_arguments, group, seen: set[str]) -> None:
+    """Scenarios may share an option (the ramp's): each is declared once."""
+    class OnceGroup:
+        def add_argument(self, *names, **kwargs):
+            if names[0] in seen:
+                return
+            seen.add(names[0])
+            group.add_argument(*names, **kwargs)
+    add_arguments(OnceGroup())
+
+
+def main(args: argparse.Namespace) -> int:
+    params = {k: v for k, v in vars(args).items() if k not in ("command", "log_level")}
+    params["group"] = params["group"] or f"corral-load-{uuid.uuid4().hex[:8]}"
+    scenario = SCENARIOS[args.scenario]
+    try:
+        if args.quiet or not sys.stderr.isatty():
+            result = run(scenario, params)
+        else:
+            from .display import LiveDisplay
+            with LiveDisplay() as display:
+                result = run(scenario, params, display)
+    except LoadError as e:
+        print(f"corral load: {e}", file=sys.stderr)
+        return 2
+    if args.plot:
+        from .plot import plot
+        plot(result, args.plot)
+    public = {k: v for k, v in result.items() if not k.startswith("_")}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(public, f, indent=2)
+    print(json.dumps({"scenario": public["scenario"], "metrics": _brief(public["metrics"]),
+                      "generator": public["generator"], "errors": public["errors"],
+                      "violations": public["violations"]}, indent=2))
+    for warning in public.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
+    return 1 if public["violations"] or public["failures"] else 0
+
+
+def _brief(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if k != "steps"}

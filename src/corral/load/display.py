@@ -1,0 +1,50 @@
+"""The live progress display (rich), fed by the parent twice a second."""
+
+from __future__ import annotations
+
+from rich.live import Live
+from rich.table import Table
+
+from .stats import percentiles
+
+
+class LiveDisplay:
+    def __init__(self):
+        self.live = Live(Table(), refresh_per_second=4, transient=False)
+        self._last_counts: dict[str, int] = {}
+
+    def __enter__(self):
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.live.__exit__(*exc)
+
+    def update(self, run) -> None:
+        table = Table(title=f"corral load: {run.scenario} against {run.broker.bootstrap}",
+                      show_header=False, expand=False)
+        table.add_column(style="bold")
+        table.add_column()
+        elapsed = run.elapsed()
+        table.add_row("elapsed", f"{elapsed:6.1f} s")
+        table.add_row("members stable", f"{run.stable_members:,} / {run.members:,}")
+        if run.ledger.size:
+            table.add_row("generation", str(max(run.ledger.size)))
+        if run.phase:
+            table.add_row("phase", ", ".join(f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}"
+                                             for k, v in run.phase.items()))
+        for api, samples in sorted(run.recorder.samples.items()):
+            count = len(samples.latency)
+            rate = (count - self._last_counts.get(api, 0)) / 0.5
+            self._last_counts[api] = count
+            recent = percentiles(samples.latency[-2000:])
+            table.add_row(api.lower(), f"{count:,} answered, ~{rate:,.0f}/s, recent p50 "
+                                       f"{recent.get('p50', 0):.1f} ms, p99 {recent.get('p99', 0):.1f} ms")
+        cpu = sum(run.cpu.values()) / max(elapsed, 1e-9)
+        table.add_row("generator cpu", f"{cpu:.0%} of one core over {run.workers} worker(s)")
+        errors = sum(run.recorder.errors.values())
+        table.add_row("errors", f"{errors:,}" + (f"  {dict(run.recorder.errors.most_common(3))}"
+                                                 if errors else ""))
+        table.add_row("violations", f"[{'red' if run.violations.count else 'green'}]"
+                                    f"{run.violations.count}[/]")
+        self.live.update(table)

@@ -1,0 +1,294 @@
+"""Simulated group members.
+
+`GroupMember` is what scenarios talk to; it says nothing about the group protocol. `ClassicMember`
+speaks the classic protocol (JoinGroup with KIP-394's two-step member id, SyncGroup with the leader
+computing the assignment itself, Heartbeat, OffsetCommit/OffsetFetch, LeaveGroup) the way a Java
+consumer does. A KIP-848 member (ConsumerGroupHeartbeat) is another subclass.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import time
+from dataclasses import dataclass, field
+
+import trio
+
+from . import consumer_protocol as cp
+from .checks import Violations
+from .stats import Recorder
+from .wire import Api, BrokerError, Connection
+
+# Error codes the member reacts to (names as in Kafka's Errors).
+NONE = 0
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+REBALANCE_IN_PROGRESS = 27
+MEMBER_ID_REQUIRED = 79
+RETRIABLE = {COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
+
+REQUEST_TIMEOUT_S = 30.0
+BACKOFF_S = 0.1
+BACKOFF_MAX_S = 1.0
+
+
+@dataclass
+class MemberConfig:
+    group: str
+    host: str                       # the group's coordinator
+    port: int
+    versions: dict[int, int]
+    topics: list[str]
+    partitions: dict[str, int]      # partition count of each subscribed topic
+    session_timeout_ms: int = 45000
+    rebalance_timeout_ms: int = 300000
+    assignor: str = "range"
+    handshake: bool = True          # ApiVersions on each new connection, as clients do
+
+
+class Events:
+    """What members report to the run: assignments received, group sizes seen by leaders."""
+
+    def __init__(self):
+        self.pending: list[tuple] = []
+
+    def synced(self, generation: int, member_id: str, assignment: cp.TopicPartitions) -> None:
+        self.pending.append(("synced", generation, member_id, assignment, time.monotonic()))
+
+    def leader(self, generation: int, member_count: int) -> None:
+        self.pending.append(("leader", generation, member_count))
+
+    def mark(self, name: str) -> None:
+        """A moment of the run (the parent keeps the earliest of each name)."""
+        self.pending.append(("mark", name, time.monotonic()))
+
+    def drain(self) -> list[tuple]:
+        out, self.pending = self.pending, []
+        return out
+
+
+class GroupMember(abc.ABC):
+    """One simulated consumer, independent of the group protocol it speaks."""
+
+    def __init__(self, config: MemberConfig, recorder: Recorder, violations: Violations,
+                 events: Events):
+        self.config = config
+        self.recorder = recorder
+        self.violations = violations
+        self.events = events
+        self.conn: Connection | None = None
+        self.member_id = ""
+        self.generation = -1
+        self.assignment: cp.TopicPartitions = {}
+        self.stable = False
+        self.last_ok_at = 0.0              # last heartbeat or sync answered without error
+        self._one_at_a_time = trio.Lock()   # heartbeats and commits of one member share its connection
+
+    async def _connection(self) -> Connection:
+        if self.conn is None:
+            self.conn = await Connection.open(self.config.host, self.config.port,
+                                              self.config.versions, self.config.handshake)
+        return self.conn
+
+    async def request(self, api: Api, body: dict, timeout: float = REQUEST_TIMEOUT_S) -> dict | None:
+        """One request with latency recorded; None (and the connection dropped) on failure."""
+        try:
+            async with self._one_at_a_time:
+                with trio.fail_after(timeout):
+                    conn = await self._connection()
+                    response, seconds = await conn.timed_call(api, body)
+        except (BrokerError, trio.TooSlowError) as e:
+            self.recorder.error(api.name, "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION")
+            await self.disconnect()
+            return None
+        self.recorder.latency(api.name, seconds)
+        code = response.get("error_code", NONE)
+        if code != NONE:
+            self.recorder.error(api.name, code)
+        return response
+
+    async def disconnect(self) -> None:
+        if self.conn is not None:
+            conn, self.conn = self.conn, None
+            with trio.CancelScope(shield=True):
+                await conn.aclose()
+
+    def _saw_generation(self, generation: int) -> None:
+        if generation < self.generation:
+            self.violations.add(f"member {self.member_id}: generation went from {self.generation} "
+                                f"to {generation}")
+        self.generation = generation
+
+    @abc.abstractmethod
+    async def join(self) -> None:
+        """Returns once the member holds an assignment of a stable generation."""
+
+    @abc.abstractmethod
+    async def heartbeat(self) -> bool:
+        """One heartbeat; False if the member must rejoin."""
+
+    @abc.abstractmethod
+    async def commit(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Commits offsets; returns those the broker acknowledged."""
+
+    @abc.abstractmethod
+    async def fetch_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
+        """Committed offsets as the broker reports them (-1: none), or None on failure."""
+
+    @abc.abstractmethod
+    async def leave(self) -> None:
+        """Leaves the group and closes the connection."""
+
+
+class ClassicMember(GroupMember):
+    async def _backoff(self, attempt: int) -> None:
+        await trio.sleep(min(BACKOFF_MAX_S, BACKOFF_S * math.pow(2, min(attempt, 8))))
+
+    async def join(self) -> None:
+        c = self.config
+        self.stable = False
+        attempt = 0
+        while True:
+            attempt += 1
+            owned = self.assignment
+            self.assignment = {}
+            response = await self.request(Api.JOIN_GROUP, {
+                "group_id": c.group, "session_timeout_ms": c.session_timeout_ms,
+                "rebalance_timeout_ms": c.rebalance_timeout_ms, "member_id": self.member_id,
+                "protocol_type": cp.PROTOCOL_TYPE,
+                "protocols": [{"name": c.assignor, "metadata": cp.encode_subscription(
+                    c.topics, owned, self.generation)}],
+            }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S)
+            if response is None:
+                await self._backoff(attempt)
+                continue
+            code = response["error_code"]
+            if code == MEMBER_ID_REQUIRED:          # KIP-394: rejoin with the id handed out
+                self.member_id = response["member_id"]
+                continue
+            if code == UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+                continue
+            if code != NONE:
+                await self._backoff(attempt)
+                continue
+            self.member_id = response["member_id"]
+            self._saw_generation(response["generation_id"])
+            assignments = []
+            if response["leader"] == self.member_id:
+                assignments = self._lead(response)
+            if await self._sync(response, assignments):
+                return
+
+    def _lead(self, join: dict) -> list[dict]:
+        c = self.config
+        subscriptions = {m["member_id"]: cp.decode_subscription_topics(m["metadata"])
+                         for m in join["members"]}
+        self.events.leader(join["generation_id"], len(subscriptions))
+        plan = cp.assign(join["protocol_name"] or c.assignor, subscriptions, c.partitions)
+        return [{"member_id": m, "assignment": cp.encode_assignment(tps)} for m, tps in plan.items()]
+
+    async def _sync(self, join: dict, assignments: list[dict]) -> bool:
+        c = self.config
+        response = await self.request(Api.SYNC_GROUP, {
+            "group_id": c.group, "generation_id": join["generation_id"],
+            "member_id": self.member_id, "protocol_type": cp.PROTOCOL_TYPE,
+            "protocol_name": join["protocol_name"], "assignments": assignments,
+        }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S)
+        if response is None:
+            return False
+        code = response["error_code"]
+        if code == UNKNOWN_MEMBER_ID:
+            self.member_id = ""
+        if code != NONE:
+            return False
+        self.assignment = cp.decode_assignment(response["assignment"])
+        self.stable = True
+        self.last_ok_at = time.monotonic()
+        self.events.synced(join["generation_id"], self.member_id, self.assignment)
+        return True
+
+    async def heartbeat(self) -> bool:
+        response = await self.request(Api.HEARTBEAT, {
+            "group_id": self.config.group, "generation_id": self.generation,
+            "member_id": self.member_id,
+        })
+        if response is None:
+            return self.stable  # like Java: a lost coordinator is found again, no rejoin for it
+        code = response["error_code"]
+        if code == NONE:
+            self.last_ok_at = time.monotonic()
+        if code == UNKNOWN_MEMBER_ID:
+            self.member_id = ""
+        if code in (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) or code in RETRIABLE:
+            self.stable = False
+        return self.stable
+
+    async def commit(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, p), offset in offsets.items():
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": p, "committed_offset": offset, "committed_metadata": ""})
+        response = await self.request(Api.OFFSET_COMMIT, {
+            "group_id": self.config.group, "generation_id_or_member_epoch": self.generation,
+            "member_id": self.member_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        })
+        if response is None:
+            return {}
+        acknowledged = {}
+        for topic in response["topics"]:
+            for part in topic["partitions"]:
+                key = (topic["name"], part["partition_index"])
+                if part["error_code"] == NONE:
+                    acknowledged[key] = offsets[key]
+                else:
+                    self.recorder.error("OFFSET_COMMIT", part["error_code"])
+                    if part["error_code"] in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
+                                              UNKNOWN_MEMBER_ID):
+                        self.stable = False
+        return acknowledged
+
+    async def fetch_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in partitions:
+            by_topic.setdefault(topic, []).append(p)
+        topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        multi_group = self.config.versions[Api.OFFSET_FETCH] >= 8
+        body = ({"groups": [{"group_id": self.config.group, "topics": topics}]} if multi_group
+                else {"group_id": self.config.group, "topics": topics})
+        response = await self.request(Api.OFFSET_FETCH, body)
+        if response is None:
+            return None
+        if multi_group:
+            group = response["groups"][0]
+            if group["error_code"] != NONE:
+                self.recorder.error("OFFSET_FETCH", group["error_code"])
+                return None
+            result_topics = group["topics"]
+        else:
+            result_topics = response["topics"]
+        out = {}
+        for topic in result_topics:
+            for part in topic["partitions"]:
+                if part["error_code"] != NONE:
+                    self.recorder.error("OFFSET_FETCH", part["error_code"])
+                    return None
+                out[(topic["name"], part["partition_index"])] = part["committed_offset"]
+        return out
+
+    async def leave(self) -> None:
+        if self.member_id:
+            version = self.config.versions.get(Api.LEAVE_GROUP, 0)
+            body = ({"group_id": self.config.group,
+                     "members": [{"member_id": self.member_id, "reason": "corral load"}]}
+                    if version >= 3 else {"group_id": self.config.group, "member_id": self.member_id})
+            await self.request(Api.LEAVE_GROUP, body, timeout=5)
+        self.member_id = ""
+        self.stable = False
+        self.assignment = {}
+        await self.disconnect()

@@ -1,0 +1,452 @@
+"""Runs a scenario: checks the broker, forks the worker processes, gathers what they measure.
+
+The parent process owns no member. It negotiates versions, creates the topic, forks `--workers`
+processes (each a trio loop running its share of the members), merges what they ship every
+SHIP_INTERVAL_S (latency samples, error codes, assignment events, violations, their own CPU time),
+checks assignments across all of them, steers the scenario's phases and renders the display.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import platform
+import resource
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from .checks import AssignmentLedger, Violations
+from .member import ClassicMember, Events, MemberConfig
+from .stats import Recorder
+from .wire import Api, BrokerError, Connection, negotiate
+
+SHIP_INTERVAL_S = 0.5
+LEAVE_TIMEOUT_S = 10.0
+SATURATED_CPU = 0.85   # a worker busier than this (of one core) cannot be trusted to keep pace
+
+
+class LoadError(Exception):
+    """The run cannot start (broker unreachable, APIs missing, bad parameters)."""
+
+
+@dataclass
+class BrokerInfo:
+    bootstrap: str
+    coordinator: tuple[str, int]
+    advertised: dict[int, tuple[int, int]]
+    versions: dict[int, int]
+    features: dict[str, Any]
+    partitions: dict[str, int]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "bootstrap": self.bootstrap,
+            "coordinator": f"{self.coordinator[0]}:{self.coordinator[1]}",
+            "api_versions": {Api(k).name: list(v) for k, v in sorted(self.advertised.items())
+                             if k in Api.__members__.values()},
+            "versions_used": {Api(k).name: v for k, v in sorted(self.versions.items())},
+            **self.features,
+        }
+
+
+# ---------------------------------------------------------------- setup (parent, before forking)
+
+async def probe(bootstrap: str, required: set[Api], group: str, topic: str, partitions: int,
+                skip_join: bool) -> BrokerInfo:
+    host, _, port = bootstrap.rpartition(":")
+    try:
+        conn = await Connection.open(host, int(port), handshake=False)
+        with trio.fail_after(30):
+            av = await conn.api_versions()
+    except (BrokerError, OSError, trio.TooSlowError) as e:
+        raise LoadError(f"cannot reach {bootstrap}: {e}") from e
+    advertised = {k["api_key"]: (k["min_version"], k["max_version"]) for k in av["api_keys"]}
+    versions = negotiate(advertised)
+    missing = sorted(api.name for api in required if api not in versions)
+    if missing:
+        raise LoadError(f"{bootstrap} does not offer {', '.join(missing)} (in a version this "
+                        f"generator speaks): this scenario cannot run against it")
+    features = {
+        "supported_features": {f["name"]: [f["min_version"], f["max_version"]]
+                               for f in av.get("supported_features") or []},
+        "finalized_features": {f["name"]: f["max_version_level"]
+                               for f in av.get("finalized_features") or []},
+    }
+    coordinator = (host, int(port))
+    conn.versions = versions
+    with trio.fail_after(60):
+        if not skip_join:
+            coordinator = await _find_coordinator(conn, group)
+            partitions = await _ensure_topic(conn, topic, partitions)
+    await conn.aclose()
+    return BrokerInfo(bootstrap, coordinator, advertised, versions, features, {topic: partitions})
+
+
+async def _find_coordinator(conn: Connection, group_key: str) -> tuple[str, int]:
+    if Api.FIND_COORDINATOR not in conn.versions:
+        host, port = conn.stream.socket.getpeername()[:2]
+        return host, port
+    v = conn.versions[Api.FIND_COORDINATOR]
+    for _ in range(60):
+        body = ({"key_type": 0, "coordinator_keys": [group_key]} if v >= 4
+                else {"key": group_key, "key_type": 0})
+        response = await conn.call(Api.FIND_COORDINATOR, body)
+        answer = response["coordinators"][0] if v >= 4 else response
+        if answer["error_code"] == 0:
+            return answer["host"], answer["port"]
+        await trio.sleep(0.5)  # the offsets topic is being created: COORDINATOR_NOT_AVAILABLE
+    raise LoadError(f"FindCoordinator kept failing with error {answer['error_code']}")
+
+
+async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> int:
+    """The topic's partition count, creating it with `partitions` if it does not exist."""
+    for _ in range(2):
+        response = await conn.call(Api.METADATA, {"topics": [{"name": topic}],
+                                                  "allow_auto_topic_creation": False})
+        entry = response["topics"][0]
+        if entry["error_code"] == 0 and entry["partitions"]:
+            return len(entry["partitions"])
+        if Api.CREATE_TOPICS not in conn.versions:
+            raise LoadError(f"topic {topic} does not exist and the broker offers no CreateTopics")
+        created = await conn.call(Api.CREATE_TOPICS, {
+            "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1,
+                        "assignments": [], "configs": []}], "timeout_ms": 60000})
+        code = created["topics"][0]["error_code"]
+        if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+            raise LoadError(f"CreateTopics {topic}: error {code}")
+        await trio.sleep(0.5)
+    raise LoadError(f"topic {topic} did not appear in Metadata after creation")
+
+
+# ---------------------------------------------------------------- worker processes
+
+@dataclass
+class WorkerPlan:
+    scenario: str
+    params: dict[str, Any]
+    member_config: MemberConfig
+    first_member: int
+    member_count: int
+    total_members: int
+    worker: int
+
+
+class WorkerContext:
+    """What a scenario's member loop sees inside a worker."""
+
+    def __init__(self, plan: WorkerPlan):
+        self.plan = plan
+        self.params = plan.params
+        self.recorder = Recorder()
+        self.violations = Violations()
+        self.events = Events()
+        self.phase: dict[str, Any] = {}
+        self.phase_changed = trio.Event()
+        self.stopping = trio.Event()
+        self.members: list[ClassicMember] = []
+        self.scratch: dict[str, Any] = {}   # the scenario's own per-worker bookkeeping
+
+    def new_member(self) -> ClassicMember:
+        member = ClassicMember(self.plan.member_config, self.recorder, self.violations, self.events)
+        self.members.append(member)
+        return member
+
+    def set_phase(self, phase: dict[str, Any]) -> None:
+        self.phase = phase
+        self.phase_changed.set()
+        self.phase_changed = trio.Event()
+
+    async def sleep_or_phase(self, seconds: float) -> None:
+        """Sleeps, but wakes early when the parent moves to another phase."""
+        with trio.move_on_after(seconds):
+            await self.phase_changed.wait()
+
+
+def _worker_main(plan: WorkerPlan, commands, results) -> None:
+    from .scenarios import SCENARIOS
+    scenario = SCENARIOS[plan.scenario]
+    try:
+        # Each member holds a socket: lift the descriptor limit as far as allowed.
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        trio.run(_worker, scenario, plan, commands, results)
+    except KeyboardInterrupt:
+        pass
+    except BaseException as e:  # reported to the parent rather than lost in a child's stderr
+        results.send(("failed", f"{type(e).__name__}: {e}"))
+        raise
+
+
+async def _worker(scenario, plan: WorkerPlan, commands, results) -> None:
+    ctx = WorkerContext(plan)
+
+    def ship(kind: str) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        results.send((kind, {
+            "recorder": ctx.recorder.take(), "violations": ctx.violations.take(),
+            "events": ctx.events.drain(), "stable": sum(m.stable for m in ctx.members),
+            "ok_since": sum(m.last_ok_at >= ctx.phase.get("since", float("inf")) for m in ctx.members),
+            "cpu": usage.ru_utime + usage.ru_stime, "at": time.monotonic(),
+        }))
+
+    async def shipper() -> None:
+        while True:
+            await trio.sleep(SHIP_INTERVAL_S)
+            ship("progress")
+
+    async def listen(cancel: trio.CancelScope) -> None:
+        while True:
+            await trio.lowlevel.wait_readable(commands.fileno())
+            try:
+                command = commands.recv()   # the parent writes whole messages: this does not block
+            except EOFError:
+                command = "stop"
+            if command == "stop":
+                ctx.stopping.set()
+                cancel.cancel()
+                return
+            ctx.set_phase(command)
+
+    async with trio.open_nursery() as outer:
+        outer.start_soon(shipper)
+        with trio.CancelScope() as members_scope:
+            outer.start_soon(listen, members_scope)
+            async with trio.open_nursery() as nursery:
+                for i in range(plan.member_count):
+                    nursery.start_soon(scenario.run_member, ctx, ctx.new_member(),
+                                       plan.first_member + i)
+        # Leave politely, so that a long-lived broker does not keep thousands of dead members.
+        with trio.move_on_after(LEAVE_TIMEOUT_S) as leave_scope:
+            leave_scope.shield = True
+            async with trio.open_nursery() as nursery:
+                for member in ctx.members:
+                    nursery.start_soon(member.leave)
+        outer.cancel_scope.cancel()
+    ship("done")
+
+
+# ---------------------------------------------------------------- the run (parent)
+
+@dataclass
+class Run:
+    """Everything the parent knows about a run in progress; scenarios read it to steer."""
+    scenario: str
+    params: dict[str, Any]
+    broker: BrokerInfo
+    members: int
+    workers: int
+    started: float = field(default_factory=time.monotonic)
+    recorder: Recorder = field(default_factory=Recorder)
+    violations: Violations = field(default_factory=Violations)
+    ledger: AssignmentLedger | None = None
+    stable: dict[int, int] = field(default_factory=dict)
+    ok_since: dict[int, int] = field(default_factory=dict)  # members answered since phase["since"]
+    cpu: dict[int, float] = field(default_factory=dict)
+    timeline: list[dict[str, float]] = field(default_factory=list)
+    phase: dict[str, Any] = field(default_factory=dict)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    last_synced_at: float = 0.0
+    marks: dict[str, float] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)   # the scenario's own bookkeeping
+    failures: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.ledger = AssignmentLedger(self.broker.partitions, self.violations)
+
+    @property
+    def stable_members(self) -> int:
+        return sum(self.stable.values())
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def absorb(self, worker: int, update: dict[str, Any]) -> None:
+        self.recorder.merge(update["recorder"])
+        self.violations.merge(update["violations"])
+        for event in update["events"]:
+            if event[0] == "mark":
+                self.marks[event[1]] = min(event[2], self.marks.get(event[1], event[2]))
+            elif event[0] == "synced":
+                _, generation, member_id, assignment, at = event
+                self.ledger.synced_member(generation, member_id, assignment)
+                self.last_synced_at = max(self.last_synced_at, at)
+            else:
+                self.ledger.leader(event[1], event[2])
+        self.stable[worker] = update["stable"]
+        self.ok_since[worker] = update["ok_since"]
+        self.cpu[worker] = update["cpu"]
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"hostname": socket.gethostname(), "platform": platform.platform(),
+                            "python": platform.python_version(), "cpus": os.cpu_count()}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                info["memory_gb"] = round(int(line.split()[1]) / 2**20, 1)
+                break
+    except OSError:
+        pass
+    return info
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs, from /proc/stat."""
+    try:
+        fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def required_apis(scenario, params: dict[str, Any]) -> set[Api]:
+    if hasattr(scenario, "required_apis"):
+        return scenario.required_apis(params)
+    return set(scenario.REQUIRED_APIS)
+
+
+def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
+    """Runs one scenario to its end; returns the JSON-ready result."""
+    members, workers = params["members"], max(1, params["workers"])
+    if members < 1:
+        raise LoadError("--members must be at least 1")
+    topic = params["topic"] or f"corral-load-{params['group']}"
+    params = dict(params, topic=topic)
+    broker = trio.run(probe, params["bootstrap"], required_apis(scenario, params), params["group"], topic,
+                      scenario.topic_partitions(params), params.get("skip_join", False))
+    config = MemberConfig(
+        group=params["group"], host=broker.coordinator[0], port=broker.coordinator[1],
+        versions=broker.versions, topics=[topic], partitions=broker.partitions,
+        session_timeout_ms=params["session_timeout_ms"],
+        rebalance_timeout_ms=params["rebalance_timeout_ms"], assignor=params["assignor"])
+    state = Run(scenario.NAME, params, broker, members, workers)
+    ctx = multiprocessing.get_context("fork")
+    procs, command_pipes, result_pipes = [], [], {}
+    per, extra = divmod(members, workers)
+    first = 0
+    for w in range(workers):
+        count = per + (1 if w < extra else 0)
+        plan = WorkerPlan(scenario.NAME, params, config, first, count, members, w)
+        first += count
+        cmd_recv, cmd_send = ctx.Pipe(duplex=False)
+        res_recv, res_send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker_main, args=(plan, cmd_recv, res_send), daemon=True)
+        proc.start()
+        cmd_recv.close()
+        res_send.close()
+        procs.append(proc)
+        command_pipes.append(cmd_send)
+        result_pipes[res_recv] = w
+    busy0, total0 = _machine_busy()
+    state.started = time.monotonic()
+    deadline = state.started + params["duration"] + params.get("grace", 60)
+    stopping_since = None
+    done: set[int] = set()
+
+    def broadcast(message) -> None:
+        for pipe in command_pipes:
+            try:
+                pipe.send(message)
+            except (BrokenPipeError, OSError):
+                pass
+
+    last_tick = time.monotonic()
+    try:
+        while len(done) < workers:
+            for pipe in multiprocessing.connection.wait(list(result_pipes), timeout=0.2):
+                w = result_pipes[pipe]
+                try:
+                    kind, update = pipe.recv()
+                except EOFError:
+                    done.add(w)
+                    del result_pipes[pipe]
+                    continue
+                if kind == "failed":
+                    state.failures.append(f"worker {w}: {update}")
+                    continue
+                state.absorb(w, update)
+                if kind == "done":
+                    done.add(w)
+            now = time.monotonic()
+            if now - last_tick >= SHIP_INTERVAL_S:
+                last_tick = now
+                state.timeline.append({"t": round(state.elapsed(), 3),
+                                       "stable": state.stable_members,
+                                       "cpu": round(sum(state.cpu.values()), 3)})
+                if stopping_since is None:
+                    decision = scenario.control(state) if not state.failures else "stop"
+                    if now > deadline:
+                        state.metrics.setdefault("timed_out", True)
+                        decision = "stop"
+                    if decision == "stop":
+                        stopping_since = now
+                        broadcast("stop")
+                    elif decision is not None:
+                        state.phase = decision
+                        state.phases.append(dict(decision, at=round(state.elapsed(), 3)))
+                        broadcast(decision)
+                elif now - stopping_since > LEAVE_TIMEOUT_S + 20:
+                    break  # workers that do not finish are terminated below
+                if display is not None:
+                    display.update(state)
+    finally:
+        broadcast("stop")
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+    wall = state.elapsed()
+    busy1, total1 = _machine_busy()
+    return _result(scenario, state, wall, (busy1 - busy0) / max(1.0, total1 - total0))
+
+
+def _result(scenario, state: Run, wall: float, machine_busy: float) -> dict[str, Any]:
+    cpu_per_worker = {w: round(s / wall, 3) for w, s in sorted(state.cpu.items())}
+    saturated = any(share > SATURATED_CPU for share in cpu_per_worker.values())
+    params = {k: v for k, v in state.params.items() if k not in ("json", "plot", "quiet")}
+    result = {
+        "scenario": state.scenario,
+        "parameters": params,
+        "machine": machine(),
+        "broker": state.broker.describe(),
+        "wall_seconds": round(wall, 3),
+        "generator": {
+            "workers": state.workers,
+            "cpu_seconds": round(sum(state.cpu.values()), 3),
+            "cpu_per_worker": cpu_per_worker,    # share of one core, over the whole run
+            "saturated": saturated,
+            "machine_cpu_busy": round(machine_busy, 3),   # all processes, all cores
+        },
+        "metrics": {**scenario.summary(state), **state.metrics},
+        "latency_ms": {api: _pct(s.latency) for api, s in sorted(state.recorder.samples.items())},
+        "counts": dict(state.recorder.counts),
+        "errors": dict(sorted(state.recorder.errors.items())),
+        "violations": state.violations.count,
+        "violation_examples": state.violations.examples,
+        "phases": state.phases,
+        "failures": state.failures,
+    }
+    if saturated:
+        result["warnings"] = [f"the generator saturated a core (>{SATURATED_CPU:.0%}): its figures "
+                              "are a lower bound of what the broker can do; add --workers"]
+    result["_timeline"] = state.timeline
+    result["_samples"] = state.recorder.samples
+    result["_started"] = state.started
+    return result
+
+
+def _pct(values) -> dict[str, float]:
+    from .stats import percentiles
+    return percentiles(values)

@@ -1,0 +1,89 @@
+"""churn: members leave and come back at a rate while the others heartbeat.
+
+Reported: rebalances completed, share of the time the group spent rebalancing (not every member
+holding an assignment), members that left and rejoined, errors by code.
+"""
+
+from __future__ import annotations
+
+import random
+
+import trio
+
+from ..wire import Api
+from .common import stay_in_group
+
+NAME = "churn"
+HELP = "members leave and rejoin at a rate while the rest heartbeat; rebalances and their cost"
+REQUIRED_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.HEARTBEAT, Api.LEAVE_GROUP, Api.METADATA}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--churn-rate", type=float, default=1.0, help="members leaving per second")
+    parser.add_argument("--rejoin-delay", type=float, default=1.0,
+                        help="seconds a member stays away before joining again")
+
+
+def topic_partitions(params) -> int:
+    return params["members"]
+
+
+async def _cycle(ctx, member) -> None:
+    """Stay in the group until picked to leave; leave, stay away a while, come back."""
+    leave_requests = ctx.scratch.setdefault("leave_requests", {})
+    while True:
+        leave_requests[member] = picked = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stay_in_group, ctx, member)
+            await picked.wait()
+            nursery.cancel_scope.cancel()
+        await member.leave()
+        ctx.recorder.counts["left_and_rejoined"] += 1
+        await trio.sleep(ctx.params["rejoin_delay"])
+
+
+async def run_member(ctx, member, index: int) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_cycle, ctx, member)
+        if index == ctx.plan.first_member:
+            nursery.start_soon(_churn_driver, ctx)
+
+
+async def _churn_driver(ctx) -> None:
+    """One per worker: its share of the churn rate, picked among its stable members."""
+    while "churn" not in ctx.phase:
+        await ctx.phase_changed.wait()
+    share = ctx.plan.member_count / ctx.plan.total_members
+    while True:
+        await trio.sleep(random.expovariate(ctx.params["churn_rate"] * share))
+        candidates = [m for m in ctx.members if m.stable]
+        if candidates:
+            ctx.scratch["leave_requests"][random.choice(candidates)].set()
+
+
+def control(run):
+    if "churn" not in run.phase:
+        if run.ledger.stable_generation(run.members) is None:
+            return None
+        run.state["churn_started"] = run.elapsed()
+        run.state["generation_at_start"] = max(run.ledger.size)
+        return {"churn": True}
+    if run.elapsed() - run.state["churn_started"] >= run.params["duration"]:
+        return "stop"
+    return None
+
+
+def summary(run) -> dict:
+    start = run.state.get("churn_started")
+    if start is None:
+        return {"members": run.members, "churn_started": False}
+    ticks = [t for t in run.timeline if t["t"] >= start]
+    rebalancing = sum(1 for t in ticks if t["stable"] < run.members)
+    return {
+        "members": run.members,
+        "rebalances_completed": len([g for g in run.ledger.checked_complete
+                                     if g > run.state["generation_at_start"]]),
+        "generations_seen": len([g for g in run.ledger.size if g > run.state["generation_at_start"]]),
+        "time_in_rebalance_share": round(rebalancing / len(ticks), 3) if ticks else None,
+        "left_and_rejoined": run.recorder.counts.get("left_and_rejoined", 0),
+    }

@@ -1,0 +1,113 @@
+"""Member loops and the rate ramp that several scenarios share."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import trio
+
+from ..member import GroupMember
+from ..stats import percentiles
+
+WARMUP_S = 1.0  # the start of each ramp step is not measured: members are still spreading out
+
+
+async def stay_in_group(ctx, member: GroupMember, interval_s: float | None = None) -> None:
+    """Join, then heartbeat every interval (rejoining whenever told to), until cancelled."""
+    interval = interval_s or ctx.params["heartbeat_interval_ms"] / 1000
+    while True:
+        if not member.stable:
+            await member.join()
+            # Spread the members' heartbeats over the interval, as independent clients are.
+            await trio.sleep(random.uniform(0, interval))
+            continue
+        await member.heartbeat()
+        await trio.sleep(interval)
+
+
+def member_rate(ctx, total_rate: float) -> float:
+    """Requests/s one member must send for the whole group to send `total_rate`."""
+    return total_rate / ctx.plan.total_members
+
+
+class Ramp:
+    """Steps a request rate up until the p99 latency or the achieved rate gives way.
+
+    The parent drives it: each step lasts `step_s`; the figure kept is the highest rate achieved
+    in a step whose p99 stayed within the bound.
+    """
+
+    def __init__(self, api: str, params: dict[str, Any], start_rate: float):
+        self.api = api
+        self.step_s = params["step_seconds"]
+        self.factor = params["ramp_factor"]
+        self.bound_ms = params["p99_bound_ms"]
+        self.max_rate = params["max_rate"]
+        self.rate = start_rate
+        self.step = -1
+        self.step_started = 0.0
+        self.steps: list[dict[str, Any]] = []
+        self.finished = False
+
+    def control(self, run) -> dict | str | None:
+        now = time.monotonic()
+        if self.step < 0:
+            return self._next(now)
+        if now - self.step_started < self.step_s:
+            return None
+        self._measure(run, self.step_started + WARMUP_S, now)
+        last = self.steps[-1]
+        if (not last["within_bound"] or last["achieved"] < 0.9 * last["target"]
+                or self.rate * self.factor > self.max_rate
+                or run.elapsed() + self.step_s > run.params["duration"]):
+            self.finished = True
+            return "stop"
+        self.rate *= self.factor
+        return self._next(now)
+
+    def _next(self, now: float) -> dict:
+        self.step += 1
+        self.step_started = now
+        return {"step": self.step, "rate": self.rate}
+
+    def _measure(self, run, start: float, end: float) -> None:
+        samples = run.recorder.samples.get(self.api)
+        window = [lat for at, lat in zip(samples.at, samples.latency) if start <= at < end] \
+            if samples else []
+        pct = percentiles(window)
+        achieved = len(window) / max(1e-9, end - start)
+        self.steps.append({"step": self.step, "target": round(self.rate, 1),
+                           "achieved": round(achieved, 1), "latency_ms": pct,
+                           "within_bound": bool(window) and pct["p99"] <= self.bound_ms})
+
+    def summary(self) -> dict[str, Any]:
+        good = [s for s in self.steps if s["within_bound"] and s["achieved"] >= 0.9 * s["target"]]
+        best = max(good, key=lambda s: s["achieved"], default=None)
+        return {"sustained_per_s": best["achieved"] if best else 0.0,
+                "at_latency_ms": best["latency_ms"] if best else None,
+                "p99_bound_ms": self.bound_ms, "steps": self.steps}
+
+
+def add_ramp_arguments(parser, default_bound_ms: float) -> None:
+    parser.add_argument("--step-seconds", type=float, default=5.0, help="length of a ramp step")
+    parser.add_argument("--ramp-factor", type=float, default=1.5, help="rate multiplier per step")
+    parser.add_argument("--p99-bound-ms", type=float, default=default_bound_ms,
+                        help="the ramp stops at the first step whose p99 latency passes this")
+    parser.add_argument("--max-rate", type=float, default=1e6, help="highest rate tried (per s)")
+    parser.add_argument("--start-rate", type=float, default=None,
+                        help="first step's rate (per s); default: one per member per heartbeat "
+                             "interval")
+
+
+async def paced(ctx, rate_of_phase, action) -> None:
+    """Calls `action()` at the per-member rate of the current phase, closed loop (a member never
+    has two requests out, and a late member does not burst to catch up)."""
+    next_at = time.monotonic() + random.uniform(0, 1 / max(1e-9, rate_of_phase()))
+    while True:
+        now = time.monotonic()
+        if next_at > now:
+            await trio.sleep(next_at - now)
+        await action()
+        next_at = max(next_at + 1 / max(1e-9, rate_of_phase()), time.monotonic())

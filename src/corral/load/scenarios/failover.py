@@ -1,0 +1,93 @@
+"""failover: the broker is restarted (by a command given on the command line) in mid-run.
+
+Members heartbeat and commit offsets (microsecond timestamps, which only grow) throughout.
+Reported: how long the restart command took, and the time from its end until every member has
+again been answered without error; after the restart each member reads its offsets back, and a
+committed offset that went backwards is a violation.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import trio
+
+from ..wire import Api
+from .commit import verify
+from .common import stay_in_group
+
+NAME = "failover"
+HELP = "restart the broker mid-run; time until all members are stable, offsets never go back"
+REQUIRED_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.HEARTBEAT, Api.METADATA, Api.OFFSET_COMMIT,
+                 Api.OFFSET_FETCH}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--restart-cmd", required=False, default=None,
+                        help="shell command that restarts the broker (required for failover)")
+    parser.add_argument("--restart-at", type=float, default=5.0,
+                        help="seconds after the group is stable to run the restart command")
+    parser.add_argument("--commit-interval", type=float, default=1.0,
+                        help="seconds between a member's commits")
+
+
+def topic_partitions(params) -> int:
+    return params["members"]
+
+
+async def run_member(ctx, member, index: int) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stay_in_group, ctx, member)
+        checked_after_restart = False
+        while True:
+            await trio.sleep(ctx.params["commit_interval"])
+            if not member.stable or not member.assignment:
+                continue
+            generation = member.generation
+            offset = int(time.monotonic() * 1e6)
+            acknowledged = await member.commit(
+                {(t, p): offset for t, ps in member.assignment.items() for p in ps})
+            if acknowledged and "since" in ctx.phase and not checked_after_restart:
+                await verify(ctx, member, acknowledged, generation)
+                checked_after_restart = True
+
+
+def control(run):
+    phase, st = run.phase, run.state
+    if not phase:
+        if run.ledger.stable_generation(run.members) is None:
+            return None
+        st["stable_at"] = time.monotonic()
+        return {"stable": True}
+    if "restart" not in st and time.monotonic() - st["stable_at"] >= run.params["restart_at"]:
+        if not run.params["restart_cmd"]:
+            raise ValueError("failover needs --restart-cmd")
+        st["restart"] = subprocess.Popen(run.params["restart_cmd"], shell=True)
+        st["restart_started"] = time.monotonic()
+        return None
+    if "restart" in st and "restarted_at" not in st:
+        code = st["restart"].poll()
+        if code is None:
+            return None
+        st["restart_exit"] = code
+        st["restarted_at"] = time.monotonic()
+        return {"since": st["restarted_at"]}
+    if "restarted_at" in st:
+        if sum(run.ok_since.values()) >= run.members and "recovered_at" not in st:
+            st["recovered_at"] = time.monotonic()
+        if "recovered_at" in st and time.monotonic() - st["recovered_at"] > 2 * run.params["commit_interval"] + 1:
+            return "stop"   # every member has had the chance to read its offsets back
+    return None
+
+
+def summary(run) -> dict:
+    st = run.state
+    out = {"members": run.members, "restart_exit_code": st.get("restart_exit")}
+    if "restarted_at" in st:
+        out["restart_command_seconds"] = round(st["restarted_at"] - st["restart_started"], 3)
+    if "recovered_at" in st:
+        out["stable_again_seconds"] = round(st["recovered_at"] - st["restarted_at"], 3)
+    else:
+        out["stable_again_seconds"] = None
+    return out

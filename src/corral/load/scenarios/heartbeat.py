@@ -1,0 +1,71 @@
+"""heartbeat: N stable members heartbeat; the rate ramps up until p99 latency passes a bound.
+
+Reported: the highest heartbeats/s sustained within the bound, and latency percentiles per step.
+`--skip-join` heartbeats with a made-up member id and generation, for servers that answer only
+Heartbeat (the ceiling server in benches/heartbeat-ceiling).
+"""
+
+from __future__ import annotations
+
+import trio
+
+from ..wire import Api
+from .common import Ramp, add_ramp_arguments, member_rate, paced, stay_in_group
+
+NAME = "heartbeat"
+HELP = "stable members heartbeat at a ramping rate; sustained heartbeats/s within a p99 bound"
+REQUIRED_APIS = {Api.HEARTBEAT}
+JOIN_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.METADATA}
+
+
+def add_arguments(parser) -> None:
+    add_ramp_arguments(parser, default_bound_ms=50.0)
+    parser.add_argument("--skip-join", action="store_true",
+                        help="do not join: heartbeat with a fixed member id (ceiling server)")
+
+
+def required_apis(params) -> set:
+    return REQUIRED_APIS if params.get("skip_join") else REQUIRED_APIS | JOIN_APIS
+
+
+def topic_partitions(params) -> int:
+    return params["members"]
+
+
+async def run_member(ctx, member, index: int) -> None:
+    if ctx.params["skip_join"]:
+        member.member_id, member.generation, member.stable = f"corral-load-{index}", 1, True
+    else:
+        # Join and stay in the group at the normal interval until the ramp starts.
+        with trio.CancelScope() as waiting:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stay_in_group, ctx, member)
+                while "rate" not in ctx.phase:
+                    await ctx.phase_changed.wait()
+                waiting.cancel()
+
+    async def beat() -> None:
+        if member.stable or ctx.params["skip_join"]:
+            await member.heartbeat()
+        else:
+            await member.join()
+
+    await paced(ctx, lambda: member_rate(ctx, ctx.phase["rate"]), beat)
+
+
+def _ramp(run) -> Ramp:
+    if "ramp" not in run.state:
+        start = run.params["start_rate"] or run.members / (run.params["heartbeat_interval_ms"] / 1000)
+        run.state["ramp"] = Ramp("HEARTBEAT", run.params, start)
+    return run.state["ramp"]
+
+
+def control(run):
+    if not run.params["skip_join"] and "rate" not in run.phase:
+        if run.ledger.stable_generation(run.members) is None:
+            return None
+    return _ramp(run).control(run)
+
+
+def summary(run) -> dict:
+    return {"members": run.members, **_ramp(run).summary()}

@@ -1,0 +1,47 @@
+"""join-storm: N members join one empty group at once.
+
+Measured: from the first JoinGroup sent to the moment every member holds its SyncGroup answer of
+one generation that has all N members (the join itself plus any rebalances it provokes).
+"""
+
+from __future__ import annotations
+
+from ..wire import Api
+from .common import stay_in_group
+
+NAME = "join-storm"
+HELP = "N members join one group at once; time until all hold their assignment"
+REQUIRED_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.HEARTBEAT, Api.METADATA}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="partitions of the topic (default: one per member)")
+
+
+def topic_partitions(params) -> int:
+    return params["partitions"] or params["members"]
+
+
+async def run_member(ctx, member, index: int) -> None:
+    ctx.events.mark("first_join")
+    await stay_in_group(ctx, member)
+
+
+def control(run):
+    generation = run.ledger.stable_generation(run.members)
+    if generation is not None:
+        run.metrics["stable_generation"] = generation
+        return "stop"
+    return None
+
+
+def summary(run) -> dict:
+    first = run.marks.get("first_join")
+    generation = run.metrics.get("stable_generation")
+    return {
+        "members": run.members,
+        "join_seconds": round(run.last_synced_at - first, 3) if generation and first else None,
+        "generations_seen": len(run.ledger.size),
+        "stable": generation is not None,
+    }
