@@ -94,3 +94,24 @@ apis! {
 fn value_error(e: anyhow::Error) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_versions_follow_flexible_versions() {
+        // Metadata is flexible from v9, ApiVersions from v3, CreateTopics from v5.
+        assert_eq!((request_header_version(3, 8), request_header_version(3, 9)), (1, 2));
+        assert_eq!((response_header_version(3, 8), response_header_version(3, 9)), (0, 1));
+        assert_eq!((request_header_version(18, 2), request_header_version(18, 3)), (1, 2));
+        assert_eq!((request_header_version(19, 4), request_header_version(19, 5)), (1, 2));
+    }
+
+    #[test]
+    fn codec_versions_are_kafka_protocols() {
+        assert_eq!(codec_versions(18), Some((0, 4)));
+        assert_eq!(codec_versions(3), Some((0, 13)));
+        assert_eq!(codec_versions(17), None);
+    }
+}

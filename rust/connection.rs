@@ -225,3 +225,44 @@ fn protocol_error(e: anyhow::Error) -> PyErr {
 fn body_error(api_key: i16, api_version: i16, e: anyhow::Error) -> PyErr {
     ProtocolError::new_err(format!("api key {api_key} v{api_version}: {}", e.to_string().trim_end()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_api_versions(body: &Bytes, version: i16) -> ApiVersionsResponse {
+        ApiVersionsResponse::decode(&mut body.clone(), version).expect("a valid ApiVersions body")
+    }
+
+    #[test]
+    fn api_versions_bodies_are_precomputed_for_every_version() {
+        let table = ApiTable::new(vec![(3, 0, 12), (18, 0, 4), (19, 2, 7)]).unwrap();
+        for version in 0..=4 {
+            let response = decode_api_versions(&table.api_versions_bodies[version as usize], version);
+            assert_eq!(response.error_code, 0);
+            let ranges: Vec<_> =
+                response.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
+            assert_eq!(ranges, vec![(3, 0, 12), (18, 0, 4), (19, 2, 7)]);
+        }
+    }
+
+    #[test]
+    fn too_new_api_versions_gets_unsupported_version_with_our_range_in_a_v0_body() {
+        let table = ApiTable::new(vec![(18, 0, 4), (60, 0, 2)]).unwrap();
+        let response = decode_api_versions(&table.unsupported_body, 0);
+        assert_eq!(response.error_code, UNSUPPORTED_VERSION);
+        let ranges: Vec<_> = response.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
+        assert_eq!(ranges, vec![(18, 0, 4)]);
+        // error code, array length, one (key, min, max) entry.
+        assert_eq!(table.unsupported_body.len(), 2 + 4 + 6);
+    }
+
+    #[test]
+    fn table_refuses_what_the_codec_cannot_speak() {
+        assert!(ApiTable::new(vec![(18, 0, 4), (3, 0, 99)]).is_err(), "above the codec's maximum");
+        assert!(ApiTable::new(vec![(18, 0, 4), (9999, 0, 0)]).is_err(), "unknown key");
+        assert!(ApiTable::new(vec![(3, 0, 12)]).is_err(), "ApiVersions missing");
+        assert!(ApiTable::new(vec![(18, 3, 2)]).is_err(), "min above max");
+        assert_eq!(ApiTable::new(vec![(18, 0, 4), (3, 0, 12)]).unwrap().range(3), Some((0, 12)));
+    }
+}

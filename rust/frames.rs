@@ -99,4 +99,24 @@ mod tests {
         assert_eq!(s.next_frame(), Ok(None));
         assert!(s.buf.capacity() < 1 << 20, "no allocation for the claimed size");
     }
+
+    #[test]
+    fn a_frame_of_exactly_the_limit_is_accepted() {
+        let mut s = FrameSplitter::new(3);
+        s.push(&frame(b"abc"));
+        assert_eq!(s.next_frame().unwrap().as_deref(), Some(&b"abc"[..]));
+        s.push(&frame(b"abcd"));
+        assert!(s.next_frame().is_err());
+    }
+
+    #[test]
+    fn many_frames_in_one_chunk_come_out_in_order() {
+        let payloads: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; i as usize]).collect();
+        let mut s = FrameSplitter::new(1024);
+        s.push(&payloads.iter().flat_map(|p| frame(p)).collect::<Vec<u8>>());
+        for p in &payloads {
+            assert_eq!(s.next_frame().unwrap().as_deref(), Some(&p[..]));
+        }
+        assert_eq!(s.next_frame(), Ok(None));
+    }
 }

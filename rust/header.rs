@@ -136,6 +136,22 @@ mod tests {
     }
 
     #[test]
+    fn null_client_id_and_tagged_fields_in_a_v2_header() {
+        // key 3, v12, correlation 9, client id null, two tagged fields (tag 0: 2 bytes, tag 5: 0 bytes).
+        let mut frame = Bytes::from_static(&[0, 3, 0, 12, 0, 0, 0, 9, 0xff, 0xff, 2, 0, 2, 0xAA, 0xBB, 5, 0, 0x42]);
+        assert_eq!(skip_header(&mut frame, 2).unwrap(), None);
+        assert_eq!(&frame[..], &[0x42]);
+    }
+
+    #[test]
+    fn varints() {
+        assert_eq!(read_unsigned_varint(&mut Bytes::from_static(&[0x96, 0x01])).unwrap(), 150);
+        assert_eq!(read_unsigned_varint(&mut Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0x0f])).unwrap(), u32::MAX);
+        assert!(read_unsigned_varint(&mut Bytes::from_static(&[0xff; 6])).is_err());
+        assert!(read_unsigned_varint(&mut Bytes::from_static(&[0x80])).is_err());
+    }
+
+    #[test]
     fn truncated_headers_are_errors_not_panics() {
         assert!(parse_prefix(&[0, 18, 0]).is_err());
         let mut frame = Bytes::from_static(&[0, 18, 0, 3, 0, 0, 0, 1, 0, 9, b'x']);
