@@ -8,5 +8,8 @@ bash ci/setup.sh
 echo "== cargo test"
 cargo test --locked
 
+echo "== benches, smoke run (each benchmark once, untimed; timing runs are by hand, docs/benchmarks.md)"
+python -m pytest -q benches/test_codec_bench.py --benchmark-disable
+
 echo "== pytest"
 python -m pytest -q tests "$@"
