@@ -214,9 +214,13 @@ fn put_bytes(out: &mut Vec<u8>, value: Option<&[u8]>) {
     }
 }
 
-/// Builds an uncompressed v2 batch (base offset 0, no producer id) holding `records`
-/// (key, value), all stamped `timestamp`. The store assigns the real offsets on append.
-pub fn build(records: &[(Option<Vec<u8>>, Option<Vec<u8>>)], timestamp: i64) -> Vec<u8> {
+/// The producer fields of a batch: (producer id, epoch, base sequence); all -1 for none.
+pub type ProducerFields = (i64, i16, i32);
+pub const NO_PRODUCER: ProducerFields = (-1, -1, -1);
+
+/// Builds an uncompressed v2 batch (base offset 0) holding `records` (key, value), all stamped
+/// `timestamp`. The store assigns the real offsets on append.
+pub fn build(records: &[(Option<Vec<u8>>, Option<Vec<u8>>)], timestamp: i64, producer: ProducerFields) -> Vec<u8> {
     let mut body = Vec::new();
     for (delta, (key, value)) in records.iter().enumerate() {
         let mut rec = Vec::new();
@@ -239,9 +243,9 @@ pub fn build(records: &[(Option<Vec<u8>>, Option<Vec<u8>>)], timestamp: i64) -> 
     out.extend_from_slice(&(records.len() as i32 - 1).to_be_bytes());
     out.extend_from_slice(&timestamp.to_be_bytes());
     out.extend_from_slice(&timestamp.to_be_bytes());
-    out.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-    out.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
-    out.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+    out.extend_from_slice(&producer.0.to_be_bytes());
+    out.extend_from_slice(&producer.1.to_be_bytes());
+    out.extend_from_slice(&producer.2.to_be_bytes());
     out.extend_from_slice(&(records.len() as i32).to_be_bytes());
     out.extend_from_slice(&body);
     let crc = crc32c::crc32c(&out[CRC_START..]);
@@ -317,7 +321,7 @@ mod tests {
 
     #[test]
     fn built_batch_validates_and_reads_back() {
-        let b = build(&recs(3), 1000);
+        let b = build(&recs(3), 1000, NO_PRODUCER);
         let s = validate(&b, 1 << 20).unwrap();
         assert_eq!(s.batches, 1);
         assert_eq!(s.offset_count, 3);
@@ -330,7 +334,7 @@ mod tests {
 
     #[test]
     fn bad_crc_is_corrupt_and_big_batch_too_large() {
-        let mut b = build(&recs(2), 5);
+        let mut b = build(&recs(2), 5, NO_PRODUCER);
         assert_eq!(validate(&b, 10).unwrap_err().0, MESSAGE_TOO_LARGE);
         let last = b.len() - 1;
         b[last] ^= 1;
@@ -340,8 +344,8 @@ mod tests {
 
     #[test]
     fn assign_offsets_keeps_crc_valid_and_sets_log_append_time() {
-        let mut data = build(&recs(2), 5);
-        data.extend(build(&recs(3), 6));
+        let mut data = build(&recs(2), 5, NO_PRODUCER);
+        data.extend(build(&recs(3), 6, NO_PRODUCER));
         let (next, headers) = assign_offsets(&mut data, 100, Some(777));
         assert_eq!(next, 105);
         assert_eq!(headers[1].1.base_offset, 102);

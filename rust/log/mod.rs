@@ -261,13 +261,22 @@ fn validate_batches(data: &[u8], max_batch_bytes: usize) -> PyResult<(usize, i64
         .map_err(|(code, msg)| InvalidBatch::new_err((code, msg)))
 }
 
-/// An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`.
+/// An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`, optionally
+/// from an idempotent producer.
 #[pyfunction]
-fn build_batch<'py>(py: Python<'py>, records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>, timestamp_ms: i64) -> PyResult<Bound<'py, PyBytes>> {
+#[pyo3(signature = (records, timestamp_ms, producer_id=-1, producer_epoch=-1, base_sequence=-1))]
+fn build_batch<'py>(
+    py: Python<'py>,
+    records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>,
+    timestamp_ms: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> PyResult<Bound<'py, PyBytes>> {
     if records.is_empty() {
         return Err(pyo3::exceptions::PyValueError::new_err("a batch needs at least one record"));
     }
-    Ok(PyBytes::new(py, &batch::build(&records, timestamp_ms)))
+    Ok(PyBytes::new(py, &batch::build(&records, timestamp_ms, (producer_id, producer_epoch, base_sequence))))
 }
 
 /// The records of consecutive uncompressed batches as (offset, timestamp, key, value).
@@ -298,7 +307,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::batch::build;
+    use super::batch::{build, ProducerFields, NO_PRODUCER};
     use super::partition::{Appended, Config, Partition};
     use std::io::Write;
 
@@ -313,8 +322,12 @@ mod tests {
     }
 
     fn batch_of(n: usize, ts: i64) -> Vec<u8> {
+        producer_batch(n, ts, NO_PRODUCER)
+    }
+
+    fn producer_batch(n: usize, ts: i64, producer: ProducerFields) -> Vec<u8> {
         let recs: Vec<_> = (0..n).map(|i| (None, Some(vec![b'x'; 100 + i]))).collect();
-        build(&recs, ts)
+        build(&recs, ts, producer)
     }
 
     #[test]
@@ -397,13 +410,7 @@ mod tests {
     }
 
     fn idempotent(n: usize, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
-        let mut b = batch_of(n, 0);
-        b[43..51].copy_from_slice(&pid.to_be_bytes());
-        b[51..53].copy_from_slice(&epoch.to_be_bytes());
-        b[53..57].copy_from_slice(&seq.to_be_bytes());
-        let crc = crc32c::crc32c(&b[21..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
-        b
+        producer_batch(n, 0, (pid, epoch, seq))
     }
 
     #[test]

@@ -56,6 +56,10 @@ HANDLER_MODULES = [
     "topic_admin",
     "describe_configs",
     "groups.handlers",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "producers",
 ]
 
 HANDLERS: dict[int, Handler] = {}

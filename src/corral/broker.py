@@ -9,6 +9,8 @@ from pathlib import Path
 
 from .config import Settings, parse_listener
 from .groups import coordinator_for
+from .log import PartitionLogs
+from .producers import ProducerIdAllocator
 from .topics import TopicStore
 
 log = logging.getLogger("corral.broker")
@@ -22,6 +24,9 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_or_create_cluster_id()
         self.topics = TopicStore(self.data_dir, settings)
+        # Topic-partition logs; the server runs `self.logs.run`, which closes them at shutdown.
+        self.logs = PartitionLogs(self.data_dir, settings, self.topics)
+        self.producer_ids = ProducerIdAllocator(self.data_dir)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)
         # Set once the listener is bound (the port may be 0 until then).

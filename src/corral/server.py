@@ -37,6 +37,7 @@ class Server:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)
             nursery.start_soon(self.broker.groups.run)
+            nursery.start_soon(self.broker.logs.run)
             await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
             task_status.started(bound_port)
 

@@ -12,6 +12,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .config import TOPIC_SETTINGS, ConfigError, Settings, render
 from .errors import ErrorCode
@@ -80,6 +81,8 @@ class TopicStore:
         self.settings = settings
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        # Called after a topic is deleted (the partition logs remove their files).
+        self.on_delete: list[Callable[[Topic], None]] = []
         if self.path.exists():
             for raw in json.loads(self.path.read_text())["topics"]:
                 self._index(Topic(raw["name"], uuid.UUID(raw["id"]), raw["partitions"],
@@ -134,6 +137,8 @@ class TopicStore:
         del self.by_name[topic.name]
         del self.by_id[topic.id]
         self._save()
+        for hook in self.on_delete:
+            hook(topic)
 
     def _save(self) -> None:
         raw = {"topics": [

@@ -1,0 +1,206 @@
+"""Topic-partition logs: ties the topic registry to the compiled log store (`_core.LogStore`).
+
+- Partitions are opened at start (recovery runs then, and what it repaired is logged) and when
+  first used after a topic is created; a deleted topic's directories go with it.
+- Appends are written before they are acknowledged. fsync is group-committed: once
+  `log.flush.interval.messages` records await it, the appender waits for the flusher task, whose
+  one fsync pass (in a worker thread) covers every append made before it started;
+  `log.flush.interval.ms` adds a periodic pass. A process crash loses nothing written; a power loss
+  loses nothing acknowledged while `log.flush.interval.messages` is 1 (corral's default).
+- Fetches that wait for data (`wait_for_data`) are woken by the append itself: no polling.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import trio
+
+from . import _core
+from .config import INT64_MAX, Settings
+from .topics import Topic, TopicStore
+
+log = logging.getLogger("corral.log")
+
+Key = tuple[str, int]
+
+
+class StorageError(Exception):
+    """An append could not be made durable (Kafka's KAFKA_STORAGE_ERROR)."""
+
+
+class _FlushWaiter:
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.error: BaseException | None = None
+
+
+class PartitionLogs:
+    def __init__(self, data_dir: Path, settings: Settings, topics: TopicStore):
+        self.settings = settings
+        self.topics = topics
+        self.store = _core.LogStore(str(data_dir))
+        self.flush_messages: int = settings["log.flush.interval.messages"]
+        self.flush_interval_ms: int = settings["log.flush.interval.ms"]
+        self._open: set[Key] = set()
+        self._data_waiters: dict[Key, set[trio.Event]] = {}
+        self._flush_waiters: list[_FlushWaiter] = []
+        self._flush_wanted = trio.Event()
+        topics.on_delete.append(self._topic_deleted)
+        started = time.monotonic()
+        for topic in list(topics.by_name.values()):
+            for p in range(topic.partitions):
+                self.open(topic, p)
+        if self._open:
+            log.info("opened %d partitions in %.2fs (%s)", len(self._open), time.monotonic() - started,
+                     "clean shutdown before" if self.store.clean_start
+                     else "unclean shutdown before: active segments validated")
+
+    # Partitions
+
+    def open(self, topic: Topic, partition: int) -> Key:
+        """Ensures the partition's log is open; returns its key."""
+        key = (topic.name, partition)
+        if key not in self._open:
+            cfg = self.topics.config
+            notes = self.store.open_partition(
+                topic.name, partition, int(cfg(topic, "segment.bytes")),
+                int(cfg(topic, "retention.ms")), int(cfg(topic, "retention.bytes")))
+            for note in notes:
+                log.warning("recovered %s-%d: %s", topic.name, partition, note)
+            self._open.add(key)
+        return key
+
+    def _topic_deleted(self, topic: Topic) -> None:
+        for p in range(topic.partitions):
+            key = (topic.name, p)
+            self._open.discard(key)
+            self.store.delete_partition(topic.name, p)
+            self._wake(key)
+
+    # Writes
+
+    def append(self, topic: Topic, partition: int, data: bytes,
+               log_append_time: int | None = None) -> tuple[int, int, int, int, bool]:
+        """Appends validated batches (written, not yet fsynced). Returns (error code, base
+        offset, last offset, log append time or -1, whether the flush policy wants an fsync
+        before acknowledging: then `await flushed()` once for all of a request's appends)."""
+        key = self.open(topic, partition)
+        error, base, last, append_time, unflushed = self.store.append(
+            topic.name, partition, data, log_append_time)
+        if error == 0:
+            self._wake(key)
+        return error, base, last, append_time, unflushed >= self.flush_messages
+
+    async def append_durably(self, topic: Topic, partition: int, data: bytes) -> tuple[int, int]:
+        """Appends and returns (base offset, last offset) once the flush policy is satisfied;
+        for the broker's own records (e.g. the coordinator's). Raises StorageError."""
+        error, base, last, _, needs_flush = self.append(topic, partition, data)
+        if error:
+            raise StorageError(f"append to {topic.name}-{partition} refused with error {error}")
+        if needs_flush:
+            await self.flushed()
+        return base, last
+
+    def request_flush(self) -> None:
+        """Asks for an fsync pass without waiting for it (acks=0 appends)."""
+        self._flush_wanted.set()
+
+    async def flushed(self) -> None:
+        """Returns once an fsync pass that started after this call has finished."""
+        waiter = _FlushWaiter()
+        self._flush_waiters.append(waiter)
+        self._flush_wanted.set()
+        await waiter.done.wait()
+        if waiter.error is not None:
+            raise StorageError(str(waiter.error))
+
+    async def run(self) -> None:
+        """The flusher and the retention checker; runs for the broker's lifetime and closes the
+        store cleanly when cancelled (shutdown). An append racing the close is still safe: the
+        next start validates every active segment's tail past its last index entry."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._flusher)
+                nursery.start_soon(self._retention)
+        finally:
+            self.close()
+
+    async def _flusher(self) -> None:
+        period = math.inf if self.flush_interval_ms >= INT64_MAX else self.flush_interval_ms / 1000
+        while True:
+            with trio.move_on_after(period):
+                await self._flush_wanted.wait()
+            self._flush_wanted = trio.Event()
+            waiters, self._flush_waiters = self._flush_waiters, []
+            error = None
+            try:
+                await trio.to_thread.run_sync(self.store.flush)
+            except OSError as e:
+                log.error("fsync failed: %s", e)
+                error = e
+            for waiter in waiters:
+                waiter.error = error
+                waiter.done.set()
+
+    async def _retention(self) -> None:
+        interval = self.settings["log.retention.check.interval.ms"] / 1000
+        while True:
+            await trio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            deleted = await trio.to_thread.run_sync(self.store.apply_retention, now_ms)
+            for topic, partition, segments, log_start in deleted:
+                log.info("retention deleted %d segments of %s-%d; log start offset now %d",
+                         segments, topic, partition, log_start)
+
+    def close(self) -> None:
+        """Clean shutdown: everything fsynced, indexes written, next start skips full recovery."""
+        self.store.close()
+
+    # Reads
+
+    def read(self, topic: Topic, partition: int, offset: int, max_bytes: int,
+             min_one: bool) -> tuple[bytes | None, int, int]:
+        """(whole batches from `offset`, or None if out of range; high watermark; log start)."""
+        key = self.open(topic, partition)
+        return self.store.read(key[0], partition, offset, max_bytes, min_one)
+
+    def offsets(self, topic: Topic, partition: int) -> tuple[int, int]:
+        """(log start offset, high watermark)."""
+        self.open(topic, partition)
+        return self.store.offsets(topic.name, partition)
+
+    def offset_for_timestamp(self, topic: Topic, partition: int, timestamp: int) -> tuple[int, int] | None:
+        self.open(topic, partition)
+        return self.store.offset_for_timestamp(topic.name, partition, timestamp)
+
+    def max_timestamp(self, topic: Topic, partition: int) -> tuple[int, int] | None:
+        self.open(topic, partition)
+        return self.store.max_timestamp(topic.name, partition)
+
+    async def wait_for_data(self, keys: list[Key], timeout_s: float) -> None:
+        """Returns when any of `keys` gets an append (or its topic is deleted), or on timeout."""
+        event = trio.Event()
+        for key in keys:
+            self._data_waiters.setdefault(key, set()).add(event)
+        try:
+            with trio.move_on_after(timeout_s):
+                await event.wait()
+        finally:
+            for key in keys:
+                waiters = self._data_waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._data_waiters[key]
+
+    def _wake(self, key: Key) -> None:
+        waiters = self._data_waiters.pop(key, None)
+        if waiters:
+            for event in waiters:
+                event.set()

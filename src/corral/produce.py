@@ -1,0 +1,94 @@
+"""Produce: validate each partition's record batch, append it as received, acknowledge.
+
+Records stay bytes end to end: the compiled core checks the batch (sizes, magic, CRC-32C) and the
+producer's sequence, assigns offsets in place and writes it; no record is decoded here. All of a
+request's appends share one group-committed fsync before the response (see log.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from . import _core
+from .apis import ApiKey, handles
+from .errors import ErrorCode
+from .log import StorageError
+
+LOG_APPEND_TIME = "LogAppendTime"
+
+
+# v0-2 carry message formats 0/1, which Kafka 4 no longer accepts; the codec refuses them before
+# they reach a handler (see rust/connection.rs), but they are advertised (see clients.md).
+@handles(ApiKey.PRODUCE, 0, 12)
+async def produce(broker, request) -> dict[str, Any] | None:
+    body, version = request.body, request.api_version
+    acks = body["acks"]
+    logs = broker.logs
+    results: list[tuple[str, list[dict[str, Any]]]] = []
+    appended: list[dict[str, Any]] = []
+    needs_flush = False
+    for topic_data in body["topic_data"]:
+        name = topic_data["name"]
+        topic = broker.topics.get(name)
+        partitions = []
+        for part in topic_data["partition_data"]:
+            index = part["index"]
+            entry: dict[str, Any] = {"index": index, "base_offset": -1}
+            partitions.append(entry)
+            if acks not in (-1, 0, 1):
+                entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
+                continue
+            if topic is None or not 0 <= index < topic.partitions:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if topic.internal:
+                entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                _message(entry, version, f"Cannot append to internal topic {name}")
+                continue
+            records = part["records"] or b""
+            max_bytes = int(broker.topics.config(topic, "max.message.bytes"))
+            try:
+                batches = _core.validate_batches(records, max_bytes)[0]
+            except _core.InvalidBatch as e:
+                entry["error_code"], message = e.args
+                _message(entry, version, message)
+                continue
+            if batches != 1:
+                entry["error_code"] = ErrorCode.INVALID_RECORD
+                _message(entry, version, f"Produce requests with version {version} are only "
+                                         "allowed to contain exactly one record batch")
+                continue
+            append_time = None
+            if broker.topics.config(topic, "message.timestamp.type") == LOG_APPEND_TIME:
+                append_time = int(time.time() * 1000)
+            error, base, _last, append_time_out, flush = logs.append(topic, index, records, append_time)
+            entry["error_code"] = error
+            if error:
+                continue
+            needs_flush |= flush
+            entry["base_offset"] = base
+            if version >= 2:
+                entry["log_append_time_ms"] = append_time_out
+            if version >= 5:
+                entry["log_start_offset"] = logs.offsets(topic, index)[0]
+            appended.append(entry)
+        results.append((name, partitions))
+    if needs_flush:
+        if acks == 0:
+            logs.request_flush()
+        else:
+            try:
+                await logs.flushed()
+            except StorageError as e:
+                for entry in appended:
+                    entry.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1)
+                    _message(entry, version, str(e))
+    if acks == 0:
+        return None
+    return {"responses": [{"name": name, "partition_responses": parts} for name, parts in results]}
+
+
+def _message(entry: dict[str, Any], version: int, message: str) -> None:
+    if version >= 8:
+        entry["error_message"] = message

@@ -1,0 +1,71 @@
+"""InitProducerId for idempotent producers, and the producer id allocator.
+
+Ids come in blocks of 1000, as Kafka's controller hands them to brokers: the end of the block in
+use is persisted before any id of it is given out, so no id is reused after a restart (a crash
+skips the rest of a block). The per-partition sequence state lives with each partition's log
+(rust/log/producers.rs) and is rebuilt from the log on start.
+
+Transactions are not implemented: an InitProducerId with a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error that clients report at once (a retriable
+code such as COORDINATOR_NOT_AVAILABLE would make them retry forever).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .apis import ApiKey, handles
+from .errors import ErrorCode
+
+BLOCK_SIZE = 1000
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+
+
+class ProducerIdAllocator:
+    FILE = "producer_id_block"
+
+    def __init__(self, data_dir: Path):
+        self.path = data_dir / self.FILE
+        self.next_id = 0
+        self.block_end = 0
+
+    def allocate(self) -> int:
+        if self.next_id >= self.block_end:
+            start = int(self.path.read_text()) if self.path.exists() else 0
+            self._persist(start + BLOCK_SIZE)
+            self.next_id, self.block_end = start, start + BLOCK_SIZE
+        self.next_id += 1
+        return self.next_id - 1
+
+    def _persist(self, block_end: int) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            f.write(str(block_end))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+@handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
+async def init_producer_id(broker, request) -> dict[str, Any]:
+    body = request.body
+    if body["transactional_id"] is not None:
+        return {"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
+    # v3+ may name the current id and epoch (KIP-360): both or neither. Like Kafka, an idempotent
+    # producer gets a fresh id either way.
+    given = (body["producer_id"] != NO_PRODUCER_ID, body["producer_epoch"] != NO_PRODUCER_EPOCH)
+    if given[0] != given[1]:
+        return {"error_code": ErrorCode.INVALID_REQUEST,
+                "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
+    return {"error_code": ErrorCode.NONE, "producer_id": broker.producer_ids.allocate(),
+            "producer_epoch": 0}

@@ -1,0 +1,218 @@
+"""Produce, Fetch, ListOffsets and InitProducerId at exact versions over a raw socket: the error
+codes and edge cases real clients cannot be steered into."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from corral import _core
+from corral.apis import ApiKey
+from corral.errors import ErrorCode
+from rawwire import RawClient, closed_within
+
+
+def produce_body(topic: str, partition: int, records: bytes | None, acks: int = -1) -> dict:
+    return {"acks": acks, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+
+
+def produce(client: RawClient, topic: str, partition: int, records: bytes | None, version: int = 9,
+            acks: int = -1) -> dict:
+    response = client.call(ApiKey.PRODUCE, version, produce_body(topic, partition, records, acks))
+    return response["responses"][0]["partition_responses"][0]
+
+
+def fetch(client: RawClient, topic: str, partition: int, offset: int, version: int = 12,
+          max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 1 << 20,
+          partition_max_bytes: int = 1 << 20) -> dict:
+    body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+            "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "fetch_offset": offset, "log_start_offset": -1,
+                 "partition_max_bytes": partition_max_bytes}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+    return client.call(ApiKey.FETCH, version, body)
+
+
+def list_offset(client: RawClient, topic: str, partition: int, timestamp: int, version: int = 7) -> dict:
+    body = {"replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]}
+    return client.call(ApiKey.LIST_OFFSETS, version, body)["topics"][0]["partitions"][0]
+
+
+def create(client: RawClient, name: str, partitions: int = 1, **configs: str) -> None:
+    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
+                        "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+            "timeout_ms": 5000, "validate_only": False}
+    result = client.call(ApiKey.CREATE_TOPICS, 7, body)["topics"][0]
+    assert result["error_code"] == 0, result
+
+
+def batch(n: int, ts: int = 1000, **producer) -> bytes:
+    return _core.build_batch([(f"k{i}".encode(), f"v{i}".encode()) for i in range(n)], ts, **producer)
+
+
+@pytest.fixture
+def client(shared_corral):
+    with RawClient(shared_corral.port) as c:
+        yield c
+
+
+def test_produce_fetch_round_trip_at_every_version(client):
+    create(client, "versions")
+    for version in range(3, 13):
+        result = produce(client, "versions", 0, batch(2), version=version)
+        assert result["error_code"] == 0 and result["base_offset"] == 2 * (version - 3)
+    for version in range(4, 13):
+        response = fetch(client, "versions", 0, 3, version=version)
+        part = response["responses"][0]["partitions"][0]
+        assert part["error_code"] == 0 and part["high_watermark"] == 20
+        records = _core.decode_batches(part["records"])
+        # Whole batches: the one holding offset 3 starts at 2.
+        assert [r[0] for r in records] == list(range(2, 20))
+        assert records[1][2:] == (b"k1", b"v1")
+
+
+def test_produce_errors(client):
+    create(client, "small", **{"max.message.bytes": "200"})
+    assert produce(client, "nope", 0, batch(1))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert produce(client, "small", 5, batch(1))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    big = produce(client, "small", 0, batch(30))
+    assert big["error_code"] == ErrorCode.MESSAGE_TOO_LARGE and big["base_offset"] == -1
+    corrupt = bytearray(batch(2))
+    corrupt[-1] ^= 0xFF
+    assert produce(client, "small", 0, bytes(corrupt))["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    assert produce(client, "small", 0, batch(1)[:40])["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    two = produce(client, "small", 0, batch(1) + batch(1))
+    assert two["error_code"] == ErrorCode.INVALID_RECORD
+    assert produce(client, "small", 0, None)["error_code"] == ErrorCode.INVALID_RECORD
+    assert produce(client, "small", 0, batch(1), acks=2)["error_code"] == ErrorCode.INVALID_REQUIRED_ACKS
+    # Nothing of that was appended.
+    assert produce(client, "small", 0, batch(1))["base_offset"] == 0
+
+
+def test_acks_0_gets_no_response(client):
+    create(client, "fire")
+    client.send(ApiKey.PRODUCE, 9, produce_body("fire", 0, batch(3), acks=0))
+    # The next response on the connection answers the next request.
+    assert list_offset(client, "fire", 0, -1)["offset"] == 3
+
+
+def test_produce_v0_to_v2_is_refused(shared_corral):
+    # Advertised from 0 (see clients.md), but message formats 0 and 1 are gone since Kafka 4.
+    with RawClient(shared_corral.port) as c:
+        versions = _core.codec_versions(ApiKey.PRODUCE)
+        assert versions[0] == 3
+        import struct
+        header = struct.pack(">hhih", ApiKey.PRODUCE, 2, 1, 3) + b"raw"
+        body = struct.pack(">hii", -1, 1000, 0)
+        c.sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+        assert closed_within(c.sock, 5)
+
+
+def test_log_append_time_topic_stamps_batches(client):
+    create(client, "lat", **{"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    result = produce(client, "lat", 0, batch(3, ts=5))
+    assert result["log_append_time_ms"] >= before
+    part = fetch(client, "lat", 0, 0)["responses"][0]["partitions"][0]
+    assert {r[1] for r in _core.decode_batches(part["records"])} == {result["log_append_time_ms"]}
+
+
+def test_fetch_sizes_and_out_of_range(client):
+    create(client, "sizes")
+    for i in range(5):
+        produce(client, "sizes", 0, _core.build_batch([(None, b"x" * 1000)] * 3, 1000 + i))
+    one = len(batch_bytes := fetch(client, "sizes", 0, 0, partition_max_bytes=1)["responses"][0]["partitions"][0]["records"])
+    assert one > 1 and len(_core.decode_batches(batch_bytes)) == 3, "the first batch comes whole"
+    two = fetch(client, "sizes", 0, 0, partition_max_bytes=2 * one)["responses"][0]["partitions"][0]
+    assert len(two["records"]) == 2 * one
+    capped = fetch(client, "sizes", 0, 0, max_bytes=3 * one + 10)["responses"][0]["partitions"][0]
+    assert len(capped["records"]) == 3 * one
+    at_end = fetch(client, "sizes", 0, 15)["responses"][0]["partitions"][0]
+    assert at_end["error_code"] == 0 and at_end["records"] == b""
+    beyond = fetch(client, "sizes", 0, 16)["responses"][0]["partitions"][0]
+    assert beyond["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert (beyond["high_watermark"], beyond["log_start_offset"]) == (15, 0)
+    unknown = fetch(client, "no-such-topic", 0, 0)["responses"][0]["partitions"][0]
+    assert unknown["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_fetch_waits_max_wait_for_min_bytes_and_declines_sessions(client):
+    create(client, "waiting")
+    started = time.monotonic()
+    response = fetch(client, "waiting", 0, 0, max_wait_ms=300, min_bytes=1)
+    waited = time.monotonic() - started
+    assert 0.25 < waited < 5, waited
+    assert response["session_id"] == 0 and response["responses"][0]["partitions"][0]["records"] == b""
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1000,
+            "isolation_level": 0, "session_id": 1234, "session_epoch": 1, "topics": [],
+            "forgotten_topics_data": [], "rack_id": ""}
+    assert client.call(ApiKey.FETCH, 12, body)["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_list_offsets(client):
+    create(client, "times", 2)
+    for ts in (1000, 3000, 2000):
+        produce(client, "times", 0, batch(2, ts=ts))
+    assert list_offset(client, "times", 0, -2)["offset"] == 0
+    assert list_offset(client, "times", 0, -1)["offset"] == 6
+    assert (lambda r: (r["timestamp"], r["offset"]))(list_offset(client, "times", 0, 1500)) == (3000, 2)
+    assert (lambda r: (r["timestamp"], r["offset"]))(list_offset(client, "times", 0, 2000)) == (3000, 2)
+    assert list_offset(client, "times", 0, 5000)["offset"] == -1
+    top = list_offset(client, "times", 0, -3)
+    assert (top["timestamp"], top["offset"]) == (3000, 2)
+    assert list_offset(client, "times", 1, -3)["offset"] == -1, "empty partition has no max"
+    assert list_offset(client, "times", 1, -1, version=1)["offset"] == 0
+    assert list_offset(client, "times", 7, -1)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def init_producer_id(client: RawClient, version: int = 4, **body) -> dict:
+    request = {"transactional_id": None, "transaction_timeout_ms": 60000,
+               "producer_id": -1, "producer_epoch": -1, **body}
+    return client.call(ApiKey.INIT_PRODUCER_ID, version, request)
+
+
+def test_idempotent_sequences(client):
+    create(client, "idem")
+    ids = init_producer_id(client)
+    assert ids["error_code"] == 0 and ids["producer_epoch"] == 0
+    pid = ids["producer_id"]
+    assert init_producer_id(client, version=0)["producer_id"] != pid
+
+    def send(seq: int, n: int = 2, epoch: int = 0) -> dict:
+        return produce(client, "idem", 0, batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq))
+
+    assert send(0)["base_offset"] == 0
+    assert send(2)["base_offset"] == 2
+    retry = send(2)
+    assert (retry["error_code"], retry["base_offset"]) == (0, 2), "a retried batch is acknowledged once"
+    assert send(5)["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert send(4)["base_offset"] == 4
+    assert send(0, epoch=1)["base_offset"] == 6, "a new epoch starts at sequence 0"
+    assert send(6, epoch=0)["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert list_offset(client, "idem", 0, -1)["offset"] == 8
+
+
+def test_producer_state_and_ids_survive_restart(corral):
+    with RawClient(corral.port) as c:
+        create(c, "idem")
+        pid = init_producer_id(c)["producer_id"]
+        for seq in (0, 2):
+            produce(c, "idem", 0, batch(2, producer_id=pid, producer_epoch=0, base_sequence=seq))
+    corral.kill()
+    corral.start()
+    with RawClient(corral.port) as c:
+        retry = produce(c, "idem", 0, batch(2, producer_id=pid, producer_epoch=0, base_sequence=2))
+        assert (retry["error_code"], retry["base_offset"]) == (0, 2)
+        gap = produce(c, "idem", 0, batch(2, producer_id=pid, producer_epoch=0, base_sequence=7))
+        assert gap["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert init_producer_id(c)["producer_id"] > pid
+
+
+def test_init_producer_id_refuses_transactions(client):
+    response = init_producer_id(client, transactional_id="txn")
+    assert response["error_code"] == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert init_producer_id(client, producer_id=5)["error_code"] == ErrorCode.INVALID_REQUEST
