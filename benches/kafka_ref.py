@@ -168,8 +168,12 @@ class KafkaBroker:
                                   "-t", cluster_id, "-c", str(config)),
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.log_path = self.dir / "server.log"
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(self._java("kafka.Kafka", str(config)),
+        return self._launch()
+
+    def _launch(self) -> str:
+        assert self.dir is not None
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self._java("kafka.Kafka", str(self.dir / "server.properties")),
                                             stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -181,15 +185,23 @@ class KafkaBroker:
             time.sleep(0.25)
         return self.bootstrap
 
-    def stop(self) -> None:
+    def restart(self, kill: bool = False) -> str:
+        """Stops the process (SIGTERM, or SIGKILL with `kill`) and starts it on the same data."""
+        self._terminate(signal.SIGKILL if kill else signal.SIGTERM)
+        return self._launch()
+
+    def _terminate(self, sig: int) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(sig)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+
+    def stop(self) -> None:
+        self._terminate(signal.SIGTERM)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
@@ -227,6 +239,19 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _kill_and_wait(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+        for _ in range(120):
+            os.kill(pid, 0)
+            # Reap it if it is our child (`run`), otherwise wait for it to vanish.
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            time.sleep(0.25)
+        os.kill(pid, signal.SIGKILL)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", default=os.environ.get("KAFKA_VERSION", DEFAULT_VERSION))
@@ -240,25 +265,35 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("cmd", nargs=argparse.REMAINDER)
     stop = sub.add_parser("stop")
     stop.add_argument("--port", type=int, required=True)
+    restart = sub.add_parser("restart", help="restart a broker begun with `start`, keeping its data")
+    restart.add_argument("--port", type=int, required=True)
+    restart.add_argument("--kill", action="store_true", help="SIGKILL instead of SIGTERM")
     args = parser.parse_args(argv)
 
     if args.command == "fetch":
         print(fetch(args.version))
         return 0
-    if args.command == "stop":
+    if args.command in ("stop", "restart"):
         state_path = _state_file(args.port)
         if not state_path.exists():
             print(f"no reference broker recorded on port {args.port}", file=sys.stderr)
             return 1
         state = json.loads(state_path.read_text())
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(state["pid"], signal.SIGTERM)
-            for _ in range(120):
-                os.kill(state["pid"], 0)
-                time.sleep(0.25)
-            os.kill(state["pid"], signal.SIGKILL)
-        shutil.rmtree(state["dir"], ignore_errors=True)
-        state_path.unlink()
+        _kill_and_wait(state["pid"], signal.SIGKILL if getattr(args, "kill", False) else signal.SIGTERM)
+        if args.command == "stop":
+            shutil.rmtree(state["dir"], ignore_errors=True)
+            state_path.unlink()
+            return 0
+        with open(Path(state["dir"]) / "server.log", "ab") as log:
+            process = subprocess.Popen(state["cmd"], stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not _answers_api_versions(state["port"]):
+            if process.poll() is not None or time.monotonic() > deadline:
+                print("Kafka did not come back", file=sys.stderr)
+                return 1
+            time.sleep(0.25)
+        state_path.write_text(json.dumps(dict(state, pid=process.pid)))
         return 0
 
     broker = KafkaBroker(args.port, _parse_sets(args.set), args.version)
@@ -266,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "start":
         state_path = _state_file(broker.port)
         state_path.parent.mkdir(parents=True, exist_ok=True)
-        state_path.write_text(json.dumps({"pid": broker.process.pid, "dir": str(broker.dir)}))
+        state_path.write_text(json.dumps({"pid": broker.process.pid, "dir": str(broker.dir),
+                                          "port": broker.port,
+                                          "cmd": broker._java("kafka.Kafka", str(broker.dir / "server.properties"))}))
         print(bootstrap)
         return 0
     try:

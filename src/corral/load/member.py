@@ -22,14 +22,10 @@ from .wire import Api, BrokerError, Connection
 
 # Error codes the member reacts to (names as in Kafka's Errors).
 NONE = 0
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
 ILLEGAL_GENERATION = 22
 UNKNOWN_MEMBER_ID = 25
 REBALANCE_IN_PROGRESS = 27
 MEMBER_ID_REQUIRED = 79
-RETRIABLE = {COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
 
 REQUEST_TIMEOUT_S = 30.0
 BACKOFF_S = 0.1
@@ -96,15 +92,19 @@ class GroupMember(abc.ABC):
 
     async def request(self, api: Api, body: dict, timeout: float = REQUEST_TIMEOUT_S) -> dict | None:
         """One request with latency recorded; None (and the connection dropped) on failure."""
+        answered = False
         try:
             async with self._one_at_a_time:
                 with trio.fail_after(timeout):
                     conn = await self._connection()
                     response, seconds = await conn.timed_call(api, body)
+                    answered = True
         except (BrokerError, trio.TooSlowError) as e:
             self.recorder.error(api.name, "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION")
-            await self.disconnect()
             return None
+        finally:
+            if not answered:  # failed or cancelled mid-request: its answer must not be read later
+                await self.disconnect()
         self.recorder.latency(api.name, seconds)
         code = response.get("error_code", NONE)
         if code != NONE:
@@ -224,7 +224,8 @@ class ClassicMember(GroupMember):
             self.last_ok_at = time.monotonic()
         if code == UNKNOWN_MEMBER_ID:
             self.member_id = ""
-        if code in (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) or code in RETRIABLE:
+        # A coordinator that is loading or moved is retried, as Java does; these need a rejoin.
+        if code in (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
             self.stable = False
         return self.stable
 

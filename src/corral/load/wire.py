@@ -95,10 +95,13 @@ class Connection:
             raise BrokerError(f"connection lost: {e}") from e
         except _core.ProtocolError as e:
             raise BrokerError(f"bad response frame: {e}") from e
-        got, decoded = _core.decode_response(api, version, self._pending.pop(0))
-        if got != cid:
-            raise BrokerError(f"correlation id {got}, expected {cid}")
-        return decoded
+        frame = self._pending.pop(0)
+        if frame[:4] != cid.to_bytes(4, "big", signed=True):
+            raise BrokerError(f"correlation id {frame[:4].hex()}, expected {cid}")
+        try:
+            return _core.decode_response(api, version, frame)[1]
+        except _core.ProtocolError as e:
+            raise BrokerError(f"undecodable {Api(api).name} v{version} response: {e}") from e
 
     async def timed_call(self, api: int, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         """call() and its latency in seconds."""

@@ -22,7 +22,7 @@ REQUIRED_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.HEARTBEAT, Api.METADATA, Ap
 
 
 def add_arguments(parser) -> None:
-    add_ramp_arguments(parser, default_bound_ms=100.0)
+    add_ramp_arguments(parser)
     parser.add_argument("--partitions-per-member", type=int, default=10)
     parser.add_argument("--verify-every", type=int, default=10,
                         help="read offsets back after every Nth commit of a member")
@@ -69,7 +69,8 @@ async def run_member(ctx, member, index: int) -> None:
 
 def _ramp(run) -> Ramp:
     if "ramp" not in run.state:
-        run.state["ramp"] = Ramp("OFFSET_COMMIT", run.params, run.params["start_rate"] or run.members)
+        run.state["ramp"] = Ramp("OFFSET_COMMIT", run.params, run.params["start_rate"] or run.members,
+                                  default_bound_ms=100)
     return run.state["ramp"]
 
 

@@ -39,11 +39,11 @@ class Ramp:
     in a step whose p99 stayed within the bound.
     """
 
-    def __init__(self, api: str, params: dict[str, Any], start_rate: float):
+    def __init__(self, api: str, params: dict[str, Any], start_rate: float, default_bound_ms: float):
         self.api = api
         self.step_s = params["step_seconds"]
         self.factor = params["ramp_factor"]
-        self.bound_ms = params["p99_bound_ms"]
+        self.bound_ms = params["p99_bound_ms"] or default_bound_ms
         self.max_rate = params["max_rate"]
         self.rate = start_rate
         self.step = -1
@@ -90,11 +90,12 @@ class Ramp:
                 "p99_bound_ms": self.bound_ms, "steps": self.steps}
 
 
-def add_ramp_arguments(parser, default_bound_ms: float) -> None:
+def add_ramp_arguments(parser) -> None:
     parser.add_argument("--step-seconds", type=float, default=5.0, help="length of a ramp step")
     parser.add_argument("--ramp-factor", type=float, default=1.5, help="rate multiplier per step")
-    parser.add_argument("--p99-bound-ms", type=float, default=default_bound_ms,
-                        help="the ramp stops at the first step whose p99 latency passes this")
+    parser.add_argument("--p99-bound-ms", type=float, default=None,
+                        help="the ramp stops at the first step whose p99 latency passes this "
+                             "(default: heartbeat 50, commit 100)")
     parser.add_argument("--max-rate", type=float, default=1e6, help="highest rate tried (per s)")
     parser.add_argument("--start-rate", type=float, default=None,
                         help="first step's rate (per s); default: one per member per heartbeat "

@@ -19,7 +19,7 @@ JOIN_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.METADATA}
 
 
 def add_arguments(parser) -> None:
-    add_ramp_arguments(parser, default_bound_ms=50.0)
+    add_ramp_arguments(parser)
     parser.add_argument("--skip-join", action="store_true",
                         help="do not join: heartbeat with a fixed member id (ceiling server)")
 
@@ -56,7 +56,7 @@ async def run_member(ctx, member, index: int) -> None:
 def _ramp(run) -> Ramp:
     if "ramp" not in run.state:
         start = run.params["start_rate"] or run.members / (run.params["heartbeat_interval_ms"] / 1000)
-        run.state["ramp"] = Ramp("HEARTBEAT", run.params, start)
+        run.state["ramp"] = Ramp("HEARTBEAT", run.params, start, default_bound_ms=50)
     return run.state["ramp"]
 
 
