@@ -266,5 +266,8 @@ def test_topics_ids_configs_and_cluster_id_survive_restart(corral):
     assert configs["retention.ms"].value == "5000"
 
 
-def test_clean_shutdown_on_sigterm(corral):
-    assert corral.stop() == 0
+def test_clean_shutdown_on_sigterm_with_clients_connected(corral):
+    with RawClient(corral.port) as idle, RawClient(corral.port) as half:
+        assert idle.call(ApiKey.METADATA, 12, {"topics": None})["brokers"]
+        half.sock.sendall(b"\x00\x00\x01\x00\x00")  # half a frame: the server is mid-read
+        assert corral.stop(timeout=10) == 0
