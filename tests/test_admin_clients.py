@@ -142,6 +142,7 @@ def test_kafka_python_admin(corral):
         created = client.create_topics([KpNewTopic("kp", 3, 1, topic_configs={"retention.bytes": "1048576"})])
         [topic] = created["topics"]
         assert (topic["name"], topic["error_code"], topic["num_partitions"]) == ("kp", 0, 3)
+        assert topic["error_message"] is None  # null on success, as Kafka sends it
         assert topic["configs"]["retention.bytes"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
         assert "kp" in client.list_topics()
         resource = KpConfigResource(ConfigResourceType.TOPIC, "kp")

@@ -37,7 +37,7 @@ async def create_topics(broker, request) -> dict[str, Any]:
                 topic = broker.topics.create(name, partitions, configs)
                 log.info("created topic %s (%d partitions, configs %s)", name, partitions, configs)
                 topic_id = topic.id.bytes
-            result.update(error_code=ErrorCode.NONE, topic_id=topic_id)
+            result.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id)
             if version >= 5:
                 result.update(num_partitions=partitions, replication_factor=1,
                               configs=_effective_configs(broker, configs))
