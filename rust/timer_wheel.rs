@@ -54,7 +54,7 @@ pub struct Wheel {
     entries: Vec<Entry>,
     free_head: u32,
     index: KeyMap,
-    /// The last tick whose slot was visited by `expired`.
+    /// Every slot up to this tick has been emptied of its due entries; later ticks are pending.
     cursor: u64,
 }
 
@@ -67,7 +67,7 @@ impl Wheel {
             entries: Vec::new(),
             free_head: NIL,
             index: KeyMap::default(),
-            cursor: now_ms / tick_ms,
+            cursor: (now_ms / tick_ms).saturating_sub(1),
         }
     }
 
@@ -132,7 +132,8 @@ impl Wheel {
                 i = entry.next;
             }
         }
-        self.cursor = now_tick;
+        // The current tick's slot may hold deadlines later in this tick: visit it again next time.
+        self.cursor = now_tick - 1;
     }
 
     fn allocate(&mut self, key: u64) -> u32 {
@@ -294,6 +295,15 @@ mod tests {
         w.schedule(2, 5000);
         assert_eq!(drain(&mut w, 1010), vec![1]);
         assert_eq!(drain(&mut w, 100_000), vec![2]);
+    }
+
+    #[test]
+    fn deadline_later_in_the_current_tick_is_not_skipped() {
+        let mut w = Wheel::new(10, 8, 0);
+        assert!(drain(&mut w, 1003).is_empty());
+        w.schedule(1, 1007); // same tick as the last call, a bit later
+        assert!(drain(&mut w, 1005).is_empty());
+        assert_eq!(drain(&mut w, 1012), vec![1]);
     }
 
     #[test]

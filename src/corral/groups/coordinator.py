@@ -18,7 +18,7 @@ import trio
 
 from .. import _core
 from ..errors import ErrorCode
-from .classic import ClassicGroup, ClassicMember, ClassicState, Waiter
+from .classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicMember, ClassicState, Waiter
 from .log import CoordinatorLog
 from .timers import Timers
 
@@ -608,7 +608,9 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.state is ClassicState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND, []
-        if group.state is not ClassicState.EMPTY:
+        # A live group may lose offsets of topics it no longer subscribes to, if its subscriptions
+        # can be read (protocol type "consumer").
+        if group.state is not ClassicState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return ErrorCode.NON_EMPTY_GROUP, []
         result = []
         for topic, partitions in topics:
