@@ -49,9 +49,21 @@ def _add_once(add_arguments, group, seen: set[str]) -> None:
     add_arguments(OnceGroup())
 
 
-def main(args: argparse.Namespace) -> int:
+def parameters(args: argparse.Namespace) -> dict:
     params = {k: v for k, v in vars(args).items() if k not in ("command", "log_level")}
     params["group"] = params["group"] or f"corral-load-{uuid.uuid4().hex[:8]}"
+    return params
+
+
+def parse(argv: list[str]) -> dict:
+    """The parameters of a run from `corral load` arguments (for scripts and tests)."""
+    parser = argparse.ArgumentParser(prog="corral")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return parameters(parser.parse_args(["load", *argv]))
+
+
+def main(args: argparse.Namespace) -> int:
+    params = parameters(args)
     scenario = SCENARIOS[args.scenario]
     try:
         if args.quiet or not sys.stderr.isatty():

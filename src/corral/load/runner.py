@@ -350,7 +350,7 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
         result_pipes[res_recv] = w
     busy0, total0 = _machine_busy()
     state.started = time.monotonic()
-    deadline = state.started + params["duration"] + params.get("grace", 60)
+    deadline = state.started + params["duration"]
     stopping_since = None
     done: set[int] = set()
 

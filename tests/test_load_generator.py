@@ -1,0 +1,187 @@
+"""`corral load` itself: against Apache Kafka (the reference broker from benches/kafka_ref.py) its
+runs end with zero violations; against a fake broker that hands out a partition twice, the
+duplicate is reported as a violation; against a broker without group APIs it refuses clearly."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import trio
+
+from corral import _core
+from corral.load import consumer_protocol as cp
+from corral.load.cli import parse
+from corral.load.runner import LoadError, run
+from corral.load.scenarios import SCENARIOS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
+from kafka_ref import kafka_broker  # noqa: E402
+
+
+def run_scenario(bootstrap: str, scenario: str, *args: str) -> dict:
+    params = parse(["--bootstrap", bootstrap, "--scenario", scenario, "--quiet", *args])
+    return run(SCENARIOS[scenario], params)
+
+
+@pytest.fixture(scope="module")
+def kafka():
+    # No initial rebalance delay: the test measures the generator, not Kafka's 3 s wait.
+    with kafka_broker(settings={"group.initial.rebalance.delay.ms": 0}) as bootstrap:
+        yield bootstrap
+
+
+@pytest.mark.kafka
+def test_join_storm_of_50_members_against_kafka(kafka):
+    result = run_scenario(kafka, "join-storm", "--members", "50", "--duration", "60")
+    assert result["failures"] == []
+    assert result["metrics"]["stable"] is True
+    assert 0 < result["metrics"]["join_seconds"] < 60
+    assert result["violations"] == 0, result["violation_examples"]
+    assert result["latency_ms"]["SYNC_GROUP"]["count"] >= 50
+    assert result["broker"]["versions_used"]["JOIN_GROUP"] >= 4  # KIP-394 two-step join
+    assert result["errors"].get("JOIN_GROUP:MEMBER_ID_REQUIRED") == 50
+
+
+@pytest.mark.kafka
+def test_heartbeat_ramp_against_kafka(kafka):
+    result = run_scenario(kafka, "heartbeat", "--members", "30", "--duration", "12",
+                          "--step-seconds", "2", "--start-rate", "60", "--ramp-factor", "2",
+                          "--heartbeat-interval-ms", "500")
+    assert result["failures"] == []
+    assert result["violations"] == 0, result["violation_examples"]
+    steps = result["metrics"]["steps"]
+    assert steps and steps[0]["achieved"] > 0
+    assert result["metrics"]["sustained_per_s"] > 0
+    assert result["latency_ms"]["HEARTBEAT"]["count"] > 100
+    assert result["generator"]["cpu_seconds"] > 0
+
+
+@pytest.mark.kafka
+def test_commit_offsets_read_back_against_kafka(kafka):
+    result = run_scenario(kafka, "commit", "--members", "10", "--partitions-per-member", "3",
+                          "--duration", "8", "--step-seconds", "2", "--start-rate", "50",
+                          "--verify-every", "2", "--heartbeat-interval-ms", "500")
+    assert result["failures"] == []
+    assert result["violations"] == 0, result["violation_examples"]
+    assert result["latency_ms"]["OFFSET_FETCH"]["count"] > 0
+    assert result["counts"]["offsets_committed"] > 0
+
+
+class FakeCoordinator:
+    """A tiny broker on corral's server codec that joins two members into one generation and then
+    hands partition 0 of the topic to both of them: a broken assignment."""
+
+    TOPIC_PARTITIONS = 2
+
+    def __init__(self, apis: dict[int, tuple[int, int]]):
+        self.table = _core.ApiTable(sorted((k, lo, hi) for k, (lo, hi) in apis.items()))
+        self.port = None
+        self.joined: list[str] = []
+        self.ids_given = 0
+        self.all_joined = None
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=trio.run, args=(self._serve,), daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc):
+        trio.from_thread.run_sync(self.cancel.cancel, trio_token=self.token)
+        self.thread.join(10)
+
+    async def _serve(self):
+        self.token = trio.lowlevel.current_trio_token()
+        self.all_joined = trio.Event()
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        self.ready.set()
+        with trio.CancelScope() as self.cancel:
+            await trio.serve_listeners(self._connection, listeners)
+
+    async def _connection(self, stream):
+        conn = _core.Connection(self.table, 1 << 20)
+        async with stream:
+            while data := await stream.receive_some(65536):
+                conn.feed(data)
+                while (item := conn.next()) is not None:
+                    if isinstance(item, bytes):
+                        await stream.send_all(item)
+                    else:
+                        await stream.send_all(item.respond(await self._answer(item)))
+
+    async def _answer(self, request) -> dict:
+        key, body = request.api_key, request.body
+        if key == 3:
+            return {"brokers": [{"node_id": 1, "host": "127.0.0.1", "port": self.port}],
+                    "topics": [{"error_code": 0, "name": body["topics"][0]["name"],
+                                "topic_id": b"\x01" * 16, "partitions": [
+                                    {"error_code": 0, "partition_index": p, "leader_id": 1,
+                                     "replica_nodes": [1], "isr_nodes": [1]}
+                                    for p in range(self.TOPIC_PARTITIONS)]}]}
+        if key == 10:
+            return {"coordinators": [{"key": body["coordinator_keys"][0], "node_id": 1,
+                                      "host": "127.0.0.1", "port": self.port, "error_code": 0}]}
+        if key == 11:
+            if not body["member_id"]:
+                self.ids_given += 1
+                return {"error_code": 79, "member_id": f"member-{self.ids_given}"}
+            self.joined.append(body["member_id"])
+            if len(self.joined) == 2:
+                self.all_joined.set()
+            await self.all_joined.wait()
+            leader = self.joined[0]
+            members = ([{"member_id": m, "metadata": body["protocols"][0]["metadata"]}
+                        for m in self.joined] if body["member_id"] == leader else [])
+            return {"error_code": 0, "generation_id": 1, "protocol_type": "consumer",
+                    "protocol_name": "range", "leader": leader, "member_id": body["member_id"],
+                    "members": members}
+        if key == 14:
+            topic = "t"
+            return {"error_code": 0, "protocol_type": "consumer", "protocol_name": "range",
+                    "assignment": cp.encode_assignment({topic: [0]})}
+        if key in (12, 13):
+            return {"error_code": 0}
+        raise AssertionError(f"unexpected api {key}")
+
+
+GROUP_APIS = {18: (0, 4), 3: (0, 12), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5)}
+
+
+def test_duplicated_partition_is_a_violation():
+    with FakeCoordinator(GROUP_APIS) as fake:
+        result = run_scenario(f"127.0.0.1:{fake.port}", "join-storm", "--members", "2",
+                              "--topic", "t", "--duration", "20")
+    assert result["failures"] == []
+    assert result["metrics"]["stable"] is True
+    assert result["violations"] >= 1
+    assert any("t-0 assigned to both" in v for v in result["violation_examples"])
+    # Partition 1 went to nobody: the assignment is incomplete too.
+    assert any("assigned to no member" in v for v in result["violation_examples"])
+
+
+def test_broker_without_group_apis_is_refused_clearly():
+    with FakeCoordinator({18: (0, 4), 3: (0, 12), 10: (0, 4)}) as fake:
+        with pytest.raises(LoadError, match="does not offer .*JOIN_GROUP"):
+            run_scenario(f"127.0.0.1:{fake.port}", "join-storm", "--members", "2")
+
+
+def test_cli_writes_json_and_plot_and_fails_on_violations(tmp_path):
+    import json
+    import subprocess
+    with FakeCoordinator(GROUP_APIS) as fake:
+        done = subprocess.run(
+            [sys.executable, "-m", "corral.cli", "load", "--bootstrap", f"127.0.0.1:{fake.port}",
+             "--scenario", "join-storm", "--members", "2", "--topic", "t", "--duration", "20",
+             "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")],
+            capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["violations"] == 2
+    assert result["scenario"] == "join-storm" and result["machine"]["cpus"] >= 1
+    assert result["broker"]["versions_used"]["JOIN_GROUP"] == 9
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
