@@ -216,3 +216,36 @@ def test_init_producer_id_refuses_transactions(client):
     response = init_producer_id(client, transactional_id="txn")
     assert response["error_code"] == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert init_producer_id(client, producer_id=5)["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def test_retention_deletes_old_segments(corral_factory):
+    broker = corral_factory(**{"log.retention.check.interval.ms": 100})
+    with RawClient(broker.port) as c:
+        create(c, "short", **{"segment.bytes": "1000", "retention.bytes": "3000"})
+        for _ in range(40):
+            produce(c, "short", 0, batch(5))
+        deadline = time.monotonic() + 10
+        while list_offset(c, "short", 0, -2)["offset"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        start = list_offset(c, "short", 0, -2)["offset"]
+        assert 0 < start < 200
+        assert list_offset(c, "short", 0, -1)["offset"] == 200
+        gone = fetch(c, "short", 0, 0)["responses"][0]["partitions"][0]
+        assert (gone["error_code"], gone["log_start_offset"]) == (ErrorCode.OFFSET_OUT_OF_RANGE, start)
+        kept = fetch(c, "short", 0, start)["responses"][0]["partitions"][0]
+        assert _core.decode_batches(kept["records"])[0][0] == start
+    assert "retention deleted" in broker.log()
+
+
+def test_deleted_topic_takes_its_log_along(corral):
+    with RawClient(corral.port) as c:
+        create(c, "doomed", 2)
+        produce(c, "doomed", 1, batch(3))
+        assert (corral.data_dir / "doomed-1").is_dir()
+        result = c.call(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "doomed", "topic_id": bytes(16)}],
+                                                  "timeout_ms": 5000})
+        assert result["responses"][0]["error_code"] == 0
+        assert not (corral.data_dir / "doomed-1").exists()
+        assert produce(c, "doomed", 1, batch(1))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        create(c, "doomed", 2)
+        assert produce(c, "doomed", 1, batch(1))["base_offset"] == 0

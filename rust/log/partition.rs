@@ -54,6 +54,9 @@ impl Partition {
         if bases.is_empty() {
             segments.push(Segment::create(dir, 0)?);
             sync_dir(dir)?;
+            if let Some(parent) = dir.parent() {
+                sync_dir(parent)?;
+            }
         }
         for (i, &base) in bases.iter().enumerate() {
             let mut seg = Segment::open(dir, base)?;
