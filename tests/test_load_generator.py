@@ -185,3 +185,28 @@ def test_cli_writes_json_and_plot_and_fails_on_violations(tmp_path):
     assert result["scenario"] == "join-storm" and result["machine"]["cpus"] >= 1
     assert result["broker"]["versions_used"]["JOIN_GROUP"] == 9
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def ceiling_server():
+    """benches/heartbeat-ceiling, built and started on a free port."""
+    import subprocess
+    crate = Path(__file__).resolve().parent.parent / "benches" / "heartbeat-ceiling"
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=crate, check=True, timeout=600)
+    proc = subprocess.Popen([str(crate / "target" / "release" / "heartbeat-ceiling")],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        yield line.split()[-1]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_heartbeat_against_the_ceiling_server(ceiling_server):
+    result = run_scenario(ceiling_server, "heartbeat", "--skip-join", "--members", "50",
+                          "--duration", "6", "--step-seconds", "2", "--start-rate", "500")
+    assert result["failures"] == [] and result["errors"] == {}
+    assert result["violations"] == 0
+    assert result["broker"]["versions_used"]["HEARTBEAT"] == 4
+    assert result["metrics"]["sustained_per_s"] > 400

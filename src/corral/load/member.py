@@ -283,8 +283,8 @@ class ClassicMember(GroupMember):
         return out
 
     async def leave(self) -> None:
-        if self.member_id:
-            version = self.config.versions.get(Api.LEAVE_GROUP, 0)
+        if self.member_id and Api.LEAVE_GROUP in self.config.versions:
+            version = self.config.versions[Api.LEAVE_GROUP]
             body = ({"group_id": self.config.group,
                      "members": [{"member_id": self.member_id, "reason": "corral load"}]}
                     if version >= 3 else {"group_id": self.config.group, "member_id": self.member_id})

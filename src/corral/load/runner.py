@@ -438,7 +438,8 @@ def _result(scenario, state: Run, wall: float, machine_busy: float) -> dict[str,
         "phases": state.phases,
         "failures": state.failures,
     }
-    if saturated:
+    if saturated or result["metrics"].get("generator_saturated_at_limit"):
+        result["generator"]["saturated"] = True
         result["warnings"] = [f"the generator saturated a core (>{SATURATED_CPU:.0%}): its figures "
                               "are a lower bound of what the broker can do; add --workers"]
     result["_timeline"] = state.timeline

@@ -9,6 +9,7 @@ from typing import Any
 import trio
 
 from ..member import GroupMember
+from ..runner import SATURATED_CPU
 from ..stats import percentiles
 
 WARMUP_S = 1.0  # the start of each ramp step is not measured: members are still spreading out
@@ -55,6 +56,8 @@ class Ramp:
         now = time.monotonic()
         if self.step < 0:
             return self._next(now)
+        if self.cpu_at_step_start is None and now - self.step_started >= WARMUP_S:
+            self.cpu_at_step_start = (now, dict(run.cpu))
         if now - self.step_started < self.step_s:
             return None
         self._measure(run, self.step_started + WARMUP_S, now)
@@ -70,6 +73,7 @@ class Ramp:
     def _next(self, now: float) -> dict:
         self.step += 1
         self.step_started = now
+        self.cpu_at_step_start = None   # taken at the first measurement after the warm-up
         return {"step": self.step, "rate": self.rate}
 
     def _measure(self, run, start: float, end: float) -> None:
@@ -78,16 +82,28 @@ class Ramp:
             if samples else []
         pct = percentiles(window)
         achieved = len(window) / max(1e-9, end - start)
+        # The busiest generator process during the step, as a share of one core.
+        cpu = 0.0
+        if self.cpu_at_step_start is not None:
+            at, before = self.cpu_at_step_start
+            cpu = max((run.cpu[w] - before.get(w, 0.0)) / max(1e-9, time.monotonic() - at)
+                      for w in run.cpu) if run.cpu else 0.0
         self.steps.append({"step": self.step, "target": round(self.rate, 1),
                            "achieved": round(achieved, 1), "latency_ms": pct,
-                           "within_bound": bool(window) and pct["p99"] <= self.bound_ms})
+                           "within_bound": bool(window) and pct["p99"] <= self.bound_ms,
+                           "generator_cpu_busiest_worker": round(cpu, 3)})
 
     def summary(self) -> dict[str, Any]:
         good = [s for s in self.steps if s["within_bound"] and s["achieved"] >= 0.9 * s["target"]]
         best = max(good, key=lambda s: s["achieved"], default=None)
+        last = self.steps[-1] if self.steps else None
         return {"sustained_per_s": best["achieved"] if best else 0.0,
                 "at_latency_ms": best["latency_ms"] if best else None,
-                "p99_bound_ms": self.bound_ms, "steps": self.steps}
+                "p99_bound_ms": self.bound_ms,
+                # If the generator was this busy when the ramp stopped, the limit may be its own.
+                "generator_saturated_at_limit": bool(
+                    last and last["generator_cpu_busiest_worker"] > SATURATED_CPU),
+                "steps": self.steps}
 
 
 def add_ramp_arguments(parser) -> None:

@@ -35,6 +35,8 @@ def topic_partitions(params) -> int:
 async def run_member(ctx, member, index: int) -> None:
     if ctx.params["skip_join"]:
         member.member_id, member.generation, member.stable = f"corral-load-{index}", 1, True
+        while "rate" not in ctx.phase:
+            await ctx.phase_changed.wait()
     else:
         # Join and stay in the group at the normal interval until the ramp starts.
         with trio.CancelScope() as waiting:
