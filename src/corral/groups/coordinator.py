@@ -18,6 +18,7 @@ import trio
 
 from .. import _core
 from ..errors import ErrorCode
+from . import records
 from .classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicMember, ClassicState, Waiter
 from .log import CoordinatorLog
 from .timers import Timers
@@ -75,7 +76,63 @@ class GroupCoordinator:
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.timers.run)
+            nursery.start_soon(self.log.run)
             nursery.start_soon(self._expire_offsets_periodically)
+
+    # ================================================================================= load ===
+
+    def load(self, replayed) -> tuple[int, int]:
+        """Rebuilds groups and offsets from (key, value) records in log order, as Kafka's replay
+        does; members get a fresh session to rejoin or heartbeat in. Returns (groups, offsets)."""
+        for key, value in replayed:
+            kind, fields = records.read_key(key)
+            if kind in (records.OFFSET_COMMIT_KEY_V0, records.OFFSET_COMMIT_KEY):
+                group_id, topic, partition = fields
+                if value is None:
+                    self.offsets.delete(group_id, topic, [partition])
+                    continue
+                v = records.read_offset_value(value)
+                if group_id not in self.groups:
+                    self._new_classic_group(group_id)
+                self.offsets.commit(group_id, topic, [(partition, v.offset, v.leader_epoch, v.metadata)],
+                                    v.commit_ms, v.expire_ms)
+            elif kind == records.GROUP_METADATA_KEY:
+                (group_id,) = fields
+                old = self.groups.pop(group_id, None)
+                if old is not None:
+                    self._forget_timers(old)
+                if value is not None:
+                    self._load_group(group_id, records.read_group_value(value))
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._schedule_heartbeat(member)
+        return len(self.groups), sum(self.offsets.count(g) for g in self.groups)
+
+    def _load_group(self, group_id: str, value: "records.GroupValue") -> None:
+        group = self._new_classic_group(group_id)
+        group.generation_id = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        for m in value.members:
+            member = ClassicMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                   m.rebalance_timeout_ms, m.session_timeout_ms,
+                                   value.protocol_type, [(value.protocol or "", m.subscription)])
+            member.assignment = m.assignment
+            group.add(member, None)
+            member.timer_key = self.timers.register(
+                lambda group=group, member=member: self._expire_member(group, member))
+        group.leader_id = value.leader if value.leader in group.members else group.leader_id
+        group.state = ClassicState.STABLE if group.members else ClassicState.EMPTY
+        group.state_timestamp_ms = value.state_timestamp_ms if value.state_timestamp_ms >= 0 else None
+        group.subscribed_topics = group.compute_subscribed_topics()
+
+    def _forget_timers(self, group: ClassicGroup) -> None:
+        for member in group.members.values():
+            self.timers.unregister(member.timer_key)
+        for key in group.pending_members.values():
+            self.timers.unregister(key)
+        self.timers.unregister(group.join_key)
+        self.timers.unregister(group.sync_key)
 
     # ======================================================================== classic groups ===
 
@@ -586,11 +643,12 @@ class GroupCoordinator:
             return ErrorCode.OFFSET_METADATA_TOO_LARGE
         return ErrorCode.NONE
 
-    def apply_commit(self, group_id: str, topic: str, partitions: list[tuple[int, int, int, str]],
+    def apply_commit(self, group_id: str, topics: list[tuple[str, list[tuple[int, int, int, str]]]],
                      commit_ms: int, expire_ms: int) -> None:
         if group_id not in self.groups:
             self._new_classic_group(group_id)
-        self.offsets.commit(group_id, topic, partitions, commit_ms, expire_ms)
+        for topic, partitions in topics:
+            self.offsets.commit(group_id, topic, partitions, commit_ms, expire_ms)
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
                       ) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
@@ -667,8 +725,7 @@ class GroupCoordinator:
         removed = self.offsets.delete_group(group.group_id)
         for member_id in list(group.members) + list(group.pending_members):
             self._drop_member(group, member_id)
-        self.timers.unregister(group.join_key)
-        self.timers.unregister(group.sync_key)
+        self._forget_timers(group)
         group.transition(ClassicState.DEAD)
         del self.groups[group.group_id]
         self.log.write_tombstones(group.group_id, removed, None)

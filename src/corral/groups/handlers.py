@@ -190,10 +190,11 @@ async def offset_commit(broker, request) -> dict[str, Any]:
             group_id, body["member_id"], instance_id, body["generation_id_or_member_epoch"], version)
 
     topics_out = []
+    accepted: list[tuple[str, list[tuple[int, int, int, str]]]] = []
     for topic in body["topics"]:
         name = topic["name"]
         known = broker.topics.get(name)
-        accepted = []
+        ok = []
         partitions_out = []
         for p in topic["partitions"]:
             index = p["partition_index"]
@@ -205,18 +206,21 @@ async def offset_commit(broker, request) -> dict[str, Any]:
                 code = coordinator.check_metadata(p["committed_metadata"])
             if code == ErrorCode.NONE:
                 epoch = p["committed_leader_epoch"] if version >= 6 else -1
-                accepted.append((index, p["committed_offset"], epoch, p["committed_metadata"] or ""))
+                ok.append((index, p["committed_offset"], epoch, p["committed_metadata"] or ""))
             partitions_out.append({"partition_index": index, "error_code": code})
-        if accepted:
-            # Durable first, then visible and acknowledged.
-            code = await coordinator.log.append_offsets(group_id, name, accepted, commit_ms, expire_ms)
-            if code:
-                for out in partitions_out:
+        if ok:
+            accepted.append((name, ok))
+        topics_out.append({"name": name, "partitions": partitions_out})
+    if accepted:
+        # Durable first (one batch, group-committed fsync), then visible and acknowledged.
+        code = await coordinator.log.append_offsets(group_id, accepted, commit_ms, expire_ms)
+        if code:
+            for t in topics_out:
+                for out in t["partitions"]:
                     if out["error_code"] == ErrorCode.NONE:
                         out["error_code"] = code
-            else:
-                coordinator.apply_commit(group_id, name, accepted, commit_ms, expire_ms)
-        topics_out.append({"name": name, "partitions": partitions_out})
+        else:
+            coordinator.apply_commit(group_id, accepted, commit_ms, expire_ms)
     return {"topics": topics_out}
 
 
