@@ -12,7 +12,11 @@ from ..member import GroupMember
 from ..runner import SATURATED_CPU
 from ..stats import percentiles
 
-WARMUP_S = 1.0  # the start of each ramp step is not measured: members are still spreading out
+# The start of each ramp step is not measured: members are still moving to the new pace. That
+# takes one member's interval at the new rate, at least WARMUP_S and at most MAX_WARMUP_S.
+WARMUP_S = 1.0
+MAX_WARMUP_S = 5.0
+SHIP_LAG_S = 1.0
 
 
 async def stay_in_group(ctx, member: GroupMember, interval_s: float | None = None) -> None:
@@ -56,11 +60,13 @@ class Ramp:
         now = time.monotonic()
         if self.step < 0:
             return self._next(now)
-        if self.cpu_at_step_start is None and now - self.step_started >= WARMUP_S:
+        warmup = min(MAX_WARMUP_S, max(WARMUP_S, run.members / self.rate))
+        if self.cpu_at_step_start is None and now - self.step_started >= warmup:
             self.cpu_at_step_start = (now, dict(run.cpu))
-        if now - self.step_started < self.step_s:
+        if now - self.step_started < warmup + self.step_s + SHIP_LAG_S:
             return None
-        self._measure(run, self.step_started + WARMUP_S, now)
+        # Samples reach the parent in batches: the newest SHIP_LAG_S are not all here yet.
+        self._measure(run, self.step_started + warmup, now - SHIP_LAG_S)
         last = self.steps[-1]
         if (not last["within_bound"] or last["achieved"] < 0.9 * last["target"]
                 or self.rate * self.factor > self.max_rate
@@ -107,7 +113,8 @@ class Ramp:
 
 
 def add_ramp_arguments(parser) -> None:
-    parser.add_argument("--step-seconds", type=float, default=5.0, help="length of a ramp step")
+    parser.add_argument("--step-seconds", type=float, default=5.0,
+                        help="measured length of a ramp step (after its warm-up)")
     parser.add_argument("--ramp-factor", type=float, default=1.5, help="rate multiplier per step")
     parser.add_argument("--p99-bound-ms", type=float, default=None,
                         help="the ramp stops at the first step whose p99 latency passes this "
