@@ -26,7 +26,7 @@ def coordinator_for(broker) -> GroupCoordinator:
         topic = broker.topics.create(OFFSETS_TOPIC, broker.settings["offsets.topic.num.partitions"],
                                      OFFSETS_TOPIC_CONFIGS, internal=True)
     durable = DurableLog(broker.logs, topic)
-    coordinator = GroupCoordinator(broker.settings, broker.topics, durable)
+    coordinator = GroupCoordinator(broker.settings, durable)
     started = time.monotonic()
     groups, offsets = coordinator.load(durable.replay())
     if groups:

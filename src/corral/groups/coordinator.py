@@ -60,9 +60,8 @@ class JoinRequest:
 
 
 class GroupCoordinator:
-    def __init__(self, settings, topics, log_store: CoordinatorLog):
+    def __init__(self, settings, log_store: CoordinatorLog):
         self.settings = settings
-        self.topics = topics
         self.log = log_store
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = _core.OffsetMap()
@@ -301,7 +300,8 @@ class GroupCoordinator:
         # A new member cannot heartbeat before its JoinGroup returns; a long timeout bounds
         # defunct joiners (clients that gave up and retried under another id).
         self._schedule_heartbeat(member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance_or_complete_join(group, f"adding member {member_id}")
+        self._maybe_prepare_rebalance_or_complete_join(
+            group, f"adding member {member_id}; client reason: {req.reason or 'not provided'}")
 
     def _update_member(self, group: ClassicGroup, member: ClassicMember, req: JoinRequest,
                        waiter: Waiter) -> None:

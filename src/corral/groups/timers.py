@@ -50,9 +50,6 @@ class Timers:
     def cancel(self, key: int) -> None:
         self.wheel.cancel(key)
 
-    def scheduled(self, key: int) -> bool:
-        return self.wheel.deadline(key) is not None
-
     def fire_due(self) -> int:
         """Runs the callbacks of every key due now; returns how many fired."""
         due = self.wheel.expired(now_ms())
