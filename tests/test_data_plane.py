@@ -237,3 +237,21 @@ def test_long_poll_fetch_wakes_when_data_arrives(corral):
     # Correctness bound only (measurement is in benches/): woken, not timed out.
     assert min(latencies) < 0.05, latencies
     assert max(latencies) < 1.0, latencies
+
+
+def test_compressed_batches_are_stored_as_sent(corral):
+    create_topic(corral, "packed", 1)
+    codecs = ["gzip", "snappy", "lz4", "zstd"]
+    for n, codec in enumerate(codecs):
+        producer = Producer({"bootstrap.servers": corral.bootstrap, "compression.type": codec,
+                             "linger.ms": 20})
+        for i in range(200):
+            producer.produce("packed", key=f"{codec}-{i}".encode(), value=b"compressible " * 20,
+                             partition=0)
+        assert producer.flush(10) == 0
+    messages = consume_all(corral, "packed", 1, 200 * len(codecs))
+    assert [m.key() for m in messages] == [f"{c}-{i}".encode() for c in codecs for i in range(200)]
+    assert [m.offset() for m in messages] == list(range(200 * len(codecs)))
+    # Stored compressed: far smaller than the 200 * 4 * 260 bytes of values.
+    segment = sorted((corral.data_dir / "packed-0").glob("*.log"))[-1]
+    assert segment.stat().st_size < 200 * len(codecs) * 260 / 4
