@@ -12,6 +12,7 @@
 //! the next start validates the active segments batch by batch and truncates torn tails.
 
 pub mod batch;
+mod fetch;
 mod index;
 mod partition;
 mod producers;
@@ -53,12 +54,12 @@ fn lock(p: &Shared) -> std::sync::MutexGuard<'_, Partition> {
 }
 
 impl LogStore {
+    fn lookup(&self, topic: &str, partition: i32) -> Option<Shared> {
+        self.partitions.lock().unwrap().get(&(topic.to_string(), partition)).cloned()
+    }
+
     fn get(&self, topic: &str, partition: i32) -> PyResult<Shared> {
-        self.partitions
-            .lock()
-            .unwrap()
-            .get(&(topic.to_string(), partition))
-            .cloned()
+        self.lookup(topic, partition)
             .ok_or_else(|| PyKeyError::new_err(format!("partition {topic}-{partition} is not open")))
     }
 
@@ -151,6 +152,24 @@ impl LogStore {
             Ok((p.read(offset, max_bytes, min_one)?, p.next_offset(), p.log_start_offset()))
         })?;
         Ok((data.map(|d| PyBytes::new(py, &d)), hw, start))
+    }
+
+    /// Reads and encodes a whole Fetch response frame (see fetch.rs), record bytes never
+    /// becoming Python objects. `topics`: (name, [(partition, error code already known or 0,
+    /// fetch offset, partition max bytes)]); partitions not open are UNKNOWN_TOPIC_OR_PARTITION.
+    /// Returns (frame, record bytes in it, whether any partition had an error).
+    fn fetch_response<'py>(
+        &self,
+        py: Python<'py>,
+        correlation_id: i32,
+        version: i16,
+        topics: Vec<(String, Vec<fetch::Wanted>)>,
+        max_bytes: i32,
+    ) -> PyResult<(Bound<'py, PyBytes>, usize, bool)> {
+        let encoded = py
+            .detach(|| fetch::fetch(|t, p| self.lookup(t, p), correlation_id, version, &topics, max_bytes))
+            .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
+        Ok((PyBytes::new(py, &encoded.frame), encoded.record_bytes, encoded.any_error))
     }
 
     /// (log start offset, high watermark).

@@ -44,8 +44,9 @@ class ApiKey(IntEnum):
 
 
 # A handler gets the broker and the decoded request; it returns the response body as a dict, or
-# None when no response is sent (Produce with acks=0).
-Handler = Callable[["Broker", _core.Request], Awaitable[dict[str, Any] | None]]
+# None when no response is sent (Produce with acks=0), or a whole response frame the compiled core
+# encoded itself (Fetch: record bytes never become Python objects).
+Handler = Callable[["Broker", _core.Request], Awaitable[dict[str, Any] | bytes | None]]
 
 # APIs answered inside the compiled core (rust/connection.rs).
 RUST_OWNED: dict[ApiKey, tuple[int, int]] = {ApiKey.API_VERSIONS: (0, 4)}

@@ -170,6 +170,14 @@ class PartitionLogs:
         key = self.open(topic, partition)
         return self.store.read(key[0], partition, offset, max_bytes, min_one)
 
+    def fetch_response(self, correlation_id: int, version: int,
+                       plan: list[tuple[str, list[tuple[int, int, int, int]]]],
+                       max_bytes: int) -> tuple[bytes, int, bool]:
+        """A whole Fetch response frame read and encoded by the store: (frame, record bytes in
+        it, whether a partition had an error). `plan`: (topic, [(partition, known error or 0,
+        fetch offset, partition max bytes)]), partitions opened with `open` beforehand."""
+        return self.store.fetch_response(correlation_id, version, plan, max_bytes)
+
     def offsets(self, topic: Topic, partition: int) -> tuple[int, int]:
         """(log start offset, high watermark)."""
         self.open(topic, partition)

@@ -82,7 +82,9 @@ class Server:
     async def _handle(self, request: _core.Request) -> bytes | None:
         handler = HANDLERS[request.api_key]
         body = await handler(self.broker, request)
-        return None if body is None else request.respond(body)
+        if body is None or isinstance(body, bytes):  # no response, or a frame encoded by the core
+            return body
+        return request.respond(body)
 
 
 def _peer_name(stream: trio.SocketStream) -> str:
