@@ -139,3 +139,30 @@ def test_offsets_topic_holds_kafka_records(corral_factory):
     # confluent-kafka sends the metadata string with its C terminator; it is stored as sent.
     assert (value.offset, value.metadata.rstrip("\0"), value.leader_epoch) == (77, "meta", -1)
     assert found.value()[:2] == b"\x00\x03"  # OffsetCommitValue v3
+
+
+def test_restart_loads_snapshot_then_log_tail(corral_factory):
+    broker = corral_factory(**FAST_GROUPS, **{"corral.coordinator.snapshot.interval.ms": 200})
+    make_topic(broker, "snap", 2)
+    with RawClient(broker.port) as c:
+        for i in range(1, 51):
+            assert commit(c, "before", -1, "", [("snap", 0, i), ("snap", 1, i * 2)]) == [0, 0]
+    snapshot_file = broker.data_dir / "__consumer_offsets.snapshot"
+    deadline = time.monotonic() + 10
+    while not snapshot_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert snapshot_file.exists(), "no snapshot was written"
+    time.sleep(0.5)  # let a pass see nothing new: the snapshot now covers the 50 commits
+    with RawClient(broker.port) as c:
+        assert commit(c, "after", -1, "", [("snap", 0, 7)]) == [0]
+        assert commit(c, "before", -1, "", [("snap", 1, 1000)]) == [0]
+    broker.kill()  # no shutdown snapshot: the tail must come from the log
+    broker.start()
+    with RawClient(broker.port) as c:
+        assert [o for _, o, _ in fetch(c, "before", "snap", [0, 1])] == [50, 1000]
+        assert [o for _, o, _ in fetch(c, "after", "snap", [0])] == [7]
+    loaded = [line for line in broker.log().splitlines() if "loaded" in line and "groups" in line]
+    assert loaded, broker.log()
+    # The 100 records before the snapshot were not replayed from the log.
+    log_records = int(loaded[-1].split(" records from the snapshot, ")[1].split()[0])
+    assert log_records <= 3, loaded[-1]

@@ -160,6 +160,10 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "How often expired offsets and empty groups without offsets are removed."),
         Setting("offset.metadata.max.bytes", ConfigType.INT, 4096, _int_in(0, INT32_MAX),
                 "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE above)."),
+        Setting("corral.coordinator.snapshot.interval.ms", ConfigType.LONG, 60000,
+                _int_in(1, INT64_MAX),
+                "corral only: how often the group coordinator snapshots its state (when it changed), "
+                "so that a restart replays only the log written since."),
     ]
 }
 

@@ -9,14 +9,17 @@ from __future__ import annotations
 import logging
 import time
 
+from . import snapshot
 from .coordinator import GroupCoordinator
 from .log import CoordinatorLog, DurableLog
 from .placement import OFFSETS_TOPIC, partition_for
 
 
-# corral has no log compaction yet: the coordinator log is kept whole (no retention), and a
-# classic group's record holds every member, so it may be far above the 1 MB default.
-OFFSETS_TOPIC_CONFIGS = {"retention.ms": "-1", "max.message.bytes": str(100 << 20)}
+# corral has no log compaction: the coordinator's snapshots (every
+# corral.coordinator.snapshot.interval.ms) hold everything older, so segments may go after a week
+# (Kafka's default retention). A classic group's record holds every member, so it may be far
+# above the 1 MB default batch size.
+OFFSETS_TOPIC_CONFIGS = {"retention.ms": str(7 * 24 * 3600 * 1000), "max.message.bytes": str(100 << 20)}
 
 
 def coordinator_for(broker) -> GroupCoordinator:
@@ -26,12 +29,13 @@ def coordinator_for(broker) -> GroupCoordinator:
         topic = broker.topics.create(OFFSETS_TOPIC, broker.settings["offsets.topic.num.partitions"],
                                      OFFSETS_TOPIC_CONFIGS, internal=True)
     durable = DurableLog(broker.logs, topic)
-    coordinator = GroupCoordinator(broker.settings, durable)
+    coordinator = GroupCoordinator(broker.settings, durable, broker.data_dir / snapshot.FILE_NAME)
     started = time.monotonic()
-    groups, offsets = coordinator.load(durable.replay())
-    if groups:
-        logger.info("loaded %d groups and %d offsets from %s in %.2fs", groups, offsets,
-                 OFFSETS_TOPIC, time.monotonic() - started)
+    loaded = coordinator.load()
+    if loaded["snapshot_records"] or loaded["log_records"]:
+        logger.info("loaded %d groups and %d offsets in %.2fs: %d records from the snapshot, "
+                    "%d from %s", loaded["groups"], loaded["offsets"], time.monotonic() - started,
+                    loaded["snapshot_records"], loaded["log_records"], OFFSETS_TOPIC)
     return coordinator
 
 

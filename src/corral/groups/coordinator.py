@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from .. import _core
 from ..errors import ErrorCode
-from . import records
+from . import records, snapshot
 from .classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicMember, ClassicState, Waiter
-from .log import CoordinatorLog
+from .log import CoordinatorLog, group_records
 from .timers import Timers
 
 log = logging.getLogger("corral.groups")
@@ -60,9 +61,10 @@ class JoinRequest:
 
 
 class GroupCoordinator:
-    def __init__(self, settings, log_store: CoordinatorLog):
+    def __init__(self, settings, log_store: CoordinatorLog, snapshot_path: Path):
         self.settings = settings
         self.log = log_store
+        self.snapshot_path = snapshot_path
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = _core.OffsetMap()
         self.timers = Timers()
@@ -73,17 +75,82 @@ class GroupCoordinator:
         self.metadata_max_bytes = settings["offset.metadata.max.bytes"]
 
     async def run(self) -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.timers.run)
-            nursery.start_soon(self.log.run)
-            nursery.start_soon(self._expire_offsets_periodically)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.timers.run)
+                nursery.start_soon(self.log.run)
+                nursery.start_soon(self._expire_offsets_periodically)
+                nursery.start_soon(self._snapshot_periodically)
+        finally:
+            # A clean shutdown leaves a fresh snapshot: the next start replays (almost) nothing.
+            try:
+                snapshot.write(self.snapshot_path, self.log.positions(), self.snapshot_records())
+            except Exception:
+                log.exception("coordinator snapshot at shutdown failed")
+
+    # ============================================================================= snapshot ===
+
+    def snapshot_records(self) -> list[tuple[bytes, bytes]]:
+        """The whole state as `__consumer_offsets` records: offsets, then group metadata."""
+        out = []
+        offsets = self.offsets
+        for group_id, group in self.groups.items():
+            for topic, partitions in offsets.fetch_all(group_id):
+                for p, *_ in partitions:
+                    offset, epoch, metadata, commit_ms, expire_ms = offsets.get(group_id, topic, p)
+                    out.append((records.offset_key(group_id, topic, p),
+                                records.offset_value(offset, epoch, metadata, commit_ms, expire_ms)))
+            if group.protocol_type:
+                out.extend(group_records(group))
+        return out
+
+    async def take_snapshot(self) -> int:
+        positions = self.log.positions()
+        recs = self.snapshot_records()
+        return await trio.to_thread.run_sync(snapshot.write, self.snapshot_path, positions, recs)
+
+    async def _snapshot_periodically(self) -> None:
+        interval = self.settings["corral.coordinator.snapshot.interval.ms"] / 1000
+        written_at = -1
+        while True:
+            await trio.sleep(interval)
+            if self.log.appends == written_at:
+                continue
+            appends = self.log.appends
+            started = time.monotonic()
+            try:
+                size = await self.take_snapshot()
+            except OSError as e:
+                log.error("coordinator snapshot failed: %s", e)
+                continue
+            written_at = appends
+            log.info("coordinator snapshot: %d groups, %d bytes in %.3fs", len(self.groups), size,
+                     time.monotonic() - started)
 
     # ================================================================================= load ===
 
-    def load(self, replayed) -> tuple[int, int]:
-        """Rebuilds groups and offsets from (key, value) records in log order, as Kafka's replay
-        does; members get a fresh session to rejoin or heartbeat in. Returns (groups, offsets)."""
+    def load(self) -> dict[str, int]:
+        """Rebuilds groups and offsets from the snapshot and the log after it, as Kafka's replay
+        does; members get a fresh session to rejoin or heartbeat in. Returns counts."""
+        saved = snapshot.read(self.snapshot_path)
+        from_snapshot = 0
+        if saved is None:
+            from_log = self._apply_records(self.log.replay())
+        else:
+            positions, snapshot_records = saved
+            from_snapshot = self._apply_records(snapshot_records)
+            from_log = self._apply_records(self.log.replay(positions))
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._schedule_heartbeat(member)
+        return {"groups": len(self.groups),
+                "offsets": sum(self.offsets.count(g) for g in self.groups),
+                "snapshot_records": from_snapshot, "log_records": from_log}
+
+    def _apply_records(self, replayed) -> int:
+        count = 0
         for key, value in replayed:
+            count += 1
             kind, fields = records.read_key(key)
             if kind in (records.OFFSET_COMMIT_KEY_V0, records.OFFSET_COMMIT_KEY):
                 group_id, topic, partition = fields
@@ -102,10 +169,7 @@ class GroupCoordinator:
                     self._forget_timers(old)
                 if value is not None:
                     self._load_group(group_id, records.read_group_value(value))
-        for group in self.groups.values():
-            for member in group.members.values():
-                self._schedule_heartbeat(member)
-        return len(self.groups), sum(self.offsets.count(g) for g in self.groups)
+        return count
 
     def _load_group(self, group_id: str, value: "records.GroupValue") -> None:
         group = self._new_classic_group(group_id)

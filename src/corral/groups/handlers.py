@@ -213,14 +213,14 @@ async def offset_commit(broker, request) -> dict[str, Any]:
         topics_out.append({"name": name, "partitions": partitions_out})
     if accepted:
         # Durable first (one batch, group-committed fsync), then visible and acknowledged.
-        code = await coordinator.log.append_offsets(group_id, accepted, commit_ms, expire_ms)
+        code = await coordinator.log.append_offsets(
+            group_id, accepted, commit_ms, expire_ms,
+            lambda: coordinator.apply_commit(group_id, accepted, commit_ms, expire_ms))
         if code:
             for t in topics_out:
                 for out in t["partitions"]:
                     if out["error_code"] == ErrorCode.NONE:
                         out["error_code"] = code
-        else:
-            coordinator.apply_commit(group_id, accepted, commit_ms, expire_ms)
     return {"topics": topics_out}
 
 

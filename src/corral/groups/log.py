@@ -9,6 +9,7 @@ one fsync pass (the log store's flusher) that covers them all.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Callable
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from ..log import PartitionLogs
     from ..topics import Topic
     from .classic import ClassicGroup
+
+log = logging.getLogger("corral.groups")
 
 Done = Callable[[ErrorCode], None] | None
 Record = tuple[bytes, bytes | None]
@@ -61,7 +64,8 @@ class CoordinatorLog:
 
     async def append_offsets(self, group_id: str,
                              topics: list[tuple[str, list[tuple[int, int, int, str]]]],
-                             commit_ms: int, expire_ms: int) -> ErrorCode:
+                             commit_ms: int, expire_ms: int, apply: Callable[[], None]) -> ErrorCode:
+        """Appends the commits, waits for their fsync, then runs `apply` (makes them visible)."""
         raise NotImplementedError
 
     async def run(self) -> None:
@@ -74,6 +78,11 @@ class DurableLog(CoordinatorLog):
         self.topic = topic
         self._queue: list[tuple[int, list[Record], Done]] = []
         self._wanted = trio.Event()
+        # Base offsets of appended batches whose state is not applied yet, per partition: a
+        # snapshot must replay from the oldest of them.
+        self._in_flight: dict[int, list[int]] = {}
+        # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
+        self.appends = 0
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.topic.partitions)
@@ -88,20 +97,39 @@ class DurableLog(CoordinatorLog):
         self._queue.append((self.partition_of(group_id), recs, done))
         self._wanted.set()
 
-    async def append_offsets(self, group_id, topics, commit_ms, expire_ms):
+    def _append(self, partition: int, recs: list[Record], timestamp_ms: int) -> tuple[int, bool]:
+        """Appends one batch; returns (base offset or -1 on a refused append, needs fsync)."""
+        code, base, _, _, needs_flush = self.logs.append(
+            self.topic, partition, _core.build_batch(recs, timestamp_ms))
+        if code:
+            return -1, False
+        self.appends += 1
+        self._in_flight.setdefault(partition, []).append(base)
+        return base, needs_flush
+
+    def _settled(self, partition: int, base: int) -> None:
+        bases = self._in_flight[partition]
+        bases.remove(base)
+        if not bases:
+            del self._in_flight[partition]
+
+    async def append_offsets(self, group_id, topics, commit_ms, expire_ms, apply):
         recs = [(records.offset_key(group_id, topic, p),
                  records.offset_value(offset, epoch, metadata, commit_ms, expire_ms))
                 for topic, partitions in topics for p, offset, epoch, metadata in partitions]
-        batch = _core.build_batch(recs, commit_ms)
-        error, *_, needs_flush = self.logs.append(self.topic, self.partition_of(group_id), batch)
-        if error:
+        partition = self.partition_of(group_id)
+        base, needs_flush = self._append(partition, recs, commit_ms)
+        if base < 0:
             return WRITE_FAILED
-        if needs_flush:
-            try:
+        try:
+            if needs_flush:
                 await self.logs.flushed()
-            except Exception:
-                return WRITE_FAILED
-        return ErrorCode.NONE
+            apply()
+            return ErrorCode.NONE
+        except Exception:
+            return WRITE_FAILED
+        finally:
+            self._settled(partition, base)
 
     async def run(self) -> None:
         while True:
@@ -111,19 +139,23 @@ class DurableLog(CoordinatorLog):
             by_partition: dict[int, list[Record]] = {}
             for partition, recs, _ in queue:
                 by_partition.setdefault(partition, []).extend(recs)
-            error = await self._write(by_partition)
+            appended: list[tuple[int, int]] = []
+            error = await self._write(by_partition, appended)
             for _, _, done in queue:
                 if done is not None:
                     done(error)
+            for partition, base in appended:
+                self._settled(partition, base)
 
-    async def _write(self, by_partition: dict[int, list[Record]]) -> ErrorCode:
+    async def _write(self, by_partition: dict[int, list[Record]],
+                     appended: list[tuple[int, int]]) -> ErrorCode:
         now = int(time.time() * 1000)
         flush = False
         for partition, recs in by_partition.items():
-            code, *_, needs_flush = self.logs.append(self.topic, partition,
-                                                     _core.build_batch(recs, now))
-            if code:
+            base, needs_flush = self._append(partition, recs, now)
+            if base < 0:
                 return WRITE_FAILED
+            appended.append((partition, base))
             flush = flush or needs_flush
         if flush:
             try:
@@ -132,16 +164,33 @@ class DurableLog(CoordinatorLog):
                 return WRITE_FAILED
         return ErrorCode.NONE
 
-    def replay(self):
-        """Every record of the topic, partition by partition: (key, value or None)."""
+    def positions(self) -> dict[int, int]:
+        """Per partition, where replay must start for a snapshot of the current state."""
+        out = {}
+        for partition in range(self.topic.partitions):
+            in_flight = self._in_flight.get(partition)
+            out[partition] = min(in_flight) if in_flight else self.logs.offsets(self.topic, partition)[1]
+        return out
+
+    def replay(self, positions: dict[int, int] | None = None):
+        """The topic's records from `positions` (default: the log start), partition by partition:
+        (key, value or None)."""
         for partition in range(self.topic.partitions):
             start, end = self.logs.offsets(self.topic, partition)
             offset = start
+            if positions is not None and partition in positions:
+                if positions[partition] < start:
+                    log.error("%s-%d starts at %d but the snapshot needs records from %d: the "
+                              "records in between are lost", self.topic.name, partition, start,
+                              positions[partition])
+                offset = max(start, positions[partition])
             while offset < end:
                 data, _, _ = self.logs.read(self.topic, partition, offset, 8 << 20, True)
                 if not data:
                     break
                 for rec_offset, _, key, value in _core.decode_batches(data):
+                    if rec_offset < offset:
+                        continue  # the batch holding `offset` starts before it
                     offset = rec_offset + 1
                     if key is not None:
                         yield key, value
