@@ -166,3 +166,31 @@ def test_restart_loads_snapshot_then_log_tail(corral_factory):
     # The 100 records before the snapshot were not replayed from the log.
     log_records = int(loaded[-1].split(" records from the snapshot, ")[1].split()[0])
     assert log_records <= 3, loaded[-1]
+
+
+def test_expired_offsets_and_their_empty_group_are_removed(corral_factory):
+    broker = corral_factory(**FAST_GROUPS, **{"offsets.retention.check.interval.ms": 200})
+    make_topic(broker, "exp", 1)
+    with RawClient(broker.port) as c:
+        # OffsetCommit v2-4 may carry its own retention: an explicit expiry.
+        body = {"group_id": "short-lived", "generation_id_or_member_epoch": -1, "member_id": "",
+                "retention_time_ms": 300,
+                "topics": [{"name": "exp", "partitions": [{"partition_index": 0, "committed_offset": 5}]}]}
+        assert c.call(ApiKey.OFFSET_COMMIT, 2, body)["topics"][0]["partitions"][0]["error_code"] == 0
+        assert commit(c, "kept", -1, "", [("exp", 0, 9)]) == [0]
+        assert [o for _, o, _ in fetch(c, "short-lived", "exp", [0])] == [5]
+
+        def listed() -> set[str]:
+            return {g["group_id"] for g in c.call(ApiKey.LIST_GROUPS, 4, {})["groups"]}
+
+        deadline = time.monotonic() + 10
+        while "short-lived" in listed() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert listed() == {"kept"}
+        assert [o for _, o, _ in fetch(c, "short-lived", "exp", [0])] == [-1]
+    broker.kill()
+    broker.start()
+    with RawClient(broker.port) as c:
+        # The tombstones made it to the log: the expired group stays gone after a restart.
+        assert {g["group_id"] for g in c.call(ApiKey.LIST_GROUPS, 4, {})["groups"]} == {"kept"}
+        assert [o for _, o, _ in fetch(c, "kept", "exp", [0])] == [9]
