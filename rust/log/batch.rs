@@ -214,6 +214,9 @@ fn put_bytes(out: &mut Vec<u8>, value: Option<&[u8]>) {
     }
 }
 
+/// One record to build: (key, value), each possibly null.
+pub type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// The producer fields of a batch: (producer id, epoch, base sequence); all -1 for none.
 pub type ProducerFields = (i64, i16, i32);
 #[cfg(test)]
@@ -221,7 +224,7 @@ pub const NO_PRODUCER: ProducerFields = (-1, -1, -1);
 
 /// Builds an uncompressed v2 batch (base offset 0) holding `records` (key, value), all stamped
 /// `timestamp`. The store assigns the real offsets on append.
-pub fn build(records: &[(Option<Vec<u8>>, Option<Vec<u8>>)], timestamp: i64, producer: ProducerFields) -> Vec<u8> {
+pub fn build(records: &[KeyValue], timestamp: i64, producer: ProducerFields) -> Vec<u8> {
     let mut body = Vec::new();
     for (delta, (key, value)) in records.iter().enumerate() {
         let mut rec = Vec::new();
@@ -316,7 +319,7 @@ pub fn find_timestamp(batch: &[u8], target: Option<i64>) -> Option<(i64, i64)> {
 mod tests {
     use super::*;
 
-    fn recs(n: usize) -> Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> {
+    fn recs(n: usize) -> Vec<KeyValue> {
         (0..n).map(|i| (Some(format!("k{i}").into_bytes()), Some(vec![i as u8; 10]))).collect()
     }
 

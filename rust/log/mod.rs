@@ -286,7 +286,7 @@ fn validate_batches(data: &[u8], max_batch_bytes: usize) -> PyResult<(usize, i64
 #[pyo3(signature = (records, timestamp_ms, producer_id=-1, producer_epoch=-1, base_sequence=-1))]
 fn build_batch<'py>(
     py: Python<'py>,
-    records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>,
+    records: Vec<batch::KeyValue>,
     timestamp_ms: i64,
     producer_id: i64,
     producer_epoch: i16,
