@@ -18,8 +18,9 @@ from .log import StorageError
 LOG_APPEND_TIME = "LogAppendTime"
 
 
-# v0-2 carry message formats 0/1, which Kafka 4 no longer accepts; the codec refuses them before
-# they reach a handler (see rust/connection.rs), but they are advertised (see clients.md).
+# Advertised from v0 because older librdkafka stops compressing when the minimum is 3
+# (KAFKA-18659), but v0-2 (message formats 0 and 1) are refused as Kafka 4 refuses them: the
+# codec cannot decode them, so the connection is closed before a handler sees the request.
 @handles(ApiKey.PRODUCE, 0, 12)
 async def produce(broker, request) -> dict[str, Any] | None:
     body, version = request.body, request.api_version
