@@ -55,14 +55,17 @@ class Member:
         self.proc.wait()
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> float:
-    """Polls `condition`; returns the seconds it took, or fails naming `what`."""
+def wait_until(condition: Callable[[], bool], timeout: float, what: str,
+               members: list["Member"] = ()) -> float:
+    """Polls `condition`; returns the seconds it took, or fails naming `what` (and showing what
+    each of `members` reported, and how it ended)."""
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         if condition():
             return time.monotonic() - start
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    seen = "; ".join(f"{m.name} exit={m.proc.poll()} history={m.history}" for m in members)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}. {seen}")
 
 
 def partitioned(members: list[Member], partitions: int) -> bool:

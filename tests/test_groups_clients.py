@@ -36,7 +36,7 @@ def test_four_confluent_consumers_share_twelve_partitions(broker, strategy):
                       session_ms=3000) for _ in range(4)]
     try:
         wait_until(lambda: partitioned(members, PARTITIONS) and all(len(m.assigned) == 3 for m in members),
-                   30, "4 members with 3 partitions each")
+                   30, "4 members with 3 partitions each", members)
         info = describe(broker, group)
         assert info.state.name == "STABLE"
         assert info.partition_assignor == strategy
@@ -68,7 +68,7 @@ def test_mixed_clients_agree_on_a_protocol(broker):
     ]
     try:
         wait_until(lambda: partitioned(members, PARTITIONS) and all(m.assigned for m in members),
-                   40, "three different clients covering 12 partitions")
+                   40, "three different clients covering 12 partitions", members)
         info = describe(broker, "mixed")
         assert info.partition_assignor == "roundrobin"
         assert sorted(len(m.assigned) for m in members) == [4, 4, 4]
