@@ -16,6 +16,7 @@ pub const LOG_OVERHEAD: usize = 12;
 const CRC_START: usize = 21;
 const ATTR_COMPRESSION_MASK: i16 = 0x07;
 const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+const ATTR_CONTROL: i16 = 0x20;
 
 // Kafka's error codes for what validation finds.
 pub const CORRUPT_MESSAGE: i16 = 2;
@@ -133,8 +134,13 @@ pub fn validate(data: &[u8], max_batch_bytes: usize) -> Result<Summary, (i16, St
         if !crc_ok(batch, &header) {
             return Err((CORRUPT_MESSAGE, "record batch CRC-32C mismatch".into()));
         }
-        if header.last_offset_delta < 0 || header.records_count <= 0 || header.last_offset_delta + 1 < header.records_count {
+        // Clients write dense batches (offset deltas 0..count-1); anything else would make the
+        // log skip offsets.
+        if header.records_count <= 0 || header.last_offset_delta != header.records_count - 1 {
             return Err((INVALID_RECORD, "record count and last offset delta disagree".into()));
+        }
+        if header.attributes & ATTR_CONTROL != 0 {
+            return Err((INVALID_RECORD, "Clients are not allowed to write control records".into()));
         }
         if summary.batches == 0 {
             summary.producer_id = header.producer_id;
@@ -344,6 +350,21 @@ mod tests {
         b[last] ^= 1;
         assert_eq!(validate(&b, 1 << 20).unwrap_err().0, CORRUPT_MESSAGE);
         assert_eq!(validate(&b[..30], 1 << 20).unwrap_err().0, CORRUPT_MESSAGE);
+    }
+
+    fn with_header_field(mut b: Vec<u8>, at: usize, bytes: &[u8]) -> Vec<u8> {
+        b[at..at + bytes.len()].copy_from_slice(bytes);
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn sparse_offsets_and_control_batches_are_invalid() {
+        let gap = with_header_field(build(&recs(2), 5, NO_PRODUCER), 23, &5i32.to_be_bytes());
+        assert_eq!(validate(&gap, 1 << 20).unwrap_err().0, INVALID_RECORD);
+        let control = with_header_field(build(&recs(1), 5, NO_PRODUCER), 21, &ATTR_CONTROL.to_be_bytes());
+        assert_eq!(validate(&control, 1 << 20).unwrap_err().0, INVALID_RECORD);
     }
 
     #[test]
