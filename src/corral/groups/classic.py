@@ -136,23 +136,14 @@ class ClassicGroup:
         self.state = state
         self.state_timestamp_ms = _wall_ms()
 
-    def in_state(self, *states: ClassicState) -> bool:
-        return self.state in states
-
     def can_rebalance(self) -> bool:
         return self.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE,
                               ClassicState.EMPTY)
-
-    def is_empty(self) -> bool:
-        return not self.members
 
     def size(self) -> int:
         return len(self.members)
 
     # -- membership ----------------------------------------------------------------------------
-
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
 
     def is_pending(self, member_id: str) -> bool:
         return member_id in self.pending_members

@@ -30,9 +30,6 @@ log = logging.getLogger("corral.groups")
 # completes nor retries is dropped after this long.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
-# OffsetCommit generation id of a commit made outside group management (admin, assign()).
-NO_GENERATION = -1
-
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
