@@ -159,7 +159,8 @@ def run_case(case: Case, target: str, opts) -> dict[str, Any]:
         try:
             result = run(SCENARIOS[case.scenario], parse(args))
         except LoadError as e:
-            return {"unsupported": str(e)}
+            key = "unsupported" if "does not offer" in str(e) else "error"
+            return {key: str(e)}
         result["broker_cpu"] = round((proc_cpu_seconds(pid) - cpu0) / (time.monotonic() - t0), 3)
         result["figure"] = case.figure(result)
         return result
@@ -178,6 +179,8 @@ def cell(result: dict | None, unit: str) -> str:
         return "not run"
     if "unsupported" in result:
         return "APIs not offered"
+    if "error" in result:
+        return f"failed: {result['error']}"
     text = fmt(result["figure"], unit)
     notes = [f"gen CPU {max(result['generator']['cpu_per_worker'].values(), default=0):.0%}",
              f"broker CPU {result['broker_cpu']:.0%}"]

@@ -26,6 +26,7 @@ from .stats import Recorder
 from .wire import Api, BrokerError, Connection, negotiate
 
 SHIP_INTERVAL_S = 0.5
+MAX_PARTITIONS_PER_TOPIC = 2000
 LEAVE_TIMEOUT_S = 10.0
 SATURATED_CPU = 0.85   # a worker busier than this (of one core) cannot be trusted to keep pace
 
@@ -47,8 +48,8 @@ class BrokerInfo:
         return {
             "bootstrap": self.bootstrap,
             "coordinator": f"{self.coordinator[0]}:{self.coordinator[1]}",
-            "api_versions": {Api(k).name: list(v) for k, v in sorted(self.advertised.items())
-                             if k in Api.__members__.values()},
+            # Every API the broker advertises, by key: its range tells its release apart.
+            "api_versions": {str(k): list(v) for k, v in sorted(self.advertised.items())},
             "versions_used": {Api(k).name: v for k, v in sorted(self.versions.items())},
             **self.features,
         }
@@ -79,12 +80,26 @@ async def probe(bootstrap: str, required: set[Api], group: str, topic: str, part
     }
     coordinator = (host, int(port))
     conn.versions = versions
-    with trio.fail_after(60):
+    with trio.fail_after(180):
         if not skip_join:
             coordinator = await _find_coordinator(conn, group)
-            partitions = await _ensure_topic(conn, topic, partitions)
+            counts = {name: await _ensure_topic(conn, name, n)
+                      for name, n in topic_layout(topic, partitions).items()}
     await conn.aclose()
-    return BrokerInfo(bootstrap, coordinator, advertised, versions, features, {topic: partitions})
+    if skip_join:
+        counts = {topic: partitions}
+    return BrokerInfo(bootstrap, coordinator, advertised, versions, features, counts)
+
+
+def topic_layout(topic: str, partitions: int) -> dict[str, int]:
+    """The topics that carry `partitions` in all: one, or several of at most
+    MAX_PARTITIONS_PER_TOPIC (Kafka's controller refuses a CreateTopics of more than 10,000
+    records, POLICY_VIOLATION)."""
+    if partitions <= MAX_PARTITIONS_PER_TOPIC:
+        return {topic: partitions}
+    count = -(-partitions // MAX_PARTITIONS_PER_TOPIC)
+    per, extra = divmod(partitions, count)
+    return {f"{topic}-{i}": per + (1 if i < extra else 0) for i in range(count)}
 
 
 async def _find_coordinator(conn: Connection, group_key: str) -> tuple[str, int]:
@@ -104,23 +119,28 @@ async def _find_coordinator(conn: Connection, group_key: str) -> tuple[str, int]
 
 
 async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> int:
-    """The topic's partition count, creating it with `partitions` if it does not exist."""
-    for _ in range(2):
+    """The topic's partition count, creating it with `partitions` if it does not exist, and
+    waiting (up to a minute: thousands of partitions take a while) until it is in Metadata."""
+    created = False
+    deadline = trio.current_time() + 60
+    while trio.current_time() < deadline:
         response = await conn.call(Api.METADATA, {"topics": [{"name": topic}],
                                                   "allow_auto_topic_creation": False})
         entry = response["topics"][0]
         if entry["error_code"] == 0 and entry["partitions"]:
             return len(entry["partitions"])
-        if Api.CREATE_TOPICS not in conn.versions:
-            raise LoadError(f"topic {topic} does not exist and the broker offers no CreateTopics")
-        created = await conn.call(Api.CREATE_TOPICS, {
-            "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1,
-                        "assignments": [], "configs": []}], "timeout_ms": 60000})
-        code = created["topics"][0]["error_code"]
-        if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
-            raise LoadError(f"CreateTopics {topic}: error {code}")
+        if not created:
+            if Api.CREATE_TOPICS not in conn.versions:
+                raise LoadError(f"topic {topic} does not exist and the broker offers no CreateTopics")
+            answer = await conn.call(Api.CREATE_TOPICS, {
+                "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1,
+                            "assignments": [], "configs": []}], "timeout_ms": 60000})
+            code = answer["topics"][0]["error_code"]
+            if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+                raise LoadError(f"CreateTopics {topic} ({partitions} partitions): error {code}")
+            created = True
         await trio.sleep(0.5)
-    raise LoadError(f"topic {topic} did not appear in Metadata after creation")
+    raise LoadError(f"topic {topic} did not appear in Metadata within a minute")
 
 
 # ---------------------------------------------------------------- worker processes
@@ -327,7 +347,7 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
                       scenario.topic_partitions(params), params.get("skip_join", False))
     config = MemberConfig(
         group=params["group"], host=broker.coordinator[0], port=broker.coordinator[1],
-        versions=broker.versions, topics=[topic], partitions=broker.partitions,
+        versions=broker.versions, topics=sorted(broker.partitions), partitions=broker.partitions,
         session_timeout_ms=params["session_timeout_ms"],
         rebalance_timeout_ms=params["rebalance_timeout_ms"], assignor=params["assignor"])
     state = Run(scenario.NAME, params, broker, members, workers)
