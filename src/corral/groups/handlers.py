@@ -10,7 +10,7 @@ from typing import Any
 
 from ..apis import ApiKey, handles
 from ..errors import ErrorCode
-from .coordinator import GroupCoordinator, JoinRequest, wall_ms
+from .coordinator import GroupCoordinator, JoinRequest, join_error, sync_error, wall_ms
 
 # DescribeGroups authorized_operations when not requested (schema default).
 OPERATIONS_NOT_REQUESTED = -(2**31)
@@ -61,15 +61,13 @@ def _coordinator_for(broker, key: str, key_type: int) -> dict[str, Any]:
 async def join_group(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if not body["group_id"]:
-        return _shape_join({"error_code": ErrorCode.INVALID_GROUP_ID, "generation_id": -1,
-                            "protocol_type": None, "protocol_name": None, "leader": "",
-                            "skip_assignment": False, "member_id": body["member_id"],
-                            "members": []}, version)
+        return _shape_join(join_error(ErrorCode.INVALID_GROUP_ID, body["member_id"]), version)
     session = body["session_timeout_ms"]
     req = JoinRequest(
         group_id=body["group_id"], member_id=body["member_id"],
         group_instance_id=body["group_instance_id"] if version >= 5 else None,
-        client_id=request.client_id or "", client_host=_client_host(request),
+        # The request does not carry the peer address (yet): described members show no host.
+        client_id=request.client_id or "", client_host="",
         session_timeout_ms=session,
         # v0 has no rebalance timeout: the session timeout stands in for it.
         rebalance_timeout_ms=body["rebalance_timeout_ms"] if version >= 1 else session,
@@ -100,19 +98,13 @@ def _shape_join(result: dict[str, Any], version: int) -> dict[str, Any]:
     return response
 
 
-def _client_host(request) -> str:
-    peer = getattr(request, "peer_host", None)
-    return f"/{peer}" if peer else ""
-
-
 # ------------------------------------------------------------------------------------ SyncGroup
 
 @handles(ApiKey.SYNC_GROUP, 0, 5)
 async def sync_group(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if not body["group_id"]:
-        return _shape_sync({"error_code": ErrorCode.INVALID_GROUP_ID, "assignment": b"",
-                            "protocol_type": None, "protocol_name": None}, version)
+        return _shape_sync(sync_error(ErrorCode.INVALID_GROUP_ID), version)
     waiter = _coordinator(broker).sync(
         body["group_id"], body["member_id"],
         body["group_instance_id"] if version >= 3 else None,
