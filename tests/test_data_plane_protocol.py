@@ -222,10 +222,14 @@ def test_retention_deletes_old_segments(corral_factory):
     broker = corral_factory(**{"log.retention.check.interval.ms": 100})
     with RawClient(broker.port) as c:
         create(c, "short", **{"segment.bytes": "1000", "retention.bytes": "3000"})
+        create(c, "old", **{"retention.ms": "60000"})
+        now_ms = int(time.time() * 1000)
         for _ in range(40):
-            produce(c, "short", 0, batch(5))
+            produce(c, "short", 0, batch(5, ts=now_ms))
+        produce(c, "old", 0, batch(5, ts=now_ms - 120_000))
         deadline = time.monotonic() + 10
-        while list_offset(c, "short", 0, -2)["offset"] == 0 and time.monotonic() < deadline:
+        while ((list_offset(c, "short", 0, -2)["offset"] == 0 or list_offset(c, "old", 0, -2)["offset"] == 0)
+               and time.monotonic() < deadline):
             time.sleep(0.1)
         start = list_offset(c, "short", 0, -2)["offset"]
         assert 0 < start < 200
@@ -234,6 +238,9 @@ def test_retention_deletes_old_segments(corral_factory):
         assert (gone["error_code"], gone["log_start_offset"]) == (ErrorCode.OFFSET_OUT_OF_RANGE, start)
         kept = fetch(c, "short", 0, start)["responses"][0]["partitions"][0]
         assert _core.decode_batches(kept["records"])[0][0] == start
+        # Expired by time: the active segment goes too, the log starts at its end.
+        assert list_offset(c, "old", 0, -2)["offset"] == 5
+        assert list_offset(c, "old", 0, -1)["offset"] == 5
     assert "retention deleted" in broker.log()
 
 

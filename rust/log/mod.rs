@@ -465,9 +465,10 @@ mod tests {
         p.config.retention_bytes = -1;
         p.config.retention_ms = 1;
         p.apply_retention(10_000_000).unwrap();
-        assert_eq!(p.segment_count(), 1, "everything but the active segment expired");
-        assert!(p.log_start_offset() > 0);
+        assert_eq!(p.segment_count(), 1, "everything expired, the active segment too");
+        assert_eq!((p.log_start_offset(), p.next_offset()), (80, 80));
         assert_eq!(p.read(0, 100, true).unwrap(), None, "offsets before the log start are out of range");
+        assert_eq!(p.append(batch_of(1, 0), None).unwrap(), Appended::New(80, 80, 1));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -220,19 +220,27 @@ impl Partition {
         Ok(None)
     }
 
-    /// Deletes old segments by `retention.ms` and `retention.bytes`; never the active one.
+    /// Deletes old segments by `retention.ms` (newest timestamp older than that) and
+    /// `retention.bytes` (while the log stays at least that big without them), oldest first.
     /// Returns how many went.
     pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<usize> {
+        let retention_ms = self.config.retention_ms;
+        let expired = |seg: &Segment| retention_ms >= 0 && seg.max_timestamp >= 0 && now_ms - seg.max_timestamp > retention_ms;
         let mut total = self.size() as i64;
         let mut remove = 0;
         while remove + 1 < self.segments.len() {
             let seg = &self.segments[remove];
-            let expired = self.config.retention_ms >= 0 && seg.max_timestamp >= 0 && now_ms - seg.max_timestamp > self.config.retention_ms;
             let oversize = self.config.retention_bytes >= 0 && total - seg.size as i64 >= self.config.retention_bytes;
-            if !(expired || oversize) {
+            if !(expired(seg) || oversize) {
                 break;
             }
             total -= seg.size as i64;
+            remove += 1;
+        }
+        // As in Kafka, an expired active segment is rolled so it can go too; the log then starts
+        // at its end offset.
+        if remove + 1 == self.segments.len() && self.active().size > 0 && expired(self.active()) {
+            self.roll()?;
             remove += 1;
         }
         for seg in self.segments.drain(..remove) {
