@@ -252,11 +252,6 @@ impl LogStore {
         Ok(())
     }
 
-    /// (topic, partition) of every open partition.
-    fn open_partitions(&self) -> Vec<(String, i32)> {
-        self.partitions.lock().unwrap().keys().cloned().collect()
-    }
-
     /// Clean shutdown: fsync everything, write the active indexes, leave the marker.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let parts = self.all();

@@ -97,16 +97,6 @@ class PartitionLogs:
             self._wake(key)
         return error, base, last, append_time, unflushed >= self.flush_messages
 
-    async def append_durably(self, topic: Topic, partition: int, data: bytes) -> tuple[int, int]:
-        """Appends and returns (base offset, last offset) once the flush policy is satisfied;
-        for the broker's own records (e.g. the coordinator's). Raises StorageError."""
-        error, base, last, _, needs_flush = self.append(topic, partition, data)
-        if error:
-            raise StorageError(f"append to {topic.name}-{partition} refused with error {error}")
-        if needs_flush:
-            await self.flushed()
-        return base, last
-
     def request_flush(self) -> None:
         """Asks for an fsync pass without waiting for it (acks=0 appends)."""
         self._flush_wanted.set()
