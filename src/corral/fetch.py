@@ -4,8 +4,8 @@ A fetch that finds fewer than min_bytes waits until an append to one of its part
 (or max_wait_ms passes), then reads again: no polling. Sizes follow KIP-74: each partition gets
 at most partition_max_bytes and the response at most max_bytes, except that the first batch of
 the first partition with data is returned whole, so a batch bigger than the limits still moves.
-The compiled log store reads and encodes the response frame in one call, so record bytes never
-become Python objects. Incremental fetch sessions (KIP-227) are declined: every response has
+The compiled log store reads and encodes the response frame in one call, in a worker thread, so
+record bytes never become Python objects and a cold read never stalls the event loop. Incremental fetch sessions (KIP-227) are declined: every response has
 session id 0, so clients keep sending full fetch requests.
 """
 
@@ -30,8 +30,11 @@ async def fetch(broker, request) -> dict[str, Any] | bytes:
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     deadline = trio.current_time() + max(body["max_wait_ms"], 0) / 1000
     while True:
-        frame, record_bytes, any_error = broker.logs.fetch_response(
-            request.correlation_id, version, _plan(broker, body["topics"]), body["max_bytes"])
+        # In a worker thread (the store releases the GIL): a read that misses the page cache
+        # must not hold up heartbeats and commits on the event loop.
+        frame, record_bytes, any_error = await trio.to_thread.run_sync(
+            broker.logs.fetch_response, request.correlation_id, version,
+            _plan(broker, body["topics"]), body["max_bytes"])
         remaining = deadline - trio.current_time()
         if record_bytes >= body["min_bytes"] or any_error or remaining <= 0 or not keys:
             return frame
