@@ -38,7 +38,8 @@ BEGIN = "<!-- corral-load-compare:begin -->"
 END = "<!-- corral-load-compare:end -->"
 
 # The same group settings for both brokers: Kafka's defaults, except no initial rebalance delay,
-# so that join-storm measures the coordinator's work rather than a configured 3 s wait.
+# so that join-storm measures the coordinator's work rather than a configured 3 s wait. --set adds
+# more (settings corral does not have are left out of its command line).
 GROUP_SETTINGS = {
     "group.initial.rebalance.delay.ms": 0,
     "group.min.session.timeout.ms": 6000,
@@ -210,7 +211,7 @@ def markdown(rows, opts) -> str:
         f"{m.get('memory_gb', '?')} GiB, {m['platform']}; Apache Kafka {opts.kafka_version} "
         "(single-node KRaft from Maven Central jars, 1 GiB heap, G1) and corral, each fresh per "
         "scenario, on loopback, with the generator on the same machine "
-        f"({opts.workers} worker process(es)). Group settings for both: "
+        f"({opts.workers} worker process(es)). Settings for both: "
         + ", ".join(f"`{k}={v}`" for k, v in GROUP_SETTINGS.items())
         + ". Members are classic-protocol consumers, one TCP connection each, range assignor. "
         "CPU figures are shares of one core over the run. Ratio: > 1 means corral did better.",
@@ -256,7 +257,12 @@ def main() -> int:
     parser.add_argument("--json-dir", type=Path, default=None, help="keep every run's JSON here")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a broker setting for both brokers (repeatable)")
     opts = parser.parse_args()
+    for item in opts.set:
+        name, _, value = item.partition("=")
+        GROUP_SETTINGS[name.strip()] = value.strip()
     opts.join_members = opts.join_members or ([100] if opts.quick else [1000, 5000])
     opts.heartbeat_members = opts.heartbeat_members or (200 if opts.quick else 5000)
     opts.commit_members = opts.commit_members or (50 if opts.quick else 1000)

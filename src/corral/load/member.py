@@ -181,8 +181,11 @@ class ClassicMember(GroupMember):
             assignments = []
             if response["leader"] == self.member_id:
                 assignments = self._lead(response)
-            if await self._sync(response, assignments):
+            code = await self._sync(response, assignments)
+            if code == NONE:
                 return
+            if code != REBALANCE_IN_PROGRESS:  # e.g. the coordinator failed to store the group
+                await self._backoff(attempt)
 
     def _lead(self, join: dict) -> list[dict]:
         c = self.config
@@ -192,7 +195,8 @@ class ClassicMember(GroupMember):
         plan = cp.assign(join["protocol_name"] or c.assignor, subscriptions, c.partitions)
         return [{"member_id": m, "assignment": cp.encode_assignment(tps)} for m, tps in plan.items()]
 
-    async def _sync(self, join: dict, assignments: list[dict]) -> bool:
+    async def _sync(self, join: dict, assignments: list[dict]) -> int | None:
+        """SyncGroup; returns its error code (None if it got no answer)."""
         c = self.config
         response = await self.request(Api.SYNC_GROUP, {
             "group_id": c.group, "generation_id": join["generation_id"],
@@ -200,17 +204,17 @@ class ClassicMember(GroupMember):
             "protocol_name": join["protocol_name"], "assignments": assignments,
         }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S)
         if response is None:
-            return False
+            return None
         code = response["error_code"]
         if code == UNKNOWN_MEMBER_ID:
             self.member_id = ""
         if code != NONE:
-            return False
+            return code
         self.assignment = cp.decode_assignment(response["assignment"])
         self.stable = True
         self.last_ok_at = time.monotonic()
         self.events.synced(join["generation_id"], self.member_id, self.assignment)
-        return True
+        return NONE
 
     async def heartbeat(self) -> bool:
         response = await self.request(Api.HEARTBEAT, {
