@@ -4,13 +4,18 @@ long-poll. Every test talks to a real corral process over TCP."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
+from kafka_ref import fetch as kafka_jars  # noqa: E402
 
 
 def create_topic(broker, name: str, partitions: int, **configs: str) -> None:
@@ -119,6 +124,19 @@ def test_kafka_python_producer_and_aiokafka_consumer(corral):
             i = r.offset * partitions + p
             assert (r.key, r.value, list(r.headers)) == (f"k{i}".encode(), f"v{i}".encode(),
                                                           [("i", str(i).encode())])
+
+
+def test_java_client_idempotent_producer_and_assign_consumer(corral):
+    # kafka-clients 4.x (from the reference broker's jars): idempotent, lz4, acks=all; then
+    # assign + seekToBeginning, endOffsets and offsetsForTimes. Checks are in the Java program.
+    create_topic(corral, "java", 3)
+    program = Path(__file__).parent / "java" / "DataPlaneClients.java"
+    run = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
+                          f"{kafka_jars()}/*", str(program), corral.bootstrap, "java", "20000", "3"],
+                         capture_output=True, text=True, timeout=120)
+    result = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else {}
+    assert result.get("ok") is True, (result, run.stderr[-2000:])
+    assert result["consumed"] == 20000
 
 
 def test_kcat_produce_and_consume(corral):
