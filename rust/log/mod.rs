@@ -442,6 +442,18 @@ mod tests {
         assert!(matches!(p.append(idempotent(1, 9, 0, 7), None).unwrap(), Appended::Refused(45, _)));
         assert_eq!(p.append(idempotent(1, 9, 0, 5), None).unwrap(), Appended::New(5, 5, 1));
         assert_eq!(p.next_offset(), 6);
+        // A clean close leaves a snapshot; the next open starts from it.
+        p.close().unwrap();
+        drop(p);
+        assert!(dir.join(super::segment::file_name(6, "snapshot")).exists());
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), true).unwrap();
+        assert!(matches!(p.append(idempotent(1, 9, 0, 5), None).unwrap(), Appended::Duplicate(_)));
+        assert_eq!(p.append(idempotent(1, 9, 0, 6), None).unwrap(), Appended::New(6, 6, 1));
+        // After an unclean stop, the snapshot plus the batches after it.
+        drop(p);
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        assert!(matches!(p.append(idempotent(1, 9, 0, 6), None).unwrap(), Appended::Duplicate(_)));
+        assert!(matches!(p.append(idempotent(1, 9, 0, 9), None).unwrap(), Appended::Refused(45, _)));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

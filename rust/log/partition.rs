@@ -87,16 +87,51 @@ impl Partition {
             }
             segments.push(seg);
         }
-        // Producer state comes from the batch headers (Kafka reads them from a snapshot plus
-        // the tail; a header walk costs one small read per batch).
-        let mut producers = Producers::default();
-        for seg in &segments {
-            seg.headers_from(0, |_, h| {
-                producers.update(h);
+        let mut partition = Partition { dir: dir.to_path_buf(), config, segments, unflushed: 0, producers: Producers::default() };
+        partition.load_producers()?;
+        Ok((partition, notes))
+    }
+
+    /// Producer state: the newest usable snapshot, then the headers of the batches after it (one
+    /// small read per batch).
+    fn load_producers(&mut self) -> io::Result<()> {
+        let (start, end) = (self.log_start_offset(), self.next_offset());
+        let mut from = start;
+        if let Some((offset, path)) = self.snapshots()?.pop() {
+            if (start..=end).contains(&offset) {
+                if let Some(producers) = fs::read(&path).ok().and_then(|b| Producers::decode(&b)) {
+                    self.producers = producers;
+                    self.producers.forget_before(start);
+                    from = offset;
+                }
+            }
+        }
+        for seg in self.segments.iter().filter(|s| s.next_offset > from) {
+            let position = seg.index.position_for_offset((from - seg.base_offset).max(0) as u32);
+            seg.headers_from(position, |_, h| {
+                if h.last_offset() >= from {
+                    self.producers.update(h);
+                }
                 false
             })?;
         }
-        Ok((Partition { dir: dir.to_path_buf(), config, segments, unflushed: 0, producers }, notes))
+        Ok(())
+    }
+
+    /// Producer state snapshots in the directory, as (offset they are valid up to, path), oldest
+    /// first.
+    fn snapshots(&self) -> io::Result<Vec<(i64, PathBuf)>> {
+        let mut found = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "snapshot") {
+                if let Some(offset) = path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse().ok()) {
+                    found.push((offset, path));
+                }
+            }
+        }
+        found.sort();
+        Ok(found)
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -261,7 +296,19 @@ impl Partition {
     pub fn close(&mut self) -> io::Result<()> {
         let active = self.segments.last_mut().unwrap();
         active.file.sync_data()?;
-        active.write_index(true)
+        active.write_index(true)?;
+        // The producer state as of the log end, so the next open need not walk the log.
+        let old = self.snapshots()?;
+        let path = self.dir.join(super::segment::file_name(self.next_offset(), "snapshot"));
+        let tmp = path.with_extension("snapshot.tmp");
+        let mut file = File::create(&tmp)?;
+        std::io::Write::write_all(&mut file, &self.producers.encode())?;
+        file.sync_data()?;
+        fs::rename(&tmp, &path)?;
+        for (_, stale) in old.into_iter().filter(|(_, p)| *p != path) {
+            fs::remove_file(stale)?;
+        }
+        sync_dir(&self.dir)
     }
 
     #[cfg(test)]

@@ -3,7 +3,9 @@
 //! most five requests in flight, so a retried batch is always among them).
 //!
 //! The state is derived from the log itself (batch headers carry producer id, epoch and base
-//! sequence), so it is rebuilt on open by walking the headers and survives any restart.
+//! sequence), so it survives any restart: a clean shutdown writes it to a snapshot valid up to the
+//! log end, and opening the log loads the snapshot and walks the headers of the batches after it
+//! (all of them when there is no usable snapshot), as Kafka does with its `.snapshot` files.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -117,6 +119,62 @@ impl Producers {
     pub fn forget_before(&mut self, log_start: i64) {
         self.entries.retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start));
     }
+
+    /// The snapshot bytes: per producer (id i64, epoch i16, batch count u8, then per batch
+    /// first_seq i32, last_seq i32, first_offset i64, last_offset i64, timestamp i64), then the
+    /// CRC-32C of all that.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.entries.len() * 48);
+        for (pid, e) in &self.entries {
+            out.extend_from_slice(&pid.to_be_bytes());
+            out.extend_from_slice(&e.epoch.to_be_bytes());
+            out.push(e.batches.len() as u8);
+            for b in &e.batches {
+                out.extend_from_slice(&b.first_seq.to_be_bytes());
+                out.extend_from_slice(&b.last_seq.to_be_bytes());
+                out.extend_from_slice(&b.first_offset.to_be_bytes());
+                out.extend_from_slice(&b.last_offset.to_be_bytes());
+                out.extend_from_slice(&b.timestamp.to_be_bytes());
+            }
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Reads `encode`'s bytes; None if they are damaged.
+    pub fn decode(bytes: &[u8]) -> Option<Producers> {
+        let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
+        if crc32c::crc32c(body) != u32::from_be_bytes(crc.try_into().ok()?) {
+            return None;
+        }
+        let mut pos = 0;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let s = body.get(pos..pos + n)?;
+            pos += n;
+            Some(s)
+        };
+        let mut producers = Producers::default();
+        while let Some(head) = take(11) {
+            let pid = i64::from_be_bytes(head[0..8].try_into().ok()?);
+            let epoch = i16::from_be_bytes(head[8..10].try_into().ok()?);
+            let mut entry = Entry { epoch, batches: VecDeque::new() };
+            for _ in 0..head[10] {
+                let b = take(32)?;
+                let i32_at = |at: usize| i32::from_be_bytes(b[at..at + 4].try_into().unwrap());
+                let i64_at = |at: usize| i64::from_be_bytes(b[at..at + 8].try_into().unwrap());
+                entry.batches.push_back(BatchMeta {
+                    first_seq: i32_at(0),
+                    last_seq: i32_at(4),
+                    first_offset: i64_at(8),
+                    last_offset: i64_at(16),
+                    timestamp: i64_at(24),
+                });
+            }
+            producers.entries.insert(pid, entry);
+        }
+        Some(producers)
+    }
 }
 
 #[cfg(test)]
@@ -167,6 +225,24 @@ mod tests {
         assert_eq!(p.check(&header(-1, -1, -1, 0, 1)), Check::Append);
         p.forget_before(1000);
         assert_eq!(p.check(&header(7, 0, 9, 0, 1)), Check::Append);
+    }
+
+    #[test]
+    fn snapshot_round_trip() {
+        let mut p = Producers::default();
+        for i in 0..7 {
+            p.update(&header(3, 1, i * 2, i as i64 * 2, 2));
+        }
+        p.update(&header(4, 0, 0, 100, 1));
+        let bytes = p.encode();
+        let back = Producers::decode(&bytes).unwrap();
+        assert!(matches!(back.check(&header(3, 1, 12, 0, 2)), Check::Duplicate(_)));
+        assert_eq!(back.check(&header(3, 1, 14, 0, 1)), Check::Append);
+        assert!(matches!(back.check(&header(4, 0, 5, 0, 1)), Check::Error(OUT_OF_ORDER_SEQUENCE_NUMBER, _)));
+        let mut damaged = bytes.clone();
+        damaged[3] ^= 1;
+        assert!(Producers::decode(&damaged).is_none());
+        assert!(Producers::decode(&bytes[..2]).is_none());
     }
 
     #[test]
