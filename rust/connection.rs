@@ -7,11 +7,17 @@
 //! - Rust: ApiVersions (a pure function of the advertised table, cached per version).
 //! - Python: everything that reads or changes broker state (metadata, topics, configs, groups...).
 //!
+//! Heartbeat, the steady-state request of every classic group member, is Python's but takes a
+//! short path: it is decoded as the Rust struct and handed over as `Request.heartbeat`, a tuple
+//! (group_id, member_id, group_instance_id, generation_id), and answered with
+//! `Request.respond_heartbeat(error_code)`; no dict is built either way (`Request.body` still
+//! decodes one on demand).
+//!
 //! Bad input raises `ProtocolError`; the caller logs it and closes the connection, as Kafka does.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
-use kafka_protocol::messages::ApiVersionsRequest;
+use kafka_protocol::messages::{ApiVersionsRequest, HeartbeatRequest, HeartbeatResponse};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -25,6 +31,7 @@ use crate::header::{self, RequestPrefix};
 create_exception!(_core, ProtocolError, PyException, "Malformed or unsupported input: close the connection.");
 
 const API_VERSIONS: i16 = 18;
+const HEARTBEAT: i16 = 12;
 const UNSUPPORTED_VERSION: i16 = 35;
 
 /// The APIs this broker advertises, with ApiVersions answers pre-encoded for every version.
@@ -103,13 +110,48 @@ pub struct Request {
     correlation_id: i32,
     #[pyo3(get)]
     client_id: Option<String>,
-    /// The request body as a dict of the schema's fields.
-    #[pyo3(get)]
-    body: Py<PyAny>,
+    /// The request body as a dict of the schema's fields; None for a Heartbeat (see `heartbeat`).
+    decoded: Option<Py<PyAny>>,
+    /// A Heartbeat's body bytes, decoded into a dict only if `body` is asked for.
+    raw: Bytes,
+    /// A Heartbeat's (group_id, member_id, group_instance_id, generation_id).
+    heartbeat: Option<(String, String, Option<String>, i32)>,
 }
 
 #[pymethods]
 impl Request {
+    /// The request body as a dict of the schema's fields.
+    #[getter]
+    fn body(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match &self.decoded {
+            Some(body) => Ok(body.clone_ref(py)),
+            None => Ok(apis::decode_request(py, self.api_key, self.api_version, &mut self.raw.clone())
+                .map_err(|e| body_error(self.api_key, self.api_version, e))?
+                .unbind()),
+        }
+    }
+
+    /// A Heartbeat's (group_id, member_id, group_instance_id, generation_id); None for other APIs.
+    #[getter]
+    fn heartbeat(&self) -> Option<(String, String, Option<String>, i32)> {
+        self.heartbeat.clone()
+    }
+
+    /// This Heartbeat's response frame with `error_code` (throttle time 0).
+    fn respond_heartbeat<'py>(&self, py: Python<'py>, error_code: i16) -> PyResult<Bound<'py, PyBytes>> {
+        if self.api_key != HEARTBEAT {
+            return Err(PyValueError::new_err("respond_heartbeat answers Heartbeat requests only"));
+        }
+        let mut out = BytesMut::with_capacity(32);
+        header::begin_response(&mut out, self.correlation_id, apis::response_header_version(HEARTBEAT, self.api_version));
+        HeartbeatResponse::default()
+            .with_error_code(error_code)
+            .encode(&mut out, self.api_version)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        header::finish_frame(&mut out);
+        Ok(PyBytes::new(py, &out))
+    }
+
     /// Encodes `body` (a dict of the response schema's fields) as this request's response frame.
     fn respond<'py>(&self, py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
         encode_response_frame(py, self.api_key, self.api_version, self.correlation_id, body)
@@ -177,9 +219,29 @@ impl Connection {
         let mut body = frame;
         let client_id = header::skip_header(&mut body, apis::request_header_version(api_key, api_version))
             .map_err(protocol_error)?;
-        let decoded =
-            apis::decode_request(py, api_key, api_version, &mut body).map_err(|e| body_error(api_key, api_version, e))?;
-        let request = Request { api_key, api_version, correlation_id, client_id, body: decoded.unbind() };
+        let request = if api_key == HEARTBEAT {
+            let raw = body.clone();
+            let hb = HeartbeatRequest::decode(&mut body, api_version).map_err(|e| body_error(api_key, api_version, e))?;
+            let fields = (
+                hb.group_id.to_string(),
+                hb.member_id.to_string(),
+                hb.group_instance_id.map(|id| id.to_string()),
+                hb.generation_id,
+            );
+            Request { api_key, api_version, correlation_id, client_id, decoded: None, raw, heartbeat: Some(fields) }
+        } else {
+            let decoded = apis::decode_request(py, api_key, api_version, &mut body)
+                .map_err(|e| body_error(api_key, api_version, e))?;
+            Request {
+                api_key,
+                api_version,
+                correlation_id,
+                client_id,
+                decoded: Some(decoded.unbind()),
+                raw: Bytes::new(),
+                heartbeat: None,
+            }
+        };
         Ok(Some(Bound::new(py, request)?.into_any()))
     }
 

@@ -127,14 +127,13 @@ def _shape_sync(result: dict[str, Any], version: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------- Heartbeat, LeaveGroup
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
-async def heartbeat(broker, request) -> dict[str, Any]:
-    body, version = request.body, request.api_version
-    if not body["group_id"]:
-        return {"error_code": ErrorCode.INVALID_GROUP_ID}
-    code = _coordinator(broker).heartbeat(
-        body["group_id"], body["member_id"],
-        body["group_instance_id"] if version >= 3 else None, body["generation_id"])
-    return {"error_code": code}
+async def heartbeat(broker, request) -> bytes:
+    # The steady-state path: the core hands over a tuple and encodes the answer (no dicts).
+    group_id, member_id, instance_id, generation_id = request.heartbeat
+    if not group_id:
+        return request.respond_heartbeat(ErrorCode.INVALID_GROUP_ID)
+    return request.respond_heartbeat(
+        _coordinator(broker).heartbeat(group_id, member_id, instance_id, generation_id))
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
