@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -260,6 +261,8 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a broker setting for both brokers (repeatable)")
     opts = parser.parse_args()
+    # Stopped by a signal, still stop the brokers this run started (the finally blocks).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for item in opts.set:
         name, _, value = item.partition("=")
         GROUP_SETTINGS[name.strip()] = value.strip()

@@ -49,7 +49,7 @@ def test_join_storm_of_50_members_against_kafka(kafka):
 def test_heartbeat_ramp_against_kafka(kafka):
     result = run_scenario(kafka, "heartbeat", "--members", "30", "--duration", "12",
                           "--step-seconds", "2", "--start-rate", "60", "--ramp-factor", "2",
-                          "--heartbeat-interval-ms", "500")
+                          "--heartbeat-interval-ms", "500", "--settle-seconds", "1")
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     steps = result["metrics"]["steps"]
@@ -63,7 +63,8 @@ def test_heartbeat_ramp_against_kafka(kafka):
 def test_commit_offsets_read_back_against_kafka(kafka):
     result = run_scenario(kafka, "commit", "--members", "10", "--partitions-per-member", "3",
                           "--duration", "8", "--step-seconds", "2", "--start-rate", "50",
-                          "--verify-every", "2", "--heartbeat-interval-ms", "500")
+                          "--verify-every", "2", "--heartbeat-interval-ms", "500",
+                          "--settle-seconds", "1")
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     assert result["latency_ms"]["OFFSET_FETCH"]["count"] > 0
@@ -205,7 +206,8 @@ def ceiling_server():
 
 def test_heartbeat_against_the_ceiling_server(ceiling_server):
     result = run_scenario(ceiling_server, "heartbeat", "--skip-join", "--members", "50",
-                          "--duration", "6", "--step-seconds", "2", "--start-rate", "500")
+                          "--duration", "6", "--step-seconds", "2", "--start-rate", "500",
+                          "--settle-seconds", "0")
     assert result["failures"] == [] and result["errors"] == {}
     assert result["violations"] == 0
     assert result["broker"]["versions_used"]["HEARTBEAT"] == 4

@@ -50,6 +50,8 @@ class Ramp:
         self.factor = params["ramp_factor"]
         self.bound_ms = params["p99_bound_ms"] or default_bound_ms
         self.max_rate = params["max_rate"]
+        self.settle_s = params["settle_seconds"]
+        self.settle_started = 0.0
         self.rate = start_rate
         self.step = -1
         self.step_started = 0.0
@@ -59,6 +61,10 @@ class Ramp:
     def control(self, run) -> dict | str | None:
         now = time.monotonic()
         if self.step < 0:
+            # Steady state first: a broker is still busy for a while after a big rebalance.
+            self.settle_started = self.settle_started or now
+            if now - self.settle_started < self.settle_s:
+                return None
             return self._next(now)
         warmup = min(MAX_WARMUP_S, max(WARMUP_S, run.members / self.rate))
         if self.cpu_at_step_start is None and now - self.step_started >= warmup:
@@ -120,6 +126,8 @@ def add_ramp_arguments(parser) -> None:
                         help="the ramp stops at the first step whose p99 latency passes this "
                              "(default: heartbeat 50, commit 100)")
     parser.add_argument("--max-rate", type=float, default=1e6, help="highest rate tried (per s)")
+    parser.add_argument("--settle-seconds", type=float, default=10.0,
+                        help="seconds between the group becoming stable and the first step")
     parser.add_argument("--start-rate", type=float, default=None,
                         help="first step's rate (per s); default: one per member per heartbeat "
                              "interval")
