@@ -7,8 +7,10 @@ concurrently. Responses answered by the compiled core are coalesced into one wri
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import socket
 
 import trio
 
@@ -20,6 +22,9 @@ from .config import Settings, parse_listener
 log = logging.getLogger("corral.server")
 
 RECEIVE_CHUNK = 256 * 1024
+# accept() errors that mean "out of resources for now": wait a little instead of spinning.
+ACCEPT_RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+ACCEPT_BACKOFF_S = 0.1
 
 
 class Server:
@@ -38,8 +43,36 @@ class Server:
             nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)
             nursery.start_soon(self.broker.groups.run)
             nursery.start_soon(self.broker.logs.run)
-            await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
+            for listener in listeners:
+                nursery.start_soon(self._accept_all, listener.socket.detach(), nursery)
             task_status.started(bound_port)
+
+    async def _accept_all(self, fd: int, nursery: trio.Nursery) -> None:
+        """Kafka's acceptor: every wake-up takes all connections waiting in the backlog.
+
+        trio.serve_listeners takes one connection per scheduling round; when thousands of clients
+        connect at once while thousands of connections are busy, rounds are long, the backlog
+        overflows and the kernel drops SYNs, which clients only resend after 1, 3, 7... s.
+        """
+        sock = socket.socket(fileno=fd)
+        sock.setblocking(False)
+        with sock:
+            while True:
+                await trio.lowlevel.wait_readable(sock)
+                while True:
+                    try:
+                        conn, _ = sock.accept()
+                    except BlockingIOError:
+                        break
+                    except OSError as e:
+                        if e.errno in ACCEPT_RESOURCE_ERRORS:
+                            log.error("accept failed (%s); retrying in %.1fs", e, ACCEPT_BACKOFF_S)
+                            await trio.sleep(ACCEPT_BACKOFF_S)
+                        elif e.errno != errno.ECONNABORTED:
+                            raise
+                        break
+                    stream = trio.SocketStream(trio.socket.from_stdlib_socket(conn))
+                    nursery.start_soon(self._serve_connection, stream)
 
     async def _shutdown_on_signal(self, scope: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -1,0 +1,107 @@
+"""The coordinator alone, without sockets: a join storm of N members, one generation's fan-out,
+the leader's assignment, N heartbeats, and the memory each member costs.
+
+Calls GroupCoordinator's methods the way the handlers do (KIP-394 two-step join), with a log that
+acknowledges at once (the group record is still encoded: `group_records`), so the figures are the
+coordinator's own CPU and memory, per member, beyond anything a connection costs.
+
+    python benches/groups_inprocess.py --members 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+import trio  # noqa: E402
+
+from corral.config import Settings  # noqa: E402
+from corral.groups.coordinator import GroupCoordinator, JoinRequest  # noqa: E402
+from corral.groups.log import CoordinatorLog, group_records  # noqa: E402
+from corral.load import consumer_protocol as cp  # noqa: E402
+
+
+class InstantLog(CoordinatorLog):
+    """Encodes the group record as the durable log does, and acknowledges at once."""
+
+    def write_group(self, group, done):
+        group_records(group)
+        if done is not None:
+            done(0)
+
+
+def join_request(member_id: str, n: int, metadata: bytes) -> JoinRequest:
+    return JoinRequest(group_id="storm", member_id=member_id, group_instance_id=None,
+                       client_id=f"client-{n}", client_host="", session_timeout_ms=45000,
+                       rebalance_timeout_ms=300000, protocol_type="consumer",
+                       protocols=[("range", metadata)], require_known_member_id=True,
+                       supports_skip_assignment=True, reason=None)
+
+
+async def storm(members: int, trace: bool) -> dict:
+    settings = Settings({"group.initial.rebalance.delay.ms": 0})
+    coordinator = GroupCoordinator(settings, InstantLog(), Path("/nonexistent"))
+    metadata = cp.encode_subscription(["topic"], {}, -1)
+    out = {}
+    gc.collect()
+    if trace:
+        tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0] if trace else 0
+
+    started = time.perf_counter()
+    ids = [coordinator.join(join_request("", n, metadata)).value["member_id"] for n in range(members)]
+    waiters = [coordinator.join(join_request(m, n, metadata)) for n, m in enumerate(ids)]
+    out["join_requests_s"] = time.perf_counter() - started
+
+    group = coordinator.groups["storm"]
+    started = time.perf_counter()
+    coordinator.timers.fire_due()  # no-op unless due
+    coordinator._complete_join_phase(group)
+    out["complete_join_s"] = time.perf_counter() - started
+    assert all(w.value is not None for w in waiters)
+    leader = group.leader_id
+    generation = group.generation_id
+
+    assignment = cp.encode_assignment({"topic": [0]})
+    started = time.perf_counter()
+    syncs = [coordinator.sync("storm", m, None, generation, "consumer", "range", [])
+             for m in ids if m != leader]
+    syncs.append(coordinator.sync("storm", leader, None, generation, "consumer", "range",
+                                  [(m, assignment) for m in ids]))
+    out["sync_requests_s"] = time.perf_counter() - started
+    assert all(s.value is not None and s.value["error_code"] == 0 for s in syncs), group.state
+
+    del waiters, syncs
+    gc.collect()
+    if trace:
+        out["bytes_per_member"] = (tracemalloc.get_traced_memory()[0] - base) // members
+        tracemalloc.stop()
+
+    started = time.perf_counter()
+    for m in ids:
+        coordinator.heartbeat("storm", m, None, generation)
+    out["heartbeat_us"] = (time.perf_counter() - started) / members * 1e6
+    out["join_requests_us_per_member"] = out["join_requests_s"] / members * 1e6
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--members", type=int, default=10000)
+    args = parser.parse_args()
+    timing = trio.run(storm, args.members, False)
+    memory = trio.run(storm, args.members, True)
+    timing["bytes_per_member"] = memory["bytes_per_member"]
+    for k, v in timing.items():
+        print(f"{k:28} {v:.4f}" if isinstance(v, float) else f"{k:28} {v}")
+
+
+if __name__ == "__main__":
+    main()
