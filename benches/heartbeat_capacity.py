@@ -1,0 +1,178 @@
+"""Heartbeats per second that corral answers for one group of N stable members, with a lean driver.
+
+`corral load --scenario heartbeat` runs full simulated members (trio tasks, per-request checks) and
+on this 2-core machine its own CPU (~300 us per heartbeat) caps what it can offer. This driver
+costs a few us per heartbeat: it joins N members over N blocking sockets (KIP-394 two-step join,
+one generation: the initial rebalance delay stays at Kafka's 3 s default), then, from one Python
+thread on epoll, sends pre-encoded Heartbeat v4 frames at a paced rate, each member with at most
+one heartbeat in flight (as a client), and times every answer. Each step reports achieved rate,
+p50/p99 latency, error codes seen and the broker's CPU share.
+
+    python benches/heartbeat_capacity.py --members 10000 --rates 5000,10000,20000,40000
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from groups_scale import cpu_seconds, free_port, rss_kb, wait_port  # noqa: E402
+
+from corral import _core  # noqa: E402
+
+JOIN, SYNC, HEARTBEAT = 11, 14, 12
+JOIN_V, SYNC_V, HEARTBEAT_V = 5, 3, 4
+GROUP = "heartbeat-capacity"
+SUBSCRIPTION = struct.pack(">hih", 0, 1, 5) + b"topic" + struct.pack(">i", -1)  # ConsumerProtocol v0
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", recv_exact(sock, 4))[0]
+    return recv_exact(sock, size)
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    parts = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise ConnectionError("closed")
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def call_all(socks, key, version, bodies) -> list[dict]:
+    for sock, body in zip(socks, bodies):
+        sock.sendall(_core.encode_request(key, version, 1, body, "hb-capacity"))
+    return [_core.decode_response(key, version, read_frame(sock))[1] for sock in socks]
+
+
+def join_all(port: int, members: int) -> tuple[list[socket.socket], list[str], int]:
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(members)]
+    join = {"group_id": GROUP, "session_timeout_ms": 45000, "rebalance_timeout_ms": 60000,
+            "protocol_type": "consumer", "group_instance_id": None,
+            "protocols": [{"name": "range", "metadata": SUBSCRIPTION}]}
+    first = call_all(socks, JOIN, JOIN_V, [{**join, "member_id": ""}] * members)
+    ids = [r["member_id"] for r in first]
+    joined = call_all(socks, JOIN, JOIN_V, [{**join, "member_id": m} for m in ids])
+    errors = {r["error_code"] for r in joined}
+    assert errors == {0}, f"JoinGroup errors {errors}"
+    generation = joined[0]["generation_id"]
+    leader = joined[0]["leader"]
+    syncs = [{"group_id": GROUP, "generation_id": generation, "member_id": m,
+              "group_instance_id": None,
+              "assignments": [{"member_id": x, "assignment": b""} for x in ids] if m == leader else []}
+             for m in ids]
+    synced = call_all(socks, SYNC, SYNC_V, syncs)
+    assert {r["error_code"] for r in synced} == {0}
+    return socks, ids, generation
+
+
+def step(socks, frames, rate: float, seconds: float, broker_pid: int) -> dict:
+    epoll = select.epoll()
+    by_fd = {}
+    for i, sock in enumerate(socks):
+        sock.setblocking(False)
+        epoll.register(sock.fileno(), select.EPOLLIN)
+        by_fd[sock.fileno()] = i
+    idle = collections.deque(range(len(socks)))
+    sent_at = [0.0] * len(socks)
+    buffers = [b""] * len(socks)
+    latencies: list[float] = []
+    errors: collections.Counter = collections.Counter()
+    sent = 0
+    cpu_start = cpu_seconds(broker_pid)
+    start = time.perf_counter()
+    end = start + seconds
+    while True:
+        now = time.perf_counter()
+        if now >= end:
+            break
+        due = int((now - start) * rate) - sent
+        while due > 0 and idle:
+            i = idle.popleft()
+            sent_at[i] = now
+            socks[i].send(frames[i])
+            sent += 1
+            due -= 1
+        for fd, _ in epoll.poll(0.0005):
+            i = by_fd[fd]
+            data = buffers[i] + socks[i].recv(65536)
+            while len(data) >= 4:
+                size = struct.unpack_from(">i", data)[0]
+                if len(data) < 4 + size:
+                    break
+                # v4 response: correlation id, header tags, throttle time, error code.
+                errors[struct.unpack_from(">h", data, 4 + 4 + 1 + 4)[0]] += 1
+                latencies.append(time.perf_counter() - sent_at[i])
+                idle.append(i)
+                data = data[4 + size:]
+            buffers[i] = data
+    elapsed = time.perf_counter() - start
+    cpu = cpu_seconds(broker_pid) - cpu_start
+    # Let answers in flight arrive before the next step.
+    deadline = time.perf_counter() + 2
+    while len(idle) < len(socks) and time.perf_counter() < deadline:
+        for fd, _ in epoll.poll(0.01):
+            i = by_fd[fd]
+            data = buffers[i] + socks[i].recv(65536)
+            while len(data) >= 4 and len(data) >= 4 + struct.unpack_from(">i", data)[0]:
+                data = data[4 + struct.unpack_from(">i", data)[0]:]
+                idle.append(i)
+            buffers[i] = data
+    epoll.close()
+    for sock in socks:
+        sock.setblocking(True)
+    latencies.sort()
+    pick = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 2) if latencies else None  # noqa: E731
+    return {"target": rate, "achieved": round(len(latencies) / elapsed), "p50_ms": pick(0.5),
+            "p99_ms": pick(0.99), "errors": dict(errors), "broker_cpu": round(cpu / elapsed, 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--members", type=int, default=10000)
+    parser.add_argument("--rates", default="5000,10000,20000,30000,40000")
+    parser.add_argument("--seconds", type=float, default=4)
+    args = parser.parse_args()
+    port = free_port()
+    with tempfile.TemporaryDirectory() as data:
+        broker = subprocess.Popen(
+            [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{port}",
+             "--data-dir", data, "--log-level", "WARNING"])
+        try:
+            wait_port(port, time.monotonic() + 30)
+            rss_before = rss_kb(broker.pid)
+            started = time.monotonic()
+            socks, ids, generation = join_all(port, args.members)
+            print(f"{args.members} members joined and synced in {time.monotonic() - started:.1f} s "
+                  f"(3 s of it the initial rebalance delay); broker RSS {rss_before} -> "
+                  f"{rss_kb(broker.pid)} KiB", flush=True)
+            frames = [_core.encode_request(HEARTBEAT, HEARTBEAT_V, 7, {
+                "group_id": GROUP, "generation_id": generation, "member_id": m,
+                "group_instance_id": None}, "hb-capacity") for m in ids]
+            for rate in (float(r) for r in args.rates.split(",")):
+                print(step(socks, frames, rate, args.seconds, broker.pid), flush=True)
+        finally:
+            broker.send_signal(signal.SIGTERM)
+            try:
+                broker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                broker.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
