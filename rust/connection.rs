@@ -4,7 +4,8 @@
 //! yields, in request order, either a finished response frame (`bytes`) for the APIs the core
 //! answers by itself, or a `Request` for the APIs Python owns. Who owns what:
 //!
-//! - Rust: ApiVersions (a pure function of the advertised table, cached per version).
+//! - Rust: ApiVersions (a pure function of the advertised table, cached per version), and the
+//!   refusal of Produce v0-2 (advertised for old librdkafka, answered UNSUPPORTED_VERSION).
 //! - Python: everything that reads or changes broker state (metadata, topics, configs, groups...).
 //!
 //! Heartbeat, the steady-state request of every classic group member, is Python's but takes a
@@ -15,9 +16,9 @@
 //!
 //! Bad input raises `ProtocolError`; the caller logs it and closes the connection, as Kafka does.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
-use kafka_protocol::messages::{ApiVersionsRequest, HeartbeatRequest, HeartbeatResponse};
+use kafka_protocol::messages::{ApiVersionsRequest, HeartbeatRequest, HeartbeatResponse, ProduceRequest};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -30,6 +31,7 @@ use crate::header::{self, RequestPrefix};
 
 create_exception!(_core, ProtocolError, PyException, "Malformed or unsupported input: close the connection.");
 
+const PRODUCE: i16 = 0;
 const API_VERSIONS: i16 = 18;
 const HEARTBEAT: i16 = 12;
 const UNSUPPORTED_VERSION: i16 = 35;
@@ -216,6 +218,9 @@ impl Connection {
         if api_version < min || api_version > max {
             return Err(ProtocolError::new_err(format!("api key {api_key} version {api_version} is not in {min}..={max}")));
         }
+        if api_key == PRODUCE && api_version < 3 {
+            return Ok(Some(legacy_produce_refusal(py, api_version, correlation_id, frame)?.into_any()));
+        }
         let mut body = frame;
         let client_id = header::skip_header(&mut body, apis::request_header_version(api_key, api_version))
             .map_err(protocol_error)?;
@@ -249,6 +254,50 @@ impl Connection {
     fn buffered(&self) -> usize {
         self.frames.buffered()
     }
+}
+
+/// Produce v0-2 is advertised (older librdkafka only compresses when the minimum is 0,
+/// KAFKA-18659) but not served: every partition gets UNSUPPORTED_VERSION. The v0-2 request is the
+/// v3 body without its leading transactional id, so it is decoded as v3 behind a null one; the
+/// v0-2 response is written by hand because the codec starts at v3. With acks=0 nothing may be
+/// answered, so the connection is closed, which is how Kafka reports errors to acks=0 producers.
+fn legacy_produce_refusal<'py>(
+    py: Python<'py>,
+    api_version: i16,
+    correlation_id: i32,
+    frame: Bytes,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut body = frame;
+    header::skip_header(&mut body, 1).map_err(protocol_error)?;
+    let mut v3 = BytesMut::with_capacity(body.len() + 2);
+    v3.put_i16(-1);
+    v3.extend_from_slice(&body);
+    let request = ProduceRequest::decode(&mut v3.freeze(), 3).map_err(|e| body_error(PRODUCE, api_version, e))?;
+    if request.acks == 0 {
+        return Err(ProtocolError::new_err(format!("Produce v{api_version} is not supported (acks=0: closing)")));
+    }
+    let mut out = BytesMut::with_capacity(64);
+    header::begin_response(&mut out, correlation_id, 0);
+    out.put_i32(request.topic_data.len() as i32);
+    for topic in &request.topic_data {
+        let name = topic.name.0.as_bytes();
+        out.put_i16(name.len() as i16);
+        out.put_slice(name);
+        out.put_i32(topic.partition_data.len() as i32);
+        for partition in &topic.partition_data {
+            out.put_i32(partition.index);
+            out.put_i16(UNSUPPORTED_VERSION);
+            out.put_i64(-1); // base_offset
+            if api_version >= 2 {
+                out.put_i64(-1); // log_append_time_ms
+            }
+        }
+    }
+    if api_version >= 1 {
+        out.put_i32(0); // throttle_time_ms
+    }
+    header::finish_frame(&mut out);
+    Ok(PyBytes::new(py, &out))
 }
 
 /// ApiVersions is answered from the table; a version above ours gets UNSUPPORTED_VERSION with our

@@ -3,6 +3,7 @@ codes and edge cases real clients cannot be steered into."""
 
 from __future__ import annotations
 
+import struct
 import time
 
 import pytest
@@ -100,15 +101,41 @@ def test_acks_0_gets_no_response(client):
     assert list_offset(client, "fire", 0, -1)["offset"] == 3
 
 
-def test_produce_v0_to_v2_is_refused(shared_corral):
-    # Advertised from 0 (see clients.md), but message formats 0 and 1 are gone since Kafka 4.
+def _legacy_produce(version: int, acks: int, correlation_id: int) -> bytes:
+    """A Produce v0-2 request by hand (the codec starts at v3): two partitions of topic "old"."""
+    header = struct.pack(">hhih", ApiKey.PRODUCE, version, correlation_id, 3) + b"raw"
+    records = b"\x00" * 30
+    partition = lambda i: struct.pack(">ii", i, len(records)) + records
+    body = (struct.pack(">hii", acks, 1000, 1) + struct.pack(">h", 3) + b"old"
+            + struct.pack(">i", 2) + partition(0) + partition(1))
+    return struct.pack(">i", len(header + body)) + header + body
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_v2_gets_unsupported_version(shared_corral, version):
+    # Advertised from 0 (older librdkafka only compresses then), but message formats 0 and 1 are
+    # gone since Kafka 4: every partition is answered UNSUPPORTED_VERSION in the v0-2 layout.
+    assert _core.codec_versions(ApiKey.PRODUCE)[0] == 3
     with RawClient(shared_corral.port) as c:
-        versions = _core.codec_versions(ApiKey.PRODUCE)
-        assert versions[0] == 3
-        import struct
-        header = struct.pack(">hhih", ApiKey.PRODUCE, 2, 1, 3) + b"raw"
-        body = struct.pack(">hii", -1, 1000, 0)
-        c.sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+        c.sock.sendall(_legacy_produce(version, acks=1, correlation_id=41))
+        frame = c.receive_frame()
+        correlation_id, topics, name_len = struct.unpack_from(">iih", frame)
+        assert (correlation_id, topics, frame[10:13]) == (41, 1, b"old")
+        offset, partitions = 13 + 4, struct.unpack_from(">i", frame, 13)[0]
+        assert partitions == 2
+        entry = ">ihqq" if version == 2 else ">ihq"
+        for expected in (0, 1):
+            index, error, base_offset, *rest = struct.unpack_from(entry, frame, offset)
+            assert (index, error, base_offset) == (expected, ErrorCode.UNSUPPORTED_VERSION, -1)
+            offset += struct.calcsize(entry)
+        assert len(frame) == offset + (4 if version >= 1 else 0)
+        # The connection keeps serving newer requests.
+        assert c.call(ApiKey.METADATA, 12, {"topics": []})["brokers"]
+
+
+def test_produce_v0_with_acks_0_closes_the_connection(shared_corral):
+    with RawClient(shared_corral.port) as c:
+        c.sock.sendall(_legacy_produce(0, acks=0, correlation_id=1))
         assert closed_within(c.sock, 5)
 
 
