@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import trio
 

@@ -22,7 +22,7 @@ import trio
 
 from .checks import AssignmentLedger, Violations
 from .member import ClassicMember, Events, MemberConfig
-from .stats import Recorder
+from .stats import Recorder, percentiles
 from .wire import Api, BrokerError, Connection, negotiate
 
 SHIP_INTERVAL_S = 0.5
@@ -450,7 +450,7 @@ def _result(scenario, state: Run, wall: float, machine_busy: float) -> dict[str,
             "machine_cpu_busy": round(machine_busy, 3),   # all processes, all cores
         },
         "metrics": {**scenario.summary(state), **state.metrics},
-        "latency_ms": {api: _pct(s.latency) for api, s in sorted(state.recorder.samples.items())},
+        "latency_ms": {api: percentiles(s.latency) for api, s in sorted(state.recorder.samples.items())},
         "counts": dict(state.recorder.counts),
         "errors": dict(sorted(state.recorder.errors.items())),
         "violations": state.violations.count,
@@ -467,7 +467,3 @@ def _result(scenario, state: Run, wall: float, machine_busy: float) -> dict[str,
     result["_started"] = state.started
     return result
 
-
-def _pct(values) -> dict[str, float]:
-    from .stats import percentiles
-    return percentiles(values)
