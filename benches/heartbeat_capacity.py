@@ -94,6 +94,7 @@ def step(socks, frames, rate: float, seconds: float, broker_pid: int) -> dict:
     errors: collections.Counter = collections.Counter()
     sent = 0
     cpu_start = cpu_seconds(broker_pid)
+    own_start = time.process_time()
     start = time.perf_counter()
     end = start + seconds
     while True:
@@ -122,6 +123,7 @@ def step(socks, frames, rate: float, seconds: float, broker_pid: int) -> dict:
             buffers[i] = data
     elapsed = time.perf_counter() - start
     cpu = cpu_seconds(broker_pid) - cpu_start
+    own = time.process_time() - own_start
     # Let answers in flight arrive before the next step.
     deadline = time.perf_counter() + 2
     while len(idle) < len(socks) and time.perf_counter() < deadline:
@@ -138,7 +140,8 @@ def step(socks, frames, rate: float, seconds: float, broker_pid: int) -> dict:
     latencies.sort()
     pick = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 2) if latencies else None  # noqa: E731
     return {"target": rate, "achieved": round(len(latencies) / elapsed), "p50_ms": pick(0.5),
-            "p99_ms": pick(0.99), "errors": dict(errors), "broker_cpu": round(cpu / elapsed, 2)}
+            "p99_ms": pick(0.99), "errors": dict(errors), "broker_cpu": round(cpu / elapsed, 2),
+            "driver_cpu": round(own / elapsed, 2)}
 
 
 def main() -> int:

@@ -38,10 +38,15 @@ class Waiter:
         self._event = trio.Event()
         self.value: dict[str, Any] | None = None
 
-    def complete(self, value: dict[str, Any]) -> None:
-        if not self._event.is_set():
+    def complete(self, value: dict[str, Any], wake: bool = True) -> None:
+        """Sets the answer; with wake=False the parked request learns it only at `wake()`."""
+        if self.value is None:
             self.value = value
-            self._event.set()
+            if wake:
+                self._event.set()
+
+    def wake(self) -> None:
+        self._event.set()
 
     async def wait(self) -> dict[str, Any]:
         await self._event.wait()
@@ -222,10 +227,15 @@ class ClassicGroup:
             self.pending_sync.add(new_id)
         return member
 
-    def complete_join(self, member: ClassicMember, response: dict[str, Any]) -> bool:
+    def complete_join(self, member: ClassicMember, response: dict[str, Any],
+                      wake_later: list[Waiter] | None = None) -> bool:
+        """Answers the member's parked JoinGroup; with `wake_later`, its request is only woken
+        by the caller (the waiter is appended there)."""
         if member.join_waiter is None:
             return False
-        member.join_waiter.complete(response)
+        member.join_waiter.complete(response, wake=wake_later is None)
+        if wake_later is not None:
+            wake_later.append(member.join_waiter)
         member.join_waiter = None
         self.num_awaiting_join -= 1
         return True

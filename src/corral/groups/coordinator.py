@@ -479,13 +479,21 @@ class GroupCoordinator:
         log.info("stabilized group %s generation %d (%s) with %d members", group.group_id,
                  group.generation_id, group.protocol_name, group.size())
         leader_list = group.leader_members_list()
+        followers: list[Waiter] = []
         for member in group.members.values():
-            members = leader_list if member.member_id == group.leader_id else []
-            group.complete_join(member, self._join_response(group, member.member_id, members))
+            if member.member_id == group.leader_id:
+                group.complete_join(member, self._join_response(group, member.member_id, leader_list))
+            else:
+                group.complete_join(member, self._join_response(group, member.member_id, []), followers)
             self._schedule_heartbeat(member)
             member.is_new = False
             group.pending_sync.add(member.member_id)
         group.sync_generation = group.generation_id
+        if followers:
+            # The leader's answer goes out first: its SyncGroup is the rebalance's critical path,
+            # and woken with everyone its task would run at a random place among N (trio's order).
+            # The followers are woken one scheduling round later.
+            trio.lowlevel.current_trio_token().run_sync_soon(_wake_all, followers)
         self.timers.schedule(group.sync_key, group.rebalance_timeout_ms())
 
     def _on_sync_timer(self, group: ClassicGroup) -> None:
@@ -820,6 +828,11 @@ class GroupCoordinator:
             if group.state is ClassicState.EMPTY and not self.offsets.has_offsets(group.group_id):
                 self._remove_group(group)
         return expired_total
+
+
+def _wake_all(waiters: list[Waiter]) -> None:
+    for waiter in waiters:
+        waiter.wake()
 
 
 def _inconsistent(asked: str | None, actual: str | None) -> bool:
