@@ -12,12 +12,12 @@ code such as COORDINATOR_NOT_AVAILABLE would make them retry forever).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from .apis import ApiKey, handles
 from .errors import ErrorCode
+from .files import replace_durably
 
 BLOCK_SIZE = 1000
 NO_PRODUCER_ID = -1
@@ -42,17 +42,7 @@ class ProducerIdAllocator:
         return self.next_id - 1
 
     def _persist(self, block_end: int) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(str(block_end))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_durably(self.path, str(block_end))
 
 
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 5)

@@ -32,7 +32,7 @@ async def create_topics(broker, request) -> dict[str, Any]:
             configs = {c["name"]: c["value"] for c in wanted["configs"]}
             partitions, configs = broker.topics.check_new(name, partitions, replication, configs)
             if body["validate_only"]:
-                topic_id, configs_out = bytes(16), configs
+                topic_id = bytes(16)
             else:
                 topic = broker.topics.create(name, partitions, configs)
                 log.info("created topic %s (%d partitions, configs %s)", name, partitions, configs)

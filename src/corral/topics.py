@@ -7,7 +7,6 @@ temporary file, fsync, rename, fsync the directory) on every change.
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Callable
 
 from .config import TOPIC_SETTINGS, ConfigError, Settings, render
 from .errors import ErrorCode
+from .files import replace_durably
 
 # Kafka's org.apache.kafka.common.internals.Topic rules.
 MAX_NAME_LENGTH = 249
@@ -146,14 +146,4 @@ class TopicStore:
              "internal": t.internal}
             for t in self.by_name.values()
         ]}
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(raw, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_durably(self.path, json.dumps(raw, indent=1))

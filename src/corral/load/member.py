@@ -18,7 +18,8 @@ import trio
 from . import consumer_protocol as cp
 from .checks import Violations
 from .stats import Recorder
-from .wire import Api, BrokerError, Connection
+from ..apis import ApiKey
+from .wire import BrokerError, Connection
 
 # Error codes the member reacts to (names as in Kafka's Errors).
 NONE = 0
@@ -90,7 +91,7 @@ class GroupMember(abc.ABC):
                                               self.config.versions, self.config.handshake)
         return self.conn
 
-    async def request(self, api: Api, body: dict, timeout: float = REQUEST_TIMEOUT_S) -> dict | None:
+    async def request(self, api: ApiKey, body: dict, timeout: float = REQUEST_TIMEOUT_S) -> dict | None:
         """One request with latency recorded; None (and the connection dropped) on failure."""
         answered = False
         try:
@@ -156,7 +157,7 @@ class ClassicMember(GroupMember):
             attempt += 1
             owned = self.assignment
             self.assignment = {}
-            response = await self.request(Api.JOIN_GROUP, {
+            response = await self.request(ApiKey.JOIN_GROUP, {
                 "group_id": c.group, "session_timeout_ms": c.session_timeout_ms,
                 "rebalance_timeout_ms": c.rebalance_timeout_ms, "member_id": self.member_id,
                 "protocol_type": cp.PROTOCOL_TYPE,
@@ -198,7 +199,7 @@ class ClassicMember(GroupMember):
     async def _sync(self, join: dict, assignments: list[dict]) -> int | None:
         """SyncGroup; returns its error code (None if it got no answer)."""
         c = self.config
-        response = await self.request(Api.SYNC_GROUP, {
+        response = await self.request(ApiKey.SYNC_GROUP, {
             "group_id": c.group, "generation_id": join["generation_id"],
             "member_id": self.member_id, "protocol_type": cp.PROTOCOL_TYPE,
             "protocol_name": join["protocol_name"], "assignments": assignments,
@@ -217,7 +218,7 @@ class ClassicMember(GroupMember):
         return NONE
 
     async def heartbeat(self) -> bool:
-        response = await self.request(Api.HEARTBEAT, {
+        response = await self.request(ApiKey.HEARTBEAT, {
             "group_id": self.config.group, "generation_id": self.generation,
             "member_id": self.member_id,
         })
@@ -238,7 +239,7 @@ class ClassicMember(GroupMember):
         for (topic, p), offset in offsets.items():
             by_topic.setdefault(topic, []).append(
                 {"partition_index": p, "committed_offset": offset, "committed_metadata": ""})
-        response = await self.request(Api.OFFSET_COMMIT, {
+        response = await self.request(ApiKey.OFFSET_COMMIT, {
             "group_id": self.config.group, "generation_id_or_member_epoch": self.generation,
             "member_id": self.member_id,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
@@ -263,10 +264,10 @@ class ClassicMember(GroupMember):
         for topic, p in partitions:
             by_topic.setdefault(topic, []).append(p)
         topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
-        multi_group = self.config.versions[Api.OFFSET_FETCH] >= 8
+        multi_group = self.config.versions[ApiKey.OFFSET_FETCH] >= 8
         body = ({"groups": [{"group_id": self.config.group, "topics": topics}]} if multi_group
                 else {"group_id": self.config.group, "topics": topics})
-        response = await self.request(Api.OFFSET_FETCH, body)
+        response = await self.request(ApiKey.OFFSET_FETCH, body)
         if response is None:
             return None
         if multi_group:
@@ -287,12 +288,12 @@ class ClassicMember(GroupMember):
         return out
 
     async def leave(self) -> None:
-        if self.member_id and Api.LEAVE_GROUP in self.config.versions:
-            version = self.config.versions[Api.LEAVE_GROUP]
+        if self.member_id and ApiKey.LEAVE_GROUP in self.config.versions:
+            version = self.config.versions[ApiKey.LEAVE_GROUP]
             body = ({"group_id": self.config.group,
                      "members": [{"member_id": self.member_id, "reason": "corral load"}]}
                     if version >= 3 else {"group_id": self.config.group, "member_id": self.member_id})
-            await self.request(Api.LEAVE_GROUP, body, timeout=5)
+            await self.request(ApiKey.LEAVE_GROUP, body, timeout=5)
         self.member_id = ""
         self.stable = False
         self.assignment = {}

@@ -23,7 +23,8 @@ import trio
 from .checks import AssignmentLedger, Violations
 from .member import ClassicMember, Events, MemberConfig
 from .stats import Recorder, percentiles
-from .wire import Api, BrokerError, Connection, negotiate
+from ..apis import ApiKey
+from .wire import BrokerError, Connection, negotiate
 
 SHIP_INTERVAL_S = 0.5
 MAX_PARTITIONS_PER_TOPIC = 2000
@@ -50,14 +51,14 @@ class BrokerInfo:
             "coordinator": f"{self.coordinator[0]}:{self.coordinator[1]}",
             # Every API the broker advertises, by key: its range tells its release apart.
             "api_versions": {str(k): list(v) for k, v in sorted(self.advertised.items())},
-            "versions_used": {Api(k).name: v for k, v in sorted(self.versions.items())},
+            "versions_used": {ApiKey(k).name: v for k, v in sorted(self.versions.items())},
             **self.features,
         }
 
 
 # ---------------------------------------------------------------- setup (parent, before forking)
 
-async def probe(bootstrap: str, required: set[Api], group: str, topic: str, partitions: int,
+async def probe(bootstrap: str, required: set[ApiKey], group: str, topic: str, partitions: int,
                 skip_join: bool) -> BrokerInfo:
     host, _, port = bootstrap.rpartition(":")
     try:
@@ -103,14 +104,14 @@ def topic_layout(topic: str, partitions: int) -> dict[str, int]:
 
 
 async def _find_coordinator(conn: Connection, group_key: str) -> tuple[str, int]:
-    if Api.FIND_COORDINATOR not in conn.versions:
+    if ApiKey.FIND_COORDINATOR not in conn.versions:
         host, port = conn.stream.socket.getpeername()[:2]
         return host, port
-    v = conn.versions[Api.FIND_COORDINATOR]
+    v = conn.versions[ApiKey.FIND_COORDINATOR]
     for _ in range(60):
         body = ({"key_type": 0, "coordinator_keys": [group_key]} if v >= 4
                 else {"key": group_key, "key_type": 0})
-        response = await conn.call(Api.FIND_COORDINATOR, body)
+        response = await conn.call(ApiKey.FIND_COORDINATOR, body)
         answer = response["coordinators"][0] if v >= 4 else response
         if answer["error_code"] == 0:
             return answer["host"], answer["port"]
@@ -124,15 +125,15 @@ async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> int:
     created = False
     deadline = trio.current_time() + 60
     while trio.current_time() < deadline:
-        response = await conn.call(Api.METADATA, {"topics": [{"name": topic}],
+        response = await conn.call(ApiKey.METADATA, {"topics": [{"name": topic}],
                                                   "allow_auto_topic_creation": False})
         entry = response["topics"][0]
         if entry["error_code"] == 0 and entry["partitions"]:
             return len(entry["partitions"])
         if not created:
-            if Api.CREATE_TOPICS not in conn.versions:
+            if ApiKey.CREATE_TOPICS not in conn.versions:
                 raise LoadError(f"topic {topic} does not exist and the broker offers no CreateTopics")
-            answer = await conn.call(Api.CREATE_TOPICS, {
+            answer = await conn.call(ApiKey.CREATE_TOPICS, {
                 "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1,
                             "assignments": [], "configs": []}], "timeout_ms": 60000})
             code = answer["topics"][0]["error_code"]
@@ -330,7 +331,7 @@ def _machine_busy() -> tuple[float, float]:
     return sum(fields) - idle, sum(fields)
 
 
-def required_apis(scenario, params: dict[str, Any]) -> set[Api]:
+def required_apis(scenario, params: dict[str, Any]) -> set[ApiKey]:
     if hasattr(scenario, "required_apis"):
         return scenario.required_apis(params)
     return set(scenario.REQUIRED_APIS)

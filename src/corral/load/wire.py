@@ -8,13 +8,13 @@ consumer does).
 
 from __future__ import annotations
 
-import enum
 import time
 from typing import Any
 
 import trio
 
 from .. import _core
+from ..apis import ApiKey
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 CLIENT_ID = "corral-load"
@@ -22,24 +22,11 @@ SOFTWARE_NAME = "corral-load"
 SOFTWARE_VERSION = "0.1.0"
 
 
-class Api(enum.IntEnum):
-    METADATA = 3
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    JOIN_GROUP = 11
-    HEARTBEAT = 12
-    LEAVE_GROUP = 13
-    SYNC_GROUP = 14
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-
-
 # The highest version whose body this generator fills in; the codec may know more.
 MODEL_MAX_VERSION = {
-    Api.METADATA: 12, Api.OFFSET_COMMIT: 9, Api.OFFSET_FETCH: 9, Api.FIND_COORDINATOR: 4,
-    Api.JOIN_GROUP: 9, Api.HEARTBEAT: 4, Api.LEAVE_GROUP: 5, Api.SYNC_GROUP: 5,
-    Api.API_VERSIONS: 3, Api.CREATE_TOPICS: 7,
+    ApiKey.METADATA: 12, ApiKey.OFFSET_COMMIT: 9, ApiKey.OFFSET_FETCH: 9, ApiKey.FIND_COORDINATOR: 4,
+    ApiKey.JOIN_GROUP: 9, ApiKey.HEARTBEAT: 4, ApiKey.LEAVE_GROUP: 5, ApiKey.SYNC_GROUP: 5,
+    ApiKey.API_VERSIONS: 3, ApiKey.CREATE_TOPICS: 7,
 }
 
 
@@ -69,8 +56,8 @@ class Connection:
         return conn
 
     async def api_versions(self) -> dict[str, Any]:
-        version = min(MODEL_MAX_VERSION[Api.API_VERSIONS], _core.codec_versions(Api.API_VERSIONS)[1])
-        body = await self.call(Api.API_VERSIONS, {
+        version = min(MODEL_MAX_VERSION[ApiKey.API_VERSIONS], _core.codec_versions(ApiKey.API_VERSIONS)[1])
+        body = await self.call(ApiKey.API_VERSIONS, {
             "client_software_name": SOFTWARE_NAME, "client_software_version": SOFTWARE_VERSION,
         }, version=version)
         if body["error_code"] != 0:
@@ -101,7 +88,7 @@ class Connection:
         try:
             return _core.decode_response(api, version, frame)[1]
         except _core.ProtocolError as e:
-            raise BrokerError(f"undecodable {Api(api).name} v{version} response: {e}") from e
+            raise BrokerError(f"undecodable {ApiKey(api).name} v{version} response: {e}") from e
 
     async def timed_call(self, api: int, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         """call() and its latency in seconds."""
@@ -116,7 +103,7 @@ class Connection:
 def negotiate(advertised: dict[int, tuple[int, int]]) -> dict[int, int]:
     """Per API, the highest version the broker, the codec and this generator all speak."""
     out: dict[int, int] = {}
-    for api in Api:
+    for api in ApiKey:
         codec = _core.codec_versions(api)
         theirs = advertised.get(api)
         if codec is None or theirs is None:

@@ -10,12 +10,12 @@ import random
 
 import trio
 
-from ..wire import Api
+from ...apis import ApiKey
 from .common import stay_in_group
 
 NAME = "churn"
 HELP = "members leave and rejoin at a rate while the rest heartbeat; rebalances and their cost"
-REQUIRED_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.HEARTBEAT, Api.LEAVE_GROUP, Api.METADATA}
+REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.METADATA}
 
 
 def add_arguments(parser) -> None:

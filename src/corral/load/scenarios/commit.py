@@ -12,13 +12,13 @@ import time
 
 import trio
 
-from ..wire import Api
+from ...apis import ApiKey
 from .common import Ramp, add_ramp_arguments, member_rate, paced, stay_in_group
 
 NAME = "commit"
 HELP = "members commit offsets of P partitions each at a ramping rate; commits/s and latency"
-REQUIRED_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.HEARTBEAT, Api.METADATA, Api.OFFSET_COMMIT,
-                 Api.OFFSET_FETCH}
+REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA, ApiKey.OFFSET_COMMIT,
+                 ApiKey.OFFSET_FETCH}
 
 
 def add_arguments(parser) -> None:

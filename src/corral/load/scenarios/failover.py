@@ -13,14 +13,14 @@ import time
 
 import trio
 
-from ..wire import Api
+from ...apis import ApiKey
 from .commit import verify
 from .common import stay_in_group
 
 NAME = "failover"
 HELP = "restart the broker mid-run; time until all members are stable, offsets never go back"
-REQUIRED_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.HEARTBEAT, Api.METADATA, Api.OFFSET_COMMIT,
-                 Api.OFFSET_FETCH}
+REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA, ApiKey.OFFSET_COMMIT,
+                 ApiKey.OFFSET_FETCH}
 
 
 def add_arguments(parser) -> None:

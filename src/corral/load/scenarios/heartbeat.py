@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import trio
 
-from ..wire import Api
+from ...apis import ApiKey
 from .common import Ramp, add_ramp_arguments, member_rate, paced, stay_in_group
 
 NAME = "heartbeat"
 HELP = "stable members heartbeat at a ramping rate; sustained heartbeats/s within a p99 bound"
-REQUIRED_APIS = {Api.HEARTBEAT}
-JOIN_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.METADATA}
+REQUIRED_APIS = {ApiKey.HEARTBEAT}
+JOIN_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.METADATA}
 
 
 def add_arguments(parser) -> None:

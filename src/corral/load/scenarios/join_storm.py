@@ -6,12 +6,12 @@ one generation that has all N members (the join itself plus any rebalances it pr
 
 from __future__ import annotations
 
-from ..wire import Api
+from ...apis import ApiKey
 from .common import stay_in_group
 
 NAME = "join-storm"
 HELP = "N members join one group at once; time until all hold their assignment"
-REQUIRED_APIS = {Api.JOIN_GROUP, Api.SYNC_GROUP, Api.HEARTBEAT, Api.METADATA}
+REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA}
 
 
 def add_arguments(parser) -> None:

@@ -1,0 +1,22 @@
+"""Small durable-file helpers shared by the modules that keep state in the data dir."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def replace_durably(path: Path, text: str) -> None:
+    """Replaces `path` with `text` atomically and durably: write a temporary file, fsync it,
+    rename it over `path`, fsync the directory (so the rename itself survives a power loss)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
