@@ -66,7 +66,8 @@ def main() -> int:
             [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{port}",
              "--data-dir", data, "--log-level", os.environ.get("CORRAL_LOG_LEVEL", "WARNING"),
              "--set", "group.initial.rebalance.delay.ms=0",
-             "--set", "group.min.session.timeout.ms=6000"])
+             "--set", "group.min.session.timeout.ms=6000",
+             *(x for kv in os.environ.get("CORRAL_SET", "").split() for x in ("--set", kv))])
         spy = None
         try:
             wait_port(port, time.monotonic() + 30)

@@ -59,9 +59,10 @@ def call_all(socks, key, version, bodies) -> list[dict]:
     return [_core.decode_response(key, version, read_frame(sock))[1] for sock in socks]
 
 
-def join_all(port: int, members: int) -> tuple[list[socket.socket], list[str], int]:
+def join_all(port: int, members: int, group: str = GROUP
+             ) -> tuple[list[socket.socket], list[str], int]:
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(members)]
-    join = {"group_id": GROUP, "session_timeout_ms": 45000, "rebalance_timeout_ms": 60000,
+    join = {"group_id": group, "session_timeout_ms": 45000, "rebalance_timeout_ms": 60000,
             "protocol_type": "consumer", "group_instance_id": None,
             "protocols": [{"name": "range", "metadata": SUBSCRIPTION}]}
     first = call_all(socks, JOIN, JOIN_V, [{**join, "member_id": ""}] * members)
@@ -71,7 +72,7 @@ def join_all(port: int, members: int) -> tuple[list[socket.socket], list[str], i
     assert errors == {0}, f"JoinGroup errors {errors}"
     generation = joined[0]["generation_id"]
     leader = joined[0]["leader"]
-    syncs = [{"group_id": GROUP, "generation_id": generation, "member_id": m,
+    syncs = [{"group_id": group, "generation_id": generation, "member_id": m,
               "group_instance_id": None,
               "assignments": [{"member_id": x, "assignment": b""} for x in ids] if m == leader else []}
              for m in ids]
@@ -80,7 +81,14 @@ def join_all(port: int, members: int) -> tuple[list[socket.socket], list[str], i
     return socks, ids, generation
 
 
-def step(socks, frames, rate: float, seconds: float, broker_pid: int) -> dict:
+def heartbeat_errors(frame: bytes) -> list[int]:
+    # Heartbeat v4 response: correlation id, header tags, throttle time, error code.
+    return [struct.unpack_from(">h", frame, 4 + 1 + 4)[0]]
+
+
+def step(socks, frames, rate: float, seconds: float, broker_pid: int,
+         errors_of=heartbeat_errors) -> dict:
+    """Sends frames[i] on socks[i] at `rate` per second, one in flight per socket; times answers."""
     epoll = select.epoll()
     by_fd = {}
     for i, sock in enumerate(socks):
@@ -115,8 +123,7 @@ def step(socks, frames, rate: float, seconds: float, broker_pid: int) -> dict:
                 size = struct.unpack_from(">i", data)[0]
                 if len(data) < 4 + size:
                     break
-                # v4 response: correlation id, header tags, throttle time, error code.
-                errors[struct.unpack_from(">h", data, 4 + 4 + 1 + 4)[0]] += 1
+                errors.update(errors_of(data[4:4 + size]))
                 latencies.append(time.perf_counter() - sent_at[i])
                 idle.append(i)
                 data = data[4 + size:]
