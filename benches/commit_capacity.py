@@ -24,12 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from groups_scale import free_port, wait_port  # noqa: E402
-from heartbeat_capacity import call_all, join_all, read_frame, step  # noqa: E402
+from heartbeat_capacity import call_all, join_all, read_frame, step, wait_for_coordinator  # noqa: E402
 from kafka_ref import KafkaBroker  # noqa: E402
 
 from corral import _core  # noqa: E402
 
-CREATE_TOPICS, OFFSET_COMMIT, FIND_COORDINATOR = 19, 8, 10
+CREATE_TOPICS, OFFSET_COMMIT = 19, 8
 GROUP, TOPIC = "commit-capacity", "commit-capacity"
 PARTITIONS_PER_TOPIC = 2000
 
@@ -54,17 +54,6 @@ def send_and_read(sock: socket.socket, frame: bytes) -> bytes:
     return read_frame(sock)
 
 
-def wait_for_coordinator(port: int) -> None:
-    """FindCoordinator until the group's coordinator is ready (Kafka creates its offsets topic)."""
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        for _ in range(120):
-            [found] = call_all([sock], FIND_COORDINATOR, 3, [{"key": GROUP, "key_type": 0}])
-            if found["error_code"] == 0:
-                return
-            time.sleep(0.5)
-    raise RuntimeError(f"no coordinator: {found}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--members", type=int, default=1000)
@@ -78,7 +67,8 @@ def main() -> int:
     kafka = None
     with tempfile.TemporaryDirectory() as data:
         if args.broker == "kafka":
-            kafka = KafkaBroker(port)
+            # A 10,000-member group's metadata record passes Kafka's default 1 MiB.
+            kafka = KafkaBroker(port, settings={"message.max.bytes": 10485760})
             kafka.start()
             broker = kafka.process
         else:
@@ -88,7 +78,7 @@ def main() -> int:
                  *(x for kv in args.set for x in ("--set", kv))])
         try:
             wait_port(port, time.monotonic() + 60)
-            wait_for_coordinator(port)
+            wait_for_coordinator(port, GROUP)
             socks, ids, generation = join_all(port, args.members, GROUP)
             total = args.members * args.partitions
             topics = [f"{TOPIC}-{t}" for t in range(-(-total // PARTITIONS_PER_TOPIC))]

@@ -9,6 +9,7 @@ one heartbeat in flight (as a client), and times every answer. Each step reports
 p50/p99 latency, error codes seen and the broker's CPU share.
 
     python benches/heartbeat_capacity.py --members 10000 --rates 5000,10000,20000,40000
+    python benches/heartbeat_capacity.py --broker kafka    # Apache Kafka (benches/kafka_ref.py)
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from groups_scale import cpu_seconds, free_port, rss_kb, wait_port  # noqa: E402
+from kafka_ref import KafkaBroker  # noqa: E402
 
 from corral import _core  # noqa: E402
 
-JOIN, SYNC, HEARTBEAT = 11, 14, 12
+JOIN, SYNC, HEARTBEAT, FIND_COORDINATOR = 11, 14, 12, 10
 JOIN_V, SYNC_V, HEARTBEAT_V = 5, 3, 4
 GROUP = "heartbeat-capacity"
 SUBSCRIPTION = struct.pack(">hih", 0, 1, 5) + b"topic" + struct.pack(">i", -1)  # ConsumerProtocol v0
@@ -79,6 +81,17 @@ def join_all(port: int, members: int, group: str = GROUP
     synced = call_all(socks, SYNC, SYNC_V, syncs)
     assert {r["error_code"] for r in synced} == {0}
     return socks, ids, generation
+
+
+def wait_for_coordinator(port: int, group: str) -> None:
+    """FindCoordinator until the group's coordinator is ready (Kafka creates its offsets topic)."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        for _ in range(120):
+            [found] = call_all([sock], FIND_COORDINATOR, 3, [{"key": group, "key_type": 0}])
+            if found["error_code"] == 0:
+                return
+            time.sleep(0.5)
+    raise RuntimeError(f"no coordinator: {found}")
 
 
 def heartbeat_errors(frame: bytes) -> list[int]:
@@ -156,18 +169,27 @@ def main() -> int:
     parser.add_argument("--members", type=int, default=10000)
     parser.add_argument("--rates", default="5000,10000,20000,30000,40000")
     parser.add_argument("--seconds", type=float, default=4)
+    parser.add_argument("--broker", choices=["corral", "kafka"], default="corral")
     args = parser.parse_args()
     port = free_port()
+    kafka = None
     with tempfile.TemporaryDirectory() as data:
-        broker = subprocess.Popen(
-            [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{port}",
-             "--data-dir", data, "--log-level", "WARNING"])
+        if args.broker == "kafka":
+            # A 10,000-member group's metadata record passes Kafka's default 1 MiB.
+            kafka = KafkaBroker(port, settings={"message.max.bytes": 10485760})
+            kafka.start()
+            broker = kafka.process
+        else:
+            broker = subprocess.Popen(
+                [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{port}",
+                 "--data-dir", data, "--log-level", "WARNING"])
         try:
-            wait_port(port, time.monotonic() + 30)
+            wait_port(port, time.monotonic() + 60)
+            wait_for_coordinator(port, GROUP)
             rss_before = rss_kb(broker.pid)
             started = time.monotonic()
             socks, ids, generation = join_all(port, args.members)
-            print(f"{args.members} members joined and synced in {time.monotonic() - started:.1f} s "
+            print(f"{args.broker}: {args.members} members joined and synced in {time.monotonic() - started:.1f} s "
                   f"(3 s of it the initial rebalance delay); broker RSS {rss_before} -> "
                   f"{rss_kb(broker.pid)} KiB", flush=True)
             frames = [_core.encode_request(HEARTBEAT, HEARTBEAT_V, 7, {
@@ -176,11 +198,14 @@ def main() -> int:
             for rate in (float(r) for r in args.rates.split(",")):
                 print(step(socks, frames, rate, args.seconds, broker.pid), flush=True)
         finally:
-            broker.send_signal(signal.SIGTERM)
-            try:
-                broker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                broker.kill()
+            if kafka is not None:
+                kafka.stop()
+            else:
+                broker.send_signal(signal.SIGTERM)
+                try:
+                    broker.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    broker.kill()
     return 0
 
 
