@@ -1,5 +1,5 @@
-"""`corral load` itself: against Apache Kafka (the reference broker from benches/kafka_ref.py) its
-runs end with zero violations; against a fake broker that hands out a partition twice, the
+"""`corral load` itself: against Apache Kafka (the reference broker from benches/kafka_ref.py) and
+against corral its runs end with zero violations; against a fake broker that hands out a partition twice, the
 duplicate is reported as a violation; against a broker without group APIs it refuses clearly."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from corral.load import consumer_protocol as cp
 from corral.load.cli import parse
 from corral.load.runner import LoadError, run
 from corral.load.scenarios import SCENARIOS
+from conftest import CorralProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
 from kafka_ref import kafka_broker  # noqa: E402
@@ -33,9 +34,24 @@ def kafka():
         yield bootstrap
 
 
+@pytest.fixture(scope="module")
+def corral_broker(tmp_path_factory):
+    broker = CorralProcess(tmp_path_factory.mktemp("load") / "corral",
+                           {"group.initial.rebalance.delay.ms": "0"}).start()
+    yield broker.bootstrap
+    broker.proc.kill()
+    broker.proc.wait()
+
+
+@pytest.fixture(params=["kafka", "corral_broker"])
+def broker(request):
+    """The same runs against the reference broker and against corral."""
+    return request.getfixturevalue(request.param)
+
+
 @pytest.mark.kafka
-def test_join_storm_of_50_members_against_kafka(kafka):
-    result = run_scenario(kafka, "join-storm", "--members", "50", "--duration", "60")
+def test_join_storm_of_50_members(broker):
+    result = run_scenario(broker, "join-storm", "--members", "50", "--duration", "60")
     assert result["failures"] == []
     assert result["metrics"]["stable"] is True
     assert 0 < result["metrics"]["join_seconds"] < 60
@@ -46,8 +62,8 @@ def test_join_storm_of_50_members_against_kafka(kafka):
 
 
 @pytest.mark.kafka
-def test_heartbeat_ramp_against_kafka(kafka):
-    result = run_scenario(kafka, "heartbeat", "--members", "30", "--duration", "12",
+def test_heartbeat_ramp(broker):
+    result = run_scenario(broker, "heartbeat", "--members", "30", "--duration", "12",
                           "--step-seconds", "2", "--start-rate", "60", "--ramp-factor", "2",
                           "--heartbeat-interval-ms", "500", "--settle-seconds", "1")
     assert result["failures"] == []
@@ -60,8 +76,8 @@ def test_heartbeat_ramp_against_kafka(kafka):
 
 
 @pytest.mark.kafka
-def test_commit_offsets_read_back_against_kafka(kafka):
-    result = run_scenario(kafka, "commit", "--members", "10", "--partitions-per-member", "3",
+def test_commit_offsets_read_back(broker):
+    result = run_scenario(broker, "commit", "--members", "10", "--partitions-per-member", "3",
                           "--duration", "8", "--step-seconds", "2", "--start-rate", "50",
                           "--verify-every", "2", "--heartbeat-interval-ms", "500",
                           "--settle-seconds", "1")

@@ -101,9 +101,9 @@ class Connection:
 
 
 def negotiate(advertised: dict[int, tuple[int, int]]) -> dict[int, int]:
-    """Per API, the highest version the broker, the codec and this generator all speak."""
+    """Per API the generator uses, the highest version the broker, the codec and it all speak."""
     out: dict[int, int] = {}
-    for api in ApiKey:
+    for api in MODEL_MAX_VERSION:
         codec = _core.codec_versions(api)
         theirs = advertised.get(api)
         if codec is None or theirs is None:
