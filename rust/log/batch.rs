@@ -225,7 +225,6 @@ pub type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// The producer fields of a batch: (producer id, epoch, base sequence); all -1 for none.
 pub type ProducerFields = (i64, i16, i32);
-#[cfg(test)]
 pub const NO_PRODUCER: ProducerFields = (-1, -1, -1);
 
 /// Builds an uncompressed v2 batch (base offset 0) holding `records` (key, value), all stamped

@@ -14,6 +14,7 @@
 pub mod batch;
 mod fetch;
 mod index;
+mod offset_records;
 mod partition;
 mod producers;
 mod recovery;
@@ -45,6 +46,9 @@ pub struct LogStore {
     /// Whether the previous run shut down cleanly (decides how much recovery to do).
     clean: bool,
     partitions: Mutex<HashMap<Key, Shared>>,
+    /// Partitions with unflushed appends (each once): `flush` visits these, not every open
+    /// partition (scanning 10,000 of them cost ~0.6 ms of CPU per pass).
+    dirty: Mutex<Vec<Shared>>,
 }
 
 fn lock(p: &Shared) -> std::sync::MutexGuard<'_, Partition> {
@@ -83,7 +87,7 @@ impl LogStore {
             fs::remove_file(&marker)?;
             partition::sync_dir(&data_dir)?;
         }
-        Ok(LogStore { dir: data_dir, clean, partitions: Mutex::new(HashMap::new()) })
+        Ok(LogStore { dir: data_dir, clean, partitions: Mutex::new(HashMap::new()), dirty: Mutex::new(Vec::new()) })
     }
 
     /// Whether the previous run ended with `close()`.
@@ -121,11 +125,16 @@ impl LogStore {
     /// Kafka; a refused one INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER and -1s.
     #[pyo3(signature = (topic, partition, data, log_append_time=None))]
     fn append(&self, py: Python<'_>, topic: &str, partition: i32, data: &[u8], log_append_time: Option<i64>) -> PyResult<(i16, i64, i64, i64, u64)> {
-        let p = self.get(topic, partition)?;
+        let shared = self.get(topic, partition)?;
         let data = data.to_vec();
         py.detach(|| -> io::Result<_> {
-            let mut p = lock(&p);
-            Ok(match p.append(data, log_append_time)? {
+            let mut p = lock(&shared);
+            let was_flushed = p.unflushed == 0;
+            let appended = p.append(data, log_append_time)?;
+            if was_flushed && p.unflushed > 0 {
+                self.dirty.lock().unwrap().push(shared.clone());
+            }
+            Ok(match appended {
                 Appended::New(base, last, _) => (0, base, last, log_append_time.unwrap_or(-1), p.unflushed),
                 Appended::Duplicate(meta) => (0, meta.first_offset, meta.last_offset, meta.timestamp, p.unflushed),
                 Appended::Refused(code, _) => (code, -1, -1, -1, p.unflushed),
@@ -197,10 +206,11 @@ impl LogStore {
     /// it started. Blocks (without the GIL): call it from a worker thread. Returns the number of
     /// records made durable.
     fn flush(&self, py: Python<'_>) -> PyResult<u64> {
-        let parts = self.all();
+        let dirty = std::mem::take(&mut *self.dirty.lock().unwrap());
         py.detach(|| -> io::Result<u64> {
             let mut total = 0;
-            for (_, p) in parts {
+            let mut parts = dirty.into_iter();
+            while let Some(p) = parts.next() {
                 let (file, pending) = {
                     let p = lock(&p);
                     if p.unflushed == 0 {
@@ -210,8 +220,18 @@ impl LogStore {
                 };
                 // A roll in between already fsynced the older segment, so syncing the file that
                 // was active when `pending` was read covers every one of those records.
-                file.sync_data()?;
-                lock(&p).flushed(pending);
+                if let Err(e) = file.sync_data() {
+                    let mut dirty = self.dirty.lock().unwrap();
+                    dirty.push(p);
+                    dirty.extend(parts);
+                    return Err(e);
+                }
+                let mut guard = lock(&p);
+                guard.flushed(pending);
+                // Appends made during the fsync found the partition dirty already: keep it listed.
+                if guard.unflushed > 0 {
+                    self.dirty.lock().unwrap().push(p.clone());
+                }
                 total += pending;
             }
             Ok(total)
@@ -316,6 +336,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(offset_records::offset_commit_batch, m)?)?;
     Ok(())
 }
 

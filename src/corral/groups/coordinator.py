@@ -708,7 +708,9 @@ class GroupCoordinator:
         return ErrorCode.NONE, group
 
     def check_metadata(self, metadata: str | None) -> ErrorCode:
-        if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
+        # UTF-8 takes at most 4 bytes a character: most metadata needs no encoding to check.
+        if metadata and 4 * len(metadata) > self.metadata_max_bytes and \
+                len(metadata.encode()) > self.metadata_max_bytes:
             return ErrorCode.OFFSET_METADATA_TOO_LARGE
         return ErrorCode.NONE
 

@@ -83,9 +83,14 @@ class DurableLog(CoordinatorLog):
         self._in_flight: dict[int, list[int]] = {}
         # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
         self.appends = 0
+        self._partition_of: dict[str, int] = {}
 
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.topic.partitions)
+        # Java's String.hashCode in Python is costly per commit: remember each group's partition.
+        partition = self._partition_of.get(group_id)
+        if partition is None:
+            partition = self._partition_of[group_id] = partition_for(group_id, self.topic.partitions)
+        return partition
 
     def write_group(self, group, done):
         self._enqueue(group.group_id, group_records(group), done)
@@ -97,10 +102,9 @@ class DurableLog(CoordinatorLog):
         self._queue.append((self.partition_of(group_id), recs, done))
         self._wanted.set()
 
-    def _append(self, partition: int, recs: list[Record], timestamp_ms: int) -> tuple[int, bool]:
+    def _append(self, partition: int, batch: bytes) -> tuple[int, bool]:
         """Appends one batch; returns (base offset or -1 on a refused append, needs fsync)."""
-        code, base, _, _, needs_flush = self.logs.append(
-            self.topic, partition, _core.build_batch(recs, timestamp_ms))
+        code, base, _, _, needs_flush = self.logs.append(self.topic, partition, batch)
         if code:
             return -1, False
         self.appends += 1
@@ -114,11 +118,10 @@ class DurableLog(CoordinatorLog):
             del self._in_flight[partition]
 
     async def append_offsets(self, group_id, topics, commit_ms, expire_ms, apply):
-        recs = [(records.offset_key(group_id, topic, p),
-                 records.offset_value(offset, epoch, metadata, commit_ms, expire_ms))
-                for topic, partitions in topics for p, offset, epoch, metadata in partitions]
+        # records.offset_key/offset_value for every partition, built by the compiled core.
+        batch = _core.offset_commit_batch(group_id, topics, commit_ms, expire_ms)
         partition = self.partition_of(group_id)
-        base, needs_flush = self._append(partition, recs, commit_ms)
+        base, needs_flush = self._append(partition, batch)
         if base < 0:
             return WRITE_FAILED
         try:
@@ -152,7 +155,7 @@ class DurableLog(CoordinatorLog):
         now = int(time.time() * 1000)
         flush = False
         for partition, recs in by_partition.items():
-            base, needs_flush = self._append(partition, recs, now)
+            base, needs_flush = self._append(partition, _core.build_batch(recs, now))
             if base < 0:
                 return WRITE_FAILED
             appended.append((partition, base))
