@@ -142,6 +142,12 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "survive a power loss, not only a process crash, at ~0.3 ms per group of appends."),
         Setting("log.flush.interval.ms", ConfigType.LONG, INT64_MAX, _int_in(1, INT64_MAX),
                 "Also fsync everything unflushed this often (Kafka's default: never)."),
+        Setting("corral.log.flush.linger.ms", ConfigType.INT, 0, _int_in(0, 1000),
+                "corral only: under load (appends queued while an fsync ran), how long a flush "
+                "pass waits for more appends to cover, beyond letting the requests already read "
+                "append first. Adds up to this much (rounded up to the event loop's millisecond) "
+                "to a busy acknowledgement; saves CPU per commit but measured lower peak commit "
+                "rates at 1 ms, hence 0."),
         Setting("log.retention.check.interval.ms", ConfigType.LONG, 300000, _int_in(1, INT64_MAX),
                 "How often segments are checked against retention.ms and retention.bytes."),
         Setting("group.min.session.timeout.ms", ConfigType.INT, 6000, _int_in(0, INT32_MAX),
