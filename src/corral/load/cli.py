@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
     load.add_argument("--duration", type=float, default=60.0,
                       help="upper bound of the run in seconds (a ramp may stop earlier)")
     load.add_argument("--workers", type=int, default=1, help="generator processes")
+    load.add_argument("--connects-in-flight", type=int, default=500,
+                      help="connections a worker opens at once (more overflow the broker's listen "
+                           "backlog: the dropped SYNs are retried only after 1-3 s)")
     load.add_argument("--group", default=None, help="group id (default: a fresh one)")
     load.add_argument("--topic", default=None, help="topic (default: corral-load-<group>)")
     load.add_argument("--assignor", default="range", choices=["range", "roundrobin"])

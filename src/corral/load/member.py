@@ -11,7 +11,9 @@ from __future__ import annotations
 import abc
 import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import trio
 
@@ -19,7 +21,10 @@ from . import consumer_protocol as cp
 from .checks import Violations
 from .stats import Recorder
 from ..apis import ApiKey
-from .wire import BrokerError, Connection
+from .wire import CLIENT_ID, BrokerError, Connection
+from .. import _core
+
+T = TypeVar("T")
 
 # Error codes the member reacts to (names as in Kafka's Errors).
 NONE = 0
@@ -52,6 +57,7 @@ class Events:
 
     def __init__(self):
         self.pending: list[tuple] = []
+        self.first_sent: set[str] = set()
 
     def synced(self, generation: int, member_id: str, assignment: cp.TopicPartitions) -> None:
         self.pending.append(("synced", generation, member_id, assignment, time.monotonic()))
@@ -63,6 +69,12 @@ class Events:
         """A moment of the run (the parent keeps the earliest of each name)."""
         self.pending.append(("mark", name, time.monotonic()))
 
+    def sent(self, api: str) -> None:
+        """A request of `api` is being sent: marks "first_<api>" the first time in this worker."""
+        if api not in self.first_sent:
+            self.first_sent.add(api)
+            self.mark(f"first_{api}")
+
     def drain(self) -> list[tuple]:
         out, self.pending = self.pending, []
         return out
@@ -72,11 +84,14 @@ class GroupMember(abc.ABC):
     """One simulated consumer, independent of the group protocol it speaks."""
 
     def __init__(self, config: MemberConfig, recorder: Recorder, violations: Violations,
-                 events: Events):
+                 events: Events, connect_slots: trio.Semaphore | None = None):
         self.config = config
         self.recorder = recorder
         self.violations = violations
         self.events = events
+        # Connections being opened at once are capped: thousands of SYNs at once overflow the
+        # broker's listen backlog, and the dropped ones retry only after 1-3 s.
+        self.connect_slots = connect_slots
         self.conn: Connection | None = None
         self.member_id = ""
         self.generation = -1
@@ -87,19 +102,57 @@ class GroupMember(abc.ABC):
 
     async def _connection(self) -> Connection:
         if self.conn is None:
-            self.conn = await Connection.open(self.config.host, self.config.port,
-                                              self.config.versions, self.config.handshake)
+            if self.connect_slots is None:
+                self.conn = await self._open()
+            else:
+                async with self.connect_slots:
+                    self.conn = await self._open()
         return self.conn
 
-    async def request(self, api: ApiKey, body: dict, timeout: float = REQUEST_TIMEOUT_S) -> dict | None:
-        """One request with latency recorded; None (and the connection dropped) on failure."""
+    async def _open(self) -> Connection:
+        return await Connection.open(self.config.host, self.config.port, self.config.versions,
+                                     self.config.handshake)
+
+    async def request(self, api: ApiKey, body: dict, timeout: float = REQUEST_TIMEOUT_S,
+                      urgent: bool = False) -> dict | None:
+        """One request with latency and error code recorded; None (and the connection dropped)
+        on failure. See `_roundtrip` for `urgent`."""
+        response = await self._roundtrip(api, lambda conn: conn.call(api, body), timeout, urgent)
+        if response is not None:
+            code = response.get("error_code", NONE)
+            if code != NONE:
+                self.recorder.error(api.name, code)
+        return response
+
+    async def _roundtrip(self, api: ApiKey, exchange: Callable[[Connection], Awaitable[T]],
+                         timeout: float = REQUEST_TIMEOUT_S, urgent: bool = False) -> T | None:
+        """`exchange` on the member's connection with its latency recorded; None (and the
+        connection dropped) on failure.
+
+        `urgent` sends without first yielding to the worker's other tasks when the connection is
+        free and open: a leader's SyncGroup would otherwise wait behind thousands of members
+        whose JoinGroup answers arrived with it, and the whole group waits for the leader.
+        """
         answered = False
+        lock = self._one_at_a_time
         try:
-            async with self._one_at_a_time:
+            if urgent:
+                try:
+                    lock.acquire_nowait()
+                except trio.WouldBlock:
+                    await lock.acquire()
+            else:
+                await lock.acquire()
+            try:
                 with trio.fail_after(timeout):
                     conn = await self._connection()
-                    response, seconds = await conn.timed_call(api, body)
+                    self.events.sent(api.name)
+                    start = time.perf_counter()
+                    result = await exchange(conn)
+                    seconds = time.perf_counter() - start
                     answered = True
+            finally:
+                lock.release()
         except (BrokerError, trio.TooSlowError) as e:
             self.recorder.error(api.name, "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION")
             return None
@@ -107,10 +160,7 @@ class GroupMember(abc.ABC):
             if not answered:  # failed or cancelled mid-request: its answer must not be read later
                 await self.disconnect()
         self.recorder.latency(api.name, seconds)
-        code = response.get("error_code", NONE)
-        if code != NONE:
-            self.recorder.error(api.name, code)
-        return response
+        return result
 
     async def disconnect(self) -> None:
         if self.conn is not None:
@@ -146,6 +196,9 @@ class GroupMember(abc.ABC):
 
 
 class ClassicMember(GroupMember):
+    _heartbeat_key: tuple[str, int] | None = None
+    _heartbeat = bytearray()
+
     async def _backoff(self, attempt: int) -> None:
         await trio.sleep(min(BACKOFF_MAX_S, BACKOFF_S * math.pow(2, min(attempt, 8))))
 
@@ -203,7 +256,7 @@ class ClassicMember(GroupMember):
             "group_id": c.group, "generation_id": join["generation_id"],
             "member_id": self.member_id, "protocol_type": cp.PROTOCOL_TYPE,
             "protocol_name": join["protocol_name"], "assignments": assignments,
-        }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S)
+        }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S, urgent=bool(assignments))
         if response is None:
             return None
         code = response["error_code"]
@@ -217,14 +270,48 @@ class ClassicMember(GroupMember):
         self.events.synced(join["generation_id"], self.member_id, self.assignment)
         return NONE
 
+    def _heartbeat_frame(self) -> bytearray:
+        """The Heartbeat request, encoded once per member id and generation (a heartbeat differs
+        from the previous one only by its correlation id, which the connection sets)."""
+        key = (self.member_id, self.generation)
+        if self._heartbeat_key != key:
+            self._heartbeat_key = key
+            self._heartbeat = bytearray(_core.encode_request(
+                ApiKey.HEARTBEAT, self.config.versions[ApiKey.HEARTBEAT], 0,
+                {"group_id": self.config.group, "generation_id": self.generation,
+                 "member_id": self.member_id}, CLIENT_ID))
+        return self._heartbeat
+
     async def heartbeat(self) -> bool:
-        response = await self.request(ApiKey.HEARTBEAT, {
-            "group_id": self.config.group, "generation_id": self.generation,
-            "member_id": self.member_id,
-        })
-        if response is None:
+        frame, version = self._heartbeat_frame(), self.config.versions[ApiKey.HEARTBEAT]
+        code = await self._roundtrip(ApiKey.HEARTBEAT, lambda conn: conn.heartbeat(version, frame))
+        if code is not None and code != NONE:
+            self.recorder.error(ApiKey.HEARTBEAT.name, code)
+        return self._heartbeat_answered(code)
+
+    async def heartbeats(self, pump) -> bool:
+        """Heartbeats through a HeartbeatPump until an answer is not NONE or the connection
+        fails; False if the member must rejoin."""
+        frame, version = self._heartbeat_frame(), self.config.versions[ApiKey.HEARTBEAT]
+        answered = False
+        async with self._one_at_a_time:
+            try:
+                with trio.fail_after(REQUEST_TIMEOUT_S):
+                    conn = await self._connection()
+                outcome = await pump.beat(self, conn, frame, version)   # records latencies, errors
+                answered = not isinstance(outcome, str)
+            except (BrokerError, trio.TooSlowError) as e:
+                self.recorder.error(ApiKey.HEARTBEAT.name,
+                                    "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION")
+            finally:
+                if not answered:  # an answer may be in flight: it must not be read later
+                    await self.disconnect()
+        return self._heartbeat_answered(outcome if answered else None)
+
+    def _heartbeat_answered(self, code: int | None) -> bool:
+        """Reacts to a heartbeat's error code (None: no answer); False if the member must rejoin."""
+        if code is None:
             return self.stable  # like Java: a lost coordinator is found again, no rejoin for it
-        code = response["error_code"]
         if code == NONE:
             self.last_ok_at = time.monotonic()
         if code == UNKNOWN_MEMBER_ID:

@@ -105,7 +105,7 @@ def topic_layout(topic: str, partitions: int) -> dict[str, int]:
 
 async def _find_coordinator(conn: Connection, group_key: str) -> tuple[str, int]:
     if ApiKey.FIND_COORDINATOR not in conn.versions:
-        host, port = conn.stream.socket.getpeername()[:2]
+        host, port = conn.sock.getpeername()[:2]
         return host, port
     v = conn.versions[ApiKey.FIND_COORDINATOR]
     for _ in range(60):
@@ -171,9 +171,11 @@ class WorkerContext:
         self.stopping = trio.Event()
         self.members: list[ClassicMember] = []
         self.scratch: dict[str, Any] = {}   # the scenario's own per-worker bookkeeping
+        self.connect_slots = trio.Semaphore(max(1, self.params.get("connects_in_flight", 500)))
 
     def new_member(self) -> ClassicMember:
-        member = ClassicMember(self.plan.member_config, self.recorder, self.violations, self.events)
+        member = ClassicMember(self.plan.member_config, self.recorder, self.violations, self.events,
+                               self.connect_slots)
         self.members.append(member)
         return member
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import trio
 
 from ...apis import ApiKey
-from .common import Ramp, add_ramp_arguments, member_rate, paced, stay_in_group
+from ..heartbeat_pump import HeartbeatPump
+from .common import Ramp, add_ramp_arguments, member_rate, stay_in_group
 
 NAME = "heartbeat"
 HELP = "stable members heartbeat at a ramping rate; sustained heartbeats/s within a p99 bound"
@@ -46,13 +47,16 @@ async def run_member(ctx, member, index: int) -> None:
                     await ctx.phase_changed.wait()
                 waiting.cancel()
 
-    async def beat() -> None:
+    if "pump" not in ctx.scratch:
+        ctx.scratch["pump"] = HeartbeatPump(ctx.recorder, lambda: member_rate(ctx, ctx.phase["rate"]))
+    while True:
         if member.stable or ctx.params["skip_join"]:
-            await member.heartbeat()
+            # Returns at an answer that is not NONE, or a lost connection: react, then go on.
+            if not await member.heartbeats(ctx.scratch["pump"]) and not ctx.params["skip_join"]:
+                continue
+            await trio.sleep(1 / member_rate(ctx, ctx.phase["rate"]))
         else:
             await member.join()
-
-    await paced(ctx, lambda: member_rate(ctx, ctx.phase["rate"]), beat)
 
 
 def _ramp(run) -> Ramp:

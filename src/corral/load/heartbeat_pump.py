@@ -1,0 +1,144 @@
+"""One task per worker that sends the heartbeats of all its members during a heartbeat ramp.
+
+A trio task per member costs a sleep, a wait and their cancel scopes per heartbeat: ~200 us of CPU,
+so the generator, not the broker, was the limit. Here members hand their connection and their
+pre-encoded Heartbeat to the pump, which, like benches/heartbeat_capacity.py, keeps the members'
+due times in a heap, sends with non-blocking send() and reads the answers of every ready socket
+from its own epoll (whose descriptor trio waits on). Each member keeps at most one heartbeat in
+flight and never bursts to catch up, as `common.paced` does. The member gets its connection back
+with the first answer that is not NONE, or when the connection fails or an answer is late
+(REQUEST_TIMEOUT_S): it then reacts as to any heartbeat answer.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+import select
+import time
+from collections.abc import Callable
+
+import trio
+
+from .member import NONE, REQUEST_TIMEOUT_S, ClassicMember
+from .stats import Recorder
+from .wire import BrokerError, Connection
+
+TIMEOUT_SCAN_S = 1.0
+MAX_WAIT_S = 0.005   # members that start beating are due within this
+
+
+class _Beating:
+    """A member whose heartbeats the pump sends."""
+    __slots__ = ("member", "conn", "frame", "version", "fd", "next_at", "sent_at", "result", "done")
+
+    def __init__(self, member: ClassicMember, conn: Connection, frame: bytearray, version: int):
+        self.member, self.conn, self.frame, self.version = member, conn, frame, version
+        self.fd = conn.sock.fileno()
+        self.next_at = 0.0
+        self.sent_at: float | None = None     # the heartbeat in flight, if any
+        self.result: int | str | None = None  # the answer that ends it, or "CONNECTION"/"TIMEOUT"
+        self.done = trio.Event()
+
+
+class HeartbeatPump:
+    def __init__(self, recorder: Recorder, member_rate: Callable[[], float]):
+        self.recorder = recorder
+        self.member_rate = member_rate   # heartbeats/s each member sends now
+        self._epoll = select.epoll()
+        self._by_fd: dict[int, _Beating] = {}
+        self._due: list[tuple[float, int, _Beating]] = []
+        self._order = itertools.count()  # tie-breaker of the heap
+        self._started = False
+
+    async def beat(self, member: ClassicMember, conn: Connection, frame: bytearray,
+                   version: int) -> int | str:
+        """Heartbeats `member` on `conn` until an answer is not NONE (returned), or the
+        connection fails or an answer is late ("CONNECTION", "TIMEOUT": the connection is then
+        unusable). Cancelled, it leaves the connection with an answer possibly in flight."""
+        if not self._started:
+            self._started = True
+            trio.lowlevel.spawn_system_task(self._run, name="heartbeat pump")
+        b = _Beating(member, conn, frame, version)
+        self._by_fd[b.fd] = b
+        self._epoll.register(b.fd, select.EPOLLIN)
+        self._schedule(b, time.monotonic() + random.uniform(0, self._interval()))
+        try:
+            await b.done.wait()
+        finally:
+            if self._by_fd.get(b.fd) is b:
+                self._forget(b)
+        return b.result
+
+    def _interval(self) -> float:
+        return 1 / max(1e-9, self.member_rate())
+
+    def _schedule(self, b: _Beating, at: float) -> None:
+        b.next_at = at
+        heapq.heappush(self._due, (at, next(self._order), b))
+
+    def _forget(self, b: _Beating) -> None:
+        del self._by_fd[b.fd]
+        self._epoll.unregister(b.fd)
+
+    def _finish(self, b: _Beating, result: int | str) -> None:
+        if self._by_fd.get(b.fd) is b:
+            self._forget(b)
+        if result in ("CONNECTION", "TIMEOUT"):
+            self.recorder.error("HEARTBEAT", result)
+        b.result = result
+        b.done.set()
+
+    async def _run(self) -> None:
+        next_scan = time.monotonic() + TIMEOUT_SCAN_S
+        while True:
+            now = time.monotonic()
+            while self._due and self._due[0][0] <= now:
+                _, _, b = heapq.heappop(self._due)
+                if b.done.is_set() or self._by_fd.get(b.fd) is not b:
+                    continue
+                try:
+                    b.conn.send_nowait(b.frame)
+                except BrokerError:
+                    self._finish(b, "CONNECTION")
+                    continue
+                b.sent_at = now
+            if now >= next_scan:
+                next_scan = now + TIMEOUT_SCAN_S
+                for b in [b for b in self._by_fd.values()
+                          if b.sent_at is not None and now - b.sent_at > REQUEST_TIMEOUT_S]:
+                    self._finish(b, "TIMEOUT")
+            wait = min(self._due[0][0] - now if self._due else MAX_WAIT_S, MAX_WAIT_S)
+            with trio.move_on_after(max(0.0, wait)):
+                await trio.lowlevel.wait_readable(self._epoll.fileno())
+            self._receive()
+
+    def _receive(self) -> None:
+        for fd, _ in self._epoll.poll(0):
+            b = self._by_fd.get(fd)
+            if b is None:
+                continue
+            try:
+                answers = b.conn.receive_nowait()
+            except BrokerError:
+                self._finish(b, "CONNECTION")
+                continue
+            if not answers:
+                continue
+            now = time.monotonic()
+            try:
+                if len(answers) > 1 or b.sent_at is None:
+                    raise BrokerError("an answer to no request in flight")
+                code = b.conn.heartbeat_answer(b.version, answers[0])
+            except BrokerError:
+                self._finish(b, "CONNECTION")
+                continue
+            self.recorder.latency("HEARTBEAT", now - b.sent_at)
+            b.sent_at = None
+            if code != NONE:
+                self.recorder.error("HEARTBEAT", code)
+                self._finish(b, code)
+                continue
+            b.member.last_ok_at = now
+            self._schedule(b, max(b.next_at + self._interval(), now))
