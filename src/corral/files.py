@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 
 
-def replace_durably(path: Path, text: str) -> None:
-    """Replaces `path` with `text` atomically and durably: write a temporary file, fsync it,
+def replace_durably(path: Path, content: str | bytes) -> None:
+    """Replaces `path` with `content` atomically and durably: write a temporary file, fsync it,
     rename it over `path`, fsync the directory (so the rename itself survives a power loss)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
+    with open(tmp, "wb" if isinstance(content, bytes) else "w") as f:
+        f.write(content)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

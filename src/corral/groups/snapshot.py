@@ -15,10 +15,11 @@ old snapshot or the new one.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from pathlib import Path
 from typing import Iterator
+
+from ..files import replace_durably
 
 MAGIC = b"corral-coordinator-snapshot-1\n"
 FILE_NAME = "__consumer_offsets.snapshot"
@@ -33,17 +34,7 @@ def write(path: Path, positions: dict[int, int], records: list[Record]) -> int:
     for key, value in records:
         parts += [struct.pack(">i", len(key)), key, struct.pack(">i", len(value)), value]
     data = b"".join(parts)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_durably(path, data)
     return len(data)
 
 
