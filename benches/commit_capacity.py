@@ -14,7 +14,6 @@ the fsync costs).
 from __future__ import annotations
 
 import argparse
-import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from groups_scale import free_port, wait_port  # noqa: E402
+from groups_scale import stop_broker, free_port, wait_port  # noqa: E402
 from heartbeat_capacity import call_all, join_all, read_frame, step, wait_for_coordinator  # noqa: E402
 from kafka_ref import KafkaBroker  # noqa: E402
 
@@ -113,11 +112,7 @@ def main() -> int:
             if kafka is not None:
                 kafka.stop()
             else:
-                broker.send_signal(signal.SIGTERM)
-                try:
-                    broker.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    broker.kill()
+                stop_broker(broker)
     return 0
 
 

@@ -21,6 +21,14 @@ import tempfile
 import time
 
 
+def stop_broker(broker: subprocess.Popen) -> None:
+    """SIGTERM (a clean shutdown, snapshots included), SIGKILL if it takes over 30 s."""
+    broker.send_signal(signal.SIGTERM)
+    try:
+        broker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        broker.kill()
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -99,11 +107,7 @@ def main() -> int:
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(timeout=60)
-            broker.send_signal(signal.SIGTERM)
-            try:
-                broker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                broker.kill()
+            stop_broker(broker)
     return 0
 
 

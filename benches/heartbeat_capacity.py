@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import select
-import signal
 import socket
 import struct
 import subprocess
@@ -28,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from groups_scale import cpu_seconds, free_port, rss_kb, wait_port  # noqa: E402
+from groups_scale import stop_broker, cpu_seconds, free_port, rss_kb, wait_port  # noqa: E402
 from kafka_ref import KafkaBroker  # noqa: E402
 
 from corral import _core  # noqa: E402
@@ -201,11 +199,7 @@ def main() -> int:
             if kafka is not None:
                 kafka.stop()
             else:
-                broker.send_signal(signal.SIGTERM)
-                try:
-                    broker.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    broker.kill()
+                stop_broker(broker)
     return 0
 
 
