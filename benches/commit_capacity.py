@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import argparse
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from groups_scale import stop_broker, free_port, wait_port  # noqa: E402
-from heartbeat_capacity import call_all, join_all, read_frame, step, wait_for_coordinator  # noqa: E402
-from kafka_ref import KafkaBroker  # noqa: E402
+from groups_scale import free_port, wait_port  # noqa: E402
+from heartbeat_capacity import call_all, lean_broker, join_all, read_frame, step, wait_for_coordinator  # noqa: E402
 
 from corral import _core  # noqa: E402
 
@@ -63,56 +60,39 @@ def main() -> int:
     parser.add_argument("--broker", choices=["corral", "kafka"], default="corral")
     args = parser.parse_args()
     port = free_port()
-    kafka = None
-    with tempfile.TemporaryDirectory() as data:
-        if args.broker == "kafka":
-            # A 10,000-member group's metadata record passes Kafka's default 1 MiB.
-            kafka = KafkaBroker(port, settings={"message.max.bytes": 10485760})
-            kafka.start()
-            broker = kafka.process
-        else:
-            broker = subprocess.Popen(
-                [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{port}",
-                 "--data-dir", data, "--log-level", "WARNING",
-                 *(x for kv in args.set for x in ("--set", kv))])
-        try:
-            wait_port(port, time.monotonic() + 60)
-            wait_for_coordinator(port, GROUP)
-            socks, ids, generation = join_all(port, args.members, GROUP)
-            total = args.members * args.partitions
-            topics = [f"{TOPIC}-{t}" for t in range(-(-total // PARTITIONS_PER_TOPIC))]
-            for name in topics:  # one per request: Kafka counts records per request
-                [created] = call_all(socks[:1], CREATE_TOPICS, 4, [{
-                    "topics": [{"name": name, "num_partitions": PARTITIONS_PER_TOPIC,
-                                "replication_factor": 1, "assignments": [], "configs": []}],
-                    "timeout_ms": 60000, "validate_only": False}])
-                assert created["topics"][0]["error_code"] == 0, created
-            print(f"{args.broker}: {args.members} members joined; {len(topics)} topics of "
-                  f"{PARTITIONS_PER_TOPIC} partitions created", flush=True)
-            offset = int(time.time() * 1000)
-            frames = [_core.encode_request(OFFSET_COMMIT, 8, 9, {
-                "group_id": GROUP, "generation_id_or_member_epoch": generation, "member_id": m,
-                "group_instance_id": None,
-                "topics": commit_topics(topics, i * args.partitions, args.partitions, offset)},
-                "commit-capacity")
-                for i, m in enumerate(ids)]
-            # Kafka makes new partitions known asynchronously: commit once everywhere until
-            # every partition is accepted.
-            deadline = time.monotonic() + 120
-            while True:
-                codes = {c for sock, frame in zip(socks, frames)
-                         for c in commit_errors(send_and_read(sock, frame))}
-                if codes == {0} or time.monotonic() > deadline:
-                    break
-                time.sleep(1)
-            assert codes == {0}, f"commits still refused: {codes}"
-            for rate in (float(r) for r in args.rates.split(",")):
-                print(step(socks, frames, rate, args.seconds, broker.pid, commit_errors), flush=True)
-        finally:
-            if kafka is not None:
-                kafka.stop()
-            else:
-                stop_broker(broker)
+    with lean_broker(args.broker, port, [x for kv in args.set for x in ("--set", kv)]) as broker:
+        wait_port(port, time.monotonic() + 60)
+        wait_for_coordinator(port, GROUP)
+        socks, ids, generation = join_all(port, args.members, GROUP)
+        total = args.members * args.partitions
+        topics = [f"{TOPIC}-{t}" for t in range(-(-total // PARTITIONS_PER_TOPIC))]
+        for name in topics:  # one per request: Kafka counts records per request
+            [created] = call_all(socks[:1], CREATE_TOPICS, 4, [{
+                "topics": [{"name": name, "num_partitions": PARTITIONS_PER_TOPIC,
+                            "replication_factor": 1, "assignments": [], "configs": []}],
+                "timeout_ms": 60000, "validate_only": False}])
+            assert created["topics"][0]["error_code"] == 0, created
+        print(f"{args.broker}: {args.members} members joined; {len(topics)} topics of "
+              f"{PARTITIONS_PER_TOPIC} partitions created", flush=True)
+        offset = int(time.time() * 1000)
+        frames = [_core.encode_request(OFFSET_COMMIT, 8, 9, {
+            "group_id": GROUP, "generation_id_or_member_epoch": generation, "member_id": m,
+            "group_instance_id": None,
+            "topics": commit_topics(topics, i * args.partitions, args.partitions, offset)},
+            "commit-capacity")
+            for i, m in enumerate(ids)]
+        # Kafka makes new partitions known asynchronously: commit once everywhere until
+        # every partition is accepted.
+        deadline = time.monotonic() + 120
+        while True:
+            codes = {c for sock, frame in zip(socks, frames)
+                     for c in commit_errors(send_and_read(sock, frame))}
+            if codes == {0} or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert codes == {0}, f"commits still refused: {codes}"
+        for rate in (float(r) for r in args.rates.split(",")):
+            print(step(socks, frames, rate, args.seconds, broker.pid, commit_errors), flush=True)
     return 0
 
 

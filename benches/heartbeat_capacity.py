@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import select
 import socket
 import struct
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from groups_scale import stop_broker, cpu_seconds, free_port, rss_kb, wait_port  # noqa: E402
@@ -57,6 +59,28 @@ def call_all(socks, key, version, bodies) -> list[dict]:
     for sock, body in zip(socks, bodies):
         sock.sendall(_core.encode_request(key, version, 1, body, "hb-capacity"))
     return [_core.decode_response(key, version, read_frame(sock))[1] for sock in socks]
+
+
+@contextlib.contextmanager
+def lean_broker(kind: str, port: int, corral_args: list[str]) -> Iterator[subprocess.Popen]:
+    """corral (fresh data dir) or Apache Kafka on `port`, stopped on exit."""
+    if kind == "kafka":
+        # A 10,000-member group's metadata record passes Kafka's default 1 MiB.
+        kafka = KafkaBroker(port, settings={"message.max.bytes": 10485760})
+        kafka.start()
+        try:
+            yield kafka.process
+        finally:
+            kafka.stop()
+        return
+    with tempfile.TemporaryDirectory() as data:
+        broker = subprocess.Popen(
+            [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{port}",
+             "--data-dir", data, "--log-level", "WARNING", *corral_args])
+        try:
+            yield broker
+        finally:
+            stop_broker(broker)
 
 
 def join_all(port: int, members: int, group: str = GROUP
@@ -170,36 +194,20 @@ def main() -> int:
     parser.add_argument("--broker", choices=["corral", "kafka"], default="corral")
     args = parser.parse_args()
     port = free_port()
-    kafka = None
-    with tempfile.TemporaryDirectory() as data:
-        if args.broker == "kafka":
-            # A 10,000-member group's metadata record passes Kafka's default 1 MiB.
-            kafka = KafkaBroker(port, settings={"message.max.bytes": 10485760})
-            kafka.start()
-            broker = kafka.process
-        else:
-            broker = subprocess.Popen(
-                [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{port}",
-                 "--data-dir", data, "--log-level", "WARNING"])
-        try:
-            wait_port(port, time.monotonic() + 60)
-            wait_for_coordinator(port, GROUP)
-            rss_before = rss_kb(broker.pid)
-            started = time.monotonic()
-            socks, ids, generation = join_all(port, args.members)
-            print(f"{args.broker}: {args.members} members joined and synced in {time.monotonic() - started:.1f} s "
-                  f"(3 s of it the initial rebalance delay); broker RSS {rss_before} -> "
-                  f"{rss_kb(broker.pid)} KiB", flush=True)
-            frames = [_core.encode_request(HEARTBEAT, HEARTBEAT_V, 7, {
-                "group_id": GROUP, "generation_id": generation, "member_id": m,
-                "group_instance_id": None}, "hb-capacity") for m in ids]
-            for rate in (float(r) for r in args.rates.split(",")):
-                print(step(socks, frames, rate, args.seconds, broker.pid), flush=True)
-        finally:
-            if kafka is not None:
-                kafka.stop()
-            else:
-                stop_broker(broker)
+    with lean_broker(args.broker, port, []) as broker:
+        wait_port(port, time.monotonic() + 60)
+        wait_for_coordinator(port, GROUP)
+        rss_before = rss_kb(broker.pid)
+        started = time.monotonic()
+        socks, ids, generation = join_all(port, args.members)
+        print(f"{args.broker}: {args.members} members joined and synced in {time.monotonic() - started:.1f} s "
+              f"(3 s of it the initial rebalance delay); broker RSS {rss_before} -> "
+              f"{rss_kb(broker.pid)} KiB", flush=True)
+        frames = [_core.encode_request(HEARTBEAT, HEARTBEAT_V, 7, {
+            "group_id": GROUP, "generation_id": generation, "member_id": m,
+            "group_instance_id": None}, "hb-capacity") for m in ids]
+        for rate in (float(r) for r in args.rates.split(",")):
+            print(step(socks, frames, rate, args.seconds, broker.pid), flush=True)
     return 0
 
 
