@@ -8,6 +8,10 @@ thread on epoll, sends pre-encoded Heartbeat v4 frames at a paced rate, each mem
 one heartbeat in flight (as a client), and times every answer. Each step reports achieved rate,
 p50/p99 latency, error codes seen and the broker's CPU share.
 
+By default the paced phase runs in benches/heartbeat-driver (Rust, built with cargo on first use),
+which receives the joined sockets as inherited descriptors and does the same without the Python
+interpreter's per-heartbeat cost; `--driver python` keeps the Python loop (step()).
+
     python benches/heartbeat_capacity.py --members 10000 --rates 5000,10000,20000,40000
     python benches/heartbeat_capacity.py --broker kafka    # Apache Kafka (benches/kafka_ref.py)
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import json
 import select
 import socket
 import struct
@@ -36,6 +41,8 @@ from corral import _core  # noqa: E402
 JOIN, SYNC, HEARTBEAT, FIND_COORDINATOR = 11, 14, 12, 10
 JOIN_V, SYNC_V, HEARTBEAT_V = 5, 3, 4
 GROUP = "heartbeat-capacity"
+DRIVER_DIR = Path(__file__).resolve().parent / "heartbeat-driver"
+DRIVER_BIN = DRIVER_DIR / "target" / "release" / "heartbeat-driver"
 SUBSCRIPTION = struct.pack(">hih", 0, 1, 5) + b"topic" + struct.pack(">i", -1)  # ConsumerProtocol v0
 
 
@@ -186,13 +193,55 @@ def step(socks, frames, rate: float, seconds: float, broker_pid: int,
             "driver_cpu": round(own / elapsed, 2)}
 
 
+def build_driver() -> None:
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=DRIVER_DIR, check=True)
+
+
+def step_rust(socks, frames, rate: float, seconds: float, broker_pid: int) -> dict:
+    """step() run by benches/heartbeat-driver (see build_driver): same pacing, same figures."""
+    fds = [sock.fileno() for sock in socks]
+    spec = f"{rate} {seconds}\n" + "".join(f"{fd} {frame.hex()}\n" for fd, frame in zip(fds, frames))
+    driver = subprocess.Popen([str(DRIVER_BIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, pass_fds=fds)
+    try:
+        driver.stdin.write(spec)
+        driver.stdin.close()
+        if driver.stdout.readline() != "started\n":
+            raise RuntimeError(f"heartbeat-driver failed to start (exit {driver.wait()})")
+        # The broker's CPU over the paced phase only, as step() measures it.
+        cpu_start = cpu_seconds(broker_pid)
+        line = driver.stdout.readline()
+        cpu = cpu_seconds(broker_pid) - cpu_start
+        # It then waits up to 2 s for answers in flight, leaving the sockets idle and blocking.
+        if driver.wait(timeout=30) != 0 or not line:
+            raise RuntimeError(f"heartbeat-driver exited with {driver.returncode}")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    result = json.loads(line)
+    errors = {int(code) if code.lstrip("-").isdigit() else code: n for code, n in result["errors"].items()}
+    report = {"target": rate, "achieved": round(result["achieved"]), "p50_ms": result["p50_ms"],
+              "p99_ms": result["p99_ms"], "max_ms": result["max_ms"], "errors": errors,
+              "broker_cpu": round(cpu / result["elapsed"], 2), "driver_cpu": round(result["driver_cpu"], 3),
+              "driver_user_cpu": round(result["driver_user_cpu"], 3)}
+    if result["closed"]:
+        report["closed_connections"] = result["closed"]
+    return report
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--members", type=int, default=10000)
     parser.add_argument("--rates", default="5000,10000,20000,30000,40000")
     parser.add_argument("--seconds", type=float, default=4)
     parser.add_argument("--broker", choices=["corral", "kafka"], default="corral")
+    parser.add_argument("--driver", choices=["python", "rust"], default="rust",
+                        help="what sends the paced heartbeats (rust: benches/heartbeat-driver)")
     args = parser.parse_args()
+    if args.driver == "rust":
+        build_driver()
+    run_step = step_rust if args.driver == "rust" else step
     port = free_port()
     with lean_broker(args.broker, port, []) as broker:
         wait_port(port, time.monotonic() + 60)
@@ -207,7 +256,7 @@ def main() -> int:
             "group_id": GROUP, "generation_id": generation, "member_id": m,
             "group_instance_id": None}, "hb-capacity") for m in ids]
         for rate in (float(r) for r in args.rates.split(",")):
-            print(step(socks, frames, rate, args.seconds, broker.pid), flush=True)
+            print(run_step(socks, frames, rate, args.seconds, broker.pid), flush=True)
     return 0
 
 
