@@ -112,6 +112,12 @@ pub struct Request {
     correlation_id: i32,
     #[pyo3(get)]
     client_id: Option<String>,
+    /// The network thread's id of the connection the request came on (0 outside a `Reactor`).
+    #[pyo3(get)]
+    connection: u64,
+    /// The client's address as Kafka reports it ("/127.0.0.1"); "" when unknown.
+    #[pyo3(get)]
+    client_host: String,
     /// The request body as a dict of the schema's fields; None for a Heartbeat (see `heartbeat`).
     decoded: Option<Py<PyAny>>,
     /// A Heartbeat's body bytes, decoded into a dict only if `body` is asked for.
@@ -144,14 +150,7 @@ impl Request {
         if self.api_key != HEARTBEAT {
             return Err(PyValueError::new_err("respond_heartbeat answers Heartbeat requests only"));
         }
-        let mut out = BytesMut::with_capacity(32);
-        header::begin_response(&mut out, self.correlation_id, apis::response_header_version(HEARTBEAT, self.api_version));
-        HeartbeatResponse::default()
-            .with_error_code(error_code)
-            .encode(&mut out, self.api_version)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        header::finish_frame(&mut out);
-        Ok(PyBytes::new(py, &out))
+        Ok(PyBytes::new(py, &heartbeat_response(self.api_version, self.correlation_id, error_code)))
     }
 
     /// Encodes `body` (a dict of the response schema's fields) as this request's response frame.
@@ -206,48 +205,12 @@ impl Connection {
             Ok(None) => return Ok(None),
             Err(e) => return Err(ProtocolError::new_err(e.to_string())),
         };
-        let table = self.table.get();
-        let prefix = header::parse_prefix(&frame).map_err(protocol_error)?;
-        let RequestPrefix { api_key, api_version, correlation_id } = prefix;
-        let Some((min, max)) = table.range(api_key) else {
-            return Err(ProtocolError::new_err(format!("unknown api key {api_key} (version {api_version})")));
-        };
-        if api_key == API_VERSIONS {
-            return Ok(Some(api_versions_answer(py, table, api_version, correlation_id, frame)?.into_any()));
-        }
-        if api_version < min || api_version > max {
-            return Err(ProtocolError::new_err(format!("api key {api_key} version {api_version} is not in {min}..={max}")));
-        }
-        if api_key == PRODUCE && api_version < 3 {
-            return Ok(Some(legacy_produce_refusal(py, api_version, correlation_id, frame)?.into_any()));
-        }
-        let mut body = frame;
-        let client_id = header::skip_header(&mut body, apis::request_header_version(api_key, api_version))
-            .map_err(protocol_error)?;
-        let request = if api_key == HEARTBEAT {
-            let raw = body.clone();
-            let hb = HeartbeatRequest::decode(&mut body, api_version).map_err(|e| body_error(api_key, api_version, e))?;
-            let fields = (
-                hb.group_id.to_string(),
-                hb.member_id.to_string(),
-                hb.group_instance_id.map(|id| id.to_string()),
-                hb.generation_id,
-            );
-            Request { api_key, api_version, correlation_id, client_id, decoded: None, raw, heartbeat: Some(fields) }
-        } else {
-            let decoded = apis::decode_request(py, api_key, api_version, &mut body)
-                .map_err(|e| body_error(api_key, api_version, e))?;
-            Request {
-                api_key,
-                api_version,
-                correlation_id,
-                client_id,
-                decoded: Some(decoded.unbind()),
-                raw: Bytes::new(),
-                heartbeat: None,
+        match route(self.table.get(), frame).map_err(ProtocolError::new_err)? {
+            Routed::Answered(response) => Ok(Some(PyBytes::new(py, &response).into_any())),
+            Routed::ToPython(prefix, frame) => {
+                Ok(Some(Bound::new(py, build_request(py, prefix, frame, 0, String::new())?)?.into_any()))
             }
-        };
-        Ok(Some(Bound::new(py, request)?.into_any()))
+        }
     }
 
     /// Bytes received but not yet part of a returned item.
@@ -256,25 +219,103 @@ impl Connection {
     }
 }
 
+/// Where a frame goes: answered by the core at once, or handed to Python.
+pub enum Routed {
+    Answered(Bytes),
+    ToPython(RequestPrefix, Bytes),
+}
+
+/// Checks a frame's header against the table and answers what the core owns (ApiVersions, the
+/// Produce v0-2 refusal). Err: close the connection, with this reason.
+pub fn route(table: &ApiTable, frame: Bytes) -> Result<Routed, String> {
+    let prefix = header::parse_prefix(&frame).map_err(|e| e.to_string().trim_end().to_owned())?;
+    let RequestPrefix { api_key, api_version, correlation_id } = prefix;
+    let Some((min, max)) = table.range(api_key) else {
+        return Err(format!("unknown api key {api_key} (version {api_version})"));
+    };
+    if api_key == API_VERSIONS {
+        return api_versions_answer(table, api_version, correlation_id, frame).map(Routed::Answered);
+    }
+    if api_version < min || api_version > max {
+        return Err(format!("api key {api_key} version {api_version} is not in {min}..={max}"));
+    }
+    if api_key == PRODUCE && api_version < 3 {
+        return legacy_produce_refusal(api_version, correlation_id, frame).map(Routed::Answered);
+    }
+    Ok(Routed::ToPython(prefix, frame))
+}
+
+/// A routed frame's header skipped and body decoded: the `Request` Python handlers receive.
+pub fn build_request(
+    py: Python<'_>,
+    prefix: RequestPrefix,
+    frame: Bytes,
+    connection: u64,
+    client_host: String,
+) -> PyResult<Request> {
+    let RequestPrefix { api_key, api_version, correlation_id } = prefix;
+    let mut body = frame;
+    let client_id =
+        header::skip_header(&mut body, apis::request_header_version(api_key, api_version)).map_err(protocol_error)?;
+    let mut request = Request {
+        api_key,
+        api_version,
+        correlation_id,
+        client_id,
+        connection,
+        client_host,
+        decoded: None,
+        raw: Bytes::new(),
+        heartbeat: None,
+    };
+    if api_key == HEARTBEAT {
+        request.raw = body.clone();
+        let hb = decode_heartbeat(&mut body, api_version).map_err(ProtocolError::new_err)?;
+        request.heartbeat = Some((
+            hb.group_id.to_string(),
+            hb.member_id.to_string(),
+            hb.group_instance_id.map(|id| id.to_string()),
+            hb.generation_id,
+        ));
+    } else {
+        let decoded = apis::decode_request(py, api_key, api_version, &mut body)
+            .map_err(|e| body_error(api_key, api_version, e))?;
+        request.decoded = Some(decoded.unbind());
+    }
+    Ok(request)
+}
+
+pub fn decode_heartbeat(body: &mut Bytes, api_version: i16) -> Result<HeartbeatRequest, String> {
+    HeartbeatRequest::decode(body, api_version).map_err(|e| body_error_text(HEARTBEAT, api_version, e))
+}
+
+/// A Heartbeat response frame with `error_code` (throttle time 0).
+pub fn heartbeat_response(api_version: i16, correlation_id: i32, error_code: i16) -> Bytes {
+    let mut out = BytesMut::with_capacity(32);
+    header::begin_response(&mut out, correlation_id, apis::response_header_version(HEARTBEAT, api_version));
+    HeartbeatResponse::default()
+        .with_error_code(error_code)
+        .encode(&mut out, api_version)
+        .expect("a Heartbeat response encodes in every version");
+    header::finish_frame(&mut out);
+    out.freeze()
+}
+
 /// Produce v0-2 is advertised (older librdkafka only compresses when the minimum is 0,
 /// KAFKA-18659) but not served: every partition gets UNSUPPORTED_VERSION. The v0-2 request is the
 /// v3 body without its leading transactional id, so it is decoded as v3 behind a null one; the
 /// v0-2 response is written by hand because the codec starts at v3. With acks=0 nothing may be
 /// answered, so the connection is closed, which is how Kafka reports errors to acks=0 producers.
-fn legacy_produce_refusal<'py>(
-    py: Python<'py>,
-    api_version: i16,
-    correlation_id: i32,
-    frame: Bytes,
-) -> PyResult<Bound<'py, PyBytes>> {
+fn legacy_produce_refusal(api_version: i16, correlation_id: i32, frame: Bytes) -> Result<Bytes, String> {
     let mut body = frame;
-    header::skip_header(&mut body, 1).map_err(protocol_error)?;
+    header::skip_header(&mut body, 1).map_err(|e| e.to_string().trim_end().to_owned())?;
     let mut v3 = BytesMut::with_capacity(body.len() + 2);
     v3.put_i16(-1);
     v3.extend_from_slice(&body);
-    let request = ProduceRequest::decode(&mut v3.freeze(), 3).map_err(|e| body_error(PRODUCE, api_version, e))?;
+    let request =
+        ProduceRequest::decode(&mut v3.freeze(), 3).map_err(|e| body_error_text(PRODUCE, api_version, e))?;
     if request.acks == 0 {
-        return Err(ProtocolError::new_err(format!("Produce v{api_version} is not supported (acks=0: closing)")));
+        return Err(format!("Produce v{api_version} is not supported (acks=0: closing)"));
     }
     let mut out = BytesMut::with_capacity(64);
     header::begin_response(&mut out, correlation_id, 0);
@@ -297,34 +338,29 @@ fn legacy_produce_refusal<'py>(
         out.put_i32(0); // throttle_time_ms
     }
     header::finish_frame(&mut out);
-    Ok(PyBytes::new(py, &out))
+    Ok(out.freeze())
 }
 
 /// ApiVersions is answered from the table; a version above ours gets UNSUPPORTED_VERSION with our
 /// range in a v0 body (the Java client retries with it and disconnects on anything else).
-fn api_versions_answer<'py>(
-    py: Python<'py>,
-    table: &ApiTable,
-    api_version: i16,
-    correlation_id: i32,
-    frame: Bytes,
-) -> PyResult<Bound<'py, PyBytes>> {
+fn api_versions_answer(table: &ApiTable, api_version: i16, correlation_id: i32, frame: Bytes) -> Result<Bytes, String> {
     let (min, max) = table.range(API_VERSIONS).expect("ApiVersions is always advertised");
     let body = if api_version > max || api_version < min {
         &table.unsupported_body
     } else {
         // Decode the body anyway so that a garbled request is refused like any other.
         let mut body = frame;
-        header::skip_header(&mut body, apis::request_header_version(API_VERSIONS, api_version)).map_err(protocol_error)?;
+        header::skip_header(&mut body, apis::request_header_version(API_VERSIONS, api_version))
+            .map_err(|e| e.to_string().trim_end().to_owned())?;
         // Validated as the Rust struct only: no Python objects for a request the core answers.
-        ApiVersionsRequest::decode(&mut body, api_version).map_err(|e| body_error(API_VERSIONS, api_version, e))?;
+        ApiVersionsRequest::decode(&mut body, api_version).map_err(|e| body_error_text(API_VERSIONS, api_version, e))?;
         &table.api_versions_bodies[api_version as usize]
     };
     let mut out = BytesMut::with_capacity(body.len() + 8);
     header::begin_response(&mut out, correlation_id, 0); // always header v0 for ApiVersions
     out.extend_from_slice(body);
     header::finish_frame(&mut out);
-    Ok(PyBytes::new(py, &out))
+    Ok(out.freeze())
 }
 
 fn protocol_error(e: anyhow::Error) -> PyErr {
@@ -334,7 +370,11 @@ fn protocol_error(e: anyhow::Error) -> PyErr {
 /// A body that does not decode; the message becomes one log line, so it names the API and stays
 /// on one line (some kafka-protocol errors end in a newline).
 fn body_error(api_key: i16, api_version: i16, e: anyhow::Error) -> PyErr {
-    ProtocolError::new_err(format!("api key {api_key} v{api_version}: {}", e.to_string().trim_end()))
+    ProtocolError::new_err(body_error_text(api_key, api_version, e))
+}
+
+fn body_error_text(api_key: i16, api_version: i16, e: anyhow::Error) -> String {
+    format!("api key {api_key} v{api_version}: {}", e.to_string().trim_end())
 }
 
 #[cfg(test)]

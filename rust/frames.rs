@@ -41,6 +41,15 @@ impl FrameSplitter {
         self.buf.len()
     }
 
+    /// Whether `next_frame` has something to return: a whole frame, or a size to refuse.
+    pub fn has_frame(&self) -> bool {
+        if self.buf.len() < 4 {
+            return false;
+        }
+        let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        size < 0 || size as usize > self.max || self.buf.len() >= 4 + size as usize
+    }
+
     /// The next whole frame (without its size prefix), if one has fully arrived.
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         if self.buf.len() < 4 {

@@ -8,9 +8,11 @@ mod client;
 mod connection;
 mod frames;
 mod header;
+mod heartbeat_view;
 mod log;
 mod message_fields;
 pub mod pyconv;
+mod reactor;
 mod timer_wheel;
 mod offset_map;
 
@@ -27,6 +29,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::decode_response, m)?)?;
     m.add_function(wrap_pyfunction!(client::codec_versions, m)?)?;
     m.add_class::<timer_wheel::PyTimerWheel>()?;
+    m.add_function(wrap_pyfunction!(timer_wheel::py_monotonic_ms, m)?)?;
+    m.add_class::<heartbeat_view::HeartbeatView>()?;
+    m.add_class::<reactor::Reactor>()?;
     m.add_class::<offset_map::PyOffsetMap>()?;
     log::register(m)?;
     Ok(())

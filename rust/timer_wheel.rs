@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
@@ -184,11 +185,31 @@ impl Wheel {
     }
 }
 
-/// Python face of the wheel. Times are milliseconds on any monotonic clock the caller keeps using.
-#[pyclass(module = "corral._core", name = "TimerWheel")]
+/// Milliseconds on CLOCK_MONOTONIC: the one clock of every deadline, read by Python's timer task
+/// and by the network thread when a Heartbeat reschedules a session.
+pub fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+#[pyfunction(name = "monotonic_ms")]
+pub fn py_monotonic_ms() -> u64 {
+    monotonic_ms()
+}
+
+/// Python face of the wheel. Times are `monotonic_ms()`. The wheel is shared (behind a mutex)
+/// with the network thread, which moves session deadlines when it answers a Heartbeat itself.
+#[pyclass(frozen, module = "corral._core", name = "TimerWheel")]
 pub struct PyTimerWheel {
-    wheel: Wheel,
-    batch: Vec<u64>,
+    pub wheel: Arc<Mutex<Wheel>>,
+}
+
+impl PyTimerWheel {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Wheel> {
+        self.wheel.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 #[pymethods]
@@ -196,37 +217,38 @@ impl PyTimerWheel {
     #[new]
     #[pyo3(signature = (now_ms, tick_ms = 10, slots = 4096))]
     fn new(now_ms: u64, tick_ms: u64, slots: usize) -> Self {
-        PyTimerWheel { wheel: Wheel::new(tick_ms, slots, now_ms), batch: Vec::new() }
+        PyTimerWheel { wheel: Arc::new(Mutex::new(Wheel::new(tick_ms, slots, now_ms))) }
     }
 
-    fn schedule(&mut self, key: u64, deadline_ms: u64) {
-        self.wheel.schedule(key, deadline_ms)
+    fn schedule(&self, key: u64, deadline_ms: u64) {
+        self.lock().schedule(key, deadline_ms)
     }
 
     /// Schedules many keys at one deadline (every member of a group after a rebalance).
-    fn schedule_many(&mut self, keys: Vec<u64>, deadline_ms: u64) {
+    fn schedule_many(&self, keys: Vec<u64>, deadline_ms: u64) {
+        let mut wheel = self.lock();
         for key in keys {
-            self.wheel.schedule(key, deadline_ms)
+            wheel.schedule(key, deadline_ms)
         }
     }
 
-    fn cancel(&mut self, key: u64) -> bool {
-        self.wheel.cancel(key)
+    fn cancel(&self, key: u64) -> bool {
+        self.lock().cancel(key)
     }
 
     fn deadline(&self, key: u64) -> Option<u64> {
-        self.wheel.deadline(key)
+        self.lock().deadline(key)
     }
 
     /// The keys due at `now_ms`, removed from the wheel, as one list.
-    fn expired(&mut self, now_ms: u64) -> Vec<u64> {
-        self.batch.clear();
-        self.wheel.expired(now_ms, &mut self.batch);
-        self.batch.clone()
+    fn expired(&self, now_ms: u64) -> Vec<u64> {
+        let mut due = Vec::new();
+        self.lock().expired(now_ms, &mut due);
+        due
     }
 
     fn __len__(&self) -> usize {
-        self.wheel.len()
+        self.lock().len()
     }
 }
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import trio
 
+from .. import _core
 from .subscription import subscribed_topics
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -107,11 +108,23 @@ class ClassicMember:
         return self.awaiting_join or self.awaiting_sync
 
 
+# What a member of the current generation hears from a Heartbeat in each state; None: the
+# coordinator answers (Empty, and every error).
+HEARTBEAT_ANSWERS = {ClassicState.STABLE: 0, ClassicState.COMPLETING_REBALANCE: 0,
+                     ClassicState.PREPARING_REBALANCE: 27, ClassicState.EMPTY: None}
+
+
 class ClassicGroup:
+    """A classic group's state. Every change of what a Heartbeat's answer depends on (state,
+    generation, members, their instance ids and session timeouts) is mirrored into the
+    `heartbeat_view`, from which the network thread answers steady-state Heartbeats."""
+
     type = "classic"
 
-    def __init__(self, group_id: str, join_key: int = 0, sync_key: int = 0):
+    def __init__(self, group_id: str, heartbeat_view: _core.HeartbeatView | None = None,
+                 join_key: int = 0, sync_key: int = 0):
         self.group_id = group_id
+        self.heartbeat_view = heartbeat_view
         self.state = ClassicState.EMPTY
         self.previous_state = ClassicState.EMPTY
         self.state_timestamp_ms: int | None = None
@@ -140,6 +153,22 @@ class ClassicGroup:
         self.previous_state = self.state
         self.state = state
         self.state_timestamp_ms = _wall_ms()
+        if self.heartbeat_view is not None:
+            if state is ClassicState.DEAD:
+                self.heartbeat_view.remove_group(self.group_id)
+            else:
+                self.heartbeat_view.set_group(self.group_id, self.generation_id,
+                                              HEARTBEAT_ANSWERS[state])
+
+    def _mirror_member(self, member: "ClassicMember") -> None:
+        if self.heartbeat_view is not None:
+            self.heartbeat_view.set_member(self.group_id, member.member_id,
+                                           member.group_instance_id, member.timer_key,
+                                           member.session_timeout_ms)
+
+    def _unmirror_member(self, member_id: str) -> None:
+        if self.heartbeat_view is not None:
+            self.heartbeat_view.remove_member(self.group_id, member_id)
 
     def can_rebalance(self) -> bool:
         return self.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE,
@@ -160,6 +189,7 @@ class ClassicGroup:
         return f"{group_instance_id or client_id}-{uuid.uuid4()}"
 
     def add(self, member: ClassicMember, waiter: Waiter | None) -> None:
+        """Adds a member whose session timer key is already registered."""
         if not self.members:
             self.protocol_type = member.protocol_type
         if self.leader_id is None:
@@ -173,6 +203,7 @@ class ClassicGroup:
             self.num_awaiting_join += 1
         self.members[member.member_id] = member
         self.pending_members.pop(member.member_id, None)
+        self._mirror_member(member)
 
     def remove(self, member_id: str) -> ClassicMember | None:
         self.pending_members.pop(member_id, None)
@@ -180,6 +211,7 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self._unmirror_member(member_id)
         for name, _ in member.protocols:
             self._drop_support(name)
         if member.awaiting_join:
@@ -200,6 +232,7 @@ class ClassicGroup:
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
+        self._mirror_member(member)
         if waiter is not None and not member.awaiting_join:
             self.num_awaiting_join += 1
         elif waiter is None and member.awaiting_join:
@@ -219,6 +252,8 @@ class ClassicGroup:
             member.sync_waiter = None
         member.member_id = new_id
         self.members[new_id] = member
+        self._unmirror_member(old_id)
+        self._mirror_member(member)
         if self.leader_id == old_id:
             self.leader_id = new_id
         self.static_members[instance_id] = new_id

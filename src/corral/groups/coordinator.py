@@ -65,6 +65,8 @@ class GroupCoordinator:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = _core.OffsetMap()
         self.timers = Timers()
+        # Mirrors the classic groups for the network thread's Heartbeat answers (server.py).
+        self.heartbeat_view = self.timers.heartbeat_view
         self.min_session_ms = settings["group.min.session.timeout.ms"]
         self.max_session_ms = settings["group.max.session.timeout.ms"]
         self.initial_delay_ms = settings["group.initial.rebalance.delay.ms"]
@@ -178,15 +180,17 @@ class GroupCoordinator:
                                    m.rebalance_timeout_ms, m.session_timeout_ms,
                                    value.protocol_type, [(value.protocol or "", m.subscription)])
             member.assignment = m.assignment
-            group.add(member, None)
             member.timer_key = self.timers.register(
                 lambda group=group, member=member: self._expire_member(group, member))
+            group.add(member, None)
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
-        group.state = ClassicState.STABLE if group.members else ClassicState.EMPTY
+        group.transition(ClassicState.STABLE if group.members else ClassicState.EMPTY)
         group.state_timestamp_ms = value.state_timestamp_ms if value.state_timestamp_ms >= 0 else None
         group.subscribed_topics = group.compute_subscribed_topics()
 
     def _forget_timers(self, group: ClassicGroup) -> None:
+        """Unregisters the group's deadlines, and its Heartbeat view: the group is going away."""
+        self.timers.heartbeat_view.remove_group(group.group_id)
         for member in group.members.values():
             self.timers.unregister(member.timer_key)
         for key in group.pending_members.values():
@@ -197,7 +201,7 @@ class GroupCoordinator:
     # ======================================================================== classic groups ===
 
     def _new_classic_group(self, group_id: str) -> ClassicGroup:
-        group = ClassicGroup(group_id)
+        group = ClassicGroup(group_id, self.timers.heartbeat_view)
         group.join_key = self.timers.register(lambda: self._on_join_timer(group))
         group.sync_key = self.timers.register(lambda: self._on_sync_timer(group))
         self.groups[group_id] = group
@@ -356,8 +360,8 @@ class GroupCoordinator:
         pending_key = group.pending_members.get(member_id)
         if pending_key is not None:
             self.timers.unregister(pending_key)
-        group.add(member, waiter)
         member.timer_key = self.timers.register(lambda: self._expire_member(group, member))
+        group.add(member, waiter)
         # A new member cannot heartbeat before its JoinGroup returns; a long timeout bounds
         # defunct joiners (clients that gave up and retried under another id).
         self._schedule_heartbeat(member, NEW_MEMBER_JOIN_TIMEOUT_MS)

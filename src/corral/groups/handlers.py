@@ -66,8 +66,7 @@ async def join_group(broker, request) -> dict[str, Any]:
     req = JoinRequest(
         group_id=body["group_id"], member_id=body["member_id"],
         group_instance_id=body["group_instance_id"] if version >= 5 else None,
-        # The request does not carry the peer address (yet): described members show no host.
-        client_id=request.client_id or "", client_host="",
+        client_id=request.client_id or "", client_host=request.client_host,
         session_timeout_ms=session,
         # v0 has no rebalance timeout: the session timeout stands in for it.
         rebalance_timeout_ms=body["rebalance_timeout_ms"] if version >= 1 else session,

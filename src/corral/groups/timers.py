@@ -4,13 +4,14 @@ A deadline's owner registers a callback once and gets an integer key; scheduling
 then only touch the wheel (O(1), nothing allocated), so a heartbeat costs one call into Rust. One
 trio task wakes every tick while anything is scheduled and runs the callbacks of every expired key
 in one batch. Callbacks are plain functions: they change coordinator state and complete parked
-requests, they never block.
+requests, they never block. The network thread also moves session deadlines in this wheel when it
+answers a Heartbeat itself (rust/heartbeat_view.rs), so the clock is the core's and the task
+ticks whenever the wheel holds anything, whoever put it there.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Callable
 
 import trio
@@ -20,8 +21,7 @@ from .. import _core
 log = logging.getLogger("corral.groups.timers")
 
 
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
+now_ms = _core.monotonic_ms
 
 
 class Timers:
@@ -31,6 +31,8 @@ class Timers:
         self.callbacks: dict[int, Callable[[], None]] = {}
         self._next_key = 1
         self._armed = trio.Event()
+        # The session deadlines the network thread moves (see HeartbeatView).
+        self.heartbeat_view = _core.HeartbeatView(self.wheel)
 
     def register(self, callback: Callable[[], None]) -> int:
         key = self._next_key
@@ -67,6 +69,8 @@ class Timers:
         while True:
             if len(self.wheel) == 0:
                 self._armed = trio.Event()
-                await self._armed.wait()
+                # The network thread can schedule without setting the event: look again soon.
+                with trio.move_on_after(1):
+                    await self._armed.wait()
             await trio.sleep(self.tick_ms / 1000)
             self.fire_due()

@@ -1,0 +1,515 @@
+//! The network thread: every client socket, off the Python loop.
+//!
+//! One thread waits on epoll (mio) for all connections. It reads, splits frames, answers what the
+//! core owns (ApiVersions, the Produce v0-2 refusal, and steady-state Heartbeats through the
+//! `HeartbeatView`) and writes responses, without the GIL. Every other request is queued for
+//! Python: `drain()` (called by trio when `notify_fd` is readable) decodes them into `Request`s,
+//! handlers answer with `respond(connection, frame)`, and the thread writes the frame.
+//!
+//! Like Kafka, a connection has at most one request with Python at a time: the next frame of
+//! that connection is looked at only once the previous one is answered, so responses leave in
+//! request order. Frames the core answers in between keep that order too, since they are only
+//! handled when nothing is with Python. Reading stops while a connection already has a whole
+//! frame and READ_AHEAD bytes waiting, or OUT_LIMIT bytes of answers its client does not read:
+//! a client cannot make the broker buffer without bound.
+//!
+//! Wake-ups cost a syscall each, so both directions only signal an idle side: the thread writes
+//! the eventfd when it queues for a Python that has drained everything, and Python wakes the
+//! thread only when its answer queue was empty.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+
+use crate::apis;
+use crate::connection::{self, ApiTable, Request, Routed};
+use crate::frames::FrameSplitter;
+use crate::header::{self, RequestPrefix};
+use crate::heartbeat_view::HeartbeatView;
+
+const HEARTBEAT: i16 = 12;
+const WAKER: Token = Token(0);
+/// Listener tokens are 1..=listeners; connection ids start above.
+const FIRST_CONNECTION: u64 = 1 << 16;
+const READ_CHUNK: usize = 64 * 1024;
+const READ_AHEAD: usize = 256 * 1024;
+const OUT_LIMIT: usize = 4 * 1024 * 1024;
+/// Responses below this are copied out of Python; larger ones (Fetch) are kept by reference.
+const COPY_BELOW: usize = 16 * 1024;
+/// accept() out of file descriptors or memory: retry after this instead of spinning.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Queued for Python.
+enum Inbound {
+    Request { connection: u64, prefix: RequestPrefix, frame: Bytes, peer: Arc<str>, client_host: Arc<str> },
+    /// A connection closed for bad input; Python logs the reason.
+    Refused { peer: Arc<str>, reason: String },
+}
+
+/// Queued for the network thread.
+enum Outbound {
+    /// The answer to the connection's request (None: the request has no response, acks=0).
+    Respond(u64, Option<Bytes>),
+    Close(u64),
+}
+
+struct ToPython {
+    items: Vec<Inbound>,
+    /// The eventfd has been written since Python last drained.
+    signalled: bool,
+}
+
+struct ToNetwork {
+    items: Vec<Outbound>,
+    woken: bool,
+}
+
+struct Shared {
+    to_python: Mutex<ToPython>,
+    to_network: Mutex<ToNetwork>,
+    eventfd: OwnedFd,
+    waker: Waker,
+    stop: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    fn signal_python(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd. A full counter (EAGAIN) still
+        // leaves the fd readable, which is all the signal needs.
+        unsafe { libc::write(self.eventfd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    fn send_to_network(&self, item: Outbound) {
+        let wake = {
+            let mut queue = lock(&self.to_network);
+            queue.items.push(item);
+            !std::mem::replace(&mut queue.woken, true)
+        };
+        if wake {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+#[pyclass(frozen, module = "corral._core")]
+pub struct Reactor {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[pymethods]
+impl Reactor {
+    /// Starts the network thread on the listening sockets `listener_fds` (their ownership passes
+    /// to the thread). `heartbeat_view`: answer steady-state Heartbeats from it.
+    #[new]
+    #[pyo3(signature = (table, listener_fds, max_request_bytes, heartbeat_view = None))]
+    fn new(
+        table: Py<ApiTable>,
+        listener_fds: Vec<RawFd>,
+        max_request_bytes: usize,
+        heartbeat_view: Option<Py<HeartbeatView>>,
+    ) -> PyResult<Self> {
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let mut listeners = Vec::new();
+        for (i, fd) in listener_fds.into_iter().enumerate() {
+            // SAFETY: the caller hands over an open listening socket it no longer uses.
+            let std_listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+            std_listener.set_nonblocking(true)?;
+            let mut listener = TcpListener::from_std(std_listener);
+            poll.registry().register(&mut listener, Token(i + 1), Interest::READABLE)?;
+            listeners.push(listener);
+        }
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(PyOSError::new_err(io::Error::last_os_error().to_string()));
+        }
+        let shared = Arc::new(Shared {
+            to_python: Mutex::new(ToPython { items: Vec::new(), signalled: false }),
+            to_network: Mutex::new(ToNetwork { items: Vec::new(), woken: false }),
+            // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+            eventfd: unsafe { OwnedFd::from_raw_fd(raw) },
+            waker,
+            stop: AtomicBool::new(false),
+        });
+        let network = Network {
+            poll,
+            listeners,
+            accept_paused: false,
+            connections: HashMap::new(),
+            next_id: FIRST_CONNECTION,
+            table,
+            heartbeat_view,
+            max_request_bytes,
+            shared: shared.clone(),
+            for_python: Vec::new(),
+        };
+        let thread = std::thread::Builder::new().name("corral-network".into()).spawn(move || network.run())?;
+        Ok(Reactor { shared, thread: Mutex::new(Some(thread)) })
+    }
+
+    /// Readable when requests wait for `drain()`.
+    #[getter]
+    fn notify_fd(&self) -> RawFd {
+        self.shared.eventfd.as_raw_fd()
+    }
+
+    /// The requests queued for Python, decoded, and the reasons of connections closed for bad
+    /// input since the last call. A request that does not decode closes its connection.
+    fn drain(&self, py: Python<'_>) -> (Vec<Py<Request>>, Vec<String>) {
+        let mut counter = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a local buffer; EAGAIN (nothing signalled) is fine.
+        unsafe { libc::read(self.shared.eventfd.as_raw_fd(), counter.as_mut_ptr() as *mut libc::c_void, 8) };
+        let items = {
+            let mut queue = lock(&self.shared.to_python);
+            queue.signalled = false;
+            std::mem::take(&mut queue.items)
+        };
+        let mut requests = Vec::with_capacity(items.len());
+        let mut problems = Vec::new();
+        for item in items {
+            match item {
+                Inbound::Request { connection, prefix, frame, peer, client_host } => {
+                    let built = connection::build_request(py, prefix, frame, connection, client_host.to_string())
+                        .and_then(|request| Py::new(py, request));
+                    match built {
+                        Ok(request) => requests.push(request),
+                        Err(e) => {
+                            problems.push(format!("closing connection from {peer}: {e}"));
+                            self.shared.send_to_network(Outbound::Close(connection));
+                        }
+                    }
+                }
+                Inbound::Refused { peer, reason } => problems.push(format!("closing connection from {peer}: {reason}")),
+            }
+        }
+        (requests, problems)
+    }
+
+    /// Sends `response` (a whole frame) as the answer to the connection's request; None when the
+    /// request has no answer. A connection that has gone away is skipped.
+    #[pyo3(signature = (connection, response))]
+    fn respond(&self, connection: u64, response: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+        let frame = match response {
+            None => None,
+            Some(obj) => {
+                let data: PyBackedBytes = obj.extract()?;
+                Some(if data.len() < COPY_BELOW { Bytes::copy_from_slice(&data) } else { Bytes::from_owner(data) })
+            }
+        };
+        self.shared.send_to_network(Outbound::Respond(connection, frame));
+        Ok(())
+    }
+
+    /// Closes the connection (after a handler failed on its request).
+    fn close(&self, connection: u64) {
+        self.shared.send_to_network(Outbound::Close(connection));
+    }
+
+    /// Stops the thread and closes every socket.
+    fn stop(&self, py: Python<'_>) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = self.shared.waker.wake();
+        let thread = lock(&self.thread).take();
+        if let Some(thread) = thread {
+            py.detach(|| {
+                let _ = thread.join();
+            });
+        }
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    peer: Arc<str>,
+    client_host: Arc<str>,
+    frames: FrameSplitter,
+    out: VecDeque<Bytes>,
+    out_bytes: usize,
+    /// A request of this connection is with Python.
+    busy: bool,
+    /// Reading stopped before the socket was drained (see READ_AHEAD).
+    unread: bool,
+}
+
+impl Conn {
+    fn may_read(&self) -> bool {
+        !(self.frames.has_frame() && self.frames.buffered() >= READ_AHEAD)
+    }
+
+    fn may_process(&self) -> bool {
+        !self.busy && self.out_bytes < OUT_LIMIT
+    }
+
+    fn queue(&mut self, frame: Bytes) {
+        self.out_bytes += frame.len();
+        self.out.push_back(frame);
+    }
+}
+
+/// Why a connection ends: its peer closed it (silently) or it is refused (logged by Python).
+enum End {
+    Closed,
+    Refused(String),
+}
+
+struct Network {
+    poll: Poll,
+    listeners: Vec<TcpListener>,
+    accept_paused: bool,
+    connections: HashMap<u64, Conn>,
+    next_id: u64,
+    table: Py<ApiTable>,
+    heartbeat_view: Option<Py<HeartbeatView>>,
+    max_request_bytes: usize,
+    shared: Arc<Shared>,
+    /// Requests gathered during one loop turn, handed over together.
+    for_python: Vec<Inbound>,
+}
+
+impl Network {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        while !self.shared.stop.load(Ordering::SeqCst) {
+            let timeout = if self.accept_paused { Some(ACCEPT_BACKOFF) } else { None };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                eprintln!("corral network thread: poll failed: {e}");
+                return;
+            }
+            if self.accept_paused {
+                self.accept_paused = false;
+                self.accept_all();
+            }
+            for event in events.iter() {
+                match event.token() {
+                    WAKER => {}
+                    Token(t) if (t as u64) < FIRST_CONNECTION => self.accept_all(),
+                    Token(t) => {
+                        let id = t as u64;
+                        if event.is_writable() {
+                            self.flush(id);
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.read(id);
+                        }
+                        self.serve(id);
+                    }
+                }
+            }
+            self.take_answers();
+            self.hand_over();
+        }
+    }
+
+    fn accept_all(&mut self) {
+        for i in 0..self.listeners.len() {
+            loop {
+                match self.listeners[i].accept() {
+                    Ok((stream, addr)) => self.add_connection(stream, addr),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)) => {
+                        eprintln!("corral network thread: accept failed ({e}); retrying");
+                        self.accept_paused = true;
+                        break;
+                    }
+                    Err(_) => continue, // ECONNABORTED and the like: that client is gone
+                }
+            }
+        }
+    }
+
+    fn add_connection(&mut self, mut stream: TcpStream, addr: SocketAddr) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let _ = stream.set_nodelay(true);
+        if self.poll.registry().register(&mut stream, Token(id as usize), Interest::READABLE | Interest::WRITABLE).is_err() {
+            return;
+        }
+        let conn = Conn {
+            stream,
+            peer: addr.to_string().into(),
+            client_host: format!("/{}", addr.ip()).into(),
+            frames: FrameSplitter::new(self.max_request_bytes),
+            out: VecDeque::new(),
+            out_bytes: 0,
+            busy: false,
+            unread: false,
+        };
+        self.connections.insert(id, conn);
+    }
+
+    fn end(&mut self, id: u64, end: End) {
+        if let Some(mut conn) = self.connections.remove(&id) {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            if let End::Refused(reason) = end {
+                self.for_python.push(Inbound::Refused { peer: conn.peer.clone(), reason });
+            }
+        }
+    }
+
+    /// Reads what the socket has, up to the read-ahead bound.
+    fn read(&mut self, id: u64) {
+        let Some(conn) = self.connections.get_mut(&id) else { return };
+        let mut chunk = [0u8; READ_CHUNK];
+        conn.unread = false;
+        loop {
+            if !conn.may_read() {
+                conn.unread = true;
+                return;
+            }
+            match conn.stream.read(&mut chunk) {
+                Ok(0) => return self.end(id, End::Closed),
+                Ok(n) => conn.frames.push(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.end(id, End::Closed),
+            }
+        }
+    }
+
+    /// Handles the connection's frames while it may, then writes what it has to say.
+    fn serve(&mut self, id: u64) {
+        loop {
+            let Some(conn) = self.connections.get_mut(&id) else { return };
+            if !conn.may_process() {
+                break;
+            }
+            let frame = match conn.frames.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => {
+                    if conn.unread && conn.may_read() {
+                        self.read(id);
+                        continue;
+                    }
+                    break;
+                }
+                Err(e) => return self.end(id, End::Refused(e.to_string())),
+            };
+            match connection::route(self.table.get(), frame) {
+                Err(reason) => return self.end(id, End::Refused(reason)),
+                Ok(Routed::Answered(response)) => conn.queue(response),
+                Ok(Routed::ToPython(prefix, frame)) => {
+                    if let Some(response) = answer_heartbeat(self.heartbeat_view.as_ref(), &prefix, &frame) {
+                        conn.queue(response);
+                        continue;
+                    }
+                    conn.busy = true;
+                    let (peer, client_host) = (conn.peer.clone(), conn.client_host.clone());
+                    self.for_python.push(Inbound::Request { connection: id, prefix, frame, peer, client_host });
+                }
+            }
+        }
+        self.flush(id);
+    }
+
+    /// Writes queued responses until the socket is full (a writable event resumes it).
+    fn flush(&mut self, id: u64) {
+        let Some(conn) = self.connections.get_mut(&id) else { return };
+        let was_full = conn.out_bytes >= OUT_LIMIT;
+        while !conn.out.is_empty() {
+            let written = if conn.out.len() == 1 {
+                conn.stream.write(&conn.out[0])
+            } else {
+                let slices: Vec<IoSlice<'_>> = conn.out.iter().take(64).map(|b| IoSlice::new(b)).collect();
+                conn.stream.write_vectored(&slices)
+            };
+            match written {
+                Ok(0) => return self.end(id, End::Closed),
+                Ok(mut n) => {
+                    conn.out_bytes -= n;
+                    while n > 0 {
+                        let front = conn.out.front_mut().expect("written bytes were queued");
+                        if n >= front.len() {
+                            n -= front.len();
+                            conn.out.pop_front();
+                        } else {
+                            front.advance(n);
+                            n = 0;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.end(id, End::Closed),
+            }
+        }
+        // Frames held back by a full output can go on now.
+        if was_full && conn.out_bytes < OUT_LIMIT {
+            self.serve(id);
+        }
+    }
+
+    /// Applies Python's answers: each frees its connection for its next request.
+    fn take_answers(&mut self) {
+        let items = {
+            let mut queue = lock(&self.shared.to_network);
+            queue.woken = false;
+            std::mem::take(&mut queue.items)
+        };
+        for item in items {
+            match item {
+                Outbound::Respond(id, response) => {
+                    let Some(conn) = self.connections.get_mut(&id) else { continue };
+                    conn.busy = false;
+                    if let Some(frame) = response {
+                        conn.queue(frame);
+                    }
+                    self.serve(id);
+                }
+                Outbound::Close(id) => self.end(id, End::Closed),
+            }
+        }
+    }
+
+    /// Hands the requests gathered in this turn to Python in one batch.
+    fn hand_over(&mut self) {
+        if self.for_python.is_empty() {
+            return;
+        }
+        let signal = {
+            let mut queue = lock(&self.shared.to_python);
+            queue.items.append(&mut self.for_python);
+            !std::mem::replace(&mut queue.signalled, true)
+        };
+        if signal {
+            self.shared.signal_python();
+        }
+    }
+}
+
+/// A Heartbeat the view can answer; None for everything else (Python decides).
+fn answer_heartbeat(view: Option<&Py<HeartbeatView>>, prefix: &RequestPrefix, frame: &Bytes) -> Option<Bytes> {
+    if prefix.api_key != HEARTBEAT {
+        return None;
+    }
+    let view = view?.get();
+    let mut body = frame.clone();
+    header::skip_header(&mut body, apis::request_header_version(HEARTBEAT, prefix.api_version)).ok()?;
+    let hb = connection::decode_heartbeat(&mut body, prefix.api_version).ok()?;
+    if hb.group_id.is_empty() {
+        return None;
+    }
+    let code = view.answer(&hb.group_id, &hb.member_id, hb.group_instance_id.as_deref(), hb.generation_id)?;
+    Some(connection::heartbeat_response(prefix.api_version, prefix.correlation_id, code))
+}
