@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from corral import _core
 from corral.apis import ApiKey
 from corral.errors import ErrorCode
 from groupkit import FAST_GROUPS, Member, partitioned, stop_all, wait_until
@@ -355,3 +356,55 @@ def test_session_expiry_removes_a_silent_member(broker):
         assert r["groups"][0]["group_state"] == "Empty"
     finally:
         c.close()
+
+
+def test_heartbeats_keep_a_session_alive_past_its_timeout(broker):
+    """Steady-state Heartbeats are answered by the network thread (rust/heartbeat_view.rs); the
+    session deadline they move must be the one the coordinator expires members by."""
+    c, other = RawClient(broker.port), RawClient(broker.port)
+    try:
+        joined = join(c, "kept", session_ms=600, rebalance_ms=3000)
+        member, gen = joined["member_id"], joined["generation_id"]
+        assert sync(c, "kept", gen, member, [(member, b"a")])["error_code"] == 0
+        for _ in range(15):  # 1.5 s: 2.5 session timeouts
+            assert heartbeat(c, "kept", gen, member) == 0
+            time.sleep(0.1)
+        described = c.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["kept"]})["groups"][0]
+        assert described["group_state"] == "Stable"
+        assert [m["member_id"] for m in described["members"]] == [member]
+        assert described["members"][0]["client_host"] == "/127.0.0.1"
+        # A second member's join: the first hears of the rebalance from its heartbeat, and only
+        # members of the current generation are answered as such.
+        parked = threading.Thread(target=join, args=(other, "kept"), kwargs=dict(session_ms=600, rebalance_ms=3000))
+        parked.start()
+        wait_until(lambda: heartbeat(c, "kept", gen, member) == ErrorCode.REBALANCE_IN_PROGRESS, 5,
+                   "REBALANCE_IN_PROGRESS from a heartbeat")
+        assert heartbeat(c, "kept", gen + 1, member) == ErrorCode.ILLEGAL_GENERATION
+        assert heartbeat(c, "kept", gen, "nobody") == ErrorCode.UNKNOWN_MEMBER_ID
+        rejoined = join(c, "kept", member_id=member, session_ms=600, rebalance_ms=3000)
+        parked.join(5)
+        assert rejoined["generation_id"] == gen + 1
+        assert heartbeat(c, "kept", gen, member) == ErrorCode.ILLEGAL_GENERATION
+    finally:
+        c.close()
+        other.close()
+
+
+def test_pipelined_requests_are_answered_in_order(broker):
+    """Heartbeats the network thread answers and requests Python answers, sent back to back on
+    one connection, come back in request order."""
+    with RawClient(broker.port) as c:
+        joined = join(c, "ordered")
+        member, gen = joined["member_id"], joined["generation_id"]
+        assert sync(c, "ordered", gen, member, [(member, b"a")])["error_code"] == 0
+        hb = {"group_id": "ordered", "generation_id": gen, "member_id": member}
+        sent = [(ApiKey.HEARTBEAT, 4, hb), (ApiKey.METADATA, 12, {"topics": None}),
+                (ApiKey.HEARTBEAT, 4, hb), (ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["ordered"]}),
+                (ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}),
+                (ApiKey.HEARTBEAT, 4, dict(hb, generation_id=gen + 5))]
+        c.sock.sendall(b"".join(_core.encode_request(key, version, i, body, "rawwire")
+                                for i, (key, version, body) in enumerate(sent)))
+        answers = [c.receive(key, version) for key, version, _ in sent]
+        assert [correlation_id for correlation_id, _ in answers] == list(range(len(sent)))
+        assert [answers[i][1]["error_code"] for i in (0, 2, 5)] == [0, 0, ErrorCode.ILLEGAL_GENERATION]
+        assert answers[3][1]["groups"][0]["group_state"] == "Stable"
