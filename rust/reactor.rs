@@ -161,6 +161,7 @@ impl Reactor {
             max_request_bytes,
             shared: shared.clone(),
             for_python: Vec::new(),
+            read_buffer: vec![0; READ_CHUNK].into_boxed_slice(),
         };
         let thread = std::thread::Builder::new().name("corral-network".into()).spawn(move || network.run())?;
         Ok(Reactor { shared, thread: Mutex::new(Some(thread)) })
@@ -283,6 +284,7 @@ struct Network {
     shared: Arc<Shared>,
     /// Requests gathered during one loop turn, handed over together.
     for_python: Vec<Inbound>,
+    read_buffer: Box<[u8]>,
 }
 
 impl Network {
@@ -370,15 +372,15 @@ impl Network {
 
     /// Reads what the socket has, up to the read-ahead bound.
     fn read(&mut self, id: u64) {
+        let chunk = &mut self.read_buffer;
         let Some(conn) = self.connections.get_mut(&id) else { return };
-        let mut chunk = [0u8; READ_CHUNK];
         conn.unread = false;
         loop {
             if !conn.may_read() {
                 conn.unread = true;
                 return;
             }
-            match conn.stream.read(&mut chunk) {
+            match conn.stream.read(chunk) {
                 Ok(0) => return self.end(id, End::Closed),
                 Ok(n) => conn.frames.push(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
