@@ -145,6 +145,8 @@ impl Driver {
     /// Sends member i's frame; false (and the member is dropped) if its connection is gone.
     fn send(&mut self, i: usize, stats: &mut Stats) -> bool {
         let m = &mut self.members[i];
+        // Before send(): on loopback the answer can be queued before send() returns.
+        let sent_at = realtime_ns();
         let mut pos = 0;
         while pos < m.frame.len() {
             let rest = &m.frame[pos..];
@@ -166,7 +168,7 @@ impl Driver {
                 }
             }
         }
-        m.sent_at = realtime_ns();
+        m.sent_at = sent_at;
         m.in_flight = true;
         self.in_flight += 1;
         true
