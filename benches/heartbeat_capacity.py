@@ -69,11 +69,13 @@ def call_all(socks, key, version, bodies) -> list[dict]:
 
 
 @contextlib.contextmanager
-def lean_broker(kind: str, port: int, corral_args: list[str]) -> Iterator[subprocess.Popen]:
-    """corral (fresh data dir) or Apache Kafka on `port`, stopped on exit."""
+def lean_broker(kind: str, port: int, corral_args: list[str],
+                kafka_settings: dict[str, object] | None = None) -> Iterator[subprocess.Popen]:
+    """corral (fresh data dir) or Apache Kafka on `port`, stopped on exit. `kafka_settings` are
+    added to Kafka's server.properties (corral takes its settings as `--set` in `corral_args`)."""
     if kind == "kafka":
         # A 10,000-member group's metadata record passes Kafka's default 1 MiB.
-        kafka = KafkaBroker(port, settings={"message.max.bytes": 10485760})
+        kafka = KafkaBroker(port, settings={"message.max.bytes": 10485760, **(kafka_settings or {})})
         kafka.start()
         try:
             yield kafka.process
