@@ -8,6 +8,7 @@ answers by itself. Nothing is advertised that has no handler.
 from __future__ import annotations
 
 import importlib
+import inspect
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -43,10 +44,35 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
 
 
+class Later:
+    """A response known later, without a task waiting for it (OffsetCommit: once its records
+    are fsynced). The handler keeps it and calls `resolve(body)`; the server sends the body."""
+
+    __slots__ = ("_body", "_resolved", "_then")
+
+    def __init__(self) -> None:
+        self._resolved = False
+        self._then: Callable[[Any], None] | None = None
+
+    def resolve(self, body: Any) -> None:
+        self._body, self._resolved = body, True
+        if self._then is not None:
+            self._then(body)
+
+    def then(self, callback: Callable[[Any], None]) -> None:
+        if self._resolved:
+            callback(self._body)
+        else:
+            self._then = callback
+
+
 # A handler gets the broker and the decoded request; it returns the response body as a dict, or
 # None when no response is sent (Produce with acks=0), or a whole response frame the compiled core
-# encoded itself (Fetch: record bytes never become Python objects).
-Handler = Callable[["Broker", _core.Request], Awaitable[dict[str, Any] | bytes | None]]
+# encoded itself (Fetch: record bytes never become Python objects), or a `Later` for one of those.
+# Plain functions run inline as their request is read (no task); a handler that must wait (a
+# parked JoinGroup, a long-polling Fetch) is `async` and gets a task of its own.
+Response = dict[str, Any] | bytes | None
+Handler = Callable[["Broker", _core.Request], Response | Later | Awaitable[Response]]
 
 # APIs answered inside the compiled core (rust/connection.rs).
 RUST_OWNED: dict[ApiKey, tuple[int, int]] = {ApiKey.API_VERSIONS: (0, 4)}
@@ -64,6 +90,7 @@ HANDLER_MODULES = [
 ]
 
 HANDLERS: dict[int, Handler] = {}
+ASYNC_HANDLERS: set[int] = set()
 VERSIONS: dict[int, tuple[int, int]] = dict(RUST_OWNED)
 
 
@@ -72,6 +99,8 @@ def handles(key: ApiKey, min_version: int, max_version: int) -> Callable[[Handle
         if key in VERSIONS:
             raise RuntimeError(f"{key.name} is registered twice")
         HANDLERS[key] = fn
+        if inspect.iscoroutinefunction(fn):
+            ASYNC_HANDLERS.add(key)
         VERSIONS[key] = (min_version, max_version)
         return fn
 

@@ -14,7 +14,7 @@ BROKER_LOGGER = 8
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
-async def describe_configs(broker, request) -> dict[str, Any]:
+def describe_configs(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     results = []
     for resource in body["resources"]:

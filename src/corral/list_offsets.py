@@ -16,7 +16,7 @@ LEADER_EPOCH = 0
 
 
 @handles(ApiKey.LIST_OFFSETS, 1, 7)
-async def list_offsets(broker, request) -> dict[str, Any]:
+def list_offsets(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     topics = []
     for topic_req in body["topics"]:

@@ -19,6 +19,7 @@ import logging
 import math
 import time
 from pathlib import Path
+from typing import Callable
 
 import trio
 
@@ -35,12 +36,8 @@ class StorageError(Exception):
     """An append could not be made durable (Kafka's KAFKA_STORAGE_ERROR)."""
 
 
-class _FlushWaiter:
-    __slots__ = ("done", "error")
-
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.error: BaseException | None = None
+# Called after an fsync pass with its error (None: durable).
+FlushCallback = Callable[[BaseException | None], None]
 
 
 class PartitionLogs:
@@ -53,7 +50,7 @@ class PartitionLogs:
         self.flush_linger_s: float = settings["corral.log.flush.linger.ms"] / 1000
         self._open: set[Key] = set()
         self._data_waiters: dict[Key, set[trio.Event]] = {}
-        self._flush_waiters: list[_FlushWaiter] = []
+        self._flush_waiters: list[FlushCallback] = []
         self._flush_wanted = trio.Event()
         topics.on_delete.append(self._topic_deleted)
         started = time.monotonic()
@@ -105,14 +102,26 @@ class PartitionLogs:
         """Asks for an fsync pass without waiting for it (acks=0 appends)."""
         self._flush_wanted.set()
 
+    def after_flush(self, callback: FlushCallback) -> None:
+        """Calls `callback(error)` once an fsync pass that started after this call has finished:
+        what a request that needs no task of its own (OffsetCommit) waits with."""
+        self._flush_waiters.append(callback)
+        self._flush_wanted.set()
+
     async def flushed(self) -> None:
         """Returns once an fsync pass that started after this call has finished."""
-        waiter = _FlushWaiter()
-        self._flush_waiters.append(waiter)
-        self._flush_wanted.set()
-        await waiter.done.wait()
-        if waiter.error is not None:
-            raise StorageError(str(waiter.error))
+        done = trio.Event()
+        failure: list[BaseException] = []
+
+        def finished(error: BaseException | None) -> None:
+            if error is not None:
+                failure.append(error)
+            done.set()
+
+        self.after_flush(finished)
+        await done.wait()
+        if failure:
+            raise StorageError(str(failure[0]))
 
     async def run(self) -> None:
         """The flusher and the retention checker; runs for the broker's lifetime and closes the
@@ -143,9 +152,11 @@ class PartitionLogs:
             except OSError as e:
                 log.error("fsync failed: %s", e)
                 error = e
-            for waiter in waiters:
-                waiter.error = error
-                waiter.done.set()
+            for callback in waiters:
+                try:
+                    callback(error)
+                except Exception:
+                    log.exception("a flush callback failed")
             busy = bool(self._flush_waiters)
 
     async def _retention(self) -> None:

@@ -49,7 +49,7 @@ def _error_entry(code: ErrorCode, name: str | None, topic_id: bytes = NIL_UUID) 
 
 
 @handles(ApiKey.METADATA, 0, 12)
-async def metadata(broker, request) -> dict[str, Any]:
+def metadata(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     with_ops = body["include_topic_authorized_operations"]
     requested = body["topics"]
@@ -97,7 +97,7 @@ def _lookup(broker, wanted: dict[str, Any], version: int, with_ops: bool, may_cr
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
-async def describe_cluster(broker, request) -> dict[str, Any]:
+def describe_cluster(broker, request) -> dict[str, Any]:
     body = request.body
     response: dict[str, Any] = {"cluster_id": broker.cluster_id, "controller_id": broker.node_id}
     if request.api_version >= 1:

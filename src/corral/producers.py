@@ -46,7 +46,7 @@ class ProducerIdAllocator:
 
 
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
-async def init_producer_id(broker, request) -> dict[str, Any]:
+def init_producer_id(broker, request) -> dict[str, Any]:
     body = request.body
     if body["transactional_id"] is not None:
         return {"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

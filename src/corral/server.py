@@ -16,7 +16,7 @@ import signal
 import trio
 
 from . import _core
-from .apis import HANDLERS, api_table
+from .apis import ASYNC_HANDLERS, HANDLERS, Later, api_table
 from .broker import Broker
 from .config import Settings, parse_listener
 
@@ -55,7 +55,8 @@ class Server:
                 return
 
     async def _dispatch(self, reactor: _core.Reactor, nursery: trio.Nursery) -> None:
-        """Starts a handler task for every request the network thread queues."""
+        """Answers the requests the network thread queues: plain handlers at once, in the order
+        read; async ones (those that wait) in a task each."""
         notify_fd = reactor.notify_fd
         while True:
             await trio.lowlevel.wait_readable(notify_fd)
@@ -63,20 +64,42 @@ class Server:
             for problem in problems:
                 log.warning("%s", problem)
             for request in requests:
-                nursery.start_soon(self._handle, reactor, request)
+                key = request.api_key
+                if key in ASYNC_HANDLERS:
+                    nursery.start_soon(self._handle_async, reactor, request)
+                    continue
+                try:
+                    body = HANDLERS[key](self.broker, request)
+                except Exception as e:
+                    self._failed(reactor, request, e)
+                    continue
+                if isinstance(body, Later):
+                    body.then(lambda body, request=request: self._respond(reactor, request, body))
+                else:
+                    self._respond(reactor, request, body)
 
-    async def _handle(self, reactor: _core.Reactor, request: _core.Request) -> None:
+    async def _handle_async(self, reactor: _core.Reactor, request: _core.Request) -> None:
         try:
             body = await HANDLERS[request.api_key](self.broker, request)
-            # None: no response (acks=0); bytes: a frame the core encoded; else a body dict.
-            response = body if body is None or isinstance(body, bytes) else request.respond(body)
-        except _core.ProtocolError as e:
-            log.warning("closing connection from %s: %s", request.client_host, e)
-            reactor.close(request.connection)
+        except Exception as e:
+            self._failed(reactor, request, e)
             return
-        except Exception:
-            log.exception("closing connection from %s after an internal error on %r",
-                          request.client_host, request)
-            reactor.close(request.connection)
+        self._respond(reactor, request, body)
+
+    def _respond(self, reactor: _core.Reactor, request: _core.Request, body) -> None:
+        # None: no response (acks=0); bytes: a frame the core encoded; else a body dict.
+        try:
+            response = body if body is None or isinstance(body, bytes) else request.respond(body)
+        except Exception as e:
+            self._failed(reactor, request, e)
             return
         reactor.respond(request.connection, response)
+
+    @staticmethod
+    def _failed(reactor: _core.Reactor, request: _core.Request, error: Exception) -> None:
+        if isinstance(error, _core.ProtocolError):
+            log.warning("closing connection from %s: %s", request.client_host, error)
+        else:
+            log.error("closing connection from %s after an internal error on %r",
+                      request.client_host, request, exc_info=error)
+        reactor.close(request.connection)

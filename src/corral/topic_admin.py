@@ -16,7 +16,7 @@ log = logging.getLogger("corral.topics")
 
 
 @handles(ApiKey.CREATE_TOPICS, 2, 7)
-async def create_topics(broker, request) -> dict[str, Any]:
+def create_topics(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     counts = Counter(t["name"] for t in body["topics"])
     results = []
@@ -76,7 +76,7 @@ def _effective_configs(broker, overrides: dict[str, str]) -> list[dict[str, Any]
 
 
 @handles(ApiKey.DELETE_TOPICS, 1, 6)
-async def delete_topics(broker, request) -> dict[str, Any]:
+def delete_topics(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 6:
         wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]

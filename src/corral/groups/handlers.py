@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..apis import ApiKey, handles
+from ..apis import ApiKey, Later, handles
 from ..errors import ErrorCode
 from .coordinator import GroupCoordinator, JoinRequest, join_error, sync_error, wall_ms
 
@@ -28,7 +28,7 @@ def _coordinator(broker) -> GroupCoordinator:
 # ------------------------------------------------------------------------------ FindCoordinator
 
 @handles(ApiKey.FIND_COORDINATOR, 0, 5)
-async def find_coordinator(broker, request) -> dict[str, Any]:
+def find_coordinator(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 4:
         key_type = body["key_type"]
@@ -126,7 +126,7 @@ def _shape_sync(result: dict[str, Any], version: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------- Heartbeat, LeaveGroup
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
-async def heartbeat(broker, request) -> bytes:
+def heartbeat(broker, request) -> bytes:
     # The steady-state path: the core hands over a tuple and encodes the answer (no dicts).
     group_id, member_id, instance_id, generation_id = request.heartbeat
     if not group_id:
@@ -136,7 +136,7 @@ async def heartbeat(broker, request) -> bytes:
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
-async def leave_group(broker, request) -> dict[str, Any]:
+def leave_group(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
@@ -162,7 +162,7 @@ async def leave_group(broker, request) -> dict[str, Any]:
 # --------------------------------------------------------------------------------- OffsetCommit
 
 @handles(ApiKey.OFFSET_COMMIT, 2, 9)
-async def offset_commit(broker, request) -> dict[str, Any]:
+def offset_commit(broker, request) -> dict[str, Any] | Later:
     body, version = request.body, request.api_version
     coordinator = _coordinator(broker)
     group_id = body["group_id"]
@@ -201,23 +201,30 @@ async def offset_commit(broker, request) -> dict[str, Any]:
         if ok:
             accepted.append((name, ok))
         topics_out.append({"name": name, "partitions": partitions_out})
-    if accepted:
-        # Durable first (one batch, group-committed fsync), then visible and acknowledged.
-        code = await coordinator.log.append_offsets(
-            group_id, accepted, commit_ms, expire_ms,
-            lambda: coordinator.apply_commit(group_id, accepted, commit_ms, expire_ms))
+    response = {"topics": topics_out}
+    if not accepted:
+        return response
+    # Durable first (one batch, group-committed fsync), then visible and acknowledged.
+    later = Later()
+
+    def written(code: ErrorCode) -> None:
         if code:
             for t in topics_out:
                 for out in t["partitions"]:
                     if out["error_code"] == ErrorCode.NONE:
                         out["error_code"] = code
-    return {"topics": topics_out}
+        later.resolve(response)
+
+    coordinator.log.append_offsets(
+        group_id, accepted, commit_ms, expire_ms,
+        lambda: coordinator.apply_commit(group_id, accepted, commit_ms, expire_ms), written)
+    return later
 
 
 # ---------------------------------------------------------------------------------- OffsetFetch
 
 @handles(ApiKey.OFFSET_FETCH, 1, 9)
-async def offset_fetch(broker, request) -> dict[str, Any]:
+def offset_fetch(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     coordinator = _coordinator(broker)
     if version >= 8:
@@ -260,7 +267,7 @@ def _shape_fetched(fetched, version: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------- OffsetDelete
 
 @handles(ApiKey.OFFSET_DELETE, 0, 0)
-async def offset_delete(broker, request) -> dict[str, Any]:
+def offset_delete(broker, request) -> dict[str, Any]:
     body = request.body
     coordinator = _coordinator(broker)
     if not body["group_id"]:
@@ -296,7 +303,7 @@ async def offset_delete(broker, request) -> dict[str, Any]:
 # ----------------------------------------------------------------- ListGroups, DescribeGroups
 
 @handles(ApiKey.LIST_GROUPS, 0, 5)
-async def list_groups(broker, request) -> dict[str, Any]:
+def list_groups(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     states = {s.lower() for s in body["states_filter"]} if version >= 4 else None
     types = {t.lower() for t in body["types_filter"]} if version >= 5 else None
@@ -310,7 +317,7 @@ async def list_groups(broker, request) -> dict[str, Any]:
 
 
 @handles(ApiKey.DESCRIBE_GROUPS, 0, 5)
-async def describe_groups(broker, request) -> dict[str, Any]:
+def describe_groups(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     coordinator = _coordinator(broker)
     with_ops = version >= 3 and body["include_authorized_operations"]
@@ -333,7 +340,7 @@ async def describe_groups(broker, request) -> dict[str, Any]:
 # --------------------------------------------------------------------------------- DeleteGroups
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
-async def delete_groups(broker, request) -> dict[str, Any]:
+def delete_groups(broker, request) -> dict[str, Any]:
     coordinator = _coordinator(broker)
     results = []
     for group_id in request.body["groups_names"]:

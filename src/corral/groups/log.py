@@ -1,8 +1,8 @@
 """Where the coordinator's records go: the `__consumer_offsets` topic in the broker's log store.
 
 The state machine is synchronous. A change that must be durable before it is acknowledged hands
-its records over with a callback (`write_group`, `write_tombstones`), or awaits `append_offsets`;
-either way the answer waits for the write and its fsync. Writes are group-committed: the writer
+its records over with a callback (`write_group`, `write_tombstones`, `append_offsets`); the
+answer waits for the write and its fsync. Writes are group-committed: the writer
 task takes everything queued since its last pass, appends one batch per partition, and waits for
 one fsync pass (the log store's flusher) that covers them all.
 """
@@ -62,10 +62,12 @@ class CoordinatorLog:
                          group_too: bool = True) -> None:
         raise NotImplementedError
 
-    async def append_offsets(self, group_id: str,
-                             topics: list[tuple[str, list[tuple[int, int, int, str]]]],
-                             commit_ms: int, expire_ms: int, apply: Callable[[], None]) -> ErrorCode:
-        """Appends the commits, waits for their fsync, then runs `apply` (makes them visible)."""
+    def append_offsets(self, group_id: str,
+                       topics: list[tuple[str, list[tuple[int, int, int, str]]]],
+                       commit_ms: int, expire_ms: int, apply: Callable[[], None],
+                       done: Callable[[ErrorCode], None]) -> None:
+        """Appends the commits now; once they are fsynced runs `apply` (makes them visible) and
+        then `done(error)`."""
         raise NotImplementedError
 
     async def run(self) -> None:
@@ -117,22 +119,29 @@ class DurableLog(CoordinatorLog):
         if not bases:
             del self._in_flight[partition]
 
-    async def append_offsets(self, group_id, topics, commit_ms, expire_ms, apply):
+    def append_offsets(self, group_id, topics, commit_ms, expire_ms, apply, done):
         # records.offset_key/offset_value for every partition, built by the compiled core.
         batch = _core.offset_commit_batch(group_id, topics, commit_ms, expire_ms)
         partition = self.partition_of(group_id)
         base, needs_flush = self._append(partition, batch)
         if base < 0:
-            return WRITE_FAILED
-        try:
-            if needs_flush:
-                await self.logs.flushed()
-            apply()
-            return ErrorCode.NONE
-        except Exception:
-            return WRITE_FAILED
-        finally:
-            self._settled(partition, base)
+            done(WRITE_FAILED)
+            return
+
+        def durable(error: BaseException | None) -> None:
+            code = WRITE_FAILED
+            try:
+                if error is None:
+                    apply()
+                    code = ErrorCode.NONE
+            finally:
+                self._settled(partition, base)
+                done(code)
+
+        if needs_flush:
+            self.logs.after_flush(durable)
+        else:
+            durable(None)
 
     async def run(self) -> None:
         while True:
