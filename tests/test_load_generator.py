@@ -228,3 +228,54 @@ def test_heartbeat_against_the_ceiling_server(ceiling_server):
     assert result["violations"] == 0
     assert result["broker"]["versions_used"]["HEARTBEAT"] == 4
     assert result["metrics"]["sustained_per_s"] > 400
+
+
+@pytest.mark.kafka
+def test_churn_rebalances_without_violations(broker):
+    result = run_scenario(broker, "churn", "--members", "12", "--churn-rate", "1",
+                          "--rejoin-delay", "0.5", "--duration", "10",
+                          "--heartbeat-interval-ms", "500")
+    assert result["failures"] == []
+    assert result["violations"] == 0, result["violation_examples"]
+    metrics = result["metrics"]
+    assert metrics["left_and_rejoined"] > 0
+    assert metrics["rebalances_completed"] > 0
+
+
+def test_failover_after_kill_9_loses_no_acknowledged_commit(tmp_path):
+    """The broker is killed (-9) mid-run and started again on its data dir: every member is
+    answered again, and no offset a member saw acknowledged reads back lower (a violation)."""
+    broker = CorralProcess(tmp_path / "corral", {"group.initial.rebalance.delay.ms": "0"}).start()
+    restarted = threading.Event()
+
+    def start_again_once_killed() -> None:
+        broker.proc.wait()
+        broker.log_path.rename(broker.log_path.with_suffix(".killed.log"))
+        broker.start()
+        restarted.set()
+
+    watcher = threading.Thread(target=start_again_once_killed, daemon=True)
+    watcher.start()
+    wait_port = tmp_path / "wait_port.py"
+    wait_port.write_text(
+        "import socket, sys, time\n"
+        "while True:\n"
+        "    try:\n"
+        f"        socket.create_connection(('127.0.0.1', {broker.port}), 1).close(); break\n"
+        "    except OSError:\n"
+        "        time.sleep(0.05)\n")
+    restart_cmd = f"kill -9 {broker.proc.pid}; sleep 0.2; {sys.executable} {wait_port}"
+    try:
+        result = run_scenario(broker.bootstrap, "failover", "--members", "10", "--restart-at", "2",
+                              "--commit-interval", "0.5", "--duration", "60",
+                              "--heartbeat-interval-ms", "500", "--restart-cmd", restart_cmd)
+        assert restarted.is_set()
+        assert result["failures"] == []
+        assert result["violations"] == 0, result["violation_examples"]
+        assert result["metrics"]["restart_exit_code"] == 0
+        assert result["metrics"]["stable_again_seconds"] is not None
+        assert result["latency_ms"]["OFFSET_FETCH"]["count"] >= 10  # every member read back
+    finally:
+        watcher.join(30)
+        broker.proc.kill()
+        broker.proc.wait()
