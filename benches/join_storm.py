@@ -56,8 +56,10 @@ def run_once(broker_kind: str, members: int, args) -> dict:
     # The subscribed topics as corral load lays them out (one per member's partition, at most
     # 2,000 per topic). The coordinator never looks them up, so they are not created.
     topics = topic_layout(f"corral-load-{group}", members)
+    kafka_settings = {"group.initial.rebalance.delay.ms": 0,
+                      **dict(kv.split("=", 1) for kv in args.kafka_set)}
     with lean_broker(broker_kind, port, ["--set", "group.initial.rebalance.delay.ms=0"],
-                     kafka_settings={"group.initial.rebalance.delay.ms": 0}) as broker:
+                     kafka_settings=kafka_settings) as broker:
         wait_port(port, time.monotonic() + 60)
         wait_for_coordinator(port, group)
         rss_before = rss_kb(broker.pid)
@@ -87,6 +89,9 @@ def main() -> int:
     parser.add_argument("--heartbeat-interval-ms", type=int, default=3000)
     parser.add_argument("--connects-in-flight", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=1, help="runs per broker and size")
+    parser.add_argument("--kafka-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Kafka broker setting, e.g. socket.listen.backlog.size=4096 "
+                             "(Kafka's default backlog of 50 drops most of 500 SYNs at once)")
     args = parser.parse_args()
     # One socket per member.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
