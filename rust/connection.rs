@@ -1,33 +1,41 @@
-//! The server side of one client connection, as Python sees it.
+//! One client connection's bytes -> requests, and the answers the core gives by itself.
 //!
-//! Python hands every received chunk to `Connection.feed` and drains `Connection.next()`, which
-//! yields, in request order, either a finished response frame (`bytes`) for the APIs the core
-//! answers by itself, or a `Request` for the APIs Python owns. Who owns what:
+//! `route` checks a frame's header against the advertised table and answers what the core owns;
+//! `build_request` decodes the rest into the `Request` Python handlers receive. The broker's
+//! network thread (reactor.rs) uses both; `Connection` wraps them for code that feeds bytes in
+//! process (the codec tests and benches, the load generator's fake brokers): `feed` a chunk, then
+//! drain `next()`, which yields in request order either a finished response frame (`bytes`) or a
+//! `Request`. Who owns what:
 //!
 //! - Rust: ApiVersions (a pure function of the advertised table, cached per version), and the
 //!   refusal of Produce v0-2 (advertised for old librdkafka, answered UNSUPPORTED_VERSION).
 //! - Python: everything that reads or changes broker state (metadata, topics, configs, groups...).
 //!
-//! Heartbeat, the steady-state request of every classic group member, is Python's but takes a
-//! short path: it is decoded as the Rust struct and handed over as `Request.heartbeat`, a tuple
-//! (group_id, member_id, group_instance_id, generation_id), and answered with
-//! `Request.respond_heartbeat(error_code)`; no dict is built either way (`Request.body` still
-//! decodes one on demand).
+//! Heartbeat, the steady-state request of every classic group member, is mostly answered by the
+//! network thread from the `HeartbeatView`; those it hands to Python take a short path: decoded as
+//! the Rust struct and handed over as `Request.heartbeat`, a tuple (group_id, member_id,
+//! group_instance_id, generation_id), answered with `Request.respond_heartbeat(error_code)`; no
+//! dict is built either way (`Request.body` still decodes one on demand).
 //!
-//! Bad input raises `ProtocolError`; the caller logs it and closes the connection, as Kafka does.
+//! Bad input raises `ProtocolError` (the reactor: closes the connection with the reason logged).
+
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
-use kafka_protocol::messages::{ApiVersionsRequest, HeartbeatRequest, HeartbeatResponse, ProduceRequest};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, HeartbeatRequest, HeartbeatResponse, OffsetCommitRequest, ProduceRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::apis;
 use crate::frames::FrameSplitter;
 use crate::header::{self, RequestPrefix};
+use crate::offset_commit;
 
 create_exception!(_core, ProtocolError, PyException, "Malformed or unsupported input: close the connection.");
 
@@ -118,12 +126,15 @@ pub struct Request {
     /// The client's address as Kafka reports it ("/127.0.0.1"); "" when unknown.
     #[pyo3(get)]
     client_host: String,
-    /// The request body as a dict of the schema's fields; None for a Heartbeat (see `heartbeat`).
+    /// The request body as a dict of the schema's fields; None for a Heartbeat or an OffsetCommit
+    /// (see `heartbeat`, `offset_commit`): `body` decodes `raw` on demand.
     decoded: Option<Py<PyAny>>,
-    /// A Heartbeat's body bytes, decoded into a dict only if `body` is asked for.
+    /// A Heartbeat's or OffsetCommit's body bytes, decoded into a dict only if `body` is asked for.
     raw: Bytes,
     /// A Heartbeat's (group_id, member_id, group_instance_id, generation_id).
     heartbeat: Option<(String, String, Option<String>, i32)>,
+    /// An OffsetCommit, kept as the Rust struct (offset_commit.rs).
+    offset_commit: Option<Arc<OffsetCommitRequest>>,
 }
 
 #[pymethods]
@@ -143,6 +154,38 @@ impl Request {
     #[getter]
     fn heartbeat(&self) -> Option<(String, String, Option<String>, i32)> {
         self.heartbeat.clone()
+    }
+
+    /// An OffsetCommit's (group_id, member_id, group_instance_id, generation_id_or_member_epoch,
+    /// retention_time_ms, topic names); None for other APIs.
+    #[getter]
+    fn offset_commit(&self) -> Option<offset_commit::Fields> {
+        self.offset_commit.as_deref().map(offset_commit::fields)
+    }
+
+    /// Kafka's per-partition checks of this OffsetCommit: ([(topic, [(partition, offset,
+    /// leader_epoch, metadata)])] to write, the `OffsetCommitAnswer`). `partition_counts`: topic
+    /// name -> its partition count (0 or absent: unknown topic).
+    fn split_offset_commit<'py>(
+        &self,
+        py: Python<'py>,
+        partition_counts: &Bound<'py, PyDict>,
+        group_error: i16,
+        metadata_max_bytes: usize,
+    ) -> PyResult<(Bound<'py, PyList>, offset_commit::OffsetCommitAnswer)> {
+        let request = self
+            .offset_commit
+            .as_deref()
+            .ok_or_else(|| PyValueError::new_err("split_offset_commit is for OffsetCommit requests only"))?;
+        offset_commit::split(
+            py,
+            request,
+            self.api_version,
+            self.correlation_id,
+            partition_counts,
+            group_error,
+            metadata_max_bytes,
+        )
     }
 
     /// This Heartbeat's response frame with `error_code` (throttle time 0).
@@ -267,8 +310,13 @@ pub fn build_request(
         decoded: None,
         raw: Bytes::new(),
         heartbeat: None,
+        offset_commit: None,
     };
-    if api_key == HEARTBEAT {
+    if api_key == offset_commit::OFFSET_COMMIT {
+        request.raw = body.clone();
+        let commit = OffsetCommitRequest::decode(&mut body, api_version).map_err(|e| body_error(api_key, api_version, e))?;
+        request.offset_commit = Some(Arc::new(commit));
+    } else if api_key == HEARTBEAT {
         request.raw = body.clone();
         let hb = decode_heartbeat(&mut body, api_version).map_err(ProtocolError::new_err)?;
         request.heartbeat = Some((

@@ -11,6 +11,7 @@ mod header;
 mod heartbeat_view;
 mod log;
 mod message_fields;
+mod offset_commit;
 pub mod pyconv;
 mod reactor;
 mod timer_wheel;
@@ -23,6 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<connection::ApiTable>()?;
     m.add_class::<connection::Connection>()?;
     m.add_class::<connection::Request>()?;
+    m.add_class::<offset_commit::OffsetCommitAnswer>()?;
     m.add_class::<client::Frames>()?;
     m.add("ProtocolError", m.py().get_type::<connection::ProtocolError>())?;
     m.add_function(wrap_pyfunction!(client::encode_request, m)?)?;

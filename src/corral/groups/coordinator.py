@@ -711,13 +711,6 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS, group
         return ErrorCode.NONE, group
 
-    def check_metadata(self, metadata: str | None) -> ErrorCode:
-        # UTF-8 takes at most 4 bytes a character: most metadata needs no encoding to check.
-        if metadata and 4 * len(metadata) > self.metadata_max_bytes and \
-                len(metadata.encode()) > self.metadata_max_bytes:
-            return ErrorCode.OFFSET_METADATA_TOO_LARGE
-        return ErrorCode.NONE
-
     def apply_commit(self, group_id: str, topics: list[tuple[str, list[tuple[int, int, int, str]]]],
                      commit_ms: int, expire_ms: int) -> None:
         if group_id not in self.groups:

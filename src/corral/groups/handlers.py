@@ -162,62 +162,33 @@ def leave_group(broker, request) -> dict[str, Any]:
 # --------------------------------------------------------------------------------- OffsetCommit
 
 @handles(ApiKey.OFFSET_COMMIT, 2, 9)
-def offset_commit(broker, request) -> dict[str, Any] | Later:
-    body, version = request.body, request.api_version
+def offset_commit(broker, request) -> bytes | Later:
+    # The steady-state write of every consumer: kept as the Rust struct and checked per partition
+    # in the core (rust/offset_commit.rs); the group-level rules are the coordinator's.
+    group_id, member_id, instance_id, generation, retention, topic_names = request.offset_commit
     coordinator = _coordinator(broker)
-    group_id = body["group_id"]
-    instance_id = body["group_instance_id"] if version >= 7 else None
-    # v2-4 may set a retention; -1 means the broker's offsets.retention.minutes.
-    retention = body["retention_time_ms"] if version <= 4 else -1
     commit_ms = wall_ms()
+    # v2-4 may set a retention; -1 (and every later version) means offsets.retention.minutes.
     expire_ms = commit_ms + retention if retention >= 0 else -1
-
-    group_error = ErrorCode.NONE
     if not group_id:
         group_error = ErrorCode.INVALID_GROUP_ID
     else:
         group_error, _ = coordinator.validate_commit(
-            group_id, body["member_id"], instance_id, body["generation_id_or_member_epoch"], version)
-
-    topics_out = []
-    accepted: list[tuple[str, list[tuple[int, int, int, str]]]] = []
-    for topic in body["topics"]:
-        name = topic["name"]
-        known = broker.topics.get(name)
-        ok = []
-        partitions_out = []
-        for p in topic["partitions"]:
-            index = p["partition_index"]
-            if known is None or not 0 <= index < known.partitions:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif group_error:
-                code = group_error
-            else:
-                code = coordinator.check_metadata(p["committed_metadata"])
-            if code == ErrorCode.NONE:
-                epoch = p["committed_leader_epoch"] if version >= 6 else -1
-                ok.append((index, p["committed_offset"], epoch, p["committed_metadata"] or ""))
-            partitions_out.append({"partition_index": index, "error_code": code})
-        if ok:
-            accepted.append((name, ok))
-        topics_out.append({"name": name, "partitions": partitions_out})
-    response = {"topics": topics_out}
+            group_id, member_id, instance_id, generation, request.api_version)
+    partition_counts = {}
+    for name in topic_names:
+        topic = broker.topics.get(name)
+        partition_counts[name] = topic.partitions if topic is not None else 0
+    accepted, answer = request.split_offset_commit(partition_counts, group_error,
+                                                   coordinator.metadata_max_bytes)
     if not accepted:
-        return response
+        return answer.frame()
     # Durable first (one batch, group-committed fsync), then visible and acknowledged.
     later = Later()
-
-    def written(code: ErrorCode) -> None:
-        if code:
-            for t in topics_out:
-                for out in t["partitions"]:
-                    if out["error_code"] == ErrorCode.NONE:
-                        out["error_code"] = code
-        later.resolve(response)
-
     coordinator.log.append_offsets(
         group_id, accepted, commit_ms, expire_ms,
-        lambda: coordinator.apply_commit(group_id, accepted, commit_ms, expire_ms), written)
+        lambda: coordinator.apply_commit(group_id, accepted, commit_ms, expire_ms),
+        lambda code: later.resolve(answer.frame(code)))
     return later
 
 

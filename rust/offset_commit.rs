@@ -1,0 +1,154 @@
+//! OffsetCommit's short path: the steady-state write of every consumer, decoded and checked
+//! partition by partition in the core.
+//!
+//! The request stays the Rust struct. Python reads its header fields (`Request.offset_commit`),
+//! decides the group-level answer (generation, member: the coordinator's rules), and hands the
+//! partition counts of the named topics to `Request.split_offset_commit`, which applies Kafka's
+//! per-partition checks in one pass and returns what to write (the tuples `offset_commit_batch`
+//! and the offset map take) and an `OffsetCommitAnswer` that encodes the response once the write
+//! is durable. No dict is built either way.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
+use kafka_protocol::protocol::Encodable;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use crate::apis;
+use crate::header;
+
+pub const OFFSET_COMMIT: i16 = 8;
+const NONE: i16 = 0;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+
+/// (group_id, member_id, group_instance_id, generation_id_or_member_epoch, retention_time_ms,
+/// topic names). Fields a version lacks have their schema default (no instance id, -1).
+pub type Fields = (String, String, Option<String>, i32, i64, Vec<String>);
+
+pub fn fields(request: &OffsetCommitRequest) -> Fields {
+    (
+        request.group_id.to_string(),
+        request.member_id.to_string(),
+        request.group_instance_id.as_ref().map(|id| id.to_string()),
+        request.generation_id_or_member_epoch,
+        request.retention_time_ms,
+        request.topics.iter().map(|t| t.name.to_string()).collect(),
+    )
+}
+
+/// Kafka measures metadata in UTF-16 code units (Java's String.length()); a UTF-8 length within
+/// the limit is always within it, so the count is only made for long metadata.
+fn metadata_too_large(metadata: &str, max: usize) -> bool {
+    metadata.len() > max && metadata.encode_utf16().count() > max
+}
+
+/// Per partition: UNKNOWN_TOPIC_OR_PARTITION outside the topic's partitions (`partition_counts`:
+/// topic name -> count, 0 for an unknown topic), else the group's error, else
+/// OFFSET_METADATA_TOO_LARGE, else accepted. Returns ([(topic, [(partition, offset, leader_epoch,
+/// metadata)])] for the accepted ones, the answer to send).
+pub fn split<'py>(
+    py: Python<'py>,
+    request: &OffsetCommitRequest,
+    api_version: i16,
+    correlation_id: i32,
+    partition_counts: &Bound<'py, PyDict>,
+    group_error: i16,
+    metadata_max_bytes: usize,
+) -> PyResult<(Bound<'py, PyList>, OffsetCommitAnswer)> {
+    let accepted = PyList::empty(py);
+    let mut codes = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let count: i64 = match partition_counts.get_item(topic.name.as_str())? {
+            Some(count) => count.extract()?,
+            None => 0,
+        };
+        let mut ok = Vec::new();
+        let mut topic_codes = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let metadata = p.committed_metadata.as_deref().unwrap_or("");
+            let code = if p.partition_index < 0 || p.partition_index as i64 >= count {
+                UNKNOWN_TOPIC_OR_PARTITION
+            } else if group_error != NONE {
+                group_error
+            } else if metadata_too_large(metadata, metadata_max_bytes) {
+                OFFSET_METADATA_TOO_LARGE
+            } else {
+                NONE
+            };
+            if code == NONE {
+                ok.push((p.partition_index, p.committed_offset, p.committed_leader_epoch, metadata));
+            }
+            topic_codes.push((p.partition_index, code));
+        }
+        if !ok.is_empty() {
+            accepted.append(PyTuple::new(py, [topic.name.as_str().into_pyobject(py)?.into_any(), ok.into_pyobject(py)?])?)?;
+        }
+        codes.push((topic.name.clone(), topic_codes));
+    }
+    Ok((accepted, OffsetCommitAnswer { api_version, correlation_id, codes: Arc::new(codes) }))
+}
+
+/// The per-partition codes of one OffsetCommit, ready to be encoded.
+#[pyclass(frozen, module = "corral._core")]
+pub struct OffsetCommitAnswer {
+    api_version: i16,
+    correlation_id: i32,
+    codes: Arc<Vec<(TopicName, Vec<(i32, i16)>)>>,
+}
+
+#[pymethods]
+impl OffsetCommitAnswer {
+    /// The response frame; `write_error` replaces NONE on the accepted partitions when their
+    /// write failed.
+    #[pyo3(signature = (write_error = 0))]
+    fn frame<'py>(&self, py: Python<'py>, write_error: i16) -> PyResult<Bound<'py, PyBytes>> {
+        let topics = self
+            .codes
+            .iter()
+            .map(|(name, partitions)| {
+                OffsetCommitResponseTopic::default().with_name(name.clone()).with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&(index, code)| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_error_code(if code == NONE { write_error } else { code })
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        let mut out = BytesMut::with_capacity(64);
+        header::begin_response(
+            &mut out,
+            self.correlation_id,
+            apis::response_header_version(OFFSET_COMMIT, self.api_version),
+        );
+        OffsetCommitResponse::default()
+            .with_topics(topics)
+            .encode(&mut out, self.api_version)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        header::finish_frame(&mut out);
+        Ok(PyBytes::new(py, &out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_is_measured_like_java_strings() {
+        assert!(!metadata_too_large("", 0));
+        assert!(!metadata_too_large("abcd", 4));
+        assert!(metadata_too_large("abcde", 4));
+        // Four characters, 12 bytes of UTF-8, 4 UTF-16 units: within a limit of 4.
+        assert!(!metadata_too_large("日本語字", 4));
+        assert!(metadata_too_large("日本語字!", 4));
+    }
+}
