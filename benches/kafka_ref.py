@@ -208,9 +208,14 @@ class KafkaBroker:
 
 
 def _kafka_uuid() -> str:
-    """A cluster id as Kafka's Uuid.randomUuid().toString(): URL-safe base64 without padding."""
+    """A cluster id as Kafka's Uuid.randomUuid().toString(): URL-safe base64 without padding,
+    drawn again when it starts with "-" (the tools' argument parser takes it for an option:
+    1 run in 64 failed to format its storage)."""
     import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 @contextlib.contextmanager
