@@ -14,6 +14,20 @@ import pytest
 
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
+# Every broker started in this session, so that a failed test shows what the brokers logged.
+STARTED: list["CorralProcess"] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        for broker in STARTED:
+            if broker.alive():
+                tail = "".join(broker.log().splitlines(keepends=True)[-200:])
+                report.sections.append((f"corral log {broker.log_path.name} (last 200 lines)", tail))
+
 
 class CorralProcess:
     """One corral broker as a child process; can be stopped, killed and restarted on its data dir."""
@@ -24,6 +38,7 @@ class CorralProcess:
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        STARTED.append(self)
 
     @property
     def bootstrap(self) -> str:

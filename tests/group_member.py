@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
@@ -129,6 +130,9 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--instance-id")
     args = parser.parse_args()
+    # kafka-python's and aiokafka's coordinator logs go to stderr (groupkit keeps them for failures).
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threading.Thread(target=watch_stdin, daemon=True).start()
     {"confluent": run_confluent, "kafka-python": run_kafka_python,

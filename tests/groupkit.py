@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,8 +27,10 @@ class Member:
         if instance_id:
             cmd += ["--instance-id", instance_id]
         self.name = f"{client}:{instance_id or ''}"
+        # The client's own log (INFO), shown when a wait on this member times out.
+        self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True)
+                                     stderr=self.stderr, text=True)
         self.history: list[list[int]] = []
         self._changed = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
@@ -38,6 +41,10 @@ class Member:
             with self._changed:
                 self.history.append(event["assigned"])
                 self._changed.notify_all()
+
+    def log_tail(self, lines: int = 25) -> str:
+        self.stderr.seek(0)
+        return "".join(self.stderr.readlines()[-lines:])
 
     @property
     def assigned(self) -> list[int]:
@@ -65,7 +72,8 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str,
             return time.monotonic() - start
         time.sleep(0.05)
     seen = "; ".join(f"{m.name} exit={m.proc.poll()} history={m.history}" for m in members)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}. {seen}")
+    logs = "".join(f"\n--- {m.name} log (last lines)\n{m.log_tail()}" for m in members)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}. {seen}{logs}")
 
 
 def partitioned(members: list[Member], partitions: int) -> bool:
