@@ -11,8 +11,10 @@ the group cleanly (close) when its stdin closes or on SIGTERM; SIGKILL is a cras
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -81,7 +83,11 @@ def run_kafka_python(args) -> None:
     consumer.subscribe([args.topic])
     last = None
     while not stop.is_set():
-        consumer.poll(timeout_ms=50)
+        # Long enough for a JoinGroup/SyncGroup round to finish inside one poll. kafka-python
+        # 3.0.12 can lose a cross-thread wakeup when poll returns while its join is still in
+        # flight: the consumer thread then waits in net.run() forever (seen against corral and
+        # against Apache Kafka 4.4.0 alike, about once in 30 groups with a 50 ms poll).
+        consumer.poll(timeout_ms=500)
         now = sorted(tp.partition for tp in consumer.assignment())
         if now != last:
             last = now
@@ -131,8 +137,10 @@ def main() -> None:
     parser.add_argument("--instance-id")
     args = parser.parse_args()
     # kafka-python's and aiokafka's coordinator logs go to stderr (groupkit keeps them for failures).
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+    logging.basicConfig(level=os.environ.get("GROUP_MEMBER_LOG_LEVEL", "INFO"), stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # SIGUSR1 dumps every thread's stack to stderr (groupkit asks for it when a wait times out).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threading.Thread(target=watch_stdin, daemon=True).start()
     {"confluent": run_confluent, "kafka-python": run_kafka_python,

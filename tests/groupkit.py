@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,11 @@ class Member:
                 self.history.append(event["assigned"])
                 self._changed.notify_all()
 
-    def log_tail(self, lines: int = 25) -> str:
+    def log_tail(self, lines: int = 60) -> str:
+        if self.proc.poll() is None:
+            # Where each of its threads is now (tests/group_member.py registers faulthandler).
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.2)
         self.stderr.seek(0)
         return "".join(self.stderr.readlines()[-lines:])
 
