@@ -9,6 +9,7 @@ a join storm of N members costs O(N) in total, not O(N^2) (KAFKA-7142).
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from enum import Enum
@@ -55,6 +56,11 @@ class Waiter:
         return self.value
 
 
+def shared_names(protocols: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """The protocol list with its names interned: "range" once for the process, not per member."""
+    return [(sys.intern(name), metadata) for name, metadata in protocols]
+
+
 class ClassicMember:
     __slots__ = ("member_id", "group_instance_id", "client_id", "client_host",
                  "rebalance_timeout_ms", "session_timeout_ms", "protocol_type", "protocols",
@@ -66,12 +72,13 @@ class ClassicMember:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
-        self.client_host = client_host
+        # Strings most members of a group repeat are kept once (each request decodes new ones).
+        self.client_host = sys.intern(client_host)
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.session_timeout_ms = session_timeout_ms
-        self.protocol_type = protocol_type
+        self.protocol_type = sys.intern(protocol_type) if protocol_type is not None else None
         # (name, metadata) in the member's order of preference.
-        self.protocols = protocols
+        self.protocols = shared_names(protocols)
         self.assignment = b""
         self.join_waiter: Waiter | None = None
         self.sync_waiter: Waiter | None = None
@@ -229,7 +236,7 @@ class ClassicGroup:
             self._drop_support(name)
         for name, _ in protocols:
             self.protocol_support[name] = self.protocol_support.get(name, 0) + 1
-        member.protocols = protocols
+        member.protocols = shared_names(protocols)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         self._mirror_member(member)

@@ -180,8 +180,7 @@ class GroupCoordinator:
                                    m.rebalance_timeout_ms, m.session_timeout_ms,
                                    value.protocol_type, [(value.protocol or "", m.subscription)])
             member.assignment = m.assignment
-            member.timer_key = self.timers.register(
-                lambda group=group, member=member: self._expire_member(group, member))
+            member.timer_key = self.timers.register(self._expire_member, group, member)
             group.add(member, None)
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
         group.transition(ClassicState.STABLE if group.members else ClassicState.EMPTY)
@@ -202,8 +201,8 @@ class GroupCoordinator:
 
     def _new_classic_group(self, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, self.timers.heartbeat_view)
-        group.join_key = self.timers.register(lambda: self._on_join_timer(group))
-        group.sync_key = self.timers.register(lambda: self._on_sync_timer(group))
+        group.join_key = self.timers.register(self._on_join_timer, group)
+        group.sync_key = self.timers.register(self._on_sync_timer, group)
         self.groups[group_id] = group
         return group
 
@@ -295,7 +294,7 @@ class GroupCoordinator:
                 self._add_member(group, req, new_id, waiter)
         elif req.require_known_member_id:
             # KIP-394: hand out the id and expect the member back with it within its session.
-            key = self.timers.register(lambda: self._expire_pending_member(group, new_id))
+            key = self.timers.register(self._expire_pending_member, group, new_id)
             group.pending_members[new_id] = key
             self.timers.schedule(key, req.session_timeout_ms)
             waiter.complete(join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
@@ -360,7 +359,7 @@ class GroupCoordinator:
         pending_key = group.pending_members.get(member_id)
         if pending_key is not None:
             self.timers.unregister(pending_key)
-        member.timer_key = self.timers.register(lambda: self._expire_member(group, member))
+        member.timer_key = self.timers.register(self._expire_member, group, member)
         group.add(member, waiter)
         # A new member cannot heartbeat before its JoinGroup returns; a long timeout bounds
         # defunct joiners (clients that gave up and retried under another id).

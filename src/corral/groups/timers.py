@@ -1,6 +1,6 @@
 """Deadlines of the group coordinators, kept in the compiled timer wheel.
 
-A deadline's owner registers a callback once and gets an integer key; scheduling and cancelling
+A deadline's owner registers a callback and its arguments once and gets an integer key; scheduling and cancelling
 then only touch the wheel (O(1), nothing allocated), so a heartbeat costs one call into Rust. One
 trio task wakes every tick while anything is scheduled and runs the callbacks of every expired key
 in one batch. Callbacks are plain functions: they change coordinator state and complete parked
@@ -12,7 +12,7 @@ ticks whenever the wheel holds anything, whoever put it there.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Callable
 
 import trio
 
@@ -28,16 +28,17 @@ class Timers:
     def __init__(self, tick_ms: int = 10):
         self.tick_ms = tick_ms
         self.wheel = _core.TimerWheel(now_ms(), tick_ms)
-        self.callbacks: dict[int, Callable[[], None]] = {}
+        # key -> (callback, *args): one small tuple per member's session deadline, not a closure.
+        self.callbacks: dict[int, tuple[Any, ...]] = {}
         self._next_key = 1
         self._armed = trio.Event()
         # The session deadlines the network thread moves (see HeartbeatView).
         self.heartbeat_view = _core.HeartbeatView(self.wheel)
 
-    def register(self, callback: Callable[[], None]) -> int:
+    def register(self, callback: Callable[..., None], *args: Any) -> int:
         key = self._next_key
         self._next_key += 1
-        self.callbacks[key] = callback
+        self.callbacks[key] = (callback, *args)
         return key
 
     def unregister(self, key: int) -> None:
@@ -56,11 +57,11 @@ class Timers:
         """Runs the callbacks of every key due now; returns how many fired."""
         due = self.wheel.expired(now_ms())
         for key in due:
-            callback = self.callbacks.get(key)
-            if callback is None:
+            entry = self.callbacks.get(key)
+            if entry is None:
                 continue
             try:
-                callback()
+                entry[0](*entry[1:])
             except Exception:
                 log.exception("timer callback failed")
         return len(due)
