@@ -46,12 +46,17 @@ def rss_bytes() -> int:
     return 0
 
 
+def fresh(value: str) -> str:
+    """A new object equal to `value`: a request decoded off the wire brings its own strings."""
+    return (value + " ")[:-1]
+
+
 def join_request(member_id: str, n: int, metadata: bytes) -> JoinRequest:
-    # Every string and the metadata are new objects, as when a request is decoded off the wire.
     return JoinRequest(group_id="storm", member_id=member_id, group_instance_id=None,
-                       client_id=f"client-{n}", client_host=f"/127.0.0.{n % 1}",
+                       client_id=f"client-{n}", client_host=fresh("/127.0.0.1"),
                        session_timeout_ms=45000, rebalance_timeout_ms=300000,
-                       protocol_type=f"consumer{'' * n}", protocols=[(f"range{'' * n}", bytes(bytearray(metadata)))],
+                       protocol_type=fresh("consumer"),
+                       protocols=[(fresh("range"), bytes(bytearray(metadata)))],
                        require_known_member_id=True, supports_skip_assignment=True, reason=None)
 
 

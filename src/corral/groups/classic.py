@@ -76,7 +76,7 @@ class ClassicMember:
         self.client_host = sys.intern(client_host)
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.session_timeout_ms = session_timeout_ms
-        self.protocol_type = sys.intern(protocol_type) if protocol_type is not None else None
+        self.protocol_type = sys.intern(protocol_type)
         # (name, metadata) in the member's order of preference.
         self.protocols = shared_names(protocols)
         self.assignment = b""

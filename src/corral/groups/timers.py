@@ -1,12 +1,12 @@
 """Deadlines of the group coordinators, kept in the compiled timer wheel.
 
-A deadline's owner registers a callback and its arguments once and gets an integer key; scheduling and cancelling
-then only touch the wheel (O(1), nothing allocated), so a heartbeat costs one call into Rust. One
-trio task wakes every tick while anything is scheduled and runs the callbacks of every expired key
-in one batch. Callbacks are plain functions: they change coordinator state and complete parked
-requests, they never block. The network thread also moves session deadlines in this wheel when it
-answers a Heartbeat itself (rust/heartbeat_view.rs), so the clock is the core's and the task
-ticks whenever the wheel holds anything, whoever put it there.
+A deadline's owner registers a callback and its arguments once and gets an integer key; scheduling
+and cancelling then only touch the wheel (O(1), nothing allocated), so a heartbeat costs one call
+into Rust. One trio task wakes every tick while anything is scheduled and runs the callbacks of
+every expired key in one batch. Callbacks are plain functions: they change coordinator state and
+complete parked requests, they never block. The network thread also moves session deadlines in this
+wheel when it answers a Heartbeat itself (rust/heartbeat_view.rs), so the clock is the core's and
+the task ticks whenever the wheel holds anything, whoever put it there.
 """
 
 from __future__ import annotations
