@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-import uuid
 import base64
+import fcntl
+import logging
+import os
+import uuid
 from pathlib import Path
 
 from .config import Settings, parse_listener
@@ -15,17 +17,42 @@ from .topics import TopicStore
 
 log = logging.getLogger("corral.broker")
 
+LOCK_FILE = ".lock"  # as Kafka's log dirs have
+
+
+class StartupError(Exception):
+    """The broker cannot start (data dir in use or unusable, port taken): one line for the user."""
+
+
+def lock_data_dir(data_dir: Path) -> int:
+    """Takes the data dir's lock (flock, held until the process exits) so that no second broker
+    runs on it: two would interleave writes, and the one exiting first would mark the directory
+    cleanly shut down while the other still writes. Returns the descriptor that holds it."""
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StartupError(f"data directory {data_dir} is in use by another corral (its {LOCK_FILE} "
+                           "is locked); stop it or choose another --data-dir") from None
+    return fd
+
 
 class Broker:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.node_id: int = settings["node.id"]
         self.data_dir = Path(settings["log.dirs"])
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._load_or_create_cluster_id()
-        self.topics = TopicStore(self.data_dir, settings)
-        # Topic-partition logs; the server runs `self.logs.run`, which closes them at shutdown.
-        self.logs = PartitionLogs(self.data_dir, settings, self.topics)
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = lock_data_dir(self.data_dir)
+            self.cluster_id = self._load_or_create_cluster_id()
+            self.topics = TopicStore(self.data_dir, settings)
+            # Topic-partition logs; the server runs `self.logs.run`, which closes them at shutdown.
+            self.logs = PartitionLogs(self.data_dir, settings, self.topics)
+        except OSError as e:
+            raise StartupError(f"data directory {self.data_dir}: {e.strerror or e}"
+                               + (f" ({e.filename})" if e.filename else "")) from None
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)

@@ -22,7 +22,6 @@ from .files import replace_durably
 BLOCK_SIZE = 1000
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 
 class ProducerIdAllocator:
@@ -49,7 +48,7 @@ class ProducerIdAllocator:
 def init_producer_id(broker, request) -> dict[str, Any]:
     body = request.body
     if body["transactional_id"] is not None:
-        return {"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
     # v3+ may name the current id and epoch (KIP-360): both or neither. Like Kafka, an idempotent
     # producer gets a fresh id either way.

@@ -17,7 +17,7 @@ import trio
 
 from . import _core
 from .apis import ASYNC_HANDLERS, HANDLERS, Later, api_table
-from .broker import Broker
+from .broker import Broker, StartupError
 from .config import Settings, parse_listener
 
 log = logging.getLogger("corral.server")
@@ -32,7 +32,10 @@ class Server:
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         host, port = parse_listener(self.settings["listeners"])
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=host)
+        except OSError as e:
+            raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
         self.broker.bound(bound_host, bound_port)
         reactor = _core.Reactor(self.table, [listener.socket.detach() for listener in listeners],

@@ -19,6 +19,7 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 8) | (1 << 6)
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
+TRANSACTIONS_UNSUPPORTED = "corral does not implement transactions (transactional.id is not supported)"
 
 
 def _coordinator(broker) -> GroupCoordinator:
@@ -48,7 +49,10 @@ def _coordinator_for(broker, key: str, key_type: int) -> dict[str, Any]:
         return {"key": key, "node_id": broker.node_id, "host": broker.advertised_host,
                 "port": broker.advertised_port, "error_code": ErrorCode.NONE, "error_message": None}
     if key_type == COORDINATOR_TRANSACTION:
-        code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+        # corral has no transaction coordinator. COORDINATOR_NOT_AVAILABLE would be retried for
+        # as long as clients are let (Java 60 s, librdkafka forever); an authorization failure
+        # is fatal at once in both, as InitProducerId with a transactional id answers too.
+        code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED
     else:
         code, message = ErrorCode.INVALID_REQUEST, f"Invalid coordinator type: {key_type}"
     return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code,
