@@ -77,12 +77,16 @@ class PartitionLogs:
             self._open.add(key)
         return key
 
-    def _topic_deleted(self, topic: Topic) -> None:
+    async def _topic_deleted(self, topic: Topic) -> None:
         for p in range(topic.partitions):
             key = (topic.name, p)
             self._open.discard(key)
-            self.store.delete_partition(topic.name, p)
             self._wake(key)
+        await trio.to_thread.run_sync(self._remove_files, topic)
+
+    def _remove_files(self, topic: Topic) -> None:
+        for p in range(topic.partitions):
+            self.store.delete_partition(topic.name, p)
 
     # Writes
 

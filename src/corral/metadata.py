@@ -6,6 +6,8 @@ import logging
 import uuid
 from typing import Any
 
+import trio
+
 from .apis import ApiKey, handles
 from .errors import ErrorCode
 from .topics import Topic, TopicError, validate_name
@@ -49,7 +51,7 @@ def _error_entry(code: ErrorCode, name: str | None, topic_id: bytes = NIL_UUID) 
 
 
 @handles(ApiKey.METADATA, 0, 12)
-def metadata(broker, request) -> dict[str, Any]:
+async def metadata(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     with_ops = body["include_topic_authorized_operations"]
     requested = body["topics"]
@@ -62,8 +64,19 @@ def metadata(broker, request) -> dict[str, Any]:
     if all_topics:
         topics = [_topic_entry(broker, t, version, with_ops) for t in broker.topics.by_name.values()]
     else:
-        for wanted in requested:
-            topics.append(_lookup(broker, wanted, version, with_ops, may_create))
+        topics = [None] * len(requested)
+
+        async def lookup(i: int, wanted: dict[str, Any]) -> None:
+            topics[i] = await _lookup(broker, wanted, version, with_ops, may_create)
+
+        # Concurrently, so that the topics one request auto-creates share one fsync.
+        async with trio.open_nursery() as nursery:
+            for i, wanted in enumerate(requested):
+                topic = broker.topics.get(wanted["name"]) if wanted["name"] is not None else None
+                if topic is not None and broker.topics.changing(topic.name) is None:
+                    topics[i] = _topic_entry(broker, topic, version, with_ops)
+                else:
+                    nursery.start_soon(lookup, i, wanted)
     response = {
         "brokers": _brokers(broker),
         "cluster_id": broker.cluster_id,
@@ -75,13 +88,16 @@ def metadata(broker, request) -> dict[str, Any]:
     return response
 
 
-def _lookup(broker, wanted: dict[str, Any], version: int, with_ops: bool, may_create: bool):
+async def _lookup(broker, wanted: dict[str, Any], version: int, with_ops: bool, may_create: bool):
     name, topic_id = wanted["name"], wanted["topic_id"]
     if name is None:
         topic = broker.topics.by_id.get(uuid.UUID(bytes=topic_id))
         if topic is None:
             return _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
         return _topic_entry(broker, topic, version, with_ops)
+    changing = broker.topics.changing(name)
+    if changing is not None:
+        await changing.wait()  # another request is creating or deleting it: its outcome counts
     topic = broker.topics.get(name)
     if topic is not None:
         return _topic_entry(broker, topic, version, with_ops)
@@ -89,9 +105,13 @@ def _lookup(broker, wanted: dict[str, Any], version: int, with_ops: bool, may_cr
         validate_name(name)
     except TopicError:
         return _error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name)
-    if not may_create:
+    if not may_create or broker.topics.changing(name) is not None:
         return _error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
-    topic = broker.topics.create(name, broker.settings["num.partitions"])
+    try:
+        topic = await broker.topics.create(name, broker.settings["num.partitions"])
+    except OSError as e:
+        log.warning("could not auto-create topic %s: %s", name, e)
+        return _error_entry(ErrorCode.KAFKA_STORAGE_ERROR, name)
     log.info("auto-created topic %s with %d partitions", name, topic.partitions)
     return _topic_entry(broker, topic, version, with_ops)
 

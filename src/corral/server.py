@@ -45,6 +45,7 @@ class Server:
                 nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)
                 nursery.start_soon(self.broker.groups.run)
                 nursery.start_soon(self.broker.logs.run)
+                nursery.start_soon(self.broker.topics.run)
                 nursery.start_soon(self._dispatch, reactor, nursery)
                 task_status.started(bound_port)
         finally:

@@ -16,13 +16,15 @@ log = logging.getLogger("corral.topics")
 
 
 @handles(ApiKey.CREATE_TOPICS, 2, 7)
-def create_topics(broker, request) -> dict[str, Any]:
+async def create_topics(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     counts = Counter(t["name"] for t in body["topics"])
     results = []
+    creating = []  # (result, topic creation under way, partitions, configs)
     for wanted in body["topics"]:
         name = wanted["name"]
         result: dict[str, Any] = {"name": name}
+        results.append(result)
         try:
             if counts[name] > 1:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Create topics request from client contains a duplicate topic name")
@@ -31,22 +33,37 @@ def create_topics(broker, request) -> dict[str, Any]:
                 partitions, replication = _check_assignments(broker, wanted)
             configs = {c["name"]: c["value"] for c in wanted["configs"]}
             partitions, configs = broker.topics.check_new(name, partitions, replication, configs)
-            if body["validate_only"]:
-                topic_id = bytes(16)
-            else:
-                topic = broker.topics.create(name, partitions, configs)
-                log.info("created topic %s (%d partitions, configs %s)", name, partitions, configs)
-                topic_id = topic.id.bytes
-            result.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id)
-            if version >= 5:
-                result.update(num_partitions=partitions, replication_factor=1,
-                              configs=_effective_configs(broker, configs))
         except TopicError as e:
-            result.update(error_code=e.code, error_message=e.message)
-            if version >= 5:
-                result.update(num_partitions=-1, replication_factor=-1)
-        results.append(result)
+            _failed(result, version, e.code, e.message)
+            continue
+        if body["validate_only"]:
+            _created(broker, result, version, bytes(16), partitions, configs)
+        else:
+            creating.append((result, broker.topics.create(name, partitions, configs), partitions, configs))
+    # Every creation of the request was queued above: one fsync covers them all.
+    for result, creation, partitions, configs in creating:
+        try:
+            topic = await creation
+        except OSError as e:
+            _failed(result, version, ErrorCode.KAFKA_STORAGE_ERROR, f"Could not write the topic: {e}")
+            continue
+        log.info("created topic %s (%d partitions, configs %s)", topic.name, partitions, configs)
+        _created(broker, result, version, topic.id.bytes, partitions, configs)
     return {"topics": results}
+
+
+def _created(broker, result: dict[str, Any], version: int, topic_id: bytes, partitions: int,
+             configs: dict[str, str]) -> None:
+    result.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id)
+    if version >= 5:
+        result.update(num_partitions=partitions, replication_factor=1,
+                      configs=_effective_configs(broker, configs))
+
+
+def _failed(result: dict[str, Any], version: int, code: ErrorCode, message: str) -> None:
+    result.update(error_code=code, error_message=message)
+    if version >= 5:
+        result.update(num_partitions=-1, replication_factor=-1)
 
 
 def _check_assignments(broker, wanted: dict[str, Any]) -> tuple[int, int]:
@@ -76,13 +93,14 @@ def _effective_configs(broker, overrides: dict[str, str]) -> list[dict[str, Any]
 
 
 @handles(ApiKey.DELETE_TOPICS, 1, 6)
-def delete_topics(broker, request) -> dict[str, Any]:
+async def delete_topics(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 6:
         wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]
     else:
         wanted = [(name, bytes(16)) for name in body["topic_names"]]
     responses = []
+    deleting = []  # (entry, deletion under way)
     for name, topic_id in wanted:
         if name is not None:
             topic = broker.topics.get(name)
@@ -100,8 +118,15 @@ def delete_topics(broker, request) -> dict[str, Any]:
             if version >= 5:
                 entry["error_message"] = f"Internal topic {topic.name} cannot be deleted."
         else:
-            broker.topics.delete(topic)
-            log.info("deleted topic %s", topic.name)
             entry.update(name=topic.name, topic_id=topic.id.bytes, error_code=ErrorCode.NONE)
+            deleting.append((entry, broker.topics.delete(topic)))
         responses.append(entry)
+    for entry, deletion in deleting:
+        try:
+            await deletion
+            log.info("deleted topic %s", entry["name"])
+        except OSError as e:
+            entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            if version >= 5:
+                entry["error_message"] = f"Could not write the deletion: {e}"
     return {"responses": responses}

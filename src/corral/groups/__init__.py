@@ -26,8 +26,8 @@ def coordinator_for(broker) -> GroupCoordinator:
     """The broker's coordinator, rebuilt from `__consumer_offsets` (created when missing)."""
     topic = broker.topics.get(OFFSETS_TOPIC)
     if topic is None:
-        topic = broker.topics.create(OFFSETS_TOPIC, broker.settings["offsets.topic.num.partitions"],
-                                     OFFSETS_TOPIC_CONFIGS, internal=True)
+        topic = broker.topics.create_at_startup(OFFSETS_TOPIC, broker.settings["offsets.topic.num.partitions"],
+                                                OFFSETS_TOPIC_CONFIGS, internal=True)
     durable = DurableLog(broker.logs, topic)
     coordinator = GroupCoordinator(broker.settings, durable, broker.data_dir / snapshot.FILE_NAME)
     started = time.monotonic()
