@@ -224,7 +224,7 @@ class PartitionLogs:
             try:
                 deleted = await trio.to_thread.run_sync(self.store.apply_retention, now_ms)
             except OSError as e:
-                storage_warning("retention", "retention check failed (next one in %.0fs): %s",
+                storage_warning("retention", "retention check failed (next one in %gs): %s",
                                 interval, e)
                 continue
             for topic, partition, segments, log_start in deleted:

@@ -125,7 +125,7 @@ class GroupCoordinator:
                 size = await self.take_snapshot()
             except OSError as e:
                 # The previous snapshot stays; tried again next interval.
-                storage_warning("snapshot", "coordinator snapshot failed (retried in %.0fs): %s",
+                storage_warning("snapshot", "coordinator snapshot failed (retried in %gs): %s",
                                 interval, e)
                 continue
             written_at = appends
