@@ -10,6 +10,12 @@
 //!
 //! A clean shutdown (`close`) writes every active index and a marker file; without the marker,
 //! the next start validates the active segments batch by batch and truncates torn tails.
+//!
+//! Open files: partitions and segments keep no descriptor; every file access goes through one
+//! bounded LRU cache per store (files.rs), so any number of partitions fits any RLIMIT_NOFILE.
+//! Errors: an I/O failure (disk full, EIO, out of descriptors) raises `StorageError` and changes
+//! nothing in memory: offsets and sizes advance only after a whole write, a partial write is cut
+//! off again, a failed roll keeps the old segment active.
 
 pub mod batch;
 mod fetch;
