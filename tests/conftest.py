@@ -32,9 +32,12 @@ def pytest_runtest_makereport(item, call):
 class CorralProcess:
     """One corral broker as a child process; can be stopped, killed and restarted on its data dir."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
+                 rlimit_nofile: int | None = None):
         self.data_dir = data_dir
         self.settings = dict(settings or {})
+        # When set, the broker runs with RLIMIT_NOFILE (soft and hard) set to this.
+        self.rlimit_nofile = rlimit_nofile
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
@@ -52,7 +55,14 @@ class CorralProcess:
         for name, value in self.settings.items():
             cmd += ["--set", f"{name}={value}"]
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        preexec = None
+        if self.rlimit_nofile is not None:
+            n = self.rlimit_nofile
+
+            def preexec() -> None:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=preexec)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -96,8 +106,9 @@ def corral_factory(tmp_path):
     """Start brokers with given settings: `corral_factory(**{"num.partitions": 8})`."""
     started: list[CorralProcess] = []
 
-    def make(name: str = "corral", **settings) -> CorralProcess:
-        broker = CorralProcess(tmp_path / name, {k: str(v) for k, v in settings.items()})
+    def make(name: str = "corral", rlimit_nofile: int | None = None, **settings) -> CorralProcess:
+        broker = CorralProcess(tmp_path / name, {k: str(v) for k, v in settings.items()},
+                               rlimit_nofile=rlimit_nofile)
         started.append(broker)
         return broker.start()
 

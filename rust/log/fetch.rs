@@ -12,6 +12,7 @@ use super::partition::Partition;
 const FETCH: i16 = 1;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const KAFKA_STORAGE_ERROR: i16 = 56;
 
 /// One partition of a fetch: (partition index, error code already known or 0, fetch offset,
 /// partition max bytes).
@@ -48,9 +49,15 @@ pub fn fetch(
                 continue;
             };
             let limit = (partition_max.max(0) as usize).min(budget);
-            let (read, hw, log_start) = {
+            let read = {
                 let p = super::lock(&shared);
-                (p.read(offset, limit, record_bytes == 0)?, p.next_offset(), p.log_start_offset())
+                p.read(offset, limit, record_bytes == 0).map(|read| (read, p.next_offset(), p.log_start_offset()))
+            };
+            // A file that cannot be read (I/O error, out of descriptors) fails this partition only.
+            let Ok((read, hw, log_start)) = read else {
+                any_error = true;
+                out.push(data.with_error_code(KAFKA_STORAGE_ERROR));
+                continue;
             };
             data = data.with_high_watermark(hw).with_last_stable_offset(hw);
             if version >= 5 {

@@ -10,9 +10,16 @@
 //!
 //! A clean shutdown (`close`) writes every active index and a marker file; without the marker,
 //! the next start validates the active segments batch by batch and truncates torn tails.
+//!
+//! Open files: partitions and segments keep no descriptor; every file access goes through one
+//! bounded LRU cache per store (files.rs), so any number of partitions fits any RLIMIT_NOFILE.
+//! Errors: an I/O failure (disk full, EIO, out of descriptors) raises `StorageError` and changes
+//! nothing in memory: offsets and sizes advance only after a whole write, a partial write is cut
+//! off again, a failed roll keeps the old segment active.
 
 pub mod batch;
 mod fetch;
+mod files;
 mod index;
 mod offset_records;
 mod partition;
@@ -27,13 +34,33 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyError};
+use pyo3::exceptions::{PyException, PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use files::FileCache;
 use partition::{Appended, Config, Partition};
 
 create_exception!(_core, InvalidBatch, PyException, "A record batch Kafka would refuse: args are (error_code, message).");
+create_exception!(
+    _core,
+    StorageError,
+    PyOSError,
+    "The log store's files failed (disk full, I/O error, out of descriptors): args are (errno, message). \
+     Nothing the failed call wrote counts; the store stays usable and later calls may succeed."
+);
+
+/// An I/O error of the store as a Python exception: StorageError, so that callers can answer
+/// KAFKA_STORAGE_ERROR (or NOT_COORDINATOR) instead of failing the request.
+fn storage_error(e: io::Error) -> PyErr {
+    if e.kind() == io::ErrorKind::InvalidInput {
+        return PyValueError::new_err(e.to_string());
+    }
+    StorageError::new_err((e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))
+}
+
+/// Default size of the open-file cache when Python does not give one.
+const DEFAULT_OPEN_FILES: usize = 1024;
 
 const CLEAN_SHUTDOWN_MARKER: &str = ".corral-clean-shutdown";
 
@@ -49,6 +76,8 @@ pub struct LogStore {
     /// Partitions with unflushed appends (each once): `flush` visits these, not every open
     /// partition (scanning 10,000 of them cost ~0.6 ms of CPU per pass).
     dirty: Mutex<Vec<Shared>>,
+    /// Every segment's file is opened through this one bounded cache (files.rs).
+    files: Arc<FileCache>,
 }
 
 fn lock(p: &Shared) -> std::sync::MutexGuard<'_, Partition> {
@@ -78,16 +107,35 @@ impl LogStore {
 
 #[pymethods]
 impl LogStore {
+    /// `open_files_max`: how many segment files the store keeps open at most (least recently
+    /// used closed first); any number of partitions works within it.
     #[new]
-    fn new(data_dir: PathBuf) -> PyResult<Self> {
-        fs::create_dir_all(&data_dir)?;
-        let marker = data_dir.join(CLEAN_SHUTDOWN_MARKER);
-        let clean = marker.exists();
-        if clean {
-            fs::remove_file(&marker)?;
-            partition::sync_dir(&data_dir)?;
-        }
-        Ok(LogStore { dir: data_dir, clean, partitions: Mutex::new(HashMap::new()), dirty: Mutex::new(Vec::new()) })
+    #[pyo3(signature = (data_dir, open_files_max=DEFAULT_OPEN_FILES))]
+    fn new(data_dir: PathBuf, open_files_max: usize) -> PyResult<Self> {
+        let clean = (|| -> io::Result<bool> {
+            fs::create_dir_all(&data_dir)?;
+            let marker = data_dir.join(CLEAN_SHUTDOWN_MARKER);
+            let clean = marker.exists();
+            if clean {
+                fs::remove_file(&marker)?;
+                partition::sync_dir(&data_dir)?;
+            }
+            Ok(clean)
+        })()
+        .map_err(storage_error)?;
+        Ok(LogStore {
+            dir: data_dir,
+            clean,
+            partitions: Mutex::new(HashMap::new()),
+            dirty: Mutex::new(Vec::new()),
+            files: FileCache::new(open_files_max),
+        })
+    }
+
+    /// (segment files open in the cache now, the cache's capacity).
+    #[getter]
+    fn open_files(&self) -> (usize, usize) {
+        (self.files.len(), self.files.capacity())
     }
 
     /// Whether the previous run ended with `close()`.
@@ -113,7 +161,7 @@ impl LogStore {
             return Ok(Vec::new());
         }
         let dir = self.partition_dir(topic, partition);
-        let (opened, notes) = py.detach(|| Partition::open(&dir, config, self.clean))?;
+        let (opened, notes) = py.detach(|| Partition::open(&dir, config, self.clean, &self.files)).map_err(storage_error)?;
         self.partitions.lock().unwrap().entry((topic.to_string(), partition)).or_insert_with(|| Arc::new(Mutex::new(opened)));
         Ok(notes)
     }
@@ -140,7 +188,7 @@ impl LogStore {
                 Appended::Refused(code, _) => (code, -1, -1, -1, p.unflushed),
             })
         })
-        .map_err(Into::into)
+        .map_err(storage_error)
     }
 
     /// Whole batches from the one holding `offset`, at most `max_bytes` unless the first batch
@@ -159,7 +207,8 @@ impl LogStore {
         let (data, hw, start) = py.detach(|| -> io::Result<_> {
             let p = lock(&p);
             Ok((p.read(offset, max_bytes, min_one)?, p.next_offset(), p.log_start_offset()))
-        })?;
+        })
+        .map_err(storage_error)?;
         Ok((data.map(|d| PyBytes::new(py, &d)), hw, start))
     }
 
@@ -177,7 +226,7 @@ impl LogStore {
     ) -> PyResult<(Bound<'py, PyBytes>, usize, bool)> {
         let encoded = py
             .detach(|| fetch::fetch(|t, p| self.lookup(t, p), correlation_id, version, &topics, max_bytes))
-            .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
         Ok((PyBytes::new(py, &encoded.frame), encoded.record_bytes, encoded.any_error))
     }
 
@@ -193,13 +242,13 @@ impl LogStore {
     /// (timestamp, offset) of the first record with a timestamp >= `timestamp`, or None.
     fn offset_for_timestamp(&self, py: Python<'_>, topic: &str, partition: i32, timestamp: i64) -> PyResult<Option<(i64, i64)>> {
         let p = self.get(topic, partition)?;
-        Ok(py.detach(|| lock(&p).offset_for_timestamp(timestamp))?)
+        py.detach(|| lock(&p).offset_for_timestamp(timestamp)).map_err(storage_error)
     }
 
     /// (timestamp, offset) of the record with the largest timestamp, or None when empty.
     fn max_timestamp(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<Option<(i64, i64)>> {
         let p = self.get(topic, partition)?;
-        Ok(py.detach(|| lock(&p).max_timestamp())?)
+        py.detach(|| lock(&p).max_timestamp()).map_err(storage_error)
     }
 
     /// fsyncs every partition with unflushed appends; one fsync covers all appends made before
@@ -219,8 +268,11 @@ impl LogStore {
                     (p.active_file(), p.unflushed)
                 };
                 // A roll in between already fsynced the older segment, so syncing the file that
-                // was active when `pending` was read covers every one of those records.
-                if let Err(e) = file.sync_data() {
+                // was active when `pending` was read covers every one of those records. The
+                // descriptor may have been opened after the one the appends wrote through (the
+                // cache evicted it): on Linux an fsync covers the inode's dirty pages, whichever
+                // descriptor wrote them.
+                if let Err(e) = file.and_then(|f| f.sync_data()) {
                     let mut dirty = self.dirty.lock().unwrap();
                     dirty.push(p);
                     dirty.extend(parts);
@@ -236,7 +288,7 @@ impl LogStore {
             }
             Ok(total)
         })
-        .map_err(Into::into)
+        .map_err(storage_error)
     }
 
     /// Applies retention.ms / retention.bytes everywhere. Returns (topic, partition, segments
@@ -254,7 +306,7 @@ impl LogStore {
             }
             Ok(out)
         })
-        .map_err(Into::into)
+        .map_err(storage_error)
     }
 
     /// Closes the partition and removes its directory.
@@ -268,21 +320,29 @@ impl LogStore {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
                 _ => partition::sync_dir(&self.dir),
             }
-        })?;
-        Ok(())
+        })
+        .map_err(storage_error)
     }
 
-    /// Clean shutdown: fsync everything, write the active indexes, leave the marker.
+    /// Clean shutdown: fsync everything, write the active indexes, leave the marker. When a
+    /// partition fails (disk full), the others are still closed but no marker is left: the next
+    /// start validates every active segment. Raises StorageError with the first failure.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let parts = self.all();
         py.detach(|| -> io::Result<()> {
+            let mut first_error = None;
             for (_, p) in parts {
-                lock(&p).close()?;
+                if let Err(e) = lock(&p).close() {
+                    first_error.get_or_insert(e);
+                }
+            }
+            if let Some(e) = first_error {
+                return Err(e);
             }
             fs::File::create(self.dir.join(CLEAN_SHUTDOWN_MARKER))?.sync_all()?;
             partition::sync_dir(&self.dir)
-        })?;
-        Ok(())
+        })
+        .map_err(storage_error)
     }
 }
 
@@ -333,6 +393,7 @@ fn decode_batches(data: &[u8]) -> PyResult<Vec<(i64, i64, Option<Vec<u8>>, Optio
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LogStore>()?;
     m.add("InvalidBatch", m.py().get_type::<InvalidBatch>())?;
+    m.add("StorageError", m.py().get_type::<StorageError>())?;
     m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
@@ -348,6 +409,11 @@ mod tests {
 
     fn config(segment_bytes: u64) -> Config {
         Config { segment_bytes, retention_ms: -1, retention_bytes: -1 }
+    }
+
+    /// A small cache, so that the tests also reopen evicted files.
+    fn files() -> std::sync::Arc<super::files::FileCache> {
+        super::files::FileCache::new(2)
     }
 
     fn tmp(name: &str) -> std::path::PathBuf {
@@ -368,7 +434,7 @@ mod tests {
     #[test]
     fn append_read_roll_and_reopen() {
         let dir = tmp("roll");
-        let (mut p, _) = Partition::open(&dir, config(4000), false).unwrap();
+        let (mut p, _) = Partition::open(&dir, config(4000), false, &files()).unwrap();
         for i in 0..50 {
             let appended = p.append(batch_of(3, 1000 + i), None).unwrap();
             assert_eq!(appended, Appended::New(i * 3, i * 3 + 2, 3));
@@ -384,7 +450,7 @@ mod tests {
         p.close().unwrap();
         drop(p);
         for clean in [true, false] {
-            let (p, notes) = Partition::open(&dir, config(4000), clean).unwrap();
+            let (p, notes) = Partition::open(&dir, config(4000), clean, &files()).unwrap();
             assert!(notes.is_empty(), "{notes:?}");
             assert_eq!(p.next_offset(), 150);
             assert_eq!(p.offset_for_timestamp(1020).unwrap(), Some((1020, 60)));
@@ -397,7 +463,7 @@ mod tests {
     #[test]
     fn torn_tail_is_truncated_and_missing_index_rebuilt() {
         let dir = tmp("torn");
-        let (mut p, _) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
         for i in 0..10 {
             p.append(batch_of(2, i), None).unwrap();
         }
@@ -407,7 +473,7 @@ mod tests {
         // A torn write: half of a valid batch, then garbage.
         let half = batch_of(2, 99);
         std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&half[..half.len() / 2]).unwrap();
-        let (mut p, notes) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        let (mut p, notes) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
         assert_eq!(p.next_offset(), 20);
@@ -418,7 +484,7 @@ mod tests {
         let n = bytes.len();
         bytes[n - 3] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
-        let (p, notes) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        let (p, notes) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
         assert!(notes[0].contains("CRC"), "{notes:?}");
         assert_eq!(p.next_offset(), 20);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -427,7 +493,7 @@ mod tests {
     #[test]
     fn sealed_segment_index_rebuilt_when_missing() {
         let dir = tmp("reindex");
-        let (mut p, _) = Partition::open(&dir, config(2000), false).unwrap();
+        let (mut p, _) = Partition::open(&dir, config(2000), false, &files()).unwrap();
         for i in 0..30 {
             p.append(batch_of(2, i), None).unwrap();
         }
@@ -435,7 +501,7 @@ mod tests {
         drop(p);
         let index = dir.join(super::segment::file_name(0, "index"));
         std::fs::remove_file(&index).unwrap();
-        let (p, notes) = Partition::open(&dir, config(2000), true).unwrap();
+        let (p, notes) = Partition::open(&dir, config(2000), true, &files()).unwrap();
         assert!(notes.iter().any(|n| n.contains("rebuilt")), "{notes:?}");
         assert!(index.exists());
         assert_eq!(p.next_offset(), 60);
@@ -451,11 +517,11 @@ mod tests {
     #[test]
     fn producer_state_survives_reopen() {
         let dir = tmp("producers");
-        let (mut p, _) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
         assert_eq!(p.append(idempotent(3, 9, 0, 0), None).unwrap(), Appended::New(0, 2, 3));
         assert_eq!(p.append(idempotent(2, 9, 0, 3), None).unwrap(), Appended::New(3, 4, 2));
         drop(p);
-        let (mut p, _) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
         match p.append(idempotent(2, 9, 0, 3), None).unwrap() {
             Appended::Duplicate(meta) => assert_eq!((meta.first_offset, meta.last_offset), (3, 4)),
             other => panic!("{other:?}"),
@@ -467,12 +533,12 @@ mod tests {
         p.close().unwrap();
         drop(p);
         assert!(dir.join(super::segment::file_name(6, "snapshot")).exists());
-        let (mut p, _) = Partition::open(&dir, config(1 << 20), true).unwrap();
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), true, &files()).unwrap();
         assert!(matches!(p.append(idempotent(1, 9, 0, 5), None).unwrap(), Appended::Duplicate(_)));
         assert_eq!(p.append(idempotent(1, 9, 0, 6), None).unwrap(), Appended::New(6, 6, 1));
         // After an unclean stop, the snapshot plus the batches after it.
         drop(p);
-        let (mut p, _) = Partition::open(&dir, config(1 << 20), false).unwrap();
+        let (mut p, _) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
         assert!(matches!(p.append(idempotent(1, 9, 0, 6), None).unwrap(), Appended::Duplicate(_)));
         assert!(matches!(p.append(idempotent(1, 9, 0, 9), None).unwrap(), Appended::Refused(45, _)));
         std::fs::remove_dir_all(&dir).unwrap();
@@ -481,7 +547,7 @@ mod tests {
     #[test]
     fn retention_by_size_and_time() {
         let dir = tmp("retention");
-        let (mut p, _) = Partition::open(&dir, config(1000), false).unwrap();
+        let (mut p, _) = Partition::open(&dir, config(1000), false, &files()).unwrap();
         for i in 0..40 {
             p.append(batch_of(2, i * 1000), None).unwrap();
         }
@@ -498,5 +564,53 @@ mod tests {
         assert_eq!(p.read(0, 100, true).unwrap(), None, "offsets before the log start are out of range");
         assert_eq!(p.append(batch_of(1, 0), None).unwrap(), Appended::New(80, 80, 1));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn many_partitions_share_a_few_open_files() {
+        let root = tmp("fds");
+        let files = super::files::FileCache::new(3);
+        let mut parts = Vec::new();
+        for i in 0..20 {
+            let (p, _) = Partition::open(&root.join(format!("t-{i}")), config(600), false, &files).unwrap();
+            parts.push(p);
+            assert!(files.len() <= 3);
+        }
+        for round in 0..5 {
+            for (i, p) in parts.iter_mut().enumerate() {
+                p.append(batch_of(2, round * 100 + i as i64), None).unwrap();
+                p.active_file().unwrap().sync_data().unwrap();
+                assert!(files.len() <= 3);
+            }
+        }
+        for p in &parts {
+            assert!(p.segment_count() > 1, "rolled");
+            let mut offsets: Vec<i64> = Vec::new();
+            loop {
+                let next = offsets.last().map_or(0, |o| o + 1);
+                let data = p.read(next, 1 << 20, true).unwrap().unwrap();
+                if data.is_empty() {
+                    break;
+                }
+                let mut pos = 0;
+                while pos < data.len() {
+                    offsets.extend(super::batch::records(&data[pos..]).unwrap().iter().map(|r| r.offset));
+                    pos += super::batch::Header::parse(&data[pos..]).unwrap().size;
+                }
+            }
+            assert_eq!(offsets, (0..10).collect::<Vec<_>>());
+        }
+        for p in parts.iter_mut().take(10) {
+            p.close().unwrap();
+        }
+        drop(parts);
+        assert_eq!(files.len(), 0, "dropped segments leave the cache");
+        for (i, clean) in (0..20).map(|i| (i, i < 10)) {
+            let (p, notes) = Partition::open(&root.join(format!("t-{i}")), config(600), clean, &files).unwrap();
+            assert!(notes.is_empty(), "{notes:?}");
+            assert_eq!(p.next_offset(), 10);
+            assert!(files.len() <= 3);
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::sync::Arc;
 
 use super::batch::{self, Header};
+use super::files::FileCache;
 use super::producers::{BatchMeta, Check, Producers};
 use super::recovery;
 use super::segment::Segment;
@@ -29,6 +30,7 @@ pub struct Partition {
     /// Records appended since the last fsync.
     pub unflushed: u64,
     producers: Producers,
+    files: Arc<FileCache>,
 }
 
 /// What an append did.
@@ -46,20 +48,20 @@ impl Partition {
     /// Opens (or creates) the partition in `dir`. After an unclean shutdown the whole active
     /// segment is validated; after a clean one only its tail past the last index entry is.
     /// Returns the partition and a description of anything repaired.
-    pub fn open(dir: &Path, config: Config, clean: bool) -> io::Result<(Partition, Vec<String>)> {
+    pub fn open(dir: &Path, config: Config, clean: bool, files: &Arc<FileCache>) -> io::Result<(Partition, Vec<String>)> {
         fs::create_dir_all(dir)?;
         let mut notes = Vec::new();
         let bases = recovery::segment_bases(dir)?;
         let mut segments = Vec::with_capacity(bases.len().max(1));
         if bases.is_empty() {
-            segments.push(Segment::create(dir, 0)?);
+            segments.push(Segment::create(dir, 0, files)?);
             sync_dir(dir)?;
             if let Some(parent) = dir.parent() {
                 sync_dir(parent)?;
             }
         }
         for (i, &base) in bases.iter().enumerate() {
-            let mut seg = Segment::open(dir, base)?;
+            let mut seg = Segment::open(dir, base, files)?;
             if i + 1 < bases.len() {
                 if recovery::load_sealed(&mut seg)? {
                     notes.push(format!("rebuilt the index of segment {base}"));
@@ -87,7 +89,14 @@ impl Partition {
             }
             segments.push(seg);
         }
-        let mut partition = Partition { dir: dir.to_path_buf(), config, segments, unflushed: 0, producers: Producers::default() };
+        let mut partition = Partition {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            unflushed: 0,
+            producers: Producers::default(),
+            files: files.clone(),
+        };
         partition.load_producers()?;
         Ok((partition, notes))
     }
@@ -151,8 +160,9 @@ impl Partition {
         self.segments.last().expect("a partition has a segment")
     }
 
-    pub fn active_file(&self) -> Arc<File> {
-        self.active().file.clone()
+    /// The active segment's file, for an fsync outside the partition's lock.
+    pub fn active_file(&self) -> io::Result<Arc<File>> {
+        self.active().file()
     }
 
     /// Appends validated batches, assigning offsets, after the idempotent-producer checks of
@@ -183,14 +193,21 @@ impl Partition {
         Ok(Appended::New(base, next - 1, records))
     }
 
-    /// Seals the active segment (index written, everything fsynced) and starts a new one.
+    /// Seals the active segment (index written, everything fsynced) and starts a new one. On an
+    /// error the old segment stays active (and the new file, if created, is removed again: left
+    /// behind, an empty segment file would make the next start restart offsets at its base).
     fn roll(&mut self) -> io::Result<()> {
         let next = self.next_offset();
         let active = self.segments.last_mut().unwrap();
-        active.file.sync_data()?;
+        active.sync_data()?;
         active.write_index(true)?;
-        self.segments.push(Segment::create(&self.dir, next)?);
-        sync_dir(&self.dir)
+        let seg = Segment::create(&self.dir, next, &self.files)?;
+        if let Err(e) = sync_dir(&self.dir) {
+            let _ = seg.remove_files();
+            return Err(e);
+        }
+        self.segments.push(seg);
+        Ok(())
     }
 
     fn segment_for(&self, offset: i64) -> usize {
@@ -295,16 +312,20 @@ impl Partition {
     /// Writes the active segment's index for a clean restart.
     pub fn close(&mut self) -> io::Result<()> {
         let active = self.segments.last_mut().unwrap();
-        active.file.sync_data()?;
+        active.sync_data()?;
         active.write_index(true)?;
         // The producer state as of the log end, so the next open need not walk the log.
         let old = self.snapshots()?;
         let path = self.dir.join(super::segment::file_name(self.next_offset(), "snapshot"));
         let tmp = path.with_extension("snapshot.tmp");
-        let mut file = File::create(&tmp)?;
-        std::io::Write::write_all(&mut file, &self.producers.encode())?;
-        file.sync_data()?;
-        fs::rename(&tmp, &path)?;
+        let written = File::create(&tmp).and_then(|mut file| {
+            std::io::Write::write_all(&mut file, &self.producers.encode())?;
+            file.sync_data()
+        });
+        if let Err(e) = written.and_then(|()| fs::rename(&tmp, &path)) {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
         for (_, stale) in old.into_iter().filter(|(_, p)| *p != path) {
             fs::remove_file(stale)?;
         }

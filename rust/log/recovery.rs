@@ -70,8 +70,9 @@ pub struct Recovered {
 /// truncates whatever follows the last valid batch, and rebuilds the index of what it read.
 pub fn recover_active(seg: &mut Segment, from: u64, min_offset: i64) -> io::Result<Recovered> {
     seg.index.truncate(from);
-    let file_size = seg.file.metadata()?.len();
-    let mut reader = BufReader::with_capacity(1 << 20, &*seg.file);
+    let file = seg.file()?;
+    let file_size = file.metadata()?.len();
+    let mut reader = BufReader::with_capacity(1 << 20, &*file);
     reader.seek(SeekFrom::Start(from))?;
     let mut position = from;
     let mut expected = min_offset;
@@ -116,8 +117,8 @@ pub fn recover_active(seg: &mut Segment, from: u64, min_offset: i64) -> io::Resu
     }
     let truncated = file_size - position;
     if truncated > 0 {
-        seg.file.set_len(position)?;
-        seg.file.sync_all()?;
+        file.set_len(position)?;
+        file.sync_all()?;
     }
     seg.size = position;
     Ok(Recovered { valid_bytes: position, truncated_bytes: truncated, reason: if truncated > 0 { reason } else { None } })

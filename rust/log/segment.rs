@@ -1,6 +1,7 @@
 //! One segment: a `.log` file of whole record batches named by its base offset (20 digits, as
 //! Kafka names them), plus its sparse index. Reads and writes use positional I/O on a shared
-//! file handle, so a flush thread can fsync it while the partition goes on.
+//! file handle from the store's bounded cache of open files (files.rs), so a flush thread can
+//! fsync it while the partition goes on.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -9,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::batch::{Header, HEADER_LEN};
+use super::files::FileCache;
 use super::index::SparseIndex;
 
 pub struct Segment {
     pub base_offset: i64,
-    pub file: Arc<File>,
     /// Bytes of whole batches in the file.
     pub size: u64,
     pub index: SparseIndex,
@@ -24,6 +25,13 @@ pub struct Segment {
     /// Position and relative offset of the last batch, for sealing the index.
     pub last_batch: Option<(u64, u32)>,
     dir: PathBuf,
+    /// The `.log` file, opened through `files` when needed (no descriptor of its own).
+    path: PathBuf,
+    id: u64,
+    files: Arc<FileCache>,
+    /// A failed write may have left bytes past `size` that cutting them off did not remove:
+    /// cut before the next write or seal.
+    torn_tail: bool,
 }
 
 pub fn file_name(base_offset: i64, ext: &str) -> String {
@@ -32,7 +40,7 @@ pub fn file_name(base_offset: i64, ext: &str) -> String {
 
 impl Segment {
     pub fn log_path(&self) -> PathBuf {
-        self.dir.join(file_name(self.base_offset, "log"))
+        self.path.clone()
     }
     pub fn index_path(&self) -> PathBuf {
         self.dir.join(file_name(self.base_offset, "index"))
@@ -41,40 +49,72 @@ impl Segment {
         self.dir.join(file_name(self.base_offset, "timeindex"))
     }
 
-    pub fn create(dir: &Path, base_offset: i64) -> io::Result<Segment> {
+    pub fn create(dir: &Path, base_offset: i64, files: &Arc<FileCache>) -> io::Result<Segment> {
         let path = dir.join(file_name(base_offset, "log"));
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
-        Ok(Segment::with_file(dir, base_offset, file, 0))
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
+        let seg = Segment::new(dir, base_offset, files, 0);
+        files.insert(seg.id, Arc::new(file));
+        Ok(seg)
     }
 
-    /// Opens an existing segment file as it is; the caller loads or rebuilds the index.
-    pub fn open(dir: &Path, base_offset: i64) -> io::Result<Segment> {
-        let file = OpenOptions::new().read(true).write(true).open(dir.join(file_name(base_offset, "log")))?;
-        let size = file.metadata()?.len();
-        Ok(Segment::with_file(dir, base_offset, file, size))
+    /// An existing segment file as it is (not opened: its size is all that is read here); the
+    /// caller loads or rebuilds the index.
+    pub fn open(dir: &Path, base_offset: i64, files: &Arc<FileCache>) -> io::Result<Segment> {
+        let size = fs::metadata(dir.join(file_name(base_offset, "log")))?.len();
+        Ok(Segment::new(dir, base_offset, files, size))
     }
 
-    fn with_file(dir: &Path, base_offset: i64, file: File, size: u64) -> Segment {
+    fn new(dir: &Path, base_offset: i64, files: &Arc<FileCache>, size: u64) -> Segment {
         Segment {
             base_offset,
-            file: Arc::new(file),
             size,
             index: SparseIndex::default(),
             max_timestamp: -1,
             next_offset: base_offset,
             last_batch: None,
             dir: dir.to_path_buf(),
+            path: dir.join(file_name(base_offset, "log")),
+            id: files.new_id(),
+            files: files.clone(),
+            torn_tail: false,
         }
     }
 
-    /// Writes whole batches (offsets already assigned) at the end and indexes them.
+    /// The open file, from the store's cache (opened on a miss).
+    pub fn file(&self) -> io::Result<Arc<File>> {
+        self.files.get(self.id, &self.path)
+    }
+
+    /// Writes whole batches (offsets already assigned) at the end and indexes them. On an error
+    /// nothing changes in memory, and what part of `data` reached the file is cut off again (or,
+    /// if that fails too, before the next write).
     pub fn append(&mut self, data: &[u8], batches: &[(usize, Header)]) -> io::Result<()> {
-        self.file.write_all_at(data, self.size)?;
+        let file = self.file()?;
+        self.cut_torn_tail(&file)?;
+        if let Err(e) = file.write_all_at(data, self.size) {
+            self.torn_tail = file.set_len(self.size).is_err();
+            return Err(e);
+        }
         for (pos, h) in batches {
             self.note_batch(self.size + *pos as u64, h);
         }
         self.size += data.len() as u64;
         Ok(())
+    }
+
+    fn cut_torn_tail(&mut self, file: &File) -> io::Result<()> {
+        if self.torn_tail {
+            file.set_len(self.size)?;
+            self.torn_tail = false;
+        }
+        Ok(())
+    }
+
+    /// fsyncs the file's data (what a roll or a clean shutdown needs before sealing).
+    pub fn sync_data(&mut self) -> io::Result<()> {
+        let file = self.file()?;
+        self.cut_torn_tail(&file)?;
+        file.sync_data()
     }
 
     /// Updates the in-memory state for a batch found (or written) at `position`.
@@ -88,17 +128,17 @@ impl Segment {
 
     pub fn read_at(&self, len: usize, position: u64) -> io::Result<Vec<u8>> {
         let mut buf = vec![0; len];
-        self.file.read_exact_at(&mut buf, position)?;
+        self.file()?.read_exact_at(&mut buf, position)?;
         Ok(buf)
     }
 
     /// The batch header at `position`, if a whole batch starts there.
-    pub fn header_at(&self, position: u64) -> io::Result<Option<Header>> {
+    fn header_at(&self, file: &File, position: u64) -> io::Result<Option<Header>> {
         if position + HEADER_LEN as u64 > self.size {
             return Ok(None);
         }
         let mut buf = [0u8; HEADER_LEN];
-        self.file.read_exact_at(&mut buf, position)?;
+        file.read_exact_at(&mut buf, position)?;
         Ok(Header::parse(&buf).filter(|h| position + h.size as u64 <= self.size))
     }
 
@@ -108,7 +148,11 @@ impl Segment {
         mut position: u64,
         mut stop: impl FnMut(u64, &Header) -> bool,
     ) -> io::Result<Option<(u64, Header)>> {
-        while let Some(h) = self.header_at(position)? {
+        if position + HEADER_LEN as u64 > self.size {
+            return Ok(None);
+        }
+        let file = self.file()?;
+        while let Some(h) = self.header_at(&file, position)? {
             if stop(position, &h) {
                 return Ok(Some((position, h)));
             }
@@ -126,6 +170,7 @@ impl Segment {
     }
 
     pub fn remove_files(&self) -> io::Result<()> {
+        self.files.forget(self.id);
         for path in [self.log_path(), self.index_path(), self.time_index_path()] {
             match fs::remove_file(&path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -133,5 +178,11 @@ impl Segment {
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.files.forget(self.id);
     }
 }

@@ -17,6 +17,7 @@ import trio
 
 from .apis import ApiKey, handles
 from .errors import ErrorCode
+from .log import StorageError, storage_warning
 
 INVALID_SESSION_ID = 0
 
@@ -55,7 +56,12 @@ def _plan(broker, topics: list[dict[str, Any]]) -> list[tuple[str, list[tuple[in
             if topic is None or not 0 <= index < topic.partitions:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                broker.logs.open(topic, index)
+                try:
+                    broker.logs.open(topic, index)
+                except StorageError as e:
+                    storage_warning("fetch", "Fetch from %s-%d answered KAFKA_STORAGE_ERROR: %s",
+                                    name, index, e)
+                    error = ErrorCode.KAFKA_STORAGE_ERROR
             partitions.append((index, error, part["fetch_offset"], part["partition_max_bytes"]))
         plan.append((name, partitions))
     return plan

@@ -6,6 +6,7 @@ from typing import Any
 
 from .apis import ApiKey, handles
 from .errors import ErrorCode
+from .log import StorageError, storage_warning
 
 LATEST = -1
 EARLIEST = -2
@@ -29,7 +30,13 @@ def list_offsets(broker, request) -> dict[str, Any]:
             if topic is None or not 0 <= index < topic.partitions:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            found = _lookup(broker.logs, topic, index, part["timestamp"])
+            try:
+                found = _lookup(broker.logs, topic, index, part["timestamp"])
+            except StorageError as e:
+                storage_warning("list_offsets", "ListOffsets of %s-%d answered "
+                                "KAFKA_STORAGE_ERROR: %s", topic.name, index, e)
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if found is not None:
                 entry["timestamp"], entry["offset"] = found
                 if version >= 4:

@@ -11,12 +11,19 @@
   arriving at an idle flusher is flushed at once. A process crash loses nothing written; a power loss
   loses nothing acknowledged while `log.flush.interval.messages` is 1 (corral's default).
 - Fetches that wait for data (`wait_for_data`) are woken by the append itself: no polling.
+- Any number of partitions: the store keeps no file open per partition, only a bounded cache of
+  segment files (`corral.log.open.files.max`, default a quarter of the open-files limit).
+- Storage failures (disk full, I/O errors) raise `StorageError` for the call that hit them; the
+  store stays consistent (a failed write counts for nothing) and later calls succeed once the
+  cause is gone. Callers answer KAFKA_STORAGE_ERROR (or NOT_COORDINATOR) with a rate-limited
+  warning (`storage_warning`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import resource
 import time
 from pathlib import Path
 from typing import Callable
@@ -32,8 +39,48 @@ log = logging.getLogger("corral.log")
 Key = tuple[str, int]
 
 
-class StorageError(Exception):
-    """An append could not be made durable (Kafka's KAFKA_STORAGE_ERROR)."""
+# An append could not be written or made durable, or a segment file could not be read (Kafka's
+# KAFKA_STORAGE_ERROR): the store's `_core.StorageError`, an OSError with (errno, message).
+StorageError = _core.StorageError
+
+MIN_OPEN_FILES = 16
+# One storage warning per kind per this many seconds; the rest are counted in the next one.
+WARNING_INTERVAL_S = 10.0
+
+
+class _RateLimitedWarnings:
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def __call__(self, kind: str, message: str, *args: object) -> None:
+        now = time.monotonic()
+        last = self._last.get(kind)
+        if last is not None and now - last < WARNING_INTERVAL_S:
+            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+            return
+        self._last[kind] = now
+        suppressed = self._suppressed.pop(kind, 0)
+        if suppressed:
+            message += " (and %d more like it in the last %.0fs)"
+            args += (suppressed, now - last)
+        log.warning(message, *args)
+
+
+# storage_warning(kind, message, *args): a WARNING line, at most one per kind per 10 s.
+storage_warning = _RateLimitedWarnings()
+
+
+def open_files_max(settings: Settings) -> int:
+    """`corral.log.open.files.max`, or when 0, a quarter of the open-files soft limit (at least
+    MIN_OPEN_FILES)."""
+    configured = settings["corral.log.open.files.max"]
+    if configured > 0:
+        return configured
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(MIN_OPEN_FILES, soft // 4)
 
 
 # Called after an fsync pass with its error (None: durable).
@@ -44,7 +91,10 @@ class PartitionLogs:
     def __init__(self, data_dir: Path, settings: Settings, topics: TopicStore):
         self.settings = settings
         self.topics = topics
-        self.store = _core.LogStore(str(data_dir))
+        open_files = open_files_max(settings)
+        self.store = _core.LogStore(str(data_dir), open_files)
+        log.info("log store keeps at most %d segment files open (corral.log.open.files.max)",
+                 open_files)
         self.flush_messages: int = settings["log.flush.interval.messages"]
         self.flush_interval_ms: int = settings["log.flush.interval.ms"]
         self.flush_linger_s: float = settings["corral.log.flush.linger.ms"] / 1000
@@ -56,7 +106,11 @@ class PartitionLogs:
         started = time.monotonic()
         for topic in list(topics.by_name.values()):
             for p in range(topic.partitions):
-                self.open(topic, p)
+                try:
+                    self.open(topic, p)
+                except StorageError as e:
+                    # Tried again on first use.
+                    storage_warning("open", "could not open %s-%d: %s", topic.name, p, e)
         if self._open:
             log.info("opened %d partitions in %.2fs (%s)", len(self._open), time.monotonic() - started,
                      "clean shutdown before" if self.store.clean_start
@@ -65,7 +119,8 @@ class PartitionLogs:
     # Partitions
 
     def open(self, topic: Topic, partition: int) -> Key:
-        """Ensures the partition's log is open; returns its key."""
+        """Ensures the partition's log is open; returns its key. Raises StorageError when its
+        files cannot be created or recovered."""
         key = (topic.name, partition)
         if key not in self._open:
             cfg = self.topics.config
@@ -94,7 +149,8 @@ class PartitionLogs:
                log_append_time: int | None = None) -> tuple[int, int, int, int, bool]:
         """Appends validated batches (written, not yet fsynced). Returns (error code, base
         offset, last offset, log append time or -1, whether the flush policy wants an fsync
-        before acknowledging: then `await flushed()` once for all of a request's appends)."""
+        before acknowledging: then `await flushed()` once for all of a request's appends).
+        Raises StorageError when nothing could be written."""
         key = self.open(topic, partition)
         error, base, last, append_time, unflushed = self.store.append(
             topic.name, partition, data, log_append_time)
@@ -154,7 +210,8 @@ class PartitionLogs:
             try:
                 await trio.to_thread.run_sync(self.store.flush)
             except OSError as e:
-                log.error("fsync failed: %s", e)
+                storage_warning("fsync", "fsync failed, appends waiting for it are not "
+                                "acknowledged: %s", e)
                 error = e
             for callback in waiters:
                 try:
@@ -168,14 +225,23 @@ class PartitionLogs:
         while True:
             await trio.sleep(interval)
             now_ms = int(time.time() * 1000)
-            deleted = await trio.to_thread.run_sync(self.store.apply_retention, now_ms)
+            try:
+                deleted = await trio.to_thread.run_sync(self.store.apply_retention, now_ms)
+            except OSError as e:
+                storage_warning("retention", "retention check failed (next one in %gs): %s",
+                                interval, e)
+                continue
             for topic, partition, segments, log_start in deleted:
                 log.info("retention deleted %d segments of %s-%d; log start offset now %d",
                          segments, topic, partition, log_start)
 
     def close(self) -> None:
         """Clean shutdown: everything fsynced, indexes written, next start skips full recovery."""
-        self.store.close()
+        try:
+            self.store.close()
+        except OSError as e:
+            log.warning("log store not closed cleanly (the next start validates every active "
+                        "segment): %s", e)
 
     # Reads
 

@@ -2,7 +2,8 @@
 
 Records stay bytes end to end: the compiled core checks the batch (sizes, magic, CRC-32C) and the
 producer's sequence, assigns offsets in place and writes it; no record is decoded here. All of a
-request's appends share one group-committed fsync before the response (see log.py).
+request's appends share one group-committed fsync before the response (see log.py). A partition
+whose append or fsync fails (disk full, I/O error) is answered KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from . import _core
 from .apis import ApiKey, handles
 from .errors import ErrorCode
-from .log import StorageError
+from .log import StorageError, storage_warning
 
 LOG_APPEND_TIME = "LogAppendTime"
 
@@ -63,7 +64,16 @@ async def produce(broker, request) -> dict[str, Any] | None:
             append_time = None
             if broker.topics.config(topic, "message.timestamp.type") == LOG_APPEND_TIME:
                 append_time = int(time.time() * 1000)
-            error, base, _last, append_time_out, flush = logs.append(topic, index, records, append_time)
+            try:
+                error, base, _last, append_time_out, flush = logs.append(
+                    topic, index, records, append_time)
+            except StorageError as e:
+                # Nothing of it was kept; the producer retries (KAFKA_STORAGE_ERROR is retriable).
+                storage_warning("produce", "Produce to %s-%d answered KAFKA_STORAGE_ERROR: %s",
+                                name, index, e)
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                _message(entry, version, str(e))
+                continue
             entry["error_code"] = error
             if error:
                 continue

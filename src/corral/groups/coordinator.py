@@ -19,6 +19,7 @@ import trio
 
 from .. import _core
 from ..errors import ErrorCode
+from ..log import storage_warning
 from . import records, snapshot
 from .classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicMember, ClassicState, Waiter
 from .log import CoordinatorLog, group_records
@@ -84,6 +85,9 @@ class GroupCoordinator:
             # A clean shutdown leaves a fresh snapshot: the next start replays (almost) nothing.
             try:
                 snapshot.write(self.snapshot_path, self.log.positions(), self.snapshot_records())
+            except OSError as e:
+                # Disk full, say: the previous snapshot stays, the next start replays more log.
+                log.warning("coordinator snapshot at shutdown failed: %s", e)
             except Exception:
                 log.exception("coordinator snapshot at shutdown failed")
 
@@ -120,7 +124,9 @@ class GroupCoordinator:
             try:
                 size = await self.take_snapshot()
             except OSError as e:
-                log.error("coordinator snapshot failed: %s", e)
+                # The previous snapshot stays; tried again next interval.
+                storage_warning("snapshot", "coordinator snapshot failed (retried in %gs): %s",
+                                interval, e)
                 continue
             written_at = appends
             log.info("coordinator snapshot: %d groups, %d bytes in %.3fs", len(self.groups), size,

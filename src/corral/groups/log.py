@@ -17,6 +17,7 @@ import trio
 
 from .. import _core
 from ..errors import ErrorCode
+from ..log import StorageError, storage_warning
 from . import records
 from .placement import partition_for
 
@@ -105,8 +106,14 @@ class DurableLog(CoordinatorLog):
         self._wanted.set()
 
     def _append(self, partition: int, batch: bytes) -> tuple[int, bool]:
-        """Appends one batch; returns (base offset or -1 on a refused append, needs fsync)."""
-        code, base, _, _, needs_flush = self.logs.append(self.topic, partition, batch)
+        """Appends one batch; returns (base offset or -1 on a refused or failed append, needs
+        fsync)."""
+        try:
+            code, base, _, _, needs_flush = self.logs.append(self.topic, partition, batch)
+        except StorageError as e:
+            storage_warning("coordinator", "write to %s-%d failed, answered NOT_COORDINATOR: %s",
+                            self.topic.name, partition, e)
+            return -1, False
         if code:
             return -1, False
         self.appends += 1
