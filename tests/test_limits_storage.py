@@ -173,6 +173,29 @@ def _big_batch(tag: str) -> bytes:
     return _core.build_batch([(tag.encode(), value)], int(time.time() * 1000))
 
 
+def test_a_huge_topic_costs_no_files_until_written(corral_factory):
+    # Reproduced on main: one ListOffsets of a 30,000-partition topic opened a file per partition
+    # (EMFILE, an ~11 s stall) and then the broker could not restart. Partitions that never got a
+    # record have no files at all.
+    broker = corral_factory(rlimit_nofile=FD_LIMIT)
+    partitions = 30_000
+    with RawClient(broker.port, timeout=120) as client:
+        create(client, "huge", partitions)
+        assert set(list_offsets(client, "huge", range(partitions), LATEST).values()) == {(0, 0)}
+        assert produce(client, "huge", {7: _core.build_batch([(b"k", b"v")], 1000)}) == {7: (0, 0)}
+        fetched = fetch(client, "huge", {p: 0 for p in range(partitions)}, partition_max_bytes=1024)
+    assert {p: r[0] for p, r in fetched.items()} == dict.fromkeys(range(partitions), 0)
+    assert fetched[7][2] == [(0, b"k", b"v")]
+    on_disk = sorted(d.name for d in broker.data_dir.iterdir() if d.name.startswith("huge-"))
+    assert on_disk == ["huge-7"]
+    broker.kill()
+    broker.start(timeout=120)
+    with RawClient(broker.port, timeout=120) as client:
+        offsets = list_offsets(client, "huge", range(partitions), LATEST)
+    assert offsets == {p: (0, 1 if p == 7 else 0) for p in range(partitions)}
+    assert "internal error" not in broker.log() and "Traceback" not in broker.log()
+
+
 def test_disk_full_answers_storage_errors_and_recovers(tmp_path, small_disk):
     filler = small_disk / "filler"
     filler.write_bytes(b"\0" * (5 << 20))

@@ -260,12 +260,17 @@ impl LogStore {
             let mut total = 0;
             let mut parts = dirty.into_iter();
             while let Some(p) = parts.next() {
-                let (file, pending) = {
+                let (file, pending, new_dir) = {
                     let p = lock(&p);
                     if p.unflushed == 0 {
                         continue;
                     }
-                    (p.active_file(), p.unflushed)
+                    (p.active_file(), p.unflushed, p.dir_unsynced.then(|| p.dir.clone()))
+                };
+                // A partition's first records: its directory entries must be durable too.
+                let file = match &new_dir {
+                    Some(dir) => Partition::sync_dirs(&dir).and(file),
+                    None => file,
                 };
                 // A roll in between already fsynced the older segment, so syncing the file that
                 // was active when `pending` was read covers every one of those records. The
@@ -280,6 +285,9 @@ impl LogStore {
                 }
                 let mut guard = lock(&p);
                 guard.flushed(pending);
+                if new_dir.is_some() {
+                    guard.dir_unsynced = false;
+                }
                 // Appends made during the fsync found the partition dirty already: keep it listed.
                 if guard.unflushed > 0 {
                     self.dirty.lock().unwrap().push(p.clone());
@@ -429,6 +437,31 @@ mod tests {
     fn producer_batch(n: usize, ts: i64, producer: ProducerFields) -> Vec<u8> {
         let recs: Vec<_> = (0..n).map(|i| (None, Some(vec![b'x'; 100 + i]))).collect();
         build(&recs, ts, producer)
+    }
+
+    #[test]
+    fn a_partition_has_no_files_until_its_first_append() {
+        let dir = tmp("unborn");
+        for clean in [true, false] {
+            let (mut p, _) = Partition::open(&dir, config(4000), clean, &files()).unwrap();
+            assert!(!dir.exists(), "opening, reading and closing an empty partition touch no file");
+            assert_eq!((p.log_start_offset(), p.next_offset()), (0, 0));
+            assert_eq!(p.read(0, 100, true).unwrap(), Some(vec![]));
+            assert_eq!(p.read(1, 100, true).unwrap(), None);
+            assert_eq!(p.offset_for_timestamp(0).unwrap(), None);
+            assert_eq!(p.max_timestamp().unwrap(), None);
+            assert_eq!(p.apply_retention(i64::MAX).unwrap(), 0);
+            p.close().unwrap();
+            assert!(!dir.exists());
+        }
+        let (mut p, _) = Partition::open(&dir, config(4000), false, &files()).unwrap();
+        assert_eq!(p.append(batch_of(2, 5), None).unwrap(), Appended::New(0, 1, 2));
+        assert!(p.dir_unsynced && p.active_log_path().exists(), "the first append makes the files");
+        p.close().unwrap();
+        assert!(!p.dir_unsynced);
+        let (p, _) = Partition::open(&dir, config(4000), true, &files()).unwrap();
+        assert_eq!(p.next_offset(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -31,6 +31,12 @@ pub struct Partition {
     pub unflushed: u64,
     producers: Producers,
     files: Arc<FileCache>,
+    /// Whether the partition has a directory and segment file yet: they are made by the first
+    /// append, so a topic of any size costs no files (and no fsyncs) until it gets records.
+    on_disk: bool,
+    /// The directory was made and its entries are not fsynced yet: the next flush does it before
+    /// it reports records durable.
+    pub dir_unsynced: bool,
 }
 
 /// What an append did.
@@ -45,20 +51,18 @@ pub enum Appended {
 }
 
 impl Partition {
-    /// Opens (or creates) the partition in `dir`. After an unclean shutdown the whole active
-    /// segment is validated; after a clean one only its tail past the last index entry is.
-    /// Returns the partition and a description of anything repaired.
+    /// Opens the partition in `dir` (an empty one, touching no file, if it has no segment yet).
+    /// After an unclean shutdown the whole active segment is validated; after a clean one only
+    /// its tail past the last index entry is. Returns the partition and a description of
+    /// anything repaired.
     pub fn open(dir: &Path, config: Config, clean: bool, files: &Arc<FileCache>) -> io::Result<(Partition, Vec<String>)> {
-        fs::create_dir_all(dir)?;
         let mut notes = Vec::new();
-        let bases = recovery::segment_bases(dir)?;
+        let bases = if dir.is_dir() { recovery::segment_bases(dir)? } else { Vec::new() };
+        let on_disk = !bases.is_empty();
         let mut segments = Vec::with_capacity(bases.len().max(1));
-        if bases.is_empty() {
-            segments.push(Segment::create(dir, 0, files)?);
-            sync_dir(dir)?;
-            if let Some(parent) = dir.parent() {
-                sync_dir(parent)?;
-            }
+        if !on_disk {
+            // Nothing was ever written (nothing acknowledged can be lost): no file until then.
+            segments.push(Segment::unborn(dir, 0, files));
         }
         for (i, &base) in bases.iter().enumerate() {
             let mut seg = Segment::open(dir, base, files)?;
@@ -96,8 +100,12 @@ impl Partition {
             unflushed: 0,
             producers: Producers::default(),
             files: files.clone(),
+            on_disk,
+            dir_unsynced: false,
         };
-        partition.load_producers()?;
+        if on_disk {
+            partition.load_producers()?;
+        }
         Ok((partition, notes))
     }
 
@@ -180,6 +188,7 @@ impl Partition {
         if headers.is_empty() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "no record batch to append"));
         }
+        self.make_files()?;
         let active = self.active();
         if active.size > 0 && active.size + data.len() as u64 > self.config.segment_bytes {
             self.roll()?;
@@ -191,6 +200,29 @@ impl Partition {
         }
         self.unflushed += records;
         Ok(Appended::New(base, next - 1, records))
+    }
+
+    /// Makes the directory and first segment file of a partition that had none (its first
+    /// append). Their directory entries are fsynced by the next flush (`dir_unsynced`).
+    fn make_files(&mut self) -> io::Result<()> {
+        if self.on_disk {
+            return Ok(());
+        }
+        fs::create_dir_all(&self.dir)?;
+        let base = self.active().base_offset;
+        *self.segments.last_mut().unwrap() = Segment::create(&self.dir, base, &self.files)?;
+        self.on_disk = true;
+        self.dir_unsynced = true;
+        Ok(())
+    }
+
+    /// fsyncs the partition's directory and the data dir's entry for it (after `make_files`).
+    pub fn sync_dirs(dir: &Path) -> io::Result<()> {
+        sync_dir(dir)?;
+        match dir.parent() {
+            Some(parent) => sync_dir(parent),
+            None => Ok(()),
+        }
     }
 
     /// Seals the active segment (index written, everything fsynced) and starts a new one. On an
@@ -311,6 +343,13 @@ impl Partition {
 
     /// Writes the active segment's index for a clean restart.
     pub fn close(&mut self) -> io::Result<()> {
+        if !self.on_disk {
+            return Ok(());
+        }
+        if self.dir_unsynced {
+            Partition::sync_dirs(&self.dir)?;
+            self.dir_unsynced = false;
+        }
         let active = self.segments.last_mut().unwrap();
         active.sync_data()?;
         active.write_index(true)?;

@@ -57,6 +57,12 @@ impl Segment {
         Ok(seg)
     }
 
+    /// A segment whose file does not exist yet (a partition nothing was written to); `create`
+    /// replaces it before the first write.
+    pub fn unborn(dir: &Path, base_offset: i64, files: &Arc<FileCache>) -> Segment {
+        Segment::new(dir, base_offset, files, 0)
+    }
+
     /// An existing segment file as it is (not opened: its size is all that is read here); the
     /// caller loads or rebuilds the index.
     pub fn open(dir: &Path, base_offset: i64, files: &Arc<FileCache>) -> io::Result<Segment> {
