@@ -32,9 +32,11 @@ def pytest_runtest_makereport(item, call):
 class CorralProcess:
     """One corral broker as a child process; can be stopped, killed and restarted on its data dir."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None, preexec_fn=None):
         self.data_dir = data_dir
         self.settings = dict(settings or {})
+        # Run in the child before exec, e.g. to lower its RLIMIT_NOFILE.
+        self.preexec_fn = preexec_fn
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
@@ -52,7 +54,7 @@ class CorralProcess:
         for name, value in self.settings.items():
             cmd += ["--set", f"{name}={value}"]
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec_fn)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -93,11 +95,12 @@ class CorralProcess:
 
 @pytest.fixture
 def corral_factory(tmp_path):
-    """Start brokers with given settings: `corral_factory(**{"num.partitions": 8})`."""
+    """Start brokers with given settings: `corral_factory(**{"num.partitions": 8})`; `preexec_fn`
+    runs in the child before exec."""
     started: list[CorralProcess] = []
 
-    def make(name: str = "corral", **settings) -> CorralProcess:
-        broker = CorralProcess(tmp_path / name, {k: str(v) for k, v in settings.items()})
+    def make(name: str = "corral", preexec_fn=None, **settings) -> CorralProcess:
+        broker = CorralProcess(tmp_path / name, {k: str(v) for k, v in settings.items()}, preexec_fn)
         started.append(broker)
         return broker.start()
 

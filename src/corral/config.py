@@ -133,8 +133,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("max.connections", ConfigType.INT, INT32_MAX, _int_in(0, INT32_MAX),
                 "Most client connections at once; over it a new connection is closed at once (and "
                 "counted in a WARNING at most every 10 s). corral also caps it by the descriptors "
-                "it may open: RLIMIT_NOFILE minus max(min(64, limit / 2), limit / 4) kept for log "
-                "files and its own use (logged at startup)."),
+                "it may open: RLIMIT_NOFILE minus the descriptors open at startup minus "
+                "max(min(64, limit / 2), limit / 4) kept for log files opened later (logged at "
+                "startup)."),
         Setting("max.connections.per.ip", ConfigType.INT, INT32_MAX, _int_in(0, INT32_MAX),
                 "Most client connections at once from one address; over it a new connection is "
                 "closed at once (and counted in a WARNING at most every 10 s)."),

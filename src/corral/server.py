@@ -11,6 +11,7 @@ leave in request order; different connections are served concurrently.
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import signal
 
@@ -24,28 +25,40 @@ from .config import INT32_MAX, Settings, parse_listener
 log = logging.getLogger("corral.server")
 
 
-def descriptor_cap(soft_limit: int) -> int:
-    """Connections the descriptor limit allows: it minus a reserve for log files, the listener,
-    the eventfd, epoll and Python's own files."""
+def descriptor_cap(soft_limit: int, open_now: int) -> int:
+    """Connections the descriptor limit allows: it minus the descriptors open now (partition
+    logs, the listener, Python's own) minus a reserve for what opens later (new partitions'
+    logs, snapshots, the network thread's spare)."""
     if soft_limit == resource.RLIM_INFINITY or soft_limit >= INT32_MAX:
         return INT32_MAX
-    return max(0, soft_limit - max(min(64, soft_limit // 2), soft_limit // 4))
+    reserve = max(min(64, soft_limit // 2), soft_limit // 4)
+    return max(0, soft_limit - open_now - reserve)
+
+
+def open_descriptors() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
 
 
 def network_limits(settings: Settings) -> dict:
     """The Reactor's limit arguments, logged once."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    fd_cap = descriptor_cap(soft)
+    open_now = open_descriptors()
+    fd_cap = descriptor_cap(soft, open_now)
     max_connections = min(settings["max.connections"], fd_cap)
     per_ip = settings["max.connections.per.ip"]
     idle = settings["connections.max.idle.ms"]
     partial = settings["corral.socket.partial.request.timeout.ms"]
     queued = settings["queued.max.request.bytes"]
-    log.info("connections: at most %d (max.connections=%d, RLIMIT_NOFILE=%s leaves %d), "
+    log.info("connections: at most %d (max.connections=%d; RLIMIT_NOFILE=%s with %d open "
+             "leaves %d), "
              "max.connections.per.ip=%d, connections.max.idle.ms=%d, "
              "corral.socket.partial.request.timeout.ms=%d",
              max_connections, settings["max.connections"],
-             "unlimited" if soft == resource.RLIM_INFINITY else soft, fd_cap, per_ip, idle, partial)
+             "unlimited" if soft == resource.RLIM_INFINITY else soft, open_now, fd_cap, per_ip,
+             idle, partial)
     log.info("queued.max.request.bytes=%d (%s)", queued,
              "unlimited" if queued < 0 else f"{queued / (1 << 20):.1f} MiB")
     return {
