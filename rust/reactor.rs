@@ -329,6 +329,14 @@ struct Limits {
     sweep_every: Duration,
 }
 
+enum Spare {
+    /// A waiting connection was accepted on the spare descriptor and closed.
+    Refused,
+    NoneWaiting,
+    /// No spare descriptor to give up, or accept failed even so (with this errno).
+    Failed(Option<i32>),
+}
+
 /// What the rate-limited reports count.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Report {
@@ -438,13 +446,17 @@ impl Network {
                 match self.listeners[i].accept() {
                     Ok((stream, addr)) => self.add_connection(stream, addr),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                        self.reports.note(Report::AcceptFailed(e.raw_os_error().unwrap_or(0)));
-                        if !self.refuse_on_spare(i) {
+                    // Linux takes the descriptor before it looks at the backlog: this comes even when
+                    // no connection is waiting.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => match self.refuse_on_spare(i) {
+                        Spare::Refused => continue,
+                        Spare::NoneWaiting => break,
+                        Spare::Failed(errno) => {
+                            self.reports.note(Report::AcceptFailed(errno.unwrap_or(0)));
                             self.accept_paused = true;
                             break;
                         }
-                    }
+                    },
                     Err(e) if matches!(e.raw_os_error(), Some(libc::ENOMEM | libc::ENOBUFS)) => {
                         self.reports.note(Report::AcceptFailed(e.raw_os_error().unwrap_or(0)));
                         self.accept_paused = true;
@@ -457,20 +469,28 @@ impl Network {
     }
 
     /// Out of descriptors: gives up the spare one to accept the next connection and close it at
-    /// once, so that its client sees a close instead of waiting in the backlog. False when that
-    /// cannot go on (no spare, or the backlog is empty).
-    fn refuse_on_spare(&mut self, listener: usize) -> bool {
-        let Some(spare) = self.spare.take() else { return false };
+    /// once, so that its client sees a close instead of waiting in the backlog.
+    fn refuse_on_spare(&mut self, listener: usize) -> Spare {
+        let Some(spare) = self.spare.take() else { return Spare::Failed(Some(libc::EMFILE)) };
         drop(spare);
         let accepted = self.listeners[listener].accept();
-        self.spare = open_spare();
-        match accepted {
+        // Closes the accepted connection first: its descriptor is the one the spare takes back.
+        let result = match accepted {
             Ok((stream, _)) => {
                 drop(stream);
                 self.reports.note(Report::RefusedNoFd);
-                self.spare.is_some()
+                Spare::Refused
             }
-            Err(_) => false,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Spare::NoneWaiting,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)) => {
+                Spare::Failed(e.raw_os_error())
+            }
+            Err(_) => Spare::Refused, // that client is gone already
+        };
+        self.spare = open_spare();
+        match result {
+            Spare::Refused if self.spare.is_none() => Spare::Failed(Some(libc::EMFILE)),
+            result => result,
         }
     }
 
