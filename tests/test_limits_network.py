@@ -226,9 +226,17 @@ def test_accept_out_of_descriptors_closes_on_the_spare_and_logs_rate_limited(cor
             sock.close()
     assert "hung" not in outcomes and "error" not in outcomes, outcomes
     assert outcomes.count("served") >= 1 and outcomes.count("closed") >= 50, outcomes
-    lines = log_lines(broker, REFUSAL)
-    assert 1 <= len(lines) < 20, lines
-    assert re.search(r"refused \d\d+ connections for want of file descriptors", lines[0]), lines
+    # The first refusals are reported at once, the rest together 10 s later.
+    counted = re.compile(r"refused (\d+) connections? for want of file descriptors")
+    deadline = time.monotonic() + 13
+    while True:
+        lines = log_lines(broker, REFUSAL)
+        total = sum(int(m.group(1)) for line in lines if (m := counted.search(line)))
+        if total >= outcomes.count("closed") or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert total >= outcomes.count("closed"), lines
+    assert 1 <= len(lines) <= 3, lines
     time.sleep(0.3)
     assert served(broker.port)
     assert broker.alive()
