@@ -224,6 +224,15 @@ impl<K: Ord + Copy> Reports<K> {
         *self.pending.entry(key).or_insert(0) += 1;
     }
 
+    /// Kinds counted since the last report.
+    pub fn kinds(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn counts(&self, key: &K) -> bool {
+        self.pending.contains_key(key)
+    }
+
     pub fn pending(&self) -> bool {
         !self.pending.is_empty()
     }

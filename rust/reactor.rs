@@ -13,6 +13,14 @@
 //! frame and READ_AHEAD bytes waiting, or OUT_LIMIT bytes of answers its client does not read:
 //! a client cannot make the broker buffer without bound.
 //!
+//! Limits (passed by server.py, see Reactor::new): connections over max.connections or
+//! max.connections.per.ip are accepted and closed at once; out of descriptors, accept() gives up a
+//! spare one (/dev/null) to do the same; both are counted and reported to Python at most every
+//! REPORT_INTERVAL. A sweep at most every second (the poll timeout) closes idle connections and
+//! those stuck in the middle of a request. The queued-bytes pool (limits.rs) stops reading, with
+//! the bytes left in the kernel, while the requests received and not yet answered hold too much.
+//! The clock is read once per loop turn.
+//!
 //! Wake-ups cost a syscall each, so both directions only signal an idle side: the thread writes
 //! the eventfd when it queues for a Python that has drained everything, and Python wakes the
 //! thread only when its answer queue was empty.
@@ -53,6 +61,8 @@ const COPY_BELOW: usize = 16 * 1024;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Refused connections and accept failures are logged at most this often, with counts.
 const REPORT_INTERVAL: Duration = Duration::from_secs(10);
+/// Addresses named in one round of reports; further ones are counted together.
+const MAX_REPORTED_ADDRESSES: usize = 32;
 /// The sweep for idle connections and stalled partial requests runs at most this far apart.
 const MAX_SWEEP: Duration = Duration::from_secs(1);
 
@@ -342,6 +352,8 @@ enum Spare {
 enum Report {
     OverMaxConnections,
     OverPerIp(IpAddr),
+    /// Over max.connections.per.ip, from addresses beyond MAX_REPORTED_ADDRESSES.
+    OverPerIpElsewhere,
     /// accept() failed with this errno.
     AcceptFailed(i32),
     /// Out of descriptors: accepted on the spare descriptor and closed.
@@ -507,7 +519,13 @@ impl Network {
                 if *count == 0 {
                     self.per_ip.remove(&ip);
                 }
-                self.reports.note(Report::OverPerIp(ip));
+                // One line per address, up to a bound: many addresses share one.
+                let report = Report::OverPerIp(ip);
+                if self.reports.counts(&report) || self.reports.kinds() < MAX_REPORTED_ADDRESSES {
+                    self.reports.note(report);
+                } else {
+                    self.reports.note(Report::OverPerIpElsewhere);
+                }
                 return;
             }
             *count += 1;
@@ -784,6 +802,10 @@ impl Network {
                 }
                 Report::OverPerIp(ip) => format!(
                     "refused {n} connection{s} over max.connections.per.ip={} from /{ip}",
+                    self.limits.max_per_ip.unwrap_or(usize::MAX)
+                ),
+                Report::OverPerIpElsewhere => format!(
+                    "refused {n} connection{s} over max.connections.per.ip={} from other addresses",
                     self.limits.max_per_ip.unwrap_or(usize::MAX)
                 ),
                 Report::AcceptFailed(errno) => format!(
