@@ -240,3 +240,31 @@ def test_accept_out_of_descriptors_closes_on_the_spare_and_logs_rate_limited(cor
     time.sleep(0.3)
     assert served(broker.port)
     assert broker.alive()
+
+
+def test_limit_settings_and_the_descriptor_cap():
+    from corral.config import ConfigError, Settings, physical_memory_tenth
+    from corral.server import descriptor_cap, network_limits
+
+    s = Settings()
+    assert s["max.connections"] == s["max.connections.per.ip"] == 2**31 - 1
+    assert s["connections.max.idle.ms"] == 600000
+    assert s["corral.socket.partial.request.timeout.ms"] == 30000
+    assert s["queued.max.request.bytes"] == physical_memory_tenth() > 0
+    for name in ("connections.max.idle.ms", "corral.socket.partial.request.timeout.ms",
+                 "queued.max.request.bytes"):
+        assert Settings({name: "-1"})[name] == -1
+        try:
+            Settings({name: "0"})
+        except ConfigError as e:
+            assert name in str(e)
+        else:
+            raise AssertionError(f"{name}=0 was accepted")
+    limits = network_limits(Settings({"queued.max.request.bytes": -1, "connections.max.idle.ms": -1,
+                                      "max.connections.per.ip": 3, "max.connections": 10}))
+    assert limits["queued_max_request_bytes"] is None and limits["idle_timeout_ms"] is None
+    assert limits["max_connections_per_ip"] == 3 and limits["max_connections"] <= 10
+    assert descriptor_cap(64, 14) == 64 - 14 - 32
+    assert descriptor_cap(1024, 60) == 1024 - 60 - 256
+    assert descriptor_cap(64, 63) == 0
+    assert descriptor_cap(resource.RLIM_INFINITY, 60) == 2**31 - 1
