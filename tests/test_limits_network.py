@@ -268,3 +268,35 @@ def test_limit_settings_and_the_descriptor_cap():
     assert descriptor_cap(1024, 60) == 1024 - 60 - 256
     assert descriptor_cap(64, 63) == 0
     assert descriptor_cap(resource.RLIM_INFINITY, 60) == 2**31 - 1
+
+
+def test_a_stalled_request_holding_the_pool_times_out_and_frees_it(corral_factory):
+    broker = corral_factory(**{"queued.max.request.bytes": 32 * MiB, "socket.request.max.bytes": 100 * MiB,
+                               "corral.socket.partial.request.timeout.ms": 2000})
+    with socket.create_connection(("127.0.0.1", broker.port)) as holder, \
+            socket.create_connection(("127.0.0.1", broker.port)) as waiter:
+        holder.sendall(struct.pack(">i", 100 * MiB) + bytes(50 * MiB))  # read in whole, then stalls
+        time.sleep(0.5)
+        # A whole 40 MiB frame of an unknown API: refused (and closed) only once it is all read,
+        # which the pool allows only after the holder is gone.
+        body = struct.pack(">hhih", 999, 0, 1, 0) + bytes(40 * MiB)
+        data = struct.pack(">i", len(body)) + body
+        # Sends from a duplicate: closed_within sets the timeout of `waiter` meanwhile.
+        sending = waiter.dup()
+        sending.settimeout(20)
+
+        def send() -> None:
+            try:
+                sending.sendall(data)
+            except OSError:
+                pass
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        assert not closed_within(waiter, 1.0), "the waiting request was handled while the pool was full"
+        assert closed_within(holder, 5.0), "the stalled request kept its reservation"
+        assert closed_within(waiter, 5.0), "the waiting request was not read once the pool had room"
+        sender.join(5)
+        sending.close()
+    assert log_lines(broker, re.compile(r"unknown api key 999"))
+    assert served(broker.port)
