@@ -6,6 +6,8 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use crate::limits::Head;
+
 #[derive(Debug, PartialEq, Eq)]
 pub enum FrameError {
     /// The size prefix is negative or above the limit.
@@ -48,6 +50,18 @@ impl FrameSplitter {
         }
         let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
         size < 0 || size as usize > self.max || self.buf.len() >= 4 + size as usize
+    }
+
+    /// What the buffer starts with, for the memory pool.
+    pub fn head(&self) -> Head {
+        if self.buf.len() < 4 {
+            return Head::Unknown { buffered: self.buf.len() };
+        }
+        if self.has_frame() {
+            return Head::Complete;
+        }
+        let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        Head::Partial { frame: 4 + size as usize }
     }
 
     /// The next whole frame (without its size prefix), if one has fully arrived.
@@ -116,6 +130,21 @@ mod tests {
         assert_eq!(s.next_frame().unwrap().as_deref(), Some(&b"abc"[..]));
         s.push(&frame(b"abcd"));
         assert!(s.next_frame().is_err());
+    }
+
+    #[test]
+    fn head_tells_the_declared_size_of_a_partial_frame() {
+        let mut s = FrameSplitter::new(1000);
+        assert_eq!(s.head(), Head::Unknown { buffered: 0 });
+        s.push(&[0, 0]);
+        assert_eq!(s.head(), Head::Unknown { buffered: 2 });
+        s.push(&[0, 10, 1]);
+        assert_eq!(s.head(), Head::Partial { frame: 14 });
+        s.push(&[0; 9]);
+        assert_eq!(s.head(), Head::Complete);
+        let mut s = FrameSplitter::new(10);
+        s.push(&11i32.to_be_bytes());
+        assert_eq!(s.head(), Head::Complete, "a size to refuse is handled at once");
     }
 
     #[test]

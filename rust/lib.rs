@@ -9,6 +9,7 @@ mod connection;
 mod frames;
 mod header;
 mod heartbeat_view;
+mod limits;
 mod log;
 mod message_fields;
 mod offset_commit;

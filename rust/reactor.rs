@@ -13,18 +13,26 @@
 //! frame and READ_AHEAD bytes waiting, or OUT_LIMIT bytes of answers its client does not read:
 //! a client cannot make the broker buffer without bound.
 //!
+//! Limits (passed by server.py, see Reactor::new): connections over max.connections or
+//! max.connections.per.ip are accepted and closed at once; out of descriptors, accept() gives up a
+//! spare one (/dev/null) to do the same; both are counted and reported to Python at most every
+//! REPORT_INTERVAL. A sweep at most every second (the poll timeout) closes idle connections and
+//! those stuck in the middle of a request. The queued-bytes pool (limits.rs) stops reading, with
+//! the bytes left in the kernel, while the requests received and not yet answered hold too much.
+//! The clock is read once per loop turn.
+//!
 //! Wake-ups cost a syscall each, so both directions only signal an idle side: the thread writes
 //! the eventfd when it queues for a Python that has drained everything, and Python wakes the
 //! thread only when its answer queue was empty.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use mio::net::{TcpListener, TcpStream};
@@ -38,6 +46,7 @@ use crate::connection::{self, ApiTable, Request, Routed};
 use crate::frames::FrameSplitter;
 use crate::header::{self, RequestPrefix};
 use crate::heartbeat_view::HeartbeatView;
+use crate::limits::{Allow, Budget, Lane, Pool, Reports};
 
 const HEARTBEAT: i16 = 12;
 const WAKER: Token = Token(0);
@@ -50,12 +59,20 @@ const OUT_LIMIT: usize = 4 * 1024 * 1024;
 const COPY_BELOW: usize = 16 * 1024;
 /// accept() out of file descriptors or memory: retry after this instead of spinning.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Refused connections and accept failures are logged at most this often, with counts.
+const REPORT_INTERVAL: Duration = Duration::from_secs(10);
+/// Addresses named in one round of reports; further ones are counted together.
+const MAX_REPORTED_ADDRESSES: usize = 32;
+/// The sweep for idle connections and stalled partial requests runs at most this far apart.
+const MAX_SWEEP: Duration = Duration::from_secs(1);
 
 /// Queued for Python.
 enum Inbound {
     Request { connection: u64, prefix: RequestPrefix, frame: Bytes, peer: Arc<str>, client_host: Arc<str> },
     /// A connection closed for bad input; Python logs the reason.
     Refused { peer: Arc<str>, reason: String },
+    /// A rate-limited report (refused connections, accept failures); Python logs it as is.
+    Notice(String),
 }
 
 /// Queued for the network thread.
@@ -118,13 +135,27 @@ pub struct Reactor {
 impl Reactor {
     /// Starts the network thread on the listening sockets `listener_fds` (their ownership passes
     /// to the thread). `heartbeat_view`: answer steady-state Heartbeats from it.
+    ///
+    /// Limits (None: none): `max_connections` and `max_connections_per_ip` (over them a new
+    /// connection is closed at once), `idle_timeout_ms` (a connection without a request with
+    /// Python and no bytes in or out for this long is closed), `partial_request_timeout_ms` (a
+    /// request not wholly received this long after its first bytes closes its connection) and
+    /// `queued_max_request_bytes` (bytes of requests received and not yet answered; see limits.rs).
     #[new]
-    #[pyo3(signature = (table, listener_fds, max_request_bytes, heartbeat_view = None))]
+    #[pyo3(signature = (table, listener_fds, max_request_bytes, heartbeat_view = None, *,
+                        max_connections = None, max_connections_per_ip = None, idle_timeout_ms = None,
+                        partial_request_timeout_ms = None, queued_max_request_bytes = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         table: Py<ApiTable>,
         listener_fds: Vec<RawFd>,
         max_request_bytes: usize,
         heartbeat_view: Option<Py<HeartbeatView>>,
+        max_connections: Option<usize>,
+        max_connections_per_ip: Option<usize>,
+        idle_timeout_ms: Option<u64>,
+        partial_request_timeout_ms: Option<u64>,
+        queued_max_request_bytes: Option<usize>,
     ) -> PyResult<Self> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
@@ -150,10 +181,29 @@ impl Reactor {
             waker,
             stop: AtomicBool::new(false),
         });
+        let idle = idle_timeout_ms.map(Duration::from_millis);
+        let partial = partial_request_timeout_ms.map(Duration::from_millis);
+        let sweep_every = [idle, partial].into_iter().flatten().map(|t| t / 4).fold(MAX_SWEEP, Duration::min);
+        let now = Instant::now();
         let network = Network {
             poll,
             listeners,
             accept_paused: false,
+            spare: open_spare(),
+            limits: Limits {
+                max_connections: max_connections.unwrap_or(usize::MAX),
+                max_per_ip: max_connections_per_ip,
+                idle,
+                partial,
+                sweep_every: sweep_every.max(Duration::from_millis(10)),
+            },
+            per_ip: HashMap::new(),
+            pool: Pool::new(queued_max_request_bytes),
+            waiting: [VecDeque::new(), VecDeque::new()],
+            pool_freed: false,
+            reports: Reports::new(REPORT_INTERVAL),
+            now,
+            next_sweep: now,
             connections: HashMap::new(),
             next_id: FIRST_CONNECTION,
             table,
@@ -200,6 +250,7 @@ impl Reactor {
                     }
                 }
                 Inbound::Refused { peer, reason } => problems.push(format!("closing connection from {peer}: {reason}")),
+                Inbound::Notice(message) => problems.push(message),
             }
         }
         (requests, problems)
@@ -240,6 +291,7 @@ impl Reactor {
 
 struct Conn {
     stream: TcpStream,
+    ip: IpAddr,
     peer: Arc<str>,
     client_host: Arc<str>,
     frames: FrameSplitter,
@@ -247,8 +299,16 @@ struct Conn {
     out_bytes: usize,
     /// A request of this connection is with Python.
     busy: bool,
-    /// Reading stopped before the socket was drained (see READ_AHEAD).
+    /// Reading stopped before the socket was drained (see READ_AHEAD and the pool).
     unread: bool,
+    /// Its part of the queued-bytes pool.
+    budget: Budget,
+    /// Reading waits for room in the pool (the connection is in `Network::waiting`).
+    pool_waiting: bool,
+    /// When a byte was last read or written (the loop turn's clock).
+    last_active: Instant,
+    /// When the first bytes of the head frame arrived, while it is not whole.
+    partial_since: Option<Instant>,
 }
 
 impl Conn {
@@ -264,6 +324,40 @@ impl Conn {
         self.out_bytes += frame.len();
         self.out.push_back(frame);
     }
+
+    /// Tells the pool what this connection holds now; true when it holds less.
+    fn recharge(&mut self, pool: &mut Pool) -> bool {
+        pool.limited() && self.budget.recharge(pool, self.frames.buffered())
+    }
+}
+
+struct Limits {
+    max_connections: usize,
+    max_per_ip: Option<usize>,
+    idle: Option<Duration>,
+    partial: Option<Duration>,
+    sweep_every: Duration,
+}
+
+enum Spare {
+    /// A waiting connection was accepted on the spare descriptor and closed.
+    Refused,
+    NoneWaiting,
+    /// No spare descriptor to give up, or accept failed even so (with this errno).
+    Failed(Option<i32>),
+}
+
+/// What the rate-limited reports count.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Report {
+    OverMaxConnections,
+    OverPerIp(IpAddr),
+    /// Over max.connections.per.ip, from addresses beyond MAX_REPORTED_ADDRESSES.
+    OverPerIpElsewhere,
+    /// accept() failed with this errno.
+    AcceptFailed(i32),
+    /// Out of descriptors: accepted on the spare descriptor and closed.
+    RefusedNoFd,
 }
 
 /// Why a connection ends: its peer closed it (silently) or it is refused (logged by Python).
@@ -276,6 +370,20 @@ struct Network {
     poll: Poll,
     listeners: Vec<TcpListener>,
     accept_paused: bool,
+    /// An open /dev/null, given up to accept (and close at once) a connection when out of fds.
+    spare: Option<OwnedFd>,
+    limits: Limits,
+    /// Connections per peer address, when max.connections.per.ip is set.
+    per_ip: HashMap<IpAddr, usize>,
+    pool: Pool,
+    /// Connections waiting for room in each lane of the pool, in order.
+    waiting: [VecDeque<u64>; 2],
+    /// Something went back to the pool this turn: waiting connections may read.
+    pool_freed: bool,
+    reports: Reports<Report>,
+    /// The clock, read once per loop turn.
+    now: Instant,
+    next_sweep: Instant,
     connections: HashMap<u64, Conn>,
     next_id: u64,
     table: Py<ApiTable>,
@@ -291,14 +399,18 @@ impl Network {
     fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         while !self.shared.stop.load(Ordering::SeqCst) {
-            let timeout = if self.accept_paused { Some(ACCEPT_BACKOFF) } else { None };
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            let mut timeout = self.next_sweep.saturating_duration_since(self.now);
+            if self.accept_paused {
+                timeout = timeout.min(ACCEPT_BACKOFF);
+            }
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
                 eprintln!("corral network thread: poll failed: {e}");
                 return;
             }
+            self.now = Instant::now();
             if self.accept_paused {
                 self.accept_paused = false;
                 self.accept_all();
@@ -313,6 +425,13 @@ impl Network {
                             self.flush(id);
                         }
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            // A connection waiting for the pool is not read, so it would not see
+                            // its peer go.
+                            let gone = event.is_error() || event.is_read_closed();
+                            if gone && self.connections.get(&id).is_some_and(|c| c.pool_waiting) {
+                                self.end(id, End::Closed);
+                                continue;
+                            }
                             self.read(id);
                         }
                         self.serve(id);
@@ -320,18 +439,38 @@ impl Network {
                 }
             }
             self.take_answers();
+            self.resume_waiting();
+            if self.now >= self.next_sweep {
+                self.next_sweep = self.now + self.limits.sweep_every;
+                self.sweep();
+            }
+            self.report();
             self.hand_over();
         }
     }
 
     fn accept_all(&mut self) {
+        if self.spare.is_none() {
+            self.spare = open_spare();
+        }
         for i in 0..self.listeners.len() {
             loop {
                 match self.listeners[i].accept() {
                     Ok((stream, addr)) => self.add_connection(stream, addr),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)) => {
-                        eprintln!("corral network thread: accept failed ({e}); retrying");
+                    // Linux takes the descriptor before it looks at the backlog: this comes even when
+                    // no connection is waiting.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => match self.refuse_on_spare(i) {
+                        Spare::Refused => continue,
+                        Spare::NoneWaiting => break,
+                        Spare::Failed(errno) => {
+                            self.reports.note(Report::AcceptFailed(errno.unwrap_or(0)));
+                            self.accept_paused = true;
+                            break;
+                        }
+                    },
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ENOMEM | libc::ENOBUFS)) => {
+                        self.reports.note(Report::AcceptFailed(e.raw_os_error().unwrap_or(0)));
                         self.accept_paused = true;
                         break;
                     }
@@ -341,15 +480,66 @@ impl Network {
         }
     }
 
+    /// Out of descriptors: gives up the spare one to accept the next connection and close it at
+    /// once, so that its client sees a close instead of waiting in the backlog.
+    fn refuse_on_spare(&mut self, listener: usize) -> Spare {
+        let Some(spare) = self.spare.take() else { return Spare::Failed(Some(libc::EMFILE)) };
+        drop(spare);
+        let accepted = self.listeners[listener].accept();
+        // Closes the accepted connection first: its descriptor is the one the spare takes back.
+        let result = match accepted {
+            Ok((stream, _)) => {
+                drop(stream);
+                self.reports.note(Report::RefusedNoFd);
+                Spare::Refused
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Spare::NoneWaiting,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)) => {
+                Spare::Failed(e.raw_os_error())
+            }
+            Err(_) => Spare::Refused, // that client is gone already
+        };
+        self.spare = open_spare();
+        match result {
+            Spare::Refused if self.spare.is_none() => Spare::Failed(Some(libc::EMFILE)),
+            result => result,
+        }
+    }
+
     fn add_connection(&mut self, mut stream: TcpStream, addr: SocketAddr) {
+        // Over a limit: dropping the stream closes it at once.
+        if self.connections.len() >= self.limits.max_connections {
+            self.reports.note(Report::OverMaxConnections);
+            return;
+        }
+        let ip = addr.ip().to_canonical();
+        if let Some(max) = self.limits.max_per_ip {
+            let count = self.per_ip.entry(ip).or_insert(0);
+            if *count >= max {
+                if *count == 0 {
+                    self.per_ip.remove(&ip);
+                }
+                // One line per address, up to a bound: many addresses share one.
+                let report = Report::OverPerIp(ip);
+                if self.reports.counts(&report) || self.reports.kinds() < MAX_REPORTED_ADDRESSES {
+                    self.reports.note(report);
+                } else {
+                    self.reports.note(Report::OverPerIpElsewhere);
+                }
+                return;
+            }
+            *count += 1;
+        }
         let id = self.next_id;
         self.next_id += 1;
         let _ = stream.set_nodelay(true);
         if self.poll.registry().register(&mut stream, Token(id as usize), Interest::READABLE | Interest::WRITABLE).is_err() {
+            self.forget_ip(ip);
             return;
         }
         let conn = Conn {
             stream,
+            ip,
             peer: addr.to_string().into(),
             client_host: format!("/{}", addr.ip()).into(),
             frames: FrameSplitter::new(self.max_request_bytes),
@@ -357,20 +547,40 @@ impl Network {
             out_bytes: 0,
             busy: false,
             unread: false,
+            budget: Budget::default(),
+            pool_waiting: false,
+            last_active: self.now,
+            partial_since: None,
         };
         self.connections.insert(id, conn);
+    }
+
+    fn forget_ip(&mut self, ip: IpAddr) {
+        if self.limits.max_per_ip.is_none() {
+            return;
+        }
+        if let Some(count) = self.per_ip.get_mut(&ip) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_ip.remove(&ip);
+            }
+        }
     }
 
     fn end(&mut self, id: u64, end: End) {
         if let Some(mut conn) = self.connections.remove(&id) {
             let _ = self.poll.registry().deregister(&mut conn.stream);
+            if self.pool.limited() && conn.budget.release(&mut self.pool) {
+                self.pool_freed = true;
+            }
+            self.forget_ip(conn.ip);
             if let End::Refused(reason) = end {
                 self.for_python.push(Inbound::Refused { peer: conn.peer.clone(), reason });
             }
         }
     }
 
-    /// Reads what the socket has, up to the read-ahead bound.
+    /// Reads what the socket has, up to the read-ahead bound and while the pool allows.
     fn read(&mut self, id: u64) {
         let chunk = &mut self.read_buffer;
         let Some(conn) = self.connections.get_mut(&id) else { return };
@@ -380,9 +590,28 @@ impl Network {
                 conn.unread = true;
                 return;
             }
-            match conn.stream.read(chunk) {
+            let limit = match conn.budget.allowance(&self.pool, conn.frames.head(), chunk.len()) {
+                Allow::Read(n) => n,
+                Allow::Wait(lane) => {
+                    // The bytes stay in the socket; resume_waiting reads them.
+                    conn.unread = true;
+                    if !conn.pool_waiting {
+                        conn.pool_waiting = true;
+                        self.waiting[lane as usize].push_back(id);
+                    }
+                    return;
+                }
+            };
+            match conn.stream.read(&mut chunk[..limit]) {
                 Ok(0) => return self.end(id, End::Closed),
-                Ok(n) => conn.frames.push(&chunk[..n]),
+                Ok(n) => {
+                    conn.frames.push(&chunk[..n]);
+                    conn.last_active = self.now;
+                    if conn.partial_since.is_none() {
+                        conn.partial_since = Some(self.now);
+                    }
+                    self.pool_freed |= conn.recharge(&mut self.pool);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return self.end(id, End::Closed),
@@ -400,7 +629,7 @@ impl Network {
             let frame = match conn.frames.next_frame() {
                 Ok(Some(frame)) => frame,
                 Ok(None) => {
-                    if conn.unread && conn.may_read() {
+                    if conn.unread && conn.may_read() && !conn.pool_waiting {
                         self.read(id);
                         continue;
                     }
@@ -408,19 +637,28 @@ impl Network {
                 }
                 Err(e) => return self.end(id, End::Refused(e.to_string())),
             };
+            conn.partial_since = if conn.frames.buffered() > 0 { Some(self.now) } else { None };
+            // What it waited for may have changed: the next read attempt decides again.
+            conn.pool_waiting = false;
             match connection::route(self.table.get(), frame) {
                 Err(reason) => return self.end(id, End::Refused(reason)),
-                Ok(Routed::Answered(response)) => conn.queue(response),
+                Ok(Routed::Answered(response)) => {
+                    conn.budget.frame_taken(None);
+                    conn.queue(response);
+                }
                 Ok(Routed::ToPython(prefix, frame)) => {
                     if let Some(response) = answer_heartbeat(self.heartbeat_view.as_ref(), &prefix, &frame) {
+                        conn.budget.frame_taken(None);
                         conn.queue(response);
-                        continue;
+                    } else {
+                        conn.budget.frame_taken(Some(frame.len()));
+                        conn.busy = true;
+                        let (peer, client_host) = (conn.peer.clone(), conn.client_host.clone());
+                        self.for_python.push(Inbound::Request { connection: id, prefix, frame, peer, client_host });
                     }
-                    conn.busy = true;
-                    let (peer, client_host) = (conn.peer.clone(), conn.client_host.clone());
-                    self.for_python.push(Inbound::Request { connection: id, prefix, frame, peer, client_host });
                 }
             }
+            self.pool_freed |= conn.recharge(&mut self.pool);
         }
         self.flush(id);
     }
@@ -439,6 +677,7 @@ impl Network {
             match written {
                 Ok(0) => return self.end(id, End::Closed),
                 Ok(mut n) => {
+                    conn.last_active = self.now;
                     conn.out_bytes -= n;
                     while n > 0 {
                         let front = conn.out.front_mut().expect("written bytes were queued");
@@ -474,6 +713,8 @@ impl Network {
                 Outbound::Respond(id, response) => {
                     let Some(conn) = self.connections.get_mut(&id) else { continue };
                     conn.busy = false;
+                    conn.budget.answered();
+                    self.pool_freed |= conn.recharge(&mut self.pool);
                     if let Some(frame) = response {
                         conn.queue(frame);
                     }
@@ -484,6 +725,101 @@ impl Network {
         }
     }
 
+    /// Lets connections waiting for the pool read again, in the order they stopped, while their
+    /// lane has room.
+    fn resume_waiting(&mut self) {
+        if !std::mem::take(&mut self.pool_freed) {
+            return;
+        }
+        for lane in [Lane::Small, Lane::Large] {
+            while self.pool.has_room(lane) {
+                let Some(id) = self.waiting[lane as usize].pop_front() else { break };
+                let Some(conn) = self.connections.get_mut(&id) else { continue };
+                if !conn.pool_waiting {
+                    continue; // it stopped waiting meanwhile (see serve)
+                }
+                conn.pool_waiting = false;
+                // Time spent waiting for the pool is not the client's.
+                conn.last_active = self.now;
+                if conn.partial_since.is_some() {
+                    conn.partial_since = Some(self.now);
+                }
+                self.read(id);
+                self.serve(id);
+            }
+        }
+    }
+
+    /// Closes idle connections and those stuck in the middle of a request.
+    fn sweep(&mut self) {
+        let (idle, partial) = (self.limits.idle, self.limits.partial);
+        if idle.is_none() && partial.is_none() {
+            return;
+        }
+        let now = self.now;
+        let mut ending = Vec::new();
+        for (&id, conn) in &self.connections {
+            if conn.pool_waiting {
+                continue; // waiting for us, not for the client
+            }
+            if let (Some(limit), Some(since)) = (partial, conn.partial_since) {
+                if now.duration_since(since) >= limit && !conn.frames.has_frame() && conn.frames.buffered() > 0 {
+                    let expected = match conn.frames.head() {
+                        crate::limits::Head::Partial { frame } => format!(" of {frame}"),
+                        _ => String::new(),
+                    };
+                    let reason = format!(
+                        "request not received within {} ms (corral.socket.partial.request.timeout.ms): {}{expected} bytes arrived",
+                        limit.as_millis(),
+                        conn.frames.buffered(),
+                    );
+                    ending.push((id, End::Refused(reason)));
+                    continue;
+                }
+            }
+            if let Some(limit) = idle {
+                if !conn.busy && now.duration_since(conn.last_active) >= limit {
+                    ending.push((id, End::Closed));
+                }
+            }
+        }
+        for (id, end) in ending {
+            self.end(id, end);
+        }
+    }
+
+    /// Queues the rate-limited reports for Python when they are due.
+    fn report(&mut self) {
+        if !self.reports.pending() {
+            return;
+        }
+        let Some(counts) = self.reports.take_due(self.now) else { return };
+        for (report, n) in counts {
+            let s = if n == 1 { "" } else { "s" };
+            let message = match report {
+                Report::OverMaxConnections => {
+                    format!("refused {n} connection{s} over max.connections={}", self.limits.max_connections)
+                }
+                Report::OverPerIp(ip) => format!(
+                    "refused {n} connection{s} over max.connections.per.ip={} from /{ip}",
+                    self.limits.max_per_ip.unwrap_or(usize::MAX)
+                ),
+                Report::OverPerIpElsewhere => format!(
+                    "refused {n} connection{s} over max.connections.per.ip={} from other addresses",
+                    self.limits.max_per_ip.unwrap_or(usize::MAX)
+                ),
+                Report::AcceptFailed(errno) => format!(
+                    "accepting connections failed {n} time{s}: {}",
+                    io::Error::from_raw_os_error(errno)
+                ),
+                Report::RefusedNoFd => format!(
+                    "refused {n} connection{s} for want of file descriptors (closed at once on a spare \
+                     descriptor); raise RLIMIT_NOFILE or lower max.connections"
+                ),
+            };
+            self.for_python.push(Inbound::Notice(message));
+        }
+    }
     /// Hands the requests gathered in this turn to Python in one batch.
     fn hand_over(&mut self) {
         if self.for_python.is_empty() {
@@ -498,6 +834,11 @@ impl Network {
             self.shared.signal_python();
         }
     }
+}
+
+/// An open /dev/null, to give up when accept() runs out of descriptors.
+fn open_spare() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
 }
 
 /// A Heartbeat the view can answer; None for everything else (Python decides).

@@ -103,7 +103,8 @@ class CorralProcess:
 
 @pytest.fixture
 def corral_factory(tmp_path):
-    """Start brokers with given settings: `corral_factory(**{"num.partitions": 8})`."""
+    """Start brokers with given settings: `corral_factory(**{"num.partitions": 8})`;
+    `rlimit_nofile` sets the broker's RLIMIT_NOFILE."""
     started: list[CorralProcess] = []
 
     def make(name: str = "corral", rlimit_nofile: int | None = None, **settings) -> CorralProcess:

@@ -92,6 +92,21 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
 
+def _minus_one_or_positive(value: Any) -> int:
+    number = _int_in(-1, INT64_MAX)(value)
+    if number == 0:
+        raise ConfigError("0 is not allowed: -1 (no limit) or a positive number")
+    return number
+
+
+def physical_memory_tenth() -> int:
+    """queued.max.request.bytes by default: a tenth of physical RAM."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 10
+    except (ValueError, OSError):
+        return 1 << 30
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -115,6 +130,32 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("node.id", ConfigType.INT, 1, _int_in(0, INT32_MAX), "This broker's id."),
         Setting("socket.request.max.bytes", ConfigType.INT, 104857600, _int_in(1, INT32_MAX),
                 "Largest request accepted; a larger size prefix closes the connection."),
+        Setting("max.connections", ConfigType.INT, INT32_MAX, _int_in(0, INT32_MAX),
+                "Most client connections at once; over it a new connection is closed at once (and "
+                "counted in a WARNING at most every 10 s). corral also caps it by the descriptors "
+                "it may open: RLIMIT_NOFILE minus the descriptors open at startup minus "
+                "max(min(64, limit / 2), limit / 4) kept for log files opened later (logged at "
+                "startup)."),
+        Setting("max.connections.per.ip", ConfigType.INT, INT32_MAX, _int_in(0, INT32_MAX),
+                "Most client connections at once from one address; over it a new connection is "
+                "closed at once (and counted in a WARNING at most every 10 s)."),
+        Setting("connections.max.idle.ms", ConfigType.LONG, 600000, _minus_one_or_positive,
+                "Close a connection that read and wrote nothing for this long (checked about "
+                "every second), unless one of its requests is being handled (a JoinGroup or "
+                "long-poll Fetch waiting). -1: never."),
+        Setting("corral.socket.partial.request.timeout.ms", ConfigType.LONG, 30000,
+                _minus_one_or_positive,
+                "corral only: close a connection (with one log line) whose request has started "
+                "arriving but is not whole this long after its first bytes (slow-loris); time "
+                "spent waiting for queued.max.request.bytes does not count. -1: never."),
+        Setting("queued.max.request.bytes", ConfigType.LONG, physical_memory_tenth(),
+                _minus_one_or_positive,
+                "Bytes of requests being received or waiting for an answer, over all connections; "
+                "beyond it corral stops reading (the bytes wait in the kernel) until answers free "
+                "memory. A request already started may finish (so one request can go past it), "
+                "and requests up to 64 KiB have an eighth of it of their own, so heartbeats and "
+                "commits go on while large produce requests wait. corral's default is a tenth of "
+                "physical RAM, logged at startup (Kafka's is -1, unlimited, which -1 still means)."),
         Setting("num.partitions", ConfigType.INT, 4, _int_in(1, 100_000),
                 "Partitions of an auto-created or CreateTopics(-1) topic. corral's default is 4 "
                 "(Kafka's is 1) because client test suites assume several partitions."),

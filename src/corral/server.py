@@ -11,6 +11,8 @@ leave in request order; different connections are served concurrently.
 from __future__ import annotations
 
 import logging
+import os
+import resource
 import signal
 
 import trio
@@ -18,9 +20,54 @@ import trio
 from . import _core
 from .apis import ASYNC_HANDLERS, HANDLERS, Later, api_table
 from .broker import Broker, StartupError
-from .config import Settings, parse_listener
+from .config import INT32_MAX, Settings, parse_listener
 
 log = logging.getLogger("corral.server")
+
+
+def descriptor_cap(soft_limit: int, open_now: int) -> int:
+    """Connections the descriptor limit allows: it minus the descriptors open now (partition
+    logs, the listener, Python's own) minus a reserve for what opens later (new partitions'
+    logs, snapshots, the network thread's spare)."""
+    if soft_limit == resource.RLIM_INFINITY or soft_limit >= INT32_MAX:
+        return INT32_MAX
+    reserve = max(min(64, soft_limit // 2), soft_limit // 4)
+    return max(0, soft_limit - open_now - reserve)
+
+
+def open_descriptors() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
+
+
+def network_limits(settings: Settings) -> dict:
+    """The Reactor's limit arguments, logged once."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_now = open_descriptors()
+    fd_cap = descriptor_cap(soft, open_now)
+    max_connections = min(settings["max.connections"], fd_cap)
+    per_ip = settings["max.connections.per.ip"]
+    idle = settings["connections.max.idle.ms"]
+    partial = settings["corral.socket.partial.request.timeout.ms"]
+    queued = settings["queued.max.request.bytes"]
+    log.info("connections: at most %d (max.connections=%d; RLIMIT_NOFILE=%s with %d open "
+             "leaves %d), "
+             "max.connections.per.ip=%d, connections.max.idle.ms=%d, "
+             "corral.socket.partial.request.timeout.ms=%d",
+             max_connections, settings["max.connections"],
+             "unlimited" if soft == resource.RLIM_INFINITY else soft, open_now, fd_cap, per_ip,
+             idle, partial)
+    log.info("queued.max.request.bytes=%d (%s)", queued,
+             "unlimited" if queued < 0 else f"{queued / (1 << 20):.1f} MiB")
+    return {
+        "max_connections": None if max_connections >= INT32_MAX else max_connections,
+        "max_connections_per_ip": None if per_ip >= INT32_MAX else per_ip,
+        "idle_timeout_ms": None if idle < 0 else idle,
+        "partial_request_timeout_ms": None if partial < 0 else partial,
+        "queued_max_request_bytes": None if queued < 0 else queued,
+    }
 
 
 class Server:
@@ -39,7 +86,8 @@ class Server:
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
         self.broker.bound(bound_host, bound_port)
         reactor = _core.Reactor(self.table, [listener.socket.detach() for listener in listeners],
-                                self.max_request_bytes, self.broker.groups.heartbeat_view)
+                                self.max_request_bytes, self.broker.groups.heartbeat_view,
+                                **network_limits(self.settings))
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)
