@@ -126,7 +126,8 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("advertised.listeners", ConfigType.STRING, "", _optional_listener,
                 "What Metadata tells clients to connect to; empty means the bound listener."),
         Setting("log.dirs", ConfigType.STRING, "./corral-data", _string,
-                "The data directory: topic metadata now, logs and the coordinator log later."),
+                "The data directory: the topic registry, the partition logs (`__consumer_offsets`, "
+                "the coordinator's, among them) and the coordinator snapshot."),
         Setting("node.id", ConfigType.INT, 1, _int_in(0, INT32_MAX), "This broker's id."),
         Setting("socket.request.max.bytes", ConfigType.INT, 104857600, _int_in(1, INT32_MAX),
                 "Largest request accepted; a larger size prefix closes the connection."),
