@@ -213,6 +213,10 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "How often expired offsets and empty groups without offsets are removed."),
         Setting("offset.metadata.max.bytes", ConfigType.INT, 4096, _int_in(0, INT32_MAX),
                 "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE above)."),
+        Setting("corral.coordinator.write.delay.ms", ConfigType.INT, 0, _int_in(0, 60_000),
+                "corral only, for fault-injection tests: the coordinator's writer waits this long "
+                "before each pass, widening the window between a change and its durability (what "
+                "a kill -9 in that window must not lose is what was acknowledged)."),
         Setting("corral.coordinator.snapshot.interval.ms", ConfigType.LONG, 60000,
                 _int_in(1, INT64_MAX),
                 "corral only: how often the group coordinator snapshots its state (when it changed), "

@@ -28,7 +28,7 @@ def coordinator_for(broker) -> GroupCoordinator:
     if topic is None:
         topic = broker.topics.create_at_startup(OFFSETS_TOPIC, broker.settings["offsets.topic.num.partitions"],
                                                 OFFSETS_TOPIC_CONFIGS, internal=True)
-    durable = DurableLog(broker.logs, topic)
+    durable = DurableLog(broker.logs, topic, broker.settings["corral.coordinator.write.delay.ms"])
     coordinator = GroupCoordinator(broker.settings, durable, broker.data_dir / snapshot.FILE_NAME)
     started = time.monotonic()
     loaded = coordinator.load()

@@ -810,7 +810,9 @@ class GroupCoordinator:
         interval = self.settings["offsets.retention.check.interval.ms"] / 1000
         while True:
             await trio.sleep(interval)
-            self.expire_offsets(wall_ms())
+            with self.log.for_request() as writes:
+                self.expire_offsets(wall_ms())
+            writes.then(_warn_if_failed)
 
     def expire_offsets(self, now: int) -> int:
         """Kafka's cleanupGroupMetadata: expire old offsets, drop empty groups left without any."""
@@ -832,6 +834,12 @@ class GroupCoordinator:
             if group.state is ClassicState.EMPTY and not self.offsets.has_offsets(group.group_id):
                 self._remove_group(group)
         return expired_total
+
+
+def _warn_if_failed(error: ErrorCode) -> None:
+    if error:
+        log.warning("writing the tombstones of expired offsets or groups failed (%s): gone from "
+                    "memory, they may come back after a restart and expire again", error.name)
 
 
 def _wake_all(waiters: list[Waiter]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from ..apis import ApiKey, Later, handles
 from ..errors import ErrorCode
 from .coordinator import GroupCoordinator, JoinRequest, join_error, sync_error, wall_ms
+from .log import RequestWrites
 
 # DescribeGroups authorized_operations when not requested (schema default).
 OPERATIONS_NOT_REQUESTED = -(2**31)
@@ -140,16 +141,27 @@ def heartbeat(broker, request) -> bytes:
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
-def leave_group(broker, request) -> dict[str, Any]:
+def leave_group(broker, request) -> Later:
     body, version = request.body, request.api_version
     if version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
     else:
         leaving = [(body["member_id"], None)]
+    coordinator = _coordinator(broker)
+    later = Later()
     if not body["group_id"]:
-        group_error, errors = ErrorCode.INVALID_GROUP_ID, []
-    else:
-        group_error, errors = _coordinator(broker).leave(body["group_id"], leaving)
+        later.resolve(_shape_leave(version, leaving, ErrorCode.INVALID_GROUP_ID, []))
+        return later
+    with coordinator.log.for_request() as writes:
+        group_error, errors = coordinator.leave(body["group_id"], leaving)
+    # The last member leaving writes the empty group's record: answered once it is durable.
+    writes.then(lambda error: later.resolve(_shape_leave(
+        version, leaving, error or group_error, [] if error else errors)))
+    return later
+
+
+def _shape_leave(version: int, leaving: list, group_error: ErrorCode,
+                 errors: list[ErrorCode]) -> dict[str, Any]:
     if version < 3:
         # One member: its error is the response's error.
         code = group_error or (errors[0] if errors else ErrorCode.NONE)
@@ -242,7 +254,7 @@ def _shape_fetched(fetched, version: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------- OffsetDelete
 
 @handles(ApiKey.OFFSET_DELETE, 0, 0)
-def offset_delete(broker, request) -> dict[str, Any]:
+def offset_delete(broker, request) -> dict[str, Any] | Later:
     body = request.body
     coordinator = _coordinator(broker)
     if not body["group_id"]:
@@ -262,8 +274,16 @@ def offset_delete(broker, request) -> dict[str, Any]:
     if error:
         return {"error_code": error, "topics": []}
     tombstones = [(topic, p) for topic, parts in deleted for p, code in parts if code == ErrorCode.NONE]
-    if tombstones:
-        coordinator.log.write_tombstones(body["group_id"], tombstones, None, group_too=False)
+    later = Later()
+    with coordinator.log.for_request() as writes:
+        if tombstones:
+            coordinator.log.write_tombstones(body["group_id"], tombstones, None, group_too=False)
+    writes.then(lambda error: later.resolve(
+        {"error_code": error, "topics": []} if error else _shape_offset_delete(deleted, unknown)))
+    return later
+
+
+def _shape_offset_delete(deleted: list, unknown: list) -> dict[str, Any]:
     out: dict[str, list] = {}
     for topic, parts in deleted:
         out.setdefault(topic, []).extend(
@@ -315,11 +335,26 @@ def describe_groups(broker, request) -> dict[str, Any]:
 # --------------------------------------------------------------------------------- DeleteGroups
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
-def delete_groups(broker, request) -> dict[str, Any]:
+def delete_groups(broker, request) -> Later:
     coordinator = _coordinator(broker)
     results = []
+    request_writes = RequestWrites()
     for group_id in request.body["groups_names"]:
-        code = ErrorCode.INVALID_GROUP_ID if not group_id else coordinator.delete_group(group_id)
-        results.append({"group_id": group_id, "error_code": code})
-    return {"results": results}
+        # Each group's tombstones are its own writes: a failed one fails that group only.
+        with coordinator.log.for_request() as writes:
+            code = ErrorCode.INVALID_GROUP_ID if not group_id else coordinator.delete_group(group_id)
+        result = {"group_id": group_id, "error_code": code}
+        results.append(result)
+        writes.then(_set_error(result, request_writes.track()))
+    later = Later()
+    request_writes.then(lambda _: later.resolve({"results": results}))
+    return later
+
+
+def _set_error(result: dict[str, Any], done):
+    def written(error: ErrorCode) -> None:
+        if error:
+            result["error_code"] = error
+        done(error)
+    return written
 

@@ -9,9 +9,10 @@ one fsync pass (the log store's flusher) that covers them all.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import trio
 
@@ -55,7 +56,60 @@ def tombstone_records(group_id: str, offsets: list[tuple[str, int]], group_too: 
     return out
 
 
+class RequestWrites:
+    """The coordinator writes one request caused (a LeaveGroup that empties its group, a
+    DeleteGroups, an OffsetDelete): the request is answered once every one is durable, with the
+    first failure if one failed (`then(callback)`)."""
+
+    __slots__ = ("outstanding", "error", "_then")
+
+    def __init__(self) -> None:
+        self.outstanding = 0
+        self.error = ErrorCode.NONE
+        self._then: Callable[[ErrorCode], None] | None = None
+
+    def track(self) -> Callable[[ErrorCode], None]:
+        """A `done` callback for one more write."""
+        self.outstanding += 1
+        return self._done
+
+    def _done(self, error: ErrorCode) -> None:
+        if error and not self.error:
+            self.error = error
+        self.outstanding -= 1
+        self._finish()
+
+    def then(self, callback: Callable[[ErrorCode], None]) -> None:
+        """Calls `callback(error)` once every tracked write is durable (at once if none)."""
+        self._then = callback
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.outstanding == 0 and self._then is not None:
+            callback, self._then = self._then, None
+            callback(self.error)
+
+
 class CoordinatorLog:
+    # While a request is being handled (`for_request`), writes nobody waits for are its writes.
+    _request: RequestWrites | None = None
+
+    @contextlib.contextmanager
+    def for_request(self) -> Iterator[RequestWrites]:
+        """Collects the writes made inside the block, for the request being handled."""
+        outer, writes = self._request, RequestWrites()
+        self._request = writes
+        try:
+            yield writes
+        finally:
+            self._request = outer
+
+    def _waiter(self, done: Done) -> Done:
+        """`done`, or for a write nobody waits for made while a request is handled, that request's."""
+        if done is None and self._request is not None:
+            return self._request.track()
+        return done
+
     def write_group(self, group: "ClassicGroup", done: Done) -> None:
         raise NotImplementedError
 
@@ -76,9 +130,11 @@ class CoordinatorLog:
 
 
 class DurableLog(CoordinatorLog):
-    def __init__(self, logs: "PartitionLogs", topic: "Topic"):
+    def __init__(self, logs: "PartitionLogs", topic: "Topic", write_delay_ms: int = 0):
         self.logs = logs
         self.topic = topic
+        # Fault injection (corral.coordinator.write.delay.ms): a pause before each writer pass.
+        self.write_delay_s = write_delay_ms / 1000
         self._queue: list[tuple[int, list[Record], Done]] = []
         self._wanted = trio.Event()
         # Base offsets of appended batches whose state is not applied yet, per partition: a
@@ -102,7 +158,7 @@ class DurableLog(CoordinatorLog):
         self._enqueue(group_id, tombstone_records(group_id, offsets, group_too), done)
 
     def _enqueue(self, group_id: str, recs: list[Record], done: Done) -> None:
-        self._queue.append((self.partition_of(group_id), recs, done))
+        self._queue.append((self.partition_of(group_id), recs, self._waiter(done)))
         self._wanted.set()
 
     def _append(self, partition: int, batch: bytes) -> tuple[int, bool]:
@@ -153,6 +209,8 @@ class DurableLog(CoordinatorLog):
     async def run(self) -> None:
         while True:
             await self._wanted.wait()
+            if self.write_delay_s:
+                await trio.sleep(self.write_delay_s)
             self._wanted = trio.Event()
             queue, self._queue = self._queue, []
             by_partition: dict[int, list[Record]] = {}
