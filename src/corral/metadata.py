@@ -69,13 +69,19 @@ async def metadata(broker, request) -> dict[str, Any]:
         async def lookup(i: int, wanted: dict[str, Any]) -> None:
             topics[i] = await _lookup(broker, wanted, version, with_ops, may_create)
 
-        # Concurrently, so that the topics one request auto-creates share one fsync.
-        async with trio.open_nursery() as nursery:
-            for i, wanted in enumerate(requested):
-                topic = broker.topics.get(wanted["name"]) if wanted["name"] is not None else None
-                if topic is not None and broker.topics.changing(topic.name) is None:
-                    topics[i] = _topic_entry(broker, topic, version, with_ops)
-                else:
+        slow = []  # unknown, or being created or deleted: may wait
+        for i, wanted in enumerate(requested):
+            topic = broker.topics.get(wanted["name"]) if wanted["name"] is not None else None
+            if topic is not None and broker.topics.changing(topic.name) is None:
+                topics[i] = _topic_entry(broker, topic, version, with_ops)
+            else:
+                slow.append((i, wanted))
+        if len(slow) == 1:
+            await lookup(*slow[0])
+        elif slow:
+            # Concurrently, so that the topics one request auto-creates share one fsync.
+            async with trio.open_nursery() as nursery:
+                for i, wanted in slow:
                     nursery.start_soon(lookup, i, wanted)
     response = {
         "brokers": _brokers(broker),
