@@ -80,6 +80,8 @@ enum Outbound {
     /// The answer to the connection's request (None: the request has no response, acks=0).
     Respond(u64, Option<Bytes>),
     Close(u64),
+    /// Stop as if poll had failed (`inject_failure`).
+    Fail(String),
 }
 
 struct ToPython {
@@ -99,6 +101,9 @@ struct Shared {
     eventfd: OwnedFd,
     waker: Waker,
     stop: AtomicBool,
+    /// Why the network thread stopped on its own (poll failed, or it panicked): the broker is
+    /// deaf, so `drain()` raises it and the process exits.
+    failure: Mutex<Option<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -180,6 +185,7 @@ impl Reactor {
             eventfd: unsafe { OwnedFd::from_raw_fd(raw) },
             waker,
             stop: AtomicBool::new(false),
+            failure: Mutex::new(None),
         });
         let idle = idle_timeout_ms.map(Duration::from_millis);
         let partial = partial_request_timeout_ms.map(Duration::from_millis);
@@ -213,7 +219,17 @@ impl Reactor {
             for_python: Vec::new(),
             read_buffer: vec![0; READ_CHUNK].into_boxed_slice(),
         };
-        let thread = std::thread::Builder::new().name("corral-network".into()).spawn(move || network.run())?;
+        let for_thread = shared.clone();
+        let thread = std::thread::Builder::new().name("corral-network".into()).spawn(move || {
+            let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| network.run()));
+            let failure = match ended {
+                Ok(None) => return,
+                Ok(Some(failure)) => failure,
+                Err(_) => "the network thread panicked".to_string(),
+            };
+            *lock(&for_thread.failure) = Some(failure);
+            for_thread.signal_python();
+        })?;
         Ok(Reactor { shared, thread: Mutex::new(Some(thread)) })
     }
 
@@ -225,7 +241,10 @@ impl Reactor {
 
     /// The requests queued for Python, decoded, and the reasons of connections closed for bad
     /// input since the last call. A request that does not decode closes its connection.
-    fn drain(&self, py: Python<'_>) -> (Vec<Py<Request>>, Vec<String>) {
+    fn drain(&self, py: Python<'_>) -> PyResult<(Vec<Py<Request>>, Vec<String>)> {
+        if let Some(failure) = lock(&self.shared.failure).clone() {
+            return Err(PyOSError::new_err(format!("network thread stopped: {failure}")));
+        }
         let mut counter = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a local buffer; EAGAIN (nothing signalled) is fine.
         unsafe { libc::read(self.shared.eventfd.as_raw_fd(), counter.as_mut_ptr() as *mut libc::c_void, 8) };
@@ -253,7 +272,12 @@ impl Reactor {
                 Inbound::Notice(message) => problems.push(message),
             }
         }
-        (requests, problems)
+        Ok((requests, problems))
+    }
+
+    /// Fault injection for tests: the network thread stops as if its poll had failed.
+    fn inject_failure(&self, reason: String) {
+        self.shared.send_to_network(Outbound::Fail(reason));
     }
 
     /// Sends `response` (a whole frame) as the answer to the connection's request; None when the
@@ -396,7 +420,8 @@ struct Network {
 }
 
 impl Network {
-    fn run(mut self) {
+    /// Serves until stopped (None) or until it cannot go on (the reason).
+    fn run(mut self) -> Option<String> {
         let mut events = Events::with_capacity(1024);
         while !self.shared.stop.load(Ordering::SeqCst) {
             let mut timeout = self.next_sweep.saturating_duration_since(self.now);
@@ -407,8 +432,7 @@ impl Network {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
-                eprintln!("corral network thread: poll failed: {e}");
-                return;
+                return Some(format!("poll failed: {e}"));
             }
             self.now = Instant::now();
             if self.accept_paused {
@@ -438,7 +462,9 @@ impl Network {
                     }
                 }
             }
-            self.take_answers();
+            if let Some(failure) = self.take_answers() {
+                return Some(failure);
+            }
             self.resume_waiting();
             if self.now >= self.next_sweep {
                 self.next_sweep = self.now + self.limits.sweep_every;
@@ -447,6 +473,7 @@ impl Network {
             self.report();
             self.hand_over();
         }
+        None
     }
 
     fn accept_all(&mut self) {
@@ -701,8 +728,9 @@ impl Network {
         }
     }
 
-    /// Applies Python's answers: each frees its connection for its next request.
-    fn take_answers(&mut self) {
+    /// Applies Python's answers: each frees its connection for its next request. Returns a
+    /// failure to stop with (fault injection).
+    fn take_answers(&mut self) -> Option<String> {
         let items = {
             let mut queue = lock(&self.shared.to_network);
             queue.woken = false;
@@ -721,8 +749,10 @@ impl Network {
                     self.serve(id);
                 }
                 Outbound::Close(id) => self.end(id, End::Closed),
+                Outbound::Fail(reason) => return Some(reason),
             }
         }
+        None
     }
 
     /// Lets connections waiting for the pool read again, in the order they stopped, while their

@@ -122,3 +122,26 @@ def test_ids_in_log_lines_cannot_forge_lines(corral):
     log = corral.log()
     assert "stabilized group g\\x0a2026" in log, log[-2000:]
     assert not any(line.startswith("2026-01-01") for line in log.splitlines())
+
+
+def test_a_stopped_network_thread_shuts_the_broker_down(tmp_path):
+    # In process: the network thread is made to stop as if its poll failed (fault injection);
+    # serve() must shut everything down cleanly and raise, so the process exits non-zero.
+    import trio
+
+    from corral.broker import BrokerFailed
+    from corral.config import Settings
+    from corral.server import Server
+
+    server = Server(Settings({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d")}))
+
+    async def main():
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(server.serve)
+                server.reactor.inject_failure("injected")
+
+    with pytest.raises(BrokerFailed, match="injected"):
+        trio.run(main)
+    # The shutdown was clean: the log store left its marker.
+    assert (tmp_path / "d" / ".corral-clean-shutdown").exists()

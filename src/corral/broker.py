@@ -24,6 +24,10 @@ class StartupError(Exception):
     """The broker cannot start (data dir in use or unusable, port taken): one line for the user."""
 
 
+class BrokerFailed(Exception):
+    """The running broker cannot go on (its network thread stopped): it shut down, exit non-zero."""
+
+
 def lock_data_dir(data_dir: Path) -> int:
     """Takes the data dir's lock (flock, held until the process exits) so that no second broker
     runs on it: two would interleave writes, and the one exiting first would mark the directory

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .broker import StartupError
+    from .broker import BrokerFailed, StartupError
     from .server import Server
 
     overrides: dict[str, str] = {}
@@ -94,7 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
     gc.set_threshold(50_000, 20, 20)
     try:
         trio.run(server.serve)
-    except StartupError as e:
+    except (StartupError, BrokerFailed) as e:
         print(f"corral: {e}", file=sys.stderr)
         return 1
     return 0

@@ -19,7 +19,7 @@ import trio
 
 from . import _core
 from .apis import ASYNC_HANDLERS, HANDLERS, Later, api_table
-from .broker import Broker, StartupError
+from .broker import Broker, BrokerFailed, StartupError
 from .config import INT32_MAX, Settings, parse_listener
 
 log = logging.getLogger("corral.server")
@@ -76,6 +76,10 @@ class Server:
         self.broker = Broker(settings)
         self.table = api_table()
         self.max_request_bytes = settings["socket.request.max.bytes"]
+        self.reactor: _core.Reactor | None = None
+        # Set when the broker cannot go on (the network thread stopped): serve() raises it after
+        # a clean shutdown of everything else.
+        self.failure: str | None = None
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         host, port = parse_listener(self.settings["listeners"])
@@ -85,9 +89,9 @@ class Server:
             raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
         self.broker.bound(bound_host, bound_port)
-        reactor = _core.Reactor(self.table, [listener.socket.detach() for listener in listeners],
-                                self.max_request_bytes, self.broker.groups.heartbeat_view,
-                                **network_limits(self.settings))
+        reactor = self.reactor = _core.Reactor(
+            self.table, [listener.socket.detach() for listener in listeners],
+            self.max_request_bytes, self.broker.groups.heartbeat_view, **network_limits(self.settings))
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)
@@ -98,6 +102,8 @@ class Server:
                 task_status.started(bound_port)
         finally:
             reactor.stop()
+        if self.failure is not None:
+            raise BrokerFailed(self.failure)
 
     async def _shutdown_on_signal(self, scope: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -112,7 +118,14 @@ class Server:
         notify_fd = reactor.notify_fd
         while True:
             await trio.lowlevel.wait_readable(notify_fd)
-            requests, problems = reactor.drain()
+            try:
+                requests, problems = reactor.drain()
+            except OSError as e:
+                # No socket is served any more: a deaf broker must not look alive.
+                log.critical("%s; shutting down", e)
+                self.failure = str(e)
+                nursery.cancel_scope.cancel()
+                return
             for problem in problems:
                 log.warning("%s", problem)
             for request in requests:
