@@ -1,7 +1,9 @@
 //! `corral._core`: the compiled half of corral.
 //!
-//! Everything that touches bytes lives here: framing, request/response headers, and the message
-//! codec (kafka-protocol's schemas, bridged to Python dicts by `pyconv`).
+//! Everything that touches bytes or large compact state lives here: the network thread
+//! (`reactor`: sockets, framing, the answers it gives without Python), request/response headers,
+//! the message codec (kafka-protocol's schemas, bridged to Python dicts by `pyconv`), the timer
+//! wheel, the offset map, the heartbeat view and the log store (`log/`).
 
 mod apis;
 mod client;

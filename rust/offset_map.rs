@@ -206,24 +206,12 @@ impl PyOffsetMap {
         self.map.delete_group(group)
     }
 
-    /// Topics with at least one committed offset in `group`, sorted.
-    fn topics(&self, group: &str) -> Vec<String> {
-        self.map.topics(group)
-    }
-
     fn has_offsets(&self, group: &str) -> bool {
         self.map.groups.contains_key(group)
     }
 
     fn count(&self, group: &str) -> usize {
         self.map.groups.get(group).map_or(0, GroupOffsets::count)
-    }
-
-    /// Groups holding at least one offset.
-    fn groups(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.map.groups.keys().cloned().collect();
-        names.sort();
-        names
     }
 
     #[pyo3(signature = (group, now_ms, retention_ms, base_timestamp_ms = None, keep_topics = Vec::new()))]

@@ -224,20 +224,8 @@ impl PyTimerWheel {
         self.lock().schedule(key, deadline_ms)
     }
 
-    /// Schedules many keys at one deadline (every member of a group after a rebalance).
-    fn schedule_many(&self, keys: Vec<u64>, deadline_ms: u64) {
-        let mut wheel = self.lock();
-        for key in keys {
-            wheel.schedule(key, deadline_ms)
-        }
-    }
-
     fn cancel(&self, key: u64) -> bool {
         self.lock().cancel(key)
-    }
-
-    fn deadline(&self, key: u64) -> Option<u64> {
-        self.lock().deadline(key)
     }
 
     /// The keys due at `now_ms`, removed from the wheel, as one list.

@@ -31,6 +31,7 @@ from typing import Callable
 import trio
 
 from . import _core
+from .clock import wall_ms
 from .config import INT64_MAX, Settings
 from .topics import Topic, TopicStore
 
@@ -224,7 +225,7 @@ class PartitionLogs:
         interval = self.settings["log.retention.check.interval.ms"] / 1000
         while True:
             await trio.sleep(interval)
-            now_ms = int(time.time() * 1000)
+            now_ms = wall_ms()
             try:
                 deleted = await trio.to_thread.run_sync(self.store.apply_retention, now_ms)
             except OSError as e:

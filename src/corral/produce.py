@@ -8,11 +8,11 @@ whose append or fsync fails (disk full, I/O error) is answered KAFKA_STORAGE_ERR
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from . import _core
 from .apis import ApiKey, handles
+from .clock import wall_ms
 from .errors import ErrorCode
 from .log import StorageError, storage_warning
 
@@ -63,7 +63,7 @@ async def produce(broker, request) -> dict[str, Any] | None:
                 continue
             append_time = None
             if broker.topics.config(topic, "message.timestamp.type") == LOG_APPEND_TIME:
-                append_time = int(time.time() * 1000)
+                append_time = wall_ms()
             try:
                 error, base, _last, append_time_out, flush = logs.append(
                     topic, index, records, append_time)

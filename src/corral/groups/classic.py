@@ -1,16 +1,15 @@
 """A classic group (JoinGroup/SyncGroup protocol) and its members: the data and its invariants.
 
 This module holds state and the small operations Kafka's ClassicGroup offers (add, remove, update,
-protocol vote, next generation); the decisions (when to rebalance, what to answer) live in
-`classic_protocol.py`. Every operation on one member is O(1) in the group size: the number of
-members awaiting a JoinGroup response and the per-protocol support counts are kept as counters, so
-a join storm of N members costs O(N) in total, not O(N^2) (KAFKA-7142).
+protocol vote, next generation); the decisions (when to rebalance, what to answer) live in the
+coordinator (`coordinator.py`). Every operation on one member is O(1) in the group size: the
+number of members awaiting a JoinGroup response and the per-protocol support counts are kept as
+counters, so a join storm of N members costs O(N) in total, not O(N^2) (KAFKA-7142).
 """
 
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from enum import Enum
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import trio
 
 from .. import _core
+from ..clock import wall_ms
 from .subscription import subscribed_topics
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -159,7 +159,7 @@ class ClassicGroup:
     def transition(self, state: ClassicState) -> None:
         self.previous_state = self.state
         self.state = state
-        self.state_timestamp_ms = _wall_ms()
+        self.state_timestamp_ms = wall_ms()
         if self.heartbeat_view is not None:
             if state is ClassicState.DEAD:
                 self.heartbeat_view.remove_group(self.group_id)
@@ -373,6 +373,3 @@ class ClassicGroup:
             for m in self.members.values()
         ]
 
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)

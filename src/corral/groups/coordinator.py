@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from .. import _core
+from ..clock import wall_ms
 from ..errors import ErrorCode
 from ..log import storage_warning
 from . import records, snapshot
@@ -30,10 +31,6 @@ log = logging.getLogger("corral.groups")
 # Kafka's classicGroupNewMemberJoinTimeoutMs: a new member parked in JoinGroup that neither
 # completes nor retries is dropped after this long.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def join_error(code: ErrorCode, member_id: str = "") -> dict[str, Any]:

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..apis import ApiKey, Later, handles
 from ..errors import ErrorCode
-from .coordinator import GroupCoordinator, JoinRequest, join_error, sync_error, wall_ms
+from ..clock import wall_ms
+from .coordinator import GroupCoordinator, JoinRequest, join_error, sync_error
 from .log import RequestWrites
 
 # DescribeGroups authorized_operations when not requested (schema default).

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import trio
 
 from .. import _core
+from ..clock import wall_ms
 from ..errors import ErrorCode
 from ..log import StorageError, storage_warning
 from . import records
@@ -226,7 +226,7 @@ class DurableLog(CoordinatorLog):
 
     async def _write(self, by_partition: dict[int, list[Record]],
                      appended: list[tuple[int, int]]) -> ErrorCode:
-        now = int(time.time() * 1000)
+        now = wall_ms()
         flush = False
         for partition, recs in by_partition.items():
             base, needs_flush = self._append(partition, _core.build_batch(recs, now))
