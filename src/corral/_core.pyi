@@ -1,0 +1,469 @@
+"""Type stubs for `corral._core`, the compiled half of corral (rust/lib.rs registers it).
+
+Written by hand from the #[pyfunction]/#[pymethods] definitions in rust/*.rs and rust/log/*.rs;
+tests/test_core_stubs.py checks them against the runtime module. Tuples that cross the boundary
+are named below with plain aliases (the Rust returns bare tuples); the aliases exist for type
+checkers only, so import them under `if typing.TYPE_CHECKING:`. Integer widths are Rust's:
+an out-of-range int raises OverflowError. Parameters the Rust takes as `&[u8]` accept `bytes`
+only (not bytearray/memoryview); those taken as `Vec<...>` accept any sequence but `str`.
+"""
+
+import os
+from collections.abc import Sequence
+from typing import Any, Self, TypeAlias, final
+
+# The runtime module's exports (the aliases below are not among them).
+__all__ = [
+    "ApiTable",
+    "Connection",
+    "Request",
+    "OffsetCommitAnswer",
+    "Frames",
+    "ProtocolError",
+    "encode_request",
+    "decode_response",
+    "codec_versions",
+    "TimerWheel",
+    "monotonic_ms",
+    "HeartbeatView",
+    "Reactor",
+    "OffsetMap",
+    "LogStore",
+    "InvalidBatch",
+    "StorageError",
+    "validate_batches",
+    "build_batch",
+    "decode_batches",
+    "offset_commit_batch",
+]
+
+# --- Tuples that cross the boundary -------------------------------------------------------------
+
+ApiRange: TypeAlias = tuple[int, int, int]
+"""(api_key, min_version, max_version)"""
+
+HeartbeatFields: TypeAlias = tuple[str, str, str | None, int]
+"""(group_id, member_id, group_instance_id, generation_id) of a Heartbeat request."""
+
+OffsetCommitFields: TypeAlias = tuple[str, str, str | None, int, int, list[str]]
+"""(group_id, member_id, group_instance_id, generation_id_or_member_epoch, retention_time_ms,
+topic names) of an OffsetCommit request."""
+
+PartitionCommit: TypeAlias = tuple[int, int, int, str]
+"""(partition, offset, leader_epoch, metadata)"""
+
+TopicCommits: TypeAlias = tuple[str, list[PartitionCommit]]
+"""(topic, [(partition, offset, leader_epoch, metadata)])"""
+
+CommittedOffset: TypeAlias = tuple[int, int, str]
+"""(offset, leader_epoch, metadata); (-1, -1, "") when nothing is committed."""
+
+CommittedOffsetFull: TypeAlias = tuple[int, int, str, int, int]
+"""(offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)"""
+
+TopicPartition: TypeAlias = tuple[str, int]
+"""(topic, partition)"""
+
+AppendResult: TypeAlias = tuple[int, int, int, int, int]
+"""(error code, base offset, last offset, log append time or -1, records of the partition
+waiting for an fsync)"""
+
+ReadResult: TypeAlias = tuple[bytes | None, int, int]
+"""(batch bytes, or None when the offset is out of range; high watermark; log start offset)"""
+
+FetchWanted: TypeAlias = tuple[int, int, int, int]
+"""(partition index, error code already known or 0, fetch offset, partition max bytes)"""
+
+FetchResult: TypeAlias = tuple[bytes, int, bool]
+"""(Fetch response frame, record bytes in it, whether any partition had an error)"""
+
+LogOffsets: TypeAlias = tuple[int, int]
+"""(log start offset, high watermark)"""
+
+TimestampOffset: TypeAlias = tuple[int, int]
+"""(timestamp, offset)"""
+
+RetentionResult: TypeAlias = tuple[str, int, int, int]
+"""(topic, partition, segments deleted, new log start offset)"""
+
+OpenFiles: TypeAlias = tuple[int, int]
+"""(segment files open in the cache now, the cache's capacity)"""
+
+BatchSummary: TypeAlias = tuple[int, int, int, int, int]
+"""(batch count, producer id, producer epoch, base sequence, offsets the batches will take)"""
+
+KeyValue: TypeAlias = tuple[bytes | None, bytes | None]
+"""(key, value) of a record; None is a null key or value."""
+
+DecodedRecord: TypeAlias = tuple[int, int, bytes | None, bytes | None]
+"""(offset, timestamp, key, value)"""
+
+MessageBody: TypeAlias = dict[str, Any]
+"""A request or response body: the schema's fields (snake_case names) to int/bool/float/str/
+bytes (UUIDs: 16 bytes)/None, lists and nested dicts. Fields left out of a response take the
+schema default."""
+
+# --- Exceptions ---------------------------------------------------------------------------------
+
+class ProtocolError(Exception):
+    """Malformed or unsupported input: close the connection."""
+
+class InvalidBatch(Exception):
+    """A record batch Kafka would refuse: args are (error_code, message)."""
+
+class StorageError(OSError):
+    """The log store's files failed (disk full, I/O error, out of descriptors): args are (errno,
+    message). Nothing the failed call wrote counts; the store stays usable and later calls may
+    succeed."""
+
+# --- Codec and connections ----------------------------------------------------------------------
+
+@final
+class ApiTable:
+    """The APIs this broker advertises, with ApiVersions answers pre-encoded for every version."""
+
+    def __new__(cls, ranges: Sequence[ApiRange]) -> Self:
+        """`ranges`: (api_key, min_version, max_version) for every API this broker implements.
+        Raises ValueError when a range is outside the codec's or ApiVersions is missing."""
+
+    def advertised(self) -> list[ApiRange]:
+        """The advertised (api_key, min, max) triples."""
+
+@final
+class Request:
+    """A decoded request for a Python-owned API (made by `Reactor.drain` or `Connection.next`;
+    not constructible from Python)."""
+
+    @property
+    def api_key(self) -> int: ...
+    @property
+    def api_version(self) -> int: ...
+    @property
+    def correlation_id(self) -> int: ...
+    @property
+    def client_id(self) -> str | None: ...
+    @property
+    def connection(self) -> int:
+        """The network thread's id of the connection the request came on (0 outside a
+        `Reactor`)."""
+
+    @property
+    def client_host(self) -> str:
+        """The client's address as Kafka reports it ("/127.0.0.1"); "" when unknown."""
+
+    @property
+    def body(self) -> MessageBody:
+        """The request body as a dict of the schema's fields (a Heartbeat's or OffsetCommit's is
+        decoded on demand; raises ProtocolError if it does not decode)."""
+
+    @property
+    def heartbeat(self) -> HeartbeatFields | None:
+        """A Heartbeat's (group_id, member_id, group_instance_id, generation_id); None for other
+        APIs."""
+
+    @property
+    def offset_commit(self) -> OffsetCommitFields | None:
+        """An OffsetCommit's (group_id, member_id, group_instance_id,
+        generation_id_or_member_epoch, retention_time_ms, topic names); None for other APIs."""
+
+    def split_offset_commit(
+        self, partition_counts: dict[str, int], group_error: int, metadata_max_bytes: int
+    ) -> tuple[list[TopicCommits], OffsetCommitAnswer]:
+        """Kafka's per-partition checks of this OffsetCommit: ([(topic, [(partition, offset,
+        leader_epoch, metadata)])] to write, the answer). `partition_counts`: topic name -> its
+        partition count (0 or absent: unknown topic). ValueError for other APIs."""
+
+    def respond_heartbeat(self, error_code: int) -> bytes:
+        """This Heartbeat's response frame with `error_code` (throttle time 0). ValueError for
+        other APIs."""
+
+    def respond(self, body: MessageBody) -> bytes:
+        """Encodes `body` (a dict of the response schema's fields) as this request's response
+        frame."""
+
+@final
+class OffsetCommitAnswer:
+    """The per-partition codes of one OffsetCommit, ready to be encoded (made by
+    `Request.split_offset_commit`; not constructible from Python)."""
+
+    def frame(self, write_error: int = 0) -> bytes:
+        """The response frame; `write_error` replaces NONE on the accepted partitions when their
+        write failed."""
+
+@final
+class Connection:
+    """The server side of one connection without the network thread (tests, benches): frames in,
+    core answers or `Request`s out."""
+
+    def __new__(cls, table: ApiTable, max_request_bytes: int) -> Self: ...
+    def feed(self, chunk: bytes) -> None:
+        """Buffers received bytes; drain them with `next()`."""
+
+    def next(self) -> bytes | Request | None:
+        """The next complete item: response `bytes` (answered by the core), a `Request`, or None
+        when more input is needed. Raises ProtocolError on bad input."""
+
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a returned item."""
+
+@final
+class Frames:
+    """Splits a byte stream into frames (payloads without their size prefix)."""
+
+    def __new__(cls, max_frame_bytes: int) -> Self: ...
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Buffers `chunk` and returns the frames completed by it. Raises ProtocolError on a frame
+        size outside 0..=max_frame_bytes."""
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, body: MessageBody, client_id: str | None = None
+) -> bytes:
+    """Encodes a request frame (size prefix, header of the right version, body)."""
+
+def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, MessageBody]:
+    """Decodes a response frame (without its size prefix): returns (correlation_id, body dict).
+    Raises ProtocolError."""
+
+def codec_versions(api_key: int) -> tuple[int, int] | None:
+    """(min, max) versions the codec supports for an API key, or None."""
+
+# --- Network thread -----------------------------------------------------------------------------
+
+@final
+class Reactor:
+    """The network thread: sockets, framing and the answers given without Python."""
+
+    def __new__(
+        cls,
+        table: ApiTable,
+        listener_fds: Sequence[int],
+        max_request_bytes: int,
+        heartbeat_view: HeartbeatView | None = None,
+        *,
+        max_connections: int | None = None,
+        max_connections_per_ip: int | None = None,
+        idle_timeout_ms: int | None = None,
+        partial_request_timeout_ms: int | None = None,
+        queued_max_request_bytes: int | None = None,
+    ) -> Self:
+        """Starts the network thread on the listening sockets `listener_fds` (their ownership
+        passes to the thread). `heartbeat_view`: answer steady-state Heartbeats from it.
+
+        Limits (None: none): `max_connections` and `max_connections_per_ip` (over them a new
+        connection is closed at once), `idle_timeout_ms` (a connection without a request with
+        Python and no bytes in or out for this long is closed), `partial_request_timeout_ms` (a
+        request not wholly received this long after its first bytes closes its connection) and
+        `queued_max_request_bytes` (bytes of requests received and not yet answered)."""
+
+    @property
+    def notify_fd(self) -> int:
+        """Readable when requests wait for `drain()`."""
+
+    def drain(self) -> tuple[list[Request], list[str]]:
+        """The requests queued for Python, decoded, and the reasons of connections closed for bad
+        input since the last call. Raises OSError when the network thread has stopped on its
+        own."""
+
+    def inject_failure(self, reason: str) -> None:
+        """Fault injection for tests: the network thread stops as if its poll had failed."""
+
+    def respond(self, connection: int, response: bytes | bytearray | None) -> None:
+        """Sends `response` (a whole frame) as the answer to the connection's request; None when
+        the request has no answer. A connection that has gone away is skipped."""
+
+    def close(self, connection: int) -> None:
+        """Closes the connection (after a handler failed on its request)."""
+
+    def stop(self) -> None:
+        """Stops the thread and closes every socket."""
+
+# --- Group coordinator state --------------------------------------------------------------------
+
+def monotonic_ms() -> int:
+    """CLOCK_MONOTONIC in milliseconds: the clock of `TimerWheel` deadlines."""
+
+@final
+class TimerWheel:
+    """Timer keys with deadlines in `monotonic_ms()` time. Shared with the network thread, which
+    moves session deadlines when it answers a Heartbeat itself."""
+
+    def __new__(cls, now_ms: int, tick_ms: int = 10, slots: int = 4096) -> Self: ...
+    def schedule(self, key: int, deadline_ms: int) -> None:
+        """Schedules `key`, or moves its deadline if scheduled already."""
+
+    def cancel(self, key: int) -> bool:
+        """Whether `key` was scheduled."""
+
+    def expired(self, now_ms: int) -> list[int]:
+        """The keys due at `now_ms`, removed from the wheel, as one list."""
+
+    def __len__(self) -> int: ...
+
+@final
+class HeartbeatView:
+    """What the network thread needs to answer steady-state Heartbeats without Python."""
+
+    def __new__(cls, wheel: TimerWheel) -> Self:
+        """A view whose session deadlines live in `wheel`."""
+
+    def set_group(self, group_id: str, generation_id: int, answer: int | None) -> None:
+        """The group's generation and its answer (an error code) to members of that generation
+        (None: the coordinator answers every Heartbeat of the group)."""
+
+    def remove_group(self, group_id: str) -> None: ...
+    def set_member(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        timer_key: int,
+        session_timeout_ms: int,
+    ) -> None: ...
+    def remove_member(self, group_id: str, member_id: str) -> None: ...
+
+@final
+class OffsetMap:
+    """Committed offsets of every group, kept compactly in Rust."""
+
+    def __new__(cls) -> Self: ...
+    def commit(
+        self,
+        group: str,
+        topic: str,
+        partitions: Sequence[PartitionCommit],
+        commit_timestamp_ms: int,
+        expire_timestamp_ms: int = -1,
+    ) -> None:
+        """Commits `partitions` [(partition, offset, leader_epoch, metadata)] of one topic at
+        once."""
+
+    def fetch(self, group: str, topic: str, partitions: Sequence[int]) -> list[CommittedOffset]:
+        """(offset, leader_epoch, metadata) for each asked partition, in order; (-1, -1, "") when
+        none."""
+
+    def fetch_all(self, group: str) -> list[TopicCommits]:
+        """Every committed offset of a group: [(topic, [(partition, offset, leader_epoch,
+        metadata)])]."""
+
+    def get(self, group: str, topic: str, partition: int) -> CommittedOffsetFull | None:
+        """(offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms) or None."""
+
+    def delete(self, group: str, topic: str, partitions: Sequence[int]) -> list[int]:
+        """Deletes the partitions' offsets; returns the partitions that had one."""
+
+    def delete_group(self, group: str) -> list[TopicPartition]:
+        """Deletes every offset of the group; returns the (topic, partition)s removed."""
+
+    def has_offsets(self, group: str) -> bool: ...
+    def count(self, group: str) -> int: ...
+    def expire(
+        self,
+        group: str,
+        now_ms: int,
+        retention_ms: int,
+        base_timestamp_ms: int | None = None,
+        keep_topics: Sequence[str] = (),
+    ) -> list[TopicPartition]:
+        """Kafka's offset expiry: an offset with an explicit expire timestamp expires then;
+        otherwise once `retention_ms` passed since `base_timestamp_ms` (when an Empty classic
+        group became empty) or, without it, its commit time. `keep_topics` are left alone.
+        Returns the removed (topic, partition) pairs, sorted."""
+
+# --- Log store ----------------------------------------------------------------------------------
+
+@final
+class LogStore:
+    """Every partition's log (segments, indexes, producer state) under one data directory.
+    Methods on a partition that is not open raise KeyError; I/O failures raise StorageError."""
+
+    def __new__(cls, data_dir: str | os.PathLike[str], open_files_max: int = 1024) -> Self:
+        """`open_files_max`: how many segment files the store keeps open at most (least recently
+        used closed first); any number of partitions works within it."""
+
+    @property
+    def open_files(self) -> OpenFiles:
+        """(segment files open in the cache now, the cache's capacity)."""
+
+    @property
+    def clean_start(self) -> bool:
+        """Whether the previous run ended with `close()`."""
+
+    def open_partition(
+        self, topic: str, partition: int, segment_bytes: int, retention_ms: int, retention_bytes: int
+    ) -> list[str]:
+        """Opens (creating, or recovering) a partition; if open already, updates its config.
+        Returns notes on what recovery repaired, for the log."""
+
+    def append(self, topic: str, partition: int, data: bytes, log_append_time: int | None = None) -> AppendResult:
+        """Appends whole, validated batches (offsets assigned here; with `log_append_time`, the
+        LogAppendTime timestamp too), checking idempotent producers' sequences first. Returns
+        (error code, base offset, last offset, log append time or -1, records waiting for an
+        fsync in this partition). A retried batch gets error 0 and its original offsets; a
+        refused one INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER and -1s."""
+
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> ReadResult:
+        """Whole batches from the one holding `offset`, at most `max_bytes` unless the first
+        batch alone is bigger and `min_one`. Returns (bytes, or None when `offset` is out of
+        range; high watermark; log start offset)."""
+
+    def fetch_response(
+        self,
+        correlation_id: int,
+        version: int,
+        topics: Sequence[tuple[str, Sequence[FetchWanted]]],
+        max_bytes: int,
+    ) -> FetchResult:
+        """Reads and encodes a whole Fetch response frame. `topics`: (name, [(partition, error
+        code already known or 0, fetch offset, partition max bytes)]); partitions not open are
+        UNKNOWN_TOPIC_OR_PARTITION. Returns (frame, record bytes in it, whether any partition had
+        an error). Raises OSError (not StorageError) when encoding fails."""
+
+    def offsets(self, topic: str, partition: int) -> LogOffsets:
+        """(log start offset, high watermark)."""
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset | None:
+        """(timestamp, offset) of the first record with a timestamp >= `timestamp`, or None."""
+
+    def max_timestamp(self, topic: str, partition: int) -> TimestampOffset | None:
+        """(timestamp, offset) of the record with the largest timestamp, or None when empty."""
+
+    def flush(self) -> int:
+        """fsyncs every partition with unflushed appends. Blocks (without the GIL): call it from
+        a worker thread. Returns the number of records made durable."""
+
+    def apply_retention(self, now_ms: int) -> list[RetentionResult]:
+        """Applies retention.ms / retention.bytes everywhere. Returns (topic, partition, segments
+        deleted, new log start offset) for each partition that lost segments."""
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Closes the partition and removes its directory."""
+
+    def close(self) -> None:
+        """Clean shutdown: fsync everything, write the active indexes, leave the marker. When a
+        partition fails, the others are still closed but no marker is left. Raises StorageError
+        with the first failure."""
+
+def validate_batches(data: bytes, max_batch_bytes: int) -> BatchSummary:
+    """Checks client batches as Kafka does before an append. Returns (batch count, producer id,
+    producer epoch, base sequence, offsets they will take); raises InvalidBatch(code, message)."""
+
+def build_batch(
+    records: Sequence[KeyValue],
+    timestamp_ms: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`, optionally
+    from an idempotent producer. ValueError when `records` is empty."""
+
+def decode_batches(data: bytes) -> list[DecodedRecord]:
+    """The records of consecutive uncompressed batches as (offset, timestamp, key, value).
+    Raises ValueError on a compressed or malformed batch."""
+
+def offset_commit_batch(
+    group_id: str, topics: Sequence[tuple[str, Sequence[PartitionCommit]]], commit_ms: int, expire_ms: int
+) -> bytes:
+    """The `__consumer_offsets` batch (stamped `commit_ms`) of one group's offset commits:
+    `topics` is [(topic, [(partition, offset, leader epoch, metadata)])]; `expire_ms` -1: none.
+    ValueError when there is nothing to write."""
