@@ -19,22 +19,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import trio  # noqa: E402
 
 from corral.config import Settings  # noqa: E402
-from corral.groups.coordinator import GroupCoordinator, JoinRequest  # noqa: E402
-from corral.groups.log import CoordinatorLog, group_records  # noqa: E402
+from corral.groups.coordinator import GroupCoordinator  # noqa: E402
 from corral.load import consumer_protocol as cp  # noqa: E402
 
-
-class InstantLog(CoordinatorLog):
-    """Encodes the group record as the durable log does, and acknowledges at once."""
-
-    def write_group(self, group, done):
-        group_records(group)
-        if done is not None:
-            done(0)
+# The in-process fixture (InstantLog: a log that encodes the group record and acknowledges at
+# once; JoinRequests with fresh strings as decoded off the wire) is shared with the tests.
+from classic_harness import InstantLog, join_request  # noqa: E402
 
 
 def rss_bytes() -> int:
@@ -44,20 +39,6 @@ def rss_bytes() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def fresh(value: str) -> str:
-    """A new object equal to `value`: a request decoded off the wire brings its own strings."""
-    return (value + " ")[:-1]
-
-
-def join_request(member_id: str, n: int, metadata: bytes) -> JoinRequest:
-    return JoinRequest(group_id="storm", member_id=member_id, group_instance_id=None,
-                       client_id=f"client-{n}", client_host=fresh("/127.0.0.1"),
-                       session_timeout_ms=45000, rebalance_timeout_ms=300000,
-                       protocol_type=fresh("consumer"),
-                       protocols=[(fresh("range"), bytes(bytearray(metadata)))],
-                       require_known_member_id=True, supports_skip_assignment=True, reason=None)
 
 
 async def storm(members: int, trace: bool) -> dict:
@@ -72,8 +53,9 @@ async def storm(members: int, trace: bool) -> dict:
     rss_base = rss_bytes()
 
     started = time.perf_counter()
-    ids = [coordinator.join(join_request("", n, metadata)).value["member_id"] for n in range(members)]
-    waiters = [coordinator.join(join_request(m, n, metadata)) for n, m in enumerate(ids)]
+    ids = [coordinator.join(join_request("storm", "", metadata, n=n)).value["member_id"]
+           for n in range(members)]
+    waiters = [coordinator.join(join_request("storm", m, metadata, n=n)) for n, m in enumerate(ids)]
     out["join_requests_s"] = time.perf_counter() - started
 
     group = coordinator.groups["storm"]
