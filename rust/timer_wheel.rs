@@ -238,6 +238,11 @@ impl PyTimerWheel {
     fn __len__(&self) -> usize {
         self.lock().len()
     }
+
+    /// Whether `key` is scheduled (again: `expired` removes what it returns).
+    fn __contains__(&self, key: u64) -> bool {
+        self.lock().deadline(key).is_some()
+    }
 }
 
 #[cfg(test)]

@@ -335,12 +335,11 @@ def test_expiry(steps):
 
 
 # Found by these tests: when two deadlines fall on the same millisecond, the first callback can
-# complete the join phase (answering a member's parked JoinGroup and rescheduling its session),
-# yet Timers.fire_due() still runs the second, stale deadline from the same batch: the member that
-# was just answered is expired at once (it no longer awaits a join). Members that synced together
-# share their session deadline, so this is the ordinary case. Kafka cancels the old heartbeat
-# expiration when it schedules the next. strict xfail: these start passing once that is fixed.
-SAME_DEADLINE_BUGS = [
+# complete the join phase (answering a member's parked JoinGroup and rescheduling its session);
+# the second, now stale deadline of the same batch must not fire (it used to, expiring the member
+# just answered). Members that synced together share their session deadline, so this is the
+# ordinary case. Kafka cancels the old heartbeat expiration when it schedules the next.
+SAME_DEADLINE = [
     ("member_awaiting_join_outlives_its_session_same_deadline", stable("a", "b") + [
         S.join("a", expect="parked"),
         S.advance(9990), S.expect("PreparingRebalance", members=["a", "b"]),
@@ -354,9 +353,7 @@ SAME_DEADLINE_BUGS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="a stale deadline in the same fire_due() batch expires a "
-                   "member its predecessor just answered (see SAME_DEADLINE_BUGS)")
-@pytest.mark.parametrize("steps", cases(SAME_DEADLINE_BUGS))
+@pytest.mark.parametrize("steps", cases(SAME_DEADLINE))
 def test_same_millisecond_deadlines(steps):
     run_case(steps)
 

@@ -298,6 +298,8 @@ class TimerWheel:
         """The keys due at `now_ms`, removed from the wheel, as one list."""
 
     def __len__(self) -> int: ...
+    def __contains__(self, key: int) -> bool:
+        """Whether `key` is scheduled (again: `expired` removes what it returns)."""
 
 @final
 class HeartbeatView:
