@@ -36,13 +36,14 @@ use crate::apis;
 use crate::frames::FrameSplitter;
 use crate::header::{self, RequestPrefix};
 use crate::offset_commit;
+use kafka_protocol::ResponseError;
 
 create_exception!(_core, ProtocolError, PyException, "Malformed or unsupported input: close the connection.");
 
 const PRODUCE: i16 = 0;
 const API_VERSIONS: i16 = 18;
 const HEARTBEAT: i16 = 12;
-const UNSUPPORTED_VERSION: i16 = 35;
+const UNSUPPORTED_VERSION: i16 = ResponseError::UnsupportedVersion.code();
 
 /// The APIs this broker advertises, with ApiVersions answers pre-encoded for every version.
 #[pyclass(frozen, module = "corral._core")]

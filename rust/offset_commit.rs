@@ -20,11 +20,12 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::apis;
 use crate::header;
+use kafka_protocol::ResponseError;
 
 pub const OFFSET_COMMIT: i16 = 8;
 const NONE: i16 = 0;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = ResponseError::UnknownTopicOrPartition.code();
+const OFFSET_METADATA_TOO_LARGE: i16 = ResponseError::OffsetMetadataTooLarge.code();
 
 /// (group_id, member_id, group_instance_id, generation_id_or_member_epoch, retention_time_ms,
 /// topic names). Fields a version lacks have their schema default (no instance id, -1).

@@ -10,6 +10,8 @@
 //! 53 base_sequence i32    57 records_count i32
 //! ```
 
+use kafka_protocol::ResponseError;
+
 pub const HEADER_LEN: usize = 61;
 /// Offset of batch_length's end: `batch_length` counts the bytes after it.
 pub const LOG_OVERHEAD: usize = 12;
@@ -19,10 +21,10 @@ const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 const ATTR_CONTROL: i16 = 0x20;
 
 // Kafka's error codes for what validation finds.
-pub const CORRUPT_MESSAGE: i16 = 2;
-pub const MESSAGE_TOO_LARGE: i16 = 10;
-pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
-pub const INVALID_RECORD: i16 = 87;
+pub const CORRUPT_MESSAGE: i16 = ResponseError::CorruptMessage.code();
+pub const MESSAGE_TOO_LARGE: i16 = ResponseError::MessageTooLarge.code();
+pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = ResponseError::UnsupportedForMessageFormat.code();
+pub const INVALID_RECORD: i16 = ResponseError::InvalidRecord.code();
 
 fn i16_at(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])

@@ -8,11 +8,12 @@ use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::partition::Partition;
+use kafka_protocol::ResponseError;
 
 const FETCH: i16 = 1;
-const OFFSET_OUT_OF_RANGE: i16 = 1;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const KAFKA_STORAGE_ERROR: i16 = 56;
+const OFFSET_OUT_OF_RANGE: i16 = ResponseError::OffsetOutOfRange.code();
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = ResponseError::UnknownTopicOrPartition.code();
+const KAFKA_STORAGE_ERROR: i16 = ResponseError::KafkaStorageError.code();
 
 /// One partition of a fetch: (partition index, error code already known or 0, fetch offset,
 /// partition max bytes).

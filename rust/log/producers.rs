@@ -10,10 +10,11 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::batch::Header;
+use kafka_protocol::ResponseError;
 
 const KEPT_BATCHES: usize = 5;
-pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+pub const INVALID_PRODUCER_EPOCH: i16 = ResponseError::InvalidProducerEpoch.code();
+pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = ResponseError::OutOfOrderSequenceNumber.code();
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchMeta {

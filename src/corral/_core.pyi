@@ -23,6 +23,7 @@ __all__ = [
     "encode_request",
     "decode_response",
     "codec_versions",
+    "error_codes",
     "TimerWheel",
     "monotonic_ms",
     "HeartbeatView",
@@ -226,6 +227,10 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
 
 def codec_versions(api_key: int) -> tuple[int, int] | None:
     """(min, max) versions the codec supports for an API key, or None."""
+
+def error_codes() -> list[tuple[str, int]]:
+    """Every Kafka error code the kafka-protocol crate knows, as (Kafka's name, code), by code:
+    the table corral.errors is generated from (ci/gen_error_codes.py)."""
 
 # --- Network thread -----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import trio
 
 from .. import _core
 from ..clock import wall_ms
+from ..errors import ErrorCode
 from .subscription import subscribed_topics
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -117,8 +118,10 @@ class ClassicMember:
 
 # What a member of the current generation hears from a Heartbeat in each state; None: the
 # coordinator answers (Empty, and every error).
-HEARTBEAT_ANSWERS = {ClassicState.STABLE: 0, ClassicState.COMPLETING_REBALANCE: 0,
-                     ClassicState.PREPARING_REBALANCE: 27, ClassicState.EMPTY: None}
+HEARTBEAT_ANSWERS = {ClassicState.STABLE: ErrorCode.NONE,
+                     ClassicState.COMPLETING_REBALANCE: ErrorCode.NONE,
+                     ClassicState.PREPARING_REBALANCE: ErrorCode.REBALANCE_IN_PROGRESS,
+                     ClassicState.EMPTY: None}
 
 
 class ClassicGroup:

@@ -21,17 +21,18 @@ from . import consumer_protocol as cp
 from .checks import Violations
 from .stats import Recorder
 from ..apis import ApiKey
+from ..errors import ErrorCode
 from .wire import CLIENT_ID, BrokerError, Connection
 from .. import _core
 
 T = TypeVar("T")
 
-# Error codes the member reacts to (names as in Kafka's Errors).
-NONE = 0
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
+# Error codes the member reacts to.
+NONE = ErrorCode.NONE
+ILLEGAL_GENERATION = ErrorCode.ILLEGAL_GENERATION
+UNKNOWN_MEMBER_ID = ErrorCode.UNKNOWN_MEMBER_ID
+REBALANCE_IN_PROGRESS = ErrorCode.REBALANCE_IN_PROGRESS
+MEMBER_ID_REQUIRED = ErrorCode.MEMBER_ID_REQUIRED
 
 REQUEST_TIMEOUT_S = 30.0
 BACKOFF_S = 0.1
