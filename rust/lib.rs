@@ -8,6 +8,7 @@
 mod apis;
 mod client;
 mod connection;
+mod consumer_protocol;
 mod errors;
 mod frames;
 mod header;
@@ -35,6 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::decode_response, m)?)?;
     m.add_function(wrap_pyfunction!(client::codec_versions, m)?)?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
+    consumer_protocol::register(m)?;
     m.add_class::<timer_wheel::PyTimerWheel>()?;
     m.add_function(wrap_pyfunction!(timer_wheel::py_monotonic_ms, m)?)?;
     m.add_class::<heartbeat_view::HeartbeatView>()?;

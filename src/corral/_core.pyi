@@ -24,6 +24,10 @@ __all__ = [
     "decode_response",
     "codec_versions",
     "error_codes",
+    "encode_consumer_subscription",
+    "decode_consumer_subscription",
+    "encode_consumer_assignment",
+    "decode_consumer_assignment",
     "TimerWheel",
     "monotonic_ms",
     "HeartbeatView",
@@ -231,6 +235,28 @@ def codec_versions(api_key: int) -> tuple[int, int] | None:
 def error_codes() -> list[tuple[str, int]]:
     """Every Kafka error code the kafka-protocol crate knows, as (Kafka's name, code), by code:
     the table corral.errors is generated from (ci/gen_error_codes.py)."""
+
+# --- Embedded consumer protocol (ConsumerProtocolSubscription / ConsumerProtocolAssignment) ----
+
+ConsumerTopicPartitions = list[tuple[str, list[int]]]  # (topic, partitions), in the order given
+# (version, topics, owned partitions, generation id, rack id)
+ConsumerSubscription = tuple[int, list[str], ConsumerTopicPartitions, int, str | None]
+
+def encode_consumer_subscription(version: int, topics: Sequence[str],
+                                 owned_partitions: Sequence[tuple[str, Sequence[int]]],
+                                 generation_id: int = -1, rack_id: str | None = None) -> bytes:
+    """A subscription's bytes (version 0-3, no user data). Raises ValueError on a bad version."""
+
+def decode_consumer_subscription(data: bytes) -> ConsumerSubscription:
+    """A subscription's fields; a version above 3 is read as 3. Raises ValueError when the bytes
+    are not a subscription."""
+
+def encode_consumer_assignment(version: int,
+                               assigned: Sequence[tuple[str, Sequence[int]]]) -> bytes:
+    """An assignment's bytes (version 0-3, no user data). Raises ValueError on a bad version."""
+
+def decode_consumer_assignment(data: bytes) -> ConsumerTopicPartitions:
+    """An assignment's partitions. Raises ValueError when the bytes are not an assignment."""
 
 # --- Network thread -----------------------------------------------------------------------------
 

@@ -1,13 +1,15 @@
 """The embedded "consumer" protocol of classic groups: subscription and assignment bytes, assignors.
 
 The coordinator relays these bytes between members; the leader decodes every subscription and
-encodes every assignment (Kafka's ConsumerProtocolSubscription / ConsumerProtocolAssignment, v3).
+encodes every assignment (Kafka's ConsumerProtocolSubscription / ConsumerProtocolAssignment, v3,
+with the kafka-protocol crate's schemas in the compiled core).
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
+
+from .. import _core
 
 PROTOCOL_TYPE = "consumer"
 VERSION = 3
@@ -15,78 +17,22 @@ VERSION = 3
 TopicPartitions = dict[str, list[int]]
 
 
-class _Reader:
-    def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
-
-    def take(self, fmt: str):
-        (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return value
-
-    def string(self) -> str | None:
-        n = self.take(">h")
-        if n < 0:
-            return None
-        s = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
-
-    def array(self, item) -> list:
-        n = self.take(">i")
-        return [] if n < 0 else [item() for _ in range(n)]
-
-
-def _string(s: str | None) -> bytes:
-    if s is None:
-        return struct.pack(">h", -1)
-    raw = s.encode()
-    return struct.pack(">h", len(raw)) + raw
-
-
-def _topic_partitions(tps: TopicPartitions) -> bytes:
-    out = [struct.pack(">i", len(tps))]
-    for topic, partitions in tps.items():
-        out.append(_string(topic))
-        out.append(struct.pack(f">i{len(partitions)}i", len(partitions), *partitions))
-    return b"".join(out)
-
-
-def _read_topic_partitions(r: _Reader) -> TopicPartitions:
-    out: TopicPartitions = {}
-    for _ in range(r.take(">i")):
-        topic = r.string()
-        out[topic] = r.array(lambda: r.take(">i"))
-    return out
-
-
 def encode_subscription(topics: Iterable[str], owned: TopicPartitions, generation: int) -> bytes:
-    topics = list(topics)
-    return b"".join([
-        struct.pack(">hi", VERSION, len(topics)), *(_string(t) for t in topics),
-        struct.pack(">i", -1),                      # user data: null
-        _topic_partitions(owned),                   # v1+: owned partitions
-        struct.pack(">i", generation),              # v2+: generation id
-        _string(None),                              # v3+: rack id
-    ])
+    return _core.encode_consumer_subscription(VERSION, list(topics), list(owned.items()), generation)
 
 
 def decode_subscription_topics(data: bytes) -> list[str]:
-    r = _Reader(data)
-    r.take(">h")
-    return r.array(r.string)
+    return _core.decode_consumer_subscription(data)[1]
 
 
 def encode_assignment(assigned: TopicPartitions) -> bytes:
-    return struct.pack(">h", VERSION) + _topic_partitions(assigned) + struct.pack(">i", -1)
+    return _core.encode_consumer_assignment(VERSION, list(assigned.items()))
 
 
 def decode_assignment(data: bytes) -> TopicPartitions:
     if not data:
         return {}  # a member that got no assignment (the leader may send empty bytes)
-    r = _Reader(data)
-    r.take(">h")
-    return _read_topic_partitions(r)
+    return dict(_core.decode_consumer_assignment(data))
 
 
 def assign(strategy: str, subscriptions: dict[str, list[str]],
