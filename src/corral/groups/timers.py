@@ -32,8 +32,8 @@ class Timers:
         self.callbacks: dict[int, tuple[Any, ...]] = {}
         self._next_key = 1
         self._armed = trio.Event()
-        # While fire_due runs a batch: the keys its callbacks rescheduled or cancelled.
-        self._firing: set[int] | None = None
+        # While fire_due runs a batch: the keys its callbacks cancelled.
+        self._cancelled: set[int] | None = None
         # The session deadlines the network thread moves (see HeartbeatView).
         self.heartbeat_view = _core.HeartbeatView(self.wheel)
 
@@ -49,29 +49,27 @@ class Timers:
 
     def schedule(self, key: int, delay_ms: int) -> None:
         self.wheel.schedule(key, now_ms() + max(delay_ms, 0))
-        if self._firing is not None:
-            self._firing.add(key)
         if not self._armed.is_set():
             self._armed.set()
 
     def cancel(self, key: int) -> None:
         self.wheel.cancel(key)
-        if self._firing is not None:
-            self._firing.add(key)
+        if self._cancelled is not None:
+            self._cancelled.add(key)
 
     def fire_due(self) -> int:
         """Runs the callbacks of every key due now; returns how many fired. A key that an
         earlier callback of the same batch rescheduled or cancelled (say, a member answered a
         rejoin by the expiry that completed the join phase) is stale and does not fire, as Kafka
         cancels a timer it replaces; so is one the network thread rescheduled meanwhile (a
-        heartbeat)."""
+        heartbeat). A rescheduled key is back in the wheel; a cancelled one is remembered."""
         due = self.wheel.expired(now_ms())
         fired = 0
-        self._firing = touched = set()
+        self._cancelled = cancelled = set()
         try:
             for key in due:
                 entry = self.callbacks.get(key)
-                if entry is None or key in touched or key in self.wheel:
+                if entry is None or key in cancelled or key in self.wheel:
                     continue
                 fired += 1
                 try:
@@ -79,7 +77,7 @@ class Timers:
                 except Exception:
                     log.exception("timer callback failed")
         finally:
-            self._firing = None
+            self._cancelled = None
         return fired
 
     async def run(self) -> None:
