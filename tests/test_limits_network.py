@@ -241,7 +241,8 @@ def test_accept_out_of_descriptors_closes_on_the_spare_and_logs_rate_limited(cor
 
 def test_limit_settings_and_the_descriptor_cap():
     from corral.config import ConfigError, Settings, physical_memory_tenth
-    from corral.server import descriptor_cap, network_limits
+    from corral.descriptors import connections as descriptor_cap
+    from corral.server import network_limits
 
     s = Settings()
     assert s["max.connections"] == s["max.connections.per.ip"] == 2**31 - 1

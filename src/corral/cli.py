@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from . import descriptors
     from .broker import BrokerFailed, StartupError
     from .server import Server
 
@@ -81,7 +82,7 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"corral: {e}", file=sys.stderr)
         return 2
-    raise_open_files_limit()
+    descriptors.raise_limit()
     try:
         server = Server(settings)
     except StartupError as e:
@@ -98,36 +99,6 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"corral: {e}", file=sys.stderr)
         return 1
     return 0
-
-
-def raise_open_files_limit() -> None:
-    """Raises the soft RLIMIT_NOFILE to the hard limit (every client socket and cached segment
-    file is a descriptor) and logs both."""
-    import resource
-
-    log = logging.getLogger("corral.cli")
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard
-    if target == resource.RLIM_INFINITY:
-        # Linux refuses an infinite RLIMIT_NOFILE; fs.nr_open is the most it allows.
-        try:
-            target = int(open("/proc/sys/fs/nr_open").read())
-        except (OSError, ValueError):
-            target = soft
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (OSError, ValueError) as e:
-            log.warning("could not raise the open-files limit from %d to %d: %s", soft, target, e)
-    new_soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    log.info("open-files limit (RLIMIT_NOFILE): soft %s (was %s), hard %s",
-             _limit(new_soft), _limit(soft), _limit(hard))
-
-
-def _limit(value: int) -> str:
-    import resource
-
-    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 
 if __name__ == "__main__":

@@ -196,7 +196,7 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "corral only: most segment files the log store keeps open (least recently used "
                 "closed first; any number of partitions works within it). 0: a quarter of the "
                 "open-files limit (RLIMIT_NOFILE, which corral raises to its hard limit at start), "
-                "at least 16."),
+                "at least 16 and at most 65536."),
         Setting("group.min.session.timeout.ms", ConfigType.INT, 6000, _int_in(0, INT32_MAX),
                 "Smallest session timeout a classic member may ask for (INVALID_SESSION_TIMEOUT below)."),
         Setting("group.max.session.timeout.ms", ConfigType.INT, 1800000, _int_in(0, INT32_MAX),

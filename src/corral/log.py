@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import logging
 import math
-import resource
 import time
 from pathlib import Path
 from typing import Callable
 
 import trio
 
-from . import _core
+from . import _core, descriptors
 from .clock import wall_ms
 from .config import INT64_MAX, Settings
 from .topics import Topic, TopicStore
@@ -44,7 +43,6 @@ Key = tuple[str, int]
 # KAFKA_STORAGE_ERROR): the store's `_core.StorageError`, an OSError with (errno, message).
 StorageError = _core.StorageError
 
-MIN_OPEN_FILES = 16
 # One storage warning per kind per this many seconds; the rest are counted in the next one.
 WARNING_INTERVAL_S = 10.0
 
@@ -73,15 +71,8 @@ storage_warning = _RateLimitedWarnings()
 
 
 def open_files_max(settings: Settings) -> int:
-    """`corral.log.open.files.max`, or when 0, a quarter of the open-files soft limit (at least
-    MIN_OPEN_FILES)."""
-    configured = settings["corral.log.open.files.max"]
-    if configured > 0:
-        return configured
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 20
-    return max(MIN_OPEN_FILES, soft // 4)
+    """`corral.log.open.files.max`, or when 0, the log store's share of the descriptor budget."""
+    return settings["corral.log.open.files.max"] or descriptors.segment_files(descriptors.soft_limit())
 
 
 # Called after an fsync pass with its error (None: durable).

@@ -11,13 +11,11 @@ leave in request order; different connections are served concurrently.
 from __future__ import annotations
 
 import logging
-import os
-import resource
 import signal
 
 import trio
 
-from . import _core
+from . import _core, descriptors
 from .apis import ASYNC_HANDLERS, HANDLERS, Later, api_table
 from .broker import Broker, BrokerFailed, StartupError
 from .config import INT32_MAX, Settings, parse_listener
@@ -25,28 +23,11 @@ from .config import INT32_MAX, Settings, parse_listener
 log = logging.getLogger("corral.server")
 
 
-def descriptor_cap(soft_limit: int, open_now: int) -> int:
-    """Connections the descriptor limit allows: it minus the descriptors open now (partition
-    logs, the listener, Python's own) minus a reserve for what opens later (new partitions'
-    logs, snapshots, the network thread's spare)."""
-    if soft_limit == resource.RLIM_INFINITY or soft_limit >= INT32_MAX:
-        return INT32_MAX
-    reserve = max(min(64, soft_limit // 2), soft_limit // 4)
-    return max(0, soft_limit - open_now - reserve)
-
-
-def open_descriptors() -> int:
-    try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:
-        return 0
-
-
 def network_limits(settings: Settings) -> dict:
     """The Reactor's limit arguments, logged once."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    open_now = open_descriptors()
-    fd_cap = descriptor_cap(soft, open_now)
+    soft = descriptors.soft_limit()
+    open_now = descriptors.open_now()
+    fd_cap = descriptors.connections(soft, open_now)
     max_connections = min(settings["max.connections"], fd_cap)
     per_ip = settings["max.connections.per.ip"]
     idle = settings["connections.max.idle.ms"]
@@ -57,7 +38,7 @@ def network_limits(settings: Settings) -> dict:
              "max.connections.per.ip=%d, connections.max.idle.ms=%d, "
              "corral.socket.partial.request.timeout.ms=%d",
              max_connections, settings["max.connections"],
-             "unlimited" if soft == resource.RLIM_INFINITY else soft, open_now, fd_cap, per_ip,
+             "unlimited" if soft >= INT32_MAX else soft, open_now, fd_cap, per_ip,
              idle, partial)
     log.info("queued.max.request.bytes=%d (%s)", queued,
              "unlimited" if queued < 0 else f"{queued / (1 << 20):.1f} MiB")
