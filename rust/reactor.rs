@@ -850,6 +850,7 @@ impl Network {
             self.for_python.push(Inbound::Notice(message));
         }
     }
+
     /// Hands the requests gathered in this turn to Python in one batch.
     fn hand_over(&mut self) {
         if self.for_python.is_empty() {

@@ -98,11 +98,6 @@ MEMBERSHIP = [
 ]
 
 
-@pytest.mark.parametrize("steps", cases(MEMBERSHIP))
-def test_membership(steps):
-    run_case(steps)
-
-
 MAX_SIZE = [
     ("third_member_refused_by_stable_group", stable("a", "b") + [
         S.join("c", expect="GROUP_MAX_SIZE_REACHED"),
@@ -224,11 +219,6 @@ REBALANCE = [
 ]
 
 
-@pytest.mark.parametrize("steps", cases(REBALANCE))
-def test_rebalance(steps):
-    run_case(steps)
-
-
 def test_subscription_change_rebalances_over_both_topics():
     driver = run_case(stable("a", "b") + [
         S.join("b", topics=("topic", "other"), expect="parked"),
@@ -297,11 +287,6 @@ STATIC = [
 ]
 
 
-@pytest.mark.parametrize("steps", cases(STATIC))
-def test_static_members(steps):
-    run_case(steps)
-
-
 # ======================================================================================== expiry ===
 
 EXPIRY = [
@@ -329,11 +314,6 @@ EXPIRY = [
 ]
 
 
-@pytest.mark.parametrize("steps", cases(EXPIRY))
-def test_expiry(steps):
-    run_case(steps)
-
-
 # Found by these tests: when two deadlines fall on the same millisecond, the first callback can
 # complete the join phase (answering a member's parked JoinGroup and rescheduling its session);
 # the second, now stale deadline of the same batch must not fire (it used to, expiring the member
@@ -351,11 +331,6 @@ SAME_DEADLINE = [
         S.advance(10000),
         S.expect("CompletingRebalance", generation=2, members=["a"], pending=0)]),
 ]
-
-
-@pytest.mark.parametrize("steps", cases(SAME_DEADLINE))
-def test_same_millisecond_deadlines(steps):
-    run_case(steps)
 
 
 # ======================================================================================= commits ===
@@ -391,8 +366,14 @@ COMMITS = [
 ]
 
 
-@pytest.mark.parametrize("steps", cases(COMMITS))
-def test_commit_validation(steps):
+# Every table above runs with default settings, one case per row.
+TABLES = {"membership": MEMBERSHIP, "rebalance": REBALANCE, "static": STATIC, "expiry": EXPIRY,
+          "same_deadline": SAME_DEADLINE, "commits": COMMITS}
+
+
+@pytest.mark.parametrize("steps", [pytest.param(steps, id=f"{table}-{name}")
+                                   for table, rows in TABLES.items() for name, steps in rows])
+def test_case(steps):
     run_case(steps)
 
 

@@ -191,15 +191,21 @@ def test_queued_request_bytes_bound_memory(corral_factory):
     assert broker.alive()
 
 
-def test_connections_over_the_descriptor_limit_are_closed_not_left_hanging(corral_factory):
-    broker = corral_factory(rlimit_nofile=64, **{"offsets.topic.num.partitions": 1})
-    socks = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(100)]
+def outcomes_of_connections(port: int, count: int) -> list[str]:
+    """Opens `count` connections at once and tells how each fared (see `outcome`); none may hang."""
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
     try:
         outcomes = [outcome(sock) for sock in socks]
     finally:
         for sock in socks:
             sock.close()
     assert "hung" not in outcomes and "error" not in outcomes, outcomes
+    return outcomes
+
+
+def test_connections_over_the_descriptor_limit_are_closed_not_left_hanging(corral_factory):
+    broker = corral_factory(rlimit_nofile=64, **{"offsets.topic.num.partitions": 1})
+    outcomes = outcomes_of_connections(broker.port, 100)
     assert outcomes.count("served") >= 5 and outcomes.count("closed") >= 50, outcomes
     lines = log_lines(broker, REFUSAL)
     assert 1 <= len(lines) < 20, lines
@@ -215,13 +221,7 @@ def test_accept_out_of_descriptors_closes_on_the_spare_and_logs_rate_limited(cor
     # Lower the running broker's limit below what its computed cap assumed: accept() hits EMFILE.
     limit = open_descriptors(pid) + 8
     resource.prlimit(pid, resource.RLIMIT_NOFILE, (limit, limit))
-    socks = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(100)]
-    try:
-        outcomes = [outcome(sock) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-    assert "hung" not in outcomes and "error" not in outcomes, outcomes
+    outcomes = outcomes_of_connections(broker.port, 100)
     assert outcomes.count("served") >= 1 and outcomes.count("closed") >= 50, outcomes
     # The first refusals are reported at once, the rest together 10 s later.
     counted = re.compile(r"refused (\d+) connections? for want of file descriptors")
