@@ -111,3 +111,20 @@ def test_acknowledged_topic_changes_survive_kill_9(corral):
     expected = (set(names) - set(gone)) | {"reg-0"}
     assert {n for n in listed if n.startswith("reg-")} == expected
     assert len(listed["reg-0"].partitions) == 5
+
+
+def test_a_failed_fold_keeps_the_journal_and_the_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(topics_module, "COMPACT_AFTER", 3)
+
+    def disk_full(path, content):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(topics_module, "replace_durably", disk_full)
+    store = TopicStore(tmp_path, Settings())
+
+    async def work():
+        for i in range(10):
+            await store.create(f"t{i}", 1)  # each one acknowledged although every fold fails
+
+    trio.run(with_writer, store, work)
+    assert sorted(TopicStore(tmp_path, Settings()).by_name) == [f"t{i}" for i in range(10)]

@@ -15,6 +15,7 @@ partition directories are gone.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -314,10 +315,14 @@ class TopicStore:
         try:
             size = os.fstat(fd).st_size
             try:
-                os.write(fd, data)
+                if os.write(fd, data) != len(data):  # a short write to a file: the disk is full
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 os.fsync(fd)
             except OSError:
-                os.ftruncate(fd, size)  # best effort: no half entry before the next one
+                try:
+                    os.ftruncate(fd, size)  # no half entry before the next one
+                except OSError:
+                    pass  # cut off at the next start (a torn last line)
                 raise
         finally:
             os.close(fd)
@@ -325,11 +330,16 @@ class TopicStore:
             fsync_dir(self.path.parent)  # a new journal's directory entry
         self._journal_lines += len(entries)
         if snapshot is not None:
-            replace_durably(self.path, json.dumps({"topics": snapshot}, indent=1))
-            with open(self.journal_path, "r+b") as f:
-                f.truncate(0)
-                os.fsync(f.fileno())
-            self._journal_lines = 0
+            # The entries are durable now: a failed fold leaves the journal as it is, for later.
+            try:
+                replace_durably(self.path, json.dumps({"topics": snapshot}, indent=1))
+                with open(self.journal_path, "r+b") as f:
+                    f.truncate(0)
+                    os.fsync(f.fileno())
+                self._journal_lines = 0
+            except OSError as e:
+                log.warning("could not fold %s into %s (tried again later): %s",
+                            self.journal_path.name, self.path.name, e)
 
 
 # The journal is folded into topics.json once it has more lines than this and than there are topics.
