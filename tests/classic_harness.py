@@ -21,7 +21,8 @@ from corral.config import Settings
 from corral.errors import ErrorCode
 from corral.groups import timers as timers_module
 from corral.groups.classic import ClassicGroup, ClassicState, Waiter
-from corral.groups.coordinator import GroupCoordinator, JoinRequest
+from corral.groups.classic_protocol import JoinRequest
+from corral.groups.coordinator import GroupCoordinator
 from corral.groups.log import CoordinatorLog, group_records
 from corral.load import consumer_protocol as cp
 

@@ -1,8 +1,8 @@
 """A classic group (JoinGroup/SyncGroup protocol) and its members: the data and its invariants.
 
 This module holds state and the small operations Kafka's ClassicGroup offers (add, remove, update,
-protocol vote, next generation); the decisions (when to rebalance, what to answer) live in the
-coordinator (`coordinator.py`). Every operation on one member is O(1) in the group size: the
+protocol vote, next generation); the decisions (when to rebalance, what to answer) live in
+`classic_protocol.py`. Every operation on one member is O(1) in the group size: the
 number of members awaiting a JoinGroup response and the per-protocol support counts are kept as
 counters, so a join storm of N members costs O(N) in total, not O(N^2) (KAFKA-7142).
 """

@@ -11,7 +11,8 @@ from typing import Any
 from ..apis import ApiKey, Later, handles
 from ..errors import ErrorCode
 from ..clock import wall_ms
-from .coordinator import GroupCoordinator, JoinRequest, join_error, sync_error
+from .classic_protocol import JoinRequest, join_error, sync_error
+from .coordinator import GroupCoordinator
 from .log import RequestWrites
 
 # DescribeGroups authorized_operations when not requested (schema default).

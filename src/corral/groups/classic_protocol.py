@@ -1,0 +1,553 @@
+"""The classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) as the coordinator
+runs it: joins and rebalances, static members, KIP-394 pending members, the join, sync and session
+timers, as Kafka's GroupMetadataManager does for classic groups. The group state itself and its
+small operations are in `classic.py`.
+
+`ClassicProtocol` is one part of `GroupCoordinator` (coordinator.py), which gives it `groups`,
+`timers`, `log` and the group settings. Each method is a synchronous state change: it returns a
+response or a `Waiter` (a parked JoinGroup/SyncGroup that a later event answers) and hands records
+to the log. Responses are version-independent dicts; `handlers.py` shapes them per version.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from ..errors import ErrorCode
+from .classic import ClassicGroup, ClassicMember, ClassicState, Waiter
+from .timers import Timers
+
+log = logging.getLogger("corral.groups")
+
+# Kafka's classicGroupNewMemberJoinTimeoutMs: a new member parked in JoinGroup that neither
+# completes nor retries is dropped after this long.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
+def join_error(code: ErrorCode, member_id: str = "") -> dict[str, Any]:
+    return {"error_code": code, "generation_id": -1, "protocol_type": None,
+            "protocol_name": None, "leader": "", "skip_assignment": False,
+            "member_id": member_id, "members": []}
+
+
+def sync_error(code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": code, "protocol_type": None, "protocol_name": None, "assignment": b""}
+
+
+class JoinRequest:
+    """What JoinGroup asks, independent of its version."""
+
+    __slots__ = ("group_id", "member_id", "group_instance_id", "client_id", "client_host",
+                 "session_timeout_ms", "rebalance_timeout_ms", "protocol_type", "protocols",
+                 "require_known_member_id", "supports_skip_assignment", "reason")
+
+    def __init__(self, **fields: Any):
+        for name in self.__slots__:
+            setattr(self, name, fields[name])
+
+
+
+
+class ClassicProtocol:
+    # Given by GroupCoordinator.
+    groups: dict[str, ClassicGroup]
+    timers: Timers
+    min_session_ms: int
+    max_session_ms: int
+    initial_delay_ms: int
+    max_size: int
+
+    def _new_classic_group(self, group_id: str) -> ClassicGroup:
+        group = ClassicGroup(group_id, self.timers.heartbeat_view)
+        group.join_key = self.timers.register(self._on_join_timer, group)
+        group.sync_key = self.timers.register(self._on_sync_timer, group)
+        self.groups[group_id] = group
+        return group
+
+    def _classic(self, group_id: str) -> ClassicGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ClassicGroup) else None
+
+    def _drop_member(self, group: ClassicGroup, member_id: str) -> None:
+        """Removes a member or pending member and its timer; a parked SyncGroup learns it is gone."""
+        pending_key = group.pending_members.get(member_id)
+        if pending_key is not None:
+            self.timers.unregister(pending_key)
+        member = group.remove(member_id)
+        if member is not None:
+            self.timers.unregister(member.timer_key)
+            if member.sync_waiter is not None:
+                member.sync_waiter.complete(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
+                member.sync_waiter = None
+
+    def _schedule_heartbeat(self, member: ClassicMember, timeout_ms: int | None = None) -> None:
+        self.timers.schedule(member.timer_key,
+                             member.session_timeout_ms if timeout_ms is None else timeout_ms)
+
+    @staticmethod
+    def _validate_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> ErrorCode:
+        if instance_id is not None:
+            known = group.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+            return ErrorCode.NONE
+        return ErrorCode.NONE if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
+
+    # -- JoinGroup ------------------------------------------------------------------------------
+
+    def join(self, req: JoinRequest) -> Waiter:
+        waiter = Waiter()
+        if not self.min_session_ms <= req.session_timeout_ms <= self.max_session_ms:
+            waiter.complete(join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
+            return waiter
+        unknown = req.member_id == ""
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if not unknown:
+                waiter.complete(join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id))
+                return waiter
+            group = self._new_classic_group(req.group_id)
+        elif not isinstance(group, ClassicGroup):
+            waiter.complete(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+            return waiter
+
+        if not self._accept_joining_member(group, req.member_id):
+            self._drop_member(group, req.member_id)
+            waiter.complete(join_error(ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif unknown:
+            self._join_new_member(group, req, waiter)
+        else:
+            self._join_existing_member(group, req, waiter)
+        return waiter
+
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        state = group.state
+        if state in (ClassicState.EMPTY, ClassicState.DEAD):
+            return True
+        if state is ClassicState.PREPARING_REBALANCE:
+            member = group.members.get(member_id)
+            # Counting awaiting members (not members) lets the last rejoiners be kicked out when
+            # the maximum was lowered.
+            return (member is not None and member.awaiting_join) or \
+                group.num_awaiting_join < self.max_size
+        return member_id in group.members or group.size() < self.max_size
+
+    def _join_new_member(self, group: ClassicGroup, req: JoinRequest, waiter: Waiter) -> None:
+        if group.state is ClassicState.DEAD:
+            waiter.complete(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(req.protocol_type, req.protocols):
+            waiter.complete(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        new_id = group.generate_member_id(req.client_id, req.group_instance_id)
+        if req.group_instance_id is not None:
+            old_id = group.static_members.get(req.group_instance_id)
+            if old_id is not None:
+                log.info("static member %s of group %s rejoins with a new member id; replacing %s",
+                         req.group_instance_id, group.group_id, old_id)
+                self._update_static_member(group, req, old_id, new_id, waiter)
+            else:
+                self._add_member(group, req, new_id, waiter)
+        elif req.require_known_member_id:
+            # KIP-394: hand out the id and expect the member back with it within its session.
+            key = self.timers.register(self._expire_pending_member, group, new_id)
+            group.pending_members[new_id] = key
+            self.timers.schedule(key, req.session_timeout_ms)
+            waiter.complete(join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
+        else:
+            self._add_member(group, req, new_id, waiter)
+
+    def _join_existing_member(self, group: ClassicGroup, req: JoinRequest, waiter: Waiter) -> None:
+        member_id = req.member_id
+        if group.state is ClassicState.DEAD:
+            waiter.complete(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
+            return
+        if not group.supports_protocols(req.protocol_type, req.protocols):
+            waiter.complete(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return
+        if group.is_pending(member_id):
+            if req.group_instance_id is not None:
+                # Pending ids are only handed to dynamic members.
+                waiter.complete(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                return
+            self._add_member(group, req, member_id, waiter)
+            return
+        error = self._validate_member(group, member_id, req.group_instance_id)
+        if error:
+            waiter.complete(join_error(error, member_id))
+            return
+        member = group.members[member_id]
+        state = group.state
+        if state is ClassicState.PREPARING_REBALANCE:
+            self._update_member(group, member, req, waiter)
+        elif state is ClassicState.COMPLETING_REBALANCE:
+            if member.matches(req.protocols):
+                # A lost JoinGroup response: answer again with the current generation.
+                waiter.complete(self._join_response(
+                    group, member_id, group.leader_members_list() if group.is_leader(member_id) else []))
+            else:
+                self._update_member(group, member, req, waiter)
+        elif state is ClassicState.STABLE:
+            if group.is_leader(member_id) or not member.matches(req.protocols):
+                # The leader rejoining asks for a new assignment (e.g. topic metadata changed).
+                self._update_member(group, member, req, waiter)
+            else:
+                waiter.complete(self._join_response(group, member_id, []))
+        else:
+            waiter.complete(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+
+    def _join_response(self, group: ClassicGroup, member_id: str, members: list,
+                       skip_assignment: bool = False, leader: str | None = None) -> dict[str, Any]:
+        return {"error_code": ErrorCode.NONE, "generation_id": group.generation_id,
+                "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
+                "leader": group.leader_id if leader is None else leader,
+                "skip_assignment": skip_assignment, "member_id": member_id, "members": members}
+
+    def _add_member(self, group: ClassicGroup, req: JoinRequest, member_id: str,
+                    waiter: Waiter) -> None:
+        member = ClassicMember(member_id, req.group_instance_id, req.client_id, req.client_host,
+                               req.rebalance_timeout_ms, req.session_timeout_ms,
+                               req.protocol_type, req.protocols)
+        member.is_new = True
+        if group.state is ClassicState.PREPARING_REBALANCE and \
+                group.previous_state is ClassicState.EMPTY:
+            group.new_member_added = True
+        pending_key = group.pending_members.get(member_id)
+        if pending_key is not None:
+            self.timers.unregister(pending_key)
+        member.timer_key = self.timers.register(self._expire_member, group, member)
+        group.add(member, waiter)
+        # A new member cannot heartbeat before its JoinGroup returns; a long timeout bounds
+        # defunct joiners (clients that gave up and retried under another id).
+        self._schedule_heartbeat(member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance_or_complete_join(
+            group, f"adding member {member_id}; client reason: {req.reason or 'not provided'}")
+
+    def _update_member(self, group: ClassicGroup, member: ClassicMember, req: JoinRequest,
+                       waiter: Waiter) -> None:
+        group.update(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
+                     waiter)
+        self._maybe_prepare_rebalance_or_complete_join(group, f"member {member.member_id} rejoined")
+
+    def _update_static_member(self, group: ClassicGroup, req: JoinRequest, old_id: str,
+                              new_id: str, waiter: Waiter) -> None:
+        current_leader = group.leader_id
+        member = group.replace_static_member(req.group_instance_id, old_id, new_id,
+                                             join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        self._schedule_heartbeat(member)
+        group.update(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
+                     waiter)
+        state = group.state
+        if state is ClassicState.STABLE:
+            if group.protocol_name == group.select_protocol():
+                # The same member is back: keep the group stable and give it its old assignment.
+                self.log.write_group(group, lambda error: self._static_member_persisted(
+                    group, member, req, current_leader, error))
+            else:
+                self._maybe_prepare_rebalance_or_complete_join(
+                    group, f"static member {req.group_instance_id} changed the selected protocol")
+        elif state is ClassicState.COMPLETING_REBALANCE:
+            # The leader may have assigned under the old id: rebalance so the new id gets partitions.
+            self._prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
+        else:
+            self._maybe_complete_join_phase(group)
+
+    def _static_member_persisted(self, group: ClassicGroup, member: ClassicMember,
+                                 req: JoinRequest, previous_leader: str | None,
+                                 error: ErrorCode) -> None:
+        if error:
+            group.complete_join(member, join_error(error))
+            return
+        if req.supports_skip_assignment:
+            is_leader = group.is_leader(member.member_id)
+            members = group.leader_members_list() if is_leader else []
+            group.complete_join(member, self._join_response(
+                group, member.member_id, members, skip_assignment=is_leader))
+        else:
+            group.complete_join(member, self._join_response(
+                group, member.member_id, [], leader=previous_leader))
+
+    # -- rebalance ------------------------------------------------------------------------------
+
+    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+        else:
+            self._maybe_complete_join_phase(group)
+
+    def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
+        # The initial rebalance of a new group waits for its delay even when everyone is in.
+        if group.state is ClassicState.PREPARING_REBALANCE and group.has_all_members_joined() \
+                and group.previous_state is not ClassicState.EMPTY:
+            self._complete_join_phase(group)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.state is ClassicState.COMPLETING_REBALANCE:
+            self._reset_and_propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        group.pending_sync.clear()
+        self.timers.cancel(group.sync_key)
+        initial = group.state is ClassicState.EMPTY
+        if initial:
+            delay = self.initial_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            group.join_action = ("initial", delay, remaining)
+            self.timers.schedule(group.join_key, delay)
+        group.transition(ClassicState.PREPARING_REBALANCE)
+        log.info("preparing to rebalance group %s with old generation %d (%s)",
+                 group.group_id, group.generation_id, reason)
+        if not initial:
+            self._maybe_complete_join_else_schedule(group)
+
+    def _maybe_complete_join_else_schedule(self, group: ClassicGroup) -> None:
+        if group.has_all_members_joined():
+            self._complete_join_phase(group)
+        else:
+            group.join_action = ("complete",)
+            self.timers.schedule(group.join_key, group.rebalance_timeout_ms())
+
+    def _on_join_timer(self, group: ClassicGroup) -> None:
+        if group.join_action[0] == "initial":
+            _, delay, remaining = group.join_action
+            if group.new_member_added and remaining != 0:
+                group.new_member_added = False
+                new_delay = min(self.initial_delay_ms, remaining)
+                group.join_action = ("initial", new_delay, max(remaining - delay, 0))
+                self.timers.schedule(group.join_key, new_delay)
+                return
+        self._complete_join_phase(group)
+
+    def _complete_join_phase(self, group: ClassicGroup) -> None:
+        self.timers.cancel(group.join_key)
+        gone = [m.member_id for m in group.not_yet_rejoined() if m.group_instance_id is None]
+        for member_id in gone:
+            self._drop_member(group, member_id)
+        if gone:
+            log.info("group %s removed %d dynamic members that did not rejoin", group.group_id, len(gone))
+        if group.state is ClassicState.DEAD:
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Nobody rejoined: wait for the session timeouts to clear the group out.
+            group.join_action = ("complete",)
+            self.timers.schedule(group.join_key, group.rebalance_timeout_ms())
+            return
+        group.init_next_generation()
+        if group.state is ClassicState.EMPTY:
+            log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
+            self.log.write_group(group, None)
+            return
+        log.info("stabilized group %s generation %d (%s) with %d members", group.group_id,
+                 group.generation_id, group.protocol_name, group.size())
+        leader_list = group.leader_members_list()
+        followers: list[Waiter] = []
+        for member in group.members.values():
+            if member.member_id == group.leader_id:
+                group.complete_join(member, self._join_response(group, member.member_id, leader_list))
+            else:
+                group.complete_join(member, self._join_response(group, member.member_id, []), followers)
+            self._schedule_heartbeat(member)
+            member.is_new = False
+            group.pending_sync.add(member.member_id)
+        group.sync_generation = group.generation_id
+        if followers:
+            # The leader's answer goes out first: its SyncGroup is the rebalance's critical path,
+            # and woken with everyone its task would run at a random place among N (trio's order).
+            # The followers are woken one scheduling round later.
+            trio.lowlevel.current_trio_token().run_sync_soon(_wake_all, followers)
+        self.timers.schedule(group.sync_key, group.rebalance_timeout_ms())
+
+    def _on_sync_timer(self, group: ClassicGroup) -> None:
+        if group.sync_generation != group.generation_id:
+            return
+        if group.state in (ClassicState.COMPLETING_REBALANCE, ClassicState.STABLE) and \
+                group.pending_sync:
+            missing = list(group.pending_sync)
+            for member_id in missing:
+                self._drop_member(group, member_id)
+            self._prepare_rebalance(group, f"{len(missing)} members did not send SyncGroup in time")
+
+    def _expire_member(self, group: ClassicGroup, member: ClassicMember) -> None:
+        if group.state is ClassicState.DEAD or group.members.get(member.member_id) is not member:
+            return
+        if member.has_satisfied_heartbeat():
+            return
+        log.info("member %s of group %s failed its session timeout; removing it",
+                 member.member_id, group.group_id)
+        self._remove_member_and_update_group(group, member)
+
+    def _expire_pending_member(self, group: ClassicGroup, member_id: str) -> None:
+        if not group.is_pending(member_id):
+            return
+        self._drop_member(group, member_id)
+        if group.state is ClassicState.PREPARING_REBALANCE and group.has_all_members_joined():
+            self._complete_join_phase(group)
+
+    def _remove_member_and_update_group(self, group: ClassicGroup, member: ClassicMember) -> None:
+        group.complete_join(member, join_error(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._drop_member(group, member.member_id)
+        if group.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance_or_complete_join(
+                group, f"member {member.member_id} left or expired")
+        elif group.state is ClassicState.PREPARING_REBALANCE and group.has_all_members_joined():
+            self._complete_join_phase(group)
+
+    def _reset_and_propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
+        ok = error == ErrorCode.NONE
+        for member in group.members.values():
+            response = {"error_code": error,
+                        "protocol_type": group.protocol_type if ok else None,
+                        "protocol_name": group.protocol_name if ok else None,
+                        "assignment": member.assignment}
+            if group.complete_sync(member, response):
+                self._schedule_heartbeat(member)
+
+    # -- SyncGroup ------------------------------------------------------------------------------
+
+    def sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+             protocol_type: str | None, protocol_name: str | None,
+             assignments: list[tuple[str, bytes]]) -> Waiter:
+        waiter = Waiter()
+        group = self._classic(group_id)
+        if group is None:
+            waiter.complete(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
+            return waiter
+        error = self._validate_sync(group, member_id, instance_id, generation_id,
+                                    protocol_type, protocol_name)
+        state = group.state
+        if error:
+            waiter.complete(sync_error(error))
+        elif state is ClassicState.EMPTY:
+            waiter.complete(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
+        elif state is ClassicState.PREPARING_REBALANCE:
+            waiter.complete(sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+        elif state is ClassicState.COMPLETING_REBALANCE:
+            group.members[member_id].sync_waiter = waiter
+            self._remove_pending_sync(group, member_id)
+            if group.is_leader(member_id):
+                by_member = dict(assignments)
+                for member in group.members.values():
+                    member.assignment = by_member.get(member.member_id, b"")
+                log.info("assignment received from leader %s of group %s for generation %d",
+                         member_id, group_id, generation_id)
+                self.log.write_group(group, lambda err: self._assignment_persisted(
+                    group, generation_id, err))
+        else:  # Stable
+            self._remove_pending_sync(group, member_id)
+            waiter.complete({"error_code": ErrorCode.NONE, "protocol_type": group.protocol_type,
+                             "protocol_name": group.protocol_name,
+                             "assignment": group.members[member_id].assignment})
+        return waiter
+
+    def _assignment_persisted(self, group: ClassicGroup, generation_id: int,
+                              error: ErrorCode) -> None:
+        # Another join may have moved the group on while the record was being written.
+        if group.state is not ClassicState.COMPLETING_REBALANCE or \
+                group.generation_id != generation_id:
+            return
+        if error:
+            self._reset_and_propagate_assignment(group, error)
+            self._maybe_prepare_rebalance_or_complete_join(group, f"storing the assignment failed: {error.name}")
+            return
+        self._propagate_assignment(group, ErrorCode.NONE)
+        group.transition(ClassicState.STABLE)
+
+    def _validate_sync(self, group: ClassicGroup, member_id: str, instance_id: str | None,
+                       generation_id: int, protocol_type: str | None,
+                       protocol_name: str | None) -> ErrorCode:
+        if group.state is ClassicState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(group, member_id, instance_id)
+        if error:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if _inconsistent(protocol_type, group.protocol_type) or \
+                _inconsistent(protocol_name, group.protocol_name):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return ErrorCode.NONE
+
+    def _remove_pending_sync(self, group: ClassicGroup, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync or group.state in (
+                ClassicState.DEAD, ClassicState.EMPTY, ClassicState.PREPARING_REBALANCE):
+            self.timers.cancel(group.sync_key)
+
+    # -- Heartbeat and LeaveGroup ---------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                  generation_id: int) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ClassicGroup):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        state = group.state
+        if state is ClassicState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(group, member_id, instance_id)
+        if error:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if state is ClassicState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.members[member_id]
+        self.timers.schedule(member.timer_key, member.session_timeout_ms)
+        if state is ClassicState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]
+              ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Removes members [(member_id, group_instance_id)]; returns (group error, member errors)."""
+        group = self.groups.get(group_id)
+        if not isinstance(group, ClassicGroup):
+            return ErrorCode.UNKNOWN_MEMBER_ID, []
+        if group.state is ClassicState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        errors = []
+        for member_id, instance_id in leaving:
+            if member_id == "":
+                # Admin removal of a static member by its instance id.
+                known = group.static_members.get(instance_id) if instance_id is not None else None
+                if known is None:
+                    errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                else:
+                    self._remove_current_member(group, known)
+                    errors.append(ErrorCode.NONE)
+            elif group.is_pending(member_id):
+                self._drop_member(group, member_id)
+                errors.append(ErrorCode.NONE)
+            else:
+                error = self._validate_member(group, member_id, instance_id)
+                if not error:
+                    self._remove_current_member(group, member_id)
+                errors.append(error)
+        if any(e == ErrorCode.NONE for e in errors):
+            if group.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE):
+                self._maybe_prepare_rebalance_or_complete_join(group, "members left the group")
+            elif group.state is ClassicState.PREPARING_REBALANCE:
+                self._maybe_complete_join_phase(group)
+        return ErrorCode.NONE, errors
+
+    def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
+        member = group.members[member_id]
+        log.info("member %s left group %s", member_id, group.group_id)
+        group.complete_join(member, join_error(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._drop_member(group, member_id)
+
+
+def _wake_all(waiters: list[Waiter]) -> None:
+    for waiter in waiters:
+        waiter.wake()
+
+
+def _inconsistent(asked: str | None, actual: str | None) -> bool:
+    return asked is not None and actual is not None and asked != actual
