@@ -98,6 +98,18 @@ class ClassicProtocol:
             return ErrorCode.NONE
         return ErrorCode.NONE if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
 
+    def _validate_generation(self, group: ClassicGroup, member_id: str, instance_id: str | None,
+                             generation_id: int) -> ErrorCode:
+        """SyncGroup's and Heartbeat's first checks: a live group, a known member, its generation."""
+        if group.state is ClassicState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(group, member_id, instance_id)
+        if error:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
     # -- JoinGroup ------------------------------------------------------------------------------
 
     def join(self, req: JoinRequest) -> Waiter:
@@ -463,13 +475,9 @@ class ClassicProtocol:
     def _validate_sync(self, group: ClassicGroup, member_id: str, instance_id: str | None,
                        generation_id: int, protocol_type: str | None,
                        protocol_name: str | None) -> ErrorCode:
-        if group.state is ClassicState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_member(group, member_id, instance_id)
+        error = self._validate_generation(group, member_id, instance_id, generation_id)
         if error:
             return error
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
         if _inconsistent(protocol_type, group.protocol_type) or \
                 _inconsistent(protocol_name, group.protocol_name):
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
@@ -488,14 +496,10 @@ class ClassicProtocol:
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        state = group.state
-        if state is ClassicState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_member(group, member_id, instance_id)
+        error = self._validate_generation(group, member_id, instance_id, generation_id)
         if error:
             return error
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        state = group.state
         if state is ClassicState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
         member = group.members[member_id]
