@@ -2,7 +2,7 @@
 the leader's assignment, N heartbeats, and the memory each member costs.
 
 Calls GroupCoordinator's methods the way the handlers do (KIP-394 two-step join), with a log that
-acknowledges at once (the group record is still encoded: `group_records`), so the figures are the
+acknowledges at once (records are still encoded and replayed), so the figures are the
 coordinator's own CPU and memory, per member, beyond anything a connection costs.
 
     python benches/groups_inprocess.py --members 10000

@@ -8,6 +8,9 @@
 use std::collections::HashMap;
 
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::log::offset_records;
 
 /// Offset, leader epoch and metadata as OffsetFetch returns them when nothing is committed.
 pub const NO_OFFSET: (i64, i32) = (-1, -1);
@@ -122,34 +125,46 @@ impl OffsetMap {
     /// Kafka's offset expiry (OffsetMetadataManager.cleanupExpiredOffsets): an offset with an explicit
     /// expire timestamp expires then; otherwise once `retention_ms` passed since its base time, which
     /// is `base_ts` when given (the time an Empty classic group became empty) or its commit time.
-    /// Topics in `keep_topics` are left alone. Returns the removed (topic, partition) pairs.
-    pub fn expire(&mut self, group: &str, now_ms: i64, retention_ms: i64, base_ts: Option<i64>, keep_topics: &[String]) -> Vec<(String, i32)> {
-        let mut removed = Vec::new();
-        let Some(g) = self.groups.get_mut(group) else {
-            return removed;
+    /// Topics in `keep_topics` are left alone. Returns the expired (topic, partition) pairs, sorted,
+    /// without removing them: their tombstones remove them once durable (groups/offsets.py).
+    pub fn expired(&self, group: &str, now_ms: i64, retention_ms: i64, base_ts: Option<i64>, keep_topics: &[String]) -> Vec<(String, i32)> {
+        let mut out = Vec::new();
+        let Some(g) = self.groups.get(group) else {
+            return out;
         };
-        for (topic, slots) in g.topics.iter_mut() {
+        for (topic, slots) in &g.topics {
             if keep_topics.iter().any(|k| k == topic) {
                 continue;
             }
-            for (p, slot) in slots.iter_mut().enumerate() {
+            for (p, slot) in slots.iter().enumerate() {
                 let expired = match slot {
                     Some(c) if c.expire_timestamp_ms >= 0 => now_ms >= c.expire_timestamp_ms,
                     Some(c) => now_ms - base_ts.unwrap_or(c.commit_timestamp_ms) >= retention_ms,
                     None => false,
                 };
                 if expired {
-                    *slot = None;
-                    removed.push((topic.clone(), p as i32));
+                    out.push((topic.clone(), p as i32));
                 }
             }
         }
-        g.topics.retain(|_, slots| slots.iter().any(Option::is_some));
-        if g.topics.is_empty() {
-            self.groups.remove(group);
+        out.sort();
+        out
+    }
+
+    /// Every committed offset of a group, sorted: (topic, partition, committed).
+    pub fn entries(&self, group: &str) -> Vec<(&str, i32, &Committed)> {
+        let mut out = Vec::new();
+        if let Some(g) = self.groups.get(group) {
+            for (topic, slots) in &g.topics {
+                for (p, c) in slots.iter().enumerate() {
+                    if let Some(c) = c {
+                        out.push((topic.as_str(), p as i32, c));
+                    }
+                }
+            }
         }
-        removed.sort();
-        removed
+        out.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        out
     }
 }
 
@@ -215,8 +230,21 @@ impl PyOffsetMap {
     }
 
     #[pyo3(signature = (group, now_ms, retention_ms, base_timestamp_ms = None, keep_topics = Vec::new()))]
-    fn expire(&mut self, group: &str, now_ms: i64, retention_ms: i64, base_timestamp_ms: Option<i64>, keep_topics: Vec<String>) -> Vec<(String, i32)> {
-        self.map.expire(group, now_ms, retention_ms, base_timestamp_ms, &keep_topics)
+    fn expired(&self, group: &str, now_ms: i64, retention_ms: i64, base_timestamp_ms: Option<i64>, keep_topics: Vec<String>) -> Vec<(String, i32)> {
+        self.map.expired(group, now_ms, retention_ms, base_timestamp_ms, &keep_topics)
+    }
+
+    /// The group's offsets as `__consumer_offsets` records [(key, value)], for a snapshot.
+    fn records<'py>(&self, py: Python<'py>, group: &str) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+        self.map
+            .entries(group)
+            .into_iter()
+            .map(|(topic, p, c)| {
+                let key = offset_records::offset_key(group, topic, p)?;
+                let value = offset_records::offset_value(c.offset, c.leader_epoch, &c.metadata, c.commit_timestamp_ms, c.expire_timestamp_ms)?;
+                Ok((PyBytes::new(py, &key), PyBytes::new(py, &value)))
+            })
+            .collect()
     }
 }
 
@@ -263,12 +291,15 @@ mod tests {
         m.commit("g", "b", vec![po(0, 1)], 5000, -1);
         m.commit("g", "c", vec![po(0, 1)], 1000, 2500);
         // Explicit expiry first.
-        assert_eq!(m.expire("g", 2500, 10_000, None, &[]), vec![("c".to_string(), 0)]);
+        assert_eq!(m.expired("g", 2500, 10_000, None, &[]), vec![("c".to_string(), 0)]);
+        m.delete("g", "c", &[0]);
         // Commit-time base: only a is old enough.
-        assert_eq!(m.expire("g", 11_000, 10_000, None, &[]), vec![("a".to_string(), 0)]);
+        assert_eq!(m.expired("g", 11_000, 10_000, None, &[]), vec![("a".to_string(), 0)]);
+        m.delete("g", "a", &[0]);
         // Group-empty base overrides commit time; kept topics stay.
         m.commit("g", "d", vec![po(0, 1)], 100_000, -1);
-        assert_eq!(m.expire("g", 100_001, 10_000, Some(0), &["d".to_string()]), vec![("b".to_string(), 0)]);
-        assert_eq!(m.topics("g"), vec!["d"]);
+        assert_eq!(m.expired("g", 100_001, 10_000, Some(0), &["d".to_string()]), vec![("b".to_string(), 0)]);
+        // Asking removes nothing.
+        assert_eq!(m.topics("g"), vec!["b", "d"]);
     }
 }

@@ -5,9 +5,9 @@ after every step.
 
 Used by tests/test_classic_state_machine.py and benches/groups_inprocess.py.
 
-The coordinator must run inside `trio.run` (completing a join phase schedules the followers'
-wake-up on the trio token), but every method is synchronous: a Waiter's `value` is set as soon as
-the coordinator answers, so the driver reads answers without awaiting anything.
+Every coordinator method is synchronous: a parked request's `Later` has its `value` as soon as
+the coordinator answers, so the driver reads answers without awaiting anything. The log replays
+each write at once, through the coordinator's `replay`, as the durable log does after its fsync.
 """
 
 from __future__ import annotations
@@ -20,39 +20,30 @@ from typing import Any, ClassVar
 from corral.config import Settings
 from corral.errors import ErrorCode
 from corral.groups import timers as timers_module
-from corral.groups.classic import ClassicGroup, ClassicState, Waiter
-from corral.groups.classic_protocol import JoinRequest
+from corral.apis import Later
+from corral.groups.classic import ClassicGroup, ClassicState, JoinRequest
 from corral.groups.coordinator import GroupCoordinator
-from corral.groups.log import CoordinatorLog, group_records
+from corral.groups.storage import records
+from corral.groups.storage.writer import CoordinatorLog
 from corral.load import consumer_protocol as cp
 
 
 class InstantLog(CoordinatorLog):
-    """Encodes the group record as the durable log does, and acknowledges at once."""
+    """Encodes every write as the durable log does, replays it and acknowledges at once."""
 
     def __init__(self) -> None:
         self.group_writes = 0
         self.tombstone_writes = 0
 
-    def write_group(self, group, done):
-        group_records(group)
-        self.group_writes += 1
-        done = self._waiter(done)
-        if done is not None:
-            done(ErrorCode.NONE)
-
-    def write_tombstones(self, group_id, offsets, done, group_too=True):
-        self.tombstone_writes += 1
-        done = self._waiter(done)
-        if done is not None:
-            done(ErrorCode.NONE)
-
-    def append_offsets(self, group_id, topics, commit_ms, expire_ms, apply, done):
-        apply()
-        done(ErrorCode.NONE)
-
-    def positions(self):
-        return {}
+    def _write(self, group_id, recs):
+        records.encode_batch(recs, 0)
+        for record in recs:
+            if isinstance(record, records.GroupMetadata):
+                self.group_writes += 1
+            elif isinstance(record, (records.GroupTombstone, records.OffsetTombstones)):
+                self.tombstone_writes += 1
+            self.replay(record)
+        return Later.of(ErrorCode.NONE)
 
 
 def fresh(value: str) -> str:
@@ -132,8 +123,8 @@ class ClassicDriver:
         self.tick_ms = tick_ms
         self.ids: dict[str, str] = {}            # name -> member id
         self.instances: dict[str, str | None] = {}
-        self.joins: dict[str, Waiter] = {}       # name -> last JoinGroup
-        self.syncs: dict[str, Waiter] = {}       # name -> last SyncGroup
+        self.joins: dict[str, Later] = {}       # name -> last JoinGroup
+        self.syncs: dict[str, Later] = {}       # name -> last SyncGroup
         self.sync_generations: dict[str, int] = {}
         # identity (instance id, else member id) -> (generation, assignment bytes) the leader sent
         self.sent: dict[str, tuple[int, bytes]] = {}
@@ -208,7 +199,7 @@ class ClassicDriver:
                 _require(value["assignment"] == group.members[mid].assignment,
                          f"{name} was answered an assignment other than the one it holds")
 
-    def _expect(self, what: str, waiter: Waiter, expect: str | None) -> None:
+    def _expect(self, what: str, waiter: Later, expect: str | None) -> None:
         if expect is None:
             return
         if expect == "parked":
@@ -240,7 +231,7 @@ class ClassicDriver:
              first_only: bool = False, member_id: str | None = None, require_known: bool = True,
              session: int = 10000, rebalance: int = 20000, protocols: list[str] | None = None,
              topics=("topic",), protocol_type: str = "consumer", group_id: str | None = None,
-             expect: str | None = None, **response: Any) -> Waiter:
+             expect: str | None = None, **response: Any) -> Later:
         """JoinGroup as a client does: a new member (no id yet, or `new_id`) joins with "" and,
         answered MEMBER_ID_REQUIRED, again with the id it got (unless `first_only`)."""
         if instance is not None:
@@ -251,7 +242,7 @@ class ClassicDriver:
         self.n += 1
         metadata = subscription(topics)
 
-        def send(mid: str) -> Waiter:
+        def send(mid: str) -> Later:
             return self.coordinator.join(join_request(
                 group_id or self.group_id, mid, metadata, n=self.n, instance_id=instance,
                 session_timeout_ms=session, rebalance_timeout_ms=rebalance,
@@ -309,7 +300,7 @@ class ClassicDriver:
         return [(mid, cp.encode_assignment(plan[mid])) for mid in subscriptions]
 
     def sync(self, name: str, *, generation: int | None = None, member_id: str | None = None,
-             as_leader: bool | None = None, expect: str | None = None, tamper=None) -> Waiter:
+             as_leader: bool | None = None, expect: str | None = None, tamper=None) -> Later:
         """SyncGroup; as the leader (by default when its JoinGroup answer says so) with the range
         assignment computed from its member list, passed through `tamper` if given."""
         join = self.joins.get(name)
@@ -401,12 +392,12 @@ class ClassicDriver:
             instance = self.instances.get(name)
         if generation is None:
             generation = self.group.generation_id if self.group is not None else -1
-        got, _ = self.coordinator.validate_commit(group_id or self.group_id, member_id, instance,
-                                                  generation, version)
+        got = self.coordinator.offsets.commit_error(group_id or self.group_id, member_id,
+                                                    instance, generation, version)
         assert got == code(expect), f"commit of {name}: expected {expect}, got {code(got).name}"
 
     def delete(self, expect: str) -> None:
-        got = self.coordinator.delete_group(self.group_id)
+        got = self.coordinator.delete_group(self.group_id).value
         assert got == code(expect), f"DeleteGroups: expected {expect}, got {code(got).name}"
 
     def expect(self, state: str | None = None, *, generation: int | None = None,

@@ -8,9 +8,10 @@ import time
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from corral import _core
 from corral.apis import ApiKey
-from corral.groups import records
-from corral.groups.placement import OFFSETS_TOPIC, partition_for
+from corral.groups.storage import records
+from corral.groups.storage.placement import OFFSETS_TOPIC, partition_for
 from groupkit import FAST_GROUPS
 from rawwire import RawClient
 from test_groups_protocol import commit, fetch, heartbeat, join, sync
@@ -131,7 +132,7 @@ def test_offsets_topic_holds_kafka_records(corral_factory):
     deadline = time.monotonic() + 15
     while found is None and time.monotonic() < deadline:
         m = reader.poll(0.2)
-        if m is not None and not m.error() and m.key() == records.offset_key("recorded", "t", 1):
+        if m is not None and not m.error() and m.key() == _core.offset_keys("recorded", [("t", 1)])[0]:
             found = m
     reader.close()
     assert found is not None, "the commit is not in its __consumer_offsets partition"

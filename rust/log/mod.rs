@@ -21,7 +21,7 @@ pub mod batch;
 mod fetch;
 mod files;
 mod index;
-mod offset_records;
+pub mod offset_records;
 mod partition;
 mod producers;
 mod recovery;
@@ -406,6 +406,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
     m.add_function(wrap_pyfunction!(offset_records::offset_commit_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(offset_records::offset_keys, m)?)?;
     Ok(())
 }
 

@@ -40,6 +40,7 @@ __all__ = [
     "build_batch",
     "decode_batches",
     "offset_commit_batch",
+    "offset_keys",
 ]
 
 # --- Tuples that cross the boundary -------------------------------------------------------------
@@ -389,7 +390,10 @@ class OffsetMap:
 
     def has_offsets(self, group: str) -> bool: ...
     def count(self, group: str) -> int: ...
-    def expire(
+    def records(self, group: str) -> list[tuple[bytes, bytes]]:
+        """The group's offsets as `__consumer_offsets` records [(key, value)], sorted (snapshots)."""
+
+    def expired(
         self,
         group: str,
         now_ms: int,
@@ -400,7 +404,7 @@ class OffsetMap:
         """Kafka's offset expiry: an offset with an explicit expire timestamp expires then;
         otherwise once `retention_ms` passed since `base_timestamp_ms` (when an Empty classic
         group became empty) or, without it, its commit time. `keep_topics` are left alone.
-        Returns the removed (topic, partition) pairs, sorted."""
+        Returns the expired (topic, partition)s, sorted; removes nothing."""
 
 # --- Log store ----------------------------------------------------------------------------------
 
@@ -493,6 +497,9 @@ def build_batch(
 def decode_batches(data: bytes) -> list[DecodedRecord]:
     """The records of consecutive uncompressed batches as (offset, timestamp, key, value).
     Raises ValueError on a compressed or malformed batch."""
+
+def offset_keys(group_id: str, partitions: Sequence[TopicPartition]) -> list[bytes]:
+    """The OffsetCommitKey of each (topic, partition) of the group: its tombstones' keys."""
 
 def offset_commit_batch(
     group_id: str, topics: Sequence[tuple[str, Sequence[PartitionCommit]]], commit_ms: int, expire_ms: int

@@ -1,4 +1,5 @@
-"""Consumer groups: the coordinator, its classic groups, offsets, deadlines and log.
+"""Consumer groups: the coordinator, its classic groups, offsets, deadlines and storage
+(docs/architecture.md walks through the rooms).
 
 `coordinator_for(broker)` builds the broker's coordinator and makes sure `__consumer_offsets`
 exists (internal, `offsets.topic.num.partitions` partitions) so Metadata shows it as Kafka does.
@@ -9,10 +10,10 @@ from __future__ import annotations
 import logging
 import time
 
-from . import snapshot
 from .coordinator import GroupCoordinator
-from .log import CoordinatorLog, DurableLog
-from .placement import OFFSETS_TOPIC, partition_for
+from .storage import snapshot
+from .storage.placement import OFFSETS_TOPIC, partition_for
+from .storage.writer import CoordinatorLog, DurableLog
 
 
 # corral has no log compaction: the coordinator's snapshots (every

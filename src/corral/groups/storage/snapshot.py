@@ -19,7 +19,7 @@ import struct
 from pathlib import Path
 from typing import Iterator
 
-from ..files import replace_durably
+from ...files import replace_durably
 
 MAGIC = b"corral-coordinator-snapshot-1\n"
 FILE_NAME = "__consumer_offsets.snapshot"

@@ -1,12 +1,16 @@
 """The classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) as the coordinator
 runs it: joins and rebalances, static members, KIP-394 pending members, the join, sync and session
 timers, as Kafka's GroupMetadataManager does for classic groups. The group state itself and its
-small operations are in `classic.py`.
+small operations are in `state.py`.
 
 `ClassicProtocol` is one part of `GroupCoordinator` (coordinator.py), which gives it `groups`,
 `timers`, `log` and the group settings. Each method is a synchronous state change: it returns a
-response or a `Waiter` (a parked JoinGroup/SyncGroup that a later event answers) and hands records
-to the log. Responses are version-independent dicts; `handlers.py` shapes them per version.
+response or a `Later` (a parked JoinGroup/SyncGroup that a later event answers) and hands the
+group's record to the log. As in Kafka, the classic machine changes the live group itself (its
+parked requests, timers and protocol lists are not in any record) and writes the group's record
+as its durable projection; `replay` of that record sets `group.stored`, and loading builds the
+group from it. Responses are version-independent dicts; handlers/classic.py shapes them per
+version.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import trio
-
-from ..errors import ErrorCode
-from .classic import ClassicGroup, ClassicMember, ClassicState, Waiter
-from .timers import Timers
+from ...apis import Later
+from ...errors import ErrorCode
+from ..storage import records
+from ..storage.writer import CoordinatorLog
+from ..timers import Timers
+from .state import ClassicGroup, ClassicMember, ClassicState
 
 log = logging.getLogger("corral.groups")
 
@@ -53,7 +58,8 @@ class JoinRequest:
 
 class ClassicProtocol:
     # Given by GroupCoordinator.
-    groups: dict[str, ClassicGroup]
+    groups: dict
+    log: CoordinatorLog
     timers: Timers
     min_session_ms: int
     max_session_ms: int
@@ -71,6 +77,40 @@ class ClassicProtocol:
         group = self.groups.get(group_id)
         return group if isinstance(group, ClassicGroup) else None
 
+    def _write(self, group: ClassicGroup) -> Later:
+        """Writes the group's record as it is now; the Later resolves once it is durable."""
+        return self.log.write(group.group_id, [group.metadata_record()])
+
+    def _classic_from_record(self, group_id: str, stored: bytes) -> ClassicGroup:
+        """The group a GroupMetadata record describes (loading): members get a fresh session to
+        rejoin or heartbeat in once loading is over."""
+        value = records.read_group_value(stored)
+        group = self._new_classic_group(group_id)
+        group.generation_id = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        for m in value.members:
+            member = ClassicMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                   m.rebalance_timeout_ms, m.session_timeout_ms,
+                                   value.protocol_type, [(value.protocol or "", m.subscription)])
+            member.assignment = m.assignment
+            member.timer_key = self.timers.register(self._expire_member, group, member)
+            group.add(member, None)
+        group.leader_id = value.leader if value.leader in group.members else group.leader_id
+        group.transition(ClassicState.STABLE if group.members else ClassicState.EMPTY)
+        group.state_timestamp_ms = value.state_timestamp_ms if value.state_timestamp_ms >= 0 else None
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.stored = stored
+        return group
+
+    def _forget_classic(self, group: ClassicGroup) -> None:
+        """Drops the group's members, deadlines and Heartbeat view: the group is going away."""
+        for member_id in list(group.members) + list(group.pending_members):
+            self._drop_member(group, member_id)
+        self.timers.heartbeat_view.remove_group(group.group_id)
+        self.timers.unregister(group.join_key)
+        self.timers.unregister(group.sync_key)
+
     def _drop_member(self, group: ClassicGroup, member_id: str) -> None:
         """Removes a member or pending member and its timer; a parked SyncGroup learns it is gone."""
         pending_key = group.pending_members.get(member_id)
@@ -80,30 +120,19 @@ class ClassicProtocol:
         if member is not None:
             self.timers.unregister(member.timer_key)
             if member.sync_waiter is not None:
-                member.sync_waiter.complete(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
+                member.sync_waiter.resolve(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
                 member.sync_waiter = None
 
     def _schedule_heartbeat(self, member: ClassicMember, timeout_ms: int | None = None) -> None:
         self.timers.schedule(member.timer_key,
                              member.session_timeout_ms if timeout_ms is None else timeout_ms)
 
-    @staticmethod
-    def _validate_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> ErrorCode:
-        if instance_id is not None:
-            known = group.static_members.get(instance_id)
-            if known is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if known != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-            return ErrorCode.NONE
-        return ErrorCode.NONE if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
-
     def _validate_generation(self, group: ClassicGroup, member_id: str, instance_id: str | None,
                              generation_id: int) -> ErrorCode:
         """SyncGroup's and Heartbeat's first checks: a live group, a known member, its generation."""
         if group.state is ClassicState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_member(group, member_id, instance_id)
+        error = group.validate_member(member_id, instance_id)
         if error:
             return error
         if generation_id != group.generation_id:
@@ -112,25 +141,25 @@ class ClassicProtocol:
 
     # -- JoinGroup ------------------------------------------------------------------------------
 
-    def join(self, req: JoinRequest) -> Waiter:
-        waiter = Waiter()
+    def join(self, req: JoinRequest) -> Later:
+        waiter = Later()
         if not self.min_session_ms <= req.session_timeout_ms <= self.max_session_ms:
-            waiter.complete(join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
+            waiter.resolve(join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
             return waiter
         unknown = req.member_id == ""
         group = self.groups.get(req.group_id)
         if group is None:
             if not unknown:
-                waiter.complete(join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id))
+                waiter.resolve(join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id))
                 return waiter
             group = self._new_classic_group(req.group_id)
         elif not isinstance(group, ClassicGroup):
-            waiter.complete(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+            waiter.resolve(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
             return waiter
 
         if not self._accept_joining_member(group, req.member_id):
             self._drop_member(group, req.member_id)
-            waiter.complete(join_error(ErrorCode.GROUP_MAX_SIZE_REACHED))
+            waiter.resolve(join_error(ErrorCode.GROUP_MAX_SIZE_REACHED))
         elif unknown:
             self._join_new_member(group, req, waiter)
         else:
@@ -149,12 +178,12 @@ class ClassicProtocol:
                 group.num_awaiting_join < self.max_size
         return member_id in group.members or group.size() < self.max_size
 
-    def _join_new_member(self, group: ClassicGroup, req: JoinRequest, waiter: Waiter) -> None:
+    def _join_new_member(self, group: ClassicGroup, req: JoinRequest, waiter: Later) -> None:
         if group.state is ClassicState.DEAD:
-            waiter.complete(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            waiter.resolve(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
         if not group.supports_protocols(req.protocol_type, req.protocols):
-            waiter.complete(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            waiter.resolve(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
         new_id = group.generate_member_id(req.client_id, req.group_instance_id)
         if req.group_instance_id is not None:
@@ -170,28 +199,28 @@ class ClassicProtocol:
             key = self.timers.register(self._expire_pending_member, group, new_id)
             group.pending_members[new_id] = key
             self.timers.schedule(key, req.session_timeout_ms)
-            waiter.complete(join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
+            waiter.resolve(join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
         else:
             self._add_member(group, req, new_id, waiter)
 
-    def _join_existing_member(self, group: ClassicGroup, req: JoinRequest, waiter: Waiter) -> None:
+    def _join_existing_member(self, group: ClassicGroup, req: JoinRequest, waiter: Later) -> None:
         member_id = req.member_id
         if group.state is ClassicState.DEAD:
-            waiter.complete(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
+            waiter.resolve(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
             return
         if not group.supports_protocols(req.protocol_type, req.protocols):
-            waiter.complete(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            waiter.resolve(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
             return
         if group.is_pending(member_id):
             if req.group_instance_id is not None:
                 # Pending ids are only handed to dynamic members.
-                waiter.complete(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                waiter.resolve(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
                 return
             self._add_member(group, req, member_id, waiter)
             return
-        error = self._validate_member(group, member_id, req.group_instance_id)
+        error = group.validate_member(member_id, req.group_instance_id)
         if error:
-            waiter.complete(join_error(error, member_id))
+            waiter.resolve(join_error(error, member_id))
             return
         member = group.members[member_id]
         state = group.state
@@ -200,7 +229,7 @@ class ClassicProtocol:
         elif state is ClassicState.COMPLETING_REBALANCE:
             if member.matches(req.protocols):
                 # A lost JoinGroup response: answer again with the current generation.
-                waiter.complete(self._join_response(
+                waiter.resolve(self._join_response(
                     group, member_id, group.leader_members_list() if group.is_leader(member_id) else []))
             else:
                 self._update_member(group, member, req, waiter)
@@ -209,9 +238,9 @@ class ClassicProtocol:
                 # The leader rejoining asks for a new assignment (e.g. topic metadata changed).
                 self._update_member(group, member, req, waiter)
             else:
-                waiter.complete(self._join_response(group, member_id, []))
+                waiter.resolve(self._join_response(group, member_id, []))
         else:
-            waiter.complete(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+            waiter.resolve(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
 
     def _join_response(self, group: ClassicGroup, member_id: str, members: list,
                        skip_assignment: bool = False, leader: str | None = None) -> dict[str, Any]:
@@ -221,7 +250,7 @@ class ClassicProtocol:
                 "skip_assignment": skip_assignment, "member_id": member_id, "members": members}
 
     def _add_member(self, group: ClassicGroup, req: JoinRequest, member_id: str,
-                    waiter: Waiter) -> None:
+                    waiter: Later) -> None:
         member = ClassicMember(member_id, req.group_instance_id, req.client_id, req.client_host,
                                req.rebalance_timeout_ms, req.session_timeout_ms,
                                req.protocol_type, req.protocols)
@@ -241,13 +270,13 @@ class ClassicProtocol:
             group, f"adding member {member_id}; client reason: {req.reason or 'not provided'}")
 
     def _update_member(self, group: ClassicGroup, member: ClassicMember, req: JoinRequest,
-                       waiter: Waiter) -> None:
+                       waiter: Later) -> None:
         group.update(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
                      waiter)
         self._maybe_prepare_rebalance_or_complete_join(group, f"member {member.member_id} rejoined")
 
     def _update_static_member(self, group: ClassicGroup, req: JoinRequest, old_id: str,
-                              new_id: str, waiter: Waiter) -> None:
+                              new_id: str, waiter: Later) -> None:
         current_leader = group.leader_id
         member = group.replace_static_member(req.group_instance_id, old_id, new_id,
                                              join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
@@ -258,7 +287,7 @@ class ClassicProtocol:
         if state is ClassicState.STABLE:
             if group.protocol_name == group.select_protocol():
                 # The same member is back: keep the group stable and give it its old assignment.
-                self.log.write_group(group, lambda error: self._static_member_persisted(
+                self._write(group).then(lambda error: self._static_member_persisted(
                     group, member, req, current_leader, error))
             else:
                 self._maybe_prepare_rebalance_or_complete_join(
@@ -350,26 +379,21 @@ class ClassicProtocol:
         group.init_next_generation()
         if group.state is ClassicState.EMPTY:
             log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
-            self.log.write_group(group, None)
+            self._write(group)
             return
         log.info("stabilized group %s generation %d (%s) with %d members", group.group_id,
                  group.generation_id, group.protocol_name, group.size())
-        leader_list = group.leader_members_list()
-        followers: list[Waiter] = []
+        # The leader's answer goes out first: its SyncGroup is the rebalance's critical path.
+        leader = group.members[group.leader_id]
+        group.complete_join(leader, self._join_response(group, leader.member_id,
+                                                        group.leader_members_list()))
         for member in group.members.values():
-            if member.member_id == group.leader_id:
-                group.complete_join(member, self._join_response(group, member.member_id, leader_list))
-            else:
-                group.complete_join(member, self._join_response(group, member.member_id, []), followers)
+            if member is not leader:
+                group.complete_join(member, self._join_response(group, member.member_id, []))
             self._schedule_heartbeat(member)
             member.is_new = False
             group.pending_sync.add(member.member_id)
         group.sync_generation = group.generation_id
-        if followers:
-            # The leader's answer goes out first: its SyncGroup is the rebalance's critical path,
-            # and woken with everyone its task would run at a random place among N (trio's order).
-            # The followers are woken one scheduling round later.
-            trio.lowlevel.current_trio_token().run_sync_soon(_wake_all, followers)
         self.timers.schedule(group.sync_key, group.rebalance_timeout_ms())
 
     def _on_sync_timer(self, group: ClassicGroup) -> None:
@@ -426,21 +450,21 @@ class ClassicProtocol:
 
     def sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
              protocol_type: str | None, protocol_name: str | None,
-             assignments: list[tuple[str, bytes]]) -> Waiter:
-        waiter = Waiter()
+             assignments: list[tuple[str, bytes]]) -> Later:
+        waiter = Later()
         group = self._classic(group_id)
         if group is None:
-            waiter.complete(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
+            waiter.resolve(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
             return waiter
         error = self._validate_sync(group, member_id, instance_id, generation_id,
                                     protocol_type, protocol_name)
         state = group.state
         if error:
-            waiter.complete(sync_error(error))
+            waiter.resolve(sync_error(error))
         elif state is ClassicState.EMPTY:
-            waiter.complete(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
+            waiter.resolve(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
         elif state is ClassicState.PREPARING_REBALANCE:
-            waiter.complete(sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+            waiter.resolve(sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
         elif state is ClassicState.COMPLETING_REBALANCE:
             group.members[member_id].sync_waiter = waiter
             self._remove_pending_sync(group, member_id)
@@ -450,11 +474,11 @@ class ClassicProtocol:
                     member.assignment = by_member.get(member.member_id, b"")
                 log.info("assignment received from leader %s of group %s for generation %d",
                          member_id, group_id, generation_id)
-                self.log.write_group(group, lambda err: self._assignment_persisted(
+                self._write(group).then(lambda err: self._assignment_persisted(
                     group, generation_id, err))
         else:  # Stable
             self._remove_pending_sync(group, member_id)
-            waiter.complete({"error_code": ErrorCode.NONE, "protocol_type": group.protocol_type,
+            waiter.resolve({"error_code": ErrorCode.NONE, "protocol_type": group.protocol_type,
                              "protocol_name": group.protocol_name,
                              "assignment": group.members[member_id].assignment})
         return waiter
@@ -530,7 +554,7 @@ class ClassicProtocol:
                 self._drop_member(group, member_id)
                 errors.append(ErrorCode.NONE)
             else:
-                error = self._validate_member(group, member_id, instance_id)
+                error = group.validate_member(member_id, instance_id)
                 if not error:
                     self._remove_current_member(group, member_id)
                 errors.append(error)
@@ -546,11 +570,6 @@ class ClassicProtocol:
         log.info("member %s left group %s", member_id, group.group_id)
         group.complete_join(member, join_error(ErrorCode.UNKNOWN_MEMBER_ID))
         self._drop_member(group, member_id)
-
-
-def _wake_all(waiters: list[Waiter]) -> None:
-    for waiter in waiters:
-        waiter.wake()
 
 
 def _inconsistent(asked: str | None, actual: str | None) -> bool:

@@ -1,16 +1,27 @@
-"""`__consumer_offsets` records in Kafka's own formats, so Kafka's tools can read corral's log.
+"""The coordinator's records: what a handler hands the log, and their `__consumer_offsets` bytes
+in Kafka's own formats, so Kafka's tools can read corral's log.
+
+Four kinds of record travel between the groups layer and its log (`Record`): one request's
+`OffsetCommits` of a group, `OffsetTombstones`, a classic group's `GroupMetadata` and a
+`GroupTombstone`. `encode_batch` turns them into a RecordBatch, `decode` turns a key/value read back
+from the log (or a snapshot) into one of them; `replay` (coordinator.py) applies them, the same
+way live and at load.
 
 A record key is `[int16 type][key struct]`, a value `[int16 version][value struct]`; a null value
 is a tombstone. Schemas: apache/kafka group-coordinator/src/main/resources/common/message/
 OffsetCommitKey/Value, GroupMetadataKey/Value. Written versions: OffsetCommitValue v3 (v1 when
 the commit carries an explicit expiry, as Kafka does), GroupMetadataValue v3. All of these are
 non-flexible: int16-length strings (-1 for null), int32-length bytes, int32-counted arrays.
+Offset records are encoded by the compiled core only (rust/log/offset_records.rs); this module
+decodes them and encodes group metadata.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+
+from ... import _core
 
 OFFSET_COMMIT_KEY_V0 = 0
 OFFSET_COMMIT_KEY = 1
@@ -72,19 +83,6 @@ class Reader:
 
 
 # ----------------------------------------------------------------------------------- offsets
-
-def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return _I16.pack(OFFSET_COMMIT_KEY) + _string(group) + _string(topic) + _I32.pack(partition)
-
-
-def offset_value(offset: int, leader_epoch: int, metadata: str, commit_ms: int,
-                 expire_ms: int = -1) -> bytes:
-    if expire_ms >= 0:
-        return _I16.pack(1) + _I64.pack(offset) + _string(metadata) + _I64.pack(commit_ms) + \
-            _I64.pack(expire_ms)
-    return _I16.pack(3) + _I64.pack(offset) + _I32.pack(leader_epoch) + _string(metadata) + \
-        _I64.pack(commit_ms)
-
 
 @dataclass
 class OffsetValue:
@@ -177,3 +175,78 @@ def read_key(data: bytes) -> tuple[int, tuple]:
     if kind == GROUP_METADATA_KEY:
         return kind, (r.string(),)
     return kind, ()
+
+
+# ------------------------------------------------------------------------- records as values
+
+# (partition, offset, leader epoch, metadata)
+PartitionCommit = tuple[int, int, int, str]
+KeyValue = tuple[bytes, bytes | None]
+
+
+@dataclass(slots=True)
+class OffsetCommits:
+    """One request's offset commits for one group (one record per partition in the log)."""
+    group_id: str
+    topics: list[tuple[str, list[PartitionCommit]]]
+    commit_ms: int
+    expire_ms: int  # -1: the broker's retention applies
+
+
+@dataclass(slots=True)
+class OffsetTombstones:
+    group_id: str
+    partitions: list[tuple[str, int]]
+
+
+@dataclass(slots=True)
+class GroupMetadata:
+    """A classic group's GroupMetadataValue (kept encoded: it is stored as is)."""
+    group_id: str
+    value: bytes
+
+
+@dataclass(slots=True)
+class GroupTombstone:
+    group_id: str
+
+
+Record = OffsetCommits | OffsetTombstones | GroupMetadata | GroupTombstone
+
+
+def _pairs(record: Record) -> list[KeyValue]:
+    if isinstance(record, OffsetTombstones):
+        return [(key, None) for key in _core.offset_keys(record.group_id, record.partitions)]
+    if isinstance(record, GroupMetadata):
+        return [(group_key(record.group_id), record.value)]
+    return [(group_key(record.group_id), None)]
+
+
+def encode_batch(records: list[Record], now_ms: int) -> bytes:
+    """The one RecordBatch holding `records`. OffsetCommits (the commit path) travel alone and
+    are built in one call into the core."""
+    if isinstance(records[0], OffsetCommits):
+        if len(records) != 1:
+            raise ValueError("OffsetCommits are written alone")
+        r = records[0]
+        return _core.offset_commit_batch(r.group_id, r.topics, r.commit_ms, r.expire_ms)
+    pairs: list[KeyValue] = []
+    for record in records:
+        pairs.extend(_pairs(record))
+    return _core.build_batch(pairs, now_ms)
+
+
+def decode(key: bytes, value: bytes | None) -> Record | None:
+    """The record a key/value of the log holds; None for record types corral does not keep."""
+    kind, fields = read_key(key)
+    if kind in (OFFSET_COMMIT_KEY_V0, OFFSET_COMMIT_KEY):
+        group_id, topic, partition = fields
+        if value is None:
+            return OffsetTombstones(group_id, [(topic, partition)])
+        v = read_offset_value(value)
+        return OffsetCommits(group_id, [(topic, [(partition, v.offset, v.leader_epoch, v.metadata)])],
+                             v.commit_ms, v.expire_ms)
+    if kind == GROUP_METADATA_KEY:
+        (group_id,) = fields
+        return GroupTombstone(group_id) if value is None else GroupMetadata(group_id, value)
+    return None

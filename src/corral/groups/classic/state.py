@@ -1,10 +1,12 @@
 """A classic group (JoinGroup/SyncGroup protocol) and its members: the data and its invariants.
 
-This module holds state and the small operations Kafka's ClassicGroup offers (add, remove, update,
-protocol vote, next generation); the decisions (when to rebalance, what to answer) live in
-`classic_protocol.py`. Every operation on one member is O(1) in the group size: the
-number of members awaiting a JoinGroup response and the per-protocol support counts are kept as
-counters, so a join storm of N members costs O(N) in total, not O(N^2) (KAFKA-7142).
+This module holds state, the small operations Kafka's ClassicGroup offers (add, remove, update,
+protocol vote, next generation) and the `Group` interface (group.py) the rest of the coordinator
+uses; the decisions (when to rebalance, what to answer) live in `protocol.py`. Parked JoinGroup
+and SyncGroup requests are `Later`s the protocol resolves. Every operation on one member is O(1)
+in the group size: the number of members awaiting a JoinGroup response and the per-protocol
+support counts are kept as counters, so a join storm of N members costs O(N) in total, not O(N^2)
+(KAFKA-7142).
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import uuid
 from enum import Enum
 from typing import Any
 
-import trio
-
-from .. import _core
-from ..clock import wall_ms
-from ..errors import ErrorCode
-from .subscription import subscribed_topics
+from ... import _core
+from ...apis import Later
+from ...clock import wall_ms
+from ...errors import ErrorCode
+from ..storage import records
+from ..subscription import subscribed_topics
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -30,31 +32,6 @@ class ClassicState(Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
-
-
-class Waiter:
-    """One parked request (JoinGroup or SyncGroup) waiting for the group to answer it."""
-
-    __slots__ = ("_event", "value")
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-        self.value: dict[str, Any] | None = None
-
-    def complete(self, value: dict[str, Any], wake: bool = True) -> None:
-        """Sets the answer; with wake=False the parked request learns it only at `wake()`."""
-        if self.value is None:
-            self.value = value
-            if wake:
-                self._event.set()
-
-    def wake(self) -> None:
-        self._event.set()
-
-    async def wait(self) -> dict[str, Any]:
-        await self._event.wait()
-        assert self.value is not None
-        return self.value
 
 
 def shared_names(protocols: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
@@ -81,8 +58,8 @@ class ClassicMember:
         # (name, metadata) in the member's order of preference.
         self.protocols = shared_names(protocols)
         self.assignment = b""
-        self.join_waiter: Waiter | None = None
-        self.sync_waiter: Waiter | None = None
+        self.join_waiter: Later | None = None
+        self.sync_waiter: Later | None = None
         self.is_new = False
         self.timer_key = 0
 
@@ -156,6 +133,11 @@ class ClassicGroup:
         # What the join timer does when it fires: ("initial", delay, remaining) or ("complete",).
         self.join_action: tuple = ("complete",)
         self.sync_generation = -1
+        # The GroupMetadataValue last made durable (set by replay): what a snapshot holds and
+        # what a restart would load. The live group may be ahead of it mid-rebalance.
+        self.stored: bytes | None = None
+        # While a deletion is written: the state and its timestamp to return to if it fails.
+        self._before_delete: tuple[ClassicState, int | None] | None = None
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -198,7 +180,7 @@ class ClassicGroup:
     def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
         return f"{group_instance_id or client_id}-{uuid.uuid4()}"
 
-    def add(self, member: ClassicMember, waiter: Waiter | None) -> None:
+    def add(self, member: ClassicMember, waiter: Later | None) -> None:
         """Adds a member whose session timer key is already registered."""
         if not self.members:
             self.protocol_type = member.protocol_type
@@ -234,7 +216,7 @@ class ClassicGroup:
         return member
 
     def update(self, member: ClassicMember, protocols: list[tuple[str, bytes]],
-               rebalance_timeout_ms: int, session_timeout_ms: int, waiter: Waiter | None) -> None:
+               rebalance_timeout_ms: int, session_timeout_ms: int, waiter: Later | None) -> None:
         for name, _ in member.protocols:
             self._drop_support(name)
         for name, _ in protocols:
@@ -254,11 +236,11 @@ class ClassicGroup:
         """The same static member under a new member id; the old id's parked requests are fenced."""
         member = self.members.pop(old_id)
         if member.join_waiter is not None:
-            member.join_waiter.complete(fenced)
+            member.join_waiter.resolve(fenced)
             member.join_waiter = None
             self.num_awaiting_join -= 1
         if member.sync_waiter is not None:
-            member.sync_waiter.complete(fenced)
+            member.sync_waiter.resolve(fenced)
             member.sync_waiter = None
         member.member_id = new_id
         self.members[new_id] = member
@@ -272,24 +254,22 @@ class ClassicGroup:
             self.pending_sync.add(new_id)
         return member
 
-    def complete_join(self, member: ClassicMember, response: dict[str, Any],
-                      wake_later: list[Waiter] | None = None) -> bool:
-        """Answers the member's parked JoinGroup; with `wake_later`, its request is only woken
-        by the caller (the waiter is appended there)."""
-        if member.join_waiter is None:
+    def complete_join(self, member: ClassicMember, response: dict[str, Any]) -> bool:
+        """Answers the member's parked JoinGroup."""
+        waiter = member.join_waiter
+        if waiter is None:
             return False
-        member.join_waiter.complete(response, wake=wake_later is None)
-        if wake_later is not None:
-            wake_later.append(member.join_waiter)
         member.join_waiter = None
         self.num_awaiting_join -= 1
+        waiter.resolve(response)
         return True
 
     def complete_sync(self, member: ClassicMember, response: dict[str, Any]) -> bool:
-        if member.sync_waiter is None:
+        waiter = member.sync_waiter
+        if waiter is None:
             return False
-        member.sync_waiter.complete(response)
         member.sync_waiter = None
+        waiter.resolve(response)
         return True
 
     def _drop_support(self, name: str) -> None:
@@ -376,3 +356,124 @@ class ClassicGroup:
             for m in self.members.values()
         ]
 
+
+    # -- the Group interface (group.py) --------------------------------------------------------
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    @property
+    def protocol_type_name(self) -> str:
+        return self.protocol_type or ""
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """A known member, and for a static one the current holder of its instance id."""
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+            return ErrorCode.NONE
+        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int,
+                               version: int) -> ErrorCode:
+        """Kafka's ClassicGroup.validateOffsetCommit (simple groups included)."""
+        state = self.state
+        if state is ClassicState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and state is ClassicState.EMPTY:
+            return ErrorCode.NONE
+        if generation_id >= 0 or member_id or instance_id is not None:
+            error = self.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation_id != self.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif state is not ClassicState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if state is ClassicState.COMPLETING_REBALANCE:
+            # The member got its JoinGroup response but not its assignment yet.
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        # Classic groups answer every OffsetFetch (it carries no member before v9).
+        return ErrorCode.NONE
+
+    def validate_offset_delete(self) -> ErrorCode:
+        if self.state is ClassicState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        # A live group may lose offsets of topics it no longer subscribes to, if its
+        # subscriptions can be read (protocol type "consumer").
+        if self.state is not ClassicState.EMPTY and self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return ErrorCode.NON_EMPTY_GROUP
+        return ErrorCode.NONE
+
+    def offset_expiry_base(self) -> tuple[bool, int | None]:
+        if self.state is ClassicState.DEAD:
+            return False, None  # its deletion is being written
+        if not self.protocol_type:
+            return True, None  # a simple group: each offset by its commit time
+        if self.state is ClassicState.EMPTY:
+            return True, self.state_timestamp_ms
+        return False, None  # a live group keeps its offsets
+
+    def validate_delete(self) -> ErrorCode:
+        if self.state is ClassicState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if self.state is not ClassicState.EMPTY:
+            return ErrorCode.NON_EMPTY_GROUP
+        return ErrorCode.NONE
+
+    def is_empty(self) -> bool:
+        return self.state is ClassicState.EMPTY
+
+    def delete_records(self) -> list[records.Record]:
+        return [records.GroupTombstone(self.group_id)]
+
+    def begin_delete(self) -> None:
+        self._before_delete = (self.state, self.state_timestamp_ms)
+        self.transition(ClassicState.DEAD)
+
+    def abort_delete(self) -> None:
+        if self._before_delete is not None and self.state is ClassicState.DEAD:
+            state, timestamp = self._before_delete
+            self.transition(state)
+            self.state_timestamp_ms = timestamp
+        self._before_delete = None
+
+    def describe_view(self) -> dict[str, Any]:
+        stable = self.state is ClassicState.STABLE
+        members = []
+        for m in self.members.values():
+            members.append({
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "member_metadata": m.metadata(self.protocol_name) if stable else b"",
+                "member_assignment": m.assignment if stable else b"",
+            })
+        return {"error_code": ErrorCode.NONE, "group_id": self.group_id,
+                "group_state": self.state.value, "protocol_type": self.protocol_type or "",
+                "protocol_data": self.protocol_name if stable else "", "members": members}
+
+    def stored_records(self) -> list[tuple[bytes, bytes]]:
+        return [] if self.stored is None else [(records.group_key(self.group_id), self.stored)]
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def metadata_record(self) -> records.GroupMetadata:
+        """The group's GroupMetadata record as of now (members with their assignments)."""
+        protocol = self.protocol_name
+        value = records.GroupValue(
+            protocol_type=self.protocol_type or "", generation=self.generation_id,
+            protocol=protocol, leader=self.leader_id if self.members else None,
+            state_timestamp_ms=self.state_timestamp_ms or -1,
+            members=[records.MemberValue(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.rebalance_timeout_ms, m.session_timeout_ms,
+                m.metadata(protocol) if protocol else b"", m.assignment)
+                for m in self.members.values()])
+        return records.GroupMetadata(self.group_id, records.group_value(value))

@@ -1,0 +1,81 @@
+"""What every group type offers the rest of the coordinator (Kafka's `Group` interface).
+
+Offsets, admin and expiry talk to a group only through this protocol; they never ask which type
+it is. Classic groups implement it in classic/state.py; KIP-848 consumer groups will too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..errors import ErrorCode
+from .storage.records import Record
+
+
+class Group(Protocol):
+    group_id: str
+    # "classic" or "consumer", as ListGroups v5 reports it.
+    type: str
+
+    @property
+    def state_name(self) -> str:
+        """The state as Kafka names it on the wire (ListGroups, DescribeGroups)."""
+        ...
+
+    @property
+    def protocol_type_name(self) -> str:
+        """The protocol type ListGroups shows ("consumer", "" for a group without members)."""
+        ...
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int,
+                               version: int) -> ErrorCode:
+        """Whether this member may commit now (Kafka's Group.validateOffsetCommit)."""
+        ...
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        ...
+
+    def validate_offset_delete(self) -> ErrorCode:
+        """Whether offsets may be deleted at all; per topic, `is_subscribed_to` decides."""
+        ...
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        ...
+
+    def offset_expiry_base(self) -> tuple[bool, int | None]:
+        """(whether its offsets may expire now, the time retention counts from: None for each
+        offset's commit time)."""
+        ...
+
+    # -- deletion --------------------------------------------------------------------------------
+
+    def validate_delete(self) -> ErrorCode:
+        """Whether DeleteGroups (or expiry) may delete it now."""
+        ...
+
+    def is_empty(self) -> bool:
+        ...
+
+    def delete_records(self) -> list[Record]:
+        """The records that delete it (its offsets' tombstones are the offsets' business)."""
+        ...
+
+    def begin_delete(self) -> None:
+        """Refuses changes while its deletion is being written (Kafka's Dead state)."""
+        ...
+
+    def abort_delete(self) -> None:
+        """The deletion's write failed: the group is back as it was."""
+        ...
+
+    # -- views -----------------------------------------------------------------------------------
+
+    def describe_view(self) -> dict[str, Any]:
+        """The DescribeGroups entry, version-independent."""
+        ...
+
+    def stored_records(self) -> list[tuple[bytes, bytes]]:
+        """Its durable metadata as `__consumer_offsets` records, for a snapshot."""
+        ...

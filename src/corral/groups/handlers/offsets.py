@@ -1,0 +1,120 @@
+"""The offset APIs on the wire: OffsetCommit, OffsetFetch, OffsetDelete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...apis import ApiKey, Later, handles
+from ...errors import ErrorCode
+from ...clock import wall_ms
+from ..offsets import Offsets
+
+
+# --------------------------------------------------------------------------------- OffsetCommit
+
+@handles(ApiKey.OFFSET_COMMIT, 2, 9)
+def offset_commit(broker, request) -> bytes | Later:
+    # The steady-state write of every consumer: kept as the Rust struct and checked per partition
+    # in the core (rust/offset_commit.rs); the group-level rules are the coordinator's.
+    group_id, member_id, instance_id, generation, retention, topic_names = request.offset_commit
+    offsets = broker.groups.offsets
+    commit_ms = wall_ms()
+    # v2-4 may set a retention; -1 (and every later version) means offsets.retention.minutes.
+    expire_ms = commit_ms + retention if retention >= 0 else -1
+    if not group_id:
+        group_error = ErrorCode.INVALID_GROUP_ID
+    else:
+        group_error = offsets.commit_error(group_id, member_id, instance_id, generation,
+                                           request.api_version)
+    partition_counts = {}
+    for name in topic_names:
+        topic = broker.topics.get(name)
+        partition_counts[name] = topic.partitions if topic is not None else 0
+    accepted, answer = request.split_offset_commit(partition_counts, group_error,
+                                                   offsets.metadata_max_bytes)
+    if not accepted:
+        return answer.frame()
+    # Durable first (one batch, group-committed fsync), then visible and acknowledged.
+    return offsets.commit(group_id, accepted, commit_ms, expire_ms).map(answer.frame)
+
+
+# ---------------------------------------------------------------------------------- OffsetFetch
+
+@handles(ApiKey.OFFSET_FETCH, 1, 9)
+def offset_fetch(broker, request) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    offsets = broker.groups.offsets
+    if version >= 8:
+        groups = []
+        for g in body["groups"]:
+            topics = None if g["topics"] is None else \
+                [(t["name"], t["partition_indexes"]) for t in g["topics"]]
+            error, fetched = _fetch_group(offsets, g["group_id"], topics)
+            groups.append({"group_id": g["group_id"], "error_code": error,
+                           "topics": _shape_fetched(fetched, version)})
+        return {"groups": groups}
+    topics = None if body["topics"] is None else \
+        [(t["name"], t["partition_indexes"]) for t in body["topics"]]
+    error, fetched = _fetch_group(offsets, body["group_id"], topics)
+    response: dict[str, Any] = {"topics": _shape_fetched(fetched, version)}
+    if version >= 2:
+        response["error_code"] = error
+    return response
+
+
+def _fetch_group(offsets: Offsets, group_id: str, topics: list[tuple[str, list[int]]] | None):
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, []
+    return ErrorCode.NONE, offsets.fetch(group_id, topics)
+
+
+def _shape_fetched(fetched, version: int) -> list[dict[str, Any]]:
+    with_epoch = version >= 5
+    return [
+        {"name": topic, "partitions": [
+            {"partition_index": p, "committed_offset": offset,
+             "committed_leader_epoch": epoch if with_epoch else -1,
+             "metadata": metadata, "error_code": ErrorCode.NONE}
+            for p, offset, epoch, metadata in partitions]}
+        for topic, partitions in fetched
+    ]
+
+
+# --------------------------------------------------------------------------------- OffsetDelete
+
+@handles(ApiKey.OFFSET_DELETE, 0, 0)
+def offset_delete(broker, request) -> dict[str, Any] | Later:
+    body = request.body
+    offsets = broker.groups.offsets
+    if not body["group_id"]:
+        return {"error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
+    known_topics, unknown = [], []
+    for t in body["topics"]:
+        partitions = [p["partition_index"] for p in t["partitions"]]
+        topic = broker.topics.get(t["name"])
+        if topic is None:
+            unknown.append((t["name"], partitions))
+            continue
+        valid = [p for p in partitions if 0 <= p < topic.partitions]
+        if len(valid) != len(partitions):
+            unknown.append((t["name"], [p for p in partitions if p not in valid]))
+        known_topics.append((t["name"], valid))
+    error, deleted, written = offsets.delete(body["group_id"], known_topics)
+    if error:
+        return {"error_code": error, "topics": []}
+    return written.map(lambda error: {"error_code": error, "topics": []} if error
+                       else _shape_offset_delete(deleted, unknown))
+
+
+def _shape_offset_delete(deleted: list, unknown: list) -> dict[str, Any]:
+    out: dict[str, list] = {}
+    for topic, parts in deleted:
+        out.setdefault(topic, []).extend(
+            {"partition_index": p, "error_code": code} for p, code in parts)
+    for topic, parts in unknown:
+        out.setdefault(topic, []).extend(
+            {"partition_index": p, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION} for p in parts)
+    return {"error_code": ErrorCode.NONE,
+            "topics": [{"name": t, "partitions": parts} for t, parts in out.items()]}
+
+

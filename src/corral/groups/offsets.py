@@ -1,0 +1,120 @@
+"""Committed offsets: commit, fetch, delete and expiry, for every group type. Owns the offset map
+(`corral._core.OffsetMap`).
+
+Decisions ask the group through the `Group` interface (group.py) and write records; the map
+changes only in `replay_*`, once those records are durable (or when they are loaded).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from .. import _core
+from ..apis import Later, first_error
+from ..errors import ErrorCode
+from .group import Group
+from .storage.records import OffsetCommits, OffsetTombstones, PartitionCommit
+from .storage.writer import CoordinatorLog
+
+log = logging.getLogger("corral.groups")
+
+TopicCommits = list[tuple[str, list[PartitionCommit]]]
+
+
+class Offsets:
+    def __init__(self, settings, groups: dict[str, Group], log_: CoordinatorLog,
+                 remove_group: Callable[[Group, list[tuple[str, int]]], Later]):
+        self.map = _core.OffsetMap()
+        self.groups = groups
+        self.log = log_
+        # The coordinator's deletion of a group with the given offset tombstones (expiry).
+        self._remove_group = remove_group
+        self.metadata_max_bytes = settings["offset.metadata.max.bytes"]
+        self.retention_ms = settings["offsets.retention.minutes"] * 60_000
+
+    # -- commit ----------------------------------------------------------------------------------
+
+    def commit_error(self, group_id: str, member_id: str, instance_id: str | None,
+                     generation_id: int, version: int) -> ErrorCode:
+        """Kafka's OffsetMetadataManager.validateOffsetCommit."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id < 0:
+                # Commits from outside group management create a "simple" group (at replay).
+                return ErrorCode.NONE
+            return ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
+        return group.validate_offset_commit(member_id, instance_id, generation_id, version)
+
+    def commit(self, group_id: str, topics: TopicCommits, commit_ms: int, expire_ms: int) -> Later:
+        """Writes the commits; visible (replayed) and answered once durable."""
+        return self.log.write(group_id, [OffsetCommits(group_id, topics, commit_ms, expire_ms)])
+
+    # -- fetch -----------------------------------------------------------------------------------
+
+    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+              ) -> list[tuple[str, list[PartitionCommit]]]:
+        """[(topic, [(partition, offset, leader_epoch, metadata)])]; None asks for everything."""
+        if topics is None:
+            return self.map.fetch_all(group_id)
+        result = []
+        for topic, partitions in topics:
+            found = self.map.fetch(group_id, topic, partitions)
+            result.append((topic, [(p, *f) for p, f in zip(partitions, found)]))
+        return result
+
+    # -- delete ----------------------------------------------------------------------------------
+
+    def delete(self, group_id: str, topics: list[tuple[str, list[int]]]
+               ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, ErrorCode]]]], Later]:
+        """OffsetDelete: (group error, per-partition errors, the write of the tombstones)."""
+        group = self.groups.get(group_id)
+        error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_offset_delete()
+        if error:
+            return error, [], Later.of(ErrorCode.NONE)
+        result, tombstones = [], []
+        for topic, partitions in topics:
+            if group.is_subscribed_to(topic):
+                result.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions]))
+                continue
+            tombstones.extend((topic, p) for p in partitions)
+            result.append((topic, [(p, ErrorCode.NONE) for p in partitions]))
+        if not tombstones:
+            return ErrorCode.NONE, result, Later.of(ErrorCode.NONE)
+        return ErrorCode.NONE, result, self.log.write(group_id, [OffsetTombstones(group_id, tombstones)])
+
+    def all_partitions(self, group_id: str) -> list[tuple[str, int]]:
+        return [(topic, p) for topic, partitions in self.map.fetch_all(group_id)
+                for p, *_ in partitions]
+
+    # -- expiry ----------------------------------------------------------------------------------
+
+    def expire(self, now_ms: int) -> tuple[int, Later]:
+        """Kafka's cleanupGroupMetadata: tombstones for expired offsets, and a group's deletion
+        when it is empty and loses its last offset. Returns (offsets expiring, their writes)."""
+        writes, expiring = [], 0
+        for group in list(self.groups.values()):
+            may_expire, base = group.offset_expiry_base()
+            if not may_expire:
+                continue
+            group_id = group.group_id
+            expired = self.map.expired(group_id, now_ms, self.retention_ms, base, [])
+            expiring += len(expired)
+            if group.is_empty() and len(expired) == self.map.count(group_id):
+                writes.append(self._remove_group(group, expired))
+            elif expired:
+                writes.append(self.log.write(group_id, [OffsetTombstones(group_id, expired)]))
+        return expiring, first_error(writes)
+
+    # -- replay ----------------------------------------------------------------------------------
+
+    def replay_commits(self, record: OffsetCommits) -> None:
+        for topic, partitions in record.topics:
+            self.map.commit(record.group_id, topic, partitions, record.commit_ms, record.expire_ms)
+
+    def replay_tombstones(self, record: OffsetTombstones) -> None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in record.partitions:
+            by_topic.setdefault(topic, []).append(p)
+        for topic, partitions in by_topic.items():
+            self.map.delete(record.group_id, topic, partitions)

@@ -1,0 +1,200 @@
+"""Where the coordinator's records go: the `__consumer_offsets` topic in the broker's log store.
+
+The one write path of the groups layer. A handler decides and hands its records to `write`, which
+appends them at once (one RecordBatch) and returns a `Later`. Once the fsync covering them is
+done, the records are applied to memory by the coordinator's `replay`, the very function loading
+uses, and then the Later resolves (NONE, or NOT_COORDINATOR when the append or its fsync failed:
+then nothing is applied). Writes complete in the order they were appended, so memory follows the
+log's order exactly and never runs ahead of it. fsyncs are group-committed by the log store's
+flusher: every write waiting when a pass starts is covered by it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import trio
+
+from ... import _core
+from ...apis import Later
+from ...clock import wall_ms
+from ...errors import ErrorCode
+from ...log import StorageError, storage_warning
+from .placement import partition_for
+from .records import KeyValue, Record, encode_batch
+
+if TYPE_CHECKING:
+    from ...log import PartitionLogs
+    from ...topics import Topic
+
+log = logging.getLogger("corral.groups")
+
+# Kafka maps a failed coordinator append (KAFKA_STORAGE_ERROR) to NOT_COORDINATOR.
+WRITE_FAILED = ErrorCode.NOT_COORDINATOR
+
+Replay = Callable[[Record], None]
+
+
+class CoordinatorLog:
+    """What the coordinator writes to and loads from. `replay` is set by the coordinator."""
+
+    replay: Replay
+    # While a request is handled (`for_request`), the writes it caused, wherever they were made.
+    _request: list[Later] | None = None
+
+    @contextlib.contextmanager
+    def for_request(self) -> Iterator[list[Later]]:
+        """Collects the writes made inside the block (a LeaveGroup that empties its group writes
+        from deep in the classic machine); `first_error(writes)` answers once all are durable."""
+        outer, writes = self._request, []
+        self._request = writes
+        try:
+            yield writes
+        finally:
+            self._request = outer
+
+    def write(self, group_id: str, records: list[Record]) -> Later:
+        """Appends `records` (all of one group) now; once durable replays them and resolves the
+        returned Later with NONE, or with WRITE_FAILED (nothing replayed)."""
+        done = self._write(group_id, records)
+        if self._request is not None:
+            self._request.append(done)
+        return done
+
+    def _write(self, group_id: str, records: list[Record]) -> Later:
+        raise NotImplementedError
+
+    def positions(self) -> dict[int, int]:
+        """Per partition, where replay must start for a snapshot of the current state."""
+        return {}
+
+    def read(self, positions: dict[int, int] | None = None) -> Iterator[KeyValue]:
+        """The records from `positions` (default: the log start)."""
+        return iter(())
+
+    async def run(self) -> None:
+        """The writer task, for logs that have one."""
+
+
+class _Pending:
+    """One appended write waiting for its fsync."""
+
+    __slots__ = ("partition", "base", "records", "done", "durable", "error")
+
+    def __init__(self, partition: int, base: int, records: list[Record], done: Later):
+        self.partition = partition
+        self.base = base
+        self.records = records
+        self.done = done
+        self.durable = False
+        self.error: BaseException | None = None
+
+
+class DurableLog(CoordinatorLog):
+    def __init__(self, logs: "PartitionLogs", topic: "Topic", write_delay_ms: int = 0):
+        self.logs = logs
+        self.topic = topic
+        # Fault injection (corral.coordinator.write.delay.ms): durable writes are applied and
+        # answered only after this pause, so tests can kill the broker in between.
+        self.write_delay_s = write_delay_ms / 1000
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._ready = trio.Event()
+        # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
+        self.appends = 0
+        self._partition_of: dict[str, int] = {}
+
+    def partition_of(self, group_id: str) -> int:
+        # Java's String.hashCode in Python is costly per commit: remember each group's partition.
+        partition = self._partition_of.get(group_id)
+        if partition is None:
+            partition = self._partition_of[group_id] = partition_for(group_id, self.topic.partitions)
+        return partition
+
+    def _write(self, group_id: str, records: list[Record]) -> Later:
+        done = Later()
+        partition = self.partition_of(group_id)
+        try:
+            code, base, _, _, needs_flush = self.logs.append(
+                self.topic, partition, encode_batch(records, wall_ms()))
+        except StorageError as e:
+            storage_warning("coordinator", "write to %s-%d failed, answered NOT_COORDINATOR: %s",
+                            self.topic.name, partition, e)
+            code = -1
+        if code:
+            done.resolve(WRITE_FAILED)
+            return done
+        self.appends += 1
+        pending = _Pending(partition, base, records, done)
+        self._pending.append(pending)
+        if needs_flush:
+            self.logs.after_flush(lambda error: self._flushed(pending, error))
+        else:
+            self._flushed(pending, None)
+        return done
+
+    def _flushed(self, pending: _Pending, error: BaseException | None) -> None:
+        pending.durable, pending.error = True, error
+        if self.write_delay_s:
+            self._ready.set()  # `run` applies them after the pause
+        else:
+            self._apply_durable()
+
+    def _apply_durable(self) -> None:
+        """Replays and answers the durable writes at the head of the queue, in append order."""
+        pending = self._pending
+        while pending and pending[0].durable:
+            write = pending.popleft()
+            if write.error is not None:
+                write.done.resolve(WRITE_FAILED)
+                continue
+            try:
+                for record in write.records:
+                    self.replay(record)
+            except Exception:
+                # A bug in replay: memory may be off; say so loudly, keep serving the rest.
+                log.exception("replaying a durable coordinator write failed")
+            write.done.resolve(ErrorCode.NONE)
+
+    async def run(self) -> None:
+        if not self.write_delay_s:
+            return
+        while True:
+            await self._ready.wait()
+            self._ready = trio.Event()
+            await trio.sleep(self.write_delay_s)
+            self._apply_durable()
+
+    def positions(self) -> dict[int, int]:
+        # Memory holds exactly the writes before the oldest pending one of each partition.
+        oldest: dict[int, int] = {}
+        for write in self._pending:
+            oldest.setdefault(write.partition, write.base)
+        return {partition: oldest.get(partition, self.logs.offsets(self.topic, partition)[1])
+                for partition in range(self.topic.partitions)}
+
+    def read(self, positions: dict[int, int] | None = None) -> Iterator[KeyValue]:
+        """The topic's records from `positions` (default: the log start), partition by partition:
+        (key, value or None)."""
+        for partition in range(self.topic.partitions):
+            start, end = self.logs.offsets(self.topic, partition)
+            offset = start
+            if positions is not None and partition in positions:
+                if positions[partition] < start:
+                    log.error("%s-%d starts at %d but the snapshot needs records from %d: the "
+                              "records in between are lost", self.topic.name, partition, start,
+                              positions[partition])
+                offset = max(start, positions[partition])
+            while offset < end:
+                data, _, _ = self.logs.read(self.topic, partition, offset, 8 << 20, True)
+                if not data:
+                    break
+                for rec_offset, _, key, value in _core.decode_batches(data):
+                    if rec_offset < offset:
+                        continue  # the batch holding `offset` starts before it
+                    offset = rec_offset + 1
+                    if key is not None:
+                        yield key, value
+
