@@ -1,9 +1,12 @@
 """Acknowledged group changes are durable: DeleteGroups, OffsetDelete and the record of a group
-the last member left are answered only once written and fsynced. The coordinator's writer is
+the last member left are answered only once written and fsynced; expired offsets and groups leave
+memory only once their tombstones are. The coordinator's writer is
 slowed (corral.coordinator.write.delay.ms, fault injection) so that a kill -9 right after the
 answer would lose a change answered early; after a restart each change must still be there."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -85,3 +88,29 @@ def test_the_last_member_leaving_is_durable_when_answered(broker):
                                                             "include_authorized_operations": False})
         assert described["groups"][0]["members"] == []
         assert committed(client, "lg") == [5, -1]
+
+
+def test_expiry_is_durable_when_visible(corral_factory):
+    broker = corral_factory(**SLOW_WRITES, **{"offsets.retention.check.interval.ms": 200})
+    with RawClient(broker.port) as client:
+        created = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+            "name": TOPIC, "num_partitions": 2, "replication_factor": 1, "assignments": [],
+            "configs": []}], "timeout_ms": 30000, "validate_only": False})
+        assert created["topics"][0]["error_code"] == 0
+        # OffsetCommit v2 may set the retention: these offsets expire 1 ms after their commit.
+        for group, partition, retention in (("ex", 0, 1), ("ex", 1, -1), ("gone", 0, 1)):
+            response = client.call(ApiKey.OFFSET_COMMIT, 2, {
+                "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "retention_time_ms": retention, "topics": [{"name": TOPIC, "partitions": [
+                    {"partition_index": partition, "committed_offset": 7,
+                     "committed_metadata": ""}]}]})
+            assert response["topics"][0]["partitions"][0]["error_code"] == 0
+        deadline = time.monotonic() + 10
+        # Visible only once durable: the moment both are seen, kill -9.
+        while committed(client, "ex")[0] != -1 or "gone" in groups(client):
+            assert time.monotonic() < deadline, "the offsets never expired"
+            time.sleep(0.01)
+        assert committed(client, "ex") == [-1, 7]
+    with kill_and_restart(broker) as client:
+        assert committed(client, "ex") == [-1, 7]
+        assert "gone" not in groups(client) and "ex" in groups(client)

@@ -95,9 +95,10 @@ class Offsets:
         writes, expiring = [], 0
         for group in list(self.groups.values()):
             may_expire, base = group.offset_expiry_base()
-            if not may_expire:
-                continue
             group_id = group.group_id
+            # A write in flight may commit what expiry would remove: decide at the next check.
+            if not may_expire or self.log.writing(group_id):
+                continue
             expired = self.map.expired(group_id, now_ms, self.retention_ms, base, [])
             expiring += len(expired)
             if group.is_empty() and len(expired) == self.map.count(group_id):

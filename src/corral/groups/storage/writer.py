@@ -67,6 +67,10 @@ class CoordinatorLog:
     def _write(self, group_id: str, records: list[Record]) -> Later:
         raise NotImplementedError
 
+    def writing(self, group_id: str) -> bool:
+        """Whether writes of the group are appended but not applied yet."""
+        return False
+
     def positions(self) -> dict[int, int]:
         """Per partition, where replay must start for a snapshot of the current state."""
         return {}
@@ -82,9 +86,10 @@ class CoordinatorLog:
 class _Pending:
     """One appended write waiting for its fsync."""
 
-    __slots__ = ("partition", "base", "records", "done", "durable", "error")
+    __slots__ = ("group_id", "partition", "base", "records", "done", "durable", "error")
 
-    def __init__(self, partition: int, base: int, records: list[Record], done: Later):
+    def __init__(self, group_id: str, partition: int, base: int, records: list[Record], done: Later):
+        self.group_id = group_id
         self.partition = partition
         self.base = base
         self.records = records
@@ -101,6 +106,8 @@ class DurableLog(CoordinatorLog):
         # answered only after this pause, so tests can kill the broker in between.
         self.write_delay_s = write_delay_ms / 1000
         self._pending: collections.deque[_Pending] = collections.deque()
+        # Per group, how many of its writes are pending.
+        self._groups_pending: dict[str, int] = {}
         self._ready = trio.Event()
         # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
         self.appends = 0
@@ -127,8 +134,9 @@ class DurableLog(CoordinatorLog):
             done.resolve(WRITE_FAILED)
             return done
         self.appends += 1
-        pending = _Pending(partition, base, records, done)
+        pending = _Pending(group_id, partition, base, records, done)
         self._pending.append(pending)
+        self._groups_pending[group_id] = self._groups_pending.get(group_id, 0) + 1
         if needs_flush:
             self.logs.after_flush(lambda error: self._flushed(pending, error))
         else:
@@ -147,6 +155,9 @@ class DurableLog(CoordinatorLog):
         pending = self._pending
         while pending and pending[0].durable:
             write = pending.popleft()
+            left = self._groups_pending.pop(write.group_id) - 1
+            if left:
+                self._groups_pending[write.group_id] = left
             if write.error is not None:
                 write.done.resolve(WRITE_FAILED)
                 continue
@@ -166,6 +177,9 @@ class DurableLog(CoordinatorLog):
             self._ready = trio.Event()
             await trio.sleep(self.write_delay_s)
             self._apply_durable()
+
+    def writing(self, group_id: str) -> bool:
+        return group_id in self._groups_pending
 
     def positions(self) -> dict[int, int]:
         # Memory holds exactly the writes before the oldest pending one of each partition.
