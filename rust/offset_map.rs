@@ -206,13 +206,6 @@ impl PyOffsetMap {
         }).collect()
     }
 
-    /// (offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms) or None.
-    fn get(&self, group: &str, topic: &str, partition: i32) -> Option<(i64, i32, String, i64, i64)> {
-        self.map.get(group, topic, partition).map(|c| {
-            (c.offset, c.leader_epoch, c.metadata.clone(), c.commit_timestamp_ms, c.expire_timestamp_ms)
-        })
-    }
-
     fn delete(&mut self, group: &str, topic: &str, partitions: Vec<i32>) -> Vec<i32> {
         self.map.delete(group, topic, &partitions)
     }

@@ -64,9 +64,6 @@ TopicCommits: TypeAlias = tuple[str, list[PartitionCommit]]
 CommittedOffset: TypeAlias = tuple[int, int, str]
 """(offset, leader_epoch, metadata); (-1, -1, "") when nothing is committed."""
 
-CommittedOffsetFull: TypeAlias = tuple[int, int, str, int, int]
-"""(offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)"""
-
 TopicPartition: TypeAlias = tuple[str, int]
 """(topic, partition)"""
 
@@ -378,9 +375,6 @@ class OffsetMap:
     def fetch_all(self, group: str) -> list[TopicCommits]:
         """Every committed offset of a group: [(topic, [(partition, offset, leader_epoch,
         metadata)])]."""
-
-    def get(self, group: str, topic: str, partition: int) -> CommittedOffsetFull | None:
-        """(offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms) or None."""
 
     def delete(self, group: str, topic: str, partitions: Sequence[int]) -> list[int]:
         """Deletes the partitions' offsets; returns the partitions that had one."""
