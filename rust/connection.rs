@@ -1,48 +1,41 @@
 //! One client connection's bytes -> requests, and the answers the core gives by itself.
 //!
-//! `route` checks a frame's header against the advertised table and answers what the core owns;
-//! `build_request` decodes the rest into the `Request` Python handlers receive. The broker's
-//! network thread (reactor.rs) uses both; `Connection` wraps them for code that feeds bytes in
-//! process (the codec tests and benches, the load generator's fake brokers): `feed` a chunk, then
-//! drain `next()`, which yields in request order either a finished response frame (`bytes`) or a
+//! A frame goes three steps. `route` checks its header against the advertised table and answers
+//! what the core owns; `receive` reads the rest of the header and, for a short path (Heartbeat,
+//! OffsetCommit: the table in fast_paths.rs), decodes the body into its Rust struct, where a short
+//! path may be answered without Python; both run without the GIL. `build_request` makes the
+//! `Request` Python handlers receive, decoding any other body into a dict. The broker's network
+//! thread (reactor.rs) uses all three; `Connection` wraps them for code that feeds bytes in process
+//! (the codec tests and benches, the load generator's fake brokers): `feed` a chunk, then drain
+//! `next()`, which yields in request order either a finished response frame (`bytes`) or a
 //! `Request`. Who owns what:
 //!
-//! - Rust: ApiVersions (a pure function of the advertised table, cached per version), and the
-//!   refusal of Produce v0-2 (advertised for old librdkafka, answered UNSUPPORTED_VERSION).
+//! - Rust: ApiVersions (a pure function of the advertised table, cached per version), the refusal
+//!   of Produce v0-2 (advertised for old librdkafka, answered UNSUPPORTED_VERSION), and the
+//!   short-path answers of the network thread (steady-state Heartbeats, from the `HeartbeatView`).
 //! - Python: everything that reads or changes broker state (metadata, topics, configs, groups...).
-//!
-//! Heartbeat, the steady-state request of every classic group member, is mostly answered by the
-//! network thread from the `HeartbeatView`; those it hands to Python take a short path: decoded as
-//! the Rust struct and handed over as `Request.heartbeat`, a tuple (group_id, member_id,
-//! group_instance_id, generation_id), answered with `Request.respond_heartbeat(error_code)`; no
-//! dict is built either way (`Request.body` still decodes one on demand).
 //!
 //! Bad input raises `ProtocolError` (the reactor: closes the connection with the reason logged).
 
-use std::sync::Arc;
-
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
-use kafka_protocol::messages::{
-    ApiVersionsRequest, HeartbeatRequest, HeartbeatResponse, OffsetCommitRequest, ProduceRequest,
-};
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::messages::{ApiVersionsRequest, ProduceRequest};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::PyBytes;
 
 use crate::apis;
+use crate::fast_paths::{self, Decoded, Views};
 use crate::frames::FrameSplitter;
 use crate::header::{self, RequestPrefix};
-use crate::offset_commit;
 use kafka_protocol::ResponseError;
 
 create_exception!(_core, ProtocolError, PyException, "Malformed or unsupported input: close the connection.");
 
 const PRODUCE: i16 = 0;
 const API_VERSIONS: i16 = 18;
-const HEARTBEAT: i16 = 12;
 const UNSUPPORTED_VERSION: i16 = ResponseError::UnsupportedVersion.code();
 
 /// The APIs this broker advertises, with ApiVersions answers pre-encoded for every version.
@@ -119,82 +112,48 @@ pub struct Request {
     api_version: i16,
     #[pyo3(get)]
     correlation_id: i32,
-    #[pyo3(get)]
-    client_id: Option<String>,
+    client_id: Option<StrBytes>,
     /// The network thread's id of the connection the request came on (0 outside a `Reactor`).
     #[pyo3(get)]
     connection: u64,
     /// The client's address as Kafka reports it ("/127.0.0.1"); "" when unknown.
     #[pyo3(get)]
     client_host: String,
-    /// The request body as a dict of the schema's fields; None for a Heartbeat or an OffsetCommit
-    /// (see `heartbeat`, `offset_commit`): `body` decodes `raw` on demand.
-    decoded: Option<Py<PyAny>>,
-    /// A Heartbeat's or OffsetCommit's body bytes, decoded into a dict only if `body` is asked for.
-    raw: Bytes,
-    /// A Heartbeat's (group_id, member_id, group_instance_id, generation_id).
-    heartbeat: Option<(String, String, Option<String>, i32)>,
-    /// An OffsetCommit, kept as the Rust struct (offset_commit.rs).
-    offset_commit: Option<Arc<OffsetCommitRequest>>,
+    body: Body,
+}
+
+enum Body {
+    /// The schema's fields as a dict.
+    Dict(Py<PyAny>),
+    /// A short path's named type (fast_paths.rs).
+    Typed(Py<PyAny>),
 }
 
 #[pymethods]
 impl Request {
-    /// The request body as a dict of the schema's fields.
+    #[getter]
+    fn client_id(&self) -> Option<&str> {
+        self.client_id.as_deref()
+    }
+
+    /// The request body as a dict of the schema's fields (a short path's is made from its
+    /// struct when asked for).
     #[getter]
     fn body(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        match &self.decoded {
-            Some(body) => Ok(body.clone_ref(py)),
-            None => Ok(apis::decode_request(py, self.api_key, self.api_version, &mut self.raw.clone())
-                .map_err(|e| body_error(self.api_key, self.api_version, e))?
-                .unbind()),
+        match &self.body {
+            Body::Dict(body) => Ok(body.clone_ref(py)),
+            Body::Typed(typed) => Ok(fast_paths::body_dict(typed.bind(py))?.unbind()),
         }
     }
 
-    /// A Heartbeat's (group_id, member_id, group_instance_id, generation_id); None for other APIs.
+    /// A short path's request as its named type (`HeartbeatRequest`, `OffsetCommitRequest`);
+    /// None for the APIs decoded into a dict.
     #[getter]
-    fn heartbeat(&self) -> Option<(String, String, Option<String>, i32)> {
-        self.heartbeat.clone()
-    }
-
-    /// An OffsetCommit's (group_id, member_id, group_instance_id, generation_id_or_member_epoch,
-    /// retention_time_ms, topic names); None for other APIs.
-    #[getter]
-    fn offset_commit(&self) -> Option<offset_commit::Fields> {
-        self.offset_commit.as_deref().map(offset_commit::fields)
-    }
-
-    /// Kafka's per-partition checks of this OffsetCommit: ([(topic, [(partition, offset,
-    /// leader_epoch, metadata)])] to write, the `OffsetCommitAnswer`). `partition_counts`: topic
-    /// name -> its partition count (0 or absent: unknown topic).
-    fn split_offset_commit<'py>(
-        &self,
-        py: Python<'py>,
-        partition_counts: &Bound<'py, PyDict>,
-        group_error: i16,
-        metadata_max_bytes: usize,
-    ) -> PyResult<(Bound<'py, PyList>, offset_commit::OffsetCommitAnswer)> {
-        let request = self
-            .offset_commit
-            .as_deref()
-            .ok_or_else(|| PyValueError::new_err("split_offset_commit is for OffsetCommit requests only"))?;
-        offset_commit::split(
-            py,
-            request,
-            self.api_version,
-            self.correlation_id,
-            partition_counts,
-            group_error,
-            metadata_max_bytes,
-        )
-    }
-
-    /// This Heartbeat's response frame with `error_code` (throttle time 0).
-    fn respond_heartbeat<'py>(&self, py: Python<'py>, error_code: i16) -> PyResult<Bound<'py, PyBytes>> {
-        if self.api_key != HEARTBEAT {
-            return Err(PyValueError::new_err("respond_heartbeat answers Heartbeat requests only"));
+    fn typed(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        match &self.body {
+            Body::Dict(_) => None,
+            Body::Typed(typed) => Some(typed.clone_ref(py)),
         }
-        Ok(PyBytes::new(py, &heartbeat_response(self.api_version, self.correlation_id, error_code)))
     }
 
     /// Encodes `body` (a dict of the response schema's fields) as this request's response frame.
@@ -252,7 +211,8 @@ impl Connection {
         match route(self.table.get(), frame).map_err(ProtocolError::new_err)? {
             Routed::Answered(response) => Ok(Some(PyBytes::new(py, &response).into_any())),
             Routed::ToPython(prefix, frame) => {
-                Ok(Some(Bound::new(py, build_request(py, prefix, frame, 0, String::new())?)?.into_any()))
+                let request = build_request(py, receive(prefix, frame), 0, String::new())?;
+                Ok(Some(Bound::new(py, request)?.into_any()))
             }
         }
     }
@@ -289,65 +249,62 @@ pub fn route(table: &ApiTable, frame: Bytes) -> Result<Routed, String> {
     Ok(Routed::ToPython(prefix, frame))
 }
 
-/// A routed frame's header skipped and body decoded: the `Request` Python handlers receive.
-pub fn build_request(
-    py: Python<'_>,
+/// A routed request as far as it goes without the GIL: header read and, for a short path, body
+/// decoded.
+pub struct Received {
     prefix: RequestPrefix,
-    frame: Bytes,
-    connection: u64,
-    client_host: String,
-) -> PyResult<Request> {
-    let RequestPrefix { api_key, api_version, correlation_id } = prefix;
+    client_id: Option<StrBytes>,
+    payload: Payload,
+}
+
+enum Payload {
+    /// The body after the header, decoded into a dict by `build_request`.
+    Raw(Bytes),
+    /// A short path's body.
+    Decoded(Decoded),
+    /// The header or a short path's body does not decode: `build_request` raises ProtocolError
+    /// with this reason (for the reactor: Python logs it and closes the connection).
+    Malformed(String),
+}
+
+/// Reads a routed frame's header and decodes a short path's body (fast_paths.rs).
+pub fn receive(prefix: RequestPrefix, frame: Bytes) -> Received {
     let mut body = frame;
-    let client_id =
-        header::skip_header(&mut body, apis::request_header_version(api_key, api_version)).map_err(protocol_error)?;
-    let mut request = Request {
-        api_key,
-        api_version,
-        correlation_id,
-        client_id,
-        connection,
-        client_host,
-        decoded: None,
-        raw: Bytes::new(),
-        heartbeat: None,
-        offset_commit: None,
+    let header_version = apis::request_header_version(prefix.api_key, prefix.api_version);
+    let (client_id, payload) = match header::skip_header(&mut body, header_version) {
+        Err(e) => (None, Payload::Malformed(e.to_string().trim_end().to_owned())),
+        Ok(client_id) => match Decoded::decode(&prefix, &mut body) {
+            None => (client_id, Payload::Raw(body)),
+            Some(Ok(decoded)) => (client_id, Payload::Decoded(decoded)),
+            Some(Err(e)) => (client_id, Payload::Malformed(body_error_text(prefix.api_key, prefix.api_version, e))),
+        },
     };
-    if api_key == offset_commit::OFFSET_COMMIT {
-        request.raw = body.clone();
-        let commit = OffsetCommitRequest::decode(&mut body, api_version).map_err(|e| body_error(api_key, api_version, e))?;
-        request.offset_commit = Some(Arc::new(commit));
-    } else if api_key == HEARTBEAT {
-        request.raw = body.clone();
-        let hb = decode_heartbeat(&mut body, api_version).map_err(ProtocolError::new_err)?;
-        request.heartbeat = Some((
-            hb.group_id.to_string(),
-            hb.member_id.to_string(),
-            hb.group_instance_id.map(|id| id.to_string()),
-            hb.generation_id,
-        ));
-    } else {
-        let decoded = apis::decode_request(py, api_key, api_version, &mut body)
-            .map_err(|e| body_error(api_key, api_version, e))?;
-        request.decoded = Some(decoded.unbind());
+    Received { prefix, client_id, payload }
+}
+
+impl Received {
+    /// The response frame when a short path is answered without Python.
+    pub fn answer(&self, views: &Views) -> Option<Bytes> {
+        match &self.payload {
+            Payload::Decoded(decoded) => decoded.answer(views),
+            Payload::Raw(_) | Payload::Malformed(_) => None,
+        }
     }
-    Ok(request)
 }
 
-pub fn decode_heartbeat(body: &mut Bytes, api_version: i16) -> Result<HeartbeatRequest, String> {
-    HeartbeatRequest::decode(body, api_version).map_err(|e| body_error_text(HEARTBEAT, api_version, e))
-}
-
-/// A Heartbeat response frame with `error_code` (throttle time 0).
-pub fn heartbeat_response(api_version: i16, correlation_id: i32, error_code: i16) -> Bytes {
-    let mut out = BytesMut::with_capacity(32);
-    header::begin_response(&mut out, correlation_id, apis::response_header_version(HEARTBEAT, api_version));
-    HeartbeatResponse::default()
-        .with_error_code(error_code)
-        .encode(&mut out, api_version)
-        .expect("a Heartbeat response encodes in every version");
-    header::finish_frame(&mut out);
-    out.freeze()
+/// The `Request` Python handlers receive: any body but a short path's decoded into a dict.
+pub fn build_request(py: Python<'_>, received: Received, connection: u64, client_host: String) -> PyResult<Request> {
+    let Received { prefix: RequestPrefix { api_key, api_version, correlation_id }, client_id, payload } = received;
+    let body = match payload {
+        Payload::Raw(mut raw) => Body::Dict(
+            apis::decode_request(py, api_key, api_version, &mut raw)
+                .map_err(|e| body_error(api_key, api_version, e))?
+                .unbind(),
+        ),
+        Payload::Decoded(decoded) => Body::Typed(decoded.into_py(py)?),
+        Payload::Malformed(reason) => return Err(ProtocolError::new_err(reason)),
+    };
+    Ok(Request { api_key, api_version, correlation_id, client_id, connection, client_host, body })
 }
 
 /// Produce v0-2 is advertised (older librdkafka only compresses when the minimum is 0,
@@ -410,10 +367,6 @@ fn api_versions_answer(table: &ApiTable, api_version: i16, correlation_id: i32, 
     out.extend_from_slice(body);
     header::finish_frame(&mut out);
     Ok(out.freeze())
-}
-
-fn protocol_error(e: anyhow::Error) -> PyErr {
-    ProtocolError::new_err(e.to_string().trim_end().to_owned())
 }
 
 /// A body that does not decode; the message becomes one log line, so it names the API and stays

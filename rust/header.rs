@@ -6,6 +6,7 @@
 
 use anyhow::{bail, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestPrefix {
@@ -26,8 +27,9 @@ pub fn parse_prefix(frame: &[u8]) -> Result<RequestPrefix> {
     })
 }
 
-/// Consumes the header (of the given version) from `body`, returning the client id.
-pub fn skip_header(body: &mut Bytes, header_version: i16) -> Result<Option<String>> {
+/// Consumes the header (of the given version) from `body`, returning the client id (a slice of
+/// `body`'s buffer, not a copy).
+pub fn skip_header(body: &mut Bytes, header_version: i16) -> Result<Option<StrBytes>> {
     body.advance(8.min(body.len()));
     if header_version < 1 {
         return Ok(None);
@@ -43,8 +45,7 @@ pub fn skip_header(body: &mut Bytes, header_version: i16) -> Result<Option<Strin
         if body.remaining() < len {
             bail!("truncated client id");
         }
-        let raw = body.split_to(len);
-        Some(String::from_utf8(raw.to_vec())?)
+        Some(StrBytes::from_utf8(body.split_to(len))?)
     };
     if header_version >= 2 {
         skip_tagged_fields(body)?;

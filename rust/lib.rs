@@ -1,17 +1,20 @@
 //! `corral._core`: the compiled half of corral.
 //!
 //! Everything that touches bytes or large compact state lives here: the network thread
-//! (`reactor`: sockets, framing, the answers it gives without Python), request/response headers,
-//! the message codec (kafka-protocol's schemas, bridged to Python dicts by `pyconv`), the timer
-//! wheel, the offset map, the heartbeat view and the log store (`log/`).
+//! (`reactor`: sockets, framing, the answers it gives without Python), the short paths' table
+//! (`fast_paths`: the requests decoded into their Rust struct, never into a dict), request/response
+//! headers, the message codec (kafka-protocol's schemas, bridged to Python dicts by `pyconv`), the
+//! timer wheel, the offset map, the heartbeat view and the log store (`log/`).
 
 mod apis;
 mod client;
 mod connection;
 mod consumer_protocol;
 mod errors;
+mod fast_paths;
 mod frames;
 mod header;
+mod heartbeat;
 mod heartbeat_view;
 mod limits;
 mod log;
@@ -29,6 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<connection::ApiTable>()?;
     m.add_class::<connection::Connection>()?;
     m.add_class::<connection::Request>()?;
+    fast_paths::register(m)?;
     m.add_class::<offset_commit::OffsetCommitAnswer>()?;
     m.add_class::<client::Frames>()?;
     m.add("ProtocolError", m.py().get_type::<connection::ProtocolError>())?;

@@ -1,97 +1,153 @@
-//! OffsetCommit's short path: the steady-state write of every consumer, decoded and checked
-//! partition by partition in the core.
+//! OffsetCommit's short path (fast_paths.rs): the steady-state write of every consumer, decoded
+//! where it is read and checked partition by partition in the core.
 //!
-//! The request stays the Rust struct. Python reads its header fields (`Request.offset_commit`),
-//! decides the group-level answer (generation, member: the coordinator's rules), and hands the
-//! partition counts of the named topics to `Request.split_offset_commit`, which applies Kafka's
-//! per-partition checks in one pass and returns what to write (the tuples `offset_commit_batch`
-//! and the offset map take) and an `OffsetCommitAnswer` that encodes the response once the write
-//! is durable. No dict is built either way.
+//! Python gets the Rust struct as an `OffsetCommitRequest`: it reads the header fields, decides
+//! the group-level answer (generation, member: the coordinator's rules), and hands the partition
+//! counts of the named topics to `OffsetCommitRequest.split`, which applies Kafka's per-partition
+//! checks in one pass and returns what to write (the tuples `offset_commit_batch` and the offset
+//! map take) and an `OffsetCommitAnswer` that encodes the response once the write is durable. No
+//! dict is built either way.
 
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
-use kafka_protocol::protocol::Encodable;
+use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::apis;
-use crate::header;
+use crate::fast_paths::FastPath;
+use crate::header::{self, RequestPrefix};
 use kafka_protocol::ResponseError;
 
-pub const OFFSET_COMMIT: i16 = 8;
 const NONE: i16 = 0;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = ResponseError::UnknownTopicOrPartition.code();
 const OFFSET_METADATA_TOO_LARGE: i16 = ResponseError::OffsetMetadataTooLarge.code();
 
-/// (group_id, member_id, group_instance_id, generation_id_or_member_epoch, retention_time_ms,
-/// topic names). Fields a version lacks have their schema default (no instance id, -1).
-pub type Fields = (String, String, Option<String>, i32, i64, Vec<String>);
+/// A decoded OffsetCommit (Python: `OffsetCommitRequest`). Fields a version lacks have their
+/// schema default (no instance id, -1).
+#[pyclass(frozen, name = "OffsetCommitRequest", module = "corral._core")]
+pub struct OffsetCommit {
+    body: OffsetCommitRequest,
+    api_version: i16,
+    correlation_id: i32,
+}
 
-pub fn fields(request: &OffsetCommitRequest) -> Fields {
-    (
-        request.group_id.to_string(),
-        request.member_id.to_string(),
-        request.group_instance_id.as_ref().map(|id| id.to_string()),
-        request.generation_id_or_member_epoch,
-        request.retention_time_ms,
-        request.topics.iter().map(|t| t.name.to_string()).collect(),
-    )
+impl FastPath for OffsetCommit {
+    type Body = OffsetCommitRequest;
+
+    fn new(body: OffsetCommitRequest, prefix: &RequestPrefix) -> Self {
+        OffsetCommit { body, api_version: prefix.api_version, correlation_id: prefix.correlation_id }
+    }
+
+    fn body(&self) -> &OffsetCommitRequest {
+        &self.body
+    }
+}
+
+#[pymethods]
+impl OffsetCommit {
+    #[getter]
+    fn group_id(&self) -> &str {
+        &self.body.group_id
+    }
+
+    #[getter]
+    fn member_id(&self) -> &str {
+        &self.body.member_id
+    }
+
+    /// None before v7 and for dynamic members.
+    #[getter]
+    fn group_instance_id(&self) -> Option<&str> {
+        self.body.group_instance_id.as_deref()
+    }
+
+    /// The generation (classic groups) or member epoch (consumer groups); -1 when not given.
+    #[getter]
+    fn generation_id_or_member_epoch(&self) -> i32 {
+        self.body.generation_id_or_member_epoch
+    }
+
+    /// v2-4 only; -1 (and every later version): the broker's offsets.retention.minutes.
+    #[getter]
+    fn retention_time_ms(&self) -> i64 {
+        self.body.retention_time_ms
+    }
+
+    /// The names of the topics committed to, in request order.
+    #[getter]
+    fn topic_names(&self) -> Vec<&str> {
+        self.body.topics.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// Kafka's per-partition checks, in one pass: UNKNOWN_TOPIC_OR_PARTITION outside the topic's
+    /// partitions (`partition_counts`: topic name -> its partition count, 0 or absent for an
+    /// unknown topic), else `group_error`, else OFFSET_METADATA_TOO_LARGE, else accepted. Returns
+    /// ([(topic, [(partition, offset, leader_epoch, metadata)])] for the accepted ones, the
+    /// `OffsetCommitAnswer` to send).
+    fn split<'py>(
+        &self,
+        py: Python<'py>,
+        partition_counts: &Bound<'py, PyDict>,
+        group_error: i16,
+        metadata_max_bytes: usize,
+    ) -> PyResult<(Bound<'py, PyList>, OffsetCommitAnswer)> {
+        let accepted = PyList::empty(py);
+        let mut codes = Vec::with_capacity(self.body.topics.len());
+        for topic in &self.body.topics {
+            let count: i64 = match partition_counts.get_item(topic.name.as_str())? {
+                Some(count) => count.extract()?,
+                None => 0,
+            };
+            let mut ok = Vec::new();
+            let mut topic_codes = Vec::with_capacity(topic.partitions.len());
+            for p in &topic.partitions {
+                let metadata = p.committed_metadata.as_deref().unwrap_or("");
+                let code = if p.partition_index < 0 || p.partition_index as i64 >= count {
+                    UNKNOWN_TOPIC_OR_PARTITION
+                } else if group_error != NONE {
+                    group_error
+                } else if metadata_too_large(metadata, metadata_max_bytes) {
+                    OFFSET_METADATA_TOO_LARGE
+                } else {
+                    NONE
+                };
+                if code == NONE {
+                    ok.push((p.partition_index, p.committed_offset, p.committed_leader_epoch, metadata));
+                }
+                topic_codes.push((p.partition_index, code));
+            }
+            if !ok.is_empty() {
+                let name = topic.name.as_str().into_pyobject(py)?.into_any();
+                accepted.append(PyTuple::new(py, [name, ok.into_pyobject(py)?])?)?;
+            }
+            codes.push((topic.name.clone(), topic_codes));
+        }
+        let (api_version, correlation_id) = (self.api_version, self.correlation_id);
+        let answer = OffsetCommitAnswer { api_version, correlation_id, codes: Arc::new(codes) };
+        Ok((accepted, answer))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "OffsetCommitRequest(group_id={:?}, member_id={:?}, group_instance_id={:?}, \
+             generation_id_or_member_epoch={}, topics={})",
+            self.body.group_id.as_str(),
+            self.body.member_id.as_str(),
+            self.body.group_instance_id.as_deref(),
+            self.body.generation_id_or_member_epoch,
+            self.body.topics.len()
+        )
+    }
 }
 
 /// Kafka measures metadata in UTF-16 code units (Java's String.length()); a UTF-8 length within
 /// the limit is always within it, so the count is only made for long metadata.
 fn metadata_too_large(metadata: &str, max: usize) -> bool {
     metadata.len() > max && metadata.encode_utf16().count() > max
-}
-
-/// Per partition: UNKNOWN_TOPIC_OR_PARTITION outside the topic's partitions (`partition_counts`:
-/// topic name -> count, 0 for an unknown topic), else the group's error, else
-/// OFFSET_METADATA_TOO_LARGE, else accepted. Returns ([(topic, [(partition, offset, leader_epoch,
-/// metadata)])] for the accepted ones, the answer to send).
-pub fn split<'py>(
-    py: Python<'py>,
-    request: &OffsetCommitRequest,
-    api_version: i16,
-    correlation_id: i32,
-    partition_counts: &Bound<'py, PyDict>,
-    group_error: i16,
-    metadata_max_bytes: usize,
-) -> PyResult<(Bound<'py, PyList>, OffsetCommitAnswer)> {
-    let accepted = PyList::empty(py);
-    let mut codes = Vec::with_capacity(request.topics.len());
-    for topic in &request.topics {
-        let count: i64 = match partition_counts.get_item(topic.name.as_str())? {
-            Some(count) => count.extract()?,
-            None => 0,
-        };
-        let mut ok = Vec::new();
-        let mut topic_codes = Vec::with_capacity(topic.partitions.len());
-        for p in &topic.partitions {
-            let metadata = p.committed_metadata.as_deref().unwrap_or("");
-            let code = if p.partition_index < 0 || p.partition_index as i64 >= count {
-                UNKNOWN_TOPIC_OR_PARTITION
-            } else if group_error != NONE {
-                group_error
-            } else if metadata_too_large(metadata, metadata_max_bytes) {
-                OFFSET_METADATA_TOO_LARGE
-            } else {
-                NONE
-            };
-            if code == NONE {
-                ok.push((p.partition_index, p.committed_offset, p.committed_leader_epoch, metadata));
-            }
-            topic_codes.push((p.partition_index, code));
-        }
-        if !ok.is_empty() {
-            accepted.append(PyTuple::new(py, [topic.name.as_str().into_pyobject(py)?.into_any(), ok.into_pyobject(py)?])?)?;
-        }
-        codes.push((topic.name.clone(), topic_codes));
-    }
-    Ok((accepted, OffsetCommitAnswer { api_version, correlation_id, codes: Arc::new(codes) }))
 }
 
 /// The per-partition codes of one OffsetCommit, ready to be encoded.
@@ -128,7 +184,7 @@ impl OffsetCommitAnswer {
         header::begin_response(
             &mut out,
             self.correlation_id,
-            apis::response_header_version(OFFSET_COMMIT, self.api_version),
+            OffsetCommitResponse::header_version(self.api_version),
         );
         OffsetCommitResponse::default()
             .with_topics(topics)

@@ -1,10 +1,12 @@
 //! The network thread: every client socket, off the Python loop.
 //!
 //! One thread waits on epoll (mio) for all connections. It reads, splits frames, answers what the
-//! core owns (ApiVersions, the Produce v0-2 refusal, and steady-state Heartbeats through the
-//! `HeartbeatView`) and writes responses, without the GIL. Every other request is queued for
-//! Python: `drain()` (called by trio when `notify_fd` is readable) decodes them into `Request`s,
-//! handlers answer with `respond(connection, frame)`, and the thread writes the frame.
+//! core owns (ApiVersions, the Produce v0-2 refusal) and writes responses, without the GIL. It
+//! also decodes the short paths' requests (fast_paths.rs) and answers those it can from their
+//! views (steady-state Heartbeats, from the `HeartbeatView`). Every other request is queued for
+//! Python: `drain()` (called by trio when `notify_fd` is readable) makes them `Request`s (a dict
+//! decoded, or the short path's named type), handlers answer with `respond(connection, frame)`,
+//! and the thread writes the frame.
 //!
 //! Like Kafka, a connection has at most one request with Python at a time: the next frame of
 //! that connection is looked at only once the previous one is answered, so responses leave in
@@ -41,14 +43,12 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
-use crate::apis;
-use crate::connection::{self, ApiTable, Request, Routed};
+use crate::connection::{self, ApiTable, Received, Request, Routed};
+use crate::fast_paths::Views;
 use crate::frames::FrameSplitter;
-use crate::header::{self, RequestPrefix};
 use crate::heartbeat_view::HeartbeatView;
 use crate::limits::{Allow, Budget, Lane, Pool, Reports};
 
-const HEARTBEAT: i16 = 12;
 const WAKER: Token = Token(0);
 /// Listener tokens are 1..=listeners; connection ids start above.
 const FIRST_CONNECTION: u64 = 1 << 16;
@@ -67,8 +67,11 @@ const MAX_REPORTED_ADDRESSES: usize = 32;
 const MAX_SWEEP: Duration = Duration::from_secs(1);
 
 /// Queued for Python.
+// Request, the big variant (a short path's decoded body), is nearly every item: boxing it would
+// allocate once per request.
+#[allow(clippy::large_enum_variant)]
 enum Inbound {
-    Request { connection: u64, prefix: RequestPrefix, frame: Bytes, peer: Arc<str>, client_host: Arc<str> },
+    Request { connection: u64, received: Received, peer: Arc<str>, client_host: Arc<str> },
     /// A connection closed for bad input; Python logs the reason.
     Refused { peer: Arc<str>, reason: String },
     /// A rate-limited report (refused connections, accept failures); Python logs it as is.
@@ -213,7 +216,7 @@ impl Reactor {
             connections: HashMap::new(),
             next_id: FIRST_CONNECTION,
             table,
-            heartbeat_view,
+            views: Views { heartbeat: heartbeat_view },
             max_request_bytes,
             shared: shared.clone(),
             for_python: Vec::new(),
@@ -239,8 +242,8 @@ impl Reactor {
         self.shared.eventfd.as_raw_fd()
     }
 
-    /// The requests queued for Python, decoded, and the reasons of connections closed for bad
-    /// input since the last call. A request that does not decode closes its connection.
+    /// The requests queued for Python, as `Request`s, and the reasons of connections closed for
+    /// bad input since the last call. A request that does not decode closes its connection.
     fn drain(&self, py: Python<'_>) -> PyResult<(Vec<Py<Request>>, Vec<String>)> {
         if let Some(failure) = lock(&self.shared.failure).clone() {
             return Err(PyOSError::new_err(format!("network thread stopped: {failure}")));
@@ -257,8 +260,8 @@ impl Reactor {
         let mut problems = Vec::new();
         for item in items {
             match item {
-                Inbound::Request { connection, prefix, frame, peer, client_host } => {
-                    let built = connection::build_request(py, prefix, frame, connection, client_host.to_string())
+                Inbound::Request { connection, received, peer, client_host } => {
+                    let built = connection::build_request(py, received, connection, client_host.to_string())
                         .and_then(|request| Py::new(py, request));
                     match built {
                         Ok(request) => requests.push(request),
@@ -411,7 +414,8 @@ struct Network {
     connections: HashMap<u64, Conn>,
     next_id: u64,
     table: Py<ApiTable>,
-    heartbeat_view: Option<Py<HeartbeatView>>,
+    /// What the short paths are answered from.
+    views: Views,
     max_request_bytes: usize,
     shared: Arc<Shared>,
     /// Requests gathered during one loop turn, handed over together.
@@ -674,14 +678,16 @@ impl Network {
                     conn.queue(response);
                 }
                 Ok(Routed::ToPython(prefix, frame)) => {
-                    if let Some(response) = answer_heartbeat(self.heartbeat_view.as_ref(), &prefix, &frame) {
+                    let size = frame.len();
+                    let received = connection::receive(prefix, frame);
+                    if let Some(response) = received.answer(&self.views) {
                         conn.budget.frame_taken(None);
                         conn.queue(response);
                     } else {
-                        conn.budget.frame_taken(Some(frame.len()));
+                        conn.budget.frame_taken(Some(size));
                         conn.busy = true;
                         let (peer, client_host) = (conn.peer.clone(), conn.client_host.clone());
-                        self.for_python.push(Inbound::Request { connection: id, prefix, frame, peer, client_host });
+                        self.for_python.push(Inbound::Request { connection: id, received, peer, client_host });
                     }
                 }
             }
@@ -870,20 +876,4 @@ impl Network {
 /// An open /dev/null, to give up when accept() runs out of descriptors.
 fn open_spare() -> Option<OwnedFd> {
     std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
-}
-
-/// A Heartbeat the view can answer; None for everything else (Python decides).
-fn answer_heartbeat(view: Option<&Py<HeartbeatView>>, prefix: &RequestPrefix, frame: &Bytes) -> Option<Bytes> {
-    if prefix.api_key != HEARTBEAT {
-        return None;
-    }
-    let view = view?.get();
-    let mut body = frame.clone();
-    header::skip_header(&mut body, apis::request_header_version(HEARTBEAT, prefix.api_version)).ok()?;
-    let hb = connection::decode_heartbeat(&mut body, prefix.api_version).ok()?;
-    if hb.group_id.is_empty() {
-        return None;
-    }
-    let code = view.answer(&hb.group_id, &hb.member_id, hb.group_instance_id.as_deref(), hb.generation_id)?;
-    Some(connection::heartbeat_response(prefix.api_version, prefix.correlation_id, code))
 }

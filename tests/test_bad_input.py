@@ -136,6 +136,34 @@ def test_garbled_api_versions_body_is_refused(broker):
     send_and_expect_close(broker, frame(body), r"api key 18 v3: .*\S$")
 
 
+SHORT_PATH_BODIES = [
+    (ApiKey.HEARTBEAT, 0, {"group_id": "g", "generation_id": 1, "member_id": "m"}),
+    (ApiKey.HEARTBEAT, 4, {"group_id": "g", "generation_id": 1, "member_id": "m"}),
+    (ApiKey.OFFSET_COMMIT, 9, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
+                               "topics": [{"name": "t", "partitions": [{"partition_index": 0,
+                                                                         "committed_offset": 5}]}]}),
+]
+
+
+@pytest.mark.parametrize("api_key, version, body", SHORT_PATH_BODIES)
+def test_truncated_short_path_body(broker, api_key, version, body):
+    # Decoded where it is read (rust/fast_paths.rs), refused like any other body.
+    payload = _core.encode_request(api_key, version, 1, body, "bad")[4:-2]
+    send_and_expect_close(broker, frame(payload), rf"api key {int(api_key)} v{version}: .*\S$")
+
+
+def test_answers_before_a_malformed_short_path_still_go_out(broker):
+    api_key, version, body = SHORT_PATH_BODIES[1]
+    with RawClient(broker.port) as client:
+        name = client.sock.getsockname()
+        client.sock.sendall(_core.encode_request(ApiKey.API_VERSIONS, 3, 11, {}) +
+                            frame(_core.encode_request(api_key, version, 12, body)[4:-2]))
+        assert client.receive(ApiKey.API_VERSIONS, 3)[0] == 11
+        assert closed_within(client.sock, CLOSE_PROMPTLY)
+    lines = log_lines_about(broker, name)
+    assert len(lines) == 1 and f"api key {int(api_key)} v{version}" in lines[0], lines
+
+
 @pytest.mark.parametrize("api_key, version, flexible", [
     (ApiKey.METADATA, 1, False),        # int32 array count
     (ApiKey.CREATE_TOPICS, 2, False),

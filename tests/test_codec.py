@@ -231,6 +231,34 @@ def test_response_round_trip(key, version):
     assert through_client(sent) != defaults or not sent
 
 
+SHORT_PATHS = [(k, v) for k, v in PYTHON_OWNED if k in (ApiKey.HEARTBEAT, ApiKey.OFFSET_COMMIT)]
+
+
+@pytest.mark.parametrize("key, version", SHORT_PATHS, ids=[f"{k.name}-v{v}" for k, v in SHORT_PATHS])
+def test_short_paths_come_as_their_named_type(key, version):
+    # rust/fast_paths.rs: decoded once into the Rust struct, handed over with named fields; the
+    # dict (`body`, checked above) is made from the same struct.
+    bodies = Bodies(message_types()[key][0], version)
+    request = request_through_server(key, version, bodies.sample(bodies.skeleton()), 77)
+    typed, body = request.typed, request.body
+    assert (typed.group_id, typed.member_id, typed.group_instance_id) == (
+        body["group_id"], body["member_id"], body["group_instance_id"])
+    if key == ApiKey.HEARTBEAT:
+        assert isinstance(typed, _core.HeartbeatRequest)
+        assert typed.generation_id == body["generation_id"]
+        correlation_id, response = _core.decode_response(key, version, typed.respond(27)[4:])
+        assert (correlation_id, response["error_code"]) == (77, 27)
+    else:
+        assert isinstance(typed, _core.OffsetCommitRequest)
+        assert typed.generation_id_or_member_epoch == body["generation_id_or_member_epoch"]
+        assert typed.retention_time_ms == body["retention_time_ms"]
+        assert typed.topic_names == [t["name"] for t in body["topics"]]
+
+
+def test_other_apis_come_as_a_dict_only():
+    assert request_through_server(ApiKey.METADATA, 12, {"topics": None}).typed is None
+
+
 @pytest.mark.parametrize("version", [v for k, v in CASES if k == ApiKey.API_VERSIONS])
 def test_api_versions_answered_by_the_core_in_every_version(version):
     body = Bodies("ApiVersionsRequest", version)

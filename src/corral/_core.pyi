@@ -17,6 +17,8 @@ __all__ = [
     "ApiTable",
     "Connection",
     "Request",
+    "OffsetCommitRequest",
+    "HeartbeatRequest",
     "OffsetCommitAnswer",
     "Frames",
     "ProtocolError",
@@ -47,13 +49,6 @@ __all__ = [
 
 ApiRange: TypeAlias = tuple[int, int, int]
 """(api_key, min_version, max_version)"""
-
-HeartbeatFields: TypeAlias = tuple[str, str, str | None, int]
-"""(group_id, member_id, group_instance_id, generation_id) of a Heartbeat request."""
-
-OffsetCommitFields: TypeAlias = tuple[str, str, str | None, int, int, list[str]]
-"""(group_id, member_id, group_instance_id, generation_id_or_member_epoch, retention_time_ms,
-topic names) of an OffsetCommit request."""
 
 PartitionCommit: TypeAlias = tuple[int, int, int, str]
 """(partition, offset, leader_epoch, metadata)"""
@@ -156,38 +151,72 @@ class Request:
 
     @property
     def body(self) -> MessageBody:
-        """The request body as a dict of the schema's fields (a Heartbeat's or OffsetCommit's is
-        decoded on demand; raises ProtocolError if it does not decode)."""
+        """The request body as a dict of the schema's fields (a short path's is made from its
+        decoded struct when asked for)."""
 
     @property
-    def heartbeat(self) -> HeartbeatFields | None:
-        """A Heartbeat's (group_id, member_id, group_instance_id, generation_id); None for other
-        APIs."""
-
-    @property
-    def offset_commit(self) -> OffsetCommitFields | None:
-        """An OffsetCommit's (group_id, member_id, group_instance_id,
-        generation_id_or_member_epoch, retention_time_ms, topic names); None for other APIs."""
-
-    def split_offset_commit(
-        self, partition_counts: dict[str, int], group_error: int, metadata_max_bytes: int
-    ) -> tuple[list[TopicCommits], OffsetCommitAnswer]:
-        """Kafka's per-partition checks of this OffsetCommit: ([(topic, [(partition, offset,
-        leader_epoch, metadata)])] to write, the answer). `partition_counts`: topic name -> its
-        partition count (0 or absent: unknown topic). ValueError for other APIs."""
-
-    def respond_heartbeat(self, error_code: int) -> bytes:
-        """This Heartbeat's response frame with `error_code` (throttle time 0). ValueError for
-        other APIs."""
+    def typed(self) -> OffsetCommitRequest | HeartbeatRequest | None:
+        """A short path's request (rust/fast_paths.rs), decoded once by the core, as its named
+        type; None for the APIs decoded into a dict (`body`)."""
 
     def respond(self, body: MessageBody) -> bytes:
         """Encodes `body` (a dict of the response schema's fields) as this request's response
         frame."""
 
 @final
+class OffsetCommitRequest:
+    """An OffsetCommit, decoded by the core (`Request.typed`; not constructible from Python).
+    Fields a version lacks have their schema default (no instance id, -1)."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def group_instance_id(self) -> str | None:
+        """None before v7 and for dynamic members."""
+
+    @property
+    def generation_id_or_member_epoch(self) -> int:
+        """The generation (classic groups) or member epoch (consumer groups); -1 when not given."""
+
+    @property
+    def retention_time_ms(self) -> int:
+        """v2-4 only; -1 (and every later version): the broker's offsets.retention.minutes."""
+
+    @property
+    def topic_names(self) -> list[str]:
+        """The names of the topics committed to, in request order."""
+
+    def split(
+        self, partition_counts: dict[str, int], group_error: int, metadata_max_bytes: int
+    ) -> tuple[list[TopicCommits], OffsetCommitAnswer]:
+        """Kafka's per-partition checks: ([(topic, [(partition, offset, leader_epoch, metadata)])]
+        to write, the answer). `partition_counts`: topic name -> its partition count (0 or
+        absent: unknown topic)."""
+
+@final
+class HeartbeatRequest:
+    """A Heartbeat the network thread could not answer from the `HeartbeatView`, decoded by the
+    core (`Request.typed`; not constructible from Python)."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def group_instance_id(self) -> str | None:
+        """None before v3 and for dynamic members."""
+
+    @property
+    def generation_id(self) -> int: ...
+    def respond(self, error_code: int) -> bytes:
+        """This Heartbeat's response frame with `error_code` (throttle time 0)."""
+
+@final
 class OffsetCommitAnswer:
     """The per-partition codes of one OffsetCommit, ready to be encoded (made by
-    `Request.split_offset_commit`; not constructible from Python)."""
+    `OffsetCommitRequest.split`; not constructible from Python)."""
 
     def frame(self, write_error: int = 0) -> bytes:
         """The response frame; `write_error` replaces NONE on the accepted partitions when their

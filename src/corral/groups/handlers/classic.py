@@ -82,12 +82,14 @@ def _shape_sync(result: dict[str, Any], version: int) -> dict[str, Any]:
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
 def heartbeat(broker, request) -> bytes:
-    # The steady-state path: the core hands over a tuple and encodes the answer (no dicts).
-    group_id, member_id, instance_id, generation_id = request.heartbeat
+    # A short path (rust/fast_paths.rs): decoded by the core, which answers the steady state from
+    # the HeartbeatView itself; the rest comes here as a HeartbeatRequest (no dicts).
+    hb = request.typed
+    group_id = hb.group_id
     if not group_id:
-        return request.respond_heartbeat(ErrorCode.INVALID_GROUP_ID)
-    return request.respond_heartbeat(
-        broker.groups.heartbeat(group_id, member_id, instance_id, generation_id))
+        return hb.respond(ErrorCode.INVALID_GROUP_ID)
+    return hb.respond(broker.groups.heartbeat(
+        group_id, hb.member_id, hb.group_instance_id, hb.generation_id))
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)

@@ -14,9 +14,11 @@ from ..offsets import Offsets
 
 @handles(ApiKey.OFFSET_COMMIT, 2, 9)
 def offset_commit(broker, request) -> bytes | Later:
-    # The steady-state write of every consumer: kept as the Rust struct and checked per partition
-    # in the core (rust/offset_commit.rs); the group-level rules are the coordinator's.
-    group_id, member_id, instance_id, generation, retention, topic_names = request.offset_commit
+    # The steady-state write of every consumer: a short path (rust/fast_paths.rs), kept as the
+    # Rust struct (an OffsetCommitRequest) and checked per partition in the core
+    # (rust/offset_commit.rs); the group-level rules are the coordinator's.
+    commit = request.typed
+    group_id, retention = commit.group_id, commit.retention_time_ms
     offsets = broker.groups.offsets
     commit_ms = wall_ms()
     # v2-4 may set a retention; -1 (and every later version) means offsets.retention.minutes.
@@ -24,14 +26,14 @@ def offset_commit(broker, request) -> bytes | Later:
     if not group_id:
         group_error = ErrorCode.INVALID_GROUP_ID
     else:
-        group_error = offsets.commit_error(group_id, member_id, instance_id, generation,
-                                           request.api_version)
+        group_error = offsets.commit_error(
+            group_id, commit.member_id, commit.group_instance_id,
+            commit.generation_id_or_member_epoch, request.api_version)
     partition_counts = {}
-    for name in topic_names:
+    for name in commit.topic_names:
         topic = broker.topics.get(name)
         partition_counts[name] = topic.partitions if topic is not None else 0
-    accepted, answer = request.split_offset_commit(partition_counts, group_error,
-                                                   offsets.metadata_max_bytes)
+    accepted, answer = commit.split(partition_counts, group_error, offsets.metadata_max_bytes)
     if not accepted:
         return answer.frame()
     # Durable first (one batch, group-committed fsync), then visible and acknowledged.

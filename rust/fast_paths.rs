@@ -1,0 +1,183 @@
+//! The short paths, from one table: the requests the core decodes into their Rust struct, once,
+//! without the GIL.
+//!
+//! Every other request reaches Python as a dict of its schema's fields, decoded under the GIL
+//! (`Request.body`). The steady-state requests of group members are too frequent for that: each
+//! has one entry in the `fast_paths!` table below, naming a frozen #[pyclass] that implements
+//! `FastPath` (it holds the decoded struct). For these, `connection::receive` decodes the body
+//! where the frame is read (the network thread; `Connection` in process) and then:
+//!
+//! - `FastPath::answer` may answer it there and then, without Python (Heartbeat, from the
+//!   `HeartbeatView`);
+//! - otherwise the decoded value goes to Python as it is, as that named type (`Request.typed`: a
+//!   `HeartbeatRequest`, an `OffsetCommitRequest`), with the fields as getters and its own ways to
+//!   answer. Nothing is decoded again: `Request.body`, if asked for, makes the dict from the struct.
+//!
+//! A body that does not decode closes the connection as any other request's does (the reason
+//! goes to Python, which logs it and closes, after the answers before it).
+//!
+//! A new short path (ConsumerGroupHeartbeat next) is a #[pyclass] holding its request struct, its
+//! `FastPath` impl and one line in the table; `Views` gains what its `answer` reads, if anything.
+
+use anyhow::Result;
+use bytes::Bytes;
+use kafka_protocol::protocol::{Decodable, Request as KafkaRequest};
+use pyo3::prelude::*;
+
+use crate::header::RequestPrefix;
+use crate::heartbeat::Heartbeat;
+use crate::heartbeat_view::HeartbeatView;
+use crate::offset_commit::OffsetCommit;
+use crate::pyconv::ToPy;
+
+/// A short path's request type: a frozen #[pyclass] holding the decoded body and what answering
+/// it needs (version, correlation id).
+pub trait FastPath: Sized {
+    /// The kafka-protocol request struct; its `KEY` is the API key the entry serves.
+    type Body: KafkaRequest + ToPy;
+
+    fn new(body: Self::Body, prefix: &RequestPrefix) -> Self;
+
+    fn body(&self) -> &Self::Body;
+
+    /// The whole response frame when the network thread can answer by itself; None: Python
+    /// answers. Runs without the GIL.
+    fn answer(&self, _views: &Views) -> Option<Bytes> {
+        None
+    }
+}
+
+/// What the network thread answers short paths from: state Python keeps up to date for it.
+#[derive(Default)]
+pub struct Views {
+    pub heartbeat: Option<Py<HeartbeatView>>,
+}
+
+macro_rules! fast_paths {
+    ($($variant:ident($named:ty);)*) => {
+        /// A short path's request, decoded: plain Rust until `into_py`, so it is made and
+        /// answered without the GIL.
+        pub enum Decoded {
+            $($variant($named),)*
+        }
+
+        impl Decoded {
+            /// The body (the frame after its header) decoded, if `prefix.api_key` has a short
+            /// path; None for the APIs Python gets as a dict.
+            pub fn decode(prefix: &RequestPrefix, body: &mut Bytes) -> Option<Result<Decoded>> {
+                $(
+                    if prefix.api_key == <<$named as FastPath>::Body as KafkaRequest>::KEY {
+                        return Some(decode::<$named>(prefix, body).map(Decoded::$variant));
+                    }
+                )*
+                None
+            }
+
+            pub fn answer(&self, views: &Views) -> Option<Bytes> {
+                match self {
+                    $(Decoded::$variant(request) => request.answer(views),)*
+                }
+            }
+
+            /// The named type Python handlers get.
+            pub fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                match self {
+                    $(Decoded::$variant(request) => Ok(Py::new(py, request)?.into_any()),)*
+                }
+            }
+        }
+
+        /// The dict of the schema's fields of a short path's named request, made from its struct.
+        pub fn body_dict<'py>(typed: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+            $(
+                if let Ok(request) = typed.cast::<$named>() {
+                    return request.get().body().to_py(typed.py());
+                }
+            )*
+            Err(pyo3::exceptions::PyTypeError::new_err("not a short path's request"))
+        }
+
+        /// Adds the named types to the module.
+        pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+            $(m.add_class::<$named>()?;)*
+            Ok(())
+        }
+
+        #[cfg(test)]
+        const KEYS: &[i16] = &[$(<<$named as FastPath>::Body as KafkaRequest>::KEY,)*];
+    };
+}
+
+// The table, one line per short path: `Decoded`'s variant (the #[pyclass] it holds). The API key
+// is that type's `FastPath::Body::KEY`.
+fast_paths! {
+    OffsetCommit(OffsetCommit);
+    Heartbeat(Heartbeat);
+}
+
+fn decode<T: FastPath>(prefix: &RequestPrefix, body: &mut Bytes) -> Result<T> {
+    let decoded = T::Body::decode(body, prefix.api_version)?;
+    Ok(T::new(decoded, prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::messages::{GroupId, HeartbeatRequest, OffsetCommitRequest};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn prefix(api_key: i16, api_version: i16) -> RequestPrefix {
+        RequestPrefix { api_key, api_version, correlation_id: 7 }
+    }
+
+    fn group(id: &'static str) -> GroupId {
+        GroupId(StrBytes::from_static_str(id))
+    }
+
+    fn encoded<T: Encodable>(message: &T, version: i16) -> Bytes {
+        let mut out = BytesMut::new();
+        message.encode(&mut out, version).unwrap();
+        out.freeze()
+    }
+
+    #[test]
+    fn one_entry_per_api_key() {
+        let mut keys = KEYS.to_vec();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), KEYS.len());
+        assert_eq!(KEYS, &[8, 12]);
+    }
+
+    #[test]
+    fn short_paths_decode_to_their_named_type_and_others_are_left_alone() {
+        let heartbeat = HeartbeatRequest::default()
+            .with_group_id(group("g"))
+            .with_member_id(StrBytes::from_static_str("m"))
+            .with_generation_id(3);
+        let mut body = encoded(&heartbeat, 4);
+        match Decoded::decode(&prefix(12, 4), &mut body) {
+            Some(Ok(Decoded::Heartbeat(decoded))) => assert_eq!(decoded.body(), &heartbeat),
+            _ => panic!("a Heartbeat decodes to Decoded::Heartbeat"),
+        }
+        let commit = OffsetCommitRequest::default().with_group_id(group("g"));
+        let mut body = encoded(&commit, 9);
+        assert!(matches!(Decoded::decode(&prefix(8, 9), &mut body), Some(Ok(Decoded::OffsetCommit(_)))));
+        assert!(Decoded::decode(&prefix(3, 12), &mut Bytes::from_static(&[0, 0])).is_none(), "Metadata: a dict");
+    }
+
+    #[test]
+    fn a_short_path_without_views_is_left_to_python() {
+        let mut body = encoded(&HeartbeatRequest::default().with_group_id(group("g")), 0);
+        let decoded = Decoded::decode(&prefix(12, 0), &mut body).unwrap().unwrap();
+        assert!(decoded.answer(&Views::default()).is_none());
+    }
+
+    #[test]
+    fn a_truncated_body_is_an_error() {
+        let mut body = encoded(&HeartbeatRequest::default().with_group_id(group("g")), 4);
+        let mut cut = body.split_to(body.len() - 2);
+        assert!(matches!(Decoded::decode(&prefix(12, 4), &mut cut), Some(Err(_))));
+    }
+}
