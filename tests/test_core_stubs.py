@@ -130,3 +130,48 @@ def test_every_core_name_the_package_uses_is_in_the_stub():
     assert refs, "no _core.<name> found: did the scan break?"
     missing = [f"{path}:{line}: _core.{attr}" for path, line, attr in refs if attr not in CLASSES and attr not in FUNCTIONS]
     assert not missing, missing
+
+
+RESULTS = ["AppendResult", "ReadResult", "FetchResult", "RetentionResult", "BatchSummary"]
+
+
+@pytest.mark.parametrize("name", RESULTS)
+def test_results_are_frozen_and_made_only_by_the_core(name):
+    runtime = getattr(_core, name)
+    with pytest.raises(TypeError):
+        runtime()
+    # Read-only fields only: results carry no methods.
+    members = _members(CLASSES[name]).values()
+    assert members and all(isinstance(n, ast.FunctionDef) and _is_property(n) for n in members)
+
+
+def test_log_store_answers_with_named_results(tmp_path):
+    summary = _core.validate_batches(_core.build_batch([(b"k", b"v" * 50), (None, b"w")], 1000), 1 << 20)
+    assert (summary.batch_count, summary.producer_id, summary.producer_epoch, summary.base_sequence,
+            summary.offset_count) == (1, -1, -1, -1, 2)
+
+    store = _core.LogStore(str(tmp_path))
+    store.open_partition("t", 0, 100, 1, -1)  # 100-byte segments: a roll per batch
+    for i in range(3):
+        appended = store.append("t", 0, _core.build_batch([(b"k", b"v" * 50), (None, b"w")], 1000), 5000 + i)
+        assert (appended.error_code, appended.base_offset, appended.last_offset, appended.log_append_time,
+                appended.unflushed) == (0, 2 * i, 2 * i + 1, 5000 + i, 2 * i + 2)
+    with pytest.raises(AttributeError):
+        appended.base_offset = 7  # frozen
+
+    read = store.read("t", 0, 0, 1 << 20, True)
+    assert read.data and (read.high_watermark, read.log_start_offset) == (6, 0)
+    assert [o for o, *_ in _core.decode_batches(read.data)] == [0, 1]
+
+    fetched = store.fetch_response(7, 12, [("t", [(0, 0, 0, 1 << 20)])], 1 << 20)
+    assert fetched.frame[4:8] == (7).to_bytes(4, "big")
+    assert fetched.record_bytes == len(read.data) and fetched.any_error is False
+    missing = store.fetch_response(8, 12, [("nope", [(0, 0, 0, 1 << 20)])], 1 << 20)
+    assert missing.record_bytes == 0 and missing.any_error is True
+
+    [deleted] = store.apply_retention(10**13)  # retention.ms 1: every segment is old
+    assert (deleted.topic, deleted.partition, deleted.log_start_offset) == ("t", 0, 6)
+    assert deleted.segments_deleted >= 2
+    after = store.read("t", 0, 0, 1 << 20, True)
+    assert after.data is None and (after.high_watermark, after.log_start_offset) == (6, 6)
+    assert "log_start_offset=6" in repr(deleted) and "'t'" in repr(deleted)

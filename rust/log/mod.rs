@@ -2,11 +2,12 @@
 //! under the data dir, each a list of segments of Kafka RecordBatch v2 bytes as the producer sent
 //! them, with base offsets (and, for LogAppendTime topics, the timestamp) set by the broker.
 //!
-//! Python sees `LogStore`. Every method that touches files releases the GIL, and each partition
-//! has its own lock, so a fetch thread, the flush thread and the event loop only meet on the same
-//! partition. Durability: `append` returns once the bytes are written (page cache: they survive a
-//! process crash); `flush` fsyncs every partition with unflushed appends (what survives a power
-//! loss). The broker decides when to flush (group commit, `log.flush.interval.*`).
+//! Python sees `LogStore`, whose wide answers are the small frozen classes of results.rs. Every
+//! method that touches files releases the GIL, and each partition has its own lock, so a fetch
+//! thread, the flush thread and the event loop only meet on the same partition. Durability:
+//! `append` returns once the bytes are written (page cache: they survive a process crash); `flush`
+//! fsyncs every partition with unflushed appends (what survives a power loss). The broker decides
+//! when to flush (group commit, `log.flush.interval.*`).
 //!
 //! A clean shutdown (`close`) writes every active index and a marker file; without the marker,
 //! the next start validates the active segments batch by batch and truncates torn tails.
@@ -25,6 +26,7 @@ pub mod offset_records;
 mod partition;
 mod producers;
 mod recovery;
+mod results;
 mod segment;
 
 use std::collections::HashMap;
@@ -40,6 +42,7 @@ use pyo3::types::PyBytes;
 
 use files::FileCache;
 use partition::{Appended, Config, Partition};
+use results::{AppendResult, BatchSummary, FetchResult, ReadResult, RetentionResult};
 
 create_exception!(_core, InvalidBatch, PyException, "A record batch Kafka would refuse: args are (error_code, message).");
 create_exception!(
@@ -167,12 +170,12 @@ impl LogStore {
     }
 
     /// Appends whole, validated batches (offsets assigned here; with `log_append_time`, the
-    /// LogAppendTime timestamp too), checking idempotent producers' sequences first. Returns
-    /// (error code, base offset, last offset, log append time or -1, records waiting for an
-    /// fsync in this partition). A retried batch gets error 0 and its original offsets, as in
-    /// Kafka; a refused one INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER and -1s.
+    /// LogAppendTime timestamp too), checking idempotent producers' sequences first. Returns an
+    /// AppendResult (error code, base and last offset, log append time or -1, records waiting
+    /// for an fsync in this partition). A retried batch gets error 0 and its original offsets,
+    /// as in Kafka; a refused one INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER and -1s.
     #[pyo3(signature = (topic, partition, data, log_append_time=None))]
-    fn append(&self, py: Python<'_>, topic: &str, partition: i32, data: &[u8], log_append_time: Option<i64>) -> PyResult<(i16, i64, i64, i64, u64)> {
+    fn append(&self, py: Python<'_>, topic: &str, partition: i32, data: &[u8], log_append_time: Option<i64>) -> PyResult<AppendResult> {
         let shared = self.get(topic, partition)?;
         let data = data.to_vec();
         py.detach(|| -> io::Result<_> {
@@ -182,18 +185,19 @@ impl LogStore {
             if was_flushed && p.unflushed > 0 {
                 self.dirty.lock().unwrap().push(shared.clone());
             }
-            Ok(match appended {
-                Appended::New(base, last, _) => (0, base, last, log_append_time.unwrap_or(-1), p.unflushed),
-                Appended::Duplicate(meta) => (0, meta.first_offset, meta.last_offset, meta.timestamp, p.unflushed),
-                Appended::Refused(code, _) => (code, -1, -1, -1, p.unflushed),
-            })
+            let (error_code, base_offset, last_offset, log_append_time) = match appended {
+                Appended::New(base, last, _) => (0, base, last, log_append_time.unwrap_or(-1)),
+                Appended::Duplicate(meta) => (0, meta.first_offset, meta.last_offset, meta.timestamp),
+                Appended::Refused(code, _) => (code, -1, -1, -1),
+            };
+            Ok(AppendResult { error_code, base_offset, last_offset, log_append_time, unflushed: p.unflushed })
         })
         .map_err(storage_error)
     }
 
     /// Whole batches from the one holding `offset`, at most `max_bytes` unless the first batch
-    /// alone is bigger and `min_one`. Returns (bytes, or None when `offset` is out of range;
-    /// high watermark; log start offset).
+    /// alone is bigger and `min_one`. Returns a ReadResult (bytes, or None when `offset` is out
+    /// of range; high watermark; log start offset).
     fn read<'py>(
         &self,
         py: Python<'py>,
@@ -202,20 +206,20 @@ impl LogStore {
         offset: i64,
         max_bytes: usize,
         min_one: bool,
-    ) -> PyResult<(Option<Bound<'py, PyBytes>>, i64, i64)> {
+    ) -> PyResult<ReadResult> {
         let p = self.get(topic, partition)?;
         let (data, hw, start) = py.detach(|| -> io::Result<_> {
             let p = lock(&p);
             Ok((p.read(offset, max_bytes, min_one)?, p.next_offset(), p.log_start_offset()))
         })
         .map_err(storage_error)?;
-        Ok((data.map(|d| PyBytes::new(py, &d)), hw, start))
+        Ok(ReadResult { data: data.map(|d| PyBytes::new(py, &d).unbind()), high_watermark: hw, log_start_offset: start })
     }
 
     /// Reads and encodes a whole Fetch response frame (see fetch.rs), record bytes never
     /// becoming Python objects. `topics`: (name, [(partition, error code already known or 0,
     /// fetch offset, partition max bytes)]); partitions not open are UNKNOWN_TOPIC_OR_PARTITION.
-    /// Returns (frame, record bytes in it, whether any partition had an error).
+    /// Returns a FetchResult (frame, record bytes in it, whether any partition had an error).
     fn fetch_response<'py>(
         &self,
         py: Python<'py>,
@@ -223,11 +227,11 @@ impl LogStore {
         version: i16,
         topics: Vec<(String, Vec<fetch::Wanted>)>,
         max_bytes: i32,
-    ) -> PyResult<(Bound<'py, PyBytes>, usize, bool)> {
+    ) -> PyResult<FetchResult> {
         let encoded = py
             .detach(|| fetch::fetch(|t, p| self.lookup(t, p), correlation_id, version, &topics, max_bytes))
             .map_err(|e| PyOSError::new_err(e.to_string()))?;
-        Ok((PyBytes::new(py, &encoded.frame), encoded.record_bytes, encoded.any_error))
+        Ok(FetchResult { frame: PyBytes::new(py, &encoded.frame).unbind(), record_bytes: encoded.record_bytes, any_error: encoded.any_error })
     }
 
     /// (log start offset, high watermark).
@@ -299,9 +303,9 @@ impl LogStore {
         .map_err(storage_error)
     }
 
-    /// Applies retention.ms / retention.bytes everywhere. Returns (topic, partition, segments
-    /// deleted, new log start offset) for each partition that lost segments.
-    fn apply_retention(&self, py: Python<'_>, now_ms: i64) -> PyResult<Vec<(String, i32, usize, i64)>> {
+    /// Applies retention.ms / retention.bytes everywhere. Returns a RetentionResult (topic,
+    /// partition, segments deleted, new log start offset) for each partition that lost segments.
+    fn apply_retention(&self, py: Python<'_>, now_ms: i64) -> PyResult<Vec<RetentionResult>> {
         let parts = self.all();
         py.detach(|| -> io::Result<_> {
             let mut out = Vec::new();
@@ -309,7 +313,7 @@ impl LogStore {
                 let mut p = lock(&p);
                 let n = p.apply_retention(now_ms)?;
                 if n > 0 {
-                    out.push((topic, partition, n, p.log_start_offset()));
+                    out.push(RetentionResult { topic, partition, segments_deleted: n, log_start_offset: p.log_start_offset() });
                 }
             }
             Ok(out)
@@ -354,12 +358,13 @@ impl LogStore {
     }
 }
 
-/// Checks client batches as Kafka does before an append. Returns (batch count, producer id,
-/// producer epoch, base sequence, offsets they will take); raises InvalidBatch(code, message).
+/// Checks client batches as Kafka does before an append. Returns a BatchSummary (batch count,
+/// producer id, producer epoch, base sequence, offsets they will take); raises
+/// InvalidBatch(code, message).
 #[pyfunction]
-fn validate_batches(data: &[u8], max_batch_bytes: usize) -> PyResult<(usize, i64, i16, i32, i64)> {
+fn validate_batches(data: &[u8], max_batch_bytes: usize) -> PyResult<BatchSummary> {
     batch::validate(data, max_batch_bytes)
-        .map(|s| (s.batches, s.producer_id, s.producer_epoch, s.base_sequence, s.offset_count))
+        .map(BatchSummary::from)
         .map_err(|(code, msg)| InvalidBatch::new_err((code, msg)))
 }
 
@@ -400,6 +405,11 @@ fn decode_batches(data: &[u8]) -> PyResult<Vec<(i64, i64, Option<Vec<u8>>, Optio
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LogStore>()?;
+    m.add_class::<AppendResult>()?;
+    m.add_class::<ReadResult>()?;
+    m.add_class::<FetchResult>()?;
+    m.add_class::<RetentionResult>()?;
+    m.add_class::<BatchSummary>()?;
     m.add("InvalidBatch", m.py().get_type::<InvalidBatch>())?;
     m.add("StorageError", m.py().get_type::<StorageError>())?;
     m.add_function(wrap_pyfunction!(validate_batches, m)?)?;

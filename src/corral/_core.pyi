@@ -1,11 +1,14 @@
 """Type stubs for `corral._core`, the compiled half of corral (rust/lib.rs registers it).
 
 Written by hand from the #[pyfunction]/#[pymethods] definitions in rust/*.rs and rust/log/*.rs;
-tests/test_core_stubs.py checks them against the runtime module. Tuples that cross the boundary
-are named below with plain aliases (the Rust returns bare tuples); the aliases exist for type
-checkers only, so import them under `if typing.TYPE_CHECKING:`. Integer widths are Rust's:
-an out-of-range int raises OverflowError. Parameters the Rust takes as `&[u8]` accept `bytes`
-only (not bytearray/memoryview); those taken as `Vec<...>` accept any sequence but `str`.
+tests/test_core_stubs.py checks them against the runtime module. Wide results come back as
+small frozen classes with read-only fields (`AppendResult`, `ReadResult`, `FetchResult`,
+`RetentionResult`, `BatchSummary`); the narrow tuples that cross the boundary (pairs, and the
+offset-commit inputs) are named below with plain aliases (the Rust takes and returns bare
+tuples); the aliases exist for type checkers only, so import them under
+`if typing.TYPE_CHECKING:`. Integer widths are Rust's: an out-of-range int raises OverflowError.
+Parameters the Rust takes as `&[u8]` accept `bytes` only (not bytearray/memoryview); those taken
+as `Vec<...>` accept any sequence but `str`.
 """
 
 import os
@@ -36,6 +39,11 @@ __all__ = [
     "Reactor",
     "OffsetMap",
     "LogStore",
+    "AppendResult",
+    "ReadResult",
+    "FetchResult",
+    "RetentionResult",
+    "BatchSummary",
     "InvalidBatch",
     "StorageError",
     "validate_batches",
@@ -62,18 +70,8 @@ CommittedOffset: TypeAlias = tuple[int, int, str]
 TopicPartition: TypeAlias = tuple[str, int]
 """(topic, partition)"""
 
-AppendResult: TypeAlias = tuple[int, int, int, int, int]
-"""(error code, base offset, last offset, log append time or -1, records of the partition
-waiting for an fsync)"""
-
-ReadResult: TypeAlias = tuple[bytes | None, int, int]
-"""(batch bytes, or None when the offset is out of range; high watermark; log start offset)"""
-
 FetchWanted: TypeAlias = tuple[int, int, int, int]
 """(partition index, error code already known or 0, fetch offset, partition max bytes)"""
-
-FetchResult: TypeAlias = tuple[bytes, int, bool]
-"""(Fetch response frame, record bytes in it, whether any partition had an error)"""
 
 LogOffsets: TypeAlias = tuple[int, int]
 """(log start offset, high watermark)"""
@@ -81,14 +79,8 @@ LogOffsets: TypeAlias = tuple[int, int]
 TimestampOffset: TypeAlias = tuple[int, int]
 """(timestamp, offset)"""
 
-RetentionResult: TypeAlias = tuple[str, int, int, int]
-"""(topic, partition, segments deleted, new log start offset)"""
-
 OpenFiles: TypeAlias = tuple[int, int]
 """(segment files open in the cache now, the cache's capacity)"""
-
-BatchSummary: TypeAlias = tuple[int, int, int, int, int]
-"""(batch count, producer id, producer epoch, base sequence, offsets the batches will take)"""
 
 KeyValue: TypeAlias = tuple[bytes | None, bytes | None]
 """(key, value) of a record; None is a null key or value."""
@@ -456,15 +448,13 @@ class LogStore:
 
     def append(self, topic: str, partition: int, data: bytes, log_append_time: int | None = None) -> AppendResult:
         """Appends whole, validated batches (offsets assigned here; with `log_append_time`, the
-        LogAppendTime timestamp too), checking idempotent producers' sequences first. Returns
-        (error code, base offset, last offset, log append time or -1, records waiting for an
-        fsync in this partition). A retried batch gets error 0 and its original offsets; a
-        refused one INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER and -1s."""
+        LogAppendTime timestamp too), checking idempotent producers' sequences first. A retried
+        batch gets error 0 and its original offsets; a refused one INVALID_PRODUCER_EPOCH or
+        OUT_OF_ORDER_SEQUENCE_NUMBER and -1s."""
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> ReadResult:
         """Whole batches from the one holding `offset`, at most `max_bytes` unless the first
-        batch alone is bigger and `min_one`. Returns (bytes, or None when `offset` is out of
-        range; high watermark; log start offset)."""
+        batch alone is bigger and `min_one`; `data` is None when `offset` is out of range."""
 
     def fetch_response(
         self,
@@ -475,8 +465,7 @@ class LogStore:
     ) -> FetchResult:
         """Reads and encodes a whole Fetch response frame. `topics`: (name, [(partition, error
         code already known or 0, fetch offset, partition max bytes)]); partitions not open are
-        UNKNOWN_TOPIC_OR_PARTITION. Returns (frame, record bytes in it, whether any partition had
-        an error). Raises OSError (not StorageError) when encoding fails."""
+        UNKNOWN_TOPIC_OR_PARTITION. Raises OSError (not StorageError) when encoding fails."""
 
     def offsets(self, topic: str, partition: int) -> LogOffsets:
         """(log start offset, high watermark)."""
@@ -492,8 +481,8 @@ class LogStore:
         a worker thread. Returns the number of records made durable."""
 
     def apply_retention(self, now_ms: int) -> list[RetentionResult]:
-        """Applies retention.ms / retention.bytes everywhere. Returns (topic, partition, segments
-        deleted, new log start offset) for each partition that lost segments."""
+        """Applies retention.ms / retention.bytes everywhere. Returns one RetentionResult for
+        each partition that lost segments."""
 
     def delete_partition(self, topic: str, partition: int) -> None:
         """Closes the partition and removes its directory."""
@@ -503,9 +492,82 @@ class LogStore:
         partition fails, the others are still closed but no marker is left. Raises StorageError
         with the first failure."""
 
+@final
+class AppendResult:
+    """What `LogStore.append` did (not constructible from Python)."""
+
+    @property
+    def error_code(self) -> int:
+        """0, or why the batches were refused (then the offsets and time are -1)."""
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def log_append_time(self) -> int:
+        """The LogAppendTime timestamp the batches got, or -1."""
+    @property
+    def unflushed(self) -> int:
+        """Records of the partition waiting for an fsync, this append's included."""
+
+@final
+class ReadResult:
+    """What `LogStore.read` found (not constructible from Python)."""
+
+    @property
+    def data(self) -> bytes | None:
+        """Whole batches, or None when the offset is out of range."""
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+
+@final
+class FetchResult:
+    """A Fetch response encoded by `LogStore.fetch_response` (not constructible from Python)."""
+
+    @property
+    def frame(self) -> bytes:
+        """The whole response frame, size prefix included."""
+    @property
+    def record_bytes(self) -> int:
+        """Record bytes in the frame (what the request's `min_bytes` is compared with)."""
+    @property
+    def any_error(self) -> bool:
+        """Whether any partition was answered with an error."""
+
+@final
+class RetentionResult:
+    """A partition `LogStore.apply_retention` deleted segments of (not constructible from Python)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def segments_deleted(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int:
+        """The partition's new log start offset."""
+
+@final
+class BatchSummary:
+    """What `validate_batches` found in a client's batches (not constructible from Python)."""
+
+    @property
+    def batch_count(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def offset_count(self) -> int:
+        """Offsets the batches will take (the sum of each batch's last offset delta + 1)."""
+
 def validate_batches(data: bytes, max_batch_bytes: int) -> BatchSummary:
-    """Checks client batches as Kafka does before an append. Returns (batch count, producer id,
-    producer epoch, base sequence, offsets they will take); raises InvalidBatch(code, message)."""
+    """Checks client batches as Kafka does before an append; raises InvalidBatch(code, message)."""
 
 def build_batch(
     records: Sequence[KeyValue],

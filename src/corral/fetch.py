@@ -33,12 +33,12 @@ async def fetch(broker, request) -> dict[str, Any] | bytes:
     while True:
         # In a worker thread (the store releases the GIL): a read that misses the page cache
         # must not hold up heartbeats and commits on the event loop.
-        frame, record_bytes, any_error = await trio.to_thread.run_sync(
+        result = await trio.to_thread.run_sync(
             broker.logs.fetch_response, request.correlation_id, version,
             _plan(broker, body["topics"]), body["max_bytes"])
         remaining = deadline - trio.current_time()
-        if record_bytes >= body["min_bytes"] or any_error or remaining <= 0 or not keys:
-            return frame
+        if result.record_bytes >= body["min_bytes"] or result.any_error or remaining <= 0 or not keys:
+            return result.frame
         await broker.logs.wait_for_data(keys, remaining)
 
 

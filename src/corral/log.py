@@ -138,17 +138,16 @@ class PartitionLogs:
     # Writes
 
     def append(self, topic: Topic, partition: int, data: bytes,
-               log_append_time: int | None = None) -> tuple[int, int, int, int, bool]:
-        """Appends validated batches (written, not yet fsynced). Returns (error code, base
-        offset, last offset, log append time or -1, whether the flush policy wants an fsync
-        before acknowledging: then `await flushed()` once for all of a request's appends).
-        Raises StorageError when nothing could be written."""
+               log_append_time: int | None = None) -> tuple[_core.AppendResult, bool]:
+        """Appends validated batches (written, not yet fsynced). Returns (the store's
+        AppendResult, whether the flush policy wants an fsync before acknowledging: then
+        `await flushed()` once for all of a request's appends). Raises StorageError when nothing
+        could be written."""
         key = self.open(topic, partition)
-        error, base, last, append_time, unflushed = self.store.append(
-            topic.name, partition, data, log_append_time)
-        if error == 0:
+        result = self.store.append(topic.name, partition, data, log_append_time)
+        if result.error_code == 0:
             self._wake(key)
-        return error, base, last, append_time, unflushed >= self.flush_messages
+        return result, result.unflushed >= self.flush_messages
 
     def request_flush(self) -> None:
         """Asks for an fsync pass without waiting for it (acks=0 appends)."""
@@ -223,9 +222,9 @@ class PartitionLogs:
                 storage_warning("retention", "retention check failed (next one in %gs): %s",
                                 interval, e)
                 continue
-            for topic, partition, segments, log_start in deleted:
+            for r in deleted:
                 log.info("retention deleted %d segments of %s-%d; log start offset now %d",
-                         segments, topic, partition, log_start)
+                         r.segments_deleted, r.topic, r.partition, r.log_start_offset)
 
     def close(self) -> None:
         """Clean shutdown: everything fsynced, indexes written, next start skips full recovery."""
@@ -238,16 +237,17 @@ class PartitionLogs:
     # Reads
 
     def read(self, topic: Topic, partition: int, offset: int, max_bytes: int,
-             min_one: bool) -> tuple[bytes | None, int, int]:
-        """(whole batches from `offset`, or None if out of range; high watermark; log start)."""
+             min_one: bool) -> _core.ReadResult:
+        """Whole batches from `offset` (`data`, None if out of range), the high watermark and
+        the log start offset."""
         key = self.open(topic, partition)
         return self.store.read(key[0], partition, offset, max_bytes, min_one)
 
     def fetch_response(self, correlation_id: int, version: int,
                        plan: list[tuple[str, list[tuple[int, int, int, int]]]],
-                       max_bytes: int) -> tuple[bytes, int, bool]:
-        """A whole Fetch response frame read and encoded by the store: (frame, record bytes in
-        it, whether a partition had an error). `plan`: (topic, [(partition, known error or 0,
+                       max_bytes: int) -> _core.FetchResult:
+        """A whole Fetch response frame read and encoded by the store (with the record bytes in
+        it and whether a partition had an error). `plan`: (topic, [(partition, known error or 0,
         fetch offset, partition max bytes)]), partitions opened with `open` beforehand."""
         return self.store.fetch_response(correlation_id, version, plan, max_bytes)
 

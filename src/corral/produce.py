@@ -51,7 +51,7 @@ async def produce(broker, request) -> dict[str, Any] | None:
             records = part["records"] or b""
             max_bytes = int(broker.topics.config(topic, "max.message.bytes"))
             try:
-                batches = _core.validate_batches(records, max_bytes)[0]
+                batches = _core.validate_batches(records, max_bytes).batch_count
             except _core.InvalidBatch as e:
                 entry["error_code"], message = e.args
                 _message(entry, version, message)
@@ -65,8 +65,7 @@ async def produce(broker, request) -> dict[str, Any] | None:
             if broker.topics.config(topic, "message.timestamp.type") == LOG_APPEND_TIME:
                 append_time = wall_ms()
             try:
-                error, base, _last, append_time_out, flush = logs.append(
-                    topic, index, records, append_time)
+                result, flush = logs.append(topic, index, records, append_time)
             except StorageError as e:
                 # Nothing of it was kept; the producer retries (KAFKA_STORAGE_ERROR is retriable).
                 storage_warning("produce", "Produce to %s-%d answered KAFKA_STORAGE_ERROR: %s",
@@ -74,13 +73,13 @@ async def produce(broker, request) -> dict[str, Any] | None:
                 entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 _message(entry, version, str(e))
                 continue
-            entry["error_code"] = error
-            if error:
+            entry["error_code"] = result.error_code
+            if result.error_code:
                 continue
             needs_flush |= flush
-            entry["base_offset"] = base
+            entry["base_offset"] = result.base_offset
             if version >= 2:
-                entry["log_append_time_ms"] = append_time_out
+                entry["log_append_time_ms"] = result.log_append_time
             if version >= 5:
                 entry["log_start_offset"] = logs.offsets(topic, index)[0]
             appended.append(entry)

@@ -124,17 +124,17 @@ class DurableLog(CoordinatorLog):
         done = Later()
         partition = self.partition_of(group_id)
         try:
-            code, base, _, _, needs_flush = self.logs.append(
+            result, needs_flush = self.logs.append(
                 self.topic, partition, encode_batch(records, wall_ms()))
         except StorageError as e:
             storage_warning("coordinator", "write to %s-%d failed, answered NOT_COORDINATOR: %s",
                             self.topic.name, partition, e)
-            code = -1
-        if code:
+            result = None
+        if result is None or result.error_code:
             done.resolve(WRITE_FAILED)
             return done
         self.appends += 1
-        pending = _Pending(group_id, partition, base, records, done)
+        pending = _Pending(group_id, partition, result.base_offset, records, done)
         self._pending.append(pending)
         self._groups_pending[group_id] = self._groups_pending.get(group_id, 0) + 1
         if needs_flush:
@@ -202,7 +202,7 @@ class DurableLog(CoordinatorLog):
                               positions[partition])
                 offset = max(start, positions[partition])
             while offset < end:
-                data, _, _ = self.logs.read(self.topic, partition, offset, 8 << 20, True)
+                data = self.logs.read(self.topic, partition, offset, 8 << 20, True).data
                 if not data:
                     break
                 for rec_offset, _, key, value in _core.decode_batches(data):

@@ -1,0 +1,124 @@
+//! What the log store hands back to Python: small frozen classes with named, read-only fields
+//! instead of wide positional tuples (`result.base_offset`, not the second of five ints). One
+//! allocation each, like the tuple they replace.
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// What `LogStore.append` did. A retried batch gets error 0 and its original offsets; a refused
+/// one INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER and -1s.
+#[pyclass(frozen, get_all, module = "corral._core")]
+pub struct AppendResult {
+    pub error_code: i16,
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The LogAppendTime timestamp given to the batches, or -1.
+    pub log_append_time: i64,
+    /// Records of the partition waiting for an fsync (this append's included).
+    pub unflushed: u64,
+}
+
+#[pymethods]
+impl AppendResult {
+    fn __repr__(&self) -> String {
+        format!(
+            "AppendResult(error_code={}, base_offset={}, last_offset={}, log_append_time={}, unflushed={})",
+            self.error_code, self.base_offset, self.last_offset, self.log_append_time, self.unflushed
+        )
+    }
+}
+
+/// What `LogStore.read` found.
+#[pyclass(frozen, get_all, module = "corral._core")]
+pub struct ReadResult {
+    /// Whole batches, or None when the offset is out of range.
+    pub data: Option<Py<PyBytes>>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+#[pymethods]
+impl ReadResult {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let data = match &self.data {
+            Some(d) => format!("<{} bytes>", d.bind(py).as_bytes().len()),
+            None => "None".into(),
+        };
+        format!("ReadResult(data={data}, high_watermark={}, log_start_offset={})", self.high_watermark, self.log_start_offset)
+    }
+}
+
+/// A whole Fetch response encoded by `LogStore.fetch_response`.
+#[pyclass(frozen, get_all, module = "corral._core")]
+pub struct FetchResult {
+    pub frame: Py<PyBytes>,
+    /// Record bytes in the frame (what `min_bytes` is compared with).
+    pub record_bytes: usize,
+    /// Whether any partition was answered with an error.
+    pub any_error: bool,
+}
+
+#[pymethods]
+impl FetchResult {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "FetchResult(frame=<{} bytes>, record_bytes={}, any_error={})",
+            self.frame.bind(py).as_bytes().len(),
+            self.record_bytes,
+            if self.any_error { "True" } else { "False" }
+        )
+    }
+}
+
+/// A partition `LogStore.apply_retention` deleted segments of.
+#[pyclass(frozen, get_all, module = "corral._core")]
+pub struct RetentionResult {
+    pub topic: String,
+    pub partition: i32,
+    pub segments_deleted: usize,
+    pub log_start_offset: i64,
+}
+
+#[pymethods]
+impl RetentionResult {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let topic = pyo3::types::PyString::new(py, &self.topic).repr()?;
+        Ok(format!(
+            "RetentionResult(topic={topic}, partition={}, segments_deleted={}, log_start_offset={})",
+            self.partition, self.segments_deleted, self.log_start_offset
+        ))
+    }
+}
+
+/// What `validate_batches` found in a client's batches.
+#[pyclass(frozen, get_all, module = "corral._core")]
+pub struct BatchSummary {
+    pub batch_count: usize,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    /// Offsets the batches will take (sum of last_offset_delta + 1).
+    pub offset_count: i64,
+}
+
+#[pymethods]
+impl BatchSummary {
+    fn __repr__(&self) -> String {
+        format!(
+            "BatchSummary(batch_count={}, producer_id={}, producer_epoch={}, base_sequence={}, offset_count={})",
+            self.batch_count, self.producer_id, self.producer_epoch, self.base_sequence, self.offset_count
+        )
+    }
+}
+
+impl From<super::batch::Summary> for BatchSummary {
+    fn from(s: super::batch::Summary) -> Self {
+        BatchSummary {
+            batch_count: s.batches,
+            producer_id: s.producer_id,
+            producer_epoch: s.producer_epoch,
+            base_sequence: s.base_sequence,
+            offset_count: s.offset_count,
+        }
+    }
+}
