@@ -1,0 +1,27 @@
+"""Server-side partition assignors (KIP-848): the `Assignor` protocol, the built-ins `uniform`
+and `range` (Cython, `corral._core._assign`), the registry behind `group.consumer.assignors`,
+and a safe way to run an assignor a user wrote in Python.
+
+    registry = AssignorRegistry.from_setting(settings["group.consumer.assignors"])
+    group = GroupSpec.of({"m1": MemberSpec(frozenset({topic_id}))})
+    target = run_assignor(registry.default, "my-group", group, {topic_id: 6})
+    # None: the computation failed (logged); keep the previous target assignment
+
+The built-ins hold the GIL only while they read the group and build the result, so a large
+group can be assigned in a worker thread (`trio.to_thread.run_sync(run_assignor, ...)`).
+"""
+
+from .builtin import RangeAssignor, UniformAssignor
+from .registry import (BUILTIN_ASSIGNORS, DEFAULT_SETTING, AssignorConfigError, AssignorRegistry,
+                       is_builtin, load_assignor, setting_entries)
+from .spec import (Assignor, AssignorError, GroupAssignment, GroupSpec, MemberAssignment,
+                   MemberSpec, Partitions, SubscriptionType, TopicId, subscription_type_of)
+from .validate import InvalidAssignment, run_assignor, validate_assignment
+
+__all__ = [
+    "Assignor", "AssignorConfigError", "AssignorError", "AssignorRegistry", "BUILTIN_ASSIGNORS",
+    "DEFAULT_SETTING", "GroupAssignment", "GroupSpec", "InvalidAssignment", "MemberAssignment",
+    "MemberSpec", "Partitions", "RangeAssignor", "SubscriptionType", "TopicId", "UniformAssignor",
+    "is_builtin", "load_assignor", "run_assignor", "setting_entries", "subscription_type_of",
+    "validate_assignment",
+]
