@@ -3,14 +3,15 @@
 
 Both take the group as `corral.assignors` describes it (members: member id -> an object with
 `subscribed_topic_ids`, `assignment`, `instance_id`; the subscription type; partition counts) and
-return a new dict: member id -> {topic id -> tuple of partitions, ascending}. Every member is in
-it, those without partitions with an empty dict. A member whose assignment did not change gets its
-previous assignment object back when that was already in this form (a dict of ascending tuples),
-as Kafka's builders reuse unchanged member maps: treat inputs and outputs as immutable.
+return a TargetAssignment: a read-only Mapping of member id -> MemberAssignment (topic id ->
+ascending tuple of partitions), every member present. It is a few flat arrays; member objects and
+tuples are made when first read. Given back as the members' previous assignments (the usual next
+step), it is read from its arrays: a big group's next assignment makes no Python object per
+partition either way.
 
 Python objects are read into flat C arrays first (members and topics become indices); the
 assignment itself runs on those arrays without the GIL, so a big group can be assigned in a worker
-thread while the event loop serves other groups; the result is built back into Python objects.
+thread while the event loop serves other groups.
 
 `uniform` (balance first, then stickiness):
   1. Per topic, every subscriber gets `quota = partitions // subscribers` partitions, and
@@ -33,7 +34,7 @@ into contiguous ranges, the first `partitions % subscribers` members taking one 
 
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from libc.stdlib cimport malloc, calloc, free, qsort
-from libc.string cimport memset, memcmp
+from libc.string cimport memset, memcmp, memcpy
 from libc.stdint cimport uintptr_t, int64_t
 
 cdef extern from "Python.h":
@@ -47,6 +48,7 @@ cdef extern from "Python.h":
     int PyDict_Next(PyObject* d, Py_ssize_t* pos, PyObject** key, PyObject** value)
     int PyDict_SetItem(PyObject* d, PyObject* key, PyObject* value)
     PyObject* PyLong_FromLong(long value)
+    void PyObject_GC_UnTrack(void* obj)
     long PyLong_AsLong(PyObject* obj) except? -1
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
 
@@ -54,12 +56,76 @@ cdef extern from "Python.h":
 # ---------------------------------------------------------------------------------------------
 # Small helpers: checked allocation, an identity map from topic id objects to topic indices.
 
+# Large arrays come from a small pool of blocks kept between calls: first touches of fresh
+# memory (page faults) cost more here than the assignment itself (measured: a 2 MB array took
+# 9 ms to fill when new, 0.7 ms when reused). The GIL guards the pool: alloc and release run with
+# it held. Blocks carry their capacity in a header.
+DEF POOL_MIN_BYTES = 65536
+DEF POOL_SLOTS = 16
+DEF POOL_MAX_BYTES = 256 * 1024 * 1024
+DEF HEADER = 16
+cdef char* pool_blocks[POOL_SLOTS]
+cdef size_t pool_bytes = 0
+cdef int pool_count = 0
+
+
 cdef void* alloc(size_t count, size_t size) except NULL:
-    """Zeroed memory, or MemoryError (needs the GIL)."""
-    cdef void* p = calloc(count if count > 0 else 1, size)
-    if p == NULL:
+    """Zeroed memory, or MemoryError (needs the GIL). Give it back with release()."""
+    cdef size_t wanted = (count if count > 0 else 1) * size + HEADER
+    cdef size_t capacity
+    cdef int i, best = -1
+    cdef char* block = NULL
+    global pool_count, pool_bytes
+    if wanted >= POOL_MIN_BYTES:
+        for i in range(pool_count):
+            capacity = (<size_t*>pool_blocks[i])[0]
+            if capacity >= wanted and (best < 0 or capacity < (<size_t*>pool_blocks[best])[0]):
+                best = i
+        if best >= 0:
+            block = pool_blocks[best]
+            pool_count -= 1
+            pool_blocks[best] = pool_blocks[pool_count]
+            pool_bytes -= (<size_t*>block)[0]
+            memset(block + HEADER, 0, wanted - HEADER)
+            return block + HEADER
+    block = <char*>calloc(wanted, 1)
+    if block == NULL:
         raise MemoryError()
-    return p
+    (<size_t*>block)[0] = wanted
+    return block + HEADER
+
+
+cdef void release(void* p) noexcept:
+    """Frees what alloc() gave (NULL is fine), keeping large blocks for the next call."""
+    cdef char* block
+    cdef size_t capacity
+    cdef int i, smallest = 0
+    global pool_count, pool_bytes
+    if p == NULL:
+        return
+    block = <char*>p - HEADER
+    capacity = (<size_t*>block)[0]
+    if capacity >= POOL_MIN_BYTES and capacity <= POOL_MAX_BYTES:
+        if pool_count == POOL_SLOTS:  # make room: drop the smallest kept block if smaller
+            for i in range(1, pool_count):
+                if (<size_t*>pool_blocks[i])[0] < (<size_t*>pool_blocks[smallest])[0]:
+                    smallest = i
+            if (<size_t*>pool_blocks[smallest])[0] >= capacity:
+                free(block)
+                return
+            pool_bytes -= (<size_t*>pool_blocks[smallest])[0]
+            free(pool_blocks[smallest])
+            pool_count -= 1
+            pool_blocks[smallest] = pool_blocks[pool_count]
+        while pool_count > 0 and pool_bytes + capacity > POOL_MAX_BYTES:
+            pool_count -= 1
+            pool_bytes -= (<size_t*>pool_blocks[pool_count])[0]
+            free(pool_blocks[pool_count])
+        pool_blocks[pool_count] = block
+        pool_count += 1
+        pool_bytes += capacity
+        return
+    free(block)
 
 
 cdef struct IdentityMap:
@@ -89,8 +155,8 @@ cdef int identity_map_init(IdentityMap* m, size_t expected) except -1:
 
 
 cdef void identity_map_free(IdentityMap* m) noexcept:
-    free(m.keys)
-    free(m.values)
+    release(m.keys)
+    release(m.values)
     m.keys = NULL
     m.values = NULL
 
@@ -108,8 +174,8 @@ cdef int identity_map_put(IdentityMap* m, uintptr_t key, int value) except -1:
         for i in range(size):
             if old_keys[i] != 0:
                 identity_map_put(m, old_keys[i], old_values[i])
-        free(old_keys)
-        free(old_values)
+        release(old_keys)
+        release(old_values)
     i = slot_of(key, m.mask)
     while m.keys[i] != 0 and m.keys[i] != key:
         i = (i + 1) & m.mask
@@ -134,8 +200,26 @@ cdef int topic_index(IdentityMap* m, PyObject* topic, dict by_value) except -2:
     return index
 
 
+# One-partition tuples are shared: with per-topic balance most members hold single partitions of
+# many topics (a tuple is immutable, so sharing is safe). Up to this many partitions.
+DEF SINGLETONS_MAX = 65536
+cdef list singletons = []
+
+
 cdef object partitions_tuple(const int* partitions, Py_ssize_t count):
-    """A new tuple of Python ints."""
+    """A tuple of Python ints, not tracked by the garbage collector: it holds ints only, so it
+    is in no cycle, and a big result would otherwise make the collector walk it (a third of
+    the time went there). Dicts of such tuples stay untracked too."""
+    cdef int p
+    if count == 1 and partitions[0] < SINGLETONS_MAX:
+        while len(singletons) <= partitions[0]:
+            p = len(singletons)
+            singletons.append(partitions_tuple_new(&p, 1))
+        return singletons[partitions[0]]
+    return partitions_tuple_new(partitions, count)
+
+
+cdef object partitions_tuple_new(const int* partitions, Py_ssize_t count):
     cdef PyObject* t = PyTuple_New(count)
     cdef PyObject* item
     cdef Py_ssize_t i
@@ -148,11 +232,252 @@ cdef object partitions_tuple(const int* partitions, Py_ssize_t count):
         if item == NULL:
             raise MemoryError()
         PyTuple_SetItem(t, i, item)
+    PyObject_GC_UnTrack(t)
     return result
 
 
 cdef inline int64_t min64(int64_t a, int64_t b) noexcept nogil:
     return a if a < b else b
+
+
+# ---------------------------------------------------------------------------------------------
+# The result type: compact, read-only mappings over one table per computation.
+
+cdef class _IntArray:
+    cdef int* data
+
+    def __cinit__(self, Py_ssize_t n):
+        self.data = <int*>alloc(n, sizeof(int))
+
+    def __dealloc__(self):
+        release(self.data)
+
+
+cdef class TargetAssignment:
+    """A computed assignment: a read-only Mapping of member id -> MemberAssignment (registered as
+    a collections.abc.Mapping), over flat arrays. Per partition, its owner (topic-major, as the
+    computation left it); per member, its (topic, partition) pairs, sorted. Member objects are
+    made when first asked for, so a result over a big group costs no Python object per member
+    or partition until someone reads it; given back as the members' previous assignments, it is
+    read from the arrays."""
+    cdef list member_ids
+    cdef list topics             # topic id objects, by topic index
+    cdef dict topic_by_value     # topic id -> topic index
+    cdef int n_members
+    cdef int n_topics
+    cdef int* topic_partitions   # n_topics
+    cdef int64_t* topic_offset   # n_topics + 1: topic t's partitions in `owner`
+    cdef int* owner              # member index per partition, -1 unassigned
+    cdef int* member_offset      # n_members + 1: member m's pairs
+    cdef int* member_topic_count # how many topics each member has partitions of
+    cdef int* pair_topic
+    cdef int* pair_partition
+    cdef list members            # MemberAssignment per member, None until asked for
+    cdef dict index_of           # member id -> index, built on first lookup
+
+    def __dealloc__(self):
+        release(self.topic_partitions)
+        release(self.topic_offset)
+        release(self.owner)
+        release(self.member_offset)
+        release(self.member_topic_count)
+        release(self.pair_topic)
+        release(self.pair_partition)
+
+    cdef int ensure_pairs(self) except -1:
+        """Each member's (topic, partition) pairs, from `owner`: made when first needed (reading
+        a member), not by the assignment itself."""
+        cdef int m, t, i
+        cdef int64_t base
+        cdef int* fill
+        if self.member_offset != NULL:
+            return 0
+        fill = <int*>alloc(self.n_members, sizeof(int))
+        try:
+            self.member_offset = <int*>alloc(self.n_members + 1, sizeof(int))
+            self.member_topic_count = <int*>alloc(self.n_members, sizeof(int))
+            with nogil:
+                for t in range(self.n_topics):
+                    base = self.topic_offset[t]
+                    for i in range(self.topic_partitions[t]):
+                        m = self.owner[base + i]
+                        if m >= 0:
+                            self.member_offset[m + 1] += 1
+                            if fill[m] != t + 1:  # m's first partition of t
+                                fill[m] = t + 1
+                                self.member_topic_count[m] += 1
+                for m in range(self.n_members):
+                    self.member_offset[m + 1] += self.member_offset[m]
+                    fill[m] = 0
+            self.pair_topic = <int*>alloc(self.member_offset[self.n_members], sizeof(int))
+            self.pair_partition = <int*>alloc(self.member_offset[self.n_members], sizeof(int))
+            with nogil:
+                for t in range(self.n_topics):  # topic order, partitions ascending
+                    base = self.topic_offset[t]
+                    for i in range(self.topic_partitions[t]):
+                        m = self.owner[base + i]
+                        if m >= 0:
+                            self.pair_topic[self.member_offset[m] + fill[m]] = t
+                            self.pair_partition[self.member_offset[m] + fill[m]] = i
+                            fill[m] += 1
+        finally:
+            release(fill)
+        return 0
+
+    cdef MemberAssignment member(self, int m):
+        cdef MemberAssignment assignment = self.members[m]
+        if assignment is None:
+            self.ensure_pairs()
+            assignment = MemberAssignment.__new__(MemberAssignment)
+            assignment.target = self
+            assignment.index = m
+            assignment.start = self.member_offset[m]
+            assignment.end = self.member_offset[m + 1]
+            assignment.n_topics = self.member_topic_count[m]
+            self.members[m] = assignment
+        return assignment
+
+    cdef int index(self, member_id) except -2:
+        cdef int m
+        if self.index_of is None:
+            self.index_of = {}
+            for m in range(self.n_members):
+                self.index_of[self.member_ids[m]] = m
+        return self.index_of.get(member_id, -1)
+
+    def __len__(self):
+        return self.n_members
+
+    def __iter__(self):
+        return iter(self.member_ids)
+
+    def __getitem__(self, member_id):
+        cdef int m = self.index(member_id)
+        if m < 0:
+            raise KeyError(member_id)
+        return self.member(m)
+
+    def __contains__(self, member_id):
+        return self.index(member_id) >= 0
+
+    def get(self, member_id, default=None):
+        cdef int m = self.index(member_id)
+        return default if m < 0 else self.member(m)
+
+    def keys(self):
+        return dict.fromkeys(self.member_ids).keys()
+
+    def values(self):
+        return [self.member(m) for m in range(self.n_members)]
+
+    def items(self):
+        return [(self.member_ids[m], self.member(m)) for m in range(self.n_members)]
+
+    def __eq__(self, other):
+        if other is self:
+            return True
+        if isinstance(other, _Mapping):
+            return len(other) == self.n_members and all(
+                member_id in other and self.member(m) == other[member_id]
+                for m, member_id in enumerate(self.member_ids))
+        return NotImplemented
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"TargetAssignment({dict(self.items())!r})"
+
+    def __reduce__(self):
+        return (dict, ({member_id: dict(assignment) for member_id, assignment in self.items()},))
+
+
+cdef class MemberAssignment:
+    """One member's partitions: a read-only Mapping of topic id -> ascending tuple of partitions
+    (registered as a collections.abc.Mapping), part of a TargetAssignment. Compares equal to the
+    dict with the same items; `dict(assignment)` materializes it."""
+    cdef TargetAssignment target
+    cdef int index               # the member's index in target
+    cdef int start, end          # its pairs in target
+    cdef int n_topics
+    cdef dict cached             # the materialized dict, once something needed it
+
+    cdef dict as_dict(self):
+        cdef int i, first
+        cdef dict d
+        if self.cached is None:
+            d = {}
+            i = self.start
+            while i < self.end:
+                first = i
+                while i < self.end and self.target.pair_topic[i] == self.target.pair_topic[first]:
+                    i += 1
+                d[self.target.topics[self.target.pair_topic[first]]] = partitions_tuple(
+                    self.target.pair_partition + first, i - first)
+            self.cached = d
+        return self.cached
+
+    def __len__(self):
+        return self.n_topics
+
+    def __getitem__(self, topic):
+        return self.as_dict()[topic]
+
+    def __contains__(self, topic):
+        return topic in self.as_dict()
+
+    def __iter__(self):
+        return iter(self.as_dict())
+
+    def keys(self):
+        return self.as_dict().keys()
+
+    def values(self):
+        return self.as_dict().values()
+
+    def items(self):
+        return self.as_dict().items()
+
+    def get(self, topic, default=None):
+        return self.as_dict().get(topic, default)
+
+    @property
+    def partition_count(self):
+        """How many partitions, over all topics (without materializing anything)."""
+        return self.end - self.start
+
+    def __eq__(self, other):
+        cdef MemberAssignment that
+        if type(other) is MemberAssignment:
+            that = <MemberAssignment>other
+            if that.target is self.target and that.index == self.index:
+                return True
+            if that.end - that.start != self.end - self.start or that.n_topics != self.n_topics:
+                return False
+            return self.as_dict() == that.as_dict()
+        if isinstance(other, _Mapping):
+            return self.as_dict() == dict(other.items())
+        return NotImplemented
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"MemberAssignment({self.as_dict()!r})"
+
+    def __reduce__(self):
+        return (dict, (self.as_dict(),))
+
+
+from collections.abc import Mapping as _Mapping
+_Mapping.register(MemberAssignment)
+_Mapping.register(TargetAssignment)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,8 +510,6 @@ cdef struct Group:
 
     int* previous_owner          # per partition: member index in the previous assignment, or -1
     int* owner                   # per partition: member index in the new assignment
-    char* changed                # per member: its assignment is not its previous one
-    char* reusable               # per member: its `assignment` is a dict of ascending tuples
 
     # Sticky candidates: per topic, the members that held more than its quota (CSR).
     int* candidate_offset        # n_topics + 1
@@ -212,16 +535,16 @@ cdef struct Group:
 
 
 cdef void free_group(Group* g) noexcept:
-    free(g.topic_partitions); free(g.topic_offset); free(g.topic_subscribers); free(g.quota)
-    free(g.topic_extras); free(g.member_class); free(g.class_offset); free(g.class_members)
-    free(g.class_topic_offset); free(g.class_topics); free(g.topic_class_offset)
-    free(g.topic_classes); free(g.topic_class_extras); free(g.previous_owner); free(g.owner)
-    free(g.changed); free(g.candidate_offset); free(g.candidates); free(g.member_extra_offset)
-    free(g.member_extra_topics); free(g.member_extra_count); free(g.class_base_extras)
-    free(g.class_top_slots); free(g.class_at_top); free(g.member_scratch); free(g.member_stamp)
-    free(g.topic_stamp); free(g.class_scratch); free(g.member_list)
-    free(g.candidate_used); free(g.member_candidates)
-    free(g.partition_list); free(g.class_topic_slot); free(g.subscribes); free(g.reusable)
+    release(g.topic_partitions); release(g.topic_offset); release(g.topic_subscribers); release(g.quota)
+    release(g.topic_extras); release(g.member_class); release(g.class_offset); release(g.class_members)
+    release(g.class_topic_offset); release(g.class_topics); release(g.topic_class_offset)
+    release(g.topic_classes); release(g.topic_class_extras); release(g.previous_owner); release(g.owner)
+    release(g.candidate_offset); release(g.candidates); release(g.member_extra_offset)
+    release(g.member_extra_topics); release(g.member_extra_count); release(g.class_base_extras)
+    release(g.class_top_slots); release(g.class_at_top); release(g.member_scratch); release(g.member_stamp)
+    release(g.topic_stamp); release(g.class_scratch); release(g.member_list)
+    release(g.candidate_used); release(g.member_candidates)
+    release(g.partition_list); release(g.class_topic_slot); release(g.subscribes)
     memset(g, 0, sizeof(Group))
 
 
@@ -235,7 +558,6 @@ cdef class _Reader:
     cdef list topics             # topic id objects, by topic index
     cdef dict topic_by_value     # topic id -> index
     cdef list class_subscriptions
-    cdef list previous           # each member's `assignment` object
 
 
 cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts):
@@ -362,81 +684,143 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
     return r
 
 
+cdef inline void take_previous(Group* g, int m, int t, int p) noexcept:
+    """Partition p of topic t was member m's; ignored when out of range or when an earlier
+    member already had it (an invalid previous assignment)."""
+    cdef int64_t base = g.topic_offset[t]
+    if 0 <= p < g.topic_partitions[t] and g.previous_owner[base + p] == -1:
+        g.previous_owner[base + p] = m
+
+
+cdef inline int member_subscribes(Group* g, int m, int t, object topic, object subscription) except -1:
+    cdef int64_t bit
+    if g.n_classes == 1:
+        return True  # the topics are exactly the one class's
+    if g.subscribes != NULL:
+        bit = <int64_t>g.member_class[m] * g.n_topics + t
+        return (g.subscribes[bit >> 3] >> (bit & 7)) & 1
+    return topic in subscription
+
+
+cdef int* topic_map_of(TargetAssignment target, IdentityMap* topics_by_identity, dict by_value,
+                       dict maps) except NULL:
+    """Topic index in `target` -> topic index in this group (or -1), once per target."""
+    cdef int i
+    cdef int* mapping
+    holder = maps.get(id(target))
+    if holder is not None:
+        return (<_IntArray>holder).data
+    holder = _IntArray(max(target.n_topics, 1))
+    mapping = (<_IntArray>holder).data
+    for i in range(target.n_topics):
+        mapping[i] = topic_index(topics_by_identity, <PyObject*>target.topics[i], by_value)
+    maps[id(target)] = holder
+    return mapping
+
+
+cdef TargetAssignment whole_previous_target(Group* g, _Reader r, int* old_to_new):
+    """The TargetAssignment every member's previous assignment comes from, each member its own
+    entry of it (members without one have empty assignments: new members), or None. The usual
+    case: the coordinator gives back what the last computation returned."""
+    cdef TargetAssignment target = None
+    cdef MemberAssignment previous
+    cdef int m, i
+    for m in range(g.n_members):
+        assignment = r.specs[m].assignment
+        if type(assignment) is MemberAssignment:
+            previous = <MemberAssignment>assignment
+            if target is None:
+                target = previous.target
+                for i in range(target.n_members):
+                    old_to_new[i] = -1
+            if (previous.target is not target or old_to_new[previous.index] != -1
+                    or target.member_ids[previous.index] != r.member_ids[m]):
+                return None
+            old_to_new[previous.index] = m
+        elif assignment:
+            return None
+    return target
+
+
 cdef int read_previous_assignment(Group* g, _Reader r) except -1:
     """previous_owner from each member's `assignment`. Partitions of topics the member no longer
-    subscribes to, out of range, or already owned by an earlier member are dropped (and the
-    member's assignment counts as changed)."""
+    subscribes to, out of range, or already owned by an earlier member are dropped. A previous
+    TargetAssignment is read from its arrays: all at once when it is the whole group's (one
+    pass over its partitions), else member by member; any other mapping through Python."""
     cdef IdentityMap topics_by_identity
-    cdef int m, t, p, n, previous_p
-    cdef int64_t base, bit
-    cdef Py_ssize_t pos, i, size
-    cdef PyObject* key
-    cdef PyObject* value
-    cdef bint reusable
+    cdef int m, t, old_t, i, j, p, o, n
+    cdef int64_t base, old_base
+    cdef Py_ssize_t k, size
+    cdef MemberAssignment previous
+    cdef TargetAssignment target
+    cdef int* mapping
+    cdef int* old_to_new = NULL
+    cdef dict topic_maps = {}
     g.previous_owner = <int*>alloc(g.n_partitions, sizeof(int))
     for i in range(g.n_partitions):
         g.previous_owner[i] = -1
-    g.changed = <char*>alloc(g.n_members, sizeof(char))
-    g.reusable = <char*>alloc(g.n_members, sizeof(char))
-    r.previous = []
     identity_map_init(&topics_by_identity, g.n_topics)
     try:
+        first = None
+        for m in range(g.n_members):
+            if type(r.specs[m].assignment) is MemberAssignment:
+                first = r.specs[m].assignment
+                break
+        if first is not None:
+            old_to_new = <int*>alloc((<MemberAssignment>first).target.n_members, sizeof(int))
+            target = whole_previous_target(g, r, old_to_new)
+            if target is not None:
+                mapping = topic_map_of(target, &topics_by_identity, r.topic_by_value, topic_maps)
+                for old_t in range(target.n_topics):
+                    t = mapping[old_t]
+                    if t < 0:
+                        continue
+                    n = min(g.topic_partitions[t], target.topic_partitions[old_t])
+                    base, old_base = g.topic_offset[t], target.topic_offset[old_t]
+                    topic = target.topics[old_t]
+                    for p in range(n):
+                        o = target.owner[old_base + p]
+                        if o >= 0:
+                            m = old_to_new[o]
+                            if m >= 0 and (g.n_classes == 1 or member_subscribes(
+                                    g, m, t, topic, r.class_subscriptions[g.member_class[m]])):
+                                g.previous_owner[base + p] = m
+                return 0
         for m in range(g.n_members):
             assignment = r.specs[m].assignment
-            r.previous.append(assignment)
-            if not assignment:
-                g.reusable[m] = PyDict_CheckExact(<PyObject*>assignment)
-                continue
-            reusable = PyDict_CheckExact(<PyObject*>assignment)
             subscription = r.class_subscriptions[g.member_class[m]]
-            items = None if reusable else iter(assignment.items())
-            pos = 0
-            while True:
-                if reusable:
-                    if not PyDict_Next(<PyObject*>assignment, &pos, &key, &value):
-                        break
-                    topic, partitions = <object>key, <object>value
-                else:
-                    entry = next(items, None)
-                    if entry is None:
-                        break
-                    topic, partitions = entry
-                t = topic_index(&topics_by_identity, <PyObject*>topic, r.topic_by_value)
-                if t >= 0 and g.n_classes > 1:
-                    if g.subscribes != NULL:
-                        bit = <int64_t>g.member_class[m] * g.n_topics + t
-                        if not (g.subscribes[bit >> 3] >> (bit & 7)) & 1:
-                            t = -1
-                    elif topic not in subscription:
+            if type(assignment) is MemberAssignment:
+                previous = <MemberAssignment>assignment
+                target = previous.target
+                target.ensure_pairs()
+                mapping = topic_map_of(target, &topics_by_identity, r.topic_by_value, topic_maps)
+                j = previous.start
+                while j < previous.end:
+                    old_t = target.pair_topic[j]
+                    t = mapping[old_t]
+                    if t >= 0 and not member_subscribes(g, m, t, target.topics[old_t], subscription):
                         t = -1
-                if t < 0:
-                    g.changed[m] = 1  # a topic it no longer gets: revoked
-                    continue
-                n = g.topic_partitions[t]
-                base = g.topic_offset[t]
-                previous_p = -1
+                    while j < previous.end and target.pair_topic[j] == old_t:
+                        if t >= 0:
+                            take_previous(g, m, t, target.pair_partition[j])
+                        j += 1
+                continue
+            if not assignment:
+                continue
+            for topic, partitions in assignment.items():
+                t = topic_index(&topics_by_identity, <PyObject*>topic, r.topic_by_value)
+                if t < 0 or not member_subscribes(g, m, t, topic, subscription):
+                    continue  # a topic it no longer gets
                 if PyTuple_CheckExact(<PyObject*>partitions):
                     size = PyTuple_Size(<PyObject*>partitions)
-                    for i in range(size):
-                        p = PyLong_AsLong(PyTuple_GetItem(<PyObject*>partitions, i))
-                        if p <= previous_p:
-                            reusable = False
-                        previous_p = p
-                        if 0 <= p < n and g.previous_owner[base + p] == -1:
-                            g.previous_owner[base + p] = m
-                        else:
-                            g.changed[m] = 1
+                    for k in range(size):
+                        take_previous(g, m, t, PyLong_AsLong(PyTuple_GetItem(<PyObject*>partitions, k)))
                 else:
-                    reusable = False
                     for item in partitions:
-                        p = item
-                        if 0 <= p < n and g.previous_owner[base + p] == -1:
-                            g.previous_owner[base + p] = m
-                        else:
-                            g.changed[m] = 1
-            g.reusable[m] = reusable
+                        take_previous(g, m, t, item)
     finally:
         identity_map_free(&topics_by_identity)
+        release(old_to_new)
     return 0
 
 
@@ -957,8 +1341,6 @@ cdef void move_partitions(Group* g) noexcept nogil:
                 kept[o] += 1
                 g.owner[base + p] = o
             else:
-                if o >= 0:
-                    g.changed[o] = 1
                 free_partitions[n_free] = p
                 n_free += 1
         next_free = 0
@@ -972,7 +1354,6 @@ cdef void move_partitions(Group* g) noexcept nogil:
                         g.owner[base + free_partitions[next_free]] = m
                         next_free += 1
                         kept[m] += 1
-                        g.changed[m] = 1
                     kept[m] = 0
         else:  # only the members with an extra get one
             for i in range(topic_extra_offset[t], topic_extra_offset[t + 1]):
@@ -980,63 +1361,30 @@ cdef void move_partitions(Group* g) noexcept nogil:
                 if kept[m] == 0:
                     g.owner[base + free_partitions[next_free]] = m
                     next_free += 1
-                    g.changed[m] = 1
                 kept[m] = 0
-        # kept[] back to zero for members that kept partitions but were not walked above.
-        for p in range(g.topic_partitions[t]):
-            o = g.previous_owner[base + p]
-            if o >= 0:
-                kept[o] = 0
+        # (Every member that kept a partition of t was walked above, so kept[] is zero again:
+        # with a quota all subscribers are; without, only members with an extra keep one.)
 
 
 # ---------------------------------------------------------------------------------------------
 # The result (with the GIL).
 
-cdef dict build_result(Group* g, _Reader r, const int* owner):
-    """member id -> {topic id -> ascending tuple}; unchanged members keep their previous object."""
-    cdef int m, t, i, start
-    cdef int64_t p, base, P = g.n_partitions
-    cdef int* offset = <int*>alloc(g.n_members + 1, sizeof(int))
-    cdef int* fill = NULL
-    cdef int* topic_of = NULL
-    cdef int* partition_of = NULL
-    cdef dict result = {}
-    cdef dict assignment
-    try:
-        for p in range(P):
-            if owner[p] >= 0:
-                offset[owner[p] + 1] += 1
-        for m in range(g.n_members):
-            offset[m + 1] += offset[m]
-        fill = <int*>alloc(g.n_members, sizeof(int))
-        topic_of = <int*>alloc(offset[g.n_members], sizeof(int))
-        partition_of = <int*>alloc(offset[g.n_members], sizeof(int))
-        for t in range(g.n_topics):  # topic order, partitions ascending: runs per topic
-            base = g.topic_offset[t]
-            for i in range(g.topic_partitions[t]):
-                m = owner[base + i]
-                if m >= 0 and (g.changed == NULL or g.changed[m] or not g.reusable[m]):
-                    topic_of[offset[m] + fill[m]] = t
-                    partition_of[offset[m] + fill[m]] = i
-                    fill[m] += 1
-        for m in range(g.n_members):
-            if g.changed != NULL and not g.changed[m] and g.reusable[m]:
-                result[r.member_ids[m]] = r.previous[m]
-                continue
-            assignment = {}
-            i = offset[m]
-            while i < offset[m + 1]:
-                start = i
-                t = topic_of[i]
-                while i < offset[m + 1] and topic_of[i] == t:
-                    i += 1
-                topic = r.topics[t]
-                partitions = partitions_tuple(partition_of + start, i - start)
-                PyDict_SetItem(<PyObject*>assignment, <PyObject*>topic, <PyObject*>partitions)
-            result[r.member_ids[m]] = assignment
-    finally:
-        free(offset); free(fill); free(topic_of); free(partition_of)
-    return result
+cdef TargetAssignment build_result(Group* g, _Reader r, int** owner):
+    """The TargetAssignment of `owner` (which it takes over: *owner becomes NULL)."""
+    cdef TargetAssignment target = TargetAssignment.__new__(TargetAssignment)
+    target.member_ids = r.member_ids
+    target.topics = r.topics
+    target.topic_by_value = r.topic_by_value
+    target.n_members = g.n_members
+    target.n_topics = g.n_topics
+    target.members = [None] * g.n_members
+    target.owner = owner[0]
+    owner[0] = NULL
+    target.topic_partitions = <int*>alloc(g.n_topics, sizeof(int))
+    target.topic_offset = <int64_t*>alloc(g.n_topics + 1, sizeof(int64_t))
+    memcpy(target.topic_partitions, g.topic_partitions, g.n_topics * sizeof(int))
+    memcpy(target.topic_offset, g.topic_offset, (g.n_topics + 1) * sizeof(int64_t))
+    return target
 
 
 def uniform(members, bint homogeneous, partition_counts):
@@ -1085,10 +1433,10 @@ def uniform(members, bint homogeneous, partition_counts):
                 move_partitions(&g)
         if not ok:
             raise MemoryError()
-        return build_result(&g, r, g.owner)
+        return build_result(&g, r, &g.owner)
     finally:
-        free(load)
-        free(given)
+        release(load)
+        release(given)
         free_group(&g)
 
 
@@ -1147,17 +1495,60 @@ cdef list kafka_member_order(list member_ids, list specs):
             qsort(keys, n, sizeof(SortKey), compare_keys)
         return [keys[i].member for i in range(n)]
     finally:
-        free(keys)
+        release(keys)
+
+
+cdef void range_assign(Group* g, const int* rank, int* sorted_members, int* head,
+                       int* owner) noexcept nogil:
+    """Kafka's RangeAssignor, topic by topic: the topic's subscribers in Kafka's order, the j-th
+    taking [j * quota + min(j, extra), ... + quota (+1 while j < extra)). Only the members that
+    get partitions are visited (with more subscribers than partitions, the first `extra`)."""
+    cdef int c, i, j, m, t, n, q, extra, subscribers, getting, start, count, lo, hi, best
+    cdef int64_t base
+    # Each class's members in Kafka's order: a topic's subscribers are its classes' lists merged.
+    for i in range(g.n_classes):
+        head[i] = 0
+    for i in range(g.n_members):
+        m = sorted_members[i]  # sorted_members holds Kafka's order here; rebuilt per class below
+        c = g.member_class[m]
+        g.member_list[g.class_offset[c] + head[c]] = m
+        head[c] += 1
+    for t in range(g.n_topics):
+        n = g.topic_partitions[t]
+        subscribers = g.topic_subscribers[t]
+        q = n // subscribers
+        extra = n % subscribers
+        getting = subscribers if q > 0 else extra
+        base = g.topic_offset[t]
+        lo, hi = g.topic_class_offset[t], g.topic_class_offset[t + 1]
+        for i in range(lo, hi):
+            head[g.topic_classes[i]] = g.class_offset[g.topic_classes[i]]
+        for j in range(getting):
+            if hi - lo == 1:
+                c = g.topic_classes[lo]
+            else:  # the class whose next member comes first in Kafka's order
+                c = -1
+                for i in range(lo, hi):
+                    best = g.topic_classes[i]
+                    if head[best] < g.class_offset[best + 1] and (
+                            c < 0 or rank[g.member_list[head[best]]] < rank[g.member_list[head[c]]]):
+                        c = best
+            m = g.member_list[head[c]]
+            head[c] += 1
+            start = j * q + (j if j < extra else extra)
+            count = q + (1 if j < extra else 0)
+            for i in range(start, start + count):
+                owner[base + i] = m
 
 
 def range_(members, bint homogeneous, partition_counts):
     """Kafka's RangeAssignor: co-partitioned contiguous ranges, static members first."""
     cdef Group g
-    cdef int i, m, c, t, n, p, q, extra, start, end, rank
-    cdef int* next_start = NULL
-    cdef int* ranked = NULL
+    cdef int i
+    cdef int* sorted_members = NULL
+    cdef int* rank = NULL
+    cdef int* head = NULL
     cdef int* owner = NULL
-    cdef int64_t base
     memset(&g, 0, sizeof(Group))
     if len(members) == 0:
         return {}
@@ -1165,35 +1556,19 @@ def range_(members, bint homogeneous, partition_counts):
         r = read_members(&g, members, homogeneous, partition_counts)
         order = kafka_member_order(r.member_ids, r.specs)
         owner = <int*>alloc(g.n_partitions, sizeof(int))
-        next_start = <int*>alloc(g.n_topics, sizeof(int))
-        ranked = <int*>alloc(g.n_members, sizeof(int))
+        sorted_members = <int*>alloc(g.n_members, sizeof(int))
+        rank = <int*>alloc(g.n_members, sizeof(int))
+        head = <int*>alloc(g.n_classes, sizeof(int))
+        g.member_list = <int*>alloc(g.n_members, sizeof(int))
         for i in range(g.n_members):
-            ranked[i] = order[i]
+            sorted_members[i] = order[i]
+            rank[sorted_members[i]] = i
         with nogil:
-            # Each topic's subscribers, in that order, take [start, start + quota (+1)).
-            for i in range(g.n_members):
-                m = ranked[i]
-                c = g.member_class[m]
-                for rank in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
-                    t = g.class_topics[rank]
-                    n = g.topic_partitions[t]
-                    q = n // g.topic_subscribers[t]
-                    extra = n % g.topic_subscribers[t]
-                    start = next_start[t]
-                    # Members before this one that took an extra: min(its rank, extra).
-                    end = start + q + (1 if start < (q + 1) * extra else 0)
-                    if end > n:
-                        end = n
-                    base = g.topic_offset[t]
-                    for p in range(start, end):
-                        owner[base + p] = m
-                    next_start[t] = end
-        # No previous assignment to keep: every member's dict is new (build_result needs no
-        # `changed`/`reusable` for that).
-        g.changed = NULL
-        return build_result(&g, r, owner)
+            range_assign(&g, rank, sorted_members, head, owner)
+        return build_result(&g, r, &owner)
     finally:
-        free(next_start)
-        free(ranked)
-        free(owner)
+        release(sorted_members)
+        release(rank)
+        release(head)
+        release(owner)
         free_group(&g)

@@ -23,9 +23,9 @@ TopicId: TypeAlias = Hashable
 """A topic id: 16 bytes in corral (uuid.UUID(bytes=...) in the topic registry)."""
 
 Partitions: TypeAlias = tuple[int, ...]
-MemberAssignment: TypeAlias = Mapping[TopicId, Partitions]
-GroupAssignment: TypeAlias = dict[str, dict[TopicId, Partitions]]
-"""member id -> topic id -> partitions (ascending, no duplicates); every member present."""
+GroupAssignment: TypeAlias = Mapping[str, Mapping[TopicId, Partitions]]
+"""member id -> topic id -> partitions (ascending, no duplicates); every member present. The
+built-ins return a TargetAssignment (compact, read lazily), validate_assignment a dict."""
 
 class SubscriptionType(enum.Enum):
     """Kafka's SubscriptionType: HOMOGENEOUS when every member subscribes to the same topics."""
