@@ -55,7 +55,8 @@ def encode(command: str, assignor: str, group: GroupSpec, counts: Mapping, extra
         topics = frozenset(spec.subscribed_topic_ids)
         subscribed |= topics
         index = set_index.setdefault(topics, len(set_index))
-        parts = [member_id, spec.instance_id or "-", str(index), str(len(spec.assignment))]
+        instance = "-" if spec.instance_id is None else "+" + spec.instance_id
+        parts = [member_id, instance, str(index), str(len(spec.assignment))]
         for topic, partitions in spec.assignment.items():
             parts += [str(_topic(topic)), str(len(partitions)), *map(str, partitions)]
         members.append(" ".join(parts))

@@ -36,7 +36,8 @@ import java.util.TreeSet;
  * assign|bench-full|bench-join|bench-leave ASSIGNOR TYPE [WARMUP RUNS]   (ASSIGNOR uniform|range, TYPE homogeneous|heterogeneous)
  * topics T, then T lines:   TOPIC PARTITIONS                          (TOPIC a number: the Uuid (1, TOPIC))
  * sets S, then S lines:     K TOPIC...                                (subscriptions, shared by members)
- * members M, then M lines:  MEMBER INSTANCE|- SET A [TOPIC N PARTITION...]{A}   (previous target)
+ * members M, then M lines:  MEMBER +INSTANCE|- SET A [TOPIC N PARTITION...]{A}  (previous target;
+ *                           ids without whitespace; "-": no instance id)
  * end
  * </pre>
  *
@@ -137,7 +138,7 @@ public class AssignorHarness {
             }
             memberIds.add(memberId);
             members.put(memberId, new MemberSubscriptionAndAssignmentImpl(Optional.empty(),
-                instance.equals("-") ? Optional.empty() : Optional.of(instance), subscription,
+                instance.equals("-") ? Optional.empty() : Optional.of(instance.substring(1)), subscription,
                 new Assignment(previous)));
         }
         if (!"end".equals(in.readLine().trim())) throw new IllegalArgumentException("expected end");

@@ -253,7 +253,27 @@ cdef class _IntArray:
         release(self.data)
 
 
-cdef class TargetAssignment:
+cdef class _ReadOnlyMapping:
+    """What TargetAssignment and MemberAssignment share: != from ==, unhashable, shown and
+    pickled as the dict they stand for."""
+
+    cpdef dict materialized(self):
+        raise NotImplementedError
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.materialized()!r})"
+
+    def __reduce__(self):
+        return (dict, (self.materialized(),))
+
+
+cdef class TargetAssignment(_ReadOnlyMapping):
     """A computed assignment: a read-only Mapping of member id -> MemberAssignment (registered as
     a collections.abc.Mapping), over flat arrays. Per partition, its owner (topic-major, as the
     computation left it); per member, its (topic, partition) pairs, sorted. Member objects are
@@ -382,20 +402,12 @@ cdef class TargetAssignment:
                 for m, member_id in enumerate(self.member_ids))
         return NotImplemented
 
-    def __ne__(self, other):
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
-    __hash__ = None
-
-    def __repr__(self):
-        return f"TargetAssignment({dict(self.items())!r})"
-
-    def __reduce__(self):
-        return (dict, ({member_id: dict(assignment) for member_id, assignment in self.items()},))
+    cpdef dict materialized(self):
+        """member id -> {topic id -> partitions}, as plain dicts."""
+        return {member_id: self.member(m).as_dict() for m, member_id in enumerate(self.member_ids)}
 
 
-cdef class MemberAssignment:
+cdef class MemberAssignment(_ReadOnlyMapping):
     """One member's partitions: a read-only Mapping of topic id -> ascending tuple of partitions
     (registered as a collections.abc.Mapping), part of a TargetAssignment. Compares equal to the
     dict with the same items; `dict(assignment)` materializes it."""
@@ -462,17 +474,9 @@ cdef class MemberAssignment:
             return self.as_dict() == dict(other.items())
         return NotImplemented
 
-    def __ne__(self, other):
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
-    __hash__ = None
-
-    def __repr__(self):
-        return f"MemberAssignment({self.as_dict()!r})"
-
-    def __reduce__(self):
-        return (dict, (self.as_dict(),))
+    cpdef dict materialized(self):
+        """{topic id -> partitions} as a plain dict (the same one on every call: do not change it)."""
+        return self.as_dict()
 
 
 from collections.abc import Mapping as _Mapping
