@@ -32,6 +32,7 @@ instance id first, then dynamic ones by member id, as Java compares strings), th
 into contiguous ranges, the first `partitions % subscribers` members taking one more.
 """
 
+cimport cython
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from libc.stdlib cimport malloc, calloc, free, qsort
 from libc.string cimport memset, memcmp, memcpy
@@ -273,16 +274,20 @@ cdef class _ReadOnlyMapping:
         return (dict, (self.materialized(),))
 
 
+# Neither result class can be part of a reference cycle (a member refers to its target, nothing
+# refers back), so the garbage collector need not track them: results of big groups would
+# otherwise make collections walk thousands of objects, and a cycle would keep the arrays alive
+# until one ran.
+@cython.no_gc
 cdef class TargetAssignment(_ReadOnlyMapping):
     """A computed assignment: a read-only Mapping of member id -> MemberAssignment (registered as
     a collections.abc.Mapping), over flat arrays. Per partition, its owner (topic-major, as the
     computation left it); per member, its (topic, partition) pairs, sorted. Member objects are
-    made when first asked for, so a result over a big group costs no Python object per member
-    or partition until someone reads it; given back as the members' previous assignments, it is
+    made when asked for (a new one each time), so a result over a big group costs no Python
+    object per member or partition until someone reads it; given back as the members' previous assignments, it is
     read from the arrays."""
     cdef list member_ids
     cdef list topics             # topic id objects, by topic index
-    cdef dict topic_by_value     # topic id -> topic index
     cdef int n_members
     cdef int n_topics
     cdef int* topic_partitions   # n_topics
@@ -292,7 +297,6 @@ cdef class TargetAssignment(_ReadOnlyMapping):
     cdef int* member_topic_count # how many topics each member has partitions of
     cdef int* pair_topic
     cdef int* pair_partition
-    cdef list members            # MemberAssignment per member, None until asked for
     cdef dict index_of           # member id -> index, built on first lookup
 
     def __dealloc__(self):
@@ -345,16 +349,14 @@ cdef class TargetAssignment(_ReadOnlyMapping):
         return 0
 
     cdef MemberAssignment member(self, int m):
-        cdef MemberAssignment assignment = self.members[m]
-        if assignment is None:
-            self.ensure_pairs()
-            assignment = MemberAssignment.__new__(MemberAssignment)
-            assignment.target = self
-            assignment.index = m
-            assignment.start = self.member_offset[m]
-            assignment.end = self.member_offset[m + 1]
-            assignment.n_topics = self.member_topic_count[m]
-            self.members[m] = assignment
+        cdef MemberAssignment assignment
+        self.ensure_pairs()
+        assignment = MemberAssignment.__new__(MemberAssignment)
+        assignment.target = self
+        assignment.index = m
+        assignment.start = self.member_offset[m]
+        assignment.end = self.member_offset[m + 1]
+        assignment.n_topics = self.member_topic_count[m]
         return assignment
 
     cdef int index(self, member_id) except -2:
@@ -407,6 +409,7 @@ cdef class TargetAssignment(_ReadOnlyMapping):
         return {member_id: self.member(m).as_dict() for m, member_id in enumerate(self.member_ids)}
 
 
+@cython.no_gc
 cdef class MemberAssignment(_ReadOnlyMapping):
     """One member's partitions: a read-only Mapping of topic id -> ascending tuple of partitions
     (registered as a collections.abc.Mapping), part of a TargetAssignment. Compares equal to the
@@ -560,8 +563,18 @@ cdef class _Reader:
     cdef list member_ids
     cdef list specs
     cdef list topics             # topic id objects, by topic index
-    cdef dict topic_by_value     # topic id -> index
+    cdef dict topic_by_value_    # topic id -> index (see by_value)
     cdef list class_subscriptions
+
+
+cdef dict by_value(_Reader r):
+    """topic id -> index; made when first needed (a lookup by value: most are by identity)."""
+    cdef int t
+    if r.topic_by_value_ is None:
+        r.topic_by_value_ = {}
+        for t in range(len(r.topics)):
+            r.topic_by_value_[r.topics[t]] = t
+    return r.topic_by_value_
 
 
 cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts):
@@ -609,27 +622,38 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
     # Topics, in the order the subscriptions list them; Kafka fails the assignment when a member
     # subscribes to a topic the metadata does not know (PartitionAssignorException).
     r.topics = []
-    r.topic_by_value = {}
+    counts = []
     class_topic_lists = []
-    for subscription in r.class_subscriptions:
-        indices = []
-        for topic in subscription:
-            found = r.topic_by_value.get(topic)
-            if found is None:
-                count = partition_counts.get(topic)
-                if count is None or count < 0:
-                    raise LookupError(topic)
-                found = len(r.topics)
-                r.topic_by_value[topic] = found
-                r.topics.append(topic)
-            indices.append(found)
-        class_topic_lists.append(indices)
+    if g.n_classes == 1:  # a set has no duplicates: every topic is new
+        for topic in r.class_subscriptions[0]:
+            count = partition_counts.get(topic)
+            if count is None or count < 0:
+                raise LookupError(topic)
+            r.topics.append(topic)
+            counts.append(count)
+        class_topic_lists.append(range(len(r.topics)))
+    else:
+        r.topic_by_value_ = {}
+        for subscription in r.class_subscriptions:
+            indices = []
+            for topic in subscription:
+                found = r.topic_by_value_.get(topic)
+                if found is None:
+                    count = partition_counts.get(topic)
+                    if count is None or count < 0:
+                        raise LookupError(topic)
+                    found = len(r.topics)
+                    r.topic_by_value_[topic] = found
+                    r.topics.append(topic)
+                    counts.append(count)
+                indices.append(found)
+            class_topic_lists.append(indices)
     g.n_topics = len(r.topics)
 
     g.topic_partitions = <int*>alloc(g.n_topics, sizeof(int))
     g.topic_offset = <int64_t*>alloc(g.n_topics + 1, sizeof(int64_t))
     for t in range(g.n_topics):
-        n = partition_counts[r.topics[t]]
+        n = counts[t]
         g.topic_partitions[t] = n
         g.topic_offset[t + 1] = g.topic_offset[t] + n
     g.n_partitions = g.topic_offset[g.n_topics]
@@ -706,18 +730,25 @@ cdef inline int member_subscribes(Group* g, int m, int t, object topic, object s
     return topic in subscription
 
 
-cdef int* topic_map_of(TargetAssignment target, IdentityMap* topics_by_identity, dict by_value,
+cdef int* topic_map_of(TargetAssignment target, IdentityMap* topics_by_identity, _Reader r,
                        dict maps) except NULL:
-    """Topic index in `target` -> topic index in this group (or -1), once per target."""
+    """Topic index in `target` -> topic index in this group (or -1), once per target. Usually
+    the same topic objects in the same order (the same subscription set): no lookups then."""
     cdef int i
     cdef int* mapping
+    cdef bint same = target.n_topics == len(r.topics)
     holder = maps.get(id(target))
     if holder is not None:
         return (<_IntArray>holder).data
     holder = _IntArray(max(target.n_topics, 1))
     mapping = (<_IntArray>holder).data
-    for i in range(target.n_topics):
-        mapping[i] = topic_index(topics_by_identity, <PyObject*>target.topics[i], by_value)
+    for i in range(target.n_topics if same else 0):
+        if target.topics[i] is not r.topics[i]:
+            same = False
+            break
+        mapping[i] = i
+    for i in range(0 if same else target.n_topics):
+        mapping[i] = topic_index(topics_by_identity, <PyObject*>target.topics[i], by_value(r))
     maps[id(target)] = holder
     return mapping
 
@@ -774,7 +805,7 @@ cdef int read_previous_assignment(Group* g, _Reader r) except -1:
             old_to_new = <int*>alloc((<MemberAssignment>first).target.n_members, sizeof(int))
             target = whole_previous_target(g, r, old_to_new)
             if target is not None:
-                mapping = topic_map_of(target, &topics_by_identity, r.topic_by_value, topic_maps)
+                mapping = topic_map_of(target, &topics_by_identity, r, topic_maps)
                 for old_t in range(target.n_topics):
                     t = mapping[old_t]
                     if t < 0:
@@ -797,7 +828,7 @@ cdef int read_previous_assignment(Group* g, _Reader r) except -1:
                 previous = <MemberAssignment>assignment
                 target = previous.target
                 target.ensure_pairs()
-                mapping = topic_map_of(target, &topics_by_identity, r.topic_by_value, topic_maps)
+                mapping = topic_map_of(target, &topics_by_identity, r, topic_maps)
                 j = previous.start
                 while j < previous.end:
                     old_t = target.pair_topic[j]
@@ -812,7 +843,7 @@ cdef int read_previous_assignment(Group* g, _Reader r) except -1:
             if not assignment:
                 continue
             for topic, partitions in assignment.items():
-                t = topic_index(&topics_by_identity, <PyObject*>topic, r.topic_by_value)
+                t = topic_index(&topics_by_identity, <PyObject*>topic, by_value(r))
                 if t < 0 or not member_subscribes(g, m, t, topic, subscription):
                     continue  # a topic it no longer gets
                 if PyTuple_CheckExact(<PyObject*>partitions):
@@ -1163,6 +1194,7 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
     rotating order (so the members share the topics out), never two of one topic; then
     class_top_slots members reach k + 1. False if that cannot be completed (rare)."""
     cdef int i, j, m, t, n, need, n_open = 0, cursor = 0, scanned, exhausted = 0
+    cdef bint mixed
     cdef int k = g.class_base_extras[c]
     cdef int* mark = g.topic_stamp
     cdef int phase
@@ -1176,11 +1208,16 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
     # Members that need the most choose first (a joining member needs k extras of k different
     # topics: left for last, it could find the extras left all of one topic).
     n = g.class_offset[c + 1] - g.class_offset[c]
+    mixed = False
     for j in range(n):
         m = g.class_members[g.class_offset[c] + j]
         need = k - g.member_extra_count[m]
+        if need < 0:
+            need = 0
         order[j] = <int64_t>(-need) * (<int64_t>1 << 32) + j  # need descending, then class order
-    qsort(order, n, sizeof(int64_t), compare_int64)
+        mixed = mixed or (j > 0 and (order[j] >> 32) != (order[0] >> 32))
+    if mixed:  # (when every member needs as many, class order is that order already)
+        qsort(order, n, sizeof(int64_t), compare_int64)
     # Phase 0: members below k; 1: k + 1 for class_top_slots members, directly; 2: the same
     # through swaps, for what phase 1 could not place.
     for phase in range(3):
@@ -1378,10 +1415,8 @@ cdef TargetAssignment build_result(Group* g, _Reader r, int** owner):
     cdef TargetAssignment target = TargetAssignment.__new__(TargetAssignment)
     target.member_ids = r.member_ids
     target.topics = r.topics
-    target.topic_by_value = r.topic_by_value
     target.n_members = g.n_members
     target.n_topics = g.n_topics
-    target.members = [None] * g.n_members
     target.owner = owner[0]
     owner[0] = NULL
     target.topic_partitions = <int*>alloc(g.n_topics, sizeof(int))
