@@ -20,9 +20,14 @@ thread while the event loop serves other groups.
   2. Members with identical subscriptions form a class. A class's extras are spread so that its
      members' totals differ by at most one too (a homogeneous group is one class, so every total
      does). Where several classes share a topic, its extras go to the least loaded classes.
-  3. Stickiness decides who gets the extras: a member that already held more than the quota of a
-     topic keeps quota + 1 of it when the totals allow; everyone keeps its previous partitions up
-     to its target count. Only the partitions over a target, and the unowned ones, move.
+  3. Stickiness decides who gets the extras. A member that held more than a topic's quota is
+     its "candidate": with the extra it keeps quota + 1 partitions of it, without, quota. The
+     candidates get as many extras as the totals allow (greedily, then by augmenting paths, as
+     in a bipartite matching); the rest go to members still short, rotating over the topics;
+     where that gets stuck, swaps that move nothing more. Then everyone keeps its previous
+     partitions up to its target, and only the partitions over a target, and unowned ones, move.
+     The number moved is the fewest any assignment balanced this way can move, or one more
+     (tests/test_assignors_properties.py checks it against an exact min-cost flow).
 Kafka's UniformAssignor balances members' totals only (heterogeneous: as well as it can), so one
 member may hold a whole topic while another holds none of it; corral keeps each topic spread too.
 The result depends on the input's order only where choices tie (member order, then topic order).
@@ -33,7 +38,7 @@ into contiguous ranges, the first `partitions % subscribers` members taking one 
 """
 
 cimport cython
-from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from cpython.ref cimport PyObject, Py_DECREF
 from libc.stdlib cimport malloc, calloc, free, qsort
 from libc.string cimport memset, memcmp, memcpy
 from libc.stdint cimport uintptr_t, int64_t
@@ -45,9 +50,6 @@ cdef extern from "Python.h":
     PyObject* PyTuple_GetItem(PyObject* tuple, Py_ssize_t pos)            # borrowed
     Py_ssize_t PyTuple_Size(PyObject* tuple)
     bint PyTuple_CheckExact(PyObject* obj)
-    bint PyDict_CheckExact(PyObject* obj)
-    int PyDict_Next(PyObject* d, Py_ssize_t* pos, PyObject** key, PyObject** value)
-    int PyDict_SetItem(PyObject* d, PyObject* key, PyObject* value)
     PyObject* PyLong_FromLong(long value)
     void PyObject_GC_UnTrack(void* obj)
     long PyLong_AsLong(PyObject* obj) except? -1
@@ -61,10 +63,11 @@ cdef extern from "Python.h":
 # memory (page faults) cost more here than the assignment itself (measured: a 2 MB array took
 # 9 ms to fill when new, 0.7 ms when reused). The GIL guards the pool: alloc and release run with
 # it held. Blocks carry their capacity in a header.
-DEF POOL_MIN_BYTES = 65536
-DEF POOL_SLOTS = 16
-DEF POOL_MAX_BYTES = 256 * 1024 * 1024
-DEF HEADER = 16
+cdef enum:
+    POOL_MIN_BYTES = 65536          # smaller blocks: plain calloc and free
+    POOL_SLOTS = 16
+    POOL_MAX_BYTES = 256 * 1024 * 1024
+    HEADER = 16                     # the capacity, keeping the payload 16-byte aligned
 cdef char* pool_blocks[POOL_SLOTS]
 cdef size_t pool_bytes = 0
 cdef int pool_count = 0
@@ -203,7 +206,8 @@ cdef int topic_index(IdentityMap* m, PyObject* topic, dict by_value) except -2:
 
 # One-partition tuples are shared: with per-topic balance most members hold single partitions of
 # many topics (a tuple is immutable, so sharing is safe). Up to this many partitions.
-DEF SINGLETONS_MAX = 65536
+cdef enum:
+    SINGLETONS_MAX = 65536
 cdef list singletons = []
 
 
@@ -235,10 +239,6 @@ cdef object partitions_tuple_new(const int* partitions, Py_ssize_t count):
         PyTuple_SetItem(t, i, item)
     PyObject_GC_UnTrack(t)
     return result
-
-
-cdef inline int64_t min64(int64_t a, int64_t b) noexcept nogil:
-    return a if a < b else b
 
 
 # ---------------------------------------------------------------------------------------------
@@ -559,7 +559,8 @@ cdef void free_group(Group* g) noexcept:
 # Reading the group (with the GIL).
 
 cdef class _Reader:
-    """Python-side state while a group is read: ids, topic objects, previous assignments."""
+    """Python-side state while a group is read: member ids and specs, topic objects, the
+    distinct subscriptions (one per class)."""
     cdef list member_ids
     cdef list specs
     cdef list topics             # topic id objects, by topic index
@@ -899,12 +900,42 @@ cdef inline bint lighter(Group* g, int c, int d, int64_t* load) noexcept nogil:
     return load[c] * size_d < load[d] * size_c
 
 
-cdef int share_extras_between_classes(Group* g, int64_t* load, int* given) noexcept nogil:
+cdef inline bint before(Group* g, int c, int d, int64_t* load) noexcept nogil:
+    """Heap order: the lighter class, the lower index on a tie (deterministic)."""
+    return lighter(g, c, d, load) or (not lighter(g, d, c, load) and c < d)
+
+
+cdef void heap_push(Group* g, int* heap, int n, int c, int64_t* load) noexcept nogil:
+    cdef int i = n, parent
+    heap[i] = c
+    while i > 0:
+        parent = (i - 1) // 2
+        if not before(g, heap[i], heap[parent], load):
+            break
+        heap[i], heap[parent] = heap[parent], heap[i]
+        i = parent
+
+
+cdef void heap_down(Group* g, int* heap, int n, int i, int64_t* load) noexcept nogil:
+    cdef int smallest, child
+    while True:
+        smallest = i
+        for child in range(2 * i + 1, min(2 * i + 3, n)):
+            if before(g, heap[child], heap[smallest], load):
+                smallest = child
+        if smallest == i:
+            return
+        heap[i], heap[smallest] = heap[smallest], heap[i]
+        i = smallest
+
+
+cdef int share_extras_between_classes(Group* g, int64_t* load, int* given, int* heap) noexcept nogil:
     """How many of each topic's extras each subscribed class gets. With one class (a homogeneous
     group, or a topic only one kind of member wants) it gets them all. Otherwise each class first
     gets one per sticky candidate it has, then the rest go one at a time to the class with the
-    lowest average load (`load`: partitions per class so far, quotas included)."""
-    cdef int t, c, i, j, best, size, remaining, lo, hi
+    lowest average load (`load`: partitions per class so far, quotas included). `heap`: room
+    for every class."""
+    cdef int t, c, i, n, best, remaining, lo, hi
     for c in range(g.n_classes):
         for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
             load[c] += <int64_t>g.quota[g.class_topics[i]] * (g.class_offset[c + 1] - g.class_offset[c])
@@ -925,16 +956,25 @@ cdef int share_extras_between_classes(Group* g, int64_t* load, int* given) noexc
                 given[c] += 1
                 load[c] += 1
                 remaining -= 1
+        # The lightest class first, from a binary heap of the classes with room (many classes
+        # can share a topic: one per member when every subscription differs).
+        n = 0
+        for i in range(lo, hi):
+            c = g.topic_classes[i]
+            if given[c] < g.class_offset[c + 1] - g.class_offset[c]:
+                heap_push(g, heap, n, c, load)
+                n += 1
         while remaining > 0:
-            best = -1
-            for i in range(lo, hi):
-                c = g.topic_classes[i]
-                size = g.class_offset[c + 1] - g.class_offset[c]
-                if given[c] < size and (best < 0 or lighter(g, c, best, load)):
-                    best = c
+            best = heap[0]
             given[best] += 1
             load[best] += 1
             remaining -= 1
+            n -= 1
+            heap[0] = heap[n]
+            heap_down(g, heap, n, 0, load)
+            if given[best] < g.class_offset[best + 1] - g.class_offset[best]:
+                heap_push(g, heap, n, best, load)
+                n += 1
         for i in range(lo, hi):
             g.topic_class_extras[i] = given[g.topic_classes[i]]
     return 0
@@ -1431,6 +1471,7 @@ def uniform(members, bint homogeneous, partition_counts):
     cdef Group g
     cdef int64_t* load = NULL
     cdef int* given = NULL
+    cdef int* heap = NULL
     cdef bint ok = True
     cdef int t, largest = 0
     memset(&g, 0, sizeof(Group))
@@ -1457,13 +1498,14 @@ def uniform(members, bint homogeneous, partition_counts):
         g.class_at_top = <int*>alloc(g.n_classes, sizeof(int))
         load = <int64_t*>alloc(g.n_classes, sizeof(int64_t))
         given = <int*>alloc(g.n_classes, sizeof(int))
+        heap = <int*>alloc(g.n_classes, sizeof(int))
         for t in range(g.n_topics):
             if g.topic_partitions[t] > largest:
                 largest = g.topic_partitions[t]
         g.partition_list = <int*>alloc(largest, sizeof(int))
         with nogil:
             compute_quotas_and_candidates(&g)
-            share_extras_between_classes(&g, load, given)
+            share_extras_between_classes(&g, load, given, heap)
             plan_class_sizes(&g)
         g.member_extra_topics = <int*>alloc(g.member_extra_offset[g.n_members], sizeof(int))
         with nogil:
@@ -1476,6 +1518,7 @@ def uniform(members, bint homogeneous, partition_counts):
     finally:
         release(load)
         release(given)
+        release(heap)
         free_group(&g)
 
 
