@@ -116,10 +116,10 @@ class KafkaAssignors:
         return float(median), int(moved)
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin
-            self.process.stdin.close()
-            self.process.wait(timeout=30)
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.close()  # the harness exits at the end of its input
+        self.process.wait(timeout=30)
+        self.process.stdout.close()
 
     def __enter__(self) -> "KafkaAssignors":
         return self
