@@ -16,3 +16,6 @@ python -m pip install -q --disable-pip-version-check -e ".[test]"
 
 echo "== Apache Kafka reference broker jars (cached in ~/.cache/corral, so a second run is quick)"
 python benches/kafka_ref.py fetch
+
+echo "== Kafka's assignors behind tests/java/AssignorHarness.java (compiled once into the same cache)"
+python tests/kafka_assignors.py compile

@@ -1,4 +1,4 @@
-"""`src/corral/_core.pyi` against the compiled module: the stub declares what exists, of the kind
+"""`src/corral/_core/__init__.pyi` against the compiled module: the stub declares what exists, of the kind
 it says, with the parameters the Rust takes, and covers every `_core.<name>` the Python uses."""
 
 import ast
@@ -11,7 +11,7 @@ import pytest
 from corral import _core
 
 ROOT = Path(__file__).resolve().parent.parent
-STUB = ROOT / "src" / "corral" / "_core.pyi"
+STUB = ROOT / "src" / "corral" / "_core" / "__init__.pyi"
 TREE = ast.parse(STUB.read_text(), filename=str(STUB))
 
 CLASSES = {n.name: n for n in TREE.body if isinstance(n, ast.ClassDef)}

@@ -88,6 +88,19 @@ def _optional_listener(value: Any) -> str:
     return _listener(text) if text else text
 
 
+def _assignor_list(value: Any) -> str:
+    """group.consumer.assignors: entries checked (and custom classes imported) now, at load time;
+    the value stays the comma-separated list (corral.assignors.AssignorRegistry.from_setting)."""
+    from .assignors import AssignorConfigError, AssignorRegistry, setting_entries
+
+    try:
+        entries = setting_entries(value)
+        AssignorRegistry.from_setting(entries)
+    except AssignorConfigError as e:
+        raise ConfigError(str(e)) from None
+    return ",".join(entries)
+
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -205,6 +218,13 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "How long a new classic group waits for more members before its first rebalance."),
         Setting("group.max.size", ConfigType.INT, INT32_MAX, _int_in(1, INT32_MAX),
                 "Most members a classic group admits (GROUP_MAX_SIZE_REACHED beyond)."),
+        Setting("group.consumer.assignors", ConfigType.LIST, "uniform,range", _assignor_list,
+                "Server-side assignors of consumer groups (KIP-848); the first is the default for "
+                "a group whose members name none. Built-in: uniform, range (Kafka's class names "
+                "of these work too); an assignor written in Python: `package.module:ClassName` "
+                "(see corral.assignors.Assignor), imported at startup. A custom assignor that "
+                "fails or returns an invalid assignment fails that one computation (logged with "
+                "the group id); the group keeps its previous target."),
         Setting("offsets.topic.num.partitions", ConfigType.INT, 50, _int_in(1, 100_000),
                 "Partitions of __consumer_offsets; a group lives in abs(hash(group id)) % this."),
         Setting("offsets.retention.minutes", ConfigType.INT, 10080, _int_in(1, INT32_MAX),

@@ -1,0 +1,142 @@
+"""Checks and builders shared by the assignor tests and benchmarks: the invariants of an
+assignment (complete, exclusive, only subscribed topics, balance) and how many partitions a
+change of membership moved."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+from corral.assignors import GroupSpec, MemberSpec, SubscriptionType
+
+
+def topic_id(i: int) -> bytes:
+    return i.to_bytes(16, "big")
+
+
+def owners_of(assignment: Mapping) -> dict[tuple, str]:
+    """(topic, partition) -> member; fails on a partition assigned twice."""
+    owners: dict[tuple, str] = {}
+    for member, topics in assignment.items():
+        for topic, partitions in topics.items():
+            assert list(partitions) == sorted(set(partitions)), (member, topic, partitions)
+            for p in partitions:
+                assert (topic, p) not in owners, f"{topic!r}/{p}: {owners[(topic, p)]} and {member}"
+                owners[(topic, p)] = member
+    return owners
+
+
+def check_assignment(group: GroupSpec, counts: Mapping, assignment: Mapping) -> None:
+    """Every subscribed partition exactly once, only to subscribers, every member present."""
+    assert set(assignment) == set(group.members)
+    owners = owners_of(assignment)
+    subscribed = set()
+    for member, spec in group.members.items():
+        subscribed |= set(spec.subscribed_topic_ids)
+        for topic in assignment[member]:
+            assert topic in spec.subscribed_topic_ids, (member, topic)
+            assert assignment[member][topic], (member, topic)
+    expected = {(t, p) for t in subscribed for p in range(counts[t])}
+    assert set(owners) == expected, (len(owners), len(expected))
+
+
+def per_topic_imbalance(group: GroupSpec, assignment: Mapping) -> int:
+    """The largest difference, over topics, between two subscribers' counts of that topic."""
+    worst = 0
+    subscribers = defaultdict(list)
+    for member, spec in group.members.items():
+        for topic in spec.subscribed_topic_ids:
+            subscribers[topic].append(len(assignment[member].get(topic, ())))
+    for counts in subscribers.values():
+        worst = max(worst, max(counts) - min(counts))
+    return worst
+
+
+def totals(assignment: Mapping) -> dict[str, int]:
+    return {m: sum(len(p) for p in topics.values()) for m, topics in assignment.items()}
+
+
+def class_imbalance(group: GroupSpec, assignment: Mapping) -> int:
+    """The largest difference between the totals of two members with the same subscription."""
+    by_class = defaultdict(list)
+    total = totals(assignment)
+    for member, spec in group.members.items():
+        by_class[frozenset(spec.subscribed_topic_ids)].append(total[member])
+    return max((max(v) - min(v) for v in by_class.values()), default=0)
+
+
+def total_imbalance(assignment: Mapping) -> int:
+    values = list(totals(assignment).values())
+    return max(values) - min(values) if values else 0
+
+
+def moved(before: Mapping, after: Mapping) -> int:
+    """Partitions that had an owner before and have another (or none) after; partitions of a
+    member that left count as moved (they must move)."""
+    previous = owners_of(before)
+    current = owners_of(after)
+    return sum(1 for key, member in previous.items() if current.get(key) != member)
+
+
+def with_previous(group: GroupSpec, assignment: Mapping) -> GroupSpec:
+    """The same group with `assignment` as every member's previous target."""
+    return GroupSpec({m: MemberSpec(s.subscribed_topic_ids, assignment.get(m, {}), s.rack_id,
+                                    s.instance_id) for m, s in group.members.items()},
+                     group.subscription_type)
+
+
+def join(group: GroupSpec, member: str, topics) -> GroupSpec:
+    members = dict(group.members)
+    members[member] = MemberSpec(topics)
+    return GroupSpec.of(members) if group.subscription_type is SubscriptionType.HETEROGENEOUS \
+        else GroupSpec(members, SubscriptionType.HOMOGENEOUS)
+
+
+def leave(group: GroupSpec, member: str) -> GroupSpec:
+    members = dict(group.members)
+    del members[member]
+    return GroupSpec(members, group.subscription_type) if members else group
+
+
+def minimal_moves(group: GroupSpec, counts: Mapping, before: Mapping) -> int | None:
+    """The fewest partitions that any assignment meeting `uniform`'s balance (per topic, and
+    totals within each set of members with the same subscription) must move from `before`: an
+    exact min-cost flow (networkx) over who gets each topic's extras. None when two different
+    subscriptions share a topic (corral splits such a topic's extras by a heuristic)."""
+    import networkx as nx
+
+    classes: dict[frozenset, list[str]] = defaultdict(list)
+    for member, spec in group.members.items():
+        classes[frozenset(spec.subscribed_topic_ids)].append(member)
+    seen_topics: set = set()
+    for topics in classes:
+        if seen_topics & topics:
+            return None
+        seen_topics |= topics
+    owned = len(owners_of(before))
+    kept = 0
+    for topics, members in classes.items():
+        if not topics:
+            continue
+        held = {(m, t): len(before.get(m, {}).get(t, ())) for m in members for t in topics}
+        quota = {t: counts[t] // len(members) for t in topics}
+        extras = {t: counts[t] % len(members) for t in topics}
+        kept += sum(min(h, quota[t]) for (m, t), h in held.items())
+        total = sum(extras.values())
+        k, top = divmod(total, len(members))
+        if total == 0:
+            continue
+        g = nx.DiGraph()
+        for t in topics:
+            g.add_edge("source", ("t", t), capacity=extras[t], weight=0)
+            for m in members:
+                sticky = held[(m, t)] >= quota[t] + 1
+                g.add_edge(("t", t), ("m", m), capacity=1, weight=-1 if sticky else 0)
+        for m in members:
+            g.add_edge(("m", m), "sink", capacity=k, weight=0)
+            g.add_edge(("m", m), "top", capacity=1, weight=0)
+        g.add_edge("top", "sink", capacity=top, weight=0)
+        flow = nx.max_flow_min_cost(g, "source", "sink")
+        assert sum(flow["source"].values()) == total
+        kept += -nx.cost_of_flow(g, flow)
+    return owned - kept

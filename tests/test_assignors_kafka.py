@@ -1,0 +1,120 @@
+"""corral's assignors against Kafka's own (UniformAssignor and RangeAssignor of
+kafka-group-coordinator 4.4.0, through tests/java/AssignorHarness.java) on identical inputs.
+
+range: the same assignment. uniform: corral balances at least as well (each topic spread over its
+subscribers, which Kafka does not do, and members' totals as even as Kafka's); on membership
+changes it moves no more partitions than Kafka on Kafka's benchmark shapes, and on small random
+groups about as many in total: more in a step only where its stricter balance needs them (then
+no more than that needs, plus at most one, see test_assignors_properties)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from assignor_checks import (class_imbalance, minimal_moves, moved, per_topic_imbalance, topic_id,
+                             total_imbalance, with_previous)
+from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor
+from kafka_assignors import KafkaAssignors
+from test_assignors_properties import _seeded_group, one_change
+
+UNIFORM, RANGE = UniformAssignor(), RangeAssignor()
+
+
+@pytest.fixture(scope="module")
+def kafka():
+    with KafkaAssignors() as assignors:
+        yield assignors
+
+
+def plain(assignment) -> dict:
+    return {m: {t: tuple(p) for t, p in a.items()} for m, a in assignment.items()}
+
+
+def random_range_group(rng: random.Random) -> tuple[GroupSpec, dict]:
+    """Static and dynamic members (ids and instance ids with non-ASCII, astral characters among
+    them, to exercise Java's string order), homogeneous or not, some topics without partitions."""
+    topics = [topic_id(i) for i in range(rng.randint(1, 6))]
+    counts = {t: rng.choice([0, 1, 2, 3, 5, 8, 13, rng.randint(0, 64)]) for t in topics}
+    alphabet = ["a", "b", "Z", "0", "-", "é", "\uff21", "\U0001F600", "\ue000"]
+    def ident():
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+    homogeneous = rng.random() < 0.5
+    subscriptions = [frozenset(topics)] if homogeneous else \
+        [frozenset(rng.sample(topics, rng.randint(0, len(topics)))) for _ in range(rng.randint(1, 4))]
+    members, instances = {}, set()
+    for _ in range(rng.randint(1, 25)):
+        instance = ident() if rng.random() < 0.4 else None
+        if instance in instances:
+            continue
+        instances.add(instance)
+        members[f"{ident()}{len(members)}"] = MemberSpec(rng.choice(subscriptions), instance_id=instance)
+    kind = SubscriptionType.HOMOGENEOUS if homogeneous else SubscriptionType.HETEROGENEOUS
+    return GroupSpec(members, kind), counts
+
+
+def test_range_is_kafkas_range(kafka):
+    for seed in range(150):
+        group, counts = random_range_group(random.Random(seed))
+        assert plain(RANGE.assign(group, counts)) == kafka.assign("range", group, counts), seed
+
+
+def test_uniform_against_kafkas_on_joins_and_leaves(kafka):
+    """120 random groups (up to 40 members, homogeneous or with disjoint subscriptions), three
+    joins or leaves each; corral and Kafka each start from their own previous assignment."""
+    ours_total = kafka_total = 0
+    for seed in range(120):
+        group, counts = _seeded_group(random.Random(seed))
+        ours, theirs = UNIFORM.assign(group, counts), kafka.assign("uniform", group, counts)
+        ours_group, theirs_group = with_previous(group, ours), with_previous(group, theirs)
+        for step in range(3):
+            ours_group = one_change(ours_group, random.Random(seed * 100 + step), step)
+            theirs_group = one_change(theirs_group, random.Random(seed * 100 + step), step)
+            ours_next = UNIFORM.assign(ours_group, counts)
+            theirs_next = kafka.assign("uniform", theirs_group, counts)
+            assert per_topic_imbalance(ours_group, ours_next) <= 1
+            assert class_imbalance(ours_group, ours_next) <= 1
+            if group.subscription_type is SubscriptionType.HOMOGENEOUS:
+                assert total_imbalance(ours_next) <= total_imbalance(theirs_next) <= 1
+            ours_moved, kafka_moved = moved(ours, ours_next), moved(theirs, theirs_next)
+            if ours_moved > kafka_moved:
+                # Only where balance as corral keeps it needs that many, from where corral was
+                # (each side starts from its own previous assignment: a leaver may have held
+                # more partitions on one side than on the other).
+                assert ours_moved <= minimal_moves(ours_group, counts, ours) + 1, (seed, step)
+            ours_total += ours_moved
+            kafka_total += kafka_moved
+            ours, theirs = ours_next, theirs_next
+            ours_group, theirs_group = with_previous(ours_group, ours), with_previous(theirs_group, theirs)
+    assert ours_total <= kafka_total * 1.02, (ours_total, kafka_total)
+
+
+@pytest.mark.parametrize("kind", ["homogeneous", "heterogeneous"])
+def test_uniform_moves_no_more_than_kafka_on_benchmark_shaped_groups(kafka, kind):
+    """Kafka's benchmark shape (every topic with as many partitions; heterogeneous: 5 disjoint
+    buckets of topics and members), 2,000 members x 10 partitions over 200 topics."""
+    members, per_member, n_topics = 2000, 10, 200
+    topics = [topic_id(i) for i in range(n_topics)]
+    counts = dict.fromkeys(topics, members * per_member // n_topics)
+    if kind == "homogeneous":
+        group = GroupSpec({f"member{i}": MemberSpec(frozenset(topics)) for i in range(members)},
+                          SubscriptionType.HOMOGENEOUS)
+    else:
+        buckets = [frozenset(topics[b * 40:(b + 1) * 40]) for b in range(5)]
+        group = GroupSpec({f"member{i}": MemberSpec(buckets[i // 400]) for i in range(members)},
+                          SubscriptionType.HETEROGENEOUS)
+    ours, theirs = UNIFORM.assign(group, counts), kafka.assign("uniform", group, counts)
+    assert per_topic_imbalance(group, ours) <= 1 and total_imbalance(ours) <= total_imbalance(theirs)
+    for change in ("leave", "join"):
+        def changed(previous):
+            spec = dict(with_previous(group, previous).members)
+            if change == "leave":
+                del spec["member0"]
+            else:
+                spec["newMember"] = MemberSpec(group.members["member1999"].subscribed_topic_ids)
+            return GroupSpec(spec, group.subscription_type)
+        ours_next = UNIFORM.assign(changed(ours), counts)
+        theirs_next = kafka.assign("uniform", changed(theirs), counts)
+        assert moved(ours, ours_next) <= moved(theirs, theirs_next), change
+        assert per_topic_imbalance(changed(ours), ours_next) <= 1
