@@ -524,10 +524,16 @@ cdef struct Group:
     char* candidate_used         # parallel to candidates: that member got the topic's extra
     int* member_candidates       # per member: how many topics it is a candidate of
 
-    # The extras each member ends up with: a list of topics per member, capacity k + 1 (CSR).
+    # The extras each member ends up with. Those kept by the sticky pass are only flagged in
+    # candidate_used (topic-major, as move_partitions reads them); the others are listed per
+    # member (capacity k + 1, CSR). Steps that need each member's full list first call
+    # complete_lists, which lists the sticky ones too (the usual incremental assignment never
+    # needs to: moving 500,000 flags into member lists and back took half its time).
     int* member_extra_offset     # n_members + 1
     int* member_extra_topics
-    int* member_extra_count
+    int* member_list_count       # entries in each member's list
+    int* member_extra_count      # extras of each member, listed or not
+    bint lists_complete
     int* class_base_extras       # k: every member of the class gets k or k + 1 extras
     int* class_top_slots         # how many members of the class get k + 1
     int* class_at_top            # how many already have k + 1
@@ -548,6 +554,7 @@ cdef void free_group(Group* g) noexcept:
     release(g.topic_classes); release(g.topic_class_extras); release(g.previous_owner); release(g.owner)
     release(g.candidate_offset); release(g.candidates); release(g.member_extra_offset)
     release(g.member_extra_topics); release(g.member_extra_count); release(g.class_base_extras)
+    release(g.member_list_count)
     release(g.class_top_slots); release(g.class_at_top); release(g.member_scratch); release(g.member_stamp)
     release(g.topic_stamp); release(g.class_scratch); release(g.member_list)
     release(g.candidate_used); release(g.member_candidates)
@@ -980,20 +987,50 @@ cdef int share_extras_between_classes(Group* g, int64_t* load, int* given, int* 
     return 0
 
 
-cdef inline void give_extra(Group* g, int m, int t) noexcept nogil:
+cdef inline void count_extra(Group* g, int m) noexcept nogil:
     cdef int c = g.member_class[m]
-    g.member_extra_topics[g.member_extra_offset[m] + g.member_extra_count[m]] = t
     g.member_extra_count[m] += 1
     if g.member_extra_count[m] == g.class_base_extras[c] + 1:
         g.class_at_top[c] += 1
 
 
+cdef inline void give_extra(Group* g, int m, int t) noexcept nogil:
+    """Member m gets topic t's extra, listed."""
+    g.member_extra_topics[g.member_extra_offset[m] + g.member_list_count[m]] = t
+    g.member_list_count[m] += 1
+    count_extra(g, m)
+
+
 cdef inline bint has_extra(Group* g, int m, int t) noexcept nogil:
+    """Whether m holds t's extra (lists complete)."""
     cdef int i
-    for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_extra_count[m]):
+    for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_list_count[m]):
         if g.member_extra_topics[i] == t:
             return True
     return False
+
+
+cdef inline bint holds_sticky_extra(Group* g, int m, int t) noexcept nogil:
+    """Whether the sticky pass gave m topic t's extra (a scan of t's candidates)."""
+    cdef int i
+    for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
+        if g.candidates[i] == m:
+            return g.candidate_used[i]
+    return False
+
+
+cdef void complete_lists(Group* g) noexcept nogil:
+    """Lists the extras the sticky pass only flagged, so every member's list is whole."""
+    cdef int t, i, m
+    if g.lists_complete:
+        return
+    for t in range(g.n_topics):
+        for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
+            if g.candidate_used[i]:
+                m = g.candidates[i]
+                g.member_extra_topics[g.member_extra_offset[m] + g.member_list_count[m]] = t
+                g.member_list_count[m] += 1
+    g.lists_complete = True
 
 
 cdef int plan_class_sizes(Group* g) noexcept nogil:
@@ -1012,38 +1049,80 @@ cdef int plan_class_sizes(Group* g) noexcept nogil:
     return 0
 
 
-cdef void keep_sticky_extras(Group* g, int* left) noexcept nogil:
+cdef void keep_sticky_extras(Group* g, int* left, int* waiting, int* waiting_offset) noexcept nogil:
     """First, extras go to the members that already hold quota + 1 of the topic, as long as their
-    class's totals stay balanced (at most k + 1 extras each, and only class_top_slots members at
-    k + 1). `left`: per (topic, class) slot, extras not given yet."""
-    cdef int t, i, m, c, slot, k
+    class's totals stay balanced: up to k extras each, then k + 1 for class_top_slots members.
+    The k + 1 slots are handed out round-robin over the topics, so that the candidacies left
+    over (members staying at k) are spread over the topics: a joining member must take its
+    extras from them, at most one per topic. `left`: per (topic, class) slot, extras not given
+    yet; `waiting` (as many as candidates) and `waiting_offset` (n_topics + 1): scratch."""
+    cdef int t, i, j, m, c, slot, n, round_, rounds = 0
+    cdef int n_active = 0, used_active, kept_active
+    cdef int* active = g.topic_stamp
     cdef int* slot_of_class = g.class_scratch
     for t in range(g.n_topics):
         for i in range(g.topic_class_offset[t], g.topic_class_offset[t + 1]):
             slot_of_class[g.topic_classes[i]] = i
+        waiting_offset[t + 1] = waiting_offset[t]
         for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
             m = g.candidates[i]
-            c = g.member_class[m]
-            slot = slot_of_class[c]
+            slot = slot_of_class[g.member_class[m]]
             if left[slot] == 0:
                 continue
-            k = g.class_base_extras[c]
-            if g.member_extra_count[m] < k or (
-                    g.member_extra_count[m] == k and g.class_at_top[c] < g.class_top_slots[c]):
-                give_extra(g, m, t)
-                g.candidate_used[i] = 1
-                left[slot] -= 1
+            if g.member_extra_count[m] < g.class_base_extras[g.member_class[m]]:
+                take_sticky(g, i, left, slot)
+            else:  # at k: may get one of the k + 1 slots below
+                waiting[waiting_offset[t + 1]] = i
+                waiting_offset[t + 1] += 1
+        n = waiting_offset[t + 1] - waiting_offset[t]
+        if n > rounds:
+            rounds = n
+    # Round r takes the r-th waiting candidacy of every topic that has one; `active` lists those
+    # topics (in the topic scratch, zeroed again at the end), dropping topics as they run out.
+    for t in range(g.n_topics):
+        if waiting_offset[t + 1] > waiting_offset[t]:
+            active[n_active] = t
+            n_active += 1
+    used_active = n_active
+    for round_ in range(rounds):
+        kept_active = 0
+        for j in range(n_active):
+            t = active[j]
+            if waiting_offset[t] + round_ >= waiting_offset[t + 1]:
+                continue
+            active[kept_active] = t
+            kept_active += 1
+            i = waiting[waiting_offset[t] + round_]
+            m = g.candidates[i]
+            c = g.member_class[m]
+            slot = g.topic_class_offset[t]
+            while g.topic_classes[slot] != c:
+                slot += 1
+            if (left[slot] > 0 and g.member_extra_count[m] == g.class_base_extras[c]
+                    and g.class_at_top[c] < g.class_top_slots[c]):
+                take_sticky(g, i, left, slot)
+        n_active = kept_active
+    for j in range(used_active):
+        active[j] = 0
+
+
+cdef inline void take_sticky(Group* g, int i, int* left, int slot) noexcept nogil:
+    count_extra(g, g.candidates[i])  # flagged, not listed (see Group.member_extra_topics)
+    g.candidate_used[i] = 1
+    left[slot] -= 1
 
 
 cdef inline void take_extra(Group* g, int m, int t) noexcept nogil:
+    """Member m gives topic t's extra up (lists complete)."""
     cdef int c = g.member_class[m]
-    cdef int i, last = g.member_extra_offset[m] + g.member_extra_count[m] - 1
+    cdef int i, last = g.member_extra_offset[m] + g.member_list_count[m] - 1
     for i in range(g.member_extra_offset[m], last + 1):
         if g.member_extra_topics[i] == t:
             g.member_extra_topics[i] = g.member_extra_topics[last]
             break
     if g.member_extra_count[m] == g.class_base_extras[c] + 1:
         g.class_at_top[c] -= 1
+    g.member_list_count[m] -= 1
     g.member_extra_count[m] -= 1
 
 
@@ -1069,17 +1148,33 @@ cdef bint improve_sticky_extras(Group* g, int c, int* left_of, int* seen, int* s
     cdef int k = g.class_base_extras[c], top_slots = g.class_top_slots[c]
     cdef int i, j, m, t, u, v, e, head, tail, found, length
     cdef bint improved = False
-    # Cheap exit: a path must end at a member with room that is a candidate somewhere it does
-    # not hold the extra (a joining member, with no candidacies, never ends one).
+    # Cheap exits. A path starts at a topic with extras left and a candidate (of this class)
+    # without its extra; it ends at a member with room that is a candidate somewhere it does not
+    # hold the extra (a joining member, with no candidacies, never ends one). Before this step
+    # the extras not listed are exactly the sticky ones.
+    found = 0
+    for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
+        t = g.class_topics[i]
+        if left_of[t] > 0:
+            for j in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
+                if not g.candidate_used[j] and g.member_class[g.candidates[j]] == c:
+                    found = 1
+                    break
+            if found:
+                break
+    if not found:
+        return False
     found = 0
     for j in range(g.class_offset[c], g.class_offset[c + 1]):
         m = g.class_members[j]
         e = g.member_extra_count[m]
-        if (e < k or (e == k and g.class_at_top[c] < top_slots)) and g.member_candidates[m] > 0:
+        if (e < k or (e == k and g.class_at_top[c] < top_slots)) and (
+                g.member_candidates[m] > e - g.member_list_count[m]):
             found = 1
             break
     if not found:
         return False
+    complete_lists(g)
     while True:
         stamp[0] += 1
         head = tail = 0
@@ -1115,7 +1210,7 @@ cdef bint improve_sticky_extras(Group* g, int c, int* left_of, int* seen, int* s
                     parent[top] = u
                     queue[tail] = top
                     tail += 1
-                for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_extra_count[m]):
+                for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_list_count[m]):
                     t = g.member_extra_topics[i]
                     if seen[t] != stamp[0]:
                         seen[t] = stamp[0]
@@ -1181,7 +1276,7 @@ cdef void find_swap(Group* g, int x, int c, int* open_topics, int n_open, int* l
                 if y == x or g.member_class[y] != c or has_extra(g, y, t):
                     continue
                 keeps_t = candidates_only or is_candidate(g, y, t)
-                for o in range(g.member_extra_offset[y], g.member_extra_offset[y] + g.member_extra_count[y]):
+                for o in range(g.member_extra_offset[y], g.member_extra_offset[y] + g.member_list_count[y]):
                     u = g.member_extra_topics[o]
                     if mark[u] == x + 1:
                         continue
@@ -1199,7 +1294,11 @@ cdef bint swap_for_extra(Group* g, int x, int c, int* open_topics, int n_open, i
     u goes to x, t's extra to y. Totals stay as they were except x's, which grows by one. The
     swap should move nothing more: best a y that t's extra keeps a partition for (it held more
     than t's quota), else a u that kept none for y; only failing both, any swap."""
-    cdef int o = -1, t = -1, u
+    cdef int o = -1, t = -1, u, i
+    if not g.lists_complete:  # swaps look at other members' whole lists
+        complete_lists(g)
+        for i in range(g.member_extra_offset[x], g.member_extra_offset[x] + g.member_list_count[x]):
+            g.topic_stamp[g.member_extra_topics[i]] = x + 1
     find_swap(g, x, c, open_topics, n_open, left_of, &o, &t)
     if o < 0:
         return False
@@ -1234,6 +1333,7 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
     rotating order (so the members share the topics out), never two of one topic; then
     class_top_slots members reach k + 1. False if that cannot be completed (rare)."""
     cdef int i, j, m, t, n, need, n_open = 0, cursor = 0, scanned, exhausted = 0
+    cdef int64_t work, needing
     cdef bint mixed
     cdef int k = g.class_base_extras[c]
     cdef int* mark = g.topic_stamp
@@ -1245,6 +1345,19 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
             n_open += 1
     if n_open == 0:
         return True
+    if not g.lists_complete:
+        # Checking a flagged extra scans the topic's candidates: fine for the few topics an
+        # incremental assignment leaves open; past a budget, listing all flags is cheaper.
+        work = 0
+        for i in range(n_open):
+            t = open_topics[i]
+            work += g.candidate_offset[t + 1] - g.candidate_offset[t]
+        needing = g.class_top_slots[c] - g.class_at_top[c]
+        for j in range(g.class_offset[c], g.class_offset[c + 1]):
+            if g.member_extra_count[g.class_members[j]] < k:
+                needing += 1
+        if work * needing > 16 * (<int64_t>g.candidate_offset[g.n_topics] + g.n_members):
+            complete_lists(g)
     # Members that need the most choose first (a joining member needs k extras of k different
     # topics: left for last, it could find the extras left all of one topic).
     n = g.class_offset[c + 1] - g.class_offset[c]
@@ -1269,14 +1382,15 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
                 need = 1 if (g.member_extra_count[m] == k and g.class_at_top[c] < g.class_top_slots[c]) else 0
             if need <= 0:
                 continue
-            for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_extra_count[m]):
+            for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_list_count[m]):
                 mark[g.member_extra_topics[i]] = m + 1
             scanned = 0
             while need > 0 and scanned < n_open and phase != 2:
                 t = open_topics[cursor]
                 cursor = cursor + 1 if cursor + 1 < n_open else 0
                 scanned += 1
-                if left_of[t] > 0 and mark[t] != m + 1:
+                if left_of[t] > 0 and mark[t] != m + 1 and not (
+                        not g.lists_complete and holds_sticky_extra(g, m, t)):
                     give_extra(g, m, t)
                     mark[t] = m + 1
                     left_of[t] -= 1
@@ -1308,9 +1422,11 @@ cdef void fallback_class_extras(Group* g, int c, int* candidate_mark) noexcept n
     members' counts never differ by more than one."""
     cdef int i, j, m, t, x, want, level, lowest, stamp = 0
     cdef int k_top
+    complete_lists(g)
     for j in range(g.class_offset[c], g.class_offset[c + 1]):
         m = g.class_members[j]
         g.member_extra_count[m] = 0
+        g.member_list_count[m] = 0
     g.class_at_top[c] = 0
     for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
         t = g.class_topics[i]
@@ -1362,13 +1478,16 @@ cdef bint place_extras(Group* g) noexcept nogil:
     cdef int* queue = <int*>malloc(nodes * sizeof(int))
     cdef int* path = <int*>malloc(nodes * sizeof(int))
     cdef int64_t* order = <int64_t*>malloc((g.n_members if g.n_members > 0 else 1) * sizeof(int64_t))
+    cdef int* waiting = <int*>malloc((g.candidate_offset[g.n_topics] + 1) * sizeof(int))
+    cdef int* waiting_offset = <int*>calloc(g.n_topics + 1, sizeof(int))
     cdef bint ok = (left != NULL and open_topics != NULL and left_of != NULL
                     and candidate_mark != NULL and seen != NULL and parent != NULL
-                    and queue != NULL and path != NULL and order != NULL)
+                    and queue != NULL and path != NULL and order != NULL and waiting != NULL
+                    and waiting_offset != NULL)
     if ok:
         for i in range(slots):
             left[i] = g.topic_class_extras[i]
-        keep_sticky_extras(g, left)
+        keep_sticky_extras(g, left, waiting, waiting_offset)
         for c in range(g.n_classes):
             for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
                 left_of[g.class_topics[i]] = left[g.class_topic_slot[i]]
@@ -1379,42 +1498,43 @@ cdef bint place_extras(Group* g) noexcept nogil:
             for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
                 g.topic_stamp[g.class_topics[i]] = 0
     free(left); free(open_topics); free(left_of); free(candidate_mark)
-    free(seen); free(parent); free(queue); free(path); free(order)
+    free(seen); free(parent); free(queue); free(path); free(order); free(waiting); free(waiting_offset)
     return ok
 
 
-cdef void move_partitions(Group* g) noexcept nogil:
+cdef void move_partitions(Group* g, int* listed_offset, int* listed_members) noexcept nogil:
     """The new owner of every partition: each subscriber's target is quota (+1 with an extra); it
     keeps its previous partitions up to that (lowest first); the rest, and the unowned ones, go
-    in partition order to the members still below their targets."""
+    in partition order to the members still below their targets. A topic's extras: the members'
+    lists bucketed by topic (`listed_*`: n_topics + 1, and room for every extra), plus, unless
+    the lists are complete, its candidates flagged by the sticky pass."""
     cdef int t, p, o, i, j, c, m, q, n_free, next_free, target
     cdef int64_t base
+    cdef bint flagged = not g.lists_complete
     cdef int* kept = g.member_scratch
     cdef int* extra_stamp = g.member_stamp
     cdef int* free_partitions = g.partition_list
-    # Extras per topic, from the members' lists (stamped per topic below).
-    cdef int* topic_extra_offset = g.candidate_offset  # reused: candidates are no longer needed
-    cdef int* topic_extra_members = g.candidates
-    for t in range(g.n_topics + 1):
-        topic_extra_offset[t] = 0
     for m in range(g.n_members):
-        for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_extra_count[m]):
-            topic_extra_offset[g.member_extra_topics[i] + 1] += 1
+        for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_list_count[m]):
+            listed_offset[g.member_extra_topics[i] + 1] += 1
     for t in range(g.n_topics):
-        topic_extra_offset[t + 1] += topic_extra_offset[t]
-    for t in range(g.n_topics):
+        listed_offset[t + 1] += listed_offset[t]
         g.topic_stamp[t] = 0
     for m in range(g.n_members):
-        for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_extra_count[m]):
+        for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_list_count[m]):
             t = g.member_extra_topics[i]
-            topic_extra_members[topic_extra_offset[t] + g.topic_stamp[t]] = m
+            listed_members[listed_offset[t] + g.topic_stamp[t]] = m
             g.topic_stamp[t] += 1
 
     for t in range(g.n_topics):
         q = g.quota[t]
         base = g.topic_offset[t]
-        for i in range(topic_extra_offset[t], topic_extra_offset[t + 1]):
-            extra_stamp[topic_extra_members[i]] = t + 1
+        for i in range(listed_offset[t], listed_offset[t + 1]):
+            extra_stamp[listed_members[i]] = t + 1
+        if flagged:
+            for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
+                if g.candidate_used[i]:
+                    extra_stamp[g.candidates[i]] = t + 1
         n_free = 0
         for p in range(g.topic_partitions[t]):
             o = g.previous_owner[base + p]
@@ -1436,13 +1556,17 @@ cdef void move_partitions(Group* g) noexcept nogil:
                         next_free += 1
                         kept[m] += 1
                     kept[m] = 0
-        else:  # only the members with an extra get one
-            for i in range(topic_extra_offset[t], topic_extra_offset[t + 1]):
-                m = topic_extra_members[i]
+        else:  # only the members with an extra get one (a flagged one kept its partition)
+            for i in range(listed_offset[t], listed_offset[t + 1]):
+                m = listed_members[i]
                 if kept[m] == 0:
                     g.owner[base + free_partitions[next_free]] = m
                     next_free += 1
                 kept[m] = 0
+            if flagged:
+                for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
+                    if g.candidate_used[i]:
+                        kept[g.candidates[i]] = 0
         # (Every member that kept a partition of t was walked above, so kept[] is zero again:
         # with a quota all subscribers are; without, only members with an extra keep one.)
 
@@ -1472,6 +1596,8 @@ def uniform(members, bint homogeneous, partition_counts):
     cdef int64_t* load = NULL
     cdef int* given = NULL
     cdef int* heap = NULL
+    cdef int* listed_offset = NULL
+    cdef int* listed_members = NULL
     cdef bint ok = True
     cdef int t, largest = 0
     memset(&g, 0, sizeof(Group))
@@ -1493,6 +1619,7 @@ def uniform(members, bint homogeneous, partition_counts):
         g.member_list = <int*>alloc(g.n_members, sizeof(int))
         g.member_extra_offset = <int*>alloc(g.n_members + 1, sizeof(int))
         g.member_extra_count = <int*>alloc(g.n_members, sizeof(int))
+        g.member_list_count = <int*>alloc(g.n_members, sizeof(int))
         g.class_base_extras = <int*>alloc(g.n_classes, sizeof(int))
         g.class_top_slots = <int*>alloc(g.n_classes, sizeof(int))
         g.class_at_top = <int*>alloc(g.n_classes, sizeof(int))
@@ -1508,10 +1635,12 @@ def uniform(members, bint homogeneous, partition_counts):
             share_extras_between_classes(&g, load, given, heap)
             plan_class_sizes(&g)
         g.member_extra_topics = <int*>alloc(g.member_extra_offset[g.n_members], sizeof(int))
+        listed_offset = <int*>alloc(g.n_topics + 1, sizeof(int))
+        listed_members = <int*>alloc(g.member_extra_offset[g.n_members], sizeof(int))
         with nogil:
             ok = place_extras(&g)
             if ok:
-                move_partitions(&g)
+                move_partitions(&g, listed_offset, listed_members)
         if not ok:
             raise MemoryError()
         return build_result(&g, r, &g.owner)
@@ -1519,6 +1648,8 @@ def uniform(members, bint homogeneous, partition_counts):
         release(load)
         release(given)
         release(heap)
+        release(listed_offset)
+        release(listed_members)
         free_group(&g)
 
 
