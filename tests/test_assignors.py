@@ -95,6 +95,10 @@ def test_edge_cases(assignor):
     check_assignment(group, {T1: 4, T2: 0, T3: 2}, result)
     with pytest.raises(AssignorError, match="has no partition count"):
         assignor.assign(spec({"a": ({T1}, None, None)}), {T2: 3})
+    # Subscriptions need not be sets (a list may even repeat a topic).
+    listed = GroupSpec({"a": MemberSpec([T1, T1]), "b": MemberSpec([T1, T1])}, HOMOGENEOUS)
+    assert plain(assignor.assign(listed, {T1: 2})) in ({"a": {T1: (0,)}, "b": {T1: (1,)}},
+                                                      {"a": {T1: (1,)}, "b": {T1: (0,)}})
 
 
 def test_uniform_reads_a_previous_target_assignment_like_the_same_dicts():

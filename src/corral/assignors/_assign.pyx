@@ -605,7 +605,10 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
     # identity first (members usually share the set object) and by value when that fails.
     r.class_subscriptions = []
     if homogeneous:
-        r.class_subscriptions.append(r.specs[0].subscribed_topic_ids)
+        subscription = r.specs[0].subscribed_topic_ids
+        if not isinstance(subscription, (set, frozenset)):  # a list may repeat a topic
+            subscription = frozenset(subscription)
+        r.class_subscriptions.append(subscription)
     else:
         class_by_identity = {}
         class_by_value = {}
