@@ -43,6 +43,14 @@ fn main() {
         .warnings(false);
     for (source, module) in CYTHON_MODULES {
         println!("cargo:rerun-if-changed={source}");
+        // The parts it `include`s sit beside it.
+        let dir = Path::new(source).parent().unwrap();
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|ext| ext == "pxi") {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
         let stem = Path::new(source).file_stem().unwrap().to_str().unwrap();
         let c_file = out_dir.join(format!("{stem}.c"));
         let status = Command::new(&python)

@@ -1,0 +1,385 @@
+# Part of _assign.pyx (textually included there): The group flattened into C arrays, and reading it from Python objects.
+
+# ---------------------------------------------------------------------------------------------
+# The group, flattened. Members are 0..n_members-1 in input order, topics 0..n_topics-1 in the
+# order the subscriptions list them, and each topic's partitions are one slice of the partition
+# arrays: [topic_offset[t], topic_offset[t + 1]).
+
+cdef struct Group:
+    int n_members
+    int n_topics
+    int n_classes
+    int64_t n_partitions
+
+    int* topic_partitions        # partition count of each topic
+    int64_t* topic_offset        # n_topics + 1
+    int* topic_subscribers       # members subscribed to each topic
+    int* quota                   # partitions // subscribers: what every subscriber gets
+    int* topic_extras            # partitions % subscribers: how many subscribers get one more
+
+    int* member_class            # members with identical subscriptions share a class
+    int* class_offset            # n_classes + 1; CSR of class_members
+    int* class_members           # the members of each class, in member order
+    int* class_topic_offset      # n_classes + 1; CSR of class_topics
+    int* class_topics            # the topics each class subscribes to
+    int* class_topic_slot        # parallel to class_topics: the (topic, class) slot below
+    int* topic_class_offset      # n_topics + 1; CSR of topic_classes / topic_class_extras
+    int* topic_classes           # the classes subscribed to each topic
+    int* topic_class_extras      # how many of the topic's extras each of those classes gets
+    unsigned char* subscribes    # bitmap class x topic (several classes only), or NULL
+
+    int* previous_owner          # per partition: member index in the previous assignment, or -1
+    int* owner                   # per partition: member index in the new assignment
+
+    # Sticky candidates: per topic, the members that held more than its quota (CSR).
+    int* candidate_offset        # n_topics + 1
+    int* candidates
+    char* candidate_used         # parallel to candidates: that member got the topic's extra
+    int* member_candidates       # per member: how many topics it is a candidate of
+
+    # The extras each member ends up with. Those kept by the sticky pass are only flagged in
+    # candidate_used (topic-major, as move_partitions reads them); the others are listed per
+    # member (capacity k + 1, CSR). Steps that need each member's full list first call
+    # complete_lists, which lists the sticky ones too (the usual incremental assignment never
+    # needs to: moving 500,000 flags into member lists and back took half its time).
+    int* member_extra_offset     # n_members + 1
+    int* member_extra_topics
+    int* member_list_count       # entries in each member's list
+    int* member_extra_count      # extras of each member, listed or not
+    bint lists_complete
+    int* class_base_extras       # k: every member of the class gets k or k + 1 extras
+    int* class_top_slots         # how many members of the class get k + 1
+    int* class_at_top            # how many already have k + 1
+
+    # Scratch, per member / per topic / per class.
+    int* member_scratch
+    int* member_stamp
+    int* topic_stamp
+    int* class_scratch
+    int* member_list             # n_members
+    int* partition_list          # the largest topic's partition count
+
+
+cdef void free_group(Group* g) noexcept:
+    release(g.topic_partitions); release(g.topic_offset); release(g.topic_subscribers); release(g.quota)
+    release(g.topic_extras); release(g.member_class); release(g.class_offset); release(g.class_members)
+    release(g.class_topic_offset); release(g.class_topics); release(g.topic_class_offset)
+    release(g.topic_classes); release(g.topic_class_extras); release(g.previous_owner); release(g.owner)
+    release(g.candidate_offset); release(g.candidates); release(g.member_extra_offset)
+    release(g.member_extra_topics); release(g.member_extra_count); release(g.class_base_extras)
+    release(g.member_list_count)
+    release(g.class_top_slots); release(g.class_at_top); release(g.member_scratch); release(g.member_stamp)
+    release(g.topic_stamp); release(g.class_scratch); release(g.member_list)
+    release(g.candidate_used); release(g.member_candidates)
+    release(g.partition_list); release(g.class_topic_slot); release(g.subscribes)
+    memset(g, 0, sizeof(Group))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the group (with the GIL).
+
+cdef class _Reader:
+    """Python-side state while a group is read: member ids and specs, topic objects, the
+    distinct subscriptions (one per class)."""
+    cdef list member_ids
+    cdef list specs
+    cdef list topics             # topic id objects, by topic index
+    cdef dict topic_by_value_    # topic id -> index (see by_value)
+    cdef list class_subscriptions
+
+
+cdef dict by_value(_Reader r):
+    """topic id -> index; made when first needed (a lookup by value: most are by identity)."""
+    cdef int t
+    if r.topic_by_value_ is None:
+        r.topic_by_value_ = {}
+        for t in range(len(r.topics)):
+            r.topic_by_value_[r.topics[t]] = t
+    return r.topic_by_value_
+
+
+cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts):
+    cdef _Reader r = _Reader()
+    cdef int m, c, t, n, i, total, slot
+    cdef int64_t bits
+    cdef dict class_by_identity, class_by_value
+    cdef object last_subscription = None
+    cdef int last_class = -1
+    r.member_ids = []
+    r.specs = []
+    for member_id, spec in members.items():
+        r.member_ids.append(member_id)
+        r.specs.append(spec)
+    g.n_members = len(r.member_ids)
+    g.member_class = <int*>alloc(g.n_members, sizeof(int))
+
+    # Subscription classes. HOMOGENEOUS is taken at its word, as Kafka does: everyone has the
+    # first member's subscription. Otherwise a class per distinct subscription, found by object
+    # identity first (members usually share the set object) and by value when that fails.
+    r.class_subscriptions = []
+    if homogeneous:
+        subscription = r.specs[0].subscribed_topic_ids
+        if not isinstance(subscription, (set, frozenset)):  # a list may repeat a topic
+            subscription = frozenset(subscription)
+        r.class_subscriptions.append(subscription)
+    else:
+        class_by_identity = {}
+        class_by_value = {}
+        for m in range(g.n_members):
+            subscription = r.specs[m].subscribed_topic_ids
+            if subscription is last_subscription:
+                g.member_class[m] = last_class
+                continue
+            found = class_by_identity.get(id(subscription))
+            if found is None:
+                key = subscription if isinstance(subscription, frozenset) else frozenset(subscription)
+                found = class_by_value.get(key)
+                if found is None:
+                    found = len(r.class_subscriptions)
+                    class_by_value[key] = found
+                    r.class_subscriptions.append(key)
+                class_by_identity[id(subscription)] = found
+            g.member_class[m] = <int>found
+            last_subscription, last_class = subscription, <int>found
+    g.n_classes = len(r.class_subscriptions)
+
+    # Topics, in the order the subscriptions list them; Kafka fails the assignment when a member
+    # subscribes to a topic the metadata does not know (PartitionAssignorException).
+    r.topics = []
+    counts = []
+    class_topic_lists = []
+    if g.n_classes == 1:  # a set has no duplicates: every topic is new
+        for topic in r.class_subscriptions[0]:
+            count = partition_counts.get(topic)
+            if count is None or count < 0:
+                raise LookupError(topic)
+            r.topics.append(topic)
+            counts.append(count)
+        class_topic_lists.append(range(len(r.topics)))
+    else:
+        r.topic_by_value_ = {}
+        for subscription in r.class_subscriptions:
+            indices = []
+            for topic in subscription:
+                found = r.topic_by_value_.get(topic)
+                if found is None:
+                    count = partition_counts.get(topic)
+                    if count is None or count < 0:
+                        raise LookupError(topic)
+                    found = len(r.topics)
+                    r.topic_by_value_[topic] = found
+                    r.topics.append(topic)
+                    counts.append(count)
+                indices.append(found)
+            class_topic_lists.append(indices)
+    g.n_topics = len(r.topics)
+
+    g.topic_partitions = <int*>alloc(g.n_topics, sizeof(int))
+    g.topic_offset = <int64_t*>alloc(g.n_topics + 1, sizeof(int64_t))
+    for t in range(g.n_topics):
+        n = counts[t]
+        g.topic_partitions[t] = n
+        g.topic_offset[t + 1] = g.topic_offset[t] + n
+    g.n_partitions = g.topic_offset[g.n_topics]
+
+    # Classes: members (CSR) and topics (CSR); topics: their classes (CSR).
+    g.class_offset = <int*>alloc(g.n_classes + 1, sizeof(int))
+    g.class_members = <int*>alloc(g.n_members, sizeof(int))
+    for m in range(g.n_members):
+        g.class_offset[g.member_class[m] + 1] += 1
+    for c in range(g.n_classes):
+        g.class_offset[c + 1] += g.class_offset[c]
+    g.class_scratch = <int*>alloc(g.n_classes, sizeof(int))
+    for m in range(g.n_members):
+        c = g.member_class[m]
+        g.class_members[g.class_offset[c] + g.class_scratch[c]] = m
+        g.class_scratch[c] += 1
+
+    total = 0
+    for indices in class_topic_lists:
+        total += len(indices)
+    g.class_topic_offset = <int*>alloc(g.n_classes + 1, sizeof(int))
+    g.class_topics = <int*>alloc(total, sizeof(int))
+    g.topic_class_offset = <int*>alloc(g.n_topics + 1, sizeof(int))
+    g.topic_classes = <int*>alloc(total, sizeof(int))
+    g.topic_class_extras = <int*>alloc(total, sizeof(int))
+    g.class_topic_slot = <int*>alloc(total, sizeof(int))
+    g.topic_subscribers = <int*>alloc(g.n_topics, sizeof(int))
+    for c in range(g.n_classes):
+        indices = class_topic_lists[c]
+        g.class_topic_offset[c + 1] = g.class_topic_offset[c] + len(indices)
+        for i in range(len(indices)):
+            t = indices[i]
+            g.class_topics[g.class_topic_offset[c] + i] = t
+            g.topic_class_offset[t + 1] += 1
+            g.topic_subscribers[t] += g.class_offset[c + 1] - g.class_offset[c]
+    for t in range(g.n_topics):
+        g.topic_class_offset[t + 1] += g.topic_class_offset[t]
+    g.topic_stamp = <int*>alloc(g.n_topics, sizeof(int))
+    for c in range(g.n_classes):
+        for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
+            t = g.class_topics[i]
+            slot = g.topic_class_offset[t] + g.topic_stamp[t]
+            g.topic_classes[slot] = c
+            g.class_topic_slot[i] = slot
+            g.topic_stamp[t] += 1
+    memset(g.topic_stamp, 0, g.n_topics * sizeof(int))
+    # Which class subscribes to which topic, for reading previous assignments: a bitmap unless
+    # that would be large (then Python's `in` on the subscription).
+    bits = <int64_t>g.n_classes * g.n_topics
+    if g.n_classes > 1 and bits <= (<int64_t>1 << 30):
+        g.subscribes = <unsigned char*>alloc(bits // 8 + 1, 1)
+        for c in range(g.n_classes):
+            for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
+                bits = <int64_t>c * g.n_topics + g.class_topics[i]
+                g.subscribes[bits >> 3] |= 1 << (bits & 7)
+    return r
+
+
+cdef inline void take_previous(Group* g, int m, int t, int p) noexcept:
+    """Partition p of topic t was member m's; ignored when out of range or when an earlier
+    member already had it (an invalid previous assignment)."""
+    cdef int64_t base = g.topic_offset[t]
+    if 0 <= p < g.topic_partitions[t] and g.previous_owner[base + p] == -1:
+        g.previous_owner[base + p] = m
+
+
+cdef inline int member_subscribes(Group* g, int m, int t, object topic, object subscription) except -1:
+    cdef int64_t bit
+    if g.n_classes == 1:
+        return True  # the topics are exactly the one class's
+    if g.subscribes != NULL:
+        bit = <int64_t>g.member_class[m] * g.n_topics + t
+        return (g.subscribes[bit >> 3] >> (bit & 7)) & 1
+    return topic in subscription
+
+
+cdef int* topic_map_of(TargetAssignment target, IdentityMap* topics_by_identity, _Reader r,
+                       dict maps) except NULL:
+    """Topic index in `target` -> topic index in this group (or -1), once per target. Usually
+    the same topic objects in the same order (the same subscription set): no lookups then."""
+    cdef int i
+    cdef int* mapping
+    cdef bint same = target.n_topics == len(r.topics)
+    holder = maps.get(id(target))
+    if holder is not None:
+        return (<_IntArray>holder).data
+    holder = _IntArray(max(target.n_topics, 1))
+    mapping = (<_IntArray>holder).data
+    for i in range(target.n_topics if same else 0):
+        if target.topics[i] is not r.topics[i]:
+            same = False
+            break
+        mapping[i] = i
+    for i in range(0 if same else target.n_topics):
+        mapping[i] = topic_index(topics_by_identity, <PyObject*>target.topics[i], by_value(r))
+    maps[id(target)] = holder
+    return mapping
+
+
+cdef TargetAssignment whole_previous_target(Group* g, _Reader r, int* old_to_new):
+    """The TargetAssignment every member's previous assignment comes from, each member its own
+    entry of it (members without one have empty assignments: new members), or None. The usual
+    case: the coordinator gives back what the last computation returned."""
+    cdef TargetAssignment target = None
+    cdef MemberAssignment previous
+    cdef int m, i
+    for m in range(g.n_members):
+        assignment = r.specs[m].assignment
+        if type(assignment) is MemberAssignment:
+            previous = <MemberAssignment>assignment
+            if target is None:
+                target = previous.target
+                for i in range(target.n_members):
+                    old_to_new[i] = -1
+            if (previous.target is not target or old_to_new[previous.index] != -1
+                    or target.member_ids[previous.index] != r.member_ids[m]):
+                return None
+            old_to_new[previous.index] = m
+        elif assignment:
+            return None
+    return target
+
+
+cdef int read_previous_assignment(Group* g, _Reader r) except -1:
+    """previous_owner from each member's `assignment`. Partitions of topics the member no longer
+    subscribes to, out of range, or already owned by an earlier member are dropped. A previous
+    TargetAssignment is read from its arrays: all at once when it is the whole group's (one
+    pass over its partitions), else member by member; any other mapping through Python."""
+    cdef IdentityMap topics_by_identity
+    cdef int m, t, old_t, i, j, p, o, n
+    cdef int64_t base, old_base
+    cdef Py_ssize_t k, size
+    cdef MemberAssignment previous
+    cdef TargetAssignment target
+    cdef int* mapping
+    cdef int* old_to_new = NULL
+    cdef dict topic_maps = {}
+    g.previous_owner = <int*>alloc(g.n_partitions, sizeof(int))
+    for i in range(g.n_partitions):
+        g.previous_owner[i] = -1
+    identity_map_init(&topics_by_identity, g.n_topics)
+    try:
+        first = None
+        for m in range(g.n_members):
+            if type(r.specs[m].assignment) is MemberAssignment:
+                first = r.specs[m].assignment
+                break
+        if first is not None:
+            old_to_new = <int*>alloc((<MemberAssignment>first).target.n_members, sizeof(int))
+            target = whole_previous_target(g, r, old_to_new)
+            if target is not None:
+                mapping = topic_map_of(target, &topics_by_identity, r, topic_maps)
+                for old_t in range(target.n_topics):
+                    t = mapping[old_t]
+                    if t < 0:
+                        continue
+                    n = min(g.topic_partitions[t], target.topic_partitions[old_t])
+                    base, old_base = g.topic_offset[t], target.topic_offset[old_t]
+                    topic = target.topics[old_t]
+                    for p in range(n):
+                        o = target.owner[old_base + p]
+                        if o >= 0:
+                            m = old_to_new[o]
+                            if m >= 0 and (g.n_classes == 1 or member_subscribes(
+                                    g, m, t, topic, r.class_subscriptions[g.member_class[m]])):
+                                g.previous_owner[base + p] = m
+                return 0
+        for m in range(g.n_members):
+            assignment = r.specs[m].assignment
+            subscription = r.class_subscriptions[g.member_class[m]]
+            if type(assignment) is MemberAssignment:
+                previous = <MemberAssignment>assignment
+                target = previous.target
+                target.ensure_pairs()
+                mapping = topic_map_of(target, &topics_by_identity, r, topic_maps)
+                j = previous.start
+                while j < previous.end:
+                    old_t = target.pair_topic[j]
+                    t = mapping[old_t]
+                    if t >= 0 and not member_subscribes(g, m, t, target.topics[old_t], subscription):
+                        t = -1
+                    while j < previous.end and target.pair_topic[j] == old_t:
+                        if t >= 0:
+                            take_previous(g, m, t, target.pair_partition[j])
+                        j += 1
+                continue
+            if not assignment:
+                continue
+            for topic, partitions in assignment.items():
+                t = topic_index(&topics_by_identity, <PyObject*>topic, by_value(r))
+                if t < 0 or not member_subscribes(g, m, t, topic, subscription):
+                    continue  # a topic it no longer gets
+                if PyTuple_CheckExact(<PyObject*>partitions):
+                    size = PyTuple_Size(<PyObject*>partitions)
+                    for k in range(size):
+                        take_previous(g, m, t, PyLong_AsLong(PyTuple_GetItem(<PyObject*>partitions, k)))
+                else:
+                    for item in partitions:
+                        take_previous(g, m, t, item)
+    finally:
+        identity_map_free(&topics_by_identity)
+        release(old_to_new)
+    return 0
+
+
