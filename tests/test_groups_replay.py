@@ -173,8 +173,7 @@ class RandomGroups:
         self.writes.append(self.coordinator.delete_group(group_id))
 
     def expire(self, _: str) -> None:
-        _, written = self.coordinator.offsets.expire(self.now_wall())
-        self.writes.append(written)
+        self.writes.append(self.coordinator.offsets.expire(self.now_wall()))
 
     async def settle(self) -> None:
         """Waits until every write made so far is durable and applied."""

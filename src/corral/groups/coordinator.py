@@ -127,7 +127,7 @@ class GroupCoordinator(ClassicProtocol):
         written_at = -1
         while True:
             await trio.sleep(interval)
-            appends = getattr(self.log, "appends", 0)
+            appends = self.log.appends
             if appends == written_at:
                 continue
             started = time.monotonic()
@@ -228,8 +228,7 @@ class GroupCoordinator(ClassicProtocol):
         interval = self.settings["offsets.retention.check.interval.ms"] / 1000
         while True:
             await trio.sleep(interval)
-            _, written = self.offsets.expire(wall_ms())
-            written.then(_warn_if_failed)
+            self.offsets.expire(wall_ms()).then(_warn_if_failed)
 
 
 def _warn_if_failed(error: ErrorCode) -> None:

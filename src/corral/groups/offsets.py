@@ -52,6 +52,11 @@ class Offsets:
 
     # -- fetch -----------------------------------------------------------------------------------
 
+    def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """Whether this fetch may read the group's offsets (v9+ names a member and its epoch)."""
+        group = self.groups.get(group_id)
+        return ErrorCode.NONE if group is None else group.validate_offset_fetch(member_id, member_epoch)
+
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
               ) -> list[tuple[str, list[PartitionCommit]]]:
         """[(topic, [(partition, offset, leader_epoch, metadata)])]; None asks for everything."""
@@ -89,10 +94,10 @@ class Offsets:
 
     # -- expiry ----------------------------------------------------------------------------------
 
-    def expire(self, now_ms: int) -> tuple[int, Later]:
+    def expire(self, now_ms: int) -> Later:
         """Kafka's cleanupGroupMetadata: tombstones for expired offsets, and a group's deletion
-        when it is empty and loses its last offset. Returns (offsets expiring, their writes)."""
-        writes, expiring = [], 0
+        when it is empty and loses its last offset. Returns their writes (the first failure)."""
+        writes = []
         for group in list(self.groups.values()):
             may_expire, base = group.offset_expiry_base()
             group_id = group.group_id
@@ -100,12 +105,11 @@ class Offsets:
             if not may_expire or self.log.writing(group_id):
                 continue
             expired = self.map.expired(group_id, now_ms, self.retention_ms, base, [])
-            expiring += len(expired)
             if group.is_empty() and len(expired) == self.map.count(group_id):
                 writes.append(self._remove_group(group, expired))
             elif expired:
                 writes.append(self.log.write(group_id, [OffsetTombstones(group_id, expired)]))
-        return expiring, first_error(writes)
+        return first_error(writes)
 
     # -- replay ----------------------------------------------------------------------------------
 

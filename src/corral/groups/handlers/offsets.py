@@ -51,7 +51,8 @@ def offset_fetch(broker, request) -> dict[str, Any]:
         for g in body["groups"]:
             topics = None if g["topics"] is None else \
                 [(t["name"], t["partition_indexes"]) for t in g["topics"]]
-            error, fetched = _fetch_group(offsets, g["group_id"], topics)
+            member = (g["member_id"], g["member_epoch"]) if version >= 9 else (None, -1)
+            error, fetched = _fetch_group(offsets, g["group_id"], topics, *member)
             groups.append({"group_id": g["group_id"], "error_code": error,
                            "topics": _shape_fetched(fetched, version)})
         return {"groups": groups}
@@ -64,9 +65,13 @@ def offset_fetch(broker, request) -> dict[str, Any]:
     return response
 
 
-def _fetch_group(offsets: Offsets, group_id: str, topics: list[tuple[str, list[int]]] | None):
+def _fetch_group(offsets: Offsets, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                 member_id: str | None = None, member_epoch: int = -1):
     if not group_id:
         return ErrorCode.INVALID_GROUP_ID, []
+    error = offsets.fetch_error(group_id, member_id, member_epoch)
+    if error:
+        return error, []
     return ErrorCode.NONE, offsets.fetch(group_id, topics)
 
 

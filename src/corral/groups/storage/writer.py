@@ -42,6 +42,8 @@ class CoordinatorLog:
     """What the coordinator writes to and loads from. `replay` is set by the coordinator."""
 
     replay: Replay
+    # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
+    appends = 0
     # While a request is handled (`for_request`), the writes it caused, wherever they were made.
     _request: list[Later] | None = None
 
@@ -109,8 +111,6 @@ class DurableLog(CoordinatorLog):
         # Per group, how many of its writes are pending.
         self._groups_pending: dict[str, int] = {}
         self._ready = trio.Event()
-        # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
-        self.appends = 0
         self._partition_of: dict[str, int] = {}
 
     def partition_of(self, group_id: str) -> int:
