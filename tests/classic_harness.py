@@ -35,14 +35,15 @@ class InstantLog(CoordinatorLog):
         self.group_writes = 0
         self.tombstone_writes = 0
 
-    def _write(self, group_id, recs):
+    def _write(self, group_id, recs, applied=False):
         records.encode_batch(recs, 0)
         for record in recs:
             if isinstance(record, records.GroupMetadata):
                 self.group_writes += 1
             elif isinstance(record, (records.GroupTombstone, records.OffsetTombstones)):
                 self.tombstone_writes += 1
-            self.replay(record)
+            if not applied:
+                self.replay(record)
         return Later.of(ErrorCode.NONE)
 
 

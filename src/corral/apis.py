@@ -137,6 +137,7 @@ HANDLER_MODULES = [
     "groups.handlers.classic",
     "groups.handlers.offsets",
     "groups.handlers.admin",
+    "groups.handlers.consumer",
     "produce",
     "fetch",
     "list_offsets",

@@ -101,6 +101,16 @@ def _assignor_list(value: Any) -> str:
     return ",".join(entries)
 
 
+def _protocol_list(value: Any) -> str:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    entries = [str(item).strip().lower() for item in items if str(item).strip()]
+    unknown = sorted(set(entries) - {"classic", "consumer", "streams", "share"})
+    if unknown or "classic" not in entries:
+        raise ConfigError(f"expected a list holding classic and any of consumer, streams, share; "
+                          f"got {value!r}")
+    return ",".join(entries)
+
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -225,6 +235,42 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "(see corral.assignors.Assignor), imported at startup. A custom assignor that "
                 "fails or returns an invalid assignment fails that one computation (logged with "
                 "the group id); the group keeps its previous target."),
+        Setting("group.coordinator.rebalance.protocols", ConfigType.LIST, "classic,consumer,streams",
+                _protocol_list,
+                "Group protocols the coordinator serves; without `consumer`, ConsumerGroupHeartbeat "
+                "and ConsumerGroupDescribe answer UNSUPPORTED_VERSION (`streams` is accepted and "
+                "not served: corral has no streams groups)."),
+        Setting("group.consumer.session.timeout.ms", ConfigType.INT, 45000, _int_in(1, INT32_MAX),
+                "A consumer-group (KIP-848) member is fenced when no heartbeat came for this long."),
+        Setting("group.consumer.min.session.timeout.ms", ConfigType.INT, 45000, _int_in(1, INT32_MAX),
+                "Smallest `consumer.session.timeout.ms` a group may set."),
+        Setting("group.consumer.max.session.timeout.ms", ConfigType.INT, 60000, _int_in(1, INT32_MAX),
+                "Largest `consumer.session.timeout.ms` a group may set."),
+        Setting("group.consumer.heartbeat.interval.ms", ConfigType.INT, 5000, _int_in(1, INT32_MAX),
+                "How often consumer-group members are told to heartbeat."),
+        Setting("group.consumer.min.heartbeat.interval.ms", ConfigType.INT, 5000, _int_in(1, INT32_MAX),
+                "Smallest `consumer.heartbeat.interval.ms` a group may set."),
+        Setting("group.consumer.max.heartbeat.interval.ms", ConfigType.INT, 15000, _int_in(1, INT32_MAX),
+                "Largest `consumer.heartbeat.interval.ms` a group may set."),
+        Setting("group.consumer.max.size", ConfigType.INT, INT32_MAX, _int_in(1, INT32_MAX),
+                "Most members a consumer group admits (GROUP_MAX_SIZE_REACHED beyond)."),
+        Setting("group.consumer.migration.policy", ConfigType.STRING, "bidirectional",
+                _one_of("bidirectional", "upgrade", "downgrade", "disabled"),
+                "Whether groups move between the classic and consumer protocols online."),
+        Setting("group.consumer.regex.refresh.interval.ms", ConfigType.INT, 600000,
+                _int_in(10000, INT32_MAX),
+                "How often regex subscriptions are resolved again even without topic changes."),
+        Setting("group.consumer.assignment.interval.ms", ConfigType.INT, 1000, _int_in(0, INT32_MAX),
+                "KIP-1263 batching: a group's next target assignment is computed at least this "
+                "long after its last; the epoch bumps in between collapse into one computation. "
+                "0 computes at every bump."),
+        Setting("group.consumer.min.assignment.interval.ms", ConfigType.INT, 0, _int_in(0, INT32_MAX),
+                "Smallest `consumer.assignment.interval.ms` a group may set."),
+        Setting("group.consumer.max.assignment.interval.ms", ConfigType.INT, 15000, _int_in(0, INT32_MAX),
+                "Largest `consumer.assignment.interval.ms` a group may set."),
+        Setting("group.consumer.assignor.offload.enable", ConfigType.BOOLEAN, True, _parse_bool,
+                "Whether a large group's target assignment runs in a worker thread (the GIL "
+                "released in the built-in assignors) instead of on the event loop."),
         Setting("offsets.topic.num.partitions", ConfigType.INT, 50, _int_in(1, 100_000),
                 "Partitions of __consumer_offsets; a group lives in abs(hash(group id)) % this."),
         Setting("offsets.retention.minutes", ConfigType.INT, 10080, _int_in(1, INT32_MAX),

@@ -125,6 +125,9 @@ class TopicStore:
         self._changing: dict[str, _Change] = {}
         # Awaited after a topic's deletion is durable (the partition logs remove their files).
         self.on_delete: list[Callable[[Topic], Awaitable[None]]] = []
+        # Called with the names of topics created or deleted (visible to requests from now on):
+        # consumer groups resolve their regexes again and recompute their metadata hash.
+        self.on_change: list[Callable[[set[str]], None]] = []
         # Journal entries waiting for the writer, with the changes their requests wait on.
         self._queue: list[tuple[dict, _Change]] = []
         self._wanted = trio.Event()
@@ -241,6 +244,7 @@ class TopicStore:
             if change.error is not None:
                 raise change.error
             self._index(topic)
+            self._changed(topic.name)
             return topic
         finally:
             self._settle(topic.name, change)
@@ -250,6 +254,7 @@ class TopicStore:
         deletion is durable and the `on_delete` hooks (file removal) ran, or raises OSError if it
         could not be written (the topic is back)."""
         self._unindex(topic)
+        self._changed(topic.name)
         change = self._queue_change(topic.name, {"op": "delete", "name": topic.name, "id": str(topic.id)})
         return self._deleted(topic, change)
 
@@ -258,11 +263,19 @@ class TopicStore:
             await change.written.wait()
             if change.error is not None:
                 self._index(topic)
+                self._changed(topic.name)
                 raise change.error
             for hook in self.on_delete:
                 await hook(topic)
         finally:
             self._settle(topic.name, change)
+
+    def _changed(self, name: str) -> None:
+        for listener in self.on_change:
+            try:
+                listener({name})
+            except Exception:
+                log.exception("a topic change listener failed")
 
     def _queue_change(self, name: str, entry: dict) -> _Change:
         change = self._changing[name] = _Change()

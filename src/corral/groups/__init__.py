@@ -30,7 +30,9 @@ def coordinator_for(broker) -> GroupCoordinator:
         topic = broker.topics.create_at_startup(OFFSETS_TOPIC, broker.settings["offsets.topic.num.partitions"],
                                                 OFFSETS_TOPIC_CONFIGS, internal=True)
     durable = DurableLog(broker.logs, topic, broker.settings["corral.coordinator.write.delay.ms"])
-    coordinator = GroupCoordinator(broker.settings, durable, broker.data_dir / snapshot.FILE_NAME)
+    coordinator = GroupCoordinator(broker.settings, durable, broker.data_dir / snapshot.FILE_NAME,
+                                   broker.topics)
+    broker.topics.on_change.append(coordinator.on_topics_changed)
     started = time.monotonic()
     loaded = coordinator.load()
     if loaded["snapshot_records"] or loaded["log_records"]:

@@ -24,12 +24,15 @@ from typing import Any
 import trio
 
 from ..apis import Later
+from ..assignors import AssignorRegistry
 from ..clock import wall_ms
 from ..errors import ErrorCode
 from ..log import storage_warning
 from .classic import ClassicGroup, ClassicProtocol
+from .consumer import ConsumerGroup, ConsumerProtocol, TopicImage
 from .group import Group
 from .offsets import Offsets
+from .storage import consumer_records as cr
 from .storage import records, snapshot
 from .storage.records import (GroupMetadata, GroupTombstone, OffsetCommits, OffsetTombstones,
                               Record)
@@ -39,9 +42,18 @@ from .timers import Timers
 log = logging.getLogger("corral.groups")
 
 
-class GroupCoordinator(ClassicProtocol):
-    def __init__(self, settings, log_store: CoordinatorLog, snapshot_path: Path):
+_CONSUMER_RECORDS = (cr.GroupEpoch, cr.MemberMetadata, cr.TargetEpoch, cr.TargetMember,
+                     cr.CurrentAssignment, cr.RegexTopics, cr.ConsumerTombstone)
+
+
+class GroupCoordinator(ClassicProtocol, ConsumerProtocol):
+    def __init__(self, settings, log_store: CoordinatorLog, snapshot_path: Path, topics=None):
         self.settings = settings
+        # The broker's topic store (None in tests without topics): consumer groups subscribe by
+        # name and are assigned by topic id.
+        self.topics = TopicImage(topics)
+        self.assignors = AssignorRegistry.from_setting(settings["group.consumer.assignors"])
+        self._nursery: trio.Nursery | None = None
         self.log = log_store
         self.log.replay = self.replay
         self.snapshot_path = snapshot_path
@@ -59,6 +71,7 @@ class GroupCoordinator(ClassicProtocol):
     async def run(self) -> None:
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery  # offloaded target assignments run in it
                 nursery.start_soon(self.timers.run)
                 nursery.start_soon(self.log.run)
                 nursery.start_soon(self._expire_offsets_periodically)
@@ -97,15 +110,44 @@ class GroupCoordinator(ClassicProtocol):
                     for member in group.members.values():
                         self._schedule_heartbeat(member)
         elif isinstance(record, GroupTombstone):
-            group = self.groups.pop(record.group_id, None)
+            group = self.groups.get(record.group_id)
+            if isinstance(group, ConsumerGroup):
+                return  # the classic key of a group that became a consumer group
             if group is not None:
+                del self.groups[record.group_id]
                 self._forget(group)
             # Whatever offsets a pending commit left behind go with the group.
             self.offsets.map.delete_group(record.group_id)
+        elif isinstance(record, _CONSUMER_RECORDS):
+            self._replay_consumer(record)
+
+    def _replay_consumer(self, record: cr.ConsumerRecord) -> None:
+        group_id = record.group_id
+        group = self.groups.get(group_id)
+        tombstone = isinstance(record, cr.ConsumerTombstone)
+        if tombstone and record.kind == cr.GROUP_EPOCH:
+            if isinstance(group, ConsumerGroup):
+                del self.groups[group_id]
+                self._forget(group)
+            return
+        if not isinstance(group, ConsumerGroup):
+            if tombstone:
+                return
+            if group is not None:
+                self._forget(group)  # an empty classic group converted
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        if tombstone and record.kind == cr.MEMBER_METADATA:
+            member = group.members.get(record.name or "")
+            if member is not None:
+                self._cancel_member_timers(member)
+        group.replay(record)
 
     def _forget(self, group: Group) -> None:
         if isinstance(group, ClassicGroup):
             self._forget_classic(group)
+        elif isinstance(group, ConsumerGroup):
+            for member in group.members.values():
+                self._cancel_member_timers(member)
 
     # ============================================================================ snapshot ===
 
@@ -162,6 +204,8 @@ class GroupCoordinator(ClassicProtocol):
             if isinstance(group, ClassicGroup):
                 for member in group.members.values():
                     self._schedule_heartbeat(member)
+            elif isinstance(group, ConsumerGroup):
+                self._arm_loaded_consumer_timers(group)
         return {"groups": len(self.groups),
                 "offsets": sum(self.offsets.map.count(g) for g in self.groups),
                 "snapshot_records": from_snapshot, "log_records": from_log}

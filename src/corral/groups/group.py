@@ -6,7 +6,7 @@ it is. Classic groups implement it in classic/state.py; KIP-848 consumer groups 
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Collection, Protocol
 
 from ..errors import ErrorCode
 from .storage.records import Record
@@ -47,6 +47,10 @@ class Group(Protocol):
     def offset_expiry_base(self) -> tuple[bool, int | None]:
         """(whether its offsets may expire now, the time retention counts from: None for each
         offset's commit time)."""
+        ...
+
+    def offset_expiry_kept_topics(self) -> Collection[str]:
+        """Topics whose offsets never expire while the group is as it is (subscribed ones)."""
         ...
 
     # -- deletion --------------------------------------------------------------------------------

@@ -104,7 +104,8 @@ class Offsets:
             # A write in flight may commit what expiry would remove: decide at the next check.
             if not may_expire or self.log.writing(group_id):
                 continue
-            expired = self.map.expired(group_id, now_ms, self.retention_ms, base, [])
+            expired = self.map.expired(group_id, now_ms, self.retention_ms, base,
+                                       list(group.offset_expiry_kept_topics()))
             if group.is_empty() and len(expired) == self.map.count(group_id):
                 writes.append(self._remove_group(group, expired))
             elif expired:

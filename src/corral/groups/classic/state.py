@@ -421,6 +421,9 @@ class ClassicGroup:
             return True, self.state_timestamp_ms
         return False, None  # a live group keeps its offsets
 
+    def offset_expiry_kept_topics(self) -> tuple[str, ...]:
+        return ()  # a live classic group keeps all its offsets (offset_expiry_base)
+
     def validate_delete(self) -> ErrorCode:
         if self.state is ClassicState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND

@@ -1,9 +1,9 @@
 """The coordinator's records: what a handler hands the log, and their `__consumer_offsets` bytes
 in Kafka's own formats, so Kafka's tools can read corral's log.
 
-Four kinds of record travel between the groups layer and its log (`Record`): one request's
-`OffsetCommits` of a group, `OffsetTombstones`, a classic group's `GroupMetadata` and a
-`GroupTombstone`. `encode_batch` turns them into a RecordBatch, `decode` turns a key/value read back
+The records that travel between the groups layer and its log (`Record`): one request's
+`OffsetCommits` of a group, `OffsetTombstones`, a classic group's `GroupMetadata`, a
+`GroupTombstone`, and a consumer group's records (consumer_records.py). `encode_batch` turns them into a RecordBatch, `decode` turns a key/value read back
 from the log (or a snapshot) into one of them; `replay` (coordinator.py) applies them, the same
 way live and at load.
 
@@ -22,6 +22,8 @@ import struct
 from dataclasses import dataclass
 
 from ... import _core
+from . import consumer_records
+from .consumer_records import ConsumerRecord
 
 OFFSET_COMMIT_KEY_V0 = 0
 OFFSET_COMMIT_KEY = 1
@@ -211,7 +213,7 @@ class GroupTombstone:
     group_id: str
 
 
-Record = OffsetCommits | OffsetTombstones | GroupMetadata | GroupTombstone
+Record = OffsetCommits | OffsetTombstones | GroupMetadata | GroupTombstone | ConsumerRecord
 
 
 def _pairs(record: Record) -> list[KeyValue]:
@@ -219,7 +221,9 @@ def _pairs(record: Record) -> list[KeyValue]:
         return [(key, None) for key in _core.offset_keys(record.group_id, record.partitions)]
     if isinstance(record, GroupMetadata):
         return [(group_key(record.group_id), record.value)]
-    return [(group_key(record.group_id), None)]
+    if isinstance(record, GroupTombstone):
+        return [(group_key(record.group_id), None)]
+    return [(consumer_records.key_of(record), consumer_records.value_of(record))]
 
 
 def encode_batch(records: list[Record], now_ms: int) -> bytes:
@@ -249,4 +253,6 @@ def decode(key: bytes, value: bytes | None) -> Record | None:
     if kind == GROUP_METADATA_KEY:
         (group_id,) = fields
         return GroupTombstone(group_id) if value is None else GroupMetadata(group_id, value)
+    if kind in consumer_records.TYPES:
+        return consumer_records.decode(key, value)
     return None

@@ -58,15 +58,16 @@ class CoordinatorLog:
         finally:
             self._request = outer
 
-    def write(self, group_id: str, records: list[Record]) -> Later:
+    def write(self, group_id: str, records: list[Record], applied: bool = False) -> Later:
         """Appends `records` (all of one group) now; once durable replays them and resolves the
-        returned Later with NONE, or with WRITE_FAILED (nothing replayed)."""
-        done = self._write(group_id, records)
+        returned Later with NONE, or with WRITE_FAILED (nothing replayed). `applied`: the
+        caller replayed them already (consumer groups, whose next request must see them)."""
+        done = self._write(group_id, records, applied)
         if self._request is not None:
             self._request.append(done)
         return done
 
-    def _write(self, group_id: str, records: list[Record]) -> Later:
+    def _write(self, group_id: str, records: list[Record], applied: bool) -> Later:
         raise NotImplementedError
 
     def writing(self, group_id: str) -> bool:
@@ -94,7 +95,7 @@ class _Pending:
         self.group_id = group_id
         self.partition = partition
         self.base = base
-        self.records = records
+        self.records = records  # empty when the caller applied them already
         self.done = done
         self.durable = False
         self.error: BaseException | None = None
@@ -120,7 +121,7 @@ class DurableLog(CoordinatorLog):
             partition = self._partition_of[group_id] = partition_for(group_id, self.topic.partitions)
         return partition
 
-    def _write(self, group_id: str, records: list[Record]) -> Later:
+    def _write(self, group_id: str, records: list[Record], applied: bool) -> Later:
         done = Later()
         partition = self.partition_of(group_id)
         try:
@@ -134,7 +135,7 @@ class DurableLog(CoordinatorLog):
             done.resolve(WRITE_FAILED)
             return done
         self.appends += 1
-        pending = _Pending(group_id, partition, result.base_offset, records, done)
+        pending = _Pending(group_id, partition, result.base_offset, [] if applied else records, done)
         self._pending.append(pending)
         self._groups_pending[group_id] = self._groups_pending.get(group_id, 0) + 1
         if needs_flush:

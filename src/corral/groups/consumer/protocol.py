@@ -1,0 +1,611 @@
+"""The KIP-848 consumer group protocol as the coordinator runs it (reference/kip848.md §1-4):
+ConsumerGroupHeartbeat (join, update, reconcile, leave), group epoch bumps, the target
+assignment with Kafka's batching (and a worker thread for big groups), session and rebalance
+timeouts, static members and regex subscriptions.
+
+`ConsumerProtocol` is one part of `GroupCoordinator` (coordinator.py). Every change follows one
+discipline: a handler decides from the group as it is and returns records plus an answer; the
+records are applied at once by the coordinator's `replay` (the function loading uses) and
+appended to the log; the answer leaves once they are durable (`_write_consumer`). As in Kafka,
+later requests of the group see the records' effect before the fsync; a failed write answers
+NOT_COORDINATOR and makes the group's next write rewrite the whole group, so the log again
+describes memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ...apis import Later
+from ...clock import wall_ms
+from ...errors import ErrorCode
+from ..classic import ClassicGroup
+from ..storage import consumer_records as cr
+from ..storage.records import GroupTombstone
+from ..timers import Timers
+from .reconcile import FencedMember, MemberState, Reconciled, reconcile
+from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
+from .target import (TargetInputs, TopicImage, member_topic_ids, metadata_hash,
+                     preferred_assignor, records_for, size_of)
+
+if TYPE_CHECKING:
+    from ...assignors import AssignorRegistry
+    from ..storage.writer import CoordinatorLog
+
+log = logging.getLogger("corral.groups")
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+# A computation over more members plus partitions than this runs in a worker thread (when
+# group.consumer.assignor.offload.enable): the built-ins take about a millisecond there.
+OFFLOAD_ABOVE = 20_000
+
+
+class GroupError(Exception):
+    """A heartbeat refused with Kafka's error code and message."""
+
+    def __init__(self, code: ErrorCode, message: str = ""):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class HeartbeatRequest:
+    """What ConsumerGroupHeartbeat asks, independent of its version. `owned` is None when the
+    request leaves TopicPartitions out (unchanged)."""
+
+    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id",
+                 "rebalance_timeout_ms", "topic_names", "regex", "server_assignor", "owned",
+                 "client_id", "client_host")
+
+    def __init__(self, **fields: Any):
+        for name in self.__slots__:
+            setattr(self, name, fields[name])
+
+    @property
+    def is_full(self) -> bool:
+        return self.rebalance_timeout_ms != -1 and self.owned is not None and \
+            (self.topic_names is not None or self.regex is not None)
+
+
+def error_answer(code: ErrorCode, message: str = "") -> dict[str, Any]:
+    return {"error_code": code, "error_message": message or None, "member_id": None,
+            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+
+
+def assignment_answer(assigned) -> dict[str, Any]:
+    return {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
+                                 for t, ps in sorted(assigned.items())]}
+
+
+class ConsumerProtocol:
+    # Given by GroupCoordinator.
+    groups: dict
+    log: "CoordinatorLog"
+    timers: Timers
+    settings: Any
+    topics: TopicImage
+    assignors: "AssignorRegistry"
+    _nursery: trio.Nursery | None
+
+    # =========================================================================== writing ===
+
+    def _write_consumer(self, group_id: str, records: list) -> Later:
+        """Applies `records` now (through `replay`) and appends them; resolves with the write's
+        error once durable."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.needs_rewrite:
+            records = [*group.all_records(), *records]
+            group.needs_rewrite = False
+        for record in records:
+            self.replay(record)
+        written = self.log.write(group_id, records, applied=True)
+
+        def failed(error: ErrorCode) -> None:
+            if error:
+                current = self.groups.get(group_id)
+                if isinstance(current, ConsumerGroup):
+                    current.needs_rewrite = True
+
+        written.then(failed)
+        return written
+
+    # ========================================================================= heartbeat ===
+
+    def consumer_heartbeat(self, req: HeartbeatRequest) -> Later:
+        """ConsumerGroupHeartbeat after its static validation (handlers/consumer.py): resolves
+        to the version-independent answer once its records are durable."""
+        try:
+            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                records, answer = self._leave(req)
+            else:
+                records, answer = self._heartbeat(req)
+        except GroupError as e:
+            return Later.of(error_answer(e.code, e.message))
+        except FencedMember as e:
+            return Later.of(error_answer(e.code, str(e)))
+        group_id = req.group_id
+        if records:
+            written = self._write_consumer(group_id, records)
+        else:
+            written = Later.of(ErrorCode.NONE)
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            member = group.members.get(answer["member_id"])
+            if member is not None and answer["member_epoch"] >= 0:
+                self._arm_session(group, member)
+                if any(isinstance(r, cr.CurrentAssignment) and r.member_id == member.member_id
+                       for r in records):
+                    self._rebalance_timer(group_id, member, member.current)
+            self._maybe_offload(group)
+        return written.map(lambda error: error_answer(error) if error else answer)
+
+    def _heartbeat(self, req: HeartbeatRequest) -> tuple[list, dict[str, Any]]:
+        now = wall_ms()
+        group_id = req.group_id
+        records: list = []
+        existing = self.groups.get(group_id)
+        replaced_classic = False
+        if isinstance(existing, ConsumerGroup) and not existing.deleting:
+            group = existing
+        else:
+            if req.member_epoch != 0:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            if isinstance(existing, ClassicGroup):
+                if not existing.is_empty():
+                    # An online upgrade of a live classic group comes with classic members
+                    # inside consumer groups; until then the id is taken.
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                     f"Group {group_id} is not a consumer group.")
+                replaced_classic = True
+            elif isinstance(existing, ConsumerGroup):  # its deletion is being written
+                raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 f"Group {group_id} is being deleted.")
+            group = ConsumerGroup(group_id)  # created by the records below
+        member_id = req.member_id or str(uuid.uuid4())  # v0: the coordinator names members
+        max_size = self.settings["group.consumer.max.size"]
+        if len(group.members) >= max_size and member_id not in group.members and \
+                (req.instance_id is None or req.instance_id not in group.static_members):
+            raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                             f"The consumer group has reached its maximum capacity of {max_size} members.")
+
+        member, replaced = self._member_for(group, req, member_id, records)
+        is_new = member.member_id not in group.members
+        updated = _updated_member(member, req)
+        names_changed = updated.topic_names != member.topic_names
+        if _metadata_differs(member, updated) or (is_new and not replaced):
+            records.append(updated.metadata_record(group_id))
+        regex_bump, regex_changed = self._update_regexes(group, member, updated, records, now)
+        assignor_changed = False
+        if updated.server_assignor != member.server_assignor or (is_new and updated.server_assignor):
+            others = _others(group, member)
+            assignor_changed = preferred_assignor(group.members.values()) != \
+                preferred_assignor([*others, updated])
+        bump = names_changed or regex_bump or assignor_changed
+        group_epoch = group.group_epoch
+        if bump or group.metadata_expired:
+            group.metadata_expired = False
+            after = [*_others(group, member), updated]
+            names = {n for m in after for n in m.topic_names}
+            new_hash = metadata_hash(names | _regex_topics(_with_new_regexes(group, records), after),
+                                     self.topics)
+            if new_hash != group.metadata_hash:
+                bump = True
+            if bump:
+                group_epoch += 1
+                records.append(cr.GroupEpoch(group_id, group_epoch, new_hash))
+                log.info("group %s: epoch %d", group_id, group_epoch)
+
+        target_epoch, target = self._maybe_compute_target(group, group_epoch, member, updated,
+                                                          records, now)
+        subscription_changed = names_changed or regex_changed
+        current = updated.current
+        if subscription_changed or current.state is not MemberState.STABLE or \
+                current.epoch != target_epoch:
+            subscribed = member_topic_ids(updated, _with_new_regexes(group, records), self.topics)
+            current = reconcile(current, target_epoch, target, subscribed, subscription_changed,
+                                req.owned, group.owner_epoch)
+            if current != updated.current:
+                records.append(updated.assignment_record(group_id, current))
+        if replaced_classic:
+            # After the consumer records, so its replay finds a consumer group and keeps the
+            # group's offsets (an empty classic group converts, KIP-848 §5).
+            records.append(GroupTombstone(group_id))
+        answer = {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
+                  "member_epoch": current.epoch,
+                  "heartbeat_interval_ms": self.settings["group.consumer.heartbeat.interval.ms"],
+                  "assignment": None}
+        if req.member_epoch == 0 or req.is_full or current.assigned != member.current.assigned:
+            answer["assignment"] = assignment_answer(current.assigned)
+        return records, answer
+
+    def _member_for(self, group: ConsumerGroup, req: HeartbeatRequest, member_id: str,
+                    records: list) -> tuple[ConsumerMember, bool]:
+        """The member the heartbeat is from (a new one on epoch 0), epoch checked, and whether it
+        replaced a static member's old self (its records appended)."""
+        instance_id = req.instance_id
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if req.member_epoch != 0:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group {group.group_id}.")
+                return ConsumerMember(member_id), False
+            _check_epoch(member, req)
+            return member, False
+        old_id = group.static_members.get(instance_id)
+        old = group.members.get(old_id) if old_id is not None else None
+        if req.member_epoch == 0:
+            if old is None:
+                return group.members.get(member_id) or ConsumerMember(member_id), False
+            if old.classic is None and old.epoch != STATIC_LEAVE_EPOCH:
+                raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                 f"Static member {member_id} with instance id {instance_id} cannot "
+                                 f"join the group because the instance id is owned by {old.member_id} member.")
+            new = _copy_member(old, member_id)
+            gid = group.group_id
+            records += _removal_records(gid, old.member_id)
+            records += [new.metadata_record(gid),
+                        cr.TargetMember(gid, member_id, _as_record(group.target.get(old.member_id, {}))),
+                        new.assignment_record(gid)]
+            log.info("group %s: static member %s rejoins as %s", gid, instance_id, member_id)
+            return new, True
+        if old is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                             f"Instance id {instance_id} is unknown.")
+        if old.member_id != member_id:
+            raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                             f"Static member {member_id} with instance id {instance_id} is fenced "
+                             f"by existing member {old.member_id}.")
+        _check_epoch(old, req)
+        return old, False
+
+    # ===================================================================== regular exprs ===
+
+    def _update_regexes(self, group: ConsumerGroup, member: ConsumerMember,
+                        updated: ConsumerMember, records: list, now: int) -> tuple[bool, bool]:
+        """(whether the epoch must bump, whether the member's regex changed). A new regex is
+        compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics (Kafka
+        resolves it asynchronously, then bumps); a regex nobody uses any more is tombstoned."""
+        old, new = member.regex, updated.regex
+        if old == new:
+            return False, False
+        gid = group.group_id
+        if new and new not in group.regexes:
+            topics = self._resolve(new)
+            records.append(cr.RegexTopics(gid, new, topics, self._topics_version(), now))
+        if old and not any(m.regex == old for m in group.members.values()
+                           if m.member_id != member.member_id):
+            records.append(cr.ConsumerTombstone(cr.REGEX, gid, old))
+        return True, True
+
+    def _resolve(self, regex: str) -> tuple[str, ...]:
+        pattern = compile_regex(regex)
+        return tuple(sorted(name for name in self.topics.names()
+                            if not name.startswith("__") and pattern.fullmatch(name)))
+
+    def _topics_version(self) -> int:
+        return self.topics.version
+
+    # ============================================================================ target ===
+
+    def _maybe_compute_target(self, group: ConsumerGroup, group_epoch: int,
+                              member: ConsumerMember, updated: ConsumerMember,
+                              records: list, now: int) -> tuple[int, dict[bytes, frozenset[int]]]:
+        """The target the member reconciles toward: a new one computed now when the epoch moved
+        and batching allows it (small groups, inline), else the current one."""
+        current = (group.assignment_epoch, group.target.get(updated.member_id, EMPTY_ASSIGNMENT))
+        if group.assignment_epoch >= group_epoch or group.computing_epoch is not None:
+            return current
+        if not self._may_compute(group, now):
+            return current
+        members = [*_others(group, member), updated]
+        view = _with_new_regexes(group, records)
+        inputs = TargetInputs.of(view, group_epoch, members, self.topics)
+        if self._offloads(inputs):
+            return current  # _maybe_offload starts it once these records are applied
+        assignor = self.assignors.get(preferred_assignor(members)) or self.assignors.default
+        target = inputs.compute(assignor)
+        if target is None:
+            group.assignment_failed_ms = now  # retried after the assignment interval
+            return current
+        records += records_for(group, group_epoch, target, {m.member_id for m in members}, now)
+        log.info("group %s: target assignment for epoch %d (%d members, %s)", group.group_id,
+                 group_epoch, len(members), assignor.name)
+        return group_epoch, target.get(updated.member_id, EMPTY_ASSIGNMENT)
+
+    def _may_compute(self, group: ConsumerGroup, now: int) -> bool:
+        interval = self.settings["group.consumer.assignment.interval.ms"]
+        last = max(group.assignment_timestamp_ms, group.assignment_failed_ms)
+        return last == 0 or interval == 0 or now >= last + interval
+
+    def _offloads(self, inputs: TargetInputs) -> bool:
+        return self.settings["group.consumer.assignor.offload.enable"] and \
+            self._nursery is not None and size_of(inputs) > OFFLOAD_ABOVE
+
+    def _maybe_offload(self, group: ConsumerGroup) -> None:
+        """Starts a worker-thread computation of a big group's target when one is due."""
+        if group.assignment_epoch >= group.group_epoch or group.computing_epoch is not None \
+                or not self._may_compute(group, wall_ms()) or self._nursery is None \
+                or not self.settings["group.consumer.assignor.offload.enable"]:
+            return
+        counts = (self.topics.topic(n) for n in group.subscribed_topic_names())
+        if len(group.members) + sum(t.partitions for t in counts if t is not None) <= OFFLOAD_ABOVE:
+            return  # small: computed inline by the next heartbeat
+        inputs = TargetInputs.of(group, group.group_epoch, group.members.values(), self.topics)
+        if not self._offloads(inputs):
+            return
+        group.computing_epoch = inputs.epoch
+        assignor = self.assignors.get(preferred_assignor(group.members.values())) or self.assignors.default
+        self._nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
+
+    async def _compute_offloaded(self, group: ConsumerGroup, inputs: TargetInputs, assignor) -> None:
+        try:
+            target = await trio.to_thread.run_sync(inputs.compute, assignor)
+        finally:
+            group.computing_epoch = None
+        if self.groups.get(group.group_id) is not group or group.deleting or \
+                group.assignment_epoch >= inputs.epoch:
+            return
+        now = wall_ms()
+        if target is None:
+            group.assignment_failed_ms = now
+            return
+        log.info("group %s: target assignment for epoch %d (%d members, %s, worker thread)",
+                 group.group_id, inputs.epoch, len(inputs.members), assignor.name)
+        self._write_consumer(group.group_id,
+                             records_for(group, inputs.epoch, target, group.members, now))
+
+    # =========================================================================== leaving ===
+
+    def _leave(self, req: HeartbeatRequest) -> tuple[list, dict[str, Any]]:
+        group = self.groups.get(req.group_id)
+        if not isinstance(group, ConsumerGroup) or group.deleting:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {req.member_id} is not a member of group {group.group_id}.")
+        else:
+            member_id = group.static_members.get(req.instance_id)
+            member = group.members.get(member_id) if member_id is not None else None
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            if member.member_id != req.member_id:
+                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                                 f"Static member {req.member_id} with instance id {req.instance_id} "
+                                 f"is fenced by existing member {member.member_id}.")
+        answer = {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member.member_id,
+                  "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0, "assignment": None}
+        if req.member_epoch == STATIC_LEAVE_EPOCH:
+            # A temporary leave: the partitions stay owned (at epoch -2) until the instance
+            # rejoins or its session ends; no epoch bump.
+            c = member.current
+            leaving = Reconciled(STATIC_LEAVE_EPOCH, c.previous_epoch, c.state, c.assigned, EMPTY_ASSIGNMENT)
+            log.info("group %s: static member %s (%s) leaves temporarily", group.group_id,
+                     member.instance_id, member.member_id)
+            return [member.assignment_record(group.group_id, leaving)], answer
+        log.info("group %s: member %s leaves", group.group_id, member.member_id)
+        return self._fence_records(group, [member]), answer
+
+    def _fence_records(self, group: ConsumerGroup, members: list[ConsumerMember]) -> list:
+        """Kafka's consumerGroupFenceMembers: the members' tombstones, unused regexes', a bumped
+        epoch (with the target epoch moved too if the group is now empty, KAFKA-20442)."""
+        gid = group.group_id
+        records: list = []
+        leaving = {m.member_id for m in members}
+        for member in members:
+            records += _removal_records(gid, member.member_id)
+        staying = [m for m in group.members.values() if m.member_id not in leaving]
+        used = {m.regex for m in staying if m.regex}
+        records += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in group.regexes if r not in used]
+        names = {n for m in staying for n in m.topic_names} | _regex_topics(group, staying)
+        epoch = group.group_epoch + 1
+        records.append(cr.GroupEpoch(gid, epoch, metadata_hash(names, self.topics)))
+        if not staying:
+            records.append(cr.TargetEpoch(gid, epoch, 0))
+        return records
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+        """Removes a member the coordinator gave up on (session or rebalance timeout)."""
+        if self.groups.get(group.group_id) is not group or member.member_id not in group.members \
+                or group.deleting:
+            return
+        log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why)
+        self._write_consumer(group.group_id, self._fence_records(group, [member]))
+
+    # ============================================================================ timers ===
+
+    def _arm_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if not member.session_key:
+            member.session_key = self.timers.register(self._on_session_timeout, group, member)
+        self.timers.schedule(member.session_key, self.settings["group.consumer.session.timeout.ms"])
+
+    def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        self._fence(group, member, "the member session expired")
+
+    def _rebalance_timer(self, group_id: str, member: ConsumerMember, current: Reconciled) -> None:
+        """Arms the revocation deadline when the member enters (or stays in, changed)
+        UNREVOKED_PARTITIONS, for the epoch it is at; cancels it otherwise."""
+        if current.state is MemberState.UNREVOKED_PARTITIONS:
+            if not member.rebalance_key:
+                member.rebalance_key = self.timers.register(self._on_rebalance_timeout, group_id,
+                                                            member.member_id, current.epoch)
+            else:
+                self.timers.callbacks[member.rebalance_key] = (
+                    self._on_rebalance_timeout, group_id, member.member_id, current.epoch)
+            self.timers.schedule(member.rebalance_key, max(member.rebalance_timeout_ms, 0))
+        elif member.rebalance_key:
+            self.timers.cancel(member.rebalance_key)
+
+    def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return
+        member = group.members.get(member_id)
+        if member is not None and member.epoch == epoch and \
+                member.current.state is MemberState.UNREVOKED_PARTITIONS:
+            self._fence(group, member, "it did not revoke its partitions within the rebalance timeout")
+
+    def _cancel_member_timers(self, member: ConsumerMember) -> None:
+        for key in (member.session_key, member.rebalance_key):
+            if key:
+                self.timers.unregister(key)
+        member.session_key = member.rebalance_key = 0
+
+    def _arm_loaded_consumer_timers(self, group: ConsumerGroup) -> None:
+        """After loading: every member gets a fresh session (Kafka's onLoaded), members revoking
+        partitions a fresh rebalance deadline."""
+        for member in group.members.values():
+            self._arm_session(group, member)
+            if member.current.state is MemberState.UNREVOKED_PARTITIONS:
+                self._rebalance_timer(group.group_id, member, member.current)
+
+    # ===================================================================== topic changes ===
+
+    def on_topics_changed(self, names: set[str]) -> None:
+        """Topics were created or deleted: regexes are resolved again (an epoch bump when a
+        result changed) and groups subscribed by name recompute their metadata hash at their
+        next heartbeat (Kafka's onMetadataUpdate)."""
+        now = wall_ms()
+        self.topics.version += 1
+        for group in list(self.groups.values()):
+            if not isinstance(group, ConsumerGroup) or group.deleting:
+                continue
+            if any(name in group.topic_name_counts for name in names):
+                group.metadata_expired = True
+            records: list = []
+            for regex, resolution in group.regexes.items():
+                topics = self._resolve(regex)
+                if topics != resolution.topics:
+                    records.append(cr.RegexTopics(group.group_id, regex, topics,
+                                                  self._topics_version(), now))
+            if records:
+                names_now = group.subscribed_topic_names(False)
+                view = _with_new_regexes(group, records)
+                names_now |= _regex_topics(view, group.members.values())
+                records.append(cr.GroupEpoch(group.group_id, group.group_epoch + 1,
+                                             metadata_hash(names_now, self.topics)))
+                self._write_consumer(group.group_id, records)
+                self._maybe_offload(group)
+
+
+# =============================================================================== helpers ===
+
+def compile_regex(regex: str):
+    import re2
+
+    try:
+        return re2.compile(regex)
+    except re2.error as e:
+        raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                         f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.") from None
+
+
+def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
+    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid, with the lost-response exception."""
+    received, stored = req.member_epoch, member.epoch
+    if received == 0 or received == stored:
+        return
+    if received > stored:
+        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                         f"The consumer group member has a greater member epoch ({received}) than "
+                         f"the one known by the group coordinator ({stored}). The member must "
+                         "abandon all its partitions and rejoin.")
+    if received != member.current.previous_epoch or req.owned is None or \
+            not _is_subset(req.owned, member.current.assigned):
+        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                         f"The consumer group member has a smaller member epoch ({received}) than "
+                         f"the one known by the group coordinator ({stored}). The member must "
+                         "abandon all its partitions and rejoin.")
+
+
+def _is_subset(owned, assigned) -> bool:
+    return all(ps <= assigned.get(topic, frozenset()) for topic, ps in owned.items() if ps)
+
+
+def _updated_member(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMember:
+    """The member with the request's non-null fields (null or -1: unchanged)."""
+    updated = _copy_member(member, member.member_id)
+    if req.instance_id is not None:
+        updated.instance_id = req.instance_id
+    if req.rack_id is not None:
+        updated.rack_id = req.rack_id
+    if req.rebalance_timeout_ms != -1:
+        updated.rebalance_timeout_ms = req.rebalance_timeout_ms
+    if req.server_assignor is not None:
+        updated.server_assignor = req.server_assignor or None
+    if req.topic_names is not None:
+        updated.topic_names = tuple(sorted(set(req.topic_names)))
+    if req.regex is not None:
+        updated.regex = req.regex or None
+    updated.client_id, updated.client_host = req.client_id, req.client_host
+    updated.classic = None
+    return updated
+
+
+def _copy_member(member: ConsumerMember, member_id: str) -> ConsumerMember:
+    """A detached copy (timers stay with the group's member); a new id starts at epoch 0."""
+    copy = ConsumerMember(member_id)
+    for name in ("instance_id", "rack_id", "client_id", "client_host", "topic_names", "regex",
+                 "rebalance_timeout_ms", "server_assignor", "classic", "current"):
+        setattr(copy, name, getattr(member, name))
+    if member_id != member.member_id:
+        c = member.current
+        copy.current = Reconciled(0, 0, c.state, c.assigned, c.pending_revocation)
+    return copy
+
+
+def _metadata_differs(a: ConsumerMember, b: ConsumerMember) -> bool:
+    return (a.instance_id, a.rack_id, a.client_id, a.client_host, a.topic_names, a.regex,
+            a.rebalance_timeout_ms, a.server_assignor, a.classic) != \
+        (b.instance_id, b.rack_id, b.client_id, b.client_host, b.topic_names, b.regex,
+         b.rebalance_timeout_ms, b.server_assignor, b.classic)
+
+
+def _removal_records(group_id: str, member_id: str) -> list:
+    return [cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, group_id, member_id),
+            cr.ConsumerTombstone(cr.TARGET_MEMBER, group_id, member_id),
+            cr.ConsumerTombstone(cr.MEMBER_METADATA, group_id, member_id)]
+
+
+def _as_record(partitions) -> cr.Assignment:
+    return {t: tuple(sorted(ps)) for t, ps in partitions.items() if ps}
+
+
+def _others(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMember]:
+    """The group's members but `member` (and the old self a static member replaces)."""
+    instance_id = member.instance_id
+    return [m for m in group.members.values() if m.member_id != member.member_id
+            and (instance_id is None or m.instance_id != instance_id)]
+
+
+def _regex_topics(group: ConsumerGroup, members) -> set[str]:
+    out: set[str] = set()
+    for m in members:
+        if m.regex and m.regex in group.regexes:
+            out.update(group.regexes[m.regex].topics)
+    return out
+
+
+class _RegexView:
+    """The group as seen with regex resolutions of this heartbeat's records (not replayed yet)."""
+
+    def __init__(self, group: ConsumerGroup, regexes: dict):
+        self._group = group
+        self.regexes = regexes
+
+    def __getattr__(self, name: str):
+        return getattr(self._group, name)
+
+
+def _with_new_regexes(group: ConsumerGroup, records: list):
+    new = {r.regex: r for r in records if isinstance(r, cr.RegexTopics)}
+    if not new:
+        return group
+    return _RegexView(group, {**group.regexes, **new})

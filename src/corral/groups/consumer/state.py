@@ -1,0 +1,317 @@
+"""A KIP-848 consumer group's state: its members, epochs, target assignment and who owns which
+partition, changed only by `replay` of its records (storage/consumer_records.py), live and at
+load, as Kafka replays a consumer group's records into its in-memory state.
+
+Also the `Group` interface (group.py) for consumer groups: offsets validated by member epoch,
+describe and list views, deletion.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ...errors import ErrorCode
+from ..storage import consumer_records as cr
+from ..storage.records import GroupTombstone, Record
+from .reconcile import MemberState, Reconciled
+
+EMPTY_ASSIGNMENT: dict[bytes, frozenset[int]] = {}
+
+# Kafka's `MemberType` of ConsumerGroupDescribe v1.
+MEMBER_TYPE_CLASSIC = 0
+MEMBER_TYPE_CONSUMER = 1
+
+
+class ConsumerMember:
+    """One member: its subscription (ConsumerGroupMemberMetadata) and its current assignment
+    (ConsumerGroupCurrentMemberAssignment). Timer keys are the coordinator's."""
+
+    __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "topic_names",
+                 "regex", "rebalance_timeout_ms", "server_assignor", "classic", "current",
+                 "session_key", "rebalance_key")
+
+    def __init__(self, member_id: str):
+        self.member_id = member_id
+        self.instance_id: str | None = None
+        self.rack_id: str | None = None
+        self.client_id = ""
+        self.client_host = ""
+        self.topic_names: tuple[str, ...] = ()
+        self.regex: str | None = None
+        self.rebalance_timeout_ms = -1
+        self.server_assignor: str | None = None
+        self.classic: cr.ClassicMetadata | None = None
+        self.current = Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT, EMPTY_ASSIGNMENT)
+        self.session_key = 0
+        self.rebalance_key = 0
+
+    @property
+    def epoch(self) -> int:
+        return self.current.epoch
+
+    def metadata_record(self, group_id: str) -> cr.MemberMetadata:
+        return cr.MemberMetadata(group_id, self.member_id, self.instance_id, self.rack_id,
+                                 self.client_id, self.client_host, self.topic_names, self.regex,
+                                 self.rebalance_timeout_ms, self.server_assignor, self.classic)
+
+    def assignment_record(self, group_id: str, current: Reconciled | None = None
+                          ) -> cr.CurrentAssignment:
+        c = current or self.current
+        return cr.CurrentAssignment(group_id, self.member_id, c.epoch, c.previous_epoch,
+                                    int(c.state), _as_record(c.assigned),
+                                    _as_record(c.pending_revocation))
+
+
+def _as_record(partitions) -> cr.Assignment:
+    return {topic: tuple(sorted(ps)) for topic, ps in partitions.items() if ps}
+
+
+def as_sets(partitions: cr.Assignment) -> dict[bytes, frozenset[int]]:
+    return {topic: frozenset(ps) for topic, ps in partitions.items() if ps}
+
+
+class ConsumerGroup:
+    type = "consumer"
+    protocol_type_name = "consumer"
+
+    def __init__(self, group_id: str):
+        self.group_id = group_id
+        # A group starts at epoch 1 with an empty target at epoch 1 (Kafka 4.3+, KAFKA-20268).
+        self.group_epoch = 1
+        self.metadata_hash = 0
+        self.assignment_epoch = 1
+        self.assignment_timestamp_ms = 0
+        self.members: dict[str, ConsumerMember] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        # member id -> topic id -> partitions: the target assignment at `assignment_epoch`.
+        self.target: dict[str, dict[bytes, frozenset[int]]] = {}
+        # topic id -> partition -> epoch of the member owning it (assigned or being revoked).
+        self.owner_epochs: dict[bytes, dict[int, int]] = {}
+        self.regexes: dict[str, cr.RegexTopics] = {}
+        # How many members name each topic (their `topic_names`; regexes resolve separately).
+        self.topic_name_counts: Counter[str] = Counter()
+        self.deleting = False
+        # Not durable, not replayed: the coordinator's bookkeeping of the live group.
+        # The group epoch a target computation is running for (in a worker thread), if any.
+        self.computing_epoch: int | None = None
+        # When the last computation failed (retried after the assignment interval).
+        self.assignment_failed_ms = 0
+        # A subscribed topic changed: the next heartbeat recomputes the metadata hash.
+        self.metadata_expired = False
+        # A write of the group failed: its next write rewrites the whole group.
+        self.needs_rewrite = False
+
+    # ========================================================================== replay ===
+
+    def member(self, member_id: str) -> ConsumerMember:
+        member = self.members.get(member_id)
+        if member is None:
+            member = self.members[member_id] = ConsumerMember(member_id)
+        return member
+
+    def replay(self, record: cr.ConsumerRecord) -> None:
+        """Applies one of the group's records (the group's removal is the coordinator's)."""
+        if isinstance(record, cr.ConsumerTombstone):
+            self._replay_tombstone(record)
+        elif isinstance(record, cr.GroupEpoch):
+            self.group_epoch, self.metadata_hash = record.epoch, record.metadata_hash
+        elif isinstance(record, cr.MemberMetadata):
+            member = self.member(record.member_id)
+            self.topic_name_counts.subtract(member.topic_names)
+            self.topic_name_counts.update(record.topic_names)
+            self.topic_name_counts += Counter()  # drops zero counts
+            if member.instance_id is not None and member.instance_id != record.instance_id \
+                    and self.static_members.get(member.instance_id) == member.member_id:
+                del self.static_members[member.instance_id]
+            if record.instance_id is not None:
+                self.static_members[record.instance_id] = record.member_id
+            member.instance_id, member.rack_id = record.instance_id, record.rack_id
+            member.client_id, member.client_host = record.client_id, record.client_host
+            member.topic_names, member.regex = record.topic_names, record.regex
+            member.rebalance_timeout_ms = record.rebalance_timeout_ms
+            member.server_assignor, member.classic = record.server_assignor, record.classic
+        elif isinstance(record, cr.TargetMember):
+            self.target[record.member_id] = as_sets(record.partitions)
+        elif isinstance(record, cr.TargetEpoch):
+            self.assignment_epoch, self.assignment_timestamp_ms = record.epoch, record.timestamp_ms
+        elif isinstance(record, cr.CurrentAssignment):
+            member = self.member(record.member_id)
+            self._release(member)
+            member.current = Reconciled(record.epoch, record.previous_epoch,
+                                        MemberState.of(record.state), as_sets(record.assigned),
+                                        as_sets(record.pending_revocation))
+            self._own(member)
+        elif isinstance(record, cr.RegexTopics):
+            self.regexes[record.regex] = record
+
+    def _replay_tombstone(self, record: cr.ConsumerTombstone) -> None:
+        kind, name = record.kind, record.name
+        if kind == cr.CURRENT_ASSIGNMENT:
+            member = self.members.get(name or "")
+            if member is not None:
+                self._release(member)
+                member.current = Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT,
+                                            EMPTY_ASSIGNMENT)
+        elif kind == cr.TARGET_MEMBER:
+            self.target.pop(name or "", None)
+        elif kind == cr.MEMBER_METADATA:
+            member = self.members.pop(name or "", None)
+            if member is not None:
+                self._release(member)
+                self.topic_name_counts.subtract(member.topic_names)
+                self.topic_name_counts += Counter()
+                if member.instance_id is not None and \
+                        self.static_members.get(member.instance_id) == member.member_id:
+                    del self.static_members[member.instance_id]
+        elif kind == cr.TARGET_EPOCH:
+            self.assignment_epoch, self.assignment_timestamp_ms = -1, 0
+        elif kind == cr.REGEX:
+            self.regexes.pop(name or "", None)
+
+    def _release(self, member: ConsumerMember) -> None:
+        for partitions in (member.current.assigned, member.current.pending_revocation):
+            for topic, ps in partitions.items():
+                epochs = self.owner_epochs.get(topic)
+                if epochs is None:
+                    continue
+                for p in ps:
+                    epochs.pop(p, None)
+                if not epochs:
+                    del self.owner_epochs[topic]
+
+    def _own(self, member: ConsumerMember) -> None:
+        epoch = member.current.epoch
+        for partitions in (member.current.assigned, member.current.pending_revocation):
+            for topic, ps in partitions.items():
+                epochs = self.owner_epochs.setdefault(topic, {})
+                for p in ps:
+                    epochs[p] = epoch
+
+    def owner_epoch(self, topic: bytes, partition: int) -> int:
+        epochs = self.owner_epochs.get(topic)
+        return -1 if epochs is None else epochs.get(partition, -1)
+
+    # ========================================================================== records ===
+
+    def all_records(self) -> list[cr.ConsumerRecord]:
+        """Every record that rebuilds the group as it is (a snapshot, a rewrite after a failure)."""
+        gid = self.group_id
+        out: list[cr.ConsumerRecord] = [cr.GroupEpoch(gid, self.group_epoch, self.metadata_hash)]
+        out.extend(m.metadata_record(gid) for m in self.members.values())
+        out.extend(self.regexes.values())
+        out.extend(cr.TargetMember(gid, member_id, _as_record(t)) for member_id, t in self.target.items())
+        out.append(cr.TargetEpoch(gid, self.assignment_epoch, self.assignment_timestamp_ms))
+        out.extend(m.assignment_record(gid) for m in self.members.values())
+        return out
+
+    def delete_records(self) -> list[Record]:
+        """Kafka's tombstone order: current assignments, target members, target metadata,
+        member metadata, regexes, (partition metadata), group metadata."""
+        gid = self.group_id
+        out: list[Record] = [cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, gid, m) for m in self.members]
+        out += [cr.ConsumerTombstone(cr.TARGET_MEMBER, gid, m) for m in self.target]
+        out.append(cr.ConsumerTombstone(cr.TARGET_EPOCH, gid))
+        out += [cr.ConsumerTombstone(cr.MEMBER_METADATA, gid, m) for m in self.members]
+        out += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in self.regexes]
+        out.append(cr.ConsumerTombstone(cr.GROUP_EPOCH, gid))
+        # The classic key too: a group id that was a classic group before leaves nothing behind.
+        out.append(GroupTombstone(gid))
+        return out
+
+    def stored_records(self) -> list[tuple[bytes, bytes]]:
+        return [(cr.key_of(r), cr.value_of(r)) for r in self.all_records()]  # type: ignore[misc]
+
+    # ============================================================================ views ===
+
+    @property
+    def state_name(self) -> str:
+        if self.deleting:
+            return "Dead"
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        epoch = self.assignment_epoch
+        for member in self.members.values():
+            c = member.current
+            if c.epoch != epoch or c.state is not MemberState.STABLE:
+                return "Reconciling"
+        return "Stable"
+
+    def subscribed_topic_names(self, resolved_regex_topics: bool = True) -> set[str]:
+        names = set(self.topic_name_counts)
+        if resolved_regex_topics:
+            for resolution in self.regexes.values():
+                names.update(resolution.topics)
+        return names
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        if self.topic_name_counts.get(topic, 0) > 0:
+            return True
+        return any(topic in r.topics for r in self.regexes.values())
+
+    def describe_view(self) -> dict[str, Any]:
+        """DescribeGroups on a consumer group: "not a classic group" (v6+ answers
+        GROUP_ID_NOT_FOUND; corral's DescribeGroups stops at v5, which shows it Dead)."""
+        return {"error_code": ErrorCode.NONE, "group_id": self.group_id, "group_state": "Dead",
+                "protocol_type": "", "protocol_data": "", "members": []}
+
+    # ========================================================================== offsets ===
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int,
+                               version: int) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit, generation_id being the member epoch."""
+        if self.deleting:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and not self.members:
+            return ErrorCode.NONE  # an admin or a consumer outside group management
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is None and version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if generation_id == member.epoch:
+            return ErrorCode.NONE
+        # corral keeps no per-partition assignment epochs (KIP-1251), so an older epoch is
+        # stale as in Kafka before 4.3.
+        return ErrorCode.ILLEGAL_GENERATION if member.classic is not None \
+            else ErrorCode.STALE_MEMBER_EPOCH
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        member = self.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.epoch:
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None \
+                else ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def validate_offset_delete(self) -> ErrorCode:
+        return ErrorCode.GROUP_ID_NOT_FOUND if self.deleting else ErrorCode.NONE
+
+    def offset_expiry_base(self) -> tuple[bool, int | None]:
+        # Each offset by its commit time; offsets of subscribed topics never expire (the
+        # coordinator passes them as kept topics).
+        return (not self.deleting), None
+
+    def offset_expiry_kept_topics(self) -> list[str]:
+        return sorted(self.subscribed_topic_names())
+
+    # ========================================================================= deletion ===
+
+    def validate_delete(self) -> ErrorCode:
+        if self.deleting:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        return ErrorCode.NONE if not self.members else ErrorCode.NON_EMPTY_GROUP
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def begin_delete(self) -> None:
+        self.deleting = True
+
+    def abort_delete(self) -> None:
+        self.deleting = False

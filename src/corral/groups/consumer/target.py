@@ -1,0 +1,146 @@
+"""A consumer group's target assignment (reference/kip848.md §2.3-2.5): which topics its members
+subscribe to, the metadata hash whose change bumps the group epoch, the assignor's inputs, and the
+records of a new target.
+
+`TargetInputs` is taken on the event loop (plain tuples and frozensets, which the group never
+mutates), so `compute` may run in a worker thread while the group goes on changing; `records_for`
+then writes the result for the members still there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Collection, Iterable, Mapping
+
+from ...assignors import GroupSpec, MemberSpec, run_assignor, subscription_type_of
+from ..storage import consumer_records as cr
+from .state import ConsumerGroup, ConsumerMember
+
+if TYPE_CHECKING:
+    from ...assignors import Assignor
+
+EMPTY: frozenset = frozenset()
+
+
+class TopicImage:
+    """The broker's topics as the coordinator sees them: ids are 16-byte `bytes`."""
+
+    def __init__(self, store=None):
+        self.store = store
+        # Bumped on every topic creation or deletion (a regex resolution's `Version`).
+        self.version = 0
+
+    def topic(self, name: str):
+        return None if self.store is None else self.store.get(name)
+
+    def id_of(self, name: str) -> bytes | None:
+        topic = self.topic(name)
+        return None if topic is None else topic.id.bytes
+
+    def by_id(self, topic_id: bytes):
+        return None if self.store is None else self.store.by_id.get(uuid.UUID(bytes=topic_id))
+
+    def name_of(self, topic_id: bytes) -> str:
+        topic = self.by_id(topic_id)
+        return "" if topic is None else topic.name
+
+    def names(self) -> Iterable[str]:
+        return () if self.store is None else list(self.store.by_name)
+
+
+def member_topic_ids(member: ConsumerMember, group: ConsumerGroup, topics: TopicImage
+                     ) -> frozenset[bytes]:
+    """The ids of the existing topics a member subscribes to: its names and its regex's topics."""
+    names: Iterable[str] = member.topic_names
+    if member.regex:
+        resolved = group.regexes.get(member.regex)
+        if resolved is not None:
+            names = (*names, *resolved.topics)
+    ids = (topics.id_of(name) for name in names)
+    return frozenset(i for i in ids if i is not None)
+
+
+def metadata_hash(names: Iterable[str], topics: TopicImage) -> int:
+    """KIP-1101's idea (a hash of every subscribed topic's id, name and partition count, sorted by
+    name) with corral's own hash function: a change of it bumps the group epoch. Not bit-equal to
+    Kafka's XXH3 (that matters only to a log shared with Java brokers: one extra bump)."""
+    digest = hashlib.blake2b(digest_size=8)
+    found = False
+    for name in sorted(set(names)):
+        topic = topics.topic(name)
+        if topic is None:
+            continue
+        found = True
+        digest.update(topic.id.bytes + name.encode() + b"\0" + struct.pack(">i", topic.partitions))
+    return struct.unpack(">q", digest.digest())[0] if found else 0
+
+
+def preferred_assignor(members: Iterable[ConsumerMember]) -> str | None:
+    """The assignor named by most members (ties: the smaller name); None if nobody names one."""
+    counts: dict[str, int] = {}
+    for member in members:
+        if member.server_assignor:
+            counts[member.server_assignor] = counts.get(member.server_assignor, 0) + 1
+    if not counts:
+        return None
+    return min(counts, key=lambda name: (-counts[name], name))
+
+
+@dataclass(slots=True)
+class TargetInputs:
+    """One computation's inputs: members in join order with (topic ids, previous target, rack,
+    instance id), and the partition count of every subscribed topic."""
+    group_id: str
+    epoch: int
+    members: list[tuple[str, frozenset[bytes], Mapping[bytes, frozenset[int]], str | None, str | None]]
+    partition_counts: dict[bytes, int]
+
+    @classmethod
+    def of(cls, group: ConsumerGroup, epoch: int, members: Iterable[ConsumerMember],
+           topics: TopicImage) -> "TargetInputs":
+        rows = []
+        counts: dict[bytes, int] = {}
+        shared: dict[frozenset[bytes], frozenset[bytes]] = {}
+        for member in members:
+            ids = member_topic_ids(member, group, topics)
+            ids = shared.setdefault(ids, ids)  # one set object per subscription class
+            for topic_id in ids:
+                if topic_id not in counts:
+                    counts[topic_id] = topics.by_id(topic_id).partitions
+            rows.append((member.member_id, ids, group.target.get(member.member_id, {}),
+                         member.rack_id, member.instance_id))
+        return cls(group.group_id, epoch, rows, counts)
+
+    def compute(self, assignor: "Assignor") -> dict[str, dict[bytes, frozenset[int]]] | None:
+        """The new target (member -> topic id -> partitions), or None if the assignor failed
+        (logged; the group keeps its target). Safe in a worker thread."""
+        specs = {member_id: MemberSpec(ids, previous, rack, instance)
+                 for member_id, ids, previous, rack, instance in self.members}
+        spec = GroupSpec(specs, subscription_type_of(specs.values()))
+        result = run_assignor(assignor, self.group_id, spec, self.partition_counts)
+        if result is None:
+            return None
+        return {member_id: {t: frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}
+                for member_id in specs}
+
+
+def records_for(group: ConsumerGroup, epoch: int, target: Mapping[str, Mapping[bytes, frozenset[int]]],
+                present: Collection[str], now_ms: int) -> list[cr.ConsumerRecord]:
+    """A TargetMember record per member in `present` (an offloaded computation leaves out those
+    that left meanwhile) whose target changed, then the TargetEpoch."""
+    out: list[cr.ConsumerRecord] = []
+    gid = group.group_id
+    for member_id, partitions in target.items():
+        if member_id in present and group.target.get(member_id) != partitions:
+            out.append(cr.TargetMember(gid, member_id,
+                                       {t: tuple(sorted(ps)) for t, ps in partitions.items()}))
+    out.append(cr.TargetEpoch(gid, epoch, now_ms))
+    return out
+
+
+def size_of(inputs: TargetInputs) -> int:
+    """How big a computation is: members plus partitions, what the built-ins are linear in."""
+    return len(inputs.members) + sum(inputs.partition_counts.values())
