@@ -298,7 +298,7 @@ class ConsumerProtocol:
                               records: list, now: int) -> tuple[int, dict[bytes, frozenset[int]]]:
         """The target the member reconciles toward: a new one computed now when the epoch moved
         and batching allows it (small groups, inline), else the current one."""
-        current = (group.assignment_epoch, group.target.get(updated.member_id, EMPTY_ASSIGNMENT))
+        current = (group.assignment_epoch, group.target_of(updated))
         if group.assignment_epoch >= group_epoch or group.computing_epoch is not None:
             return current
         if not self._may_compute(group, now):

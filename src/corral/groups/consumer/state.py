@@ -188,6 +188,15 @@ class ConsumerGroup:
                 for p in ps:
                     epochs[p] = epoch
 
+    def target_of(self, member: ConsumerMember) -> dict[bytes, frozenset[int]]:
+        """A member's target; a static member replacing its old self (not replayed yet) has the
+        old self's (Kafka's targetAssignment(memberId, instanceId))."""
+        target = self.target.get(member.member_id)
+        if target is None and member.instance_id is not None:
+            old = self.static_members.get(member.instance_id)
+            target = self.target.get(old) if old is not None else None
+        return target if target is not None else EMPTY_ASSIGNMENT
+
     def owner_epoch(self, topic: bytes, partition: int) -> int:
         epochs = self.owner_epochs.get(topic)
         return -1 if epochs is None else epochs.get(partition, -1)

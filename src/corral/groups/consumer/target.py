@@ -110,7 +110,7 @@ class TargetInputs:
             for topic_id in ids:
                 if topic_id not in counts:
                     counts[topic_id] = topics.by_id(topic_id).partitions
-            rows.append((member.member_id, ids, group.target.get(member.member_id, {}),
+            rows.append((member.member_id, ids, group.target_of(member),
                          member.rack_id, member.instance_id))
         return cls(group.group_id, epoch, rows, counts)
 

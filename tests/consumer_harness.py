@@ -1,0 +1,219 @@
+"""In-process fixture of the KIP-848 tests: a coordinator on a recording log, a topic store, and a
+driver playing named clients ("a", "b", ...) that heartbeat as the Java client does (full on
+join, then incremental with their owned partitions) and check the group's invariants after
+every step."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from corral import _core
+from corral.apis import Later
+from corral.config import Settings
+from corral.errors import ErrorCode
+from corral.groups.consumer import ConsumerGroup, HeartbeatRequest, MemberState
+from corral.groups.coordinator import GroupCoordinator
+from corral.groups.storage import records
+from corral.groups.storage.writer import CoordinatorLog
+from corral.topics import Topic
+
+
+class RecordingLog(CoordinatorLog):
+    """Encodes every write as the durable log does, keeps the bytes (the "log"), replays what
+    the caller did not apply and acknowledges at once; `fail_next` fails writes."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[bytes, bytes | None]] = []
+        self.fail_next = 0
+
+    def _write(self, group_id, recs, applied=False):
+        if self.fail_next:
+            self.fail_next -= 1
+            return Later.of(ErrorCode.NOT_COORDINATOR)
+        batch = records.encode_batch(recs, 0)
+        self.pairs.extend((k, v) for _, _, k, v in _core.decode_batches(batch))
+        if not applied:
+            for record in recs:
+                self.replay(record)
+        return Later.of(ErrorCode.NONE)
+
+
+class Topics:
+    """The broker's topic store as the coordinator reads it."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+
+    def get(self, name: str) -> Topic | None:
+        return self.by_name.get(name)
+
+    def add(self, name: str, partitions: int) -> bytes:
+        topic = Topic(name, uuid.uuid4(), partitions)
+        self.by_name[name], self.by_id[topic.id] = topic, topic
+        return topic.id.bytes
+
+    def remove(self, name: str) -> None:
+        topic = self.by_name.pop(name)
+        del self.by_id[topic.id]
+
+
+FAST = {"group.consumer.assignment.interval.ms": 0}
+
+
+def make_coordinator(topics: Topics, settings: dict[str, Any] | None = None,
+                     log: RecordingLog | None = None) -> GroupCoordinator:
+    return GroupCoordinator(Settings({**FAST, **(settings or {})}), log or RecordingLog(),
+                            Path("/nonexistent"), topics)
+
+
+def request(group_id: str, member_id: str, epoch: int, *, names=None, regex=None, owned=None,
+            instance_id=None, rack_id=None, rebalance_timeout_ms=-1, assignor=None,
+            client_id="client") -> HeartbeatRequest:
+    return HeartbeatRequest(group_id=group_id, member_id=member_id, member_epoch=epoch,
+                            instance_id=instance_id, rack_id=rack_id,
+                            rebalance_timeout_ms=rebalance_timeout_ms, topic_names=names,
+                            regex=regex, server_assignor=assignor, owned=owned,
+                            client_id=client_id, client_host="/127.0.0.1")
+
+
+def answer(later: Later) -> dict[str, Any]:
+    assert later.resolved, "the write is acknowledged at once in process"
+    return later.value
+
+
+class Client:
+    """What one consumer knows: its id, epoch and the partitions it owns."""
+
+    def __init__(self, name: str, names: list[str] | None, regex: str | None,
+                 instance_id: str | None):
+        self.name = name
+        self.member_id = str(uuid.uuid4())
+        self.epoch = 0
+        self.names = names
+        self.regex = regex
+        self.instance_id = instance_id
+        self.owned: dict[bytes, frozenset[int]] = {}
+        # The assignment of the last answer that carried one (what it should own).
+        self.assigned: dict[bytes, frozenset[int]] = {}
+        self.joined = False
+        self.errors: list[ErrorCode] = []
+
+
+class ConsumerDriver:
+    def __init__(self, topics: Topics, coordinator: GroupCoordinator, group_id: str = "g"):
+        self.topics = topics
+        self.coordinator = coordinator
+        self.group_id = group_id
+        self.clients: dict[str, Client] = {}
+        self.checks = 0
+
+    @property
+    def group(self) -> ConsumerGroup | None:
+        group = self.coordinator.groups.get(self.group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    def join(self, name: str, names: list[str] | None = None, regex: str | None = None,
+             instance_id: str | None = None) -> dict[str, Any]:
+        client = self.clients.get(name)
+        if client is None:
+            client = self.clients[name] = Client(name, names if names is not None or regex else ["t"],
+                                                 regex, instance_id)
+        client.epoch = 0
+        client.owned, client.assigned = {}, {}
+        client.joined = True
+        return self._send(client, request(self.group_id, client.member_id, 0, names=client.names,
+                                          regex=client.regex, owned={}, instance_id=instance_id,
+                                          rebalance_timeout_ms=60000))
+
+    def heartbeat(self, name: str, *, acknowledge: bool = True) -> dict[str, Any]:
+        """An incremental heartbeat; the client reports what it owns (having revoked what it
+        was told to, unless `acknowledge` is False)."""
+        client = self.clients[name]
+        if acknowledge:
+            client.owned = dict(client.assigned)
+        return self._send(client, request(self.group_id, client.member_id, client.epoch,
+                                          owned=dict(client.owned), instance_id=client.instance_id),
+                          acknowledge)
+
+    def leave(self, name: str, epoch: int = -1) -> dict[str, Any]:
+        client = self.clients[name]
+        result = answer(self.coordinator.consumer_heartbeat(
+            request(self.group_id, client.member_id, epoch, instance_id=client.instance_id)))
+        client.joined = False
+        client.owned, client.assigned = {}, {}
+        self.check()
+        return result
+
+    def _send(self, client: Client, req: HeartbeatRequest, acknowledge: bool = True) -> dict[str, Any]:
+        result = answer(self.coordinator.consumer_heartbeat(req))
+        if result["error_code"]:
+            client.errors.append(ErrorCode(result["error_code"]))
+            if result["error_code"] in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+                client.owned, client.assigned, client.joined = {}, {}, False  # gives up all
+        else:
+            client.epoch = result["member_epoch"]
+            if result["assignment"] is not None:
+                # The client drops what it no longer has and takes what it was given.
+                given = {t["topic_id"]: frozenset(t["partitions"])
+                         for t in result["assignment"]["topic_partitions"]}
+                client.assigned = dict(given)
+                if not acknowledge:  # a slow client still holds what it should revoke
+                    for topic, ps in client.owned.items():
+                        given[topic] = given.get(topic, frozenset()) | ps
+                client.owned = given
+        self.check()
+        return result
+
+    def converge(self, rounds: int = 8) -> None:
+        for _ in range(rounds):
+            for name, client in self.clients.items():
+                if client.joined:
+                    self.heartbeat(name)
+
+    # -- invariants ------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Never one partition owned by two members (server side and client side); the
+        ownership index matches the members; once Stable, every subscribed partition is owned
+        exactly once."""
+        self.checks += 1
+        held: dict[tuple[bytes, int], str] = {}
+        for client in self.clients.values():
+            for topic, ps in client.owned.items():
+                for p in ps:
+                    assert (topic, p) not in held, \
+                        f"clients {held[(topic, p)]} and {client.name} both own {p}"
+                    held[(topic, p)] = client.name
+        group = self.group
+        if group is None:
+            return
+        owners: dict[tuple[bytes, int], str] = {}
+        for member in group.members.values():
+            for part in (member.current.assigned, member.current.pending_revocation):
+                for topic, ps in part.items():
+                    for p in ps:
+                        assert (topic, p) not in owners, \
+                            f"{member.member_id} and {owners[(topic, p)]} own {p}"
+                        owners[(topic, p)] = member.member_id
+                        assert group.owner_epoch(topic, p) == member.current.epoch
+        indexed = {(t, p) for t, ps in group.owner_epochs.items() for p in ps}
+        assert indexed == set(owners), "the ownership index is out of step with the members"
+        if group.state_name == "Stable":
+            subscribed = set()
+            for member in group.members.values():
+                for name in member.topic_names:
+                    topic = self.topics.get(name)
+                    if topic is not None:
+                        subscribed.update((topic.id.bytes, p) for p in range(topic.partitions))
+            if member_regexes := {m.regex for m in group.members.values() if m.regex}:
+                for regex in member_regexes:
+                    for name in group.regexes[regex].topics:
+                        topic = self.topics.get(name)
+                        if topic is not None:
+                            subscribed.update((topic.id.bytes, p) for p in range(topic.partitions))
+            assert set(owners) == subscribed, "a Stable group leaves partitions unowned"
+            for member in group.members.values():
+                assert member.current.state is MemberState.STABLE

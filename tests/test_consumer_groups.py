@@ -1,0 +1,425 @@
+"""KIP-848 consumer groups in process (groups/consumer/): joins, epochs, reconciliation, errors in
+Kafka's order, static members, timeouts, regexes, offsets, admin, and that replaying the log
+rebuilds exactly the live group. Every step runs the driver's invariant checker."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from classic_harness import FakeClock, patched_clock
+from consumer_harness import (ConsumerDriver, RecordingLog, Topics, answer, make_coordinator,
+                              request)
+from corral.errors import ErrorCode
+from corral.groups.consumer import ConsumerGroup
+from corral.groups.handlers.consumer import _invalid
+
+
+def setup(partitions: int = 6, settings=None, **kwargs):
+    topics = Topics()
+    topic_id = topics.add("t", partitions)
+    coordinator = make_coordinator(topics, settings)
+    return topics, topic_id, coordinator, ConsumerDriver(topics, coordinator, **kwargs)
+
+
+def parts(result, topic_id):
+    return sorted(p for t in result["assignment"]["topic_partitions"] if t["topic_id"] == topic_id
+                  for p in t["partitions"])
+
+
+def test_first_member_gets_everything_at_epoch_2():
+    _, tid, _, d = setup()
+    result = d.join("a")
+    assert result["error_code"] == ErrorCode.NONE
+    # A new group starts at epoch 1 with an empty target; the join bumps it to 2 (KAFKA-20268).
+    assert result["member_epoch"] == 2
+    assert parts(result, tid) == [0, 1, 2, 3, 4, 5]
+    assert result["heartbeat_interval_ms"] == 5000
+    assert d.group.state_name == "Stable"
+
+
+def test_three_members_converge_disjoint_and_complete():
+    _, tid, _, d = setup(12)
+    d.join("a")
+    d.join("b")
+    d.join("c")
+    assert d.group.state_name == "Reconciling"
+    d.converge()
+    group = d.group
+    assert group.state_name == "Stable"
+    assert group.group_epoch == group.assignment_epoch == 4
+    sizes = sorted(len(c.owned.get(tid, ())) for c in d.clients.values())
+    assert sizes == [4, 4, 4]
+
+
+def test_revocation_waits_for_the_client():
+    _, tid, _, d = setup(4)
+    d.join("a")
+    d.join("b")
+    # a must give two partitions up; until it acknowledges, b gets nothing of them.
+    r = d.heartbeat("a", acknowledge=False)
+    assert r["member_epoch"] == 2  # revoking: still at its epoch
+    assert d.group.members[d.clients["a"].member_id].current.state.name == "UNREVOKED_PARTITIONS"
+    r = d.heartbeat("b")
+    assert r["assignment"] is None or parts(r, tid) == []
+    assert d.group.members[d.clients["b"].member_id].current.state.name == "UNRELEASED_PARTITIONS"
+    d.heartbeat("a")  # acknowledges
+    r = d.heartbeat("b")
+    assert len(parts(r, tid)) == 2 and r["member_epoch"] == 3
+
+
+def test_incremental_heartbeat_carries_no_assignment_when_unchanged():
+    _, _, _, d = setup()
+    d.join("a")
+    r = d.heartbeat("a")
+    assert r["assignment"] is None and r["member_epoch"] == 2
+
+
+# ---------------------------------------------------------------------------------- errors
+
+@pytest.mark.parametrize("body, version, message", [
+    ({"member_epoch": 0, "member_id": "", "group_id": "g"}, 1, "MemberId can't be empty."),
+    ({"member_epoch": 3, "member_id": " "}, 0, "MemberId can't be empty."),
+    ({"member_epoch": -1, "member_id": ""}, 0, "MemberId can't be empty."),
+    ({"group_id": " "}, 1, "GroupId can't be empty."),
+    ({"instance_id": ""}, 1, "InstanceId can't be empty."),
+    ({"rack_id": " "}, 1, "RackId can't be empty."),
+    ({"rebalance_timeout_ms": -1}, 1, "RebalanceTimeoutMs must be provided in first request."),
+    ({"topic_partitions": None}, 1, "TopicPartitions must be empty when (re-)joining."),
+    ({"topic_partitions": [{"topic_id": b"x" * 16, "partitions": [0]}]}, 1,
+     "TopicPartitions must be empty when (re-)joining."),
+    ({"subscribed_topic_names": None}, 1,
+     "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."),
+    ({"member_epoch": -2}, 1, "InstanceId can't be null."),
+    ({"member_epoch": -3}, 1, "MemberEpoch is invalid."),
+])
+def test_invalid_requests(body, version, message):
+    full = {"group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None,
+            "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"],
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}
+    full.update(body)
+    assert _invalid(full, version) == message
+
+
+def test_valid_join_is_not_invalid():
+    full = {"group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None,
+            "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"],
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}
+    assert _invalid(full, 1) is None
+    # v0 lets the coordinator name a joining member.
+    assert _invalid({**full, "member_id": ""}, 0) is None
+
+
+def test_member_epoch_checks():
+    _, tid, c, d = setup()
+    d.join("a")
+    mid = d.clients["a"].member_id
+    hb = lambda epoch, owned=None: answer(c.consumer_heartbeat(request("g", mid, epoch, owned=owned)))
+    assert hb(9)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH          # ahead
+    assert hb(1)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH          # behind, nothing owned reported
+    # Epoch 0 always rejoins (a fenced member's recovery, KAFKA-19233).
+    assert answer(c.consumer_heartbeat(request("g", mid, 0, names=["t"], owned={},
+                                               rebalance_timeout_ms=1000)))["member_epoch"] == 2
+    unknown = answer(c.consumer_heartbeat(request("g", "nobody", 2, owned={})))
+    assert unknown["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    missing = answer(c.consumer_heartbeat(request("other", "m", 2, owned={})))
+    assert missing["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_lost_response_is_forgiven():
+    _, tid, c, d = setup(4)
+    d.join("a")
+    d.join("b")
+    d.heartbeat("a")  # revokes two
+    a = d.clients["a"]
+    member = d.group.members[a.member_id]
+    d.heartbeat("a")  # now at epoch 3
+    assert member is d.group.members[a.member_id]
+    current = d.group.members[a.member_id].current
+    assert current.epoch == 3 and current.previous_epoch == 2
+    # The answer with epoch 3 was lost: the client comes back with epoch 2 and what it owns.
+    again = answer(c.consumer_heartbeat(request("g", a.member_id, 2, owned=a.owned)))
+    assert again["error_code"] == ErrorCode.NONE and again["member_epoch"] == 3
+    # Reporting a partition it does not have is not forgiven.
+    bogus = {tid: frozenset({0, 1, 2, 3})}
+    fenced = answer(c.consumer_heartbeat(request("g", a.member_id, 2, owned=bogus)))
+    assert fenced["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+
+
+def test_group_max_size():
+    _, _, c, d = setup(settings={"group.consumer.max.size": 2})
+    d.join("a")
+    d.join("b")
+    r = d.join("c")
+    assert r["error_code"] == ErrorCode.GROUP_MAX_SIZE_REACHED
+    # A member already in may still rejoin.
+    assert d.join("a")["error_code"] == ErrorCode.NONE
+
+
+def test_invalid_regex_and_unknown_assignor_are_refused():
+    _, _, c, d = setup()
+    r = d.join("a", names=None, regex="(unclosed")
+    assert r["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert d.group is None  # nothing was written
+
+
+def test_consumer_join_to_a_live_classic_group_is_group_id_not_found():
+    from classic_harness import join_request, subscription
+    _, _, c, d = setup()
+    c.join(join_request("g", "", subscription(["t"]), require_known_member_id=False))
+    assert not c.groups["g"].is_empty()
+    r = d.join("a")
+    assert r["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_classic_join_to_a_consumer_group_is_inconsistent():
+    from classic_harness import join_request, subscription
+    _, _, c, d = setup()
+    d.join("a")
+    result = c.join(join_request("g", "", subscription(["t"]))).value
+    assert result["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+# --------------------------------------------------------------------------- static members
+
+def test_static_member_temporary_leave_and_rejoin_keeps_its_assignment():
+    _, tid, c, d = setup(6)
+    d.join("a", instance_id="ia")
+    d.join("b", instance_id="ib")
+    d.converge()
+    group = d.group
+    epoch = group.group_epoch
+    before = dict(d.clients["a"].owned)
+    d.leave("a", epoch=-2)
+    assert group.members[d.clients["a"].member_id].epoch == -2
+    assert group.group_epoch == epoch  # no bump
+    # Still owned by the leaving instance: b cannot take them.
+    d.heartbeat("b")
+    assert not set(d.clients["b"].owned.get(tid, ())) & set(before[tid])
+    # Rejoining under a new member id inherits everything, without a rebalance.
+    d.clients["a"].member_id = "a-restarted"
+    r = d.join("a", instance_id="ia")
+    assert r["error_code"] == ErrorCode.NONE
+    assert parts(r, tid) == sorted(before[tid])
+    assert group.group_epoch == epoch
+    assert set(group.members) == {"a-restarted", d.clients["b"].member_id}
+
+
+def test_static_instance_checks():
+    _, _, c, d = setup()
+    d.join("a", instance_id="ia")
+    # Another member id claiming a live instance: UNRELEASED_INSTANCE_ID.
+    r = answer(c.consumer_heartbeat(request("g", "other", 0, names=["t"], owned={}, instance_id="ia",
+                                            rebalance_timeout_ms=1000)))
+    assert r["error_code"] == ErrorCode.UNRELEASED_INSTANCE_ID
+    epoch = d.clients["a"].epoch
+    r = answer(c.consumer_heartbeat(request("g", "other", epoch, owned={}, instance_id="ia")))
+    assert r["error_code"] == ErrorCode.FENCED_INSTANCE_ID
+    r = answer(c.consumer_heartbeat(request("g", "other", epoch, owned={}, instance_id="nope")))
+    assert r["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+# ---------------------------------------------------------------------------------- timeouts
+
+def test_session_timeout_fences_and_the_others_take_over():
+    with patched_clock(FakeClock()) as clock:
+        _, tid, c, d = setup(4, settings={"group.consumer.session.timeout.ms": 45000})
+        d.join("a")
+        d.join("b")
+        d.converge()
+        epoch = d.group.group_epoch
+        clock.now += 30000
+        d.heartbeat("b")  # b stays alive
+        clock.now += 20000
+        c.timers.fire_due()
+        assert set(d.group.members) == {d.clients["b"].member_id}
+        assert d.group.group_epoch == epoch + 1
+        d.clients["a"].joined, d.clients["a"].owned = False, {}
+        d.converge()
+        assert d.clients["b"].owned[tid] == frozenset(range(4))
+
+
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke():
+    with patched_clock(FakeClock()) as clock:
+        _, tid, c, d = setup(4)
+        d.join("a")  # rebalance timeout 60 s
+        d.join("b")
+        d.heartbeat("a", acknowledge=False)  # told to revoke; keeps them
+        clock.now += 59000
+        d.heartbeat("b")
+        d.heartbeat("a", acknowledge=False)
+        c.timers.fire_due()
+        assert d.clients["a"].member_id in d.group.members
+        clock.now += 2000
+        d.heartbeat("b")
+        c.timers.fire_due()
+        assert d.clients["a"].member_id not in d.group.members
+
+
+# -------------------------------------------------------------------------------- batching
+
+def test_assignment_interval_batches_epoch_bumps(monkeypatch):
+    import corral.groups.consumer.protocol as protocol
+    now = [1_000_000]
+    monkeypatch.setattr(protocol, "wall_ms", lambda: now[0])
+    _, tid, c, d = setup(6, settings={"group.consumer.assignment.interval.ms": 1000})
+    d.join("a")                      # no target yet: computed at once (epoch 2)
+    d.join("b")                      # epoch 3, but the interval has not passed
+    d.join("c")                      # epoch 4
+    group = d.group
+    assert (group.group_epoch, group.assignment_epoch) == (4, 2)
+    assert group.state_name == "Assigning"
+    now[0] += 1000
+    d.heartbeat("b")                 # one computation for both bumps
+    assert group.assignment_epoch == 4
+    d.converge()
+    assert group.state_name == "Stable"
+
+
+# --------------------------------------------------------------------------------- regexes
+
+def test_regex_subscription_follows_topic_creation():
+    topics, tid, c, d = setup(2)
+    r = d.join("a", names=None, regex="t.*")
+    assert parts(r, tid) == [0, 1]
+    epoch = d.group.group_epoch
+    new_id = topics.add("t2", 3)
+    c.on_topics_changed({"t2"})
+    assert d.group.group_epoch == epoch + 1
+    assert d.group.regexes["t.*"].topics == ("t", "t2")
+    d.converge()
+    assert d.clients["a"].owned[new_id] == frozenset({0, 1, 2})
+    # Internal topics never match.
+    topics.add("__consumer_offsets", 50)
+    c.on_topics_changed({"__consumer_offsets"})
+    assert "__consumer_offsets" not in d.group.regexes["t.*"].topics
+
+
+def test_subscription_change_revokes_dropped_topic():
+    topics, tid, c, d = setup(2)
+    other = topics.add("u", 2)
+    d.join("a", names=["t", "u"])
+    mid = d.clients["a"].member_id
+    r = answer(c.consumer_heartbeat(request("g", mid, d.clients["a"].epoch, names=["t"],
+                                            owned=d.clients["a"].owned)))
+    assert r["error_code"] == ErrorCode.NONE
+    d.clients["a"].names = ["t"]
+    assert parts(r, tid) == [0, 1] and parts(r, other) == []
+    d.clients["a"].assigned = {t["topic_id"]: frozenset(t["partitions"])
+                               for t in r["assignment"]["topic_partitions"]}
+    d.converge()
+    assert other not in d.clients["a"].owned and d.clients["a"].owned[tid] == frozenset({0, 1})
+
+
+# ------------------------------------------------------------------------- offsets and admin
+
+def test_offset_commit_and_fetch_validation():
+    _, _, c, d = setup()
+    d.join("a")
+    mid, epoch = d.clients["a"].member_id, d.clients["a"].epoch
+    group = d.group
+    assert group.validate_offset_commit(mid, None, epoch, 9) == ErrorCode.NONE
+    assert group.validate_offset_commit(mid, None, epoch + 1, 9) == ErrorCode.STALE_MEMBER_EPOCH
+    assert group.validate_offset_commit(mid, None, epoch, 8) == ErrorCode.UNSUPPORTED_VERSION
+    assert group.validate_offset_commit("nobody", None, epoch, 9) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert group.validate_offset_commit("", None, -1, 9) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert group.validate_offset_fetch(None, -1) == ErrorCode.NONE
+    assert group.validate_offset_fetch(mid, epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
+    d.leave("a")
+    # An empty group takes commits from outside group management.
+    assert group.validate_offset_commit("", None, -1, 9) == ErrorCode.NONE
+
+
+def test_list_describe_delete():
+    _, _, c, d = setup()
+    d.join("a")
+    listed = c.list_groups(None, {"consumer"})
+    assert listed == [{"group_id": "g", "protocol_type": "consumer", "group_state": "Stable",
+                       "group_type": "consumer"}]
+    assert c.list_groups(None, {"classic"}) == []
+    assert c.delete_group("g").value == ErrorCode.NON_EMPTY_GROUP
+    d.leave("a")
+    assert d.group.state_name == "Empty"
+    assert d.group.group_epoch == d.group.assignment_epoch  # KAFKA-20442
+    assert c.delete_group("g").value == ErrorCode.NONE
+    assert "g" not in c.groups
+
+
+def test_empty_classic_group_converts_and_keeps_its_offsets():
+    _, _, c, d = setup()
+    c.offsets.commit("g", [("t", [(0, 42, -1, "")])], 1, -1)
+    assert "g" in c.groups and not isinstance(c.groups["g"], ConsumerGroup)
+    assert d.join("a")["error_code"] == ErrorCode.NONE
+    assert isinstance(c.groups["g"], ConsumerGroup)
+    assert c.offsets.fetch("g", [("t", [0])])[0][1][0][1] == 42
+
+
+# ----------------------------------------------------------------------------------- replay
+
+def _durable_state(coordinator):
+    out = {}
+    for gid, group in coordinator.groups.items():
+        if isinstance(group, ConsumerGroup):
+            out[gid] = sorted(group.stored_records())
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_replaying_the_log_rebuilds_the_groups(seed):
+    rng = random.Random(seed)
+    topics = Topics()
+    topics.add("t", 8)
+    topics.add("u", 3)
+    log = RecordingLog()
+    with patched_clock(FakeClock()) as clock:
+        coordinator = make_coordinator(topics, log=log)
+        drivers = [ConsumerDriver(topics, coordinator, group_id=f"g{i}") for i in range(2)]
+        names = "abcde"
+        for _ in range(300):
+            d = rng.choice(drivers)
+            name = rng.choice(names)
+            client = d.clients.get(name)
+            action = rng.random()
+            if client is None or not client.joined:
+                d.join(name, names=rng.choice([["t"], ["t", "u"], None]),
+                       regex=rng.choice([None, "u"]), instance_id=rng.choice([None, f"i{name}"]))
+            elif action < 0.6:
+                d.heartbeat(name, acknowledge=rng.random() < 0.8)
+            elif action < 0.75:
+                d.leave(name, epoch=-2 if client.instance_id else -1)
+            elif action < 0.85:
+                clock.now += rng.choice([1000, 50000])
+                coordinator.timers.fire_due()
+                for dd in drivers:
+                    for cl in dd.clients.values():
+                        if cl.joined and dd.group is not None and cl.member_id not in dd.group.members:
+                            cl.joined, cl.owned = False, {}
+                    dd.check()
+            else:
+                d.converge(1)
+        live = _durable_state(coordinator)
+        assert any(live.values())
+        loaded = make_coordinator(topics)
+        loaded._loading = True
+        loaded._replay_all(log.pairs)
+        loaded._loading = False
+    assert _durable_state(loaded) == live
+
+
+def test_failed_write_answers_not_coordinator_and_the_next_write_rewrites_the_group():
+    topics, tid, c, d = setup()
+    log = c.log
+    d.join("a")
+    log.fail_next = 1
+    r = d.join("b")
+    assert r["error_code"] == ErrorCode.NOT_COORDINATOR
+    assert d.group.needs_rewrite
+    before = len(log.pairs)
+    d.heartbeat("a")
+    d.join("b")
+    assert not d.group.needs_rewrite
+    assert len(log.pairs) - before > 5  # the whole group again
+    loaded = make_coordinator(topics)
+    loaded._replay_all(log.pairs)
+    assert _durable_state(loaded) == _durable_state(c)
