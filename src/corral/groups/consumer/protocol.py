@@ -30,7 +30,7 @@ from ..timers import Timers
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
 from .target import (TargetInputs, TopicImage, member_topic_ids, metadata_hash,
-                     preferred_assignor, records_for, size_of)
+                     preferred_assignor, records_for)
 
 if TYPE_CHECKING:
     from ...assignors import AssignorRegistry
@@ -189,10 +189,7 @@ class ConsumerProtocol:
         group_epoch = group.group_epoch
         if bump or group.metadata_expired:
             group.metadata_expired = False
-            after = [*_others(group, member), updated]
-            names = {n for m in after for n in m.topic_names}
-            new_hash = metadata_hash(names | _regex_topics(_with_new_regexes(group, records), after),
-                                     self.topics)
+            new_hash = metadata_hash(_names_after(group, member, updated, records), self.topics)
             if new_hash != group.metadata_hash:
                 bump = True
             if bump:
@@ -303,11 +300,10 @@ class ConsumerProtocol:
             return current
         if not self._may_compute(group, now):
             return current
-        members = [*_others(group, member), updated]
-        view = _with_new_regexes(group, records)
-        inputs = TargetInputs.of(view, group_epoch, members, self.topics)
-        if self._offloads(inputs):
+        if self._offloads(group, extra=1):
             return current  # _maybe_offload starts it once these records are applied
+        members = [*_others(group, member), updated]
+        inputs = TargetInputs.of(_with_new_regexes(group, records), group_epoch, members, self.topics)
         assignor = self.assignors.get(preferred_assignor(members)) or self.assignors.default
         target = inputs.compute(assignor)
         if target is None:
@@ -323,22 +319,21 @@ class ConsumerProtocol:
         last = max(group.assignment_timestamp_ms, group.assignment_failed_ms)
         return last == 0 or interval == 0 or now >= last + interval
 
-    def _offloads(self, inputs: TargetInputs) -> bool:
-        return self.settings["group.consumer.assignor.offload.enable"] and \
-            self._nursery is not None and size_of(inputs) > OFFLOAD_ABOVE
+    def _offloads(self, group: ConsumerGroup, extra: int = 0) -> bool:
+        """Whether the group's next target is computed in a worker thread: offload is on and
+        its members plus subscribed partitions (what the built-ins are linear in) are many."""
+        if not self.settings["group.consumer.assignor.offload.enable"] or self._nursery is None:
+            return False
+        topics = (self.topics.topic(name) for name in group.subscribed_topic_names())
+        size = len(group.members) + extra + sum(t.partitions for t in topics if t is not None)
+        return size > OFFLOAD_ABOVE
 
     def _maybe_offload(self, group: ConsumerGroup) -> None:
         """Starts a worker-thread computation of a big group's target when one is due."""
         if group.assignment_epoch >= group.group_epoch or group.computing_epoch is not None \
-                or not self._may_compute(group, wall_ms()) or self._nursery is None \
-                or not self.settings["group.consumer.assignor.offload.enable"]:
-            return
-        counts = (self.topics.topic(n) for n in group.subscribed_topic_names())
-        if len(group.members) + sum(t.partitions for t in counts if t is not None) <= OFFLOAD_ABOVE:
-            return  # small: computed inline by the next heartbeat
+                or not self._may_compute(group, wall_ms()) or not self._offloads(group):
+            return  # up to date, running, batched, or small (computed inline by a heartbeat)
         inputs = TargetInputs.of(group, group.group_epoch, group.members.values(), self.topics)
-        if not self._offloads(inputs):
-            return
         group.computing_epoch = inputs.epoch
         assignor = self.assignors.get(preferred_assignor(group.members.values())) or self.assignors.default
         self._nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
@@ -359,6 +354,8 @@ class ConsumerProtocol:
                  group.group_id, inputs.epoch, len(inputs.members), assignor.name)
         self._write_consumer(group.group_id,
                              records_for(group, inputs.epoch, target, group.members, now))
+        # Epoch bumps while it ran: the next computation, if batching allows it now.
+        self._maybe_offload(group)
 
     # =========================================================================== leaving ===
 
@@ -583,6 +580,21 @@ def _others(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMember
     instance_id = member.instance_id
     return [m for m in group.members.values() if m.member_id != member.member_id
             and (instance_id is None or m.instance_id != instance_id)]
+
+
+def _names_after(group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+                 records: list) -> set[str]:
+    """The topic names the group subscribes to once `member` is `updated`, from the group's
+    per-name counts and regex resolutions (not per member: a join to a big group stays cheap)."""
+    counts = group.topic_name_counts
+    old, new = set(member.topic_names) if member.member_id in group.members else set(), \
+        set(updated.topic_names)
+    names = {n for n, c in counts.items() if c - (n in old) > 0} | new
+    removed = {r.name for r in records if isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX}
+    for regex, resolution in _with_new_regexes(group, records).regexes.items():
+        if regex not in removed:
+            names.update(resolution.topics)
+    return names
 
 
 def _regex_topics(group: ConsumerGroup, members) -> set[str]:

@@ -103,10 +103,14 @@ class TargetInputs:
            topics: TopicImage) -> "TargetInputs":
         rows = []
         counts: dict[bytes, int] = {}
-        shared: dict[frozenset[bytes], frozenset[bytes]] = {}
+        # One set object per subscription class (the built-ins group members by it), looked up
+        # once per class rather than once per member.
+        shared: dict[tuple, frozenset[bytes]] = {}
         for member in members:
-            ids = member_topic_ids(member, group, topics)
-            ids = shared.setdefault(ids, ids)  # one set object per subscription class
+            key = (member.topic_names, member.regex)
+            ids = shared.get(key)
+            if ids is None:
+                ids = shared[key] = member_topic_ids(member, group, topics)
             for topic_id in ids:
                 if topic_id not in counts:
                     counts[topic_id] = topics.by_id(topic_id).partitions
@@ -139,8 +143,3 @@ def records_for(group: ConsumerGroup, epoch: int, target: Mapping[str, Mapping[b
                                        {t: tuple(sorted(ps)) for t, ps in partitions.items()}))
     out.append(cr.TargetEpoch(gid, epoch, now_ms))
     return out
-
-
-def size_of(inputs: TargetInputs) -> int:
-    """How big a computation is: members plus partitions, what the built-ins are linear in."""
-    return len(inputs.members) + sum(inputs.partition_counts.values())
