@@ -282,8 +282,8 @@ class ConsumerProtocol:
 
     def _resolve(self, regex: str) -> tuple[str, ...]:
         pattern = compile_regex(regex)
-        return tuple(sorted(name for name in self.topics.names()
-                            if not name.startswith("__") and pattern.fullmatch(name)))
+        # Every topic name, internal ones included, as Kafka's TopicRegexResolver scans them.
+        return tuple(sorted(name for name in self.topics.names() if pattern.fullmatch(name)))
 
     def _topics_version(self) -> int:
         return self.topics.version
