@@ -84,6 +84,7 @@ apis! {
     20 => DeleteTopicsRequest, DeleteTopicsResponse;
     22 => InitProducerIdRequest, InitProducerIdResponse;
     32 => DescribeConfigsRequest, DescribeConfigsResponse;
+    37 => CreatePartitionsRequest, CreatePartitionsResponse;
     42 => DeleteGroupsRequest, DeleteGroupsResponse;
     47 => OffsetDeleteRequest, OffsetDeleteResponse;
     60 => DescribeClusterRequest, DescribeClusterResponse;

@@ -87,6 +87,11 @@ py_struct!(create_topics_request::CreateTopicsRequest { topics => "topics", time
 py_struct!(create_topics_response::CreatableTopicConfigs { name => "name", value => "value", read_only => "read_only", config_source => "config_source", is_sensitive => "is_sensitive" });
 py_struct!(create_topics_response::CreatableTopicResult { name => "name", topic_id => "topic_id", error_code => "error_code", error_message => "error_message", topic_config_error_code => "topic_config_error_code", num_partitions => "num_partitions", replication_factor => "replication_factor", configs => "configs" });
 py_struct!(create_topics_response::CreateTopicsResponse { throttle_time_ms => "throttle_time_ms", topics => "topics" });
+py_struct!(create_partitions_request::CreatePartitionsAssignment { broker_ids => "broker_ids" });
+py_struct!(create_partitions_request::CreatePartitionsTopic { name => "name", count => "count", assignments => "assignments" });
+py_struct!(create_partitions_request::CreatePartitionsRequest { topics => "topics", timeout_ms => "timeout_ms", validate_only => "validate_only" });
+py_struct!(create_partitions_response::CreatePartitionsTopicResult { name => "name", error_code => "error_code", error_message => "error_message" });
+py_struct!(create_partitions_response::CreatePartitionsResponse { throttle_time_ms => "throttle_time_ms", results => "results" });
 py_struct!(delete_topics_request::DeleteTopicState { name => "name", topic_id => "topic_id" });
 py_struct!(delete_topics_request::DeleteTopicsRequest { topics => "topics", topic_names => "topic_names", timeout_ms => "timeout_ms" });
 py_struct!(delete_topics_response::DeletableTopicResult { name => "name", topic_id => "topic_id", error_code => "error_code", error_message => "error_message" });

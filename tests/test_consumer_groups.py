@@ -296,6 +296,18 @@ def test_regex_subscription_follows_topic_creation():
     assert d.group.regexes["t.*"].topics == ("t", "t2")
 
 
+def test_more_partitions_bump_the_epoch_at_the_next_heartbeat():
+    topics, tid, c, d = setup(2)
+    d.join("a")
+    epoch = d.group.group_epoch
+    topics.get("t").partitions = 3
+    c.on_topics_changed({"t"})
+    assert d.group.metadata_expired and d.group.group_epoch == epoch
+    d.converge()
+    assert d.group.group_epoch == epoch + 1
+    assert d.clients["a"].owned[tid] == frozenset({0, 1, 2})
+
+
 def test_subscription_change_revokes_dropped_topic():
     topics, tid, c, d = setup(2)
     other = topics.add("u", 2)

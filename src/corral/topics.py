@@ -164,6 +164,10 @@ class TopicStore:
     def _replay(self, entry: dict) -> None:
         if entry["op"] == "create":
             self._index(Topic.from_json(entry["topic"]))
+        elif entry["op"] == "partitions":
+            topic = self.by_name.get(entry["name"])
+            if topic is not None and str(topic.id) == entry["id"]:
+                topic.partitions = max(topic.partitions, entry["partitions"])
         elif entry["op"] == "delete":
             topic = self.by_name.get(entry["name"])
             if topic is not None and str(topic.id) == entry["id"]:
@@ -249,6 +253,24 @@ class TopicStore:
         finally:
             self._settle(topic.name, change)
 
+    def add_partitions(self, topic: Topic, count: int) -> Awaitable[None]:
+        """Grows `topic` to `count` partitions (CreatePartitions). Awaiting the result returns
+        once it is durable and visible (the new partitions' logs open on first use), or raises
+        OSError if it could not be written."""
+        change = self._queue_change(topic.name, {"op": "partitions", "name": topic.name,
+                                                 "id": str(topic.id), "partitions": count})
+        return self._grown(topic, count, change)
+
+    async def _grown(self, topic: Topic, count: int, change: _Change) -> None:
+        try:
+            await change.written.wait()
+            if change.error is not None:
+                raise change.error
+            topic.partitions = max(topic.partitions, count)
+            self._changed(topic.name)
+        finally:
+            self._settle(topic.name, change)
+
     def delete(self, topic: Topic) -> Awaitable[None]:
         """Deletes a topic: gone at once for every request; awaiting the result returns once the
         deletion is durable and the `on_delete` hooks (file removal) ran, or raises OSError if it
@@ -315,6 +337,9 @@ class TopicStore:
         for entry in entries:
             if entry["op"] == "create":
                 topics[entry["topic"]["name"]] = entry["topic"]
+            elif entry["op"] == "partitions":
+                if entry["name"] in topics:
+                    topics[entry["name"]] = {**topics[entry["name"]], "partitions": entry["partitions"]}
             else:
                 topics.pop(entry["name"], None)
         return list(topics.values())
