@@ -64,9 +64,11 @@ FAST = {"group.consumer.assignment.interval.ms": 0}
 
 
 def make_coordinator(topics: Topics, settings: dict[str, Any] | None = None,
-                     log: RecordingLog | None = None) -> GroupCoordinator:
+                     log: RecordingLog | None = None,
+                     snapshot_path: Path = Path("/nonexistent/snapshot")) -> GroupCoordinator:
+    """A coordinator; pass a real `snapshot_path` if it will `run` (it snapshots on exit)."""
     return GroupCoordinator(Settings({**FAST, **(settings or {})}), log or RecordingLog(),
-                            Path("/nonexistent"), topics)
+                            snapshot_path, topics)
 
 
 def request(group_id: str, member_id: str, epoch: int, *, names=None, regex=None, owned=None,

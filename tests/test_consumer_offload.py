@@ -14,15 +14,16 @@ from consumer_harness import Topics, answer, make_coordinator, request
 from corral.errors import ErrorCode
 
 
-def test_big_group_assigned_off_loop_while_another_group_is_served():
-    trio.run(_scenario)
+def test_big_group_assigned_off_loop_while_another_group_is_served(tmp_path):
+    trio.run(_scenario, tmp_path)
 
 
-async def _scenario():
+async def _scenario(tmp_path):
     topics = Topics()
     big = topics.add("big", 40_000)
     topics.add("small", 4)
-    coordinator = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 0})
+    coordinator = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 0},
+                                   snapshot_path=tmp_path / "snapshot")
     served_while_computing = 0
     latencies = []
     async with trio.open_nursery() as nursery:

@@ -144,3 +144,20 @@ def test_file_environment_and_flags_reach_the_running_broker(tmp_path):
     assert configs["log.segment.bytes"] == ("1048576", static)
     assert configs["message.max.bytes"] == ("1048588", default)
     assert len(topic["partitions"]) == 3
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"group.consumer.session.timeout.ms": 1000},
+     "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
+    ({"group.consumer.session.timeout.ms": 90000},
+     "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
+    ({"group.consumer.min.heartbeat.interval.ms": 20000},
+     "group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
+    ({"group.consumer.assignment.interval.ms": 20000},
+     "group.consumer.assignment.interval.ms must be less than or equal to group.consumer.max.assignment.interval.ms"),
+    ({"group.consumer.session.timeout.ms": 5000, "group.consumer.min.session.timeout.ms": 5000},
+     "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
+])
+def test_consumer_group_settings_bounds(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        Settings.load(overrides=overrides, environ={})

@@ -364,7 +364,28 @@ class Settings:
                 settings.set(name, environ[env_name])
         for name, value in (overrides or {}).items():
             settings.set(name, value)
+        settings.check_bounds()
         return settings
+
+    def check_bounds(self) -> None:
+        """Kafka's GroupCoordinatorConfig checks between settings: each group.consumer value
+        within its min and max, and the heartbeat interval below the session timeout."""
+        for name, lo, hi in (
+                ("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
+                 "group.consumer.max.session.timeout.ms"),
+                ("group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms",
+                 "group.consumer.max.heartbeat.interval.ms"),
+                ("group.consumer.assignment.interval.ms", "group.consumer.min.assignment.interval.ms",
+                 "group.consumer.max.assignment.interval.ms")):
+            if self[hi] < self[lo]:
+                raise ConfigError(f"{hi} must be greater than or equal to {lo}")
+            if self[name] < self[lo]:
+                raise ConfigError(f"{name} must be greater than or equal to {lo}")
+            if self[name] > self[hi]:
+                raise ConfigError(f"{name} must be less than or equal to {hi}")
+        if self["group.consumer.heartbeat.interval.ms"] >= self["group.consumer.session.timeout.ms"]:
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
+                              "group.consumer.session.timeout.ms")
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
