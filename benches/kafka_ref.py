@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -63,10 +65,8 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <groupId>corral.bench</groupId><artifactId>kafka-ref</artifactId><version>1</version>
   <dependencies>
     <dependency>
-      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version>
-      <exclusions><exclusion>
-        <groupId>org.apache.kafka</groupId><artifactId>kafka-tools-api</artifactId>
-      </exclusion></exclusions>
+      <groupId>org.apache.kafka</groupId><artifactId>{artifact}</artifactId><version>{version}</version>
+      <exclusions>{exclusions}</exclusions>
     </dependency>
     <dependency>
       <groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>{slf4j}</version>
@@ -74,22 +74,46 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   </dependencies>
 </project>
 """
+EXCLUSION = "<exclusion><groupId>org.apache.kafka</groupId><artifactId>{}</artifactId></exclusion>"
+# What each artifact can do without: the broker, kafka-tools-api; the tools, Connect's runtime
+# (web server and REST stack; the log dump and the console consumer do not touch it).
+EXCLUDED = {"kafka_2.13": ["kafka-tools-api"], "kafka-tools": ["connect-runtime"]}
 
 
-def fetch(version: str = DEFAULT_VERSION) -> Path:
-    """Downloads Kafka's jars once; returns the directory that holds them."""
-    home = CACHE / f"kafka-{version}"
+def fetch(version: str = DEFAULT_VERSION, artifact: str = "kafka_2.13") -> Path:
+    """Downloads an artifact's jars with their dependencies once (the broker's, kafka_2.13, by
+    default); returns the directory that holds them."""
+    home = CACHE / (f"kafka-{version}" if artifact == "kafka_2.13" else f"{artifact}-{version}")
     lib = home / "lib"
     done = home / "complete"
     if done.exists():
         return lib
     home.mkdir(parents=True, exist_ok=True)
+    exclusions = "".join(EXCLUSION.format(name) for name in EXCLUDED.get(artifact, []))
     with tempfile.TemporaryDirectory(prefix="kafka-pom-") as tmp:
-        Path(tmp, "pom.xml").write_text(POM.format(version=version, slf4j=SLF4J_SIMPLE))
+        Path(tmp, "pom.xml").write_text(POM.format(artifact=artifact, version=version,
+                                                   exclusions=exclusions, slf4j=SLF4J_SIMPLE))
         subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies",
                         f"-DoutputDirectory={lib}"], cwd=tmp, check=True)
     done.write_text(version + "\n")
     return lib
+
+
+def compile_java(source: Path, version: str = DEFAULT_VERSION) -> Path:
+    """The class directory of a single-file Java program compiled against Kafka's jars: compiled
+    on first use into the cache, kept per source text and version (`Foo.java` goes to
+    `foo-<digest>/`)."""
+    lib = fetch(version)
+    digest = hashlib.sha256(source.read_bytes() + version.encode()).hexdigest()[:16]
+    name = re.sub(r"(?<!^)(?=[A-Z])", "-", source.stem).lower()
+    classes = CACHE / f"{name}-{digest}"
+    if not (classes / f"{source.stem}.class").exists():
+        tmp = classes.with_name(classes.name + ".tmp")
+        tmp.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", str(source)],
+                       check=True, capture_output=True)
+        tmp.rename(classes)
+    return classes
 
 
 def free_port() -> int:

@@ -19,3 +19,6 @@ python benches/kafka_ref.py fetch
 
 echo "== Kafka's assignors behind tests/java/AssignorHarness.java (compiled once into the same cache)"
 python tests/kafka_assignors.py compile
+
+echo "== Kafka's record classes behind tests/java/ConsumerRecordsGolden.java, and kafka-tools (same cache)"
+python tests/kafka_records.py compile

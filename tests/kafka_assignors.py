@@ -13,14 +13,13 @@ Topic ids must be corral's test form, `n.to_bytes(16, "big")`; the harness sees 
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import CACHE, DEFAULT_VERSION, fetch as kafka_jars  # noqa: E402
+from kafka_ref import DEFAULT_VERSION, compile_java, fetch as kafka_jars  # noqa: E402
 
 from corral.assignors import GroupSpec  # noqa: E402
 
@@ -29,16 +28,7 @@ SOURCE = Path(__file__).resolve().parent / "java" / "AssignorHarness.java"
 
 def compiled(version: str = DEFAULT_VERSION) -> Path:
     """The harness's class directory (compiled on first use, kept per source and version)."""
-    lib = kafka_jars(version)
-    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()[:16]
-    classes = CACHE / f"assignor-harness-{digest}"
-    if not (classes / "AssignorHarness.class").exists():
-        tmp = classes.with_name(classes.name + ".tmp")
-        tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", str(SOURCE)],
-                       check=True, capture_output=True)
-        tmp.rename(classes)
-    return classes
+    return compile_java(SOURCE, version)
 
 
 def _topic(topic: bytes) -> int:

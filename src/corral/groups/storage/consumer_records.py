@@ -176,10 +176,15 @@ def value_of(record: ConsumerRecord) -> bytes | None:
                  *(_compact_string(t) for t in record.topic_names),
                  _compact_string(record.regex), _I32.pack(record.rebalance_timeout_ms),
                  _compact_string(record.server_assignor)]
+        # Tag 0, ClassicMemberMetadata, as Kafka's generated code writes it: its default is an
+        # empty struct (timeout 0, no protocols), left out; null is the tag with the marker 0, and
+        # a struct follows the marker 1. (Kafka reads a missing tag as that empty struct, that is
+        # as a classic member.)
         if record.classic is None:
+            parts.append(b"\x01\x00\x01\x00")
+        elif not record.classic.session_timeout_ms and not record.classic.protocols:
             parts.append(b"\x00")
         else:
-            # A nullable struct is written after a presence byte (1; -1 would be null).
             classic = [b"\x01", _I32.pack(record.classic.session_timeout_ms),
                        _uvarint(len(record.classic.protocols) + 1)]
             for name, metadata in record.classic.protocols:
@@ -300,9 +305,9 @@ def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
         rebalance_timeout_ms = v.unpack(_I32)
         assignor = v.compact_string()
         tags = v.tags()
-        classic = None
-        if 0 in tags and tags[0][:1] == b"\x01":
-            c = _Reader(tags[0], 1)
+        classic = None if 0 in tags else ClassicMetadata(0, [])  # see value_of
+        c = _Reader(tags.get(0, b"\x00"))
+        if c.uvarint() > 0:
             session = c.unpack(_I32)
             protocols = []
             for _ in range(c.count()):

@@ -1,0 +1,105 @@
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.kafka.common.protocol.ApiMessage;
+import org.apache.kafka.coordinator.common.runtime.CoordinatorRecord;
+import org.apache.kafka.coordinator.group.GroupCoordinatorRecordSerde;
+import org.apache.kafka.coordinator.group.generated.CoordinatorRecordJsonConverters;
+import org.apache.kafka.server.common.ApiMessageAndVersion;
+
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
+import java.nio.ByteBuffer;
+import java.util.HexFormat;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+
+/**
+ * Group coordinator records of `__consumer_offsets` through Kafka's own classes, for corral's
+ * tests (tests/kafka_records.py). One JSON request a line on stdin, one JSON answer a line:
+ *
+ * <pre>
+ * {"encode": {"type": T, "key": {...}, "value": {...} | null}}
+ *     builds the key and value (version 0) with Kafka's generated JSON converters
+ *     (CoordinatorRecordJsonConverters; fields as Kafka's formatters print them) and serializes
+ *     them with GroupCoordinatorRecordSerde: {"key": HEX, "value": HEX | null}
+ * {"decode": {"key": HEX, "value": HEX | null}}
+ *     reads the bytes with GroupCoordinatorRecordSerde, as the coordinator's loader and Kafka's
+ *     formatters do: {"type": T, "key": {...}, "value": {...} | null}; bytes left over after the
+ *     key or value are an error (Kafka itself would ignore them)
+ * </pre>
+ *
+ * Errors answer {"error": MESSAGE}.
+ */
+public class ConsumerRecordsGolden {
+    private static final HexFormat HEX = HexFormat.of();
+    private static final GroupCoordinatorRecordSerde SERDE = new GroupCoordinatorRecordSerde();
+
+    public static void main(String[] args) throws IOException {
+        ObjectMapper mapper = new ObjectMapper();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, UTF_8), 1 << 20);
+        PrintWriter out = new PrintWriter(new BufferedWriter(new OutputStreamWriter(System.out, UTF_8), 1 << 20));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isBlank()) continue;
+            ObjectNode answer = JsonNodeFactory.instance.objectNode();
+            try {
+                JsonNode request = mapper.readTree(line);
+                if (request.has("encode")) {
+                    encode(request.get("encode"), answer);
+                } else if (request.has("decode")) {
+                    decode(request.get("decode"), answer);
+                } else {
+                    throw new IllegalArgumentException("unknown request " + line);
+                }
+            } catch (Exception e) {
+                answer.removeAll();
+                answer.put("error", e.toString());
+            }
+            out.println(answer);
+            out.flush();
+        }
+    }
+
+    private static void encode(JsonNode request, ObjectNode answer) {
+        short type = request.get("type").shortValue();
+        ApiMessage key = CoordinatorRecordJsonConverters.readRecordKeyFromJson(request.get("key"), type);
+        JsonNode value = request.get("value");
+        CoordinatorRecord record = value == null || value.isNull()
+            ? CoordinatorRecord.tombstone(key)
+            : CoordinatorRecord.record(key, new ApiMessageAndVersion(
+                CoordinatorRecordJsonConverters.readRecordValueFromJson(value, type, (short) 0), (short) 0));
+        answer.put("key", HEX.formatHex(SERDE.serializeKey(record)));
+        byte[] valueBytes = SERDE.serializeValue(record);
+        if (valueBytes == null) {
+            answer.putNull("value");
+        } else {
+            answer.put("value", HEX.formatHex(valueBytes));
+        }
+    }
+
+    private static void decode(JsonNode request, ObjectNode answer) {
+        ByteBuffer key = ByteBuffer.wrap(HEX.parseHex(request.get("key").asText()));
+        JsonNode valueHex = request.get("value");
+        ByteBuffer value = valueHex == null || valueHex.isNull() ? null : ByteBuffer.wrap(HEX.parseHex(valueHex.asText()));
+        CoordinatorRecord record = SERDE.deserialize(key, value);
+        if (key.hasRemaining() || (value != null && value.hasRemaining())) {
+            throw new IllegalArgumentException("bytes left over: key " + key.remaining() +
+                ", value " + (value == null ? 0 : value.remaining()));
+        }
+        answer.put("type", record.key().apiKey());
+        answer.set("key", CoordinatorRecordJsonConverters.writeRecordKeyAsJson(record.key()));
+        if (record.value() == null) {
+            answer.putNull("value");
+        } else {
+            answer.put("version", record.value().version());
+            answer.set("value", CoordinatorRecordJsonConverters.writeRecordValueAsJson(
+                record.value().message(), record.value().version()));
+        }
+    }
+}
