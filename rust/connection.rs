@@ -2,8 +2,8 @@
 //!
 //! A frame goes three steps. `route` checks its header against the advertised table and answers
 //! what the core owns; `receive` reads the rest of the header and, for a short path (Heartbeat,
-//! OffsetCommit: the table in fast_paths.rs), decodes the body into its Rust struct, where a short
-//! path may be answered without Python; both run without the GIL. `build_request` makes the
+//! OffsetCommit, ConsumerGroupHeartbeat: the table in fast_paths.rs), decodes the body into its
+//! Rust struct, where a short path may be answered without Python; both run without the GIL. `build_request` makes the
 //! `Request` Python handlers receive, decoding any other body into a dict. The broker's network
 //! thread (reactor.rs) uses all three; `Connection` wraps them for code that feeds bytes in process
 //! (the codec tests and benches, the load generator's fake brokers): `feed` a chunk, then drain
@@ -12,7 +12,8 @@
 //!
 //! - Rust: ApiVersions (a pure function of the advertised table, cached per version), the refusal
 //!   of Produce v0-2 (advertised for old librdkafka, answered UNSUPPORTED_VERSION), and the
-//!   short-path answers of the network thread (steady-state Heartbeats, from the `HeartbeatView`).
+//!   short-path answers of the network thread (steady-state Heartbeats and ConsumerGroupHeartbeats,
+//!   from the `HeartbeatView` and the `ConsumerHeartbeatView`).
 //! - Python: everything that reads or changes broker state (metadata, topics, configs, groups...).
 //!
 //! Bad input raises `ProtocolError` (the reactor: closes the connection with the reason logged).
@@ -27,7 +28,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::apis;
-use crate::fast_paths::{self, Decoded, Views};
+use crate::fast_paths::{self, Decoded, Sender, Views};
 use crate::frames::FrameSplitter;
 use crate::header::{self, RequestPrefix};
 use kafka_protocol::ResponseError;
@@ -257,6 +258,9 @@ pub struct Received {
     payload: Payload,
 }
 
+// Decoded, the big variant (a ConsumerGroupHeartbeat is 272 bytes of fields), is what the short
+// paths carry: boxing it would allocate once per heartbeat.
+#[allow(clippy::large_enum_variant)]
 enum Payload {
     /// The body after the header, decoded into a dict by `build_request`.
     Raw(Bytes),
@@ -283,10 +287,13 @@ pub fn receive(prefix: RequestPrefix, frame: Bytes) -> Received {
 }
 
 impl Received {
-    /// The response frame when a short path is answered without Python.
-    pub fn answer(&self, views: &Views) -> Option<Bytes> {
+    /// The response frame when a short path is answered without Python; `client_host` is the
+    /// connection's, as `Request.client_host` would carry it.
+    pub fn answer(&self, views: &Views, client_host: &str) -> Option<Bytes> {
         match &self.payload {
-            Payload::Decoded(decoded) => decoded.answer(views),
+            Payload::Decoded(decoded) => {
+                decoded.answer(views, &Sender { client_id: self.client_id.as_deref(), client_host })
+            }
             Payload::Raw(_) | Payload::Malformed(_) => None,
         }
     }

@@ -8,22 +8,24 @@
 //! where the frame is read (the network thread; `Connection` in process) and then:
 //!
 //! - `FastPath::answer` may answer it there and then, without Python (Heartbeat, from the
-//!   `HeartbeatView`);
+//!   `HeartbeatView`; ConsumerGroupHeartbeat, from the `ConsumerHeartbeatView`);
 //! - otherwise the decoded value goes to Python as it is, as that named type (`Request.typed`: a
-//!   `HeartbeatRequest`, an `OffsetCommitRequest`), with the fields as getters and its own ways to
-//!   answer. Nothing is decoded again: `Request.body`, if asked for, makes the dict from the struct.
+//!   `HeartbeatRequest`, an `OffsetCommitRequest`, a `ConsumerGroupHeartbeatRequest`), with the
+//!   fields as getters and its own ways to answer. Nothing is decoded again: `Request.body`, if asked for, makes the dict from the struct.
 //!
 //! A body that does not decode closes the connection as any other request's does (the reason
 //! goes to Python, which logs it and closes, after the answers before it).
 //!
-//! A new short path (ConsumerGroupHeartbeat next) is a #[pyclass] holding its request struct, its
-//! `FastPath` impl and one line in the table; `Views` gains what its `answer` reads, if anything.
+//! A new short path is a #[pyclass] holding its request struct, its `FastPath` impl and one line
+//! in the table; `Views` gains what its `answer` reads, if anything.
 
 use anyhow::Result;
 use bytes::Bytes;
 use kafka_protocol::protocol::{Decodable, Request as KafkaRequest};
 use pyo3::prelude::*;
 
+use crate::consumer_heartbeat::ConsumerHeartbeat;
+use crate::consumer_heartbeat_view::ConsumerHeartbeatView;
 use crate::header::RequestPrefix;
 use crate::heartbeat::Heartbeat;
 use crate::heartbeat_view::HeartbeatView;
@@ -42,7 +44,7 @@ pub trait FastPath: Sized {
 
     /// The whole response frame when the network thread can answer by itself; None: Python
     /// answers. Runs without the GIL.
-    fn answer(&self, _views: &Views) -> Option<Bytes> {
+    fn answer(&self, _views: &Views, _sender: &Sender<'_>) -> Option<Bytes> {
         None
     }
 }
@@ -51,6 +53,15 @@ pub trait FastPath: Sized {
 #[derive(Default)]
 pub struct Views {
     pub heartbeat: Option<Py<HeartbeatView>>,
+    pub consumer_heartbeat: Option<Py<ConsumerHeartbeatView>>,
+}
+
+/// Who sent a request, as Python's `Request` reports it (`client_id`, `client_host`): an answer
+/// may depend on it (a consumer group member's client id and host are part of its metadata).
+#[derive(Clone, Copy, Default)]
+pub struct Sender<'a> {
+    pub client_id: Option<&'a str>,
+    pub client_host: &'a str,
 }
 
 macro_rules! fast_paths {
@@ -73,9 +84,9 @@ macro_rules! fast_paths {
                 None
             }
 
-            pub fn answer(&self, views: &Views) -> Option<Bytes> {
+            pub fn answer(&self, views: &Views, sender: &Sender<'_>) -> Option<Bytes> {
                 match self {
-                    $(Decoded::$variant(request) => request.answer(views),)*
+                    $(Decoded::$variant(request) => request.answer(views, sender),)*
                 }
             }
 
@@ -113,6 +124,7 @@ macro_rules! fast_paths {
 fast_paths! {
     OffsetCommit(OffsetCommit);
     Heartbeat(Heartbeat);
+    ConsumerHeartbeat(ConsumerHeartbeat);
 }
 
 fn decode<T: FastPath>(prefix: &RequestPrefix, body: &mut Bytes) -> Result<T> {
@@ -124,7 +136,7 @@ fn decode<T: FastPath>(prefix: &RequestPrefix, body: &mut Bytes) -> Result<T> {
 mod tests {
     use super::*;
     use bytes::BytesMut;
-    use kafka_protocol::messages::{GroupId, HeartbeatRequest, OffsetCommitRequest};
+    use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, GroupId, HeartbeatRequest, OffsetCommitRequest};
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
     fn prefix(api_key: i16, api_version: i16) -> RequestPrefix {
@@ -147,7 +159,7 @@ mod tests {
         keys.sort();
         keys.dedup();
         assert_eq!(keys.len(), KEYS.len());
-        assert_eq!(KEYS, &[8, 12]);
+        assert_eq!(KEYS, &[8, 12, 68]);
     }
 
     #[test]
@@ -164,6 +176,8 @@ mod tests {
         let commit = OffsetCommitRequest::default().with_group_id(group("g"));
         let mut body = encoded(&commit, 9);
         assert!(matches!(Decoded::decode(&prefix(8, 9), &mut body), Some(Ok(Decoded::OffsetCommit(_)))));
+        let mut body = encoded(&ConsumerGroupHeartbeatRequest::default().with_group_id(group("g")), 1);
+        assert!(matches!(Decoded::decode(&prefix(68, 1), &mut body), Some(Ok(Decoded::ConsumerHeartbeat(_)))));
         assert!(Decoded::decode(&prefix(3, 12), &mut Bytes::from_static(&[0, 0])).is_none(), "Metadata: a dict");
     }
 
@@ -171,7 +185,7 @@ mod tests {
     fn a_short_path_without_views_is_left_to_python() {
         let mut body = encoded(&HeartbeatRequest::default().with_group_id(group("g")), 0);
         let decoded = Decoded::decode(&prefix(12, 0), &mut body).unwrap().unwrap();
-        assert!(decoded.answer(&Views::default()).is_none());
+        assert!(decoded.answer(&Views::default(), &Sender::default()).is_none());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::fast_paths::{FastPath, Views};
+use crate::fast_paths::{FastPath, Sender, Views};
 use crate::header::{self, RequestPrefix};
 
 /// A decoded Heartbeat (Python: `HeartbeatRequest`).
@@ -34,7 +34,7 @@ impl FastPath for Heartbeat {
     }
 
     /// The view's answer; an empty group id (INVALID_GROUP_ID) is the coordinator's.
-    fn answer(&self, views: &Views) -> Option<Bytes> {
+    fn answer(&self, views: &Views, _sender: &Sender<'_>) -> Option<Bytes> {
         let view = views.heartbeat.as_ref()?.get();
         let hb = &self.body;
         if hb.group_id.is_empty() {

@@ -4,11 +4,14 @@
 //! (`reactor`: sockets, framing, the answers it gives without Python), the short paths' table
 //! (`fast_paths`: the requests decoded into their Rust struct, never into a dict), request/response
 //! headers, the message codec (kafka-protocol's schemas, bridged to Python dicts by `pyconv`), the
-//! timer wheel, the offset map, the heartbeat view and the log store (`log/`).
+//! timer wheel, the offset map, the heartbeat views (classic and consumer groups) and the log store
+//! (`log/`).
 
 mod apis;
 mod client;
 mod connection;
+mod consumer_heartbeat;
+mod consumer_heartbeat_view;
 mod consumer_protocol;
 mod errors;
 mod fast_paths;
@@ -71,6 +74,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<timer_wheel::PyTimerWheel>()?;
     m.add_function(wrap_pyfunction!(timer_wheel::py_monotonic_ms, m)?)?;
     m.add_class::<heartbeat_view::HeartbeatView>()?;
+    m.add_class::<consumer_heartbeat_view::ConsumerHeartbeatView>()?;
     m.add_class::<reactor::Reactor>()?;
     m.add_class::<offset_map::PyOffsetMap>()?;
     log::register(m)?;

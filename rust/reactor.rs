@@ -3,7 +3,8 @@
 //! One thread waits on epoll (mio) for all connections. It reads, splits frames, answers what the
 //! core owns (ApiVersions, the Produce v0-2 refusal) and writes responses, without the GIL. It
 //! also decodes the short paths' requests (fast_paths.rs) and answers those it can from their
-//! views (steady-state Heartbeats, from the `HeartbeatView`). Every other request is queued for
+//! views (steady-state Heartbeats and ConsumerGroupHeartbeats, from the `HeartbeatView` and the
+//! `ConsumerHeartbeatView`). Every other request is queued for
 //! Python: `drain()` (called by trio when `notify_fd` is readable) makes them `Request`s (a dict
 //! decoded, or the short path's named type), handlers answer with `respond(connection, frame)`,
 //! and the thread writes the frame.
@@ -44,6 +45,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
 use crate::connection::{self, ApiTable, Received, Request, Routed};
+use crate::consumer_heartbeat_view::ConsumerHeartbeatView;
 use crate::fast_paths::Views;
 use crate::frames::FrameSplitter;
 use crate::heartbeat_view::HeartbeatView;
@@ -142,7 +144,8 @@ pub struct Reactor {
 #[pymethods]
 impl Reactor {
     /// Starts the network thread on the listening sockets `listener_fds` (their ownership passes
-    /// to the thread). `heartbeat_view`: answer steady-state Heartbeats from it.
+    /// to the thread). `heartbeat_view`: answer steady-state Heartbeats from it;
+    /// `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats.
     ///
     /// Limits (None: none): `max_connections` and `max_connections_per_ip` (over them a new
     /// connection is closed at once), `idle_timeout_ms` (a connection without a request with
@@ -151,7 +154,7 @@ impl Reactor {
     /// `queued_max_request_bytes` (bytes of requests received and not yet answered; see limits.rs).
     #[new]
     #[pyo3(signature = (table, listener_fds, max_request_bytes, heartbeat_view = None, *,
-                        max_connections = None, max_connections_per_ip = None, idle_timeout_ms = None,
+                        consumer_heartbeat_view = None, max_connections = None, max_connections_per_ip = None, idle_timeout_ms = None,
                         partial_request_timeout_ms = None, queued_max_request_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -159,6 +162,7 @@ impl Reactor {
         listener_fds: Vec<RawFd>,
         max_request_bytes: usize,
         heartbeat_view: Option<Py<HeartbeatView>>,
+        consumer_heartbeat_view: Option<Py<ConsumerHeartbeatView>>,
         max_connections: Option<usize>,
         max_connections_per_ip: Option<usize>,
         idle_timeout_ms: Option<u64>,
@@ -216,7 +220,7 @@ impl Reactor {
             connections: HashMap::new(),
             next_id: FIRST_CONNECTION,
             table,
-            views: Views { heartbeat: heartbeat_view },
+            views: Views { heartbeat: heartbeat_view, consumer_heartbeat: consumer_heartbeat_view },
             max_request_bytes,
             shared: shared.clone(),
             for_python: Vec::new(),
@@ -680,7 +684,7 @@ impl Network {
                 Ok(Routed::ToPython(prefix, frame)) => {
                     let size = frame.len();
                     let received = connection::receive(prefix, frame);
-                    if let Some(response) = received.answer(&self.views) {
+                    if let Some(response) = received.answer(&self.views, &conn.client_host) {
                         conn.budget.frame_taken(None);
                         conn.queue(response);
                     } else {

@@ -182,6 +182,7 @@ class ConsumerDriver:
         ownership index matches the members; once Stable, every subscribed partition is owned
         exactly once."""
         self.checks += 1
+        check_view(self.coordinator)
         held: dict[tuple[bytes, int], str] = {}
         for client in self.clients.values():
             for topic, ps in client.owned.items():
@@ -219,3 +220,18 @@ class ConsumerDriver:
             assert set(owners) == subscribed, "a Stable group leaves partitions unowned"
             for member in group.members.values():
                 assert member.current.state is MemberState.STABLE
+
+
+def check_view(coordinator: GroupCoordinator) -> None:
+    """The network thread's view of the consumer groups (rust/consumer_heartbeat_view.rs) says
+    what the groups say: `ConsumerGroup` mirrors every change into it."""
+    expected = {}
+    for group_id, group in coordinator.groups.items():
+        if not isinstance(group, ConsumerGroup):
+            continue
+        busy = group.computing_epoch is not None or group.metadata_expired or group.deleting
+        members = {m.member_id: (m.epoch, m.current.state is MemberState.STABLE, m.classic is None,
+                                 m.instance_id, m.client_id, m.client_host, m.session_key)
+                   for m in group.members.values()}
+        expected[group_id] = (group.group_epoch, group.assignment_epoch, busy, members)
+    assert coordinator.consumer_heartbeat_view.contents() == expected

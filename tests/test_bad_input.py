@@ -142,6 +142,7 @@ SHORT_PATH_BODIES = [
     (ApiKey.OFFSET_COMMIT, 9, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
                                "topics": [{"name": "t", "partitions": [{"partition_index": 0,
                                                                          "committed_offset": 5}]}]}),
+    (ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {"group_id": "g", "member_id": "m", "member_epoch": 1}),
 ]
 
 

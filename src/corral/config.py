@@ -283,6 +283,10 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "corral only, for fault-injection tests: the coordinator's writer waits this long "
                 "before each pass, widening the window between a change and its durability (what "
                 "a kill -9 in that window must not lose is what was acknowledged)."),
+        Setting("corral.group.heartbeat.short.path.enable", ConfigType.BOOLEAN, True, _parse_bool,
+                "corral only, for tests and benches: the network thread answers steady-state "
+                "Heartbeats (classic groups) and ConsumerGroupHeartbeats (consumer groups) by "
+                "itself; false sends every one to the coordinator, which answers the same."),
         Setting("corral.coordinator.snapshot.interval.ms", ConfigType.LONG, 60000,
                 _int_in(1, INT64_MAX),
                 "corral only: how often the group coordinator snapshots its state (when it changed), "

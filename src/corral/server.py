@@ -1,11 +1,11 @@
 """The broker's front: a compiled network thread for the sockets, trio for the handlers.
 
 Every client socket belongs to the core's network thread (`_core.Reactor`, rust/reactor.rs): it
-reads, splits frames, answers ApiVersions and steady-state Heartbeats itself and writes every
-response. The requests Python owns arrive here in batches: one trio task waits on the reactor's
-eventfd, drains what is queued and starts one handler task per request; a handler's answer goes
-back with `respond`. Like Kafka, a connection has one request in a handler at a time, so responses
-leave in request order; different connections are served concurrently.
+reads, splits frames, answers ApiVersions and steady-state Heartbeats and ConsumerGroupHeartbeats
+itself and writes every response. The requests Python owns arrive here in batches: one trio task
+waits on the reactor's eventfd, drains what is queued and starts one handler task per request; a
+handler's answer goes back with `respond`. Like Kafka, a connection has one request in a handler
+at a time, so responses leave in request order; different connections are served concurrently.
 """
 
 from __future__ import annotations
@@ -70,9 +70,13 @@ class Server:
             raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
         self.broker.bound(bound_host, bound_port)
+        groups = self.broker.groups
+        short_paths = self.settings["corral.group.heartbeat.short.path.enable"]
         reactor = self.reactor = _core.Reactor(
             self.table, [listener.socket.detach() for listener in listeners],
-            self.max_request_bytes, self.broker.groups.heartbeat_view, **network_limits(self.settings))
+            self.max_request_bytes, groups.heartbeat_view if short_paths else None,
+            consumer_heartbeat_view=groups.consumer_heartbeat_view if short_paths else None,
+            **network_limits(self.settings))
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)

@@ -22,6 +22,7 @@ __all__ = [
     "Request",
     "OffsetCommitRequest",
     "HeartbeatRequest",
+    "ConsumerGroupHeartbeatRequest",
     "OffsetCommitAnswer",
     "Frames",
     "ProtocolError",
@@ -36,6 +37,7 @@ __all__ = [
     "TimerWheel",
     "monotonic_ms",
     "HeartbeatView",
+    "ConsumerHeartbeatView",
     "Reactor",
     "OffsetMap",
     "LogStore",
@@ -87,6 +89,10 @@ KeyValue: TypeAlias = tuple[bytes | None, bytes | None]
 
 DecodedRecord: TypeAlias = tuple[int, int, bytes | None, bytes | None]
 """(offset, timestamp, key, value)"""
+
+ConsumerMemberView: TypeAlias = tuple[int, bool, bool, str | None, str, str, int]
+"""A consumer group member in the `ConsumerHeartbeatView`: (epoch, STABLE, consumer protocol,
+instance id, client id, client host, session timer key: 0 until armed)"""
 
 MessageBody: TypeAlias = dict[str, Any]
 """A request or response body: the schema's fields (snake_case names) to int/bool/float/str/
@@ -206,6 +212,19 @@ class HeartbeatRequest:
         """This Heartbeat's response frame with `error_code` (throttle time 0)."""
 
 @final
+class ConsumerGroupHeartbeatRequest:
+    """A ConsumerGroupHeartbeat the network thread could not answer from the
+    `ConsumerHeartbeatView`, decoded by the core (`Request.typed`; not constructible from
+    Python). Its handler reads `Request.body`, the dict made from it."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def member_epoch(self) -> int: ...
+
+@final
 class OffsetCommitAnswer:
     """The per-partition codes of one OffsetCommit, ready to be encoded (made by
     `OffsetCommitRequest.split`; not constructible from Python)."""
@@ -290,6 +309,7 @@ class Reactor:
         max_request_bytes: int,
         heartbeat_view: HeartbeatView | None = None,
         *,
+        consumer_heartbeat_view: ConsumerHeartbeatView | None = None,
         max_connections: int | None = None,
         max_connections_per_ip: int | None = None,
         idle_timeout_ms: int | None = None,
@@ -297,7 +317,8 @@ class Reactor:
         queued_max_request_bytes: int | None = None,
     ) -> Self:
         """Starts the network thread on the listening sockets `listener_fds` (their ownership
-        passes to the thread). `heartbeat_view`: answer steady-state Heartbeats from it.
+        passes to the thread). `heartbeat_view`: answer steady-state Heartbeats from it;
+        `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats.
 
         Limits (None: none): `max_connections` and `max_connections_per_ip` (over them a new
         connection is closed at once), `idle_timeout_ms` (a connection without a request with
@@ -372,6 +393,64 @@ class HeartbeatView:
         session_timeout_ms: int,
     ) -> None: ...
     def remove_member(self, group_id: str, member_id: str) -> None: ...
+
+@final
+class ConsumerHeartbeatView:
+    """What the network thread needs to answer steady-state ConsumerGroupHeartbeats (KIP-848)
+    without Python: per group its epochs and a busy flag, per member its epoch, STABLE or not,
+    its instance id, client id and host and its session timer key (rust/consumer_heartbeat_view.rs).
+    `ConsumerGroup` keeps it in step."""
+
+    def __new__(cls, wheel: TimerWheel, session_timeout_ms: int, heartbeat_interval_ms: int) -> Self:
+        """A view whose session deadlines live in `wheel`: a heartbeat it answers moves the
+        member's deadline `session_timeout_ms` ahead and tells it to come back in
+        `heartbeat_interval_ms`."""
+
+    def set_group(self, group_id: str, group_epoch: int, assignment_epoch: int, busy: bool) -> None:
+        """The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs
+        say."""
+
+    def remove_group(self, group_id: str) -> None: ...
+    def set_member(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        consumer: bool,
+    ) -> None:
+        """A member's metadata (ConsumerGroupMemberMetadata): `consumer` is False for a classic
+        member of the group."""
+
+    def set_member_epoch(self, group_id: str, member_id: str, epoch: int, stable: bool) -> None:
+        """A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment)."""
+
+    def set_session_key(self, group_id: str, member_id: str, timer_key: int) -> None:
+        """The member's session timer key, once registered (a member the view does not hold is
+        left alone)."""
+
+    def remove_member(self, group_id: str, member_id: str) -> None: ...
+    def answer(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        member_epoch: int,
+        client_id: str,
+        client_host: str,
+    ) -> int | None:
+        """What the network thread does with a heartbeat that changes nothing: the heartbeat
+        interval to answer with, the member's session deadline moved; None when the coordinator
+        answers."""
+
+    @property
+    def answered(self) -> int:
+        """How many heartbeats the view has answered."""
+
+    def contents(self) -> dict[str, tuple[int, int, bool, dict[str, ConsumerMemberView]]]:
+        """Everything the view holds, for tests: group id -> (group epoch, assignment epoch,
+        busy, {member id: the member's entry})."""
 
 @final
 class OffsetMap:

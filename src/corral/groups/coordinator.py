@@ -23,6 +23,7 @@ from typing import Any
 
 import trio
 
+from .. import _core
 from ..apis import Later
 from ..assignors import AssignorRegistry
 from ..clock import wall_ms
@@ -62,6 +63,13 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol):
         self.timers = Timers()
         # Mirrors the classic groups for the network thread's Heartbeat answers (server.py).
         self.heartbeat_view = self.timers.heartbeat_view
+        # Mirrors the consumer groups for its ConsumerGroupHeartbeat answers (ConsumerGroup
+        # keeps it in step); None when the consumer protocol is off (every heartbeat is refused).
+        self.consumer_heartbeat_view: _core.ConsumerHeartbeatView | None = None
+        if "consumer" in settings["group.coordinator.rebalance.protocols"].split(","):
+            self.consumer_heartbeat_view = _core.ConsumerHeartbeatView(
+                self.timers.wheel, settings["group.consumer.session.timeout.ms"],
+                settings["group.consumer.heartbeat.interval.ms"])
         self.min_session_ms = settings["group.min.session.timeout.ms"]
         self.max_session_ms = settings["group.max.session.timeout.ms"]
         self.initial_delay_ms = settings["group.initial.rebalance.delay.ms"]
@@ -135,17 +143,20 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol):
                 return
             if group is not None:
                 self._forget(group)  # an empty classic group converted
-            group = self.groups[group_id] = ConsumerGroup(group_id)
-        if tombstone and record.kind == cr.MEMBER_METADATA:
-            member = group.members.get(record.name or "")
-            if member is not None:
-                self._cancel_member_timers(member)
+            group = self.groups[group_id] = ConsumerGroup(group_id, self.consumer_heartbeat_view)
+        leaving = group.members.get(record.name or "") \
+            if tombstone and record.kind == cr.MEMBER_METADATA else None
         group.replay(record)
+        if leaving is not None:
+            # After the replay: the network thread no longer finds the member, so it cannot
+            # schedule the session timer again once it is cancelled.
+            self._cancel_member_timers(leaving)
 
     def _forget(self, group: Group) -> None:
         if isinstance(group, ClassicGroup):
             self._forget_classic(group)
         elif isinstance(group, ConsumerGroup):
+            group.detach()
             for member in group.members.values():
                 self._cancel_member_timers(member)
 

@@ -421,6 +421,7 @@ class ConsumerProtocol:
     def _arm_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if not member.session_key:
             member.session_key = self.timers.register(self._on_session_timeout, group, member)
+            group.session_armed(member)  # steady heartbeats move it from the network thread
         self.timers.schedule(member.session_key, self.settings["group.consumer.session.timeout.ms"])
 
     def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:

@@ -2,6 +2,10 @@
 partition, changed only by `replay` of its records (storage/consumer_records.py), live and at
 load, as Kafka replays a consumer group's records into its in-memory state.
 
+What decides whether a heartbeat is a steady-state one (rust/consumer_heartbeat_view.rs) is
+mirrored, as it changes, into the coordinator's `ConsumerHeartbeatView`, from which the network
+thread answers those heartbeats without Python.
+
 Also the `Group` interface (group.py) for consumer groups: offsets validated by member epoch,
 describe and list views, deletion.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ... import _core
 from ...errors import ErrorCode
 from ..storage import consumer_records as cr
 from ..storage.records import GroupTombstone, Record
@@ -75,8 +80,11 @@ class ConsumerGroup:
     type = "consumer"
     protocol_type_name = "consumer"
 
-    def __init__(self, group_id: str):
+    def __init__(self, group_id: str, view: _core.ConsumerHeartbeatView | None = None):
         self.group_id = group_id
+        # The network thread's view of the group, kept in step by replay and the flags below
+        # (None: not mirrored, as for the group a joining heartbeat looks at before creating it).
+        self.view = view
         # A group starts at epoch 1 with an empty target at epoch 1 (Kafka 4.3+, KAFKA-20268).
         self.group_epoch = 1
         self.metadata_hash = 0
@@ -94,13 +102,67 @@ class ConsumerGroup:
         self.deleting = False
         # Not durable, not replayed: the coordinator's bookkeeping of the live group.
         # The group epoch a target computation is running for (in a worker thread), if any.
-        self.computing_epoch: int | None = None
+        self._computing_epoch: int | None = None
         # When the last computation failed (retried after the assignment interval).
         self.assignment_failed_ms = 0
         # A subscribed topic changed: the next heartbeat recomputes the metadata hash.
-        self.metadata_expired = False
+        self._metadata_expired = False
         # A write of the group failed: its next write rewrites the whole group.
         self.needs_rewrite = False
+        self._mirror_group()
+
+    @property
+    def computing_epoch(self) -> int | None:
+        return self._computing_epoch
+
+    @computing_epoch.setter
+    def computing_epoch(self, epoch: int | None) -> None:
+        self._computing_epoch = epoch
+        self._mirror_group()
+
+    @property
+    def metadata_expired(self) -> bool:
+        return self._metadata_expired
+
+    @metadata_expired.setter
+    def metadata_expired(self, expired: bool) -> None:
+        self._metadata_expired = expired
+        self._mirror_group()
+
+    # ======================================================== the network thread's view ===
+
+    def _mirror_group(self) -> None:
+        """The epochs, and whether heartbeats must reach the coordinator whatever they say: a
+        target computation is running (its result changes members), a subscribed topic changed
+        (the next heartbeat may bump the epoch) or the group is being deleted."""
+        if self.view is not None:
+            self.view.set_group(self.group_id, self.group_epoch, self.assignment_epoch,
+                                self._computing_epoch is not None or self._metadata_expired
+                                or self.deleting)
+
+    def _mirror_metadata(self, member: ConsumerMember) -> None:
+        if self.view is not None:
+            self.view.set_member(self.group_id, member.member_id, member.instance_id,
+                                 member.client_id, member.client_host, member.classic is None)
+
+    def _mirror_epoch(self, member: ConsumerMember) -> None:
+        if self.view is not None:
+            current = member.current
+            self.view.set_member_epoch(self.group_id, member.member_id, current.epoch,
+                                       current.state is MemberState.STABLE)
+
+    def session_armed(self, member: ConsumerMember) -> None:
+        """The coordinator registered the member's session timer: the network thread may now
+        move its deadline."""
+        if self.view is not None:
+            self.view.set_session_key(self.group_id, member.member_id, member.session_key)
+
+    def detach(self) -> None:
+        """The group is gone from the coordinator (deleted, or replaced by a classic group):
+        its heartbeats go to the coordinator, and this object no longer touches the view."""
+        if self.view is not None:
+            self.view.remove_group(self.group_id)
+            self.view = None
 
     # ========================================================================== replay ===
 
@@ -116,6 +178,7 @@ class ConsumerGroup:
             self._replay_tombstone(record)
         elif isinstance(record, cr.GroupEpoch):
             self.group_epoch, self.metadata_hash = record.epoch, record.metadata_hash
+            self._mirror_group()
         elif isinstance(record, cr.MemberMetadata):
             member = self.member(record.member_id)
             self.topic_name_counts.subtract(member.topic_names)
@@ -131,10 +194,12 @@ class ConsumerGroup:
             member.topic_names, member.regex = record.topic_names, record.regex
             member.rebalance_timeout_ms = record.rebalance_timeout_ms
             member.server_assignor, member.classic = record.server_assignor, record.classic
+            self._mirror_metadata(member)
         elif isinstance(record, cr.TargetMember):
             self.target[record.member_id] = as_sets(record.partitions)
         elif isinstance(record, cr.TargetEpoch):
             self.assignment_epoch, self.assignment_timestamp_ms = record.epoch, record.timestamp_ms
+            self._mirror_group()
         elif isinstance(record, cr.CurrentAssignment):
             member = self.member(record.member_id)
             self._release(member)
@@ -142,6 +207,7 @@ class ConsumerGroup:
                                         MemberState.of(record.state), as_sets(record.assigned),
                                         as_sets(record.pending_revocation))
             self._own(member)
+            self._mirror_epoch(member)
         elif isinstance(record, cr.RegexTopics):
             self.regexes[record.regex] = record
 
@@ -153,11 +219,14 @@ class ConsumerGroup:
                 self._release(member)
                 member.current = Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT,
                                             EMPTY_ASSIGNMENT)
+                self._mirror_epoch(member)
         elif kind == cr.TARGET_MEMBER:
             self.target.pop(name or "", None)
         elif kind == cr.MEMBER_METADATA:
             member = self.members.pop(name or "", None)
             if member is not None:
+                if self.view is not None:
+                    self.view.remove_member(self.group_id, member.member_id)
                 self._release(member)
                 self.topic_name_counts.subtract(member.topic_names)
                 self.topic_name_counts += Counter()
@@ -166,6 +235,7 @@ class ConsumerGroup:
                     del self.static_members[member.instance_id]
         elif kind == cr.TARGET_EPOCH:
             self.assignment_epoch, self.assignment_timestamp_ms = -1, 0
+            self._mirror_group()
         elif kind == cr.REGEX:
             self.regexes.pop(name or "", None)
 
@@ -321,6 +391,8 @@ class ConsumerGroup:
 
     def begin_delete(self) -> None:
         self.deleting = True
+        self._mirror_group()
 
     def abort_delete(self) -> None:
         self.deleting = False
+        self._mirror_group()
