@@ -192,8 +192,10 @@ class InProcessBroker:
 def with_broker(tmp_path, scenario, **settings) -> None:
     """Runs `scenario(broker)` in a worker thread while the broker serves on the main thread
     (where trio may take the shutdown signals)."""
-    server = Server(Settings({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d"),
-                              "group.consumer.assignment.interval.ms": 0, **settings}))
+    config = Settings({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d"),
+                       "group.consumer.assignment.interval.ms": 0, **settings})
+    config.check_bounds()
+    server = Server(config)
 
     async def main():
         with trio.fail_after(60):
@@ -403,7 +405,10 @@ def test_short_path_keeps_sessions_alive_and_fenced_members_reach_python(tmp_pat
             assert a.steady()["error_code"] == 0 and len(python_calls) == calls
             assert broker.run(lambda: group.members["member-a"].current.state) is MemberState.STABLE
 
-    with_broker(tmp_path, scenario, **{"group.consumer.session.timeout.ms": 1000})
+    with_broker(tmp_path, scenario, **{"group.consumer.session.timeout.ms": 1000,
+                                       "group.consumer.min.session.timeout.ms": 1000,
+                                       "group.consumer.heartbeat.interval.ms": 500,
+                                       "group.consumer.min.heartbeat.interval.ms": 500})
 
 
 def test_the_short_path_can_be_turned_off(tmp_path, python_calls):
