@@ -1,0 +1,294 @@
+"""Helpers of the KIP-848 consumer group tests: real members (confluent-kafka and Java
+kafka-clients, `group.protocol=consumer`) in child processes, the ownership invariant checker over
+what every member reported, and ConsumerGroupDescribe through raw frames (it carries epochs, which
+no admin client shows).
+
+Members: tests/cg_member.py (confluent) and tests/java/ConsumerGroupMember.java (Java, compiled
+once into the jar cache); one process may host several members (each KafkaConsumer on its own
+thread); a SIGKILL of the process crashes all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterable
+
+from groupkit import wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
+from kafka_ref import CACHE, DEFAULT_VERSION, fetch as kafka_jars  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+PY_MEMBER = HERE / "cg_member.py"
+JAVA_MEMBER = HERE / "java" / "ConsumerGroupMember.java"
+
+# Broker settings that keep KIP-848 tests fast: every epoch bump computes its target at once (no
+# KIP-1263 batching), members heartbeat every 500 ms, a crashed member is fenced after 4 s.
+CG_FAST = {
+    "group.consumer.assignment.interval.ms": 0,
+    "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.min.heartbeat.interval.ms": 100,
+    "group.consumer.session.timeout.ms": 4000,
+    "group.consumer.min.session.timeout.ms": 1000,
+}
+
+# The JVM of a Java member: small, quick to start (these are short-lived test clients).
+JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k", "-Xmx192m",
+             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+
+TP = tuple[str, int]
+
+
+def java_member_classes(version: str = DEFAULT_VERSION) -> Path:
+    """ConsumerGroupMember compiled once per source and Kafka version, next to the jars."""
+    kafka_jars(version)
+    digest = hashlib.sha256(JAVA_MEMBER.read_bytes() + version.encode()).hexdigest()[:16]
+    classes = CACHE / f"cg-member-{digest}"
+    if not (classes / "ConsumerGroupMember.class").exists():
+        tmp = Path(tempfile.mkdtemp(prefix="cg-member-", dir=CACHE))
+        subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", f"{kafka_jars(version)}/*",
+                        str(JAVA_MEMBER)], check=True, capture_output=True)
+        try:
+            tmp.rename(classes)
+        except OSError:  # compiled meanwhile by another test process
+            pass
+    return classes
+
+
+class CgMember:
+    """One member as its process reports it."""
+
+    def __init__(self, name: str, client: str, process: "MemberProcess"):
+        self.name = name
+        self.client = client
+        self.process = process
+        self.owned: frozenset[TP] = frozenset()
+        # (monotonic ns, what it owns from then on); a crash adds (kill time, nothing).
+        self.timeline: list[tuple[int, frozenset[TP]]] = []
+        self.whys: list[str] = []  # "assigned" / "revoked" / "lost", one per timeline entry
+        self.epochs: list[int] = []  # Java members: the member epoch at each change
+        self.records: list[tuple[str, int, int]] = []
+        self.errors: list[str] = []
+        self.closed = False
+        self.dead = False
+
+    @property
+    def live(self) -> bool:
+        return not (self.closed or self.dead)
+
+    @property
+    def changes(self) -> int:
+        """How many times what it owns changed (an incremental callback adding nothing is not a change)."""
+        n, last = 0, frozenset()
+        for _, owned in self.timeline:
+            if owned != last:
+                n, last = n + 1, owned
+        return n
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "dead" if self.dead else "live"
+        return f"{self.client}:{self.name}({state}, owns {sorted(self.owned)})"
+
+
+class MemberProcess:
+    """A process hosting members: `client` is "confluent" or "java"; `members` are names or
+    dicts (name, instance_id, client_id, topics, regex, regex_kind, assignor, commit)."""
+
+    def __init__(self, client: str, bootstrap: str, group: str, members: Iterable,
+                 topics: list[str] | None = None, regex: str | None = None, **config):
+        specs = [m if isinstance(m, dict) else {"name": m} for m in members]
+        cfg = {"bootstrap": bootstrap, "group": group, "members": specs, **config}
+        if topics is not None:
+            cfg["topics"] = topics
+        if regex is not None:
+            cfg["regex"] = regex
+        if client == "confluent":
+            cmd = [sys.executable, str(PY_MEMBER), json.dumps(cfg)]
+        elif client == "java":
+            lib = kafka_jars()
+            cmd = ["java", *JVM_FLAGS, "-cp", f"{java_member_classes()}{os.pathsep}{lib}/*",
+                   "ConsumerGroupMember", json.dumps(cfg)]
+        else:
+            raise ValueError(client)
+        self.client = client
+        self.members = {s["name"]: CgMember(s["name"], client, self) for s in specs}
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True)
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            member = self.members.get(event.get("m"))
+            if member is None:
+                continue
+            with self.lock:
+                kind = event["ev"]
+                if kind == "owned":
+                    member.owned = frozenset((t, p) for t, p in event["owned"])
+                    member.timeline.append((event["t"], member.owned))
+                    member.whys.append(event["why"])
+                    if "epoch" in event:
+                        member.epochs.append(event["epoch"])
+                elif kind == "records":
+                    member.records.extend(tuple(r) for r in event["records"])
+                elif kind == "error":
+                    member.errors.append(event["error"])
+                elif kind == "closed":
+                    member.closed = True
+
+    def __getitem__(self, name: str) -> CgMember:
+        return self.members[name]
+
+    def close(self, name: str) -> None:
+        """A clean leave of one member."""
+        self.proc.stdin.write(f"close {name}\n")
+        self.proc.stdin.flush()
+
+    def close_all(self, timeout: float = 30) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout)
+        self.reader.join(5)
+
+    def kill(self) -> None:
+        """A crash of every member of the process (no leave heartbeat)."""
+        self.proc.kill()
+        self.proc.wait()
+        self.reader.join(5)
+        now = time.monotonic_ns()
+        with self.lock:
+            for m in self.members.values():
+                if not m.closed:
+                    m.dead = True
+                    m.owned = frozenset()
+                    m.timeline.append((now, frozenset()))
+                    m.whys.append("killed")
+
+    def log_tail(self, lines: int = 40) -> str:
+        self.stderr.seek(0)
+        return "".join(self.stderr.readlines()[-lines:])
+
+
+def members_of(processes: Iterable[MemberProcess]) -> list[CgMember]:
+    return [m for p in processes for m in p.members.values()]
+
+
+def stop_processes(processes: Iterable[MemberProcess]) -> None:
+    for p in processes:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait()
+
+
+# =============================================================== the invariant checker ===
+
+class OwnershipViolation(AssertionError):
+    pass
+
+
+def check_ownership(members: Iterable[CgMember]) -> int:
+    """Never one partition owned by two members: replays every member's reported ownership in
+    clock order (each member reports inside its rebalance callbacks, so a revocation is
+    reported before the client acknowledges it and an assignment after the broker granted it).
+    Returns how many ownership changes it checked."""
+    members = list(members)
+    events = sorted((t, i, owned) for i, m in enumerate(members) for t, owned in m.timeline)
+    owner: dict[TP, int] = {}
+    held: dict[int, frozenset[TP]] = {}
+    for t, i, owned in events:
+        for tp in held.get(i, frozenset()) - owned:
+            del owner[tp]
+        for tp in owned - held.get(i, frozenset()):
+            if tp in owner:
+                raise OwnershipViolation(
+                    f"{tp} owned by {members[owner[tp]].name} and {members[i].name} at once "
+                    f"(t={t}); timelines: " + "; ".join(
+                        f"{m.name}: {[(tt, sorted(o)) for tt, o in m.timeline]}" for m in members))
+            owner[tp] = i
+        held[i] = owned
+    return len(events)
+
+
+def partitioned(members: Iterable[CgMember], partitions: set[TP]) -> bool:
+    """Every partition owned by exactly one live member (and the dead or closed own nothing)."""
+    owned = [tp for m in members for tp in m.owned]
+    return len(owned) == len(set(owned)) and set(owned) == partitions
+
+
+def all_partitions(topics: dict[str, int]) -> set[TP]:
+    return {(t, p) for t, n in topics.items() for p in range(n)}
+
+
+# ====================================================== ConsumerGroupDescribe, raw frames ===
+
+def describe(bootstrap: str, group: str) -> dict:
+    """ConsumerGroupDescribe v1 of one group: Kafka's fields (group_state, group_epoch,
+    assignment_epoch, members with member_epoch, assignment and target_assignment), with
+    assignments as {(topic name, partition)}."""
+    from rawwire import RawClient
+
+    port = int(bootstrap.rsplit(":", 1)[1])
+    with RawClient(port) as c:
+        answer = c.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})
+    g = answer["groups"][0]
+    for m in g["members"]:
+        for key in ("assignment", "target_assignment"):
+            m[key] = frozenset((t["topic_name"], p) for t in m[key]["topic_partitions"]
+                               for p in t["partitions"])
+    return g
+
+
+def stable_view(bootstrap: str, group: str, members: list[CgMember], partitions: set[TP]) -> dict | None:
+    """The describe answer if the group is settled: the live members own every partition once,
+    the coordinator says Stable with exactly those members, each holding its target at the
+    group epoch and what its client reports. None otherwise."""
+    live = [m for m in members if m.live]
+    if not partitioned(members, partitions):
+        return None
+    g = describe(bootstrap, group)
+    if g["error_code"] or g["group_state"] != "Stable" or len(g["members"]) != len(live):
+        return None
+    by_client = {m["client_id"]: m for m in g["members"]}
+    for m in live:
+        d = by_client.get(m.name)
+        if d is None or d["assignment"] != m.owned or d["target_assignment"] != m.owned \
+                or d["member_epoch"] != g["group_epoch"]:
+            return None
+    return g
+
+
+def wait_stable(bootstrap: str, group: str, processes: list[MemberProcess], partitions: set[TP],
+                timeout: float = 40) -> dict:
+    """Waits until the group is settled (see stable_view), checking the ownership invariant on
+    the way; returns the describe answer."""
+    members = members_of(processes)
+    found: list[dict] = []
+
+    def settled() -> bool:
+        check_ownership(members)
+        g = stable_view(bootstrap, group, members, partitions)
+        if g is not None:
+            found.append(g)
+        return g is not None
+
+    try:
+        wait_until(settled, timeout, f"group {group} stable over {len(partitions)} partitions")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nmembers: {members}\ndescribe: {describe(bootstrap, group)}"
+                             + "".join(f"\n--- {p.client} log\n{p.log_tail()}" for p in processes)) from None
+    return found[-1]
