@@ -24,11 +24,12 @@ from typing import Iterable
 from groupkit import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import CACHE, DEFAULT_VERSION, fetch as kafka_jars  # noqa: E402
+from kafka_ref import CACHE, DEFAULT_VERSION, fetch as kafka_jars, fetch_tools  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PY_MEMBER = HERE / "cg_member.py"
 JAVA_MEMBER = HERE / "java" / "ConsumerGroupMember.java"
+TOOL_RUNNER = HERE / "java" / "ToolRunner.java"
 
 # Broker settings that keep KIP-848 tests fast: every epoch bump computes its target at once (no
 # KIP-1263 batching), members heartbeat every 500 ms, a crashed member is fenced after 4 s.
@@ -47,20 +48,47 @@ JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k", "-Xmx192
 TP = tuple[str, int]
 
 
-def java_member_classes(version: str = DEFAULT_VERSION) -> Path:
-    """ConsumerGroupMember compiled once per source and Kafka version, next to the jars."""
-    kafka_jars(version)
-    digest = hashlib.sha256(JAVA_MEMBER.read_bytes() + version.encode()).hexdigest()[:16]
-    classes = CACHE / f"cg-member-{digest}"
-    if not (classes / "ConsumerGroupMember.class").exists():
-        tmp = Path(tempfile.mkdtemp(prefix="cg-member-", dir=CACHE))
-        subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", f"{kafka_jars(version)}/*",
-                        str(JAVA_MEMBER)], check=True, capture_output=True)
+def compiled(source: Path, lib: Path, tag: str) -> Path:
+    """The class directory of a single-file Java program, compiled once per source and jars."""
+    digest = hashlib.sha256(source.read_bytes() + str(lib).encode()).hexdigest()[:16]
+    classes = CACHE / f"{source.stem}-{digest}"
+    if not (classes / f"{source.stem}.class").exists():
+        tmp = Path(tempfile.mkdtemp(prefix=f"{source.stem}-", dir=CACHE))
+        subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", str(source)],
+                       check=True, capture_output=True)
         try:
             tmp.rename(classes)
         except OSError:  # compiled meanwhile by another test process
             pass
     return classes
+
+
+def java_member_classes(version: str = DEFAULT_VERSION) -> Path:
+    """ConsumerGroupMember compiled against the reference broker's kafka-clients."""
+    return compiled(JAVA_MEMBER, kafka_jars(version), "cg-member")
+
+
+def run_tool(main_class: str, commands: list[str], timeout: float = 120) -> dict[str, tuple[int, str]]:
+    """Runs a Kafka tool from kafka-tools (4.3.1: 4.4.0 is not on Maven Central) once per command
+    line in one JVM (tests/java/ToolRunner.java): {command: (exit code, output)}."""
+    lib = fetch_tools()
+    classes = compiled(TOOL_RUNNER, lib, "tool-runner")
+    run = subprocess.run(["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{lib}/*", "ToolRunner", main_class],
+                         input="".join(c + "\n" for c in commands), capture_output=True, text=True,
+                         timeout=timeout)
+    out: dict[str, tuple[int, str]] = {}
+    command, lines = None, []
+    for line in run.stdout.splitlines():
+        if line.startswith("### exit "):
+            out[command] = (int(line[len("### exit "):]), "\n".join(lines))
+            command, lines = None, []
+        elif line.startswith("### "):
+            command = line[4:]
+        elif command is not None:
+            lines.append(line)
+    missing = [c for c in commands if c not in out]
+    assert not missing, f"{main_class} did not run {missing}: {run.stdout[-2000:]}{run.stderr[-2000:]}"
+    return out
 
 
 class CgMember:
