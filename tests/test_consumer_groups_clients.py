@@ -342,6 +342,9 @@ def tool_views(bootstrap: str) -> dict[str, tuple[int, str]]:
     the broker's address and column padding normalized, member rows sorted."""
     topics = {"tools": 4}
     create_topics(bootstrap, topics)
+    probe = Script(bootstrap, "tools")
+    probe.wait_assignable(topics)  # else Kafka may bump the epoch once more when it sees the topic
+    probe.client.close()
     records = produce(bootstrap, topics, 10)
     partitions = all_partitions(topics)
     processes = [MemberProcess("confluent", bootstrap, "tools", ["alpha"], topics=["tools"])]
@@ -442,6 +445,27 @@ class Script:
         self.names = {t["topic_id"]: t["name"] for t in answer["topics"]}
         self.ids = {name: tid for tid, name in self.names.items()}
 
+    def wait_assignable(self, topics: dict[str, int]) -> None:
+        """Waits until the coordinator assigns every partition of `topics` (Kafka's coordinator
+        sees a new topic a moment after its broker does): a probe member of another group joins
+        and leaves until it is given them all."""
+        deadline = time.monotonic() + 30
+        base = {"group_id": f"{self.group}-probe", "member_id": "probe", "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_regex": None,
+                "server_assignor": None, "topic_partitions": []}
+        while True:
+            self.refresh_topics()
+            if all(t in self.ids for t in topics):
+                answer = self.client.call(68, 1, {**base, "member_epoch": 0,
+                                                  "subscribed_topic_names": sorted(topics)})
+                self.client.call(68, 1, {**base, "member_epoch": -1, "rebalance_timeout_ms": -1,
+                                         "subscribed_topic_names": None, "topic_partitions": None})
+                if answer["error_code"] == 0 and answer["assignment"] is not None and \
+                        self._by_name(answer["assignment"]) == {t: list(range(n)) for t, n in topics.items()}:
+                    return
+            assert time.monotonic() < deadline, f"{topics} never assignable"
+            time.sleep(0.1)
+
     def _by_name(self, assignment) -> dict[str, list[int]]:
         return {self.names[t["topic_id"]]: sorted(t["partitions"])
                 for t in assignment["topic_partitions"] if t["partitions"]}
@@ -522,7 +546,7 @@ def run_script(bootstrap: str) -> tuple[list, list]:
     (the frame-by-frame log, the settled-states log)."""
     create_topics(bootstrap, {"da": 6, "db": 3})
     s = Script(bootstrap, "diff")
-    s.refresh_topics()
+    s.wait_assignable({"da": 6, "db": 3})
     s.join("1 A joins", "A", subscribed_topic_names=["da"])
     s.snapshot("1")
     # B names range, now the group's preferred assignor (an epoch bump of its own, KAFKA-20434).
@@ -581,8 +605,7 @@ def run_script(bootstrap: str) -> tuple[list, list]:
     s.snapshot("14")
 
     create_topics(bootstrap, {"dc": 2})
-    wait_until(lambda: s.refresh_topics() or "dc" in s.ids, 10, "dc in the metadata")
-    time.sleep(1.0)  # Kafka's coordinator sees a new metadata image shortly after its broker
+    s.wait_assignable({"dc": 2})
     s.beat("15 dc appears", "A", "B", "C2", rounds=3)
     s.snapshot("15")
     s.leave("16 A leaves", "A")
