@@ -6,6 +6,9 @@ no admin client shows).
 Members: tests/cg_member.py (confluent) and tests/java/ConsumerGroupMember.java (Java, compiled
 once into the jar cache); one process may host several members (each KafkaConsumer on its own
 thread); a SIGKILL of the process crashes all of them.
+
+Outside pytest: `python tests/cgkit.py compile` fetches the jars (the reference broker's and
+kafka-tools) and compiles the Java programs, as CI setup does.
 """
 
 from __future__ import annotations
@@ -24,12 +27,15 @@ from typing import Iterable
 from groupkit import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import CACHE, DEFAULT_VERSION, fetch as kafka_jars, fetch_tools  # noqa: E402
+from kafka_ref import CACHE, DEFAULT_VERSION, fetch as kafka_jars  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PY_MEMBER = HERE / "cg_member.py"
 JAVA_MEMBER = HERE / "java" / "ConsumerGroupMember.java"
 TOOL_RUNNER = HERE / "java" / "ToolRunner.java"
+# kafka-tools (kafka-consumer-groups is its ConsumerGroupCommand): 4.4.0 is not on Maven Central,
+# 4.3.1 is the newest that is.
+TOOLS_VERSION = "4.3.1"
 
 # Broker settings that keep KIP-848 tests fast: every epoch bump computes its target at once (no
 # KIP-1263 batching), members heartbeat every 500 ms, a crashed member is fenced after 4 s.
@@ -48,7 +54,7 @@ JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k", "-Xmx192
 TP = tuple[str, int]
 
 
-def compiled(source: Path, lib: Path, tag: str) -> Path:
+def compiled(source: Path, lib: Path) -> Path:
     """The class directory of a single-file Java program, compiled once per source and jars."""
     digest = hashlib.sha256(source.read_bytes() + str(lib).encode()).hexdigest()[:16]
     classes = CACHE / f"{source.stem}-{digest}"
@@ -65,14 +71,14 @@ def compiled(source: Path, lib: Path, tag: str) -> Path:
 
 def java_member_classes(version: str = DEFAULT_VERSION) -> Path:
     """ConsumerGroupMember compiled against the reference broker's kafka-clients."""
-    return compiled(JAVA_MEMBER, kafka_jars(version), "cg-member")
+    return compiled(JAVA_MEMBER, kafka_jars(version))
 
 
 def run_tool(main_class: str, commands: list[str], timeout: float = 120) -> dict[str, tuple[int, str]]:
-    """Runs a Kafka tool from kafka-tools (4.3.1: 4.4.0 is not on Maven Central) once per command
-    line in one JVM (tests/java/ToolRunner.java): {command: (exit code, output)}."""
-    lib = fetch_tools()
-    classes = compiled(TOOL_RUNNER, lib, "tool-runner")
+    """Runs a Kafka tool from kafka-tools once per command line in one JVM
+    (tests/java/ToolRunner.java): {command: (exit code, output)}."""
+    lib = kafka_jars(TOOLS_VERSION, "kafka-tools")
+    classes = compiled(TOOL_RUNNER, lib)
     run = subprocess.run(["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{lib}/*", "ToolRunner", main_class],
                          input="".join(c + "\n" for c in commands), capture_output=True, text=True,
                          timeout=timeout)
@@ -320,3 +326,10 @@ def wait_stable(bootstrap: str, group: str, processes: list[MemberProcess], part
         raise AssertionError(f"{e}\nmembers: {members}\ndescribe: {describe(bootstrap, group)}"
                              + "".join(f"\n--- {p.client} log\n{p.log_tail()}" for p in processes)) from None
     return found[-1]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["compile"]:
+        raise SystemExit("usage: python tests/cgkit.py compile")
+    print(java_member_classes())
+    print(compiled(TOOL_RUNNER, kafka_jars(TOOLS_VERSION, "kafka-tools")))

@@ -27,6 +27,15 @@ def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
         f.result(timeout=20)
 
 
+def start_group(bootstrap: str, group: str, topics: dict[str, int], layout, **config):
+    """Creates `topics` and starts a member process per (client, member names) of `layout`,
+    every member subscribed to them: (all their partitions, the processes, the members)."""
+    create_topics(bootstrap, topics)
+    processes = [MemberProcess(client, bootstrap, group, names, topics=list(topics), **config)
+                 for client, names in layout]
+    return all_partitions(topics), processes, members_of(processes)
+
+
 def produce(bootstrap: str, topics: dict[str, int], per_partition: int) -> set[tuple[str, int, int]]:
     """`per_partition` records into every partition; returns the (topic, partition, offset) it
     wrote, counting from each partition's end before."""
@@ -91,11 +100,7 @@ def test_mixed_group_consumes_disjointly_commits_and_leaves(broker, layout):
         topics, group, assignor = {"mix10": 20}, "mix10", "range"
         spec = [("confluent", [f"c{i}"]) for i in range(5)] + \
             [("java", [f"j{i}" for i in range(5)])]
-    create_topics(bootstrap, topics)
-    partitions = all_partitions(topics)
-    processes = [MemberProcess(client, bootstrap, group, names, topics=list(topics), assignor=assignor)
-                 for client, names in spec]
-    members = members_of(processes)
+    partitions, processes, members = start_group(bootstrap, group, topics, spec, assignor=assignor)
     try:
         view = wait_stable(bootstrap, group, processes, partitions, timeout=60)
         assert view["assignor_name"] == (assignor or "uniform")
@@ -145,13 +150,8 @@ def test_killed_members_are_fenced_by_the_session_timeout(broker):
     timeout (4 s) fences it, first a confluent member, then a Java one."""
     bootstrap = broker.bootstrap
     topics = {"crash": 8}
-    create_topics(bootstrap, topics)
-    partitions = all_partitions(topics)
-    processes = [MemberProcess("confluent", bootstrap, "crash", ["c0"], topics=list(topics)),
-                 MemberProcess("confluent", bootstrap, "crash", ["c1"], topics=list(topics)),
-                 MemberProcess("java", bootstrap, "crash", ["j0"], topics=list(topics)),
-                 MemberProcess("java", bootstrap, "crash", ["j1"], topics=list(topics))]
-    members = members_of(processes)
+    partitions, processes, members = start_group(
+        bootstrap, "crash", topics, [("confluent", ["c0"]), ("confluent", ["c1"]), ("java", ["j0"]), ("java", ["j1"])])
     try:
         before = wait_stable(bootstrap, "crash", processes, partitions, timeout=60)
         records = produce(bootstrap, topics, 10)
@@ -278,12 +278,8 @@ def test_corral_killed_and_restarted_under_a_live_group(broker):
     epoch and every member epoch unchanged, consumption resumed from the committed offsets."""
     bootstrap = broker.bootstrap
     topics = {"durable": 8}
-    create_topics(bootstrap, topics)
-    partitions = all_partitions(topics)
-    processes = [MemberProcess("confluent", bootstrap, "durable", ["c0"], topics=list(topics)),
-                 MemberProcess("confluent", bootstrap, "durable", ["c1"], topics=list(topics)),
-                 MemberProcess("java", bootstrap, "durable", ["j0", "j1"], topics=list(topics))]
-    members = members_of(processes)
+    partitions, processes, members = start_group(
+        bootstrap, "durable", topics, [("confluent", ["c0"]), ("confluent", ["c1"]), ("java", ["j0", "j1"])])
     try:
         before = wait_stable(bootstrap, "durable", processes, partitions, timeout=60)
         records = produce(bootstrap, topics, 10)
