@@ -307,14 +307,16 @@ def stable_view(bootstrap: str, group: str, members: list[CgMember], partitions:
 
 
 def wait_stable(bootstrap: str, group: str, processes: list[MemberProcess], partitions: set[TP],
-                timeout: float = 40) -> dict:
+                timeout: float = 40, retired: Iterable[CgMember] = ()) -> dict:
     """Waits until the group is settled (see stable_view), checking the ownership invariant on
-    the way; returns the describe answer."""
+    the way (over `retired` too: members of processes gone, whose history still counts);
+    returns the describe answer."""
     members = members_of(processes)
+    watched = [*members, *retired]
     found: list[dict] = []
 
     def settled() -> bool:
-        check_ownership(members)
+        check_ownership(watched)
         g = stable_view(bootstrap, group, members, partitions)
         if g is not None:
             found.append(g)
