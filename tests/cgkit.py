@@ -14,7 +14,6 @@ kafka-tools) and compiles the Java programs, as CI setup does.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -28,7 +27,7 @@ from typing import Iterable
 from groupkit import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import CACHE, DEFAULT_VERSION, fetch as kafka_jars  # noqa: E402
+from kafka_ref import DEFAULT_VERSION, compile_java, fetch as kafka_jars  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PY_MEMBER = HERE / "cg_member.py"
@@ -55,31 +54,16 @@ JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k", "-Xmx192
 TP = tuple[str, int]
 
 
-def compiled(source: Path, lib: Path) -> Path:
-    """The class directory of a single-file Java program, compiled once per source and jars."""
-    digest = hashlib.sha256(source.read_bytes() + str(lib).encode()).hexdigest()[:16]
-    classes = CACHE / f"{source.stem}-{digest}"
-    if not (classes / f"{source.stem}.class").exists():
-        tmp = Path(tempfile.mkdtemp(prefix=f"{source.stem}-", dir=CACHE))
-        subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", str(source)],
-                       check=True, capture_output=True)
-        try:
-            tmp.rename(classes)
-        except OSError:  # compiled meanwhile by another test process
-            pass
-    return classes
-
-
 def java_member_classes(version: str = DEFAULT_VERSION) -> Path:
     """ConsumerGroupMember compiled against the reference broker's kafka-clients."""
-    return compiled(JAVA_MEMBER, kafka_jars(version))
+    return compile_java(JAVA_MEMBER, version)
 
 
 def run_tool(main_class: str, commands: list[str], timeout: float = 120) -> dict[str, tuple[int, str]]:
     """Runs a Kafka tool from kafka-tools once per command line in one JVM
     (tests/java/ToolRunner.java): {command: (exit code, output)}."""
     lib = kafka_jars(TOOLS_VERSION, "kafka-tools")
-    classes = compiled(TOOL_RUNNER, lib)
+    classes = compile_java(TOOL_RUNNER)  # against kafka-clients 4.4.0: the Exit it uses is 4.3.1's too
     run = subprocess.run(["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{lib}/*", "ToolRunner", main_class],
                          input="".join(c + "\n" for c in commands), capture_output=True, text=True,
                          timeout=timeout)
@@ -466,4 +450,4 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["compile"]:
         raise SystemExit("usage: python tests/cgkit.py compile")
     print(java_member_classes())
-    print(compiled(TOOL_RUNNER, kafka_jars(TOOLS_VERSION, "kafka-tools")))
+    print(kafka_jars(TOOLS_VERSION, "kafka-tools"), compile_java(TOOL_RUNNER))

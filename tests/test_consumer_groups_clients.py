@@ -67,6 +67,16 @@ def wait_consumed(members, expected: set, timeout: float = 30) -> None:
     assert len(got) == len(set(got)), "a record was consumed twice"
 
 
+def more_then_leave(bootstrap: str, topics: dict[str, int], processes, records: set, n: int) -> None:
+    """The group goes on: `n` more records per partition consumed exactly once (with `records`
+    before); then every member leaves and the ownership invariant held over the whole run."""
+    members = members_of(processes)
+    wait_consumed(members, records | produce(bootstrap, topics, n))
+    for p in processes:
+        p.close_all()
+    check_ownership(members)
+
+
 def committed(bootstrap: str, group: str, partitions) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -141,12 +151,8 @@ def test_mixed_group_consumes_disjointly_commits_and_leaves(broker, layout):
         took = time.monotonic() - start
         assert took < 4, f"the leave took {took:.1f}s: a leave must not wait for the session timeout (4 s)"
 
-        more = produce(bootstrap, topics, 5)
-        wait_consumed(members, records | more)
-        for p in processes:
-            p.close_all()
+        more_then_leave(bootstrap, topics, processes, records, 5)
         assert all(m.closed and not m.owned for m in members)
-        check_ownership(members)
         info = admin_state(bootstrap, group)
         assert info.state.name == "EMPTY" and info.type.name == "CONSUMER" and info.members == []
         g = describe(bootstrap, group)
@@ -188,9 +194,32 @@ def test_killed_members_are_fenced_by_the_session_timeout(broker):
         assert {m.name for m in survivors} == {"c1", "j1"}
         assert all(len(m.owned) == 4 for m in survivors)
         # The survivors go on from the committed offsets: nothing consumed twice.
-        more = produce(bootstrap, topics, 5)
-        wait_consumed(members, records | more)
-        check_ownership(members)
+        more_then_leave(bootstrap, topics, processes, records, 5)
+    finally:
+        stop_processes(processes)
+
+
+# ======================================== partitions added while the group consumes ===
+
+def test_partitions_added_while_consuming_are_assigned_and_consumed(broker):
+    """CreatePartitions (4 -> 10) under a consuming group: the coordinator bumps the group epoch
+    at the next heartbeat, the new partitions are assigned to members of both libraries without
+    two owners, and records written to them are consumed exactly once."""
+    from confluent_kafka.admin import NewPartitions
+
+    bootstrap = broker.bootstrap
+    partitions, processes, members = start_group(
+        bootstrap, "grow", {"grow": 4}, [("confluent", ["c0"]), ("java", ["j0", "j1"])])
+    try:
+        before = wait_stable(bootstrap, "grow", processes, partitions, timeout=60)
+        records = produce(bootstrap, {"grow": 4}, 10)
+        wait_consumed(members, records)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_partitions([NewPartitions("grow", 10)])["grow"].result(timeout=20)
+        after = wait_stable(bootstrap, "grow", processes, all_partitions({"grow": 10}), timeout=40)
+        assert after["group_epoch"] > before["group_epoch"]
+        assert sorted(len(m.owned) for m in members) == [3, 3, 4]
+        more_then_leave(bootstrap, {"grow": 10}, processes, records, 5)
     finally:
         stop_processes(processes)
 
@@ -220,12 +249,8 @@ def test_regex_subscriptions_pick_up_a_topic_created_later(broker):
         wanted = all_partitions({"rx.a": 3, "rx.b": 4})
         after = wait_stable(bootstrap, "rx", processes, wanted, timeout=40)
         assert after["group_epoch"] > view["group_epoch"]
-        records = produce(bootstrap, {"rx.a": 3, "rx.b": 4}, 5)
-        wait_consumed(members, records)
-        assert not {t for t, _, _ in consumed(members)} - {"rx.a", "rx.b"}
-        for p in processes:
-            p.close_all()
-        check_ownership(members)
+        more_then_leave(bootstrap, {"rx.a": 3, "rx.b": 4}, processes, set(), 5)
+        assert {t for t, _, _ in consumed(members)} == {"rx.a", "rx.b"}
     finally:
         stop_processes(processes)
 
@@ -315,11 +340,7 @@ def test_corral_killed_and_restarted_under_a_live_group(broker):
         assert {m.name: m.changes for m in members} == changes, "a member was rebalanced"
         assert not [m.name for m in members if "lost" in m.whys]
 
-        more = produce(bootstrap, topics, 10)
-        wait_consumed(members, records | more)
-        for p in processes:
-            p.close_all()
-        check_ownership(members)
+        more_then_leave(bootstrap, topics, processes, records, 10)
     finally:
         stop_processes(processes)
 

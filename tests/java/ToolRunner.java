@@ -4,15 +4,14 @@
 // command's arguments, separated by spaces; its output (stdout and stderr, in order) follows a
 // line "### <the arguments>" and ends with a line "### exit <code>" (0 unless the tool exited).
 //
-// Compiled once by tests/cgkit.py: javac -cp "<kafka-tools lib>/*" ToolRunner.java
+// Needs only the JDK to compile (Kafka's Exit, whose package moved in 4.4, is found at run time).
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
-
-import org.apache.kafka.common.utils.Exit;
 
 public class ToolRunner {
     static final class ExitCalled extends RuntimeException {
@@ -24,11 +23,27 @@ public class ToolRunner {
         }
     }
 
+    // Kafka's Exit.setExitProcedure(procedure throwing ExitCalled), if that Exit class exists.
+    static void trapExit(String exitClass) throws Exception {
+        Class<?> exit, procedure;
+        try {
+            exit = Class.forName(exitClass);
+            procedure = Class.forName(exitClass + "$Procedure");
+        } catch (ClassNotFoundException e) {
+            return;
+        }
+        Object trap = Proxy.newProxyInstance(procedure.getClassLoader(), new Class<?>[] {procedure},
+            (proxy, method, margs) -> {
+                if (method.getName().equals("execute")) throw new ExitCalled((Integer) margs[0]);
+                return method.invoke(proxy, margs);
+            });
+        exit.getMethod("setExitProcedure", procedure).invoke(null, trap);
+    }
+
     public static void main(String[] args) throws Exception {
         Method main = Class.forName(args[0]).getMethod("main", String[].class);
-        Exit.setExitProcedure((code, message) -> {
-            throw new ExitCalled(code);
-        });
+        trapExit("org.apache.kafka.common.utils.Exit");
+        trapExit("org.apache.kafka.common.utils.internals.Exit");
         System.setErr(System.out);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
