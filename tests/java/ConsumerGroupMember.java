@@ -33,7 +33,6 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class ConsumerGroupMember {
@@ -148,8 +147,6 @@ public class ConsumerGroupMember {
                     ConsumerRecords<byte[], byte[]> records;
                     try {
                         records = consumer.poll(Duration.ofMillis(50));
-                    } catch (WakeupException e) {
-                        continue;
                     } catch (RuntimeException e) {
                         ObjectNode err = event(name, "error");
                         err.put("error", e.toString());
@@ -159,9 +156,6 @@ public class ConsumerGroupMember {
                     if (records.isEmpty()) continue;
                     if (commit) {
                         try {
-                            consumer.commitSync();
-                        } catch (WakeupException e) {
-                            // a close was asked for while committing: commit again at close
                             consumer.commitSync();
                         } catch (RuntimeException e) {
                             ObjectNode err = event(name, "error");
@@ -201,15 +195,12 @@ public class ConsumerGroupMember {
         while ((line = in.readLine()) != null) {
             String[] words = line.trim().split("\\s+");
             if (words.length == 2 && words[0].equals("close") && MEMBERS.containsKey(words[1])) {
-                Member m = MEMBERS.get(words[1]);
-                m.stop = true;
-                m.consumer.wakeup();
+                // No wakeup(): a wakeup pending when the thread is not in poll would hit
+                // whatever blocking call comes next (commitSync, close). Polls last 50 ms.
+                MEMBERS.get(words[1]).stop = true;
             }
         }
-        for (Member m : MEMBERS.values()) {
-            m.stop = true;
-            m.consumer.wakeup();
-        }
+        for (Member m : MEMBERS.values()) m.stop = true;
         for (Thread t : threads) t.join();
     }
 }
