@@ -22,3 +22,6 @@ python tests/kafka_assignors.py compile
 
 echo "== Kafka's record classes behind tests/java/ConsumerRecordsGolden.java, and kafka-tools (same cache)"
 python tests/kafka_records.py compile
+
+echo "== the Java programs of the consumer group tests (tests/cgkit.py, same cache)"
+python tests/cgkit.py compile

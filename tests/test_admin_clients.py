@@ -240,6 +240,18 @@ def test_metadata_by_topic_id(corral):
     assert missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
 
 
+def test_metadata_by_topic_id_with_an_empty_name(corral):
+    # The Java consumer asks by id leaving the name at its default, "" (not null); as in Kafka,
+    # a non-zero id wins over the name (a SubscriptionPattern member resolves its assignment so).
+    [created] = metadata(corral, 12, ["by-id-java"])["topics"]
+    with RawClient(corral.port) as client:
+        body = {"topics": [{"name": "", "topic_id": created["topic_id"]},
+                           {"name": "", "topic_id": uuid.uuid4().bytes}]}
+        found, missing = client.call(ApiKey.METADATA, 12, body)["topics"]
+    assert (found["error_code"], found["name"]) == (ErrorCode.NONE, "by-id-java")
+    assert (missing["error_code"], missing["name"]) == (ErrorCode.UNKNOWN_TOPIC_ID, None)
+
+
 # --- persistence -------------------------------------------------------------------------------
 
 

@@ -71,7 +71,7 @@ async def metadata(broker, request) -> dict[str, Any]:
 
         slow = []  # unknown, or being created or deleted: may wait
         for i, wanted in enumerate(requested):
-            topic = broker.topics.get(wanted["name"]) if wanted["name"] is not None else None
+            topic = broker.topics.get(wanted["name"]) if not _by_id(wanted) else None
             if topic is not None and broker.topics.changing(topic.name) is None:
                 topics[i] = _topic_entry(broker, topic, version, with_ops)
             else:
@@ -94,9 +94,15 @@ async def metadata(broker, request) -> dict[str, Any]:
     return response
 
 
+def _by_id(wanted: dict[str, Any]) -> bool:
+    """Whether a requested topic is named by its id (v12+). As in Kafka, a non-zero id wins over
+    the name: the Java client asks by id with the name left at its default, "" (not null)."""
+    return wanted["name"] is None or wanted.get("topic_id", NIL_UUID) != NIL_UUID
+
+
 async def _lookup(broker, wanted: dict[str, Any], version: int, with_ops: bool, may_create: bool):
     name, topic_id = wanted["name"], wanted["topic_id"]
-    if name is None:
+    if _by_id(wanted):
         topic = broker.topics.by_id.get(uuid.UUID(bytes=topic_id))
         if topic is None:
             return _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)

@@ -130,7 +130,8 @@ def _describe(broker, group: ConsumerGroup, version: int) -> dict[str, Any]:
         entry = {"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                  "member_epoch": current.epoch, "client_id": m.client_id,
                  "client_host": m.client_host, "subscribed_topic_names": list(m.topic_names),
-                 "subscribed_topic_regex": m.regex,
+                 # Kafka's members start with the regex "" (not null) and describe it so.
+                 "subscribed_topic_regex": m.regex or "",
                  "assignment": _described_assignment(topics, owned),
                  "target_assignment": _described_assignment(topics, group.target.get(m.member_id, {}))}
         if version >= 1:

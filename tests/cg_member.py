@@ -1,0 +1,122 @@
+"""KIP-848 consumer-group members (confluent-kafka, `group.protocol=consumer`) in one process,
+for the consumer group tests. tests/java/ConsumerGroupMember.java is the same program for Java's
+kafka-clients; both speak the protocol below so that tests/cgkit.py drives either.
+
+    python tests/cg_member.py CONFIG_JSON
+
+CONFIG_JSON: {"bootstrap", "group", "members": [{"name", "client_id"?, "instance_id"?}, ...],
+"topics": [names] or "regex": "^prefix.*", "assignor"?: "uniform"|"range", "commit"?: bool,
+"max_poll_interval_ms"?: int}; a member's entry may set its own "topics", "regex", "assignor"
+or "commit".
+
+Every member prints JSON lines to stdout, each with "m" (the member's name) and "t" (the
+monotonic clock in ns, CLOCK_MONOTONIC as Java's System.nanoTime, so that events of several
+processes can be ordered):
+- {"ev": "owned", "owned": [[topic, partition], ...], "why": "assigned"|"revoked"|"lost"}: what
+  the member owns, printed inside the rebalance callback, so before the client acknowledges a
+  revocation and after the broker granted an assignment;
+- {"ev": "records", "records": [[topic, partition, offset], ...]}: records consumed (and, with
+  "commit", committed synchronously before the next poll);
+- {"ev": "error", "error": text}: an error the client reported;
+- {"ev": "closed"}: the member left (close() returned).
+stdin: "close NAME" closes one member (a leave: epoch -1, or -2 for a static member); EOF closes
+every member. SIGKILL is a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+import confluent_kafka as ck
+
+out_lock = threading.Lock()
+
+
+def emit(name: str, event: dict) -> None:
+    line = json.dumps({"m": name, "t": time.monotonic_ns(), **event})
+    with out_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def run_member(cfg: dict, spec: dict, stop: threading.Event) -> None:
+    name = spec["name"]
+    if "topics" in spec or "regex" in spec:  # a member's own subscription
+        cfg = {k: v for k, v in cfg.items() if k not in ("topics", "regex")}
+    cfg = {**cfg, **spec}
+    conf = {"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
+            "group.protocol": "consumer", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "client.id": spec.get("client_id", name),
+            "topic.metadata.refresh.interval.ms": 1000, "log_level": 4,
+            "error_cb": lambda err: emit(name, {"ev": "error", "error": str(err)})}
+    if cfg.get("assignor"):
+        conf["group.remote.assignor"] = cfg["assignor"]
+    if cfg.get("max_poll_interval_ms"):
+        conf["max.poll.interval.ms"] = cfg["max_poll_interval_ms"]
+    if spec.get("instance_id"):
+        conf["group.instance.id"] = spec["instance_id"]
+    consumer = ck.Consumer(conf)
+    owned: set[tuple[str, int]] = set()
+
+    def report(why: str) -> None:
+        emit(name, {"ev": "owned", "why": why, "owned": sorted(owned)})
+
+    def on_assign(c, parts):
+        # KIP-848 rebalances are incremental: `parts` is what is added.
+        owned.update((p.topic, p.partition) for p in parts)
+        report("assigned")
+
+    def on_revoke(c, parts):
+        owned.difference_update((p.topic, p.partition) for p in parts)
+        report("revoked")
+
+    def on_lost(c, parts):
+        owned.difference_update((p.topic, p.partition) for p in parts)
+        report("lost")
+
+    if cfg.get("regex"):
+        consumer.subscribe([cfg["regex"]], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    else:
+        consumer.subscribe(cfg["topics"], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    while not stop.is_set():
+        batch = consumer.consume(500, 0.05)
+        records = []
+        for msg in batch:
+            if msg.error():
+                if msg.error().code() != ck.KafkaError._PARTITION_EOF:
+                    emit(name, {"ev": "error", "error": str(msg.error())})
+                continue
+            records.append([msg.topic(), msg.partition(), msg.offset()])
+        if records:
+            if cfg.get("commit", True):
+                try:
+                    consumer.commit(asynchronous=False)
+                except ck.KafkaException as e:
+                    emit(name, {"ev": "error", "error": f"commit: {e}"})
+            emit(name, {"ev": "records", "records": records})
+    consumer.close()
+    emit(name, {"ev": "closed"})
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    stops = {spec["name"]: threading.Event() for spec in cfg["members"]}
+    threads = [threading.Thread(target=run_member, args=(cfg, spec, stops[spec["name"]]))
+               for spec in cfg["members"]]
+    for t in threads:
+        t.start()
+    for line in sys.stdin:
+        words = line.split()
+        if words[:1] == ["close"] and len(words) == 2 and words[1] in stops:
+            stops[words[1]].set()
+    for stop in stops.values():
+        stop.set()
+    for t in threads:
+        t.join()
+
+
+if __name__ == "__main__":
+    main()
