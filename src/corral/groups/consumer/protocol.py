@@ -541,7 +541,7 @@ def _updated_member(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMe
     if req.topic_names is not None:
         updated.topic_names = tuple(sorted(set(req.topic_names)))
     if req.regex is not None:
-        updated.regex = req.regex or None
+        updated.regex = req.regex  # "" clears it
     updated.client_id, updated.client_host = req.client_id, req.client_host
     updated.classic = None
     return updated

@@ -43,7 +43,8 @@ class ConsumerMember:
         self.client_id = ""
         self.client_host = ""
         self.topic_names: tuple[str, ...] = ()
-        self.regex: str | None = None
+        # "" when the member has none, as Kafka's members start (and its records say).
+        self.regex: str | None = ""
         self.rebalance_timeout_ms = -1
         self.server_assignor: str | None = None
         self.classic: cr.ClassicMetadata | None = None
