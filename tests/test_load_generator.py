@@ -27,17 +27,24 @@ def run_scenario(bootstrap: str, scenario: str, *args: str) -> dict:
     return run(SCENARIOS[scenario], params)
 
 
+# No initial rebalance delay: the tests measure the generator, not Kafka's 3 s wait. KIP-848
+# members heartbeat every 500 ms rather than 5 s: a consumer group converges, and is seen to,
+# within a few of the broker's heartbeat intervals.
+GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": 0,
+                  "group.consumer.heartbeat.interval.ms": 500,
+                  "group.consumer.min.heartbeat.interval.ms": 500}
+
+
 @pytest.fixture(scope="module")
 def kafka():
-    # No initial rebalance delay: the test measures the generator, not Kafka's 3 s wait.
-    with kafka_broker(settings={"group.initial.rebalance.delay.ms": 0}) as bootstrap:
+    with kafka_broker(settings=GROUP_SETTINGS) as bootstrap:
         yield bootstrap
 
 
 @pytest.fixture(scope="module")
 def corral_broker(tmp_path_factory):
     broker = CorralProcess(tmp_path_factory.mktemp("load") / "corral",
-                           {"group.initial.rebalance.delay.ms": "0"}).start()
+                           {k: str(v) for k, v in GROUP_SETTINGS.items()}).start()
     yield broker.bootstrap
     broker.proc.kill()
     broker.proc.wait()
@@ -59,6 +66,41 @@ def test_join_storm_of_50_members(broker):
     assert result["latency_ms"]["SYNC_GROUP"]["count"] >= 50
     assert result["broker"]["versions_used"]["JOIN_GROUP"] >= 4  # KIP-394 two-step join
     assert result["errors"].get("JOIN_GROUP:MEMBER_ID_REQUIRED") == 50
+
+
+@pytest.mark.kafka
+def test_consumer_join_storm_of_50_members(broker):
+    """KIP-848 members: every member at one epoch, the partitions owned once between them, and
+    never a partition owned by two members on the way."""
+    result = run_scenario(broker, "join-storm", "--group-protocol", "consumer", "--members", "50",
+                          "--duration", "60")
+    assert result["failures"] == []
+    assert result["violations"] == 0, result["violation_examples"]
+    metrics = result["metrics"]
+    assert metrics["stable"] is True and metrics["group_protocol"] == "consumer"
+    assert 0 < metrics["join_seconds"] < 30
+    assert metrics["stable_generation"] >= 2
+    assert result["broker"]["versions_used"]["CONSUMER_GROUP_HEARTBEAT"] == 1
+    assert set(result["latency_ms"]) == {"CONSUMER_GROUP_HEARTBEAT"}
+    assert result["latency_ms"]["CONSUMER_GROUP_HEARTBEAT"]["count"] >= 100
+    assert result["errors"] == {}
+
+
+@pytest.mark.kafka
+def test_consumer_commits_with_member_epochs(broker):
+    result = run_scenario(broker, "commit", "--group-protocol", "consumer", "--members", "10",
+                          "--partitions-per-member", "3", "--duration", "8", "--step-seconds", "2",
+                          "--start-rate", "50", "--verify-every", "2", "--settle-seconds", "1")
+    assert result["failures"] == []
+    assert result["violations"] == 0, result["violation_examples"]
+    assert result["broker"]["versions_used"]["OFFSET_COMMIT"] == 9
+    assert result["latency_ms"]["OFFSET_FETCH"]["count"] > 0
+    assert result["counts"]["offsets_committed"] > 0
+
+
+def test_scenario_without_consumer_members_is_refused():
+    with pytest.raises(LoadError, match="heartbeat does not run with --group-protocol consumer"):
+        run_scenario("127.0.0.1:1", "heartbeat", "--group-protocol", "consumer")
 
 
 @pytest.mark.kafka
