@@ -54,4 +54,8 @@ def summary(run) -> dict:
         "from_start_seconds": round(settled - start, 3) if generation and start else None,
         "generations_seen": run.ledger.generations_seen(),
         "stable": generation is not None,
+        # Both ends of join_seconds, in seconds from the start of the run (for benches that
+        # sample the broker's CPU over that window).
+        "first_request_at_s": round(first - run.started, 3) if first else None,
+        "converged_at_s": round(settled - run.started, 3) if generation and settled else None,
     }
