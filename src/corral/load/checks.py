@@ -47,6 +47,9 @@ class AssignmentLedger:
     def generations_seen(self) -> int:
         return len(self.size)
 
+    def newest_generation(self) -> int | None:
+        return max(self.size, default=None)
+
     def leader(self, generation: int, member_count: int) -> None:
         self.size[generation] = member_count
         self._check_complete(generation)
@@ -155,6 +158,9 @@ class ConsumerLedger:
 
     def generations_seen(self) -> int:
         return len(self.epochs_seen)
+
+    def newest_generation(self) -> int | None:
+        return max(self.epochs_seen, default=None)
 
     def stable_generation(self, members: int) -> int | None:
         """The epoch every one of `members` members is stable at, once that is certain."""

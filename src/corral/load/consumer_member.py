@@ -181,3 +181,35 @@ class ConsumerMember(GroupMember):
             body, _ = self._body(LEAVE_EPOCH, full=False)
             await self.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, timeout=5)
         await self.disconnect()
+
+
+async def wait_assignable(config, timeout_s: float = 120.0) -> float | None:
+    """Seconds until one KIP-848 member of a group of its own (`<group>-probe`) is assigned every
+    partition of the run's topics, or None if not within `timeout_s`.
+
+    A run that has just created its topic waits for this before its members start: Kafka's group
+    coordinator learns of a new topic only once the broker has created its partitions' logs (about
+    1 s for 50 partitions here, 15 s for 1,000), later than Metadata lists them, and until then
+    computes targets without it (the run would measure topic creation, and see a group stable
+    with its partitions unowned).
+    """
+    from dataclasses import replace
+    from .checks import Violations
+    from .member import Events
+    from .stats import Recorder
+    member = ConsumerMember(replace(config, group=config.group + "-probe"), Recorder(),
+                            Violations(), Events())
+    total = sum(config.partitions.values())
+    start = time.monotonic()
+    try:
+        with trio.move_on_after(timeout_s):
+            await member.join()
+            while sum(len(ps) for ps in member.assignment.values()) < total:
+                await trio.sleep(0.1)
+                if not await member.heartbeat():
+                    await member.join()
+            return time.monotonic() - start
+        return None
+    finally:
+        with trio.move_on_after(5):
+            await member.leave()

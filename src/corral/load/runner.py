@@ -21,7 +21,7 @@ from typing import Any
 import trio
 
 from .checks import AssignmentLedger, ConsumerLedger, Violations
-from .consumer_member import ConsumerMember
+from .consumer_member import ConsumerMember, wait_assignable
 from .member import ClassicMember, Events, GroupMember, MemberConfig
 from .stats import Recorder, percentiles
 from ..apis import ApiKey
@@ -388,6 +388,11 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
         rebalance_timeout_ms=params["rebalance_timeout_ms"], assignor=params["assignor"],
         topic_ids=broker.topic_ids, server_assignor=params.get("server_assignor"))
     state = Run(scenario.NAME, params, broker, members, workers)
+    if protocol == "consumer":
+        waited = trio.run(wait_assignable, config)
+        if waited is None:
+            raise LoadError("no KIP-848 member was assigned the topic's partitions within 120 s")
+        state.metrics["topic_assignable_seconds"] = round(waited, 3)
     ctx = multiprocessing.get_context("fork")
     procs, command_pipes, result_pipes = [], [], {}
     per, extra = divmod(members, workers)
