@@ -321,3 +321,39 @@ def test_failover_after_kill_9_loses_no_acknowledged_commit(tmp_path):
         watcher.join(30)
         broker.proc.kill()
         broker.proc.wait()
+
+
+def test_consumer_member_fenced_drops_everything_and_rejoins(corral_broker):
+    """FENCED_MEMBER_EPOCH: the member gives every partition up (reported to the run), rejoins at
+    epoch 0 under the same id and is assigned again; leaving is epoch -1."""
+    from corral.apis import ApiKey
+    from corral.load.checks import Violations
+    from corral.load.consumer_member import ConsumerMember
+    from corral.load.member import Events, MemberConfig
+    from corral.load.runner import probe
+    from corral.load.stats import Recorder
+
+    async def main():
+        info = await probe(corral_broker, {ApiKey.CONSUMER_GROUP_HEARTBEAT}, "fenced", "fenced-t",
+                           2, False, True)
+        config = MemberConfig(group="fenced", host=info.coordinator[0], port=info.coordinator[1],
+                              versions=info.versions, topics=["fenced-t"],
+                              partitions=info.partitions, topic_ids=info.topic_ids)
+        recorder, events = Recorder(), Events()
+        member = ConsumerMember(config, recorder, Violations(), events)
+        member_id = member.member_id
+        await member.join()
+        assert member.assignment == {"fenced-t": [0, 1]} and member.generation > 0
+        assert member.next_heartbeat_in(3.0) == 0   # the new partitions are acknowledged at once
+        assert await member.heartbeat()
+        member.generation += 5                      # an epoch the coordinator never gave
+        assert await member.heartbeat() is False
+        assert member.assignment == {} and not member.stable
+        assert recorder.errors["CONSUMER_GROUP_HEARTBEAT:FENCED_MEMBER_EPOCH"] == 1
+        await member.join()
+        assert member.member_id == member_id and member.assignment == {"fenced-t": [0, 1]}
+        await member.leave()
+        epochs = [e[2] for e in events.drain() if e[0] == "owned"]
+        assert epochs[0] > 0 and epochs[1:] == [-1, epochs[0], -1]
+
+    trio.run(main)
