@@ -248,11 +248,16 @@ def markdown(rows, opts) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
+def write_section(path: Path, section: str, begin: str = BEGIN, end: str = END,
+                  after: str | None = None) -> None:
+    """Replaces the text between `begin` and `end`; a new section goes after the line `after`
+    (when given and found), else at the end."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n?", lambda _: section, text,
+    if begin in text and end in text:
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end) + "\n?", lambda _: section, text,
                       flags=re.S)
+    elif after and after + "\n" in text:
+        text = text.replace(after + "\n", after + "\n\n" + section, 1)
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text)

@@ -27,17 +27,24 @@ def run_scenario(bootstrap: str, scenario: str, *args: str) -> dict:
     return run(SCENARIOS[scenario], params)
 
 
+# No initial rebalance delay: the tests measure the generator, not Kafka's 3 s wait. KIP-848
+# members heartbeat every 500 ms rather than 5 s: a consumer group converges, and is seen to,
+# within a few of the broker's heartbeat intervals.
+GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": 0,
+                  "group.consumer.heartbeat.interval.ms": 500,
+                  "group.consumer.min.heartbeat.interval.ms": 500}
+
+
 @pytest.fixture(scope="module")
 def kafka():
-    # No initial rebalance delay: the test measures the generator, not Kafka's 3 s wait.
-    with kafka_broker(settings={"group.initial.rebalance.delay.ms": 0}) as bootstrap:
+    with kafka_broker(settings=GROUP_SETTINGS) as bootstrap:
         yield bootstrap
 
 
 @pytest.fixture(scope="module")
 def corral_broker(tmp_path_factory):
     broker = CorralProcess(tmp_path_factory.mktemp("load") / "corral",
-                           {"group.initial.rebalance.delay.ms": "0"}).start()
+                           {k: str(v) for k, v in GROUP_SETTINGS.items()}).start()
     yield broker.bootstrap
     broker.proc.kill()
     broker.proc.wait()
@@ -59,6 +66,41 @@ def test_join_storm_of_50_members(broker):
     assert result["latency_ms"]["SYNC_GROUP"]["count"] >= 50
     assert result["broker"]["versions_used"]["JOIN_GROUP"] >= 4  # KIP-394 two-step join
     assert result["errors"].get("JOIN_GROUP:MEMBER_ID_REQUIRED") == 50
+
+
+@pytest.mark.kafka
+def test_consumer_join_storm_of_50_members(broker):
+    """KIP-848 members: every member at one epoch, the partitions owned once between them, and
+    never a partition owned by two members on the way."""
+    result = run_scenario(broker, "join-storm", "--group-protocol", "consumer", "--members", "50",
+                          "--duration", "60")
+    assert result["failures"] == []
+    assert result["violations"] == 0, result["violation_examples"]
+    metrics = result["metrics"]
+    assert metrics["stable"] is True and metrics["group_protocol"] == "consumer"
+    assert 0 < metrics["join_seconds"] < 30
+    assert metrics["stable_generation"] >= 2
+    assert result["broker"]["versions_used"]["CONSUMER_GROUP_HEARTBEAT"] == 1
+    assert set(result["latency_ms"]) == {"CONSUMER_GROUP_HEARTBEAT"}
+    assert result["latency_ms"]["CONSUMER_GROUP_HEARTBEAT"]["count"] >= 100
+    assert result["errors"] == {}
+
+
+@pytest.mark.kafka
+def test_consumer_commits_with_member_epochs(broker):
+    result = run_scenario(broker, "commit", "--group-protocol", "consumer", "--members", "10",
+                          "--partitions-per-member", "3", "--duration", "8", "--step-seconds", "2",
+                          "--start-rate", "50", "--verify-every", "2", "--settle-seconds", "1")
+    assert result["failures"] == []
+    assert result["violations"] == 0, result["violation_examples"]
+    assert result["broker"]["versions_used"]["OFFSET_COMMIT"] == 9
+    assert result["latency_ms"]["OFFSET_FETCH"]["count"] > 0
+    assert result["counts"]["offsets_committed"] > 0
+
+
+def test_scenario_without_consumer_members_is_refused():
+    with pytest.raises(LoadError, match="heartbeat does not run with --group-protocol consumer"):
+        run_scenario("127.0.0.1:1", "heartbeat", "--group-protocol", "consumer")
 
 
 @pytest.mark.kafka
@@ -279,3 +321,39 @@ def test_failover_after_kill_9_loses_no_acknowledged_commit(tmp_path):
         watcher.join(30)
         broker.proc.kill()
         broker.proc.wait()
+
+
+def test_consumer_member_fenced_drops_everything_and_rejoins(corral_broker):
+    """FENCED_MEMBER_EPOCH: the member gives every partition up (reported to the run), rejoins at
+    epoch 0 under the same id and is assigned again; leaving is epoch -1."""
+    from corral.apis import ApiKey
+    from corral.load.checks import Violations
+    from corral.load.consumer_member import ConsumerMember
+    from corral.load.member import Events, MemberConfig
+    from corral.load.runner import probe
+    from corral.load.stats import Recorder
+
+    async def main():
+        info = await probe(corral_broker, {ApiKey.CONSUMER_GROUP_HEARTBEAT}, "fenced", "fenced-t",
+                           2, False, True)
+        config = MemberConfig(group="fenced", host=info.coordinator[0], port=info.coordinator[1],
+                              versions=info.versions, topics=["fenced-t"],
+                              partitions=info.partitions, topic_ids=info.topic_ids)
+        recorder, events = Recorder(), Events()
+        member = ConsumerMember(config, recorder, Violations(), events)
+        member_id = member.member_id
+        await member.join()
+        assert member.assignment == {"fenced-t": [0, 1]} and member.generation > 0
+        assert member.next_heartbeat_in(3.0) == 0   # the new partitions are acknowledged at once
+        assert await member.heartbeat()
+        member.generation += 5                      # an epoch the coordinator never gave
+        assert await member.heartbeat() is False
+        assert member.assignment == {} and not member.stable
+        assert recorder.errors["CONSUMER_GROUP_HEARTBEAT:FENCED_MEMBER_EPOCH"] == 1
+        await member.join()
+        assert member.member_id == member_id and member.assignment == {"fenced-t": [0, 1]}
+        await member.leave()
+        epochs = [e[2] for e in events.drain() if e[0] == "owned"]
+        assert epochs[0] > 0 and epochs[1:] == [-1, epochs[0], -1]
+
+    trio.run(main)

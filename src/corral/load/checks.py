@@ -42,14 +42,23 @@ class AssignmentLedger:
         self.synced: dict[int, set[str]] = defaultdict(set)
         self.size: dict[int, int] = {}
         self.checked_complete: set[int] = set()
+        self.last_change = 0.0   # when the newest assignment was received
+
+    def generations_seen(self) -> int:
+        return len(self.size)
+
+    def newest_generation(self) -> int | None:
+        return max(self.size, default=None)
 
     def leader(self, generation: int, member_count: int) -> None:
         self.size[generation] = member_count
         self._check_complete(generation)
 
-    def synced_member(self, generation: int, member_id: str, assignment: dict[str, list[int]]) -> None:
+    def synced_member(self, generation: int, member_id: str, assignment: dict[str, list[int]],
+                      at: float = 0.0) -> None:
         if member_id in self.synced[generation]:
             return
+        self.last_change = max(self.last_change, at)
         self.synced[generation].add(member_id)
         owners = self.owner[generation]
         for topic, parts in assignment.items():
@@ -81,3 +90,94 @@ class AssignmentLedger:
         if self.size[generation] == members and len(self.synced[generation]) >= members:
             return generation
         return None
+
+
+class ConsumerLedger:
+    """KIP-848 members' epochs and partitions over time, across all workers: never one partition
+    owned by two members at once, and every partition owned once the group is stable.
+
+    Members report each change with its time (`Events.owned`). Workers ship twice a second, so a
+    release in one worker may reach the parent after an acquisition it preceded in another: events
+    are applied in time order, up to the oldest time every worker has shipped (the watermark).
+
+    A member cannot see its group's epoch, so "stable" is inferred: every member in the group at
+    one epoch, the partitions owned exactly once between them, and nothing changed while every
+    member was answered again more than a heartbeat interval later. (Right after a join storm all
+    members may sit at an old epoch, the first member owning everything: the next target, pending
+    behind group.consumer.assignment.interval.ms, is computed at a later heartbeat and changes some
+    member's epoch; the quiet heartbeat round rules that out as long as the interval is at least
+    the assignment interval, as Kafka's bounds have it by default.)
+    """
+
+    def __init__(self, partitions: dict[str, int], violations: Violations, workers: int):
+        self.all_partitions = {(t, p) for t, n in partitions.items() for p in range(n)}
+        self.violations = violations
+        self.shipped = {w: float("-inf") for w in range(workers)}   # each worker's watermark
+        self.pending: list[tuple] = []
+        self.members: dict[str, tuple[int, frozenset]] = {}         # in the group: epoch, owned
+        self.owner: dict[tuple[str, int], str] = {}
+        self.last_change = 0.0
+        self.epochs_seen: set[int] = set()
+        self.oldest_ok = 0.0      # every member's last heartbeat answered at or after this
+        self.interval_s = 0.0     # the longest heartbeat interval a member was given
+        self.reported_incomplete: set[int] = set()
+
+    def shipped_by(self, worker: int, events: list[tuple], at: float) -> None:
+        self.pending.extend(events)
+        self.shipped[worker] = at
+        self._advance()
+
+    def _advance(self) -> None:
+        watermark = min(self.shipped.values())
+        self.pending.sort(key=lambda e: e[4])
+        ready = 0
+        while ready < len(self.pending) and self.pending[ready][4] <= watermark:
+            ready += 1
+        for _, member_id, epoch, assignment, at in self.pending[:ready]:
+            self._apply(member_id, epoch, assignment, at)
+        del self.pending[:ready]
+
+    def _apply(self, member_id: str, epoch: int, assignment: dict[str, list[int]], at: float) -> None:
+        before = self.members.get(member_id, (None, frozenset()))[1]
+        after = frozenset((t, p) for t, ps in assignment.items() for p in ps)
+        for tp in before - after:
+            if self.owner.get(tp) == member_id:
+                del self.owner[tp]
+        for tp in after - before:
+            other = self.owner.get(tp)
+            if other is not None and other != member_id:
+                self.violations.add(f"{tp[0]}-{tp[1]} owned by both {other} (epoch "
+                                    f"{self.members[other][0]}) and {member_id} (epoch {epoch})")
+            self.owner[tp] = member_id
+        if epoch < 0:
+            self.members.pop(member_id, None)
+        else:
+            self.members[member_id] = (epoch, after)
+            self.epochs_seen.add(epoch)
+        self.last_change = max(self.last_change, at)
+
+    def generations_seen(self) -> int:
+        return len(self.epochs_seen)
+
+    def newest_generation(self) -> int | None:
+        return max(self.epochs_seen, default=None)
+
+    def stable_generation(self, members: int) -> int | None:
+        """The epoch every one of `members` members is stable at, once that is certain."""
+        if self.pending or len(self.members) != members:
+            return None
+        epochs = {epoch for epoch, _ in self.members.values()}
+        if len(epochs) != 1:
+            return None
+        if self.oldest_ok < self.last_change + max(self.interval_s, 1.0):
+            return None
+        epoch = epochs.pop()
+        missing = self.all_partitions - self.owner.keys()
+        if missing:
+            if epoch not in self.reported_incomplete:
+                self.reported_incomplete.add(epoch)
+                sample = ", ".join(f"{t}-{p}" for t, p in sorted(missing)[:5])
+                self.violations.add(f"epoch {epoch}: every member stable, {len(missing)} "
+                                    f"partitions owned by no member ({sample})")
+            return None
+        return epoch

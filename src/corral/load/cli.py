@@ -27,10 +27,19 @@ def add_parser(sub) -> None:
                            "backlog: the dropped SYNs are retried only after 1-3 s)")
     load.add_argument("--group", default=None, help="group id (default: a fresh one)")
     load.add_argument("--topic", default=None, help="topic (default: corral-load-<group>)")
-    load.add_argument("--assignor", default="range", choices=["range", "roundrobin"])
+    load.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"],
+                      help="as Kafka's group.protocol: classic (JoinGroup/SyncGroup, the leader "
+                           "assigns) or consumer (KIP-848 ConsumerGroupHeartbeat, the broker "
+                           "assigns); consumer runs join-storm and commit")
+    load.add_argument("--assignor", default="range", choices=["range", "roundrobin"],
+                      help="classic: the leader's assignor")
+    load.add_argument("--server-assignor", default=None,
+                      help="consumer: the ServerAssignor members ask for (uniform, range; "
+                           "default: none, the broker's first group.consumer.assignors)")
     load.add_argument("--session-timeout-ms", type=int, default=45000)
     load.add_argument("--rebalance-timeout-ms", type=int, default=300000)
-    load.add_argument("--heartbeat-interval-ms", type=int, default=3000)
+    load.add_argument("--heartbeat-interval-ms", type=int, default=3000,
+                      help="classic members' interval (consumer members use the broker's)")
     load.add_argument("--json", metavar="PATH", help="write the result as JSON")
     load.add_argument("--plot", metavar="PNG", help="plot latency and stable members over time")
     load.add_argument("--quiet", action="store_true", help="no live display")

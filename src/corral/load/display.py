@@ -27,9 +27,12 @@ class LiveDisplay:
         table.add_column()
         elapsed = run.elapsed()
         table.add_row("elapsed", f"{elapsed:6.1f} s")
-        table.add_row("members stable", f"{run.stable_members:,} / {run.members:,}")
-        if run.ledger.size:
-            table.add_row("generation", str(max(run.ledger.size)))
+        table.add_row("members stable" if run.params.get("group_protocol") != "consumer"
+                      else "members in the group", f"{run.stable_members:,} / {run.members:,}")
+        newest = run.ledger.newest_generation()
+        if newest is not None:
+            table.add_row("generation" if run.params.get("group_protocol") != "consumer"
+                          else "newest member epoch", str(newest))
         if run.phase:
             table.add_row("phase", ", ".join(f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}"
                                              for k, v in run.phase.items()))

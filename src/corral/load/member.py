@@ -3,16 +3,17 @@
 `GroupMember` is what scenarios talk to; it says nothing about the group protocol. `ClassicMember`
 speaks the classic protocol (JoinGroup with KIP-394's two-step member id, SyncGroup with the leader
 computing the assignment itself, Heartbeat, OffsetCommit/OffsetFetch, LeaveGroup) the way a Java
-consumer does. A KIP-848 member (ConsumerGroupHeartbeat) is another subclass.
+consumer does. `ConsumerMember` (consumer_member.py) speaks KIP-848's ConsumerGroupHeartbeat.
 """
 
 from __future__ import annotations
 
 import abc
 import math
+import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import trio
@@ -51,6 +52,8 @@ class MemberConfig:
     rebalance_timeout_ms: int = 300000
     assignor: str = "range"
     handshake: bool = True          # ApiVersions on each new connection, as clients do
+    topic_ids: dict[str, bytes] = field(default_factory=dict)   # Metadata v10+ (KIP-848 members)
+    server_assignor: str | None = None   # KIP-848 ServerAssignor (None: the broker's default)
 
 
 class Events:
@@ -65,6 +68,12 @@ class Events:
 
     def leader(self, generation: int, member_count: int) -> None:
         self.pending.append(("leader", generation, member_count))
+
+    def owned(self, member_id: str, epoch: int, assignment: cp.TopicPartitions, at: float) -> None:
+        """A KIP-848 member's epoch or partitions changed at `at` (epoch -1: out of the group).
+        A release is stamped before the request that acknowledges it is sent, an acquisition
+        when its answer arrived: in time order, no partition ever has two owners."""
+        self.pending.append(("owned", member_id, epoch, assignment, at))
 
     def mark(self, name: str) -> None:
         """A moment of the run (the parent keeps the earliest of each name)."""
@@ -183,13 +192,78 @@ class GroupMember(abc.ABC):
     async def heartbeat(self) -> bool:
         """One heartbeat; False if the member must rejoin."""
 
-    @abc.abstractmethod
-    async def commit(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        """Commits offsets; returns those the broker acknowledged."""
+    def _commit_failed(self, code: int) -> None:
+        """A partition's OffsetCommit error: the classic member rejoins on these."""
+        if code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
+            self.stable = False
 
-    @abc.abstractmethod
+    def _fetch_member(self) -> dict:
+        """The member fields of an OffsetFetch v9 group (a classic consumer leaves them unset)."""
+        return {}
+
+    def ownership_mark(self) -> object:
+        """Changes whenever the member's partitions may have moved (the classic generation)."""
+        return self.generation
+
+    def next_heartbeat_in(self, interval_s: float, joined: bool = False) -> float:
+        """Seconds until the next heartbeat; right after a join, spread over the interval as
+        independent clients are."""
+        return random.uniform(0, interval_s) if joined else interval_s
+
+    async def commit(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Commits offsets (with the member's generation or member epoch); returns those the
+        broker acknowledged."""
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, p), offset in offsets.items():
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": p, "committed_offset": offset, "committed_metadata": ""})
+        response = await self.request(ApiKey.OFFSET_COMMIT, {
+            "group_id": self.config.group, "generation_id_or_member_epoch": self.generation,
+            "member_id": self.member_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        })
+        if response is None:
+            return {}
+        acknowledged = {}
+        for topic in response["topics"]:
+            for part in topic["partitions"]:
+                key = (topic["name"], part["partition_index"])
+                if part["error_code"] == NONE:
+                    acknowledged[key] = offsets[key]
+                else:
+                    self.recorder.error("OFFSET_COMMIT", part["error_code"])
+                    self._commit_failed(part["error_code"])
+        return acknowledged
+
     async def fetch_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
         """Committed offsets as the broker reports them (-1: none), or None on failure."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in partitions:
+            by_topic.setdefault(topic, []).append(p)
+        topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        multi_group = self.config.versions[ApiKey.OFFSET_FETCH] >= 8
+        body = ({"groups": [{"group_id": self.config.group, "topics": topics, **self._fetch_member()}]}
+                if multi_group
+                else {"group_id": self.config.group, "topics": topics})
+        response = await self.request(ApiKey.OFFSET_FETCH, body)
+        if response is None:
+            return None
+        if multi_group:
+            group = response["groups"][0]
+            if group["error_code"] != NONE:
+                self.recorder.error("OFFSET_FETCH", group["error_code"])
+                return None
+            result_topics = group["topics"]
+        else:
+            result_topics = response["topics"]
+        out = {}
+        for topic in result_topics:
+            for part in topic["partitions"]:
+                if part["error_code"] != NONE:
+                    self.recorder.error("OFFSET_FETCH", part["error_code"])
+                    return None
+                out[(topic["name"], part["partition_index"])] = part["committed_offset"]
+        return out
 
     @abc.abstractmethod
     async def leave(self) -> None:
@@ -321,59 +395,6 @@ class ClassicMember(GroupMember):
         if code in (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
             self.stable = False
         return self.stable
-
-    async def commit(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        by_topic: dict[str, list[dict]] = {}
-        for (topic, p), offset in offsets.items():
-            by_topic.setdefault(topic, []).append(
-                {"partition_index": p, "committed_offset": offset, "committed_metadata": ""})
-        response = await self.request(ApiKey.OFFSET_COMMIT, {
-            "group_id": self.config.group, "generation_id_or_member_epoch": self.generation,
-            "member_id": self.member_id,
-            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-        })
-        if response is None:
-            return {}
-        acknowledged = {}
-        for topic in response["topics"]:
-            for part in topic["partitions"]:
-                key = (topic["name"], part["partition_index"])
-                if part["error_code"] == NONE:
-                    acknowledged[key] = offsets[key]
-                else:
-                    self.recorder.error("OFFSET_COMMIT", part["error_code"])
-                    if part["error_code"] in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
-                                              UNKNOWN_MEMBER_ID):
-                        self.stable = False
-        return acknowledged
-
-    async def fetch_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in partitions:
-            by_topic.setdefault(topic, []).append(p)
-        topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
-        multi_group = self.config.versions[ApiKey.OFFSET_FETCH] >= 8
-        body = ({"groups": [{"group_id": self.config.group, "topics": topics}]} if multi_group
-                else {"group_id": self.config.group, "topics": topics})
-        response = await self.request(ApiKey.OFFSET_FETCH, body)
-        if response is None:
-            return None
-        if multi_group:
-            group = response["groups"][0]
-            if group["error_code"] != NONE:
-                self.recorder.error("OFFSET_FETCH", group["error_code"])
-                return None
-            result_topics = group["topics"]
-        else:
-            result_topics = response["topics"]
-        out = {}
-        for topic in result_topics:
-            for part in topic["partitions"]:
-                if part["error_code"] != NONE:
-                    self.recorder.error("OFFSET_FETCH", part["error_code"])
-                    return None
-                out[(topic["name"], part["partition_index"])] = part["committed_offset"]
-        return out
 
     async def leave(self) -> None:
         if self.member_id and ApiKey.LEAVE_GROUP in self.config.versions:

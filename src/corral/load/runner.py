@@ -20,8 +20,9 @@ from typing import Any
 
 import trio
 
-from .checks import AssignmentLedger, Violations
-from .member import ClassicMember, Events, MemberConfig
+from .checks import AssignmentLedger, ConsumerLedger, Violations
+from .consumer_member import ConsumerMember, wait_assignable
+from .member import ClassicMember, Events, GroupMember, MemberConfig
 from .stats import Recorder, percentiles
 from ..apis import ApiKey
 from .wire import BrokerError, Connection, negotiate
@@ -30,6 +31,9 @@ SHIP_INTERVAL_S = 0.5
 MAX_PARTITIONS_PER_TOPIC = 2000
 LEAVE_TIMEOUT_S = 10.0
 SATURATED_CPU = 0.85   # a worker busier than this (of one core) cannot be trusted to keep pace
+# What the classic protocol needs that a KIP-848 member does with ConsumerGroupHeartbeat.
+CLASSIC_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP}
+TOPIC_IDS_METADATA_VERSION = 10
 
 
 class LoadError(Exception):
@@ -44,6 +48,7 @@ class BrokerInfo:
     versions: dict[int, int]
     features: dict[str, Any]
     partitions: dict[str, int]
+    topic_ids: dict[str, bytes] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -59,7 +64,7 @@ class BrokerInfo:
 # ---------------------------------------------------------------- setup (parent, before forking)
 
 async def probe(bootstrap: str, required: set[ApiKey], group: str, topic: str, partitions: int,
-                skip_join: bool) -> BrokerInfo:
+                skip_join: bool, need_topic_ids: bool = False) -> BrokerInfo:
     host, _, port = bootstrap.rpartition(":")
     try:
         conn = await Connection.open(host, int(port), handshake=False)
@@ -73,6 +78,9 @@ async def probe(bootstrap: str, required: set[ApiKey], group: str, topic: str, p
     if missing:
         raise LoadError(f"{bootstrap} does not offer {', '.join(missing)} (in a version this "
                         f"generator speaks): this scenario cannot run against it")
+    if need_topic_ids and versions.get(ApiKey.METADATA, 0) < TOPIC_IDS_METADATA_VERSION:
+        raise LoadError(f"{bootstrap} offers no Metadata v{TOPIC_IDS_METADATA_VERSION}+: KIP-848 "
+                        "members need topic ids")
     features = {
         "supported_features": {f["name"]: [f["min_version"], f["max_version"]]
                                for f in av.get("supported_features") or []},
@@ -84,12 +92,14 @@ async def probe(bootstrap: str, required: set[ApiKey], group: str, topic: str, p
     with trio.fail_after(180):
         if not skip_join:
             coordinator = await _find_coordinator(conn, group)
-            counts = {name: await _ensure_topic(conn, name, n)
-                      for name, n in topic_layout(topic, partitions).items()}
+            found = {name: await _ensure_topic(conn, name, n)
+                     for name, n in topic_layout(topic, partitions).items()}
     await conn.aclose()
     if skip_join:
-        counts = {topic: partitions}
-    return BrokerInfo(bootstrap, coordinator, advertised, versions, features, counts)
+        found = {topic: (partitions, b"")}
+    return BrokerInfo(bootstrap, coordinator, advertised, versions, features,
+                      {name: n for name, (n, _) in found.items()},
+                      {name: tid for name, (_, tid) in found.items()})
 
 
 def topic_layout(topic: str, partitions: int) -> dict[str, int]:
@@ -119,9 +129,10 @@ async def _find_coordinator(conn: Connection, group_key: str) -> tuple[str, int]
     raise LoadError(f"FindCoordinator kept failing with error {answer['error_code']}")
 
 
-async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> int:
-    """The topic's partition count, creating it with `partitions` if it does not exist, and
-    waiting (up to a minute: thousands of partitions take a while) until it is in Metadata."""
+async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> tuple[int, bytes]:
+    """The topic's partition count and id (Metadata v10+; else empty), creating it with
+    `partitions` if it does not exist, and waiting (up to a minute: thousands of partitions take
+    a while) until it is in Metadata."""
     created = False
     deadline = trio.current_time() + 60
     while trio.current_time() < deadline:
@@ -129,7 +140,7 @@ async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> int:
                                                   "allow_auto_topic_creation": False})
         entry = response["topics"][0]
         if entry["error_code"] == 0 and entry["partitions"]:
-            return len(entry["partitions"])
+            return len(entry["partitions"]), bytes(entry.get("topic_id") or b"")
         if not created:
             if ApiKey.CREATE_TOPICS not in conn.versions:
                 raise LoadError(f"topic {topic} does not exist and the broker offers no CreateTopics")
@@ -169,13 +180,14 @@ class WorkerContext:
         self.phase: dict[str, Any] = {}
         self.phase_changed = trio.Event()
         self.stopping = trio.Event()
-        self.members: list[ClassicMember] = []
+        self.members: list[GroupMember] = []
         self.scratch: dict[str, Any] = {}   # the scenario's own per-worker bookkeeping
         self.connect_slots = trio.Semaphore(max(1, self.params.get("connects_in_flight", 500)))
 
-    def new_member(self) -> ClassicMember:
-        member = ClassicMember(self.plan.member_config, self.recorder, self.violations, self.events,
-                               self.connect_slots)
+    def new_member(self) -> GroupMember:
+        kind = ConsumerMember if self.params.get("group_protocol") == "consumer" else ClassicMember
+        member = kind(self.plan.member_config, self.recorder, self.violations, self.events,
+                      self.connect_slots)
         self.members.append(member)
         return member
 
@@ -214,6 +226,8 @@ async def _worker(scenario, plan: WorkerPlan, commands, results) -> None:
             "recorder": ctx.recorder.take(), "violations": ctx.violations.take(),
             "events": ctx.events.drain(), "stable": sum(m.stable for m in ctx.members),
             "ok_since": sum(m.last_ok_at >= ctx.phase.get("since", float("inf")) for m in ctx.members),
+            "oldest_ok": min((m.last_ok_at for m in ctx.members), default=0.0),
+            "interval": max((getattr(m, "interval_s", None) or 0.0 for m in ctx.members), default=0.0),
             "cpu": usage.ru_utime + usage.ru_stime, "at": time.monotonic(),
         }))
 
@@ -266,7 +280,7 @@ class Run:
     started: float = field(default_factory=time.monotonic)
     recorder: Recorder = field(default_factory=Recorder)
     violations: Violations = field(default_factory=Violations)
-    ledger: AssignmentLedger | None = None
+    ledger: AssignmentLedger | ConsumerLedger | None = None
     stable: dict[int, int] = field(default_factory=dict)
     ok_since: dict[int, int] = field(default_factory=dict)  # members answered since phase["since"]
     cpu: dict[int, float] = field(default_factory=dict)
@@ -279,8 +293,13 @@ class Run:
     failures: list[str] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
 
+    oldest_ok: dict[int, float] = field(default_factory=dict)
+
     def __post_init__(self):
-        self.ledger = AssignmentLedger(self.broker.partitions, self.violations)
+        if self.params.get("group_protocol") == "consumer":
+            self.ledger = ConsumerLedger(self.broker.partitions, self.violations, self.workers)
+        else:
+            self.ledger = AssignmentLedger(self.broker.partitions, self.violations)
 
     @property
     def stable_members(self) -> int:
@@ -289,21 +308,29 @@ class Run:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def absorb(self, worker: int, update: dict[str, Any]) -> None:
+    def absorb(self, worker: int, update: dict[str, Any], done: bool = False) -> None:
         self.recorder.merge(update["recorder"])
         self.violations.merge(update["violations"])
+        owned = []
         for event in update["events"]:
             if event[0] == "mark":
                 self.marks[event[1]] = min(event[2], self.marks.get(event[1], event[2]))
             elif event[0] == "synced":
                 _, generation, member_id, assignment, at = event
-                self.ledger.synced_member(generation, member_id, assignment)
+                self.ledger.synced_member(generation, member_id, assignment, at)
                 self.last_synced_at = max(self.last_synced_at, at)
+            elif event[0] == "owned":
+                owned.append(event)
             else:
                 self.ledger.leader(event[1], event[2])
         self.stable[worker] = update["stable"]
         self.ok_since[worker] = update["ok_since"]
         self.cpu[worker] = update["cpu"]
+        self.oldest_ok[worker] = update["oldest_ok"]
+        if isinstance(self.ledger, ConsumerLedger):
+            self.ledger.oldest_ok = min(self.oldest_ok.values())
+            self.ledger.interval_s = max(self.ledger.interval_s, update["interval"])
+            self.ledger.shipped_by(worker, owned, float("inf") if done else update["at"])
 
 
 def machine() -> dict[str, Any]:
@@ -334,9 +361,11 @@ def _machine_busy() -> tuple[float, float]:
 
 
 def required_apis(scenario, params: dict[str, Any]) -> set[ApiKey]:
-    if hasattr(scenario, "required_apis"):
-        return scenario.required_apis(params)
-    return set(scenario.REQUIRED_APIS)
+    apis = scenario.required_apis(params) if hasattr(scenario, "required_apis") \
+        else set(scenario.REQUIRED_APIS)
+    if params.get("group_protocol") == "consumer":
+        apis = (apis - CLASSIC_APIS) | {ApiKey.CONSUMER_GROUP_HEARTBEAT}
+    return apis
 
 
 def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
@@ -346,14 +375,24 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
         raise LoadError("--members must be at least 1")
     topic = params["topic"] or f"corral-load-{params['group']}"
     params = dict(params, topic=topic)
+    protocol = params.setdefault("group_protocol", "classic")
+    if protocol not in getattr(scenario, "PROTOCOLS", ("classic",)):
+        raise LoadError(f"scenario {scenario.NAME} does not run with --group-protocol {protocol}")
     broker = trio.run(probe, params["bootstrap"], required_apis(scenario, params), params["group"], topic,
-                      scenario.topic_partitions(params), params.get("skip_join", False))
+                      scenario.topic_partitions(params), params.get("skip_join", False),
+                      protocol == "consumer")
     config = MemberConfig(
         group=params["group"], host=broker.coordinator[0], port=broker.coordinator[1],
         versions=broker.versions, topics=sorted(broker.partitions), partitions=broker.partitions,
         session_timeout_ms=params["session_timeout_ms"],
-        rebalance_timeout_ms=params["rebalance_timeout_ms"], assignor=params["assignor"])
+        rebalance_timeout_ms=params["rebalance_timeout_ms"], assignor=params["assignor"],
+        topic_ids=broker.topic_ids, server_assignor=params.get("server_assignor"))
     state = Run(scenario.NAME, params, broker, members, workers)
+    if protocol == "consumer":
+        waited = trio.run(wait_assignable, config)
+        if waited is None:
+            raise LoadError("no KIP-848 member was assigned the topic's partitions within 120 s")
+        state.metrics["topic_assignable_seconds"] = round(waited, 3)
     ctx = multiprocessing.get_context("fork")
     procs, command_pipes, result_pipes = [], [], {}
     per, extra = divmod(members, workers)
@@ -398,7 +437,7 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
                 if kind == "failed":
                     state.failures.append(f"worker {w}: {update}")
                     continue
-                state.absorb(w, update)
+                state.absorb(w, update, done=kind == "done")
                 if kind == "done":
                     done.add(w)
             now = time.monotonic()

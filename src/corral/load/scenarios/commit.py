@@ -19,6 +19,7 @@ NAME = "commit"
 HELP = "members commit offsets of P partitions each at a ramping rate; commits/s and latency"
 REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA, ApiKey.OFFSET_COMMIT,
                  ApiKey.OFFSET_FETCH}
+PROTOCOLS = ("classic", "consumer")
 
 
 def add_arguments(parser) -> None:
@@ -32,14 +33,15 @@ def topic_partitions(params) -> int:
     return params["members"] * params["partitions_per_member"]
 
 
-async def verify(ctx, member, acknowledged: dict, generation: int) -> None:
+async def verify(ctx, member, acknowledged: dict, mark) -> None:
+    """`mark`: the member's ownership mark when it committed (see GroupMember.ownership_mark)."""
     fetched = await member.fetch_offsets(list(acknowledged))
     if fetched is None:
         return
     for tp, offset in acknowledged.items():
         got = fetched.get(tp, -1)
-        # Same generation: nobody else may have committed this partition since.
-        if got < offset or (got != offset and member.generation == generation):
+        # Partitions not moved since: nobody else may have committed this partition since.
+        if got < offset or (got != offset and member.ownership_mark() == mark):
             ctx.violations.add(f"{member.member_id}: {tp[0]}-{tp[1]} read back {got}, "
                                f"acknowledged {offset}")
 
@@ -51,14 +53,14 @@ async def run_member(ctx, member, index: int) -> None:
         nonlocal commits
         if not member.stable or not member.assignment:
             return
-        generation = member.generation
+        mark = member.ownership_mark()
         offset = int(time.monotonic() * 1e6)
         offsets = {(t, p): offset for t, ps in member.assignment.items() for p in ps}
         acknowledged = await member.commit(offsets)
         ctx.recorder.counts["offsets_committed"] += len(acknowledged)
         commits += 1
         if acknowledged and commits % ctx.params["verify_every"] == 0:
-            await verify(ctx, member, acknowledged, generation)
+            await verify(ctx, member, acknowledged, mark)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(stay_in_group, ctx, member)

@@ -20,16 +20,17 @@ SHIP_LAG_S = 1.0
 
 
 async def stay_in_group(ctx, member: GroupMember, interval_s: float | None = None) -> None:
-    """Join, then heartbeat every interval (rejoining whenever told to), until cancelled."""
+    """Join, then heartbeat every interval (rejoining whenever told to), until cancelled. The
+    member may shorten or lengthen the interval (a KIP-848 member heartbeats at the broker's
+    interval, and at once to acknowledge a new assignment)."""
     interval = interval_s or ctx.params["heartbeat_interval_ms"] / 1000
     while True:
         if not member.stable:
             await member.join()
-            # Spread the members' heartbeats over the interval, as independent clients are.
-            await trio.sleep(random.uniform(0, interval))
+            await trio.sleep(member.next_heartbeat_in(interval, joined=True))
             continue
         await member.heartbeat()
-        await trio.sleep(interval)
+        await trio.sleep(member.next_heartbeat_in(interval))
 
 
 def member_rate(ctx, total_rate: float) -> float:

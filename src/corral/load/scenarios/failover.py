@@ -44,12 +44,12 @@ async def run_member(ctx, member, index: int) -> None:
             await trio.sleep(ctx.params["commit_interval"])
             if not member.stable or not member.assignment:
                 continue
-            generation = member.generation
+            mark = member.ownership_mark()
             offset = int(time.monotonic() * 1e6)
             acknowledged = await member.commit(
                 {(t, p): offset for t, ps in member.assignment.items() for p in ps})
             if acknowledged and "since" in ctx.phase and not checked_after_restart:
-                await verify(ctx, member, acknowledged, generation)
+                await verify(ctx, member, acknowledged, mark)
                 checked_after_restart = True
 
 

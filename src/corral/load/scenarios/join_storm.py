@@ -15,6 +15,7 @@ from .common import stay_in_group
 NAME = "join-storm"
 HELP = "N members join one group at once; time until all hold their assignment"
 REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA}
+PROTOCOLS = ("classic", "consumer")
 
 
 def add_arguments(parser) -> None:
@@ -35,17 +36,26 @@ def control(run):
     generation = run.ledger.stable_generation(run.members)
     if generation is not None:
         run.metrics["stable_generation"] = generation
+        run.state["settled_at"] = run.ledger.last_change
         return "stop"
     return None
 
 
 def summary(run) -> dict:
-    first, start = run.marks.get("first_JOIN_GROUP"), run.marks.get("start")
+    consumer = run.params.get("group_protocol") == "consumer"
+    first = run.marks.get("first_CONSUMER_GROUP_HEARTBEAT" if consumer else "first_JOIN_GROUP")
+    start = run.marks.get("start")
     generation = run.metrics.get("stable_generation")
+    settled = run.state.get("settled_at")
     return {
         "members": run.members,
-        "join_seconds": round(run.last_synced_at - first, 3) if generation and first else None,
-        "from_start_seconds": round(run.last_synced_at - start, 3) if generation and start else None,
-        "generations_seen": len(run.ledger.size),
+        "group_protocol": run.params.get("group_protocol", "classic"),
+        "join_seconds": round(settled - first, 3) if generation and first else None,
+        "from_start_seconds": round(settled - start, 3) if generation and start else None,
+        "generations_seen": run.ledger.generations_seen(),
         "stable": generation is not None,
+        # Both ends of join_seconds, in seconds from the start of the run (for benches that
+        # sample the broker's CPU over that window).
+        "first_request_at_s": round(first - run.started, 3) if first else None,
+        "converged_at_s": round(settled - run.started, 3) if generation and settled else None,
     }
