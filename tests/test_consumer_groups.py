@@ -343,6 +343,29 @@ def test_offset_commit_and_fetch_validation():
     assert group.validate_offset_commit("", None, -1, 9) == ErrorCode.NONE
 
 
+def test_offset_delete_refuses_subscribed_topics():
+    topics, _, c, d = setup()
+    topics.add("old", 1)
+    d.join("a")
+    c.offsets.commit("g", [("t", [(0, 5, -1, "")]), ("old", [(0, 7, -1, "")])], 1, -1)
+    error, result, written = c.offsets.delete("g", [("t", [0]), ("old", [0])])
+    assert error == ErrorCode.NONE and written.value == ErrorCode.NONE
+    assert result == [("t", [(0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)]), ("old", [(0, ErrorCode.NONE)])]
+    assert c.offsets.fetch("g", [("old", [0]), ("t", [0])])[1][1][0][1] == 5
+    assert c.offsets.fetch("g", [("old", [0])])[0][1][0][1] == -1
+
+
+def test_offsets_of_subscribed_topics_never_expire():
+    topics, _, c, d = setup()
+    topics.add("old", 1)
+    d.join("a")
+    c.offsets.commit("g", [("t", [(0, 5, -1, "")]), ("old", [(0, 7, -1, "")])], 1, -1)
+    assert c.offsets.expire(10**13).value == ErrorCode.NONE
+    assert c.offsets.fetch("g", [("t", [0]), ("old", [0])]) == \
+        [("t", [(0, 5, -1, "")]), ("old", [(0, -1, -1, "")])]
+    assert "g" in c.groups  # a live group stays
+
+
 def test_list_describe_delete():
     _, _, c, d = setup()
     d.join("a")
