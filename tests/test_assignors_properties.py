@@ -1,19 +1,24 @@
 """Property tests (hypothesis) of the built-in assignors: every subscribed partition assigned
 exactly once and only to a subscriber; balance (per topic, and the totals of members with the same
 subscription); stickiness (a member joining or leaving moves no more partitions than balance
-needs, measured against an exact min-cost flow); determinism; range's co-partitioning. Examples
-are derandomized so that CI runs the same ones every time."""
+needs, measured against an exact min-cost flow); determinism, also across hash seeds; range's
+co-partitioning. Examples are derandomized so that CI runs the same ones every time."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assignor_checks import (check_assignment, class_imbalance, join, leave, minimal_moves, moved,
-                             per_topic_imbalance, topic_id, with_previous)
+import corral
+from assignor_checks import (check_assignment, class_imbalance, determinism_digest, join, leave,
+                             minimal_moves, moved, per_topic_imbalance, topic_id, with_previous)
 from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor
 
 UNIFORM, RANGE = UniformAssignor(), RangeAssignor()
@@ -167,6 +172,22 @@ def test_both_are_deterministic(case):
     group, counts = case
     for assignor in (UNIFORM, RANGE):
         assert assignor.assign(group, counts) == assignor.assign(group, counts)
+
+
+def test_both_give_the_same_assignment_whatever_the_hash_seed():
+    """str and bytes hashes are seeded per process, so set and dict iteration orders differ
+    between processes: the same group must still get the same assignment (ties are broken by
+    member input order and sorted topic ids, never by iteration order of a set)."""
+    tests = Path(__file__).resolve().parent
+    path = os.pathsep.join([str(Path(corral.__file__).resolve().parent.parent), str(tests)])
+    digests = set()
+    for seed in ("0", "1", "2", "3", "4242"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=path)
+        run = subprocess.run([sys.executable, str(tests / "assignor_checks.py"), "determinism-digest"],
+                             env=env, capture_output=True, text=True, check=True)
+        digests.add(run.stdout.strip())
+    digests.add(determinism_digest())  # this process's seed too
+    assert len(digests) == 1, digests
 
 
 @CHECKS

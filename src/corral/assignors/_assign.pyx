@@ -30,7 +30,9 @@ thread while the event loop serves other groups.
      (tests/test_assignors_properties.py checks it against an exact min-cost flow).
 Kafka's UniformAssignor balances members' totals only (heterogeneous: as well as it can), so one
 member may hold a whole topic while another holds none of it; corral keeps each topic spread too.
-The result depends on the input's order only where choices tie (member order, then topic order).
+Where choices tie, members are taken in input order and topics in sorted order (never in a set's
+iteration order, which follows str/bytes hashes, seeded per process): the same input gives the
+same assignment in every process.
 
 `range` is Kafka's RangeAssignor exactly (4.x, stateless): members sorted (static members by
 instance id first, then dynamic ones by member id, as Java compares strings), then each topic cut
@@ -41,7 +43,7 @@ cimport cython
 from cpython.ref cimport PyObject, Py_DECREF
 from libc.stdlib cimport malloc, calloc, free, qsort
 from libc.string cimport memset, memcmp, memcpy
-from libc.stdint cimport uintptr_t, int64_t
+from libc.stdint cimport uintptr_t, int64_t, uint64_t
 
 cdef extern from "Python.h":
     # Limited-API functions, declared on raw pointers so that references are managed explicitly.
@@ -54,6 +56,8 @@ cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void* obj)
     long PyLong_AsLong(PyObject* obj) except? -1
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    int PyBytes_AsStringAndSize(object data, char** buffer, Py_ssize_t* length) except -1
+    PyObject* PyDict_GetItem(object mapping, object key)                  # borrowed, no error
 
 # The parts, in order (one module, split by `include` to keep each file short).
 include "memory.pxi"

@@ -98,6 +98,98 @@ cdef dict by_value(_Reader r):
     return r.topic_by_value_
 
 
+cdef struct TopicKey:
+    # A bytes topic id's first 16 bytes as two big-endian words (zero-padded), for a cheap sort.
+    uint64_t high
+    uint64_t low
+    const char* data
+    Py_ssize_t length
+    int index
+
+
+cdef int compare_topic_keys(const void* a, const void* b) noexcept nogil:
+    """The order of the bytes themselves (as Python compares them)."""
+    cdef const TopicKey* x = <const TopicKey*>a
+    cdef const TopicKey* y = <const TopicKey*>b
+    cdef Py_ssize_t n
+    cdef int order
+    if x.high != y.high:
+        return -1 if x.high < y.high else 1
+    if x.low != y.low:
+        return -1 if x.low < y.low else 1
+    n = x.length if x.length < y.length else y.length
+    if n > 16:
+        order = memcmp(x.data + 16, y.data + 16, n - 16)
+        if order != 0:
+            return order
+    return (x.length > y.length) - (x.length < y.length)
+
+
+cdef list canonical_topic_order(list topics):
+    """`topics` sorted. bytes ids (corral's) in C; anything else with Python's order, or by type
+    name and repr where values do not compare."""
+    cdef Py_ssize_t n = len(topics), i, j, length
+    cdef TopicKey* keys
+    cdef const char* data
+    cdef uint64_t word
+    for i in range(n):
+        if type(topics[i]) is not bytes:
+            try:
+                return sorted(topics)
+            except TypeError:
+                return sorted(topics, key=lambda topic: (type(topic).__qualname__, repr(topic)))
+    keys = <TopicKey*>alloc(n, sizeof(TopicKey))
+    try:
+        for i in range(n):
+            PyBytes_AsStringAndSize(topics[i], <char**>&data, &length)
+            keys[i].data, keys[i].length, keys[i].index = data, length, <int>i
+            word = 0
+            for j in range(16):
+                word = (word << 8) | (<unsigned char>data[j] if j < length else 0)
+                if j == 7:
+                    keys[i].high, word = word, 0
+            keys[i].low = word
+        qsort(keys, n, sizeof(TopicKey), compare_topic_keys)
+        return [topics[keys[i].index] for i in range(n)]
+    finally:
+        release(keys)
+
+
+cdef object previous_topic_order(list specs, subscription):
+    """The topic order of the previous TargetAssignment when it had exactly these topics (the
+    usual incremental case: no sort), else None. Its order is canonical_topic_order's."""
+    cdef TargetAssignment target
+    cdef int m
+    for m in range(min(len(specs), 8)):  # the first members usually carry one
+        assignment = specs[m].assignment
+        if type(assignment) is MemberAssignment:
+            target = (<MemberAssignment>assignment).target
+            if target.n_topics != len(subscription):
+                return None
+            for topic in target.topics:
+                if topic not in subscription:
+                    return None
+            return target.topics
+    return None
+
+
+cdef list partition_counts_of(list topics, partition_counts):
+    """Each topic's partition count; LookupError for a topic without one (or a negative one)."""
+    cdef list counts = []
+    cdef PyObject* found
+    cdef bint exact = type(partition_counts) is dict
+    for topic in topics:
+        if exact:
+            found = PyDict_GetItem(partition_counts, topic)
+            count = None if found == NULL else <object>found
+        else:
+            count = partition_counts.get(topic)
+        if count is None or count < 0:
+            raise LookupError(topic)
+        counts.append(count)
+    return counts
+
+
 cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts):
     cdef _Reader r = _Reader()
     cdef int m, c, t, n, i, total, slot
@@ -143,35 +235,28 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
             last_subscription, last_class = subscription, <int>found
     g.n_classes = len(r.class_subscriptions)
 
-    # Topics, in the order the subscriptions list them; Kafka fails the assignment when a member
-    # subscribes to a topic the metadata does not know (PartitionAssignorException).
-    r.topics = []
-    counts = []
-    class_topic_lists = []
-    if g.n_classes == 1:  # a set has no duplicates: every topic is new
-        for topic in r.class_subscriptions[0]:
-            count = partition_counts.get(topic)
-            if count is None or count < 0:
-                raise LookupError(topic)
-            r.topics.append(topic)
-            counts.append(count)
-        class_topic_lists.append(range(len(r.topics)))
+    # Topics in canonical (sorted) order, and each class's topics ascending: ties are broken by
+    # topic order, which must not follow set iteration order (str/bytes hashes are seeded per
+    # process, so the same group would get another assignment in another process). Kafka fails
+    # the assignment when a member subscribes to a topic the metadata does not know
+    # (PartitionAssignorException).
+    if g.n_classes == 1:
+        r.topics = previous_topic_order(r.specs, r.class_subscriptions[0])
+        if r.topics is None:
+            r.topics = canonical_topic_order(list(r.class_subscriptions[0]))
+        class_topic_lists = [range(len(r.topics))]
     else:
-        r.topic_by_value_ = {}
+        union = {}
         for subscription in r.class_subscriptions:
-            indices = []
             for topic in subscription:
-                found = r.topic_by_value_.get(topic)
-                if found is None:
-                    count = partition_counts.get(topic)
-                    if count is None or count < 0:
-                        raise LookupError(topic)
-                    found = len(r.topics)
-                    r.topic_by_value_[topic] = found
-                    r.topics.append(topic)
-                    counts.append(count)
-                indices.append(found)
-            class_topic_lists.append(indices)
+                union[topic] = None
+        r.topics = canonical_topic_order(list(union))
+        r.topic_by_value_ = {}
+        for t in range(len(r.topics)):
+            r.topic_by_value_[r.topics[t]] = t
+        class_topic_lists = [sorted([r.topic_by_value_[topic] for topic in subscription])
+                             for subscription in r.class_subscriptions]
+    counts = partition_counts_of(r.topics, partition_counts)
     g.n_topics = len(r.topics)
 
     g.topic_partitions = <int*>alloc(g.n_topics, sizeof(int))
