@@ -21,13 +21,14 @@ thread while the event loop serves other groups.
      members' totals differ by at most one too (a homogeneous group is one class, so every total
      does). Where several classes share a topic, its extras go to the least loaded classes.
   3. Stickiness decides who gets the extras. A member that held more than a topic's quota is
-     its "candidate": with the extra it keeps quota + 1 partitions of it, without, quota. The
-     candidates get as many extras as the totals allow (greedily, then by augmenting paths, as
-     in a bipartite matching); the rest go to members still short, rotating over the topics;
-     where that gets stuck, swaps that move nothing more. Then everyone keeps its previous
-     partitions up to its target, and only the partitions over a target, and unowned ones, move.
-     The number moved is the fewest any assignment balanced this way can move, or one more
-     (tests/test_assignors_properties.py checks it against an exact min-cost flow).
+     its "candidate": with the extra it keeps quota + 1 partitions of it, without, quota. This
+     is a min-cost flow (uniform_paths.pxi): the candidates get as many extras as the totals
+     allow (greedily, then by augmenting paths, as in a bipartite matching); the rest go to
+     members still short, rotating over the topics, and where no member with room lacks an open
+     topic, along cheapest augmenting paths. Then everyone keeps its previous partitions up to
+     its target, and only the partitions over a target, and unowned ones, move: the fewest any
+     assignment balanced this way can move (tests/test_assignors_properties.py checks it
+     against an exact min-cost flow).
 Kafka's UniformAssignor balances members' totals only (heterogeneous: as well as it can), so one
 member may hold a whole topic while another holds none of it; corral keeps each topic spread too.
 Where choices tie, members are taken in input order and topics in sorted order (never in a set's
@@ -65,4 +66,5 @@ include "results.pxi"
 include "group.pxi"
 include "uniform_extras.pxi"
 include "uniform_moves.pxi"
+include "uniform_paths.pxi"
 include "range.pxi"
