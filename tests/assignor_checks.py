@@ -98,6 +98,38 @@ def leave(group: GroupSpec, member: str) -> GroupSpec:
     return GroupSpec(members, group.subscription_type) if members else group
 
 
+def rebalancing_chain(group: GroupSpec, counts: Mapping, assignment: Mapping) -> tuple | None:
+    """Two members (m, w) where m could hand one of its topics' extra partitions to a subscriber
+    without one, that one another, ... down to w, whose total is 2 or more below m's; None when
+    there is no such chain. Under per-topic balance (each subscriber of a topic gets its quota or
+    one more) the members' totals are as even as they can be (the highest as low, the lowest as
+    high) exactly when there is none: the optimality condition of a separable convex cost on
+    this transportation problem."""
+    subscribers: dict = defaultdict(list)
+    for member, spec in group.members.items():
+        for topic in spec.subscribed_topic_ids:
+            subscribers[topic].append(member)
+    total = totals(assignment)
+    holds_extra = {(m, t): len(assignment[m].get(t, ())) > counts[t] // len(ms)
+                   for t, ms in subscribers.items() for m in ms}
+    for start in sorted(group.members, key=lambda m: -total[m]):
+        seen, frontier = {start}, [start]
+        while frontier:
+            reached = []
+            for member in frontier:
+                for topic in group.members[member].subscribed_topic_ids:
+                    if not holds_extra[member, topic]:
+                        continue
+                    for other in subscribers[topic]:
+                        if other not in seen and not holds_extra[other, topic]:
+                            if total[other] <= total[start] - 2:
+                                return start, other
+                            seen.add(other)
+                            reached.append(other)
+            frontier = reached
+    return None
+
+
 def minimal_moves(group: GroupSpec, counts: Mapping, before: Mapping) -> int | None:
     """The fewest partitions that any assignment meeting `uniform`'s balance (per topic, and
     totals within each set of members with the same subscription) must move from `before`: an

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 import corral
 from assignor_checks import (check_assignment, class_imbalance, determinism_digest, join, leave,
-                             minimal_moves, moved, per_topic_imbalance, topic_id, with_previous)
+                             minimal_moves, moved, per_topic_imbalance, rebalancing_chain, topic_id,
+                             with_previous)
 from corral._core import _assign
 from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor
 
@@ -74,7 +75,9 @@ def assert_balanced(group, counts, assignment):
 @given(groups().flatmap(messy_previous))
 def test_uniform_is_complete_exclusive_and_balanced_whatever_the_previous_assignment(case):
     group, counts = case
-    assert_balanced(group, counts, UNIFORM.assign(group, counts))
+    result = UNIFORM.assign(group, counts)
+    assert_balanced(group, counts, result)
+    assert rebalancing_chain(group, counts, result) is None  # totals as even as balance allows
 
 
 @settings(CHECKS, max_examples=30)

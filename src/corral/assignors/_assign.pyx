@@ -19,7 +19,8 @@ thread while the event loop serves other groups.
      differ by at most one partition of it.
   2. Members with identical subscriptions form a class. A class's extras are spread so that its
      members' totals differ by at most one too (a homogeneous group is one class, so every total
-     does). Where several classes share a topic, its extras go to the least loaded classes.
+     does). Where several classes share a topic, its extras are split between them so that the
+     totals are as even as per-topic balance allows (uniform_classes.pxi).
   3. Stickiness decides who gets the extras. A member that held more than a topic's quota is
      its "candidate": with the extra it keeps quota + 1 partitions of it, without, quota. This
      is a min-cost flow (uniform_paths.pxi): the candidates get as many extras as the totals
@@ -64,6 +65,7 @@ cdef extern from "Python.h":
 include "memory.pxi"
 include "results.pxi"
 include "group.pxi"
+include "uniform_classes.pxi"
 include "uniform_extras.pxi"
 include "uniform_moves.pxi"
 include "uniform_paths.pxi"

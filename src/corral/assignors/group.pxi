@@ -126,8 +126,8 @@ cdef int compare_topic_keys(const void* a, const void* b) noexcept nogil:
 
 
 cdef list canonical_topic_order(list topics):
-    """`topics` sorted. bytes ids (corral's) in C; anything else with Python's order, or by type
-    name and repr where values do not compare."""
+    """The positions of `topics` in sorted order. bytes ids (corral's) in C; anything else with
+    Python's order, or by type name and repr where values do not compare."""
     cdef Py_ssize_t n = len(topics), i, j, length
     cdef TopicKey* keys
     cdef const char* data
@@ -135,9 +135,9 @@ cdef list canonical_topic_order(list topics):
     for i in range(n):
         if type(topics[i]) is not bytes:
             try:
-                return sorted(topics)
+                return sorted(range(n), key=topics.__getitem__)
             except TypeError:
-                return sorted(topics, key=lambda topic: (type(topic).__qualname__, repr(topic)))
+                return sorted(range(n), key=lambda i: (type(topics[i]).__qualname__, repr(topics[i])))
     keys = <TopicKey*>alloc(n, sizeof(TopicKey))
     try:
         for i in range(n):
@@ -150,7 +150,7 @@ cdef list canonical_topic_order(list topics):
                     keys[i].high, word = word, 0
             keys[i].low = word
         qsort(keys, n, sizeof(TopicKey), compare_topic_keys)
-        return [topics[keys[i].index] for i in range(n)]
+        return [keys[i].index for i in range(n)]
     finally:
         release(keys)
 
@@ -240,22 +240,35 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
     # process, so the same group would get another assignment in another process). Kafka fails
     # the assignment when a member subscribes to a topic the metadata does not know
     # (PartitionAssignorException).
+    renumber = None
     if g.n_classes == 1:
         r.topics = previous_topic_order(r.specs, r.class_subscriptions[0])
         if r.topics is None:
-            r.topics = canonical_topic_order(list(r.class_subscriptions[0]))
+            r.topics = list(r.class_subscriptions[0])
+            r.topics = [r.topics[i] for i in canonical_topic_order(r.topics)]
         class_topic_lists = [range(len(r.topics))]
     else:
-        union = {}
-        for subscription in r.class_subscriptions:
-            for topic in subscription:
-                union[topic] = None
-        r.topics = canonical_topic_order(list(union))
+        # Numbered as found, then renumbered in sorted order (one dict lookup per topic of
+        # each class: with a class per member, that is most of the reading).
         r.topic_by_value_ = {}
-        for t in range(len(r.topics)):
+        found_topics = []
+        class_topic_lists = []
+        for subscription in r.class_subscriptions:
+            indices = []
+            for topic in subscription:
+                found = r.topic_by_value_.get(topic)
+                if found is None:
+                    found = len(found_topics)
+                    r.topic_by_value_[topic] = found
+                    found_topics.append(topic)
+                indices.append(found)
+            class_topic_lists.append(indices)
+        order = canonical_topic_order(found_topics)
+        r.topics = [found_topics[i] for i in order]
+        renumber = _IntArray(max(len(order), 1))
+        for t in range(len(order)):
+            (<_IntArray>renumber).data[<int>order[t]] = t
             r.topic_by_value_[r.topics[t]] = t
-        class_topic_lists = [sorted([r.topic_by_value_[topic] for topic in subscription])
-                             for subscription in r.class_subscriptions]
     counts = partition_counts_of(r.topics, partition_counts)
     g.n_topics = len(r.topics)
 
@@ -294,7 +307,7 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
         indices = class_topic_lists[c]
         g.class_topic_offset[c + 1] = g.class_topic_offset[c] + len(indices)
         for i in range(len(indices)):
-            t = indices[i]
+            t = indices[i] if renumber is None else (<_IntArray>renumber).data[<int>indices[i]]
             g.class_topics[g.class_topic_offset[c] + i] = t
             g.topic_class_offset[t + 1] += 1
             g.topic_subscribers[t] += g.class_offset[c + 1] - g.class_offset[c]
@@ -309,6 +322,17 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
             g.class_topic_slot[i] = slot
             g.topic_stamp[t] += 1
     memset(g.topic_stamp, 0, g.n_topics * sizeof(int))
+    if g.n_classes > 1:
+        # Each class's topics ascending (they were read in a set's order): listed again topic
+        # by topic, a counting sort.
+        memset(g.class_scratch, 0, g.n_classes * sizeof(int))
+        for t in range(g.n_topics):
+            for slot in range(g.topic_class_offset[t], g.topic_class_offset[t + 1]):
+                c = g.topic_classes[slot]
+                i = g.class_topic_offset[c] + g.class_scratch[c]
+                g.class_topics[i] = t
+                g.class_topic_slot[i] = slot
+                g.class_scratch[c] += 1
     # Which class subscribes to which topic, for reading previous assignments: a bitmap unless
     # that would be large (then Python's `in` on the subscription).
     bits = <int64_t>g.n_classes * g.n_topics

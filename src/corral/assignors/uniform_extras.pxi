@@ -1,4 +1,4 @@
-# Part of _assign.pyx (textually included there): uniform, step by step (no GIL): quotas, candidates and who gets the extras.
+# Part of _assign.pyx (textually included there): uniform, step by step (no GIL): quotas, candidates and who gets the extras within a class.
 
 # ---------------------------------------------------------------------------------------------
 # uniform, step by step (no GIL).
@@ -30,93 +30,6 @@ cdef int compute_quotas_and_candidates(Group* g) noexcept nogil:
                 n_candidates += 1
             held[o] = 0
         g.candidate_offset[t + 1] = n_candidates
-    return 0
-
-
-cdef inline bint lighter(Group* g, int c, int d, int64_t* load) noexcept nogil:
-    """Whether class c's average load (partitions per member, so far) is below class d's."""
-    cdef int64_t size_c = g.class_offset[c + 1] - g.class_offset[c]
-    cdef int64_t size_d = g.class_offset[d + 1] - g.class_offset[d]
-    return load[c] * size_d < load[d] * size_c
-
-
-cdef inline bint before(Group* g, int c, int d, int64_t* load) noexcept nogil:
-    """Heap order: the lighter class, the lower index on a tie (deterministic)."""
-    return lighter(g, c, d, load) or (not lighter(g, d, c, load) and c < d)
-
-
-cdef void heap_push(Group* g, int* heap, int n, int c, int64_t* load) noexcept nogil:
-    cdef int i = n, parent
-    heap[i] = c
-    while i > 0:
-        parent = (i - 1) // 2
-        if not before(g, heap[i], heap[parent], load):
-            break
-        heap[i], heap[parent] = heap[parent], heap[i]
-        i = parent
-
-
-cdef void heap_down(Group* g, int* heap, int n, int i, int64_t* load) noexcept nogil:
-    cdef int smallest, child
-    while True:
-        smallest = i
-        for child in range(2 * i + 1, min(2 * i + 3, n)):
-            if before(g, heap[child], heap[smallest], load):
-                smallest = child
-        if smallest == i:
-            return
-        heap[i], heap[smallest] = heap[smallest], heap[i]
-        i = smallest
-
-
-cdef int share_extras_between_classes(Group* g, int64_t* load, int* given, int* heap) noexcept nogil:
-    """How many of each topic's extras each subscribed class gets. With one class (a homogeneous
-    group, or a topic only one kind of member wants) it gets them all. Otherwise each class first
-    gets one per sticky candidate it has, then the rest go one at a time to the class with the
-    lowest average load (`load`: partitions per class so far, quotas included). `heap`: room
-    for every class."""
-    cdef int t, c, i, n, best, remaining, lo, hi
-    for c in range(g.n_classes):
-        for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
-            load[c] += <int64_t>g.quota[g.class_topics[i]] * (g.class_offset[c + 1] - g.class_offset[c])
-    for t in range(g.n_topics):
-        lo, hi = g.topic_class_offset[t], g.topic_class_offset[t + 1]
-        if hi - lo == 1:
-            g.topic_class_extras[lo] = g.topic_extras[t]
-            load[g.topic_classes[lo]] += g.topic_extras[t]
-            continue
-        remaining = g.topic_extras[t]
-        for i in range(lo, hi):
-            given[g.topic_classes[i]] = 0
-        for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
-            if remaining == 0:
-                break
-            c = g.member_class[g.candidates[i]]
-            if given[c] < g.class_offset[c + 1] - g.class_offset[c]:
-                given[c] += 1
-                load[c] += 1
-                remaining -= 1
-        # The lightest class first, from a binary heap of the classes with room (many classes
-        # can share a topic: one per member when every subscription differs).
-        n = 0
-        for i in range(lo, hi):
-            c = g.topic_classes[i]
-            if given[c] < g.class_offset[c + 1] - g.class_offset[c]:
-                heap_push(g, heap, n, c, load)
-                n += 1
-        while remaining > 0:
-            best = heap[0]
-            given[best] += 1
-            load[best] += 1
-            remaining -= 1
-            n -= 1
-            heap[0] = heap[n]
-            heap_down(g, heap, n, 0, load)
-            if given[best] < g.class_offset[best + 1] - g.class_offset[best]:
-                heap_push(g, heap, n, best, load)
-                n += 1
-        for i in range(lo, hi):
-            g.topic_class_extras[i] = given[g.topic_classes[i]]
     return 0
 
 

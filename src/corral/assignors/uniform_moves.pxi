@@ -335,7 +335,10 @@ def uniform(members, bint homogeneous, partition_counts):
         with nogil:
             compute_quotas_and_candidates(&g)
             share_extras_between_classes(&g, load, given, heap)
+            ok = balance_classes(&g)
             plan_class_sizes(&g)
+        if not ok:
+            raise MemoryError()
         g.member_extra_topics = <int*>alloc(g.member_extra_offset[g.n_members], sizeof(int))
         listed_offset = <int*>alloc(g.n_topics + 1, sizeof(int))
         listed_members = <int*>alloc(g.member_extra_offset[g.n_members], sizeof(int))
