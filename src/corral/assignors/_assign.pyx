@@ -59,7 +59,7 @@ cdef extern from "Python.h":
     long PyLong_AsLong(PyObject* obj) except? -1
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     int PyBytes_AsStringAndSize(object data, char** buffer, Py_ssize_t* length) except -1
-    PyObject* PyDict_GetItem(object mapping, object key)                  # borrowed, no error
+    PyObject* PyDict_GetItemWithError(object mapping, object key) except? NULL  # borrowed
 
 # The parts, in order (one module, split by `include` to keep each file short).
 include "memory.pxi"

@@ -29,6 +29,7 @@ cdef struct Group:
     unsigned char* subscribes    # bitmap class x topic (several classes only), or NULL
 
     int* previous_owner          # per partition: member index in the previous assignment, or -1
+    char* topic_settled          # per topic: see collect_candidates
     int* owner                   # per partition: member index in the new assignment
 
     # Sticky candidates: per topic, the members that held more than its quota (CSR).
@@ -72,6 +73,7 @@ cdef void free_group(Group* g) noexcept:
     release(g.topic_stamp); release(g.class_scratch); release(g.member_list)
     release(g.candidate_used); release(g.member_candidates)
     release(g.partition_list); release(g.class_topic_slot); release(g.subscribes)
+    release(g.topic_settled)
     memset(g, 0, sizeof(Group))
 
 
@@ -173,21 +175,29 @@ cdef object previous_topic_order(list specs, subscription):
     return None
 
 
-cdef list partition_counts_of(list topics, partition_counts):
-    """Each topic's partition count; LookupError for a topic without one (or a negative one)."""
-    cdef list counts = []
+cdef int read_partition_counts(Group* g, list topics, partition_counts) except -1:
+    """Each topic's partition count into the group; LookupError for a topic without one (or a
+    negative one)."""
     cdef PyObject* found
     cdef bint exact = type(partition_counts) is dict
-    for topic in topics:
+    cdef long n
+    cdef int t
+    g.topic_partitions = <int*>alloc(len(topics), sizeof(int))
+    g.topic_offset = <int64_t*>alloc(len(topics) + 1, sizeof(int64_t))
+    for t in range(len(topics)):
+        topic = topics[t]
         if exact:
-            found = PyDict_GetItem(partition_counts, topic)
-            count = None if found == NULL else <object>found
+            found = PyDict_GetItemWithError(partition_counts, topic)
+            n = -1 if found == NULL else PyLong_AsLong(found)
         else:
             count = partition_counts.get(topic)
-        if count is None or count < 0:
+            n = -1 if count is None else count
+        if n < 0:
             raise LookupError(topic)
-        counts.append(count)
-    return counts
+        g.topic_partitions[t] = <int>n
+        g.topic_offset[t + 1] = g.topic_offset[t] + n
+    g.n_partitions = g.topic_offset[len(topics)]
+    return 0
 
 
 cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts):
@@ -197,11 +207,15 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
     cdef dict class_by_identity, class_by_value
     cdef object last_subscription = None
     cdef int last_class = -1
-    r.member_ids = []
-    r.specs = []
-    for member_id, spec in members.items():
-        r.member_ids.append(member_id)
-        r.specs.append(spec)
+    if type(members) is dict:
+        r.member_ids = list(members)
+        r.specs = list((<dict>members).values())
+    else:
+        r.member_ids = []
+        r.specs = []
+        for member_id, spec in members.items():
+            r.member_ids.append(member_id)
+            r.specs.append(spec)
     g.n_members = len(r.member_ids)
     g.member_class = <int*>alloc(g.n_members, sizeof(int))
 
@@ -269,16 +283,8 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
         for t in range(len(order)):
             (<_IntArray>renumber).data[<int>order[t]] = t
             r.topic_by_value_[r.topics[t]] = t
-    counts = partition_counts_of(r.topics, partition_counts)
     g.n_topics = len(r.topics)
-
-    g.topic_partitions = <int*>alloc(g.n_topics, sizeof(int))
-    g.topic_offset = <int64_t*>alloc(g.n_topics + 1, sizeof(int64_t))
-    for t in range(g.n_topics):
-        n = counts[t]
-        g.topic_partitions[t] = n
-        g.topic_offset[t + 1] = g.topic_offset[t] + n
-    g.n_partitions = g.topic_offset[g.n_topics]
+    read_partition_counts(g, r.topics, partition_counts)
 
     # Classes: members (CSR) and topics (CSR); topics: their classes (CSR).
     g.class_offset = <int*>alloc(g.n_classes + 1, sizeof(int))
@@ -307,7 +313,10 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
         indices = class_topic_lists[c]
         g.class_topic_offset[c + 1] = g.class_topic_offset[c] + len(indices)
         for i in range(len(indices)):
-            t = indices[i] if renumber is None else (<_IntArray>renumber).data[<int>indices[i]]
+            if g.n_classes == 1:
+                t = i  # every topic, in order
+            else:
+                t = (<_IntArray>renumber).data[<int>indices[i]]
             g.class_topics[g.class_topic_offset[c] + i] = t
             g.topic_class_offset[t + 1] += 1
             g.topic_subscribers[t] += g.class_offset[c + 1] - g.class_offset[c]
@@ -375,6 +384,11 @@ cdef int* topic_map_of(TargetAssignment target, IdentityMap* topics_by_identity,
         return (<_IntArray>holder).data
     holder = _IntArray(max(target.n_topics, 1))
     mapping = (<_IntArray>holder).data
+    if target.topics is r.topics:  # (previous_topic_order lent it)
+        for i in range(target.n_topics):
+            mapping[i] = i
+        maps[id(target)] = holder
+        return mapping
     for i in range(target.n_topics if same else 0):
         if target.topics[i] is not r.topics[i]:
             same = False
@@ -401,8 +415,9 @@ cdef TargetAssignment whole_previous_target(Group* g, _Reader r, int* old_to_new
                 target = previous.target
                 for i in range(target.n_members):
                     old_to_new[i] = -1
+            old_id = target.member_ids[previous.index]
             if (previous.target is not target or old_to_new[previous.index] != -1
-                    or target.member_ids[previous.index] != r.member_ids[m]):
+                    or (old_id is not r.member_ids[m] and old_id != r.member_ids[m])):
                 return None
             old_to_new[previous.index] = m
         elif assignment:
@@ -410,11 +425,57 @@ cdef TargetAssignment whole_previous_target(Group* g, _Reader r, int* old_to_new
     return target
 
 
-cdef int read_previous_assignment(Group* g, _Reader r) except -1:
+cdef void read_topic_owners(Group* g, int t, const int* old_owner, int n,
+                            const int* old_to_new) noexcept nogil:
+    """Topic t's previous owners from a previous target's (its first n partitions; the rest
+    are new), then its candidates (hold, collect_candidates). The loop is spelled out with local
+    pointers: it runs once per partition of the group."""
+    cdef int* previous = g.previous_owner + g.topic_offset[t]
+    cdef int* stamp = g.member_stamp
+    cdef int* listed = g.candidates + g.candidate_offset[t]
+    cdef int* counted = g.member_candidates
+    cdef int p, o, m, mark = -(t + 1), touched = 0, unowned = g.topic_partitions[t] - n
+    cdef int64_t row
+    cdef bint repeated = False
+    if g.n_classes == 1 and g.quota[t] == 0:  # the usual case in big groups, kept tight
+        for p in range(n):
+            o = old_owner[p]
+            m = old_to_new[o] if o >= 0 else -1
+            previous[p] = m
+            if m < 0:
+                unowned += 1
+            elif stamp[m] == mark:  # (hold's quota-0 case, inline)
+                repeated = True
+            else:
+                stamp[m] = mark
+                listed[touched] = m
+                counted[m] += 1
+                touched += 1
+    else:
+        for p in range(n):
+            o = old_owner[p]
+            m = old_to_new[o] if o >= 0 else -1
+            if m >= 0 and g.n_classes > 1:  # a member that no longer subscribes to t drops it
+                row = <int64_t>g.member_class[m] * g.n_topics + t
+                if not (g.subscribes[row >> 3] >> (row & 7)) & 1:
+                    m = -1
+            previous[p] = m
+            if m < 0:
+                unowned += 1
+            else:
+                hold(g, t, m, &touched, &repeated)
+    for p in range(n, g.topic_partitions[t]):
+        previous[p] = -1
+    collect_candidates(g, t, touched, unowned, repeated)
+
+
+cdef int read_previous_assignment(Group* g, _Reader r, bint with_candidates) except -1:
     """previous_owner from each member's `assignment`. Partitions of topics the member no longer
     subscribes to, out of range, or already owned by an earlier member are dropped. A previous
     TargetAssignment is read from its arrays: all at once when it is the whole group's (one
-    pass over its partitions), else member by member; any other mapping through Python."""
+    pass over its partitions), else member by member; any other mapping through Python.
+    `with_candidates` (uniform): also collect_candidates, in the same pass when the previous
+    target has the group's topics in the group's order (the usual case)."""
     cdef IdentityMap topics_by_identity
     cdef int m, t, old_t, i, j, p, o, n
     cdef int64_t base, old_base
@@ -424,9 +485,8 @@ cdef int read_previous_assignment(Group* g, _Reader r) except -1:
     cdef int* mapping
     cdef int* old_to_new = NULL
     cdef dict topic_maps = {}
-    g.previous_owner = <int*>alloc(g.n_partitions, sizeof(int))
-    for i in range(g.n_partitions):
-        g.previous_owner[i] = -1
+    cdef bint same_topics
+    g.previous_owner = <int*>alloc_uninit(g.n_partitions, sizeof(int))
     identity_map_init(&topics_by_identity, g.n_topics)
     try:
         first = None
@@ -439,6 +499,19 @@ cdef int read_previous_assignment(Group* g, _Reader r) except -1:
             target = whole_previous_target(g, r, old_to_new)
             if target is not None:
                 mapping = topic_map_of(target, &topics_by_identity, r, topic_maps)
+                same_topics = target.n_topics == g.n_topics
+                for t in range(g.n_topics if same_topics else 0):
+                    same_topics = same_topics and mapping[t] == t
+                if same_topics and with_candidates and (g.n_classes == 1 or g.subscribes != NULL):
+                    # One pass: owners, and each topic's candidates right after its partitions.
+                    with nogil:
+                        for t in range(g.n_topics):
+                            read_topic_owners(g, t, target.owner + target.topic_offset[t],
+                                              min(g.topic_partitions[t], target.topic_partitions[t]),
+                                              old_to_new)
+                    return 0
+                for i in range(g.n_partitions):
+                    g.previous_owner[i] = -1
                 for old_t in range(target.n_topics):
                     t = mapping[old_t]
                     if t < 0:
@@ -453,7 +526,11 @@ cdef int read_previous_assignment(Group* g, _Reader r) except -1:
                             if m >= 0 and (g.n_classes == 1 or member_subscribes(
                                     g, m, t, topic, r.class_subscriptions[g.member_class[m]])):
                                 g.previous_owner[base + p] = m
+                if with_candidates:
+                    compute_candidates(g)
                 return 0
+        for i in range(g.n_partitions):
+            g.previous_owner[i] = -1
         for m in range(g.n_members):
             assignment = r.specs[m].assignment
             subscription = r.class_subscriptions[g.member_class[m]]
@@ -486,6 +563,8 @@ cdef int read_previous_assignment(Group* g, _Reader r) except -1:
                 else:
                     for item in partitions:
                         take_previous(g, m, t, item)
+        if with_candidates:
+            compute_candidates(g)
     finally:
         identity_map_free(&topics_by_identity)
         release(old_to_new)

@@ -3,34 +3,74 @@
 # ---------------------------------------------------------------------------------------------
 # uniform, step by step (no GIL).
 
-cdef int compute_quotas_and_candidates(Group* g) noexcept nogil:
-    """Quota and extras per topic; and the sticky candidates: per topic, the members that held
-    more than its quota before (each keeps quota + 1 if it gets one of the topic's extras)."""
-    cdef int t, p, o, i, touched, n_candidates = 0
-    cdef int64_t base
-    cdef int* held = g.member_scratch
-    cdef int* touched_members = g.member_list
+cdef void compute_quotas(Group* g) noexcept nogil:
+    """Quota and extras per topic."""
+    cdef int t
     for t in range(g.n_topics):
         g.quota[t] = g.topic_partitions[t] // g.topic_subscribers[t]
         g.topic_extras[t] = g.topic_partitions[t] % g.topic_subscribers[t]
+
+
+cdef inline void hold(Group* g, int t, int m, int* touched, bint* repeated) noexcept nogil:
+    """Member m held one more partition of topic t (read in topic order). With a quota of 0
+    (fewer partitions than subscribers, as in big groups) every owner is a candidate, listed at
+    once (and marked -(t + 1) in member_stamp, which move_partitions later marks t + 1); else
+    owners are counted in member_scratch and listed in member_list for collect_candidates."""
+    if g.quota[t] == 0:
+        if g.member_stamp[m] == -(t + 1):
+            repeated[0] = True
+        else:
+            g.member_stamp[m] = -(t + 1)
+            g.candidates[g.candidate_offset[t] + touched[0]] = m
+            g.member_candidates[m] += 1
+            touched[0] += 1
+        return
+    if g.member_scratch[m] == 0:
+        g.member_list[touched[0]] = m
+        touched[0] += 1
+    g.member_scratch[m] += 1
+
+
+cdef void collect_candidates(Group* g, int t, int touched, int unowned, bint repeated) noexcept nogil:
+    """Topic t's sticky candidates, from the partitions hold() saw: the members that held more
+    than its quota (each keeps quota + 1 if it gets one of the topic's extras); the counts are
+    zero again after. Also whether the topic is `settled`: every partition owned, none by a
+    member over quota + 1 (then if every candidate gets an extra, nothing of it moves)."""
+    cdef int i, o, most = 0, n_candidates = g.candidate_offset[t]
+    if g.quota[t] == 0:  # listed already
+        g.candidate_offset[t + 1] = n_candidates + touched
+        g.topic_settled[t] = unowned == 0 and not repeated
+        return
+    for i in range(touched):
+        o = g.member_list[i]
+        if g.member_scratch[o] > g.quota[t] and g.topic_extras[t] > 0:
+            g.candidates[n_candidates] = o
+            g.member_candidates[o] += 1
+            n_candidates += 1
+        if g.member_scratch[o] > most:
+            most = g.member_scratch[o]
+        g.member_scratch[o] = 0
+    g.candidate_offset[t + 1] = n_candidates
+    g.topic_settled[t] = unowned == 0 and most <= g.quota[t] + (g.topic_extras[t] > 0)
+
+
+cdef void compute_candidates(Group* g) noexcept nogil:
+    """collect_candidates for every topic, from previous_owner."""
+    cdef int t, p, o, touched, unowned
+    cdef bint repeated
+    cdef int64_t base
+    for t in range(g.n_topics):
         base = g.topic_offset[t]
-        touched = 0
+        touched = unowned = 0
+        repeated = False
         for p in range(g.topic_partitions[t]):
             o = g.previous_owner[base + p]
             if o >= 0:
-                if held[o] == 0:
-                    touched_members[touched] = o
-                    touched += 1
-                held[o] += 1
-        for i in range(touched):
-            o = touched_members[i]
-            if held[o] > g.quota[t] and g.topic_extras[t] > 0:
-                g.candidates[n_candidates] = o
-                g.member_candidates[o] += 1
-                n_candidates += 1
-            held[o] = 0
-        g.candidate_offset[t + 1] = n_candidates
-    return 0
+                hold(g, t, o, &touched, &repeated)
+            else:
+                unowned += 1
+        collect_candidates(g, t, touched, unowned, repeated)
+
 
 
 cdef inline void count_extra(Group* g, int m) noexcept nogil:
@@ -107,9 +147,13 @@ cdef void keep_sticky_extras(Group* g, int* left, int* waiting, int* waiting_off
     cdef int* active = g.topic_stamp
     cdef int* slot_of_class = g.class_scratch
     for t in range(g.n_topics):
+        waiting_offset[t + 1] = waiting_offset[t]
+        if g.n_classes == 1:  # (the usual case, without the lookups below)
+            keep_sticky_extras_of_topic(g, t, left, waiting, waiting_offset)
+            rounds = max(rounds, waiting_offset[t + 1] - waiting_offset[t])
+            continue
         for i in range(g.topic_class_offset[t], g.topic_class_offset[t + 1]):
             slot_of_class[g.topic_classes[i]] = i
-        waiting_offset[t + 1] = waiting_offset[t]
         for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
             m = g.candidates[i]
             slot = slot_of_class[g.member_class[m]]
@@ -150,6 +194,28 @@ cdef void keep_sticky_extras(Group* g, int* left, int* waiting, int* waiting_off
         n_active = kept_active
     for j in range(used_active):
         active[j] = 0
+
+
+cdef inline void keep_sticky_extras_of_topic(Group* g, int t, int* left, int* waiting,
+                                             int* waiting_offset) noexcept nogil:
+    """keep_sticky_extras' first pass for topic t of a group with one class (slot t)."""
+    cdef int i, m, k = g.class_base_extras[0], remaining = left[t], n_waiting = waiting_offset[t + 1]
+    cdef const int* candidates = g.candidates
+    cdef int* count = g.member_extra_count
+    cdef char* used = g.candidate_used
+    for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
+        if remaining == 0:
+            break
+        m = candidates[i]
+        if count[m] < k:  # (so it stays <= k: class_at_top is unchanged)
+            count[m] += 1
+            used[i] = 1
+            remaining -= 1
+        else:
+            waiting[n_waiting] = i
+            n_waiting += 1
+    left[t] = remaining
+    waiting_offset[t + 1] = n_waiting
 
 
 cdef inline void take_sticky(Group* g, int i, int* left, int slot) noexcept nogil:

@@ -212,10 +212,12 @@ cdef void move_partitions(Group* g, int* listed_offset, int* listed_members) noe
     the lists are complete, its candidates flagged by the sticky pass."""
     cdef int t, p, o, i, j, c, m, q, n_free, next_free, target
     cdef int64_t base
-    cdef bint flagged = not g.lists_complete
+    cdef bint flagged = not g.lists_complete, settled
     cdef int* kept = g.member_scratch
     cdef int* extra_stamp = g.member_stamp
     cdef int* free_partitions = g.partition_list
+    cdef const int* candidates = g.candidates
+    cdef const char* used = g.candidate_used
     for m in range(g.n_members):
         for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_list_count[m]):
             listed_offset[g.member_extra_topics[i] + 1] += 1
@@ -233,10 +235,21 @@ cdef void move_partitions(Group* g, int* listed_offset, int* listed_members) noe
         base = g.topic_offset[t]
         for i in range(listed_offset[t], listed_offset[t + 1]):
             extra_stamp[listed_members[i]] = t + 1
+        if g.topic_settled[t]:
+            # Every partition owned, no owner over quota + 1: if every candidate has an extra,
+            # each owner's target is what it holds, and nothing of the topic moves.
+            settled = True
+            for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
+                if not ((flagged and used[i]) or extra_stamp[candidates[i]] == t + 1):
+                    settled = False
+                    break
+            if settled:
+                memcpy(g.owner + base, g.previous_owner + base, g.topic_partitions[t] * sizeof(int))
+                continue
         if flagged:
             for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
-                if g.candidate_used[i]:
-                    extra_stamp[g.candidates[i]] = t + 1
+                if used[i]:
+                    extra_stamp[candidates[i]] = t + 1
         n_free = 0
         for p in range(g.topic_partitions[t]):
             o = g.previous_owner[base + p]
@@ -307,13 +320,13 @@ def uniform(members, bint homogeneous, partition_counts):
         return {}
     try:
         r = read_members(&g, members, homogeneous, partition_counts)
-        read_previous_assignment(&g, r)
         g.quota = <int*>alloc(g.n_topics, sizeof(int))
         g.topic_extras = <int*>alloc(g.n_topics, sizeof(int))
-        g.owner = <int*>alloc(g.n_partitions, sizeof(int))
+        g.topic_settled = <char*>alloc(g.n_topics, sizeof(char))
+        g.owner = <int*>alloc_uninit(g.n_partitions, sizeof(int))  # move_partitions sets all
         g.candidate_offset = <int*>alloc(g.n_topics + 1, sizeof(int))
         # At most one candidate (and at most one extra) per partition.
-        g.candidates = <int*>alloc(g.n_partitions, sizeof(int))
+        g.candidates = <int*>alloc_uninit(g.n_partitions, sizeof(int))
         g.candidate_used = <char*>alloc(g.n_partitions, sizeof(char))
         g.member_candidates = <int*>alloc(g.n_members, sizeof(int))
         g.member_scratch = <int*>alloc(g.n_members, sizeof(int))
@@ -331,17 +344,18 @@ def uniform(members, bint homogeneous, partition_counts):
         for t in range(g.n_topics):
             if g.topic_partitions[t] > largest:
                 largest = g.topic_partitions[t]
-        g.partition_list = <int*>alloc(largest, sizeof(int))
+        g.partition_list = <int*>alloc_uninit(largest, sizeof(int))
+        compute_quotas(&g)
+        read_previous_assignment(&g, r, True)  # and the candidates
         with nogil:
-            compute_quotas_and_candidates(&g)
             share_extras_between_classes(&g, load, given, heap)
             ok = balance_classes(&g)
             plan_class_sizes(&g)
         if not ok:
             raise MemoryError()
-        g.member_extra_topics = <int*>alloc(g.member_extra_offset[g.n_members], sizeof(int))
+        g.member_extra_topics = <int*>alloc_uninit(g.member_extra_offset[g.n_members], sizeof(int))
         listed_offset = <int*>alloc(g.n_topics + 1, sizeof(int))
-        listed_members = <int*>alloc(g.member_extra_offset[g.n_members], sizeof(int))
+        listed_members = <int*>alloc_uninit(g.member_extra_offset[g.n_members], sizeof(int))
         with nogil:
             ok = place_extras(&g)
             if ok:
