@@ -65,6 +65,7 @@ cdef extern from "Python.h":
 include "memory.pxi"
 include "results.pxi"
 include "group.pxi"
+include "previous.pxi"
 include "uniform_classes.pxi"
 include "uniform_extras.pxi"
 include "uniform_moves.pxi"
