@@ -182,6 +182,8 @@ cdef int read_previous_assignment(Group* g, _Reader r, bint with_candidates) exc
             g.previous_owner[i] = -1
         for m in range(g.n_members):
             assignment = r.specs[m].assignment
+            if type(assignment) is not MemberAssignment and not assignment:
+                continue  # (a new member)
             subscription = r.class_subscriptions[g.member_class[m]]
             if type(assignment) is MemberAssignment:
                 previous = <MemberAssignment>assignment
@@ -198,8 +200,6 @@ cdef int read_previous_assignment(Group* g, _Reader r, bint with_candidates) exc
                         if t >= 0:
                             take_previous(g, m, t, target.pair_partition[j])
                         j += 1
-                continue
-            if not assignment:
                 continue
             for topic, partitions in assignment.items():
                 t = topic_index(&topics_by_identity, <PyObject*>topic, by_value(r))

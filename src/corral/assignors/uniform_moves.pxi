@@ -25,7 +25,7 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
     augmenting paths (uniform_paths.pxi). False only if that fails (not expected)."""
     cdef int i, j, m, t, n, need, n_open = 0, cursor = 0, scanned, exhausted = 0
     cdef int64_t work, needing, remaining
-    cdef bint ok, mixed
+    cdef bint ok, mixed, check_flags
     cdef PathSearch search
     cdef int k = g.class_base_extras[c]
     cdef int* mark = g.topic_stamp
@@ -72,6 +72,7 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
                 i += 1
     # Phase 0: members below k; 1: k + 1 for class_top_slots members. Directly only: a member
     # takes an extra of a topic it lacks, rotating over the open topics.
+    check_flags = not g.lists_complete and g.candidate_offset[g.n_topics] > 0
     for phase in range(2):
         for j in range(n):
             m = g.class_members[g.class_offset[c] + <int>(order[j] & <int64_t>0xFFFFFFFF)]
@@ -89,7 +90,7 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
                 cursor = cursor + 1 if cursor + 1 < n_open else 0
                 scanned += 1
                 if left_of[t] > 0 and mark[t] != m + 1 and not (
-                        not g.lists_complete and holds_sticky_extra(g, m, t)):
+                        check_flags and holds_sticky_extra(g, m, t)):
                     give_extra(g, m, t)
                     mark[t] = m + 1
                     left_of[t] -= 1
