@@ -60,6 +60,8 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     int PyBytes_AsStringAndSize(object data, char** buffer, Py_ssize_t* length) except -1
     PyObject* PyDict_GetItemWithError(object mapping, object key) except? NULL  # borrowed
+    list PyDict_Keys(object mapping)
+    list PyDict_Values(object mapping)
 
 # The parts, in order (one module, split by `include` to keep each file short).
 include "memory.pxi"

@@ -207,9 +207,9 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
     cdef dict class_by_identity, class_by_value
     cdef object last_subscription = None
     cdef int last_class = -1
-    if type(members) is dict:
-        r.member_ids = list(members)
-        r.specs = list((<dict>members).values())
+    if type(members) is dict:  # (copied as lists at once, not through iterators)
+        r.member_ids = PyDict_Keys(members)
+        r.specs = PyDict_Values(members)
     else:
         r.member_ids = []
         r.specs = []

@@ -74,7 +74,9 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
     # takes an extra of a topic it lacks, rotating over the open topics.
     check_flags = not g.lists_complete and g.candidate_offset[g.n_topics] > 0
     for phase in range(2):
-        for j in range(n):
+        if phase == 1 and g.class_at_top[c] >= g.class_top_slots[c]:
+            break  # no k + 1 slot left
+        for j in range(needing if phase == 0 else n):  # (phase 0: the members needing some)
             m = g.class_members[g.class_offset[c] + <int>(order[j] & <int64_t>0xFFFFFFFF)]
             if phase == 0:
                 need = k - g.member_extra_count[m]
