@@ -144,7 +144,7 @@ cdef int read_previous_assignment(Group* g, _Reader r, bint with_candidates) exc
                 first = r.specs[m].assignment
                 break
         if first is not None:
-            old_to_new = <int*>alloc((<MemberAssignment>first).target.n_members, sizeof(int))
+            old_to_new = <int*>alloc_uninit((<MemberAssignment>first).target.n_members, sizeof(int))
             target = whole_previous_target(g, r, old_to_new)
             if target is not None:
                 mapping = topic_map_of(target, &topics_by_identity, r, topic_maps)
