@@ -37,14 +37,17 @@ cdef struct PathSearch:
     int* holder_count
     int* holders
     char* entry_sticky         # parallel to member_extra_topics: the member is that topic's candidate
-    int* holder_mark           # per member: stamps
-    int* candidate_mark
+    int* holder_mark           # per member: stamps (a fresh stamp each time: holders change)
+    int* candidate_mark        # per member: t + 1 for topic t's candidates (which never change)
+    int stamp
+    int* sinks                 # the members with room (k + 1 too while a slot is left)
+    int* sink_holders          # per topic: how many of them hold its extra
 
 
 cdef void free_path_search(PathSearch* s) noexcept nogil:
     free(s.dist); free(s.parent); free(s.queue); free(s.queued); free(s.holder_start)
     free(s.holder_count); free(s.holders); free(s.entry_sticky); free(s.holder_mark)
-    free(s.candidate_mark)
+    free(s.candidate_mark); free(s.sinks); free(s.sink_holders)
     memset(s, 0, sizeof(PathSearch))
 
 
@@ -65,6 +68,8 @@ cdef bint start_path_search(Group* g, PathSearch* s, int c) noexcept nogil:
     s.entry_sticky = <char*>calloc(g.member_extra_offset[g.n_members] + 1, 1)
     s.holder_mark = <int*>calloc(g.n_members, sizeof(int))
     s.candidate_mark = <int*>calloc(g.n_members, sizeof(int))
+    s.sinks = <int*>malloc((g.n_members + 1) * sizeof(int))
+    s.sink_holders = <int*>calloc(g.n_topics + 1, sizeof(int))
     for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
         t = g.class_topics[i]
         s.holder_start[t] = total
@@ -76,7 +81,7 @@ cdef bint start_path_search(Group* g, PathSearch* s, int c) noexcept nogil:
     if (s.dist == NULL or s.parent == NULL or s.queue == NULL or s.queued == NULL
             or s.holder_start == NULL or s.holder_count == NULL or s.holders == NULL
             or s.entry_sticky == NULL or s.holder_mark == NULL or s.candidate_mark == NULL
-            or position == NULL):
+            or s.sinks == NULL or s.sink_holders == NULL or position == NULL):
         free(position)
         return False
     for j in range(g.class_offset[c], g.class_offset[c + 1]):
@@ -142,11 +147,26 @@ cdef int augment_cheapest(Group* g, PathSearch* s, int* left_of) noexcept nogil:
     when there is none (not expected: the class's extras always fit)."""
     cdef int T = g.n_topics, TOP = g.n_topics + g.n_members, c = s.c
     cdef int k = g.class_base_extras[c], top_slots = g.class_top_slots[c]
-    cdef int i, j, m, t, u, v, d, head = 0, tail = 0, best = -1, best_cost = FAR
+    cdef int i, j, m, t, u, v, d, x, head = 0, tail = 0, best = -1, best_cost = FAR, n_sinks = 0
     cdef int64_t pops = 0, budget = <int64_t>64 * s.nodes + 4096
     for v in range(s.nodes):
         s.dist[v] = FAR
         s.queued[v] = 0
+    # The members with room, and per topic how many of them hold its extra: a topic reached at
+    # cost 0 that one of them lacks ends the search at once (the usual path: a member takes an
+    # open topic's extra and hands on one of its own), before all members are expanded.
+    s.stamp += 1
+    for j in range(g.class_offset[c], g.class_offset[c + 1]):
+        m = g.class_members[j]
+        if g.member_extra_count[m] < k or (g.member_extra_count[m] == k and g.class_at_top[c] < top_slots):
+            s.sinks[n_sinks] = m
+            n_sinks += 1
+            s.holder_mark[m] = s.stamp
+    for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
+        t = g.class_topics[i]
+        s.sink_holders[t] = 0
+        for j in range(s.holder_start[t], s.holder_start[t] + s.holder_count[t]):
+            s.sink_holders[t] += s.holder_mark[s.holders[j]] == s.stamp
     for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
         t = g.class_topics[i]
         if left_of[t] > 0:
@@ -162,13 +182,14 @@ cdef int augment_cheapest(Group* g, PathSearch* s, int* left_of) noexcept nogil:
         if pops > budget:
             return -1  # (a negative cycle would loop: impossible for a min-cost flow)
         if u < T:  # topic u's extra: to a member of the class without one of u
+            s.stamp += 1
             for i in range(s.holder_start[u], s.holder_start[u] + s.holder_count[u]):
-                s.holder_mark[s.holders[i]] = u + 1
+                s.holder_mark[s.holders[i]] = s.stamp
             for i in range(g.candidate_offset[u], g.candidate_offset[u + 1]):
                 s.candidate_mark[g.candidates[i]] = u + 1
             for j in range(g.class_offset[c], g.class_offset[c + 1]):
                 m = g.class_members[j]
-                if s.holder_mark[m] == u + 1:
+                if s.holder_mark[m] == s.stamp:
                     continue
                 v = T + m
                 reach(s, v, d - (s.candidate_mark[m] == u + 1), u, &tail)
@@ -181,7 +202,16 @@ cdef int augment_cheapest(Group* g, PathSearch* s, int* left_of) noexcept nogil:
                 if s.dist[TOP] < best_cost and g.class_at_top[c] < top_slots:
                     best, best_cost = TOP, s.dist[TOP]
             for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_list_count[m]):
-                reach(s, g.member_extra_topics[i], d + s.entry_sticky[i], u, &tail)
+                t = g.member_extra_topics[i]
+                reach(s, t, d + s.entry_sticky[i], u, &tail)
+                if s.parent[t] == u and s.dist[t] <= 0 and s.sink_holders[t] < n_sinks:
+                    x = sink_lacking(g, s, t, n_sinks)
+                    s.dist[T + x], s.parent[T + x] = s.dist[t], t
+                    best, best_cost = T + x, s.dist[t]
+                    if g.member_extra_count[x] == k:  # it steps up to k + 1
+                        s.dist[TOP], s.parent[TOP] = s.dist[t], T + x
+                        best = TOP
+                    break
         else:  # the k + 1 slots: a member there steps down, handing one of its extras on
             for j in range(g.class_offset[c], g.class_offset[c + 1]):
                 m = g.class_members[j]
@@ -191,6 +221,18 @@ cdef int augment_cheapest(Group* g, PathSearch* s, int* left_of) noexcept nogil:
         return -1
     apply_path(g, s, best, left_of)
     return best_cost
+
+
+cdef int sink_lacking(Group* g, PathSearch* s, int t, int n_sinks) noexcept nogil:
+    """A member with room that lacks topic t's extra (there is one: sink_holders[t] < n_sinks)."""
+    cdef int i
+    s.stamp += 1
+    for i in range(s.holder_start[t], s.holder_start[t] + s.holder_count[t]):
+        s.holder_mark[s.holders[i]] = s.stamp
+    for i in range(n_sinks):
+        if s.holder_mark[s.sinks[i]] != s.stamp:
+            return s.sinks[i]
+    return s.sinks[0]  # (not reached)
 
 
 cdef void apply_path(Group* g, PathSearch* s, int end, int* left_of) noexcept nogil:
