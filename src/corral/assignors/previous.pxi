@@ -176,7 +176,8 @@ cdef int read_previous_assignment(Group* g, _Reader r, bint with_candidates) exc
                                     g, m, t, topic, r.class_subscriptions[g.member_class[m]])):
                                 g.previous_owner[base + p] = m
                 if with_candidates:
-                    compute_candidates(g)
+                    with nogil:
+                        compute_candidates(g)
                 return 0
         for i in range(g.n_partitions):
             g.previous_owner[i] = -1
@@ -213,7 +214,8 @@ cdef int read_previous_assignment(Group* g, _Reader r, bint with_candidates) exc
                     for item in partitions:
                         take_previous(g, m, t, item)
         if with_candidates:
-            compute_candidates(g)
+            with nogil:
+                compute_candidates(g)
     finally:
         identity_map_free(&topics_by_identity)
         release(old_to_new)
