@@ -98,6 +98,38 @@ def leave(group: GroupSpec, member: str) -> GroupSpec:
     return GroupSpec(members, group.subscription_type) if members else group
 
 
+def rebalancing_chain(group: GroupSpec, counts: Mapping, assignment: Mapping) -> tuple | None:
+    """Two members (m, w) where m could hand one of its topics' extra partitions to a subscriber
+    without one, that one another, ... down to w, whose total is 2 or more below m's; None when
+    there is no such chain. Under per-topic balance (each subscriber of a topic gets its quota or
+    one more) the members' totals are as even as they can be (the highest as low, the lowest as
+    high) exactly when there is none: the optimality condition of a separable convex cost on
+    this transportation problem."""
+    subscribers: dict = defaultdict(list)
+    for member, spec in group.members.items():
+        for topic in spec.subscribed_topic_ids:
+            subscribers[topic].append(member)
+    total = totals(assignment)
+    holds_extra = {(m, t): len(assignment[m].get(t, ())) > counts[t] // len(ms)
+                   for t, ms in subscribers.items() for m in ms}
+    for start in sorted(group.members, key=lambda m: -total[m]):
+        seen, frontier = {start}, [start]
+        while frontier:
+            reached = []
+            for member in frontier:
+                for topic in group.members[member].subscribed_topic_ids:
+                    if not holds_extra[member, topic]:
+                        continue
+                    for other in subscribers[topic]:
+                        if other not in seen and not holds_extra[other, topic]:
+                            if total[other] <= total[start] - 2:
+                                return start, other
+                            seen.add(other)
+                            reached.append(other)
+            frontier = reached
+    return None
+
+
 def minimal_moves(group: GroupSpec, counts: Mapping, before: Mapping) -> int | None:
     """The fewest partitions that any assignment meeting `uniform`'s balance (per topic, and
     totals within each set of members with the same subscription) must move from `before`: an
@@ -140,3 +172,76 @@ def minimal_moves(group: GroupSpec, counts: Mapping, before: Mapping) -> int | N
         assert sum(flow["source"].values()) == total
         kept += -nx.cost_of_flow(g, flow)
     return owned - kept
+
+
+def determinism_digest(groups: int = 150) -> str:
+    """A digest of `uniform`'s and `range`'s results (contents and iteration order) on fixed
+    groups: homogeneous, heterogeneous with disjoint and with overlapping subscriptions, static
+    members, random str member ids and 16-byte topic ids (both hashed with the process's seed);
+    full assignments, then joins and leaves from the previous result given back as it came, as
+    plain dicts in another topic order, and with invalid entries. Run in processes with different
+    PYTHONHASHSEED values, it must not change."""
+    import hashlib
+    import random
+
+    from corral.assignors import RangeAssignor, UniformAssignor
+
+    digest = hashlib.sha256()
+    assignors = (UniformAssignor(), RangeAssignor())
+
+    def record(result: Mapping) -> None:
+        digest.update(repr([(m, [(t, tuple(p)) for t, p in a.items()]) for m, a in result.items()]).encode())
+
+    for seed in range(groups):
+        rng = random.Random(seed)
+        topics = [rng.randbytes(16) for _ in range(rng.randint(1, 12))]
+        counts = {t: rng.choice([0, 1, 3, 7, rng.randint(0, 90)]) for t in topics}
+        shape = seed % 3
+        if shape == 0:
+            subscriptions = [frozenset(topics)]
+        elif shape == 1:
+            rng.shuffle(topics)
+            n = rng.randint(1, 4)
+            subscriptions = [frozenset(topics[c::n]) for c in range(n)]
+        else:
+            subscriptions = [frozenset(rng.sample(topics, rng.randint(1, len(topics)))) for _ in range(3)]
+
+        def member_id() -> str:
+            return "".join(rng.choice("abcxyz-019") for _ in range(rng.randint(3, 10)))
+
+        members = {member_id(): MemberSpec(rng.choice(subscriptions),
+                                           instance_id=member_id() if rng.random() < 0.3 else None)
+                   for _ in range(rng.randint(1, 60))}
+        kind = SubscriptionType.HOMOGENEOUS if shape == 0 else SubscriptionType.HETEROGENEOUS
+        for assignor in assignors:
+            group = GroupSpec(members, kind)
+            result = assignor.assign(group, counts)
+            record(result)
+            for step in range(4):
+                group = with_previous(group, result)
+                specs = dict(group.members)
+                if step == 1:  # plain dicts, topics in reverse order
+                    specs = {m: MemberSpec(s.subscribed_topic_ids,
+                                           {t: list(p) for t, p in reversed(list(s.assignment.items()))},
+                                           instance_id=s.instance_id) for m, s in specs.items()}
+                elif step == 3:  # invalid entries: out of range, unknown topic, given twice
+                    for m, s in list(specs.items())[:3]:
+                        messy = {t: (*p, 500) for t, p in s.assignment.items()}
+                        messy[rng.randbytes(16)] = (0,)
+                        messy.update(specs[next(iter(specs))].assignment)
+                        specs[m] = MemberSpec(s.subscribed_topic_ids, messy, instance_id=s.instance_id)
+                if len(specs) > 1 and rng.random() < 0.5:
+                    del specs[rng.choice(list(specs))]
+                else:
+                    specs[member_id()] = MemberSpec(rng.choice(subscriptions))
+                group = GroupSpec(specs, kind)
+                result = assignor.assign(group, counts)
+                record(result)
+    return digest.hexdigest()
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["determinism-digest"]:
+        print(determinism_digest())

@@ -3,9 +3,8 @@ kafka-group-coordinator 4.4.0, through tests/java/AssignorHarness.java) on ident
 
 range: the same assignment. uniform: corral balances at least as well (each topic spread over its
 subscribers, which Kafka does not do, and members' totals as even as Kafka's); on membership
-changes it moves no more partitions than Kafka on Kafka's benchmark shapes, and on small random
-groups about as many in total: more in a step only where its stricter balance needs them (then
-no more than that needs, plus at most one, see test_assignors_properties)."""
+changes, given the same input, it moves no more partitions than Kafka, except where Kafka's answer
+breaks per-topic balance: then exactly the fewest that balance allows."""
 
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ import random
 
 import pytest
 
-from assignor_checks import (class_imbalance, minimal_moves, moved, per_topic_imbalance, topic_id,
-                             total_imbalance, with_previous)
+from assignor_checks import (class_imbalance, minimal_moves, moved, per_topic_imbalance,
+                             rebalancing_chain, topic_id, total_imbalance, with_previous)
 from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor
 from kafka_assignors import KafkaAssignors
 from test_assignors_properties import _seeded_group, one_change
@@ -62,32 +61,61 @@ def test_range_is_kafkas_range(kafka):
 
 def test_uniform_against_kafkas_on_joins_and_leaves(kafka):
     """120 random groups (up to 40 members, homogeneous or with disjoint subscriptions), three
-    joins or leaves each; corral and Kafka each start from their own previous assignment."""
-    ours_total = kafka_total = 0
+    joins or leaves each. At every step both assignors get the same input (corral's previous
+    target). corral moves no more partitions than Kafka, except where Kafka's answer breaks the
+    per-topic balance corral keeps (it then leaves a member with two partitions more of a topic
+    than another subscriber): there corral moves exactly the fewest that balance allows (an
+    exact min-cost flow), which can be more than Kafka's. So per change, and in total, corral
+    can move more than Kafka only by what per-topic balance costs (a few steps in a hundred)."""
+    ours_total = kafka_total = excess = 0
     for seed in range(120):
         group, counts = _seeded_group(random.Random(seed))
-        ours, theirs = UNIFORM.assign(group, counts), kafka.assign("uniform", group, counts)
-        ours_group, theirs_group = with_previous(group, ours), with_previous(group, theirs)
+        ours = UNIFORM.assign(group, counts)
+        group = with_previous(group, ours)
         for step in range(3):
-            ours_group = one_change(ours_group, random.Random(seed * 100 + step), step)
-            theirs_group = one_change(theirs_group, random.Random(seed * 100 + step), step)
-            ours_next = UNIFORM.assign(ours_group, counts)
-            theirs_next = kafka.assign("uniform", theirs_group, counts)
-            assert per_topic_imbalance(ours_group, ours_next) <= 1
-            assert class_imbalance(ours_group, ours_next) <= 1
+            group = one_change(group, random.Random(seed * 100 + step), step)
+            ours_next = UNIFORM.assign(group, counts)
+            theirs = kafka.assign("uniform", group, counts)
+            assert per_topic_imbalance(group, ours_next) <= 1
+            assert class_imbalance(group, ours_next) <= 1
             if group.subscription_type is SubscriptionType.HOMOGENEOUS:
-                assert total_imbalance(ours_next) <= total_imbalance(theirs_next) <= 1
-            ours_moved, kafka_moved = moved(ours, ours_next), moved(theirs, theirs_next)
+                assert total_imbalance(ours_next) <= total_imbalance(theirs) <= 1
+            ours_moved, kafka_moved = moved(ours, ours_next), moved(ours, theirs)
+            assert ours_moved == minimal_moves(group, counts, ours), (seed, step)
             if ours_moved > kafka_moved:
-                # Only where balance as corral keeps it needs that many, from where corral was
-                # (each side starts from its own previous assignment: a leaver may have held
-                # more partitions on one side than on the other).
-                assert ours_moved <= minimal_moves(ours_group, counts, ours) + 1, (seed, step)
+                assert per_topic_imbalance(group, theirs) > 1 or class_imbalance(group, theirs) > 1, \
+                    (seed, step, ours_moved, kafka_moved)
+                excess += ours_moved - kafka_moved
             ours_total += ours_moved
             kafka_total += kafka_moved
-            ours, theirs = ours_next, theirs_next
-            ours_group, theirs_group = with_previous(ours_group, ours), with_previous(theirs_group, theirs)
-    assert ours_total <= kafka_total * 1.02, (ours_total, kafka_total)
+            ours = ours_next
+            group = with_previous(group, ours)
+    assert excess <= kafka_total * 0.01, (ours_total, kafka_total, excess)
+
+
+def test_uniform_balances_totals_at_least_as_well_as_kafka_where_subscriptions_overlap(kafka):
+    """300 random groups whose subscriptions share topics. corral's members' totals are as even
+    as per-topic balance allows (no chain of hand-overs would even them out more), so no more
+    uneven than Kafka's wherever Kafka's answer is per-topic balanced too; where it is not (it
+    gives a member more of a topic than another subscriber to even the totals, e.g. 10/10 where
+    per-topic balance gives 15/5), Kafka's totals can be more even."""
+    kafka_balanced = kafka_more_even = 0
+    for seed in range(300):
+        rng = random.Random(seed)
+        topics = [topic_id(i) for i in range(rng.randint(2, 8))]
+        counts = {t: rng.randint(0, 40) for t in topics}
+        subscriptions = [frozenset(rng.sample(topics, rng.randint(1, len(topics))))
+                         for _ in range(rng.randint(2, 4))]
+        group = GroupSpec.of({f"m{i}": MemberSpec(rng.choice(subscriptions)) for i in range(rng.randint(2, 30))})
+        ours, theirs = UNIFORM.assign(group, counts), kafka.assign("uniform", group, counts)
+        assert per_topic_imbalance(group, ours) <= 1 and class_imbalance(group, ours) <= 1
+        assert rebalancing_chain(group, counts, ours) is None, seed
+        if per_topic_imbalance(group, theirs) <= 1:
+            kafka_balanced += 1
+            assert total_imbalance(ours) <= total_imbalance(theirs), seed
+        else:
+            kafka_more_even += total_imbalance(ours) > total_imbalance(theirs)
+    assert kafka_balanced >= 30 and kafka_more_even >= 30  # both cases are covered
 
 
 @pytest.mark.parametrize("kind", ["homogeneous", "heterogeneous"])

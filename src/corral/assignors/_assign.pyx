@@ -19,18 +19,22 @@ thread while the event loop serves other groups.
      differ by at most one partition of it.
   2. Members with identical subscriptions form a class. A class's extras are spread so that its
      members' totals differ by at most one too (a homogeneous group is one class, so every total
-     does). Where several classes share a topic, its extras go to the least loaded classes.
+     does). Where several classes share a topic, its extras are split between them so that the
+     totals are as even as per-topic balance allows (uniform_classes.pxi).
   3. Stickiness decides who gets the extras. A member that held more than a topic's quota is
-     its "candidate": with the extra it keeps quota + 1 partitions of it, without, quota. The
-     candidates get as many extras as the totals allow (greedily, then by augmenting paths, as
-     in a bipartite matching); the rest go to members still short, rotating over the topics;
-     where that gets stuck, swaps that move nothing more. Then everyone keeps its previous
-     partitions up to its target, and only the partitions over a target, and unowned ones, move.
-     The number moved is the fewest any assignment balanced this way can move, or one more
-     (tests/test_assignors_properties.py checks it against an exact min-cost flow).
+     its "candidate": with the extra it keeps quota + 1 partitions of it, without, quota. This
+     is a min-cost flow (uniform_paths.pxi): the candidates get as many extras as the totals
+     allow (greedily, then by augmenting paths, as in a bipartite matching); the rest go to
+     members still short, rotating over the topics, and where no member with room lacks an open
+     topic, along cheapest augmenting paths. Then everyone keeps its previous partitions up to
+     its target, and only the partitions over a target, and unowned ones, move: the fewest any
+     assignment balanced this way can move (tests/test_assignors_properties.py checks it
+     against an exact min-cost flow).
 Kafka's UniformAssignor balances members' totals only (heterogeneous: as well as it can), so one
 member may hold a whole topic while another holds none of it; corral keeps each topic spread too.
-The result depends on the input's order only where choices tie (member order, then topic order).
+Where choices tie, members are taken in input order and topics in sorted order (never in a set's
+iteration order, which follows str/bytes hashes, seeded per process): the same input gives the
+same assignment in every process.
 
 `range` is Kafka's RangeAssignor exactly (4.x, stateless): members sorted (static members by
 instance id first, then dynamic ones by member id, as Java compares strings), then each topic cut
@@ -41,7 +45,7 @@ cimport cython
 from cpython.ref cimport PyObject, Py_DECREF
 from libc.stdlib cimport malloc, calloc, free, qsort
 from libc.string cimport memset, memcmp, memcpy
-from libc.stdint cimport uintptr_t, int64_t
+from libc.stdint cimport uintptr_t, int64_t, uint64_t
 
 cdef extern from "Python.h":
     # Limited-API functions, declared on raw pointers so that references are managed explicitly.
@@ -54,11 +58,18 @@ cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void* obj)
     long PyLong_AsLong(PyObject* obj) except? -1
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    int PyBytes_AsStringAndSize(object data, char** buffer, Py_ssize_t* length) except -1
+    PyObject* PyDict_GetItemWithError(object mapping, object key) except? NULL  # borrowed
+    list PyDict_Keys(object mapping)
+    list PyDict_Values(object mapping)
 
 # The parts, in order (one module, split by `include` to keep each file short).
 include "memory.pxi"
 include "results.pxi"
 include "group.pxi"
+include "previous.pxi"
+include "uniform_classes.pxi"
 include "uniform_extras.pxi"
 include "uniform_moves.pxi"
+include "uniform_paths.pxi"
 include "range.pxi"

@@ -29,6 +29,7 @@ cdef struct Group:
     unsigned char* subscribes    # bitmap class x topic (several classes only), or NULL
 
     int* previous_owner          # per partition: member index in the previous assignment, or -1
+    char* topic_settled          # per topic: see collect_candidates
     int* owner                   # per partition: member index in the new assignment
 
     # Sticky candidates: per topic, the members that held more than its quota (CSR).
@@ -72,6 +73,7 @@ cdef void free_group(Group* g) noexcept:
     release(g.topic_stamp); release(g.class_scratch); release(g.member_list)
     release(g.candidate_used); release(g.member_candidates)
     release(g.partition_list); release(g.class_topic_slot); release(g.subscribes)
+    release(g.topic_settled)
     memset(g, 0, sizeof(Group))
 
 
@@ -98,6 +100,106 @@ cdef dict by_value(_Reader r):
     return r.topic_by_value_
 
 
+cdef struct TopicKey:
+    # A bytes topic id's first 16 bytes as two big-endian words (zero-padded), for a cheap sort.
+    uint64_t high
+    uint64_t low
+    const char* data
+    Py_ssize_t length
+    int index
+
+
+cdef int compare_topic_keys(const void* a, const void* b) noexcept nogil:
+    """The order of the bytes themselves (as Python compares them)."""
+    cdef const TopicKey* x = <const TopicKey*>a
+    cdef const TopicKey* y = <const TopicKey*>b
+    cdef Py_ssize_t n
+    cdef int order
+    if x.high != y.high:
+        return -1 if x.high < y.high else 1
+    if x.low != y.low:
+        return -1 if x.low < y.low else 1
+    n = x.length if x.length < y.length else y.length
+    if n > 16:
+        order = memcmp(x.data + 16, y.data + 16, n - 16)
+        if order != 0:
+            return order
+    return (x.length > y.length) - (x.length < y.length)
+
+
+cdef list canonical_topic_order(list topics):
+    """The positions of `topics` in sorted order. bytes ids (corral's) in C; anything else with
+    Python's order, or by type name and repr where values do not compare."""
+    cdef Py_ssize_t n = len(topics), i, j, length
+    cdef TopicKey* keys
+    cdef const char* data
+    cdef uint64_t word
+    for i in range(n):
+        if type(topics[i]) is not bytes:
+            try:
+                return sorted(range(n), key=topics.__getitem__)
+            except TypeError:
+                return sorted(range(n), key=lambda i: (type(topics[i]).__qualname__, repr(topics[i])))
+    keys = <TopicKey*>alloc(n, sizeof(TopicKey))
+    try:
+        for i in range(n):
+            PyBytes_AsStringAndSize(topics[i], <char**>&data, &length)
+            keys[i].data, keys[i].length, keys[i].index = data, length, <int>i
+            word = 0
+            for j in range(16):
+                word = (word << 8) | (<unsigned char>data[j] if j < length else 0)
+                if j == 7:
+                    keys[i].high, word = word, 0
+            keys[i].low = word
+        qsort(keys, n, sizeof(TopicKey), compare_topic_keys)
+        return [keys[i].index for i in range(n)]
+    finally:
+        release(keys)
+
+
+cdef object previous_topic_order(list specs, subscription):
+    """The topic order of the previous TargetAssignment when it had exactly these topics (the
+    usual incremental case: no sort), else None. Its order is canonical_topic_order's."""
+    cdef TargetAssignment target
+    cdef int m
+    for m in range(min(len(specs), 8)):  # the first members usually carry one
+        assignment = specs[m].assignment
+        if type(assignment) is MemberAssignment:
+            target = (<MemberAssignment>assignment).target
+            if target.n_topics != len(subscription):
+                return None
+            for topic in target.topics:
+                if topic not in subscription:
+                    return None
+            return target.topics
+    return None
+
+
+cdef int read_partition_counts(Group* g, list topics, partition_counts) except -1:
+    """Each topic's partition count into the group; LookupError for a topic without one (or a
+    negative one)."""
+    cdef PyObject* found
+    cdef bint exact = type(partition_counts) is dict
+    cdef long n
+    cdef int t
+    g.topic_partitions = <int*>alloc(len(topics), sizeof(int))
+    g.topic_offset = <int64_t*>alloc(len(topics) + 1, sizeof(int64_t))
+    for t in range(len(topics)):
+        topic = topics[t]
+        if exact:
+            found = PyDict_GetItemWithError(partition_counts, topic)
+            n = -1 if found == NULL else PyLong_AsLong(found)
+        else:
+            count = partition_counts.get(topic)
+            n = -1 if count is None else count
+        if n < 0:
+            raise LookupError(topic)
+        g.topic_partitions[t] = <int>n
+        g.topic_offset[t + 1] = g.topic_offset[t] + n
+    g.n_partitions = g.topic_offset[len(topics)]
+    return 0
+
+
 cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts):
     cdef _Reader r = _Reader()
     cdef int m, c, t, n, i, total, slot
@@ -105,11 +207,15 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
     cdef dict class_by_identity, class_by_value
     cdef object last_subscription = None
     cdef int last_class = -1
-    r.member_ids = []
-    r.specs = []
-    for member_id, spec in members.items():
-        r.member_ids.append(member_id)
-        r.specs.append(spec)
+    if type(members) is dict:  # (copied as lists at once, not through iterators)
+        r.member_ids = PyDict_Keys(members)
+        r.specs = PyDict_Values(members)
+    else:
+        r.member_ids = []
+        r.specs = []
+        for member_id, spec in members.items():
+            r.member_ids.append(member_id)
+            r.specs.append(spec)
     g.n_members = len(r.member_ids)
     g.member_class = <int*>alloc(g.n_members, sizeof(int))
 
@@ -143,44 +249,42 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
             last_subscription, last_class = subscription, <int>found
     g.n_classes = len(r.class_subscriptions)
 
-    # Topics, in the order the subscriptions list them; Kafka fails the assignment when a member
-    # subscribes to a topic the metadata does not know (PartitionAssignorException).
-    r.topics = []
-    counts = []
-    class_topic_lists = []
-    if g.n_classes == 1:  # a set has no duplicates: every topic is new
-        for topic in r.class_subscriptions[0]:
-            count = partition_counts.get(topic)
-            if count is None or count < 0:
-                raise LookupError(topic)
-            r.topics.append(topic)
-            counts.append(count)
-        class_topic_lists.append(range(len(r.topics)))
+    # Topics in canonical (sorted) order, and each class's topics ascending: ties are broken by
+    # topic order, which must not follow set iteration order (str/bytes hashes are seeded per
+    # process, so the same group would get another assignment in another process). Kafka fails
+    # the assignment when a member subscribes to a topic the metadata does not know
+    # (PartitionAssignorException).
+    renumber = None
+    if g.n_classes == 1:
+        r.topics = previous_topic_order(r.specs, r.class_subscriptions[0])
+        if r.topics is None:
+            r.topics = list(r.class_subscriptions[0])
+            r.topics = [r.topics[i] for i in canonical_topic_order(r.topics)]
+        class_topic_lists = [range(len(r.topics))]
     else:
+        # Numbered as found, then renumbered in sorted order (one dict lookup per topic of
+        # each class: with a class per member, that is most of the reading).
         r.topic_by_value_ = {}
+        found_topics = []
+        class_topic_lists = []
         for subscription in r.class_subscriptions:
             indices = []
             for topic in subscription:
                 found = r.topic_by_value_.get(topic)
                 if found is None:
-                    count = partition_counts.get(topic)
-                    if count is None or count < 0:
-                        raise LookupError(topic)
-                    found = len(r.topics)
+                    found = len(found_topics)
                     r.topic_by_value_[topic] = found
-                    r.topics.append(topic)
-                    counts.append(count)
+                    found_topics.append(topic)
                 indices.append(found)
             class_topic_lists.append(indices)
+        order = canonical_topic_order(found_topics)
+        r.topics = [found_topics[i] for i in order]
+        renumber = _IntArray(max(len(order), 1))
+        for t in range(len(order)):
+            (<_IntArray>renumber).data[<int>order[t]] = t
+            r.topic_by_value_[r.topics[t]] = t
     g.n_topics = len(r.topics)
-
-    g.topic_partitions = <int*>alloc(g.n_topics, sizeof(int))
-    g.topic_offset = <int64_t*>alloc(g.n_topics + 1, sizeof(int64_t))
-    for t in range(g.n_topics):
-        n = counts[t]
-        g.topic_partitions[t] = n
-        g.topic_offset[t + 1] = g.topic_offset[t] + n
-    g.n_partitions = g.topic_offset[g.n_topics]
+    read_partition_counts(g, r.topics, partition_counts)
 
     # Classes: members (CSR) and topics (CSR); topics: their classes (CSR).
     g.class_offset = <int*>alloc(g.n_classes + 1, sizeof(int))
@@ -209,7 +313,10 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
         indices = class_topic_lists[c]
         g.class_topic_offset[c + 1] = g.class_topic_offset[c] + len(indices)
         for i in range(len(indices)):
-            t = indices[i]
+            if g.n_classes == 1:
+                t = i  # every topic, in order
+            else:
+                t = (<_IntArray>renumber).data[<int>indices[i]]
             g.class_topics[g.class_topic_offset[c] + i] = t
             g.topic_class_offset[t + 1] += 1
             g.topic_subscribers[t] += g.class_offset[c + 1] - g.class_offset[c]
@@ -224,6 +331,17 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
             g.class_topic_slot[i] = slot
             g.topic_stamp[t] += 1
     memset(g.topic_stamp, 0, g.n_topics * sizeof(int))
+    if g.n_classes > 1:
+        # Each class's topics ascending (they were read in a set's order): listed again topic
+        # by topic, a counting sort.
+        memset(g.class_scratch, 0, g.n_classes * sizeof(int))
+        for t in range(g.n_topics):
+            for slot in range(g.topic_class_offset[t], g.topic_class_offset[t + 1]):
+                c = g.topic_classes[slot]
+                i = g.class_topic_offset[c] + g.class_scratch[c]
+                g.class_topics[i] = t
+                g.class_topic_slot[i] = slot
+                g.class_scratch[c] += 1
     # Which class subscribes to which topic, for reading previous assignments: a bitmap unless
     # that would be large (then Python's `in` on the subscription).
     bits = <int64_t>g.n_classes * g.n_topics
@@ -234,152 +352,3 @@ cdef _Reader read_members(Group* g, members, bint homogeneous, partition_counts)
                 bits = <int64_t>c * g.n_topics + g.class_topics[i]
                 g.subscribes[bits >> 3] |= 1 << (bits & 7)
     return r
-
-
-cdef inline void take_previous(Group* g, int m, int t, int p) noexcept:
-    """Partition p of topic t was member m's; ignored when out of range or when an earlier
-    member already had it (an invalid previous assignment)."""
-    cdef int64_t base = g.topic_offset[t]
-    if 0 <= p < g.topic_partitions[t] and g.previous_owner[base + p] == -1:
-        g.previous_owner[base + p] = m
-
-
-cdef inline int member_subscribes(Group* g, int m, int t, object topic, object subscription) except -1:
-    cdef int64_t bit
-    if g.n_classes == 1:
-        return True  # the topics are exactly the one class's
-    if g.subscribes != NULL:
-        bit = <int64_t>g.member_class[m] * g.n_topics + t
-        return (g.subscribes[bit >> 3] >> (bit & 7)) & 1
-    return topic in subscription
-
-
-cdef int* topic_map_of(TargetAssignment target, IdentityMap* topics_by_identity, _Reader r,
-                       dict maps) except NULL:
-    """Topic index in `target` -> topic index in this group (or -1), once per target. Usually
-    the same topic objects in the same order (the same subscription set): no lookups then."""
-    cdef int i
-    cdef int* mapping
-    cdef bint same = target.n_topics == len(r.topics)
-    holder = maps.get(id(target))
-    if holder is not None:
-        return (<_IntArray>holder).data
-    holder = _IntArray(max(target.n_topics, 1))
-    mapping = (<_IntArray>holder).data
-    for i in range(target.n_topics if same else 0):
-        if target.topics[i] is not r.topics[i]:
-            same = False
-            break
-        mapping[i] = i
-    for i in range(0 if same else target.n_topics):
-        mapping[i] = topic_index(topics_by_identity, <PyObject*>target.topics[i], by_value(r))
-    maps[id(target)] = holder
-    return mapping
-
-
-cdef TargetAssignment whole_previous_target(Group* g, _Reader r, int* old_to_new):
-    """The TargetAssignment every member's previous assignment comes from, each member its own
-    entry of it (members without one have empty assignments: new members), or None. The usual
-    case: the coordinator gives back what the last computation returned."""
-    cdef TargetAssignment target = None
-    cdef MemberAssignment previous
-    cdef int m, i
-    for m in range(g.n_members):
-        assignment = r.specs[m].assignment
-        if type(assignment) is MemberAssignment:
-            previous = <MemberAssignment>assignment
-            if target is None:
-                target = previous.target
-                for i in range(target.n_members):
-                    old_to_new[i] = -1
-            if (previous.target is not target or old_to_new[previous.index] != -1
-                    or target.member_ids[previous.index] != r.member_ids[m]):
-                return None
-            old_to_new[previous.index] = m
-        elif assignment:
-            return None
-    return target
-
-
-cdef int read_previous_assignment(Group* g, _Reader r) except -1:
-    """previous_owner from each member's `assignment`. Partitions of topics the member no longer
-    subscribes to, out of range, or already owned by an earlier member are dropped. A previous
-    TargetAssignment is read from its arrays: all at once when it is the whole group's (one
-    pass over its partitions), else member by member; any other mapping through Python."""
-    cdef IdentityMap topics_by_identity
-    cdef int m, t, old_t, i, j, p, o, n
-    cdef int64_t base, old_base
-    cdef Py_ssize_t k, size
-    cdef MemberAssignment previous
-    cdef TargetAssignment target
-    cdef int* mapping
-    cdef int* old_to_new = NULL
-    cdef dict topic_maps = {}
-    g.previous_owner = <int*>alloc(g.n_partitions, sizeof(int))
-    for i in range(g.n_partitions):
-        g.previous_owner[i] = -1
-    identity_map_init(&topics_by_identity, g.n_topics)
-    try:
-        first = None
-        for m in range(g.n_members):
-            if type(r.specs[m].assignment) is MemberAssignment:
-                first = r.specs[m].assignment
-                break
-        if first is not None:
-            old_to_new = <int*>alloc((<MemberAssignment>first).target.n_members, sizeof(int))
-            target = whole_previous_target(g, r, old_to_new)
-            if target is not None:
-                mapping = topic_map_of(target, &topics_by_identity, r, topic_maps)
-                for old_t in range(target.n_topics):
-                    t = mapping[old_t]
-                    if t < 0:
-                        continue
-                    n = min(g.topic_partitions[t], target.topic_partitions[old_t])
-                    base, old_base = g.topic_offset[t], target.topic_offset[old_t]
-                    topic = target.topics[old_t]
-                    for p in range(n):
-                        o = target.owner[old_base + p]
-                        if o >= 0:
-                            m = old_to_new[o]
-                            if m >= 0 and (g.n_classes == 1 or member_subscribes(
-                                    g, m, t, topic, r.class_subscriptions[g.member_class[m]])):
-                                g.previous_owner[base + p] = m
-                return 0
-        for m in range(g.n_members):
-            assignment = r.specs[m].assignment
-            subscription = r.class_subscriptions[g.member_class[m]]
-            if type(assignment) is MemberAssignment:
-                previous = <MemberAssignment>assignment
-                target = previous.target
-                target.ensure_pairs()
-                mapping = topic_map_of(target, &topics_by_identity, r, topic_maps)
-                j = previous.start
-                while j < previous.end:
-                    old_t = target.pair_topic[j]
-                    t = mapping[old_t]
-                    if t >= 0 and not member_subscribes(g, m, t, target.topics[old_t], subscription):
-                        t = -1
-                    while j < previous.end and target.pair_topic[j] == old_t:
-                        if t >= 0:
-                            take_previous(g, m, t, target.pair_partition[j])
-                        j += 1
-                continue
-            if not assignment:
-                continue
-            for topic, partitions in assignment.items():
-                t = topic_index(&topics_by_identity, <PyObject*>topic, by_value(r))
-                if t < 0 or not member_subscribes(g, m, t, topic, subscription):
-                    continue  # a topic it no longer gets
-                if PyTuple_CheckExact(<PyObject*>partitions):
-                    size = PyTuple_Size(<PyObject*>partitions)
-                    for k in range(size):
-                        take_previous(g, m, t, PyLong_AsLong(PyTuple_GetItem(<PyObject*>partitions, k)))
-                else:
-                    for item in partitions:
-                        take_previous(g, m, t, item)
-    finally:
-        identity_map_free(&topics_by_identity)
-        release(old_to_new)
-    return 0
-
-

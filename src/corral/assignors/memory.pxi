@@ -19,6 +19,15 @@ cdef int pool_count = 0
 
 cdef void* alloc(size_t count, size_t size) except NULL:
     """Zeroed memory, or MemoryError (needs the GIL). Give it back with release()."""
+    return alloc_block(count, size, True)
+
+
+cdef void* alloc_uninit(size_t count, size_t size) except NULL:
+    """alloc() without zeroing a reused block, for arrays written in full before being read."""
+    return alloc_block(count, size, False)
+
+
+cdef void* alloc_block(size_t count, size_t size, bint zeroed) except NULL:
     cdef size_t wanted = (count if count > 0 else 1) * size + HEADER
     cdef size_t capacity
     cdef int i, best = -1
@@ -34,7 +43,8 @@ cdef void* alloc(size_t count, size_t size) except NULL:
             pool_count -= 1
             pool_blocks[best] = pool_blocks[pool_count]
             pool_bytes -= (<size_t*>block)[0]
-            memset(block + HEADER, 0, wanted - HEADER)
+            if zeroed:
+                memset(block + HEADER, 0, wanted - HEADER)
             return block + HEADER
     block = <char*>calloc(wanted, 1)
     if block == NULL:

@@ -52,8 +52,9 @@ class MemberSpec:
 
 @dataclass(frozen=True, slots=True)
 class GroupSpec:
-    """The group (Kafka's GroupSpec). `members` is ordered: the built-ins break ties by it, so
-    pass members in a stable order (e.g. the order they joined) for stable results."""
+    """The group (Kafka's GroupSpec). `members` is ordered: the built-ins break ties by it (and
+    by sorted topic ids), so pass members in a stable order (e.g. the order they joined) for
+    stable results."""
 
     members: Mapping[str, MemberSpec]
     subscription_type: SubscriptionType

@@ -1,123 +1,76 @@
-# Part of _assign.pyx (textually included there): uniform, step by step (no GIL): quotas, candidates and who gets the extras.
+# Part of _assign.pyx (textually included there): uniform, step by step (no GIL): quotas, candidates and who gets the extras within a class.
 
 # ---------------------------------------------------------------------------------------------
 # uniform, step by step (no GIL).
 
-cdef int compute_quotas_and_candidates(Group* g) noexcept nogil:
-    """Quota and extras per topic; and the sticky candidates: per topic, the members that held
-    more than its quota before (each keeps quota + 1 if it gets one of the topic's extras)."""
-    cdef int t, p, o, i, touched, n_candidates = 0
-    cdef int64_t base
-    cdef int* held = g.member_scratch
-    cdef int* touched_members = g.member_list
+cdef void compute_quotas(Group* g) noexcept nogil:
+    """Quota and extras per topic."""
+    cdef int t
     for t in range(g.n_topics):
         g.quota[t] = g.topic_partitions[t] // g.topic_subscribers[t]
         g.topic_extras[t] = g.topic_partitions[t] % g.topic_subscribers[t]
+
+
+cdef inline void hold(Group* g, int t, int m, int* touched, bint* repeated) noexcept nogil:
+    """Member m held one more partition of topic t (read in topic order). With a quota of 0
+    (fewer partitions than subscribers, as in big groups) every owner is a candidate, listed at
+    once (and marked -(t + 1) in member_stamp, which move_partitions later marks t + 1); else
+    owners are counted in member_scratch and listed in member_list for collect_candidates."""
+    if g.quota[t] == 0:
+        if g.member_stamp[m] == -(t + 1):
+            repeated[0] = True
+        else:
+            g.member_stamp[m] = -(t + 1)
+            g.candidates[g.candidate_offset[t] + touched[0]] = m
+            g.member_candidates[m] += 1
+            touched[0] += 1
+        return
+    if g.member_scratch[m] == 0:
+        g.member_list[touched[0]] = m
+        touched[0] += 1
+    g.member_scratch[m] += 1
+
+
+cdef void collect_candidates(Group* g, int t, int touched, int unowned, bint repeated) noexcept nogil:
+    """Topic t's sticky candidates, from the partitions hold() saw: the members that held more
+    than its quota (each keeps quota + 1 if it gets one of the topic's extras); the counts are
+    zero again after. Also whether the topic is `settled`: every partition owned, none by a
+    member over quota + 1 (then if every candidate gets an extra, nothing of it moves)."""
+    cdef int i, o, most = 0, n_candidates = g.candidate_offset[t]
+    if g.quota[t] == 0:  # listed already
+        g.candidate_offset[t + 1] = n_candidates + touched
+        g.topic_settled[t] = unowned == 0 and not repeated
+        return
+    for i in range(touched):
+        o = g.member_list[i]
+        if g.member_scratch[o] > g.quota[t] and g.topic_extras[t] > 0:
+            g.candidates[n_candidates] = o
+            g.member_candidates[o] += 1
+            n_candidates += 1
+        if g.member_scratch[o] > most:
+            most = g.member_scratch[o]
+        g.member_scratch[o] = 0
+    g.candidate_offset[t + 1] = n_candidates
+    g.topic_settled[t] = unowned == 0 and most <= g.quota[t] + (g.topic_extras[t] > 0)
+
+
+cdef void compute_candidates(Group* g) noexcept nogil:
+    """collect_candidates for every topic, from previous_owner."""
+    cdef int t, p, o, touched, unowned
+    cdef bint repeated
+    cdef int64_t base
+    for t in range(g.n_topics):
         base = g.topic_offset[t]
-        touched = 0
+        touched = unowned = 0
+        repeated = False
         for p in range(g.topic_partitions[t]):
             o = g.previous_owner[base + p]
             if o >= 0:
-                if held[o] == 0:
-                    touched_members[touched] = o
-                    touched += 1
-                held[o] += 1
-        for i in range(touched):
-            o = touched_members[i]
-            if held[o] > g.quota[t] and g.topic_extras[t] > 0:
-                g.candidates[n_candidates] = o
-                g.member_candidates[o] += 1
-                n_candidates += 1
-            held[o] = 0
-        g.candidate_offset[t + 1] = n_candidates
-    return 0
+                hold(g, t, o, &touched, &repeated)
+            else:
+                unowned += 1
+        collect_candidates(g, t, touched, unowned, repeated)
 
-
-cdef inline bint lighter(Group* g, int c, int d, int64_t* load) noexcept nogil:
-    """Whether class c's average load (partitions per member, so far) is below class d's."""
-    cdef int64_t size_c = g.class_offset[c + 1] - g.class_offset[c]
-    cdef int64_t size_d = g.class_offset[d + 1] - g.class_offset[d]
-    return load[c] * size_d < load[d] * size_c
-
-
-cdef inline bint before(Group* g, int c, int d, int64_t* load) noexcept nogil:
-    """Heap order: the lighter class, the lower index on a tie (deterministic)."""
-    return lighter(g, c, d, load) or (not lighter(g, d, c, load) and c < d)
-
-
-cdef void heap_push(Group* g, int* heap, int n, int c, int64_t* load) noexcept nogil:
-    cdef int i = n, parent
-    heap[i] = c
-    while i > 0:
-        parent = (i - 1) // 2
-        if not before(g, heap[i], heap[parent], load):
-            break
-        heap[i], heap[parent] = heap[parent], heap[i]
-        i = parent
-
-
-cdef void heap_down(Group* g, int* heap, int n, int i, int64_t* load) noexcept nogil:
-    cdef int smallest, child
-    while True:
-        smallest = i
-        for child in range(2 * i + 1, min(2 * i + 3, n)):
-            if before(g, heap[child], heap[smallest], load):
-                smallest = child
-        if smallest == i:
-            return
-        heap[i], heap[smallest] = heap[smallest], heap[i]
-        i = smallest
-
-
-cdef int share_extras_between_classes(Group* g, int64_t* load, int* given, int* heap) noexcept nogil:
-    """How many of each topic's extras each subscribed class gets. With one class (a homogeneous
-    group, or a topic only one kind of member wants) it gets them all. Otherwise each class first
-    gets one per sticky candidate it has, then the rest go one at a time to the class with the
-    lowest average load (`load`: partitions per class so far, quotas included). `heap`: room
-    for every class."""
-    cdef int t, c, i, n, best, remaining, lo, hi
-    for c in range(g.n_classes):
-        for i in range(g.class_topic_offset[c], g.class_topic_offset[c + 1]):
-            load[c] += <int64_t>g.quota[g.class_topics[i]] * (g.class_offset[c + 1] - g.class_offset[c])
-    for t in range(g.n_topics):
-        lo, hi = g.topic_class_offset[t], g.topic_class_offset[t + 1]
-        if hi - lo == 1:
-            g.topic_class_extras[lo] = g.topic_extras[t]
-            load[g.topic_classes[lo]] += g.topic_extras[t]
-            continue
-        remaining = g.topic_extras[t]
-        for i in range(lo, hi):
-            given[g.topic_classes[i]] = 0
-        for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
-            if remaining == 0:
-                break
-            c = g.member_class[g.candidates[i]]
-            if given[c] < g.class_offset[c + 1] - g.class_offset[c]:
-                given[c] += 1
-                load[c] += 1
-                remaining -= 1
-        # The lightest class first, from a binary heap of the classes with room (many classes
-        # can share a topic: one per member when every subscription differs).
-        n = 0
-        for i in range(lo, hi):
-            c = g.topic_classes[i]
-            if given[c] < g.class_offset[c + 1] - g.class_offset[c]:
-                heap_push(g, heap, n, c, load)
-                n += 1
-        while remaining > 0:
-            best = heap[0]
-            given[best] += 1
-            load[best] += 1
-            remaining -= 1
-            n -= 1
-            heap[0] = heap[n]
-            heap_down(g, heap, n, 0, load)
-            if given[best] < g.class_offset[best + 1] - g.class_offset[best]:
-                heap_push(g, heap, n, best, load)
-                n += 1
-        for i in range(lo, hi):
-            g.topic_class_extras[i] = given[g.topic_classes[i]]
-    return 0
 
 
 cdef inline void count_extra(Group* g, int m) noexcept nogil:
@@ -194,9 +147,13 @@ cdef void keep_sticky_extras(Group* g, int* left, int* waiting, int* waiting_off
     cdef int* active = g.topic_stamp
     cdef int* slot_of_class = g.class_scratch
     for t in range(g.n_topics):
+        waiting_offset[t + 1] = waiting_offset[t]
+        if g.n_classes == 1:  # (the usual case, without the lookups below)
+            keep_sticky_extras_of_topic(g, t, left, waiting, waiting_offset)
+            rounds = max(rounds, waiting_offset[t + 1] - waiting_offset[t])
+            continue
         for i in range(g.topic_class_offset[t], g.topic_class_offset[t + 1]):
             slot_of_class[g.topic_classes[i]] = i
-        waiting_offset[t + 1] = waiting_offset[t]
         for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
             m = g.candidates[i]
             slot = slot_of_class[g.member_class[m]]
@@ -237,6 +194,28 @@ cdef void keep_sticky_extras(Group* g, int* left, int* waiting, int* waiting_off
         n_active = kept_active
     for j in range(used_active):
         active[j] = 0
+
+
+cdef inline void keep_sticky_extras_of_topic(Group* g, int t, int* left, int* waiting,
+                                             int* waiting_offset) noexcept nogil:
+    """keep_sticky_extras' first pass for topic t of a group with one class (slot t)."""
+    cdef int i, m, k = g.class_base_extras[0], remaining = left[t], n_waiting = waiting_offset[t + 1]
+    cdef const int* candidates = g.candidates
+    cdef int* count = g.member_extra_count
+    cdef char* used = g.candidate_used
+    for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
+        if remaining == 0:
+            break
+        m = candidates[i]
+        if count[m] < k:  # (so it stays <= k: class_at_top is unchanged)
+            count[m] += 1
+            used[i] = 1
+            remaining -= 1
+        else:
+            waiting[n_waiting] = i
+            n_waiting += 1
+    left[t] = remaining
+    waiting_offset[t + 1] = n_waiting
 
 
 cdef inline void take_sticky(Group* g, int i, int* left, int slot) noexcept nogil:

@@ -1,67 +1,4 @@
-# Part of _assign.pyx (textually included there): uniform: swaps, the extras of each class, moving partitions, and the entry point.
-
-cdef bint is_candidate(Group* g, int m, int t) noexcept nogil:
-    """Whether member m held more than topic t's quota (its extra of t keeps a partition)."""
-    cdef int i
-    for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
-        if g.candidates[i] == m:
-            return True
-    return False
-
-
-cdef void find_swap(Group* g, int x, int c, int* open_topics, int n_open, int* left_of,
-                    int* best_o, int* best_t) noexcept nogil:
-    """For swap_for_extra: the first swap that moves nothing more, else the first one found."""
-    cdef int i, j, o, y, t, u, first, last, score, best_score = -2
-    cdef int* mark = g.topic_stamp  # marks x's extras
-    cdef bint candidates_only, keeps_t
-    for candidates_only in (True, False):
-        for i in range(n_open):
-            t = open_topics[i]
-            if left_of[t] == 0:
-                continue
-            if candidates_only:
-                first, last = g.candidate_offset[t], g.candidate_offset[t + 1]
-            else:
-                first, last = g.class_offset[c], g.class_offset[c + 1]
-            for j in range(first, last):
-                y = g.candidates[j] if candidates_only else g.class_members[j]
-                if y == x or g.member_class[y] != c or has_extra(g, y, t):
-                    continue
-                keeps_t = candidates_only or is_candidate(g, y, t)
-                for o in range(g.member_extra_offset[y], g.member_extra_offset[y] + g.member_list_count[y]):
-                    u = g.member_extra_topics[o]
-                    if mark[u] == x + 1:
-                        continue
-                    # +1 if t's extra keeps a partition for y, -1 if u's did.
-                    score = (1 if keeps_t else 0) - (1 if is_candidate(g, y, u) else 0)
-                    if score > best_score:
-                        best_score, best_o[0], best_t[0] = score, o, t
-                        if score >= 0:
-                            return
-
-
-cdef bint swap_for_extra(Group* g, int x, int c, int* open_topics, int n_open, int* left_of) noexcept nogil:
-    """Member x needs one more extra but holds one of every topic that has extras left. Find a
-    member y of its class without topic t's extra (t still open) holding an extra u that x lacks:
-    u goes to x, t's extra to y. Totals stay as they were except x's, which grows by one. The
-    swap should move nothing more: best a y that t's extra keeps a partition for (it held more
-    than t's quota), else a u that kept none for y; only failing both, any swap."""
-    cdef int o = -1, t = -1, u, i
-    if not g.lists_complete:  # swaps look at other members' whole lists
-        complete_lists(g)
-        for i in range(g.member_extra_offset[x], g.member_extra_offset[x] + g.member_list_count[x]):
-            g.topic_stamp[g.member_extra_topics[i]] = x + 1
-    find_swap(g, x, c, open_topics, n_open, left_of, &o, &t)
-    if o < 0:
-        return False
-    u = g.member_extra_topics[o]
-    g.member_extra_topics[o] = t
-    left_of[t] -= 1
-    give_extra(g, x, u)
-    g.topic_stamp[u] = x + 1
-    return True
-
+# Part of _assign.pyx (textually included there): uniform: the extras of each class, moving partitions, and the entry point.
 
 cdef (int, int) compact_open_topics(int* open_topics, int n_open, int cursor, int* left_of) noexcept nogil:
     cdef int i, kept = 0, new_cursor = 0
@@ -84,10 +21,12 @@ cdef int compare_int64(const void* a, const void* b) noexcept nogil:
 cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int64_t* order) noexcept nogil:
     """Then the class's remaining extras: members below k take them, topic by topic in a
     rotating order (so the members share the topics out), never two of one topic; then
-    class_top_slots members reach k + 1. False if that cannot be completed (rare)."""
+    class_top_slots members reach k + 1; what no member can take directly goes along cheapest
+    augmenting paths (uniform_paths.pxi). False only if that fails (not expected)."""
     cdef int i, j, m, t, n, need, n_open = 0, cursor = 0, scanned, exhausted = 0
-    cdef int64_t work, needing
-    cdef bint mixed
+    cdef int64_t work, needing, remaining
+    cdef bint ok, mixed, check_flags
+    cdef PathSearch search
     cdef int k = g.class_base_extras[c]
     cdef int* mark = g.topic_stamp
     cdef int phase
@@ -112,38 +51,48 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
         if work * needing > 16 * (<int64_t>g.candidate_offset[g.n_topics] + g.n_members):
             complete_lists(g)
     # Members that need the most choose first (a joining member needs k extras of k different
-    # topics: left for last, it could find the extras left all of one topic).
+    # topics: left for last, it could find the extras left all of one topic). Usually a few
+    # members need any (the rest keep theirs, in class order after them), or all need as many.
     n = g.class_offset[c + 1] - g.class_offset[c]
+    needing = 0
     mixed = False
     for j in range(n):
-        m = g.class_members[g.class_offset[c] + j]
-        need = k - g.member_extra_count[m]
-        if need < 0:
-            need = 0
-        order[j] = <int64_t>(-need) * (<int64_t>1 << 32) + j  # need descending, then class order
-        mixed = mixed or (j > 0 and (order[j] >> 32) != (order[0] >> 32))
-    if mixed:  # (when every member needs as many, class order is that order already)
-        qsort(order, n, sizeof(int64_t), compare_int64)
-    # Phase 0: members below k; 1: k + 1 for class_top_slots members, directly; 2: the same
-    # through swaps, for what phase 1 could not place.
-    for phase in range(3):
+        need = k - g.member_extra_count[g.class_members[g.class_offset[c] + j]]
+        if need > 0:
+            order[needing] = <int64_t>(-need) * (<int64_t>1 << 32) + j  # need descending, then j
+            mixed = mixed or (order[needing] >> 32) != (order[0] >> 32)
+            needing += 1
+    if mixed:
+        qsort(order, needing, sizeof(int64_t), compare_int64)
+    if needing < n:
+        i = <int>needing
         for j in range(n):
+            if g.member_extra_count[g.class_members[g.class_offset[c] + j]] >= k:
+                order[i] = j
+                i += 1
+    # Phase 0: members below k; 1: k + 1 for class_top_slots members. Directly only: a member
+    # takes an extra of a topic it lacks, rotating over the open topics.
+    check_flags = not g.lists_complete and g.candidate_offset[g.n_topics] > 0
+    for phase in range(2):
+        if phase == 1 and g.class_at_top[c] >= g.class_top_slots[c]:
+            break  # no k + 1 slot left
+        for j in range(needing if phase == 0 else n):  # (phase 0: the members needing some)
             m = g.class_members[g.class_offset[c] + <int>(order[j] & <int64_t>0xFFFFFFFF)]
             if phase == 0:
                 need = k - g.member_extra_count[m]
             else:
                 need = 1 if (g.member_extra_count[m] == k and g.class_at_top[c] < g.class_top_slots[c]) else 0
-            if need <= 0:
+            if need <= 0 or n_open == 0:
                 continue
             for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_list_count[m]):
                 mark[g.member_extra_topics[i]] = m + 1
             scanned = 0
-            while need > 0 and scanned < n_open and phase != 2:
+            while need > 0 and scanned < n_open:
                 t = open_topics[cursor]
                 cursor = cursor + 1 if cursor + 1 < n_open else 0
                 scanned += 1
                 if left_of[t] > 0 and mark[t] != m + 1 and not (
-                        not g.lists_complete and holds_sticky_extra(g, m, t)):
+                        check_flags and holds_sticky_extra(g, m, t)):
                     give_extra(g, m, t)
                     mark[t] = m + 1
                     left_of[t] -= 1
@@ -157,16 +106,19 @@ cdef bint fill_class_extras(Group* g, int c, int* open_topics, int* left_of, int
                             exhausted = 0
                             if n_open == 0:
                                 break
-            while need > 0 and phase != 1:
-                if n_open == 0 or not swap_for_extra(g, m, c, open_topics, n_open, left_of):
-                    if phase == 2:
-                        break  # another member at k may still take it
-                    return False
-                need -= 1
+    # What is left (members holding one of every open topic): cheapest augmenting paths.
+    remaining = 0
     for i in range(n_open):
-        if left_of[open_topics[i]] > 0:
-            return False
-    return True
+        remaining += left_of[open_topics[i]]
+    if remaining == 0:
+        return True
+    memset(&search, 0, sizeof(PathSearch))
+    ok = start_path_search(g, &search, c)
+    while ok and remaining > 0:
+        ok = augment_cheapest(g, &search, left_of) >= 0
+        remaining -= 1
+    free_path_search(&search)
+    return ok
 
 
 cdef void fallback_class_extras(Group* g, int c, int* candidate_mark) noexcept nogil:
@@ -263,10 +215,12 @@ cdef void move_partitions(Group* g, int* listed_offset, int* listed_members) noe
     the lists are complete, its candidates flagged by the sticky pass."""
     cdef int t, p, o, i, j, c, m, q, n_free, next_free, target
     cdef int64_t base
-    cdef bint flagged = not g.lists_complete
+    cdef bint flagged = not g.lists_complete, settled
     cdef int* kept = g.member_scratch
     cdef int* extra_stamp = g.member_stamp
     cdef int* free_partitions = g.partition_list
+    cdef const int* candidates = g.candidates
+    cdef const char* used = g.candidate_used
     for m in range(g.n_members):
         for i in range(g.member_extra_offset[m], g.member_extra_offset[m] + g.member_list_count[m]):
             listed_offset[g.member_extra_topics[i] + 1] += 1
@@ -284,10 +238,21 @@ cdef void move_partitions(Group* g, int* listed_offset, int* listed_members) noe
         base = g.topic_offset[t]
         for i in range(listed_offset[t], listed_offset[t + 1]):
             extra_stamp[listed_members[i]] = t + 1
+        if g.topic_settled[t]:
+            # Every partition owned, no owner over quota + 1: if every candidate has an extra,
+            # each owner's target is what it holds, and nothing of the topic moves.
+            settled = True
+            for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
+                if not ((flagged and used[i]) or extra_stamp[candidates[i]] == t + 1):
+                    settled = False
+                    break
+            if settled:
+                memcpy(g.owner + base, g.previous_owner + base, g.topic_partitions[t] * sizeof(int))
+                continue
         if flagged:
             for i in range(g.candidate_offset[t], g.candidate_offset[t + 1]):
-                if g.candidate_used[i]:
-                    extra_stamp[g.candidates[i]] = t + 1
+                if used[i]:
+                    extra_stamp[candidates[i]] = t + 1
         n_free = 0
         for p in range(g.topic_partitions[t]):
             o = g.previous_owner[base + p]
@@ -358,13 +323,13 @@ def uniform(members, bint homogeneous, partition_counts):
         return {}
     try:
         r = read_members(&g, members, homogeneous, partition_counts)
-        read_previous_assignment(&g, r)
         g.quota = <int*>alloc(g.n_topics, sizeof(int))
         g.topic_extras = <int*>alloc(g.n_topics, sizeof(int))
-        g.owner = <int*>alloc(g.n_partitions, sizeof(int))
+        g.topic_settled = <char*>alloc(g.n_topics, sizeof(char))
+        g.owner = <int*>alloc_uninit(g.n_partitions, sizeof(int))  # move_partitions sets all
         g.candidate_offset = <int*>alloc(g.n_topics + 1, sizeof(int))
         # At most one candidate (and at most one extra) per partition.
-        g.candidates = <int*>alloc(g.n_partitions, sizeof(int))
+        g.candidates = <int*>alloc_uninit(g.n_partitions, sizeof(int))
         g.candidate_used = <char*>alloc(g.n_partitions, sizeof(char))
         g.member_candidates = <int*>alloc(g.n_members, sizeof(int))
         g.member_scratch = <int*>alloc(g.n_members, sizeof(int))
@@ -382,14 +347,18 @@ def uniform(members, bint homogeneous, partition_counts):
         for t in range(g.n_topics):
             if g.topic_partitions[t] > largest:
                 largest = g.topic_partitions[t]
-        g.partition_list = <int*>alloc(largest, sizeof(int))
+        g.partition_list = <int*>alloc_uninit(largest, sizeof(int))
+        compute_quotas(&g)
+        read_previous_assignment(&g, r, True)  # and the candidates
         with nogil:
-            compute_quotas_and_candidates(&g)
             share_extras_between_classes(&g, load, given, heap)
+            ok = balance_classes(&g)
             plan_class_sizes(&g)
-        g.member_extra_topics = <int*>alloc(g.member_extra_offset[g.n_members], sizeof(int))
+        if not ok:
+            raise MemoryError()
+        g.member_extra_topics = <int*>alloc_uninit(g.member_extra_offset[g.n_members], sizeof(int))
         listed_offset = <int*>alloc(g.n_topics + 1, sizeof(int))
-        listed_members = <int*>alloc(g.member_extra_offset[g.n_members], sizeof(int))
+        listed_members = <int*>alloc_uninit(g.member_extra_offset[g.n_members], sizeof(int))
         with nogil:
             ok = place_extras(&g)
             if ok:
