@@ -27,6 +27,9 @@ from ..classic import ClassicGroup
 from ..storage import consumer_records as cr
 from ..storage.records import GroupTombstone
 from ..timers import Timers
+from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, compile_regex,
+                      copy_member, metadata_differs, names_after, others_than, regex_topics,
+                      removal_records, updated_member, with_new_regexes)
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
 from .target import (TargetInputs, TopicImage, member_topic_ids, metadata_hash,
@@ -43,33 +46,6 @@ STATIC_LEAVE_EPOCH = -2
 # A computation over more members plus partitions than this runs in a worker thread (when
 # group.consumer.assignor.offload.enable): the built-ins take about a millisecond there.
 OFFLOAD_ABOVE = 20_000
-
-
-class GroupError(Exception):
-    """A heartbeat refused with Kafka's error code and message."""
-
-    def __init__(self, code: ErrorCode, message: str = ""):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class HeartbeatRequest:
-    """What ConsumerGroupHeartbeat asks, independent of its version. `owned` is None when the
-    request leaves TopicPartitions out (unchanged)."""
-
-    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id",
-                 "rebalance_timeout_ms", "topic_names", "regex", "server_assignor", "owned",
-                 "client_id", "client_host")
-
-    def __init__(self, **fields: Any):
-        for name in self.__slots__:
-            setattr(self, name, fields[name])
-
-    @property
-    def is_full(self) -> bool:
-        return self.rebalance_timeout_ms != -1 and self.owned is not None and \
-            (self.topic_names is not None or self.regex is not None)
 
 
 def error_answer(code: ErrorCode, message: str = "") -> dict[str, Any]:
@@ -175,21 +151,21 @@ class ConsumerProtocol:
 
         member, replaced = self._member_for(group, req, member_id, records)
         is_new = member.member_id not in group.members
-        updated = _updated_member(member, req)
+        updated = updated_member(member, req)
         names_changed = updated.topic_names != member.topic_names
-        if _metadata_differs(member, updated) or (is_new and not replaced):
+        if metadata_differs(member, updated) or (is_new and not replaced):
             records.append(updated.metadata_record(group_id))
         regex_bump, regex_changed = self._update_regexes(group, member, updated, records, now)
         assignor_changed = False
         if updated.server_assignor != member.server_assignor or (is_new and updated.server_assignor):
-            others = _others(group, member)
+            others = others_than(group, member)
             assignor_changed = preferred_assignor(group.members.values()) != \
                 preferred_assignor([*others, updated])
         bump = names_changed or regex_bump or assignor_changed
         group_epoch = group.group_epoch
         if bump or group.metadata_expired:
             group.metadata_expired = False
-            new_hash = metadata_hash(_names_after(group, member, updated, records), self.topics)
+            new_hash = metadata_hash(names_after(group, member, updated, records), self.topics)
             if new_hash != group.metadata_hash:
                 bump = True
             if bump:
@@ -203,7 +179,7 @@ class ConsumerProtocol:
         current = updated.current
         if subscription_changed or current.state is not MemberState.STABLE or \
                 current.epoch != target_epoch:
-            subscribed = member_topic_ids(updated, _with_new_regexes(group, records), self.topics)
+            subscribed = member_topic_ids(updated, with_new_regexes(group, records), self.topics)
             current = reconcile(current, target_epoch, target, subscribed, subscription_changed,
                                 req.owned, group.owner_epoch)
             if current != updated.current:
@@ -232,7 +208,7 @@ class ConsumerProtocol:
                     raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                      f"Member {member_id} is not a member of group {group.group_id}.")
                 return ConsumerMember(member_id), False
-            _check_epoch(member, req)
+            check_epoch(member, req)
             return member, False
         old_id = group.static_members.get(instance_id)
         old = group.members.get(old_id) if old_id is not None else None
@@ -243,11 +219,11 @@ class ConsumerProtocol:
                 raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                  f"Static member {member_id} with instance id {instance_id} cannot "
                                  f"join the group because the instance id is owned by {old.member_id} member.")
-            new = _copy_member(old, member_id)
+            new = copy_member(old, member_id)
             gid = group.group_id
-            records += _removal_records(gid, old.member_id)
+            records += removal_records(gid, old.member_id)
             records += [new.metadata_record(gid),
-                        cr.TargetMember(gid, member_id, _as_record(group.target.get(old.member_id, {}))),
+                        cr.TargetMember(gid, member_id, as_record(group.target.get(old.member_id, {}))),
                         new.assignment_record(gid)]
             log.info("group %s: static member %s rejoins as %s", gid, instance_id, member_id)
             return new, True
@@ -258,7 +234,7 @@ class ConsumerProtocol:
             raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
                              f"Static member {member_id} with instance id {instance_id} is fenced "
                              f"by existing member {old.member_id}.")
-        _check_epoch(old, req)
+        check_epoch(old, req)
         return old, False
 
     # ===================================================================== regular exprs ===
@@ -302,8 +278,8 @@ class ConsumerProtocol:
             return current
         if self._offloads(group, extra=1):
             return current  # _maybe_offload starts it once these records are applied
-        members = [*_others(group, member), updated]
-        inputs = TargetInputs.of(_with_new_regexes(group, records), group_epoch, members, self.topics)
+        members = [*others_than(group, member), updated]
+        inputs = TargetInputs.of(with_new_regexes(group, records), group_epoch, members, self.topics)
         assignor = self.assignors.get(preferred_assignor(members)) or self.assignors.default
         target = inputs.compute(assignor)
         if target is None:
@@ -397,11 +373,11 @@ class ConsumerProtocol:
         records: list = []
         leaving = {m.member_id for m in members}
         for member in members:
-            records += _removal_records(gid, member.member_id)
+            records += removal_records(gid, member.member_id)
         staying = [m for m in group.members.values() if m.member_id not in leaving]
         used = {m.regex for m in staying if m.regex}
         records += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in group.regexes if r not in used]
-        names = {n for m in staying for n in m.topic_names} | _regex_topics(group, staying)
+        names = {n for m in staying for n in m.topic_names} | regex_topics(group, staying)
         epoch = group.group_epoch + 1
         records.append(cr.GroupEpoch(gid, epoch, metadata_hash(names, self.topics)))
         if not staying:
@@ -485,140 +461,9 @@ class ConsumerProtocol:
                                                   self._topics_version(), now))
             if records:
                 names_now = group.subscribed_topic_names(False)
-                view = _with_new_regexes(group, records)
-                names_now |= _regex_topics(view, group.members.values())
+                view = with_new_regexes(group, records)
+                names_now |= regex_topics(view, group.members.values())
                 records.append(cr.GroupEpoch(group.group_id, group.group_epoch + 1,
                                              metadata_hash(names_now, self.topics)))
                 self._write_consumer(group.group_id, records)
                 self._maybe_offload(group)
-
-
-# =============================================================================== helpers ===
-
-def compile_regex(regex: str):
-    import re2
-
-    try:
-        return re2.compile(regex)
-    except re2.error as e:
-        raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                         f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.") from None
-
-
-def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
-    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid, with the lost-response exception."""
-    received, stored = req.member_epoch, member.epoch
-    if received == 0 or received == stored:
-        return
-    if received > stored:
-        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
-                         f"The consumer group member has a greater member epoch ({received}) than "
-                         f"the one known by the group coordinator ({stored}). The member must "
-                         "abandon all its partitions and rejoin.")
-    if received != member.current.previous_epoch or req.owned is None or \
-            not _is_subset(req.owned, member.current.assigned):
-        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
-                         f"The consumer group member has a smaller member epoch ({received}) than "
-                         f"the one known by the group coordinator ({stored}). The member must "
-                         "abandon all its partitions and rejoin.")
-
-
-def _is_subset(owned, assigned) -> bool:
-    return all(ps <= assigned.get(topic, frozenset()) for topic, ps in owned.items() if ps)
-
-
-def _updated_member(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMember:
-    """The member with the request's non-null fields (null or -1: unchanged)."""
-    updated = _copy_member(member, member.member_id)
-    if req.instance_id is not None:
-        updated.instance_id = req.instance_id
-    if req.rack_id is not None:
-        updated.rack_id = req.rack_id
-    if req.rebalance_timeout_ms != -1:
-        updated.rebalance_timeout_ms = req.rebalance_timeout_ms
-    if req.server_assignor is not None:
-        updated.server_assignor = req.server_assignor or None
-    if req.topic_names is not None:
-        updated.topic_names = tuple(sorted(set(req.topic_names)))
-    if req.regex is not None:
-        updated.regex = req.regex  # "" clears it
-    updated.client_id, updated.client_host = req.client_id, req.client_host
-    updated.classic = None
-    return updated
-
-
-def _copy_member(member: ConsumerMember, member_id: str) -> ConsumerMember:
-    """A detached copy (timers stay with the group's member); a new id starts at epoch 0."""
-    copy = ConsumerMember(member_id)
-    for name in ("instance_id", "rack_id", "client_id", "client_host", "topic_names", "regex",
-                 "rebalance_timeout_ms", "server_assignor", "classic", "current"):
-        setattr(copy, name, getattr(member, name))
-    if member_id != member.member_id:
-        c = member.current
-        copy.current = Reconciled(0, 0, c.state, c.assigned, c.pending_revocation)
-    return copy
-
-
-def _metadata_differs(a: ConsumerMember, b: ConsumerMember) -> bool:
-    return (a.instance_id, a.rack_id, a.client_id, a.client_host, a.topic_names, a.regex,
-            a.rebalance_timeout_ms, a.server_assignor, a.classic) != \
-        (b.instance_id, b.rack_id, b.client_id, b.client_host, b.topic_names, b.regex,
-         b.rebalance_timeout_ms, b.server_assignor, b.classic)
-
-
-def _removal_records(group_id: str, member_id: str) -> list:
-    return [cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, group_id, member_id),
-            cr.ConsumerTombstone(cr.TARGET_MEMBER, group_id, member_id),
-            cr.ConsumerTombstone(cr.MEMBER_METADATA, group_id, member_id)]
-
-
-def _as_record(partitions) -> cr.Assignment:
-    return {t: tuple(sorted(ps)) for t, ps in partitions.items() if ps}
-
-
-def _others(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMember]:
-    """The group's members but `member` (and the old self a static member replaces)."""
-    instance_id = member.instance_id
-    return [m for m in group.members.values() if m.member_id != member.member_id
-            and (instance_id is None or m.instance_id != instance_id)]
-
-
-def _names_after(group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
-                 records: list) -> set[str]:
-    """The topic names the group subscribes to once `member` is `updated`, from the group's
-    per-name counts and regex resolutions (not per member: a join to a big group stays cheap)."""
-    counts = group.topic_name_counts
-    old, new = set(member.topic_names) if member.member_id in group.members else set(), \
-        set(updated.topic_names)
-    names = {n for n, c in counts.items() if c - (n in old) > 0} | new
-    removed = {r.name for r in records if isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX}
-    for regex, resolution in _with_new_regexes(group, records).regexes.items():
-        if regex not in removed:
-            names.update(resolution.topics)
-    return names
-
-
-def _regex_topics(group: ConsumerGroup, members) -> set[str]:
-    out: set[str] = set()
-    for m in members:
-        if m.regex and m.regex in group.regexes:
-            out.update(group.regexes[m.regex].topics)
-    return out
-
-
-class _RegexView:
-    """The group as seen with regex resolutions of this heartbeat's records (not replayed yet)."""
-
-    def __init__(self, group: ConsumerGroup, regexes: dict):
-        self._group = group
-        self.regexes = regexes
-
-    def __getattr__(self, name: str):
-        return getattr(self._group, name)
-
-
-def _with_new_regexes(group: ConsumerGroup, records: list):
-    new = {r.regex: r for r in records if isinstance(r, cr.RegexTopics)}
-    if not new:
-        return group
-    return _RegexView(group, {**group.regexes, **new})

@@ -1,0 +1,168 @@
+"""What one ConsumerGroupHeartbeat asks and how it changes a member, apart from the protocol's
+flow (protocol.py): the request, Kafka's epoch check with its lost-response exception, the member
+with the request's fields applied, removal records, and views of the group's subscriptions that
+take the heartbeat's own records into account before they are applied."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ErrorCode
+from ..storage import consumer_records as cr
+from .reconcile import Reconciled
+from .state import ConsumerGroup, ConsumerMember
+
+class GroupError(Exception):
+    """A heartbeat refused with Kafka's error code and message."""
+
+    def __init__(self, code: ErrorCode, message: str = ""):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class HeartbeatRequest:
+    """What ConsumerGroupHeartbeat asks, independent of its version. `owned` is None when the
+    request leaves TopicPartitions out (unchanged)."""
+
+    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id",
+                 "rebalance_timeout_ms", "topic_names", "regex", "server_assignor", "owned",
+                 "client_id", "client_host")
+
+    def __init__(self, **fields: Any):
+        for name in self.__slots__:
+            setattr(self, name, fields[name])
+
+    @property
+    def is_full(self) -> bool:
+        return self.rebalance_timeout_ms != -1 and self.owned is not None and \
+            (self.topic_names is not None or self.regex is not None)
+
+
+def compile_regex(regex: str):
+    import re2
+
+    try:
+        return re2.compile(regex)
+    except re2.error as e:
+        raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                         f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.") from None
+
+
+def check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
+    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid, with the lost-response exception."""
+    received, stored = req.member_epoch, member.epoch
+    if received == 0 or received == stored:
+        return
+    if received > stored:
+        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                         f"The consumer group member has a greater member epoch ({received}) than "
+                         f"the one known by the group coordinator ({stored}). The member must "
+                         "abandon all its partitions and rejoin.")
+    if received != member.current.previous_epoch or req.owned is None or \
+            not _is_subset(req.owned, member.current.assigned):
+        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                         f"The consumer group member has a smaller member epoch ({received}) than "
+                         f"the one known by the group coordinator ({stored}). The member must "
+                         "abandon all its partitions and rejoin.")
+
+
+def _is_subset(owned, assigned) -> bool:
+    return all(ps <= assigned.get(topic, frozenset()) for topic, ps in owned.items() if ps)
+
+
+def updated_member(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMember:
+    """The member with the request's non-null fields (null or -1: unchanged)."""
+    updated = copy_member(member, member.member_id)
+    if req.instance_id is not None:
+        updated.instance_id = req.instance_id
+    if req.rack_id is not None:
+        updated.rack_id = req.rack_id
+    if req.rebalance_timeout_ms != -1:
+        updated.rebalance_timeout_ms = req.rebalance_timeout_ms
+    if req.server_assignor is not None:
+        updated.server_assignor = req.server_assignor or None
+    if req.topic_names is not None:
+        updated.topic_names = tuple(sorted(set(req.topic_names)))
+    if req.regex is not None:
+        updated.regex = req.regex  # "" clears it
+    updated.client_id, updated.client_host = req.client_id, req.client_host
+    updated.classic = None
+    return updated
+
+
+def copy_member(member: ConsumerMember, member_id: str) -> ConsumerMember:
+    """A detached copy (timers stay with the group's member); a new id starts at epoch 0."""
+    copy = ConsumerMember(member_id)
+    for name in ("instance_id", "rack_id", "client_id", "client_host", "topic_names", "regex",
+                 "rebalance_timeout_ms", "server_assignor", "classic", "current"):
+        setattr(copy, name, getattr(member, name))
+    if member_id != member.member_id:
+        c = member.current
+        copy.current = Reconciled(0, 0, c.state, c.assigned, c.pending_revocation)
+    return copy
+
+
+def metadata_differs(a: ConsumerMember, b: ConsumerMember) -> bool:
+    return (a.instance_id, a.rack_id, a.client_id, a.client_host, a.topic_names, a.regex,
+            a.rebalance_timeout_ms, a.server_assignor, a.classic) != \
+        (b.instance_id, b.rack_id, b.client_id, b.client_host, b.topic_names, b.regex,
+         b.rebalance_timeout_ms, b.server_assignor, b.classic)
+
+
+def removal_records(group_id: str, member_id: str) -> list:
+    return [cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, group_id, member_id),
+            cr.ConsumerTombstone(cr.TARGET_MEMBER, group_id, member_id),
+            cr.ConsumerTombstone(cr.MEMBER_METADATA, group_id, member_id)]
+
+
+def as_record(partitions) -> cr.Assignment:
+    return {t: tuple(sorted(ps)) for t, ps in partitions.items() if ps}
+
+
+def others_than(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMember]:
+    """The group's members but `member` (and the old self a static member replaces)."""
+    instance_id = member.instance_id
+    return [m for m in group.members.values() if m.member_id != member.member_id
+            and (instance_id is None or m.instance_id != instance_id)]
+
+
+def names_after(group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+                 records: list) -> set[str]:
+    """The topic names the group subscribes to once `member` is `updated`, from the group's
+    per-name counts and regex resolutions (not per member: a join to a big group stays cheap)."""
+    counts = group.topic_name_counts
+    old, new = set(member.topic_names) if member.member_id in group.members else set(), \
+        set(updated.topic_names)
+    names = {n for n, c in counts.items() if c - (n in old) > 0} | new
+    removed = {r.name for r in records if isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX}
+    for regex, resolution in with_new_regexes(group, records).regexes.items():
+        if regex not in removed:
+            names.update(resolution.topics)
+    return names
+
+
+def regex_topics(group: ConsumerGroup, members) -> set[str]:
+    out: set[str] = set()
+    for m in members:
+        if m.regex and m.regex in group.regexes:
+            out.update(group.regexes[m.regex].topics)
+    return out
+
+
+class _RegexView:
+    """The group as seen with regex resolutions of this heartbeat's records (not replayed yet)."""
+
+    def __init__(self, group: ConsumerGroup, regexes: dict):
+        self._group = group
+        self.regexes = regexes
+
+    def __getattr__(self, name: str):
+        return getattr(self._group, name)
+
+
+def with_new_regexes(group: ConsumerGroup, records: list):
+    new = {r.regex: r for r in records if isinstance(r, cr.RegexTopics)}
+    if not new:
+        return group
+    return _RegexView(group, {**group.regexes, **new})
