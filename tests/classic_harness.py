@@ -35,7 +35,7 @@ class InstantLog(CoordinatorLog):
         self.group_writes = 0
         self.tombstone_writes = 0
 
-    def _write(self, group_id, recs, applied=False):
+    def _write(self, group_id, recs, applied=False, batch=None):
         records.encode_batch(recs, 0)
         for record in recs:
             if isinstance(record, records.GroupMetadata):

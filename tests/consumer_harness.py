@@ -28,11 +28,12 @@ class RecordingLog(CoordinatorLog):
         self.pairs: list[tuple[bytes, bytes | None]] = []
         self.fail_next = 0
 
-    def _write(self, group_id, recs, applied=False):
+    def _write(self, group_id, recs, applied=False, batch=None):
         if self.fail_next:
             self.fail_next -= 1
             return Later.of(ErrorCode.NOT_COORDINATOR)
-        batch = records.encode_batch(recs, 0)
+        if batch is None:
+            batch = records.encode_batch(recs, 0)
         self.pairs.extend((k, v) for _, _, k, v in _core.decode_batches(batch))
         if not applied:
             for record in recs:

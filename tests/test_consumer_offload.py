@@ -57,3 +57,8 @@ async def _scenario(tmp_path):
     seen = [p for t in group.target.values() for p in t.get(big, ())]
     assert sorted(seen) == list(range(40_000))
     assert {len(t.get(big, ())) for t in group.target.values()} == {8}
+    # The records were encoded in the worker thread: the log holds exactly what memory does.
+    loaded = make_coordinator(topics)
+    loaded._replay_all(coordinator.log.pairs)
+    assert loaded.groups["big"].target == group.target
+    assert loaded.groups["big"].assignment_epoch == group.assignment_epoch

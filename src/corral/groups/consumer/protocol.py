@@ -32,7 +32,7 @@ from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, comp
                       removal_records, updated_member, with_new_regexes)
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
-from .target import (TargetInputs, TopicImage, member_topic_ids, metadata_hash,
+from .target import (TargetInputs, TopicImage, encoded_result, member_topic_ids, metadata_hash,
                      preferred_assignor, records_for)
 
 if TYPE_CHECKING:
@@ -70,16 +70,17 @@ class ConsumerProtocol:
 
     # =========================================================================== writing ===
 
-    def _write_consumer(self, group_id: str, records: list) -> Later:
-        """Applies `records` now (through `replay`) and appends them; resolves with the write's
-        error once durable."""
+    def _write_consumer(self, group_id: str, records: list, batch: bytes | None = None) -> Later:
+        """Applies `records` now (through `replay`) and appends them (as `batch` when they come
+        encoded); resolves with the write's error once durable."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and group.needs_rewrite:
             records = [*group.all_records(), *records]
             group.needs_rewrite = False
+            batch = None
         for record in records:
             self.replay(record)
-        written = self.log.write(group_id, records, applied=True)
+        written = self.log.write(group_id, records, applied=True, batch=batch)
 
         def failed(error: ErrorCode) -> None:
             if error:
@@ -315,21 +316,26 @@ class ConsumerProtocol:
         self._nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
 
     async def _compute_offloaded(self, group: ConsumerGroup, inputs: TargetInputs, assignor) -> None:
+        """The computation, its records and their bytes in a worker thread; the loop only applies
+        them (or, if members left meanwhile, makes the records again without them)."""
         try:
-            target = await trio.to_thread.run_sync(inputs.compute, assignor)
+            result = await trio.to_thread.run_sync(encoded_result, inputs, assignor, wall_ms())
         finally:
             group.computing_epoch = None
         if self.groups.get(group.group_id) is not group or group.deleting or \
                 group.assignment_epoch >= inputs.epoch:
             return
-        now = wall_ms()
-        if target is None:
-            group.assignment_failed_ms = now
+        if result is None:
+            group.assignment_failed_ms = wall_ms()
             return
+        records, batch = result
         log.info("group %s: target assignment for epoch %d (%d members, %s, worker thread)",
                  group.group_id, inputs.epoch, len(inputs.members), assignor.name)
-        self._write_consumer(group.group_id,
-                             records_for(group, inputs.epoch, target, group.members, now))
+        if any(member_id not in group.members for member_id, *_ in inputs.members):
+            records = [r for r in records
+                       if not isinstance(r, cr.TargetMember) or r.member_id in group.members]
+            batch = None
+        self._write_consumer(group.group_id, records, batch)
         # Epoch bumps while it ran: the next computation, if batching allows it now.
         self._maybe_offload(group)
 

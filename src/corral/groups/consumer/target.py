@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Collection, Iterable, Mapping
 
 from ...assignors import GroupSpec, MemberSpec, run_assignor, subscription_type_of
 from ..storage import consumer_records as cr
+from ..storage.records import encode_batch
 from .state import ConsumerGroup, ConsumerMember
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class TargetInputs:
     epoch: int
     members: list[tuple[str, frozenset[bytes], Mapping[bytes, frozenset[int]], str | None, str | None]]
     partition_counts: dict[bytes, int]
+    # Each member's TargetMember as it stands (None: it has none), to write only what changes.
+    stored_targets: dict[str, Mapping[bytes, frozenset[int]] | None]
 
     @classmethod
     def of(cls, group: ConsumerGroup, epoch: int, members: Iterable[ConsumerMember],
@@ -116,7 +119,8 @@ class TargetInputs:
                     counts[topic_id] = topics.by_id(topic_id).partitions
             rows.append((member.member_id, ids, group.target_of(member),
                          member.rack_id, member.instance_id))
-        return cls(group.group_id, epoch, rows, counts)
+        stored = {row[0]: group.target.get(row[0]) for row in rows}
+        return cls(group.group_id, epoch, rows, counts, stored)
 
     def compute(self, assignor: "Assignor") -> dict[str, dict[bytes, frozenset[int]]] | None:
         """The new target (member -> topic id -> partitions), or None if the assignor failed
@@ -129,6 +133,23 @@ class TargetInputs:
             return None
         return {member_id: {t: frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}
                 for member_id in specs}
+
+
+def encoded_result(inputs: TargetInputs, assignor: "Assignor", now_ms: int
+                   ) -> tuple[list[cr.ConsumerRecord], bytes] | None:
+    """An offloaded computation's whole result, in the worker thread: the records of the new
+    target (against the targets the inputs were taken with) and their RecordBatch, so the event
+    loop only applies them. None if the assignor failed."""
+    target = inputs.compute(assignor)
+    if target is None:
+        return None
+    gid = inputs.group_id
+    records: list[cr.ConsumerRecord] = [
+        cr.TargetMember(gid, member_id, {t: tuple(sorted(ps)) for t, ps in partitions.items()})
+        for member_id, partitions in target.items()
+        if inputs.stored_targets.get(member_id) != partitions]
+    records.append(cr.TargetEpoch(gid, inputs.epoch, now_ms))
+    return records, encode_batch(records, now_ms)
 
 
 def records_for(group: ConsumerGroup, epoch: int, target: Mapping[str, Mapping[bytes, frozenset[int]]],

@@ -58,16 +58,19 @@ class CoordinatorLog:
         finally:
             self._request = outer
 
-    def write(self, group_id: str, records: list[Record], applied: bool = False) -> Later:
+    def write(self, group_id: str, records: list[Record], applied: bool = False,
+              batch: bytes | None = None) -> Later:
         """Appends `records` (all of one group) now; once durable replays them and resolves the
         returned Later with NONE, or with WRITE_FAILED (nothing replayed). `applied`: the
-        caller replayed them already (consumer groups, whose next request must see them)."""
-        done = self._write(group_id, records, applied)
+        caller replayed them already (consumer groups, whose next request must see them).
+        `batch`: their RecordBatch, when the caller encoded them (in a worker thread)."""
+        done = self._write(group_id, records, applied, batch)
         if self._request is not None:
             self._request.append(done)
         return done
 
-    def _write(self, group_id: str, records: list[Record], applied: bool) -> Later:
+    def _write(self, group_id: str, records: list[Record], applied: bool,
+               batch: bytes | None) -> Later:
         raise NotImplementedError
 
     def writing(self, group_id: str) -> bool:
@@ -121,12 +124,13 @@ class DurableLog(CoordinatorLog):
             partition = self._partition_of[group_id] = partition_for(group_id, self.topic.partitions)
         return partition
 
-    def _write(self, group_id: str, records: list[Record], applied: bool) -> Later:
+    def _write(self, group_id: str, records: list[Record], applied: bool,
+               batch: bytes | None) -> Later:
         done = Later()
         partition = self.partition_of(group_id)
         try:
             result, needs_flush = self.logs.append(
-                self.topic, partition, encode_batch(records, wall_ms()))
+                self.topic, partition, batch if batch is not None else encode_batch(records, wall_ms()))
         except StorageError as e:
             storage_warning("coordinator", "write to %s-%d failed, answered NOT_COORDINATOR: %s",
                             self.topic.name, partition, e)
