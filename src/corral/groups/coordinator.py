@@ -54,6 +54,9 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol):
         # name and are assigned by topic id.
         self.topics = TopicImage(topics)
         self.assignors = AssignorRegistry.from_setting(settings["group.consumer.assignors"])
+        # Whether ConsumerGroupHeartbeat/Describe are served (else UNSUPPORTED_VERSION).
+        self.consumer_protocol_enabled = \
+            "consumer" in settings["group.coordinator.rebalance.protocols"].split(",")
         self._nursery: trio.Nursery | None = None
         self.log = log_store
         self.log.replay = self.replay

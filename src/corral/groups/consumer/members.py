@@ -5,7 +5,7 @@ take the heartbeat's own records into account before they are applied."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ...errors import ErrorCode
 from ..storage import consumer_records as cr
@@ -128,41 +128,32 @@ def others_than(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMe
 
 
 def names_after(group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
-                 records: list) -> set[str]:
-    """The topic names the group subscribes to once `member` is `updated`, from the group's
-    per-name counts and regex resolutions (not per member: a join to a big group stays cheap)."""
+                regexes: Mapping[str, cr.RegexTopics]) -> set[str]:
+    """The topic names the group subscribes to once `member` is `updated` (and `regexes` are
+    its resolutions), from the group's per-name counts, not per member: a join to a big group
+    stays cheap."""
     counts = group.topic_name_counts
     old, new = set(member.topic_names) if member.member_id in group.members else set(), \
         set(updated.topic_names)
     names = {n for n, c in counts.items() if c - (n in old) > 0} | new
-    removed = {r.name for r in records if isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX}
-    for regex, resolution in with_new_regexes(group, records).regexes.items():
-        if regex not in removed:
-            names.update(resolution.topics)
+    for resolution in regexes.values():
+        names.update(resolution.topics)
     return names
 
 
-def regex_topics(group: ConsumerGroup, members) -> set[str]:
+def regex_topics(regexes: Mapping[str, cr.RegexTopics], members) -> set[str]:
+    """The topics the members' regexes resolve to."""
     out: set[str] = set()
     for m in members:
-        if m.regex and m.regex in group.regexes:
-            out.update(group.regexes[m.regex].topics)
+        if m.regex and m.regex in regexes:
+            out.update(regexes[m.regex].topics)
     return out
 
 
-class _RegexView:
-    """The group as seen with regex resolutions of this heartbeat's records (not replayed yet)."""
-
-    def __init__(self, group: ConsumerGroup, regexes: dict):
-        self._group = group
-        self.regexes = regexes
-
-    def __getattr__(self, name: str):
-        return getattr(self._group, name)
-
-
-def with_new_regexes(group: ConsumerGroup, records: list):
-    new = {r.regex: r for r in records if isinstance(r, cr.RegexTopics)}
-    if not new:
-        return group
-    return _RegexView(group, {**group.regexes, **new})
+def regexes_after(group: ConsumerGroup, records: list) -> Mapping[str, cr.RegexTopics]:
+    """The group's regex resolutions once `records` (a heartbeat's, not applied yet) are."""
+    added = {r.regex: r for r in records if isinstance(r, cr.RegexTopics)}
+    removed = {r.name for r in records if isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX}
+    if not added and not removed:
+        return group.regexes
+    return {regex: r for regex, r in {**group.regexes, **added}.items() if regex not in removed}

@@ -29,11 +29,11 @@ from ..storage.records import GroupTombstone
 from ..timers import Timers
 from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, compile_regex,
                       copy_member, metadata_differs, names_after, others_than, regex_topics,
-                      removal_records, updated_member, with_new_regexes)
+                      regexes_after, removal_records, updated_member)
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
 from .target import (TargetInputs, TopicImage, encoded_result, member_topic_ids, metadata_hash,
-                     preferred_assignor, records_for)
+                     preferred_assignor)
 
 if TYPE_CHECKING:
     from ...assignors import AssignorRegistry
@@ -166,7 +166,7 @@ class ConsumerProtocol:
         group_epoch = group.group_epoch
         if bump or group.metadata_expired:
             group.metadata_expired = False
-            new_hash = metadata_hash(names_after(group, member, updated, records), self.topics)
+            new_hash = metadata_hash(names_after(group, member, updated, regexes_after(group, records)), self.topics)
             if new_hash != group.metadata_hash:
                 bump = True
             if bump:
@@ -180,7 +180,7 @@ class ConsumerProtocol:
         current = updated.current
         if subscription_changed or current.state is not MemberState.STABLE or \
                 current.epoch != target_epoch:
-            subscribed = member_topic_ids(updated, with_new_regexes(group, records), self.topics)
+            subscribed = member_topic_ids(updated, regexes_after(group, records), self.topics)
             current = reconcile(current, target_epoch, target, subscribed, subscription_changed,
                                 req.owned, group.owner_epoch)
             if current != updated.current:
@@ -280,13 +280,14 @@ class ConsumerProtocol:
         if self._offloads(group, extra=1):
             return current  # _maybe_offload starts it once these records are applied
         members = [*others_than(group, member), updated]
-        inputs = TargetInputs.of(with_new_regexes(group, records), group_epoch, members, self.topics)
+        inputs = TargetInputs.of(group, group_epoch, members, self.topics,
+                                 regexes_after(group, records))
         assignor = self.assignors.get(preferred_assignor(members)) or self.assignors.default
         target = inputs.compute(assignor)
         if target is None:
             group.assignment_failed_ms = now  # retried after the assignment interval
             return current
-        records += records_for(group, group_epoch, target, {m.member_id for m in members}, now)
+        records += inputs.records(target, now)
         log.info("group %s: target assignment for epoch %d (%d members, %s)", group.group_id,
                  group_epoch, len(members), assignor.name)
         return group_epoch, target.get(updated.member_id, EMPTY_ASSIGNMENT)
@@ -383,7 +384,7 @@ class ConsumerProtocol:
         staying = [m for m in group.members.values() if m.member_id not in leaving]
         used = {m.regex for m in staying if m.regex}
         records += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in group.regexes if r not in used]
-        names = {n for m in staying for n in m.topic_names} | regex_topics(group, staying)
+        names = {n for m in staying for n in m.topic_names} | regex_topics(group.regexes, staying)
         epoch = group.group_epoch + 1
         records.append(cr.GroupEpoch(gid, epoch, metadata_hash(names, self.topics)))
         if not staying:
@@ -415,20 +416,19 @@ class ConsumerProtocol:
         if current.state is MemberState.UNREVOKED_PARTITIONS:
             if not member.rebalance_key:
                 member.rebalance_key = self.timers.register(self._on_rebalance_timeout, group_id,
-                                                            member.member_id, current.epoch)
-            else:
-                self.timers.callbacks[member.rebalance_key] = (
-                    self._on_rebalance_timeout, group_id, member.member_id, current.epoch)
+                                                            member.member_id)
+            member.rebalance_epoch = current.epoch
             self.timers.schedule(member.rebalance_key, max(member.rebalance_timeout_ms, 0))
         elif member.rebalance_key:
             self.timers.cancel(member.rebalance_key)
 
-    def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
+    def _on_rebalance_timeout(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         if not isinstance(group, ConsumerGroup):
             return
         member = group.members.get(member_id)
-        if member is not None and member.epoch == epoch and \
+        # Fenced only if still revoking at the epoch the deadline was armed for.
+        if member is not None and member.epoch == member.rebalance_epoch and \
                 member.current.state is MemberState.UNREVOKED_PARTITIONS:
             self._fence(group, member, "it did not revoke its partitions within the rebalance timeout")
 
@@ -467,8 +467,7 @@ class ConsumerProtocol:
                                                   self._topics_version(), now))
             if records:
                 names_now = group.subscribed_topic_names(False)
-                view = with_new_regexes(group, records)
-                names_now |= regex_topics(view, group.members.values())
+                names_now |= regex_topics(regexes_after(group, records), group.members.values())
                 records.append(cr.GroupEpoch(group.group_id, group.group_epoch + 1,
                                              metadata_hash(names_now, self.topics)))
                 self._write_consumer(group.group_id, records)

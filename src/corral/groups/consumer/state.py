@@ -34,7 +34,7 @@ class ConsumerMember:
 
     __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "topic_names",
                  "regex", "rebalance_timeout_ms", "server_assignor", "classic", "current",
-                 "session_key", "rebalance_key")
+                 "session_key", "rebalance_key", "rebalance_epoch")
 
     def __init__(self, member_id: str):
         self.member_id = member_id
@@ -51,6 +51,7 @@ class ConsumerMember:
         self.current = Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT, EMPTY_ASSIGNMENT)
         self.session_key = 0
         self.rebalance_key = 0
+        self.rebalance_epoch = -1  # the epoch its revocation deadline was armed at
 
     @property
     def epoch(self) -> int:

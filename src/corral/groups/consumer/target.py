@@ -3,8 +3,8 @@ subscribe to, the metadata hash whose change bumps the group epoch, the assignor
 records of a new target.
 
 `TargetInputs` is taken on the event loop (plain tuples and frozensets, which the group never
-mutates), so `compute` may run in a worker thread while the group goes on changing; `records_for`
-then writes the result for the members still there.
+mutates), so `compute` (and `encoded_result`, which also makes and encodes the records) may run
+in a worker thread while the group goes on changing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import hashlib
 import struct
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ...assignors import GroupSpec, MemberSpec, run_assignor, subscription_type_of
 from ..storage import consumer_records as cr
@@ -52,12 +52,13 @@ class TopicImage:
         return () if self.store is None else list(self.store.by_name)
 
 
-def member_topic_ids(member: ConsumerMember, group: ConsumerGroup, topics: TopicImage
-                     ) -> frozenset[bytes]:
-    """The ids of the existing topics a member subscribes to: its names and its regex's topics."""
+def member_topic_ids(member: ConsumerMember, regexes: Mapping[str, cr.RegexTopics],
+                     topics: TopicImage) -> frozenset[bytes]:
+    """The ids of the existing topics a member subscribes to: its names and its regex's topics
+    (`regexes`: the group's resolutions)."""
     names: Iterable[str] = member.topic_names
     if member.regex:
-        resolved = group.regexes.get(member.regex)
+        resolved = regexes.get(member.regex)
         if resolved is not None:
             names = (*names, *resolved.topics)
     ids = (topics.id_of(name) for name in names)
@@ -103,7 +104,11 @@ class TargetInputs:
 
     @classmethod
     def of(cls, group: ConsumerGroup, epoch: int, members: Iterable[ConsumerMember],
-           topics: TopicImage) -> "TargetInputs":
+           topics: TopicImage, regexes: Mapping[str, cr.RegexTopics] | None = None
+           ) -> "TargetInputs":
+        """`regexes`: the resolutions to read (default the group's; a heartbeat passes those
+        its own records will add)."""
+        regexes = group.regexes if regexes is None else regexes
         rows = []
         counts: dict[bytes, int] = {}
         # One set object per subscription class (the built-ins group members by it), looked up
@@ -113,7 +118,7 @@ class TargetInputs:
             key = (member.topic_names, member.regex)
             ids = shared.get(key)
             if ids is None:
-                ids = shared[key] = member_topic_ids(member, group, topics)
+                ids = shared[key] = member_topic_ids(member, regexes, topics)
             for topic_id in ids:
                 if topic_id not in counts:
                     counts[topic_id] = topics.by_id(topic_id).partitions
@@ -135,32 +140,25 @@ class TargetInputs:
                 for member_id in specs}
 
 
+    def records(self, target: Mapping[str, Mapping[bytes, frozenset[int]]], now_ms: int
+                ) -> list[cr.ConsumerRecord]:
+        """The records of a new target: a TargetMember per member whose target changed since
+        the inputs were taken, then the TargetEpoch."""
+        gid = self.group_id
+        out: list[cr.ConsumerRecord] = [
+            cr.TargetMember(gid, member_id, {t: tuple(sorted(ps)) for t, ps in partitions.items()})
+            for member_id, partitions in target.items()
+            if self.stored_targets.get(member_id) != partitions]
+        out.append(cr.TargetEpoch(gid, self.epoch, now_ms))
+        return out
+
+
 def encoded_result(inputs: TargetInputs, assignor: "Assignor", now_ms: int
                    ) -> tuple[list[cr.ConsumerRecord], bytes] | None:
-    """An offloaded computation's whole result, in the worker thread: the records of the new
-    target (against the targets the inputs were taken with) and their RecordBatch, so the event
-    loop only applies them. None if the assignor failed."""
+    """An offloaded computation's whole result, in the worker thread: its records and their
+    RecordBatch, so the event loop only applies them. None if the assignor failed."""
     target = inputs.compute(assignor)
     if target is None:
         return None
-    gid = inputs.group_id
-    records: list[cr.ConsumerRecord] = [
-        cr.TargetMember(gid, member_id, {t: tuple(sorted(ps)) for t, ps in partitions.items()})
-        for member_id, partitions in target.items()
-        if inputs.stored_targets.get(member_id) != partitions]
-    records.append(cr.TargetEpoch(gid, inputs.epoch, now_ms))
+    records = inputs.records(target, now_ms)
     return records, encode_batch(records, now_ms)
-
-
-def records_for(group: ConsumerGroup, epoch: int, target: Mapping[str, Mapping[bytes, frozenset[int]]],
-                present: Collection[str], now_ms: int) -> list[cr.ConsumerRecord]:
-    """A TargetMember record per member in `present` (an offloaded computation leaves out those
-    that left meanwhile) whose target changed, then the TargetEpoch."""
-    out: list[cr.ConsumerRecord] = []
-    gid = group.group_id
-    for member_id, partitions in target.items():
-        if member_id in present and group.target.get(member_id) != partitions:
-            out.append(cr.TargetMember(gid, member_id,
-                                       {t: tuple(sorted(ps)) for t, ps in partitions.items()}))
-    out.append(cr.TargetEpoch(gid, epoch, now_ms))
-    return out

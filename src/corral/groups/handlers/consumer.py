@@ -18,16 +18,12 @@ from .admin import GROUP_OPERATIONS
 OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
-def consumer_protocol_enabled(broker) -> bool:
-    return "consumer" in broker.settings["group.coordinator.rebalance.protocols"].split(",")
-
-
 # ---------------------------------------------------------------------- ConsumerGroupHeartbeat
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
 def consumer_group_heartbeat(broker, request) -> dict[str, Any] | Later:
     body, version = request.body, request.api_version
-    if not consumer_protocol_enabled(broker):
+    if not broker.groups.consumer_protocol_enabled:
         return error_answer(ErrorCode.UNSUPPORTED_VERSION,
                             "The new consumer group protocol is not enabled on this coordinator.")
     invalid = _invalid(body, version)
@@ -91,7 +87,7 @@ def _partitions(topics: list[dict[str, Any]]) -> dict[bytes, frozenset[int]]:
 @handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
 def consumer_group_describe(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
-    enabled = consumer_protocol_enabled(broker)
+    enabled = broker.groups.consumer_protocol_enabled
     with_ops = body["include_authorized_operations"]
     described = []
     for group_id in body["group_ids"]:
