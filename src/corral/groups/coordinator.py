@@ -69,7 +69,7 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol):
         # Mirrors the consumer groups for its ConsumerGroupHeartbeat answers (ConsumerGroup
         # keeps it in step); None when the consumer protocol is off (every heartbeat is refused).
         self.consumer_heartbeat_view: _core.ConsumerHeartbeatView | None = None
-        if "consumer" in settings["group.coordinator.rebalance.protocols"].split(","):
+        if self.consumer_protocol_enabled:
             self.consumer_heartbeat_view = _core.ConsumerHeartbeatView(
                 self.timers.wheel, settings["group.consumer.session.timeout.ms"],
                 settings["group.consumer.heartbeat.interval.ms"])
