@@ -101,13 +101,15 @@ pub fn encode_consumer_assignment<'py>(py: Python<'py>, version: i16, assigned: 
     encoded(py, version, &message, "assignment")
 }
 
-/// The assigned partitions of an assignment; raises ValueError when the bytes are not one.
+/// The assigned partitions of an assignment and its user data (a custom assignor's; None when
+/// absent or empty); raises ValueError when the bytes are not an assignment.
 #[pyfunction]
-pub fn decode_consumer_assignment(data: &[u8]) -> PyResult<TopicPartitions> {
+pub fn decode_consumer_assignment<'py>(py: Python<'py>, data: &[u8]) -> PyResult<(TopicPartitions, Option<Bound<'py, PyBytes>>)> {
     let mut buf = Bytes::copy_from_slice(data);
     let (_, read_as) = read_version(&mut buf, "assignment")?;
     let message = ConsumerProtocolAssignment::decode(&mut buf, read_as).map_err(|e| invalid("assignment", e))?;
-    Ok(message.assigned_partitions.into_iter().map(|tp| (tp.topic.0.to_string(), tp.partitions)).collect())
+    let user_data = message.user_data.filter(|d| !d.is_empty()).map(|d| PyBytes::new(py, &d));
+    Ok((message.assigned_partitions.into_iter().map(|tp| (tp.topic.0.to_string(), tp.partitions)).collect(), user_data))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

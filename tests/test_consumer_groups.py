@@ -164,23 +164,6 @@ def test_invalid_regex_and_unknown_assignor_are_refused():
     assert d.group is None  # nothing was written
 
 
-def test_consumer_join_to_a_live_classic_group_is_group_id_not_found():
-    from classic_harness import join_request, subscription
-    _, _, c, d = setup()
-    c.join(join_request("g", "", subscription(["t"]), require_known_member_id=False))
-    assert not c.groups["g"].is_empty()
-    r = d.join("a")
-    assert r["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
-
-
-def test_classic_join_to_a_consumer_group_is_inconsistent():
-    from classic_harness import join_request, subscription
-    _, _, c, d = setup()
-    d.join("a")
-    result = c.join(join_request("g", "", subscription(["t"]))).value
-    assert result["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-
-
 # --------------------------------------------------------------------------- static members
 
 def test_static_member_temporary_leave_and_rejoin_keeps_its_assignment():

@@ -43,7 +43,7 @@ def test_round_trips_in_every_version(version):
     assert generation == (9 if version >= 2 else -1)
     assert rack == ("rack-a" if version >= 3 else None)
     assigned = _core.encode_consumer_assignment(version, [("t1", [0, 1])])
-    assert _core.decode_consumer_assignment(assigned) == [("t1", [0, 1])]
+    assert _core.decode_consumer_assignment(assigned) == ([("t1", [0, 1])], None)
 
 
 def test_a_newer_version_is_read_as_the_newest_known():

@@ -293,8 +293,9 @@ def encode_consumer_assignment(version: int,
                                assigned: Sequence[tuple[str, Sequence[int]]]) -> bytes:
     """An assignment's bytes (version 0-3, no user data). Raises ValueError on a bad version."""
 
-def decode_consumer_assignment(data: bytes) -> ConsumerTopicPartitions:
-    """An assignment's partitions. Raises ValueError when the bytes are not an assignment."""
+def decode_consumer_assignment(data: bytes) -> tuple[ConsumerTopicPartitions, bytes | None]:
+    """An assignment's partitions and its user data (None when absent or empty). Raises
+    ValueError when the bytes are not an assignment."""
 
 # --- Network thread -----------------------------------------------------------------------------
 

@@ -31,6 +31,8 @@ from ..errors import ErrorCode
 from ..log import storage_warning
 from .classic import ClassicGroup, ClassicProtocol
 from .consumer import ConsumerGroup, ConsumerProtocol, TopicImage
+from .consumer.classic_members import ClassicMembers
+from .consumer.migration import MigrationPolicy
 from .group import Group
 from .offsets import Offsets
 from .storage import consumer_records as cr
@@ -47,7 +49,7 @@ _CONSUMER_RECORDS = (cr.GroupEpoch, cr.MemberMetadata, cr.TargetEpoch, cr.Target
                      cr.CurrentAssignment, cr.RegexTopics, cr.ConsumerTombstone)
 
 
-class GroupCoordinator(ClassicProtocol, ConsumerProtocol):
+class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
     def __init__(self, settings, log_store: CoordinatorLog, snapshot_path: Path, topics=None):
         self.settings = settings
         # The broker's topic store (None in tests without topics): consumer groups subscribe by
@@ -57,6 +59,8 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol):
         # Whether ConsumerGroupHeartbeat/Describe are served (else UNSUPPORTED_VERSION).
         self.consumer_protocol_enabled = \
             "consumer" in settings["group.coordinator.rebalance.protocols"].split(",")
+        # Whether groups move between the protocols online (KIP-848 §5).
+        self.migration = MigrationPolicy(settings["group.consumer.migration.policy"])
         self._nursery: trio.Nursery | None = None
         self.log = log_store
         self.log.replay = self.replay
@@ -113,6 +117,10 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol):
                 # The live classic group already is what its record says (the classic machine
                 # wrote it); the record becomes what a snapshot or a restart would load.
                 group.stored = record.value
+            elif isinstance(group, ConsumerGroup) and not self._loading:
+                # A classic write that became durable after the group was upgraded (consumer
+                # records apply at once): the upgrade's records follow it in the log.
+                return
             else:
                 if group is not None:
                     self._forget(group)
@@ -140,6 +148,10 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol):
             if isinstance(group, ConsumerGroup):
                 del self.groups[group_id]
                 self._forget(group)
+                if self._loading and self.offsets.map.count(group_id):
+                    # It became a classic group that wrote no record yet: its offsets stay
+                    # with an empty classic group, as a live conversion leaves them.
+                    self._new_classic_group(group_id)
             return
         if not isinstance(group, ConsumerGroup):
             if tombstone:

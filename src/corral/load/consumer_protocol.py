@@ -32,7 +32,7 @@ def encode_assignment(assigned: TopicPartitions) -> bytes:
 def decode_assignment(data: bytes) -> TopicPartitions:
     if not data:
         return {}  # a member that got no assignment (the leader may send empty bytes)
-    return dict(_core.decode_consumer_assignment(data))
+    return dict(_core.decode_consumer_assignment(data)[0])
 
 
 def assign(strategy: str, subscriptions: dict[str, list[str]],

@@ -57,7 +57,8 @@ class JoinRequest:
 
 
 class ClassicProtocol:
-    # Given by GroupCoordinator.
+    # Given by GroupCoordinator (the *_consumer methods: consumer/classic_members.py, for
+    # classic members of consumer groups).
     groups: dict
     log: CoordinatorLog
     timers: Timers
@@ -65,6 +66,11 @@ class ClassicProtocol:
     max_session_ms: int
     initial_delay_ms: int
     max_size: int
+    classic_join_consumer: Any
+    classic_sync_consumer: Any
+    classic_heartbeat_consumer: Any
+    classic_leave_consumer: Any
+    _write_consumer: Any
 
     def _new_classic_group(self, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, self.timers.heartbeat_view)
@@ -104,12 +110,29 @@ class ClassicProtocol:
         return group
 
     def _forget_classic(self, group: ClassicGroup) -> None:
-        """Drops the group's members, deadlines and Heartbeat view: the group is going away."""
+        """Drops the group's members, deadlines and Heartbeat view: the group is going away (a
+        write still pending for it finds it Dead and does nothing)."""
+        self.timers.heartbeat_view.remove_group(group.group_id)
+        group.heartbeat_view = None
+        group.transition(ClassicState.DEAD)
         for member_id in list(group.members) + list(group.pending_members):
             self._drop_member(group, member_id)
-        self.timers.heartbeat_view.remove_group(group.group_id)
         self.timers.unregister(group.join_key)
         self.timers.unregister(group.sync_key)
+
+    def _answer_parked(self, group: ClassicGroup, error: ErrorCode) -> None:
+        """Answers every parked JoinGroup and SyncGroup with `error` (the group is upgraded)."""
+        for member in group.members.values():
+            group.complete_join(member, join_error(error, member.member_id))
+            group.complete_sync(member, sync_error(error))
+
+    def _replace_empty_consumer_group(self, group) -> None:
+        """A classic join to an empty consumer group: its records are tombstoned (its offsets
+        stay) and an empty classic group takes its place."""
+        self._write_consumer(group.group_id, group.tombstones())
+        log.info("group %s: the empty consumer group becomes a classic group", group.group_id)
+        if group.group_id not in self.groups:
+            self._new_classic_group(group.group_id)
 
     def _drop_member(self, group: ClassicGroup, member_id: str) -> None:
         """Removes a member or pending member and its timer; a parked SyncGroup learns it is gone."""
@@ -148,13 +171,23 @@ class ClassicProtocol:
             return waiter
         unknown = req.member_id == ""
         group = self.groups.get(req.group_id)
+        if group is not None and not isinstance(group, ClassicGroup):  # a consumer group
+            if group.deleting:
+                waiter.resolve(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id))
+                return waiter
+            if not group.is_empty():
+                answer = self.classic_join_consumer(group, req)
+                return answer if isinstance(answer, Later) else Later.of(answer)
+            if unknown:
+                self._replace_empty_consumer_group(group)
+            group = self.groups.get(req.group_id)
         if group is None:
             if not unknown:
                 waiter.resolve(join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id))
                 return waiter
             group = self._new_classic_group(req.group_id)
         elif not isinstance(group, ClassicGroup):
-            waiter.resolve(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+            waiter.resolve(join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id))
             return waiter
 
         if not self._accept_joining_member(group, req.member_id):
@@ -452,9 +485,13 @@ class ClassicProtocol:
              protocol_type: str | None, protocol_name: str | None,
              assignments: list[tuple[str, bytes]]) -> Later:
         waiter = Later()
-        group = self._classic(group_id)
-        if group is None:
+        group = self.groups.get(group_id)
+        if group is None or group.is_empty():
             waiter.resolve(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
+            return waiter
+        if not isinstance(group, ClassicGroup):  # a consumer group
+            waiter.resolve(self.classic_sync_consumer(group, member_id, instance_id, generation_id,
+                                                      protocol_type, protocol_name))
             return waiter
         error = self._validate_sync(group, member_id, instance_id, generation_id,
                                     protocol_type, protocol_name)
@@ -518,8 +555,10 @@ class ClassicProtocol:
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
                   generation_id: int) -> ErrorCode:
         group = self.groups.get(group_id)
-        if not isinstance(group, ClassicGroup):
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if not isinstance(group, ClassicGroup):  # a consumer group
+            return self.classic_heartbeat_consumer(group, member_id, instance_id, generation_id)
         error = self._validate_generation(group, member_id, instance_id, generation_id)
         if error:
             return error
@@ -536,8 +575,10 @@ class ClassicProtocol:
               ) -> tuple[ErrorCode, list[ErrorCode]]:
         """Removes members [(member_id, group_instance_id)]; returns (group error, member errors)."""
         group = self.groups.get(group_id)
-        if not isinstance(group, ClassicGroup):
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, []
+        if not isinstance(group, ClassicGroup):  # a consumer group
+            return self.classic_leave_consumer(group, leaving)
         if group.state is ClassicState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         errors = []

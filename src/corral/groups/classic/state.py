@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import uuid
 from enum import Enum
-from typing import Any
+from typing import Any, Iterable
 
 from ... import _core
 from ...apis import Later
@@ -37,6 +37,19 @@ class ClassicState(Enum):
 def shared_names(protocols: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
     """The protocol list with its names interned: "range" once for the process, not per member."""
     return [(sys.intern(name), metadata) for name, metadata in protocols]
+
+
+def vote(protocol_lists: Iterable[list[str]]) -> str:
+    """The protocol every member supports that most members prefer (Kafka's
+    ClassicGroup.selectProtocol), given each member's names in its order of preference; ties go
+    to the larger name."""
+    lists = list(protocol_lists)
+    candidates = set(lists[0]).intersection(*lists[1:])
+    votes: dict[str, int] = {}
+    for names in lists:
+        choice = next(name for name in names if name in candidates)
+        votes[choice] = votes.get(choice, 0) + 1
+    return max(votes.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
 class ClassicMember:
@@ -79,12 +92,6 @@ class ClassicMember:
 
     def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
         return self.protocols == protocols
-
-    def vote(self, candidates: set[str]) -> str:
-        for name, _ in self.protocols:
-            if name in candidates:
-                return name
-        raise ValueError("member supports none of the candidate protocols")
 
     def has_satisfied_heartbeat(self) -> bool:
         """Kafka's rule: members parked in a rebalance need no heartbeat, unless still new."""
@@ -290,13 +297,7 @@ class ClassicGroup:
 
     def select_protocol(self) -> str:
         """The protocol every member supports that most members prefer (Kafka's vote)."""
-        n = len(self.members)
-        candidates = {name for name, count in self.protocol_support.items() if count == n}
-        votes: dict[str, int] = {}
-        for member in self.members.values():
-            choice = member.vote(candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        return max(votes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        return vote([name for name, _ in m.protocols] for m in self.members.values())
 
     def has_all_members_joined(self) -> bool:
         return len(self.members) == self.num_awaiting_join and not self.pending_members

@@ -23,13 +23,14 @@ import trio
 from ...apis import Later
 from ...clock import wall_ms
 from ...errors import ErrorCode
-from ..classic import ClassicGroup
+from ..classic import ClassicGroup, ClassicState
 from ..storage import consumer_records as cr
-from ..storage.records import GroupTombstone
+from ..storage.records import GroupMetadata, GroupTombstone
 from ..timers import Timers
 from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, compile_regex,
                       copy_member, metadata_differs, names_after, others_than, regex_topics,
                       regexes_after, removal_records, updated_member)
+from .migration import MigrationPolicy, downgrade_record, upgrade_records
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
 from .target import (TargetInputs, TopicImage, encoded_result, member_topic_ids, metadata_hash,
@@ -66,20 +67,31 @@ class ConsumerProtocol:
     settings: Any
     topics: TopicImage
     assignors: "AssignorRegistry"
+    migration: MigrationPolicy
+    max_size: int
     _nursery: trio.Nursery | None
 
     # =========================================================================== writing ===
 
-    def _write_consumer(self, group_id: str, records: list, batch: bytes | None = None) -> Later:
+    def _write_consumer(self, group_id: str, records: list, batch: bytes | None = None,
+                        downgrade_rebalance: bool = True) -> Later:
         """Applies `records` now (through `replay`) and appends them (as `batch` when they come
-        encoded); resolves with the write's error once durable."""
+        encoded); resolves with the write's error once durable. Records ending with a classic
+        group record downgrade the group, with a rebalance unless `downgrade_rebalance` is
+        False."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and group.needs_rewrite:
             records = [*group.all_records(), *records]
             group.needs_rewrite = False
             batch = None
+        downgrade = bool(records) and isinstance(records[-1], GroupMetadata)
+        protocols = self._classic_protocols(group, records) if downgrade else {}
         for record in records:
             self.replay(record)
+        if downgrade:
+            classic = self.groups.get(group_id)
+            if isinstance(classic, ClassicGroup):
+                self._downgraded(classic, protocols, downgrade_rebalance)
         written = self.log.write(group_id, records, applied=True, batch=batch)
 
         def failed(error: ErrorCode) -> None:
@@ -90,6 +102,26 @@ class ConsumerProtocol:
 
         written.then(failed)
         return written
+
+    @staticmethod
+    def _classic_protocols(group, records: list) -> dict[str, list[tuple[str, bytes]]]:
+        """Every classic member's protocols, as the group and `records` have them."""
+        out = {m.member_id: m.classic.protocols for m in getattr(group, "members", {}).values()
+               if m.classic is not None}
+        out.update((r.member_id, r.classic.protocols) for r in records
+                   if isinstance(r, cr.MemberMetadata) and r.classic is not None)
+        return out
+
+    def _downgraded(self, classic: ClassicGroup, protocols: dict[str, list[tuple[str, bytes]]],
+                    rebalance: bool) -> None:
+        """After a downgrade's records: the classic group's members support every protocol
+        they joined with (the record keeps only the chosen one), and rejoin if `rebalance`."""
+        for member in classic.members.values():
+            if member.member_id in protocols:
+                classic.update(member, protocols[member.member_id], member.rebalance_timeout_ms,
+                               member.session_timeout_ms, None)
+        if rebalance:
+            self._prepare_rebalance(classic, "the group moved from the consumer to the classic protocol")
 
     # ========================================================================= heartbeat ===
 
@@ -112,6 +144,11 @@ class ConsumerProtocol:
             written = Later.of(ErrorCode.NONE)
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
+            if records and isinstance(records[-1], GroupTombstone):
+                # A classic group became this group: its members' sessions start now.
+                for converted in group.members.values():
+                    if not converted.session_key:
+                        self._arm_session(group, converted)
             member = group.members.get(answer["member_id"])
             if member is not None and answer["member_epoch"] >= 0:
                 self._arm_session(group, member)
@@ -125,34 +162,84 @@ class ConsumerProtocol:
         now = wall_ms()
         group_id = req.group_id
         records: list = []
-        existing = self.groups.get(group_id)
-        replaced_classic = False
-        if isinstance(existing, ConsumerGroup) and not existing.deleting:
-            group = existing
-        else:
-            if req.member_epoch != 0:
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-            if isinstance(existing, ClassicGroup):
-                if not existing.is_empty():
-                    # An online upgrade of a live classic group comes with classic members
-                    # inside consumer groups; until then the id is taken.
-                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
-                                     f"Group {group_id} is not a consumer group.")
-                replaced_classic = True
-            elif isinstance(existing, ConsumerGroup):  # its deletion is being written
-                raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                 f"Group {group_id} is being deleted.")
-            group = ConsumerGroup(group_id)  # created by the records below
+        group, converted = self._group_for(req, records)
         member_id = req.member_id or str(uuid.uuid4())  # v0: the coordinator names members
+        self._check_size(group, member_id, req.instance_id)
+        member, replaced = self._member_for(group, req, member_id, records)
+        updated = updated_member(member, req)
+        group_epoch, subscription_changed = self._subscribe(group, member, updated, replaced,
+                                                            records, now)
+        current = self._reconcile_member(group, group_epoch, member, updated, subscription_changed,
+                                         req.owned, records, now)
+        if converted:
+            # After the consumer records, so its replay finds a consumer group and keeps the
+            # group's offsets (KIP-848 §5).
+            records.append(GroupTombstone(group_id))
+        answer = {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
+                  "member_epoch": current.epoch,
+                  "heartbeat_interval_ms": self.settings["group.consumer.heartbeat.interval.ms"],
+                  "assignment": None}
+        if req.member_epoch == 0 or req.is_full or current.assigned != member.current.assigned:
+            answer["assignment"] = assignment_answer(current.assigned)
+        return records, answer
+
+    def _group_for(self, req: HeartbeatRequest, records: list) -> tuple[ConsumerGroup, bool]:
+        """The group a heartbeat is for, and whether it replaces a classic group. A joining
+        member (epoch 0) creates it (through the records), converting an empty classic group,
+        or upgrading a live one (its records appended)."""
+        group_id = req.group_id
+        existing = self.groups.get(group_id)
+        if isinstance(existing, ConsumerGroup) and not existing.deleting:
+            return existing, False
+        if req.member_epoch != 0:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if isinstance(existing, ConsumerGroup):  # its deletion is being written
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"Group {group_id} is being deleted.")
+        if isinstance(existing, ClassicGroup):
+            if existing.is_empty():
+                log.info("group %s: the empty classic group becomes a consumer group", group_id)
+                return ConsumerGroup(group_id), True
+            return self._upgrade(existing, records), True
+        return ConsumerGroup(group_id), False  # created by the records below
+
+    def _check_size(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:
+        """GROUP_MAX_SIZE_REACHED for a new member of a full group (a static member's instance
+        id already in the group replaces or is refused, never grows it)."""
         max_size = self.settings["group.consumer.max.size"]
         if len(group.members) >= max_size and member_id not in group.members and \
-                (req.instance_id is None or req.instance_id not in group.static_members):
+                (instance_id is None or instance_id not in group.static_members):
             raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
                              f"The consumer group has reached its maximum capacity of {max_size} members.")
 
-        member, replaced = self._member_for(group, req, member_id, records)
+    def _upgrade(self, classic: ClassicGroup, records: list) -> ConsumerGroup:
+        """An online upgrade (KIP-848 §5): the consumer group a live classic group becomes, as
+        the records appended make it (applied when they are written, with the heartbeat's own).
+        Its parked JoinGroup and SyncGroup requests are answered REBALANCE_IN_PROGRESS."""
+        gid = classic.group_id
+        if not self.migration.upgrades:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
+                             f"Cannot upgrade classic group {gid} to consumer group because online "
+                             "upgrade is disabled.")
+        if classic.state is ClassicState.DEAD:
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"Group {gid} is being deleted.")
+        converted = upgrade_records(classic, self.topics, self.settings["group.consumer.max.size"])
+        self._answer_parked(classic, ErrorCode.REBALANCE_IN_PROGRESS)
+        group = ConsumerGroup(gid)
+        for record in converted:
+            group.replay(record)
+        records += converted
+        log.info("group %s: the classic group (generation %d, %d members) becomes a consumer group",
+                 gid, classic.generation_id, len(classic.members))
+        return group
+
+    def _subscribe(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+                   replaced: bool, records: list, now: int) -> tuple[int, bool]:
+        """Kafka's step 1: the member's metadata record if it changed, its regex, and a group
+        epoch bump when the group's subscriptions (names, regexes, preferred assignor, the
+        subscribed topics' metadata) changed. Returns (the group epoch, whether the member's
+        subscription changed)."""
+        group_id = group.group_id
         is_new = member.member_id not in group.members
-        updated = updated_member(member, req)
         names_changed = updated.topic_names != member.topic_names
         if metadata_differs(member, updated) or (is_new and not replaced):
             records.append(updated.metadata_record(group_id))
@@ -173,29 +260,25 @@ class ConsumerProtocol:
                 group_epoch += 1
                 records.append(cr.GroupEpoch(group_id, group_epoch, new_hash))
                 log.info("group %s: epoch %d", group_id, group_epoch)
+        return group_epoch, names_changed or regex_changed
 
+    def _reconcile_member(self, group: ConsumerGroup, group_epoch: int, member: ConsumerMember,
+                          updated: ConsumerMember, subscription_changed: bool, owned,
+                          records: list, now: int) -> Reconciled:
+        """Kafka's steps 2 and 3: the target (computed now if due) and the member's next
+        assignment toward it, its record appended when it changed. `owned`: what the client
+        says it owns (None: not said)."""
         target_epoch, target = self._maybe_compute_target(group, group_epoch, member, updated,
                                                           records, now)
-        subscription_changed = names_changed or regex_changed
         current = updated.current
         if subscription_changed or current.state is not MemberState.STABLE or \
                 current.epoch != target_epoch:
             subscribed = member_topic_ids(updated, regexes_after(group, records), self.topics)
             current = reconcile(current, target_epoch, target, subscribed, subscription_changed,
-                                req.owned, group.owner_epoch)
+                                owned, group.owner_epoch)
             if current != updated.current:
-                records.append(updated.assignment_record(group_id, current))
-        if replaced_classic:
-            # After the consumer records, so its replay finds a consumer group and keeps the
-            # group's offsets (an empty classic group converts, KIP-848 §5).
-            records.append(GroupTombstone(group_id))
-        answer = {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
-                  "member_epoch": current.epoch,
-                  "heartbeat_interval_ms": self.settings["group.consumer.heartbeat.interval.ms"],
-                  "assignment": None}
-        if req.member_epoch == 0 or req.is_full or current.assigned != member.current.assigned:
-            answer["assignment"] = assignment_answer(current.assigned)
-        return records, answer
+                records.append(updated.assignment_record(group.group_id, current))
+        return current
 
     def _member_for(self, group: ConsumerGroup, req: HeartbeatRequest, member_id: str,
                     records: list) -> tuple[ConsumerMember, bool]:
@@ -220,14 +303,7 @@ class ConsumerProtocol:
                 raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                  f"Static member {member_id} with instance id {instance_id} cannot "
                                  f"join the group because the instance id is owned by {old.member_id} member.")
-            new = copy_member(old, member_id)
-            gid = group.group_id
-            records += removal_records(gid, old.member_id)
-            records += [new.metadata_record(gid),
-                        cr.TargetMember(gid, member_id, as_record(group.target.get(old.member_id, {}))),
-                        new.assignment_record(gid)]
-            log.info("group %s: static member %s rejoins as %s", gid, instance_id, member_id)
-            return new, True
+            return self._replace_static(group, old, member_id, records), True
         if old is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                              f"Instance id {instance_id} is unknown.")
@@ -237,6 +313,19 @@ class ConsumerProtocol:
                              f"by existing member {old.member_id}.")
         check_epoch(old, req)
         return old, False
+
+    def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, member_id: str,
+                        records: list) -> ConsumerMember:
+        """A static member rejoining under a new id takes its old self's place (Kafka's
+        replaceMember): the records that move its metadata, target and assignment."""
+        new = copy_member(old, member_id)
+        gid = group.group_id
+        records += removal_records(gid, old.member_id)
+        records += [new.metadata_record(gid),
+                    cr.TargetMember(gid, member_id, as_record(group.target.get(old.member_id, {}))),
+                    new.assignment_record(gid)]
+        log.info("group %s: static member %s rejoins as %s", gid, old.instance_id, member_id)
+        return new
 
     # ===================================================================== regular exprs ===
 
@@ -377,11 +466,15 @@ class ConsumerProtocol:
         """Kafka's consumerGroupFenceMembers: the members' tombstones, unused regexes', a bumped
         epoch (with the target epoch moved too if the group is now empty, KAFKA-20442)."""
         gid = group.group_id
-        records: list = []
         leaving = {m.member_id for m in members}
+        staying = [m for m in group.members.values() if m.member_id not in leaving]
+        if self._may_downgrade(group, staying):
+            log.info("group %s: only classic members remain; it becomes a classic group", gid)
+            return [*group.tombstones(), downgrade_record(group, staying, group.target,
+                                                         self.topics, wall_ms())]
+        records: list = []
         for member in members:
             records += removal_records(gid, member.member_id)
-        staying = [m for m in group.members.values() if m.member_id not in leaving]
         used = {m.regex for m in staying if m.regex}
         records += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in group.regexes if r not in used]
         names = {n for m in staying for n in m.topic_names} | regex_topics(group.regexes, staying)
@@ -390,6 +483,21 @@ class ConsumerProtocol:
         if not staying:
             records.append(cr.TargetEpoch(gid, epoch, 0))
         return records
+
+    def _may_downgrade(self, group: ConsumerGroup, staying: list[ConsumerMember]) -> bool:
+        """Kafka's validateOnlineDowngrade: members remain, all of them classic, downgrades are
+        allowed and a classic group may hold them."""
+        if not staying or any(m.classic is None for m in staying):
+            return False
+        if not self.migration.downgrades:
+            log.info("group %s: not downgraded to a classic group: online downgrade is disabled",
+                     group.group_id)
+            return False
+        if len(staying) > self.max_size:
+            log.info("group %s: not downgraded to a classic group: %d members is more than "
+                     "group.max.size", group.group_id, len(staying))
+            return False
+        return True
 
     def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         """Removes a member the coordinator gave up on (session or rebalance timeout)."""
@@ -405,7 +513,9 @@ class ConsumerProtocol:
         if not member.session_key:
             member.session_key = self.timers.register(self._on_session_timeout, group, member)
             group.session_armed(member)  # steady heartbeats move it from the network thread
-        self.timers.schedule(member.session_key, self.settings["group.consumer.session.timeout.ms"])
+        timeout = member.session_timeout_ms  # a classic member's own
+        self.timers.schedule(member.session_key, self.settings["group.consumer.session.timeout.ms"]
+                             if timeout is None else timeout)
 
     def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         self._fence(group, member, "the member session expired")
@@ -433,10 +543,10 @@ class ConsumerProtocol:
             self._fence(group, member, "it did not revoke its partitions within the rebalance timeout")
 
     def _cancel_member_timers(self, member: ConsumerMember) -> None:
-        for key in (member.session_key, member.rebalance_key):
+        for key in (member.session_key, member.rebalance_key, member.join_key, member.sync_key):
             if key:
                 self.timers.unregister(key)
-        member.session_key = member.rebalance_key = 0
+        member.session_key = member.rebalance_key = member.join_key = member.sync_key = 0
 
     def _arm_loaded_consumer_timers(self, group: ConsumerGroup) -> None:
         """After loading: every member gets a fresh session (Kafka's onLoaded), members revoking

@@ -34,7 +34,7 @@ class ConsumerMember:
 
     __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "topic_names",
                  "regex", "rebalance_timeout_ms", "server_assignor", "classic", "current",
-                 "session_key", "rebalance_key", "rebalance_epoch")
+                 "session_key", "rebalance_key", "rebalance_epoch", "join_key", "sync_key")
 
     def __init__(self, member_id: str):
         self.member_id = member_id
@@ -52,10 +52,18 @@ class ConsumerMember:
         self.session_key = 0
         self.rebalance_key = 0
         self.rebalance_epoch = -1  # the epoch its revocation deadline was armed at
+        # A classic member's deadlines to rejoin (after REBALANCE_IN_PROGRESS) and to sync.
+        self.join_key = 0
+        self.sync_key = 0
 
     @property
     def epoch(self) -> int:
         return self.current.epoch
+
+    @property
+    def session_timeout_ms(self) -> int | None:
+        """A classic member's own session timeout (None: the group's applies)."""
+        return None if self.classic is None else self.classic.session_timeout_ms
 
     def metadata_record(self, group_id: str) -> cr.MemberMetadata:
         return cr.MemberMetadata(group_id, self.member_id, self.instance_id, self.rack_id,
@@ -101,6 +109,10 @@ class ConsumerGroup:
         self.regexes: dict[str, cr.RegexTopics] = {}
         # How many members name each topic (their `topic_names`; regexes resolve separately).
         self.topic_name_counts: Counter[str] = Counter()
+        # How many members speak the classic protocol, and how many of them support each of
+        # its protocol names (a classic join must share one with all of them).
+        self.classic_members = 0
+        self.classic_protocol_counts: Counter[str] = Counter()
         self.deleting = False
         # Not durable, not replayed: the coordinator's bookkeeping of the live group.
         # The group epoch a target computation is running for (in a worker thread), if any.
@@ -195,6 +207,8 @@ class ConsumerGroup:
             member.client_id, member.client_host = record.client_id, record.client_host
             member.topic_names, member.regex = record.topic_names, record.regex
             member.rebalance_timeout_ms = record.rebalance_timeout_ms
+            self._count_classic(member.classic, -1)
+            self._count_classic(record.classic, 1)
             member.server_assignor, member.classic = record.server_assignor, record.classic
             self._mirror_metadata(member)
         elif isinstance(record, cr.TargetMember):
@@ -232,6 +246,7 @@ class ConsumerGroup:
                 self._release(member)
                 self.topic_name_counts.subtract(member.topic_names)
                 self.topic_name_counts += Counter()
+                self._count_classic(member.classic, -1)
                 if member.instance_id is not None and \
                         self.static_members.get(member.instance_id) == member.member_id:
                     del self.static_members[member.instance_id]
@@ -240,6 +255,15 @@ class ConsumerGroup:
             self._mirror_group()
         elif kind == cr.REGEX:
             self.regexes.pop(name or "", None)
+
+    def _count_classic(self, classic: cr.ClassicMetadata | None, delta: int) -> None:
+        if classic is None:
+            return
+        self.classic_members += delta
+        for name in {name for name, _ in classic.protocols}:
+            self.classic_protocol_counts[name] += delta
+            if not self.classic_protocol_counts[name]:
+                del self.classic_protocol_counts[name]
 
     def _release(self, member: ConsumerMember) -> None:
         for partitions in (member.current.assigned, member.current.pending_revocation):
@@ -269,6 +293,16 @@ class ConsumerGroup:
             target = self.target.get(old) if old is not None else None
         return target if target is not None else EMPTY_ASSIGNMENT
 
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Whether a member in UNRELEASED_PARTITIONS still waits for a partition of its target
+        that another member owns (Kafka's waitingOnUnreleasedPartition)."""
+        assigned = member.current.assigned
+        for topic, ps in self.target.get(member.member_id, EMPTY_ASSIGNMENT).items():
+            mine = assigned.get(topic, frozenset())
+            if any(p not in mine and self.owner_epoch(topic, p) != -1 for p in ps):
+                return True
+        return False
+
     def owner_epoch(self, topic: bytes, partition: int) -> int:
         epochs = self.owner_epochs.get(topic)
         return -1 if epochs is None else epochs.get(partition, -1)
@@ -287,17 +321,25 @@ class ConsumerGroup:
         return out
 
     def delete_records(self) -> list[Record]:
+        """Its tombstones, and the classic key too: a group id that was a classic group before
+        leaves nothing behind."""
+        return [*self.tombstones(), GroupTombstone(self.group_id)]
+
+    def tombstones(self, renamed: tuple[str, str] | None = None) -> list[cr.ConsumerRecord]:
         """Kafka's tombstone order: current assignments, target members, target metadata,
-        member metadata, regexes, (partition metadata), group metadata."""
+        member metadata, regexes, (partition metadata), group metadata. `renamed` (old id, new
+        id): a member replaced by records not applied yet is tombstoned under its new id."""
         gid = self.group_id
-        out: list[Record] = [cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, gid, m) for m in self.members]
-        out += [cr.ConsumerTombstone(cr.TARGET_MEMBER, gid, m) for m in self.target]
+        ids = list(self.members)
+        if renamed is not None:
+            ids = [renamed[1] if m == renamed[0] else m for m in ids]
+        targets = [renamed[1] if renamed is not None and m == renamed[0] else m for m in self.target]
+        out: list[cr.ConsumerRecord] = [cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, gid, m) for m in ids]
+        out += [cr.ConsumerTombstone(cr.TARGET_MEMBER, gid, m) for m in targets]
         out.append(cr.ConsumerTombstone(cr.TARGET_EPOCH, gid))
-        out += [cr.ConsumerTombstone(cr.MEMBER_METADATA, gid, m) for m in self.members]
+        out += [cr.ConsumerTombstone(cr.MEMBER_METADATA, gid, m) for m in ids]
         out += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in self.regexes]
         out.append(cr.ConsumerTombstone(cr.GROUP_EPOCH, gid))
-        # The classic key too: a group id that was a classic group before leaves nothing behind.
-        out.append(GroupTombstone(gid))
         return out
 
     def stored_records(self) -> list[tuple[bytes, bytes]]:

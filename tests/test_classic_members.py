@@ -1,0 +1,687 @@
+"""Classic members inside KIP-848 consumer groups and online migration, in process
+(groups/consumer/classic_members.py, migration.py; reference/kip848.md §5): classic JoinGroup /
+SyncGroup / Heartbeat / LeaveGroup answered as Kafka 4.4 answers them, the upgrade of a live
+classic group by a first ConsumerGroupHeartbeat (and every case that blocks it), the downgrade
+when the last consumer-protocol member leaves, `group.consumer.migration.policy`, the classic
+deadlines, and that replaying the log rebuilds the same groups. Every step runs the consumer
+driver's invariant checker (never one partition owned by two members, server or client side).
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+
+import pytest
+
+from classic_harness import FakeClock, join_request, patched_clock
+from consumer_harness import (ConsumerDriver, RecordingLog, Topics, make_coordinator)
+from corral import _core
+from corral.errors import ErrorCode
+from corral.groups.classic import ClassicGroup, ClassicState
+from corral.groups.consumer import ConsumerGroup, MemberState
+from corral.groups.storage import records
+
+CLASSIC_FAST = {"group.initial.rebalance.delay.ms": 0}
+
+
+class ClassicClient:
+    """A classic consumer as Java's ConsumerCoordinator behaves: eager ("range") gives up
+    everything before it rejoins, cooperative ("cooperative-sticky") reports what it owns and
+    drops what its SyncGroup answer leaves out. `owned` is by topic id, as the driver checks."""
+
+    def __init__(self, driver: ConsumerDriver, name: str, protocols: list[str],
+                 topics=("t",), instance_id: str | None = None, version: int = 3,
+                 session_timeout_ms: int = 10000, rebalance_timeout_ms: int = 30000):
+        self.driver = driver
+        self.name = name
+        self.protocols = protocols
+        self.topics = list(topics)
+        self.instance_id = instance_id
+        self.version = version
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.member_id = ""
+        self.generation = -1
+        self.protocol_name: str | None = None
+        self.owned: dict[bytes, frozenset[int]] = {}
+        self.joined = False
+        self.errors: list[ErrorCode] = []
+        driver.clients[name] = self  # type: ignore[assignment]
+
+    @property
+    def c(self):
+        return self.driver.coordinator
+
+    @property
+    def eager(self) -> bool:
+        # Java's ConsumerCoordinator: cooperative only if every configured assignor is.
+        return any(name != "cooperative-sticky" for name in self.protocols)
+
+    def metadata(self) -> bytes:
+        owned = [] if self.eager else [(self.driver.topics.by_id_name(t), sorted(ps))
+                                       for t, ps in self.owned.items()]
+        data = _core.encode_consumer_subscription(min(self.version, 3), self.topics, owned, self.generation)
+        return struct.pack(">h", self.version) + data[2:]  # a newer version adds fields at the end
+
+    def join_later(self):
+        if self.eager:
+            self.owned = {}  # onPartitionsRevoked(all) before rejoining
+            self.driver.check()
+        return self.c.join(join_request("g", self.member_id, self.metadata(), protocols=self.protocols,
+                                        instance_id=self.instance_id,
+                                        session_timeout_ms=self.session_timeout_ms,
+                                        rebalance_timeout_ms=self.rebalance_timeout_ms))
+
+    def joined_with(self, result) -> ErrorCode:
+        code = ErrorCode(result["error_code"])
+        if code == ErrorCode.MEMBER_ID_REQUIRED:
+            self.member_id = result["member_id"]
+        elif code:
+            self.errors.append(code)
+            if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
+                self.reset()
+        else:
+            self.member_id, self.generation = result["member_id"], result["generation_id"]
+            self.protocol_name = result["protocol_name"]
+            self.joined = True
+        return code
+
+    def join(self) -> dict:
+        """JoinGroup until answered (a first MEMBER_ID_REQUIRED is followed by the rejoin)."""
+        for _ in range(2):
+            later = self.join_later()
+            assert later.resolved, "a join to a consumer group is answered once written"
+            if self.joined_with(later.value) != ErrorCode.MEMBER_ID_REQUIRED:
+                return later.value
+        raise AssertionError("MEMBER_ID_REQUIRED twice")
+
+    def sync(self, assignments=()) -> dict:
+        later = self.c.sync("g", self.member_id, self.instance_id, self.generation, "consumer",
+                            self.protocol_name, list(assignments))
+        assert later.resolved
+        return self.synced_with(later.value)
+
+    def synced_with(self, result) -> dict:
+        if result["error_code"] == ErrorCode.NONE:
+            named, _ = _core.decode_consumer_assignment(result["assignment"]) if result["assignment"] \
+                else ([], None)
+            # Cooperative: revokes what is not there any more, adds the rest; eager: takes it.
+            self.owned = {self.driver.topics.add_id(t): frozenset(ps) for t, ps in named if ps}
+        else:
+            self.errors.append(ErrorCode(result["error_code"]))
+            if result["error_code"] in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+                self.reset()
+        self.driver.check()
+        return result
+
+    def heartbeat(self) -> ErrorCode:
+        code = ErrorCode(self.c.heartbeat("g", self.member_id, self.instance_id, self.generation))
+        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+            self.errors.append(code)
+            self.reset()
+        return code
+
+    def cycle(self) -> ErrorCode:
+        """A poll: heartbeat, and rejoin and sync when told a rebalance is in progress (or
+        after losing the membership)."""
+        code = self.heartbeat() if self.joined else ErrorCode.REBALANCE_IN_PROGRESS
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            if self.join()["error_code"] == ErrorCode.NONE:
+                self.sync()
+        self.driver.check()
+        return code
+
+    def leave(self) -> None:
+        with self.c.log.for_request():
+            self.c.leave("g", [(self.member_id, self.instance_id)])
+        self.reset()
+        self.joined = False
+        self.driver.check()
+
+    def reset(self) -> None:
+        """onPartitionsLost: the membership is gone."""
+        self.owned, self.generation, self.joined = {}, -1, False
+        if self.instance_id is None:
+            self.member_id = ""
+
+
+class MixedTopics(Topics):
+    def by_id_name(self, topic_id: bytes) -> str:
+        return next(t.name for t in self.by_name.values() if t.id.bytes == topic_id)
+
+    def add_id(self, name: str) -> bytes:
+        return self.by_name[name].id.bytes
+
+
+def setup(partitions: int = 6, settings=None, log=None):
+    topics = MixedTopics()
+    tid = topics.add("t", partitions)
+    coordinator = make_coordinator(topics, {**CLASSIC_FAST, **(settings or {})}, log=log)
+    return topics, tid, coordinator, ConsumerDriver(topics, coordinator)
+
+
+def converge(driver: ConsumerDriver, rounds: int = 10) -> None:
+    for _ in range(rounds):
+        for name, client in list(driver.clients.items()):
+            if isinstance(client, ClassicClient):
+                client.cycle()
+            elif client.joined:
+                driver.heartbeat(name)
+
+
+def stable(driver: ConsumerDriver) -> ConsumerGroup:
+    group = driver.group
+    assert group is not None and group.state_name == "Stable", group and group.state_name
+    owned = [(t, p) for c in driver.clients.values() for t, ps in c.owned.items() for p in ps]
+    assert len(owned) == len(set(owned)) == sum(t.partitions for t in driver.topics.by_name.values())
+    return group
+
+
+def classic_group(driver: ConsumerDriver, clients: list[ClassicClient]) -> ClassicGroup:
+    """A live classic group of `clients`, stable."""
+    classic_round(driver, clients)
+    group = driver.coordinator.groups["g"]
+    assert isinstance(group, ClassicGroup) and group.state is ClassicState.STABLE
+    return group
+
+
+def classic_round(driver: ConsumerDriver, clients: list[ClassicClient]) -> None:
+    """Classic rebalances of `clients` until settled: all join (new ones after
+    MEMBER_ID_REQUIRED), the leader assigns with range but, as cooperative assignors do, not a
+    partition another member still owns (it is revoked first, then assigned next round), all
+    sync."""
+    for _ in range(3):
+        if not _classic_round(driver, clients):
+            return
+    raise AssertionError("classic rebalances did not settle")
+
+
+def _classic_round(driver: ConsumerDriver, clients: list[ClassicClient]) -> bool:
+    """One rebalance; whether a partition was held back (another round needed)."""
+    from corral.load import consumer_protocol as cp
+
+    c = driver.coordinator
+    waiting = []
+    for client in clients:
+        later = client.join_later()
+        if later.resolved and later.value["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
+            client.joined_with(later.value)
+            later = client.join_later()
+        waiting.append((client, later))
+    # The initial rebalance delay (0 ms) ends at the timer wheel's next tick.
+    for _ in range(100):
+        if all(later.resolved for _, later in waiting):
+            break
+        time.sleep(0.01)
+        c.timers.fire_due()
+    for client, later in waiting:
+        assert later.resolved and client.joined_with(later.value) == ErrorCode.NONE, later.value
+    group = c.groups["g"]
+    leader = next(cl for cl in clients if cl.member_id == group.leader_id)
+    plan = cp.assign("range", {cl.member_id: cl.topics for cl in clients},
+                     {n: t.partitions for n, t in driver.topics.by_name.items()})
+    owner = {(driver.topics.by_id_name(t), p): cl.member_id for cl in clients
+             for t, ps in cl.owned.items() for p in ps}
+    held_back = False
+    for member_id, assigned in plan.items():
+        for topic, ps in assigned.items():
+            free = [p for p in ps if owner.get((topic, p), member_id) == member_id]
+            held_back |= len(free) < len(ps)
+            assigned[topic] = free
+    for cl in [leader] + [cl for cl in clients if cl is not leader]:
+        later = c.sync("g", cl.member_id, cl.instance_id, cl.generation, "consumer", cl.protocol_name,
+                       [(m, cp.encode_assignment(a)) for m, a in plan.items()] if cl is leader else [])
+        assert later.resolved
+        cl.synced_with(later.value)
+    return held_back
+
+
+# ================================================================ classic joins to a consumer group
+
+def test_classic_member_joins_a_consumer_group_as_a_follower():
+    _, tid, c, d = setup()
+    d.join("a")
+    d.converge()
+    x = ClassicClient(d, "x", ["cooperative-sticky", "range"])
+    first = x.join_later().value
+    assert first["error_code"] == ErrorCode.MEMBER_ID_REQUIRED and first["member_id"]
+    assert first["member_id"] not in d.group.members  # nothing kept until it comes back
+    x.member_id = first["member_id"]
+    answer = x.join_later().value
+    group = d.group
+    member = group.members[x.member_id]
+    # The member epoch is the generation; no leader, no member list; its first protocol.
+    assert answer["error_code"] == ErrorCode.NONE
+    assert answer["generation_id"] == member.epoch and answer["leader"] == ""
+    assert answer["members"] == [] and answer["protocol_type"] == "consumer"
+    assert answer["protocol_name"] == "cooperative-sticky"
+    assert member.classic.session_timeout_ms == 10000 and member.topic_names == ("t",)
+    x.joined_with(answer)
+    x.sync()
+    converge(d)
+    group = stable(d)
+    # Both members got half, each owned once (stable() checked it).
+    assert sorted(len(ps) for m in group.members.values() for ps in m.current.assigned.values()) == [3, 3]
+
+
+def test_sync_answers_in_the_members_own_consumer_protocol_version():
+    _, tid, c, d = setup()
+    d.join("a")
+    d.converge()
+    x = ClassicClient(d, "x", ["range"], version=0)
+    x.join()
+    result = x.sync()
+    assert result["error_code"] == ErrorCode.NONE
+    assert struct.unpack_from(">h", result["assignment"])[0] == 0
+    newer = ClassicClient(d, "y", ["range"], version=5)  # newer than corral knows: answered in 3
+    newer.join()
+    result = newer.sync()
+    assert struct.unpack_from(">h", result["assignment"])[0] == 3
+
+
+@pytest.mark.parametrize("case", ["protocol type", "no shared protocol", "malformed subscription",
+                                  "policy disabled"])
+def test_classic_join_refusals_are_inconsistent_group_protocol(case):
+    settings = {"group.consumer.migration.policy": "disabled"} if case == "policy disabled" else {}
+    _, _, c, d = setup(settings=settings)
+    d.join("a")
+    x = ClassicClient(d, "x", ["range"])
+    x.join()
+    if case == "policy disabled":
+        assert x.errors == [ErrorCode.INCONSISTENT_GROUP_PROTOCOL]
+        return
+    req = join_request("g", "", _core.encode_consumer_subscription(3, ["t"], []), protocols=["roundrobin"])
+    if case == "protocol type":
+        req.protocol_type = "connect"
+    elif case == "malformed subscription":
+        req.protocols = [("range", b"\x00")]
+        req.member_id = "m-new"  # parsed after the KIP-394 round trip, as in Kafka
+    result = c.join(req).value
+    assert result["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert len(d.group.members) == 2
+
+
+def test_sync_and_heartbeat_checks():
+    _, _, c, d = setup()
+    d.join("a")
+    x = ClassicClient(d, "x", ["range"])
+    x.join()
+    a = d.clients["a"]
+    # A consumer-protocol member is not a classic one.
+    assert c.heartbeat("g", a.member_id, None, a.epoch) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.heartbeat("g", "nobody", None, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.heartbeat("g", x.member_id, None, x.generation + 1) == ErrorCode.ILLEGAL_GENERATION
+    bad = c.sync("g", x.member_id, None, x.generation, "consumer", "roundrobin", []).value
+    assert bad["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    bad = c.sync("g", x.member_id, None, x.generation + 1, "consumer", "range", []).value
+    assert bad["error_code"] == ErrorCode.ILLEGAL_GENERATION
+    assert x.sync()["error_code"] == ErrorCode.NONE
+    # Offsets: classic members get ILLEGAL_GENERATION where consumer members get STALE_MEMBER_EPOCH.
+    assert c.offsets.commit_error("g", x.member_id, None, x.generation + 1, 8) == ErrorCode.ILLEGAL_GENERATION
+    assert c.offsets.commit_error("g", x.member_id, None, x.generation, 8) == ErrorCode.NONE
+
+
+def test_heartbeat_asks_to_rejoin_exactly_when_kip848_says():
+    _, tid, c, d = setup()
+    x = ClassicClient(d, "x", ["cooperative-sticky"])
+    d.join("a")
+    x.join()
+    x.sync()
+    converge(d)
+    group = stable(d)
+    assert x.heartbeat() == ErrorCode.NONE
+    # A new member: the target moves past x's epoch -> rebalance in progress.
+    d.join("b")
+    assert group.assignment_epoch > group.members[x.member_id].epoch
+    assert x.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+    # x rejoins still owning what it must give up: UNREVOKED, still told to rejoin.
+    x.join()
+    member = group.members[x.member_id]
+    assert member.current.state is MemberState.UNREVOKED_PARTITIONS
+    assert x.generation == member.epoch  # the old epoch: it has not revoked yet
+    assert x.sync()["error_code"] == ErrorCode.NONE  # no REBALANCE_IN_PROGRESS while revoking
+    assert x.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+    x.join()  # now reporting only what it kept
+    assert group.members[x.member_id].current.state is not MemberState.UNREVOKED_PARTITIONS
+    x.sync()
+    converge(d)
+    stable(d)
+    assert x.heartbeat() == ErrorCode.NONE
+
+
+def test_unreleased_partitions_rejoin_once_they_are_free():
+    _, tid, c, d = setup()
+    d.join("a")
+    d.converge()
+    x = ClassicClient(d, "x", ["cooperative-sticky"])
+    x.join()  # its target's partitions are still a's: UNRELEASED, waiting
+    group = d.group
+    member = group.members[x.member_id]
+    assert member.current.state is MemberState.UNRELEASED_PARTITIONS
+    x.sync()
+    assert group.waiting_on_unreleased(member)
+    assert x.heartbeat() == ErrorCode.NONE  # nothing to do yet
+    d.heartbeat("a")  # a revokes; the partitions are free now
+    d.heartbeat("a")
+    assert not group.waiting_on_unreleased(member)
+    assert x.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+    converge(d)
+    stable(d)
+
+
+def test_classic_leave_fences_members_of_either_protocol():
+    _, _, c, d = setup()
+    d.join("a")
+    x = ClassicClient(d, "x", ["range"], instance_id="ix")
+    y = ClassicClient(d, "y", ["range"])
+    x.join()
+    y.join()
+    converge(d)
+    group = d.group
+    epoch = group.group_epoch
+    with c.log.for_request():
+        error, errors = c.leave("g", [(y.member_id, None), ("", "ix"), ("other", "ix"), ("nobody", None)])
+    assert error == ErrorCode.NONE
+    # The admin removal by instance id alone works; a wrong member id for it is fenced.
+    assert errors == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.FENCED_INSTANCE_ID, ErrorCode.UNKNOWN_MEMBER_ID]
+    assert set(group.members) == {d.clients["a"].member_id}
+    assert group.group_epoch == epoch + 1
+    # A consumer member removed by a classic LeaveGroup.
+    a = d.clients["a"]
+    with c.log.for_request():
+        assert c.leave("g", [(a.member_id, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+    assert not group.members and group.state_name == "Empty"
+
+
+def test_classic_join_to_an_empty_consumer_group_converts_it_keeping_offsets():
+    topics, tid, c, d = setup()
+    d.join("a")
+    a = d.clients["a"]
+    assert c.offsets.commit_error("g", a.member_id, None, a.epoch, 9) == ErrorCode.NONE
+    c.offsets.commit("g", [("t", [(0, 42, -1, "")])], 1, -1)
+    d.leave("a")
+    assert d.group.is_empty()
+    x = ClassicClient(d, "x", ["range"])
+    x.join_later()  # MEMBER_ID_REQUIRED from a classic group now
+    group = c.groups["g"]
+    assert isinstance(group, ClassicGroup)
+    assert c.offsets.map.count("g") == 1
+    # The consumer records are tombstoned: a restart finds the classic group with its offset.
+    reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
+    reloaded.log.read = lambda positions=None: iter(c.log.pairs)
+    reloaded.load()
+    assert isinstance(reloaded.groups["g"], ClassicGroup) and reloaded.offsets.map.count("g") == 1
+
+
+# ========================================================================== online upgrade ===
+
+def test_first_consumer_heartbeat_upgrades_a_live_classic_group():
+    topics, tid, c, d = setup()
+    x = ClassicClient(d, "x", ["range"])
+    y = ClassicClient(d, "y", ["cooperative-sticky", "range"])
+    classic = classic_group(d, [x, y])
+    generation = classic.generation_id
+    assert c.list_groups(None, None)[0]["group_type"] == "classic"
+    answer = d.join("a")
+    assert answer["error_code"] == ErrorCode.NONE
+    group = d.group
+    assert isinstance(group, ConsumerGroup) and c.groups["g"] is group
+    # The classic members are STABLE at the generation with their classic assignments; a's
+    # subscription bumped the epoch past it.
+    for client in (x, y):
+        member = group.members[client.member_id]
+        assert member.classic is not None and member.current.assigned == client.owned
+        assert member.epoch == generation or member.current.state is not MemberState.STABLE
+    assert group.group_epoch == generation + 1
+    assert c.list_groups(None, None)[0]["group_type"] == "consumer"
+    assert c.describe_group("g")["group_state"] == "Dead"  # not a classic group (DescribeGroups < v6)
+    # The classic members learn from their heartbeats and rejoin; everyone converges.
+    converge(d)
+    stable(d)
+    assert x.errors == [] and y.errors == []
+    # Their sessions run with their own session timeout.
+    assert all(m.session_key for m in group.members.values())
+
+
+def test_upgrade_answers_parked_joins_and_syncs_rebalance_in_progress():
+    _, _, c, d = setup()
+    x = ClassicClient(d, "x", ["range"])
+    y = ClassicClient(d, "y", ["range"])
+    classic_group(d, [x, y])
+    parked = x.join_later()  # x rejoins: the group prepares a rebalance, x waits for y
+    assert not parked.resolved
+    d.join("a")
+    assert parked.resolved and parked.value["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+@pytest.mark.parametrize("case", ["policy disabled", "policy downgrade", "protocol type", "too big",
+                                  "malformed subscription", "custom assignor user data"])
+def test_blocked_upgrades_are_group_id_not_found(case):
+    settings = {"policy disabled": {"group.consumer.migration.policy": "disabled"},
+                "policy downgrade": {"group.consumer.migration.policy": "downgrade"},
+                "too big": {"group.consumer.max.size": 1}}.get(case, {})
+    topics, tid, c, d = setup(settings=settings)
+    x = ClassicClient(d, "x", ["range"])
+    y = ClassicClient(d, "y", ["range"])
+    group = classic_group(d, [x, y])
+    if case == "protocol type":
+        group.protocol_type = "connect"
+    elif case == "malformed subscription":
+        member = group.members[y.member_id]
+        member.protocols = [("range", b"\x00\x07garbage")]
+    elif case == "custom assignor user data":
+        member = group.members[y.member_id]
+        assert member.assignment.endswith(b"\xff\xff\xff\xff")  # a null userData
+        member.assignment = member.assignment[:-4] + b"\x00\x00\x00\x03abc"
+        _, user_data = _core.decode_consumer_assignment(member.assignment)
+        assert user_data == b"abc"
+    answer = d.join("a")
+    assert answer["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert "Cannot upgrade classic group g" in answer["error_message"]
+    assert c.groups["g"] is group and group.state is ClassicState.STABLE  # nothing changed
+    assert x.heartbeat() == ErrorCode.NONE
+
+
+# ======================================================================== online downgrade ===
+
+def upgraded(settings=None, log=None):
+    topics, tid, c, d = setup(settings=settings, log=log)
+    x = ClassicClient(d, "x", ["range"])
+    y = ClassicClient(d, "y", ["cooperative-sticky", "range"], instance_id="iy")
+    classic_group(d, [x, y])
+    d.join("a")
+    converge(d)
+    stable(d)
+    return topics, tid, c, d, x, y
+
+
+def test_last_consumer_member_leaving_downgrades_to_a_classic_group_that_rebalances():
+    topics, tid, c, d, x, y = upgraded()
+    group = d.group
+    epoch = group.group_epoch
+    targets = {m: dict(t) for m, t in group.target.items()}
+    d.leave("a")
+    classic = c.groups["g"]
+    assert isinstance(classic, ClassicGroup)
+    assert classic.generation_id == epoch and classic.protocol_type == "consumer"
+    # The vote: x supports only range, so range.
+    assert classic.protocol_name == "range"
+    assert set(classic.members) == {x.member_id, y.member_id}
+    assert classic.static_members == {"iy": y.member_id}
+    for member_id in (x.member_id, y.member_id):
+        named, _ = _core.decode_consumer_assignment(classic.members[member_id].assignment)
+        assert {topics.add_id(t): frozenset(ps) for t, ps in named} == targets[member_id]
+    assert classic.state is ClassicState.PREPARING_REBALANCE
+    assert c.list_groups(None, None)[0]["group_type"] == "classic"
+    # The classic members' heartbeats say rejoin; the classic machine runs the rebalance.
+    assert x.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+    assert y.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+    classic_round(d, [x, y])
+    assert classic.state is ClassicState.STABLE and classic.generation_id == epoch + 1
+
+
+@pytest.mark.parametrize("policy", ["upgrade", "disabled"])
+def test_downgrade_refused_by_the_policy_keeps_a_consumer_group(policy):
+    topics, tid, c, d, x, y = upgraded()
+    c.migration.value = policy
+    d.leave("a")
+    group = c.groups["g"]
+    assert isinstance(group, ConsumerGroup) and set(group.members) == {x.member_id, y.member_id}
+    converge(d)
+    stable(d)
+
+
+def test_downgrade_refused_above_group_max_size():
+    topics, tid, c, d, x, y = upgraded()
+    c.max_size = 1
+    d.leave("a")
+    assert isinstance(c.groups["g"], ConsumerGroup)
+
+
+def test_session_timeout_of_the_last_consumer_member_downgrades_too():
+    with patched_clock(FakeClock()) as clock:
+        topics, tid, c, d, x, y = upgraded({"group.consumer.session.timeout.ms": 45000})
+        for _ in range(5):
+            clock.now += 8000
+            x.heartbeat()
+            y.heartbeat()
+            c.timers.fire_due()
+        assert isinstance(c.groups["g"], ClassicGroup)
+
+
+def test_classic_static_member_replacing_the_last_consumer_member_downgrades():
+    topics, tid, c, d = setup()
+    x = ClassicClient(d, "x", ["range"])
+    classic_group(d, [x])
+    d.join("a", instance_id="ia")
+    converge(d)
+    stable(d)
+    a = d.clients["a"]
+    epoch = d.group.group_epoch
+    d.leave("a", epoch=-2)  # the consumer instance restarts as a classic one
+    a.joined = False
+    z = ClassicClient(d, "z", ["range"], instance_id="ia")
+    answer = z.join()
+    classic = c.groups["g"]
+    assert isinstance(classic, ClassicGroup)
+    assert set(classic.members) == {x.member_id, z.member_id} and classic.static_members == {"ia": z.member_id}
+    # The target was current: no rebalance; z holds a's partitions at the group's epoch.
+    assert classic.state is ClassicState.STABLE and classic.generation_id == epoch
+    assert answer["generation_id"] == epoch
+    named, _ = _core.decode_consumer_assignment(classic.members[z.member_id].assignment)
+    assert sum(len(ps) for _, ps in named) == 3
+    assert z.heartbeat() == ErrorCode.NONE
+
+
+# ============================================================================ deadlines ===
+
+def test_classic_deadlines_fence():
+    with patched_clock(FakeClock()) as clock:
+        _, _, c, d = setup(settings={"group.consumer.session.timeout.ms": 45000})
+        d.join("a")
+        x = ClassicClient(d, "x", ["range"], session_timeout_ms=6000, rebalance_timeout_ms=20000)
+        y = ClassicClient(d, "y", ["range"], rebalance_timeout_ms=20000)
+        z = ClassicClient(d, "z", ["range"], rebalance_timeout_ms=5000, session_timeout_ms=60000)
+        for cl in (x, y, z):
+            cl.join()
+        group = d.group
+        # Sync deadline: z joined but never syncs within its rebalance timeout.
+        x.sync()
+        y.sync()
+        clock.now += 5500
+        for _ in range(3):
+            d.heartbeat("a")
+            x.heartbeat()
+            y.heartbeat()
+        c.timers.fire_due()
+        assert z.member_id not in group.members
+        # Join deadline: told to rejoin (the removal moved the target), y does not within 20 s
+        # though it keeps heartbeating; x rejoins.
+        d.heartbeat("a")
+        assert y.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+        x.cycle()
+        for _ in range(7):
+            clock.now += 3000
+            d.heartbeat("a")
+            x.cycle()
+            y.heartbeat()
+            c.timers.fire_due()
+        assert y.member_id not in group.members and x.member_id in group.members
+        # Session: x (6 s) stops heartbeating.
+        clock.now += 6500
+        d.heartbeat("a")
+        c.timers.fire_due()
+        assert x.member_id not in group.members and list(group.members) == [d.clients["a"].member_id]
+
+
+# ====================================================================== replay and property ===
+
+def test_replaying_the_log_of_a_migration_rebuilds_the_same_groups():
+    log = RecordingLog()
+    topics, tid, c, d, x, y = upgraded(log=log)
+    z = ClassicClient(d, "z", ["range"])
+    z.join()
+    z.sync()
+    converge(d)
+    reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
+    reloaded.log.read = lambda positions=None: iter(log.pairs)
+    reloaded.load()
+    assert snapshot_of(reloaded) == snapshot_of(c)
+    d.leave("a")  # downgrade
+    reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
+    reloaded.log.read = lambda positions=None: iter(log.pairs)
+    reloaded.load()
+    again = reloaded.groups["g"]
+    assert isinstance(again, ClassicGroup)
+    assert records.read_group_value(again.stored) == records.read_group_value(c.groups["g"].stored)
+
+
+def snapshot_of(c) -> list:
+    return sorted(c.snapshot_records())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_rolling_migrations_keep_every_partition_owned_once(seed):
+    """Members move between the protocols in random order, some slow to heartbeat: the
+    invariant holds after every step, and the group converges with every partition owned once
+    whenever a consumer group remains."""
+    rng = random.Random(seed)
+    topics, tid, c, d = setup(partitions=8)
+    # Protocol lists a classic group accepts together (they share a name): eager ones, or
+    # cooperative ones with the [cooperative-sticky, range] step of a rolling change between.
+    protocols = [["range"], ["cooperative-sticky", "range"]] if seed % 2 else \
+        [["cooperative-sticky"], ["cooperative-sticky", "range"]]
+    classic_group(d, [ClassicClient(d, f"m{i}", rng.choice(protocols)) for i in range(3)])
+    names = sorted(d.clients)
+    types = []
+    for step in range(40):
+        name = rng.choice(names)
+        if rng.random() < 0.3:
+            # One member restarts under the other protocol.
+            client = d.clients[name]
+            if isinstance(client, ClassicClient):
+                client.leave()
+                del d.clients[name]
+                d.join(name)  # upgrades a classic group
+            else:
+                d.leave(name)  # may downgrade the group
+                del d.clients[name]
+                ClassicClient(d, name, rng.choice(protocols))
+        group = c.groups.get("g")
+        types.append(group.type if group is not None else None)
+        if isinstance(group, ConsumerGroup):
+            for other in rng.sample(names, k=len(names)):
+                client = d.clients[other]
+                if isinstance(client, ClassicClient):
+                    client.cycle()
+                elif client.joined:
+                    d.heartbeat(other, acknowledge=rng.random() < 0.7)
+        else:
+            # A classic group: all its members are classic; they rebalance the classic way.
+            classic_round(d, [d.clients[n] for n in names])
+    assert "consumer" in types
+    if isinstance(c.groups.get("g"), ConsumerGroup):
+        converge(d, 12)
+        stable(d)
