@@ -112,7 +112,7 @@ class ClassicClient:
         else:
             self.errors.append(ErrorCode(result["error_code"]))
             if result["error_code"] in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
-                self.reset()
+                self.reset(keep_id=result["error_code"] == ErrorCode.ILLEGAL_GENERATION)
         self.driver.check()
         return result
 
@@ -120,7 +120,7 @@ class ClassicClient:
         code = ErrorCode(self.c.heartbeat("g", self.member_id, self.instance_id, self.generation))
         if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
             self.errors.append(code)
-            self.reset()
+            self.reset(keep_id=code == ErrorCode.ILLEGAL_GENERATION)
         return code
 
     def cycle(self) -> ErrorCode:
@@ -140,10 +140,11 @@ class ClassicClient:
         self.joined = False
         self.driver.check()
 
-    def reset(self) -> None:
-        """onPartitionsLost: the membership is gone."""
+    def reset(self, keep_id: bool = False) -> None:
+        """onPartitionsLost: the membership is gone (after ILLEGAL_GENERATION Java keeps its
+        member id and rejoins with it)."""
         self.owned, self.generation, self.joined = {}, -1, False
-        if self.instance_id is None:
+        if self.instance_id is None and not keep_id:
             self.member_id = ""
 
 
@@ -204,7 +205,9 @@ def _classic_round(driver: ConsumerDriver, clients: list[ClassicClient]) -> bool
 
     c = driver.coordinator
     waiting = []
-    for client in clients:
+    # New members first: the rebalance they start then waits for everyone.
+    for client in sorted(clients, key=lambda cl: cl.member_id in c.groups["g"].members
+                         if "g" in c.groups else False):
         later = client.join_later()
         if later.resolved and later.value["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
             client.joined_with(later.value)
@@ -529,6 +532,11 @@ def test_downgrade_refused_by_the_policy_keeps_a_consumer_group(policy):
     d.leave("a")
     group = c.groups["g"]
     assert isinstance(group, ConsumerGroup) and set(group.members) == {x.member_id, y.member_id}
+    if policy == "disabled":
+        # No classic member may (re)join a consumer group (KAFKA-20640): told to rejoin, refused.
+        assert x.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+        assert x.join()["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return
     converge(d)
     stable(d)
 
@@ -543,7 +551,7 @@ def test_downgrade_refused_above_group_max_size():
 def test_session_timeout_of_the_last_consumer_member_downgrades_too():
     with patched_clock(FakeClock()) as clock:
         topics, tid, c, d, x, y = upgraded({"group.consumer.session.timeout.ms": 45000})
-        for _ in range(5):
+        for _ in range(7):
             clock.now += 8000
             x.heartbeat()
             y.heartbeat()
