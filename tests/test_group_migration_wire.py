@@ -1,0 +1,193 @@
+"""Online migration at the wire, the same scripted scenario against corral and the Apache Kafka
+4.4 reference broker, compared answer by answer (reference/kip848.md §5): a classic member
+(raw JoinGroup / SyncGroup / Heartbeat frames) in a stable classic group; a ConsumerGroupHeartbeat
+upgrades the group; the classic member is told to rejoin (by a Heartbeat the network thread must
+not answer from its stale classic view), rejoins as a follower, revokes, and the two members
+settle; the consumer-protocol member leaves and the group is classic again, rebalancing. A group
+with another protocol type cannot be upgraded. Every step's group type and state, as ListGroups
+v5, DescribeGroups and ConsumerGroupDescribe v1 show them, is part of what is compared.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cgkit import CG_FAST, Script
+from corral import _core
+from rawwire import RawClient
+
+SETTINGS = {**CG_FAST, "group.consumer.session.timeout.ms": 10000,
+            "group.initial.rebalance.delay.ms": 0}
+TOPIC, PARTITIONS = "mig", 4
+
+
+@pytest.fixture(scope="module")
+def kafka_ref():
+    from kafka_ref import KafkaBroker
+
+    broker = KafkaBroker(settings=SETTINGS)
+    broker.start()
+    yield broker.bootstrap
+    broker.stop()
+
+
+class ClassicRaw:
+    """A classic member speaking raw frames on its own connection."""
+
+    def __init__(self, port: int, group: str, protocol: str = "range", protocol_type: str = "consumer"):
+        self.client = RawClient(port)
+        self.group, self.protocol, self.protocol_type = group, protocol, protocol_type
+        self.member_id, self.generation = "", -1
+        self.owned: list[int] = []
+
+    def join(self, assign_all: bool = False) -> dict:
+        metadata = _core.encode_consumer_subscription(3, [TOPIC], [(TOPIC, sorted(self.owned))]
+                                                      if self.owned else [], self.generation)
+        body = {"group_id": self.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                "member_id": self.member_id, "group_instance_id": None,
+                "protocol_type": self.protocol_type,
+                "protocols": [{"name": self.protocol, "metadata": metadata}], "reason": None}
+        answer = self.client.call(11, 9, body)
+        if answer["error_code"] == 79:  # MEMBER_ID_REQUIRED
+            self.member_id = body["member_id"] = answer["member_id"]
+            answer = self.client.call(11, 9, body)
+        if answer["error_code"] == 0:
+            self.member_id, self.generation = answer["member_id"], answer["generation_id"]
+        return answer
+
+    def sync(self, assignments: dict[str, list[int]] | None = None) -> dict:
+        answer = self.client.call(14, 5, {
+            "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id,
+            "group_instance_id": None, "protocol_type": self.protocol_type, "protocol_name": self.protocol,
+            "assignments": [{"member_id": m, "assignment": _core.encode_consumer_assignment(3, [(TOPIC, ps)])}
+                            for m, ps in (assignments or {}).items()]})
+        if answer["error_code"] == 0 and answer["assignment"]:
+            named, _ = _core.decode_consumer_assignment(answer["assignment"])
+            self.owned = sorted(p for _, ps in named for p in ps)
+        return answer
+
+    def heartbeat(self) -> int:
+        return self.client.call(12, 4, {"group_id": self.group, "generation_id": self.generation,
+                                        "member_id": self.member_id, "group_instance_id": None})["error_code"]
+
+
+def group_view(port: int, group: str) -> tuple:
+    """(ListGroups v5 type and state, DescribeGroups v5 state and member count,
+    ConsumerGroupDescribe v1 error and sorted member types)."""
+    with RawClient(port) as c:
+        listed = [g for g in c.call(16, 5, {"states_filter": [], "types_filter": []})["groups"]
+                  if g["group_id"] == group]
+        described = c.call(15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+        cg = c.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    return ((listed[0]["group_type"], listed[0]["group_state"]) if listed else None,
+            (described["group_state"], len(described["members"])),
+            (cg["error_code"], sorted(m["member_type"] for m in cg["members"])))
+
+
+def scenario(bootstrap: str) -> list:
+    port = int(bootstrap.rsplit(":", 1)[1])
+    script = Script(bootstrap, "probe")
+    with RawClient(port) as c:
+        c.call(19, 4, {"topics": [{"name": TOPIC, "num_partitions": PARTITIONS, "replication_factor": 1,
+                                   "assignments": [], "configs": []}], "timeout_ms": 10000})
+    script.refresh_topics()
+    script.wait_assignable({TOPIC: PARTITIONS})
+    log: list = []
+    group = "migrating"
+    a = ClassicRaw(port, group)
+    joined = a.join()
+    log.append(("a joins classic", joined["error_code"], joined["leader"] == a.member_id))
+    synced = a.sync({a.member_id: list(range(PARTITIONS))})
+    log.append(("a syncs", synced["error_code"], a.owned))
+    log.append(("a heartbeats", a.heartbeat()))
+    log.append(("classic", group_view(port, group)))
+    classic_generation = a.generation
+
+    # Upgrade: B's first ConsumerGroupHeartbeat.
+    b = RawClient(port)
+    base = {"group_id": group, "instance_id": None, "rack_id": None, "subscribed_topic_names": [TOPIC],
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}
+    answer = b.call(68, 1, {**base, "member_id": _core_uuid(), "member_epoch": 0, "rebalance_timeout_ms": 10000})
+    b_id, b_epoch = answer["member_id"], answer["member_epoch"]
+    log.append(("b joins, upgrading", answer["error_code"], b_epoch > classic_generation,
+                _count(answer["assignment"])))
+    log.append(("upgraded", group_view(port, group)))
+    # A's next Heartbeat: the coordinator (not a stale classic view) says rejoin.
+    log.append(("a heartbeats after the upgrade", a.heartbeat()))
+    joined = a.join()
+    log.append(("a rejoins the consumer group", joined["error_code"], joined["leader"], joined["members"],
+                joined["protocol_name"], joined["generation_id"] == classic_generation))
+    synced = a.sync()
+    log.append(("a syncs, revoking", synced["error_code"], len(a.owned)))
+    log.append(("a heartbeats while revoking", a.heartbeat()))
+    joined = a.join()  # reporting only what it kept
+    log.append(("a rejoins after revoking", joined["error_code"], joined["generation_id"] > classic_generation))
+    log.append(("a syncs again", a.sync()["error_code"], len(a.owned)))
+    b_owned: list = []
+    deadline = time.monotonic() + 20
+    while len(b_owned) < PARTITIONS - len(a.owned) and time.monotonic() < deadline:
+        answer = b.call(68, 1, {**base, "member_id": b_id, "member_epoch": b_epoch, "rebalance_timeout_ms": -1,
+                                "subscribed_topic_names": None,
+                                "topic_partitions": [{"topic_id": script.ids[TOPIC], "partitions": b_owned}]})
+        b_epoch = answer["member_epoch"]
+        if answer["assignment"] is not None:
+            b_owned = sorted(p for t in answer["assignment"]["topic_partitions"] for p in t["partitions"])
+        time.sleep(0.2)
+        a.heartbeat()
+    log.append(("b owns the rest", sorted(set(b_owned) | set(a.owned)) == list(range(PARTITIONS)),
+                not set(b_owned) & set(a.owned)))
+    log.append(("a heartbeats, settled", a.heartbeat()))
+    log.append(("settled", group_view(port, group)))
+
+    # Downgrade: B leaves; only the classic member remains.
+    answer = b.call(68, 1, {**base, "member_id": b_id, "member_epoch": -1, "rebalance_timeout_ms": -1,
+                            "subscribed_topic_names": None, "topic_partitions": None})
+    log.append(("b leaves, downgrading", answer["error_code"]))
+    log.append(("downgraded", group_view(port, group)))
+    code = a.heartbeat()
+    log.append(("a heartbeats after the downgrade", code))
+    joined = a.join()
+    log.append(("a rejoins the classic group", joined["error_code"], joined["leader"] == a.member_id))
+    log.append(("a syncs as leader", a.sync({a.member_id: list(range(PARTITIONS))})["error_code"], a.owned))
+    log.append(("classic again", group_view(port, group)))
+
+    # A group of another protocol type is not upgraded.
+    other = ClassicRaw(port, "connect-group", protocol="default", protocol_type="connect")
+    joined = other.join()
+    other.sync({other.member_id: []})
+    answer = b.call(68, 1, {**base, "group_id": "connect-group", "member_id": _core_uuid(), "member_epoch": 0,
+                            "rebalance_timeout_ms": 10000})
+    log.append(("upgrade of a connect group", joined["error_code"], answer["error_code"]))
+    b.close()
+    a.client.close()
+    other.client.close()
+    script.client.close()
+    return log
+
+
+def _core_uuid() -> str:
+    import base64
+    import uuid
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _count(assignment) -> int | None:
+    return None if assignment is None else sum(len(t["partitions"]) for t in assignment["topic_partitions"])
+
+
+def test_migration_scenario_answers_as_kafka_does(corral_factory, kafka_ref):
+    corral = corral_factory(**SETTINGS)
+    ours = scenario(corral.bootstrap)
+    theirs = scenario(kafka_ref)
+    for mine, kafka in zip(ours, theirs):
+        assert mine == kafka, f"corral: {mine}\nkafka:  {kafka}\nall corral: {ours}\nall kafka: {theirs}"
+    assert len(ours) == len(theirs)
+    # The scenario says what it should: the upgrade, the rejoin, the downgrade.
+    steps = dict((entry[0], entry[1:]) for entry in ours)
+    assert steps["upgraded"][0][0][0] == "consumer" and steps["upgraded"][0][2] == (0, [0, 1])
+    assert steps["a heartbeats after the upgrade"] == (27,)  # REBALANCE_IN_PROGRESS
+    assert steps["downgraded"][0][0][0] == "classic"
+    assert steps["upgrade of a connect group"] == (0, 69)  # GROUP_ID_NOT_FOUND
