@@ -191,3 +191,80 @@ def test_migration_scenario_answers_as_kafka_does(corral_factory, kafka_ref):
     assert steps["a heartbeats after the upgrade"] == (27,)  # REBALANCE_IN_PROGRESS
     assert steps["downgraded"][0][0][0] == "classic"
     assert steps["upgrade of a connect group"] == (0, 69)  # GROUP_ID_NOT_FOUND
+
+
+@pytest.mark.parametrize("when", ["upgrade answered", "answer held back"])
+def test_corral_killed_in_the_middle_of_an_upgrade_restarts_consistent_and_converges(corral_factory, when):
+    """kill -9 right after the upgrading heartbeat was answered, or while its answer is held back
+    (fault injection delays every write's completion; the upgrade's records are appended and
+    applied, the member has not heard back): restarted, the group is whole, the consumer group
+    with both members (or, had the records not reached the log, the classic group as it was),
+    never a mix; the members carry on (the consumer member rejoins with epoch 0, as a client
+    whose heartbeat failed does) and converge with every partition owned once."""
+    settings = dict(SETTINGS)
+    if when == "answer held back":
+        settings["corral.coordinator.write.delay.ms"] = 1500
+    corral = corral_factory(**settings)
+    port = corral.port
+    script = Script(corral.bootstrap, "probe")
+    with RawClient(port) as c:
+        c.call(19, 4, {"topics": [{"name": TOPIC, "num_partitions": PARTITIONS, "replication_factor": 1,
+                                   "assignments": [], "configs": []}], "timeout_ms": 10000})
+    script.refresh_topics()
+    script.client.close()
+    a = ClassicRaw(port, "killed")
+    assert a.join()["error_code"] == 0
+    assert a.sync({a.member_id: list(range(PARTITIONS))})["error_code"] == 0
+    b = RawClient(port)
+    b_id = _core_uuid()
+    join = {"group_id": "killed", "member_id": b_id, "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 10000, "subscribed_topic_names": [TOPIC], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []}
+    if when == "upgrade answered":
+        assert b.call(68, 1, join)["error_code"] == 0
+    else:
+        b.send(68, 1, join)
+        time.sleep(0.5)  # appended, not yet answered
+    corral.kill()
+    b.close()
+    a.client.close()
+    corral.start()
+
+    view = group_view(port, "killed")
+    assert view[0] is not None
+    if view[0][0] == "classic":
+        assert when == "answer held back" and view[1] == ("Stable", 1)
+    else:
+        assert view[0][0] == "consumer" and view[2] == (0, [0, 1])
+    # The members carry on: b (re)joins, a heartbeats and rejoins when told.
+    a.client = RawClient(port)
+    b = RawClient(port)
+    b_owned: list[int] = []
+    answer = b.call(68, 1, join)
+    assert answer["error_code"] == 0, answer
+    b_epoch = answer["member_epoch"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        code = a.heartbeat()
+        if code in (27, 22, 25):  # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID
+            if code == 25:
+                a.member_id, a.generation, a.owned = "", -1, []
+            if a.join()["error_code"] == 0:
+                a.sync()
+        else:
+            assert code == 0, code
+        answer = b.call(68, 1, {**join, "member_epoch": b_epoch, "rebalance_timeout_ms": -1,
+                                "subscribed_topic_names": None,
+                                "topic_partitions": [{"topic_id": script.ids[TOPIC], "partitions": b_owned}]})
+        assert answer["error_code"] == 0, answer
+        b_epoch = answer["member_epoch"]
+        if answer["assignment"] is not None:
+            b_owned = sorted(p for t in answer["assignment"]["topic_partitions"] for p in t["partitions"])
+        assert not set(b_owned) & set(a.owned), (b_owned, a.owned)
+        if sorted(b_owned + a.owned) == list(range(PARTITIONS)) and group_view(port, "killed")[0][1] == "Stable":
+            break
+        time.sleep(0.2)
+    assert sorted(b_owned + a.owned) == list(range(PARTITIONS)) and b_owned and a.owned
+    assert group_view(port, "killed")[0] == ("consumer", "Stable")
+    a.client.close()
+    b.close()
