@@ -14,6 +14,7 @@ kafka-tools) and compiles the Java programs, as CI setup does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from groupkit import wait_until
 
@@ -52,6 +53,19 @@ JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k", "-Xmx192
              "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
 
 TP = tuple[str, int]
+
+
+@contextlib.contextmanager
+def kafka_reference(settings: dict) -> Iterator[str]:
+    """An Apache Kafka 4.4 broker (benches/kafka_ref.py) with `settings`: its bootstrap."""
+    from kafka_ref import KafkaBroker
+
+    broker = KafkaBroker(settings=settings)
+    broker.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
 
 
 def java_member_classes(version: str = DEFAULT_VERSION) -> Path:

@@ -20,7 +20,8 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cgkit import (CG_FAST, MemberProcess, Script, all_partitions, check_ownership, describe,
-                   describe_raw, members_of, run_tool, stop_processes, wait_stable)
+                   describe_raw, kafka_reference, members_of, run_tool, stop_processes,
+                   wait_stable)
 from groupkit import wait_until
 
 
@@ -359,12 +360,8 @@ CG_COMPARED = {**CG_FAST, "group.consumer.session.timeout.ms": 10000}
 @pytest.fixture(scope="module")
 def kafka_ref():
     """One Apache Kafka 4.4 broker (benches/kafka_ref.py) for the module's comparisons."""
-    from kafka_ref import KafkaBroker
-
-    broker = KafkaBroker(settings=CG_COMPARED)
-    broker.start()
-    yield broker.bootstrap
-    broker.stop()
+    with kafka_reference(CG_COMPARED) as bootstrap:
+        yield bootstrap
 
 
 # ======================================= 6. kafka-consumer-groups against corral and Kafka ===

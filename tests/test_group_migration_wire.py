@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from cgkit import CG_FAST, Script
+from cgkit import CG_FAST, Script, kafka_reference
 from corral import _core
 from rawwire import RawClient
 
@@ -25,12 +25,8 @@ TOPIC, PARTITIONS = "mig", 4
 
 @pytest.fixture(scope="module")
 def kafka_ref():
-    from kafka_ref import KafkaBroker
-
-    broker = KafkaBroker(settings=SETTINGS)
-    broker.start()
-    yield broker.bootstrap
-    broker.stop()
+    with kafka_reference(SETTINGS) as bootstrap:
+        yield bootstrap
 
 
 class ClassicRaw:

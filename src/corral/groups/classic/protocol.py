@@ -57,8 +57,8 @@ class JoinRequest:
 
 
 class ClassicProtocol:
-    # Given by GroupCoordinator (the *_consumer methods: consumer/classic_members.py, for
-    # classic members of consumer groups).
+    # Given by GroupCoordinator (and the classic_*_consumer methods, for classic members of
+    # consumer groups, by consumer/classic_members.py).
     groups: dict
     log: CoordinatorLog
     timers: Timers
@@ -66,11 +66,6 @@ class ClassicProtocol:
     max_session_ms: int
     initial_delay_ms: int
     max_size: int
-    classic_join_consumer: Any
-    classic_sync_consumer: Any
-    classic_heartbeat_consumer: Any
-    classic_leave_consumer: Any
-    _write_consumer: Any
 
     def _new_classic_group(self, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, self.timers.heartbeat_view)
@@ -120,20 +115,6 @@ class ClassicProtocol:
         self.timers.unregister(group.join_key)
         self.timers.unregister(group.sync_key)
 
-    def _answer_parked(self, group: ClassicGroup, error: ErrorCode) -> None:
-        """Answers every parked JoinGroup and SyncGroup with `error` (the group is upgraded)."""
-        for member in group.members.values():
-            group.complete_join(member, join_error(error, member.member_id))
-            group.complete_sync(member, sync_error(error))
-
-    def _replace_empty_consumer_group(self, group) -> None:
-        """A classic join to an empty consumer group: its records are tombstoned (its offsets
-        stay) and an empty classic group takes its place."""
-        self._write_consumer(group.group_id, group.tombstones())
-        log.info("group %s: the empty consumer group becomes a classic group", group.group_id)
-        if group.group_id not in self.groups:
-            self._new_classic_group(group.group_id)
-
     def _drop_member(self, group: ClassicGroup, member_id: str) -> None:
         """Removes a member or pending member and its timer; a parked SyncGroup learns it is gone."""
         pending_key = group.pending_members.get(member_id)
@@ -179,7 +160,7 @@ class ClassicProtocol:
                 answer = self.classic_join_consumer(group, req)
                 return answer if isinstance(answer, Later) else Later.of(answer)
             if unknown:
-                self._replace_empty_consumer_group(group)
+                self.replace_empty_consumer_group(group)
             group = self.groups.get(req.group_id)
         if group is None:
             if not unknown:

@@ -33,6 +33,7 @@ from .reconcile import MemberState
 from .state import ConsumerGroup, ConsumerMember
 
 if TYPE_CHECKING:
+    from ..classic import ClassicGroup
     from ..timers import Timers
     from .target import TopicImage
 
@@ -171,6 +172,22 @@ class ClassicMembers:
                  "it becomes a classic group", group.group_id)
         return [*group.tombstones(renamed=(replaced.member_id, joining.member_id)),
                 downgrade_record(group, members, targets, self.topics, now)]
+
+    # ================================================================ group conversions ===
+
+    def _answer_parked(self, group: "ClassicGroup", error: ErrorCode) -> None:
+        """Answers every parked JoinGroup and SyncGroup with `error` (the group is upgraded)."""
+        for member in group.members.values():
+            group.complete_join(member, join_error(error, member.member_id))
+            group.complete_sync(member, sync_error(error))
+
+    def replace_empty_consumer_group(self, group: ConsumerGroup) -> None:
+        """A classic join to an empty consumer group: its records are tombstoned (its offsets
+        stay) and an empty classic group takes its place."""
+        self._write_consumer(group.group_id, group.tombstones())
+        log.info("group %s: the empty consumer group becomes a classic group", group.group_id)
+        if group.group_id not in self.groups:
+            self._new_classic_group(group.group_id)
 
     # ========================================================================= SyncGroup ===
 
