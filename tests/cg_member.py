@@ -1,13 +1,27 @@
-"""KIP-848 consumer-group members (confluent-kafka, `group.protocol=consumer`) in one process,
-for the consumer group tests. tests/java/ConsumerGroupMember.java is the same program for Java's
-kafka-clients; both speak the protocol below so that tests/cgkit.py drives either.
+"""Consumer-group members (confluent-kafka) in one process, for the consumer group tests: KIP-848
+(`group.protocol=consumer`, the default) or classic ones. tests/java/ConsumerGroupMember.java is
+the same program for Java's kafka-clients; both speak the protocol below so that tests/cgkit.py
+drives either.
 
     python tests/cg_member.py CONFIG_JSON
 
 CONFIG_JSON: {"bootstrap", "group", "members": [{"name", "client_id"?, "instance_id"?}, ...],
 "topics": [names] or "regex": "^prefix.*", "assignor"?: "uniform"|"range", "commit"?: bool,
-"max_poll_interval_ms"?: int}; a member's entry may set its own "topics", "regex", "assignor"
-or "commit".
+"max_poll_interval_ms"?: int, "protocol"?: "consumer"|"classic", "strategy"?: "range"|
+"cooperative-sticky"|"range,cooperative-sticky"|..., "session_timeout_ms"?: int,
+"heartbeat_interval_ms"?: int}; a member's entry may set its own "topics", "regex", "assignor",
+"commit", "max_poll_interval_ms", "protocol", "strategy", "session_timeout_ms" or
+"heartbeat_interval_ms".
+
+"protocol": "classic" runs a JoinGroup/SyncGroup member: "strategy" is its
+partition.assignment.strategy (default "range"; librdkafka refuses a list mixing eager and
+cooperative assignors), session.timeout.ms defaults to 6000 and heartbeat.interval.ms to 1000
+here. "assignor" (the KIP-848 server assignor) is used for consumer members only, the three others
+for classic ones only (both libraries refuse a consumer member that sets partition.assignment.
+strategy, session.timeout.ms or heartbeat.interval.ms). A classic member with an
+eager strategy (range, roundrobin) is told its whole assignment at every rebalance (revoke
+everything, then assign everything); a cooperative one (cooperative-sticky) and a KIP-848 one
+only what changes; "owned" reports the result either way.
 
 Every member prints JSON lines to stdout, each with "m" (the member's name) and "t" (the
 monotonic clock in ns, CLOCK_MONOTONIC as Java's System.nanoTime, so that events of several
@@ -47,12 +61,23 @@ def run_member(cfg: dict, spec: dict, stop: threading.Event) -> None:
     if "topics" in spec or "regex" in spec:  # a member's own subscription
         cfg = {k: v for k, v in cfg.items() if k not in ("topics", "regex")}
     cfg = {**cfg, **spec}
+    protocol = cfg.get("protocol") or "consumer"
     conf = {"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
-            "group.protocol": "consumer", "enable.auto.commit": False,
+            "group.protocol": protocol, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "client.id": spec.get("client_id", name),
             "topic.metadata.refresh.interval.ms": 1000, "log_level": 4,
             "error_cb": lambda err: emit(name, {"ev": "error", "error": str(err)})}
-    if cfg.get("assignor"):
+    # Eager: every assign callback carries the whole assignment, every revoke all of it.
+    eager = False
+    if protocol == "classic":
+        strategy = cfg.get("strategy") or "range"
+        conf["partition.assignment.strategy"] = strategy
+        conf["session.timeout.ms"] = cfg.get("session_timeout_ms") or 6000
+        conf["heartbeat.interval.ms"] = cfg.get("heartbeat_interval_ms") or 1000
+        eager = any(s.strip() != "cooperative-sticky" for s in strategy.split(","))
+    elif protocol != "consumer":
+        raise ValueError(f"protocol {protocol!r}")
+    elif cfg.get("assignor"):
         conf["group.remote.assignor"] = cfg["assignor"]
     if cfg.get("max_poll_interval_ms"):
         conf["max.poll.interval.ms"] = cfg["max_poll_interval_ms"]
@@ -65,7 +90,10 @@ def run_member(cfg: dict, spec: dict, stop: threading.Event) -> None:
         emit(name, {"ev": "owned", "why": why, "owned": sorted(owned)})
 
     def on_assign(c, parts):
-        # KIP-848 rebalances are incremental: `parts` is what is added.
+        # KIP-848 and cooperative rebalances are incremental: `parts` is what is added. An eager
+        # one hands the whole assignment over (after revoking everything).
+        if eager:
+            owned.clear()
         owned.update((p.topic, p.partition) for p in parts)
         report("assigned")
 

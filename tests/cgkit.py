@@ -1,7 +1,8 @@
 """Helpers of the KIP-848 consumer group tests: real members (confluent-kafka and Java
-kafka-clients, `group.protocol=consumer`) in child processes, the ownership invariant checker over
-what every member reported, and ConsumerGroupDescribe through raw frames (it carries epochs, which
-no admin client shows).
+kafka-clients, `group.protocol=consumer`, or classic members for the migration tests) in child
+processes, the ownership invariant checker over what every member reported, and
+ConsumerGroupDescribe, ListGroups and DescribeGroups through raw frames (they carry epochs, group
+types and member types, which no admin client shows).
 
 Members: tests/cg_member.py (confluent) and tests/java/ConsumerGroupMember.java (Java, compiled
 once into the jar cache); one process may host several members (each KafkaConsumer on its own
@@ -133,7 +134,9 @@ class CgMember:
 
 class MemberProcess:
     """A process hosting members: `client` is "confluent" or "java"; `members` are names or
-    dicts (name, instance_id, client_id, topics, regex, regex_kind, assignor, commit)."""
+    dicts (name, instance_id, client_id, topics, regex, regex_kind, assignor, commit, protocol,
+    strategy, session_timeout_ms, heartbeat_interval_ms, max_poll_interval_ms: see
+    tests/cg_member.py)."""
 
     def __init__(self, client: str, bootstrap: str, group: str, members: Iterable,
                  topics: list[str] | None = None, regex: str | None = None, **config):
@@ -275,6 +278,40 @@ def describe_raw(bootstrap: str, group: str) -> dict:
 
     with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
         return c.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+
+
+def list_groups_raw(bootstrap: str) -> dict[str, dict]:
+    """ListGroups v5 (no filter): {group id: its entry (protocol_type, group_state, group_type)};
+    retried while the coordinator loads (Kafka, until __consumer_offsets is ready)."""
+    from rawwire import RawClient
+
+    deadline = time.monotonic() + 30
+    with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
+        while True:
+            answer = c.call(16, 5, {"states_filter": [], "types_filter": []})
+            if answer["error_code"] not in Script.TRANSIENT or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert answer["error_code"] == 0, answer
+    return {g["group_id"]: g for g in answer["groups"]}
+
+
+def describe_groups_raw(bootstrap: str, group: str) -> dict:
+    """DescribeGroups v5 (the classic API) of one group, as decoded; each member's
+    member_assignment also decoded as "assigned", {(topic, partition)} (None if the bytes are
+    not a consumer protocol assignment)."""
+    from corral import _core
+    from rawwire import RawClient
+
+    with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
+        g = c.call(15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+    for m in g["members"]:
+        try:
+            m["assigned"] = frozenset((t, p) for t, ps in _core.decode_consumer_assignment(
+                m["member_assignment"]) for p in ps)
+        except ValueError:
+            m["assigned"] = None
+    return g
 
 
 def describe(bootstrap: str, group: str) -> dict:

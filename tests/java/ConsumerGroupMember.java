@@ -1,8 +1,19 @@
-// KIP-848 consumer-group members (Java kafka-clients 4.x, group.protocol=consumer) in one JVM, for
-// the consumer group tests: the Java twin of tests/cg_member.py, speaking the same protocol (see
-// that file): one JSON config argument; JSON lines out ("owned", "records", "error", "closed",
-// each with the member's name "m" and System.nanoTime "t"); "close NAME" lines in, EOF closes
-// every member. Java members also report their member epoch (groupMetadata().generationId()).
+// Consumer-group members (Java kafka-clients 4.x) in one JVM, KIP-848 (group.protocol=consumer, the
+// default) or classic, for the consumer group tests: the Java twin of tests/cg_member.py, speaking
+// the same protocol (see that file): one JSON config argument; JSON lines out ("owned", "records",
+// "error", "closed", each with the member's name "m" and System.nanoTime "t"); "close NAME" lines
+// in, EOF closes every member. Java members also report their member epoch, or generation for a
+// classic member (groupMetadata().generationId()).
+//
+// "protocol": "classic" runs a JoinGroup/SyncGroup member: "strategy" (default "range") is a
+// comma-separated list of range, roundrobin, sticky, cooperative-sticky, turned into the
+// assignor classes of partition.assignment.strategy in that order of preference;
+// "session_timeout_ms" (default 6000) and "heartbeat_interval_ms" (default 1000). The client
+// rebalances cooperatively only if every listed assignor is cooperative (cooperative-sticky),
+// else eagerly: onPartitionsAssigned then carries the whole assignment (after an
+// onPartitionsRevoked of everything). "assignor" (group.remote.assignor) is set for consumer
+// members only, the classic settings for classic members only (the client refuses either with
+// the other protocol).
 //
 // Compiled once by tests/cgkit.py: javac -cp "<kafka lib>/*" ConsumerGroupMember.java
 //
@@ -58,6 +69,8 @@ public class ConsumerGroupMember {
         final String name;
         final KafkaConsumer<byte[], byte[]> consumer;
         final List<TopicPartition> ownedParts = new ArrayList<>();
+        // Eager (classic range...): onPartitionsAssigned carries the whole assignment.
+        final boolean eager;
         volatile boolean stop;
 
         Member(JsonNode cfg, JsonNode spec) {
@@ -67,14 +80,37 @@ public class ConsumerGroupMember {
             Properties p = new Properties();
             p.put("bootstrap.servers", cfg.get("bootstrap").asText());
             p.put("group.id", cfg.get("group").asText());
-            p.put("group.protocol", "consumer");
+            String protocol = opt("protocol") == null ? "consumer" : opt("protocol").asText();
+            p.put("group.protocol", protocol);
             p.put("enable.auto.commit", "false");
             p.put("auto.offset.reset", "earliest");
             p.put("client.id", spec.has("client_id") ? spec.get("client_id").asText() : name);
             p.put("metadata.max.age.ms", "1000");
-            JsonNode assignor = spec.hasNonNull("assignor") ? spec.get("assignor") : cfg.get("assignor");
-            if (assignor != null && !assignor.isNull()) p.put("group.remote.assignor", assignor.asText());
-            if (cfg.hasNonNull("max_poll_interval_ms")) p.put("max.poll.interval.ms", cfg.get("max_poll_interval_ms").asText());
+            boolean eager = false;
+            if (protocol.equals("classic")) {
+                String strategy = opt("strategy") == null ? "range" : opt("strategy").asText();
+                List<String> classes = new ArrayList<>();
+                for (String s : strategy.split(",")) {
+                    String assignorName = s.trim();
+                    if (!assignorName.equals("cooperative-sticky")) eager = true;
+                    classes.add(switch (assignorName) {
+                        case "range" -> "org.apache.kafka.clients.consumer.RangeAssignor";
+                        case "roundrobin" -> "org.apache.kafka.clients.consumer.RoundRobinAssignor";
+                        case "sticky" -> "org.apache.kafka.clients.consumer.StickyAssignor";
+                        case "cooperative-sticky" -> "org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
+                        default -> throw new IllegalArgumentException("strategy " + assignorName);
+                    });
+                }
+                p.put("partition.assignment.strategy", String.join(",", classes));
+                p.put("session.timeout.ms", opt("session_timeout_ms") == null ? "6000" : opt("session_timeout_ms").asText());
+                p.put("heartbeat.interval.ms", opt("heartbeat_interval_ms") == null ? "1000" : opt("heartbeat_interval_ms").asText());
+            } else if (protocol.equals("consumer")) {
+                if (opt("assignor") != null) p.put("group.remote.assignor", opt("assignor").asText());
+            } else {
+                throw new IllegalArgumentException("protocol " + protocol);
+            }
+            this.eager = eager;
+            if (opt("max_poll_interval_ms") != null) p.put("max.poll.interval.ms", opt("max_poll_interval_ms").asText());
             if (spec.hasNonNull("instance_id")) p.put("group.instance.id", spec.get("instance_id").asText());
             consumer = new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
         }
@@ -109,7 +145,9 @@ public class ConsumerGroupMember {
 
         @Override
         public void onPartitionsAssigned(Collection<TopicPartition> parts) {
-            // KIP-848 rebalances are incremental: `parts` is what is added.
+            // KIP-848 and cooperative rebalances are incremental: `parts` is what is added. An
+            // eager one hands the whole assignment over (after revoking everything).
+            if (eager) ownedParts.clear();
             for (TopicPartition tp : parts) if (!ownedParts.contains(tp)) ownedParts.add(tp);
             sortOwned();
             report("assigned");
