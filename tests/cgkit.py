@@ -308,7 +308,7 @@ def describe_groups_raw(bootstrap: str, group: str) -> dict:
     for m in g["members"]:
         try:
             m["assigned"] = frozenset((t, p) for t, ps in _core.decode_consumer_assignment(
-                m["member_assignment"]) for p in ps)
+                m["member_assignment"])[0] for p in ps)
         except ValueError:
             m["assigned"] = None
     return g
