@@ -109,6 +109,7 @@ def run_member(cfg: dict, spec: dict, stop: threading.Event) -> None:
         consumer.subscribe([cfg["regex"]], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     else:
         consumer.subscribe(cfg["topics"], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    retry_commit = False  # the last commit failed: tried again at the next poll, records or not
     while not stop.is_set():
         batch = consumer.consume(500, 0.05)
         records = []
@@ -118,12 +119,16 @@ def run_member(cfg: dict, spec: dict, stop: threading.Event) -> None:
                     emit(name, {"ev": "error", "error": str(msg.error())})
                 continue
             records.append([msg.topic(), msg.partition(), msg.offset()])
-        if records:
-            if cfg.get("commit", True):
-                try:
-                    consumer.commit(asynchronous=False)
-                except ck.KafkaException as e:
+        if (records or retry_commit) and cfg.get("commit", True):
+            try:
+                consumer.commit(asynchronous=False)
+                retry_commit = False
+            except ck.KafkaException as e:
+                # _NO_OFFSET: nothing left to commit (the partitions moved on).
+                retry_commit = e.args[0].code() != ck.KafkaError._NO_OFFSET
+                if retry_commit:
                     emit(name, {"ev": "error", "error": f"commit: {e}"})
+        if records:
             emit(name, {"ev": "records", "records": records})
     consumer.close()
     emit(name, {"ev": "closed"})

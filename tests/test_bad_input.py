@@ -48,7 +48,10 @@ def log_lines_about(broker, sock_name: tuple[str, int], timeout: float = 5.0) ->
     peer = f"{sock_name[0]}:{sock_name[1]}"
     deadline = time.monotonic() + timeout
     while True:
-        lines = [line for line in broker.log().splitlines() if re.search(rf"{re.escape(peer)}\b", line)]
+        text = broker.log()
+        # Only whole lines: the broker may be halfway through writing the last one.
+        text = text[:text.rfind("\n") + 1]
+        lines = [line for line in text.splitlines() if re.search(rf"{re.escape(peer)}\b", line)]
         if lines or time.monotonic() > deadline:
             return lines
 

@@ -42,7 +42,9 @@ def served(port: int, attempts: int = 10) -> bool:
 def log_lines(broker, pattern: re.Pattern, at_least: int = 1, timeout: float = 3.0) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
-        lines = [line for line in broker.log().splitlines() if pattern.search(line)]
+        text = broker.log()
+        text = text[:text.rfind("\n") + 1]  # whole lines only: the last may be half written
+        lines = [line for line in text.splitlines() if pattern.search(line)]
         if len(lines) >= at_least or time.monotonic() > deadline:
             return lines
         time.sleep(0.05)

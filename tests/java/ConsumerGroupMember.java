@@ -181,6 +181,8 @@ public class ConsumerGroupMember {
                     consumer.subscribe(topics, this);
                 }
                 boolean commit = opt("commit") == null || opt("commit").asBoolean();
+                // The last commit failed: tried again at the next poll, records or not.
+                boolean retryCommit = false;
                 while (!stop) {
                     ConsumerRecords<byte[], byte[]> records;
                     try {
@@ -191,16 +193,19 @@ public class ConsumerGroupMember {
                         emit(err);
                         continue;
                     }
-                    if (records.isEmpty()) continue;
+                    if (records.isEmpty() && !retryCommit) continue;
                     if (commit) {
                         try {
                             consumer.commitSync();
+                            retryCommit = false;
                         } catch (RuntimeException e) {
+                            retryCommit = true;
                             ObjectNode err = event(name, "error");
                             err.put("error", "commit: " + e);
                             emit(err);
                         }
                     }
+                    if (records.isEmpty()) continue;
                     ObjectNode e = event(name, "records");
                     ArrayNode list = e.putArray("records");
                     for (ConsumerRecord<byte[], byte[]> r : records) {
