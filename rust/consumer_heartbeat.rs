@@ -13,28 +13,15 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use pyo3::prelude::*;
 
 use crate::consumer_heartbeat_view::Steady;
-use crate::fast_paths::{FastPath, Sender, Views};
-use crate::header::{self, RequestPrefix};
+use crate::fast_paths::{short_path_request, FastPath, Sender, Views};
+use crate::header;
 
-/// A decoded ConsumerGroupHeartbeat (Python: `ConsumerGroupHeartbeatRequest`).
-#[pyclass(frozen, name = "ConsumerGroupHeartbeatRequest", module = "corral._core")]
-pub struct ConsumerHeartbeat {
-    body: ConsumerGroupHeartbeatRequest,
-    api_version: i16,
-    correlation_id: i32,
+short_path_request! {
+    /// A decoded ConsumerGroupHeartbeat (Python: `ConsumerGroupHeartbeatRequest`).
+    ConsumerHeartbeat, "ConsumerGroupHeartbeatRequest", ConsumerGroupHeartbeatRequest
 }
 
 impl FastPath for ConsumerHeartbeat {
-    type Body = ConsumerGroupHeartbeatRequest;
-
-    fn new(body: ConsumerGroupHeartbeatRequest, prefix: &RequestPrefix) -> Self {
-        ConsumerHeartbeat { body, api_version: prefix.api_version, correlation_id: prefix.correlation_id }
-    }
-
-    fn body(&self) -> &ConsumerGroupHeartbeatRequest {
-        &self.body
-    }
-
     /// The view's answer to a heartbeat that changes nothing. What the coordinator checks
     /// before the group (blank ids: INVALID_REQUEST; an assignor: UNSUPPORTED_ASSIGNOR) is left
     /// to it by `changes_nothing`.

@@ -16,8 +16,8 @@
 //! A body that does not decode closes the connection as any other request's does (the reason
 //! goes to Python, which logs it and closes, after the answers before it).
 //!
-//! A new short path is a #[pyclass] holding its request struct, its `FastPath` impl and one line
-//! in the table; `Views` gains what its `answer` reads, if anything.
+//! A new short path is a `short_path_request!` type, its `FastPath` impl and one line in the
+//! table; `Views` gains what its `answer` reads, if anything.
 
 use anyhow::Result;
 use bytes::Bytes;
@@ -32,22 +32,52 @@ use crate::heartbeat_view::HeartbeatView;
 use crate::offset_commit::OffsetCommit;
 use crate::pyconv::ToPy;
 
-/// A short path's request type: a frozen #[pyclass] holding the decoded body and what answering
-/// it needs (version, correlation id).
-pub trait FastPath: Sized {
+/// What a short path's request type holds: the decoded body and what answering it needs
+/// (version, correlation id). `short_path_request!` declares the type and implements this.
+pub trait Holds: Sized {
     /// The kafka-protocol request struct; its `KEY` is the API key the entry serves.
     type Body: KafkaRequest + ToPy;
 
     fn new(body: Self::Body, prefix: &RequestPrefix) -> Self;
 
     fn body(&self) -> &Self::Body;
+}
 
+/// A short path's request type: a frozen #[pyclass] (declared by `short_path_request!`).
+pub trait FastPath: Holds {
     /// The whole response frame when the network thread can answer by itself; None: Python
     /// answers. Runs without the GIL.
     fn answer(&self, _views: &Views, _sender: &Sender<'_>) -> Option<Bytes> {
         None
     }
 }
+
+/// Declares a short path's request type: the frozen #[pyclass] `$name` (`$py_name` in Python)
+/// holding the decoded `$body`, its version and correlation id, with its `Holds` impl.
+macro_rules! short_path_request {
+    ($(#[$doc:meta])* $name:ident, $py_name:literal, $body:ty) => {
+        $(#[$doc])*
+        #[pyo3::pyclass(frozen, name = $py_name, module = "corral._core")]
+        pub struct $name {
+            body: $body,
+            api_version: i16,
+            correlation_id: i32,
+        }
+
+        impl crate::fast_paths::Holds for $name {
+            type Body = $body;
+
+            fn new(body: $body, prefix: &crate::header::RequestPrefix) -> Self {
+                $name { body, api_version: prefix.api_version, correlation_id: prefix.correlation_id }
+            }
+
+            fn body(&self) -> &$body {
+                &self.body
+            }
+        }
+    };
+}
+pub(crate) use short_path_request;
 
 /// What the network thread answers short paths from: state Python keeps up to date for it.
 #[derive(Default)]
@@ -77,7 +107,7 @@ macro_rules! fast_paths {
             /// path; None for the APIs Python gets as a dict.
             pub fn decode(prefix: &RequestPrefix, body: &mut Bytes) -> Option<Result<Decoded>> {
                 $(
-                    if prefix.api_key == <<$named as FastPath>::Body as KafkaRequest>::KEY {
+                    if prefix.api_key == <<$named as Holds>::Body as KafkaRequest>::KEY {
                         return Some(decode::<$named>(prefix, body).map(Decoded::$variant));
                     }
                 )*
@@ -115,7 +145,7 @@ macro_rules! fast_paths {
         }
 
         #[cfg(test)]
-        const KEYS: &[i16] = &[$(<<$named as FastPath>::Body as KafkaRequest>::KEY,)*];
+        const KEYS: &[i16] = &[$(<<$named as Holds>::Body as KafkaRequest>::KEY,)*];
     };
 }
 

@@ -11,28 +11,15 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::fast_paths::{FastPath, Sender, Views};
-use crate::header::{self, RequestPrefix};
+use crate::fast_paths::{short_path_request, FastPath, Sender, Views};
+use crate::header;
 
-/// A decoded Heartbeat (Python: `HeartbeatRequest`).
-#[pyclass(frozen, name = "HeartbeatRequest", module = "corral._core")]
-pub struct Heartbeat {
-    body: HeartbeatRequest,
-    api_version: i16,
-    correlation_id: i32,
+short_path_request! {
+    /// A decoded Heartbeat (Python: `HeartbeatRequest`).
+    Heartbeat, "HeartbeatRequest", HeartbeatRequest
 }
 
 impl FastPath for Heartbeat {
-    type Body = HeartbeatRequest;
-
-    fn new(body: HeartbeatRequest, prefix: &RequestPrefix) -> Self {
-        Heartbeat { body, api_version: prefix.api_version, correlation_id: prefix.correlation_id }
-    }
-
-    fn body(&self) -> &HeartbeatRequest {
-        &self.body
-    }
-
     /// The view's answer; an empty group id (INVALID_GROUP_ID) is the coordinator's.
     fn answer(&self, views: &Views, _sender: &Sender<'_>) -> Option<Bytes> {
         let view = views.heartbeat.as_ref()?.get();

@@ -18,34 +18,21 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::fast_paths::FastPath;
-use crate::header::{self, RequestPrefix};
+use crate::fast_paths::{short_path_request, FastPath};
+use crate::header;
 use kafka_protocol::ResponseError;
 
 const NONE: i16 = 0;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = ResponseError::UnknownTopicOrPartition.code();
 const OFFSET_METADATA_TOO_LARGE: i16 = ResponseError::OffsetMetadataTooLarge.code();
 
-/// A decoded OffsetCommit (Python: `OffsetCommitRequest`). Fields a version lacks have their
-/// schema default (no instance id, -1).
-#[pyclass(frozen, name = "OffsetCommitRequest", module = "corral._core")]
-pub struct OffsetCommit {
-    body: OffsetCommitRequest,
-    api_version: i16,
-    correlation_id: i32,
+short_path_request! {
+    /// A decoded OffsetCommit (Python: `OffsetCommitRequest`). Fields a version lacks have their
+    /// schema default (no instance id, -1).
+    OffsetCommit, "OffsetCommitRequest", OffsetCommitRequest
 }
 
-impl FastPath for OffsetCommit {
-    type Body = OffsetCommitRequest;
-
-    fn new(body: OffsetCommitRequest, prefix: &RequestPrefix) -> Self {
-        OffsetCommit { body, api_version: prefix.api_version, correlation_id: prefix.correlation_id }
-    }
-
-    fn body(&self) -> &OffsetCommitRequest {
-        &self.body
-    }
-}
+impl FastPath for OffsetCommit {}
 
 #[pymethods]
 impl OffsetCommit {
