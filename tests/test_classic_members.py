@@ -412,9 +412,7 @@ def test_classic_join_to_an_empty_consumer_group_converts_it_keeping_offsets():
     assert isinstance(group, ClassicGroup)
     assert c.offsets.map.count("g") == 1
     # The consumer records are tombstoned: a restart finds the classic group with its offset.
-    reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
-    reloaded.log.read = lambda positions=None: iter(c.log.pairs)
-    reloaded.load()
+    reloaded = restarted(topics, c.log)
     assert isinstance(reloaded.groups["g"], ClassicGroup) and reloaded.offsets.map.count("g") == 1
 
 
@@ -633,17 +631,21 @@ def test_replaying_the_log_of_a_migration_rebuilds_the_same_groups():
     z.join()
     z.sync()
     converge(d)
-    reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
-    reloaded.log.read = lambda positions=None: iter(log.pairs)
-    reloaded.load()
+    reloaded = restarted(topics, log)
     assert snapshot_of(reloaded) == snapshot_of(c)
     d.leave("a")  # downgrade
-    reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
-    reloaded.log.read = lambda positions=None: iter(log.pairs)
-    reloaded.load()
+    reloaded = restarted(topics, log)
     again = reloaded.groups["g"]
     assert isinstance(again, ClassicGroup)
     assert records.read_group_value(again.stored) == records.read_group_value(c.groups["g"].stored)
+
+
+def restarted(topics: Topics, log: RecordingLog):
+    """A coordinator loaded from what `log` holds, as after a restart."""
+    reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
+    reloaded.log.read = lambda positions=None: iter(log.pairs)
+    reloaded.load()
+    return reloaded
 
 
 def snapshot_of(c) -> list:
