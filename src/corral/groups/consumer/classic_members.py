@@ -121,7 +121,7 @@ class ClassicMembers:
         if isinstance(joined, ConsumerGroup):  # not downgraded
             now_member = joined.members.get(updated.member_id)
             if now_member is not None:
-                self._cancel_classic_timer(now_member, "join_key")
+                self.timers.cancel(now_member.join_key)
                 self._arm_session(joined, now_member)
                 self._arm_sync_deadline(joined, now_member, req.rebalance_timeout_ms)
         return written.map(lambda error: join_error(error, req.member_id) if error else answer)
@@ -209,7 +209,7 @@ class ClassicMembers:
             # A newer target: rejoin to catch up (a member revoking finishes that first).
             self._arm_join_deadline(group, member)
             return sync_error(ErrorCode.REBALANCE_IN_PROGRESS)
-        self._cancel_classic_timer(member, "sync_key")
+        self.timers.cancel(member.sync_key)
         self._arm_session(group, member)
         return {"error_code": ErrorCode.NONE, "protocol_type": protocol_type,
                 "protocol_name": protocol_name,
@@ -306,11 +306,6 @@ class ClassicMembers:
             member.sync_key = self.timers.register(self._on_classic_deadline, group, member,
                                                    "the member failed to sync within timeout")
         self.timers.schedule(member.sync_key, max(timeout_ms, 0))
-
-    def _cancel_classic_timer(self, member: ConsumerMember, which: str) -> None:
-        key = getattr(member, which)
-        if key:
-            self.timers.cancel(key)
 
     def _on_classic_deadline(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         self._fence(group, member, why)
