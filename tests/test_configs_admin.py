@@ -235,3 +235,32 @@ def test_a_groups_own_session_timeout_and_interval_reach_the_short_path(tmp_path
 
     with_broker(tmp_path, scenario, **{"group.consumer.min.session.timeout.ms": 2000,
                                        "group.consumer.min.heartbeat.interval.ms": 1000})
+
+
+def _broker_configs(bootstrap: str) -> dict[str, tuple[str | None, int, bool]]:
+    host, port = bootstrap.rsplit(":", 1)
+    with RawClient(int(port)) as raw:
+        body = {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}
+        [result] = raw.call(ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
+    return {c["name"]: (c["value"], c["config_source"], c["read_only"]) for c in result["configs"]}
+
+
+def test_every_group_and_offsets_setting_of_kafka_is_known_with_kafkas_default(corral):
+    """Apache Kafka 4.4's own DescribeConfigs is the list: every group.*, offsets.* and
+    offset.* setting it has, corral has, with the same default and the same read-only flag
+    (corral's deliberate default differences are in the README)."""
+    from cgkit import kafka_reference
+    with kafka_reference({}) as bootstrap:
+        kafka = _broker_configs(bootstrap)
+    ours = _broker_configs(corral.bootstrap)
+    names = sorted(n for n in kafka if n.startswith(("group.", "offsets.", "offset.")))
+    assert len(names) > 60
+    missing = [n for n in names if n not in ours]
+    assert not missing
+    # What the reference broker's test settings change, and corral's deliberate differences.
+    differs = {"group.initial.rebalance.delay.ms", "offsets.topic.replication.factor",
+               "offsets.topic.num.partitions", "group.coordinator.rebalance.protocols"}
+    wrong = {n: (kafka[n], ours[n]) for n in names if n not in differs
+             and (kafka[n][0], kafka[n][2]) != (ours[n][0], ours[n][2])}
+    assert not wrong
