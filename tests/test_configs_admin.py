@@ -156,6 +156,9 @@ def test_retention_changed_on_a_live_topic_deletes_its_old_segments(corral_facto
     ((32, ""), [("consumer.session.timeout.ms", 0, "50000")], 42),
     ((32, "g"), [("share.session.timeout.ms", 0, "50000")], 40),
     ((16, "m"), [("interval.ms", 0, "1")], 42),               # CLIENT_METRICS: not served
+    ((8, "1"), [("no.such.logger", 0, "DEBUG")], 40),         # BROKER_LOGGER
+    ((8, "1"), [("root", 2, "DEBUG")], 42),
+    ((8, ""), [("root", 0, "DEBUG")], 42),
 ])
 def test_incremental_alter_configs_refusals(shared_corral, resource, configs, code):
     with RawClient(shared_corral.port) as raw:
@@ -264,3 +267,36 @@ def test_every_group_and_offsets_setting_of_kafka_is_known_with_kafkas_default(c
     wrong = {n: (kafka[n], ours[n]) for n in names if n not in differs
              and (kafka[n][0], kafka[n][2]) != (ours[n][0], ours[n][2])}
     assert not wrong
+
+
+def test_kafka_configs_changes_log_levels_at_run_time(corral):
+    """broker-loggers: corral's loggers with their levels; a DEBUG level set at run time makes
+    the coordinator's DEBUG lines appear; deleting it returns the logger to the root's level."""
+    b = f"--bootstrap-server {corral.bootstrap} --entity-type broker-loggers --entity-name 1"
+    commands = [f"{b} --describe", f"{b} --alter --add-config corral.configs=DEBUG",
+                f"{b} --alter --add-config corral.configs=LOUD",
+                f"{b} --alter --add-config no.such.logger=DEBUG",
+                f"{b} --alter --delete-config root"]
+    out = run_tool(CONFIG_COMMAND, commands)
+    assert out[commands[0]][0] == 0
+    assert "root=INFO" in out[commands[0]][1] and "corral.server=INFO" in out[commands[0]][1]
+    assert out[commands[1]][0] == 0
+    assert out[commands[2]][0] == 1 and "not a supported log level" in out[commands[2]][1]
+    # The tool checks the name against the loggers corral described.
+    assert out[commands[3]][0] == 1 and "Invalid broker logger(s): no.such.logger" in out[commands[3]][1]
+    assert out[commands[4]][0] == 1 and "root logger is not allowed" in out[commands[4]][1]
+    with RawClient(corral.port) as raw:
+        body = {"resources": [{"resource_type": 8, "resource_name": "1",
+                               "configuration_keys": ["corral.configs", "corral.server"]}],
+                "include_synonyms": False, "include_documentation": False}
+        [result] = raw.call(ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
+        levels = {c["name"]: (c["value"], c["config_source"]) for c in result["configs"]}
+        assert levels == {"corral.configs": ("DEBUG", 6), "corral.server": ("INFO", 6)}
+        body = {"validate_only": False, "resources": [{"resource_type": 8, "resource_name": "1",
+                "configs": [{"name": "corral.configs", "config_operation": 1, "value": None}]}]}
+        assert raw.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"][0]["error_code"] == 0
+        body = {"resources": [{"resource_type": 8, "resource_name": "1",
+                               "configuration_keys": ["corral.configs"]}],
+                "include_synonyms": False, "include_documentation": False}
+        [result] = raw.call(ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
+        assert result["configs"][0]["value"] == "INFO"
