@@ -1,6 +1,7 @@
 """ListOffsets: earliest, latest, max timestamp, or the first offset at or after a timestamp; and
 (v8, v9: KIP-405, KIP-1005) earliest-local and latest-tiered, answered as Kafka answers without
-tiered storage: earliest-local is the log start offset, latest-tiered offset -1."""
+tiered storage: earliest-local is the log start offset, latest-tiered offset -1. v10 (KIP-1075)
+only adds a timeout for remote lookups, which corral never makes."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ LEADER_EPOCH = 0
 NO_EPOCH = -1
 
 
-@handles(ApiKey.LIST_OFFSETS, 1, 9)
+@handles(ApiKey.LIST_OFFSETS, 1, 10)
 def list_offsets(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     # Kafka answers per partition, once: a partition named twice gets one INVALID_REQUEST.
