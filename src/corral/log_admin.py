@@ -19,8 +19,8 @@ from .errors import ErrorCode
 from .log import PartitionLogs, StorageError, storage_warning
 from .topics import Topic
 
-# DeleteRecordsRequest.HIGH_WATERMARK and DeleteRecordsResponse.INVALID_LOW_WATERMARK.
-HIGH_WATERMARK = -1
+# DeleteRecordsResponse.INVALID_LOW_WATERMARK. (An offset of -1 in a request, Kafka's
+# HIGH_WATERMARK, is the log store's to resolve.)
 INVALID_LOW_WATERMARK = -1
 
 
@@ -28,12 +28,17 @@ INVALID_LOW_WATERMARK = -1
 def describe_log_dirs(broker, request) -> dict[str, Any]:
     wanted = request.body["topics"]
     # None: every partition; otherwise the listed ones that exist (others are left out, as Kafka).
-    chosen = None if wanted is None else {(t["topic"], p) for t in wanted for p in t["partitions"]}
+    chosen: dict[str, set[int]] | None = None
+    if wanted is not None:
+        chosen = {}
+        for t in wanted:
+            chosen.setdefault(t["topic"], set()).update(t["partitions"])
+    names = list(broker.topics.by_name) if chosen is None else list(chosen)
     topics = []
-    for topic in list(broker.topics.by_name.values()):
+    for topic in filter(None, map(broker.topics.get, names)):
         partitions = []
         for index in range(topic.partitions):
-            if chosen is not None and (topic.name, index) not in chosen:
+            if chosen is not None and index not in chosen[topic.name]:
                 continue
             try:
                 size = broker.logs.size(topic, index)
