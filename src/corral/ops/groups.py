@@ -156,7 +156,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _console():
     from rich.console import Console
-    return Console()
+    console = Console()
+    # Piped or redirected: whole ids and columns rather than the 80 columns rich assumes.
+    return console if console.is_terminal else Console(width=1000)
 
 
 def _dash(value) -> str:
