@@ -55,14 +55,16 @@ def test_ramp_out_of_time_exits_3(bootstrap, tmp_path):
 
 def test_ramp_stopping_itself_for_time(bootstrap):
     """The ramp's own check: the next step would not fit in --duration (a bound no step reaches,
-    a rate the generator keeps up with easily)."""
-    result = run_scenario(bootstrap, "heartbeat", "--members", "10", "--duration", "7",
+    a rate the generator keeps up with easily). The first step ends 5-5.5 s after the group is
+    stable (1 s warm-up, 3 s measured, 1 s for the last samples to arrive): before the run's
+    8 s deadline if the group took under 2.5 s, and a second step could not fit."""
+    result = run_scenario(bootstrap, "heartbeat", "--members", "10", "--duration", "8",
                           "--settle-seconds", "0", "--start-rate", "200", "--step-seconds", "3",
                           "--p99-bound-ms", "10000", "--heartbeat-interval-ms", "500")
     metrics = result["metrics"]
     assert metrics["stopped_by"] == "duration", metrics["steps"]
     assert len(metrics["steps"]) == 1 and metrics["sustained_per_s"] > 0
-    assert result["unfinished"].startswith("the ramp ran out of time (--duration 7 s) after 1 step(s)")
+    assert result["unfinished"].startswith("the ramp ran out of time (--duration 8 s) after 1 step(s)")
 
 
 def test_cleanup_keeps_what_existed_before(bootstrap):

@@ -124,7 +124,7 @@ class Admin:
 
     async def log_end_offsets(self, partitions: list[TP]) -> dict[TP, int]:
         """The latest offset of each partition (ListOffsets to its leader); partitions of topics
-        that no longer exist are left out."""
+        that no longer exist, or whose leader answered an error, are left out."""
         if not partitions:
             return {}
         leaders = await self.metadata(sorted({t for t, _ in partitions}))
@@ -142,10 +142,8 @@ class Admin:
                      "current_leader_epoch": -1} for p in ps]} for t, ps in topics.items()]})
             for topic in answer["topics"]:
                 for part in topic["partitions"]:
-                    if part["error_code"]:
-                        raise AdminError(f"ListOffsets {topic['name']}-{part['partition_index']}: "
-                                         f"{error_name(part['error_code'])}")
-                    out[(topic["name"], part["partition_index"])] = part["offset"]
+                    if part["error_code"] == 0:   # else unknown: shown as such, not a failure
+                        out[(topic["name"], part["partition_index"])] = part["offset"]
         return out
 
     async def delete_topics(self, names: list[str]) -> dict[str, int]:
@@ -167,11 +165,8 @@ class Admin:
         groups: dict[str, dict[str, Any]] = {}
         for node_id in sorted(self.brokers):
             conn = await self.node(node_id)
-            for _ in self._attempts():
-                answer = await self.call(conn, ApiKey.LIST_GROUPS, {})
-                if answer["error_code"] not in RETRIABLE:
-                    break
-                await trio.sleep(RETRY_EVERY_S)
+            answer = await self._retrying(lambda: self.call(conn, ApiKey.LIST_GROUPS, {}),
+                                          lambda a: a["error_code"])
             if answer["error_code"]:
                 raise AdminError(f"ListGroups: {error_name(answer['error_code'])}")
             for g in answer["groups"]:
@@ -182,12 +177,15 @@ class Admin:
         return [groups[g] for g in sorted(groups)]
 
     @staticmethod
-    def _attempts():
-        """Yields until RETRY_FOR_S passed (then the caller's last answer stands)."""
+    async def _retrying(ask, code_of):
+        """`await ask()`, asked again every RETRY_EVERY_S while `code_of(answer)` is RETRIABLE,
+        for at most RETRY_FOR_S: the last answer."""
         deadline = trio.current_time() + RETRY_FOR_S
-        yield 0
-        while trio.current_time() < deadline:
-            yield 1
+        while True:
+            answer = await ask()
+            if code_of(answer) not in RETRIABLE or trio.current_time() > deadline:
+                return answer
+            await trio.sleep(RETRY_EVERY_S)
 
     async def coordinator(self, group: str, refresh: bool = False) -> tuple[int, str, int]:
         """(node id, host, port) of the group's coordinator."""
@@ -195,14 +193,12 @@ class Admin:
             return self._coordinators[group]
         conn = await self.bootstrap_connection()
         v = self.version(conn, ApiKey.FIND_COORDINATOR)
-        for _ in self._attempts():
-            body = ({"key_type": 0, "coordinator_keys": [group]} if v >= 4
-                    else {"key": group, "key_type": 0})
-            answer = await self.call(conn, ApiKey.FIND_COORDINATOR, body)
-            found = answer["coordinators"][0] if v >= 4 else answer
-            if found["error_code"] not in RETRIABLE:
-                break
-            await trio.sleep(RETRY_EVERY_S)   # Kafka creates __consumer_offsets on the first ask
+        body = ({"key_type": 0, "coordinator_keys": [group]} if v >= 4
+                else {"key": group, "key_type": 0})
+        # Retried: Kafka creates __consumer_offsets on the first ask.
+        answer = await self._retrying(lambda: self.call(conn, ApiKey.FIND_COORDINATOR, body),
+                                      lambda a: (a["coordinators"][0] if v >= 4 else a)["error_code"])
+        found = answer["coordinators"][0] if v >= 4 else answer
         if found["error_code"]:
             raise AdminError(f"FindCoordinator {group}: {error_name(found['error_code'])}")
         self._coordinators[group] = (found["node_id"], found["host"], found["port"])
@@ -211,17 +207,19 @@ class Admin:
     async def group_call(self, group: str, api: ApiKey, body_of, code_of) -> tuple[dict, Connection]:
         """A request to the group's coordinator, retried while it loads or moves: `body_of(conn)`
         builds the body, `code_of(answer)` reads the group's error code."""
-        refresh = False
-        for _ in self._attempts():
-            _, host, port = await self.coordinator(group, refresh)
+        asked: list[tuple[dict, Connection]] = []
+
+        async def ask() -> dict:
+            moved = bool(asked) and code_of(asked[-1][0]) == ErrorCode.NOT_COORDINATOR
+            _, host, port = await self.coordinator(group, refresh=moved)
             conn = await self._connect((host, port))
-            answer = await self.call(conn, api, body_of(conn))
-            code = code_of(answer)
-            if code not in RETRIABLE:
-                return answer, conn
-            refresh = code == ErrorCode.NOT_COORDINATOR
-            await trio.sleep(RETRY_EVERY_S)
-        raise AdminError(f"{api.name} {group}: {error_name(code)}")
+            asked.append((await self.call(conn, api, body_of(conn)), conn))
+            return asked[-1][0]
+
+        answer = await self._retrying(ask, code_of)
+        if code_of(answer) in RETRIABLE:
+            raise AdminError(f"{api.name} {group}: {error_name(code_of(answer))}")
+        return asked[-1]
 
     async def consumer_group_describe(self, group: str) -> dict | None:
         """ConsumerGroupDescribe of a KIP-848 group; None when it is no such group (or the broker
