@@ -25,7 +25,6 @@ ADMIN_MAX_VERSION = {
 # Answers that mean "ask again in a moment" (the coordinator is loading, moving or not ready).
 RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
              ErrorCode.NOT_COORDINATOR}
-RETRY_FOR_S = 30.0
 RETRY_EVERY_S = 0.2
 LATEST_TIMESTAMP = -1
 
@@ -176,11 +175,10 @@ class Admin:
                                          "group_type": g.get("group_type")}
         return [groups[g] for g in sorted(groups)]
 
-    @staticmethod
-    async def _retrying(ask, code_of):
+    async def _retrying(self, ask, code_of):
         """`await ask()`, asked again every RETRY_EVERY_S while `code_of(answer)` is RETRIABLE,
-        for at most RETRY_FOR_S: the last answer."""
-        deadline = trio.current_time() + RETRY_FOR_S
+        for at most the client's timeout: the last answer."""
+        deadline = trio.current_time() + self.timeout_s
         while True:
             answer = await ask()
             if code_of(answer) not in RETRIABLE or trio.current_time() > deadline:

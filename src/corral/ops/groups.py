@@ -31,12 +31,17 @@ def add_parser(sub) -> None:
     groups.add_argument("--bootstrap", required=True, metavar="HOST:PORT")
     groups.add_argument("--json", action="store_true", help="print JSON rather than tables")
     groups.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="per request, and for a coordinator that is loading (default 30)")
+                        help="seconds per request, and for a coordinator that is loading or "
+                             "moving (default 30)")
     groups.add_argument("--log-level", default="WARNING")
     verbs = groups.add_subparsers(dest="verb", required=True)
-    verbs.add_parser("list", help="every group: id, type (classic/consumer), state, protocol type")
+    listing = verbs.add_parser("list", help="every group: id, type (classic/consumer), state, "
+                                            "protocol type")
     describe = verbs.add_parser("describe", help="state, members, offsets and lag of groups")
     describe.add_argument("group_ids", nargs="+", metavar="GROUP")
+    for verb in (listing, describe):   # --json after the verb too (it keeps the one before)
+        verb.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                          help="print JSON rather than tables")
 
 
 # ------------------------------------------------------------------ what the broker says
