@@ -1,6 +1,6 @@
 """The release wheels of ci/build_wheels.sh, installed outside this checkout: their tags and
 binaries, the light install (extras), and `corral serve` answering ApiVersions over TCP on x86-64
-natively and on aarch64 under qemu-user (docs/build.md, "Release wheels")."""
+natively and on aarch64 under qemu-user (docs/build.md, "Release wheels: x86-64 and aarch64")."""
 
 from __future__ import annotations
 
@@ -95,8 +95,8 @@ def x86_64_venv(wheels, tmp_path_factory) -> Path:
     return venv
 
 
-def answers_api_versions(broker: CorralProcess) -> list[int]:
-    with RawClient(broker.port) as client:
+def answers_api_versions(broker: CorralProcess, timeout: float = 10.0) -> list[int]:
+    with RawClient(broker.port, timeout=timeout) as client:
         response = client.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "wheel-check",
                                                         "client_software_version": "1"})
     assert response["error_code"] == 0
@@ -108,7 +108,7 @@ def serve_installed(command: list[str], data_dir: Path, corral, timeout: float) 
     broker = CorralProcess(data_dir, command=command)
     try:
         broker.start(timeout=timeout)
-        assert answers_api_versions(broker) == answers_api_versions(corral)
+        assert answers_api_versions(broker, timeout) == answers_api_versions(corral)
         assert broker.stop(timeout=timeout) == 0
     finally:
         if broker.alive():
@@ -143,6 +143,7 @@ def test_aarch64_wheel_serves_under_qemu(wheels, tmp_path, corral):
         "--platform", "manylinux_2_28_aarch64", "--platform", "manylinux2014_aarch64",
         str(wheels["aarch64"]))
     python = ARM64_ROOT / "usr" / "bin" / "python3.11"
+    assert python.exists(), "ci/setup.sh unpacks the aarch64 Python"
     # -L: the guest's dynamic loader and libraries come from ARM64_ROOT.
     command = ["env", f"PYTHONPATH={site}", QEMU, "-L", str(ARM64_ROOT), str(python), "-s",
                "-c", ENTRY_POINT]
