@@ -29,6 +29,7 @@ key=$(
 )
 out="$cache/$key"
 if [ -d "$out" ]; then
+    touch "$out"
     echo "== wheels: cached in $out" >&2
     echo "$out"
     exit 0
@@ -48,14 +49,16 @@ rustup target add "${TARGETS[@]}" >&2
 # tools' venv. The target dir is kept between builds, so a source change recompiles only corral.
 export PATH="$tools/bin:$PATH" PYO3_PYTHON="$tools/bin/python" CARGO_TARGET_DIR="$cache/target"
 tmp="$cache/tmp.$$"
-rm -rf "$tmp"
+trap 'rm -rf "$tmp"' EXIT
 for target in "${TARGETS[@]}"; do
     echo "== wheels: maturin build --target $target" >&2
-    maturin build --release --locked --zig --target "$target" --compatibility "$COMPATIBILITY" --out "$tmp" >&2
+    maturin build --release --locked --zig --target "$target" --compatibility "$COMPATIBILITY" \
+        --out "$tmp" >&2
 done
-# Only the wheels of the current sources are kept.
-find "$cache" -mindepth 1 -maxdepth 1 -name '????????????????' -type d -exec rm -rf {} +
-mv "$tmp" "$out"
+# A concurrent build of the same sources may have finished first: keep its wheels then.
+mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"
+# The wheels of the 8 most recently used sources are kept (worktrees of one machine share them).
+ls -dt "$cache"/???????????????? | tail -n +9 | xargs -r rm -rf
 echo "== wheels: built into $out" >&2
 ls -l "$out" >&2
 echo "$out"
