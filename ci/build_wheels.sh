@@ -20,13 +20,9 @@ tools=~/.cache/corral/wheel-tools
 mkdir -p "$cache"
 
 # Only files git tracks or would track, so build outputs (*.so, target/) do not change the key.
-key=$(
-    {
-        git ls-files -z -co --exclude-standard -- Cargo.toml Cargo.lock build.rs pyproject.toml \
-            README.md rust src ci/build_wheels.sh | sort -z | xargs -0 sha256sum
-        rustc -V
-    } | sha256sum | cut -c1-16
-)
+inputs=$(git ls-files -co --exclude-standard -- Cargo.toml Cargo.lock build.rs pyproject.toml \
+    README.md rust src ci/build_wheels.sh | sort)
+key=$({ tr '\n' '\0' <<<"$inputs" | xargs -0 sha256sum; rustc -V; } | sha256sum | cut -c1-16)
 out="$cache/$key"
 if [ -d "$out" ]; then
     touch "$out"
