@@ -3,6 +3,8 @@
 //! Each `.pyx` below is translated to C by `python -m cython` (the interpreter maturin builds for,
 //! `$PYO3_PYTHON`, else `python3`), compiled by the `cc` crate against that interpreter's headers
 //! for the limited API, and linked into the cdylib; rust/lib.rs calls its `PyInit_<name>()`.
+//! Cross-compiled wheels (ci/build_wheels.sh: aarch64 on x86-64) use the build interpreter's
+//! headers too; see `check_headers_fit_target`.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -24,9 +26,32 @@ fn python_eval(python: &str, code: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// Under the limited API the only parts of the interpreter's pyconfig.h that shape the ABI are the
+/// C type sizes and the byte order (an x86-64 and an aarch64 Linux pyconfig.h differ otherwise only
+/// in what the interpreter itself was built with: x87 asm, optional libraries): they must be the
+/// target's. On the Unix targets corral builds for, long and Py_ssize_t are pointer-sized (LP64).
+fn check_headers_fit_target(python: &str) {
+    let headers = python_eval(
+        python,
+        "import sys, sysconfig; print(sysconfig.get_config_var('SIZEOF_VOID_P') * 8, sys.byteorder)",
+    );
+    let target = format!(
+        "{} {}",
+        env::var("CARGO_CFG_TARGET_POINTER_WIDTH").unwrap(),
+        env::var("CARGO_CFG_TARGET_ENDIAN").unwrap()
+    );
+    assert!(
+        headers == target,
+        "{python}'s headers (pointer bits, byte order: {headers}) do not fit the target {} \
+         ({target}); build with an interpreter of a platform that matches",
+        env::var("TARGET").unwrap()
+    );
+}
+
 fn main() {
     let python = python();
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
+    check_headers_fit_target(&python);
     let include = python_eval(&python, "import sysconfig; print(sysconfig.get_paths()['include'])");
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
 

@@ -14,6 +14,35 @@ echo "== pip install -e .[test]"
 # Editable, so that a developer running this keeps seeing their edits; maturin builds the core.
 python -m pip install -q --disable-pip-version-check -e ".[test]"
 
+echo "== release wheels (ci/build_wheels.sh; cached by source hash in ~/.cache/corral/wheels)"
+bash ci/build_wheels.sh >/dev/null
+
+# tests/test_wheels.py runs the aarch64 wheel under qemu-user with Debian 12's aarch64 Python 3.11:
+# its packages are unpacked into a directory (qemu -L), not installed, so the system stays amd64.
+if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
+    echo "== apt: qemu-user-static"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq qemu-user-static >/dev/null
+fi
+arm64=~/.cache/corral/arm64-python
+if [ ! -x "$arm64/usr/bin/python3.11" ]; then
+    echo "== aarch64 Python 3.11 into $arm64"
+    if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        dpkg --add-architecture arm64
+    fi
+    apt-get update -qq
+    debs=$(mktemp -d)
+    (cd "$debs" && apt-get download -qq -o APT::Sandbox::User=root \
+        python3.11-minimal:arm64 libpython3.11-minimal:arm64 libpython3.11-stdlib:arm64 \
+        libc6:arm64 libgcc-s1:arm64 libstdc++6:arm64 libssl3:arm64 libffi8:arm64 \
+        libexpat1:arm64 zlib1g:arm64 libbz2-1.0:arm64 liblzma5:arm64)
+    rm -rf "$arm64.tmp"
+    for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$arm64.tmp"; done
+    rm -rf "$debs"
+    mv "$arm64.tmp" "$arm64"
+fi
+
 echo "== Apache Kafka reference broker jars (cached in ~/.cache/corral, so a second run is quick)"
 python benches/kafka_ref.py fetch
 

@@ -32,8 +32,10 @@ class CorralProcess:
     """One corral broker as a child process; can be stopped, killed and restarted on its data dir."""
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
-                 rlimit_nofile: int | None = None):
+                 rlimit_nofile: int | None = None, command: list[str] | None = None):
         self.data_dir = data_dir
+        # What runs `corral` (an installed wheel's, tests/test_wheels.py); default this checkout's.
+        self.command = command or [sys.executable, "-m", "corral.cli"]
         self.settings = dict(settings or {})
         # When set, the broker runs with RLIMIT_NOFILE (soft and hard) set to this.
         self.rlimit_nofile = rlimit_nofile
@@ -49,7 +51,7 @@ class CorralProcess:
     def start(self, timeout: float = 20.0) -> "CorralProcess":
         # Reuse the port across restarts so that clients holding the address reconnect.
         listen = f"127.0.0.1:{self.port or 0}"
-        cmd = [sys.executable, "-m", "corral.cli", "serve", "--listen", listen,
+        cmd = [*self.command, "serve", "--listen", listen,
                "--data-dir", str(self.data_dir)]
         for name, value in self.settings.items():
             cmd += ["--set", f"{name}={value}"]

@@ -7,6 +7,7 @@ import json
 import sys
 import uuid
 
+from .plot import plot, png_path
 from .runner import LoadError, run
 from .scenarios import SCENARIOS
 
@@ -55,7 +56,8 @@ def add_parser(sub) -> None:
     load.add_argument("--heartbeat-interval-ms", type=int, default=3000,
                       help="classic members' interval (consumer members use the broker's)")
     load.add_argument("--json", metavar="PATH", help="write the result as JSON")
-    load.add_argument("--plot", metavar="PNG", help="plot latency and stable members over time")
+    load.add_argument("--plot", metavar="PNG", type=png_path,
+                      help="plot latency and stable members over time (needs corral[load])")
     load.add_argument("--quiet", action="store_true", help="no live display")
     load.add_argument("--log-level", default="WARNING")
     seen: set[str] = set()
@@ -102,7 +104,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"corral load: {e}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     if args.plot:
-        from .plot import plot
         plot(result, args.plot)
     public = {k: v for k, v in result.items() if not k.startswith("_")}
     if args.json:

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
+
+
+def png_path(path: str) -> str:
+    """`--plot`'s argument type: refuses the option before the run when matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise argparse.ArgumentTypeError(
+            "--plot needs matplotlib, which the broker's install leaves out: "
+            "pip install 'corral[load]'") from None
+    return path
 
 
 def plot(result: dict[str, Any], path: str) -> None:
