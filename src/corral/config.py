@@ -291,6 +291,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 _int_in(1, INT64_MAX),
                 "corral only: how often the group coordinator snapshots its state (when it changed), "
                 "so that a restart replays only the log written since."),
+        Setting("corral.metrics.listen", ConfigType.STRING, "", _optional_listener,
+                "corral only: HOST:PORT of the Prometheus /metrics endpoint (plain HTTP; port 0 "
+                "picks one, logged at startup); empty (the default): no metrics port."),
     ]
 }
 

@@ -32,6 +32,7 @@ import trio
 from . import _core, descriptors
 from .clock import wall_ms
 from .config import INT64_MAX, Settings
+from .durations import Durations
 from .topics import Topic, TopicStore
 
 log = logging.getLogger("corral.log")
@@ -94,6 +95,7 @@ class PartitionLogs:
         self._data_waiters: dict[Key, set[trio.Event]] = {}
         self._flush_waiters: list[FlushCallback] = []
         self._flush_wanted = trio.Event()
+        self.flush_seconds = Durations()  # fsync passes that made records durable (/metrics)
         topics.on_delete.append(self._topic_deleted)
         started = time.monotonic()
         for topic in list(topics.by_name.values()):
@@ -198,8 +200,10 @@ class PartitionLogs:
             self._flush_wanted = trio.Event()
             waiters, self._flush_waiters = self._flush_waiters, []
             error = None
+            started = time.monotonic()
             try:
-                await trio.to_thread.run_sync(self.store.flush)
+                if await trio.to_thread.run_sync(self.store.flush):
+                    self.flush_seconds.observe(time.monotonic() - started)
             except OSError as e:
                 storage_warning("fsync", "fsync failed, appends waiting for it are not "
                                 "acknowledged: %s", e)

@@ -34,6 +34,7 @@ from .consumer import ConsumerGroup, ConsumerProtocol, TopicImage
 from .consumer.classic_members import ClassicMembers
 from .consumer.migration import MigrationPolicy
 from .group import Group
+from .metrics import GroupMetrics
 from .offsets import Offsets
 from .storage import consumer_records as cr
 from .storage import records, snapshot
@@ -66,7 +67,8 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
         self.log.replay = self.replay
         self.snapshot_path = snapshot_path
         self.groups: dict[str, Group] = {}
-        self.offsets = Offsets(settings, self.groups, log_store, self._remove_group)
+        self.metrics = GroupMetrics()
+        self.offsets = Offsets(settings, self.groups, log_store, self._remove_group, self.metrics)
         self.timers = Timers()
         # Mirrors the classic groups for the network thread's Heartbeat answers (server.py).
         self.heartbeat_view = self.timers.heartbeat_view
