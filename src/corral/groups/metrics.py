@@ -4,6 +4,7 @@ state, members, offsets) are not kept here: they are computed from the groups at
 
 from __future__ import annotations
 
+from ..clock import wall_ms
 from ..durations import Durations
 
 
@@ -21,3 +22,11 @@ class GroupMetrics:
         # and the assignors' time computing consumer groups' target assignments.
         self.rebalance_seconds = Durations()
         self.assignor_seconds = Durations()
+
+    def classic_rebalanced(self, preparing_since_ms: int | None, members: bool) -> None:
+        """A classic group completes its join phase, in PreparingRebalance since then; a
+        rebalance when the new generation has members."""
+        if members:
+            self.classic_rebalances += 1
+            if preparing_since_ms is not None:
+                self.rebalance_seconds.observe(max(wall_ms() - preparing_since_ms, 0) / 1000)
