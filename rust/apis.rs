@@ -84,8 +84,10 @@ apis! {
     20 => DeleteTopicsRequest, DeleteTopicsResponse;
     22 => InitProducerIdRequest, InitProducerIdResponse;
     32 => DescribeConfigsRequest, DescribeConfigsResponse;
+    33 => AlterConfigsRequest, AlterConfigsResponse;
     37 => CreatePartitionsRequest, CreatePartitionsResponse;
     42 => DeleteGroupsRequest, DeleteGroupsResponse;
+    44 => IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     47 => OffsetDeleteRequest, OffsetDeleteResponse;
     60 => DescribeClusterRequest, DescribeClusterResponse;
     68 => ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse;

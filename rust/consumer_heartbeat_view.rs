@@ -17,7 +17,7 @@
 //! Lock order: the view, then the wheel. Python takes one at a time.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
@@ -72,6 +72,10 @@ pub struct ConsumerHeartbeatView {
     wheel: Arc<Mutex<Wheel>>,
     session_timeout_ms: u64,
     heartbeat_interval_ms: i32,
+    /// Groups with their own session timeout or heartbeat interval (kafka-configs --entity-type
+    /// groups); `any_timings` spares the lookup while there are none.
+    timings: Mutex<HashMap<Box<str>, (u64, i32)>>,
+    any_timings: AtomicBool,
     answered: AtomicU64,
 }
 
@@ -82,6 +86,8 @@ impl ConsumerHeartbeatView {
             wheel,
             session_timeout_ms,
             heartbeat_interval_ms,
+            timings: Mutex::new(HashMap::new()),
+            any_timings: AtomicBool::new(false),
             answered: AtomicU64::new(0),
         }
     }
@@ -112,11 +118,22 @@ impl ConsumerHeartbeatView {
         if *member.client_id != *hb.client_id || *member.client_host != *hb.client_host {
             return None; // the coordinator writes the member's new client id or host
         }
-        let deadline = monotonic_ms() + self.session_timeout_ms;
+        let (session_timeout_ms, heartbeat_interval_ms) = self.timing(hb.group_id);
+        let deadline = monotonic_ms() + session_timeout_ms;
         self.wheel.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).schedule(member.timer_key, deadline);
         drop(groups);
         self.answered.fetch_add(1, Ordering::Relaxed);
-        Some(self.heartbeat_interval_ms)
+        Some(heartbeat_interval_ms)
+    }
+
+    /// The group's session timeout and heartbeat interval: its own, else the broker's.
+    fn timing(&self, group_id: &str) -> (u64, i32) {
+        let defaults = (self.session_timeout_ms, self.heartbeat_interval_ms);
+        if !self.any_timings.load(Ordering::Relaxed) {
+            return defaults;
+        }
+        let timings = self.timings.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        timings.get(group_id).copied().unwrap_or(defaults)
     }
 }
 
@@ -137,6 +154,18 @@ impl ConsumerHeartbeatView {
         group.group_epoch = group_epoch;
         group.assignment_epoch = assignment_epoch;
         group.busy = busy;
+    }
+
+    /// The group's own session timeout and heartbeat interval (its settings changed); the
+    /// broker's values remove the entry.
+    fn set_group_timing(&self, group_id: &str, session_timeout_ms: u64, heartbeat_interval_ms: i32) {
+        let mut timings = self.timings.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if (session_timeout_ms, heartbeat_interval_ms) == (self.session_timeout_ms, self.heartbeat_interval_ms) {
+            timings.remove(group_id);
+        } else {
+            timings.insert(group_id.into(), (session_timeout_ms, heartbeat_interval_ms));
+        }
+        self.any_timings.store(!timings.is_empty(), Ordering::Relaxed);
     }
 
     fn remove_group(&self, group_id: &str) {
@@ -282,6 +311,18 @@ mod tests {
         assert_eq!(view.answer(&steady("s1", Some("i1"), 3)), Some(5_000));
         assert_eq!(view.answer(&steady("s1", None, 3)), Some(5_000), "no instance id: the member by its id");
         assert_eq!(view.answered(), 3);
+    }
+
+    #[test]
+    fn a_group_with_its_own_timing_is_answered_with_it() {
+        let (view, wheel) = settled();
+        view.set_group_timing("g", 50_000, 7_000);
+        let before = monotonic_ms();
+        assert_eq!(view.answer(&steady("m1", None, 3)), Some(7_000));
+        let deadline = wheel.lock().unwrap().deadline(7).unwrap();
+        assert!(deadline >= before + 50_000);
+        view.set_group_timing("g", 45_000, 5_000); // the broker's again
+        assert_eq!(view.answer(&steady("m1", None, 3)), Some(5_000));
     }
 
     #[test]

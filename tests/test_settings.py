@@ -61,7 +61,6 @@ def test_precedence_flags_over_environment_over_file_over_defaults(tmp_path):
     ("auto.create.topics.enable", "yes", "auto.create.topics.enable: expected true or false"),
     ("socket.request.max.bytes", "-1", "socket.request.max.bytes: -1 is outside"),
     ("log.message.timestamp.type", "Now", "'Now' is not one of CreateTime, LogAppendTime"),
-    ("no.such.setting", "1", "unknown setting 'no.such.setting'"),
 ])
 def test_bad_values_are_rejected_with_the_setting_named(name, value, message):
     with pytest.raises(ConfigError, match=message):
@@ -82,7 +81,6 @@ def test_bad_environment_value_names_the_setting():
 @pytest.mark.parametrize("argv, message", [
     (["--set", "num.partitions=lots"], "corral: num.partitions: expected an integer, got 'lots'"),
     (["--set", "num.partitions"], "corral: --set wants NAME=VALUE, got 'num.partitions'"),
-    (["--set", "nope=1"], "corral: unknown setting 'nope'"),
     (["--config", "/nonexistent/corral.toml"], "corral: [Errno 2] No such file or directory"),
     (["--listen", "nowhere"], "corral: listeners: listener 'PLAINTEXT://nowhere' is not HOST:PORT"),
     (["--set", "advertised.listeners=x:y"], "corral: advertised.listeners: listener 'x:y' is not HOST:PORT"),
@@ -161,3 +159,108 @@ def test_file_environment_and_flags_reach_the_running_broker(tmp_path):
 def test_consumer_group_settings_bounds(overrides, message):
     with pytest.raises(ConfigError, match=message):
         Settings.load(overrides=overrides, environ={})
+
+
+def test_an_unknown_setting_is_a_warning_naming_it(caplog):
+    """Kafka's "supplied but isn't a known config": logged once, the rest loads."""
+    with caplog.at_level("WARNING", logger="corral.config"):
+        s = Settings.load(overrides={"no.such.setting": "1", "num.partitions": "6"}, environ={})
+    assert s["num.partitions"] == 6 and s.unknown == {"no.such.setting": "1"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "The configuration 'no.such.setting' was supplied but isn't a known config (ignored)"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a=1\nb = 2\nc:3\nd 4\n", {"a": "1", "b": "2", "c": "3", "d": "4"}),
+    ("# comment\n! also\n   \n\tkey=value  \n", {"key": "value  "}),
+    ("long=first, \\\n    second\n", {"long": "first, second"}),
+    ("e==x\nf\\ g=h\\u0041\\t\\=\n", {"e": "=x", "f g": "hA\t="}),
+    ("only.key\nempty=\n", {"only.key": "", "empty": ""}),
+    ("odd=ends\\\\\nnext=1\n", {"odd": "ends\\", "next": "1"}),
+    ("last=cut\\", {"last": "cut"}),
+])
+def test_java_properties_are_read_as_java_reads_them(text, expected):
+    from corral.config import parse_properties
+    assert parse_properties(text) == expected
+
+
+def test_kafka_server_properties_load_with_warnings_for_what_corral_does_not_know(tmp_path, caplog):
+    """Kafka's own config/server.properties (KRaft, 4.x) runs corral unchanged; its Kafka-only
+    names are known and inert, log.retention.hours gives log.retention.ms."""
+    path = tmp_path / "server.properties"
+    path.write_text(KAFKA_SERVER_PROPERTIES)
+    with caplog.at_level("WARNING", logger="corral.config"):
+        s = Settings.load(str(path), environ={})
+    assert s["log.retention.ms"] == 72 * 3_600_000
+    assert s["num.partitions"] == 1 and s["log.segment.bytes"] == 1073741824
+    assert s["listeners"] == "PLAINTEXT://localhost:9092"
+    assert [r.getMessage() for r in caplog.records] == [
+        "The configuration 'listener.security.protocol.map' was supplied but isn't a known config "
+        "(ignored)"]
+
+
+def test_retention_synonyms_take_kafkas_precedence():
+    hours = Settings.load(overrides={"log.retention.hours": "2"}, environ={})
+    assert hours["log.retention.ms"] == 7_200_000
+    minutes = Settings.load(overrides={"log.retention.hours": "2", "log.retention.minutes": "3"},
+                            environ={})
+    assert minutes["log.retention.ms"] == 180_000
+    ms = Settings.load(overrides={"log.retention.minutes": "3", "log.retention.ms": "5"}, environ={})
+    assert ms["log.retention.ms"] == 5
+    assert Settings.load(overrides={"log.retention.hours": "-1"}, environ={})["log.retention.ms"] == -1
+
+
+def test_dynamic_layers_win_over_static_and_refuse_static_settings():
+    from corral.config import DynamicConfigRefused
+    s = Settings.load(overrides={"log.retention.ms": "1000"}, environ={})
+    changed: list[set[str]] = []
+    s.on_change.append(changed.append)
+    s.apply_dynamic(False, s.check_dynamic(False, {"log.retention.ms": "2000"}))
+    assert s["log.retention.ms"] == 2000 and changed == [{"log.retention.ms"}]
+    s.apply_dynamic(True, s.check_dynamic(True, {"log.retention.ms": "3000"}))
+    assert s["log.retention.ms"] == 3000
+    assert [src for _, src in s.layers("log.retention.ms")] == [
+        ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG]
+    s.apply_dynamic(True, s.check_dynamic(True, {}))
+    assert s["log.retention.ms"] == 2000
+    with pytest.raises(DynamicConfigRefused, match=r"Cannot update these configs dynamically: Set\(num.partitions\)"):
+        s.check_dynamic(True, {"num.partitions": "3"})
+    with pytest.raises(ConfigError, match="must be less than or equal to group.consumer.max.assignment"):
+        s.check_dynamic(True, {"group.consumer.assignment.interval.ms": "20000"})
+    with pytest.raises(ConfigError, match="Unknown broker config: nope"):
+        s.check_dynamic(False, {"nope": "1"})
+
+
+# Kafka 4.x config/server.properties (comments trimmed), with log.retention.hours changed.
+KAFKA_SERVER_PROPERTIES = """\
+############################# Server Basics #############################
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+############################# Socket Server Settings #############################
+listeners=PLAINTEXT://localhost:9092
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+############################# Log Basics #############################
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+############################# Internal Topic Settings  #############################
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+############################# Log Retention Policy #############################
+log.retention.hours=72
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"""

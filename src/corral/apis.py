@@ -38,8 +38,10 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -135,6 +137,7 @@ HANDLER_MODULES = [
     "metadata",
     "topic_admin",
     "describe_configs",
+    "alter_configs",
     "groups.handlers.classic",
     "groups.handlers.offsets",
     "groups.handlers.admin",

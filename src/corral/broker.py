@@ -9,7 +9,8 @@ import os
 import uuid
 from pathlib import Path
 
-from .config import Settings, parse_listener
+from .config import ConfigError, Settings, parse_listener
+from .dynamic_configs import DynamicConfigs
 from .groups import coordinator_for
 from .log import PartitionLogs
 from .producers import ProducerIdAllocator
@@ -51,12 +52,16 @@ class Broker:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._lock_fd = lock_data_dir(self.data_dir)
             self.cluster_id = self._load_or_create_cluster_id()
+            # Before anything reads the settings: the dynamic ones stored by a previous run.
+            self.dynamic_configs = DynamicConfigs(self.data_dir, settings)
             self.topics = TopicStore(self.data_dir, settings)
             # Topic-partition logs; the server runs `self.logs.run`, which closes them at shutdown.
             self.logs = PartitionLogs(self.data_dir, settings, self.topics)
         except OSError as e:
             raise StartupError(f"data directory {self.data_dir}: {e.strerror or e}"
                                + (f" ({e.filename})" if e.filename else "")) from None
+        except (ValueError, ConfigError) as e:
+            raise StartupError(f"data directory {self.data_dir}: unreadable dynamic settings: {e}") from None
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)

@@ -1,4 +1,5 @@
-"""DescribeConfigs: the topic and broker settings corral really has, with their true values."""
+"""DescribeConfigs: topic, broker and group settings with their true values and where each came
+from (Kafka's sources and synonyms, most significant first)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,28 @@ from typing import Any
 from .apis import ApiKey, handles
 from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigSource, Setting, render
 from .errors import ErrorCode
+from .group_settings import GROUP_SETTINGS
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
+
+
+class Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def broker_resource(broker, name: str) -> bool:
+    """Whether a BROKER resource names this broker (else the cluster-wide default, "")."""
+    if name == "":
+        return False
+    if name == str(broker.node_id):
+        return True
+    raise Refused(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} "
+                                             f"or empty string, but received {name}")
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
@@ -19,63 +38,83 @@ def describe_configs(broker, request) -> dict[str, Any]:
     results = []
     for resource in body["resources"]:
         kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
-        result: dict[str, Any] = {"resource_type": kind, "resource_name": name, "configs": []}
-        if kind == TOPIC:
-            topic = broker.topics.get(name)
-            if topic is None:
-                result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                              error_message=f"Topic {name} does not exist")
-            else:
-                result["configs"] = [
-                    _topic_entry(broker, topic, s, body, version)
-                    for s in TOPIC_SETTINGS.values() if keys is None or s.name in keys
-                ]
-        elif kind == BROKER:
-            if name not in ("", str(broker.node_id)):
-                result.update(error_code=ErrorCode.INVALID_REQUEST,
-                              error_message=f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}")
-            else:
-                result["configs"] = [
-                    _broker_entry(broker, s, body, version)
-                    for s in BROKER_SETTINGS.values() if keys is None or s.name in keys
-                ]
-        else:
-            result.update(error_code=ErrorCode.INVALID_REQUEST,
-                          error_message=f"Unsupported resource type {kind}")
+        result: dict[str, Any] = {"resource_type": kind, "resource_name": name, "configs": [],
+                                  "error_code": ErrorCode.NONE, "error_message": None}
+        try:
+            result["configs"] = [_entry(d, body, version) for d in _describe(broker, kind, name)
+                                 if keys is None or d[0].name in keys]
+        except Refused as e:
+            result.update(error_code=e.code, error_message=e.message)
         results.append(result)
     return {"results": results}
 
 
-def _entry(setting: Setting, value: str, source: ConfigSource, synonyms, body, version) -> dict[str, Any]:
-    entry = {"name": setting.name, "value": value, "read_only": False,
-             "config_source": source, "is_sensitive": False}
+Synonym = tuple[str, Any, ConfigSource]  # (name, value, source)
+Described = tuple[Setting, Any, list[Synonym], bool]  # (setting, value, synonyms, read-only)
+
+
+def _describe(broker, kind: int, name: str) -> list[Described]:
+    settings = broker.settings
+    if kind == TOPIC:
+        topic = broker.topics.get(name)
+        if topic is None:
+            raise Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        return [(s, topic.configs.get(s.name, settings.topic_default(s.name)),
+                 _own(s, topic.configs, ConfigSource.DYNAMIC_TOPIC_CONFIG) + _synonyms(broker, s),
+                 False) for s in TOPIC_SETTINGS.values()]
+    if kind == BROKER:
+        if broker_resource(broker, name):
+            # Kafka: a broker setting is read-only unless it is dynamic.
+            return [(s, settings[s.name], _broker_synonyms(settings, s.name), not s.dynamic)
+                    for s in BROKER_SETTINGS.values()]
+        # The cluster-wide default: only what was set there, as Kafka shows it.
+        return [(BROKER_SETTINGS[n], v, [(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)], False)
+                for n, v in settings.dynamic_default.items()]
+    if kind == GROUP:
+        if not name:
+            raise Refused(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        own = broker.dynamic_configs.groups.get(name, {})
+        return [(s, own.get(s.name, settings[s.broker_synonym]),
+                 _own(s, own, ConfigSource.GROUP_CONFIG) + _synonyms(broker, s), False)
+                for s in GROUP_SETTINGS.values()]
+    raise Refused(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
+
+
+def _own(setting: Setting, overrides: dict[str, str], source: ConfigSource) -> list[Synonym]:
+    if setting.name in overrides:
+        return [(setting.name, overrides[setting.name], source)]
+    return []
+
+
+def _synonyms(broker, setting: Setting) -> list[Synonym]:
+    """A topic or group setting's broker-level synonyms, or its own default when it has none."""
+    if setting.broker_synonym is None:
+        return [(setting.name, setting.default, ConfigSource.DEFAULT_CONFIG)]
+    return _broker_synonyms(broker.settings, setting.broker_synonym)
+
+
+def _broker_synonyms(settings, name: str) -> list[Synonym]:
+    """Where `name` is set, most significant first; log.retention.ms lists its minutes and
+    hours synonyms after it, as Kafka does."""
+    names = [name]
+    if name == "log.retention.ms":
+        names += ["log.retention.minutes", "log.retention.hours"]
+    found = [(n, value, source) for n in names for value, source in settings.layers(n)
+             if source != ConfigSource.DEFAULT_CONFIG or value is not None]
+    set_ones = [f for f in found if f[2] != ConfigSource.DEFAULT_CONFIG]
+    return set_ones + [f for f in found if f[2] == ConfigSource.DEFAULT_CONFIG][-1:]
+
+
+def _entry(described: Described, body, version) -> dict[str, Any]:
+    setting, value, synonyms, read_only = described
+    # A setting without a value anywhere (log.retention.minutes) has no synonyms.
+    source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+    entry = {"name": setting.name, "value": render(value), "config_source": source,
+             "is_sensitive": False, "read_only": read_only}
     if body["include_synonyms"]:
-        entry["synonyms"] = synonyms
+        entry["synonyms"] = [{"name": n, "value": render(v), "source": s} for n, v, s in synonyms]
     if version >= 3:
         entry["config_type"] = setting.type
         # Kafka sends null, not "", when documentation was not asked for.
         entry["documentation"] = setting.doc if body["include_documentation"] else None
     return entry
-
-
-def _broker_source(broker, name: str) -> ConfigSource:
-    return ConfigSource.STATIC_BROKER_CONFIG if name in broker.settings.explicit else ConfigSource.DEFAULT_CONFIG
-
-
-def _topic_entry(broker, topic, setting: Setting, body, version) -> dict[str, Any]:
-    broker_name = setting.broker_synonym
-    broker_value = render(broker.settings[broker_name])
-    synonyms = [{"name": broker_name, "value": broker_value, "source": _broker_source(broker, broker_name)}]
-    if setting.name in topic.configs:
-        value, source = topic.configs[setting.name], ConfigSource.DYNAMIC_TOPIC_CONFIG
-        synonyms.insert(0, {"name": setting.name, "value": value, "source": source})
-    else:
-        value, source = broker_value, _broker_source(broker, broker_name)
-    return _entry(setting, value, source, synonyms, body, version)
-
-
-def _broker_entry(broker, setting: Setting, body, version) -> dict[str, Any]:
-    value = render(broker.settings[setting.name])
-    source = _broker_source(broker, setting.name)
-    synonyms = [{"name": setting.name, "value": value, "source": source}]
-    return _entry(setting, value, source, synonyms, body, version)

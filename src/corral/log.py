@@ -80,6 +80,10 @@ def open_files_max(settings: Settings) -> int:
 FlushCallback = Callable[[BaseException | None], None]
 
 
+# Broker settings whose change reconfigures the open partitions.
+_TOPIC_DEFAULTS = {"log.segment.bytes", "log.retention.ms", "log.retention.bytes", "log.cleanup.policy"}
+
+
 class PartitionLogs:
     def __init__(self, data_dir: Path, settings: Settings, topics: TopicStore):
         self.settings = settings
@@ -97,6 +101,8 @@ class PartitionLogs:
         self._flush_wanted = trio.Event()
         self.flush_seconds = Durations()  # fsync passes that made records durable (/metrics)
         topics.on_delete.append(self._topic_deleted)
+        topics.on_configs.append(self.reconfigure)
+        settings.on_change.append(self._settings_changed)
         started = time.monotonic()
         for topic in list(topics.by_name.values()):
             for p in range(topic.partitions):
@@ -117,14 +123,36 @@ class PartitionLogs:
         files cannot be created or recovered."""
         key = (topic.name, partition)
         if key not in self._open:
-            cfg = self.topics.config
-            notes = self.store.open_partition(
-                topic.name, partition, int(cfg(topic, "segment.bytes")),
-                int(cfg(topic, "retention.ms")), int(cfg(topic, "retention.bytes")))
+            notes = self.store.open_partition(topic.name, partition, *self._partition_config(topic))
             for note in notes:
                 log.warning("recovered %s-%d: %s", topic.name, partition, note)
             self._open.add(key)
         return key
+
+    def _partition_config(self, topic: Topic) -> tuple[int, int, int]:
+        """(segment.bytes, retention.ms, retention.bytes) for the store. A topic whose
+        cleanup.policy lacks `delete` (compact alone: corral does not compact) is kept whole."""
+        cfg = self.topics.config
+        if "delete" not in cfg(topic, "cleanup.policy").split(","):
+            return int(cfg(topic, "segment.bytes")), -1, -1
+        return (int(cfg(topic, "segment.bytes")), int(cfg(topic, "retention.ms")),
+                int(cfg(topic, "retention.bytes")))
+
+    def reconfigure(self, topic: Topic) -> None:
+        """Gives the topic's open partitions its settings as they are now (AlterConfigs)."""
+        config = self._partition_config(topic)
+        for p in range(topic.partitions):
+            if (topic.name, p) in self._open:
+                self.store.open_partition(topic.name, p, *config)
+
+    def _settings_changed(self, names: set[str]) -> None:
+        """Dynamic broker settings: the flush policy, and the topic defaults."""
+        self.flush_messages = self.settings["log.flush.interval.messages"]
+        self.flush_interval_ms = self.settings["log.flush.interval.ms"]
+        self._flush_wanted.set()  # the flusher takes up a new interval at once
+        if names & _TOPIC_DEFAULTS:
+            for topic in list(self.topics.by_name.values()):
+                self.reconfigure(topic)
 
     async def _topic_deleted(self, topic: Topic) -> None:
         for p in range(topic.partitions):
@@ -188,9 +216,9 @@ class PartitionLogs:
             self.close()
 
     async def _flusher(self) -> None:
-        period = math.inf if self.flush_interval_ms >= INT64_MAX else self.flush_interval_ms / 1000
         busy = False  # whether appenders queued up for a pass while the last one ran
         while True:
+            period = math.inf if self.flush_interval_ms >= INT64_MAX else self.flush_interval_ms / 1000
             with trio.move_on_after(period):
                 await self._flush_wanted.wait()
             if busy:

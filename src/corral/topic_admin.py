@@ -82,14 +82,18 @@ def _check_assignments(broker, wanted: dict[str, Any]) -> tuple[int, int]:
 
 
 def _effective_configs(broker, overrides: dict[str, str]) -> list[dict[str, Any]]:
-    return [
-        {"name": name,
-         "value": overrides.get(name, render(broker.settings.topic_default(name))),
-         "read_only": False,
-         "config_source": ConfigSource.DYNAMIC_TOPIC_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG,
-         "is_sensitive": False}
-        for name in TOPIC_SETTINGS
-    ]
+    settings = broker.settings
+    configs = []
+    for name, setting in TOPIC_SETTINGS.items():
+        if name in overrides:
+            value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
+        else:
+            value = render(settings.topic_default(name))
+            source = (settings.layers(setting.broker_synonym)[0][1] if setting.broker_synonym
+                      else ConfigSource.DEFAULT_CONFIG)
+        configs.append({"name": name, "value": value, "read_only": False,
+                        "config_source": source, "is_sensitive": False})
+    return configs
 
 
 @handles(ApiKey.CREATE_PARTITIONS, 0, 3)

@@ -128,6 +128,8 @@ class TopicStore:
         # Called with the names of topics created or deleted (visible to requests from now on):
         # consumer groups resolve their regexes again and recompute their metadata hash.
         self.on_change: list[Callable[[set[str]], None]] = []
+        # Called with a topic whose overrides changed (the partition logs take them up).
+        self.on_configs: list[Callable[[Topic], None]] = []
         # Journal entries waiting for the writer, with the changes their requests wait on.
         self._queue: list[tuple[dict, _Change]] = []
         self._wanted = trio.Event()
@@ -168,6 +170,10 @@ class TopicStore:
             topic = self.by_name.get(entry["name"])
             if topic is not None and str(topic.id) == entry["id"]:
                 topic.partitions = max(topic.partitions, entry["partitions"])
+        elif entry["op"] == "configs":
+            topic = self.by_name.get(entry["name"])
+            if topic is not None and str(topic.id) == entry["id"]:
+                topic.configs = entry["configs"]
         elif entry["op"] == "delete":
             topic = self.by_name.get(entry["name"])
             if topic is not None and str(topic.id) == entry["id"]:
@@ -271,6 +277,25 @@ class TopicStore:
         finally:
             self._settle(topic.name, change)
 
+    def set_configs(self, topic: Topic, configs: dict[str, str]) -> Awaitable[None]:
+        """Replaces `topic`'s overrides (checked with `validate_configs` first; AlterConfigs).
+        Awaiting the result returns once they are durable and in effect (the `on_configs`
+        hooks ran), or raises OSError if they could not be written."""
+        change = self._queue_change(topic.name, {"op": "configs", "name": topic.name,
+                                                 "id": str(topic.id), "configs": configs})
+        return self._reconfigured(topic, configs, change)
+
+    async def _reconfigured(self, topic: Topic, configs: dict[str, str], change: _Change) -> None:
+        try:
+            await change.written.wait()
+            if change.error is not None:
+                raise change.error
+            topic.configs = configs
+            for hook in self.on_configs:
+                hook(topic)
+        finally:
+            self._settle(topic.name, change)
+
     def delete(self, topic: Topic) -> Awaitable[None]:
         """Deletes a topic: gone at once for every request; awaiting the result returns once the
         deletion is durable and the `on_delete` hooks (file removal) ran, or raises OSError if it
@@ -340,6 +365,9 @@ class TopicStore:
             elif entry["op"] == "partitions":
                 if entry["name"] in topics:
                     topics[entry["name"]] = {**topics[entry["name"]], "partitions": entry["partitions"]}
+            elif entry["op"] == "configs":
+                if entry["name"] in topics:
+                    topics[entry["name"]] = {**topics[entry["name"]], "configs": entry["configs"]}
             else:
                 topics.pop(entry["name"], None)
         return list(topics.values())

@@ -424,6 +424,10 @@ class ConsumerHeartbeatView:
         """The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs
         say."""
 
+    def set_group_timing(self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
+        """The group's own session timeout and heartbeat interval (its settings changed); the
+        broker's values remove the entry."""
+
     def remove_group(self, group_id: str) -> None: ...
     def set_member(
         self,

@@ -28,6 +28,7 @@ from ..apis import Later
 from ..assignors import AssignorRegistry
 from ..clock import wall_ms
 from ..errors import ErrorCode
+from ..group_settings import GROUP_SETTINGS
 from ..log import storage_warning
 from ..logformat import fields
 from .classic import ClassicGroup, ClassicProtocol
@@ -81,11 +82,29 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
             self.consumer_heartbeat_view = _core.ConsumerHeartbeatView(
                 self.timers.wheel, settings["group.consumer.session.timeout.ms"],
                 settings["group.consumer.heartbeat.interval.ms"])
+        # Per-group settings (kafka-configs --entity-type groups): the broker's DynamicConfigs,
+        # set by coordinator_for; None (in-process tests) means the broker's values for all.
+        self.group_configs = None
         self.min_session_ms = settings["group.min.session.timeout.ms"]
         self.max_session_ms = settings["group.max.session.timeout.ms"]
         self.initial_delay_ms = settings["group.initial.rebalance.delay.ms"]
         self.max_size = settings["group.max.size"]
         self._loading = False
+
+    def group_setting(self, group_id: str, name: str) -> Any:
+        """A consumer group's setting (group_settings.py): its own value, else the broker's."""
+        broker_name = GROUP_SETTINGS[name].broker_synonym
+        if self.group_configs is None:
+            return self.settings[broker_name]
+        return self.group_configs.group_value(group_id, name, broker_name)
+
+    def group_configs_changed(self, group_id: str) -> None:
+        """The network thread answers the group's steady heartbeats with its settings from now
+        on (the Python path reads them at each use)."""
+        if self.consumer_heartbeat_view is not None:
+            self.consumer_heartbeat_view.set_group_timing(
+                group_id, self.group_setting(group_id, "consumer.session.timeout.ms"),
+                self.group_setting(group_id, "consumer.heartbeat.interval.ms"))
 
     async def run(self) -> None:
         try:

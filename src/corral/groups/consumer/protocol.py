@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
@@ -72,6 +72,7 @@ class ConsumerProtocol:
     migration: MigrationPolicy
     max_size: int
     _nursery: trio.Nursery | None
+    group_setting: Callable[[str, str], Any]
 
     # =========================================================================== writing ===
 
@@ -179,7 +180,7 @@ class ConsumerProtocol:
             records.append(GroupTombstone(group_id))
         answer = {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
                   "member_epoch": current.epoch,
-                  "heartbeat_interval_ms": self.settings["group.consumer.heartbeat.interval.ms"],
+                  "heartbeat_interval_ms": self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
                   "assignment": None}
         if req.member_epoch == 0 or req.is_full or current.assigned != member.current.assigned:
             answer["assignment"] = assignment_answer(current.assigned)
@@ -386,14 +387,15 @@ class ConsumerProtocol:
         return group_epoch, target.get(updated.member_id, EMPTY_ASSIGNMENT)
 
     def _may_compute(self, group: ConsumerGroup, now: int) -> bool:
-        interval = self.settings["group.consumer.assignment.interval.ms"]
+        interval = self.group_setting(group.group_id, "consumer.assignment.interval.ms")
         last = max(group.assignment_timestamp_ms, group.assignment_failed_ms)
         return last == 0 or interval == 0 or now >= last + interval
 
     def _offloads(self, group: ConsumerGroup, extra: int = 0) -> bool:
         """Whether the group's next target is computed in a worker thread: offload is on and
         its members plus subscribed partitions (what the built-ins are linear in) are many."""
-        if not self.settings["group.consumer.assignor.offload.enable"] or self._nursery is None:
+        if not self.group_setting(group.group_id, "consumer.assignor.offload.enable") \
+                or self._nursery is None:
             return False
         topics = (self.topics.topic(name) for name in group.subscribed_topic_names())
         size = len(group.members) + extra + sum(t.partitions for t in topics if t is not None)
@@ -523,8 +525,9 @@ class ConsumerProtocol:
             member.session_key = self.timers.register(self._on_session_timeout, group, member)
             group.session_armed(member)  # steady heartbeats move it from the network thread
         timeout = member.session_timeout_ms  # a classic member's own
-        self.timers.schedule(member.session_key, self.settings["group.consumer.session.timeout.ms"]
-                             if timeout is None else timeout)
+        if timeout is None:
+            timeout = self.group_setting(group.group_id, "consumer.session.timeout.ms")
+        self.timers.schedule(member.session_key, timeout)
 
     def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         self._fence(group, member, "the member session expired")

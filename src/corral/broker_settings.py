@@ -1,0 +1,287 @@
+"""The broker's settings: what corral acts on, and Kafka's names it accepts without effect.
+
+Each has Kafka's name, type and default unless its doc says otherwise (corral-only settings start
+with `corral.`). A name in neither table is unknown: a WARNING at startup, as Kafka's "supplied
+but isn't a known config".
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .config_types import (INT32_MAX, INT64_MAX, ConfigType, Setting, assignor_list,
+                           cleanup_policy, inert, int_in, listener_value, minus_one_or_positive,
+                           one_of, optional_listener, parse_bool, physical_memory_tenth,
+                           protocol_list, string_value)
+
+_CORRAL: list[Setting] = [
+    Setting("listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092", listener_value,
+            "Where corral listens (corral serves one PLAINTEXT listener). Port 0 picks a free port."),
+    Setting("advertised.listeners", ConfigType.STRING, "", optional_listener,
+            "What Metadata tells clients to connect to; empty means the bound listener."),
+    Setting("log.dirs", ConfigType.STRING, "./corral-data", string_value,
+            "The data directory: the topic registry, the partition logs (`__consumer_offsets`, "
+            "the coordinator's, among them) and the coordinator snapshot."),
+    Setting("node.id", ConfigType.INT, 1, int_in(0, INT32_MAX), "This broker's id."),
+    Setting("socket.request.max.bytes", ConfigType.INT, 104857600, int_in(1, INT32_MAX),
+            "Largest request accepted; a larger size prefix closes the connection."),
+    Setting("max.connections", ConfigType.INT, INT32_MAX, int_in(0, INT32_MAX),
+            "Most client connections at once; over it a new connection is closed at once (and "
+            "counted in a WARNING at most every 10 s). corral also caps it by the descriptors "
+            "it may open: RLIMIT_NOFILE minus the descriptors open at startup minus "
+            "max(min(64, limit / 2), limit / 4) kept for log files opened later (logged at "
+            "startup)."),
+    Setting("max.connections.per.ip", ConfigType.INT, INT32_MAX, int_in(0, INT32_MAX),
+            "Most client connections at once from one address; over it a new connection is "
+            "closed at once (and counted in a WARNING at most every 10 s)."),
+    Setting("connections.max.idle.ms", ConfigType.LONG, 600000, minus_one_or_positive,
+            "Close a connection that read and wrote nothing for this long (checked about "
+            "every second), unless one of its requests is being handled (a JoinGroup or "
+            "long-poll Fetch waiting). -1: never."),
+    Setting("corral.socket.partial.request.timeout.ms", ConfigType.LONG, 30000,
+            minus_one_or_positive,
+            "corral only: close a connection (with one log line) whose request has started "
+            "arriving but is not whole this long after its first bytes (slow-loris); time "
+            "spent waiting for queued.max.request.bytes does not count. -1: never."),
+    Setting("queued.max.request.bytes", ConfigType.LONG, physical_memory_tenth(),
+            minus_one_or_positive,
+            "Bytes of requests being received or waiting for an answer, over all connections; "
+            "beyond it corral stops reading (the bytes wait in the kernel) until answers free "
+            "memory. A request already started may finish (so one request can go past it), "
+            "and requests up to 64 KiB have an eighth of it of their own, so heartbeats and "
+            "commits go on while large produce requests wait. corral's default is a tenth of "
+            "physical RAM, logged at startup (Kafka's is -1, unlimited, which -1 still means)."),
+    Setting("num.partitions", ConfigType.INT, 4, int_in(1, 100_000),
+            "Partitions of an auto-created or CreateTopics(-1) topic. corral's default is 4 "
+            "(Kafka's is 1) because client test suites assume several partitions."),
+    Setting("default.replication.factor", ConfigType.SHORT, 1, int_in(1, 1),
+            "Replication factor; corral is a single node, so 1."),
+    Setting("auto.create.topics.enable", ConfigType.BOOLEAN, True, parse_bool,
+            "Create a topic when Metadata asks for one that does not exist."),
+    Setting("log.retention.ms", ConfigType.LONG, 604800000, int_in(-1, INT64_MAX),
+            "Default retention.ms of topics; when not set, log.retention.minutes, else "
+            "log.retention.hours gives it, as in Kafka."),
+    Setting("log.retention.minutes", ConfigType.INT, None, int_in(-1, INT32_MAX),
+            "Default retention of topics in minutes, when log.retention.ms is not set."),
+    Setting("log.retention.hours", ConfigType.INT, 168, int_in(-1, INT32_MAX),
+            "Default retention of topics in hours, when neither log.retention.ms nor "
+            "log.retention.minutes is set."),
+    Setting("log.retention.bytes", ConfigType.LONG, -1, int_in(-1, INT64_MAX),
+            "Default retention.bytes of topics."),
+    Setting("log.segment.bytes", ConfigType.INT, 1073741824, int_in(14, INT32_MAX),
+            "Default segment.bytes of topics."),
+    Setting("message.max.bytes", ConfigType.INT, 1048588, int_in(0, INT32_MAX),
+            "Default max.message.bytes of topics."),
+    Setting("log.message.timestamp.type", ConfigType.STRING, "CreateTime",
+            one_of("CreateTime", "LogAppendTime"), "Default message.timestamp.type of topics."),
+    Setting("log.cleanup.policy", ConfigType.LIST, "delete", cleanup_policy,
+            "Default cleanup.policy of topics (corral implements delete; see cleanup.policy)."),
+    Setting("log.flush.interval.messages", ConfigType.LONG, 1, int_in(1, INT64_MAX),
+            "fsync a partition once this many records await it; the produce request that "
+            "reaches it is answered after the fsync, which covers every append made meanwhile "
+            "(group commit). corral's default is 1 (Kafka's is 9223372036854775807, leaving "
+            "durability to replicas, which a single node does not have): acknowledged records "
+            "survive a power loss, not only a process crash, at ~0.3 ms per group of appends."),
+    Setting("log.flush.interval.ms", ConfigType.LONG, INT64_MAX, int_in(1, INT64_MAX),
+            "Also fsync everything unflushed this often (Kafka's default: never)."),
+    Setting("corral.log.flush.linger.ms", ConfigType.INT, 0, int_in(0, 1000),
+            "corral only: under load (appends queued while an fsync ran), how long a flush "
+            "pass waits for more appends to cover, beyond letting the requests already read "
+            "append first. Adds up to this much (rounded up to the event loop's millisecond) "
+            "to a busy acknowledgement; saves CPU per commit but measured lower peak commit "
+            "rates at 1 ms, hence 0."),
+    Setting("log.retention.check.interval.ms", ConfigType.LONG, 300000, int_in(1, INT64_MAX),
+            "How often segments are checked against retention.ms and retention.bytes."),
+    Setting("corral.log.open.files.max", ConfigType.INT, 0, int_in(0, INT32_MAX),
+            "corral only: most segment files the log store keeps open (least recently used "
+            "closed first; any number of partitions works within it). 0: a quarter of the "
+            "open-files limit (RLIMIT_NOFILE, which corral raises to its hard limit at start), "
+            "at least 16 and at most 65536."),
+    Setting("group.min.session.timeout.ms", ConfigType.INT, 6000, int_in(0, INT32_MAX),
+            "Smallest session timeout a classic member may ask for (INVALID_SESSION_TIMEOUT below)."),
+    Setting("group.max.session.timeout.ms", ConfigType.INT, 1800000, int_in(0, INT32_MAX),
+            "Largest session timeout a classic member may ask for (INVALID_SESSION_TIMEOUT above)."),
+    Setting("group.initial.rebalance.delay.ms", ConfigType.INT, 3000, int_in(0, INT32_MAX),
+            "How long a new classic group waits for more members before its first rebalance."),
+    Setting("group.max.size", ConfigType.INT, INT32_MAX, int_in(1, INT32_MAX),
+            "Most members a classic group admits (GROUP_MAX_SIZE_REACHED beyond)."),
+    Setting("group.consumer.assignors", ConfigType.LIST, "uniform,range", assignor_list,
+            "Server-side assignors of consumer groups (KIP-848); the first is the default for "
+            "a group whose members name none. Built-in: uniform, range (Kafka's class names "
+            "of these work too); an assignor written in Python: `package.module:ClassName` "
+            "(see corral.assignors.Assignor), imported at startup. A custom assignor that "
+            "fails or returns an invalid assignment fails that one computation (logged with "
+            "the group id); the group keeps its previous target."),
+    Setting("group.coordinator.rebalance.protocols", ConfigType.LIST, "classic,consumer,streams",
+            protocol_list,
+            "Group protocols the coordinator serves; without `consumer`, ConsumerGroupHeartbeat "
+            "and ConsumerGroupDescribe answer UNSUPPORTED_VERSION (`streams` is accepted and "
+            "not served: corral has no streams groups)."),
+    Setting("group.consumer.session.timeout.ms", ConfigType.INT, 45000, int_in(1, INT32_MAX),
+            "A consumer-group (KIP-848) member is fenced when no heartbeat came for this long."),
+    Setting("group.consumer.min.session.timeout.ms", ConfigType.INT, 45000, int_in(1, INT32_MAX),
+            "Smallest `consumer.session.timeout.ms` a group may set."),
+    Setting("group.consumer.max.session.timeout.ms", ConfigType.INT, 60000, int_in(1, INT32_MAX),
+            "Largest `consumer.session.timeout.ms` a group may set."),
+    Setting("group.consumer.heartbeat.interval.ms", ConfigType.INT, 5000, int_in(1, INT32_MAX),
+            "How often consumer-group members are told to heartbeat."),
+    Setting("group.consumer.min.heartbeat.interval.ms", ConfigType.INT, 5000, int_in(1, INT32_MAX),
+            "Smallest `consumer.heartbeat.interval.ms` a group may set."),
+    Setting("group.consumer.max.heartbeat.interval.ms", ConfigType.INT, 15000, int_in(1, INT32_MAX),
+            "Largest `consumer.heartbeat.interval.ms` a group may set."),
+    Setting("group.consumer.max.size", ConfigType.INT, INT32_MAX, int_in(1, INT32_MAX),
+            "Most members a consumer group admits (GROUP_MAX_SIZE_REACHED beyond)."),
+    Setting("group.consumer.migration.policy", ConfigType.STRING, "bidirectional",
+            one_of("bidirectional", "upgrade", "downgrade", "disabled"),
+            "Whether groups move between the classic and consumer protocols online."),
+    Setting("group.consumer.regex.refresh.interval.ms", ConfigType.INT, 600000,
+            int_in(10000, INT32_MAX),
+            "How often regex subscriptions are resolved again even without topic changes."),
+    Setting("group.consumer.assignment.interval.ms", ConfigType.INT, 1000, int_in(0, INT32_MAX),
+            "KIP-1263 batching: a group's next target assignment is computed at least this "
+            "long after its last; the epoch bumps in between collapse into one computation. "
+            "0 computes at every bump."),
+    Setting("group.consumer.min.assignment.interval.ms", ConfigType.INT, 0, int_in(0, INT32_MAX),
+            "Smallest `consumer.assignment.interval.ms` a group may set."),
+    Setting("group.consumer.max.assignment.interval.ms", ConfigType.INT, 15000, int_in(0, INT32_MAX),
+            "Largest `consumer.assignment.interval.ms` a group may set."),
+    Setting("group.consumer.assignor.offload.enable", ConfigType.BOOLEAN, True, parse_bool,
+            "Whether a large group's target assignment runs in a worker thread (the GIL "
+            "released in the built-in assignors) instead of on the event loop."),
+    Setting("offsets.topic.num.partitions", ConfigType.INT, 50, int_in(1, 100_000),
+            "Partitions of __consumer_offsets; a group lives in abs(hash(group id)) % this."),
+    Setting("offsets.retention.minutes", ConfigType.INT, 10080, int_in(1, INT32_MAX),
+            "How long committed offsets of an empty group (or a simple group) are kept."),
+    Setting("offsets.retention.check.interval.ms", ConfigType.LONG, 600000, int_in(1, INT64_MAX),
+            "How often expired offsets and empty groups without offsets are removed."),
+    Setting("offset.metadata.max.bytes", ConfigType.INT, 4096, int_in(0, INT32_MAX),
+            "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE above)."),
+    Setting("corral.coordinator.write.delay.ms", ConfigType.INT, 0, int_in(0, 60_000),
+            "corral only, for fault-injection tests: the coordinator's writer waits this long "
+            "before each pass, widening the window between a change and its durability (what "
+            "a kill -9 in that window must not lose is what was acknowledged)."),
+    Setting("corral.group.heartbeat.short.path.enable", ConfigType.BOOLEAN, True, parse_bool,
+            "corral only, for tests and benches: the network thread answers steady-state "
+            "Heartbeats (classic groups) and ConsumerGroupHeartbeats (consumer groups) by "
+            "itself; false sends every one to the coordinator, which answers the same."),
+    Setting("corral.coordinator.snapshot.interval.ms", ConfigType.LONG, 60000,
+            int_in(1, INT64_MAX),
+            "corral only: how often the group coordinator snapshots its state (when it changed), "
+            "so that a restart replays only the log written since."),
+    Setting("corral.metrics.listen", ConfigType.STRING, "", optional_listener,
+            "corral only: HOST:PORT of the Prometheus /metrics endpoint (plain HTTP; port 0 picks "
+            "one, logged at startup); empty (the default): no metrics port."),
+    ]
+
+_SINGLE_NODE = "corral is a single node, with no replicas, controllers or inter-broker traffic"
+_NO_THREADS = "corral's network thread and one event loop replace Kafka's thread pools"
+_NO_SHARE = "corral has no share groups"
+_NO_STREAMS = "corral has no streams groups"
+_NO_TXN = "corral has no transactions"
+_NO_ROLL_BY_TIME = "segments roll by size only"
+
+# Kafka 4.4's group coordinator settings (GroupCoordinatorConfig), and the other names of Kafka's
+# own config/server.properties, that corral does not act on.
+_INERT: list[Setting] = [
+    inert("process.roles", ConfigType.LIST, "", _SINGLE_NODE),
+    inert("controller.quorum.voters", ConfigType.LIST, "", _SINGLE_NODE),
+    inert("controller.quorum.bootstrap.servers", ConfigType.LIST, "", _SINGLE_NODE),
+    inert("controller.listener.names", ConfigType.LIST, "", _SINGLE_NODE),
+    inert("inter.broker.listener.name", ConfigType.STRING, "", _SINGLE_NODE),
+    inert("broker.id", ConfigType.INT, -1, "node.id names the broker"),
+    inert("num.network.threads", ConfigType.INT, 3, _NO_THREADS),
+    inert("num.io.threads", ConfigType.INT, 8, _NO_THREADS),
+    inert("num.recovery.threads.per.data.dir", ConfigType.INT, 2, _NO_THREADS),
+    inert("background.threads", ConfigType.INT, 10, _NO_THREADS),
+    inert("socket.send.buffer.bytes", ConfigType.INT, 102400, "the kernel's buffer sizes are kept"),
+    inert("socket.receive.buffer.bytes", ConfigType.INT, 102400, "the kernel's buffer sizes are kept"),
+    inert("min.insync.replicas", ConfigType.INT, 1, _SINGLE_NODE, dynamic=True),
+    inert("unclean.leader.election.enable", ConfigType.BOOLEAN, False, _SINGLE_NODE, dynamic=True),
+    inert("compression.type", ConfigType.STRING, "producer",
+          "batches are stored as the producer sent them (Kafka's `producer`)", dynamic=True),
+    inert("log.roll.ms", ConfigType.LONG, None, _NO_ROLL_BY_TIME, dynamic=True),
+    inert("log.roll.hours", ConfigType.INT, 168, _NO_ROLL_BY_TIME, dynamic=True),
+    inert("log.index.size.max.bytes", ConfigType.INT, 10485760, "corral's index is its own",
+          dynamic=True),
+    inert("log.index.interval.bytes", ConfigType.INT, 4096, "corral's index is its own",
+          dynamic=True),
+    inert("log.preallocate", ConfigType.BOOLEAN, False, "segments grow as written", dynamic=True),
+    inert("transaction.state.log.replication.factor", ConfigType.SHORT, 3, _NO_TXN),
+    inert("transaction.state.log.min.isr", ConfigType.INT, 2, _NO_TXN),
+    inert("share.coordinator.state.topic.replication.factor", ConfigType.SHORT, 3, _NO_SHARE),
+    inert("share.coordinator.state.topic.min.isr", ConfigType.SHORT, 2, _NO_SHARE),
+    inert("group.coordinator.threads", ConfigType.INT, 4, _NO_THREADS),
+    inert("group.coordinator.background.threads", ConfigType.INT, 2, _NO_THREADS),
+    inert("group.coordinator.append.linger.ms", ConfigType.INT, -1,
+          "the coordinator's writes are group-committed at each fsync"),
+    inert("group.coordinator.cached.buffer.max.bytes", ConfigType.INT, 1048588,
+          "records are encoded by the compiled core", dynamic=True),
+    inert("offsets.load.buffer.size", ConfigType.INT, 5242880, "loading reads whole segments"),
+    inert("offsets.commit.timeout.ms", ConfigType.INT, 5000,
+          "a commit waits for its own fsync only, never for replicas"),
+    inert("offsets.topic.segment.bytes", ConfigType.INT, 104857600,
+          "__consumer_offsets segments follow log.segment.bytes"),
+    inert("offsets.topic.replication.factor", ConfigType.SHORT, 3, _SINGLE_NODE),
+    inert("offsets.topic.compression.codec", ConfigType.INT, 0,
+          "the coordinator's records are written uncompressed"),
+    inert("errors.deadletterqueue.auto.create.topics.enable", ConfigType.BOOLEAN, False, _NO_SHARE,
+          dynamic=True),
+    inert("errors.deadletterqueue.topic.name.prefix", ConfigType.STRING, "dlq.", _NO_SHARE,
+          dynamic=True),
+    *(inert(f"group.share.{name}", type, default, _NO_SHARE, dynamic=name in (
+        "assignment.interval.ms", "assignor.offload.enable"))
+      for name, type, default in [
+          ("max.size", ConfigType.INT, 200),
+          ("session.timeout.ms", ConfigType.INT, 45000),
+          ("min.session.timeout.ms", ConfigType.INT, 45000),
+          ("max.session.timeout.ms", ConfigType.INT, 60000),
+          ("heartbeat.interval.ms", ConfigType.INT, 5000),
+          ("min.heartbeat.interval.ms", ConfigType.INT, 5000),
+          ("max.heartbeat.interval.ms", ConfigType.INT, 15000),
+          ("assignors", ConfigType.LIST, "simple"),
+          ("assignment.interval.ms", ConfigType.INT, 1000),
+          ("min.assignment.interval.ms", ConfigType.INT, 0),
+          ("max.assignment.interval.ms", ConfigType.INT, 15000),
+          ("assignor.offload.enable", ConfigType.BOOLEAN, True),
+          ("initialize.retry.interval.ms", ConfigType.INT, 30000)]),
+    *(inert(f"group.streams.{name}", type, default, _NO_STREAMS, dynamic=name in (
+        "assignment.interval.ms", "assignor.offload.enable"))
+      for name, type, default in [
+          ("session.timeout.ms", ConfigType.INT, 45000),
+          ("min.session.timeout.ms", ConfigType.INT, 45000),
+          ("max.session.timeout.ms", ConfigType.INT, 60000),
+          ("heartbeat.interval.ms", ConfigType.INT, 5000),
+          ("min.heartbeat.interval.ms", ConfigType.INT, 5000),
+          ("max.heartbeat.interval.ms", ConfigType.INT, 15000),
+          ("max.size", ConfigType.INT, INT32_MAX),
+          ("num.standby.replicas", ConfigType.INT, 0),
+          ("max.standby.replicas", ConfigType.INT, 2),
+          ("initial.rebalance.delay.ms", ConfigType.INT, 3000),
+          ("assignment.interval.ms", ConfigType.INT, 1000),
+          ("min.assignment.interval.ms", ConfigType.INT, 0),
+          ("max.assignment.interval.ms", ConfigType.INT, 15000),
+          ("assignors", ConfigType.LIST, "sticky"),
+          ("rack.aware.assignment.tags", ConfigType.LIST, ""),
+          ("assignor.offload.enable", ConfigType.BOOLEAN, True),
+          ("task.offset.interval.ms", ConfigType.INT, 60000),
+          ("min.task.offset.interval.ms", ConfigType.INT, 15000),
+          ("num.warmup.replicas", ConfigType.INT, 2),
+          ("max.warmup.replicas", ConfigType.INT, 20),
+          ("topology.description.plugin.class", ConfigType.STRING, None),
+          ("acceptable.recovery.lag", ConfigType.LONG, 10000)]),
+]
+
+# Kafka's dynamic broker configs (DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS) that corral applies
+# while it runs: the topic defaults (open partitions take the new value at once) and the group
+# coordinator's reconfigurable ones. listeners and max.connections* are dynamic in Kafka and
+# static in corral (a restart applies them).
+_DYNAMIC = {
+    "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.retention.bytes",
+    "log.segment.bytes", "message.max.bytes", "log.message.timestamp.type", "log.cleanup.policy",
+    "log.flush.interval.messages", "log.flush.interval.ms",
+    "group.consumer.assignment.interval.ms", "group.consumer.assignor.offload.enable",
+}
+
+BROKER_SETTINGS: dict[str, Setting] = {
+    s.name: replace(s, dynamic=True) if s.name in _DYNAMIC else s for s in _CORRAL + _INERT
+}

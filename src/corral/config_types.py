@@ -1,0 +1,201 @@
+"""What a setting is: its type, how a value is parsed and checked, and where a value came from.
+
+The tables themselves are in broker_settings.py (the broker's), topic_settings.py (a topic's) and
+group_settings.py (a consumer group's); config.py loads them into `Settings`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Callable
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs v3+ config_type."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs config_source."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ConfigError(f"expected true or false, got {value!r}")
+
+
+def int_in(lo: int, hi: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ConfigError(f"expected an integer, got {value!r}")
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"expected an integer, got {value!r}") from None
+        if not lo <= number <= hi:
+            raise ConfigError(f"{number} is outside [{lo}, {hi}]")
+        return number
+
+    return parse
+
+
+def one_of(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in choices:
+            raise ConfigError(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def string_value(value: Any) -> str:
+    return str(value)
+
+
+def listener_value(value: Any) -> str:
+    text = str(value).strip()
+    parse_listener(text)  # refused at load time, not when the server binds
+    return text
+
+
+def optional_listener(value: Any) -> str:
+    text = str(value).strip()
+    return listener_value(text) if text else text
+
+
+def assignor_list(value: Any) -> str:
+    """group.consumer.assignors: entries checked (and custom classes imported) now, at load time;
+    the value stays the comma-separated list (corral.assignors.AssignorRegistry.from_setting)."""
+    from .assignors import AssignorConfigError, AssignorRegistry, setting_entries
+
+    try:
+        entries = setting_entries(value)
+        AssignorRegistry.from_setting(entries)
+    except AssignorConfigError as e:
+        raise ConfigError(str(e)) from None
+    return ",".join(entries)
+
+
+def protocol_list(value: Any) -> str:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    entries = [str(item).strip().lower() for item in items if str(item).strip()]
+    unknown = sorted(set(entries) - {"classic", "consumer", "streams", "share"})
+    if unknown or "classic" not in entries:
+        raise ConfigError(f"expected a list holding classic and any of consumer, streams, share; "
+                          f"got {value!r}")
+    return ",".join(entries)
+
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def minus_one_or_positive(value: Any) -> int:
+    number = int_in(-1, INT64_MAX)(value)
+    if number == 0:
+        raise ConfigError("0 is not allowed: -1 (no limit) or a positive number")
+    return number
+
+
+def physical_memory_tenth() -> int:
+    """queued.max.request.bytes by default: a tenth of physical RAM."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 10
+    except (ValueError, OSError):
+        return 1 << 30
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    type: ConfigType
+    default: Any
+    parse: Callable[[Any], Any]
+    doc: str
+    # For topic and group settings: the broker setting that gives the default (Kafka's synonym).
+    broker_synonym: str | None = None
+    # Broker settings: whether IncrementalAlterConfigs/AlterConfigs may change it while corral
+    # runs (Kafka's dynamic broker configs that corral applies at once).
+    dynamic: bool = False
+    # Accepted with Kafka's name, type and default, and without effect in corral (the doc says
+    # why): a server.properties or a topic created for Kafka works unchanged.
+    inert: bool = False
+
+
+def render(value: Any) -> str | None:
+    """A setting's value as Kafka prints it (None for a setting without a value)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _any_int(value: Any) -> int:
+    return int_in(-(2**63), 2**63 - 1)(value)
+
+
+def _double(value: Any) -> float:
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"expected a number, got {value!r}") from None
+
+
+_LENIENT_PARSERS: dict[ConfigType, Callable[[Any], Any]] = {
+    ConfigType.BOOLEAN: parse_bool, ConfigType.STRING: string_value, ConfigType.INT: _any_int,
+    ConfigType.SHORT: _any_int, ConfigType.LONG: _any_int, ConfigType.DOUBLE: _double,
+    ConfigType.LIST: string_value,
+}
+
+
+def inert(name: str, type: ConfigType, default: Any, why: str, *,
+          broker_synonym: str | None = None, dynamic: bool = False) -> Setting:
+    """A Kafka setting corral accepts (checked for its type only) and does not act on."""
+    return Setting(name, type, default, _LENIENT_PARSERS[type],
+                   f"Accepted for compatibility with Kafka; no effect in corral: {why}.",
+                   broker_synonym, dynamic=dynamic, inert=True)
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """`PLAINTEXT://host:port` (or `host:port`) -> (host, port)."""
+    _, _, address = listener.rpartition("://")
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"listener {listener!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def cleanup_policy(value: Any) -> str:
+    """cleanup.policy: a list of `delete` and `compact`, normalised (Kafka's ValidList)."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    entries = [str(item).strip() for item in items if str(item).strip()]
+    unknown = sorted(set(entries) - {"delete", "compact"})
+    if unknown or len(set(entries)) != len(entries):
+        raise ConfigError(f"expected a list of delete and compact, got {value!r}")
+    return ",".join(entries)
