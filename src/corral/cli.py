@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(getattr(args, "log_format", "text")))
     logging.basicConfig(level=level, handlers=[handler])
+    logging.captureWarnings(True)  # through the handler: json lines stay json
     if args.command == "serve":
         return _serve(args)
     if args.command == "load":

@@ -13,6 +13,7 @@ from typing import Callable
 from .. import _core
 from ..apis import Later, first_error
 from ..errors import ErrorCode
+from ..logformat import fields
 from .group import Group
 from .metrics import GroupMetrics
 from .storage.records import OffsetCommits, OffsetTombstones, PartitionCommit
@@ -114,7 +115,7 @@ class Offsets:
             self.metrics.offset_expirations += len(expired)
             if expired:
                 log.debug("group %s: %d offsets expired", group_id, len(expired),
-                          extra={"group_id": group_id})
+                          extra=fields(group_id))
             if group.is_empty() and len(expired) == self.map.count(group_id):
                 writes.append(self._remove_group(group, expired))
             elif expired:
