@@ -20,8 +20,10 @@ const MAX_VERSION: usize = 32;
 /// Error codes -1..=ERROR_SLOTS-2 are counted; anything else is counted as -1.
 const ERROR_SLOTS: usize = 160;
 /// Upper bounds of the latency histogram's buckets, in microseconds (the last one is +Inf).
-pub const BUCKETS_US: [u64; 16] =
-    [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 10_000_000];
+pub const BUCKETS_US: [u64; 17] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+    5_000_000, 10_000_000,
+];
 
 struct Cell {
     requests: AtomicU64,
