@@ -32,7 +32,7 @@ from groups_scale import cpu_seconds, free_port, rss_kb, wait_port  # noqa: E402
 from heartbeat_capacity import DRIVER_DIR, build_driver, lean_broker, wait_for_coordinator  # noqa: E402
 
 from corral.errors import ErrorCode  # noqa: E402
-from corral.load.runner import topic_layout  # noqa: E402
+from corral.load.runner import default_topic, topic_layout  # noqa: E402
 
 JOIN_STORM_BIN = DRIVER_DIR / "target" / "release" / "join-storm"
 
@@ -55,7 +55,7 @@ def run_once(broker_kind: str, members: int, args) -> dict:
     group = f"join-storm-{uuid.uuid4().hex[:8]}"
     # The subscribed topics as corral load lays them out (one per member's partition, at most
     # 2,000 per topic). The coordinator never looks them up, so they are not created.
-    topics = topic_layout(f"corral-load-{group}", members)
+    topics = topic_layout(default_topic(group), members)
     kafka_settings = {"group.initial.rebalance.delay.ms": 0,
                       **dict(kv.split("=", 1) for kv in args.kafka_set)}
     with lean_broker(broker_kind, port, ["--set", "group.initial.rebalance.delay.ms=0"],

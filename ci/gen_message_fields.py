@@ -15,8 +15,9 @@ APIS = [
     "produce", "fetch", "list_offsets", "metadata", "offset_commit", "offset_fetch",
     "find_coordinator", "join_group", "heartbeat", "leave_group", "sync_group",
     "describe_groups", "list_groups", "api_versions", "create_topics", "delete_topics",
-    "init_producer_id", "describe_configs", "alter_configs", "incremental_alter_configs",
-    "create_partitions", "delete_groups", "offset_delete",
+    "delete_records", "init_producer_id", "describe_configs", "alter_configs",
+    "describe_log_dirs", "incremental_alter_configs", "create_partitions", "delete_groups",
+    "offset_delete",
     "describe_cluster", "consumer_group_heartbeat", "consumer_group_describe",
 ]
 

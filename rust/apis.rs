@@ -82,9 +82,11 @@ apis! {
     18 => ApiVersionsRequest, ApiVersionsResponse;
     19 => CreateTopicsRequest, CreateTopicsResponse;
     20 => DeleteTopicsRequest, DeleteTopicsResponse;
+    21 => DeleteRecordsRequest, DeleteRecordsResponse;
     22 => InitProducerIdRequest, InitProducerIdResponse;
     32 => DescribeConfigsRequest, DescribeConfigsResponse;
     33 => AlterConfigsRequest, AlterConfigsResponse;
+    35 => DescribeLogDirsRequest, DescribeLogDirsResponse;
     37 => CreatePartitionsRequest, CreatePartitionsResponse;
     42 => DeleteGroupsRequest, DeleteGroupsResponse;
     44 => IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;

@@ -91,6 +91,12 @@ py_struct!(delete_topics_request::DeleteTopicState { name => "name", topic_id =>
 py_struct!(delete_topics_request::DeleteTopicsRequest { topics => "topics", topic_names => "topic_names", timeout_ms => "timeout_ms" });
 py_struct!(delete_topics_response::DeletableTopicResult { name => "name", topic_id => "topic_id", error_code => "error_code", error_message => "error_message" });
 py_struct!(delete_topics_response::DeleteTopicsResponse { throttle_time_ms => "throttle_time_ms", responses => "responses" });
+py_struct!(delete_records_request::DeleteRecordsPartition { partition_index => "partition_index", offset => "offset" });
+py_struct!(delete_records_request::DeleteRecordsRequest { topics => "topics", timeout_ms => "timeout_ms" });
+py_struct!(delete_records_request::DeleteRecordsTopic { name => "name", partitions => "partitions" });
+py_struct!(delete_records_response::DeleteRecordsPartitionResult { partition_index => "partition_index", low_watermark => "low_watermark", error_code => "error_code" });
+py_struct!(delete_records_response::DeleteRecordsResponse { throttle_time_ms => "throttle_time_ms", topics => "topics" });
+py_struct!(delete_records_response::DeleteRecordsTopicResult { name => "name", partitions => "partitions" });
 py_struct!(init_producer_id_request::InitProducerIdRequest { transactional_id => "transactional_id", transaction_timeout_ms => "transaction_timeout_ms", producer_id => "producer_id", producer_epoch => "producer_epoch", enable_2_pc => "enable_2_pc", keep_prepared_txn => "keep_prepared_txn" });
 py_struct!(init_producer_id_response::InitProducerIdResponse { throttle_time_ms => "throttle_time_ms", error_code => "error_code", producer_id => "producer_id", producer_epoch => "producer_epoch", ongoing_txn_producer_id => "ongoing_txn_producer_id", ongoing_txn_producer_epoch => "ongoing_txn_producer_epoch" });
 py_struct!(describe_configs_request::DescribeConfigsRequest { resources => "resources", include_synonyms => "include_synonyms", include_documentation => "include_documentation" });
@@ -104,6 +110,12 @@ py_struct!(alter_configs_request::AlterConfigsResource { resource_type => "resou
 py_struct!(alter_configs_request::AlterableConfig { name => "name", value => "value" });
 py_struct!(alter_configs_response::AlterConfigsResourceResponse { error_code => "error_code", error_message => "error_message", resource_type => "resource_type", resource_name => "resource_name" });
 py_struct!(alter_configs_response::AlterConfigsResponse { throttle_time_ms => "throttle_time_ms", responses => "responses" });
+py_struct!(describe_log_dirs_request::DescribableLogDirTopic { topic => "topic", partitions => "partitions" });
+py_struct!(describe_log_dirs_request::DescribeLogDirsRequest { topics => "topics" });
+py_struct!(describe_log_dirs_response::DescribeLogDirsPartition { partition_index => "partition_index", partition_size => "partition_size", offset_lag => "offset_lag", is_future_key => "is_future_key" });
+py_struct!(describe_log_dirs_response::DescribeLogDirsResponse { throttle_time_ms => "throttle_time_ms", error_code => "error_code", results => "results" });
+py_struct!(describe_log_dirs_response::DescribeLogDirsResult { error_code => "error_code", log_dir => "log_dir", topics => "topics", total_bytes => "total_bytes", usable_bytes => "usable_bytes" });
+py_struct!(describe_log_dirs_response::DescribeLogDirsTopic { name => "name", partitions => "partitions" });
 py_struct!(incremental_alter_configs_request::AlterConfigsResource { resource_type => "resource_type", resource_name => "resource_name", configs => "configs" });
 py_struct!(incremental_alter_configs_request::AlterableConfig { name => "name", config_operation => "config_operation", value => "value" });
 py_struct!(incremental_alter_configs_request::IncrementalAlterConfigsRequest { resources => "resources", validate_only => "validate_only" });

@@ -74,10 +74,15 @@ def java_member_classes(version: str = DEFAULT_VERSION) -> Path:
     return compile_java(JAVA_MEMBER, version)
 
 
+# kafka-configs: kafka.admin.ConfigCommand in the core jar up to 4.3 (4.4 moved it into
+# kafka-tools, which Maven Central does not have for 4.4).
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+
+
 def run_tool(main_class: str, commands: list[str], timeout: float = 120) -> dict[str, tuple[int, str]]:
-    """Runs a Kafka tool from kafka-tools once per command line in one JVM
-    (tests/java/ToolRunner.java): {command: (exit code, output)}."""
-    lib = kafka_jars(TOOLS_VERSION, "kafka-tools")
+    """Runs a Kafka tool from kafka-tools (or, for kafka-configs, the 4.3 core jar) once per
+    command line in one JVM (tests/java/ToolRunner.java): {command: (exit code, output)}."""
+    lib = kafka_jars(TOOLS_VERSION, "kafka_2.13" if main_class == CONFIG_COMMAND else "kafka-tools")
     classes = compile_java(TOOL_RUNNER)  # against kafka-clients 4.4.0: the Exit it uses is 4.3.1's too
     run = subprocess.run(["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{lib}/*", "ToolRunner", main_class],
                          input="".join(c + "\n" for c in commands), capture_output=True, text=True,
@@ -501,4 +506,4 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["compile"]:
         raise SystemExit("usage: python tests/cgkit.py compile")
     print(java_member_classes())
-    print(kafka_jars(TOOLS_VERSION, "kafka-tools"), compile_java(TOOL_RUNNER))
+    print(kafka_jars(TOOLS_VERSION, "kafka-tools"), kafka_jars(TOOLS_VERSION), compile_java(TOOL_RUNNER))

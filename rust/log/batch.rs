@@ -307,17 +307,19 @@ pub fn records(batch: &[u8]) -> Option<Vec<Record>> {
     Some(out)
 }
 
-/// The first record of the batch whose timestamp is >= `target` (or, with `target` None, the
-/// first record carrying the batch's max timestamp), as (timestamp, offset). For compressed
-/// batches, whose records are not decoded here, the batch's max timestamp and base offset.
-pub fn find_timestamp(batch: &[u8], target: Option<i64>) -> Option<(i64, i64)> {
+/// The first record of the batch at or after `min_offset` whose timestamp is >= `target` (or,
+/// with `target` None, the first record carrying the batch's max timestamp), as (timestamp,
+/// offset). For compressed batches, whose records are not decoded here, the batch's max
+/// timestamp and its first offset at or after `min_offset`.
+pub fn find_timestamp(batch: &[u8], target: Option<i64>, min_offset: i64) -> Option<(i64, i64)> {
     let header = Header::parse(batch)?;
     let wanted = target.unwrap_or(header.max_timestamp);
     if header.compressed() {
-        return Some((header.max_timestamp, header.base_offset));
+        return (header.last_offset() >= min_offset).then(|| (header.max_timestamp, header.base_offset.max(min_offset)));
     }
     let recs = records(batch)?;
     recs.iter()
+        .filter(|r| r.offset >= min_offset)
         .find(|r| if target.is_some() { r.timestamp >= wanted } else { r.timestamp == wanted })
         .map(|r| (r.timestamp, r.offset))
 }
@@ -379,7 +381,7 @@ mod tests {
         let r = records(&data[headers[1].0..]).unwrap();
         assert_eq!(r[0].offset, 102);
         assert_eq!(r[0].timestamp, 777);
-        assert_eq!(find_timestamp(&data, Some(0)), Some((777, 100)));
+        assert_eq!(find_timestamp(&data, Some(0), i64::MIN), Some((777, 100)));
     }
 
     #[test]

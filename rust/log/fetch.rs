@@ -60,16 +60,18 @@ pub fn fetch(
                 out.push(data.with_error_code(KAFKA_STORAGE_ERROR));
                 continue;
             };
-            data = data.with_high_watermark(hw).with_last_stable_offset(hw);
-            if version >= 5 {
-                data = data.with_log_start_offset(log_start);
-            }
             match read {
+                // Below the log start or past the end: as Kafka (ReplicaManager's
+                // createLogReadResult), the offsets are -1 too.
                 None => {
                     any_error = true;
-                    data = data.with_error_code(OFFSET_OUT_OF_RANGE);
+                    data = data.with_error_code(OFFSET_OUT_OF_RANGE).with_high_watermark(-1).with_last_stable_offset(-1).with_log_start_offset(-1);
                 }
                 Some(bytes) => {
+                    data = data.with_high_watermark(hw).with_last_stable_offset(hw);
+                    if version >= 5 {
+                        data = data.with_log_start_offset(log_start);
+                    }
                     record_bytes += bytes.len();
                     budget = budget.saturating_sub(bytes.len());
                     data = data.with_records(Some(Bytes::from(bytes)));

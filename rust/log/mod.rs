@@ -266,6 +266,29 @@ impl LogStore {
         py.detach(|| lock(&p).max_timestamp()).map_err(storage_error)
     }
 
+    /// DeleteRecords on one partition: moves its log start offset to `offset` (-1: the high
+    /// watermark), durably, and deletes the segments wholly below it. Returns the low watermark,
+    /// or None when `offset` is out of range (negative, or past the high watermark). Blocks on
+    /// fsyncs (without the GIL): call it from a worker thread.
+    fn delete_records(&self, py: Python<'_>, topic: &str, partition: i32, offset: i64) -> PyResult<Option<i64>> {
+        let p = self.get(topic, partition)?;
+        py.detach(|| -> io::Result<_> {
+            let mut p = lock(&p);
+            let offset = if offset == -1 { p.next_offset() } else { offset };
+            if !(0..=p.next_offset()).contains(&offset) {
+                return Ok(None);
+            }
+            p.delete_records(offset).map(Some)
+        })
+        .map_err(storage_error)
+    }
+
+    /// Bytes of the partition's segment files (DescribeLogDirs' partition size).
+    fn size(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<u64> {
+        let p = self.get(topic, partition)?;
+        Ok(py.detach(|| lock(&p).size()))
+    }
+
     /// fsyncs every partition with unflushed appends; one fsync covers all appends made before
     /// it started. Blocks (without the GIL): call it from a worker thread. Returns the number of
     /// records made durable.
@@ -618,6 +641,53 @@ mod tests {
         assert_eq!((p.log_start_offset(), p.next_offset()), (80, 80));
         assert_eq!(p.read(0, 100, true).unwrap(), None, "offsets before the log start are out of range");
         assert_eq!(p.append(batch_of(1, 0), None).unwrap(), Appended::New(80, 80, 1));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn delete_records_moves_the_log_start_durably() {
+        let dir = tmp("delete-records");
+        let (mut p, _) = Partition::open(&dir, config(1000), false, &files()).unwrap();
+        for i in 0..40 {
+            p.append(batch_of(2, i * 10), None).unwrap();
+        }
+        let segments = p.segment_count();
+        assert_eq!(p.delete_records(0).unwrap(), 0, "not past the start: nothing changes");
+        // Offset 31 is inside a batch (30, 31) and inside a segment.
+        assert_eq!(p.delete_records(31).unwrap(), 31);
+        assert!(p.segment_count() < segments, "whole segments below the start are gone");
+        assert_eq!(p.read(30, 100, true).unwrap(), None, "below the start is out of range");
+        let got = p.read(31, 1 << 20, true).unwrap().unwrap();
+        assert_eq!(super::batch::records(&got).unwrap()[0].offset, 30, "whole batches, as Kafka");
+        assert_eq!(p.offset_for_timestamp(0).unwrap(), Some((150, 31)), "timestamps from the start on");
+        assert_eq!(p.delete_records(20).unwrap(), 31, "the start never moves back");
+        drop(p);
+        for clean in [false, true] {
+            let (mut p, notes) = Partition::open(&dir, config(1000), clean, &files()).unwrap();
+            assert!(notes.is_empty(), "{notes:?}");
+            assert_eq!((p.log_start_offset(), p.next_offset()), (31, 80));
+            p.close().unwrap();
+        }
+        // Up to the end: the active segment stays, empty of readable records.
+        let (mut p, _) = Partition::open(&dir, config(1000), true, &files()).unwrap();
+        assert_eq!(p.delete_records(80).unwrap(), 80);
+        assert_eq!(p.segment_count(), 1);
+        assert_eq!(p.read(80, 100, true).unwrap(), Some(vec![]));
+        assert_eq!(p.append(batch_of(1, 0), None).unwrap(), Appended::New(80, 80, 1));
+        drop(p);
+        // A start file left ahead of segments that were not deleted (a stop in between): the
+        // next retention pass deletes them.
+        std::fs::write(dir.join("log-start-offset"), "81\n").unwrap();
+        let (mut p, _) = Partition::open(&dir, config(1000), false, &files()).unwrap();
+        assert_eq!(p.log_start_offset(), 81);
+        p.append(batch_of(30, 0), None).unwrap();
+        assert_eq!(p.segment_count(), 2);
+        assert_eq!(p.apply_retention(0).unwrap(), 1);
+        assert_eq!((p.log_start_offset(), p.next_offset()), (81, 111));
+        std::fs::write(dir.join("log-start-offset"), "junk").unwrap();
+        let (p, notes) = Partition::open(&dir, config(1000), false, &files()).unwrap();
+        assert!(notes[0].contains("not an offset"), "{notes:?}");
+        assert_eq!(p.log_start_offset(), 81, "the first segment's base");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -12,6 +12,12 @@ use super::producers::{BatchMeta, Check, Producers};
 use super::recovery;
 use super::segment::Segment;
 
+/// The log start offset DeleteRecords set, in the partition's directory (Kafka keeps them all in
+/// one `log-start-offset-checkpoint` written every minute; this one is written and fsynced before
+/// DeleteRecords is answered, so an acknowledged deletion survives `kill -9`). The log starts at
+/// the larger of it and the first segment's base offset.
+const LOG_START_FILE: &str = "log-start-offset";
+
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     /// `segment.bytes`: roll when the active segment would grow past it.
@@ -27,6 +33,9 @@ pub struct Partition {
     pub config: Config,
     /// Never empty; the last one is the active segment.
     segments: Vec<Segment>,
+    /// The first offset a reader may see: the first segment's base offset, or past it after
+    /// DeleteRecords (the batches below it stay in that segment until the whole segment goes).
+    log_start: i64,
     /// Records appended since the last fsync.
     pub unflushed: u64,
     producers: Producers,
@@ -93,10 +102,16 @@ impl Partition {
             }
             segments.push(seg);
         }
+        let first_base = segments[0].base_offset;
+        let end = segments.last().map_or(first_base, |s| s.next_offset);
+        let stored = if on_disk { read_log_start(dir, &mut notes) } else { None };
+        // Never past the end: DeleteRecords makes the records durable before the offset.
+        let log_start = stored.map_or(first_base, |s| s.max(first_base)).min(end);
         let mut partition = Partition {
             dir: dir.to_path_buf(),
             config,
             segments,
+            log_start,
             unflushed: 0,
             producers: Producers::default(),
             files: files.clone(),
@@ -152,7 +167,7 @@ impl Partition {
     }
 
     pub fn log_start_offset(&self) -> i64 {
-        self.segments[0].base_offset
+        self.log_start
     }
 
     /// The log end offset, which is also the high watermark of a single-replica partition.
@@ -285,17 +300,37 @@ impl Partition {
         Ok(Some(Vec::new()))
     }
 
-    /// The first record with a timestamp >= `ts`, as (timestamp, offset).
+    /// The first record at or after the log start with a timestamp >= `ts`, as (timestamp,
+    /// offset). As Kafka's searchOffsetInLocalLog, only the first segment whose largest timestamp
+    /// is >= `ts` is searched.
     pub fn offset_for_timestamp(&self, ts: i64) -> io::Result<Option<(i64, i64)>> {
-        for seg in &self.segments {
-            if seg.max_timestamp < ts {
-                continue;
+        let Some(seg) = self.segments.iter().find(|s| s.max_timestamp >= ts) else {
+            return Ok(None);
+        };
+        let start = self.log_start;
+        let mut found = None;
+        let from = seg.index.position_for_timestamp(ts);
+        seg.headers_from(from, |pos, h| {
+            if h.max_timestamp >= ts && h.last_offset() >= start {
+                found = Some((pos, *h));
+                return true;
             }
-            let from = seg.index.position_for_timestamp(ts);
-            if let Some((pos, h)) = seg.headers_from(from, |_, h| h.max_timestamp >= ts)? {
-                let bytes = seg.read_at(h.size, pos)?;
-                return Ok(batch::find_timestamp(&bytes, Some(ts)));
+            false
+        })?;
+        // A batch with a large enough max timestamp may hold no such record at or after the
+        // start (the start cuts it): then the next one is read.
+        while let Some((pos, h)) = found.take() {
+            let bytes = seg.read_at(h.size, pos)?;
+            if let Some(hit) = batch::find_timestamp(&bytes, Some(ts), start) {
+                return Ok(Some(hit));
             }
+            seg.headers_from(pos + h.size as u64, |pos, h| {
+                if h.max_timestamp >= ts {
+                    found = Some((pos, *h));
+                    return true;
+                }
+                false
+            })?;
         }
         Ok(None)
     }
@@ -308,7 +343,7 @@ impl Partition {
         let wanted = seg.max_timestamp;
         if let Some((pos, h)) = seg.headers_from(0, |_, h| h.max_timestamp == wanted)? {
             let bytes = seg.read_at(h.size, pos)?;
-            return Ok(batch::find_timestamp(&bytes, None).or(Some((h.max_timestamp, h.last_offset()))));
+            return Ok(batch::find_timestamp(&bytes, None, i64::MIN).or(Some((h.max_timestamp, h.last_offset()))));
         }
         Ok(None)
     }
@@ -320,7 +355,10 @@ impl Partition {
         let retention_ms = self.config.retention_ms;
         let expired = |seg: &Segment| retention_ms >= 0 && seg.max_timestamp >= 0 && now_ms - seg.max_timestamp > retention_ms;
         let mut total = self.size() as i64;
-        let mut remove = 0;
+        // Segments wholly below the log start first (left by a stop between DeleteRecords'
+        // checkpoint and its deletions), as Kafka's deleteLogStartOffsetBreachedSegments.
+        let mut remove = self.below_start();
+        total -= self.segments[..remove].iter().map(|s| s.size as i64).sum::<i64>();
         while remove + 1 < self.segments.len() {
             let seg = &self.segments[remove];
             let oversize = self.config.retention_bytes >= 0 && total - seg.size as i64 >= self.config.retention_bytes;
@@ -336,13 +374,43 @@ impl Partition {
             self.roll()?;
             remove += 1;
         }
-        for seg in self.segments.drain(..remove) {
+        self.remove_first(remove)?;
+        Ok(remove)
+    }
+
+    /// DeleteRecords: moves the log start offset up to `offset` (the caller checked it is at
+    /// most the high watermark), durably, then deletes the segments wholly below it. Returns the
+    /// log start offset (the low watermark).
+    pub fn delete_records(&mut self, offset: i64) -> io::Result<i64> {
+        if offset > self.log_start {
+            // The records below the new start are made durable before it is, so that after a
+            // power loss the log never starts past its end.
+            self.segments.last_mut().unwrap().sync_data()?;
+            write_log_start(&self.dir, offset)?;
+            self.log_start = offset;
+            self.producers.forget_before(offset);
+            self.remove_first(self.below_start())?;
+        }
+        Ok(self.log_start)
+    }
+
+    /// How many segments lie wholly below the log start (the next one starts at or before it).
+    fn below_start(&self) -> usize {
+        self.segments.windows(2).take_while(|w| w[1].base_offset <= self.log_start).count()
+    }
+
+    /// Deletes the oldest `n` segments (never the active one); the log then starts at least at
+    /// the first one left.
+    fn remove_first(&mut self, n: usize) -> io::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        for seg in self.segments.drain(..n) {
             seg.remove_files()?;
         }
-        if remove > 0 {
-            self.producers.forget_before(self.log_start_offset());
-        }
-        Ok(remove)
+        self.log_start = self.log_start.max(self.segments[0].base_offset);
+        self.producers.forget_before(self.log_start);
+        Ok(())
     }
 
     /// fsync of the active segment happens outside the lock; this marks what it covered.
@@ -393,4 +461,39 @@ impl Partition {
 
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// The stored log start offset; a file that cannot be read or parsed is noted and ignored (the
+/// log then starts at its first segment).
+fn read_log_start(dir: &Path, notes: &mut Vec<String>) -> Option<i64> {
+    match fs::read_to_string(dir.join(LOG_START_FILE)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => {
+            notes.push(format!("ignored {LOG_START_FILE}: {e}"));
+            None
+        }
+        Ok(text) => {
+            let parsed = text.trim().parse().ok();
+            if parsed.is_none() {
+                notes.push(format!("ignored {LOG_START_FILE}: {:?} is not an offset", text.trim()));
+            }
+            parsed
+        }
+    }
+}
+
+/// Replaces the log start offset file atomically and durably (temporary file, fsync, rename,
+/// fsync of the directory).
+fn write_log_start(dir: &Path, offset: i64) -> io::Result<()> {
+    let path = dir.join(LOG_START_FILE);
+    let tmp = path.with_extension("tmp");
+    let written = File::create(&tmp).and_then(|mut file| {
+        std::io::Write::write_all(&mut file, format!("{offset}\n").as_bytes())?;
+        file.sync_data()
+    });
+    if let Err(e) = written.and_then(|()| fs::rename(&tmp, &path)) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(dir)
 }

@@ -10,7 +10,9 @@ from typing import Any, Callable
 from .apis import ApiKey, handles
 from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigError, DynamicConfigRefused, render
 from .config_types import ConfigType, Setting
-from .describe_configs import BROKER, GROUP, TOPIC, Refused, broker_resource
+from . import broker_loggers
+from .describe_configs import (BROKER, BROKER_LOGGER, GROUP, TOPIC, Refused, broker_resource,
+                               logger_resource)
 from .errors import ErrorCode
 from .group_settings import GROUP_SETTINGS
 from .topics import TopicError, validate_configs
@@ -53,6 +55,9 @@ async def incremental_alter_configs(broker, request) -> dict[str, Any]:
     responses = []
     for resource in body["resources"]:
         ops = [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]]
+        if resource["resource_type"] == BROKER_LOGGER:
+            responses.append(_alter_loggers(broker, resource, ops, body["validate_only"]))
+            continue
 
         def apply_ops(current, effective, ops=ops, kind=resource["resource_type"]):
             names = [name for name, _, _ in ops]
@@ -74,6 +79,24 @@ async def incremental_alter_configs(broker, request) -> dict[str, Any]:
 
         responses.append(await _alter(broker, resource, apply_ops, body["validate_only"]))
     return {"responses": responses}
+
+
+def _alter_loggers(broker, resource: dict, ops, validate_only: bool) -> dict[str, Any]:
+    name = resource["resource_name"]
+    response = {"resource_type": BROKER_LOGGER, "resource_name": name,
+                "error_code": ErrorCode.NONE, "error_message": None}
+    try:
+        logger_resource(broker, name)
+        broker_loggers.alter(ops, validate_only)
+    except Refused as e:
+        response.update(error_code=e.code, error_message=e.message)
+    except broker_loggers.LoggerRefused as e:
+        code = ErrorCode.INVALID_CONFIG if e.invalid_config else ErrorCode.INVALID_REQUEST
+        response.update(error_code=code, error_message=e.message)
+    else:
+        if not validate_only:
+            log.info("log levels changed: %s", ", ".join(f"{n}={v}" for n, _, v in ops))
+    return response
 
 
 def _setting(kind: int, name: str) -> Setting | None:

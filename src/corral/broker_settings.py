@@ -180,8 +180,8 @@ _NO_STREAMS = "corral has no streams groups"
 _NO_TXN = "corral has no transactions"
 _NO_ROLL_BY_TIME = "segments roll by size only"
 
-# Kafka 4.4's group coordinator settings (GroupCoordinatorConfig), and the other names of Kafka's
-# own config/server.properties, that corral does not act on.
+# Kafka 4.4's group coordinator settings (GroupCoordinatorConfig, ShareGroupConfig), and the other
+# names of Kafka's own config/server.properties, that corral does not act on.
 _INERT: list[Setting] = [
     inert("process.roles", ConfigType.LIST, "", _SINGLE_NODE),
     inert("controller.quorum.voters", ConfigType.LIST, "", _SINGLE_NODE),
@@ -243,7 +243,17 @@ _INERT: list[Setting] = [
           ("min.assignment.interval.ms", ConfigType.INT, 0),
           ("max.assignment.interval.ms", ConfigType.INT, 15000),
           ("assignor.offload.enable", ConfigType.BOOLEAN, True),
-          ("initialize.retry.interval.ms", ConfigType.INT, 30000)]),
+          ("initialize.retry.interval.ms", ConfigType.INT, 30000),
+          ("delivery.count.limit", ConfigType.INT, 5),
+          ("min.delivery.count.limit", ConfigType.INT, 2),
+          ("max.delivery.count.limit", ConfigType.INT, 10),
+          ("record.lock.duration.ms", ConfigType.INT, 30000),
+          ("min.record.lock.duration.ms", ConfigType.INT, 15000),
+          ("max.record.lock.duration.ms", ConfigType.INT, 60000),
+          ("partition.max.record.locks", ConfigType.INT, 2000),
+          ("min.partition.max.record.locks", ConfigType.INT, 100),
+          ("max.partition.max.record.locks", ConfigType.INT, 4000),
+          ("max.share.sessions", ConfigType.INT, 2000)]),
     *(inert(f"group.streams.{name}", type, default, _NO_STREAMS, dynamic=name in (
         "assignment.interval.ms", "assignor.offload.enable"))
       for name, type, default in [

@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from .load.cli import add_parser as add_load_parser
     add_load_parser(sub)
+    from .ops.groups import add_parser as add_groups_parser
+    add_groups_parser(sub)
 
     args = parser.parse_args(argv)
     level = args.log_level.upper()
@@ -51,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "load":
         from .load.cli import main as load_main
         return load_main(args)
+    if args.command == "groups":
+        from .ops.groups import main as groups_main
+        return groups_main(args)
     return 2
 
 

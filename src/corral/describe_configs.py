@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import broker_loggers
 from .apis import ApiKey, handles
 from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigSource, Setting, render
 from .errors import ErrorCode
@@ -30,6 +31,13 @@ def broker_resource(broker, name: str) -> bool:
         return True
     raise Refused(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} "
                                              f"or empty string, but received {name}")
+
+
+def logger_resource(broker, name: str) -> None:
+    """A BROKER_LOGGER resource names a broker: this one."""
+    if name != str(broker.node_id):
+        raise Refused(ErrorCode.INVALID_REQUEST,
+                      f"Unexpected broker id, expected {broker.node_id}, but received {name}")
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
@@ -70,6 +78,9 @@ def _describe(broker, kind: int, name: str) -> list[Described]:
         # The cluster-wide default: only what was set there, as Kafka shows it.
         return [(BROKER_SETTINGS[n], v, [(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)], False)
                 for n, v in settings.dynamic_default.items()]
+    if kind == BROKER_LOGGER:
+        logger_resource(broker, name)
+        return broker_loggers.describe()
     if kind == GROUP:
         if not name:
             raise Refused(ErrorCode.INVALID_REQUEST, "Group name must not be empty")

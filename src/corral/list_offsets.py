@@ -1,4 +1,7 @@
-"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a timestamp."""
+"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a timestamp; and
+(v8, v9: KIP-405, KIP-1005) earliest-local and latest-tiered, answered as Kafka answers without
+tiered storage: earliest-local is the log start offset, latest-tiered offset -1. v10 (KIP-1075)
+only adds a timeout for remote lookups, which corral never makes."""
 
 from __future__ import annotations
 
@@ -12,46 +15,67 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+# The first version that may ask for each special timestamp (ReplicaManager's
+# timestampMinSupportedVersion); any other negative timestamp is UNSUPPORTED_VERSION.
+MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 # corral writes every batch with partition leader epoch 0 (one node, never a new leader).
 LEADER_EPOCH = 0
+NO_EPOCH = -1
 
 
-@handles(ApiKey.LIST_OFFSETS, 1, 7)
+@handles(ApiKey.LIST_OFFSETS, 1, 10)
 def list_offsets(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
-    topics = []
+    # Kafka answers per partition, once: a partition named twice gets one INVALID_REQUEST.
+    wanted: dict[str, dict[int, int | None]] = {}
     for topic_req in body["topics"]:
-        topic = broker.topics.get(topic_req["name"])
-        partitions = []
+        partitions = wanted.setdefault(topic_req["name"], {})
         for part in topic_req["partitions"]:
             index = part["partition_index"]
+            partitions[index] = None if index in partitions else part["timestamp"]
+    topics = []
+    for name, parts in wanted.items():
+        topic = broker.topics.get(name)
+        partitions = []
+        for index, timestamp in parts.items():
             entry: dict[str, Any] = {"partition_index": index, "timestamp": -1, "offset": -1}
             partitions.append(entry)
+            if timestamp is None:
+                entry["error_code"] = ErrorCode.INVALID_REQUEST
+                continue
+            if timestamp < 0 and version < MIN_VERSION.get(timestamp, version + 1):
+                entry["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                continue
             if topic is None or not 0 <= index < topic.partitions:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             try:
-                found = _lookup(broker.logs, topic, index, part["timestamp"])
+                found = _lookup(broker.logs, topic, index, timestamp)
             except StorageError as e:
                 storage_warning("list_offsets", "ListOffsets of %s-%d answered "
                                 "KAFKA_STORAGE_ERROR: %s", topic.name, index, e)
                 entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             if found is not None:
-                entry["timestamp"], entry["offset"] = found
+                entry["timestamp"], entry["offset"], epoch = found
                 if version >= 4:
-                    entry["leader_epoch"] = LEADER_EPOCH
-        topics.append({"name": topic_req["name"], "partitions": partitions})
+                    entry["leader_epoch"] = epoch
+        topics.append({"name": name, "partitions": partitions})
     return {"topics": topics}
 
 
-def _lookup(logs, topic, partition: int, timestamp: int) -> tuple[int, int] | None:
-    """(timestamp, offset) for the query, or None when no record matches."""
+def _lookup(logs, topic, partition: int, timestamp: int) -> tuple[int, int, int] | None:
+    """(timestamp, offset, leader epoch) for the query, or None when no record matches."""
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return -1, logs.offsets(topic, partition)[0]
+        # Without tiered storage the whole log is local (UnifiedLog.fetchOffsetByTimestamp).
+        return -1, logs.offsets(topic, partition)[0], LEADER_EPOCH
     if timestamp == LATEST:
         # Without transactions the last stable offset is the high watermark.
-        return -1, logs.offsets(topic, partition)[1]
-    if timestamp == MAX_TIMESTAMP:
-        return logs.max_timestamp(topic, partition)
-    return logs.offset_for_timestamp(topic, partition, timestamp)
+        return -1, logs.offsets(topic, partition)[1], LEADER_EPOCH
+    if timestamp == LATEST_TIERED:
+        # Nothing is tiered: Kafka answers offset -1 with epoch -1.
+        return -1, -1, NO_EPOCH
+    found = (logs.max_timestamp(topic, partition) if timestamp == MAX_TIMESTAMP
+             else logs.offset_for_timestamp(topic, partition, timestamp))
+    return None if found is None else (*found, LEADER_EPOCH)

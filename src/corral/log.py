@@ -288,6 +288,21 @@ class PartitionLogs:
         self.open(topic, partition)
         return self.store.offsets(topic.name, partition)
 
+    def size(self, topic: Topic, partition: int) -> int:
+        """Bytes of the partition's segment files."""
+        self.open(topic, partition)
+        return self.store.size(topic.name, partition)
+
+    def delete_records(self, topic: Topic, partition: int, offset: int) -> int | None:
+        """DeleteRecords (blocks on fsyncs: from a worker thread, the partition opened before):
+        the log start offset moves up to `offset` (-1: the high watermark) durably and the
+        segments below it are deleted. Returns the new log start offset, or None when `offset` is
+        negative or past the high watermark. Raises KeyError once the topic is gone."""
+        start = self.store.delete_records(topic.name, partition, offset)
+        if start is not None:
+            log.info("DeleteRecords: log start offset of %s-%d is %d", topic.name, partition, start)
+        return start
+
     def offset_for_timestamp(self, topic: Topic, partition: int, timestamp: int) -> tuple[int, int] | None:
         self.open(topic, partition)
         return self.store.offset_for_timestamp(topic.name, partition, timestamp)

@@ -580,6 +580,14 @@ class LogStore:
         """fsyncs every partition with unflushed appends. Blocks (without the GIL): call it from
         a worker thread. Returns the number of records made durable."""
 
+    def delete_records(self, topic: str, partition: int, offset: int) -> int | None:
+        """DeleteRecords on one partition: moves its log start offset to `offset` (-1: the high
+        watermark), durably, and deletes the segments wholly below it. Returns the low watermark,
+        or None when `offset` is out of range. Blocks on fsyncs: call it from a worker thread."""
+
+    def size(self, topic: str, partition: int) -> int:
+        """Bytes of the partition's segment files (DescribeLogDirs' partition size)."""
+
     def apply_retention(self, now_ms: int) -> list[RetentionResult]:
         """Applies retention.ms / retention.bytes everywhere. Returns one RetentionResult for
         each partition that lost segments."""

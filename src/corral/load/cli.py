@@ -10,12 +10,20 @@ import uuid
 from .runner import LoadError, run
 from .scenarios import SCENARIOS
 
+# Exit codes of `corral load`.
+EXIT_OK, EXIT_VIOLATIONS, EXIT_CANNOT_RUN, EXIT_UNFINISHED = 0, 1, 2, 3
+EXIT_CODES = (f"exit codes: {EXIT_OK} done; {EXIT_VIOLATIONS} violations or a worker failed; "
+              f"{EXIT_CANNOT_RUN} the run could not start (broker unreachable, APIs missing, bad "
+              f"parameters); {EXIT_UNFINISHED} a ramp (heartbeat, commit) ran out of --duration "
+              "before the broker reached saturation: its figure is only a lower bound")
+
 
 def add_parser(sub) -> None:
     load = sub.add_parser(
         "load", help="generate consumer-group load against any Kafka-compatible broker",
         description="Simulates group members speaking raw Kafka frames; checks every answer. "
-                    "Scenarios: " + "; ".join(f"{n}: {m.HELP}" for n, m in SCENARIOS.items()))
+                    "Scenarios: " + "; ".join(f"{n}: {m.HELP}" for n, m in SCENARIOS.items()),
+        epilog=EXIT_CODES)
     load.add_argument("--bootstrap", required=True, metavar="HOST:PORT")
     load.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     load.add_argument("--members", type=int, default=100)
@@ -26,7 +34,13 @@ def add_parser(sub) -> None:
                       help="connections a worker opens at once (more overflow the broker's listen "
                            "backlog: the dropped SYNs are retried only after 1-3 s)")
     load.add_argument("--group", default=None, help="group id (default: a fresh one)")
-    load.add_argument("--topic", default=None, help="topic (default: corral-load-<group>)")
+    load.add_argument("--topic", default=None,
+                      help="topic (default: the group's name if it starts with corral-load-, "
+                           "else corral-load-<group>)")
+    load.add_argument("--cleanup", action=argparse.BooleanOptionalAction, default=True,
+                      help="at the end, delete the topic and groups the run created (DeleteGroups "
+                           "once members left, DeleteTopics); never ones that existed before "
+                           "(default: on; --no-cleanup keeps them)")
     load.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"],
                       help="as Kafka's group.protocol: classic (JoinGroup/SyncGroup, the leader "
                            "assigns) or consumer (KIP-848 ConsumerGroupHeartbeat, the broker "
@@ -86,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
                 result = run(scenario, params, display)
     except LoadError as e:
         print(f"corral load: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CANNOT_RUN
     if args.plot:
         from .plot import plot
         plot(result, args.plot)
@@ -94,12 +108,21 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(public, f, indent=2)
-    print(json.dumps({"scenario": public["scenario"], "metrics": _brief(public["metrics"]),
-                      "generator": public["generator"], "errors": public["errors"],
-                      "violations": public["violations"]}, indent=2))
+    brief = {"scenario": public["scenario"], "metrics": _brief(public["metrics"]),
+             "generator": public["generator"], "errors": public["errors"],
+             "violations": public["violations"]}
+    for key in ("unfinished", "cleanup"):
+        if key in public:
+            brief[key] = public[key]
+    print(json.dumps(brief, indent=2))
     for warning in public.get("warnings", []):
         print(f"warning: {warning}", file=sys.stderr)
-    return 1 if public["violations"] or public["failures"] else 0
+    if public["violations"] or public["failures"]:
+        return EXIT_VIOLATIONS
+    if public.get("unfinished"):
+        print(f"corral load: {public['unfinished']}", file=sys.stderr)
+        return EXIT_UNFINISHED
+    return EXIT_OK
 
 
 def _brief(metrics: dict) -> dict:

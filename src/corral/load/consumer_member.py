@@ -183,6 +183,11 @@ class ConsumerMember(GroupMember):
         await self.disconnect()
 
 
+def probe_group(group: str) -> str:
+    """The group of wait_assignable's member."""
+    return f"{group}-probe"
+
+
 async def wait_assignable(config, timeout_s: float = 120.0) -> float | None:
     """Seconds until one KIP-848 member of a group of its own (`<group>-probe`) is assigned every
     partition of the run's topics, or None if not within `timeout_s`.
@@ -197,7 +202,7 @@ async def wait_assignable(config, timeout_s: float = 120.0) -> float | None:
     from .checks import Violations
     from .member import Events
     from .stats import Recorder
-    member = ConsumerMember(replace(config, group=config.group + "-probe"), Recorder(),
+    member = ConsumerMember(replace(config, group=probe_group(config.group)), Recorder(),
                             Violations(), Events())
     total = sum(config.partitions.values())
     start = time.monotonic()

@@ -20,7 +20,7 @@ import trio
 
 from . import consumer_protocol as cp
 from .checks import Violations
-from .stats import Recorder
+from .stats import Recorder, error_name
 from ..apis import ApiKey
 from ..errors import ErrorCode
 from .wire import CLIENT_ID, BrokerError, Connection
@@ -124,13 +124,16 @@ class GroupMember(abc.ABC):
                                      self.config.handshake)
 
     async def request(self, api: ApiKey, body: dict, timeout: float = REQUEST_TIMEOUT_S,
-                      urgent: bool = False) -> dict | None:
+                      urgent: bool = False, steps: tuple[int, ...] = ()) -> dict | None:
         """One request with latency and error code recorded; None (and the connection dropped)
-        on failure. See `_roundtrip` for `urgent`."""
+        on failure. See `_roundtrip` for `urgent`. `steps`: codes that are the protocol's normal
+        answer at this point (KIP-394's MEMBER_ID_REQUIRED), counted, not errors."""
         response = await self._roundtrip(api, lambda conn: conn.call(api, body), timeout, urgent)
         if response is not None:
             code = response.get("error_code", NONE)
-            if code != NONE:
+            if code in steps:
+                self.recorder.counts[f"{api.name}:{error_name(code)}"] += 1
+            elif code != NONE:
                 self.recorder.error(api.name, code)
         return response
 
@@ -291,7 +294,7 @@ class ClassicMember(GroupMember):
                 "protocol_type": cp.PROTOCOL_TYPE,
                 "protocols": [{"name": c.assignor, "metadata": cp.encode_subscription(
                     c.topics, owned, self.generation)}],
-            }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S)
+            }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S, steps=(MEMBER_ID_REQUIRED,))
             if response is None:
                 await self._backoff(attempt)
                 continue

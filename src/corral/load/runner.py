@@ -21,11 +21,13 @@ from typing import Any
 import trio
 
 from .checks import AssignmentLedger, ConsumerLedger, Violations
-from .consumer_member import ConsumerMember, wait_assignable
+from .cleanup import existing_groups, run_cleanup
+from .consumer_member import ConsumerMember, probe_group, wait_assignable
 from .member import ClassicMember, Events, GroupMember, MemberConfig
 from .stats import Recorder, percentiles
 from ..apis import ApiKey
 from .wire import BrokerError, Connection, negotiate
+from ..ops.admin import AdminError
 
 SHIP_INTERVAL_S = 0.5
 MAX_PARTITIONS_PER_TOPIC = 2000
@@ -49,6 +51,7 @@ class BrokerInfo:
     features: dict[str, Any]
     partitions: dict[str, int]
     topic_ids: dict[str, bytes] = field(default_factory=dict)
+    created_topics: list[str] = field(default_factory=list)   # by this run (--cleanup deletes them)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -96,10 +99,11 @@ async def probe(bootstrap: str, required: set[ApiKey], group: str, topic: str, p
                      for name, n in topic_layout(topic, partitions).items()}
     await conn.aclose()
     if skip_join:
-        found = {topic: (partitions, b"")}
+        found = {topic: (partitions, b"", False)}
     return BrokerInfo(bootstrap, coordinator, advertised, versions, features,
-                      {name: n for name, (n, _) in found.items()},
-                      {name: tid for name, (_, tid) in found.items()})
+                      {name: n for name, (n, _, _) in found.items()},
+                      {name: tid for name, (_, tid, _) in found.items()},
+                      [name for name, (_, _, made) in found.items() if made])
 
 
 def topic_layout(topic: str, partitions: int) -> dict[str, int]:
@@ -129,18 +133,18 @@ async def _find_coordinator(conn: Connection, group_key: str) -> tuple[str, int]
     raise LoadError(f"FindCoordinator kept failing with error {answer['error_code']}")
 
 
-async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> tuple[int, bytes]:
-    """The topic's partition count and id (Metadata v10+; else empty), creating it with
-    `partitions` if it does not exist, and waiting (up to a minute: thousands of partitions take
-    a while) until it is in Metadata."""
-    created = False
+async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> tuple[int, bytes, bool]:
+    """The topic's partition count and id (Metadata v10+; else empty) and whether this call
+    created it, creating it with `partitions` if it does not exist, and waiting (up to a minute:
+    thousands of partitions take a while) until it is in Metadata."""
+    created = made = False
     deadline = trio.current_time() + 60
     while trio.current_time() < deadline:
         response = await conn.call(ApiKey.METADATA, {"topics": [{"name": topic}],
                                                   "allow_auto_topic_creation": False})
         entry = response["topics"][0]
         if entry["error_code"] == 0 and entry["partitions"]:
-            return len(entry["partitions"]), bytes(entry.get("topic_id") or b"")
+            return len(entry["partitions"]), bytes(entry.get("topic_id") or b""), made
         if not created:
             if ApiKey.CREATE_TOPICS not in conn.versions:
                 raise LoadError(f"topic {topic} does not exist and the broker offers no CreateTopics")
@@ -150,7 +154,7 @@ async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> tuple[
             code = answer["topics"][0]["error_code"]
             if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
                 raise LoadError(f"CreateTopics {topic} ({partitions} partitions): error {code}")
-            created = True
+            created, made = True, code == 0
         await trio.sleep(0.5)
     raise LoadError(f"topic {topic} did not appear in Metadata within a minute")
 
@@ -370,10 +374,9 @@ def required_apis(scenario, params: dict[str, Any]) -> set[ApiKey]:
 
 def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
     """Runs one scenario to its end; returns the JSON-ready result."""
-    members, workers = params["members"], max(1, params["workers"])
-    if members < 1:
+    if params["members"] < 1:
         raise LoadError("--members must be at least 1")
-    topic = params["topic"] or f"corral-load-{params['group']}"
+    topic = params["topic"] or default_topic(params["group"])
     params = dict(params, topic=topic)
     protocol = params.setdefault("group_protocol", "classic")
     if protocol not in getattr(scenario, "PROTOCOLS", ("classic",)):
@@ -381,6 +384,39 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
     broker = trio.run(probe, params["bootstrap"], required_apis(scenario, params), params["group"], topic,
                       scenario.topic_partitions(params), params.get("skip_join", False),
                       protocol == "consumer")
+    groups = [] if params.get("skip_join") else [params["group"]]
+    if protocol == "consumer":
+        groups.append(probe_group(params["group"]))
+    existed: set[str] | None = set()
+    if params.get("cleanup", True) and groups:
+        try:
+            existed = trio.run(existing_groups, params["bootstrap"], groups)
+        except AdminError as e:
+            raise LoadError(f"cannot tell whether group {params['group']} exists (--no-cleanup "
+                            f"skips this): {e}") from e
+    try:
+        result = _drive(scenario, params, broker, display)
+    finally:
+        if params.get("cleanup", True):
+            # Groups that existed before the run, and a broker without DeleteGroups: left alone.
+            cleaned = run_cleanup(params["bootstrap"],
+                                  [] if existed is None else [g for g in groups if g not in existed],
+                                  broker.created_topics)
+    if params.get("cleanup", True):
+        result["cleanup"] = cleaned
+    return result
+
+
+def default_topic(group: str) -> str:
+    """The run's topic when --topic is not given: the group's name (default groups are named
+    corral-load-...), else corral-load-<group>."""
+    return group if group.startswith("corral-load-") else f"corral-load-{group}"
+
+
+def _drive(scenario, params: dict[str, Any], broker: BrokerInfo, display) -> dict[str, Any]:
+    """Forks the workers, steers the scenario to its end, returns the result."""
+    members, workers = params["members"], max(1, params["workers"])
+    protocol = params["group_protocol"]
     config = MemberConfig(
         group=params["group"], host=broker.coordinator[0], port=broker.coordinator[1],
         versions=broker.versions, topics=sorted(broker.partitions), partitions=broker.partitions,
@@ -504,6 +540,12 @@ def _result(scenario, state: Run, wall: float, machine_busy: float) -> dict[str,
         result["generator"]["saturated"] = True
         result["warnings"] = [f"the generator saturated a core (>{SATURATED_CPU:.0%}): its figures "
                               "are a lower bound of what the broker can do; add --workers"]
+    if result["metrics"].get("stopped_by") == "duration":
+        steps = len(result["metrics"]["steps"])
+        result["unfinished"] = (
+            f"the ramp ran out of time (--duration {state.params['duration']:g} s) after {steps} "
+            f"step(s), before the broker reached saturation: {result['metrics']['sustained_per_s']:g}"
+            "/s is a lower bound, not the broker's limit; give it a longer --duration")
     result["_timeline"] = state.timeline
     result["_samples"] = state.recorder.samples
     result["_started"] = state.started

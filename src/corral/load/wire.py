@@ -214,15 +214,17 @@ async def _connect(host: str, port: int) -> socket.socket:
     raise error
 
 
-def negotiate(advertised: dict[int, tuple[int, int]]) -> dict[int, int]:
-    """Per API the generator uses, the highest version the broker, the codec and it all speak."""
+def negotiate(advertised: dict[int, tuple[int, int]],
+              model: dict[int, int] = MODEL_MAX_VERSION) -> dict[int, int]:
+    """Per API in `model` (the generator's by default), the highest version the broker, the
+    codec and the model all speak."""
     out: dict[int, int] = {}
-    for api in MODEL_MAX_VERSION:
+    for api in model:
         codec = _core.codec_versions(api)
         theirs = advertised.get(api)
         if codec is None or theirs is None:
             continue
-        high = min(theirs[1], codec[1], MODEL_MAX_VERSION[api])
+        high = min(theirs[1], codec[1], model[api])
         low = max(theirs[0], codec[0])
         if low <= high:
             out[api] = high

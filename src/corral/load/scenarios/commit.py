@@ -84,4 +84,4 @@ def control(run):
 
 def summary(run) -> dict:
     return {"members": run.members, "partitions_per_member": run.params["partitions_per_member"],
-            **_ramp(run).summary()}
+            **_ramp(run).summary(run)}

@@ -58,6 +58,10 @@ class Ramp:
         self.step_started = 0.0
         self.steps: list[dict[str, Any]] = []
         self.finished = False
+        # Why the ramp stopped: the broker gave way ("p99_bound": a step's p99 passed the bound,
+        # "rate_not_achieved": a step got < 90% of its target; saturation), "max_rate", or
+        # "duration" (out of time before either: the figure is a lower bound).
+        self.stopped_by: str | None = None
 
     def control(self, run) -> dict | str | None:
         now = time.monotonic()
@@ -75,9 +79,15 @@ class Ramp:
         # Samples reach the parent in batches: the newest SHIP_LAG_S are not all here yet.
         self._measure(run, self.step_started + warmup, now - SHIP_LAG_S)
         last = self.steps[-1]
-        if (not last["within_bound"] or last["achieved"] < 0.9 * last["target"]
-                or self.rate * self.factor > self.max_rate
-                or run.elapsed() + self.step_s > run.params["duration"]):
+        if not last["within_bound"]:
+            self.stopped_by = "p99_bound"
+        elif last["achieved"] < 0.9 * last["target"]:
+            self.stopped_by = "rate_not_achieved"
+        elif self.rate * self.factor > self.max_rate:
+            self.stopped_by = "max_rate"
+        elif run.elapsed() + self.step_s > run.params["duration"]:
+            self.stopped_by = "duration"
+        if self.stopped_by is not None:
             self.finished = True
             return "stop"
         self.rate *= self.factor
@@ -106,11 +116,15 @@ class Ramp:
                            "within_bound": bool(window) and pct["p99"] <= self.bound_ms,
                            "generator_cpu_busiest_worker": round(cpu, 3)})
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, run) -> dict[str, Any]:
+        # Not stopped by the ramp itself: the run's --duration ran out (or a failure stopped it).
+        stopped_by = self.stopped_by or ("duration" if run.metrics.get("timed_out") else "failure")
         good = [s for s in self.steps if s["within_bound"] and s["achieved"] >= 0.9 * s["target"]]
         best = max(good, key=lambda s: s["achieved"], default=None)
         last = self.steps[-1] if self.steps else None
         return {"sustained_per_s": best["achieved"] if best else 0.0,
+                "stopped_by": stopped_by,
+                "saturation_reached": stopped_by in ("p99_bound", "rate_not_achieved"),
                 "at_latency_ms": best["latency_ms"] if best else None,
                 "p99_bound_ms": self.bound_ms,
                 # If the generator was this busy when the ramp stopped, the limit may be its own.

@@ -74,4 +74,4 @@ def control(run):
 
 
 def summary(run) -> dict:
-    return {"members": run.members, **_ramp(run).summary()}
+    return {"members": run.members, **_ramp(run).summary(run)}

@@ -1,0 +1,128 @@
+"""The partition logs as an operator sees them: DescribeLogDirs (kafka-log-dirs: one log dir, the
+data dir, with each partition's size on disk) and DeleteRecords (kafka-delete-records: the log
+start offset moves up, durably, and whole segments below it are deleted).
+
+As Kafka answers with one replica and no tiered storage: a partition's offset lag is 0 and it is
+never a future replica; DeleteRecords' low watermark is the new log start offset, reached before
+the answer (no replica to wait for).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import trio
+
+from .apis import ApiKey, handles
+from .errors import ErrorCode
+from .log import PartitionLogs, StorageError, storage_warning
+from .topics import Topic
+
+# DeleteRecordsResponse.INVALID_LOW_WATERMARK. (An offset of -1 in a request, Kafka's
+# HIGH_WATERMARK, is the log store's to resolve.)
+INVALID_LOW_WATERMARK = -1
+
+
+@handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
+def describe_log_dirs(broker, request) -> dict[str, Any]:
+    wanted = request.body["topics"]
+    # None: every partition; otherwise the listed ones that exist (others are left out, as Kafka).
+    chosen: dict[str, set[int]] | None = None
+    if wanted is not None:
+        chosen = {}
+        for t in wanted:
+            chosen.setdefault(t["topic"], set()).update(t["partitions"])
+    names = list(broker.topics.by_name) if chosen is None else list(chosen)
+    topics = []
+    for topic in filter(None, map(broker.topics.get, names)):
+        partitions = []
+        for index in range(topic.partitions):
+            if chosen is not None and index not in chosen[topic.name]:
+                continue
+            try:
+                size = broker.logs.size(topic, index)
+            except StorageError as e:
+                # Kafka lists only the logs it has online.
+                storage_warning("describe_log_dirs", "DescribeLogDirs left out %s-%d: %s",
+                                topic.name, index, e)
+                continue
+            partitions.append({"partition_index": index, "partition_size": size,
+                               "offset_lag": 0, "is_future_key": False})
+        if partitions:
+            topics.append({"name": topic.name, "partitions": partitions})
+    log_dir = os.path.abspath(broker.data_dir)
+    result: dict[str, Any] = {"log_dir": log_dir, "topics": topics}
+    try:
+        fs = os.statvfs(log_dir)
+    except OSError as e:
+        storage_warning("describe_log_dirs", "DescribeLogDirs: %s is offline: %s", log_dir, e)
+        result = {"log_dir": log_dir, "error_code": ErrorCode.KAFKA_STORAGE_ERROR}
+    else:
+        # Java's FileStore.getTotalSpace and getUsableSpace.
+        result.update(total_bytes=fs.f_blocks * fs.f_frsize, usable_bytes=fs.f_bavail * fs.f_frsize)
+    return {"results": [result]}
+
+
+@handles(ApiKey.DELETE_RECORDS, 0, 2)
+async def delete_records(broker, request) -> dict[str, Any]:
+    # Kafka keys the request by partition: a partition named twice is deleted once, up to the
+    # offset named last, and answered once.
+    wanted: dict[str, dict[int, int]] = {}
+    for topic_req in request.body["topics"]:
+        partitions = wanted.setdefault(topic_req["name"], {})
+        for part in topic_req["partitions"]:
+            partitions[part["partition_index"]] = part["offset"]
+    answers: dict[str, dict[int, tuple[int, int]]] = {}
+    todo: list[tuple[Topic, int, int]] = []
+    for name, partitions in wanted.items():
+        topic = broker.topics.get(name)
+        answers[name] = {}
+        for index, offset in partitions.items():
+            if topic is None or not 0 <= index < topic.partitions:
+                answers[name][index] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, INVALID_LOW_WATERMARK)
+            elif topic.internal:
+                # ReplicaManager.deleteRecordsOnLocalLog: "Cannot delete records of internal topic".
+                answers[name][index] = (ErrorCode.INVALID_TOPIC_EXCEPTION, INVALID_LOW_WATERMARK)
+            else:
+                try:
+                    broker.logs.open(topic, index)
+                except StorageError as e:
+                    answers[name][index] = _storage_error(topic, index, e)
+                    continue
+                todo.append((topic, index, offset))
+    # Each partition's deletion fsyncs: in a worker thread, off the event loop.
+    done = await trio.to_thread.run_sync(_delete, broker.logs, todo)
+    for (topic, index, _), outcome in zip(todo, done):
+        if isinstance(outcome, StorageError):
+            answer = _storage_error(topic, index, outcome)
+        elif isinstance(outcome, KeyError):  # the topic was deleted meanwhile
+            answer = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, INVALID_LOW_WATERMARK)
+        elif outcome is None:
+            answer = (ErrorCode.OFFSET_OUT_OF_RANGE, INVALID_LOW_WATERMARK)
+        else:
+            answer = (ErrorCode.NONE, outcome)
+        answers[topic.name][index] = answer
+    return {"topics": [
+        {"name": name, "partitions": [
+            {"partition_index": index, "error_code": error, "low_watermark": low}
+            for index, (error, low) in partitions.items()]}
+        for name, partitions in answers.items()]}
+
+
+def _storage_error(topic: Topic, index: int, error: StorageError) -> tuple[int, int]:
+    storage_warning("delete_records", "DeleteRecords on %s-%d answered KAFKA_STORAGE_ERROR: %s",
+                    topic.name, index, error)
+    return ErrorCode.KAFKA_STORAGE_ERROR, INVALID_LOW_WATERMARK
+
+
+def _delete(logs: PartitionLogs, todo: list[tuple[Topic, int, int]]) -> list[int | None | Exception]:
+    """Per (topic, partition, offset), each opened before: the new log start offset, None when
+    the offset is out of range, or the StorageError or KeyError (topic gone) it raised."""
+    out: list[int | None | Exception] = []
+    for topic, index, offset in todo:
+        try:
+            out.append(logs.delete_records(topic, index, offset))
+        except (StorageError, KeyError) as e:
+            out.append(e)
+    return out
