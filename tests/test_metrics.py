@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -163,6 +164,9 @@ def test_the_dashboard_queries_only_exported_metrics(broker):
     suffixes = {"counter": ["_total"], "gauge": [""], "histogram": ["_bucket", "_sum", "_count"]}
     exported = {family.name + suffix for family in families.values()
                 for suffix in suffixes.get(family.type, [""])}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(Scraper(broker).url.replace("/metrics", "/other"), timeout=10)
+    assert refused.value.code == 404
     dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
     assert len(exprs) >= 10
