@@ -210,7 +210,7 @@ impl Connection {
             Err(e) => return Err(ProtocolError::new_err(e.to_string())),
         };
         match route(self.table.get(), frame).map_err(ProtocolError::new_err)? {
-            Routed::Answered(response) => Ok(Some(PyBytes::new(py, &response).into_any())),
+            Routed::Answered(_, response, _) => Ok(Some(PyBytes::new(py, &response).into_any())),
             Routed::ToPython(prefix, frame) => {
                 let request = build_request(py, receive(prefix, frame), 0, String::new())?;
                 Ok(Some(Bound::new(py, request)?.into_any()))
@@ -224,9 +224,10 @@ impl Connection {
     }
 }
 
-/// Where a frame goes: answered by the core at once, or handed to Python.
+/// Where a frame goes: answered by the core at once (with the response's error code, for the
+/// metrics), or handed to Python.
 pub enum Routed {
-    Answered(Bytes),
+    Answered(RequestPrefix, Bytes, i16),
     ToPython(RequestPrefix, Bytes),
 }
 
@@ -234,18 +235,20 @@ pub enum Routed {
 /// Produce v0-2 refusal). Err: close the connection, with this reason.
 pub fn route(table: &ApiTable, frame: Bytes) -> Result<Routed, String> {
     let prefix = header::parse_prefix(&frame).map_err(|e| e.to_string().trim_end().to_owned())?;
-    let RequestPrefix { api_key, api_version, correlation_id } = prefix;
+    let RequestPrefix { api_key, api_version, correlation_id } = prefix.clone();
     let Some((min, max)) = table.range(api_key) else {
         return Err(format!("unknown api key {api_key} (version {api_version})"));
     };
     if api_key == API_VERSIONS {
-        return api_versions_answer(table, api_version, correlation_id, frame).map(Routed::Answered);
+        let code = if api_version < min || api_version > max { UNSUPPORTED_VERSION } else { 0 };
+        return api_versions_answer(table, api_version, correlation_id, frame).map(|answer| Routed::Answered(prefix, answer, code));
     }
     if api_version < min || api_version > max {
         return Err(format!("api key {api_key} version {api_version} is not in {min}..={max}"));
     }
     if api_key == PRODUCE && api_version < 3 {
-        return legacy_produce_refusal(api_version, correlation_id, frame).map(Routed::Answered);
+        return legacy_produce_refusal(api_version, correlation_id, frame)
+            .map(|answer| Routed::Answered(prefix, answer, UNSUPPORTED_VERSION));
     }
     Ok(Routed::ToPython(prefix, frame))
 }
@@ -287,9 +290,9 @@ pub fn receive(prefix: RequestPrefix, frame: Bytes) -> Received {
 }
 
 impl Received {
-    /// The response frame when a short path is answered without Python; `client_host` is the
-    /// connection's, as `Request.client_host` would carry it.
-    pub fn answer(&self, views: &Views, client_host: &str) -> Option<Bytes> {
+    /// The response frame and its error code when a short path is answered without Python;
+    /// `client_host` is the connection's, as `Request.client_host` would carry it.
+    pub fn answer(&self, views: &Views, client_host: &str) -> Option<(Bytes, i16)> {
         match &self.payload {
             Payload::Decoded(decoded) => {
                 decoded.answer(views, &Sender { client_id: self.client_id.as_deref(), client_host })

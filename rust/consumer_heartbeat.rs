@@ -25,7 +25,7 @@ impl FastPath for ConsumerHeartbeat {
     /// The view's answer to a heartbeat that changes nothing. What the coordinator checks
     /// before the group (blank ids: INVALID_REQUEST; an assignor: UNSUPPORTED_ASSIGNOR) is left
     /// to it by `changes_nothing`.
-    fn answer(&self, views: &Views, sender: &Sender<'_>) -> Option<Bytes> {
+    fn answer(&self, views: &Views, sender: &Sender<'_>) -> Option<(Bytes, i16)> {
         let view = views.consumer_heartbeat.as_ref()?.get();
         let hb = &self.body;
         if !changes_nothing(hb) {
@@ -39,7 +39,7 @@ impl FastPath for ConsumerHeartbeat {
             client_id: sender.client_id.unwrap_or(""),
             client_host: sender.client_host,
         })?;
-        Some(response(self.api_version, self.correlation_id, &hb.member_id, hb.member_epoch, interval))
+        Some((response(self.api_version, self.correlation_id, &hb.member_id, hb.member_epoch, interval), 0))
     }
 }
 

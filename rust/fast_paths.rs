@@ -45,9 +45,9 @@ pub trait Holds: Sized {
 
 /// A short path's request type: a frozen #[pyclass] (declared by `short_path_request!`).
 pub trait FastPath: Holds {
-    /// The whole response frame when the network thread can answer by itself; None: Python
-    /// answers. Runs without the GIL.
-    fn answer(&self, _views: &Views, _sender: &Sender<'_>) -> Option<Bytes> {
+    /// The whole response frame and its error code when the network thread can answer by
+    /// itself; None: Python answers. Runs without the GIL.
+    fn answer(&self, _views: &Views, _sender: &Sender<'_>) -> Option<(Bytes, i16)> {
         None
     }
 }
@@ -114,7 +114,7 @@ macro_rules! fast_paths {
                 None
             }
 
-            pub fn answer(&self, views: &Views, sender: &Sender<'_>) -> Option<Bytes> {
+            pub fn answer(&self, views: &Views, sender: &Sender<'_>) -> Option<(Bytes, i16)> {
                 match self {
                     $(Decoded::$variant(request) => request.answer(views, sender),)*
                 }

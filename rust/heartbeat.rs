@@ -21,14 +21,14 @@ short_path_request! {
 
 impl FastPath for Heartbeat {
     /// The view's answer; an empty group id (INVALID_GROUP_ID) is the coordinator's.
-    fn answer(&self, views: &Views, _sender: &Sender<'_>) -> Option<Bytes> {
+    fn answer(&self, views: &Views, _sender: &Sender<'_>) -> Option<(Bytes, i16)> {
         let view = views.heartbeat.as_ref()?.get();
         let hb = &self.body;
         if hb.group_id.is_empty() {
             return None;
         }
         let code = view.answer(&hb.group_id, &hb.member_id, hb.group_instance_id.as_deref(), hb.generation_id)?;
-        Some(response(self.api_version, self.correlation_id, code))
+        Some((response(self.api_version, self.correlation_id, code), code))
     }
 }
 

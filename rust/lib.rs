@@ -25,6 +25,7 @@ mod message_fields;
 mod offset_commit;
 pub mod pyconv;
 mod reactor;
+mod request_stats;
 mod timer_wheel;
 mod offset_map;
 

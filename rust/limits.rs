@@ -43,7 +43,6 @@ impl Charge {
         self.0[lane as usize] += bytes;
     }
 
-    #[cfg(test)]
     pub fn total(&self) -> usize {
         self.0[0] + self.0[1]
     }
@@ -76,7 +75,7 @@ impl Pool {
         }
     }
 
-    #[cfg(test)]
+    /// Bytes held, both lanes (0 when unlimited: nothing is counted then).
     pub fn used(&self) -> usize {
         self.used.total()
     }

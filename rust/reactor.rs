@@ -24,6 +24,10 @@
 //! the bytes left in the kernel, while the requests received and not yet answered hold too much.
 //! The clock is read once per loop turn.
 //!
+//! Metrics: every request is counted and timed here (request_stats.rs), from the turn its frame
+//! is taken to when its answer is queued; open connections and the pool's bytes are published
+//! once per turn. Python reads them when /metrics is scraped.
+//!
 //! Wake-ups cost a syscall each, so both directions only signal an idle side: the thread writes
 //! the eventfd when it queues for a Python that has drained everything, and Python wakes the
 //! thread only when its answer queue was empty.
@@ -32,7 +36,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -50,6 +54,7 @@ use crate::fast_paths::Views;
 use crate::frames::FrameSplitter;
 use crate::heartbeat_view::HeartbeatView;
 use crate::limits::{Allow, Budget, Lane, Pool, Reports};
+use crate::request_stats::{RequestStats, Snapshot, BUCKETS_US};
 
 const WAKER: Token = Token(0);
 /// Listener tokens are 1..=listeners; connection ids start above.
@@ -109,6 +114,10 @@ struct Shared {
     /// Why the network thread stopped on its own (poll failed, or it panicked): the broker is
     /// deaf, so `drain()` raises it and the process exits.
     failure: Mutex<Option<String>>,
+    /// Written by the network thread only, read by `request_stats()` and `network_stats()`.
+    stats: RequestStats,
+    open_connections: AtomicU64,
+    queued_request_bytes: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -193,6 +202,9 @@ impl Reactor {
             waker,
             stop: AtomicBool::new(false),
             failure: Mutex::new(None),
+            stats: RequestStats::default(),
+            open_connections: AtomicU64::new(0),
+            queued_request_bytes: AtomicU64::new(0),
         });
         let idle = idle_timeout_ms.map(Duration::from_millis);
         let partial = partial_request_timeout_ms.map(Duration::from_millis);
@@ -282,6 +294,25 @@ impl Reactor {
         Ok((requests, problems))
     }
 
+    /// Per (API key, version): key, version, requests taken, the latency histogram's buckets
+    /// (counts, not cumulative; bounds in `latency_bounds()`), its sum in seconds, and the error
+    /// codes of the answers the core gave itself (code, count). See request_stats.rs.
+    fn request_stats(&self) -> Vec<Snapshot> {
+        self.shared.stats.snapshot()
+    }
+
+    /// The latency histogram's upper bounds in seconds (a last bucket is over them).
+    #[staticmethod]
+    fn latency_bounds() -> Vec<f64> {
+        BUCKETS_US.iter().map(|&us| us as f64 / 1e6).collect()
+    }
+
+    /// (open connections, bytes of requests held against queued.max.request.bytes), as of the
+    /// network thread's last loop turn.
+    fn network_stats(&self) -> (u64, u64) {
+        (self.shared.open_connections.load(Ordering::Relaxed), self.shared.queued_request_bytes.load(Ordering::Relaxed))
+    }
+
     /// Fault injection for tests: the network thread stops as if its poll had failed.
     fn inject_failure(&self, reason: String) {
         self.shared.send_to_network(Outbound::Fail(reason));
@@ -330,6 +361,8 @@ struct Conn {
     out_bytes: usize,
     /// A request of this connection is with Python.
     busy: bool,
+    /// That request's key, version and when it was taken (for its latency).
+    with_python: (i16, i16, Instant),
     /// Reading stopped before the socket was drained (see READ_AHEAD and the pool).
     unread: bool,
     /// Its part of the queued-bytes pool.
@@ -480,6 +513,8 @@ impl Network {
             }
             self.report();
             self.hand_over();
+            self.shared.open_connections.store(self.connections.len() as u64, Ordering::Relaxed);
+            self.shared.queued_request_bytes.store(self.pool.used() as u64, Ordering::Relaxed);
         }
         None
     }
@@ -581,6 +616,7 @@ impl Network {
             out: VecDeque::new(),
             out_bytes: 0,
             busy: false,
+            with_python: (0, 0, self.now),
             unread: false,
             budget: Budget::default(),
             pool_waiting: false,
@@ -677,19 +713,27 @@ impl Network {
             conn.pool_waiting = false;
             match connection::route(self.table.get(), frame) {
                 Err(reason) => return self.end(id, End::Refused(reason)),
-                Ok(Routed::Answered(response)) => {
+                Ok(Routed::Answered(prefix, response, code)) => {
+                    let stats = &self.shared.stats;
+                    stats.received(prefix.api_key, prefix.api_version);
+                    stats.answered(prefix.api_key, prefix.api_version, self.now.elapsed(), Some(code));
                     conn.budget.frame_taken(None);
                     conn.queue(response);
                 }
                 Ok(Routed::ToPython(prefix, frame)) => {
                     let size = frame.len();
+                    let (key, version) = (prefix.api_key, prefix.api_version);
+                    let stats = &self.shared.stats;
+                    stats.received(key, version);
                     let received = connection::receive(prefix, frame);
-                    if let Some(response) = received.answer(&self.views, &conn.client_host) {
+                    if let Some((response, code)) = received.answer(&self.views, &conn.client_host) {
+                        stats.answered(key, version, self.now.elapsed(), Some(code));
                         conn.budget.frame_taken(None);
                         conn.queue(response);
                     } else {
                         conn.budget.frame_taken(Some(size));
                         conn.busy = true;
+                        conn.with_python = (key, version, self.now);
                         let (peer, client_host) = (conn.peer.clone(), conn.client_host.clone());
                         self.for_python.push(Inbound::Request { connection: id, received, peer, client_host });
                     }
@@ -751,6 +795,8 @@ impl Network {
                 Outbound::Respond(id, response) => {
                     let Some(conn) = self.connections.get_mut(&id) else { continue };
                     conn.busy = false;
+                    let (key, version, since) = conn.with_python;
+                    self.shared.stats.answered(key, version, self.now.saturating_duration_since(since), None);
                     conn.budget.answered();
                     self.pool_freed |= conn.recharge(&mut self.pool);
                     if let Some(frame) = response {

@@ -39,6 +39,8 @@ class CorralProcess:
         self.settings = dict(settings or {})
         # When set, the broker runs with RLIMIT_NOFILE (soft and hard) set to this.
         self.rlimit_nofile = rlimit_nofile
+        # More `corral serve` flags (e.g. --log-format json).
+        self.args: list[str] = []
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
@@ -55,6 +57,7 @@ class CorralProcess:
                "--data-dir", str(self.data_dir)]
         for name, value in self.settings.items():
             cmd += ["--set", f"{name}={value}"]
+        cmd += self.args
         log = open(self.log_path, "ab")
         preexec = None
         if self.rlimit_nofile is not None:

@@ -141,6 +141,17 @@ impl LogStore {
         (self.files.len(), self.files.capacity())
     }
 
+    /// (open partitions, segment files, bytes in them) over every partition, for /metrics.
+    fn totals(&self, py: Python<'_>) -> (usize, usize, u64) {
+        let parts = self.all();
+        py.detach(|| {
+            parts.iter().fold((0, 0, 0), |(n, segments, bytes), (_, p)| {
+                let p = lock(p);
+                (n + 1, segments + p.segment_files(), bytes + p.size())
+            })
+        })
+    }
+
     /// Whether the previous run ended with `close()`.
     #[getter]
     fn clean_start(&self) -> bool {

@@ -179,6 +179,15 @@ impl Partition {
         self.segments.iter().map(|s| s.size).sum()
     }
 
+    /// Segment files on disk (none before the first append).
+    pub fn segment_files(&self) -> usize {
+        if self.on_disk {
+            self.segments.len()
+        } else {
+            0
+        }
+    }
+
     fn active(&self) -> &Segment {
         self.segments.last().expect("a partition has a segment")
     }

@@ -168,6 +168,9 @@ _CORRAL: list[Setting] = [
             int_in(1, INT64_MAX),
             "corral only: how often the group coordinator snapshots its state (when it changed), "
             "so that a restart replays only the log written since."),
+    Setting("corral.metrics.listen", ConfigType.STRING, "", optional_listener,
+            "corral only: HOST:PORT of the Prometheus /metrics endpoint (plain HTTP; port 0 picks "
+            "one, logged at startup); empty (the default): no metrics port."),
     ]
 
 _SINGLE_NODE = "corral is a single node, with no replicas, controllers or inter-broker traffic"

@@ -9,26 +9,16 @@ import sys
 
 import trio
 
+from . import __version__
 from .config import ConfigError, Settings
+from .logformat import formatter
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-# Control characters (and Unicode line breaks) a client could put in a group, member or client id.
-_UNPRINTABLE = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", 0x85: "\\x85",
-                                                          0x2028: "\\u2028", 0x2029: "\\u2029"}
-
-
-class OneLineFormatter(logging.Formatter):
-    """Escapes control characters in messages, so that an id sent by a client cannot forge log
-    lines (tracebacks, which are corral's own, stay multi-line)."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        if not record.message.isprintable():
-            record.message = record.message.translate(_UNPRINTABLE)
-        return super().formatMessage(record)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="corral", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"corral {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the broker")
@@ -40,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="set any setting, e.g. --set num.partitions=8 (repeatable)")
     serve.add_argument("--log-level", default="INFO",
                        help="DEBUG, INFO (default), WARNING, ERROR or CRITICAL")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="text (default) or json: one object per line (docs/operations.md)")
 
     from .load.cli import add_parser as add_load_parser
     add_load_parser(sub)
@@ -53,8 +45,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(formatter(getattr(args, "log_format", "text")))
     logging.basicConfig(level=level, handlers=[handler])
+    logging.captureWarnings(True)  # through the handler: json lines stay json
     if args.command == "serve":
         return _serve(args)
     if args.command == "load":
@@ -64,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         from .ops.groups import main as groups_main
         return groups_main(args)
     return 2
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("corral")
+    except PackageNotFoundError:
+        return __version__
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ import trio
 from . import _core, descriptors
 from .clock import wall_ms
 from .config import INT64_MAX, Settings
+from .durations import Durations
 from .topics import Topic, TopicStore
 
 log = logging.getLogger("corral.log")
@@ -98,6 +99,7 @@ class PartitionLogs:
         self._data_waiters: dict[Key, set[trio.Event]] = {}
         self._flush_waiters: list[FlushCallback] = []
         self._flush_wanted = trio.Event()
+        self.flush_seconds = Durations()  # fsync passes that made records durable (/metrics)
         topics.on_delete.append(self._topic_deleted)
         topics.on_configs.append(self.reconfigure)
         settings.on_change.append(self._settings_changed)
@@ -226,8 +228,10 @@ class PartitionLogs:
             self._flush_wanted = trio.Event()
             waiters, self._flush_waiters = self._flush_waiters, []
             error = None
+            started = time.monotonic()
             try:
-                await trio.to_thread.run_sync(self.store.flush)
+                if await trio.to_thread.run_sync(self.store.flush):
+                    self.flush_seconds.observe(time.monotonic() - started)
             except OSError as e:
                 storage_warning("fsync", "fsync failed, appends waiting for it are not "
                                 "acknowledged: %s", e)

@@ -15,7 +15,7 @@ import signal
 
 import trio
 
-from . import _core, descriptors
+from . import _core, descriptors, metrics
 from .apis import ASYNC_HANDLERS, HANDLERS, Later, api_table
 from .broker import Broker, BrokerFailed, StartupError
 from .config import INT32_MAX, Settings, parse_listener
@@ -58,6 +58,7 @@ class Server:
         self.table = api_table()
         self.max_request_bytes = settings["socket.request.max.bytes"]
         self.reactor: _core.Reactor | None = None
+        self.errors = metrics.PythonErrors()
         # Set when the broker cannot go on (the network thread stopped): serve() raises it after
         # a clean shutdown of everything else.
         self.failure: str | None = None
@@ -69,6 +70,7 @@ class Server:
         except OSError as e:
             raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
+        metrics_listeners = await self._metrics_listeners()
         self.broker.bound(bound_host, bound_port)
         groups = self.broker.groups
         short_paths = self.settings["corral.group.heartbeat.short.path.enable"]
@@ -84,11 +86,28 @@ class Server:
                 nursery.start_soon(self.broker.logs.run)
                 nursery.start_soon(self.broker.topics.run)
                 nursery.start_soon(self._dispatch, reactor, nursery)
+                if metrics_listeners:
+                    nursery.start_soon(metrics.serve, metrics_listeners, metrics.registry(self))
                 task_status.started(bound_port)
         finally:
             reactor.stop()
         if self.failure is not None:
             raise BrokerFailed(self.failure)
+
+    async def _metrics_listeners(self) -> list[trio.SocketListener]:
+        """The /metrics port of corral.metrics.listen, if set; its bound address is logged."""
+        listen = self.settings["corral.metrics.listen"]
+        if not listen:
+            return []
+        host, port = parse_listener(listen)
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=host)
+        except OSError as e:
+            raise StartupError(f"cannot listen on {host}:{port} for metrics: {e.strerror or e}") \
+                from None
+        bound_host, bound_port = listeners[0].socket.getsockname()[:2]
+        log.info("metrics on http://%s:%d/metrics", bound_host, bound_port)
+        return listeners
 
     async def _shutdown_on_signal(self, scope: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -143,6 +162,7 @@ class Server:
         except Exception as e:
             self._failed(reactor, request, e)
             return
+        self.errors.note(request.api_key, request.api_version, body)
         reactor.respond(request.connection, response)
 
     @staticmethod

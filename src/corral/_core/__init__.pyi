@@ -336,6 +336,19 @@ class Reactor:
         input since the last call. Raises OSError when the network thread has stopped on its
         own."""
 
+    def request_stats(self) -> list[tuple[int, int, int, list[int], float, list[tuple[int, int]]]]:
+        """Per (API key, version): key, version, requests taken, the latency histogram's buckets
+        (counts, not cumulative; bounds in `latency_bounds()`), its sum in seconds, and the error
+        codes of the answers the core gave itself (code, count)."""
+
+    @staticmethod
+    def latency_bounds() -> list[float]:
+        """The latency histogram's upper bounds in seconds (a last bucket is over them)."""
+
+    def network_stats(self) -> tuple[int, int]:
+        """(open connections, bytes of requests held against queued.max.request.bytes), as of
+        the network thread's last loop turn."""
+
     def inject_failure(self, reason: str) -> None:
         """Fault injection for tests: the network thread stops as if its poll had failed."""
 
@@ -515,6 +528,9 @@ class LogStore:
     def __new__(cls, data_dir: str | os.PathLike[str], open_files_max: int = 1024) -> Self:
         """`open_files_max`: how many segment files the store keeps open at most (least recently
         used closed first); any number of partitions works within it."""
+
+    def totals(self) -> tuple[int, int, int]:
+        """(open partitions, segment files, bytes in them) over every partition, for /metrics."""
 
     @property
     def open_files(self) -> OpenFiles:

@@ -30,11 +30,14 @@ from ..clock import wall_ms
 from ..errors import ErrorCode
 from ..group_settings import GROUP_SETTINGS
 from ..log import storage_warning
+from ..logformat import fields
 from .classic import ClassicGroup, ClassicProtocol
 from .consumer import ConsumerGroup, ConsumerProtocol, TopicImage
 from .consumer.classic_members import ClassicMembers
 from .consumer.migration import MigrationPolicy
+from .consumer.reconcile import MemberState
 from .group import Group
+from .metrics import GroupMetrics
 from .offsets import Offsets
 from .storage import consumer_records as cr
 from .storage import records, snapshot
@@ -67,7 +70,8 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
         self.log.replay = self.replay
         self.snapshot_path = snapshot_path
         self.groups: dict[str, Group] = {}
-        self.offsets = Offsets(settings, self.groups, log_store, self._remove_group)
+        self.metrics = GroupMetrics()
+        self.offsets = Offsets(settings, self.groups, log_store, self._remove_group, self.metrics)
         self.timers = Timers()
         # Mirrors the classic groups for the network thread's Heartbeat answers (server.py).
         self.heartbeat_view = self.timers.heartbeat_view
@@ -180,6 +184,11 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
             group = self.groups[group_id] = ConsumerGroup(group_id, self.consumer_heartbeat_view)
         leaving = group.members.get(record.name or "") \
             if tombstone and record.kind == cr.MEMBER_METADATA else None
+        if not self._loading:
+            if isinstance(record, cr.GroupEpoch) and record.epoch > group.group_epoch:
+                self.metrics.consumer_rebalances += 1
+            if log.isEnabledFor(logging.DEBUG):
+                _debug_consumer(record, getattr(record, "member_id", None) in group.members)
         group.replay(record)
         if leaving is not None:
             # After the replay: the network thread no longer finds the member, so it cannot
@@ -318,6 +327,26 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
         while True:
             await trio.sleep(interval)
             self.offsets.expire(wall_ms()).then(_warn_if_failed)
+
+
+def _debug_consumer(record: cr.ConsumerRecord, known_member: bool) -> None:
+    """DEBUG: what a live consumer group record changes (`known_member`: its member was in the
+    group already)."""
+    member, epoch = getattr(record, "member_id", None), getattr(record, "epoch", None)
+    if isinstance(record, cr.GroupEpoch):
+        what = f"group epoch {epoch} (rebalance)"
+    elif isinstance(record, cr.TargetEpoch):
+        what = f"target assignment for epoch {epoch} computed"
+    elif isinstance(record, cr.CurrentAssignment):
+        what = f"member {member} at epoch {epoch} ({MemberState.of(record.state).name.lower()})"
+    elif isinstance(record, cr.MemberMetadata):
+        what = f"member {member} {'updated' if known_member else 'joined'}"
+    elif isinstance(record, cr.ConsumerTombstone) and record.kind == cr.MEMBER_METADATA:
+        member = record.name
+        what = f"member {member} removed"
+    else:
+        return
+    log.debug("group %s: %s", record.group_id, what, extra=fields(record.group_id, member, epoch))
 
 
 def _warn_if_failed(error: ErrorCode) -> None:

@@ -13,7 +13,9 @@ from typing import Callable
 from .. import _core
 from ..apis import Later, first_error
 from ..errors import ErrorCode
+from ..logformat import fields
 from .group import Group
+from .metrics import GroupMetrics
 from .storage.records import OffsetCommits, OffsetTombstones, PartitionCommit
 from .storage.writer import CoordinatorLog
 
@@ -24,8 +26,10 @@ TopicCommits = list[tuple[str, list[PartitionCommit]]]
 
 class Offsets:
     def __init__(self, settings, groups: dict[str, Group], log_: CoordinatorLog,
-                 remove_group: Callable[[Group, list[tuple[str, int]]], Later]):
+                 remove_group: Callable[[Group, list[tuple[str, int]]], Later],
+                 metrics: GroupMetrics):
         self.map = _core.OffsetMap()
+        self.metrics = metrics
         self.groups = groups
         self.log = log_
         # The coordinator's deletion of a group with the given offset tombstones (expiry).
@@ -48,6 +52,7 @@ class Offsets:
 
     def commit(self, group_id: str, topics: TopicCommits, commit_ms: int, expire_ms: int) -> Later:
         """Writes the commits; visible (replayed) and answered once durable."""
+        self.metrics.offset_commits += sum(len(partitions) for _, partitions in topics)
         return self.log.write(group_id, [OffsetCommits(group_id, topics, commit_ms, expire_ms)])
 
     # -- fetch -----------------------------------------------------------------------------------
@@ -86,6 +91,7 @@ class Offsets:
             result.append((topic, [(p, ErrorCode.NONE) for p in partitions]))
         if not tombstones:
             return ErrorCode.NONE, result, Later.of(ErrorCode.NONE)
+        self.metrics.offset_deletions += len(tombstones)
         return ErrorCode.NONE, result, self.log.write(group_id, [OffsetTombstones(group_id, tombstones)])
 
     def all_partitions(self, group_id: str) -> list[tuple[str, int]]:
@@ -106,6 +112,10 @@ class Offsets:
                 continue
             expired = self.map.expired(group_id, now_ms, self.retention_ms, base,
                                        list(group.offset_expiry_kept_topics()))
+            self.metrics.offset_expirations += len(expired)
+            if expired:
+                log.debug("group %s: %d offsets expired", group_id, len(expired),
+                          extra=fields(group_id))
             if group.is_empty() and len(expired) == self.map.count(group_id):
                 writes.append(self._remove_group(group, expired))
             elif expired:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ...apis import Later
 from ...errors import ErrorCode
+from ...logformat import fields
 from ..storage import records
 from ..storage.writer import CoordinatorLog
 from ..timers import Timers
@@ -204,7 +205,7 @@ class ClassicProtocol:
             old_id = group.static_members.get(req.group_instance_id)
             if old_id is not None:
                 log.info("static member %s of group %s rejoins with a new member id; replacing %s",
-                         req.group_instance_id, group.group_id, old_id)
+                         req.group_instance_id, group.group_id, old_id, extra=fields(group.group_id, new_id))
                 self._update_static_member(group, req, old_id, new_id, waiter)
             else:
                 self._add_member(group, req, new_id, waiter)
@@ -353,8 +354,8 @@ class ClassicProtocol:
             group.join_action = ("initial", delay, remaining)
             self.timers.schedule(group.join_key, delay)
         group.transition(ClassicState.PREPARING_REBALANCE)
-        log.info("preparing to rebalance group %s with old generation %d (%s)",
-                 group.group_id, group.generation_id, reason)
+        log.info("preparing to rebalance group %s with old generation %d (%s)", group.group_id,
+                 group.generation_id, reason, extra=fields(group.group_id, epoch=group.generation_id))
         if not initial:
             self._maybe_complete_join_else_schedule(group)
 
@@ -390,13 +391,14 @@ class ClassicProtocol:
             group.join_action = ("complete",)
             self.timers.schedule(group.join_key, group.rebalance_timeout_ms())
             return
+        self.metrics.classic_rebalanced(group.state_timestamp_ms, bool(group.members))
         group.init_next_generation()
         if group.state is ClassicState.EMPTY:
             log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
             self._write(group)
             return
-        log.info("stabilized group %s generation %d (%s) with %d members", group.group_id,
-                 group.generation_id, group.protocol_name, group.size())
+        log.info("stabilized group %s generation %d (%s) with %d members", group.group_id, group.generation_id,
+                 group.protocol_name, group.size(), extra=fields(group.group_id, epoch=group.generation_id))
         # The leader's answer goes out first: its SyncGroup is the rebalance's critical path.
         leader = group.members[group.leader_id]
         group.complete_join(leader, self._join_response(group, leader.member_id,
@@ -425,8 +427,8 @@ class ClassicProtocol:
             return
         if member.has_satisfied_heartbeat():
             return
-        log.info("member %s of group %s failed its session timeout; removing it",
-                 member.member_id, group.group_id)
+        log.info("member %s of group %s failed its session timeout; removing it", member.member_id,
+                 group.group_id, extra=fields(group.group_id, member.member_id, group.generation_id))
         self._remove_member_and_update_group(group, member)
 
     def _expire_pending_member(self, group: ClassicGroup, member_id: str) -> None:
@@ -491,9 +493,8 @@ class ClassicProtocol:
                 for member in group.members.values():
                     member.assignment = by_member.get(member.member_id, b"")
                 log.info("assignment received from leader %s of group %s for generation %d",
-                         member_id, group_id, generation_id)
-                self._write(group).then(lambda err: self._assignment_persisted(
-                    group, generation_id, err))
+                         member_id, group_id, generation_id, extra=fields(group_id, member_id, generation_id))
+                self._write(group).then(lambda err: self._assignment_persisted(group, generation_id, err))
         else:  # Stable
             self._remove_pending_sync(group, member_id)
             waiter.resolve({"error_code": ErrorCode.NONE, "protocol_type": group.protocol_type,
@@ -589,7 +590,8 @@ class ClassicProtocol:
 
     def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
         member = group.members[member_id]
-        log.info("member %s left group %s", member_id, group.group_id)
+        log.info("member %s left group %s", member_id, group.group_id,
+                 extra=fields(group.group_id, member_id, group.generation_id))
         group.complete_join(member, join_error(ErrorCode.UNKNOWN_MEMBER_ID))
         self._drop_member(group, member_id)
 

@@ -11,6 +11,7 @@ support counts are kept as counters, so a join storm of N members costs O(N) in 
 
 from __future__ import annotations
 
+import logging
 import sys
 import uuid
 from enum import Enum
@@ -20,8 +21,11 @@ from ... import _core
 from ...apis import Later
 from ...clock import wall_ms
 from ...errors import ErrorCode
+from ...logformat import fields
 from ..storage import records
 from ..subscription import subscribed_topics
+
+log = logging.getLogger("corral.groups")
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -149,6 +153,8 @@ class ClassicGroup:
     # -- state ---------------------------------------------------------------------------------
 
     def transition(self, state: ClassicState) -> None:
+        log.debug("group %s: %s -> %s at generation %d", self.group_id, self.state.value,
+                  state.value, self.generation_id, extra=fields(self.group_id, epoch=self.generation_id))
         self.previous_state = self.state
         self.state = state
         self.state_timestamp_ms = wall_ms()
@@ -203,6 +209,8 @@ class ClassicGroup:
         self.members[member.member_id] = member
         self.pending_members.pop(member.member_id, None)
         self._mirror_member(member)
+        log.debug("group %s: member %s added (%d members)", self.group_id, member.member_id,
+                  len(self.members), extra=fields(self.group_id, member.member_id, self.generation_id))
 
     def remove(self, member_id: str) -> ClassicMember | None:
         self.pending_members.pop(member_id, None)
@@ -210,6 +218,8 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        log.debug("group %s: member %s removed (%d members)", self.group_id, member_id,
+                  len(self.members), extra=fields(self.group_id, member_id, self.generation_id))
         self._unmirror_member(member_id)
         for name, _ in member.protocols:
             self._drop_support(name)

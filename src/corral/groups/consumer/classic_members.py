@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ...apis import Later
 from ...clock import wall_ms
 from ...errors import ErrorCode
+from ...logformat import fields
 from ..classic.protocol import JoinRequest, join_error, sync_error
 from ..storage import consumer_records as cr
 from .members import GroupError, copy_member
@@ -133,7 +134,8 @@ class ClassicMembers:
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
-                log.info("group %s: member %s joins with the classic protocol", group.group_id, member_id)
+                log.info("group %s: member %s joins with the classic protocol", group.group_id, member_id,
+                         extra=fields(group.group_id, member_id))
                 member = ConsumerMember(member_id)
             return member, False
         old_id = group.static_members.get(instance_id)
@@ -282,7 +284,8 @@ class ClassicMembers:
             if member is None:
                 errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
-            log.info("group %s: member %s leaves (LeaveGroup)", group.group_id, member.member_id)
+            log.info("group %s: member %s leaves (LeaveGroup)", group.group_id, member.member_id,
+                     extra=fields(group.group_id, member.member_id, member.current.epoch))
             fenced[member.member_id] = member
             errors.append(ErrorCode.NONE)
         if fenced:

@@ -15,6 +15,7 @@ describes memory.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -23,6 +24,7 @@ import trio
 from ...apis import Later
 from ...clock import wall_ms
 from ...errors import ErrorCode
+from ...logformat import fields
 from ..classic import ClassicGroup, ClassicState
 from ..storage import consumer_records as cr
 from ..storage.records import GroupMetadata, GroupTombstone
@@ -260,7 +262,7 @@ class ConsumerProtocol:
             if bump:
                 group_epoch += 1
                 records.append(cr.GroupEpoch(group_id, group_epoch, new_hash))
-                log.info("group %s: epoch %d", group_id, group_epoch)
+                log.info("group %s: epoch %d", group_id, group_epoch, extra=fields(group_id, epoch=group_epoch))
         return group_epoch, names_changed or regex_changed
 
     def _reconcile_member(self, group: ConsumerGroup, group_epoch: int, member: ConsumerMember,
@@ -373,13 +375,15 @@ class ConsumerProtocol:
         inputs = TargetInputs.of(group, group_epoch, members, self.topics,
                                  regexes_after(group, records))
         assignor = self.assignors.get(preferred_assignor(members)) or self.assignors.default
+        started = time.monotonic()
         target = inputs.compute(assignor)
+        self.metrics.assignor_seconds.observe(time.monotonic() - started)
         if target is None:
             group.assignment_failed_ms = now  # retried after the assignment interval
             return current
         records += inputs.records(target, now)
         log.info("group %s: target assignment for epoch %d (%d members, %s)", group.group_id,
-                 group_epoch, len(members), assignor.name)
+                 group_epoch, len(members), assignor.name, extra=fields(group.group_id, epoch=group_epoch))
         return group_epoch, target.get(updated.member_id, EMPTY_ASSIGNMENT)
 
     def _may_compute(self, group: ConsumerGroup, now: int) -> bool:
@@ -410,10 +414,12 @@ class ConsumerProtocol:
     async def _compute_offloaded(self, group: ConsumerGroup, inputs: TargetInputs, assignor) -> None:
         """The computation, its records and their bytes in a worker thread; the loop only applies
         them (or, if members left meanwhile, makes the records again without them)."""
+        started = time.monotonic()
         try:
             result = await trio.to_thread.run_sync(encoded_result, inputs, assignor, wall_ms())
         finally:
             group.computing_epoch = None
+            self.metrics.assignor_seconds.observe(time.monotonic() - started)
         if self.groups.get(group.group_id) is not group or group.deleting or \
                 group.assignment_epoch >= inputs.epoch:
             return
@@ -422,7 +428,8 @@ class ConsumerProtocol:
             return
         records, batch = result
         log.info("group %s: target assignment for epoch %d (%d members, %s, worker thread)",
-                 group.group_id, inputs.epoch, len(inputs.members), assignor.name)
+                 group.group_id, inputs.epoch, len(inputs.members), assignor.name,
+                 extra=fields(group.group_id, epoch=inputs.epoch))
         if any(member_id not in group.members for member_id, *_ in inputs.members):
             records = [r for r in records
                        if not isinstance(r, cr.TargetMember) or r.member_id in group.members]
@@ -461,7 +468,8 @@ class ConsumerProtocol:
             log.info("group %s: static member %s (%s) leaves temporarily", group.group_id,
                      member.instance_id, member.member_id)
             return [member.assignment_record(group.group_id, leaving)], answer
-        log.info("group %s: member %s leaves", group.group_id, member.member_id)
+        log.info("group %s: member %s leaves", group.group_id, member.member_id,
+                 extra=fields(group.group_id, member.member_id, member.current.epoch))
         return self._fence_records(group, [member]), answer
 
     def _fence_records(self, group: ConsumerGroup, members: list[ConsumerMember]) -> list:
@@ -506,7 +514,8 @@ class ConsumerProtocol:
         if self.groups.get(group.group_id) is not group or member.member_id not in group.members \
                 or group.deleting:
             return
-        log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why)
+        log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why,
+                 extra=fields(group.group_id, member.member_id, member.current.epoch))
         self._write_consumer(group.group_id, self._fence_records(group, [member]))
 
     # ============================================================================ timers ===
