@@ -80,7 +80,8 @@ def test_extras_keep_the_broker_install_light(wheels):
         return {r.name + "".join(f"[{e}]" for e in r.extras) for r in requires
                 if r.marker and r.marker.evaluate({"extra": extra})}
     base = {r.name for r in requires if r.marker is None}
-    assert base == {"trio", "rich", "google-re2"}
+    # prometheus-client: pure Python, no dependencies (the /metrics endpoint).
+    assert base == {"trio", "rich", "google-re2", "prometheus-client"}
     assert names("load") == {"matplotlib"}
     assert names("analyze") == {"pyspark", "corral[load]"}
     assert "corral[load]" in names("test")

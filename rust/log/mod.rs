@@ -66,6 +66,8 @@ fn storage_error(e: io::Error) -> PyErr {
 const DEFAULT_OPEN_FILES: usize = 1024;
 
 const CLEAN_SHUTDOWN_MARKER: &str = ".corral-clean-shutdown";
+/// Threads that close partitions at shutdown (each close waits on fsyncs, not on the CPU).
+const CLOSE_THREADS: usize = 16;
 
 type Key = (String, i32);
 type Shared = Arc<Mutex<Partition>>;
@@ -376,13 +378,27 @@ impl LogStore {
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let parts = self.all();
         py.detach(|| -> io::Result<()> {
-            let mut first_error = None;
-            for (_, p) in parts {
-                if let Err(e) = lock(&p).close() {
-                    first_error.get_or_insert(e);
-                }
-            }
-            if let Some(e) = first_error {
+            // Each partition's close is a few fsyncs: spread over threads, a thousand partitions
+            // close in a fraction of the serial time (the disk takes the fsyncs in parallel).
+            let per_thread = parts.len().div_ceil(CLOSE_THREADS).max(1);
+            let results: Vec<io::Result<()>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = parts
+                    .chunks(per_thread)
+                    .map(|chunk| {
+                        scope.spawn(move || {
+                            let mut first_error = None;
+                            for (_, p) in chunk {
+                                if let Err(e) = lock(p).close() {
+                                    first_error.get_or_insert(e);
+                                }
+                            }
+                            first_error.map_or(Ok(()), Err)
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(io::Error::other("a close thread panicked")))).collect()
+            });
+            if let Some(e) = results.into_iter().find_map(Result::err) {
                 return Err(e);
             }
             fs::File::create(self.dir.join(CLEAN_SHUTDOWN_MARKER))?.sync_all()?;
