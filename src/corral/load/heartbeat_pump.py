@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import trio
 
-from .member import NONE, REQUEST_TIMEOUT_S, ClassicMember
+from .member import NONE, REJOIN_STEPS, REQUEST_TIMEOUT_S, ClassicMember
 from .stats import Recorder
 from .wire import BrokerError, Connection
 
@@ -137,7 +137,7 @@ class HeartbeatPump:
             self.recorder.latency("HEARTBEAT", now - b.sent_at)
             b.sent_at = None
             if code != NONE:
-                self.recorder.error("HEARTBEAT", code)
+                self.recorder.answer("HEARTBEAT", code, REJOIN_STEPS)
                 self._finish(b, code)
                 continue
             b.member.last_ok_at = now

@@ -20,7 +20,7 @@ import trio
 
 from . import consumer_protocol as cp
 from .checks import Violations
-from .stats import Recorder, error_name
+from .stats import Recorder
 from ..apis import ApiKey
 from ..errors import ErrorCode
 from .wire import CLIENT_ID, BrokerError, Connection
@@ -34,6 +34,12 @@ ILLEGAL_GENERATION = ErrorCode.ILLEGAL_GENERATION
 UNKNOWN_MEMBER_ID = ErrorCode.UNKNOWN_MEMBER_ID
 REBALANCE_IN_PROGRESS = ErrorCode.REBALANCE_IN_PROGRESS
 MEMBER_ID_REQUIRED = ErrorCode.MEMBER_ID_REQUIRED
+# A SyncGroup or Heartbeat of a generation the coordinator has begun to replace is answered
+# REBALANCE_IN_PROGRESS: the way a member learns to rejoin (the Java consumer rejoins and logs it
+# at INFO), as much the protocol's normal answer as KIP-394's MEMBER_ID_REQUIRED. Counted, not an
+# error: a join storm spread out by a slow generator gets one whenever a member joins after the
+# coordinator closed the first generation (group.initial.rebalance.delay.ms 0 closes it at once).
+REJOIN_STEPS = (REBALANCE_IN_PROGRESS,)
 
 REQUEST_TIMEOUT_S = 30.0
 BACKOFF_S = 0.1
@@ -127,14 +133,10 @@ class GroupMember(abc.ABC):
                       urgent: bool = False, steps: tuple[int, ...] = ()) -> dict | None:
         """One request with latency and error code recorded; None (and the connection dropped)
         on failure. See `_roundtrip` for `urgent`. `steps`: codes that are the protocol's normal
-        answer at this point (KIP-394's MEMBER_ID_REQUIRED), counted, not errors."""
+        answer at this point (KIP-394's MEMBER_ID_REQUIRED, REJOIN_STEPS), counted, not errors."""
         response = await self._roundtrip(api, lambda conn: conn.call(api, body), timeout, urgent)
-        if response is not None:
-            code = response.get("error_code", NONE)
-            if code in steps:
-                self.recorder.counts[f"{api.name}:{error_name(code)}"] += 1
-            elif code != NONE:
-                self.recorder.error(api.name, code)
+        if response is not None and response.get("error_code", NONE) != NONE:
+            self.recorder.answer(api.name, response["error_code"], steps)
         return response
 
     async def _roundtrip(self, api: ApiKey, exchange: Callable[[Connection], Awaitable[T]],
@@ -334,7 +336,8 @@ class ClassicMember(GroupMember):
             "group_id": c.group, "generation_id": join["generation_id"],
             "member_id": self.member_id, "protocol_type": cp.PROTOCOL_TYPE,
             "protocol_name": join["protocol_name"], "assignments": assignments,
-        }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S, urgent=bool(assignments))
+        }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S, urgent=bool(assignments),
+            steps=REJOIN_STEPS)
         if response is None:
             return None
         code = response["error_code"]
@@ -364,7 +367,7 @@ class ClassicMember(GroupMember):
         frame, version = self._heartbeat_frame(), self.config.versions[ApiKey.HEARTBEAT]
         code = await self._roundtrip(ApiKey.HEARTBEAT, lambda conn: conn.heartbeat(version, frame))
         if code is not None and code != NONE:
-            self.recorder.error(ApiKey.HEARTBEAT.name, code)
+            self.recorder.answer(ApiKey.HEARTBEAT.name, code, REJOIN_STEPS)
         return self._heartbeat_answered(code)
 
     async def heartbeats(self, pump) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from array import array
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ..errors import ErrorCode
@@ -45,6 +46,14 @@ class Recorder:
     def error(self, api: str, code: int | str) -> None:
         name = code if isinstance(code, str) else error_name(code)
         self.errors[f"{api}:{name}"] += 1
+
+    def answer(self, api: str, code: int, steps: Collection[int] = ()) -> None:
+        """An answer other than NONE: counted when it is one of `steps`, the protocol's normal
+        answer at that point (it says what the member does next), an error otherwise."""
+        if code in steps:
+            self.counts[f"{api}:{error_name(code)}"] += 1
+        else:
+            self.error(api, code)
 
     def take(self) -> Recorder:
         """Hands over everything recorded so far and starts afresh (shipped to the parent)."""
