@@ -1,0 +1,1 @@
+"""`corral analyze`: consumer-lag analytics. `rules` holds the pure rules the Spark job applies."""
