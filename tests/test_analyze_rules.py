@@ -148,6 +148,13 @@ def test_lag_seconds(samples, committed, now, expected):
             (2000, 100),
             [LagRow(1000, 7, 10, 3, pytest.approx(0.3)), LagRow(2000, 7, 10, 3, pytest.approx(1.3))],
         ),
+        # the log end went down (unclean truncation): ignored until it passes its old high
+        (
+            [(1000, 90)],
+            [(0, 0), (1000, 100), (2000, 50), (3000, 120)],
+            (),
+            [LagRow(1000, 90, 100, 10, pytest.approx(0.1)), LagRow(3000, 90, 120, 30, pytest.approx(2.1))],
+        ),
         # a rewound commit: lag grows back
         (
             [(1000, 100), (2000, 40)],
@@ -359,14 +366,38 @@ def _samples(draw, min_size=2):
     return list(zip(sorted(times), offsets))
 
 
+def _kle_lookup(points, offset):
+    # MemoryTable.lookup's search as written in LookupTable.scala: the newest pair of points
+    # around the offset, else the first and the last point.
+    pairs = [(points[i - 1], points[i]) for i in range(len(points) - 1, 0, -1)]
+    left, right = next(((lo, hi) for lo, hi in pairs if lo[1] <= offset <= hi[1]),
+                       (points[0], points[-1]))
+    return right[0] - (right[1] - offset) * (right[0] - left[0]) / (right[1] - left[1])
+
+
+@CHECKS
+@given(_samples(), st.integers(-100, 40_000))
+def test_offset_time_is_kafka_lag_exporters_lookup(samples, offset):
+    if offset == samples[-1][1] or samples[0][1] == samples[-1][1]:
+        return  # LagIsZero / a flat table (infinite in Kafka Lag Exporter): tables above
+    assert offset_time(samples, offset) == pytest.approx(_kle_lookup(samples, offset))
+
+
+@CHECKS
+@given(st.lists(st.tuples(st.integers(0, 100), st.integers(0, 100)), max_size=30))
+def test_monotone_samples_kept_in_order(samples):
+    kept = monotone_samples(samples)
+    assert all(k in samples for k in kept)
+    assert all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(kept, kept[1:]))
+    assert kept[:1] == samples[:1]
+
+
 @CHECKS
 @given(_samples())
 def test_offset_time_exact_at_samples_and_monotone(samples):
     last_at = {off: t for t, off in samples}  # a flat stretch maps to its last sample
-    distinct = len(last_at) > 1
     for off, t in last_at.items():
-        if distinct:
-            assert offset_time(samples, off) == pytest.approx(t)
+        assert offset_time(samples, off) == pytest.approx(t)
     lo, hi = samples[0][1], samples[-1][1]
     times = [offset_time(samples, x) for x in range(lo, hi + 1, max(1, (hi - lo) // 50))]
     assert all(not math.isnan(t) for t in times)
@@ -391,6 +422,8 @@ def test_lag_never_negative(history):
         assert r.lag_records is None or r.lag_records >= 0
         assert r.lag_seconds is None or r.lag_seconds >= 0
         assert r.log_end_offset is None or r.log_end_offset >= r.committed_offset
+        if r.lag_seconds is not None:  # behind in records exactly when behind in time
+            assert (r.lag_seconds > 0) == (r.lag_records > 0)
     statuses = partition_status_timeline(commits, samples)
     assert [s.time_ms for s in statuses] == [r.time_ms for r in rows]
 
