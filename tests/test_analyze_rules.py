@@ -268,6 +268,19 @@ def test_quiet_partition_is_not_stopped(current_lag, burrow_compatible, status):
     assert got == status
 
 
+@pytest.mark.parametrize("burrow_compatible, at_20s", [(True, STOP), (False, OK)])
+def test_quiet_partition_timeline(burrow_compatible, at_20s):
+    # The consumer catches up slowly (lag 450 .. 410 at its commits) and stops committing when the
+    # producer pauses; produce resumes at 21 s. `at` evaluates the quiet period at 20 s.
+    commits = [(1000 * i, 100 * i) for i in range(1, 6)]
+    samples = [(1000 * i - 500, 460 + 90 * i) for i in range(1, 6)] + [(21000, 911)]
+    got = partition_status_timeline(commits, samples, burrow_compatible=burrow_compatible,
+                                    at=[20000])
+    assert [r.time_ms for r in got] == [1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000,
+                                        20000, 21000]
+    assert [r.status for r in got[-3:]] == [OK, at_20s, STOP]
+
+
 # Burrow's table in corral's mode: rows 2 and 3 are STOPs of a log end that has not moved since
 # the last commit (broker offset = last commit + its lag), which corral does not call STOP; row 9's
 # log end moved (lag 0 at the last commit, 931 now), so it stays STOP.
