@@ -49,7 +49,7 @@ class AnalyticsEvents:
         self._generation_size: dict[str, int] = {}
         # Consumer groups: why members are leaving (noted when the records are written) and
         # the change a coming epoch bump answers, with the member count before it.
-        self._gone: dict[tuple[str, str], tuple[str, str]] = {}
+        self._gone: dict[tuple[str, str], tuple[str, str, int]] = {}
         self._change: dict[str, tuple[str, int]] = {}
 
     def _emit(self, event: str, group_id: str, protocol: str, **values: Any) -> None:
@@ -140,7 +140,7 @@ class AnalyticsEvents:
             gone = ("member_expired", "session_timeout")
         else:
             gone = ("member_fenced", why)
-        self._gone[(group.group_id, member.member_id)] = gone
+        self._gone[(group.group_id, member.member_id)] = (*gone, member.current.epoch)
 
     def consumer_record(self, group: "ConsumerGroup", record: cr.ConsumerRecord,
                         leaving: "ConsumerMember | None") -> None:
@@ -151,26 +151,28 @@ class AnalyticsEvents:
         gid = group.group_id
         if isinstance(record, cr.MemberMetadata):
             if record.member_id not in group.members:
-                self._change.setdefault(gid, ("member_joined", len(group.members)))
+                self._note_change(gid, "member_joined", len(group.members))
                 self._emit("member_joined", gid, CLASSIC if record.classic else CONSUMER,
                            member_id=record.member_id, instance_id=record.instance_id,
                            client_id=record.client_id, client_host=record.client_host,
                            group_epoch=group.group_epoch)
             else:
-                self._change.setdefault(gid, ("member_updated", len(group.members)))
+                self._note_change(gid, "member_updated", len(group.members))
         elif leaving is not None:
-            event, reason = self._gone.pop((gid, leaving.member_id), ("member_left", "left"))
-            self._change.setdefault(gid, (event, len(group.members)))
+            event, reason, epoch = self._gone.pop((gid, leaving.member_id),
+                                                  ("member_left", "left", leaving.current.epoch))
+            self._note_change(gid, event, len(group.members))
             self._emit(event, gid, CLASSIC if leaving.classic else CONSUMER,
                        member_id=leaving.member_id, instance_id=leaving.instance_id,
                        client_id=leaving.client_id, client_host=leaving.client_host,
-                       group_epoch=group.group_epoch, member_epoch=leaving.current.epoch, reason=reason)
+                       group_epoch=group.group_epoch, member_epoch=epoch, reason=reason)
         elif isinstance(record, cr.GroupEpoch) and record.epoch > group.group_epoch:
             cause, before = self._change.pop(gid, ("metadata_changed", len(group.members)))
             self._open.setdefault(gid, _Rebalance(wall_ms(), before, cause))
             self._emit("rebalance_start", gid, CONSUMER, group_epoch=record.epoch,
                        members_before=before, members=len(group.members), cause=cause)
         elif isinstance(record, cr.TargetEpoch):
+            self._change.pop(gid, None)  # a change that bumped nothing (a rack, a timeout)
             self._emit("target_assignment", gid, CONSUMER, group_epoch=record.epoch,
                        assignment={m: self._named(parts) for m, parts in group.target.items()})
             if not group.members and gid in self._open:
@@ -187,6 +189,13 @@ class AnalyticsEvents:
                     and all(m.current.epoch == epoch for m in group.members.values()
                             if m.member_id != record.member_id):
                 self._end(gid, CONSUMER, "group_epoch", epoch, len(group.members))
+
+    def _note_change(self, group_id: str, cause: str, members: int) -> None:
+        """The change an epoch bump written next answers: the first one of the write (with the
+        member count before it), unless that was only a metadata update."""
+        noted = self._change.get(group_id)
+        if noted is None or (noted[0] == "member_updated" and cause != noted[0]):
+            self._change[group_id] = (cause, members if noted is None else noted[1])
 
     def _named(self, partitions) -> list[list]:
         return sorted([self.topics.name_of(topic_id), p] for topic_id, ps in partitions.items() for p in ps)
