@@ -28,6 +28,7 @@ log = logging.getLogger("corral.groups")
 
 CLASSIC, CONSUMER = "classic", "consumer"
 SESSION_EXPIRED = "the member session expired"  # consumer/protocol.py's reason to fence
+STATIC_REPLACED = "static_member_replaced"
 
 
 class _Rebalance:
@@ -102,6 +103,14 @@ class AnalyticsEvents:
                      group.group_id, extra=fields(group.group_id, member.member_id, group.generation_id))
             self._classic_member("member_expired", group, member, reason="session_timeout")
 
+    def classic_static_replaced(self, group: "ClassicGroup", member: "ClassicMember", old_id: str) -> None:
+        """A static member rejoined under a new id: its old id is fenced, the new one joins."""
+        self._emit("member_fenced", group.group_id, CLASSIC, member_id=old_id,
+                   instance_id=member.group_instance_id, client_id=member.client_id,
+                   client_host=member.client_host, generation_id=group.generation_id,
+                   reason=STATIC_REPLACED)
+        self.member_joined(group, member)
+
     def classic_members_expired(self, group: "ClassicGroup", member_ids: list[str], reason: str) -> None:
         """Members removed for missing a rebalance's JoinGroup or SyncGroup (before removal)."""
         if member_ids and reason == "rebalance_timeout":
@@ -142,6 +151,12 @@ class AnalyticsEvents:
             gone = ("member_fenced", why)
         self._gone[(group.group_id, member.member_id)] = (*gone, member.current.epoch)
 
+    def static_member_replaced(self, group: "ConsumerGroup", old: "ConsumerMember", new_id: str) -> None:
+        """A static member rejoins under a new id (its records are being written): the old id
+        is fenced, the new one joins."""
+        log.info("group %s: static member %s rejoins as %s", group.group_id, old.instance_id, new_id)
+        self._gone[(group.group_id, old.member_id)] = ("member_fenced", STATIC_REPLACED, old.current.epoch)
+
     def consumer_record(self, group: "ConsumerGroup", record: cr.ConsumerRecord,
                         leaving: "ConsumerMember | None") -> None:
         """A live record of the group, before it is applied (`leaving`: the member its
@@ -178,6 +193,7 @@ class AnalyticsEvents:
             if not group.members and gid in self._open:
                 self._end(gid, CONSUMER, "group_epoch", group.group_epoch, 0)
         elif isinstance(record, cr.CurrentAssignment):
+            self._change.pop(gid, None)  # a change that bumped nothing (a static replacement)
             member = group.members.get(record.member_id)
             previous = member.current.epoch if member is not None else 0
             if record.epoch != previous:

@@ -296,6 +296,7 @@ class ClassicProtocol:
         current_leader = group.leader_id
         member = group.replace_static_member(req.group_instance_id, old_id, new_id,
                                              join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        self.events.classic_static_replaced(group, member, old_id)
         self._schedule_heartbeat(member)
         group.update(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
                      waiter)

@@ -327,7 +327,7 @@ class ConsumerProtocol:
         records += [new.metadata_record(gid),
                     cr.TargetMember(gid, member_id, as_record(group.target.get(old.member_id, {}))),
                     new.assignment_record(gid)]
-        log.info("group %s: static member %s rejoins as %s", gid, old.instance_id, member_id)
+        self.events.static_member_replaced(group, old, member_id)
         return new
 
     # ===================================================================== regular exprs ===
