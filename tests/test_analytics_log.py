@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from cgkit import CG_FAST, MemberProcess, all_partitions, stop_processes, wait_stable
@@ -23,6 +24,7 @@ SETTINGS = {**CG_FAST, "corral.analytics.sample.interval.ms": INTERVAL_MS,
 CLASSIC_TOPICS = {"an-classic": 4}
 CONSUMER_TOPICS = {"an-consumer": 6}
 PRODUCED = {"an-produced": 3}
+MEMBERSHIP = {"member_joined", "member_left", "member_expired", "member_fenced"}
 
 
 def read_all(bootstrap: str) -> list[tuple[int, str, dict]]:
@@ -215,6 +217,41 @@ def test_analytics_topic_records_groups_and_log_ends(corral_factory):
         assert [r for r in after if r[1] == "group_event"] == before
         resampled = [v for ts, k, v in after if k == "log_end"][len(samples):]
         assert {(s["topic"], s["partition"]) for s in resampled} >= all_partitions(PRODUCED)
+    finally:
+        stop_processes(processes)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_static_member_replaced(corral_factory, protocol):
+    """A static member closes and its instance comes back under a new member id: the old id is
+    fenced, the new one joins, and no rebalance is recorded for it."""
+    broker = corral_factory(**SETTINGS)
+    bootstrap = broker.bootstrap
+    create_topics(bootstrap, {"an-static": 2})
+    group = f"an-static-{protocol}"
+    spec = {"name": "s1", "instance_id": "inst-1", "protocol": protocol,
+            **({"session_timeout_ms": 30000} if protocol == "classic" else {})}
+    first = MemberProcess("confluent", bootstrap, group, [spec], topics=["an-static"])
+    processes = [first]
+    try:
+        wait_events(bootstrap, group, ended(1))
+        # A static member's close leaves temporarily (consumer: epoch -2; classic: no LeaveGroup).
+        first.close_all()
+        second = MemberProcess("confluent", bootstrap, group, [spec], topics=["an-static"])
+        processes.append(second)
+
+        def replaced(events) -> bool:
+            return [e["event"] for e in events if e["event"] in MEMBERSHIP][-2:] == \
+                ["member_fenced", "member_joined"]
+
+        records = wait_events(bootstrap, group, replaced)
+        events = group_events(records, group)
+        joins = [e for e in events if e["event"] == "member_joined"]
+        [fenced] = [e for e in events if e["event"] == "member_fenced"]
+        assert fenced["reason"] == "static_member_replaced"
+        assert fenced["member_id"] == joins[0]["member_id"] != joins[1]["member_id"]
+        assert {e["instance_id"] for e in [*joins, fenced]} == {"inst-1"}
+        assert [e["event"] for e in events].count("rebalance_start") == 1
     finally:
         stop_processes(processes)
 
