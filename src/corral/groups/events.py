@@ -32,12 +32,29 @@ STATIC_REPLACED = "static_member_replaced"
 
 
 class _Rebalance:
-    """A rebalance under way: when it started, the members then, why."""
+    """A rebalance under way: when it started, the members then, why; consumer groups: the
+    members not at `epoch` yet (found once per epoch, so that the end is found in O(members))."""
 
-    __slots__ = ("start_ms", "members_before", "cause")
+    __slots__ = ("start_ms", "members_before", "cause", "epoch", "waiting")
 
     def __init__(self, start_ms: int, members_before: int, cause: str):
         self.start_ms, self.members_before, self.cause = start_ms, members_before, cause
+        self.epoch = -1
+        self.waiting: set[str] = set()
+
+    def reached(self, group: "ConsumerGroup", member_id: str, epoch: int) -> bool:
+        """Whether every member is at `epoch` once `member_id` is."""
+        if self.epoch != epoch:
+            self.epoch = epoch
+            self.waiting = {m.member_id for m in group.members.values() if m.current.epoch != epoch}
+        self.waiting.discard(member_id)
+        while self.waiting:
+            member_id = next(iter(self.waiting))
+            member = group.members.get(member_id)
+            if member is not None and member.current.epoch != epoch:
+                return False
+            self.waiting.discard(member_id)  # gone, or reached the epoch another way
+        return True
 
 
 class AnalyticsEvents:
@@ -200,10 +217,9 @@ class AnalyticsEvents:
                 self._emit("member_epoch", gid, CONSUMER, member_id=record.member_id,
                            member_epoch=record.epoch, previous_member_epoch=previous,
                            state=MemberState.of(record.state).name.lower())
-            epoch = group.group_epoch
-            if gid in self._open and record.epoch == epoch and group.assignment_epoch == epoch \
-                    and all(m.current.epoch == epoch for m in group.members.values()
-                            if m.member_id != record.member_id):
+            epoch, rebalance = group.group_epoch, self._open.get(gid)
+            if rebalance is not None and record.epoch == epoch == group.assignment_epoch \
+                    and rebalance.reached(group, record.member_id, epoch):
                 self._end(gid, CONSUMER, "group_epoch", epoch, len(group.members))
 
     def _note_change(self, group_id: str, cause: str, members: int) -> None:
