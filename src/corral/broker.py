@@ -9,6 +9,7 @@ import os
 import uuid
 from pathlib import Path
 
+from .analytics_log import analytics_log_for
 from .config import ConfigError, Settings, parse_listener
 from .dynamic_configs import DynamicConfigs
 from .groups import coordinator_for
@@ -65,6 +66,8 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)
+        # __corral_analytics: log-end samples and group events; the server runs `analytics.run`.
+        self.analytics = analytics_log_for(self)
         # Set once the listener is bound (the port may be 0 until then).
         self.advertised_host, self.advertised_port = parse_listener(settings["listeners"])
 

@@ -171,6 +171,14 @@ _CORRAL: list[Setting] = [
     Setting("corral.metrics.listen", ConfigType.STRING, "", optional_listener,
             "corral only: HOST:PORT of the Prometheus /metrics endpoint (plain HTTP; port 0 picks "
             "one, logged at startup); empty (the default): no metrics port."),
+    Setting("corral.analytics.sample.interval.ms", ConfigType.LONG, 5000, int_in(0, INT64_MAX),
+            "corral only: how often the broker samples the partitions' log-end offsets into "
+            "__corral_analytics (docs/analytics.md) and appends the buffered group events; 0 "
+            "turns sampling off (group events are then appended every 5 s)."),
+    Setting("corral.analytics.retention.ms", ConfigType.LONG, 7 * 24 * 3600 * 1000,
+            minus_one_or_positive,
+            "corral only: retention.ms of the __corral_analytics topic (log-end samples and "
+            "group events); -1 keeps them forever."),
     ]
 
 _SINGLE_NODE = "corral is a single node, with no replicas, controllers or inter-broker traffic"

@@ -85,6 +85,7 @@ class Server:
                 nursery.start_soon(self.broker.groups.run)
                 nursery.start_soon(self.broker.logs.run)
                 nursery.start_soon(self.broker.topics.run)
+                nursery.start_soon(self.broker.analytics.run)
                 nursery.start_soon(self._dispatch, reactor, nursery)
                 if metrics_listeners:
                     nursery.start_soon(metrics.serve, metrics_listeners, metrics.registry(self))

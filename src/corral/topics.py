@@ -239,6 +239,12 @@ class TopicStore:
         self._index(topic)
         return topic
 
+    def reconfigure_at_startup(self, topic: Topic, configs: dict[str, str]) -> None:
+        """Replaces a topic's overrides before the event loop runs (the broker's own topics
+        follow their settings), written and fsynced on the spot."""
+        self._write([{"op": "configs", "name": topic.name, "id": str(topic.id), "configs": configs}])
+        topic.configs = configs
+
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                internal: bool = False) -> Awaitable[Topic]:
         """Creates a topic (checked with `check_new` first). The name is taken and the creation

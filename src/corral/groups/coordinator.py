@@ -37,6 +37,7 @@ from .consumer.classic_members import ClassicMembers
 from .consumer.migration import MigrationPolicy
 from .consumer.reconcile import MemberState
 from .group import Group
+from .events import AnalyticsEvents
 from .metrics import GroupMetrics
 from .offsets import Offsets
 from .storage import consumer_records as cr
@@ -71,6 +72,7 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
         self.snapshot_path = snapshot_path
         self.groups: dict[str, Group] = {}
         self.metrics = GroupMetrics()
+        self.events = AnalyticsEvents(self.topics)  # for __corral_analytics (analytics_log.py)
         self.offsets = Offsets(settings, self.groups, log_store, self._remove_group, self.metrics)
         self.timers = Timers()
         # Mirrors the classic groups for the network thread's Heartbeat answers (server.py).
@@ -189,6 +191,7 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
                 self.metrics.consumer_rebalances += 1
             if log.isEnabledFor(logging.DEBUG):
                 _debug_consumer(record, getattr(record, "member_id", None) in group.members)
+            self.events.consumer_record(group, record, leaving)
         group.replay(record)
         if leaving is not None:
             # After the replay: the network thread no longer finds the member, so it cannot
@@ -316,6 +319,7 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
                 group.abort_delete()
             else:
                 log.info("group %s deleted with %d offsets", group_id, len(offsets))
+                self.events.group_deleted(group_id, group.type)
             return error
 
         return written.map(done)

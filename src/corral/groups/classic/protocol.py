@@ -278,6 +278,7 @@ class ClassicProtocol:
             self.timers.unregister(pending_key)
         member.timer_key = self.timers.register(self._expire_member, group, member)
         group.add(member, waiter)
+        self.events.member_joined(group, member)
         # A new member cannot heartbeat before its JoinGroup returns; a long timeout bounds
         # defunct joiners (clients that gave up and retried under another id).
         self._schedule_heartbeat(member, NEW_MEMBER_JOIN_TIMEOUT_MS)
@@ -295,6 +296,7 @@ class ClassicProtocol:
         current_leader = group.leader_id
         member = group.replace_static_member(req.group_instance_id, old_id, new_id,
                                              join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        self.events.classic_static_replaced(group, member, old_id)
         self._schedule_heartbeat(member)
         group.update(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
                      waiter)
@@ -354,8 +356,7 @@ class ClassicProtocol:
             group.join_action = ("initial", delay, remaining)
             self.timers.schedule(group.join_key, delay)
         group.transition(ClassicState.PREPARING_REBALANCE)
-        log.info("preparing to rebalance group %s with old generation %d (%s)", group.group_id,
-                 group.generation_id, reason, extra=fields(group.group_id, epoch=group.generation_id))
+        self.events.classic_rebalance_start(group, reason)
         if not initial:
             self._maybe_complete_join_else_schedule(group)
 
@@ -380,10 +381,9 @@ class ClassicProtocol:
     def _complete_join_phase(self, group: ClassicGroup) -> None:
         self.timers.cancel(group.join_key)
         gone = [m.member_id for m in group.not_yet_rejoined() if m.group_instance_id is None]
+        self.events.classic_members_expired(group, gone, "rebalance_timeout")
         for member_id in gone:
             self._drop_member(group, member_id)
-        if gone:
-            log.info("group %s removed %d dynamic members that did not rejoin", group.group_id, len(gone))
         if group.state is ClassicState.DEAD:
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
@@ -394,7 +394,7 @@ class ClassicProtocol:
         self.metrics.classic_rebalanced(group.state_timestamp_ms, bool(group.members))
         group.init_next_generation()
         if group.state is ClassicState.EMPTY:
-            log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
+            self.events.classic_rebalance_end(group)
             self._write(group)
             return
         log.info("stabilized group %s generation %d (%s) with %d members", group.group_id, group.generation_id,
@@ -418,6 +418,7 @@ class ClassicProtocol:
         if group.state in (ClassicState.COMPLETING_REBALANCE, ClassicState.STABLE) and \
                 group.pending_sync:
             missing = list(group.pending_sync)
+            self.events.classic_members_expired(group, missing, "sync_timeout")
             for member_id in missing:
                 self._drop_member(group, member_id)
             self._prepare_rebalance(group, f"{len(missing)} members did not send SyncGroup in time")
@@ -427,8 +428,7 @@ class ClassicProtocol:
             return
         if member.has_satisfied_heartbeat():
             return
-        log.info("member %s of group %s failed its session timeout; removing it", member.member_id,
-                 group.group_id, extra=fields(group.group_id, member.member_id, group.generation_id))
+        self.events.classic_member_gone(group, member, left=False)
         self._remove_member_and_update_group(group, member)
 
     def _expire_pending_member(self, group: ClassicGroup, member_id: str) -> None:
@@ -514,6 +514,7 @@ class ClassicProtocol:
             return
         self._propagate_assignment(group, ErrorCode.NONE)
         group.transition(ClassicState.STABLE)
+        self.events.classic_rebalance_end(group)
 
     def _validate_sync(self, group: ClassicGroup, member_id: str, instance_id: str | None,
                        generation_id: int, protocol_type: str | None,
@@ -590,8 +591,7 @@ class ClassicProtocol:
 
     def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
         member = group.members[member_id]
-        log.info("member %s left group %s", member_id, group.group_id,
-                 extra=fields(group.group_id, member_id, group.generation_id))
+        self.events.classic_member_gone(group, member, left=True)
         group.complete_join(member, join_error(ErrorCode.UNKNOWN_MEMBER_ID))
         self._drop_member(group, member_id)
 

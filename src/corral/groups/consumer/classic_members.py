@@ -284,8 +284,7 @@ class ClassicMembers:
             if member is None:
                 errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
-            log.info("group %s: member %s leaves (LeaveGroup)", group.group_id, member.member_id,
-                     extra=fields(group.group_id, member.member_id, member.current.epoch))
+            self.events.consumer_member_gone(group, member, "leaves (LeaveGroup)")
             fenced[member.member_id] = member
             errors.append(ErrorCode.NONE)
         if fenced:

@@ -327,7 +327,7 @@ class ConsumerProtocol:
         records += [new.metadata_record(gid),
                     cr.TargetMember(gid, member_id, as_record(group.target.get(old.member_id, {}))),
                     new.assignment_record(gid)]
-        log.info("group %s: static member %s rejoins as %s", gid, old.instance_id, member_id)
+        self.events.static_member_replaced(group, old, member_id)
         return new
 
     # ===================================================================== regular exprs ===
@@ -468,8 +468,7 @@ class ConsumerProtocol:
             log.info("group %s: static member %s (%s) leaves temporarily", group.group_id,
                      member.instance_id, member.member_id)
             return [member.assignment_record(group.group_id, leaving)], answer
-        log.info("group %s: member %s leaves", group.group_id, member.member_id,
-                 extra=fields(group.group_id, member.member_id, member.current.epoch))
+        self.events.consumer_member_gone(group, member, "leaves")
         return self._fence_records(group, [member]), answer
 
     def _fence_records(self, group: ConsumerGroup, members: list[ConsumerMember]) -> list:
@@ -514,8 +513,7 @@ class ConsumerProtocol:
         if self.groups.get(group.group_id) is not group or member.member_id not in group.members \
                 or group.deleting:
             return
-        log.info("group %s: member %s fenced: %s", group.group_id, member.member_id, why,
-                 extra=fields(group.group_id, member.member_id, member.current.epoch))
+        self.events.consumer_member_gone(group, member, why)
         self._write_consumer(group.group_id, self._fence_records(group, [member]))
 
     # ============================================================================ timers ===

@@ -1,0 +1,245 @@
+"""The coordinator's group events for `__corral_analytics` (docs/analytics.md has the schema):
+rebalances, member joins and departures, epochs and assignments, of both group types.
+
+The coordinator calls these where it decides (classic groups: classic/protocol.py, each call
+also writing the INFO line it replaces) or where a consumer group's records are applied live
+(`consumer_record`, from coordinator.py). `sink` is None until the broker's analytics log takes
+the events (after loading, so that replaying the log at startup records nothing; None in
+in-process tests), and then gets each event as a JSON-able dict, buffered, never written here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+from .. import _core
+from ..clock import wall_ms
+from ..logformat import fields
+from .consumer.reconcile import MemberState
+from .storage import consumer_records as cr
+
+if TYPE_CHECKING:
+    from .classic.state import ClassicGroup, ClassicMember
+    from .consumer.state import ConsumerGroup, ConsumerMember
+    from .consumer.target import TopicImage
+
+log = logging.getLogger("corral.groups")
+
+CLASSIC, CONSUMER = "classic", "consumer"
+SESSION_EXPIRED = "the member session expired"  # consumer/protocol.py's reason to fence
+STATIC_REPLACED = "static_member_replaced"
+
+
+class _Rebalance:
+    """A rebalance under way: when it started, the members then, why; consumer groups: the
+    members not at `epoch` yet (found once per epoch, so that the end is found in O(members))."""
+
+    __slots__ = ("start_ms", "members_before", "cause", "epoch", "waiting")
+
+    def __init__(self, start_ms: int, members_before: int, cause: str):
+        self.start_ms, self.members_before, self.cause = start_ms, members_before, cause
+        self.epoch = -1
+        self.waiting: set[str] = set()
+
+    def reached(self, group: "ConsumerGroup", member_id: str, epoch: int) -> bool:
+        """Whether every member is at `epoch` once `member_id` is."""
+        if self.epoch != epoch:
+            self.epoch = epoch
+            self.waiting = {m.member_id for m in group.members.values() if m.current.epoch != epoch}
+        self.waiting.discard(member_id)
+        while self.waiting:
+            member_id = next(iter(self.waiting))
+            member = group.members.get(member_id)
+            if member is not None and member.current.epoch != epoch:
+                return False
+            self.waiting.discard(member_id)  # gone, or reached the epoch another way
+        return True
+
+
+class AnalyticsEvents:
+    def __init__(self, topics: "TopicImage"):
+        self.topics = topics
+        self.sink: Callable[[dict[str, Any]], None] | None = None
+        self._open: dict[str, _Rebalance] = {}  # group id -> its rebalance under way
+        # Classic groups: the members of their last generation (a join or leave changes the
+        # group before its rebalance starts).
+        self._generation_size: dict[str, int] = {}
+        # Consumer groups: why members are leaving (noted when the records are written) and
+        # the change a coming epoch bump answers, with the member count before it.
+        self._gone: dict[tuple[str, str], tuple[str, str, int]] = {}
+        self._change: dict[str, tuple[str, int]] = {}
+
+    def _emit(self, event: str, group_id: str, protocol: str, **values: Any) -> None:
+        if self.sink is not None:
+            self.sink({"event": event, "group_id": group_id, "protocol": protocol, **values})
+
+    def _end(self, group_id: str, protocol: str, epoch_field: str, epoch: int, members: int) -> None:
+        now = wall_ms()
+        started = self._open.pop(group_id, None)
+        self._emit("rebalance_end", group_id, protocol, **{epoch_field: epoch}, members=members,
+                   members_before=None if started is None else started.members_before,
+                   cause=None if started is None else started.cause,
+                   start_ms=None if started is None else started.start_ms,
+                   duration_ms=None if started is None else max(now - started.start_ms, 0))
+
+    # -- classic groups --------------------------------------------------------------------------
+
+    def classic_rebalance_start(self, group: "ClassicGroup", reason: str) -> None:
+        log.info("preparing to rebalance group %s with old generation %d (%s)", group.group_id,
+                 group.generation_id, reason, extra=fields(group.group_id, epoch=group.generation_id))
+        before = self._generation_size.get(group.group_id, group.size())
+        self._open.setdefault(group.group_id, _Rebalance(wall_ms(), before, reason))
+        self._emit("rebalance_start", group.group_id, CLASSIC, generation_id=group.generation_id,
+                   members_before=before, members=group.size(), cause=reason)
+
+    def classic_rebalance_end(self, group: "ClassicGroup") -> None:
+        """The new generation is stable (its assignment durable and sent), or empty."""
+        if not group.members:
+            log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
+        self._end(group.group_id, CLASSIC, "generation_id", group.generation_id, group.size())
+        self._generation_size[group.group_id] = group.size()
+        if group.members:
+            self._emit("generation_assignment", group.group_id, CLASSIC,
+                       generation_id=group.generation_id, protocol_type=group.protocol_type,
+                       protocol_name=group.protocol_name,
+                       assignment={m.member_id: _classic_partitions(group.protocol_type, m.assignment)
+                                   for m in group.members.values()})
+
+    def member_joined(self, group: "ClassicGroup", member: "ClassicMember") -> None:
+        self._classic_member("member_joined", group, member)
+
+    def classic_member_gone(self, group: "ClassicGroup", member: "ClassicMember", left: bool) -> None:
+        """A member leaves (LeaveGroup) or its session expired; logged at INFO."""
+        if left:
+            log.info("member %s left group %s", member.member_id, group.group_id,
+                     extra=fields(group.group_id, member.member_id, group.generation_id))
+            self._classic_member("member_left", group, member, reason="left")
+        else:
+            log.info("member %s of group %s failed its session timeout; removing it", member.member_id,
+                     group.group_id, extra=fields(group.group_id, member.member_id, group.generation_id))
+            self._classic_member("member_expired", group, member, reason="session_timeout")
+
+    def classic_static_replaced(self, group: "ClassicGroup", member: "ClassicMember", old_id: str) -> None:
+        """A static member rejoined under a new id: its old id is fenced, the new one joins."""
+        self._emit("member_fenced", group.group_id, CLASSIC, member_id=old_id,
+                   instance_id=member.group_instance_id, client_id=member.client_id,
+                   client_host=member.client_host, generation_id=group.generation_id,
+                   reason=STATIC_REPLACED)
+        self.member_joined(group, member)
+
+    def classic_members_expired(self, group: "ClassicGroup", member_ids: list[str], reason: str) -> None:
+        """Members removed for missing a rebalance's JoinGroup or SyncGroup (before removal)."""
+        if member_ids and reason == "rebalance_timeout":
+            log.info("group %s removed %d dynamic members that did not rejoin", group.group_id,
+                     len(member_ids))
+        for member_id in member_ids:
+            member = group.members.get(member_id)
+            if member is not None:
+                self._classic_member("member_expired", group, member, reason=reason)
+
+    def _classic_member(self, event: str, group: "ClassicGroup", member: "ClassicMember",
+                        **values: Any) -> None:
+        self._emit(event, group.group_id, CLASSIC, member_id=member.member_id,
+                   instance_id=member.group_instance_id, client_id=member.client_id,
+                   client_host=member.client_host, generation_id=group.generation_id, **values)
+
+    # -- both ------------------------------------------------------------------------------------
+
+    def group_deleted(self, group_id: str, group_type: str) -> None:
+        self._open.pop(group_id, None)
+        self._change.pop(group_id, None)
+        self._generation_size.pop(group_id, None)
+        self._emit("group_deleted", group_id, group_type)
+
+    # -- consumer groups -------------------------------------------------------------------------
+
+    def consumer_member_gone(self, group: "ConsumerGroup", member: "ConsumerMember", why: str) -> None:
+        """A member's removal is being written: "leaves..." (it asked), SESSION_EXPIRED, or
+        another reason to fence it; logged at INFO."""
+        log.info("group %s: member %s %s", group.group_id, member.member_id,
+                 why if why.startswith("leaves") else f"fenced: {why}",
+                 extra=fields(group.group_id, member.member_id, member.current.epoch))
+        if why.startswith("leaves"):
+            gone = ("member_left", "left")
+        elif why == SESSION_EXPIRED:
+            gone = ("member_expired", "session_timeout")
+        else:
+            gone = ("member_fenced", why)
+        self._gone[(group.group_id, member.member_id)] = (*gone, member.current.epoch)
+
+    def static_member_replaced(self, group: "ConsumerGroup", old: "ConsumerMember", new_id: str) -> None:
+        """A static member rejoins under a new id (its records are being written): the old id
+        is fenced, the new one joins."""
+        log.info("group %s: static member %s rejoins as %s", group.group_id, old.instance_id, new_id)
+        self._gone[(group.group_id, old.member_id)] = ("member_fenced", STATIC_REPLACED, old.current.epoch)
+
+    def consumer_record(self, group: "ConsumerGroup", record: cr.ConsumerRecord,
+                        leaving: "ConsumerMember | None") -> None:
+        """A live record of the group, before it is applied (`leaving`: the member its
+        tombstone removes)."""
+        if self.sink is None:
+            return
+        gid = group.group_id
+        if isinstance(record, cr.MemberMetadata):
+            if record.member_id not in group.members:
+                self._note_change(gid, "member_joined", len(group.members))
+                self._emit("member_joined", gid, CLASSIC if record.classic else CONSUMER,
+                           member_id=record.member_id, instance_id=record.instance_id,
+                           client_id=record.client_id, client_host=record.client_host,
+                           group_epoch=group.group_epoch)
+            else:
+                self._note_change(gid, "member_updated", len(group.members))
+        elif leaving is not None:
+            event, reason, epoch = self._gone.pop((gid, leaving.member_id),
+                                                  ("member_left", "left", leaving.current.epoch))
+            self._note_change(gid, event, len(group.members))
+            self._emit(event, gid, CLASSIC if leaving.classic else CONSUMER,
+                       member_id=leaving.member_id, instance_id=leaving.instance_id,
+                       client_id=leaving.client_id, client_host=leaving.client_host,
+                       group_epoch=group.group_epoch, member_epoch=epoch, reason=reason)
+        elif isinstance(record, cr.GroupEpoch) and record.epoch > group.group_epoch:
+            cause, before = self._change.pop(gid, ("metadata_changed", len(group.members)))
+            self._open.setdefault(gid, _Rebalance(wall_ms(), before, cause))
+            self._emit("rebalance_start", gid, CONSUMER, group_epoch=record.epoch,
+                       members_before=before, members=len(group.members), cause=cause)
+        elif isinstance(record, cr.TargetEpoch):
+            self._change.pop(gid, None)  # a change that bumped nothing (a rack, a timeout)
+            self._emit("target_assignment", gid, CONSUMER, group_epoch=record.epoch,
+                       assignment={m: self._named(parts) for m, parts in group.target.items()})
+            if not group.members and gid in self._open:
+                self._end(gid, CONSUMER, "group_epoch", group.group_epoch, 0)
+        elif isinstance(record, cr.CurrentAssignment):
+            self._change.pop(gid, None)  # a change that bumped nothing (a static replacement)
+            member = group.members.get(record.member_id)
+            previous = member.current.epoch if member is not None else 0
+            if record.epoch != previous:
+                self._emit("member_epoch", gid, CONSUMER, member_id=record.member_id,
+                           member_epoch=record.epoch, previous_member_epoch=previous,
+                           state=MemberState.of(record.state).name.lower())
+            epoch, rebalance = group.group_epoch, self._open.get(gid)
+            if rebalance is not None and record.epoch == epoch == group.assignment_epoch \
+                    and rebalance.reached(group, record.member_id, epoch):
+                self._end(gid, CONSUMER, "group_epoch", epoch, len(group.members))
+
+    def _note_change(self, group_id: str, cause: str, members: int) -> None:
+        """The change an epoch bump written next answers: the first one of the write (with the
+        member count before it), unless that was only a metadata update."""
+        noted = self._change.get(group_id)
+        if noted is None or (noted[0] == "member_updated" and cause != noted[0]):
+            self._change[group_id] = (cause, members if noted is None else noted[1])
+
+    def _named(self, partitions) -> list[list]:
+        return sorted([self.topics.name_of(topic_id), p] for topic_id, ps in partitions.items() for p in ps)
+
+
+def _classic_partitions(protocol_type: str | None, assignment: bytes) -> list[list] | None:
+    """A classic member's assigned partitions, decoded from the ConsumerProtocol assignment;
+    None when the group is not a consumer group (Connect...) or the bytes are not one."""
+    if protocol_type != "consumer" or not assignment:
+        return None if protocol_type != "consumer" else []
+    try:
+        assigned, _ = _core.decode_consumer_assignment(assignment)
+    except ValueError:
+        return None
+    return sorted([topic, p] for topic, ps in assigned for p in ps)

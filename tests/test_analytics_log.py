@@ -1,0 +1,308 @@
+"""`__corral_analytics` (docs/analytics.md): log-end samples and group events, read back with a
+real Kafka consumer (confluent-kafka) from a real corral over TCP, while a classic group and a
+KIP-848 group of confluent-kafka members join, leave and crash and a producer writes. Plus the
+analytics log's batching and bounded buffer in process.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from cgkit import CG_FAST, MemberProcess, all_partitions, stop_processes, wait_stable
+from corral import _core
+from corral.analytics_log import FLUSH_EVENTS, MAX_BUFFERED, TOPIC, AnalyticsLog, encode
+from corral.log import StorageError
+from test_consumer_groups_clients import create_topics
+
+INTERVAL_MS = 300
+SETTINGS = {**CG_FAST, "corral.analytics.sample.interval.ms": INTERVAL_MS,
+            "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000}
+CLASSIC_TOPICS = {"an-classic": 4}
+CONSUMER_TOPICS = {"an-consumer": 6}
+PRODUCED = {"an-produced": 3}
+MEMBERSHIP = {"member_joined", "member_left", "member_expired", "member_fenced"}
+
+
+def read_all(bootstrap: str) -> list[tuple[int, str, dict]]:
+    """Every record of the topic: (timestamp, key, value)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "analytics-reader",
+                         "enable.auto.commit": False})
+    tp = TopicPartition(TOPIC, 0)
+    try:
+        _, high = consumer.get_watermark_offsets(tp, timeout=10)
+        consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+        out, position = [], 0
+        deadline = time.monotonic() + 20
+        while position < high and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is None or msg.error():
+                continue
+            position = msg.offset() + 1
+            out.append((msg.timestamp()[1], msg.key().decode(), json.loads(msg.value())))
+        assert position >= high, f"read {position} of {high} records"
+        return out
+    finally:
+        consumer.close()
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    """Polls `condition` every 0.3 s (each poll reads the whole topic)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.3)
+
+
+def group_events(records, group: str, event: str | None = None) -> list[dict]:
+    return [v for _, k, v in records if k == "group_event" and v["group_id"] == group
+            and (event is None or v["event"] == event)]
+
+
+def wait_events(bootstrap: str, group: str, check, timeout: float = 30) -> list:
+    """Reads the topic until `check(events of the group)` holds; returns all records."""
+    found: list = []
+
+    def ready() -> bool:
+        found[:] = read_all(bootstrap)
+        return check(group_events(found, group))
+
+    wait_until(ready, timeout, what=f"analytics events of {group}")
+    return found
+
+
+def ended(members: int):
+    """The last rebalance of the group ended with `members` members."""
+    def check(events) -> bool:
+        last = [e for e in events if e["event"] in ("rebalance_start", "rebalance_end")]
+        return bool(last) and last[-1]["event"] == "rebalance_end" and last[-1]["members"] == members
+    return check
+
+
+def covers_once(assignment: dict, partitions: set) -> bool:
+    listed = [tuple(tp) for parts in assignment.values() for tp in parts or ()]
+    return len(listed) == len(set(listed)) and set(listed) == partitions
+
+
+def classic_member(name: str, **extra) -> dict:
+    return {"name": name, "protocol": "classic", "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 500, **extra}
+
+
+def check_pairs(events: list[dict], epoch_field: str) -> list[tuple[dict, dict]]:
+    """Every rebalance_end follows a rebalance_start, at a higher generation or epoch."""
+    pairs, start = [], None
+    for e in events:
+        if e["event"] == "rebalance_start":
+            start = start or e
+        elif e["event"] == "rebalance_end":
+            assert start is not None, events
+            assert e[epoch_field] >= start[epoch_field]
+            assert e["start_ms"] is not None and e["duration_ms"] >= 0
+            pairs.append((start, e))
+            start = None
+    return pairs
+
+
+def test_analytics_topic_records_groups_and_log_ends(corral_factory):
+    broker = corral_factory(**SETTINGS)
+    bootstrap = broker.bootstrap
+    create_topics(bootstrap, {**CLASSIC_TOPICS, **CONSUMER_TOPICS, **PRODUCED})
+    processes: list[MemberProcess] = []
+    try:
+        # A classic group: two members, a third joins, the first leaves, the third crashes.
+        classic = MemberProcess("confluent", bootstrap, "an-classic-g",
+                                [classic_member("c1"), classic_member("c2")],
+                                topics=list(CLASSIC_TOPICS))
+        processes.append(classic)
+        wait_events(bootstrap, "an-classic-g", ended(2))
+        third = MemberProcess("confluent", bootstrap, "an-classic-g",
+                              [classic_member("c3", session_timeout_ms=2000)],
+                              topics=list(CLASSIC_TOPICS))
+        processes.append(third)
+        wait_events(bootstrap, "an-classic-g", ended(3))
+        classic.close("c1")
+        wait_events(bootstrap, "an-classic-g", ended(2))
+        third.kill()
+        records = wait_events(bootstrap, "an-classic-g", ended(1))
+
+        events = group_events(records, "an-classic-g")
+        joined = [e for e in events if e["event"] == "member_joined"]
+        assert len(joined) == 3 and all(e["protocol"] == "classic" and e["client_id"] for e in joined)
+        assert [e["reason"] for e in events if e["event"] == "member_left"] == ["left"]
+        expired = [e for e in events if e["event"] == "member_expired"]
+        assert [e["reason"] for e in expired] == ["session_timeout"]
+        assert expired[0]["member_id"] in {e["member_id"] for e in joined}
+        pairs = check_pairs(events, "generation_id")
+        ends = [end for _, end in pairs]
+        assert [e["members"] for e in ends][-4:] == [2, 3, 2, 1]
+        assert [e["members_before"] for e in ends][-3:] == [2, 3, 2]
+        generations = [e["generation_id"] for e in ends]
+        assert generations == sorted(set(generations))
+        assignments = [e for e in events if e["event"] == "generation_assignment"]
+        assert [a["generation_id"] for a in assignments] == generations
+        for a in assignments:
+            assert covers_once(a["assignment"], all_partitions(CLASSIC_TOPICS)), a
+
+        # A KIP-848 group: two members, then one crashes (its session expires).
+        consumer = MemberProcess("confluent", bootstrap, "an-consumer-g", ["k1", "k2"],
+                                 topics=list(CONSUMER_TOPICS))
+        crashing = MemberProcess("confluent", bootstrap, "an-consumer-g", ["k3"],
+                                 topics=list(CONSUMER_TOPICS))
+        processes += [consumer, crashing]
+        wait_stable(bootstrap, "an-consumer-g", [consumer, crashing], all_partitions(CONSUMER_TOPICS))
+        wait_events(bootstrap, "an-consumer-g", ended(3))
+        crashing.kill()
+        records = wait_events(bootstrap, "an-consumer-g", ended(2))
+        events = group_events(records, "an-consumer-g")
+        joined = [e for e in events if e["event"] == "member_joined"]
+        assert len(joined) == 3 and all(e["protocol"] == "consumer" for e in joined)
+        expired = [e for e in events if e["event"] == "member_expired"]
+        assert [e["reason"] for e in expired] == ["session_timeout"]
+        pairs = check_pairs(events, "group_epoch")
+        assert pairs[-1][0]["cause"] == "member_expired"
+        assert (pairs[-1][1]["members_before"], pairs[-1][1]["members"]) == (3, 2)
+        epochs = [e["group_epoch"] for e in events if e["event"] == "rebalance_start"]
+        assert epochs == sorted(set(epochs))
+        targets = [e for e in events if e["event"] == "target_assignment"]
+        assert targets and all(covers_once(t["assignment"], all_partitions(CONSUMER_TOPICS))
+                               for t in targets if t["assignment"])
+        assert len(targets[-1]["assignment"]) == 2
+        member_epochs = [e for e in events if e["event"] == "member_epoch"]
+        assert {e["member_epoch"] for e in member_epochs} >= {pairs[-1][1]["group_epoch"]}
+
+        # Log-end samples: only produced partitions move, each sample only when changed, and
+        # the last one is the ListOffsets latest offset.
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(30):
+            producer.produce("an-produced", b"x", partition=i % 2)
+        assert producer.flush(20) == 0
+        reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "lo"})
+        latest = {p: reader.get_watermark_offsets(TopicPartition("an-produced", p), timeout=10)[1]
+                  for p in range(3)}
+        reader.close()
+        assert latest == {0: 15, 1: 15, 2: 0}
+
+        def sampled() -> bool:
+            samples = [v for _, k, v in read_all(bootstrap) if k == "log_end"]
+            last = {(s["topic"], s["partition"]): s["log_end_offset"] for s in samples}
+            return all(last.get(("an-produced", p)) == latest[p] for p in range(3))
+
+        wait_until(sampled, 10 * INTERVAL_MS / 1000 + 5, what="log-end samples")
+        records = read_all(bootstrap)
+        samples = [(ts, v) for ts, k, v in records if k == "log_end"]
+        by_partition: dict = {}
+        for ts, s in samples:
+            by_partition.setdefault((s["topic"], s["partition"]), []).append(s["log_end_offset"])
+            assert s["log_start_offset"] == 0 and s["v"] == 1
+        assert not {t for t, _ in by_partition} & {"__consumer_offsets", TOPIC}
+        for key, offsets in by_partition.items():
+            assert offsets == sorted(set(offsets)), (key, offsets)  # only when changed
+        assert by_partition[("an-produced", 2)] == [0]
+        assert by_partition[("an-classic", 0)] == [0]
+        timestamps = [ts for ts, _, _ in records]
+        assert all(abs(ts - time.time() * 1000) < 120_000 for ts in timestamps)
+
+        # Members leave; after a restart nothing is recorded again (no replay of history).
+        stop_processes(processes)
+        wait_events(bootstrap, "an-consumer-g", ended(0), timeout=20)
+        wait_events(bootstrap, "an-classic-g", ended(0), timeout=20)
+        before = [r for r in read_all(bootstrap) if r[1] == "group_event"]
+        broker.restart()
+        time.sleep(4 * INTERVAL_MS / 1000)
+        after = read_all(bootstrap)
+        assert [r for r in after if r[1] == "group_event"] == before
+        resampled = [v for ts, k, v in after if k == "log_end"][len(samples):]
+        assert {(s["topic"], s["partition"]) for s in resampled} >= all_partitions(PRODUCED)
+    finally:
+        stop_processes(processes)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_static_member_replaced(corral_factory, protocol):
+    """A static member closes and its instance comes back under a new member id: the old id is
+    fenced, the new one joins, and no rebalance is recorded for it."""
+    broker = corral_factory(**SETTINGS)
+    bootstrap = broker.bootstrap
+    create_topics(bootstrap, {"an-static": 2})
+    group = f"an-static-{protocol}"
+    spec = {"name": "s1", "instance_id": "inst-1", "protocol": protocol,
+            **({"session_timeout_ms": 30000} if protocol == "classic" else {})}
+    first = MemberProcess("confluent", bootstrap, group, [spec], topics=["an-static"])
+    processes = [first]
+    try:
+        wait_events(bootstrap, group, ended(1))
+        # A static member's close leaves temporarily (consumer: epoch -2; classic: no LeaveGroup).
+        first.close_all()
+        second = MemberProcess("confluent", bootstrap, group, [spec], topics=["an-static"])
+        processes.append(second)
+
+        def replaced(events) -> bool:
+            return [e["event"] for e in events if e["event"] in MEMBERSHIP][-2:] == \
+                ["member_fenced", "member_joined"]
+
+        records = wait_events(bootstrap, group, replaced)
+        events = group_events(records, group)
+        joins = [e for e in events if e["event"] == "member_joined"]
+        [fenced] = [e for e in events if e["event"] == "member_fenced"]
+        assert fenced["reason"] == "static_member_replaced"
+        assert fenced["member_id"] == joins[0]["member_id"] != joins[1]["member_id"]
+        assert {e["instance_id"] for e in [*joins, fenced]} == {"inst-1"}
+        assert [e["event"] for e in events].count("rebalance_start") == 1
+    finally:
+        stop_processes(processes)
+
+
+class _Store:
+    """A log store whose appends fail while `failing` (a full disk)."""
+
+    def __init__(self) -> None:
+        self.failing = False
+        self.appends: list[bytes] = []
+        self.flushes = 0
+
+    def append(self, topic, partition, data):
+        if self.failing:
+            raise StorageError(28, "No space left on device")
+        self.appends.append(data)
+        return type("Result", (), {"error_code": 0})(), True
+
+    def request_flush(self) -> None:
+        self.flushes += 1
+
+
+def test_buffer_is_batched_and_bounded(caplog):
+    store = _Store()
+    analytics = AnalyticsLog(store, None, None, 5000)
+    for i in range(10):
+        analytics.add({"event": "member_joined", "i": i}, time_ms=1000 + i // 4)
+    assert not analytics._wanted.is_set()  # below FLUSH_EVENTS: waits for the interval
+    assert analytics.append() and len(store.appends) == 1 and store.flushes == 1
+    decoded = _core.decode_batches(store.appends[0])
+    assert [(ts, json.loads(v)["i"]) for _, ts, _, v in decoded] == \
+        [(1000 + i // 4, i) for i in range(10)]
+    assert all(k == b"group_event" and json.loads(v)["v"] == 1 for _, _, k, v in decoded)
+
+    store.failing = True
+    for i in range(MAX_BUFFERED + 50):
+        analytics.add({"i": i}, time_ms=2000)
+    assert analytics._wanted.is_set()  # FLUSH_EVENTS reached
+    assert not analytics.append()
+    assert len(analytics.buffer) == MAX_BUFFERED and analytics.dropped == 50
+    assert json.loads(analytics.buffer[0][2])["i"] == 50  # the oldest went
+    store.failing = False
+    assert analytics.append() and not analytics.buffer and analytics.dropped == 0
+    assert len(_core.decode_batches(store.appends[-1])) == MAX_BUFFERED
+    assert any("50 analytics records were dropped" in r.message for r in caplog.records)
+    assert FLUSH_EVENTS < MAX_BUFFERED
+
+
+def test_encode_keeps_each_records_time():
+    data = encode([(5, b"log_end", b"{}"), (5, b"log_end", b"{}"), (7, b"group_event", b"{}")])
+    assert [(ts, k) for _, ts, k, _ in _core.decode_batches(data)] == \
+        [(5, b"log_end"), (5, b"log_end"), (7, b"group_event")]
+
+
