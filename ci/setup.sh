@@ -10,6 +10,14 @@ if ! command -v kcat >/dev/null 2>&1; then
     apt-get install -y -qq kcat >/dev/null
 fi
 
+# Java 17: the Kafka reference broker, the Java test programs (javac) and pyspark 4 (tests/test_analyze_job.py).
+if ! command -v javac >/dev/null 2>&1; then
+    echo "== apt: openjdk-17-jdk-headless"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+fi
+
 echo "== pip install -e .[test]"
 # Editable, so that a developer running this keeps seeing their edits; maturin builds the core.
 python -m pip install -q --disable-pip-version-check -e ".[test]"

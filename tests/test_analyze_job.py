@@ -1,0 +1,129 @@
+"""The Spark job of `corral analyze` (corral.analyze.job) against the pure rules it applies:
+generated histories compared with the rules run directly in Python, plus one hand-computed case.
+
+One local[2] SparkSession for the file (its JVM takes ~10 s to start), stopped at the end with
+its JVM."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+from pyspark.testing import assertDataFrameEqual
+
+from corral.analyze.job import LAG_COLUMNS, analyze, write_tables
+from corral.analyze.rules import (STATUS_NAMES, group_status_timeline, partition_lag,
+                                  partition_status_timeline)
+
+COMMITS = "`group` string, topic string, partition int, time_ms long, offset long"
+SAMPLES = "topic string, partition int, time_ms long, log_end_offset long"
+LAG = ("`group` string, topic string, partition int, time_ms long, committed_offset long, "
+       "log_end_offset long, lag_records long, lag_seconds double")
+STATUS = "`group` string, topic string, partition int, time_ms long, status string"
+GROUP = "`group` string, time_ms long, status string"
+
+
+@pytest.fixture(scope="module")
+def spark():
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("corral-analyze-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    gateway = spark.sparkContext._gateway
+    yield spark
+    spark.stop()
+    # stop() leaves the JVM running for a next session: its gateway server exits at EOF on stdin.
+    gateway.shutdown()
+    SparkSession._activeSession = None
+    type(spark.sparkContext)._gateway = None
+    type(spark.sparkContext)._jvm = None
+    gateway.proc.stdin.close()
+    assert gateway.proc.wait(timeout=60) is not None
+
+
+def rules_tables(commits, samples, burrow_compatible=True):
+    """The three tables from the rules run directly: rows in input order, stable-sorted by time."""
+    lag, status, timelines = [], [], {}
+    for key in dict.fromkeys((g, t, p) for g, t, p, _, _ in commits):
+        g, t, p = key
+        c = sorted([(ts, off) for *k, ts, off in commits if tuple(k) == key], key=lambda r: r[0])
+        s = sorted([(ts, off) for tp, pp, ts, off in samples if (tp, pp) == (t, p)],
+                   key=lambda r: r[0])
+        lag += [(*key, *row) for row in partition_lag(c, s)]
+        rows = partition_status_timeline(c, s, burrow_compatible=burrow_compatible)
+        status += [(*key, ts, STATUS_NAMES[st_]) for ts, st_ in rows]
+        timelines.setdefault(g, []).append(rows)
+    group = [(g, ts, STATUS_NAMES[s]) for g, tl in timelines.items()
+             for ts, s in group_status_timeline(tl)]
+    return lag, status, group
+
+
+def check(spark, commits, samples, burrow_compatible=True):
+    tables = analyze(spark.createDataFrame(commits, COMMITS),
+                     spark.createDataFrame(samples, SAMPLES), burrow_compatible)
+    lag, status, group = rules_tables(commits, samples, burrow_compatible)
+    assertDataFrameEqual(tables.partition_lag, spark.createDataFrame(lag, LAG))
+    assertDataFrameEqual(tables.partition_status, spark.createDataFrame(status, STATUS))
+    assertDataFrameEqual(tables.group_status, spark.createDataFrame(group, GROUP))
+
+
+# Small times and offsets so that equal times, flat stretches, rewinds and stops all show up.
+_times = st.integers(0, 20).map(lambda t: t * 500)
+_commits = st.lists(st.tuples(st.sampled_from(["g1", "g2"]), st.sampled_from(["a", "b"]),
+                              st.integers(0, 1), _times, st.integers(0, 40)), max_size=25)
+_samples = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 1), _times,
+                              st.integers(0, 40)), max_size=25)
+
+
+@settings(derandomize=True, deadline=None, max_examples=15)
+@given(commits=_commits, samples=_samples, burrow_compatible=st.booleans())
+def test_job_gives_the_rules_results(spark, commits, samples, burrow_compatible):
+    check(spark, commits, samples, burrow_compatible)
+
+
+def test_known_history(spark, tmp_path):
+    commits = [
+        ("g1", "t", 0, 1500, 100),
+        ("g1", "t", 0, 2500, 170),
+        ("g1", "t", 0, 2500, 150),  # same time, later in the log: the committed offset, a rewind
+        ("g1", "t", 1, 1000, 5),
+        ("g2", "t", 0, 2000, 200),
+    ]
+    samples = [("t", 0, 1000, 100), ("t", 0, 2000, 200), ("t", 0, 3000, 300),
+               ("t", 1, 1000, 10), ("t", 1, 3000, 20)]
+    lag = [
+        ("g1", "t", 0, 1500, 100, 100, 0, 0.0),
+        ("g1", "t", 0, 2000, 100, 200, 100, 1.0),  # offset 100 reached at 1000 ms
+        ("g1", "t", 0, 2500, 150, 200, 50, 1.0),  # 150 interpolated at 1500 ms
+        ("g1", "t", 0, 3000, 150, 300, 150, 1.5),
+        ("g1", "t", 1, 1000, 5, 10, 5, None),  # one sample: no lag in seconds
+        ("g1", "t", 1, 3000, 5, 20, 15, 3.0),  # 5 extrapolated back to 0 ms
+        ("g2", "t", 0, 2000, 200, 200, 0, 0.0),
+        ("g2", "t", 0, 3000, 200, 300, 100, 1.0),
+    ]
+    status = [
+        ("g1", "t", 0, 1500, "OK"), ("g1", "t", 0, 2000, "OK"),
+        ("g1", "t", 0, 2500, "REWIND"), ("g1", "t", 0, 3000, "REWIND"),
+        ("g1", "t", 1, 1000, "STALL"), ("g1", "t", 1, 3000, "STOP"),
+        ("g2", "t", 0, 2000, "OK"), ("g2", "t", 0, 3000, "OK"),
+    ]
+    group = [("g1", t, "ERR") for t in (1000, 1500, 2000, 2500, 3000)]
+    group += [("g2", 2000, "OK"), ("g2", 3000, "OK")]
+    tables = analyze(spark.createDataFrame(commits, COMMITS), spark.createDataFrame(samples, SAMPLES))
+    assertDataFrameEqual(tables.partition_lag, spark.createDataFrame(lag, LAG))
+    assertDataFrameEqual(tables.partition_status, spark.createDataFrame(status, STATUS))
+    assertDataFrameEqual(tables.group_status, spark.createDataFrame(group, GROUP))
+
+    write_tables(tables, str(tmp_path))
+    back = spark.read.parquet(str(tmp_path / "partition_lag"))
+    assert {r.date for r in back.select("date").collect()} == {datetime.date(1970, 1, 1)}
+    assertDataFrameEqual(back.select(*LAG_COLUMNS), tables.partition_lag)
