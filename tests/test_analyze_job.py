@@ -127,3 +127,13 @@ def test_known_history(spark, tmp_path):
     back = spark.read.parquet(str(tmp_path / "partition_lag"))
     assert {r.date for r in back.select("date").collect()} == {datetime.date(1970, 1, 1)}
     assertDataFrameEqual(back.select(*LAG_COLUMNS), tables.partition_lag)
+
+
+@pytest.mark.parametrize("burrow_compatible, last", [(True, "STOP"), (False, "STALL")])
+def test_quiet_partition_stop(spark, burrow_compatible, last):
+    """corral's difference: no STOP while the log end has not moved since the last commit."""
+    tables = analyze(spark.createDataFrame([("g", "t", 0, 1000, 5)], COMMITS),
+                     spark.createDataFrame([("t", 0, 1000, 10), ("t", 0, 2000, 10)], SAMPLES),
+                     burrow_compatible)
+    expected = [("g", "t", 0, 1000, "STALL"), ("g", "t", 0, 2000, last)]
+    assertDataFrameEqual(tables.partition_status, spark.createDataFrame(expected, STATUS))
