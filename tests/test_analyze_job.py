@@ -11,6 +11,7 @@ import datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
@@ -36,6 +37,8 @@ def spark():
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")
+        # Tiny inputs: adaptive re-planning of each shuffle only adds time.
+        .config("spark.sql.adaptive.enabled", "false")
         .getOrCreate()
     )
     gateway = spark.sparkContext._gateway
@@ -43,9 +46,7 @@ def spark():
     spark.stop()
     # stop() leaves the JVM running for a next session: its gateway server exits at EOF on stdin.
     gateway.shutdown()
-    SparkSession._activeSession = None
-    type(spark.sparkContext)._gateway = None
-    type(spark.sparkContext)._jvm = None
+    SparkContext._gateway = SparkContext._jvm = None  # a later session launches a new JVM
     gateway.proc.stdin.close()
     assert gateway.proc.wait(timeout=60) is not None
 
@@ -67,10 +68,12 @@ def rules_tables(commits, samples, burrow_compatible=True):
     return lag, status, group
 
 
-def check(spark, commits, samples, burrow_compatible=True):
-    tables = analyze(spark.createDataFrame(commits, COMMITS),
-                     spark.createDataFrame(samples, SAMPLES), burrow_compatible)
-    lag, status, group = rules_tables(commits, samples, burrow_compatible)
+def run_job(spark, commits, samples, burrow_compatible=True):
+    return analyze(spark.createDataFrame(commits, COMMITS),
+                   spark.createDataFrame(samples, SAMPLES), burrow_compatible)
+
+
+def assert_tables(spark, tables, lag, status, group):
     assertDataFrameEqual(tables.partition_lag, spark.createDataFrame(lag, LAG))
     assertDataFrameEqual(tables.partition_status, spark.createDataFrame(status, STATUS))
     assertDataFrameEqual(tables.group_status, spark.createDataFrame(group, GROUP))
@@ -87,7 +90,8 @@ _samples = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 1), _t
 @settings(derandomize=True, deadline=None, max_examples=15)
 @given(commits=_commits, samples=_samples, burrow_compatible=st.booleans())
 def test_job_gives_the_rules_results(spark, commits, samples, burrow_compatible):
-    check(spark, commits, samples, burrow_compatible)
+    tables = run_job(spark, commits, samples, burrow_compatible)
+    assert_tables(spark, tables, *rules_tables(commits, samples, burrow_compatible))
 
 
 def test_known_history(spark, tmp_path):
@@ -118,10 +122,8 @@ def test_known_history(spark, tmp_path):
     ]
     group = [("g1", t, "ERR") for t in (1000, 1500, 2000, 2500, 3000)]
     group += [("g2", 2000, "OK"), ("g2", 3000, "OK")]
-    tables = analyze(spark.createDataFrame(commits, COMMITS), spark.createDataFrame(samples, SAMPLES))
-    assertDataFrameEqual(tables.partition_lag, spark.createDataFrame(lag, LAG))
-    assertDataFrameEqual(tables.partition_status, spark.createDataFrame(status, STATUS))
-    assertDataFrameEqual(tables.group_status, spark.createDataFrame(group, GROUP))
+    tables = run_job(spark, commits, samples)
+    assert_tables(spark, tables, lag, status, group)
 
     write_tables(tables, str(tmp_path))
     back = spark.read.parquet(str(tmp_path / "partition_lag"))
@@ -132,8 +134,7 @@ def test_known_history(spark, tmp_path):
 @pytest.mark.parametrize("burrow_compatible, last", [(True, "STOP"), (False, "STALL")])
 def test_quiet_partition_stop(spark, burrow_compatible, last):
     """corral's difference: no STOP while the log end has not moved since the last commit."""
-    tables = analyze(spark.createDataFrame([("g", "t", 0, 1000, 5)], COMMITS),
-                     spark.createDataFrame([("t", 0, 1000, 10), ("t", 0, 2000, 10)], SAMPLES),
+    tables = run_job(spark, [("g", "t", 0, 1000, 5)], [("t", 0, 1000, 10), ("t", 0, 2000, 10)],
                      burrow_compatible)
     expected = [("g", "t", 0, 1000, "STALL"), ("g", "t", 0, 2000, last)]
     assertDataFrameEqual(tables.partition_status, spark.createDataFrame(expected, STATUS))
