@@ -130,9 +130,7 @@ async def _alter(broker, resource: dict, change: Change, validate_only: bool) ->
             await _alter_group(broker, name, change, validate_only)
         else:
             raise Refused(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
-    except Refused as e:
-        response.update(error_code=e.code, error_message=e.message)
-    except TopicError as e:
+    except (Refused, TopicError) as e:
         response.update(error_code=e.code, error_message=e.message)
     except DynamicConfigRefused as e:
         response.update(error_code=ErrorCode.INVALID_REQUEST, error_message=str(e))
