@@ -138,3 +138,17 @@ def shared_corral(tmp_path_factory) -> CorralProcess:
     if broker.alive():
         broker.proc.kill()
         broker.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for the whole run (its JVM takes ~10 s to start), with
+    analytics.md's test settings; stopped with its JVM at the end."""
+    from corral.analyze import session
+    spark = session.start("local[2]", "corral-analyze-tests", {
+        "spark.sql.shuffle.partitions": "2",
+        # Tiny inputs: adaptive re-planning of each shuffle only adds time.
+        "spark.sql.adaptive.enabled": "false",
+    })
+    yield spark
+    session.stop(spark)

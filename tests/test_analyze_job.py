@@ -1,8 +1,7 @@
 """The Spark job of `corral analyze` (corral.analyze.job) against the pure rules it applies:
 generated histories compared with the rules run directly in Python, plus one hand-computed case.
 
-One local[2] SparkSession for the file (its JVM takes ~10 s to start), stopped at the end with
-its JVM."""
+The `spark` fixture (conftest.py) is one local[2] session for the whole run."""
 
 from __future__ import annotations
 
@@ -11,44 +10,17 @@ import datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyspark import SparkContext
-from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
+from corral.analyze.inputs import COMMITS_SCHEMA, SAMPLES_SCHEMA
 from corral.analyze.job import LAG_COLUMNS, analyze, write_tables
 from corral.analyze.rules import (STATUS_NAMES, group_status_timeline, partition_lag,
                                   partition_status_timeline)
 
-COMMITS = "`group` string, topic string, partition int, time_ms long, offset long"
-SAMPLES = "topic string, partition int, time_ms long, log_end_offset long"
 LAG = ("`group` string, topic string, partition int, time_ms long, committed_offset long, "
        "log_end_offset long, lag_records long, lag_seconds double")
 STATUS = "`group` string, topic string, partition int, time_ms long, status string"
 GROUP = "`group` string, time_ms long, status string"
-
-
-@pytest.fixture(scope="module")
-def spark():
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("corral-analyze-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        # Tiny inputs: adaptive re-planning of each shuffle only adds time.
-        .config("spark.sql.adaptive.enabled", "false")
-        .getOrCreate()
-    )
-    gateway = spark.sparkContext._gateway
-    yield spark
-    spark.stop()
-    # stop() leaves the JVM running for a next session: its gateway server exits at EOF on stdin.
-    gateway.shutdown()
-    SparkContext._gateway = SparkContext._jvm = None  # a later session launches a new JVM
-    gateway.proc.stdin.close()
-    assert gateway.proc.wait(timeout=60) is not None
 
 
 def rules_tables(commits, samples, burrow_compatible=True):
@@ -69,8 +41,11 @@ def rules_tables(commits, samples, burrow_compatible=True):
 
 
 def run_job(spark, commits, samples, burrow_compatible=True):
-    return analyze(spark.createDataFrame(commits, COMMITS),
-                   spark.createDataFrame(samples, SAMPLES), burrow_compatible)
+    """Rows in input order: `seq` counts them as a log would."""
+    commits = [(*row, seq) for seq, row in enumerate(commits)]
+    samples = [(*row, None, seq) for seq, row in enumerate(samples)]
+    return analyze(spark.createDataFrame(commits, COMMITS_SCHEMA),
+                   spark.createDataFrame(samples, SAMPLES_SCHEMA), burrow_compatible)
 
 
 def assert_tables(spark, tables, lag, status, group):

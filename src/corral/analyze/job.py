@@ -4,8 +4,8 @@ Inputs:
 - commits: (group, topic, partition, time_ms, offset), one row per offset commit;
 - samples: (topic, partition, time_ms, log_end_offset), the partitions' log-end samples.
 
-Rows with equal times keep the order of the input DataFrame (a commit log read in order: the last
-commit at a time is the committed offset), so that order is captured before any shuffle.
+Rows with equal times are ordered by the inputs' `seq` (corral.analyze.inputs: the log order, so
+the last commit at a time is the committed offset).
 
 Each partition's samples are joined to every group's commits on it, and each (group, topic,
 partition), commits and samples together, goes through `partition_lag` and `partition_status_timeline` in one `applyInPandas`,
@@ -85,11 +85,11 @@ def analyze(commits: DataFrame, samples: DataFrame, burrow_compatible: bool = Tr
     """partition_lag, partition_status and group_status over the whole history (the rules'
     defaults: Burrow's window of 10 commits and 10 samples, allowed lag 0)."""
     # One frame per (group, topic, partition): its commits, and its partition's samples.
-    commits = commits.select(*KEY, "time_ms", F.col("offset").alias("value")).withColumns(
-        {"seq": F.monotonically_increasing_id(), "is_commit": F.lit(True)})
+    commits = commits.select(*KEY, "time_ms", F.col("offset").alias("value"), "seq").withColumn(
+        "is_commit", F.lit(True))
     samples = samples.select(
-        "topic", "partition", "time_ms", F.col("log_end_offset").alias("value")
-    ).withColumns({"seq": F.monotonically_increasing_id(), "is_commit": F.lit(False)})
+        "topic", "partition", "time_ms", F.col("log_end_offset").alias("value"), "seq"
+    ).withColumn("is_commit", F.lit(False))
     per_group = commits.select(*KEY).distinct().join(samples, ["topic", "partition"])
     both = (
         commits.unionByName(per_group)

@@ -1,0 +1,34 @@
+"""The SparkSession of `corral analyze`: local[*] by default, any master by `--master`."""
+
+from __future__ import annotations
+
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+
+def start(master: str = "local[*]", app: str = "corral-analyze",
+          conf: dict[str, str] | None = None) -> SparkSession:
+    builder = (
+        SparkSession.builder.master(master).appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    if master.startswith("local"):
+        # Nothing but this process talks to a local driver.
+        builder = (builder.config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1"))
+    for name, value in (conf or {}).items():
+        builder = builder.config(name, value)
+    return builder.getOrCreate()
+
+
+def stop(spark: SparkSession) -> None:
+    """Stop the session and its JVM (stop() alone leaves the JVM for a next session; its gateway
+    server exits at EOF on stdin), so a later session launches a new one."""
+    gateway = spark.sparkContext._gateway
+    spark.stop()
+    gateway.shutdown()
+    SparkContext._gateway = SparkContext._jvm = None
+    gateway.proc.stdin.close()
+    gateway.proc.wait(timeout=60)
