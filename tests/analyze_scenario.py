@@ -26,8 +26,11 @@ at the start of `trouble`'s tail, so it is within the last 10 commits at the pha
 The truth (`Truth`): every commit (offset, and the times around its request: the broker's commit
 timestamp is within [sent_ms, acked_ms]), every tick's log end, each phase's times and the Burrow
 status expected of each (group, topic, partition) and group at the phase's end (the status of the
-last evaluation at or before `Phase.end_ms`, docs/analytics-rules.md), the rebalances and
-membership events with the times they were asked for and seen settled.
+last evaluation before `Phase.end_ms`, docs/analytics-rules.md: `status_before`), the rebalances and
+membership events with the times they were asked for and seen settled. The phases are
+[Phase.start_ms, Phase.end_ms), together [Truth.start_ms, Truth.end_ms); the setup (topics
+created, every group formed: the status groups of 1 member, the membership groups of 3) is
+before Truth.start_ms, the teardown (every member closing) after Truth.end_ms.
 
 What the expected statuses assume of the log-end samples an analysis uses: one at least every
 MAX_SAMPLE_INTERVAL_MS while the scenario runs (corral's `corral.analytics.sample.interval.ms`
@@ -46,7 +49,7 @@ from __future__ import annotations
 
 import math
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -125,10 +128,10 @@ class Tick:
 class Phase:
     name: str
     start_ms: int  # the start of its first tick
-    end_ms: int  # the start of the next phase's first tick (nothing of the next phase before)
+    end_ms: int  # the start of the next phase's first tick: the phase is [start_ms, end_ms)
     ticks: int
-    expected: dict[Key, str]  # status of every status-group partition at end_ms
-    expected_group: dict[str, str]  # status of each status group at end_ms
+    expected: dict[Key, str]  # status of every status-group partition at its end (status_before)
+    expected_group: dict[str, str]  # status of each status group at its end
 
 
 @dataclass(frozen=True)
@@ -211,16 +214,16 @@ class ScenarioError(AssertionError):
     pass
 
 
-def status_at(rows: list[rules.StatusRow], time_ms: int) -> str | None:
-    """The status of the last evaluation at or before `time_ms` (None before the first)."""
-    i = bisect_right(rows, time_ms, key=lambda r: r.time_ms)
+def status_before(rows: list[rules.StatusRow], time_ms: int) -> str | None:
+    """The status of the last evaluation before `time_ms` (None before the first)."""
+    i = bisect_left(rows, time_ms, key=lambda r: r.time_ms)
     return rules.STATUS_NAMES[rows[i - 1].status] if i else None
 
 
 def statuses_by_rules(truth: Truth, commits: dict[Key, list[tuple[int, int]]],
                       samples: dict[tuple[str, int], list[tuple[int, int]]],
                       burrow_compatible: bool = True) -> tuple[dict, dict]:
-    """The rules' statuses at every phase's end from the given commits `[(time_ms, offset)]` per
+    """The rules' statuses at every phase's end (status_before its end_ms) from the given commits `[(time_ms, offset)]` per
     key and log-end samples `[(time_ms, log_end)]` per partition: ({(phase, key): status},
     {(phase, group): status}), to compare with each Phase's expected and expected_group."""
     partitions, groups = {}, {}
@@ -230,11 +233,11 @@ def statuses_by_rules(truth: Truth, commits: dict[Key, list[tuple[int, int]]],
                                                burrow_compatible=burrow_compatible)
         timelines.setdefault(key[0], []).append(rows)
         for p in truth.phases:
-            partitions[(p.name, key)] = status_at(rows, p.end_ms)
+            partitions[(p.name, key)] = status_before(rows, p.end_ms)
     for group, tl in timelines.items():
         rows = rules.group_status_timeline(tl)
         for p in truth.phases:
-            groups[(p.name, group)] = status_at(rows, p.end_ms)
+            groups[(p.name, group)] = status_before(rows, p.end_ms)
     return partitions, groups
 
 
@@ -327,7 +330,9 @@ class _Driver:
                                      for g in groups])
         self.victim = self._process([_member(f"c-{MEMBER_GROUPS[g]}", g,
                                              session_timeout_ms=CLASSIC_SESSION_MS) for g in groups])
+        # A restarted instance: same instance id and client id, a new member id.
         self.spare = self._process([_member(f"s2-{MEMBER_GROUPS[g]}", g, hold=True,
+                                            client_id=f"s-{MEMBER_GROUPS[g]}",
                                             instance_id=_instance(MEMBER_GROUPS[g]),
                                             session_timeout_ms=STATIC_SESSION_MS) for g in groups])
         for group, protocol in STATUS_GROUPS.items():
@@ -442,9 +447,9 @@ class _Driver:
         yield from self._until(group, 3, phase, lambda ms: any(
             inst == _instance(protocol) and mid != old for mid, inst, _ in ms))
         settled = after_ms()
-        for event, name in (("member_fenced", "s"), ("member_joined", "s2")):
+        for event in ("member_fenced", "member_joined"):
             self.truth.memberships.append(Membership(group, protocol, phase, event,
-                                                     f"{name}-{protocol}", _instance(protocol),
+                                                     f"s-{protocol}", _instance(protocol),
                                                      requested, settled))
 
     def _change(self, group, protocol, phase, requested, event, name, before, after):
@@ -543,6 +548,8 @@ class _Driver:
                 tail_from = n
         self.truth.start_ms = self.truth.phases[0].start_ms
         self.truth.end_ms = tick_start
+        while now_ms() <= tick_start:  # whatever comes next (the teardown) is after the end
+            time.sleep(0.001)
         return self.truth
 
     def _phase(self, plan: PhasePlan, start: int, end: int, ticks: int) -> Phase:
