@@ -214,10 +214,12 @@ class ScenarioError(AssertionError):
     pass
 
 
-def status_before(rows: list[rules.StatusRow], time_ms: int) -> str | None:
-    """The status of the last evaluation before `time_ms` (None before the first)."""
-    i = bisect_left(rows, time_ms, key=lambda r: r.time_ms)
-    return rules.STATUS_NAMES[rows[i - 1].status] if i else None
+def status_before(rows: list[tuple[int, int | str]], time_ms: int) -> str | None:
+    """The status name of the last evaluation before `time_ms` (None before the first), from
+    rows `(time_ms, status)` sorted by time: the rules' StatusRows (codes) or a table's rows
+    (names)."""
+    i = bisect_left(rows, time_ms, key=lambda r: r[0])
+    return rules.STATUS_NAMES.get(rows[i - 1][1], rows[i - 1][1]) if i else None
 
 
 def statuses_by_rules(truth: Truth, commits: dict[Key, list[tuple[int, int]]],
