@@ -79,7 +79,7 @@ STATUS_GROUPS = {"sc-status-classic": "classic", "sc-status-consumer": "consumer
 # Partition p of STATUS_TOPIC has role ROLES[(p + rotation) % 5] in each status group.
 ROTATION = {"sc-status-classic": 0, "sc-status-consumer": 2}
 MEMBER_GROUPS = {"sc-members-classic": "classic", "sc-members-consumer": "consumer"}
-CLASSIC_SESSION_MS = 3000  # the killed classic member's session (KIP-848: the broker's 4 s)
+CLASSIC_SESSION_MS = 4000  # the killed classic member's session, as the broker's KIP-848 one
 STATIC_SESSION_MS = 10000  # a closed static classic member is kept this long for its successor
 
 
@@ -326,7 +326,7 @@ class _Driver:
         groups = list(MEMBER_GROUPS)
         # base: a steady member and a static one of each membership group; victim: killed in
         # `settle`; spare: the static member's successor, held until `steady` starts it.
-        self.base = self._process([_member(f"{n}-{MEMBER_GROUPS[g]}", g) for g in groups for n in "a"]
+        self.base = self._process([_member(f"a-{MEMBER_GROUPS[g]}", g) for g in groups]
                                   + [_member(f"s-{MEMBER_GROUPS[g]}", g, instance_id=_instance(
                                       MEMBER_GROUPS[g]), session_timeout_ms=STATIC_SESSION_MS)
                                      for g in groups])
