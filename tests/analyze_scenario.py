@@ -222,29 +222,33 @@ def status_before(rows: list[tuple[int, int | str]], time_ms: int) -> str | None
     return rules.STATUS_NAMES.get(rows[i - 1][1], rows[i - 1][1]) if i else None
 
 
+def phase_statuses(truth: Truth, partitions: dict[Key, list], groups: dict[str, list]
+                   ) -> tuple[dict, dict]:
+    """The status at every phase's end (status_before its end_ms) of each status-group
+    partition and group, from their timelines `[(time_ms, status)]` (the rules' rows, or rows of
+    `corral analyze`'s partition_status and group_status tables, sorted by time): ({(phase,
+    key): status}, {(phase, group): status}), expected_statuses' shape."""
+    return ({(p.name, key): status_before(partitions[key], p.end_ms)
+             for p in truth.phases for key in truth.roles},
+            {(p.name, g): status_before(groups[g], p.end_ms)
+             for p in truth.phases for g in STATUS_GROUPS})
+
+
 def statuses_by_rules(truth: Truth, commits: dict[Key, list[tuple[int, int]]],
                       samples: dict[tuple[str, int], list[tuple[int, int]]],
                       burrow_compatible: bool = True) -> tuple[dict, dict]:
-    """The rules' statuses at every phase's end (status_before its end_ms) from the given commits `[(time_ms, offset)]` per
-    key and log-end samples `[(time_ms, log_end)]` per partition: ({(phase, key): status},
-    {(phase, group): status}), to compare with each Phase's expected and expected_group."""
-    partitions, groups = {}, {}
-    timelines: dict[str, list] = {}
-    for key in truth.roles:
-        rows = rules.partition_status_timeline(commits[key], samples[key[1:]],
-                                               burrow_compatible=burrow_compatible)
-        timelines.setdefault(key[0], []).append(rows)
-        for p in truth.phases:
-            partitions[(p.name, key)] = status_before(rows, p.end_ms)
-    for group, tl in timelines.items():
-        rows = rules.group_status_timeline(tl)
-        for p in truth.phases:
-            groups[(p.name, group)] = status_before(rows, p.end_ms)
-    return partitions, groups
+    """phase_statuses of the rules' timelines from the given commits `[(time_ms, offset)]` per
+    key and log-end samples `[(time_ms, log_end)]` per partition."""
+    partitions = {key: rules.partition_status_timeline(commits[key], samples[key[1:]],
+                                                       burrow_compatible=burrow_compatible)
+                  for key in truth.roles}
+    groups = {g: rules.group_status_timeline([rows for key, rows in partitions.items()
+                                              if key[0] == g]) for g in STATUS_GROUPS}
+    return phase_statuses(truth, partitions, groups)
 
 
 def expected_statuses(truth: Truth) -> tuple[dict, dict]:
-    """The truth's expectations in statuses_by_rules' shape."""
+    """The truth's expectations: ({(phase, key): status}, {(phase, group): status})."""
     return ({(p.name, k): s for p in truth.phases for k, s in p.expected.items()},
             {(p.name, g): s for p in truth.phases for g, s in p.expected_group.items()})
 
