@@ -392,7 +392,8 @@ class _Driver:
     # -- membership groups -----------------------------------------------------------------
 
     def _describe(self, group: str) -> tuple[str, list[tuple[str, str | None, frozenset]]] | None:
-        """(state, [(member id, instance id, assigned)]) once every member has its assignment."""
+        """(state, [(member id, instance id, assigned)]); None on an error. A consumer group
+        shows "Reconciling" until every member is at the group epoch with its target."""
         if MEMBER_GROUPS[group] == "classic":
             g = describe_groups_raw(self.bootstrap, group)
             if g["error_code"]:
