@@ -75,6 +75,22 @@ class Reader:
         self.pos += n
         return text
 
+    def compact_string(self) -> str | None:
+        """A flexible version's string: unsigned varint length + 1 (0: null)."""
+        n = shift = 0
+        while True:
+            b = self.data[self.pos]
+            self.pos += 1
+            n |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        if n == 0:
+            return None
+        text = self.data[self.pos:self.pos + n - 1].decode()
+        self.pos += n - 1
+        return text
+
     def bytes(self) -> bytes:
         n = self.i32()
         if n < 0:
@@ -96,11 +112,13 @@ class OffsetValue:
 
 
 def read_offset_value(data: bytes) -> OffsetValue:
+    """OffsetCommitValue v0-v4 (v4, which Kafka 4 writes, is flexible: its tagged topic id is
+    not read)."""
     r = Reader(data)
     version = r.i16()
     offset = r.i64()
     epoch = r.i32() if version >= 3 else -1
-    metadata = r.string() or ""
+    metadata = (r.compact_string() if version >= 4 else r.string()) or ""
     commit_ms = r.i64()
     expire_ms = r.i64() if version == 1 else -1
     return OffsetValue(offset, epoch, metadata, commit_ms, expire_ms)
