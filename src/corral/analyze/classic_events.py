@@ -15,6 +15,8 @@ records of one group:
 - the same generation with other member ids (a static member replaced): `member_left` /
   `member_joined`, no rebalance;
 - a tombstone: `group_deleted`.
+A group's first record at generation 0 (Kafka writes one when a classic group is created) is
+no rebalance.
 
 What cannot be known: `rebalance_start`, why members left and when within the generation, a
 rebalance whose SyncGroup never came (no record), and anything of consumer (KIP-848) groups.
@@ -63,7 +65,8 @@ class ClassicEvents:
                        for mid, m in old.items() if mid not in new]
             events += [("member_joined", _member(m, now.generation))
                        for mid, m in new.items() if mid not in old]
-        if before is None or before.generation != now.generation:
+        if (before is None and now.generation > 0) or \
+                (before is not None and before.generation != now.generation):
             events.append(("rebalance_end", {
                 "generation_id": now.generation, "members": len(now.members),
                 "members_before": None if old is None else len(old), "cause": None,

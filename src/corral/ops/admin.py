@@ -81,7 +81,7 @@ class Admin:
                     await conn.aclose()
                     raise
         except (BrokerError, OSError, trio.TooSlowError) as e:
-            raise AdminError(f"cannot reach {where}: {e or 'timed out'}") from e
+            raise AdminError(f"cannot reach {where}: {str(e) or 'timed out'}") from e
         conn.versions = negotiate({k["api_key"]: (k["min_version"], k["max_version"])
                                    for k in answer["api_keys"]}, ADMIN_MAX_VERSION)
         self._by_address[address] = conn
@@ -97,7 +97,7 @@ class Admin:
             with trio.fail_after(self.timeout_s):
                 return await conn.call(api, body, self.version(conn, api))
         except (BrokerError, trio.TooSlowError) as e:
-            raise AdminError(f"{api.name}: {e or 'timed out'}") from e
+            raise AdminError(f"{api.name}: {str(e) or 'timed out'}") from e
 
     async def bootstrap_connection(self) -> Connection:
         return await self._connect(self.address)
