@@ -75,22 +75,6 @@ class Reader:
         self.pos += n
         return text
 
-    def compact_string(self) -> str | None:
-        """A flexible version's string: unsigned varint length + 1 (0: null)."""
-        n = shift = 0
-        while True:
-            b = self.data[self.pos]
-            self.pos += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-        if n == 0:
-            return None
-        text = self.data[self.pos:self.pos + n - 1].decode()
-        self.pos += n - 1
-        return text
-
     def bytes(self) -> bytes:
         n = self.i32()
         if n < 0:
@@ -118,7 +102,12 @@ def read_offset_value(data: bytes) -> OffsetValue:
     version = r.i16()
     offset = r.i64()
     epoch = r.i32() if version >= 3 else -1
-    metadata = (r.compact_string() if version >= 4 else r.string()) or ""
+    if version >= 4:
+        flexible = consumer_records.FlexibleReader(data, r.pos)
+        metadata = flexible.compact_string() or ""
+        r.pos = flexible.pos
+    else:
+        metadata = r.string() or ""
     commit_ms = r.i64()
     expire_ms = r.i64() if version == 1 else -1
     return OffsetValue(offset, epoch, metadata, commit_ms, expire_ms)
