@@ -193,12 +193,15 @@ def test_land_from_corral(tmp_path, spark):
         made, middle = scenario(broker.bootstrap)
         out = tmp_path / "landed"
 
+        first: list[dict] = []
+
         def events_appended() -> bool:   # the analytics log appends what it buffered each 100 ms
-            land(broker.bootstrap, str(out), sample_for_s=0)
+            first.append(land(broker.bootstrap, str(out), sample_for_s=None))
             seen = {(r["group"], r["event"]) for r in landed(out)["events"]}
             return {("ig-gone", "group_deleted"), (LIVE, "member_left")} <= seen
 
         wait_until(events_appended, 20, "the group events in __corral_analytics")
+        assert "live samples" not in first[-1]["sources"]   # by default none on corral
         summary = land(broker.bootstrap, str(out), sample_for_s=SAMPLE_FOR_S,
                        sample_interval_s=SAMPLE_EVERY_S)
         rows = landed(out)

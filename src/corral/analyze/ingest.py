@@ -43,6 +43,7 @@ COMMITS = pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition
                      ("time_ms", pa.int64()), ("offset", pa.int64()), ("seq", pa.int64())])
 SCHEMAS = {"commits": COMMITS, "samples": analytics_records.SAMPLES,
            "events": analytics_records.EVENTS}
+DEFAULT_SAMPLE_FOR_S = 30.0
 GROUP_ROWS = 100_000
 FILE_ROWS = 5_000_000
 
@@ -54,12 +55,14 @@ class IngestError(Exception):
     says which broker or request."""
 
 
-def land(bootstrap: str, directory: str, *, sample_for_s: float, sample_interval_s: float = 5.0,
+def land(bootstrap: str, directory: str, *, sample_for_s: float | None,
+         sample_interval_s: float = 5.0,
          from_ms: int | None = None, to_ms: int | None = None, timeout_s: float = 30.0,
          progress: Progress | None = None) -> dict:
     """Reads the cluster at `bootstrap` and writes the inputs under `directory`; the summary:
     rows, files and bytes written per input, what was read from each source, what was skipped
-    and why, seconds taken. Raises IngestError."""
+    and why, seconds taken. `sample_for_s` None: DEFAULT_SAMPLE_FOR_S on a cluster without
+    `__corral_analytics` (its samples are all there is), none on corral. Raises IngestError."""
     started = time.monotonic()
     landing = _Landing(directory, from_ms, to_ms, progress or (lambda stage, done, total: None))
     try:
@@ -147,7 +150,8 @@ class _Landing:
     def _in(self, time_ms: int) -> bool:
         return self.from_ms <= time_ms < self.to_ms
 
-    async def run(self, bootstrap: str, sample_for_s: float, interval_s: float, timeout_s: float) -> None:
+    async def run(self, bootstrap: str, sample_for_s: float | None, interval_s: float,
+                  timeout_s: float) -> None:
         async with Admin(bootstrap, timeout_s) as admin:
             leaders = await admin.metadata(None)
             self.has_analytics = ANALYTICS_TOPIC in leaders
@@ -156,6 +160,8 @@ class _Landing:
             if self.has_analytics:
                 ends = await self._read(admin, leaders, ANALYTICS_TOPIC, self._analytics_records)
                 sample_seq = max(ends.values(), default=0)
+            if sample_for_s is None:
+                sample_for_s = 0.0 if self.has_analytics else DEFAULT_SAMPLE_FOR_S
             await self._sample(admin, sample_for_s, interval_s, sample_seq)
 
     async def _read(self, admin: Admin, leaders: dict[str, dict[int, int]], topic: str,
