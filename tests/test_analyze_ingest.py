@@ -27,7 +27,8 @@ from test_consumer_groups_clients import create_topics
 
 from corral.analytics_log import TOPIC as ANALYTICS_TOPIC
 from corral.analyze import analytics_records, inputs
-from corral.analyze.fetching import consume
+from corral.analyze.fetching import fetch_body, consume
+from corral.apis import ApiKey
 from corral.analyze.ingest import IngestError, land
 from corral.ops.admin import Admin
 
@@ -276,20 +277,26 @@ def test_compressed_batches_are_decoded(shared_corral):
             producer.produce(f"ic-{codec}", f"value {i}".encode() * 4, key=f"k{i}".encode())
         assert producer.flush(30) == 0
 
-    async def read(topic: str) -> tuple[list, Counter]:
+    async def read(topic: str) -> tuple[list, Counter, int]:
+        """The records consume() hands over, what it skipped, and the first batch's codec."""
         got: list = []
         skipped: Counter = Counter()
         async with Admin(shared_corral.bootstrap) as admin:
             await consume(admin, topic, {0: (0, 20)}, lambda p, rs: got.extend(rs), skipped)
-        return got, skipped
+            leader = (await admin.metadata([topic]))[topic][0]
+            answer = await admin.call(await admin.node(leader), ApiKey.FETCH, fetch_body(topic, {0: 0}))
+        first = answer["responses"][0]["partitions"][0]["records"]
+        return got, skipped, int.from_bytes(first[21:23], "big") & 7
 
-    for codec in ("gzip", "lz4", "zstd"):
-        got, skipped = trio.run(read, f"ic-{codec}")
+    for codec, codec_id in (("gzip", 1), ("lz4", 3), ("zstd", 4)):
+        got, skipped, compressed = trio.run(read, f"ic-{codec}")
+        assert compressed == codec_id   # librdkafka did compress: decompression was exercised
         assert not skipped, codec
         assert [(o, k, v) for o, _, k, v in got] == \
             [(i, f"k{i}".encode(), f"value {i}".encode() * 4) for i in range(20)], codec
         assert all(t > 1_600_000_000_000 for _, t, _, _ in got)
-    got, skipped = trio.run(read, "ic-snappy")
+    got, skipped, compressed = trio.run(read, "ic-snappy")
+    assert compressed == 2
     assert got == [] and sum(skipped.values()) >= 1 and "snappy batches (no decompressor)" in skipped
 
 

@@ -151,7 +151,7 @@ async def consume(admin: Admin, topic: str, ranges: dict[int, tuple[int, int]],
             if leader < 0:
                 moved = True
                 continue
-            answer = await admin.call(await admin.node(leader), ApiKey.FETCH, _body(topic, {
+            answer = await admin.call(await admin.node(leader), ApiKey.FETCH, fetch_body(topic, {
                 p: positions[p] for p in parts}))
             if answer.get("error_code"):
                 raise AdminError(f"Fetch {topic}: {error_name(answer['error_code'])}")
@@ -211,7 +211,7 @@ def _requests(positions: dict[int, int], leaders: dict[int, int], alone: set[int
     yield from shared.items()
 
 
-def _body(topic: str, positions: dict[int, int]) -> dict:
+def fetch_body(topic: str, positions: dict[int, int]) -> dict:
     return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": FETCH_MAX_BYTES,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [

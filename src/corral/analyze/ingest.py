@@ -46,6 +46,7 @@ SCHEMAS = {"commits": COMMITS, "samples": analytics_records.SAMPLES,
 DEFAULT_SAMPLE_FOR_S = 30.0
 GROUP_ROWS = 100_000
 FILE_ROWS = 5_000_000
+MAX_KEYS = 1_000_000
 
 Progress = Callable[[str, int, int | None], None]
 
@@ -146,6 +147,8 @@ class _Landing:
         self.sources: dict[str, dict] = {}
         self.has_analytics = False
         self.classic = ClassicEvents()
+        # Keys decoded once: a history repeats each (group, topic, partition) many times.
+        self.keys: dict[bytes, tuple] = {}
 
     def _in(self, time_ms: int) -> bool:
         return self.from_ms <= time_ms < self.to_ms
@@ -188,10 +191,15 @@ class _Landing:
         return {p: e for p, (_, e) in ranges.items()}
 
     def _offsets_records(self, _partition: int, records: list[Record]) -> None:
-        commits, events = self.sinks["commits"], self.sinks["events"]
+        commits, events, keys = self.sinks["commits"], self.sinks["events"], self.keys
         for offset, time_ms, key, value in records:
             try:
-                kind, fields = read_key(key)
+                known = keys.get(key)
+                if known is None:
+                    if len(keys) >= MAX_KEYS:
+                        keys.clear()
+                    known = keys[key] = read_key(key)
+                kind, fields = known
                 if kind in (OFFSET_COMMIT_KEY_V0, OFFSET_COMMIT_KEY):
                     if value is None:
                         continue   # an offset deleted or expired: not a commit
