@@ -38,6 +38,7 @@ BEFORE = [("ig-one", "ia", 0, 1), ("ig-one", "ia", 1, 2), ("ig-two", "ib", 0, 1)
 AFTER = [("ig-one", "ia", 0, 3), ("ig-two", "ib", 1, 2), ("ig-one", "ia", 1, 5)]
 METADATA = {("ig-one", "ia", 0, 3): "with metadata"}
 LIVE = "ig-live"   # a classic member joins, commits what it read, and leaves
+TXN = "ig-txn"   # commits offsets in transactions
 SAMPLE_FOR_S, SAMPLE_EVERY_S = 0.4, 0.2   # three rounds
 
 
@@ -84,20 +85,38 @@ def live_member(bootstrap: str) -> list[tuple[str, str, int, int]]:
     return [(LIVE, tp.topic, tp.partition, tp.offset) for tp in done]
 
 
-def scenario(bootstrap: str) -> tuple[list, int]:
-    """Builds the history: (every commit made, in order; a time between BEFORE and AFTER)."""
+def transactional_commits(bootstrap: str) -> list[tuple[str, str, int, int]]:
+    """Offsets sent in transactions (Kafka only: corral has none), one aborted between two
+    committed: the commits that count."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": TXN, "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ig-txn-producer"})
+    try:
+        producer.init_transactions(30)
+        for offset, keep in ((2, True), (3, False), (4, True)):
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction([TopicPartition("ib", 1, offset)],
+                                                 consumer.consumer_group_metadata(), 30)
+            (producer.commit_transaction if keep else producer.abort_transaction)(30)
+    finally:
+        consumer.close()
+    return [(TXN, "ib", 1, 2), (TXN, "ib", 1, 4)]
+
+
+def scenario(bootstrap: str, transactions: bool = False) -> tuple[list, list, int]:
+    """Builds the history: the commits made before a time, those made after, and that time."""
     create_topics(bootstrap, TOPICS)
     produce(bootstrap, 5)
     commit(bootstrap, BEFORE)
-    made = BEFORE + live_member(bootstrap)
+    before = BEFORE + live_member(bootstrap)
     time.sleep(0.01)
     middle = int(time.time() * 1000)
     time.sleep(0.01)
     commit(bootstrap, AFTER)
+    after = AFTER + (transactional_commits(bootstrap) if transactions else [])
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_consumer_groups(["ig-gone"])["ig-gone"].result(timeout=20)
     produce(bootstrap, 3)   # log ends move on past every commit
-    return made + AFTER, middle
+    return before, after, middle
 
 
 def by_group(rows: list[dict]) -> dict[str, list[tuple]]:
@@ -120,9 +139,12 @@ def watermarks(bootstrap: str) -> dict[tuple[str, int], tuple[int, int]]:
         consumer.close()
 
 
+def as_rows(made: list) -> list[dict]:
+    return [dict(zip(("group", "topic", "partition", "offset"), m), seq=i) for i, m in enumerate(made)]
+
+
 def check_commits(summary: dict, rows: list[dict], made: list) -> None:
-    assert by_group(rows) == by_group([dict(zip(("group", "topic", "partition", "offset"), m),
-                                            seq=i) for i, m in enumerate(made)])
+    assert by_group(rows) == by_group(as_rows(made))
     for group in {r["group"] for r in rows}:   # a group's commits: one partition, one order
         seqs = [r["seq"] for r in rows if r["group"] == group]
         assert len(set(seqs)) == len(seqs)
@@ -143,16 +165,14 @@ def check_live_samples(bootstrap: str, summary: dict, samples: list[dict], first
     assert len(times) == 3 and times[-1] - times[0] >= 250
 
 
-def check_windows(bootstrap: str, tmp_path, made: list, middle: int) -> None:
+def check_windows(bootstrap: str, tmp_path, made_before: list, made_after: list, middle: int) -> None:
     before = land(bootstrap, str(tmp_path / "before"), sample_for_s=1, to_ms=middle)
     after = land(bootstrap, str(tmp_path / "after"), sample_for_s=0, from_ms=middle)
     early, late = landed(tmp_path / "before"), landed(tmp_path / "after")
-    assert by_group(early["commits"]) == by_group([dict(zip(("group", "topic", "partition", "offset"), m),
-                                                        seq=i) for i, m in enumerate(made[:-len(AFTER)])])
-    assert by_group(late["commits"]) == by_group([dict(zip(("group", "topic", "partition", "offset"), m),
-                                                       seq=i) for i, m in enumerate(AFTER)])
-    assert before["skipped"]["commits outside the window"] == len(AFTER)
-    assert after["skipped"]["commits outside the window"] == len(made) - len(AFTER)
+    assert by_group(early["commits"]) == by_group(as_rows(made_before))
+    assert by_group(late["commits"]) == by_group(as_rows(made_after))
+    assert before["skipped"]["commits outside the window"] == len(made_after)
+    assert after["skipped"]["commits outside the window"] == len(made_before)
     assert "live samples" not in before["sources"] and not any(r["time_ms"] >= middle for r in early["samples"])
     for rows in early.values():
         assert all(r["time_ms"] < middle for r in rows)
@@ -191,7 +211,8 @@ def test_land_from_corral(tmp_path, spark):
                                                  "group.initial.rebalance.delay.ms": "0"})
     broker.start()
     try:
-        made, middle = scenario(broker.bootstrap)
+        made_before, made_after, middle = scenario(broker.bootstrap)
+        made = made_before + made_after
         out = tmp_path / "landed"
 
         first: list[dict] = []
@@ -219,7 +240,7 @@ def test_land_from_corral(tmp_path, spark):
             {"member_joined", "rebalance_start", "rebalance_end", "generation_assignment", "member_left"}
         check_live_samples(broker.bootstrap, summary, rows["samples"], end)
         check_read_back(spark, out, rows)
-        check_windows(broker.bootstrap, tmp_path, made, middle)
+        check_windows(broker.bootstrap, tmp_path, made_before, made_after, middle)
     finally:
         broker.kill()
 
@@ -229,12 +250,14 @@ def test_land_from_corral(tmp_path, spark):
 @pytest.mark.kafka
 def test_land_from_kafka(tmp_path, spark):
     with kafka_reference({"group.initial.rebalance.delay.ms": 0}) as bootstrap:
-        made, middle = scenario(bootstrap)
+        made_before, made_after, middle = scenario(bootstrap, transactions=True)
+        made = made_before + made_after
         out = tmp_path / "landed"
         summary = land(bootstrap, str(out), sample_for_s=SAMPLE_FOR_S, sample_interval_s=SAMPLE_EVERY_S)
         rows = landed(out)
         assert summary["cluster"] == "kafka" and summary["events_derived_from_group_metadata"]
         assert ANALYTICS_TOPIC not in summary["sources"]
+        assert summary["skipped"]["records of aborted transactions"] == 1
         check_commits(summary, rows["commits"], made)
         check_live_samples(bootstrap, summary, rows["samples"], 0)
         events = sorted(rows["events"], key=lambda r: r["seq"])
@@ -255,7 +278,7 @@ def test_land_from_kafka(tmp_path, spark):
         assert [r["event"] for r in events if r["group"] == "ig-gone"] == ["group_deleted"]
         assert all(r["protocol"] == "classic" for r in events)
         check_read_back(spark, out, rows)
-        check_windows(bootstrap, tmp_path, made, middle)
+        check_windows(bootstrap, tmp_path, made_before, made_after, middle)
 
 
 def _fields(value: str, *names: str) -> tuple:

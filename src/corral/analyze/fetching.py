@@ -6,8 +6,9 @@ Fetch v12 at most: the highest version both corral (4-12) and Kafka 4 (4-18) ans
 names topics (v13+ wants topic ids). Batches: uncompressed ones are decoded by the compiled core
 (`_core.decode_batches`); gzip (zlib), lz4 and zstd (pyarrow's streams, already a dependency of
 `corral analyze`) are decompressed and their records parsed here; snappy (Kafka's xerial framing)
-batches are skipped and counted. Control batches (transaction markers) hold no data. Records of
-aborted transactions are read like the others (read_uncommitted, up to the high watermark).
+batches are skipped and counted. The read is read_committed: batches of aborted transactions
+are left out as Kafka's consumer leaves them out (the answer's aborted transactions, the abort
+markers); control batches hold no data.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..ops.admin import RETRY_EVERY_S, Admin, AdminError, error_name
 
 Record = tuple[int, int, bytes | None, bytes | None]   # (offset, timestamp ms, key, value)
 
+READ_COMMITTED = 1
 FETCH_MAX_BYTES = 16 << 20
 PARTITION_MAX_BYTES = 4 << 20
 # Leaders move or are being elected: ask the metadata again, this many times in a row at most.
@@ -43,14 +45,21 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 COMPRESSION = 0x07
 TIMESTAMP_LOG_APPEND = 0x08
+TRANSACTIONAL = 0x10
 CONTROL = 0x20
 CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
-def decode(data: bytes, start: int, skipped: Counter) -> tuple[list[Record], int | None]:
+def decode(data: bytes, start: int, skipped: Counter,
+           aborted: list[dict] | None = None) -> tuple[list[Record], int | None]:
     """The records at offsets >= `start` of the whole batches in `data` (a Fetch answer may end
-    in a partial one), and the offset after the last whole batch (None: no whole batch)."""
+    in a partial one), and the offset after the last whole batch (None: no whole batch).
+    `aborted`: the answer's aborted transactions (read_committed); their batches are left out,
+    as Kafka's consumer does: a transactional batch of a producer whose aborted transaction
+    began at or before the batch, up to that producer's abort marker."""
     out: list[Record] = []
+    pending = sorted(((a["first_offset"], a["producer_id"]) for a in aborted or ()), reverse=True)
+    aborting: set[int] = set()
     run = -1   # where a run of plain batches starts: decoded in one call into the core
     pos, after = 0, None
     while pos + 17 <= len(data):
@@ -59,26 +68,43 @@ def decode(data: bytes, start: int, skipped: Counter) -> tuple[list[Record], int
         if end > len(data):
             break
         magic = data[pos + 16]
+        kind = "skip"
         if magic != 2:   # message formats v0/v1: Kafka 4 and corral write none
             skipped["batches in message format v0/v1"] += 1
-            plain, after = False, base + 1
+            after = base + 1
         else:
             (attributes,) = _I16.unpack_from(data, pos + 21)
             after = base + _I32.unpack_from(data, pos + 23)[0] + 1
-            plain = not attributes & (COMPRESSION | CONTROL)
-        if plain and run < 0:
-            run = pos
-        elif not plain:
-            if run >= 0:
-                out.extend(r for r in _core.decode_batches(data[run:pos]) if r[0] >= start)
-                run = -1
-            if magic == 2 and not attributes & CONTROL:
-                out.extend(r for r in _compressed(data, pos, end, attributes, skipped)
-                           if r[0] >= start)
+            (producer,) = _I64.unpack_from(data, pos + 43)
+            while pending and pending[-1][0] < after:
+                aborting.add(pending.pop()[1])
+            if attributes & CONTROL:
+                if producer in aborting and _is_abort_marker(data, pos, end):
+                    aborting.discard(producer)
+            elif attributes & TRANSACTIONAL and producer in aborting:
+                skipped["records of aborted transactions"] += _I32.unpack_from(data, pos + 57)[0]
+            else:
+                kind = "compressed" if attributes & COMPRESSION else "plain"
+        if kind == "plain":
+            run = pos if run < 0 else run
+            pos = end
+            continue
+        if run >= 0:
+            out.extend(r for r in _core.decode_batches(data[run:pos]) if r[0] >= start)
+            run = -1
+        if kind == "compressed":
+            out.extend(r for r in _compressed(data, pos, end, attributes, skipped) if r[0] >= start)
         pos = end
     if run >= 0:
         out.extend(r for r in _core.decode_batches(data[run:pos]) if r[0] >= start)
     return out, after
+
+
+def _is_abort_marker(data: bytes, pos: int, end: int) -> bool:
+    """A control batch's record key: version int16, type int16 (0 abort, 1 commit)."""
+    records = _records(data[pos + HEADER:end], 0, 0, 1, False)
+    key = records[0][2] if records else None
+    return key is not None and len(key) >= 4 and _I16.unpack_from(key, 2)[0] == 0
 
 
 def _compressed(data: bytes, pos: int, end: int, attributes: int, skipped: Counter) -> list[Record]:
@@ -169,7 +195,8 @@ async def consume(admin: Admin, topic: str, ranges: dict[int, tuple[int, int]],
                 else:
                     data = part["records"] or b""
                     fetched += len(data)
-                    records, after = decode(data, positions[p], skipped)
+                    records, after = decode(data, positions[p], skipped,
+                                            part.get("aborted_transactions"))
                     handle(p, [r for r in records if r[0] < ends[p]])
                     if after is not None:
                         positions[p] = max(after, positions[p])
@@ -213,7 +240,7 @@ def _requests(positions: dict[int, int], leaders: dict[int, int], alone: set[int
 
 def fetch_body(topic: str, positions: dict[int, int]) -> dict:
     return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": FETCH_MAX_BYTES,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "isolation_level": READ_COMMITTED, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [
                 {"partition": p, "fetch_offset": o, "log_start_offset": -1, "current_leader_epoch": -1,
                  "partition_max_bytes": PARTITION_MAX_BYTES} for p, o in positions.items()]}],

@@ -3,8 +3,9 @@ cluster, corral or Apache Kafka, with corral's own client (corral.ops.admin, the
 corral.analyze.fetching), landed as Parquet under `<directory>/commits`, `/samples`, `/events`
 for `inputs.read_landed`.
 
-- commits: `__consumer_offsets`, every partition from its log start up to the high watermark
-  seen at the start (the history as of now); every OffsetCommitValue is a row (`seq` = its
+- commits: `__consumer_offsets`, every partition from its log start up to the last stable
+  offset seen at the start (the history as of now; read_committed: offsets committed in aborted
+  transactions are left out, as Kafka leaves them out); every OffsetCommitValue is a row (`seq` = its
   offset), tombstones and other record types are not commits.
 - samples and events: `__corral_analytics` when the cluster has it (corral), turned into rows by
   corral.analyze.analytics_records; else events derived from the GroupMetadata records
@@ -36,7 +37,7 @@ from ..groups.storage.records import (GROUP_METADATA_KEY, OFFSET_COMMIT_KEY, OFF
 from ..ops.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin, AdminError
 from . import analytics_records
 from .classic_events import ClassicEvents
-from .fetching import Record, consume
+from .fetching import READ_COMMITTED, Record, consume
 
 OFFSETS_TOPIC = "__consumer_offsets"
 COMMITS = pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
@@ -169,10 +170,11 @@ class _Landing:
 
     async def _read(self, admin: Admin, leaders: dict[str, dict[int, int]], topic: str,
                     handle: Callable[[int, list[Record]], None]) -> dict[int, int]:
-        """Every partition of `topic` from its log start to its high watermark now: the ends."""
+        """Every partition of `topic` from its log start to its last stable offset now (the high
+        watermark when no transaction is open): the ends."""
         partitions = [(topic, p) for p in sorted(leaders.get(topic, {}))]
         starts = await admin.list_offsets(leaders, partitions, EARLIEST_TIMESTAMP)
-        ends = await admin.list_offsets(leaders, partitions, LATEST_TIMESTAMP)
+        ends = await admin.list_offsets(leaders, partitions, LATEST_TIMESTAMP, READ_COMMITTED)
         missing = [p for _, p in partitions if (topic, p) not in starts or (topic, p) not in ends]
         if missing:
             raise AdminError(f"ListOffsets {topic}: no answer for partitions {missing}")

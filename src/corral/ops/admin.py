@@ -133,9 +133,10 @@ class Admin:
                                        partitions, LATEST_TIMESTAMP)
 
     async def list_offsets(self, leaders: dict[str, dict[int, int]], partitions: list[TP],
-                           timestamp: int) -> dict[TP, int]:
+                           timestamp: int, isolation_level: int = 0) -> dict[TP, int]:
         """ListOffsets of `partitions` at `timestamp` (LATEST, EARLIEST...), one request per
-        leader of `leaders` (a `metadata` answer); errors and leaderless partitions left out."""
+        leader of `leaders` (a `metadata` answer); errors and leaderless partitions left out.
+        LATEST is the high watermark, or with isolation_level 1 the last stable offset."""
         by_leader: dict[int, dict[str, list[int]]] = {}
         for topic, p in partitions:
             leader = leaders.get(topic, {}).get(p)
@@ -144,7 +145,7 @@ class Admin:
         out: dict[TP, int] = {}
         for leader, topics in sorted(by_leader.items()):
             answer = await self.call(await self.node(leader), ApiKey.LIST_OFFSETS, {
-                "replica_id": -1, "isolation_level": 0,
+                "replica_id": -1, "isolation_level": isolation_level,
                 "topics": [{"name": t, "partitions": [
                     {"partition_index": p, "timestamp": timestamp,
                      "current_leader_epoch": -1} for p in ps]} for t, ps in topics.items()]})
