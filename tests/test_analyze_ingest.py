@@ -339,3 +339,38 @@ def test_unreachable_and_silent_brokers(tmp_path):
     assert time.monotonic() - started < 5
     with pytest.raises(IngestError, match="HOST:PORT"):
         land("no-port", str(tmp_path / "c"), sample_for_s=0)
+
+
+def test_classic_events_from_group_metadata_records():
+    """The cases the Kafka scenario does not reach: history cut by compaction (a group first seen
+    at a later generation), a static member replaced within a generation, a group created empty."""
+    from corral.analyze.classic_events import ClassicEvents
+    from corral.groups.storage.records import GroupValue, MemberValue, group_value
+    from corral.load.consumer_protocol import encode_assignment
+
+    def value(generation: int, *members: tuple[str, str | None]) -> bytes:
+        return group_value(GroupValue("consumer", generation, "range", members[0][0] if members else None,
+                                      0, [MemberValue(m, instance, "client", "/host", 300, 100, b"",
+                                                      encode_assignment({"t": [i]}))
+                                          for i, (m, instance) in enumerate(members)]))
+
+    def shapes(rows) -> list[tuple]:
+        return [(event, {k: v for k, v in json.loads(body).items()
+                         if k in ("member_id", "generation_id", "members", "members_before", "assignment")},
+                 seq) for _, _, event, _, body, seq in rows]
+
+    events = ClassicEvents()
+    assert events.record("g", value(0), 10, 1) == []
+    assert shapes(events.record("cut", value(5, ("a", None)), 10, 2)) == [
+        ("rebalance_end", {"generation_id": 5, "members": 1, "members_before": None}, 2 << 20),
+        ("generation_assignment", {"generation_id": 5, "assignment": {"a": [["t", 0]]}}, (2 << 20) + 1)]
+    assert shapes(events.record("cut", value(5, ("b", "static-1")), 11, 3)) == [
+        ("member_left", {"member_id": "a", "generation_id": 5}, 3 << 20),
+        ("member_joined", {"member_id": "b", "generation_id": 5}, (3 << 20) + 1)]
+    assert shapes(events.record("cut", value(6, ("b", "static-1"), ("c", None)), 12, 4)) == [
+        ("member_joined", {"member_id": "c", "generation_id": 6}, 4 << 20),
+        ("rebalance_end", {"generation_id": 6, "members": 2, "members_before": 1}, (4 << 20) + 1),
+        ("generation_assignment", {"generation_id": 6, "assignment": {"b": [["t", 0]], "c": [["t", 1]]}},
+         (4 << 20) + 2)]
+    assert shapes(events.record("cut", None, 13, 5)) == [("group_deleted", {}, 5 << 20)]
+    assert events.record("cut", value(1, ("d", None)), 14, 6)[0][2] == "member_joined"   # anew
