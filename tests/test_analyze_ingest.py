@@ -91,7 +91,7 @@ def transactional_commits(bootstrap: str) -> list[tuple[str, str, int, int]]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": TXN, "enable.auto.commit": False})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ig-txn-producer"})
     try:
-        producer.init_transactions(30)
+        producer.init_transactions(60)
         for offset, keep in ((2, True), (3, False), (4, True)):
             producer.begin_transaction()
             producer.send_offsets_to_transaction([TopicPartition("ib", 1, offset)],
@@ -249,7 +249,9 @@ def test_land_from_corral(tmp_path, spark):
 
 @pytest.mark.kafka
 def test_land_from_kafka(tmp_path, spark):
-    with kafka_reference({"group.initial.rebalance.delay.ms": 0}) as bootstrap:
+    # One partition of __transaction_state (not 50): created quickly at the first transaction.
+    with kafka_reference({"group.initial.rebalance.delay.ms": 0,
+                          "transaction.state.log.num.partitions": 1}) as bootstrap:
         made_before, made_after, middle = scenario(bootstrap, transactions=True)
         made = made_before + made_after
         out = tmp_path / "landed"
