@@ -1,9 +1,10 @@
 """`corral analyze --data-dir`: the inputs (corral.analyze.inputs) read from corral's own data
 directory, without a broker (one may be running: see below).
 
-- commits: every segment of every `__consumer_offsets-<n>` partition directory is one split of
-  a Spark Python data source (`corral_offset_commits`). The driver only lists the files; each
-  task opens its segment by path (so on a standalone cluster the workers must see the same
+- commits: the segments of the `__consumer_offsets-<n>` partition directories are the splits of
+  a Spark Python data source (`corral_offset_commits`), small ones packed together as Spark packs
+  small files (a task costs tens of ms; a data dir holds 50 mostly small partitions). The driver
+  only lists the files; each task opens its segments by path (so on a standalone cluster the workers must see the same
   directory) and the compiled core decodes it into Arrow buffers (`_core.decode_offset_commits`),
   wrapped here as one `pyarrow.RecordBatch` with no Python object per record.
 - samples and events: `__corral_analytics` is small; its segments are read on the driver
@@ -43,6 +44,10 @@ COMMITS = pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition
                      ("time_ms", pa.int64()), ("offset", pa.int64()), ("seq", pa.int64())])
 # Rows per RecordBatch handed to Spark: bounds the Arrow batches the JVM holds at once.
 BATCH_ROWS = 1 << 18
+# Bytes of segments per split: at most a segment's default size, at least enough that a small
+# data dir is a split or two per core (spark.sql.files.maxPartitionBytes / openCostInBytes).
+MAX_SPLIT_BYTES = 128 << 20
+MIN_SPLIT_BYTES = 4 << 20
 _TIME_ENTRY = struct.Struct(">qI")  # .timeindex: max timestamp so far, relative offset
 
 
@@ -71,6 +76,22 @@ def newest_ms(segment: Path) -> int | None:
     if not data or len(data) % _TIME_ENTRY.size:
         return None
     return _TIME_ENTRY.unpack_from(data, len(data) - _TIME_ENTRY.size)[0]
+
+
+def pack(paths: list[str], parallelism: int) -> list[list[str]]:
+    """Consecutive segments grouped into splits of about the same number of bytes: at most
+    MAX_SPLIT_BYTES, and for small totals about one per core."""
+    sizes = [_size(p) for p in paths]
+    target = min(MAX_SPLIT_BYTES, max(MIN_SPLIT_BYTES, sum(sizes) // max(parallelism, 1)))
+    splits: list[list[str]] = []
+    filled = target
+    for path, size in zip(paths, sizes):
+        if filled + size > target:
+            splits.append([])
+            filled = 0
+        splits[-1].append(path)
+        filled += size
+    return splits
 
 
 def commit_segments(data_dir: str, from_ms: int | None) -> list[str]:
@@ -132,20 +153,21 @@ class _Reader(DataSourceReader):
         self.data_dir = options["path"]
         self.from_ms = _optional_int(options, "from_ms")
         self.to_ms = _optional_int(options, "to_ms")
+        self.parallelism = _optional_int(options, "parallelism") or 2
 
     def partitions(self) -> list[InputPartition]:
-        # One split per segment; an empty directory still needs one (empty) split.
-        paths = commit_segments(self.data_dir, self.from_ms)
-        return [InputPartition(p) for p in paths] or [InputPartition(None)]
+        # An empty directory still needs one (empty) split.
+        splits = pack(commit_segments(self.data_dir, self.from_ms), self.parallelism)
+        return [InputPartition(paths) for paths in splits] or [InputPartition([])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if partition.value is not None:
-            yield from commit_batches(partition.value, self.from_ms, self.to_ms)
+        for path in partition.value:
+            yield from commit_batches(path, self.from_ms, self.to_ms)
 
 
 class OffsetCommitsSource(DataSource):
-    """`spark.read.format("corral_offset_commits").load(data_dir)`, options `from_ms`, `to_ms`:
-    the commits of `__consumer_offsets` in a corral data directory."""
+    """`spark.read.format("corral_offset_commits").load(data_dir)`, options `from_ms`, `to_ms`,
+    `parallelism` (splits wanted for a small directory): the commits of `__consumer_offsets` in a corral data directory."""
 
     @classmethod
     def name(cls) -> str:
@@ -174,7 +196,8 @@ def read_commits(spark: SparkSession, data_dir: str, from_ms: int | None = None,
                  to_ms: int | None = None):
     spark.dataSource.register(OffsetCommitsSource)
     reader = spark.read.format(SOURCE)
-    for name, value in (("from_ms", from_ms), ("to_ms", to_ms)):
+    parallelism = spark.sparkContext.defaultParallelism
+    for name, value in (("from_ms", from_ms), ("to_ms", to_ms), ("parallelism", parallelism)):
         if value is not None:
             reader = reader.option(name, str(value))
     return reader.load(data_dir)
