@@ -98,8 +98,10 @@ def event_kinds(split: analytics_records.Split) -> dict[str, set]:
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory, spark):
-    """A corral with committed groups; yields (broker, expected commits, window split ms, end
-    offsets), stopping the broker half way through the module (see test order)."""
+    """A corral with three groups that committed known offsets in two rounds; yields (broker,
+    the consumers, the commits (group, topic, partition, offset) in order, a time between the
+    rounds, {(topic, partition): (log end, log start)}). `stop_cleanly` stops it for the tests
+    that read a stopped broker's files."""
     from conftest import CorralProcess
     broker = CorralProcess(tmp_path_factory.mktemp("segments") / "corral",
                            {k: str(v) for k, v in SETTINGS.items()}).start()
@@ -170,8 +172,11 @@ def test_window_keeps_commit_times_and_skips_old_segments(history, spark):
     assert all(r["time_ms"] >= split_ms for r in window.samples.collect() + window.events.collect())
 
 
-def test_after_a_clean_stop(history, spark):
-    broker, consumers, expected, _, ends = history
+def stop_cleanly(history) -> None:
+    """The members leave (member_left events written), then the broker stops cleanly."""
+    broker, consumers, *_ = history
+    if not broker.alive():
+        return
     for c in consumers.values():
         c.close()
     consumers.clear()
@@ -179,6 +184,11 @@ def test_after_a_clean_stop(history, spark):
         e["group"] for e in analytics(broker.data_dir).events.to_pylist()
         if e["event"] == "member_left"}, 15, "member_left events")
     assert broker.stop() == 0
+
+
+def test_after_a_clean_stop(history, spark):
+    broker, _, expected, _, ends = history
+    stop_cleanly(history)
     assert commits_of(spark, broker.data_dir) == by_group(expected)
     assert {tp: v for tp, v in last_samples(analytics(broker.data_dir)).items() if tp in ends} == ends
 
@@ -194,7 +204,7 @@ def last_commit_segment(data_dir: Path) -> Path:
 
 def test_torn_tails_end_a_segment(history, spark, tmp_path):
     broker, _, expected, _, _ = history
-    assert not broker.alive()
+    stop_cleanly(history)
     copy = tmp_path / "copy"
     shutil.copytree(broker.data_dir, copy)
     segment = last_commit_segment(copy)
@@ -222,6 +232,7 @@ def test_torn_tails_end_a_segment(history, spark, tmp_path):
 
 def test_missing_or_empty_analytics_topic(history, spark, tmp_path):
     broker, _, expected, _, _ = history
+    stop_cleanly(history)
     copy = tmp_path / "copy"
     shutil.copytree(broker.data_dir, copy)
     analytics_dirs = segments.partition_dirs(str(copy), "__corral_analytics")

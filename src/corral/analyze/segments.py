@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import weakref
 from pathlib import Path
 from typing import Iterator
 
@@ -49,6 +50,8 @@ BATCH_ROWS = 1 << 18
 MAX_SPLIT_BYTES = 128 << 20
 MIN_SPLIT_BYTES = 4 << 20
 _TIME_ENTRY = struct.Struct(">qI")  # .timeindex: max timestamp so far, relative offset
+# Sessions the data source is registered with (registering again logs a WARN each time).
+_registered: weakref.WeakSet = weakref.WeakSet()
 
 
 def partition_dirs(data_dir: str, topic: str) -> list[Path]:
@@ -194,7 +197,9 @@ def analytics_records_of(data_dir: str) -> Iterator[tuple[int, int, bytes | None
 
 def read_commits(spark: SparkSession, data_dir: str, from_ms: int | None = None,
                  to_ms: int | None = None):
-    spark.dataSource.register(OffsetCommitsSource)
+    if spark not in _registered:
+        spark.dataSource.register(OffsetCommitsSource)
+        _registered.add(spark)
     reader = spark.read.format(SOURCE)
     parallelism = spark.sparkContext.defaultParallelism
     for name, value in (("from_ms", from_ms), ("to_ms", to_ms), ("parallelism", parallelism)):
