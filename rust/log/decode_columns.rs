@@ -51,7 +51,9 @@ fn walk(path: &str, mut each: impl FnMut(&[u8], &Header) -> Result<(), String>) 
         if position + HEADER_LEN as u64 > size {
             return Ok(Ok(Stop::Torn(position)));
         }
-        reader.read_exact(&mut buf)?;
+        if !read_whole(&mut reader, &mut buf)? {
+            return Ok(Ok(Stop::Torn(position)));
+        }
         let header = match Header::parse(&buf) {
             Some(h) if h.magic == 2 => h,
             _ => return Ok(Ok(Stop::Invalid(position))),
@@ -60,7 +62,9 @@ fn walk(path: &str, mut each: impl FnMut(&[u8], &Header) -> Result<(), String>) 
             return Ok(Ok(Stop::Torn(position)));
         }
         buf.resize(header.size, 0);
-        reader.read_exact(&mut buf[HEADER_LEN..])?;
+        if !read_whole(&mut reader, &mut buf[HEADER_LEN..])? {
+            return Ok(Ok(Stop::Torn(position)));
+        }
         if !crc_ok(&buf, &header) {
             return Ok(Ok(Stop::Invalid(position)));
         }
@@ -75,6 +79,15 @@ fn walk(path: &str, mut each: impl FnMut(&[u8], &Header) -> Result<(), String>) 
         position += header.size as u64;
     }
     Ok(Ok(Stop::End))
+}
+
+/// Fills `buf`; false if the file ended first (a broker's recovery cut it while it was read).
+fn read_whole(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+    match reader.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Columns of commits in Arrow's layout.
