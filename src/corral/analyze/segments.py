@@ -114,8 +114,9 @@ def commit_segments(data_dir: str, from_ms: int | None) -> list[str]:
 
 def _stopped(path: str, at: int | None, why: str) -> None:
     if at is not None:
-        # A torn tail of the active segment is a batch being written; elsewhere it is damage.
-        log.warning("%s: stopped at byte %d of %d (%s batch)", path, at, _size(path), why)
+        # A torn batch is usually one a running broker is writing; a bad CRC is damage.
+        level = logging.INFO if why == "torn" else logging.WARNING
+        log.log(level, "%s: stopped at byte %d of %d (%s batch)", path, at, _size(path), why)
 
 
 def _size(path: str) -> int:
