@@ -10,8 +10,8 @@
 //! Both read the batches that were whole when the file was opened and stop at the first one that
 //! is not whole or whose CRC-32C does not match (a batch being written by a running broker, or a
 //! torn tail it would cut at recovery), reporting where. CRCs are checked, as Kafka's readers
-//! and corral's recovery do: hardware crc32c made no difference measurable next to the decoding. Compressed batches are refused (corral never compresses
-//! its internal topics).
+//! and corral's recovery do: hardware crc32c made no difference measurable next to the
+//! decoding. Compressed batches are refused (corral never compresses its internal topics).
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
