@@ -7,7 +7,6 @@ own commit records and samples."""
 from __future__ import annotations
 
 import json
-import struct
 import time
 from collections import defaultdict
 
@@ -48,25 +47,6 @@ def read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, int, bytes | 
         consumer.close()
 
 
-def offset_value(value: bytes) -> tuple[int, int]:
-    """(commit timestamp, offset) of an OffsetCommitValue: corral writes v1 and v3, Kafka 4
-    writes v4 (flexible: a compact metadata string)."""
-    if struct.unpack_from(">h", value)[0] < 4:
-        v = records.read_offset_value(value)
-        return v.commit_ms, v.offset
-    (offset,) = struct.unpack_from(">q", value, 2)
-    pos, length, shift = 14, 0, 0  # after version, offset, leader epoch: uvarint length + 1
-    while True:
-        byte = value[pos]
-        pos += 1
-        length |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            break
-    (commit_ms,) = struct.unpack_from(">q", value, pos + max(0, length - 1))
-    return commit_ms, offset
-
-
 def broker_commits(bootstrap: str) -> dict[sc.Key, list[tuple[int, int]]]:
     """Every offset commit in `__consumer_offsets` (corral's or Kafka's): (commit timestamp,
     offset) per key, in log order."""
@@ -74,7 +54,8 @@ def broker_commits(bootstrap: str) -> dict[sc.Key, list[tuple[int, int]]]:
     for _, _, _, key, value in read_topic(bootstrap, "__consumer_offsets"):
         kind, fields = records.read_key(key)
         if kind in OFFSET_KEYS and value is not None:
-            found[fields].append(offset_value(value))
+            v = records.read_offset_value(value)
+            found[fields].append((v.commit_ms, v.offset))
     return found
 
 
