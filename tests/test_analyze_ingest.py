@@ -29,7 +29,7 @@ from corral.analytics_log import TOPIC as ANALYTICS_TOPIC
 from corral.analyze import analytics_records, inputs
 from corral.analyze.fetching import fetch_body, consume
 from corral.apis import ApiKey
-from corral.analyze.ingest import IngestError, land
+from corral.analyze.ingest import LIVE_SAMPLE_SEQ, IngestError, land
 from corral.ops.admin import Admin
 
 TOPICS = {"ia": 3, "ib": 2}
@@ -238,7 +238,7 @@ def test_land_from_corral(tmp_path, spark):
             expected.samples.to_pylist()
         assert {r["event"] for r in rows["events"] if r["group"] == LIVE} >= \
             {"member_joined", "rebalance_start", "rebalance_end", "generation_assignment", "member_left"}
-        check_live_samples(broker.bootstrap, summary, rows["samples"], end)
+        check_live_samples(broker.bootstrap, summary, rows["samples"], LIVE_SAMPLE_SEQ)
         check_read_back(spark, out, rows)
         check_windows(broker.bootstrap, tmp_path, made_before, made_after, middle)
     finally:
@@ -261,7 +261,7 @@ def test_land_from_kafka(tmp_path, spark):
         assert ANALYTICS_TOPIC not in summary["sources"]
         assert summary["skipped"]["records of aborted transactions"] == 1
         check_commits(summary, rows["commits"], made)
-        check_live_samples(bootstrap, summary, rows["samples"], 0)
+        check_live_samples(bootstrap, summary, rows["samples"], LIVE_SAMPLE_SEQ)
         events = sorted(rows["events"], key=lambda r: r["seq"])
         live = [r for r in events if r["group"] == LIVE]
         member = next(r for r in live if r["event"] == "member_joined")["value"]

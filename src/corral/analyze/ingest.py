@@ -3,17 +3,17 @@ cluster, corral or Apache Kafka, with corral's own client (corral.ops.admin, the
 corral.analyze.fetching), landed as Parquet under `<directory>/commits`, `/samples`, `/events`
 for `inputs.read_landed`.
 
-- commits: `__consumer_offsets`, every partition from its log start up to the last stable
-  offset seen at the start (the history as of now; read_committed: offsets committed in aborted
+- live samples first: for `sample_for_s` seconds, every `sample_interval_s`, ListOffsets LATEST
+  and EARLIEST of every partition of every non-internal topic (one request per leader); their
+  `seq` counts up from LIVE_SAMPLE_SEQ (after any log offset). On Kafka, they are what lag in
+  seconds needs.
+- then commits: `__consumer_offsets`, every partition from its log start up to the last stable
+  offset seen when sampling is done (the history as of then, commits made while sampling included; read_committed: offsets committed in aborted
   transactions are left out, as Kafka leaves them out); every OffsetCommitValue is a row (`seq` = its
   offset), tombstones and other record types are not commits.
 - samples and events: `__corral_analytics` when the cluster has it (corral), turned into rows by
   corral.analyze.analytics_records; else events derived from the GroupMetadata records
   (corral.analyze.classic_events) and samples from live sampling only.
-- live samples: for `sample_for_s` seconds, every `sample_interval_s`, ListOffsets LATEST and
-  EARLIEST of every partition of every non-internal topic (one request per leader); their `seq`
-  counts up from the end of `__corral_analytics` (0 without it). On Kafka, they are what lag in
-  seconds needs.
 
 Memory stays bounded whatever the history: rows go to Parquet a row group at a time, a new file
 every FILE_ROWS rows. `from_ms` / `to_ms` keep rows with from_ms <= time_ms < to_ms.
@@ -42,6 +42,8 @@ from .fetching import READ_COMMITTED, Record, consume
 OFFSETS_TOPIC = "__consumer_offsets"
 COMMITS = pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
                      ("time_ms", pa.int64()), ("offset", pa.int64()), ("seq", pa.int64())])
+# Live samples' `seq` counts up from here: after any `__corral_analytics` offset.
+LIVE_SAMPLE_SEQ = 1 << 62
 SCHEMAS = {"commits": COMMITS, "samples": analytics_records.SAMPLES,
            "events": analytics_records.EVENTS}
 DEFAULT_SAMPLE_FOR_S = 30.0
@@ -159,14 +161,14 @@ class _Landing:
         async with Admin(bootstrap, timeout_s) as admin:
             leaders = await admin.metadata(None)
             self.has_analytics = ANALYTICS_TOPIC in leaders
-            await self._read(admin, leaders, OFFSETS_TOPIC, self._offsets_records)
-            sample_seq = 0
-            if self.has_analytics:
-                ends = await self._read(admin, leaders, ANALYTICS_TOPIC, self._analytics_records)
-                sample_seq = max(ends.values(), default=0)
             if sample_for_s is None:
                 sample_for_s = 0.0 if self.has_analytics else DEFAULT_SAMPLE_FOR_S
-            await self._sample(admin, sample_for_s, interval_s, sample_seq)
+            # Sampling first, then the history up to its end now: the commits made while
+            # sampling are read too (the other order would sample a stretch with no commits).
+            await self._sample(admin, sample_for_s, interval_s, LIVE_SAMPLE_SEQ)
+            await self._read(admin, leaders, OFFSETS_TOPIC, self._offsets_records)
+            if self.has_analytics:
+                await self._read(admin, leaders, ANALYTICS_TOPIC, self._analytics_records)
 
     async def _read(self, admin: Admin, leaders: dict[str, dict[int, int]], topic: str,
                     handle: Callable[[int, list[Record]], None]) -> dict[int, int]:
