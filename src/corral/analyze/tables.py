@@ -151,7 +151,7 @@ def assignment_skew(events: DataFrame, partition_lag: DataFrame) -> DataFrame:
     partitions, lag_seconds the highest); per assignment its members and `skew` (most partitions
     of a member over the mean). A classic member whose assignment is not ConsumerProtocol has
     partitions, idle and lag null."""
-    assignments = _assignments(events).cache()
+    assignments = _assignments(events)
     members = assignments.select(
         "group", "protocol", "time_ms", "until_ms", "seq", "generation",
         F.explode_outer("assignment").alias("member", "parts"))
