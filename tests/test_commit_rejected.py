@@ -1,12 +1,15 @@
 """`commit_rejected` group events (docs/analytics.md): OffsetCommits refused as a whole, by a real
 corral over TCP (raw wire clients: a classic member and a KIP-848 member commit with a wrong
 generation, an unknown member id, a stale member epoch), read back from `__corral_analytics` with
-a real Kafka consumer; and the per-interval aggregation in process."""
+a real Kafka consumer; and the per-interval aggregation in process. The same history checks that
+the rebalances rule's start and duration (the rebalance_end's own) agree with the
+rebalance_start records."""
 
 from __future__ import annotations
 
 import time
 
+from corral.analyze.event_rules import rebalances
 from corral.errors import ErrorCode
 from corral.groups.events import MAX_REJECTED_KEYS, AnalyticsEvents
 from groupkit import FAST_GROUPS
@@ -72,6 +75,17 @@ def test_refused_commits_are_counted_per_group_and_error(corral_factory):
     consumer_events = group_events(records, "rej-consumer", "commit_rejected")
     assert rejected(consumer_events) == {"STALE_MEMBER_EPOCH": 2, "UNKNOWN_MEMBER_ID": 1}
     assert {e["protocol"] for e in consumer_events} == {"consumer"}
+
+    # Each group's rebalance, from the rebalance_end's own start and duration, starts at its
+    # rebalance_start record's time (both read the wall clock in the same step).
+    for group in ("rej-classic", "rej-consumer"):
+        mine = [(ts, v["event"], v) for ts, key, v in records
+                if key == "group_event" and v["group_id"] == group]
+        [start_ms] = [ts for ts, event, _ in mine if event == "rebalance_start"]
+        [row] = rebalances(mine)
+        assert abs(row.start_ms - start_ms) <= 5 and row.starts == 1, (row, start_ms)
+        assert row.end_ms - row.start_ms - 5 <= row.duration_ms <= row.end_ms - row.start_ms + 5
+        assert (row.members_before, row.members_after) == (0, 1)
 
 
 def test_aggregation_is_bounded(caplog):

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 from matplotlib import colors
 from matplotlib import dates as mdates
+from matplotlib import ticker
 from matplotlib.figure import Figure
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -202,7 +203,7 @@ def _p99_lag(tables, span) -> str:
                    marker="v", color=color, s=30)
     ax.set_ylabel("p99 lag (s)")
     ax.set_title("▼ rebalance starts", fontsize=8, loc="right")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     _time_axis(ax)
     return _png(fig, "top groups by p99 lag")
 
@@ -263,6 +264,7 @@ def _rebalance_durations(tables) -> str:
     ax.set_xscale("log")
     ax.set_xlabel("duration (s)")
     ax.set_ylabel("rebalances")
+    ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     p50, p99 = summary["p"]
     text = (f"<p>{summary['n']} ended rebalances: median {p50 / 1000:.3f} s, p99 "
             f"{p99 / 1000:.3f} s, longest {summary['max'] / 1000:.3f} s.</p>")
@@ -296,7 +298,8 @@ def _member_churn(tables, span) -> str:
         below = below + series[name]
     ax.axhline(0, color="#444", linewidth=0.6)
     ax.set_ylabel("members per bucket (departures below 0)")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.xaxis_date()
     _time_axis(ax)
     return _png(fig, "member churn")

@@ -97,7 +97,9 @@ class AnalyticsEvents:
     def classic_rebalance_start(self, group: "ClassicGroup", reason: str) -> None:
         log.info("preparing to rebalance group %s with old generation %d (%s)", group.group_id,
                  group.generation_id, reason, extra=fields(group.group_id, epoch=group.generation_id))
-        before = self._generation_size.get(group.group_id, group.size())
+        # Unknown after a restart: the members now; a new group (generation 0) had none.
+        before = self._generation_size.get(group.group_id,
+                                           0 if group.generation_id == 0 else group.size())
         self._open.setdefault(group.group_id, _Rebalance(wall_ms(), before, reason))
         self._emit("rebalance_start", group.group_id, CLASSIC, generation_id=group.generation_id,
                    members_before=before, members=group.size(), cause=reason)
