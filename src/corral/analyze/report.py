@@ -129,6 +129,19 @@ def _time_axis(ax) -> None:
     ax.set_xlabel("time (UTC)")
 
 
+def _grid(span: _Span, labels: list[str], matrix: np.ndarray, **mesh):
+    """A figure of one row per label over the time buckets (NaN cells left blank)."""
+    fig = Figure(figsize=(11, 1.3 + 0.28 * len(labels)))
+    ax = fig.subplots()
+    drawn = ax.pcolormesh(mdates.date2num(span.times()), np.arange(len(labels) + 1),
+                          np.ma.masked_invalid(matrix), shading="flat", **mesh)
+    ax.set_yticks(np.arange(len(labels)) + 0.5, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.xaxis_date()
+    _time_axis(ax)
+    return fig, ax, drawn
+
+
 def _filled(cells: dict[tuple[Any, int], float], keys: list, buckets: int) -> np.ndarray:
     """A keys x buckets matrix of the cells, each value carried forward over empty buckets
     (lag and status hold until their next row); NaN before a key's first cell."""
@@ -157,17 +170,10 @@ def _lag_heatmap(tables, span) -> str:
              .agg(F.max("lag_records").alias("lag")).collect())
     matrix = _filled({(tuple(r[:3]), r["bucket"]): r["lag"] for r in cells if r["lag"] is not None},
                      keys, span.buckets)
-    fig = Figure(figsize=(11, 1.5 + 0.28 * len(keys)))
-    ax = fig.subplots()
-    edges = mdates.date2num(span.times())
-    mesh = ax.pcolormesh(edges, np.arange(len(keys) + 1), np.ma.masked_invalid(matrix),
-                         cmap="magma_r", shading="flat",
-                         norm=colors.SymLogNorm(linthresh=1, vmin=0, vmax=max(1, np.nanmax(matrix))))
-    fig.colorbar(mesh, ax=ax, label="lag (records)")
-    ax.set_yticks(np.arange(len(keys)) + 0.5, [f"{g}  {t}-{p}" for g, t, p in keys], fontsize=7)
-    ax.invert_yaxis()
-    ax.xaxis_date()
-    _time_axis(ax)
+    norm = colors.SymLogNorm(linthresh=1, vmin=0, vmax=max(1, np.nanmax(matrix)))
+    fig, _, mesh = _grid(span, [f"{g}  {t}-{p}" for g, t, p in keys], matrix, cmap="magma_r",
+                         norm=norm)
+    fig.colorbar(mesh, label="lag (records)")
     return _png(fig, "lag heatmap")
 
 
@@ -224,16 +230,9 @@ def _status_ribbon(tables, span) -> str:
     cells = (ranked.where(F.col("group").isin(groups)).groupBy("group", span.bucket())
              .agg(F.max_by("rank", F.struct("time_ms", "rank")).alias("rank")).collect())
     matrix = _filled({(r["group"], r["bucket"]): r["rank"] for r in cells}, groups, span.buckets)
-    fig = Figure(figsize=(11, 1.2 + 0.3 * len(groups)))
-    ax = fig.subplots()
     cmap = colors.ListedColormap(_STATUS_COLORS)
     norm = colors.BoundaryNorm(np.arange(0.5, len(STATUS_RANKS) + 1), cmap.N)
-    ax.pcolormesh(mdates.date2num(span.times()), np.arange(len(groups) + 1),
-                  np.ma.masked_invalid(matrix), cmap=cmap, norm=norm, shading="flat")
-    ax.set_yticks(np.arange(len(groups)) + 0.5, groups, fontsize=7)
-    ax.invert_yaxis()
-    ax.xaxis_date()
-    _time_axis(ax)
+    fig, ax, _ = _grid(span, groups, matrix, cmap=cmap, norm=norm)
     shown = sorted({int(v) for v in matrix[~np.isnan(matrix)]})
     names = {r: name for name, r in STATUS_RANKS.items()}
     handles = [ax.scatter([], [], marker="s", color=_STATUS_COLORS[r - 1], label=names[r])
