@@ -161,7 +161,9 @@ def assignment_skew(events: DataFrame, partition_lag: DataFrame) -> DataFrame:
                            F.explode("parts").alias("tp")).select(
         "group", "time_ms", "until_ms", "seq", "member", F.col("tp")[0].alias("topic"),
         F.col("tp")[1].cast("int").alias("partition"))
-    lag = partition_lag.select(*_LAG_KEY, "time_ms", "lag_records", "lag_seconds")
+    # Only the partitions some assignment holds (none at all for a cluster without events).
+    lag = partition_lag.select(*_LAG_KEY, "time_ms", "lag_records", "lag_seconds").join(
+        owned.select(*_LAG_KEY).distinct(), _LAG_KEY, "left_semi")
     per_partition = owned.groupBy(*_LAG_KEY).cogroup(lag.groupBy(*_LAG_KEY)).applyInPandas(
         _lag_over_rows, _LAG_OVER_SCHEMA)
     per_member = per_partition.groupBy("group", "seq", "member").agg(
