@@ -77,14 +77,15 @@ def test_refused_commits_are_counted_per_group_and_error(corral_factory):
     assert {e["protocol"] for e in consumer_events} == {"consumer"}
 
     # Each group's rebalance, from the rebalance_end's own start and duration, starts at its
-    # rebalance_start record's time (both read the wall clock in the same step).
+    # rebalance_start record's time (both read the wall clock in the same step, so only a
+    # thread switch apart).
     for group in ("rej-classic", "rej-consumer"):
         mine = [(ts, v["event"], v) for ts, key, v in records
                 if key == "group_event" and v["group_id"] == group]
         [start_ms] = [ts for ts, event, _ in mine if event == "rebalance_start"]
         [row] = rebalances(mine)
-        assert abs(row.start_ms - start_ms) <= 5 and row.starts == 1, (row, start_ms)
-        assert row.end_ms - row.start_ms - 5 <= row.duration_ms <= row.end_ms - row.start_ms + 5
+        assert abs(row.start_ms - start_ms) <= 50 and row.starts == 1, (row, start_ms)
+        assert abs(row.end_ms - row.start_ms - row.duration_ms) <= 50, row
         assert (row.members_before, row.members_after) == (0, 1)
 
 
