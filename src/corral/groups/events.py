@@ -114,7 +114,7 @@ class AnalyticsEvents:
             self._emit("generation_assignment", group.group_id, CLASSIC,
                        generation_id=group.generation_id, protocol_type=group.protocol_type,
                        protocol_name=group.protocol_name,
-                       assignment={m.member_id: _classic_partitions(group.protocol_type, m.assignment)
+                       assignment={m.member_id: classic_partitions(group.protocol_type, m.assignment)
                                    for m in group.members.values()})
 
     def member_joined(self, group: "ClassicGroup", member: "ClassicMember") -> None:
@@ -276,7 +276,7 @@ class AnalyticsEvents:
         return sorted([self.topics.name_of(topic_id), p] for topic_id, ps in partitions.items() for p in ps)
 
 
-def _classic_partitions(protocol_type: str | None, assignment: bytes) -> list[list] | None:
+def classic_partitions(protocol_type: str | None, assignment: bytes) -> list[list] | None:
     """A classic member's assigned partitions, decoded from the ConsumerProtocol assignment;
     None when the group is not a consumer group (Connect...) or the bytes are not one."""
     if protocol_type != "consumer" or not assignment:
