@@ -132,15 +132,19 @@ def test_hand_built_history(spark, tmp_path):
     assertDataFrameEqual(back.drop("date"), tables["rebalances"])
 
 
-def test_assignment_of_a_non_consumer_protocol(spark):
-    """A Connect group's members have no decoded partitions: partitions, idle and lag null."""
+def test_assignments_without_partitions(spark):
+    """A Connect group's members have no decoded partitions: partitions, idle and lag null; a
+    group whose members all got nothing has no skew."""
     events = [event(10, "connect", "generation_assignment", C, generation_id=1,
                     protocol_type="connect", protocol_name="sessioned",
-                    assignment={"w1": None, "w2": None})]
+                    assignment={"w1": None, "w2": None}),
+              event(20, "idle", "generation_assignment", C, generation_id=1,
+                    protocol_type="consumer", protocol_name="range", assignment={"m": []})]
     tables = derive(make_inputs(spark, [], events), lag_tables(spark, []))
     assertDataFrameEqual(tables["assignment_skew"], spark.createDataFrame([
         ("connect", C, 10, None, 1, "w1", None, None, None, None, 2, None),
         ("connect", C, 10, None, 1, "w2", None, None, None, None, 2, None),
+        ("idle", C, 20, None, 1, "m", 0, True, None, None, 1, None),
     ], ASSIGNMENT_SKEW_SCHEMA))
 
 

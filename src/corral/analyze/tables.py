@@ -168,9 +168,10 @@ def assignment_skew(events: DataFrame, partition_lag: DataFrame) -> DataFrame:
         _lag_over_rows, _LAG_OVER_SCHEMA)
     per_member = per_partition.groupBy("group", "seq", "member").agg(
         F.sum("lag_records").alias("lag_records"), F.max("lag_seconds").alias("lag_seconds"))
+    total = F.sum("partitions")  # skew: none without partitions (event_rules.skew)
     per_assignment = members.groupBy("group", "seq").agg(
         F.count("member").alias("members"),
-        (F.max("partitions") * F.count("partitions") / F.sum("partitions")).alias("skew"))
+        F.when(total > 0, F.max("partitions") * F.count("partitions") / total).alias("skew"))
     return (members.join(per_member, ["group", "seq", "member"], "left")
             .join(per_assignment, ["group", "seq"])
             .select("group", "protocol", "time_ms", "until_ms", "generation", "member",
