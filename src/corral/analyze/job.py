@@ -14,7 +14,7 @@ so the tables are exactly the rules' results; `group_status` then goes per group
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -102,9 +102,11 @@ def analyze(commits: DataFrame, samples: DataFrame, burrow_compatible: bool = Tr
     return Tables(both.select(*LAG_COLUMNS), status, group)
 
 
-def write_tables(tables: Tables, out_dir: str) -> None:
-    """Each table as Parquet under out_dir/<table>, partitioned by its UTC date."""
-    for name, df in tables._asdict().items():
+def write_tables(tables: Tables | Mapping[str, DataFrame], out_dir: str) -> None:
+    """Each table (all have `time_ms`) as Parquet under out_dir/<name>, partitioned by its UTC
+    date."""
+    named = tables._asdict() if isinstance(tables, Tables) else tables
+    for name, df in named.items():
         date = F.date_from_unix_date(F.floor(F.col("time_ms") / 86_400_000).cast("int"))
         df.withColumn("date", date).write.mode("overwrite").partitionBy("date").parquet(
             f"{out_dir}/{name}")
