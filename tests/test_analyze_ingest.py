@@ -155,7 +155,8 @@ def check_commits(summary: dict, rows: list[dict], made: list) -> None:
 def check_live_samples(bootstrap: str, summary: dict, samples: list[dict], first_seq: int) -> None:
     live = sorted((r for r in samples if r["seq"] >= first_seq), key=lambda r: r["seq"])
     partitions = sum(TOPICS.values())
-    assert summary["sources"]["live samples"] == {"rounds": 3, "rows": 3 * partitions}
+    assert summary["sources"]["live samples"] == {"rounds": 3, "rows": 3 * partitions,
+                                                   "interrupted": False}
     assert [r["seq"] for r in live] == list(range(first_seq, first_seq + 3 * partitions))
     marks = watermarks(bootstrap)
     assert Counter((r["topic"], r["partition"]) for r in live) == Counter({tp: 3 for tp in marks})

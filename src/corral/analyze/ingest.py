@@ -21,6 +21,7 @@ every FILE_ROWS rows. `from_ms` / `to_ms` keep rows with from_ms <= time_ms < to
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -52,6 +53,18 @@ FILE_ROWS = 5_000_000
 MAX_KEYS = 1_000_000
 
 Progress = Callable[[str, int, int | None], None]
+
+
+async def _on_interrupt(interrupted: trio.Event) -> None:
+    """Ctrl-C (SIGINT) while sampling ends the sampling, not the run: what was sampled so far is
+    used, and the history is read up to now. Outside the main thread (no signals): nothing."""
+    try:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                interrupted.set()
+                return
+    except RuntimeError:  # not in the main thread
+        await trio.sleep_forever()
 
 
 class IngestError(Exception):
@@ -242,12 +255,25 @@ class _Landing:
             self.skipped["live samples (the window ended before now)"] += 1
             return
         rounds = int(sample_for_s / interval_s) + 1   # at 0, interval_s, ... sample_for_s
-        samples = self.sinks["samples"]
-        sampled = {"rounds": 0, "rows": 0}
+        sampled = {"rounds": 0, "rows": 0, "interrupted": False}
         self.sources["live samples"] = sampled
+        interrupted = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_on_interrupt, interrupted)
+            await self._sample_rounds(admin, rounds, interval_s, seq, sampled, interrupted)
+            nursery.cancel_scope.cancel()
+        sampled["interrupted"] = interrupted.is_set()
+
+    async def _sample_rounds(self, admin: Admin, rounds: int, interval_s: float, seq: int,
+                             sampled: dict, interrupted: trio.Event) -> None:
+        samples = self.sinks["samples"]
         next_at = trio.current_time()
         for i in range(rounds):
-            await trio.sleep_until(next_at)
+            # Only the wait between rounds is cut short: a request is never abandoned midway.
+            with trio.move_on_at(next_at):
+                await interrupted.wait()
+            if interrupted.is_set():
+                return
             next_at += interval_s
             leaders = await admin.metadata(None)
             partitions = [(t, p) for t, ps in sorted(leaders.items()) if t not in admin.internal
