@@ -60,30 +60,20 @@ def broker_commits(bootstrap: str) -> dict[sc.Key, list[tuple[int, int]]]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """One scenario on one corral for the whole module: (truth, commits in __consumer_offsets,
-    __corral_analytics records as (timestamp, key, value), committed offsets by OffsetFetch)."""
-    from conftest import CorralProcess
-
-    broker = CorralProcess(tmp_path_factory.mktemp("scenario") / "corral",
-                           {k: str(v) for k, v in sc.CORRAL_SETTINGS.items()}).start()
-    try:
-        truth = sc.run(broker.bootstrap)
-        time.sleep(2 * sc.CORRAL_SETTINGS["corral.analytics.sample.interval.ms"] / 1000)
-        analytics = [(ts, k.decode(), json.loads(v))
-                     for _, _, ts, k, v in read_topic(broker.bootstrap, ANALYTICS)]
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        fetched = {}
-        for group in sc.STATUS_GROUPS:
-            [future] = admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)]).values()
-            for tp in future.result(timeout=20).topic_partitions:
-                fetched[(group, tp.topic, tp.partition)] = tp.offset
-        yield truth, broker_commits(broker.bootstrap), analytics, fetched
-    finally:
-        if broker.alive():
-            broker.proc.kill()
-            broker.proc.wait()
+def run(corral_scenario):
+    """(truth, commits in __consumer_offsets, __corral_analytics records as (timestamp, key,
+    value), committed offsets by OffsetFetch) of the session's scenario on corral."""
+    broker, truth = corral_scenario
+    analytics = [(ts, k.decode(), json.loads(v))
+                 for _, _, ts, k, v in read_topic(broker.bootstrap, ANALYTICS)]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    fetched = {}
+    for group in sc.STATUS_GROUPS:
+        [future] = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)]).values()
+        for tp in future.result(timeout=20).topic_partitions:
+            fetched[(group, tp.topic, tp.partition)] = tp.offset
+    return truth, broker_commits(broker.bootstrap), analytics, fetched
 
 
 def test_phases_follow_the_schedule(run):

@@ -21,6 +21,7 @@ every FILE_ROWS rows. `from_ms` / `to_ms` keep rows with from_ms <= time_ms < to
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from collections import Counter
@@ -43,6 +44,8 @@ from .fetching import READ_COMMITTED, Record, consume
 OFFSETS_TOPIC = "__consumer_offsets"
 COMMITS = pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
                      ("time_ms", pa.int64()), ("offset", pa.int64()), ("seq", pa.int64())])
+log = logging.getLogger("corral.analyze")
+
 # Live samples' `seq` counts up from here: after any `__corral_analytics` offset.
 LIVE_SAMPLE_SEQ = 1 << 62
 SCHEMAS = {"commits": COMMITS, "samples": analytics_records.SAMPLES,
@@ -258,6 +261,8 @@ class _Landing:
         sampled = {"rounds": 0, "rows": 0, "interrupted": False}
         self.sources["live samples"] = sampled
         interrupted = trio.Event()
+        log.info("sampling log-end offsets every %g s for %g s (Ctrl-C ends it sooner)",
+                 interval_s, sample_for_s)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_on_interrupt, interrupted)
             await self._sample_rounds(admin, rounds, interval_s, seq, sampled, interrupted)
