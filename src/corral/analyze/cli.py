@@ -38,6 +38,9 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="where tables and report go")
     p.add_argument("--master", default="local[*]", metavar="URL",
                    help="Spark master (default local[*]; e.g. spark://host:7077)")
+    p.add_argument("--conf", action="append", default=[], metavar="NAME=VALUE",
+                   help="a Spark setting, as spark-submit's --conf (repeatable), e.g. "
+                        "--conf spark.executor.memory=4g")
     p.add_argument("--from", dest="from_time", metavar="TIME", type=parse_time,
                    help="keep what happened at or after TIME (ISO 8601, UTC unless it says, or "
                         "ms since the epoch)")
@@ -82,6 +85,11 @@ def main(args: argparse.Namespace) -> int:
     if args.from_time is not None and args.to_time is not None and args.from_time >= args.to_time:
         print("corral analyze: --from must be before --to", file=sys.stderr)
         return EXIT_USAGE
+    conf = dict(item.partition("=")[::2] for item in args.conf)
+    if any("=" not in item for item in args.conf):
+        print("corral analyze: --conf wants NAME=VALUE", file=sys.stderr)
+        return EXIT_USAGE
+    args.conf = conf
     from .progress import Progress
     with Progress(enabled=not args.json) as progress:
         try:
@@ -123,7 +131,7 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
         summary["source"] = {"data_dir": str(data_dir.resolve())}
 
     with progress.step("starting Spark"):
-        spark = session.start(args.master)
+        spark = session.start(args.master, conf=args.conf)
     try:
         spark.sparkContext.setLogLevel("ERROR")
         with progress.spark_step("analyzing", spark):
