@@ -151,7 +151,9 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
             from .report import write_report
             with progress.spark_step("writing the report", spark):
                 # Read back from Parquet: the tables are computed once, not again per plot.
-                written = {name: spark.read.parquet(str(out / name)) for name in derived}
+                written = {name: spark.read.parquet(str(out / name)) if summary["tables"][name]
+                           else spark.createDataFrame([], derived[name].schema)
+                           for name in derived}
                 write_report(written, str(out / "report.html"), _title(summary))
             summary["report"] = str((out / "report.html").resolve())
     finally:

@@ -182,6 +182,8 @@ class _Landing:
             # Sampling first, then the history up to its end now: the commits made while
             # sampling are read too (the other order would sample a stretch with no commits).
             await self._sample(admin, sample_for_s, interval_s, LIVE_SAMPLE_SEQ)
+            if sample_for_s > 0:  # Kafka creates __consumer_offsets at the first group's use
+                leaders = await admin.metadata(None)
             await self._read(admin, leaders, OFFSETS_TOPIC, self._offsets_records)
             if self.has_analytics:
                 await self._read(admin, leaders, ANALYTICS_TOPIC, self._analytics_records)

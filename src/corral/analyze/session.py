@@ -22,6 +22,7 @@ def start(master: str = "local[*]", app: str = "corral-analyze",
         # Python (the one corral is installed in), not whatever `python3` is on PATH.
         builder = (builder.config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1"))
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else a warning about the hostname
         if "PYSPARK_PYTHON" not in os.environ:
             builder = builder.config("spark.pyspark.python", sys.executable)
     for name, value in (conf or {}).items():
