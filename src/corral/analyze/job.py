@@ -8,14 +8,13 @@ Inputs:
 Rows with equal times are ordered by the inputs' `seq` (corral.analyze.inputs: the log order, so
 the last commit at a time is the committed offset).
 
-Two passes, each one shuffle and a sort done by Spark, then `mapInArrow` over the sorted batches
-(whole keys at a time: a key cut by a batch's end is carried into the next batch):
-1. commits and samples together by (topic, partition), samples first, then each group's commits:
-   every (group, topic, partition) gets its partition's samples without a join (no copy of the
-   samples per group), and one call of the compiled rules makes partition_lag and partition_status
-   (both have a row at the same times) for the whole batch;
-2. the status rows by group and time: group_status.
-Status codes cross as bytes and become names in Spark.
+One shuffle, by group, and a sort done by Spark, then `mapInArrow` over the sorted batches
+(whole groups at a time: a group cut by a batch's end is carried into the next batch). Each
+(group, topic, partition) comes with its partition's samples (a broadcast join with the keys: the
+samples a key gets are about the rows it will have anyway, one per sample time), samples first;
+one call of the compiled rules makes partition_lag and partition_status (both have a row at the
+same times) for the whole batch, a second its groups' group_status, so no second shuffle. Both
+come out of one cached frame (`kind` tells them apart); status codes become names in Spark.
 """
 
 from __future__ import annotations
@@ -32,11 +31,16 @@ from corral.analyze import fast
 from corral.analyze.rules import STATUS_NAMES
 
 KEY = ["group", "topic", "partition"]
+# Partition rows (kind 0) and group rows (kind 1, group and time_ms only) in one output.
 _ROWS_SCHEMA = (
-    "`group` string, topic string, partition int, time_ms long, committed_offset long, "
-    "log_end_offset long, lag_records long, lag_seconds double, code byte"
+    "kind byte, `group` string, topic string, partition int, time_ms long, "
+    "committed_offset long, log_end_offset long, lag_records long, lag_seconds double, code byte"
 )
-_GROUP_SCHEMA = "`group` string, time_ms long, code byte"
+_ARROW_SCHEMA = pa.schema([
+    ("kind", pa.int8()), ("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("time_ms", pa.int64()), ("committed_offset", pa.int64()), ("log_end_offset", pa.int64()),
+    ("lag_records", pa.int64()), ("lag_seconds", pa.float64()), ("code", pa.int8()),
+])
 LAG_COLUMNS = KEY + ["time_ms", "committed_offset", "log_end_offset", "lag_records", "lag_seconds"]
 STATUS_COLUMNS = KEY + ["time_ms", "status"]
 
@@ -95,87 +99,81 @@ def _whole_keys(batches: Iterator[pa.RecordBatch], key: list[str]) -> Iterator[p
         yield pa.Table.from_batches(pending)
 
 
-def _partition_rows(burrow_compatible: bool) -> Callable:
+def _rows(burrow_compatible: bool) -> Callable:
     def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for table in _whole_keys(batches, ["topic", "partition"]):
+        for table in _whole_keys(batches, ["group"]):
             if table.num_rows:
-                yield _partition_table(table, burrow_compatible)
+                yield from _group_tables(table.combine_chunks(), burrow_compatible)
 
     return rows
 
 
-def _partition_table(table: pa.Table, burrow_compatible: bool) -> pa.RecordBatch:
-    """A table of whole partitions sorted by (topic, partition, group nulls first, time, seq)."""
-    table = table.combine_chunks()
-    topic, partition = _codes(table["topic"]), table["partition"].to_numpy()
-    group = _codes(table["group"])
-    starts = _starts([topic, partition, group])
+def _group_tables(table: pa.Table, burrow_compatible: bool) -> Iterator[pa.RecordBatch]:
+    """Whole groups sorted by (group, topic, partition, is_commit, time, seq): each key's samples
+    then its commits. Yields their partition rows, then their group rows."""
+    group, topic = _codes(table["group"]), _codes(table["topic"])
+    partition, is_commit = table["partition"].to_numpy(), table["is_commit"].to_numpy()
+    starts = _starts([group, topic, partition, is_commit])
     ends = np.append(starts[1:], table.num_rows)
-    new_tp = np.ones(len(starts), bool)
-    new_tp[1:] = (topic[starts[1:]] != topic[starts[:-1]]) | (
-        partition[starts[1:]] != partition[starts[:-1]])
-    tp = np.cumsum(new_tp) - 1
-    # A partition's samples (group null) are its first run, if it has any.
-    is_samples = group[starts] == -1
-    sample_lo = np.zeros(tp[-1] + 1, np.int64)
-    sample_hi = np.zeros(tp[-1] + 1, np.int64)
-    sample_lo[tp[is_samples]] = starts[is_samples]
-    sample_hi[tp[is_samples]] = ends[is_samples]
-    keys = ~is_samples
-    out = fast.partition_rows(
-        table["time_ms"].to_numpy(), table["value"].to_numpy(), starts[keys], ends[keys],
-        sample_lo[tp[keys]], sample_hi[tp[keys]], burrow_compatible)
-    at = np.repeat(starts[keys], out.rows)
+    commits = np.flatnonzero(is_commit[starts])
+    # The run before a key's commits is its samples when it is of the same key.
+    before = np.maximum(commits - 1, 0)
+    has_samples = (commits > 0) & ~is_commit[starts[before]] & (
+        group[starts[before]] == group[starts[commits]]) & (
+        topic[starts[before]] == topic[starts[commits]]) & (
+        partition[starts[before]] == partition[starts[commits]])
+    sample_lo = np.where(has_samples, starts[before], 0)
+    sample_hi = np.where(has_samples, ends[before], 0)
+    times = table["time_ms"].to_numpy()
+    out = fast.partition_rows(times, table["value"].to_numpy(), starts[commits], ends[commits],
+                              sample_lo, sample_hi, burrow_compatible)
+    at = np.repeat(starts[commits], out.rows)
     unknown = ~out.log_end_known
-    return pa.RecordBatch.from_arrays([
-        _take(table["group"], at), _take(table["topic"], at), _take(table["partition"], at),
-        pa.array(out.time_ms), pa.array(out.committed_offset),
-        pa.array(out.log_end_offset, mask=unknown), pa.array(out.lag_records, mask=unknown),
+    yield pa.RecordBatch.from_arrays([
+        pa.array(np.zeros(len(at), np.int8)), _take(table["group"], at),
+        _take(table["topic"], at), _take(table["partition"], at), pa.array(out.time_ms),
+        pa.array(out.committed_offset), pa.array(out.log_end_offset, mask=unknown),
+        pa.array(out.lag_records, mask=unknown),
         pa.array(out.lag_seconds, mask=np.isnan(out.lag_seconds)), pa.array(out.status),
-    ], names=["group", "topic", "partition", "time_ms", "committed_offset", "log_end_offset",
-              "lag_records", "lag_seconds", "code"])
-
-
-def _group_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Tables of whole groups sorted by (group, time): group_status."""
-    for table in _whole_keys(batches, ["group"]):
-        if not table.num_rows:
-            continue
-        table = table.combine_chunks()
-        starts = _starts([_codes(table["group"])])
-        ends = np.append(starts[1:], table.num_rows)
-        # Each (topic, partition) of the table numbered from 0.
-        partition = table["partition"].to_numpy().astype(np.int64)
-        number = _codes(table["topic"]).astype(np.int64) * (int(partition.max()) + 1) + partition
-        out = fast.group_rows(table["time_ms"].to_numpy(), number,
-                              table["code"].to_numpy(), starts, ends)
-        yield pa.RecordBatch.from_arrays(
-            [_take(table["group"], np.repeat(starts, out.rows)), pa.array(out.time_ms),
-             pa.array(out.status)], names=["group", "time_ms", "code"])
+    ], schema=_ARROW_SCHEMA)
+    # group_status: each group's status rows by time, the key's index numbering its partition.
+    key = np.repeat(np.arange(len(commits)), out.rows)
+    row_group = group[at]
+    order = np.lexsort((out.time_ms, row_group))
+    group_start = np.flatnonzero(np.append(True, row_group[order][1:] != row_group[order][:-1]))
+    group_end = np.append(group_start[1:], len(order))
+    g = fast.group_rows(out.time_ms[order], key[order], out.status[order], group_start,
+                        group_end)
+    firsts = at[order][group_start]
+    n = len(g.time_ms)
+    yield pa.RecordBatch.from_arrays([
+        pa.array(np.ones(n, np.int8)), _take(table["group"], np.repeat(firsts, g.rows)),
+        pa.nulls(n, pa.string()), pa.nulls(n, pa.int32()), pa.array(g.time_ms),
+        *(pa.nulls(n, pa.int64()) for _ in range(3)), pa.nulls(n, pa.float64()),
+        pa.array(g.status),
+    ], schema=_ARROW_SCHEMA)
 
 
 def analyze(commits: DataFrame, samples: DataFrame, burrow_compatible: bool = True) -> Tables:
     """partition_lag, partition_status and group_status over the whole history (the rules'
     defaults: Burrow's window of 10 commits and 10 samples, allowed lag 0)."""
-    commits = commits.select("topic", "partition", "group", "time_ms",
+    keys = commits.select(*KEY).distinct()
+    commits = commits.select(*KEY, F.lit(True).alias("is_commit"), "time_ms",
                              F.col("offset").alias("value"), "seq")
-    samples = samples.select("topic", "partition", F.lit(None).cast("string").alias("group"),
-                             "time_ms", F.col("log_end_offset").alias("value"), "seq")
+    samples = samples.select("topic", "partition", F.lit(False).alias("is_commit"), "time_ms",
+                             F.col("log_end_offset").alias("value"), "seq")
+    # Each key gets its partition's samples (keys are few: one per group and partition).
+    per_key = F.broadcast(keys).join(samples, ["topic", "partition"])
     rows = (
-        commits.unionByName(samples)
-        .repartition("topic", "partition")
-        .sortWithinPartitions("topic", "partition", "group", "time_ms", "seq")  # nulls first
-        .mapInArrow(_partition_rows(burrow_compatible), _ROWS_SCHEMA)
+        commits.unionByName(per_key)
+        .repartition("group")
+        .sortWithinPartitions(*KEY, "is_commit", "time_ms", "seq")
+        .mapInArrow(_rows(burrow_compatible), _ROWS_SCHEMA)
         .cache()
     )
-    group = (
-        rows.select("group", "topic", "partition", "time_ms", "code")
-        .repartition("group")
-        .sortWithinPartitions("group", "time_ms")
-        .mapInArrow(_group_rows, _GROUP_SCHEMA)
-    )
-    return Tables(rows.select(*LAG_COLUMNS),
-                  rows.select(*KEY, "time_ms", _status(F.col("code"))),
+    partition, group = rows.where(F.col("kind") == 0), rows.where(F.col("kind") == 1)
+    return Tables(partition.select(*LAG_COLUMNS),
+                  partition.select(*KEY, "time_ms", _status(F.col("code"))),
                   group.select("group", "time_ms", _status(F.col("code"))))
 
 
