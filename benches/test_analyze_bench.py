@@ -49,10 +49,14 @@ def history():
 @pytest.fixture(scope="module")
 def spark():
     from corral.analyze import session
-    # Shuffle partitions: a few tasks per core at any size (AQE merges small ones).
+    # Shuffle partitions: a few tasks per core at any size (AQE merges small ones). Bigger Arrow
+    # batches halve the Python side's time; an uncompressed cache saves the JVM ~25 % (measured
+    # at 5 M commits, docs/benchmarks.md).
     spark = session.start("local[2]", "corral-analyze-bench", {
         "spark.driver.memory": os.environ.get("CORRAL_ANALYZE_BENCH_MEMORY", "8g"),
         "spark.sql.shuffle.partitions": str(max(4, COMMITS // 2_000_000)),
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
     })
     yield spark
     session.stop(spark)
