@@ -220,8 +220,6 @@ def _write_parquet(directory: Path, columns, samples) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from corral.analyze.inputs import COMMITS_SCHEMA, EVENTS_SCHEMA, SAMPLES_SCHEMA  # noqa: F401
-
     def cat(name):
         return np.concatenate(columns[name]) if columns[name] else np.empty(0, np.int64)
 
