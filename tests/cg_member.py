@@ -10,8 +10,9 @@ CONFIG_JSON: {"bootstrap", "group", "members": [{"name", "client_id"?, "instance
 "max_poll_interval_ms"?: int, "protocol"?: "consumer"|"classic", "strategy"?: "range"|
 "cooperative-sticky"|"range,cooperative-sticky"|..., "session_timeout_ms"?: int,
 "heartbeat_interval_ms"?: int}; a member's entry may set its own "topics", "regex", "assignor",
-"commit", "max_poll_interval_ms", "protocol", "strategy", "session_timeout_ms" or
-"heartbeat_interval_ms".
+"commit", "max_poll_interval_ms", "protocol", "strategy", "session_timeout_ms",
+"heartbeat_interval_ms" or "group", and "hold": true to start only on "start NAME" (a
+replacement whose process is up before it is needed).
 
 "protocol": "classic" runs a JoinGroup/SyncGroup member: "strategy" is its
 partition.assignment.strategy (default "range"; librdkafka refuses a list mixing eager and
@@ -33,8 +34,8 @@ processes can be ordered):
   "commit", committed synchronously before the next poll);
 - {"ev": "error", "error": text}: an error the client reported;
 - {"ev": "closed"}: the member left (close() returned).
-stdin: "close NAME" closes one member (a leave: epoch -1, or -2 for a static member); EOF closes
-every member. SIGKILL is a crash.
+stdin: "close NAME" closes one member (a leave: epoch -1, or -2 for a static member); "start NAME"
+starts a held member; EOF closes every member (held ones never start). SIGKILL is a crash.
 """
 
 from __future__ import annotations
@@ -56,8 +57,11 @@ def emit(name: str, event: dict) -> None:
         sys.stdout.flush()
 
 
-def run_member(cfg: dict, spec: dict, stop: threading.Event) -> None:
+def run_member(cfg: dict, spec: dict, stop: threading.Event, go: threading.Event) -> None:
     name = spec["name"]
+    while not go.wait(0.02):
+        if stop.is_set():
+            return
     if "topics" in spec or "regex" in spec:  # a member's own subscription
         cfg = {k: v for k, v in cfg.items() if k not in ("topics", "regex")}
     cfg = {**cfg, **spec}
@@ -137,7 +141,12 @@ def run_member(cfg: dict, spec: dict, stop: threading.Event) -> None:
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     stops = {spec["name"]: threading.Event() for spec in cfg["members"]}
-    threads = [threading.Thread(target=run_member, args=(cfg, spec, stops[spec["name"]]))
+    starts = {spec["name"]: threading.Event() for spec in cfg["members"]}
+    for spec in cfg["members"]:
+        if not spec.get("hold"):
+            starts[spec["name"]].set()
+    threads = [threading.Thread(target=run_member,
+                                args=(cfg, spec, stops[spec["name"]], starts[spec["name"]]))
                for spec in cfg["members"]]
     for t in threads:
         t.start()
@@ -145,6 +154,8 @@ def main() -> None:
         words = line.split()
         if words[:1] == ["close"] and len(words) == 2 and words[1] in stops:
             stops[words[1]].set()
+        elif words[:1] == ["start"] and len(words) == 2 and words[1] in starts:
+            starts[words[1]].set()
     for stop in stops.values():
         stop.set()
     for t in threads:

@@ -200,6 +200,11 @@ class MemberProcess:
         self.proc.stdin.write(f"close {name}\n")
         self.proc.stdin.flush()
 
+    def start(self, name: str) -> None:
+        """Starts a member held back ("hold": true; confluent members only)."""
+        self.proc.stdin.write(f"start {name}\n")
+        self.proc.stdin.flush()
+
     def close_all(self, timeout: float = 30) -> None:
         if self.proc.poll() is None:
             self.proc.stdin.close()

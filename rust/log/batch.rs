@@ -194,7 +194,7 @@ fn put_varint(out: &mut Vec<u8>, value: i64) {
     out.push(v as u8);
 }
 
-fn get_varint(b: &[u8], pos: &mut usize) -> Option<i64> {
+pub fn get_varint(b: &[u8], pos: &mut usize) -> Option<i64> {
     let mut v: u64 = 0;
     let mut shift = 0;
     loop {

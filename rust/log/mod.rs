@@ -19,6 +19,7 @@
 //! off again, a failed roll keeps the old segment active.
 
 pub mod batch;
+mod decode_columns;
 mod fetch;
 mod files;
 mod index;
@@ -467,6 +468,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
     m.add_function(wrap_pyfunction!(offset_records::offset_commit_batch, m)?)?;
     m.add_function(wrap_pyfunction!(offset_records::offset_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_columns::decode_offset_commits, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_columns::segment_records, m)?)?;
     Ok(())
 }
 

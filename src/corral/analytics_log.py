@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
@@ -69,6 +69,8 @@ class AnalyticsLog:
         self.dropped = 0  # records dropped since the last append that worked
         self.appended = 0
         self._wanted = trio.Event()
+        # Called before each append, to buffer what is counted per interval (refused commits).
+        self.before_append: list[Callable[[], None]] = []
         # (topic name, partition) -> the log end of the last sample.
         self._last_end: dict[tuple[str, int], int] = {}
 
@@ -143,10 +145,16 @@ class AnalyticsLog:
                 self._wanted = trio.Event()
                 if self.sampling:
                     self.sample(wall_ms())
+                self._collect()
                 self.append()
         finally:
             # Shutdown: what is buffered goes out if the store is still open (best effort).
+            self._collect()
             self.append()
+
+    def _collect(self) -> None:
+        for collect in self.before_append:
+            collect()
 
 
 def analytics_log_for(broker: "Broker") -> AnalyticsLog:
@@ -163,4 +171,5 @@ def analytics_log_for(broker: "Broker") -> AnalyticsLog:
     analytics = AnalyticsLog(broker.logs, broker.topics, topic,
                              broker.settings["corral.analytics.sample.interval.ms"])
     broker.groups.events.sink = analytics.add
+    analytics.before_append.append(broker.groups.events.flush_rejected)
     return analytics

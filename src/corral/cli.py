@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     add_load_parser(sub)
     from .ops.groups import add_parser as add_groups_parser
     add_groups_parser(sub)
+    from .analyze.cli import add_parser as add_analyze_parser
+    add_analyze_parser(sub)
 
     args = parser.parse_args(argv)
     level = args.log_level.upper()
@@ -56,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "groups":
         from .ops.groups import main as groups_main
         return groups_main(args)
+    if args.command == "analyze":
+        from .analyze.cli import main as analyze_main
+        return analyze_main(args)
     return 2
 
 

@@ -53,6 +53,8 @@ __all__ = [
     "decode_batches",
     "offset_commit_batch",
     "offset_keys",
+    "decode_offset_commits",
+    "segment_records",
 ]
 
 # --- Tuples that cross the boundary -------------------------------------------------------------
@@ -88,6 +90,9 @@ KeyValue: TypeAlias = tuple[bytes | None, bytes | None]
 """(key, value) of a record; None is a null key or value."""
 
 DecodedRecord: TypeAlias = tuple[int, int, bytes | None, bytes | None]
+# A segment read from a data directory: the byte where reading stopped before the file's end (None
+# when it did not) and why ("torn": a batch cut short; "invalid": a bad CRC or header; "").
+SegmentStop: TypeAlias = tuple[int | None, str]
 """(offset, timestamp, key, value)"""
 
 ConsumerMemberView: TypeAlias = tuple[int, bool, bool, str | None, str, str, int]
@@ -700,3 +705,17 @@ def offset_commit_batch(
     """The `__consumer_offsets` batch (stamped `commit_ms`) of one group's offset commits:
     `topics` is [(topic, [(partition, offset, leader epoch, metadata)])]; `expire_ms` -1: none.
     ValueError when there is nothing to write."""
+
+def decode_offset_commits(
+    path: str, from_ms: int | None = None, to_ms: int | None = None
+) -> tuple[int, list[bytes], int | None, str]:
+    """The offset commits (OffsetCommitKey v0/v1 with a value v0..v4) of one `__consumer_offsets`
+    segment file whose commit time is in [from_ms, to_ms), as Arrow buffers: (rows, [group
+    offsets, group data, topic offsets, topic data, partition, time_ms, offset, seq], then the
+    SegmentStop fields). Reads the batches whole when the file was opened, stops at a torn or
+    invalid one. ValueError (naming the file) on a compressed or undecodable batch; OSError when
+    the file cannot be read."""
+
+def segment_records(path: str) -> tuple[list[DecodedRecord], int | None, str]:
+    """Every record of one segment file in log order, then the SegmentStop fields (as
+    `decode_offset_commits`)."""

@@ -19,7 +19,7 @@ come out of one cached frame (`kind` tells them apart); status codes become name
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -177,9 +177,11 @@ def analyze(commits: DataFrame, samples: DataFrame, burrow_compatible: bool = Tr
                   group.select("group", "time_ms", _status(F.col("code"))))
 
 
-def write_tables(tables: Tables, out_dir: str) -> None:
-    """Each table as Parquet under out_dir/<table>, partitioned by its UTC date."""
-    for name, df in tables._asdict().items():
+def write_tables(tables: Tables | Mapping[str, DataFrame], out_dir: str) -> None:
+    """Each table (all have `time_ms`) as Parquet under out_dir/<name>, partitioned by its UTC
+    date."""
+    named = tables._asdict() if isinstance(tables, Tables) else tables
+    for name, df in named.items():
         date = F.date_from_unix_date(F.floor(F.col("time_ms") / 86_400_000).cast("int"))
         df.withColumn("date", date).write.mode("overwrite").partitionBy("date").parquet(
             f"{out_dir}/{name}")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
@@ -15,9 +18,13 @@ def start(master: str = "local[*]", app: str = "corral-analyze",
         .config("spark.ui.showConsoleProgress", "false")
     )
     if master.startswith("local"):
-        # Nothing but this process talks to a local driver.
+        # Nothing but this process talks to a local driver, and its Python workers are this
+        # Python (the one corral is installed in), not whatever `python3` is on PATH.
         builder = (builder.config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1"))
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else a warning about the hostname
+        if "PYSPARK_PYTHON" not in os.environ:
+            builder = builder.config("spark.pyspark.python", sys.executable)
     for name, value in (conf or {}).items():
         builder = builder.config(name, value)
     return builder.getOrCreate()

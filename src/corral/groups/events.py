@@ -1,5 +1,6 @@
 """The coordinator's group events for `__corral_analytics` (docs/analytics.md has the schema):
-rebalances, member joins and departures, epochs and assignments, of both group types.
+rebalances, member joins and departures, epochs and assignments, of both group types; and the
+OffsetCommits refused as a whole, counted per interval (`commit_rejected`).
 
 The coordinator calls these where it decides (classic groups: classic/protocol.py, each call
 also writing the INFO line it replaces) or where a consumer group's records are applied live
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .. import _core
 from ..clock import wall_ms
+from ..errors import ErrorCode
 from ..logformat import fields
 from .consumer.reconcile import MemberState
 from .storage import consumer_records as cr
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("corral.groups")
 
 CLASSIC, CONSUMER = "classic", "consumer"
+# Refused OffsetCommits are counted per (group, error code) until the analytics log's next append;
+# at most this many such counts wait at once (a storm aimed at many group ids cannot grow it).
+MAX_REJECTED_KEYS = 1000
 SESSION_EXPIRED = "the member session expired"  # consumer/protocol.py's reason to fence
 STATIC_REPLACED = "static_member_replaced"
 
@@ -60,7 +65,8 @@ class _Rebalance:
 class AnalyticsEvents:
     def __init__(self, topics: "TopicImage"):
         self.topics = topics
-        self.sink: Callable[[dict[str, Any]], None] | None = None
+        # Called with (event, time ms or None for now).
+        self.sink: Callable[..., None] | None = None
         self._open: dict[str, _Rebalance] = {}  # group id -> its rebalance under way
         # Classic groups: the members of their last generation (a join or leave changes the
         # group before its rebalance starts).
@@ -69,6 +75,9 @@ class AnalyticsEvents:
         # the change a coming epoch bump answers, with the member count before it.
         self._gone: dict[tuple[str, str], tuple[str, str, int]] = {}
         self._change: dict[str, tuple[str, int]] = {}
+        # (group id, group type or None, error code) -> [refusals, first ms, last ms].
+        self._rejected: dict[tuple[str, str | None, int], list[int]] = {}
+        self._rejected_dropped = 0
 
     def _emit(self, event: str, group_id: str, protocol: str, **values: Any) -> None:
         if self.sink is not None:
@@ -88,7 +97,9 @@ class AnalyticsEvents:
     def classic_rebalance_start(self, group: "ClassicGroup", reason: str) -> None:
         log.info("preparing to rebalance group %s with old generation %d (%s)", group.group_id,
                  group.generation_id, reason, extra=fields(group.group_id, epoch=group.generation_id))
-        before = self._generation_size.get(group.group_id, group.size())
+        # Unknown after a restart: the members now; a new group (generation 0) had none.
+        before = self._generation_size.get(group.group_id,
+                                           0 if group.generation_id == 0 else group.size())
         self._open.setdefault(group.group_id, _Rebalance(wall_ms(), before, reason))
         self._emit("rebalance_start", group.group_id, CLASSIC, generation_id=group.generation_id,
                    members_before=before, members=group.size(), cause=reason)
@@ -103,7 +114,7 @@ class AnalyticsEvents:
             self._emit("generation_assignment", group.group_id, CLASSIC,
                        generation_id=group.generation_id, protocol_type=group.protocol_type,
                        protocol_name=group.protocol_name,
-                       assignment={m.member_id: _classic_partitions(group.protocol_type, m.assignment)
+                       assignment={m.member_id: classic_partitions(group.protocol_type, m.assignment)
                                    for m in group.members.values()})
 
     def member_joined(self, group: "ClassicGroup", member: "ClassicMember") -> None:
@@ -151,6 +162,38 @@ class AnalyticsEvents:
         self._change.pop(group_id, None)
         self._generation_size.pop(group_id, None)
         self._emit("group_deleted", group_id, group_type)
+
+    def commit_rejected(self, group_id: str, group_type: str | None, error: int) -> None:
+        """An OffsetCommit refused as a whole (wrong generation or member epoch, unknown member,
+        rebalance in progress...): counted, written by `flush_rejected`."""
+        if self.sink is None:
+            return
+        now = wall_ms()
+        key = (group_id, group_type, int(error))
+        counted = self._rejected.get(key)
+        if counted is not None:
+            counted[0] += 1
+            counted[2] = now
+        elif len(self._rejected) < MAX_REJECTED_KEYS:
+            self._rejected[key] = [1, now, now]
+        else:
+            self._rejected_dropped += 1
+
+    def flush_rejected(self) -> None:
+        """One `commit_rejected` per group and error code refused since the last call, dated by
+        its first refusal (called by the analytics log before each append)."""
+        if self.sink is None:
+            return
+        for (group_id, group_type, error), (count, first_ms, last_ms) in self._rejected.items():
+            self.sink({"event": "commit_rejected", "group_id": group_id, "protocol": group_type,
+                       "error_code": error, "error": ErrorCode(error).name, "count": count,
+                       "last_ms": last_ms}, first_ms)
+        self._rejected.clear()
+        if self._rejected_dropped:
+            log.warning("%d refused offset commits were not recorded in __corral_analytics "
+                        "(refusals of more than %d groups in one interval)", self._rejected_dropped,
+                        MAX_REJECTED_KEYS)
+            self._rejected_dropped = 0
 
     # -- consumer groups -------------------------------------------------------------------------
 
@@ -233,7 +276,7 @@ class AnalyticsEvents:
         return sorted([self.topics.name_of(topic_id), p] for topic_id, ps in partitions.items() for p in ps)
 
 
-def _classic_partitions(protocol_type: str | None, assignment: bytes) -> list[list] | None:
+def classic_partitions(protocol_type: str | None, assignment: bytes) -> list[list] | None:
     """A classic member's assigned partitions, decoded from the ConsumerProtocol assignment;
     None when the group is not a consumer group (Connect...) or the bytes are not one."""
     if protocol_type != "consumer" or not assignment:

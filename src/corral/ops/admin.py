@@ -20,13 +20,14 @@ ADMIN_MAX_VERSION = {
     ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 12, ApiKey.FIND_COORDINATOR: 4,
     ApiKey.LIST_GROUPS: 5, ApiKey.DESCRIBE_GROUPS: 6, ApiKey.CONSUMER_GROUP_DESCRIBE: 1,
     ApiKey.OFFSET_FETCH: 9, ApiKey.LIST_OFFSETS: 9, ApiKey.DELETE_TOPICS: 6,
-    ApiKey.DELETE_GROUPS: 2,
+    ApiKey.DELETE_GROUPS: 2, ApiKey.FETCH: 12,
 }
 # Answers that mean "ask again in a moment" (the coordinator is loading, moving or not ready).
 RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
              ErrorCode.NOT_COORDINATOR}
 RETRY_EVERY_S = 0.2
 LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
 
 TP = tuple[str, int]
 
@@ -53,6 +54,7 @@ class Admin:
         self.address = (host, int(port))
         self.timeout_s = timeout_s
         self.brokers: dict[int, tuple[str, int]] = {}
+        self.internal: set[str] = set()   # internal topics seen in the last Metadata answer
         self._by_address: dict[tuple[str, int], Connection] = {}
         self._coordinators: dict[str, tuple[int, str, int]] = {}
 
@@ -79,7 +81,7 @@ class Admin:
                     await conn.aclose()
                     raise
         except (BrokerError, OSError, trio.TooSlowError) as e:
-            raise AdminError(f"cannot reach {where}: {e or 'timed out'}") from e
+            raise AdminError(f"cannot reach {where}: {str(e) or 'timed out'}") from e
         conn.versions = negotiate({k["api_key"]: (k["min_version"], k["max_version"])
                                    for k in answer["api_keys"]}, ADMIN_MAX_VERSION)
         self._by_address[address] = conn
@@ -95,7 +97,7 @@ class Admin:
             with trio.fail_after(self.timeout_s):
                 return await conn.call(api, body, self.version(conn, api))
         except (BrokerError, trio.TooSlowError) as e:
-            raise AdminError(f"{api.name}: {e or 'timed out'}") from e
+            raise AdminError(f"{api.name}: {str(e) or 'timed out'}") from e
 
     async def bootstrap_connection(self) -> Connection:
         return await self._connect(self.address)
@@ -111,6 +113,7 @@ class Admin:
             body["topics"] = []   # v0: an empty list means every topic
         answer = await self.call(conn, ApiKey.METADATA, body)
         self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in answer["brokers"]}
+        self.internal = {t["name"] for t in answer["topics"] if t.get("is_internal")}
         return {t["name"]: {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
                 for t in answer["topics"] if t["error_code"] == 0}
 
@@ -126,7 +129,14 @@ class Admin:
         that no longer exist, or whose leader answered an error, are left out."""
         if not partitions:
             return {}
-        leaders = await self.metadata(sorted({t for t, _ in partitions}))
+        return await self.list_offsets(await self.metadata(sorted({t for t, _ in partitions})),
+                                       partitions, LATEST_TIMESTAMP)
+
+    async def list_offsets(self, leaders: dict[str, dict[int, int]], partitions: list[TP],
+                           timestamp: int, isolation_level: int = 0) -> dict[TP, int]:
+        """ListOffsets of `partitions` at `timestamp` (LATEST, EARLIEST...), one request per
+        leader of `leaders` (a `metadata` answer); errors and leaderless partitions left out.
+        LATEST is the high watermark, or with isolation_level 1 the last stable offset."""
         by_leader: dict[int, dict[str, list[int]]] = {}
         for topic, p in partitions:
             leader = leaders.get(topic, {}).get(p)
@@ -135,9 +145,9 @@ class Admin:
         out: dict[TP, int] = {}
         for leader, topics in sorted(by_leader.items()):
             answer = await self.call(await self.node(leader), ApiKey.LIST_OFFSETS, {
-                "replica_id": -1, "isolation_level": 0,
+                "replica_id": -1, "isolation_level": isolation_level,
                 "topics": [{"name": t, "partitions": [
-                    {"partition_index": p, "timestamp": LATEST_TIMESTAMP,
+                    {"partition_index": p, "timestamp": timestamp,
                      "current_leader_epoch": -1} for p in ps]} for t, ps in topics.items()]})
             for topic in answer["topics"]:
                 for part in topic["partitions"]:

@@ -29,6 +29,9 @@ def offset_commit(broker, request) -> bytes | Later:
         group_error = offsets.commit_error(
             group_id, commit.member_id, commit.group_instance_id,
             commit.generation_id_or_member_epoch, request.api_version)
+    if group_error and group_id:
+        group = offsets.groups.get(group_id)
+        broker.groups.events.commit_rejected(group_id, group and group.type, group_error)
     partition_counts = {}
     for name in commit.topic_names:
         topic = broker.topics.get(name)

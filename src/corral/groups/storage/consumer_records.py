@@ -219,7 +219,7 @@ _NAME_OF = {GroupEpoch: lambda r: None, TargetEpoch: lambda r: None,
 
 # ------------------------------------------------------------------------------------- reading
 
-class _Reader:
+class FlexibleReader:
     __slots__ = ("data", "pos")
 
     def __init__(self, data: bytes, pos: int = 0):
@@ -281,7 +281,7 @@ class _Reader:
 
 def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
     """The record of a consumer-group key/value; None for the obsolete partition metadata."""
-    r = _Reader(key)
+    r = FlexibleReader(key)
     kind = r.unpack(_I16)
     group_id = r.string()
     name = r.string() if kind in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, REGEX) else None
@@ -289,7 +289,7 @@ def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
         return None
     if value is None:
         return ConsumerTombstone(kind, group_id, name)
-    v = _Reader(value)
+    v = FlexibleReader(value)
     version = v.unpack(_I16)
     if version != 0:
         raise ValueError(f"record type {kind} value v{version} is not supported")
@@ -306,7 +306,7 @@ def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
         assignor = v.compact_string()
         tags = v.tags()
         classic = None if 0 in tags else ClassicMetadata(0, [])  # see value_of
-        c = _Reader(tags.get(0, b"\x00"))
+        c = FlexibleReader(tags.get(0, b"\x00"))
         if c.uvarint() > 0:
             session = c.unpack(_I32)
             protocols = []

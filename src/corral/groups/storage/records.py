@@ -96,11 +96,18 @@ class OffsetValue:
 
 
 def read_offset_value(data: bytes) -> OffsetValue:
+    """OffsetCommitValue v0-v4 (v4, which Kafka 4 writes, is flexible: its tagged topic id is
+    not read)."""
     r = Reader(data)
     version = r.i16()
     offset = r.i64()
     epoch = r.i32() if version >= 3 else -1
-    metadata = r.string() or ""
+    if version >= 4:
+        flexible = consumer_records.FlexibleReader(data, r.pos)
+        metadata = flexible.compact_string() or ""
+        r.pos = flexible.pos
+    else:
+        metadata = r.string() or ""
     commit_ms = r.i64()
     expire_ms = r.i64() if version == 1 else -1
     return OffsetValue(offset, epoch, metadata, commit_ms, expire_ms)

@@ -1,0 +1,227 @@
+"""`corral analyze`: consumer-lag and rebalance analytics over a whole history, on Spark.
+
+    corral analyze --data-dir DIR --out OUT          # a corral data directory (broker up or not)
+    corral analyze --bootstrap HOST:PORT --out OUT   # any live Kafka-compatible cluster
+
+The inputs (corral.analyze.inputs) are read from corral's segments, or consumed from the cluster
+and landed as Parquet under OUT/inputs first; the job (corral.analyze.job, .tables) writes every
+table as Parquet under OUT/<table>, partitioned by date, and OUT/report.html. Progress goes to
+stderr; `--json` prints a summary on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+EXIT_FAILED, EXIT_USAGE = 1, 2
+TABLE_ORDER = ("partition_lag", "partition_status", "group_status", "rebalances",
+               "member_churn", "assignment_skew", "commit_activity")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "analyze", help="consumer-lag and rebalance analytics (Spark; pip install corral[analyze])",
+        description="Lag in records and seconds, Burrow's statuses, rebalances, churn, assignment "
+                    "skew and commit activity of every group over the whole history, as Parquet "
+                    "tables and one HTML report. Exits 1 when the source cannot be read, 2 on "
+                    "bad usage or without pyspark.")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data-dir", metavar="DIR", help="a corral data directory")
+    source.add_argument("--bootstrap", metavar="HOST:PORT",
+                        help="a live cluster: corral or any Kafka-compatible broker")
+    p.add_argument("--out", required=True, metavar="DIR", help="where tables and report go")
+    p.add_argument("--master", default="local[*]", metavar="URL",
+                   help="Spark master (default local[*]; e.g. spark://host:7077)")
+    p.add_argument("--conf", action="append", default=[], metavar="NAME=VALUE",
+                   help="a Spark setting, as spark-submit's --conf (repeatable), e.g. "
+                        "--conf spark.executor.memory=4g")
+    p.add_argument("--from", dest="from_time", metavar="TIME", type=parse_time,
+                   help="keep what happened at or after TIME (ISO 8601, UTC unless it says, or "
+                        "ms since the epoch)")
+    p.add_argument("--to", dest="to_time", metavar="TIME", type=parse_time,
+                   help="keep what happened before TIME")
+    p.add_argument("--sample-for", type=float, default=None, metavar="SECONDS",
+                   help="--bootstrap: sample log-end offsets live for this long (default 30, "
+                        "or 0 when the cluster keeps __corral_analytics)")
+    p.add_argument("--sample-interval", type=float, default=5.0, metavar="SECONDS",
+                   help="--bootstrap: seconds between live samples (default 5)")
+    p.add_argument("--bucket", type=float, default=60.0, metavar="SECONDS",
+                   help="time bucket of member_churn and commit_activity (default 60)")
+    p.add_argument("--burrow-compatible", action=argparse.BooleanOptionalAction, default=True,
+                   help="Burrow's STOP rule as Burrow has it (default); --no-burrow-compatible: "
+                        "no STOP while the log end has not moved (docs/analytics-rules.md)")
+    p.add_argument("--no-report", action="store_true", help="tables only, no report.html")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="--bootstrap: seconds per request (default 30)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.add_argument("--log-level", default="WARNING")
+
+
+def parse_time(text: str) -> int:
+    """ms since the epoch, from ms digits or ISO 8601 (naive times are UTC)."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time: {text!r} (ISO 8601 or ms)") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        print("corral analyze: pyspark is missing: pip install 'corral[analyze]'", file=sys.stderr)
+        return EXIT_USAGE
+    if args.from_time is not None and args.to_time is not None and args.from_time >= args.to_time:
+        print("corral analyze: --from must be before --to", file=sys.stderr)
+        return EXIT_USAGE
+    conf = dict(item.partition("=")[::2] for item in args.conf)
+    if any("=" not in item for item in args.conf):
+        print("corral analyze: --conf wants NAME=VALUE", file=sys.stderr)
+        return EXIT_USAGE
+    args.conf = conf
+    from .progress import Progress
+    with Progress(enabled=not args.json) as progress:
+        try:
+            summary = run(args, progress)
+        except SourceError as e:
+            progress.stop()
+            print(f"corral analyze: {e}", file=sys.stderr)
+            return EXIT_FAILED
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(summary)
+    return 0
+
+
+class SourceError(Exception):
+    """The source could not be read (unreachable cluster, missing or unreadable directory)."""
+
+
+def run(args: argparse.Namespace, progress) -> dict[str, Any]:
+    """The whole pipeline; returns the summary `--json` prints."""
+    from . import inputs as inputs_mod
+    from . import job, session, tables
+
+    started = time.monotonic()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"out": str(out.resolve()), "master": args.master,
+                               "from_ms": args.from_time, "to_ms": args.to_time}
+    if args.bootstrap:
+        summary["source"] = {"bootstrap": args.bootstrap}
+        with progress.step("consuming the cluster's history") as step:
+            summary["landed"] = _land(args, str(out / "inputs"), step)
+    else:
+        data_dir = Path(args.data_dir)
+        if not any(data_dir.glob("__consumer_offsets-*")):
+            raise SourceError(f"{data_dir} is not a corral data directory "
+                              "(no __consumer_offsets partitions)")
+        summary["source"] = {"data_dir": str(data_dir.resolve())}
+
+    with progress.step("starting Spark"):
+        spark = session.start(args.master, conf=args.conf)
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+        with progress.spark_step("analyzing", spark):
+            if args.bootstrap:
+                read = inputs_mod.read_landed(spark, str(out / "inputs"))
+            else:
+                from .segments import read_data_dir
+                read = read_data_dir(spark, args.data_dir, args.from_time, args.to_time)
+            read = inputs_mod.in_window(read, args.from_time, args.to_time)
+            lag = job.analyze(read.commits, read.samples, args.burrow_compatible)
+            derived = {**lag._asdict(), **tables.derive(read, lag, int(args.bucket * 1000))}
+            job.write_tables(derived, str(out))
+        summary["tables"] = {name: _rows(out / name) for name in derived}
+        with progress.spark_step("summarising groups", spark):
+            summary["groups"] = _group_summary(derived)
+        if not args.no_report:
+            from .report import write_report
+            with progress.spark_step("writing the report", spark):
+                # Read back from Parquet: the tables are computed once, not again per plot.
+                written = {name: spark.read.parquet(str(out / name)) if summary["tables"][name]
+                           else spark.createDataFrame([], derived[name].schema)
+                           for name in derived}
+                write_report(written, str(out / "report.html"), _title(summary))
+            summary["report"] = str((out / "report.html").resolve())
+    finally:
+        session.stop(spark)
+    summary["elapsed_s"] = round(time.monotonic() - started, 3)
+    return summary
+
+
+def _land(args: argparse.Namespace, directory: str, step) -> dict[str, Any]:
+    from .ingest import IngestError, land
+    try:
+        return land(args.bootstrap, directory, sample_for_s=args.sample_for,
+                    sample_interval_s=args.sample_interval, from_ms=args.from_time,
+                    to_ms=args.to_time, timeout_s=args.timeout, progress=step.update)
+    except IngestError as e:
+        raise SourceError(str(e)) from e
+
+
+def _rows(table_dir: Path) -> int:
+    """Rows of a written table, from the Parquet footers only."""
+    import pyarrow.dataset as ds
+    return ds.dataset(str(table_dir), format="parquet", partitioning="hive").count_rows()
+
+
+def _group_summary(derived: dict) -> dict[str, dict[str, Any]]:
+    """Per group: its last status, and the most lag it had (records, seconds)."""
+    from pyspark.sql import functions as F
+    status = derived["group_status"].groupBy("group").agg(
+        F.max_by("status", "time_ms").alias("status"))
+    lag = derived["partition_lag"].groupBy("group").agg(
+        F.max("lag_records").alias("max_lag_records"),
+        F.max("lag_seconds").alias("max_lag_seconds"))
+    rebalances = derived["rebalances"].groupBy("group").agg(F.count("*").alias("rebalances"))
+    rows = (status.join(lag, "group", "full").join(rebalances, "group", "full")
+            .orderBy("group").collect())
+    return {r["group"]: {"status": r["status"], "max_lag_records": r["max_lag_records"],
+                         "max_lag_seconds": r["max_lag_seconds"],
+                         "rebalances": r["rebalances"] or 0} for r in rows}
+
+
+def _title(summary: dict[str, Any]) -> str:
+    source = summary["source"]
+    return f"corral analyze: {source.get('bootstrap') or source.get('data_dir')}"
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    console = Console()
+    tables = Table("table", "rows", box=None, header_style="bold")
+    for name in sorted(summary["tables"], key=_table_rank):
+        tables.add_row(name, f"{summary['tables'][name]:,}")
+    console.print(tables)
+    groups = Table("group", "status", "max lag", "max lag (s)", "rebalances", box=None,
+                   header_style="bold")
+    for name, g in summary["groups"].items():
+        seconds = g["max_lag_seconds"]
+        groups.add_row(name, g["status"] or "-", _dash(g["max_lag_records"]),
+                       "-" if seconds is None else f"{seconds:.1f}", str(g["rebalances"]))
+    console.print(groups)
+    console.print(f"tables in {summary['out']}"
+                  + (f", report {summary['report']}" if "report" in summary else "")
+                  + f" ({summary['elapsed_s']:.1f} s)")
+
+
+def _table_rank(name: str) -> int:
+    return TABLE_ORDER.index(name) if name in TABLE_ORDER else len(TABLE_ORDER)
+
+
+def _dash(value) -> str:
+    return "-" if value is None else f"{value:,}"
