@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// (source, module name it is registered under)
-const CYTHON_MODULES: &[(&str, &str)] = &[("src/corral/assignors/_assign.pyx", "corral._core._assign")];
+const CYTHON_MODULES: &[(&str, &str)] = &[
+    ("src/corral/assignors/_assign.pyx", "corral._core._assign"),
+    ("src/corral/analyze/_lag.pyx", "corral._core._lag"),
+];
 
 fn python() -> String {
     env::var("PYO3_PYTHON").unwrap_or_else(|_| "python3".to_string())

@@ -34,6 +34,7 @@ use pyo3::prelude::*;
 // The Cython modules build.rs links in (single-phase init: each returns its module object).
 extern "C" {
     fn PyInit__assign() -> *mut pyo3::ffi::PyObject;
+    fn PyInit__lag() -> *mut pyo3::ffi::PyObject;
 }
 
 /// Creates a Cython module through its `PyInit_*` and registers it as `corral._core.<name>`:
@@ -80,5 +81,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<offset_map::PyOffsetMap>()?;
     log::register(m)?;
     register_cython(m, "_assign", PyInit__assign)?;
+    register_cython(m, "_lag", PyInit__lag)?;
     Ok(())
 }
