@@ -40,7 +40,7 @@ def history():
     root = Path(given) if given else Path(tempfile.mkdtemp(prefix="corral-analyze-bench-",
                                                            dir="/tmp"))
     started = time.monotonic()
-    stats = generate(root / "data", COMMITS, parquet=root / "inputs")
+    stats = generate(root / "data", COMMITS)
     print(f"\nhistory: {stats} in {time.monotonic() - started:.1f}s")
     yield root
     shutil.rmtree(root, ignore_errors=True)
@@ -49,25 +49,18 @@ def history():
 @pytest.fixture(scope="module")
 def spark():
     from corral.analyze import session
-    # Shuffle partitions: a few tasks per core at any size (AQE merges small ones). Bigger Arrow
-    # batches halve the Python side's time; an uncompressed cache saves the JVM ~25 % (measured
-    # at 5 M commits, docs/benchmarks.md).
+    # Shuffle partitions: a few tasks per core at any size (AQE merges small ones); the Arrow
+    # batch and cache settings are session.start's.
     spark = session.start("local[2]", "corral-analyze-bench", {
         "spark.driver.memory": os.environ.get("CORRAL_ANALYZE_BENCH_MEMORY", "8g"),
         "spark.sql.shuffle.partitions": str(max(4, COMMITS // 2_000_000)),
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
-        "spark.sql.inMemoryColumnarStorage.compressed": "false",
     })
     yield spark
     session.stop(spark)
 
 
 def _inputs(spark, root: Path):
-    try:
-        from corral.analyze import segments
-    except ImportError:
-        from corral.analyze.inputs import read_landed
-        return read_landed(spark, str(root / "inputs"))
+    from corral.analyze import segments
     return segments.read_data_dir(spark, str(root / "data"), None, None)
 
 
