@@ -11,8 +11,7 @@ The goal (issue 16): >= 1,000,000 commit records/s, time linear in the history (
   /tmp, deleted afterwards; 50 M commits take ~4 GB of segments plus ~0.4 GB of Parquet);
 - CORRAL_ANALYZE_BENCH_MEMORY: spark.driver.memory (default 8g).
 
-The inputs are read from the segments by `corral.analyze.segments` when it exists, else from
-the same history as Parquet (`read_landed`). One round: the history is generated once (outside
+The inputs are read from the segments by `corral.analyze.segments` (`--data-dir`). One round: the history is generated once (outside
 the timing), and a second round would only measure Spark's caches. Prints commits/s.
 """
 
