@@ -145,6 +145,7 @@ def test_rebalances_and_membership_are_the_coordinators(run):
             [(r.members_before, r.members_after) for r in expected]
         for (ts, v), r in zip(ends, expected):
             assert r.requested_ms <= v["start_ms"] <= ts <= r.settled_ms, (v, r)
+            assert ts == v["start_ms"] + v["duration_ms"], v  # the record is dated at its end
         moves = _events(analytics, truth, group, {"member_joined", "member_left", "member_expired",
                                                   "member_fenced"})
         wanted = [m for m in truth.memberships if m.group == group]

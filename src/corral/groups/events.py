@@ -79,14 +79,17 @@ class AnalyticsEvents:
         self._rejected: dict[tuple[str, str | None, int], list[int]] = {}
         self._rejected_dropped = 0
 
-    def _emit(self, event: str, group_id: str, protocol: str, **values: Any) -> None:
+    def _emit(self, event: str, group_id: str, protocol: str, time_ms: int | None = None,
+              **values: Any) -> None:
         if self.sink is not None:
-            self.sink({"event": event, "group_id": group_id, "protocol": protocol, **values})
+            self.sink({"event": event, "group_id": group_id, "protocol": protocol, **values},
+                      time_ms)
 
     def _end(self, group_id: str, protocol: str, epoch_field: str, epoch: int, members: int) -> None:
         now = wall_ms()
         started = self._open.pop(group_id, None)
-        self._emit("rebalance_end", group_id, protocol, **{epoch_field: epoch}, members=members,
+        # Dated `now`, so that its time is exactly start_ms + duration_ms.
+        self._emit("rebalance_end", group_id, protocol, now, **{epoch_field: epoch}, members=members,
                    members_before=None if started is None else started.members_before,
                    cause=None if started is None else started.cause,
                    start_ms=None if started is None else started.start_ms,
@@ -100,8 +103,9 @@ class AnalyticsEvents:
         # Unknown after a restart: the members now; a new group (generation 0) had none.
         before = self._generation_size.get(group.group_id,
                                            0 if group.generation_id == 0 else group.size())
-        self._open.setdefault(group.group_id, _Rebalance(wall_ms(), before, reason))
-        self._emit("rebalance_start", group.group_id, CLASSIC, generation_id=group.generation_id,
+        now = wall_ms()
+        self._open.setdefault(group.group_id, _Rebalance(now, before, reason))
+        self._emit("rebalance_start", group.group_id, CLASSIC, now, generation_id=group.generation_id,
                    members_before=before, members=group.size(), cause=reason)
 
     def classic_rebalance_end(self, group: "ClassicGroup") -> None:
@@ -243,8 +247,9 @@ class AnalyticsEvents:
                        group_epoch=group.group_epoch, member_epoch=epoch, reason=reason)
         elif isinstance(record, cr.GroupEpoch) and record.epoch > group.group_epoch:
             cause, before = self._change.pop(gid, ("metadata_changed", len(group.members)))
-            self._open.setdefault(gid, _Rebalance(wall_ms(), before, cause))
-            self._emit("rebalance_start", gid, CONSUMER, group_epoch=record.epoch,
+            now = wall_ms()
+            self._open.setdefault(gid, _Rebalance(now, before, cause))
+            self._emit("rebalance_start", gid, CONSUMER, now, group_epoch=record.epoch,
                        members_before=before, members=len(group.members), cause=cause)
         elif isinstance(record, cr.TargetEpoch):
             self._change.pop(gid, None)  # a change that bumped nothing (a rack, a timeout)
