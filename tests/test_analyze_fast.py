@@ -184,37 +184,12 @@ def test_short_outputs_are_refused():
                             np.empty(1, np.int64))
 
 
-# -- the job's regrouping of sorted Arrow batches into whole keys --------------------------------
-
-
-@settings(derandomize=True, deadline=None, max_examples=300)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 2)), max_size=40),
-       st.lists(st.integers(1, 7), min_size=1, max_size=10))
-def test_whole_keys(rows, cuts):
-    import pyarrow as pa
-
-    from corral.analyze.job import _whole_keys
-
-    rows.sort()
-    whole = pa.RecordBatch.from_pydict(
-        {"topic": [t for t, _ in rows], "partition": [p for _, p in rows],
-         "n": list(range(len(rows)))},
-        schema=pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("n", pa.int64())]))
-    batches, at, i = [], 0, 0
-    while at < len(rows) and i < 40:  # batches of the sizes drawn (0 to 6 rows)
-        size = cuts[i % len(cuts)] - 1
-        batches.append(whole.slice(at, size))
-        at, i = at + size, i + 1
-    batches.append(whole.slice(at))  # the rest, perhaps empty
-    tables = [t for t in _whole_keys(iter(batches), ["topic", "partition"]) if t.num_rows]
-    assert [n for t in tables for n in t["n"].to_pylist()] == list(range(len(rows)))
-    seen = [set(zip(t["topic"].to_pylist(), t["partition"].to_pylist())) for t in tables]
-    for i, keys in enumerate(seen):  # no key in two tables
-        assert not any(keys & other for other in seen[i + 1:])
+# -- the job fed in batches of a few rows ------------------------------------------------------
 
 
 def test_job_on_batches_of_three_rows(spark):
-    """Keys cut by Arrow batches' ends are carried over whole (the job's usual case at scale)."""
+    """Groups cut by Arrow batches' ends are put back together whole (the usual case at
+    scale)."""
     from test_analyze_job import assert_tables, rules_tables, run_job
 
     commits = [(g, t, p, ts * 500, (ts * 7 + len(g)) % 40) for g in ("g1", "g2", "g3")
@@ -225,7 +200,7 @@ def test_job_on_batches_of_three_rows(spark):
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "3")
     try:
         for burrow_compatible in (True, False):
-            tables = run_job(spark, commits, samples, burrow_compatible)
-            assert_tables(spark, tables, *rules_tables(commits, samples, burrow_compatible))
+            done = run_job(spark, commits, samples, burrow_compatible)
+            assert_tables(spark, done.tables, *rules_tables(commits, samples, burrow_compatible))
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")

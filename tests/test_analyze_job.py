@@ -1,11 +1,13 @@
 """The Spark job of `corral analyze` (corral.analyze.job) against the pure rules it applies:
 generated histories compared with the rules run directly in Python, plus one hand-computed case.
+The tables are the ones the tasks wrote, read back.
 
 The `spark` fixture (conftest.py) is one local[2] session for the whole run."""
 
 from __future__ import annotations
 
 import datetime
+import tempfile
 
 import pytest
 from hypothesis import given, settings
@@ -13,9 +15,9 @@ from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
 from corral.analyze.inputs import COMMITS_SCHEMA, SAMPLES_SCHEMA
-from corral.analyze.job import LAG_COLUMNS, analyze, write_tables
-from corral.analyze.rules import (STATUS_NAMES, group_status_timeline, partition_lag,
-                                  partition_status_timeline)
+from corral.analyze.job import analyze
+from corral.analyze.rules import (STATUS_NAMES, commit_activity, group_status_timeline,
+                                  partition_lag, partition_status_timeline)
 
 LAG = ("`group` string, topic string, partition int, time_ms long, committed_offset long, "
        "log_end_offset long, lag_records long, lag_seconds double")
@@ -40,12 +42,25 @@ def rules_tables(commits, samples, burrow_compatible=True):
     return lag, status, group
 
 
-def run_job(spark, commits, samples, burrow_compatible=True):
-    """Rows in input order: `seq` counts them as a log would."""
+def rules_counts(commits, bucket_ms):
+    """rules.commit_activity's counts per group: (group, bucket, commits, noops, rewinds)."""
+    rows = []
+    for g in dict.fromkeys(c[0] for c in commits):
+        mine = sorted([(ts, t, p, off) for gg, t, p, ts, off in commits if gg == g],
+                      key=lambda r: r[0])
+        rows += [(g, r.bucket_start_ms, r.commits, r.noop_commits, r.rewinds)
+                 for r in commit_activity(mine, bucket_ms)]
+    return rows
+
+
+def run_job(spark, commits, samples, burrow_compatible=True, bucket_ms=60_000):
+    """Rows in input order: `seq` counts them as a log would. The job's Analyzed."""
     commits = [(*row, seq) for seq, row in enumerate(commits)]
     samples = [(*row, None, seq) for seq, row in enumerate(samples)]
     return analyze(spark.createDataFrame(commits, COMMITS_SCHEMA),
-                   spark.createDataFrame(samples, SAMPLES_SCHEMA), burrow_compatible)
+                   spark.createDataFrame(samples, SAMPLES_SCHEMA),
+                   tempfile.mkdtemp(prefix="corral-job-"), burrow_compatible=burrow_compatible,
+                   bucket_ms=bucket_ms)
 
 
 def assert_tables(spark, tables, lag, status, group):
@@ -65,11 +80,15 @@ _samples = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 1), _t
 @settings(derandomize=True, deadline=None, max_examples=15)
 @given(commits=_commits, samples=_samples, burrow_compatible=st.booleans())
 def test_job_gives_the_rules_results(spark, commits, samples, burrow_compatible):
-    tables = run_job(spark, commits, samples, burrow_compatible)
-    assert_tables(spark, tables, *rules_tables(commits, samples, burrow_compatible))
+    done = run_job(spark, commits, samples, burrow_compatible, bucket_ms=2000)
+    assert_tables(spark, done.tables, *rules_tables(commits, samples, burrow_compatible))
+    assertDataFrameEqual(done.work["_commit_counts"], spark.createDataFrame(
+        rules_counts(commits, 2000), "`group` string, bucket long, commits long, "
+        "noop_commits long, rewinds long"))
+    assert done.rows["commits"] == len(commits)
 
 
-def test_known_history(spark, tmp_path):
+def test_known_history(spark):
     commits = [
         ("g1", "t", 0, 1500, 100),
         ("g1", "t", 0, 2500, 170),
@@ -97,19 +116,28 @@ def test_known_history(spark, tmp_path):
     ]
     group = [("g1", t, "ERR") for t in (1000, 1500, 2000, 2500, 3000)]
     group += [("g2", 2000, "OK"), ("g2", 3000, "OK")]
-    tables = run_job(spark, commits, samples)
-    assert_tables(spark, tables, lag, status, group)
-
-    write_tables(tables, str(tmp_path))
-    back = spark.read.parquet(str(tmp_path / "partition_lag"))
+    done = run_job(spark, commits, samples)
+    assert_tables(spark, done.tables, lag, status, group)
+    assert done.rows == {"partition_lag": 8, "partition_status": 8, "group_status": 7,
+                         "commits": 5}
+    back = spark.read.parquet(f"{done.out_dir}/partition_lag")
     assert {r.date for r in back.select("date").collect()} == {datetime.date(1970, 1, 1)}
-    assertDataFrameEqual(back.select(*LAG_COLUMNS), tables.partition_lag)
 
 
 @pytest.mark.parametrize("burrow_compatible, last", [(True, "STOP"), (False, "STALL")])
 def test_quiet_partition_stop(spark, burrow_compatible, last):
     """corral's difference: no STOP while the log end has not moved since the last commit."""
-    tables = run_job(spark, [("g", "t", 0, 1000, 5)], [("t", 0, 1000, 10), ("t", 0, 2000, 10)],
-                     burrow_compatible)
+    done = run_job(spark, [("g", "t", 0, 1000, 5)], [("t", 0, 1000, 10), ("t", 0, 2000, 10)],
+                   burrow_compatible)
     expected = [("g", "t", 0, 1000, "STALL"), ("g", "t", 0, 2000, last)]
-    assertDataFrameEqual(tables.partition_status, spark.createDataFrame(expected, STATUS))
+    assertDataFrameEqual(done.tables.partition_status, spark.createDataFrame(expected, STATUS))
+
+
+def test_rows_across_dates(spark):
+    """A key whose rows span two UTC days: one file under each date."""
+    day = 86_400_000
+    done = run_job(spark, [("g", "t", 0, day - 1000, 5), ("g", "t", 0, day + 1000, 7)],
+                   [("t", 0, day - 1000, 9)])
+    back = spark.read.parquet(f"{done.out_dir}/partition_lag")
+    assert sorted((r.date, r.time_ms) for r in back.collect()) == [
+        (datetime.date(1970, 1, 1), day - 1000), (datetime.date(1970, 1, 2), day + 1000)]

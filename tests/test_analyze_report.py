@@ -81,8 +81,9 @@ def test_report_of_a_history(spark, tmp_path):
     history = make_inputs(spark)
     samples = spark.createDataFrame([(*s, None, seq) for seq, s in enumerate(SAMPLES)],
                                     inp.SAMPLES_SCHEMA)
-    lag = analyze(history.commits, samples)
-    tables = {**lag._asdict(), **derive(history._replace(samples=samples), lag)}
+    done = analyze(history.commits, samples, str(tmp_path / "out"))
+    tables = {**done.tables._asdict(), **done.work,
+              **derive(history.events, done.tables.partition_lag, done.work["_commit_counts"])}
     # As `corral analyze` would pass them once written: each computed once, not per plot.
     tables = {name: df.cache() for name, df in tables.items()}
     path = tmp_path / "report.html"
@@ -112,8 +113,9 @@ def test_report_of_a_history(spark, tmp_path):
 
 def test_report_of_an_empty_history(spark, tmp_path):
     empty = inp.empty(spark)
-    lag = analyze(empty.commits, empty.samples)
-    tables = {**lag._asdict(), **derive(empty, lag)}
+    done = analyze(empty.commits, empty.samples, str(tmp_path / "out"))
+    tables = {**done.tables._asdict(), **done.work,
+              **derive(empty.events, done.tables.partition_lag, done.work["_commit_counts"])}
     path = tmp_path / "empty.html"
     write_report(tables, str(path), "empty")
     text, page = parse(path)

@@ -17,7 +17,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from cgkit import CG_FAST
 from corral import _core
 from corral.analyze import analytics_records, segments
-from corral.analyze.inputs import COMMITS_SCHEMA, EVENTS_SCHEMA, SAMPLES_SCHEMA
 from test_consumer_groups_clients import create_topics
 
 TOPICS = {"seg-a": 3, "seg-b": 2}
@@ -68,12 +67,14 @@ def commit_round(consumers: dict[str, Consumer], base: int) -> list[tuple]:
 
 
 def analytics(data_dir: Path) -> analytics_records.Split:
-    return analytics_records.split(segments.analytics_records_of(str(data_dir)))
+    return segments.read_analytics(str(data_dir))
 
 
-def commits_of(spark, data_dir: Path, **window) -> list[tuple]:
-    """(group, topic, partition, offset) per group in log order, groups by name."""
-    rows = segments.read_data_dir(spark, str(data_dir), **window).commits.collect()
+def commits_of(data_dir: Path, from_ms: int | None = None, to_ms: int | None = None) -> list[tuple]:
+    """(group, topic, partition, offset) per group in log order, groups by name, as the job's
+    tasks read them (a split per __consumer_offsets partition)."""
+    rows = [r for _, paths in segments.commit_splits(str(data_dir), from_ms)
+            for r in segments.commits_table(paths, from_ms, to_ms).to_pylist()]
     rows.sort(key=lambda r: (r["group"], r["seq"]))
     return [(r["group"], r["topic"], r["partition"], r["offset"]) for r in rows]
 
@@ -97,7 +98,7 @@ def event_kinds(split: analytics_records.Split) -> dict[str, set]:
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory, spark):
+def history(tmp_path_factory):
     """A corral with three groups that committed known offsets in two rounds; yields (broker,
     the consumers, the commits (group, topic, partition, offset) in order, a time between the
     rounds, {(topic, partition): (log end, log start)}). `stop_cleanly` stops it for the tests
@@ -132,7 +133,7 @@ def history(tmp_path_factory, spark):
             broker.proc.wait()
 
 
-def test_reads_a_running_broker(history, spark):
+def test_reads_a_running_broker(history):
     broker, _, expected, _, ends = history
     data_dir = broker.data_dir
     # The analytics log is written every sample interval: wait for the end state in it.
@@ -142,34 +143,35 @@ def test_reads_a_running_broker(history, spark):
               "seg-848": {("member_joined", "consumer"), ("rebalance_end", "consumer")}}
     wait_until(lambda: all(w <= event_kinds(analytics(data_dir)).get(g, set())
                            for g, w in wanted.items()), 15, "group events")
-    assert commits_of(spark, data_dir) == by_group(expected)
-    inputs = segments.read_data_dir(spark, str(data_dir))
-    for df, schema in zip(inputs, (COMMITS_SCHEMA, SAMPLES_SCHEMA, EVENTS_SCHEMA)):
-        assert df.schema == spark.createDataFrame([], schema).schema
+    assert commits_of(data_dir) == by_group(expected)
+    inputs = segments.read_data_dir(str(data_dir))
+    assert inputs.samples.schema == analytics_records.SAMPLES
+    assert inputs.events.schema == analytics_records.EVENTS
     samples = {(r["topic"], r["partition"]): (r["log_end_offset"], r["log_start_offset"])
-               for r in inputs.samples.orderBy("seq").collect()}
+               for r in inputs.samples.sort_by("seq").to_pylist()}
     assert {tp: samples[tp] for tp in ends} == ends
-    events = inputs.events.collect()
+    events = inputs.events.to_pylist()
     assert {e["event"] for e in events} >= {"member_joined", "rebalance_start", "rebalance_end"}
     assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
 
 
-def test_window_keeps_commit_times_and_skips_old_segments(history, spark):
+def test_window_keeps_commit_times_and_skips_old_segments(history):
     broker, _, expected, split_ms, _ = history
     half = len(expected) // 2
     data_dir = str(broker.data_dir)
-    assert commits_of(spark, broker.data_dir, from_ms=split_ms) == by_group(expected[half:])
-    assert commits_of(spark, broker.data_dir, to_ms=split_ms) == by_group(expected[:half])
-    assert commits_of(spark, broker.data_dir, from_ms=split_ms, to_ms=split_ms) == []
+    assert commits_of(broker.data_dir, from_ms=split_ms) == by_group(expected[half:])
+    assert commits_of(broker.data_dir, to_ms=split_ms) == by_group(expected[:half])
+    assert commits_of(broker.data_dir, from_ms=split_ms, to_ms=split_ms) == []
     # Rolled segments entirely before the window are not even listed.
-    everything = segments.commit_segments(data_dir, None)
-    kept = segments.commit_segments(data_dir, split_ms)
+    everything = [p for _, paths in segments.commit_splits(data_dir, None) for p in paths]
+    kept = [p for _, paths in segments.commit_splits(data_dir, split_ms) for p in paths]
     assert len(everything) > len(segments.partition_dirs(data_dir, segments.OFFSETS_TOPIC))
     assert set(kept) < set(everything)
     for path in set(everything) - set(kept):
         assert segments.newest_ms(Path(path)) < split_ms
-    window = segments.read_data_dir(spark, data_dir, from_ms=split_ms)
-    assert all(r["time_ms"] >= split_ms for r in window.samples.collect() + window.events.collect())
+    window = segments.read_data_dir(data_dir, from_ms=split_ms)
+    assert all(r["time_ms"] >= split_ms
+               for r in window.samples.to_pylist() + window.events.to_pylist())
 
 
 def stop_cleanly(history) -> None:
@@ -186,10 +188,10 @@ def stop_cleanly(history) -> None:
     assert broker.stop() == 0
 
 
-def test_after_a_clean_stop(history, spark):
+def test_after_a_clean_stop(history):
     broker, _, expected, _, ends = history
     stop_cleanly(history)
-    assert commits_of(spark, broker.data_dir) == by_group(expected)
+    assert commits_of(broker.data_dir) == by_group(expected)
     assert {tp: v for tp, v in last_samples(analytics(broker.data_dir)).items() if tp in ends} == ends
 
 
@@ -202,7 +204,7 @@ def last_commit_segment(data_dir: Path) -> Path:
     raise AssertionError("no active segment with commits")
 
 
-def test_torn_tails_end_a_segment(history, spark, tmp_path):
+def test_torn_tails_end_a_segment(history, tmp_path):
     broker, _, expected, _, _ = history
     stop_cleanly(history)
     copy = tmp_path / "copy"
@@ -212,7 +214,7 @@ def test_torn_tails_end_a_segment(history, spark, tmp_path):
     # A batch being written: its first half only (header whole, records cut).
     segment.write_bytes(whole + whole[:100])
     assert _core.decode_offset_commits(str(segment))[2:] == (len(whole), "torn")
-    assert commits_of(spark, copy) == by_group(expected)
+    assert commits_of(copy) == by_group(expected)
     # The last batch cut short: its commits are not read, nothing else changes.
     segment.write_bytes(whole[:-1])
     rows, _, at, why = _core.decode_offset_commits(str(segment))
@@ -227,10 +229,10 @@ def test_torn_tails_end_a_segment(history, spark, tmp_path):
         left.reverse()
         left.remove(commit)
         left.reverse()
-    assert commits_of(spark, copy) == left
+    assert commits_of(copy) == left
 
 
-def test_missing_or_empty_analytics_topic(history, spark, tmp_path):
+def test_missing_or_empty_analytics_topic(history, tmp_path):
     broker, _, expected, _, _ = history
     stop_cleanly(history)
     copy = tmp_path / "copy"
@@ -240,19 +242,20 @@ def test_missing_or_empty_analytics_topic(history, spark, tmp_path):
     for directory in analytics_dirs:
         for f in directory.iterdir():
             f.write_bytes(b"")
-    inputs = segments.read_data_dir(spark, str(copy))
-    assert inputs.samples.count() == inputs.events.count() == 0
+    inputs = segments.read_data_dir(str(copy))
+    assert inputs.samples.num_rows == inputs.events.num_rows == 0
     for directory in analytics_dirs:
         shutil.rmtree(directory)
-    inputs = segments.read_data_dir(spark, str(copy))
-    assert inputs.samples.count() == inputs.events.count() == 0
-    assert inputs.samples.schema == spark.createDataFrame([], SAMPLES_SCHEMA).schema
-    assert inputs.events.schema == spark.createDataFrame([], EVENTS_SCHEMA).schema
-    assert commits_of(spark, copy) == by_group(expected)
+    inputs = segments.read_data_dir(str(copy))
+    assert inputs.samples.num_rows == inputs.events.num_rows == 0
+    assert inputs.samples.schema == analytics_records.SAMPLES
+    assert inputs.events.schema == analytics_records.EVENTS
+    assert commits_of(copy) == by_group(expected)
 
 
-def test_empty_or_missing_data_dir(spark, tmp_path):
-    inputs = segments.read_data_dir(spark, str(tmp_path))
-    assert [df.count() for df in inputs] == [0, 0, 0]
+def test_empty_or_missing_data_dir(tmp_path):
+    inputs = segments.read_data_dir(str(tmp_path))
+    assert (inputs.samples.num_rows, inputs.events.num_rows) == (0, 0)
+    assert segments.commit_splits(str(tmp_path), None) == []
     with pytest.raises(FileNotFoundError):
-        segments.read_data_dir(spark, str(tmp_path / "nowhere"))
+        segments.read_data_dir(str(tmp_path / "nowhere"))

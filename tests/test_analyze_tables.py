@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
 from corral.analyze import inputs as inp
 from corral.analyze.event_rules import skew
-from corral.analyze.job import Tables, write_tables
+from corral.analyze import lag_rows
+from corral.analyze.job import write_tables
+from corral.analyze.segments import COMMITS as COMMITS_ARROW
 from corral.analyze.rules import commit_activity
 from corral.analyze.tables import (ASSIGNMENT_SKEW_SCHEMA, COMMIT_ACTIVITY_SCHEMA,
                                    MEMBER_CHURN_SCHEMA, REBALANCES_SCHEMA, derive)
@@ -85,13 +88,25 @@ def make_inputs(spark, commits=COMMITS, events=EVENTS):
     return inp.Inputs(commits, spark.createDataFrame([], inp.SAMPLES_SCHEMA), events)
 
 
-def lag_tables(spark, rows=LAG_ROWS):
-    lag = spark.createDataFrame([(g, t, p, ts, None, None, r, s) for g, t, p, ts, r, s in rows], LAG)
-    return Tables(lag, None, None)
+def partition_lag(spark, rows=LAG_ROWS):
+    return spark.createDataFrame([(g, t, p, ts, None, None, r, s) for g, t, p, ts, r, s in rows],
+                                 LAG)
+
+
+def derived(spark, commits=COMMITS, events=EVENTS, lag_rows_=LAG_ROWS, bucket_ms=MINUTE):
+    """derive's tables, the commit counts made as the job's tasks make them."""
+    inputs = make_inputs(spark, commits, events)
+    table = pa.Table.from_pylist([dict(zip(COMMITS_ARROW.names, (*c, seq)))
+                                  for seq, c in enumerate(commits)], schema=COMMITS_ARROW)
+    counts = lag_rows.commit_counts(lag_rows.sort_commits(table), bucket_ms)
+    counts = spark.createDataFrame(counts.cast(lag_rows.COMMIT_COUNTS).to_pylist(),
+                                   "`group` string, bucket long, commits long, "
+                                   "noop_commits long, rewinds long")
+    return derive(inputs.events, partition_lag(spark, lag_rows_), counts, bucket_ms)
 
 
 def test_hand_built_history(spark, tmp_path):
-    tables = derive(make_inputs(spark), lag_tables(spark), bucket_ms=MINUTE)
+    tables = derived(spark)
     assert set(tables) == {"rebalances", "member_churn", "assignment_skew", "commit_activity"}
 
     assertDataFrameEqual(tables["rebalances"], spark.createDataFrame([
@@ -140,7 +155,7 @@ def test_assignments_without_partitions(spark):
                     assignment={"w1": None, "w2": None}),
               event(20, "idle", "generation_assignment", C, generation_id=1,
                     protocol_type="consumer", protocol_name="range", assignment={"m": []})]
-    tables = derive(make_inputs(spark, [], events), lag_tables(spark, []))
+    tables = derived(spark, [], events, [])
     assertDataFrameEqual(tables["assignment_skew"], spark.createDataFrame([
         ("connect", C, 10, None, 1, "w1", None, None, None, None, 2, None),
         ("connect", C, 10, None, 1, "w2", None, None, None, None, 2, None),
@@ -156,7 +171,7 @@ _commits = st.lists(st.tuples(st.sampled_from(["g1", "g2"]), st.sampled_from(["a
 @settings(derandomize=True, deadline=None, max_examples=6)
 @given(commits=_commits)
 def test_commit_activity_is_the_rule(spark, commits):
-    tables = derive(make_inputs(spark, commits, []), lag_tables(spark, []), bucket_ms=1000)
+    tables = derived(spark, commits, [], [], bucket_ms=1000)
     expected = []
     for group in sorted({c[0] for c in commits}):
         # Sorted by time, equal times in log order (a stable sort of the input).
@@ -168,8 +183,7 @@ def test_commit_activity_is_the_rule(spark, commits):
 
 
 def test_empty_history(spark):
-    empty = inp.empty(spark)
-    tables = derive(empty, lag_tables(spark, []))
+    tables = derived(spark, [], [], [])
     schemas = {"rebalances": REBALANCES_SCHEMA, "member_churn": MEMBER_CHURN_SCHEMA,
                "assignment_skew": ASSIGNMENT_SKEW_SCHEMA, "commit_activity": COMMIT_ACTIVITY_SCHEMA}
     for name, df in tables.items():

@@ -4,8 +4,8 @@
 //! - `decode_offset_commits`: one `__consumer_offsets` segment into columns in Arrow's layout
 //!   (strings as int32 offsets + utf-8 data, fixed-width columns little endian), so Python wraps
 //!   them with `pyarrow.Array.from_buffers` without a Python object per record.
-//! - `segment_records`: one segment's records as (offset, timestamp, key, value) tuples (the
-//!   small `__corral_analytics` topic).
+//! - `decode_analytics_records`: one `__corral_analytics` segment: its `log_end` samples as lines of
+//!   JSON for pyarrow's reader, its other records as (offset, timestamp, key, value) tuples.
 //!
 //! Both read the batches that were whole when the file was opened and stop at the first one that
 //! is not whole or whose CRC-32C does not match (a batch being written by a running broker, or a
@@ -294,19 +294,55 @@ pub fn decode_offset_commits<'py>(py: Python<'py>, path: &str, from_ms: Option<i
 /// (offset, timestamp ms, key, value) of each record.
 type RecordTuple = (i64, i64, Option<Vec<u8>>, Option<Vec<u8>>);
 
-/// Every record of one segment file, in log order, and where reading stopped (as above).
-#[pyfunction]
-pub fn segment_records(py: Python<'_>, path: &str) -> PyResult<(Vec<RecordTuple>, Option<u64>, &'static str)> {
-    let mut out = Vec::new();
-    let stop = py.detach(|| {
-        walk(path, |b, _| {
-            let recs = batch::records(b).ok_or("malformed record")?;
-            out.extend(recs.into_iter().map(|r| (r.offset, r.timestamp, r.key, r.value)));
-            Ok(())
-        })
+const LOG_END_KEY: &[u8] = b"log_end";
+
+/// The `log_end` samples of an analytics segment, for `pyarrow.json`: their values one per line
+/// (values holding a line break are left to the other records), offsets and timestamps.
+#[derive(Default)]
+pub struct LogEndLines {
+    pub rows: usize,
+    pub lines: Vec<u8>,
+    pub offsets: Vec<u8>,
+    pub timestamps: Vec<u8>,
+}
+
+/// One `__corral_analytics` segment: its `log_end` records as lines of JSON (most of the topic:
+/// one per changed partition per sample interval, parsed in bulk by pyarrow rather than one by
+/// one), every other record as a (offset, timestamp, key, value) tuple, in log order, and where
+/// reading stopped (as above).
+pub fn analytics_records(path: &str) -> io::Result<Result<((LogEndLines, Vec<RecordTuple>), Stop), String>> {
+    let mut samples = LogEndLines::default();
+    let mut others = Vec::new();
+    let stop = walk(path, |b, _| {
+        for r in batch::records(b).ok_or("malformed record")? {
+            match (&r.key, &r.value) {
+                (Some(k), Some(v)) if k.as_slice() == LOG_END_KEY && !v.iter().any(|&c| c == b'\n' || c == b'\r') => {
+                    samples.lines.extend_from_slice(v);
+                    samples.lines.push(b'\n');
+                    samples.offsets.extend_from_slice(&r.offset.to_le_bytes());
+                    samples.timestamps.extend_from_slice(&r.timestamp.to_le_bytes());
+                    samples.rows += 1;
+                }
+                _ => others.push((r.offset, r.timestamp, r.key, r.value)),
+            }
+        }
+        Ok(())
     })?;
-    let (at, why) = stopped_at(stop.map_err(PyValueError::new_err)?);
-    Ok((out, at, why))
+    Ok(stop.map(|s| ((samples, others), s)))
+}
+
+/// (log_end rows, [lines, offsets, timestamps] as bytes, the other records, byte where reading
+/// stopped or None, "torn"/"invalid"/"").
+type AnalyticsColumns<'py> = (usize, Vec<Bound<'py, PyBytes>>, Vec<RecordTuple>, Option<u64>, &'static str);
+
+/// `analytics_records` for Python: ValueError names the file for a compressed or undecodable
+/// batch; OSError if it cannot be read.
+#[pyfunction]
+pub fn decode_analytics_records<'py>(py: Python<'py>, path: &str) -> PyResult<AnalyticsColumns<'py>> {
+    let ((s, others), stop) = py.detach(|| analytics_records(path))?.map_err(PyValueError::new_err)?;
+    let (at, why) = stopped_at(stop);
+    let buffers = [s.lines, s.offsets, s.timestamps].iter().map(|b| PyBytes::new(py, b)).collect();
+    Ok((s.rows, buffers, others, at, why))
 }
 
 #[cfg(test)]
@@ -413,6 +449,28 @@ mod tests {
         let path = write("gzip", &b);
         let err = offset_commits(&path, i64::MIN, i64::MAX).unwrap().unwrap_err();
         assert!(err.contains(&path) && err.contains("compressed"), "{err}");
+    }
+
+    #[test]
+    fn log_end_samples_become_lines_and_the_rest_tuples() {
+        let kv = |k: &[u8], v: &[u8]| (Some(k.to_vec()), Some(v.to_vec()));
+        let records = [
+            kv(b"log_end", br#"{"v":1,"topic":"t","partition":0,"log_end_offset":5}"#),
+            kv(b"group_event", br#"{"v":1,"event":"member_joined"}"#),
+            kv(b"log_end", b"{\"v\":1,\n\"topic\":\"u\"}"), // a line break: left to Python
+            kv(b"log_end", br#"{"v":1,"topic":"t","partition":1,"log_end_offset":9}"#),
+        ];
+        let path = write("analytics", &placed(&records, 70, 10));
+        let ((s, others), stop) = analytics_records(&path).unwrap().unwrap();
+        assert_eq!((s.rows, stop), (2, Stop::End));
+        let text = String::from_utf8(s.lines).unwrap();
+        assert_eq!(text.lines().collect::<Vec<_>>(), [
+            r#"{"v":1,"topic":"t","partition":0,"log_end_offset":5}"#,
+            r#"{"v":1,"topic":"t","partition":1,"log_end_offset":9}"#,
+        ]);
+        assert_eq!((i64s(&s.offsets), i64s(&s.timestamps)), (vec![10, 13], vec![70, 70]));
+        let others: Vec<(i64, Vec<u8>)> = others.into_iter().map(|(o, _, k, _)| (o, k.unwrap())).collect();
+        assert_eq!(others, [(11, b"group_event".to_vec()), (12, b"log_end".to_vec())]);
     }
 
     #[test]

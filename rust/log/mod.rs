@@ -469,7 +469,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(offset_records::offset_commit_batch, m)?)?;
     m.add_function(wrap_pyfunction!(offset_records::offset_keys, m)?)?;
     m.add_function(wrap_pyfunction!(decode_columns::decode_offset_commits, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_columns::segment_records, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_columns::decode_analytics_records, m)?)?;
     Ok(())
 }
 

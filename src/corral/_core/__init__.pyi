@@ -54,7 +54,7 @@ __all__ = [
     "offset_commit_batch",
     "offset_keys",
     "decode_offset_commits",
-    "segment_records",
+    "decode_analytics_records",
 ]
 
 # --- Tuples that cross the boundary -------------------------------------------------------------
@@ -716,6 +716,9 @@ def decode_offset_commits(
     invalid one. ValueError (naming the file) on a compressed or undecodable batch; OSError when
     the file cannot be read."""
 
-def segment_records(path: str) -> tuple[list[DecodedRecord], int | None, str]:
-    """Every record of one segment file in log order, then the SegmentStop fields (as
-    `decode_offset_commits`)."""
+def decode_analytics_records(
+    path: str,
+) -> tuple[int, list[bytes], list[DecodedRecord], int | None, str]:
+    """One `__corral_analytics` segment file: (log_end rows, [their values as lines of JSON,
+    their offsets, their timestamps (int64 little endian)], every other record in log order,
+    then the SegmentStop fields as `decode_offset_commits`)."""

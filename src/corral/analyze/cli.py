@@ -135,18 +135,28 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
     try:
         spark.sparkContext.setLogLevel("ERROR")
         with progress.spark_step("analyzing", spark):
+            bucket_ms = int(args.bucket * 1000)
+            options = {"burrow_compatible": args.burrow_compatible, "bucket_ms": bucket_ms}
             if args.bootstrap:
-                read = inputs_mod.read_landed(spark, str(out / "inputs"))
+                read = inputs_mod.in_window(inputs_mod.read_landed(spark, str(out / "inputs")),
+                                            args.from_time, args.to_time)
+                analyzed = job.analyze(read.commits, read.samples, str(out), **options)
+                events = read.events
             else:
                 from .segments import read_data_dir
-                read = read_data_dir(spark, args.data_dir, args.from_time, args.to_time)
-            read = inputs_mod.in_window(read, args.from_time, args.to_time)
-            lag = job.analyze(read.commits, read.samples, args.burrow_compatible)
-            derived = {**lag._asdict(), **tables.derive(read, lag, int(args.bucket * 1000))}
+                split = read_data_dir(args.data_dir, args.from_time, args.to_time)
+                analyzed = job.analyze_data_dir(spark, args.data_dir, split.samples, str(out),
+                                                from_ms=args.from_time, to_ms=args.to_time,
+                                                **options)
+                events = spark.createDataFrame(split.events)
+            derived = tables.derive(events, analyzed.tables.partition_lag,
+                                    analyzed.work["_commit_counts"], bucket_ms)
             job.write_tables(derived, str(out))
+            derived = {**analyzed.tables._asdict(), **derived}
         summary["tables"] = {name: _rows(out / name) for name in derived}
         with progress.spark_step("summarising groups", spark):
-            summary["groups"] = _group_summary(derived)
+            summary["groups"] = _group_summary(analyzed.work["_group_summary"],
+                                               derived["rebalances"])
         if not args.no_report:
             from .report import write_report
             with progress.spark_step("writing the report", spark):
@@ -154,8 +164,10 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
                 written = {name: spark.read.parquet(str(out / name)) if summary["tables"][name]
                            else spark.createDataFrame([], derived[name].schema)
                            for name in derived}
-                write_report(written, str(out / "report.html"), _title(summary))
+                write_report({**written, **analyzed.work}, str(out / "report.html"),
+                             _title(summary))
             summary["report"] = str((out / "report.html").resolve())
+        job.remove_work(str(out))
     finally:
         session.stop(spark)
     summary["elapsed_s"] = round(time.monotonic() - started, 3)
@@ -178,17 +190,13 @@ def _rows(table_dir: Path) -> int:
     return ds.dataset(str(table_dir), format="parquet", partitioning="hive").count_rows()
 
 
-def _group_summary(derived: dict) -> dict[str, dict[str, Any]]:
+def _group_summary(group_summary, rebalances) -> dict[str, dict[str, Any]]:
     """Per group: its last status, and the most lag it had (records, seconds)."""
     from pyspark.sql import functions as F
-    status = derived["group_status"].groupBy("group").agg(
-        F.max_by("status", "time_ms").alias("status"))
-    lag = derived["partition_lag"].groupBy("group").agg(
-        F.max("lag_records").alias("max_lag_records"),
-        F.max("lag_seconds").alias("max_lag_seconds"))
-    rebalances = derived["rebalances"].groupBy("group").agg(F.count("*").alias("rebalances"))
-    rows = (status.join(lag, "group", "full").join(rebalances, "group", "full")
-            .orderBy("group").collect())
+    counts = rebalances.groupBy("group").agg(F.count("*").alias("rebalances"))
+    rows = (group_summary.select("group", F.col("last_status").alias("status"),
+                                 "max_lag_records", "max_lag_seconds")
+            .join(counts, "group", "full").orderBy("group").collect())
     return {r["group"]: {"status": r["status"], "max_lag_records": r["max_lag_records"],
                          "max_lag_seconds": r["max_lag_seconds"],
                          "rebalances": r["rebalances"] or 0} for r in rows}

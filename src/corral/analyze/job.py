@@ -1,48 +1,68 @@
-"""The Spark job of `corral analyze`: the rules (corral.analyze.rules) applied per key, through
-their compiled form (corral.analyze.fast), which gives exactly the rules' rows.
+"""The Spark job of `corral analyze`: the lag tables (partition_lag, partition_status,
+group_status) and the commit counts commit_activity is made of, through the compiled rules
+(corral.analyze.lag_rows), which give exactly corral.analyze.rules' rows.
 
-Inputs:
-- commits: (group, topic, partition, time_ms, offset), one row per offset commit;
-- samples: (topic, partition, time_ms, log_end_offset), the partitions' log-end samples.
+Every task holds whole groups and does all of their work itself: sort the commits (numpy), run
+the rules, write its rows as Parquet with pyarrow (`<out>/<table>/date=YYYY-MM-DD/part-N.parquet`,
+as Spark's `partitionBy("date")` would). The samples go to every task as one broadcast Arrow
+table (they are few next to the commits: one per changed partition per sample interval). Spark
+schedules the tasks and reads the tables back; it never sorts, shuffles or writes a commit row
+itself, which is where the time went when it did (docs/benchmarks.md).
 
-Rows with equal times are ordered by the inputs' `seq` (corral.analyze.inputs: the log order, so
-the last commit at a time is the committed offset).
+Two ways to cut the commits into tasks of whole groups:
+- `analyze_data_dir` (`--data-dir`): a group's commits all live in one `__consumer_offsets`
+  partition, so one task per partition decodes its segments in the core and needs no shuffle;
+- `analyze` (any commits DataFrame, e.g. `--bootstrap`'s landed Parquet): one shuffle by group.
 
-One shuffle, by group, and a sort done by Spark, then `mapInArrow` over the sorted batches
-(whole groups at a time: a group cut by a batch's end is carried into the next batch). Each
-(group, topic, partition) comes with its partition's samples (a broadcast join with the keys: the
-samples a key gets are about the rows it will have anyway, one per sample time), samples first;
-one call of the compiled rules makes partition_lag and partition_status (both have a row at the
-same times) for the whole batch, a second its groups' group_status, so no second shuffle. Both
-come out of one cached frame (`kind` tells them apart); status codes become names in Spark.
+With a Spark cluster, the workers write the tables straight into `out_dir`: it must be a
+directory they all see (as `--data-dir` must be).
 """
 
 from __future__ import annotations
 
+import io
+import os
+import shutil
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
 from typing import Callable, Iterator, Mapping, NamedTuple
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark import Broadcast, TaskContext
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from corral.analyze import fast
-from corral.analyze.rules import STATUS_NAMES
+from corral.analyze import lag_rows as rows
+from corral.analyze import segments
+from corral.analyze.lag_rows import LAG_COLUMNS, STATUS_COLUMNS
 
 KEY = ["group", "topic", "partition"]
-# Partition rows (kind 0) and group rows (kind 1, group and time_ms only) in one output.
-_ROWS_SCHEMA = (
-    "kind byte, `group` string, topic string, partition int, time_ms long, "
-    "committed_offset long, log_end_offset long, lag_records long, lag_seconds double, code byte"
-)
-_ARROW_SCHEMA = pa.schema([
-    ("kind", pa.int8()), ("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-    ("time_ms", pa.int64()), ("committed_offset", pa.int64()), ("log_end_offset", pa.int64()),
-    ("lag_records", pa.int64()), ("lag_seconds", pa.float64()), ("code", pa.int8()),
-])
-LAG_COLUMNS = KEY + ["time_ms", "committed_offset", "log_end_offset", "lag_records", "lag_seconds"]
-STATUS_COLUMNS = KEY + ["time_ms", "status"]
+LAG_TABLES = ("partition_lag", "partition_status", "group_status")
+# Written by the tasks for the rest of the run, not tables of the output (removed by
+# `remove_work`): the commit counts of commit_activity, and the lag tables' summaries per
+# (group, topic, partition) and per group (lag_rows.KEY_SUMMARY, GROUP_SUMMARY).
+WORK = {
+    "_commit_counts": "`group` string, bucket long, commits long, noop_commits long, "
+                      "rewinds long",
+    "_key_summary": "`group` string, topic string, partition int, max_lag_records long",
+    "_group_summary": "`group` string, first_ms long, last_ms long, partitions long, "
+                      "p99_lag_seconds double, max_lag_seconds double, max_lag_records long, "
+                      "worst_status string, not_ok_rows long, last_status string",
+}
+_DDL = {
+    "partition_lag": "`group` string, topic string, partition int, time_ms long, "
+                     "committed_offset long, log_end_offset long, lag_records long, "
+                     "lag_seconds double",
+    "partition_status": "`group` string, topic string, partition int, time_ms long, "
+                        "status string",
+    "group_status": "`group` string, time_ms long, status string",
+}
+_COLUMNS = {"partition_lag": LAG_COLUMNS, "partition_status": STATUS_COLUMNS,
+            "group_status": ["group", "time_ms", "status"]}
+_DONE = pa.schema([(name, pa.int64()) for name in (*LAG_TABLES, "commits")])
+_DONE_DDL = ", ".join(f"{name} long" for name in _DONE.names)
 
 
 class Tables(NamedTuple):
@@ -51,137 +71,136 @@ class Tables(NamedTuple):
     group_status: DataFrame
 
 
-def _status(code: Column) -> Column:
-    names = F.array(*(F.lit(STATUS_NAMES.get(c, "")) for c in range(max(STATUS_NAMES) + 1)))
-    return F.element_at(names, code.cast("int") + 1).alias("status")
+class Analyzed(NamedTuple):
+    tables: Tables  # read back from out_dir
+    work: dict[str, DataFrame]  # WORK's, read back
+    rows: dict[str, int]  # rows written per table, and commits read
+    out_dir: str
 
 
-def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Equal values -> equal ints (nulls -1), for finding runs."""
-    if pa.types.is_integer(column.type) and not column.null_count:
-        return column.to_numpy()
-    encoded = pc.dictionary_encode(column)
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks()
-    return pc.fill_null(encoded.indices, -1).to_numpy()
+# -- the work of one task -----------------------------------------------------------------------
+
+_sample_index: dict[str, rows.SampleIndex] = {}
 
 
-def _take(column: pa.ChunkedArray, at: np.ndarray) -> pa.Array:
-    return column.take(at).combine_chunks()
+def _samples(run: str, broadcast: Broadcast) -> rows.SampleIndex:
+    """The broadcast samples, indexed once per Python worker and run (workers are reused across
+    tasks)."""
+    index = _sample_index.get(run)
+    if index is None:
+        _sample_index.clear()
+        index = _sample_index[run] = rows.SampleIndex(
+            pa.ipc.open_stream(broadcast.value).read_all())
+    return index
 
 
-def _starts(columns: list[np.ndarray]) -> np.ndarray:
-    """Indices where any column's value changes (0 first)."""
-    changed = np.zeros(len(columns[0]), bool)
-    changed[0] = True
-    for c in columns:
-        changed[1:] |= c[1:] != c[:-1]
-    return np.flatnonzero(changed)
+def _work(commits: pa.Table, run: str, samples: Broadcast, out_dir: str, name: str,
+          bucket_ms: int, burrow_compatible: bool) -> dict[str, int]:
+    """Everything for the whole groups of `commits`, written as files called `name`."""
+    c = rows.sort_commits(commits)
+    made = rows.lag_rows(c, _samples(run, samples), burrow_compatible)
+    out = Path(out_dir)
+    written = {
+        "partition_lag": rows.write_by_date(made.partition.select(LAG_COLUMNS),
+                                            out / "partition_lag", name),
+        "partition_status": rows.write_by_date(made.partition.select(STATUS_COLUMNS),
+                                               out / "partition_status", name),
+        "group_status": rows.write_by_date(made.group, out / "group_status", name),
+        "commits": commits.num_rows,
+    }
+    for work, table in (("_commit_counts", rows.commit_counts(c, bucket_ms)),
+                        ("_key_summary", made.key_summary),
+                        ("_group_summary", made.group_summary)):
+        if table.num_rows:
+            rows.write_file(table, out / work, name)
+    return written
 
 
-def _whole_keys(batches: Iterator[pa.RecordBatch], key: list[str]) -> Iterator[pa.Table]:
-    """The sorted batches regrouped so that no key spans two tables."""
-    pending: list[pa.RecordBatch] = []
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        codes = [_codes(batch.column(k)) for k in key]
-        last = int(_starts(codes)[-1])
-        if last == 0 and pending:
-            tail = pending[-1].slice(pending[-1].num_rows - 1)
-            if all(tail.column(k)[0] == batch.column(k)[0] for k in key):
-                pending.append(batch)
-                continue
-        pending.append(batch.slice(0, last))
-        yield pa.Table.from_batches(pending)
-        pending = [batch.slice(last)]
-    if pending:
-        yield pa.Table.from_batches(pending)
+def _split_task(split: tuple[int, list[str]], *, from_ms: int | None, to_ms: int | None,
+                **work) -> dict[str, int]:
+    number, paths = split
+    return _work(segments.commits_table(paths, from_ms, to_ms), name=f"part-{number:05d}", **work)
 
 
-def _rows(burrow_compatible: bool) -> Callable:
-    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for table in _whole_keys(batches, ["group"]):
-            if table.num_rows:
-                yield from _group_tables(table.combine_chunks(), burrow_compatible)
-
-    return rows
+def _shuffled_task(batches: Iterator[pa.RecordBatch], **work) -> Iterator[pa.RecordBatch]:
+    table = pa.Table.from_batches(list(batches), schema=segments.COMMITS)
+    name = f"part-{TaskContext.get().partitionId():05d}"
+    done = _work(table, name=name, **work) if table.num_rows else dict.fromkeys(_DONE.names, 0)
+    yield pa.RecordBatch.from_pylist([done], schema=_DONE)
 
 
-def _group_tables(table: pa.Table, burrow_compatible: bool) -> Iterator[pa.RecordBatch]:
-    """Whole groups sorted by (group, topic, partition, is_commit, time, seq): each key's samples
-    then its commits. Yields their partition rows, then their group rows."""
-    group, topic = _codes(table["group"]), _codes(table["topic"])
-    partition, is_commit = table["partition"].to_numpy(), table["is_commit"].to_numpy()
-    starts = _starts([group, topic, partition, is_commit])
-    ends = np.append(starts[1:], table.num_rows)
-    commits = np.flatnonzero(is_commit[starts])
-    # The run before a key's commits is its samples when it is of the same key.
-    before = np.maximum(commits - 1, 0)
-    has_samples = (commits > 0) & ~is_commit[starts[before]] & (
-        group[starts[before]] == group[starts[commits]]) & (
-        topic[starts[before]] == topic[starts[commits]]) & (
-        partition[starts[before]] == partition[starts[commits]])
-    sample_lo = np.where(has_samples, starts[before], 0)
-    sample_hi = np.where(has_samples, ends[before], 0)
-    times = table["time_ms"].to_numpy()
-    out = fast.partition_rows(times, table["value"].to_numpy(), starts[commits], ends[commits],
-                              sample_lo, sample_hi, burrow_compatible)
-    at = np.repeat(starts[commits], out.rows)
-    unknown = ~out.log_end_known
-    yield pa.RecordBatch.from_arrays([
-        pa.array(np.zeros(len(at), np.int8)), _take(table["group"], at),
-        _take(table["topic"], at), _take(table["partition"], at), pa.array(out.time_ms),
-        pa.array(out.committed_offset), pa.array(out.log_end_offset, mask=unknown),
-        pa.array(out.lag_records, mask=unknown),
-        pa.array(out.lag_seconds, mask=np.isnan(out.lag_seconds)), pa.array(out.status),
-    ], schema=_ARROW_SCHEMA)
-    # group_status: each group's status rows by time, the key's index numbering its partition.
-    key = np.repeat(np.arange(len(commits)), out.rows)
-    row_group = group[at]
-    order = np.lexsort((out.time_ms, row_group))
-    group_start = np.flatnonzero(np.append(True, row_group[order][1:] != row_group[order][:-1]))
-    group_end = np.append(group_start[1:], len(order))
-    g = fast.group_rows(out.time_ms[order], key[order], out.status[order], group_start,
-                        group_end)
-    firsts = at[order][group_start]
-    n = len(g.time_ms)
-    yield pa.RecordBatch.from_arrays([
-        pa.array(np.ones(n, np.int8)), _take(table["group"], np.repeat(firsts, g.rows)),
-        pa.nulls(n, pa.string()), pa.nulls(n, pa.int32()), pa.array(g.time_ms),
-        *(pa.nulls(n, pa.int64()) for _ in range(3)), pa.nulls(n, pa.float64()),
-        pa.array(g.status),
-    ], schema=_ARROW_SCHEMA)
+# -- the drivers --------------------------------------------------------------------------------
 
 
-def analyze(commits: DataFrame, samples: DataFrame, burrow_compatible: bool = True) -> Tables:
-    """partition_lag, partition_status and group_status over the whole history (the rules'
-    defaults: Burrow's window of 10 commits and 10 samples, allowed lag 0)."""
-    keys = commits.select(*KEY).distinct()
-    commits = commits.select(*KEY, F.lit(True).alias("is_commit"), "time_ms",
-                             F.col("offset").alias("value"), "seq")
-    samples = samples.select("topic", "partition", F.lit(False).alias("is_commit"), "time_ms",
-                             F.col("log_end_offset").alias("value"), "seq")
-    # Each key gets its partition's samples (keys are few: one per group and partition).
-    per_key = F.broadcast(keys).join(samples, ["topic", "partition"])
-    rows = (
-        commits.unionByName(per_key)
-        .repartition("group")
-        .sortWithinPartitions(*KEY, "is_commit", "time_ms", "seq")
-        .mapInArrow(_rows(burrow_compatible), _ROWS_SCHEMA)
-        .cache()
-    )
-    partition, group = rows.where(F.col("kind") == 0), rows.where(F.col("kind") == 1)
-    return Tables(partition.select(*LAG_COLUMNS),
-                  partition.select(*KEY, "time_ms", _status(F.col("code"))),
-                  group.select("group", "time_ms", _status(F.col("code"))))
+def analyze_data_dir(spark: SparkSession, data_dir: str, samples: pa.Table, out_dir: str, *,
+                     from_ms: int | None = None, to_ms: int | None = None,
+                     burrow_compatible: bool = True, bucket_ms: int = 60_000) -> Analyzed:
+    """The lag tables of the commits in corral's data directory (the window [from_ms, to_ms)),
+    one task per `__consumer_offsets` partition, largest first."""
+    splits = segments.commit_splits(data_dir, from_ms)
+    return _run(spark, samples, out_dir, bucket_ms, burrow_compatible, lambda work: (
+        spark.sparkContext.parallelize(splits, max(1, len(splits)))
+        .map(partial(_split_task, from_ms=from_ms, to_ms=to_ms, **work)).collect()))
+
+
+def analyze(commits: DataFrame, samples: DataFrame | pa.Table, out_dir: str, *,
+            burrow_compatible: bool = True, bucket_ms: int = 60_000) -> Analyzed:
+    """The lag tables of any commits DataFrame (corral.analyze.inputs.COMMITS_SCHEMA), shuffled
+    by group so that each task holds whole groups."""
+    if isinstance(samples, DataFrame):
+        samples = samples.toArrow()
+    return _run(commits.sparkSession, samples, out_dir, bucket_ms, burrow_compatible,
+                lambda work: [r.asDict() for r in commits.select(*segments.COMMITS.names)
+                              .repartition("group")
+                              .mapInArrow(partial(_shuffled_task, **work), _DONE_DDL)
+                              .collect()])
+
+
+def _run(spark: SparkSession, samples: pa.Table, out_dir: str, bucket_ms: int,
+         burrow_compatible: bool, tasks: Callable[[dict], list[dict[str, int]]]) -> Analyzed:
+    for name in (*LAG_TABLES, *WORK):
+        shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, samples.schema) as writer:
+        writer.write_table(samples)
+    broadcast = spark.sparkContext.broadcast(sink.getvalue())
+    try:
+        done = tasks({"run": uuid.uuid4().hex, "samples": broadcast, "out_dir": str(out_dir), "bucket_ms": bucket_ms,
+                      "burrow_compatible": burrow_compatible})
+    finally:
+        broadcast.destroy()
+    written = {name: sum(d[name] for d in done) for name in _DONE.names}
+    tables = Tables(*(read_table(spark, os.path.join(out_dir, name), _DDL[name], _COLUMNS[name])
+                      for name in LAG_TABLES))
+    work = {name: read_table(spark, os.path.join(out_dir, name), ddl,
+                             [f.name for f in spark.createDataFrame([], ddl).schema])
+            for name, ddl in WORK.items()}
+    return Analyzed(tables, work, written, str(out_dir))
+
+
+def read_table(spark: SparkSession, path: str, ddl: str, columns: list[str]) -> DataFrame:
+    """A table written by the tasks (an empty one if they wrote no file)."""
+    if not any(Path(path).rglob("*.parquet")):
+        return spark.createDataFrame([], ddl)
+    return spark.read.parquet(path).select(*columns)
+
+
+def remove_work(out_dir: str) -> None:
+    for name in WORK:
+        shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
 
 
 def write_tables(tables: Tables | Mapping[str, DataFrame], out_dir: str) -> None:
-    """Each table (all have `time_ms`) as Parquet under out_dir/<name>, partitioned by its UTC
-    date."""
+    """Each table (all have `time_ms`) written by Spark as Parquet under out_dir/<name>,
+    partitioned by its UTC date (the tables beyond the lag tables: few rows, so their jobs are
+    mostly waiting, and run at once)."""
     named = tables._asdict() if isinstance(tables, Tables) else tables
-    for name, df in named.items():
+
+    def write(name: str, df: DataFrame) -> None:
         date = F.date_from_unix_date(F.floor(F.col("time_ms") / 86_400_000).cast("int"))
         df.withColumn("date", date).write.mode("overwrite").partitionBy("date").parquet(
             f"{out_dir}/{name}")
+
+    with ThreadPoolExecutor(max(1, len(named))) as pool:
+        for done in [pool.submit(write, name, df) for name, df in named.items()]:
+            done.result()

@@ -1,18 +1,19 @@
 """`corral analyze --data-dir`: the inputs (corral.analyze.inputs) read from corral's own data
 directory, without a broker (one may be running: see below).
 
-- commits: the segments of the `__consumer_offsets-<n>` partition directories are the splits of
-  a Spark Python data source (`corral_offset_commits`), small ones packed together as Spark packs
-  small files (a task costs tens of ms; a data dir holds 50 mostly small partitions). The driver
-  only lists the files; each task opens its segments by path (so on a standalone cluster the workers must see the same
-  directory) and the compiled core decodes it into Arrow buffers (`_core.decode_offset_commits`),
-  wrapped here as one `pyarrow.RecordBatch` with no Python object per record.
-- samples and events: `__corral_analytics` is small; its segments are read on the driver
-  (`_core.segment_records`) and split by analytics_records.split.
+- commits: a group's commits all live in one `__consumer_offsets` partition, so the partitions
+  are the splits of the Spark job (corral.analyze.job.analyze_data_dir: `commit_splits`), each
+  task reading its partition's segments by path (so on a standalone cluster the workers must
+  see the same directory); the compiled core decodes a segment into Arrow buffers
+  (`_core.decode_offset_commits`), wrapped here as one `pyarrow.RecordBatch` with no Python
+  object per record (`commits_table`).
+- samples and events: `__corral_analytics` is read on the driver (`_core.decode_analytics_records`:
+  samples as lines of JSON parsed in bulk, events as records), into Arrow tables
+  (corral.analyze.analytics_records).
 
 `--from/--to`: a rolled segment whose time index says its newest record is older than `from` is
 not read at all; the core skips batches older than `from` and keeps the commits whose time is in
-the window; the rows are then still filtered by `inputs.in_window` (the contract).
+the window (from_ms <= time_ms < to_ms, as `inputs.in_window`).
 
 A broker writing to the directory meanwhile: each segment is read as far as it was when opened;
 a batch cut short (being written) or failing its CRC ends the segment there, as the broker's own
@@ -24,34 +25,22 @@ from __future__ import annotations
 import logging
 import os
 import struct
-import weakref
 from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+import pyarrow.compute as pc
 
 from .. import _core
 from ..analytics_log import TOPIC as ANALYTICS_TOPIC
 from . import analytics_records
-from .inputs import COMMITS_SCHEMA, Inputs, in_window
 
 log = logging.getLogger("corral.analyze.segments")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-SOURCE = "corral_offset_commits"
 COMMITS = pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
                      ("time_ms", pa.int64()), ("offset", pa.int64()), ("seq", pa.int64())])
-# Rows per RecordBatch handed to Spark: bounds the Arrow batches the JVM holds at once.
-BATCH_ROWS = 1 << 18
-# Bytes of segments per split: at most a segment's default size, at least enough that a small
-# data dir is a split or two per core (spark.sql.files.maxPartitionBytes / openCostInBytes).
-MAX_SPLIT_BYTES = 128 << 20
-MIN_SPLIT_BYTES = 4 << 20
 _TIME_ENTRY = struct.Struct(">qI")  # .timeindex: max timestamp so far, relative offset
-# Sessions the data source is registered with (registering again logs a WARN each time).
-_registered: weakref.WeakSet = weakref.WeakSet()
 
 
 def partition_dirs(data_dir: str, topic: str) -> list[Path]:
@@ -81,35 +70,24 @@ def newest_ms(segment: Path) -> int | None:
     return _TIME_ENTRY.unpack_from(data, len(data) - _TIME_ENTRY.size)[0]
 
 
-def pack(paths: list[str], parallelism: int) -> list[list[str]]:
-    """Consecutive segments grouped into splits of about the same number of bytes: at most
-    MAX_SPLIT_BYTES, and for small totals about one per core."""
-    sizes = [_size(p) for p in paths]
-    target = min(MAX_SPLIT_BYTES, max(MIN_SPLIT_BYTES, sum(sizes) // max(parallelism, 1)))
-    splits: list[list[str]] = []
-    filled = target
-    for path, size in zip(paths, sizes):
-        if filled + size > target:
-            splits.append([])
-            filled = 0
-        splits[-1].append(path)
-        filled += size
-    return splits
-
-
-def commit_segments(data_dir: str, from_ms: int | None) -> list[str]:
-    """The `__consumer_offsets` segments that may hold commits at or after `from_ms`. Only
-    rolled segments are judged by their time index: the active one's is rewritten only at a
-    roll or a clean shutdown, so it may be stale."""
-    paths = []
+def commit_splits(data_dir: str, from_ms: int | None) -> list[tuple[int, list[str]]]:
+    """(partition number, its segments that may hold commits at or after `from_ms`) per
+    `__consumer_offsets` partition with any, the most bytes first (the longest tasks start
+    first). Only rolled segments are judged by their time index: the active one's is rewritten
+    only at a roll or a clean shutdown, so it may be stale."""
+    splits = []
     for directory in partition_dirs(data_dir, OFFSETS_TOPIC):
         files = segment_files(directory)
+        paths = []
         for i, segment in enumerate(files):
             newest = newest_ms(segment) if i + 1 < len(files) else None
             if from_ms is not None and newest is not None and newest < from_ms:
                 continue
             paths.append(str(segment))
-    return paths
+        if paths:
+            number = int(directory.name[len(OFFSETS_TOPIC) + 1:])
+            splits.append((sum(_size(p) for p in paths), number, paths))
+    return [(number, paths) for _, number, paths in sorted(splits, key=lambda s: -s[0])]
 
 
 def _stopped(path: str, at: int | None, why: str) -> None:
@@ -142,82 +120,54 @@ def commit_batches(path: str, from_ms: int | None = None,
                pa.Array.from_buffers(pa.string(), rows, [None, b[2], b[3]])]
     columns += [pa.Array.from_buffers(t, rows, [None, buf])
                 for t, buf in zip((pa.int32(), pa.int64(), pa.int64(), pa.int64()), b[4:])]
-    batch = pa.RecordBatch.from_arrays(columns, schema=COMMITS)
-    for start in range(0, rows, BATCH_ROWS):
-        yield batch.slice(start, BATCH_ROWS)
+    yield pa.RecordBatch.from_arrays(columns, schema=COMMITS)
 
 
-def _optional_int(options: dict, name: str) -> int | None:
-    value = options.get(name)
-    return None if value in (None, "") else int(value)
-
-
-class _Reader(DataSourceReader):
-    def __init__(self, options: dict):
-        self.data_dir = options["path"]
-        self.from_ms = _optional_int(options, "from_ms")
-        self.to_ms = _optional_int(options, "to_ms")
-        self.parallelism = _optional_int(options, "parallelism") or 2
-
-    def partitions(self) -> list[InputPartition]:
-        # An empty directory still needs one (empty) split.
-        splits = pack(commit_segments(self.data_dir, self.from_ms), self.parallelism)
-        return [InputPartition(paths) for paths in splits] or [InputPartition([])]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        for path in partition.value:
-            yield from commit_batches(path, self.from_ms, self.to_ms)
-
-
-class OffsetCommitsSource(DataSource):
-    """`spark.read.format("corral_offset_commits").load(data_dir)`, options `from_ms`, `to_ms`,
-    `parallelism` (splits wanted for a small directory): the commits of `__consumer_offsets` in a corral data directory."""
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE
-
-    def schema(self) -> str:
-        return COMMITS_SCHEMA
-
-    def reader(self, schema) -> DataSourceReader:
-        return _Reader(self.options)
-
-
-def analytics_records_of(data_dir: str) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
-    """The records of `__corral_analytics` (one partition) in log order; none if it is missing."""
+def read_analytics(data_dir: str) -> analytics_records.Split:
+    """The samples and events of `__corral_analytics` (one partition); none if it is missing."""
+    samples, events, skipped = [], [], 0
     for directory in partition_dirs(data_dir, ANALYTICS_TOPIC):
         for segment in segment_files(directory):
             try:
-                records, at, why = _core.segment_records(str(segment))
+                rows, (lines, offsets, times), others, at, why = \
+                    _core.decode_analytics_records(str(segment))
             except FileNotFoundError:
                 continue
             _stopped(str(segment), at, why)
-            yield from records
+            table, bad = analytics_records.samples_of_lines(
+                lines, *(pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(b)])
+                         for b in (offsets, times)))
+            rest = analytics_records.split(others)
+            samples += [table, rest.samples]
+            events.append(rest.events)
+            skipped += bad + rest.skipped
+    return analytics_records.Split(
+        pa.concat_tables(samples) if samples else analytics_records.SAMPLES.empty_table(),
+        pa.concat_tables(events) if events else analytics_records.EVENTS.empty_table(), skipped)
 
 
-def read_commits(spark: SparkSession, data_dir: str, from_ms: int | None = None,
-                 to_ms: int | None = None):
-    if spark not in _registered:
-        spark.dataSource.register(OffsetCommitsSource)
-        _registered.add(spark)
-    reader = spark.read.format(SOURCE)
-    parallelism = spark.sparkContext.defaultParallelism
-    for name, value in (("from_ms", from_ms), ("to_ms", to_ms), ("parallelism", parallelism)):
-        if value is not None:
-            reader = reader.option(name, str(value))
-    return reader.load(data_dir)
+def commits_table(paths: list[str], from_ms: int | None = None,
+                  to_ms: int | None = None) -> pa.Table:
+    """The commits of segments (in log order) as one table of the COMMITS schema."""
+    batches = [b for path in paths for b in commit_batches(path, from_ms, to_ms)]
+    return pa.Table.from_batches(batches, schema=COMMITS)
 
 
-def read_data_dir(spark: SparkSession, data_dir: str, from_ms: int | None = None,
-                  to_ms: int | None = None) -> Inputs:
-    """The inputs in corral's data directory `data_dir`, in the window [from_ms, to_ms)."""
+def read_data_dir(data_dir: str, from_ms: int | None = None,
+                  to_ms: int | None = None) -> analytics_records.Split:
+    """The samples and events in corral's data directory `data_dir`, in the window
+    [from_ms, to_ms); the commits are read by the job's tasks (`commit_splits`)."""
     if not Path(data_dir).is_dir():
         raise FileNotFoundError(f"{data_dir} is not a directory")
-    split = analytics_records.split(analytics_records_of(data_dir))
+    split = read_analytics(data_dir)
     if split.skipped:
         log.info("%d %s records of an unknown kind or version skipped", split.skipped,
                  ANALYTICS_TOPIC)
-    inputs = Inputs(read_commits(spark, data_dir, from_ms, to_ms),
-                    spark.createDataFrame(split.samples), spark.createDataFrame(split.events))
-    return in_window(inputs, from_ms, to_ms)
+    return analytics_records.Split(*(_in_window(t, from_ms, to_ms)
+                                     for t in (split.samples, split.events)), split.skipped)
+
+
+def _in_window(table: pa.Table, from_ms: int | None, to_ms: int | None) -> pa.Table:
+    keep = pc.and_(pc.greater_equal(table["time_ms"], from_ms if from_ms is not None else -2**63),
+                   pc.less(table["time_ms"], to_ms if to_ms is not None else 2**63 - 1))
+    return table.filter(keep)

@@ -1,11 +1,12 @@
 """The tables of `corral analyze` beyond lag and status: rebalances, member_churn,
 assignment_skew and commit_activity (docs/analytics-rules.md has their definitions).
 
-Inputs: the three inputs (corral.analyze.inputs; `events` carries each group event's whole JSON
-`value`) and the lag tables of corral.analyze.job. The per-group sequences (rebalances, churn) go
-through the pure rules of corral.analyze.event_rules with `applyInPandas`, one group at a time
-(a group's events are few: a handful per rebalance); commit counts are Spark window functions
-over the commits, checked against rules.commit_activity. Every table has `time_ms`.
+Inputs: the events (corral.analyze.inputs; each group event's whole JSON `value`), and what the
+job (corral.analyze.job) made: partition_lag and the commit counts per group and bucket (counted
+in its tasks by lag_rows.commit_counts, checked against rules.commit_activity). The per-group
+sequences (rebalances, churn) go through the pure rules of corral.analyze.event_rules with
+`applyInPandas`, one group at a time (a group's events are few: a handful per rebalance). Every
+table has `time_ms`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from corral.analyze import event_rules
-from corral.analyze.inputs import Inputs
-from corral.analyze.job import Tables
 
 REBALANCES_SCHEMA = (
     "`group` string, protocol string, time_ms long, start_ms long, end_ms long, duration_ms long, "
@@ -42,14 +41,15 @@ REBALANCE_EVENTS = ("rebalance_start", "rebalance_end", "group_deleted")
 ASSIGNMENT_EVENTS = ("generation_assignment", "target_assignment")
 
 
-def derive(inputs: Inputs, lag_tables: Tables, bucket_ms: int = 60_000) -> dict[str, DataFrame]:
+def derive(events: DataFrame, partition_lag: DataFrame, commit_counts: DataFrame,
+           bucket_ms: int = 60_000) -> dict[str, DataFrame]:
     """The four tables, by name (time buckets of `bucket_ms` for member_churn and
-    commit_activity)."""
+    commit_activity: the job counted the commits in the same buckets)."""
     return {
-        "rebalances": rebalances(inputs.events),
-        "member_churn": member_churn(inputs.events, bucket_ms),
-        "assignment_skew": assignment_skew(inputs.events, lag_tables.partition_lag),
-        "commit_activity": commit_activity(inputs.commits, inputs.events, bucket_ms),
+        "rebalances": rebalances(events),
+        "member_churn": member_churn(events, bucket_ms),
+        "assignment_skew": assignment_skew(events, partition_lag),
+        "commit_activity": commit_activity(commit_counts, events, bucket_ms),
     }
 
 
@@ -182,18 +182,11 @@ def assignment_skew(events: DataFrame, partition_lag: DataFrame) -> DataFrame:
 # -- commit_activity ----------------------------------------------------------------------------
 
 
-def commit_activity(commits: DataFrame, events: DataFrame, bucket_ms: int) -> DataFrame:
-    """rules.commit_activity per group (no-op commits and rewinds against the previous commit
-    of the same partition, in time then log order), plus the `commit_rejected` events' counts
-    in the same buckets, in all and per error name. Buckets with neither have no row."""
+def commit_activity(counted: DataFrame, events: DataFrame, bucket_ms: int) -> DataFrame:
+    """rules.commit_activity per group (`counted`: group, bucket, commits, noop_commits,
+    rewinds, from the job), plus the `commit_rejected` events' counts in the same buckets, in
+    all and per error name. Buckets with neither have no row."""
     bucket = F.col("time_ms") - F.col("time_ms") % bucket_ms
-    previous = F.lag("offset").over(
-        Window.partitionBy("group", "topic", "partition").orderBy("time_ms", "seq"))
-    counted = (commits.withColumn("previous", previous).withColumn("bucket", bucket)
-               .groupBy("group", "bucket").agg(
-                   F.count("*").alias("commits"),
-                   F.count(F.when(F.col("offset") == F.col("previous"), 1)).alias("noop_commits"),
-                   F.count(F.when(F.col("offset") < F.col("previous"), 1)).alias("rewinds")))
     j = F.from_json("value", "error string, count long")
     per_error = (events.where(F.col("event") == "commit_rejected")
                  .select("group", bucket.alias("bucket"), j["error"].alias("error"),
