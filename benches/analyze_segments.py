@@ -1,11 +1,11 @@
 """`corral analyze --data-dir`'s reader: decode throughput of `__consumer_offsets` segments, in
-commit records per second, for the compiled decoder alone and through Spark's data source.
+commit records per second, for the compiled decoder alone and wrapped as Arrow.
 
 Writes a data directory with one `__consumer_offsets` partition of `--records` commits (batches
 of one group's commits, as the broker writes them: `_core.offset_commit_batch`, offsets assigned
 by patching each batch's base offset, which the CRC does not cover), in segments of
 `--segment-mb`, then times `_core.decode_offset_commits` over the segments and
-`spark.read.format("corral_offset_commits").load(dir).count()` on local[2].
+`segments.commits_table` (what a task of the job does first).
 
     python benches/analyze_segments.py --records 3000000
 """
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from corral import _core  # noqa: E402
-from corral.analyze import segments, session  # noqa: E402
+from corral.analyze import segments  # noqa: E402
 
 
 def write_data_dir(directory: Path, records: int, per_batch: int, segment_bytes: int) -> None:
@@ -58,7 +58,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
         write_data_dir(data_dir, args.records, args.per_batch, args.segment_mb << 20)
-        paths = segments.commit_segments(str(data_dir), None)
+        paths = [p for _, split in segments.commit_splits(str(data_dir), None) for p in split]
         size = sum(Path(p).stat().st_size for p in paths)
         print(f"{args.records} commits, {len(paths)} segments, {size / 2**20:.0f} MiB")
         for _ in range(args.repeat):
@@ -67,18 +67,9 @@ def main() -> None:
             dt = time.perf_counter() - t
             print(f"core decoder:   {rows / dt / 1e6:6.2f} M records/s ({dt:.2f} s)")
             t = time.perf_counter()
-            rows = sum(b.num_rows for p in paths for b in segments.commit_batches(p))
+            rows = segments.commits_table(paths).num_rows
             dt = time.perf_counter() - t
-            print(f"+ Arrow batches: {rows / dt / 1e6:6.2f} M records/s ({dt:.2f} s)")
-        spark = session.start("local[2]", "analyze-segments-bench", {})
-        try:
-            for _ in range(args.repeat):
-                t = time.perf_counter()
-                rows = segments.read_commits(spark, str(data_dir)).count()
-                dt = time.perf_counter() - t
-                print(f"spark count:    {rows / dt / 1e6:6.2f} M records/s ({dt:.2f} s)")
-        finally:
-            session.stop(spark)
+            print(f"+ Arrow table:  {rows / dt / 1e6:6.2f} M records/s ({dt:.2f} s)")
 
 
 if __name__ == "__main__":

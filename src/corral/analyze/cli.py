@@ -16,6 +16,7 @@ import datetime
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,12 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
                               "(no __consumer_offsets partitions)")
         summary["source"] = {"data_dir": str(data_dir.resolve())}
 
+    reading = None
+    if not args.bootstrap:  # __corral_analytics read on the driver while Spark starts
+        from .segments import read_data_dir
+        reader = ThreadPoolExecutor(1)
+        reading = reader.submit(read_data_dir, args.data_dir, args.from_time, args.to_time)
+        reader.shutdown(wait=False)
     with progress.step("starting Spark"):
         spark = session.start(args.master, conf=args.conf)
     try:
@@ -137,41 +144,46 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
         with progress.spark_step("analyzing", spark):
             bucket_ms = int(args.bucket * 1000)
             options = {"burrow_compatible": args.burrow_compatible, "bucket_ms": bucket_ms}
-            if args.bootstrap:
+            if reading is None:
                 read = inputs_mod.in_window(inputs_mod.read_landed(spark, str(out / "inputs")),
                                             args.from_time, args.to_time)
                 analyzed = job.analyze(read.commits, read.samples, str(out), **options)
                 events = read.events
             else:
-                from .segments import read_data_dir
-                split = read_data_dir(args.data_dir, args.from_time, args.to_time)
+                split = reading.result()
                 analyzed = job.analyze_data_dir(spark, args.data_dir, split.samples, str(out),
                                                 from_ms=args.from_time, to_ms=args.to_time,
                                                 **options)
                 events = spark.createDataFrame(split.events)
-            derived = tables.derive(events, analyzed.tables.partition_lag,
-                                    analyzed.work["_commit_counts"], bucket_ms)
-            job.write_tables(derived, str(out))
-            derived = {**analyzed.tables._asdict(), **derived}
-        summary["tables"] = {name: _rows(out / name) for name in derived}
-        with progress.spark_step("summarising groups", spark):
-            summary["groups"] = _group_summary(analyzed.work["_group_summary"],
-                                               derived["rebalances"])
+            # Small tables (made of the events and the tasks' counts), used by the writes, the
+            # summary and the report at once: each computed once, cached.
+            derived = {name: df.cache() for name, df in tables.derive(
+                events, analyzed.tables.partition_lag, analyzed.work["_commit_counts"],
+                bucket_ms).items()}
+        with progress.spark_step("writing the tables and the report", spark):
+            summary["groups"] = _finish(args, out, analyzed, derived, _title(summary))
+        summary["tables"] = {name: _rows(out / name)
+                             for name in (*analyzed.tables._fields, *derived)}
         if not args.no_report:
-            from .report import write_report
-            with progress.spark_step("writing the report", spark):
-                # Read back from Parquet: the tables are computed once, not again per plot.
-                written = {name: spark.read.parquet(str(out / name)) if summary["tables"][name]
-                           else spark.createDataFrame([], derived[name].schema)
-                           for name in derived}
-                write_report({**written, **analyzed.work}, str(out / "report.html"),
-                             _title(summary))
             summary["report"] = str((out / "report.html").resolve())
         job.remove_work(str(out))
     finally:
         session.stop(spark)
     summary["elapsed_s"] = round(time.monotonic() - started, 3)
     return summary
+
+
+def _finish(args: argparse.Namespace, out: Path, analyzed, derived: dict, title: str) -> dict:
+    """Writes the small tables and the report; returns the groups' summary. One after the
+    other: run at once on two cores, these small jobs took longer (docs/benchmarks.md)."""
+    from . import job
+    job.write_tables(derived, str(out))
+    groups = _group_summary(analyzed.work["_group_summary"], derived["rebalances"])
+    if not args.no_report:
+        from .report import write_report
+        write_report({**analyzed.tables._asdict(), **derived, **analyzed.work},
+                     str(out / "report.html"), title)
+    return groups
 
 
 def _land(args: argparse.Namespace, directory: str, step) -> dict[str, Any]:

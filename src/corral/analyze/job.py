@@ -149,9 +149,13 @@ def analyze(commits: DataFrame, samples: DataFrame | pa.Table, out_dir: str, *,
     by group so that each task holds whole groups."""
     if isinstance(samples, DataFrame):
         samples = samples.toArrow()
-    return _run(commits.sparkSession, samples, out_dir, bucket_ms, burrow_compatible,
-                lambda work: [r.asDict() for r in commits.select(*segments.COMMITS.names)
-                              .repartition("group")
+    spark = commits.sparkSession
+    commits = commits.select(*segments.COMMITS.names)
+    # About a million commits per task (a task holds its groups whole in memory), at least a
+    # few per core.
+    tasks = max(2 * spark.sparkContext.defaultParallelism, -(-commits.count() // 1_000_000))
+    return _run(spark, samples, out_dir, bucket_ms, burrow_compatible,
+                lambda work: [r.asDict() for r in commits.repartition(tasks, "group")
                               .mapInArrow(partial(_shuffled_task, **work), _DONE_DDL)
                               .collect()])
 

@@ -38,7 +38,13 @@ def start(master: str = "local[*]", app: str = "corral-analyze",
             builder = builder.config("spark.pyspark.python", sys.executable)
     for name, value in (conf or {}).items():
         builder = builder.config(name, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if "spark.sql.shuffle.partitions" not in (conf or {}):
+        # Spark's 200 is made for big shuffles; after the job's tasks (which never shuffle by
+        # this setting) only small tables and the report's aggregates are left.
+        spark.conf.set("spark.sql.shuffle.partitions",
+                       str(4 * spark.sparkContext.defaultParallelism))
+    return spark
 
 
 def stop(spark: SparkSession) -> None:
