@@ -93,6 +93,10 @@ def test_data_dir(corral_scenario, tmp_path):
     summary = analyze("--data-dir", str(broker.data_dir), "--out", str(out), *LOCAL,
                       *EXACT_BUCKETS, *window)
     assert summary["source"] == {"data_dir": str(broker.data_dir.resolve())}
+    phases = summary["phases_s"]
+    assert list(phases) == ["spark_start", "job", "small_tables", "summary", "report",
+                            "spark_stop"]
+    assert 0 < sum(phases.values()) <= summary["elapsed_s"]
     for table in TABLES:
         assert summary["tables"][table] == len(rows(out, table)) > 0, table
     check_statuses(truth, out)

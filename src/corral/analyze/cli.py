@@ -137,8 +137,11 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
         reader = ThreadPoolExecutor(1)
         reading = reader.submit(read_data_dir, args.data_dir, args.from_time, args.to_time)
         reader.shutdown(wait=False)
+    phases = summary["phases_s"] = {}
+    lap = _Lap(phases)
     with progress.step("starting Spark"):
         spark = session.start(args.master, conf=args.conf)
+    lap("spark_start")
     try:
         spark.sparkContext.setLogLevel("ERROR")
         with progress.spark_step("analyzing", spark):
@@ -157,11 +160,21 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
                 events = spark.createDataFrame(split.events)
             # Small tables (made of the events and the tasks' counts), used by the writes, the
             # summary and the report at once: each computed once, cached.
+            lap("job")
             derived = {name: df.cache() for name, df in tables.derive(
                 events, analyzed.tables.partition_lag, analyzed.work["_commit_counts"],
                 bucket_ms).items()}
-        with progress.spark_step("writing the tables and the report", spark):
-            summary["groups"] = _finish(args, out, analyzed, derived, _title(summary))
+            job.write_tables(derived, str(out))
+            lap("small_tables")
+        with progress.spark_step("writing the report", spark):
+            summary["groups"] = _group_summary(analyzed.work["_group_summary"],
+                                               derived["rebalances"])
+            lap("summary")
+            if not args.no_report:
+                from .report import write_report
+                write_report({**analyzed.tables._asdict(), **derived, **analyzed.work},
+                             str(out / "report.html"), _title(summary))
+                lap("report")
         summary["tables"] = {name: _rows(out / name)
                              for name in (*analyzed.tables._fields, *derived)}
         if not args.no_report:
@@ -169,21 +182,22 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
         job.remove_work(str(out))
     finally:
         session.stop(spark)
+    lap("spark_stop")
     summary["elapsed_s"] = round(time.monotonic() - started, 3)
     return summary
 
 
-def _finish(args: argparse.Namespace, out: Path, analyzed, derived: dict, title: str) -> dict:
-    """Writes the small tables and the report; returns the groups' summary. One after the
-    other: run at once on two cores, these small jobs took longer (docs/benchmarks.md)."""
-    from . import job
-    job.write_tables(derived, str(out))
-    groups = _group_summary(analyzed.work["_group_summary"], derived["rebalances"])
-    if not args.no_report:
-        from .report import write_report
-        write_report({**analyzed.tables._asdict(), **derived, **analyzed.work},
-                     str(out / "report.html"), title)
-    return groups
+class _Lap:
+    """Seconds since the previous lap, by name (the `--json` summary's `phases_s`)."""
+
+    def __init__(self, phases: dict[str, float]):
+        self.phases = phases
+        self.last = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = round(now - self.last, 3)
+        self.last = now
 
 
 def _land(args: argparse.Namespace, directory: str, step) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def _samples(run: str, broadcast: Broadcast) -> rows.SampleIndex:
     if index is None:
         _sample_index.clear()
         index = _sample_index[run] = rows.SampleIndex(
-            pa.ipc.open_stream(broadcast.value).read_all())
+            pa.ipc.open_stream(broadcast.value).read_all(), sorted=True)
     return index
 
 
@@ -136,7 +136,8 @@ def analyze_data_dir(spark: SparkSession, data_dir: str, samples: pa.Table, out_
                      from_ms: int | None = None, to_ms: int | None = None,
                      burrow_compatible: bool = True, bucket_ms: int = 60_000) -> Analyzed:
     """The lag tables of the commits in corral's data directory (the window [from_ms, to_ms)),
-    one task per `__consumer_offsets` partition, largest first."""
+    one task per `__consumer_offsets` partition, largest first. `samples` as
+    segments.read_data_dir gives them: sorted by lag_rows.sort_samples."""
     splits = segments.commit_splits(data_dir, from_ms)
     return _run(spark, samples, out_dir, bucket_ms, burrow_compatible, lambda work: (
         spark.sparkContext.parallelize(splits, max(1, len(splits)))
@@ -149,6 +150,7 @@ def analyze(commits: DataFrame, samples: DataFrame | pa.Table, out_dir: str, *,
     by group so that each task holds whole groups."""
     if isinstance(samples, DataFrame):
         samples = samples.toArrow()
+    samples = rows.sort_samples(samples)  # once here, not in every worker
     spark = commits.sparkSession
     commits = commits.select(*segments.COMMITS.names)
     # About a million commits per task (a task holds its groups whole in memory), at least a
@@ -162,6 +164,7 @@ def analyze(commits: DataFrame, samples: DataFrame | pa.Table, out_dir: str, *,
 
 def _run(spark: SparkSession, samples: pa.Table, out_dir: str, bucket_ms: int,
          burrow_compatible: bool, tasks: Callable[[dict], list[dict[str, int]]]) -> Analyzed:
+    """`samples` sorted (lag_rows.sort_samples), broadcast to `tasks`."""
     for name in (*LAG_TABLES, *WORK):
         shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
     sink = io.BytesIO()
@@ -183,10 +186,13 @@ def _run(spark: SparkSession, samples: pa.Table, out_dir: str, bucket_ms: int,
 
 
 def read_table(spark: SparkSession, path: str, ddl: str, columns: list[str]) -> DataFrame:
-    """A table written by the tasks (an empty one if they wrote no file)."""
-    if not any(Path(path).rglob("*.parquet")):
+    """A table written by the tasks (an empty one if they wrote no file). The schema is given,
+    not inferred: inferring it reads files, a second or more in a cold JVM."""
+    files = list(Path(path).rglob("*.parquet"))
+    if not files:
         return spark.createDataFrame([], ddl)
-    return spark.read.parquet(path).select(*columns)
+    dated = files[0].parent.name.startswith("date=")
+    return spark.read.schema(ddl + (", date date" if dated else "")).parquet(path).select(*columns)
 
 
 def remove_work(out_dir: str) -> None:

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from .. import _core
 from ..analytics_log import TOPIC as ANALYTICS_TOPIC
 from . import analytics_records
+from .lag_rows import sort_samples
 
 log = logging.getLogger("corral.analyze.segments")
 
@@ -156,15 +157,16 @@ def commits_table(paths: list[str], from_ms: int | None = None,
 def read_data_dir(data_dir: str, from_ms: int | None = None,
                   to_ms: int | None = None) -> analytics_records.Split:
     """The samples and events in corral's data directory `data_dir`, in the window
-    [from_ms, to_ms); the commits are read by the job's tasks (`commit_splits`)."""
+    [from_ms, to_ms), the samples sorted as the job wants them (lag_rows.sort_samples: this runs
+    while Spark starts); the commits are read by the job's tasks (`commit_splits`)."""
     if not Path(data_dir).is_dir():
         raise FileNotFoundError(f"{data_dir} is not a directory")
     split = read_analytics(data_dir)
     if split.skipped:
         log.info("%d %s records of an unknown kind or version skipped", split.skipped,
                  ANALYTICS_TOPIC)
-    return analytics_records.Split(*(_in_window(t, from_ms, to_ms)
-                                     for t in (split.samples, split.events)), split.skipped)
+    return analytics_records.Split(sort_samples(_in_window(split.samples, from_ms, to_ms)),
+                                   _in_window(split.events, from_ms, to_ms), split.skipped)
 
 
 def _in_window(table: pa.Table, from_ms: int | None, to_ms: int | None) -> pa.Table:
