@@ -219,6 +219,34 @@ REBALANCE = [
 ]
 
 
+# corral.group.max.rebalance.timeout.ms: members asking for an hour wait at most 5 s.
+BOUND = [
+    ("follower_not_rejoining_removed_at_the_bound",
+     stable("a", "b", session=30000, rebalance=3_600_000) + [
+        S.join("c", session=30000, rebalance=3_600_000),
+        S.join("a", session=30000, rebalance=3_600_000),
+        S.advance(4990), S.expect("PreparingRebalance"),
+        S.advance(10),
+        S.expect("CompletingRebalance", generation=2, members=["a", "c"], leader="a"),
+        S.sync_all(), S.heartbeat("b", "UNKNOWN_MEMBER_ID")]),
+    ("member_that_never_syncs_removed_at_the_bound", [
+        S.join("a", rebalance=3_600_000), S.join("b", rebalance=3_600_000),
+        S.until("CompletingRebalance"),
+        S.sync("a", expect="NONE"), S.expect("Stable", generation=1),
+        S.keepalive(["a", "b"], 4000), S.advance(990), S.expect("Stable"),
+        S.advance(10), S.expect("PreparingRebalance", members=["a"])]),
+    ("shorter_timeouts_are_kept", stable("a", "b", session=30000, rebalance=2000) + [
+        S.join("c", session=30000, rebalance=2000), S.join("a", session=30000, rebalance=2000),
+        S.advance(1990), S.expect("PreparingRebalance"),
+        S.advance(10), S.expect("CompletingRebalance", generation=2, members=["a", "c"])]),
+]
+
+
+@pytest.mark.parametrize("steps", cases(BOUND))
+def test_rebalance_timeout_bound(steps):
+    run_case(steps, {"corral.group.max.rebalance.timeout.ms": 5000})
+
+
 def test_subscription_change_rebalances_over_both_topics():
     driver = run_case(stable("a", "b") + [
         S.join("b", topics=("topic", "other"), expect="parked"),

@@ -223,13 +223,17 @@ def test_session_timeout_fences_and_the_others_take_over():
         assert d.clients["b"].owned[tid] == frozenset(range(4))
 
 
-def test_rebalance_timeout_fences_a_member_that_does_not_revoke():
+@pytest.mark.parametrize("settings, deadline_ms", [
+    ({}, 60000),  # the member's own rebalance timeout
+    ({"corral.group.max.rebalance.timeout.ms": 10000}, 10000),  # the broker's bound, shorter
+])
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke(settings, deadline_ms):
     with patched_clock(FakeClock()) as clock:
-        _, tid, c, d = setup(4)
+        _, tid, c, d = setup(4, settings=settings)
         d.join("a")  # rebalance timeout 60 s
         d.join("b")
         d.heartbeat("a", acknowledge=False)  # told to revoke; keeps them
-        clock.now += 59000
+        clock.now += deadline_ms - 1000
         d.heartbeat("b")
         d.heartbeat("a", acknowledge=False)
         c.timers.fire_due()

@@ -101,6 +101,14 @@ _CORRAL: list[Setting] = [
             "Smallest session timeout a classic member may ask for (INVALID_SESSION_TIMEOUT below)."),
     Setting("group.max.session.timeout.ms", ConfigType.INT, 1800000, int_in(0, INT32_MAX),
             "Largest session timeout a classic member may ask for (INVALID_SESSION_TIMEOUT above)."),
+    Setting("corral.group.max.rebalance.timeout.ms", ConfigType.INT, 1800000,
+            int_in(1, INT32_MAX),
+            "corral only: the longest a rebalance waits on one member, whatever rebalance "
+            "timeout (max.poll.interval.ms) it asked for: classic JoinGroup and SyncGroup "
+            "phases, and a consumer-group member's revocation deadline. Kafka has no bound, so "
+            "one client could hold its whole group for days; a member that asked for more is "
+            "removed (classic) or fenced (consumer) after this long, as when its own timeout "
+            "passes."),
     Setting("group.initial.rebalance.delay.ms", ConfigType.INT, 3000, int_in(0, INT32_MAX),
             "How long a new classic group waits for more members before its first rebalance."),
     Setting("group.max.size", ConfigType.INT, INT32_MAX, int_in(1, INT32_MAX),

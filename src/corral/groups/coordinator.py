@@ -89,6 +89,7 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
         self.group_configs = None
         self.min_session_ms = settings["group.min.session.timeout.ms"]
         self.max_session_ms = settings["group.max.session.timeout.ms"]
+        self.max_rebalance_ms = settings["corral.group.max.rebalance.timeout.ms"]
         self.initial_delay_ms = settings["group.initial.rebalance.delay.ms"]
         self.max_size = settings["group.max.size"]
         self._loading = False

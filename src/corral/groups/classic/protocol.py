@@ -65,8 +65,13 @@ class ClassicProtocol:
     timers: Timers
     min_session_ms: int
     max_session_ms: int
+    max_rebalance_ms: int  # corral.group.max.rebalance.timeout.ms
     initial_delay_ms: int
     max_size: int
+
+    def _rebalance_wait_ms(self, group: ClassicGroup) -> int:
+        """The group's rebalance timeout (its members' longest), within the broker's bound."""
+        return min(group.rebalance_timeout_ms(), self.max_rebalance_ms)
 
     def _new_classic_group(self, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, self.timers.heartbeat_view)
@@ -352,7 +357,7 @@ class ClassicProtocol:
         initial = group.state is ClassicState.EMPTY
         if initial:
             delay = self.initial_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            remaining = max(self._rebalance_wait_ms(group) - delay, 0)
             group.join_action = ("initial", delay, remaining)
             self.timers.schedule(group.join_key, delay)
         group.transition(ClassicState.PREPARING_REBALANCE)
@@ -365,7 +370,7 @@ class ClassicProtocol:
             self._complete_join_phase(group)
         else:
             group.join_action = ("complete",)
-            self.timers.schedule(group.join_key, group.rebalance_timeout_ms())
+            self.timers.schedule(group.join_key, self._rebalance_wait_ms(group))
 
     def _on_join_timer(self, group: ClassicGroup) -> None:
         if group.join_action[0] == "initial":
@@ -389,7 +394,7 @@ class ClassicProtocol:
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined: wait for the session timeouts to clear the group out.
             group.join_action = ("complete",)
-            self.timers.schedule(group.join_key, group.rebalance_timeout_ms())
+            self.timers.schedule(group.join_key, self._rebalance_wait_ms(group))
             return
         self.metrics.classic_rebalanced(group.state_timestamp_ms, bool(group.members))
         group.init_next_generation()
@@ -410,7 +415,7 @@ class ClassicProtocol:
             member.is_new = False
             group.pending_sync.add(member.member_id)
         group.sync_generation = group.generation_id
-        self.timers.schedule(group.sync_key, group.rebalance_timeout_ms())
+        self.timers.schedule(group.sync_key, self._rebalance_wait_ms(group))
 
     def _on_sync_timer(self, group: ClassicGroup) -> None:
         if group.sync_generation != group.generation_id:

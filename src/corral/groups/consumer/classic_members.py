@@ -46,6 +46,7 @@ class ClassicMembers:
     groups: dict
     timers: "Timers"
     settings: Any
+    max_rebalance_ms: int  # corral.group.max.rebalance.timeout.ms
     topics: "TopicImage"
     migration: MigrationPolicy
     max_size: int
@@ -301,13 +302,14 @@ class ClassicMembers:
         if not member.join_key:
             member.join_key = self.timers.register(self._on_classic_deadline, group, member,
                                                    "the classic member failed to join within the rebalance timeout")
-        self.timers.schedule(member.join_key, max(member.rebalance_timeout_ms, 0))
+        self.timers.schedule(member.join_key,
+                             min(max(member.rebalance_timeout_ms, 0), self.max_rebalance_ms))
 
     def _arm_sync_deadline(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
         if not member.sync_key:
             member.sync_key = self.timers.register(self._on_classic_deadline, group, member,
                                                    "the member failed to sync within timeout")
-        self.timers.schedule(member.sync_key, max(timeout_ms, 0))
+        self.timers.schedule(member.sync_key, min(max(timeout_ms, 0), self.max_rebalance_ms))
 
     def _on_classic_deadline(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         self._fence(group, member, why)

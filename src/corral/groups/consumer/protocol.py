@@ -67,6 +67,7 @@ class ConsumerProtocol:
     log: "CoordinatorLog"
     timers: Timers
     settings: Any
+    max_rebalance_ms: int  # corral.group.max.rebalance.timeout.ms
     topics: TopicImage
     assignors: "AssignorRegistry"
     migration: MigrationPolicy
@@ -538,7 +539,8 @@ class ConsumerProtocol:
                 member.rebalance_key = self.timers.register(self._on_rebalance_timeout, group_id,
                                                             member.member_id)
             member.rebalance_epoch = current.epoch
-            self.timers.schedule(member.rebalance_key, max(member.rebalance_timeout_ms, 0))
+            self.timers.schedule(member.rebalance_key,
+                                 min(max(member.rebalance_timeout_ms, 0), self.max_rebalance_ms))
         elif member.rebalance_key:
             self.timers.cancel(member.rebalance_key)
 
