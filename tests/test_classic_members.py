@@ -622,6 +622,41 @@ def test_classic_deadlines_fence():
         assert x.member_id not in group.members and list(group.members) == [d.clients["a"].member_id]
 
 
+def test_classic_deadlines_bounded_by_the_broker():
+    """corral.group.max.rebalance.timeout.ms bounds the sync and join deadlines of classic
+    members that asked for an hour."""
+    with patched_clock(FakeClock()) as clock:
+        _, _, c, d = setup(settings={"group.consumer.session.timeout.ms": 45000,
+                                     "corral.group.max.rebalance.timeout.ms": 5000})
+        d.join("a")
+        x = ClassicClient(d, "x", ["range"], rebalance_timeout_ms=3_600_000)
+        z = ClassicClient(d, "z", ["range"], rebalance_timeout_ms=3_600_000,
+                          session_timeout_ms=60000)
+        for cl in (x, z):
+            cl.join()
+        group = d.group
+        x.sync()  # z never syncs; x polls as a client does
+        for _ in range(11):
+            clock.now += 500
+            d.heartbeat("a")
+            x.cycle()
+            c.timers.fire_due()
+        assert z.member_id not in group.members and x.member_id in group.members
+        # Now x stops polling (heartbeats only) and is then told to rejoin.
+        d.heartbeat("a")
+        x.cycle()
+        d.join("b")  # the target moves: x must rejoin, within 5 s of being told
+        clock.now += 1500
+        assert x.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+        for _ in range(4):
+            clock.now += 1500
+            d.heartbeat("a")
+            d.heartbeat("b")
+            x.heartbeat()
+            c.timers.fire_due()
+        assert x.member_id not in group.members
+
+
 # ====================================================================== replay and property ===
 
 def test_replaying_the_log_of_a_migration_rebuilds_the_same_groups():
