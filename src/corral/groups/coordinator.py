@@ -31,7 +31,7 @@ from ..errors import ErrorCode
 from ..group_settings import GROUP_SETTINGS
 from ..log import storage_warning
 from ..logformat import fields
-from .classic import ClassicGroup, ClassicProtocol
+from .classic import ClassicGroup, ClassicMembership, ClassicProtocol
 from .consumer import ConsumerGroup, ConsumerProtocol, TopicImage
 from .consumer.classic_members import ClassicMembers
 from .consumer.migration import MigrationPolicy
@@ -54,7 +54,7 @@ _CONSUMER_RECORDS = (cr.GroupEpoch, cr.MemberMetadata, cr.TargetEpoch, cr.Target
                      cr.CurrentAssignment, cr.RegexTopics, cr.ConsumerTombstone)
 
 
-class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
+class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, ClassicMembers):
     def __init__(self, settings, log_store: CoordinatorLog, snapshot_path: Path, topics=None):
         self.settings = settings
         # The broker's topic store (None in tests without topics): consumer groups subscribe by
@@ -93,6 +93,11 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, ClassicMembers):
         self.initial_delay_ms = settings["group.initial.rebalance.delay.ms"]
         self.max_size = settings["group.max.size"]
         self._loading = False
+
+    def rebalance_wait_ms(self, timeout_ms: int) -> int:
+        """How long a rebalance waits on a member that asked for `timeout_ms` (its rebalance
+        timeout): at most corral.group.max.rebalance.timeout.ms."""
+        return min(max(timeout_ms, 0), self.max_rebalance_ms)
 
     def group_setting(self, group_id: str, name: str) -> Any:
         """A consumer group's setting (group_settings.py): its own value, else the broker's."""

@@ -1,8 +1,10 @@
 """Classic groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup): `state` holds a group and its
-members, `protocol` the state machine that runs them."""
+members, `protocol` the state machine that runs them (joins, rebalances, syncs), `membership`
+heartbeats and leaves."""
 
+from .membership import ClassicMembership
 from .protocol import ClassicProtocol, JoinRequest, join_error, sync_error
 from .state import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicMember, ClassicState
 
-__all__ = ["CONSUMER_PROTOCOL_TYPE", "ClassicGroup", "ClassicMember", "ClassicProtocol",
-           "ClassicState", "JoinRequest", "join_error", "sync_error"]
+__all__ = ["CONSUMER_PROTOCOL_TYPE", "ClassicGroup", "ClassicMember", "ClassicMembership",
+           "ClassicProtocol", "ClassicState", "JoinRequest", "join_error", "sync_error"]

@@ -1,7 +1,7 @@
-"""The classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) as the coordinator
-runs it: joins and rebalances, static members, KIP-394 pending members, the join, sync and session
-timers, as Kafka's GroupMetadataManager does for classic groups. The group state itself and its
-small operations are in `state.py`.
+"""The classic group protocol (JoinGroup, SyncGroup; Heartbeat and LeaveGroup are in
+`membership.py`) as the coordinator runs it: joins and rebalances, static members, KIP-394
+pending members, the join, sync and session timers, as Kafka's GroupMetadataManager does for
+classic groups. The group state itself and its small operations are in `state.py`.
 
 `ClassicProtocol` is one part of `GroupCoordinator` (coordinator.py), which gives it `groups`,
 `timers`, `log` and the group settings. Each method is a synchronous state change: it returns a
@@ -16,7 +16,7 @@ version.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from ...apis import Later
 from ...errors import ErrorCode
@@ -65,13 +65,13 @@ class ClassicProtocol:
     timers: Timers
     min_session_ms: int
     max_session_ms: int
-    max_rebalance_ms: int  # corral.group.max.rebalance.timeout.ms
+    rebalance_wait_ms: Callable[[int], int]
     initial_delay_ms: int
     max_size: int
 
-    def _rebalance_wait_ms(self, group: ClassicGroup) -> int:
-        """The group's rebalance timeout (its members' longest), within the broker's bound."""
-        return min(group.rebalance_timeout_ms(), self.max_rebalance_ms)
+    def _schedule_rebalance_wait(self, key: int, group: ClassicGroup) -> None:
+        """The join or sync timer: the group's rebalance timeout (its members' longest)."""
+        self.timers.schedule(key, self.rebalance_wait_ms(group.rebalance_timeout_ms()))
 
     def _new_classic_group(self, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, self.timers.heartbeat_view)
@@ -357,7 +357,7 @@ class ClassicProtocol:
         initial = group.state is ClassicState.EMPTY
         if initial:
             delay = self.initial_delay_ms
-            remaining = max(self._rebalance_wait_ms(group) - delay, 0)
+            remaining = max(self.rebalance_wait_ms(group.rebalance_timeout_ms()) - delay, 0)
             group.join_action = ("initial", delay, remaining)
             self.timers.schedule(group.join_key, delay)
         group.transition(ClassicState.PREPARING_REBALANCE)
@@ -370,7 +370,7 @@ class ClassicProtocol:
             self._complete_join_phase(group)
         else:
             group.join_action = ("complete",)
-            self.timers.schedule(group.join_key, self._rebalance_wait_ms(group))
+            self._schedule_rebalance_wait(group.join_key, group)
 
     def _on_join_timer(self, group: ClassicGroup) -> None:
         if group.join_action[0] == "initial":
@@ -394,7 +394,7 @@ class ClassicProtocol:
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined: wait for the session timeouts to clear the group out.
             group.join_action = ("complete",)
-            self.timers.schedule(group.join_key, self._rebalance_wait_ms(group))
+            self._schedule_rebalance_wait(group.join_key, group)
             return
         self.metrics.classic_rebalanced(group.state_timestamp_ms, bool(group.members))
         group.init_next_generation()
@@ -415,7 +415,7 @@ class ClassicProtocol:
             member.is_new = False
             group.pending_sync.add(member.member_id)
         group.sync_generation = group.generation_id
-        self.timers.schedule(group.sync_key, self._rebalance_wait_ms(group))
+        self._schedule_rebalance_wait(group.sync_key, group)
 
     def _on_sync_timer(self, group: ClassicGroup) -> None:
         if group.sync_generation != group.generation_id:
@@ -537,68 +537,6 @@ class ClassicProtocol:
         if not group.pending_sync or group.state in (
                 ClassicState.DEAD, ClassicState.EMPTY, ClassicState.PREPARING_REBALANCE):
             self.timers.cancel(group.sync_key)
-
-    # -- Heartbeat and LeaveGroup ---------------------------------------------------------------
-
-    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
-                  generation_id: int) -> ErrorCode:
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if not isinstance(group, ClassicGroup):  # a consumer group
-            return self.classic_heartbeat_consumer(group, member_id, instance_id, generation_id)
-        error = self._validate_generation(group, member_id, instance_id, generation_id)
-        if error:
-            return error
-        state = group.state
-        if state is ClassicState.EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        member = group.members[member_id]
-        self.timers.schedule(member.timer_key, member.session_timeout_ms)
-        if state is ClassicState.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return ErrorCode.NONE
-
-    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]
-              ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """Removes members [(member_id, group_instance_id)]; returns (group error, member errors)."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID, []
-        if not isinstance(group, ClassicGroup):  # a consumer group
-            return self.classic_leave_consumer(group, leaving)
-        if group.state is ClassicState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        errors = []
-        for member_id, instance_id in leaving:
-            if member_id == "":
-                # Admin removal of a static member by its instance id.
-                known = group.static_members.get(instance_id) if instance_id is not None else None
-                if known is None:
-                    errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                else:
-                    self._remove_current_member(group, known)
-                    errors.append(ErrorCode.NONE)
-            elif group.is_pending(member_id):
-                self._drop_member(group, member_id)
-                errors.append(ErrorCode.NONE)
-            else:
-                error = group.validate_member(member_id, instance_id)
-                if not error:
-                    self._remove_current_member(group, member_id)
-                errors.append(error)
-        if any(e == ErrorCode.NONE for e in errors):
-            if group.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE):
-                self._maybe_prepare_rebalance_or_complete_join(group, "members left the group")
-            elif group.state is ClassicState.PREPARING_REBALANCE:
-                self._maybe_complete_join_phase(group)
-        return ErrorCode.NONE, errors
-
-    def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
-        member = group.members[member_id]
-        self.events.classic_member_gone(group, member, left=True)
-        group.complete_join(member, join_error(ErrorCode.UNKNOWN_MEMBER_ID))
-        self._drop_member(group, member_id)
 
 
 def _inconsistent(asked: str | None, actual: str | None) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...apis import Later
 from ...clock import wall_ms
@@ -46,7 +46,7 @@ class ClassicMembers:
     groups: dict
     timers: "Timers"
     settings: Any
-    max_rebalance_ms: int  # corral.group.max.rebalance.timeout.ms
+    rebalance_wait_ms: Callable[[int], int]
     topics: "TopicImage"
     migration: MigrationPolicy
     max_size: int
@@ -303,13 +303,13 @@ class ClassicMembers:
             member.join_key = self.timers.register(self._on_classic_deadline, group, member,
                                                    "the classic member failed to join within the rebalance timeout")
         self.timers.schedule(member.join_key,
-                             min(max(member.rebalance_timeout_ms, 0), self.max_rebalance_ms))
+                             self.rebalance_wait_ms(member.rebalance_timeout_ms))
 
     def _arm_sync_deadline(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
         if not member.sync_key:
             member.sync_key = self.timers.register(self._on_classic_deadline, group, member,
                                                    "the member failed to sync within timeout")
-        self.timers.schedule(member.sync_key, min(max(timeout_ms, 0), self.max_rebalance_ms))
+        self.timers.schedule(member.sync_key, self.rebalance_wait_ms(timeout_ms))
 
     def _on_classic_deadline(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         self._fence(group, member, why)

@@ -67,7 +67,7 @@ class ConsumerProtocol:
     log: "CoordinatorLog"
     timers: Timers
     settings: Any
-    max_rebalance_ms: int  # corral.group.max.rebalance.timeout.ms
+    rebalance_wait_ms: Callable[[int], int]
     topics: TopicImage
     assignors: "AssignorRegistry"
     migration: MigrationPolicy
@@ -540,7 +540,7 @@ class ConsumerProtocol:
                                                             member.member_id)
             member.rebalance_epoch = current.epoch
             self.timers.schedule(member.rebalance_key,
-                                 min(max(member.rebalance_timeout_ms, 0), self.max_rebalance_ms))
+                                 self.rebalance_wait_ms(member.rebalance_timeout_ms))
         elif member.rebalance_key:
             self.timers.cancel(member.rebalance_key)
 
