@@ -38,7 +38,6 @@ from corral.analyze import lag_rows as rows
 from corral.analyze import segments
 from corral.analyze.lag_rows import LAG_COLUMNS, STATUS_COLUMNS
 
-KEY = ["group", "topic", "partition"]
 LAG_TABLES = ("partition_lag", "partition_status", "group_status")
 # Written by the tasks for the rest of the run, not tables of the output (removed by
 # `remove_work`): the commit counts of commit_activity, and the lag tables' summaries per
