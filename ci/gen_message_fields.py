@@ -19,6 +19,8 @@ APIS = [
     "describe_log_dirs", "incremental_alter_configs", "create_partitions", "delete_groups",
     "offset_delete",
     "describe_cluster", "consumer_group_heartbeat", "consumer_group_describe",
+    "sasl_handshake", "sasl_authenticate", "describe_acls", "create_acls", "delete_acls",
+    "describe_user_scram_credentials", "alter_user_scram_credentials",
 ]
 
 STRUCT = re.compile(r"^pub struct (\w+) \{$")

@@ -79,18 +79,25 @@ apis! {
     14 => SyncGroupRequest, SyncGroupResponse;
     15 => DescribeGroupsRequest, DescribeGroupsResponse;
     16 => ListGroupsRequest, ListGroupsResponse;
+    17 => SaslHandshakeRequest, SaslHandshakeResponse;
     18 => ApiVersionsRequest, ApiVersionsResponse;
     19 => CreateTopicsRequest, CreateTopicsResponse;
     20 => DeleteTopicsRequest, DeleteTopicsResponse;
     21 => DeleteRecordsRequest, DeleteRecordsResponse;
     22 => InitProducerIdRequest, InitProducerIdResponse;
+    29 => DescribeAclsRequest, DescribeAclsResponse;
+    30 => CreateAclsRequest, CreateAclsResponse;
+    31 => DeleteAclsRequest, DeleteAclsResponse;
     32 => DescribeConfigsRequest, DescribeConfigsResponse;
     33 => AlterConfigsRequest, AlterConfigsResponse;
     35 => DescribeLogDirsRequest, DescribeLogDirsResponse;
+    36 => SaslAuthenticateRequest, SaslAuthenticateResponse;
     37 => CreatePartitionsRequest, CreatePartitionsResponse;
     42 => DeleteGroupsRequest, DeleteGroupsResponse;
     44 => IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     47 => OffsetDeleteRequest, OffsetDeleteResponse;
+    50 => DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse;
+    51 => AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse;
     60 => DescribeClusterRequest, DescribeClusterResponse;
     68 => ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse;
     69 => ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse;
@@ -117,6 +124,7 @@ mod tests {
     fn codec_versions_are_kafka_protocols() {
         assert_eq!(codec_versions(18), Some((0, 4)));
         assert_eq!(codec_versions(3), Some((0, 13)));
-        assert_eq!(codec_versions(17), None);
+        assert_eq!(codec_versions(17), Some((0, 1)));
+        assert_eq!(codec_versions(23), None);
     }
 }

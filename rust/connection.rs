@@ -18,6 +18,8 @@
 //!
 //! Bad input raises `ProtocolError` (the reactor: closes the connection with the reason logged).
 
+use std::sync::Arc;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
 use kafka_protocol::messages::{ApiVersionsRequest, ProduceRequest};
@@ -120,6 +122,11 @@ pub struct Request {
     /// The client's address as Kafka reports it ("/127.0.0.1"); "" when unknown.
     #[pyo3(get)]
     client_host: String,
+    /// The listener's name as in `listeners` ("PLAINTEXT", "SASL_SSL", ...).
+    listener: Arc<str>,
+    /// Who the connection is, as Kafka writes principals: "User:ANONYMOUS" until authenticated,
+    /// "User:<name>" after SASL, "User:<subject DN>" for a TLS client certificate.
+    principal: Arc<str>,
     body: Body,
 }
 
@@ -135,6 +142,16 @@ impl Request {
     #[getter]
     fn client_id(&self) -> Option<&str> {
         self.client_id.as_deref()
+    }
+
+    #[getter]
+    fn listener(&self) -> &str {
+        &self.listener
+    }
+
+    #[getter]
+    fn principal(&self) -> &str {
+        &self.principal
     }
 
     /// The request body as a dict of the schema's fields (a short path's is made from its
@@ -184,17 +201,23 @@ pub fn encode_response_frame<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+
 #[pyclass(module = "corral._core")]
 pub struct Connection {
     frames: FrameSplitter,
     table: Py<ApiTable>,
+    listener: Arc<str>,
+    principal: Arc<str>,
 }
 
 #[pymethods]
 impl Connection {
+    /// `listener` and `principal`: what the `Request`s it yields carry.
     #[new]
-    fn new(table: Py<ApiTable>, max_request_bytes: usize) -> Self {
-        Connection { frames: FrameSplitter::new(max_request_bytes), table }
+    #[pyo3(signature = (table, max_request_bytes, *, listener = "PLAINTEXT", principal = ANONYMOUS))]
+    fn new(table: Py<ApiTable>, max_request_bytes: usize, listener: &str, principal: &str) -> Self {
+        Connection { frames: FrameSplitter::new(max_request_bytes), table, listener: listener.into(), principal: principal.into() }
     }
 
     /// Buffers received bytes; drain them with `next()`.
@@ -212,7 +235,8 @@ impl Connection {
         match route(self.table.get(), frame).map_err(ProtocolError::new_err)? {
             Routed::Answered(_, response, _) => Ok(Some(PyBytes::new(py, &response).into_any())),
             Routed::ToPython(prefix, frame) => {
-                let request = build_request(py, receive(prefix, frame), 0, String::new())?;
+                let who = Identity { connection: 0, client_host: String::new(), listener: self.listener.clone(), principal: self.principal.clone() };
+                let request = build_request(py, receive(prefix, frame), who)?;
                 Ok(Some(Bound::new(py, request)?.into_any()))
             }
         }
@@ -302,8 +326,17 @@ impl Received {
     }
 }
 
+/// Where a request came from, as its `Request` tells Python.
+pub struct Identity {
+    pub connection: u64,
+    pub client_host: String,
+    pub listener: Arc<str>,
+    pub principal: Arc<str>,
+}
+
 /// The `Request` Python handlers receive: any body but a short path's decoded into a dict.
-pub fn build_request(py: Python<'_>, received: Received, connection: u64, client_host: String) -> PyResult<Request> {
+pub fn build_request(py: Python<'_>, received: Received, who: Identity) -> PyResult<Request> {
+    let Identity { connection, client_host, listener, principal } = who;
     let Received { prefix: RequestPrefix { api_key, api_version, correlation_id }, client_id, payload } = received;
     let body = match payload {
         Payload::Raw(mut raw) => Body::Dict(
@@ -314,7 +347,7 @@ pub fn build_request(py: Python<'_>, received: Received, connection: u64, client
         Payload::Decoded(decoded) => Body::Typed(decoded.into_py(py)?),
         Payload::Malformed(reason) => return Err(ProtocolError::new_err(reason)),
     };
-    Ok(Request { api_key, api_version, correlation_id, client_id, connection, client_host, body })
+    Ok(Request { api_key, api_version, correlation_id, client_id, connection, client_host, listener, principal, body })
 }
 
 /// Produce v0-2 is advertised (older librdkafka only compresses when the minimum is 0,

@@ -277,7 +277,13 @@ impl Reactor {
         for item in items {
             match item {
                 Inbound::Request { connection, received, peer, client_host } => {
-                    let built = connection::build_request(py, received, connection, client_host.to_string())
+                    let who = connection::Identity {
+                        connection,
+                        client_host: client_host.to_string(),
+                        listener: "PLAINTEXT".into(),
+                        principal: connection::ANONYMOUS.into(),
+                    };
+                    let built = connection::build_request(py, received, who)
                         .and_then(|request| Py::new(py, request));
                     match built {
                         Ok(request) => requests.push(request),

@@ -15,6 +15,7 @@ from .dynamic_configs import DynamicConfigs
 from .groups import coordinator_for
 from .log import PartitionLogs
 from .producers import ProducerIdAllocator
+from .security.sessions import Sessions
 from .topics import TopicStore
 
 log = logging.getLogger("corral.broker")
@@ -68,6 +69,8 @@ class Broker:
         self.groups = coordinator_for(self)
         # __corral_analytics: log-end samples and group events; the server runs `analytics.run`.
         self.analytics = analytics_log_for(self)
+        # Connections' security state (SASL exchanges) and the way to tell the network thread.
+        self.sessions = Sessions()
         # Set once the listener is bound (the port may be 0 until then).
         self.advertised_host, self.advertised_port = parse_listener(settings["listeners"])
 

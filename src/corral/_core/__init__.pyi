@@ -153,6 +153,15 @@ class Request:
         """The client's address as Kafka reports it ("/127.0.0.1"); "" when unknown."""
 
     @property
+    def listener(self) -> str:
+        """The name of the listener the connection came in on ("PLAINTEXT", "SASL_SSL", ...)."""
+
+    @property
+    def principal(self) -> str:
+        """Who the connection is: "User:ANONYMOUS" until authenticated, "User:<name>" after SASL,
+        "User:<subject DN>" for a TLS client certificate."""
+
+    @property
     def body(self) -> MessageBody:
         """The request body as a dict of the schema's fields (a short path's is made from its
         decoded struct when asked for)."""
@@ -243,7 +252,9 @@ class Connection:
     """The server side of one connection without the network thread (tests, benches): frames in,
     core answers or `Request`s out."""
 
-    def __new__(cls, table: ApiTable, max_request_bytes: int) -> Self: ...
+    def __new__(cls, table: ApiTable, max_request_bytes: int, *, listener: str = "PLAINTEXT",
+                principal: str = "User:ANONYMOUS") -> Self:
+        """`listener` and `principal`: what the `Request`s it yields carry."""
     def feed(self, chunk: bytes) -> None:
         """Buffers received bytes; drain them with `next()`."""
 

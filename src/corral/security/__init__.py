@@ -1,0 +1,1 @@
+"""Security: who a connection is (TLS, SASL), what it may do (ACLs), and the state both keep."""

@@ -1,0 +1,70 @@
+"""What Python knows about connections' security, and the one way to tell the network thread.
+
+The network thread (rust/reactor.rs) owns the connections: it knows each one's listener and
+principal (`Request.listener`, `Request.principal`: "User:ANONYMOUS" until authenticated, the
+certificate's subject on mTLS) and, on SASL listeners, refuses every request but ApiVersions,
+SaslHandshake and SaslAuthenticate until Python says the connection is authenticated. Python
+keeps only what a SASL exchange needs between its requests, dropped when the connection closes,
+and tells the thread about authentications and group authorizations through this object.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Network(Protocol):
+    """The part of `_core.Reactor` the sessions use."""
+
+    def authenticated(self, connection: int, principal: str, session_lifetime_ms: int) -> None: ...
+    def watch_close(self, connection: int) -> None: ...
+    def authorize_group(self, connection: int, group_id: str) -> None: ...
+    def forget_authorizations(self) -> None: ...
+
+
+class Sessions:
+    """Per-connection security state for the handlers. Outside a server (in-process tests) no
+    network is attached and the calls only change this object."""
+
+    def __init__(self) -> None:
+        self.network: Network | None = None
+        # connection -> the SASL exchange under way on it (the SASL handlers' own object).
+        self.exchanges: dict[int, Any] = {}
+
+    def attach(self, network: Network) -> None:
+        self.network = network
+
+    def begin_exchange(self, connection: int, exchange: Any) -> None:
+        """Keeps `exchange` for the connection's next SASL request; forgotten when it closes."""
+        if connection not in self.exchanges and self.network is not None:
+            self.network.watch_close(connection)
+        self.exchanges[connection] = exchange
+
+    def exchange(self, connection: int) -> Any:
+        return self.exchanges.get(connection)
+
+    def end_exchange(self, connection: int) -> None:
+        self.exchanges.pop(connection, None)
+
+    def authenticated(self, connection: int, principal: str, session_lifetime_ms: int) -> None:
+        """The connection is now `principal` ("User:alice"); its session ends after
+        `session_lifetime_ms` (0: never), after which the thread closes it on its next request
+        unless it re-authenticated. Call before answering the SaslAuthenticate that succeeded."""
+        self.end_exchange(connection)
+        if self.network is not None:
+            self.network.authenticated(connection, principal, session_lifetime_ms)
+
+    def authorize_group(self, connection: int, group_id: str) -> None:
+        """The connection's principal may READ the group: the thread's heartbeat short paths may
+        answer its heartbeats for this group without asking Python again."""
+        if self.network is not None:
+            self.network.authorize_group(connection, group_id)
+
+    def forget_authorizations(self) -> None:
+        """ACLs changed: every group authorization the thread cached is dropped."""
+        if self.network is not None:
+            self.network.forget_authorizations()
+
+    def closed(self, connection: int) -> None:
+        """The network thread reports that a watched connection closed."""
+        self.exchanges.pop(connection, None)
