@@ -314,6 +314,14 @@ pub fn receive(prefix: RequestPrefix, frame: Bytes) -> Received {
 }
 
 impl Received {
+    /// A short path's group, when its body decoded.
+    pub fn group_id(&self) -> Option<&str> {
+        match &self.payload {
+            Payload::Decoded(decoded) => Some(decoded.group_id()),
+            Payload::Raw(_) | Payload::Malformed(_) => None,
+        }
+    }
+
     /// The response frame and its error code when a short path is answered without Python;
     /// `client_host` is the connection's, as `Request.client_host` would carry it.
     pub fn answer(&self, views: &Views, client_host: &str) -> Option<(Bytes, i16)> {

@@ -114,6 +114,13 @@ macro_rules! fast_paths {
                 None
             }
 
+            /// The group the request is for (every short path names one).
+            pub fn group_id(&self) -> &str {
+                match self {
+                    $(Decoded::$variant(request) => request.body().group_id.0.as_str(),)*
+                }
+            }
+
             pub fn answer(&self, views: &Views, sender: &Sender<'_>) -> Option<(Bytes, i16)> {
                 match self {
                     $(Decoded::$variant(request) => request.answer(views, sender),)*

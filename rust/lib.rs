@@ -27,6 +27,7 @@ pub mod pyconv;
 mod reactor;
 mod request_stats;
 mod timer_wheel;
+mod tls;
 mod offset_map;
 
 use pyo3::prelude::*;
@@ -78,6 +79,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<heartbeat_view::HeartbeatView>()?;
     m.add_class::<consumer_heartbeat_view::ConsumerHeartbeatView>()?;
     m.add_class::<reactor::Reactor>()?;
+    m.add_class::<tls::TlsServerConfig>()?;
     m.add_class::<offset_map::PyOffsetMap>()?;
     log::register(m)?;
     register_cython(m, "_assign", PyInit__assign)?;

@@ -32,7 +32,7 @@
 //! the eventfd when it queues for a Python that has drained everything, and Python wakes the
 //! thread only when its answer queue was empty.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -55,6 +55,7 @@ use crate::frames::FrameSplitter;
 use crate::heartbeat_view::HeartbeatView;
 use crate::limits::{Allow, Budget, Lane, Pool, Reports};
 use crate::request_stats::{RequestStats, Snapshot, BUCKETS_US};
+use crate::tls::{Tls, TlsServerConfig};
 
 const WAKER: Token = Token(0);
 /// Listener tokens are 1..=listeners; connection ids start above.
@@ -72,13 +73,20 @@ const REPORT_INTERVAL: Duration = Duration::from_secs(10);
 const MAX_REPORTED_ADDRESSES: usize = 32;
 /// The sweep for idle connections and stalled partial requests runs at most this far apart.
 const MAX_SWEEP: Duration = Duration::from_secs(1);
+/// Groups one connection may heartbeat on the short paths without asking Python again; past it
+/// the set starts over (a client of more groups than this gets some heartbeats checked twice).
+const MAX_AUTHORIZED_GROUPS: usize = 1024;
+const SASL_HANDSHAKE: i16 = 17;
+const SASL_AUTHENTICATE: i16 = 36;
 
 /// Queued for Python.
 // Request, the big variant (a short path's decoded body), is nearly every item: boxing it would
 // allocate once per request.
 #[allow(clippy::large_enum_variant)]
 enum Inbound {
-    Request { connection: u64, received: Received, peer: Arc<str>, client_host: Arc<str> },
+    Request { connection: u64, received: Received, peer: Arc<str>, client_host: Arc<str>, listener: Arc<str>, principal: Arc<str> },
+    /// A connection Python watches (`watch_close`) has closed.
+    Closed(u64),
     /// A connection closed for bad input; Python logs the reason.
     Refused { peer: Arc<str>, reason: String },
     /// A rate-limited report (refused connections, accept failures); Python logs it as is.
@@ -90,6 +98,14 @@ enum Outbound {
     /// The answer to the connection's request (None: the request has no response, acks=0).
     Respond(u64, Option<Bytes>),
     Close(u64),
+    /// Close once the answers queued (and the next one) are written: a failed authentication.
+    CloseAfterAnswer(u64),
+    /// The connection is now this principal; its session lasts this many ms (0: for ever).
+    Authenticated(u64, String, u64),
+    WatchClose(u64),
+    /// The connection may heartbeat this group on the short paths (authorizer on).
+    AuthorizeGroup(u64, String),
+    ForgetAuthorizations,
     /// Stop as if poll had failed (`inject_failure`).
     Fail(String),
 }
@@ -152,9 +168,13 @@ pub struct Reactor {
 
 #[pymethods]
 impl Reactor {
-    /// Starts the network thread on the listening sockets `listener_fds` (their ownership passes
-    /// to the thread). `heartbeat_view`: answer steady-state Heartbeats from it;
-    /// `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats.
+    /// Starts the network thread on the listening sockets of `listeners`, each (descriptor, name,
+    /// SASL or not, TLS configuration or None); the descriptors' ownership passes to the thread.
+    /// On a SASL listener a connection may send only ApiVersions, SaslHandshake and
+    /// SaslAuthenticate until `authenticated`. `heartbeat_view`: answer steady-state Heartbeats
+    /// from it; `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats;
+    /// `authorize_short_paths`: answer those only for groups `authorize_group` allowed on the
+    /// connection (an authorizer is on).
     ///
     /// Limits (None: none): `max_connections` and `max_connections_per_ip` (over them a new
     /// connection is closed at once), `idle_timeout_ms` (a connection without a request with
@@ -162,16 +182,17 @@ impl Reactor {
     /// request not wholly received this long after its first bytes closes its connection) and
     /// `queued_max_request_bytes` (bytes of requests received and not yet answered; see limits.rs).
     #[new]
-    #[pyo3(signature = (table, listener_fds, max_request_bytes, heartbeat_view = None, *,
-                        consumer_heartbeat_view = None, max_connections = None, max_connections_per_ip = None, idle_timeout_ms = None,
+    #[pyo3(signature = (table, listeners, max_request_bytes, heartbeat_view = None, *,
+                        consumer_heartbeat_view = None, authorize_short_paths = false, max_connections = None, max_connections_per_ip = None, idle_timeout_ms = None,
                         partial_request_timeout_ms = None, queued_max_request_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         table: Py<ApiTable>,
-        listener_fds: Vec<RawFd>,
+        listeners: Vec<(RawFd, String, bool, Option<Py<TlsServerConfig>>)>,
         max_request_bytes: usize,
         heartbeat_view: Option<Py<HeartbeatView>>,
         consumer_heartbeat_view: Option<Py<ConsumerHeartbeatView>>,
+        authorize_short_paths: bool,
         max_connections: Option<usize>,
         max_connections_per_ip: Option<usize>,
         idle_timeout_ms: Option<u64>,
@@ -180,14 +201,15 @@ impl Reactor {
     ) -> PyResult<Self> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
-        let mut listeners = Vec::new();
-        for (i, fd) in listener_fds.into_iter().enumerate() {
+        let mut sockets = Vec::new();
+        for (i, (fd, name, sasl, tls)) in listeners.into_iter().enumerate() {
             // SAFETY: the caller hands over an open listening socket it no longer uses.
             let std_listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
             std_listener.set_nonblocking(true)?;
-            let mut listener = TcpListener::from_std(std_listener);
-            poll.registry().register(&mut listener, Token(i + 1), Interest::READABLE)?;
-            listeners.push(listener);
+            let mut socket = TcpListener::from_std(std_listener);
+            poll.registry().register(&mut socket, Token(i + 1), Interest::READABLE)?;
+            let tls = tls.map(|config| config.get().config.clone());
+            sockets.push(Listener { socket, name: name.into(), sasl, tls });
         }
         // SAFETY: eventfd returns a new descriptor or -1.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -212,7 +234,7 @@ impl Reactor {
         let now = Instant::now();
         let network = Network {
             poll,
-            listeners,
+            listeners: sockets,
             accept_paused: false,
             spare: open_spare(),
             limits: Limits {
@@ -233,6 +255,7 @@ impl Reactor {
             next_id: FIRST_CONNECTION,
             table,
             views: Views { heartbeat: heartbeat_view, consumer_heartbeat: consumer_heartbeat_view },
+            authorize_short_paths,
             max_request_bytes,
             shared: shared.clone(),
             for_python: Vec::new(),
@@ -258,9 +281,10 @@ impl Reactor {
         self.shared.eventfd.as_raw_fd()
     }
 
-    /// The requests queued for Python, as `Request`s, and the reasons of connections closed for
-    /// bad input since the last call. A request that does not decode closes its connection.
-    fn drain(&self, py: Python<'_>) -> PyResult<(Vec<Py<Request>>, Vec<String>)> {
+    /// The requests queued for Python, as `Request`s, the reasons of connections closed for bad
+    /// input, and the watched connections that closed, since the last call. A request that does
+    /// not decode closes its connection.
+    fn drain(&self, py: Python<'_>) -> PyResult<(Vec<Py<Request>>, Vec<String>, Vec<u64>)> {
         if let Some(failure) = lock(&self.shared.failure).clone() {
             return Err(PyOSError::new_err(format!("network thread stopped: {failure}")));
         }
@@ -274,15 +298,11 @@ impl Reactor {
         };
         let mut requests = Vec::with_capacity(items.len());
         let mut problems = Vec::new();
+        let mut closed = Vec::new();
         for item in items {
             match item {
-                Inbound::Request { connection, received, peer, client_host } => {
-                    let who = connection::Identity {
-                        connection,
-                        client_host: client_host.to_string(),
-                        listener: "PLAINTEXT".into(),
-                        principal: connection::ANONYMOUS.into(),
-                    };
+                Inbound::Request { connection, received, peer, client_host, listener, principal } => {
+                    let who = connection::Identity { connection, client_host: client_host.to_string(), listener, principal };
                     let built = connection::build_request(py, received, who)
                         .and_then(|request| Py::new(py, request));
                     match built {
@@ -295,9 +315,10 @@ impl Reactor {
                 }
                 Inbound::Refused { peer, reason } => problems.push(format!("closing connection from {peer}: {reason}")),
                 Inbound::Notice(message) => problems.push(message),
+                Inbound::Closed(connection) => closed.push(connection),
             }
         }
-        Ok((requests, problems))
+        Ok((requests, problems, closed))
     }
 
     /// Per (API key, version): key, version, requests taken, the latency histogram's buckets
@@ -344,6 +365,33 @@ impl Reactor {
         self.shared.send_to_network(Outbound::Close(connection));
     }
 
+    /// Closes the connection once the answer to its request is written (failed authentication).
+    fn close_after_answer(&self, connection: u64) {
+        self.shared.send_to_network(Outbound::CloseAfterAnswer(connection));
+    }
+
+    /// The connection is `principal` from its next request on; after `session_lifetime_ms` (0:
+    /// never) only a re-authentication may follow, anything else closes it. Sent before the
+    /// answer to the SaslAuthenticate that succeeded.
+    fn authenticated(&self, connection: u64, principal: String, session_lifetime_ms: u64) {
+        self.shared.send_to_network(Outbound::Authenticated(connection, principal, session_lifetime_ms));
+    }
+
+    /// When the connection closes, `drain()` reports it (Python keeps state for it).
+    fn watch_close(&self, connection: u64) {
+        self.shared.send_to_network(Outbound::WatchClose(connection));
+    }
+
+    /// The short paths may answer the connection's heartbeats for this group (authorizer on).
+    fn authorize_group(&self, connection: u64, group_id: String) {
+        self.shared.send_to_network(Outbound::AuthorizeGroup(connection, group_id));
+    }
+
+    /// Drops every group authorization given by `authorize_group` (the ACLs changed).
+    fn forget_authorizations(&self) {
+        self.shared.send_to_network(Outbound::ForgetAuthorizations);
+    }
+
     /// Stops the thread and closes every socket.
     fn stop(&self, py: Python<'_>) {
         self.shared.stop.store(true, Ordering::SeqCst);
@@ -357,8 +405,31 @@ impl Reactor {
     }
 }
 
+struct Listener {
+    socket: TcpListener,
+    name: Arc<str>,
+    sasl: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
+}
+
 struct Conn {
     stream: TcpStream,
+    /// The TLS session on an SSL or SASL_SSL listener.
+    tls: Option<Box<Tls>>,
+    /// Index of its listener in `Network::listeners`.
+    listener: usize,
+    /// Who the requests come from (Kafka's principal string).
+    principal: Arc<str>,
+    /// On a SASL listener: until authenticated, only ApiVersions and SASL requests are served.
+    authenticated: bool,
+    /// When the SASL session ends (connections.max.reauth.ms): after it only re-authentication.
+    session_ends: Option<Instant>,
+    /// Groups whose heartbeats the short paths may answer (with an authorizer on).
+    authorized_groups: HashSet<Box<str>>,
+    /// Python keeps state for it: report its close.
+    watched: bool,
+    /// Close once the answers are written.
+    closing: bool,
     ip: IpAddr,
     peer: Arc<str>,
     client_host: Arc<str>,
@@ -387,7 +458,24 @@ impl Conn {
     }
 
     fn may_process(&self) -> bool {
-        !self.busy && self.out_bytes < OUT_LIMIT
+        !self.busy && !self.closing && self.out_bytes < OUT_LIMIT
+    }
+
+    /// Why a request with this key may not be served now (SASL not done, or its session over).
+    fn refusal(&self, api_key: i16, now: Instant) -> Option<String> {
+        let sasl_request = api_key == SASL_HANDSHAKE || api_key == SASL_AUTHENTICATE;
+        if sasl_request {
+            return None;
+        }
+        if !self.authenticated {
+            return Some(format!("unexpected request (api key {api_key}) before SASL authentication"));
+        }
+        match self.session_ends {
+            Some(end) if now >= end => {
+                Some("the SASL session expired (connections.max.reauth.ms) without re-authentication".into())
+            }
+            _ => None,
+        }
     }
 
     fn queue(&mut self, frame: Bytes) {
@@ -438,7 +526,7 @@ enum End {
 
 struct Network {
     poll: Poll,
-    listeners: Vec<TcpListener>,
+    listeners: Vec<Listener>,
     accept_paused: bool,
     /// An open /dev/null, given up to accept (and close at once) a connection when out of fds.
     spare: Option<OwnedFd>,
@@ -459,6 +547,8 @@ struct Network {
     table: Py<ApiTable>,
     /// What the short paths are answered from.
     views: Views,
+    /// Short paths answer only groups authorized on the connection (`Conn::authorized_groups`).
+    authorize_short_paths: bool,
     max_request_bytes: usize,
     shared: Arc<Shared>,
     /// Requests gathered during one loop turn, handed over together.
@@ -531,8 +621,8 @@ impl Network {
         }
         for i in 0..self.listeners.len() {
             loop {
-                match self.listeners[i].accept() {
-                    Ok((stream, addr)) => self.add_connection(stream, addr),
+                match self.listeners[i].socket.accept() {
+                    Ok((stream, addr)) => self.add_connection(stream, addr, i),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     // Linux takes the descriptor before it looks at the backlog: this comes even when
                     // no connection is waiting.
@@ -561,7 +651,7 @@ impl Network {
     fn refuse_on_spare(&mut self, listener: usize) -> Spare {
         let Some(spare) = self.spare.take() else { return Spare::Failed(Some(libc::EMFILE)) };
         drop(spare);
-        let accepted = self.listeners[listener].accept();
+        let accepted = self.listeners[listener].socket.accept();
         // Closes the accepted connection first: its descriptor is the one the spare takes back.
         let result = match accepted {
             Ok((stream, _)) => {
@@ -582,7 +672,7 @@ impl Network {
         }
     }
 
-    fn add_connection(&mut self, mut stream: TcpStream, addr: SocketAddr) {
+    fn add_connection(&mut self, mut stream: TcpStream, addr: SocketAddr, listener: usize) {
         // Over a limit: dropping the stream closes it at once.
         if self.connections.len() >= self.limits.max_connections {
             self.reports.note(Report::OverMaxConnections);
@@ -606,6 +696,16 @@ impl Network {
             }
             *count += 1;
         }
+        let tls = match &self.listeners[listener].tls {
+            None => None,
+            Some(config) => match Tls::new(config) {
+                Ok(tls) => Some(Box::new(tls)),
+                Err(_) => {
+                    self.forget_ip(ip);
+                    return;
+                }
+            },
+        };
         let id = self.next_id;
         self.next_id += 1;
         let _ = stream.set_nodelay(true);
@@ -615,6 +715,14 @@ impl Network {
         }
         let conn = Conn {
             stream,
+            tls,
+            listener,
+            principal: connection::ANONYMOUS.into(),
+            authenticated: !self.listeners[listener].sasl,
+            session_ends: None,
+            authorized_groups: HashSet::new(),
+            watched: false,
+            closing: false,
             ip,
             peer: addr.to_string().into(),
             client_host: format!("/{}", addr.ip()).into(),
@@ -651,6 +759,9 @@ impl Network {
                 self.pool_freed = true;
             }
             self.forget_ip(conn.ip);
+            if conn.watched {
+                self.for_python.push(Inbound::Closed(id));
+            }
             if let End::Refused(reason) = end {
                 self.for_python.push(Inbound::Refused { peer: conn.peer.clone(), reason });
             }
@@ -679,7 +790,20 @@ impl Network {
                     return;
                 }
             };
-            match conn.stream.read(&mut chunk[..limit]) {
+            let got = match conn.tls.as_mut() {
+                None => conn.stream.read(&mut chunk[..limit]),
+                Some(tls) => {
+                    let got = tls.read(&mut conn.stream, &mut chunk[..limit]);
+                    if let Some(Some(principal)) = tls.peer_principal() {
+                        // On SASL_SSL the principal is SASL's, as in Kafka.
+                        if !self.listeners[conn.listener].sasl {
+                            conn.principal = principal.into();
+                        }
+                    }
+                    got
+                }
+            };
+            match got {
                 Ok(0) => return self.end(id, End::Closed),
                 Ok(n) => {
                     conn.frames.push(&chunk[..n]);
@@ -691,6 +815,13 @@ impl Network {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    // A failed TLS handshake or record: send rustls's alert, then close.
+                    if let Some(tls) = conn.tls.as_mut() {
+                        let _ = tls.flush(&mut conn.stream, &mut VecDeque::new());
+                    }
+                    return self.end(id, End::Refused(e.to_string()));
+                }
                 Err(_) => return self.end(id, End::Closed),
             }
         }
@@ -729,10 +860,16 @@ impl Network {
                 Ok(Routed::ToPython(prefix, frame)) => {
                     let size = frame.len();
                     let (key, version) = (prefix.api_key, prefix.api_version);
+                    if let Some(reason) = conn.refusal(key, self.now) {
+                        return self.end(id, End::Refused(reason));
+                    }
                     let stats = &self.shared.stats;
                     stats.received(key, version);
                     let received = connection::receive(prefix, frame);
-                    if let Some((response, code)) = received.answer(&self.views, &conn.client_host) {
+                    let short_path_allowed = !self.authorize_short_paths
+                        || received.group_id().is_some_and(|group| conn.authorized_groups.contains(group));
+                    let answer = if short_path_allowed { received.answer(&self.views, &conn.client_host) } else { None };
+                    if let Some((response, code)) = answer {
                         stats.answered(key, version, self.now.elapsed(), Some(code));
                         conn.budget.frame_taken(None);
                         conn.queue(response);
@@ -741,7 +878,8 @@ impl Network {
                         conn.busy = true;
                         conn.with_python = (key, version, self.now);
                         let (peer, client_host) = (conn.peer.clone(), conn.client_host.clone());
-                        self.for_python.push(Inbound::Request { connection: id, received, peer, client_host });
+                        let (listener, principal) = (self.listeners[conn.listener].name.clone(), conn.principal.clone());
+                        self.for_python.push(Inbound::Request { connection: id, received, peer, client_host, listener, principal });
                     }
                 }
             }
@@ -754,6 +892,17 @@ impl Network {
     fn flush(&mut self, id: u64) {
         let Some(conn) = self.connections.get_mut(&id) else { return };
         let was_full = conn.out_bytes >= OUT_LIMIT;
+        if let Some(tls) = conn.tls.as_mut() {
+            match tls.flush(&mut conn.stream, &mut conn.out) {
+                Ok(taken) => {
+                    if taken > 0 {
+                        conn.last_active = self.now;
+                    }
+                    conn.out_bytes -= taken;
+                }
+                Err(_) => return self.end(id, End::Closed),
+            }
+        }
         while !conn.out.is_empty() {
             let written = if conn.out.len() == 1 {
                 conn.stream.write(&conn.out[0])
@@ -781,6 +930,9 @@ impl Network {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return self.end(id, End::Closed),
             }
+        }
+        if conn.closing && conn.out.is_empty() && !conn.busy && !conn.tls.as_ref().is_some_and(|tls| tls.pending()) {
+            return self.end(id, End::Closed);
         }
         // Frames held back by a full output can go on now.
         if was_full && conn.out_bytes < OUT_LIMIT {
@@ -811,6 +963,36 @@ impl Network {
                     self.serve(id);
                 }
                 Outbound::Close(id) => self.end(id, End::Closed),
+                Outbound::CloseAfterAnswer(id) => {
+                    if let Some(conn) = self.connections.get_mut(&id) {
+                        conn.closing = true;
+                    }
+                }
+                Outbound::Authenticated(id, principal, lifetime_ms) => {
+                    if let Some(conn) = self.connections.get_mut(&id) {
+                        conn.authenticated = true;
+                        conn.principal = principal.into();
+                        conn.session_ends = (lifetime_ms > 0).then(|| self.now + Duration::from_millis(lifetime_ms));
+                    }
+                }
+                Outbound::WatchClose(id) => {
+                    if let Some(conn) = self.connections.get_mut(&id) {
+                        conn.watched = true;
+                    }
+                }
+                Outbound::AuthorizeGroup(id, group) => {
+                    if let Some(conn) = self.connections.get_mut(&id) {
+                        if conn.authorized_groups.len() >= MAX_AUTHORIZED_GROUPS {
+                            conn.authorized_groups.clear();
+                        }
+                        conn.authorized_groups.insert(group.into());
+                    }
+                }
+                Outbound::ForgetAuthorizations => {
+                    for conn in self.connections.values_mut() {
+                        conn.authorized_groups.clear();
+                    }
+                }
                 Outbound::Fail(reason) => return Some(reason),
             }
         }

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
+LISTENER = re.compile(r"listener (\w+) \(\w+\) listening on \S+:(\d+)")
 
 # Every broker started in this session, so that a failed test shows what the brokers logged.
 STARTED: list["CorralProcess"] = []
@@ -43,6 +44,8 @@ class CorralProcess:
         self.args: list[str] = []
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
+        # Bound port of each listener, by name (`listeners` set: several may be).
+        self.ports: dict[str, int] = {}
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
         STARTED.append(self)
 
@@ -51,11 +54,16 @@ class CorralProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 20.0) -> "CorralProcess":
-        # Reuse the port across restarts so that clients holding the address reconnect.
-        listen = f"127.0.0.1:{self.port or 0}"
-        cmd = [*self.command, "serve", "--listen", listen,
-               "--data-dir", str(self.data_dir)]
-        for name, value in self.settings.items():
+        # Reuse the ports across restarts so that clients holding the address reconnect.
+        settings = dict(self.settings)
+        cmd = [*self.command, "serve", "--data-dir", str(self.data_dir)]
+        if "listeners" in settings:
+            if self.ports:
+                settings["listeners"] = ",".join(
+                    f"{name}://127.0.0.1:{port}" for name, port in self.ports.items())
+        else:
+            cmd += ["--listen", f"127.0.0.1:{self.port or 0}"]
+        for name, value in settings.items():
             cmd += ["--set", f"{name}={value}"]
         cmd += self.args
         log = open(self.log_path, "ab")
@@ -71,9 +79,13 @@ class CorralProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"corral exited with {self.proc.returncode}:\n{self.log()}")
-            match = LISTENING.search(self.log())
-            if match and (self.port is None or int(match.group(2)) == self.port):
+            text = self.log()
+            match = LISTENING.search(text)
+            ports = {m.group(1): int(m.group(2)) for m in LISTENER.finditer(text)}
+            expected = len(settings.get("listeners", "x").split(","))
+            if match and len(ports) >= expected and (self.port is None or int(match.group(2)) == self.port):
                 self.port = int(match.group(2))
+                self.ports = ports
                 return self
             time.sleep(0.05)
         raise RuntimeError(f"corral did not start within {timeout}s:\n{self.log()}")

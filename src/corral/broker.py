@@ -10,7 +10,9 @@ import uuid
 from pathlib import Path
 
 from .analytics_log import analytics_log_for
-from .config import ConfigError, Settings, parse_listener
+from . import listeners
+from .config import ConfigError, Settings
+from .listeners import Listener, advertised
 from .dynamic_configs import DynamicConfigs
 from .groups import coordinator_for
 from .log import PartitionLogs
@@ -71,8 +73,13 @@ class Broker:
         self.analytics = analytics_log_for(self)
         # Connections' security state (SASL exchanges) and the way to tell the network thread.
         self.sessions = Sessions()
-        # Set once the listener is bound (the port may be 0 until then).
-        self.advertised_host, self.advertised_port = parse_listener(settings["listeners"])
+        # The listeners, as configured until bound (a port may be 0 until then).
+        try:
+            configured = listeners.configured(settings)
+            self.listeners = {listener.name: listener for listener in configured}
+            self.endpoints = advertised(settings, configured)
+        except ConfigError as e:
+            raise StartupError(str(e)) from None
 
     def _load_or_create_cluster_id(self) -> str:
         """Like Kafka's meta.properties: the cluster id is made once and kept with the data."""
@@ -91,13 +98,20 @@ class Broker:
             meta.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         return props["cluster.id"]
 
-    def bound(self, host: str, port: int) -> None:
-        """Records the address actually bound, and what to advertise."""
-        advertised = self.settings["advertised.listeners"]
-        if advertised:
-            self.advertised_host, self.advertised_port = parse_listener(advertised)
-        else:
-            self.advertised_host = host if host not in ("0.0.0.0", "::") else "localhost"
-            self.advertised_port = port
-        log.info("listening on %s:%d, advertising %s:%d", host, port,
-                 self.advertised_host, self.advertised_port)
+    def bound(self, listeners: list[Listener]) -> None:
+        """Records the listeners as bound (ports chosen) and what to advertise for each."""
+        self.listeners = {listener.name: listener for listener in listeners}
+        self.endpoints = advertised(self.settings, listeners)
+        for listener in listeners:
+            log.info("listener %s (%s) listening on %s:%d, advertising %s:%d", listener.name,
+                     listener.protocol, listener.host, listener.port, *self.endpoints[listener.name])
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """The advertised (host, port) of a listener (the first one's for an unknown name: a
+        request made in process)."""
+        return self.endpoints.get(listener) or next(iter(self.endpoints.values()))
+
+    def listener_protocol(self, listener: str) -> str:
+        """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+        found = self.listeners.get(listener)
+        return found.protocol if found is not None else "PLAINTEXT"

@@ -10,15 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .config_types import (INT32_MAX, INT64_MAX, ConfigType, Setting, assignor_list,
-                           cleanup_policy, inert, int_in, listener_value, minus_one_or_positive,
+                           cleanup_policy, inert, int_in, minus_one_or_positive,
                            one_of, optional_listener, parse_bool, physical_memory_tenth,
                            protocol_list, string_value)
+from .listener_settings import LISTENER_SETTINGS
 
 _CORRAL: list[Setting] = [
-    Setting("listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092", listener_value,
-            "Where corral listens (corral serves one PLAINTEXT listener). Port 0 picks a free port."),
-    Setting("advertised.listeners", ConfigType.STRING, "", optional_listener,
-            "What Metadata tells clients to connect to; empty means the bound listener."),
     Setting("log.dirs", ConfigType.STRING, "./corral-data", string_value,
             "The data directory: the topic registry, the partition logs (`__consumer_offsets`, "
             "the coordinator's, among them) and the coordinator snapshot."),
@@ -309,5 +306,6 @@ _DYNAMIC = {
 }
 
 BROKER_SETTINGS: dict[str, Setting] = {
-    s.name: replace(s, dynamic=True) if s.name in _DYNAMIC else s for s in _CORRAL + _INERT
+    s.name: replace(s, dynamic=True) if s.name in _DYNAMIC else s
+    for s in LISTENER_SETTINGS + _CORRAL + _INERT
 }

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tomllib
 from typing import Any, Callable
 
 from .broker_settings import BROKER_SETTINGS
 from .config_types import (INT32_MAX, INT64_MAX, ConfigError, ConfigSource, ConfigType, Setting,
                            parse_listener, physical_memory_tenth, render)
+from .listener_settings import PER_LISTENER
 from .topic_settings import TOPIC_SETTINGS
 
 __all__ = ["BROKER_SETTINGS", "TOPIC_SETTINGS", "INT32_MAX", "INT64_MAX", "ConfigError",
@@ -26,6 +28,8 @@ __all__ = ["BROKER_SETTINGS", "TOPIC_SETTINGS", "INT32_MAX", "INT64_MAX", "Confi
            "physical_memory_tenth", "render"]
 
 log = logging.getLogger("corral.config")
+
+_LISTENER_PREFIX = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 
 # log.retention.ms wins over log.retention.minutes, which wins over log.retention.hours.
 _RETENTION_UNITS = (("log.retention.ms", 1), ("log.retention.minutes", 60_000),
@@ -43,6 +47,8 @@ class Settings:
         self.dynamic_broker: dict[str, Any] = {}
         # Names set that corral does not know, with their values (warned about once).
         self.unknown: dict[str, Any] = {}
+        # listener name -> {setting: value} set with Kafka's `listener.name.<name>.` prefix.
+        self.per_listener: dict[str, dict[str, Any]] = {}
         # Called with the names whose dynamic value changed (the log store, the coordinator).
         self.on_change: list[Callable[[set[str]], None]] = []
         self.values: dict[str, Any] = {}
@@ -55,7 +61,13 @@ class Settings:
         return set(self.static)
 
     def set(self, name: str, value: Any) -> None:
-        """A static setting (file, environment, flags)."""
+        """A static setting (file, environment, flags); `listener.name.<name>.<setting>` sets
+        a listener's own value of a per-listener setting."""
+        scoped = _LISTENER_PREFIX.match(name)
+        if scoped and scoped.group(2) in PER_LISTENER and scoped.group(2) in BROKER_SETTINGS:
+            listener, base = scoped.group(1).upper(), scoped.group(2)
+            self.per_listener.setdefault(listener, {})[base] = parse(BROKER_SETTINGS[base], value)
+            return
         setting = BROKER_SETTINGS.get(name)
         if setting is None:
             if name not in self.unknown:
@@ -68,6 +80,11 @@ class Settings:
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """A per-listener setting's value for this listener (its prefixed value, else the
+        broker-wide one)."""
+        return self.per_listener.get(listener, {}).get(name, self.values[name])
 
     def topic_default(self, topic_setting: str) -> Any:
         setting = TOPIC_SETTINGS[topic_setting]

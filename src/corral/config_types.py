@@ -22,6 +22,7 @@ class ConfigType(IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    PASSWORD = 9
 
 
 class ConfigSource(IntEnum):
@@ -171,7 +172,7 @@ def _double(value: Any) -> float:
 _LENIENT_PARSERS: dict[ConfigType, Callable[[Any], Any]] = {
     ConfigType.BOOLEAN: parse_bool, ConfigType.STRING: string_value, ConfigType.INT: _any_int,
     ConfigType.SHORT: _any_int, ConfigType.LONG: _any_int, ConfigType.DOUBLE: _double,
-    ConfigType.LIST: string_value,
+    ConfigType.LIST: string_value, ConfigType.PASSWORD: string_value,
 }
 
 

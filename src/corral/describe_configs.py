@@ -7,7 +7,7 @@ from typing import Any
 
 from . import broker_loggers
 from .apis import ApiKey, handles
-from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigSource, Setting, render
+from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigSource, ConfigType, Setting, render
 from .errors import ErrorCode
 from .group_settings import GROUP_SETTINGS
 
@@ -120,10 +120,13 @@ def _entry(described: Described, body, version) -> dict[str, Any]:
     setting, value, synonyms, read_only = described
     # A setting without a value anywhere (log.retention.minutes) has no synonyms.
     source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-    entry = {"name": setting.name, "value": render(value), "config_source": source,
-             "is_sensitive": False, "read_only": read_only}
+    # Passwords and PEM keys are never shown, as Kafka answers them: null and sensitive.
+    sensitive = setting.type == ConfigType.PASSWORD
+    entry = {"name": setting.name, "value": None if sensitive else render(value),
+             "config_source": source, "is_sensitive": sensitive, "read_only": read_only}
     if body["include_synonyms"]:
-        entry["synonyms"] = [{"name": n, "value": render(v), "source": s} for n, v, s in synonyms]
+        entry["synonyms"] = [{"name": n, "value": None if sensitive else render(v), "source": s}
+                             for n, v, s in synonyms]
     if version >= 3:
         entry["config_type"] = setting.type
         # Kafka sends null, not "", when documentation was not asked for.

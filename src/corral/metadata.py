@@ -21,9 +21,9 @@ ALL_OPERATIONS = sum(1 << bit for bit in range(3, 15))
 NIL_UUID = bytes(16)
 
 
-def _brokers(broker) -> list[dict[str, Any]]:
-    return [{"node_id": broker.node_id, "host": broker.advertised_host,
-             "port": broker.advertised_port, "rack": None}]
+def _brokers(broker, listener: str) -> list[dict[str, Any]]:
+    host, port = broker.endpoint(listener)
+    return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
 
 
 def _topic_entry(broker, topic: Topic, version: int, with_ops: bool) -> dict[str, Any]:
@@ -84,7 +84,7 @@ async def metadata(broker, request) -> dict[str, Any]:
                 for i, wanted in slow:
                     nursery.start_soon(lookup, i, wanted)
     response = {
-        "brokers": _brokers(broker),
+        "brokers": _brokers(broker, request.listener),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
@@ -139,8 +139,8 @@ def describe_cluster(broker, request) -> dict[str, Any]:
         response["error_code"] = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         response["error_message"] = "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
         return response
-    response["brokers"] = [{"broker_id": broker.node_id, "host": broker.advertised_host,
-                            "port": broker.advertised_port, "rack": None}]
+    host, port = broker.endpoint(request.listener)
+    response["brokers"] = [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}]
     if body["include_cluster_authorized_operations"]:
         response["cluster_authorized_operations"] = ALL_OPERATIONS
     return response

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import logging
 import signal
+from dataclasses import replace
 
 import trio
 
 from . import _core, descriptors, metrics
 from .apis import ASYNC_HANDLERS, HANDLERS, Later, api_table
 from .broker import Broker, BrokerFailed, StartupError
-from .config import INT32_MAX, Settings, parse_listener
+from .config import INT32_MAX, ConfigError, Settings, parse_listener
+from .listeners import tls_config
 
 log = logging.getLogger("corral.server")
 
@@ -64,21 +66,33 @@ class Server:
         self.failure: str | None = None
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        host, port = parse_listener(self.settings["listeners"])
+        configured = list(self.broker.listeners.values())
         try:
-            listeners = await trio.open_tcp_listeners(port, host=host)
-        except OSError as e:
-            raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-        bound_host, bound_port = listeners[0].socket.getsockname()[:2]
+            tls = [tls_config(self.settings, listener) for listener in configured]
+        except ConfigError as e:
+            raise StartupError(str(e)) from None
+        sockets, bound = [], []
+        for listener in configured:
+            try:
+                opened = await trio.open_tcp_listeners(listener.port, host=listener.host)
+            except OSError as e:
+                raise StartupError(f"cannot listen on {listener.host}:{listener.port} for "
+                                   f"listener {listener.name}: {e.strerror or e}") from None
+            bound_host, bound_port = opened[0].socket.getsockname()[:2]
+            bound.append(replace(listener, host=bound_host, port=bound_port))
+            sockets.append(opened)
         metrics_listeners = await self._metrics_listeners()
-        self.broker.bound(bound_host, bound_port)
+        self.broker.bound(bound)
         groups = self.broker.groups
         short_paths = self.settings["corral.group.heartbeat.short.path.enable"]
         reactor = self.reactor = _core.Reactor(
-            self.table, [listener.socket.detach() for listener in listeners],
+            self.table,
+            [(socket.socket.detach(), listener.name, listener.sasl, config)
+             for listener, opened, config in zip(configured, sockets, tls) for socket in opened],
             self.max_request_bytes, groups.heartbeat_view if short_paths else None,
             consumer_heartbeat_view=groups.consumer_heartbeat_view if short_paths else None,
             **network_limits(self.settings))
+        self.broker.sessions.attach(reactor)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)
@@ -89,7 +103,7 @@ class Server:
                 nursery.start_soon(self._dispatch, reactor, nursery)
                 if metrics_listeners:
                     nursery.start_soon(metrics.serve, metrics_listeners, metrics.registry(self))
-                task_status.started(bound_port)
+                task_status.started(bound[0].port)
         finally:
             reactor.stop()
         if self.failure is not None:
@@ -124,7 +138,7 @@ class Server:
         while True:
             await trio.lowlevel.wait_readable(notify_fd)
             try:
-                requests, problems = reactor.drain()
+                requests, problems, closed = reactor.drain()
             except OSError as e:
                 # No socket is served any more: a deaf broker must not look alive.
                 log.critical("%s; shutting down", e)
@@ -133,6 +147,8 @@ class Server:
                 return
             for problem in problems:
                 log.warning("%s", problem)
+            for connection in closed:
+                self.broker.sessions.closed(connection)
             for request in requests:
                 key = request.api_key
                 if key in ASYNC_HANDLERS:

@@ -316,26 +316,41 @@ def decode_consumer_assignment(data: bytes) -> tuple[ConsumerTopicPartitions, by
 # --- Network thread -----------------------------------------------------------------------------
 
 @final
+class TlsServerConfig:
+    """A TLS listener's server configuration (rustls), checked when made."""
+
+    def __new__(cls, certificate_chain: bytes, private_key: bytes, trusted: bytes | None,
+                client_auth: str, protocols: Sequence[str]) -> Self:
+        """`certificate_chain` and `private_key`: PEM (the key unencrypted). `trusted`: PEM
+        certificates that sign client certificates. `client_auth`: "none", "requested" or
+        "required". `protocols`: "TLSv1.2" and/or "TLSv1.3". Raises ValueError."""
+
+
 class Reactor:
     """The network thread: sockets, framing and the answers given without Python."""
 
     def __new__(
         cls,
         table: ApiTable,
-        listener_fds: Sequence[int],
+        listeners: Sequence[tuple[int, str, bool, TlsServerConfig | None]],
         max_request_bytes: int,
         heartbeat_view: HeartbeatView | None = None,
         *,
         consumer_heartbeat_view: ConsumerHeartbeatView | None = None,
+        authorize_short_paths: bool = False,
         max_connections: int | None = None,
         max_connections_per_ip: int | None = None,
         idle_timeout_ms: int | None = None,
         partial_request_timeout_ms: int | None = None,
         queued_max_request_bytes: int | None = None,
     ) -> Self:
-        """Starts the network thread on the listening sockets `listener_fds` (their ownership
-        passes to the thread). `heartbeat_view`: answer steady-state Heartbeats from it;
-        `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats.
+        """Starts the network thread on the listening sockets of `listeners`, each (descriptor,
+        name, SASL or not, TLS configuration or None); the descriptors' ownership passes to the
+        thread. On a SASL listener a connection may send only ApiVersions, SaslHandshake and
+        SaslAuthenticate until `authenticated`. `heartbeat_view`: answer steady-state Heartbeats
+        from it; `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats;
+        `authorize_short_paths`: answer those only for groups `authorize_group` allowed on the
+        connection (an authorizer is on).
 
         Limits (None: none): `max_connections` and `max_connections_per_ip` (over them a new
         connection is closed at once), `idle_timeout_ms` (a connection without a request with
@@ -347,10 +362,10 @@ class Reactor:
     def notify_fd(self) -> int:
         """Readable when requests wait for `drain()`."""
 
-    def drain(self) -> tuple[list[Request], list[str]]:
-        """The requests queued for Python, decoded, and the reasons of connections closed for bad
-        input since the last call. Raises OSError when the network thread has stopped on its
-        own."""
+    def drain(self) -> tuple[list[Request], list[str], list[int]]:
+        """The requests queued for Python, decoded, the reasons of connections closed for bad
+        input, and the watched connections (`watch_close`) that closed, since the last call.
+        Raises OSError when the network thread has stopped on its own."""
 
     def request_stats(self) -> list[tuple[int, int, int, list[int], float, list[tuple[int, int]]]]:
         """Per (API key, version): key, version, requests taken, the latency histogram's buckets
@@ -374,6 +389,25 @@ class Reactor:
 
     def close(self, connection: int) -> None:
         """Closes the connection (after a handler failed on its request)."""
+
+    def close_after_answer(self, connection: int) -> None:
+        """Closes the connection once the answer to its request is written (failed
+        authentication)."""
+
+    def authenticated(self, connection: int, principal: str, session_lifetime_ms: int) -> None:
+        """The connection is `principal` from its next request on; after `session_lifetime_ms`
+        (0: never) only a re-authentication may follow, anything else closes it. Sent before
+        the answer to the SaslAuthenticate that succeeded."""
+
+    def watch_close(self, connection: int) -> None:
+        """When the connection closes, `drain()` reports it (Python keeps state for it)."""
+
+    def authorize_group(self, connection: int, group_id: str) -> None:
+        """The short paths may answer the connection's heartbeats for this group (authorizer
+        on)."""
+
+    def forget_authorizations(self) -> None:
+        """Drops every group authorization given by `authorize_group` (the ACLs changed)."""
 
     def stop(self) -> None:
         """Stops the thread and closes every socket."""

@@ -17,6 +17,7 @@ class Network(Protocol):
     """The part of `_core.Reactor` the sessions use."""
 
     def authenticated(self, connection: int, principal: str, session_lifetime_ms: int) -> None: ...
+    def close_after_answer(self, connection: int) -> None: ...
     def watch_close(self, connection: int) -> None: ...
     def authorize_group(self, connection: int, group_id: str) -> None: ...
     def forget_authorizations(self) -> None: ...
@@ -53,6 +54,13 @@ class Sessions:
         self.end_exchange(connection)
         if self.network is not None:
             self.network.authenticated(connection, principal, session_lifetime_ms)
+
+    def failed(self, connection: int) -> None:
+        """Authentication failed: the connection closes once the answer saying so is written
+        (as Kafka closes it). Call before answering."""
+        self.end_exchange(connection)
+        if self.network is not None:
+            self.network.close_after_answer(connection)
 
     def authorize_group(self, connection: int, group_id: str) -> None:
         """The connection's principal may READ the group: the thread's heartbeat short paths may

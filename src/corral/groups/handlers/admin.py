@@ -24,10 +24,10 @@ def find_coordinator(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 4:
         key_type = body["key_type"]
-        return {"coordinators": [_coordinator_for(broker, key, key_type)
+        return {"coordinators": [_coordinator_for(broker, request.listener, key, key_type)
                                  for key in body["coordinator_keys"]]}
     key_type = body["key_type"] if version >= 1 else COORDINATOR_GROUP
-    found = _coordinator_for(broker, body["key"], key_type)
+    found = _coordinator_for(broker, request.listener, body["key"], key_type)
     response = {"error_code": found["error_code"], "node_id": found["node_id"],
                 "host": found["host"], "port": found["port"]}
     if version >= 1:
@@ -35,10 +35,11 @@ def find_coordinator(broker, request) -> dict[str, Any]:
     return response
 
 
-def _coordinator_for(broker, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator_for(broker, listener: str, key: str, key_type: int) -> dict[str, Any]:
     if key_type == COORDINATOR_GROUP:
-        return {"key": key, "node_id": broker.node_id, "host": broker.advertised_host,
-                "port": broker.advertised_port, "error_code": ErrorCode.NONE, "error_message": None}
+        host, port = broker.endpoint(listener)
+        return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
+                "error_code": ErrorCode.NONE, "error_message": None}
     if key_type == COORDINATOR_TRANSACTION:
         # corral has no transaction coordinator. COORDINATOR_NOT_AVAILABLE would be retried for
         # as long as clients are let (Java 60 s, librdkafka forever); an authorization failure
