@@ -24,6 +24,7 @@ import contextlib
 import json
 import select
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -92,9 +93,10 @@ def lean_broker(kind: str, port: int, corral_args: list[str],
             stop_broker(broker)
 
 
-def join_all(port: int, members: int, group: str = GROUP
+def join_all(port: int, members: int, group: str = GROUP, connect=socket.create_connection
              ) -> tuple[list[socket.socket], list[str], int]:
-    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(members)]
+    """`connect((host, port))` makes each member's socket (benches/tls_overhead.py: TLS)."""
+    socks = [connect(("127.0.0.1", port)) for _ in range(members)]
     join = {"group_id": group, "session_timeout_ms": 45000, "rebalance_timeout_ms": 60000,
             "protocol_type": "consumer", "group_instance_id": None,
             "protocols": [{"name": "range", "metadata": SUBSCRIPTION}]}
@@ -162,7 +164,10 @@ def step(socks, frames, rate: float, seconds: float, broker_pid: int,
             due -= 1
         for fd, _ in epoll.poll(0.0005):
             i = by_fd[fd]
-            data = buffers[i] + socks[i].recv(65536)
+            try:
+                data = buffers[i] + socks[i].recv(65536)
+            except ssl.SSLWantReadError:  # a TLS socket: the record is not whole yet
+                continue
             while len(data) >= 4:
                 size = struct.unpack_from(">i", data)[0]
                 if len(data) < 4 + size:
@@ -180,7 +185,10 @@ def step(socks, frames, rate: float, seconds: float, broker_pid: int,
     while len(idle) < len(socks) and time.perf_counter() < deadline:
         for fd, _ in epoll.poll(0.01):
             i = by_fd[fd]
-            data = buffers[i] + socks[i].recv(65536)
+            try:
+                data = buffers[i] + socks[i].recv(65536)
+            except ssl.SSLWantReadError:
+                continue
             while len(data) >= 4 and len(data) >= 4 + struct.unpack_from(">i", data)[0]:
                 data = data[4 + struct.unpack_from(">i", data)[0]:]
                 idle.append(i)

@@ -39,6 +39,7 @@ __all__ = [
     "HeartbeatView",
     "ConsumerHeartbeatView",
     "Reactor",
+    "TlsServerConfig",
     "OffsetMap",
     "LogStore",
     "AppendResult",
