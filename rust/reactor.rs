@@ -249,6 +249,7 @@ impl Reactor {
             waiting: [VecDeque::new(), VecDeque::new()],
             pool_freed: false,
             reports: Reports::new(REPORT_INTERVAL),
+            tls_failures: HashMap::new(),
             now,
             next_sweep: now,
             connections: HashMap::new(),
@@ -516,6 +517,10 @@ enum Report {
     AcceptFailed(i32),
     /// Out of descriptors: accepted on the spare descriptor and closed.
     RefusedNoFd,
+    /// A TLS handshake (or record) failed: expired or untrusted certificate, not TLS at all...
+    TlsFailed(IpAddr),
+    /// The same, from addresses beyond MAX_REPORTED_ADDRESSES.
+    TlsFailedElsewhere,
 }
 
 /// Why a connection ends: its peer closed it (silently) or it is refused (logged by Python).
@@ -539,6 +544,8 @@ struct Network {
     /// Something went back to the pool this turn: waiting connections may read.
     pool_freed: bool,
     reports: Reports<Report>,
+    /// The last TLS failure of each address counted in `reports` (named in the report).
+    tls_failures: HashMap<IpAddr, String>,
     /// The clock, read once per loop turn.
     now: Instant,
     next_sweep: Instant,
@@ -816,11 +823,14 @@ impl Network {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                    // A failed TLS handshake or record: send rustls's alert, then close.
+                    // A failed TLS handshake or record: send rustls's alert, then close. Counted,
+                    // not logged one by one: a client retrying a bad certificate would flood.
                     if let Some(tls) = conn.tls.as_mut() {
                         let _ = tls.flush(&mut conn.stream, &mut VecDeque::new());
                     }
-                    return self.end(id, End::Refused(e.to_string()));
+                    let ip = conn.ip;
+                    self.note_tls_failure(ip, e.to_string());
+                    return self.end(id, End::Closed);
                 }
                 Err(_) => return self.end(id, End::Closed),
             }
@@ -1062,6 +1072,16 @@ impl Network {
         }
     }
 
+    fn note_tls_failure(&mut self, ip: IpAddr, reason: String) {
+        let report = Report::TlsFailed(ip);
+        if self.reports.counts(&report) || self.reports.kinds() < MAX_REPORTED_ADDRESSES {
+            self.reports.note(report);
+            self.tls_failures.insert(ip, reason);
+        } else {
+            self.reports.note(Report::TlsFailedElsewhere);
+        }
+    }
+
     /// Queues the rate-limited reports for Python when they are due.
     fn report(&mut self) {
         if !self.reports.pending() {
@@ -1086,6 +1106,11 @@ impl Network {
                     "accepting connections failed {n} time{s}: {}",
                     io::Error::from_raw_os_error(errno)
                 ),
+                Report::TlsFailed(ip) => format!(
+                    "closed {n} connection{s} from /{ip} for failed TLS (last: {})",
+                    self.tls_failures.remove(&ip).unwrap_or_default()
+                ),
+                Report::TlsFailedElsewhere => format!("closed {n} connection{s} from other addresses for failed TLS"),
                 Report::RefusedNoFd => format!(
                     "refused {n} connection{s} for want of file descriptors (closed at once on a spare \
                      descriptor); raise RLIMIT_NOFILE or lower max.connections"
@@ -1093,6 +1118,8 @@ impl Network {
             };
             self.for_python.push(Inbound::Notice(message));
         }
+        // Every address counted was named above.
+        self.tls_failures.clear();
     }
 
     /// Hands the requests gathered in this turn to Python in one batch.
