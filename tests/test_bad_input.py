@@ -106,8 +106,8 @@ def test_unknown_api_key(broker):
 
 
 def test_known_but_not_advertised_api_key(broker):
-    # SaslHandshake (17): a real Kafka API that corral does not serve.
-    send_and_expect_close(broker, frame(header(17, 1)), "unknown api key 17")
+    # AddPartitionsToTxn (24): a real Kafka API that corral does not serve.
+    send_and_expect_close(broker, frame(header(24, 3)), "unknown api key 24")
 
 
 @pytest.mark.parametrize("version", [13, 14, 200, -1])

@@ -11,8 +11,9 @@ from .apis import ApiKey, handles
 from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigError, DynamicConfigRefused, render
 from .config_types import ConfigType, Setting
 from . import broker_loggers
-from .describe_configs import (BROKER, BROKER_LOGGER, GROUP, TOPIC, Refused, broker_resource,
-                               logger_resource)
+from .describe_configs import (BROKER, BROKER_LOGGER, GROUP, REFUSED_MESSAGES, TOPIC, Refused,
+                               broker_resource, logger_resource, refusal)
+from .security.acls import AclOperation
 from .errors import ErrorCode
 from .group_settings import GROUP_SETTINGS
 from .topics import TopicError, validate_configs
@@ -43,7 +44,7 @@ async def alter_configs(broker, request) -> dict[str, Any]:
                               f"Null value not supported for : {','.join(nulls)}")
             return dict(configs)
 
-        responses.append(await _alter(broker, resource, replace_all, body["validate_only"]))
+        responses.append(await _alter(broker, request, resource, replace_all, body["validate_only"]))
     return {"responses": responses}
 
 
@@ -56,7 +57,7 @@ async def incremental_alter_configs(broker, request) -> dict[str, Any]:
     for resource in body["resources"]:
         ops = [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]]
         if resource["resource_type"] == BROKER_LOGGER:
-            responses.append(_alter_loggers(broker, resource, ops, body["validate_only"]))
+            responses.append(_alter_loggers(broker, request, resource, ops, body["validate_only"]))
             continue
 
         def apply_ops(current, effective, ops=ops, kind=resource["resource_type"]):
@@ -77,14 +78,17 @@ async def incremental_alter_configs(broker, request) -> dict[str, Any]:
                     raise Refused(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
             return layer
 
-        responses.append(await _alter(broker, resource, apply_ops, body["validate_only"]))
+        responses.append(await _alter(broker, request, resource, apply_ops, body["validate_only"]))
     return {"responses": responses}
 
 
-def _alter_loggers(broker, resource: dict, ops, validate_only: bool) -> dict[str, Any]:
+def _alter_loggers(broker, request, resource: dict, ops, validate_only: bool) -> dict[str, Any]:
     name = resource["resource_name"]
     response = {"resource_type": BROKER_LOGGER, "resource_name": name,
                 "error_code": ErrorCode.NONE, "error_message": None}
+    code = refusal(broker, request, AclOperation.ALTER_CONFIGS, BROKER_LOGGER, name)
+    if code is not None:
+        return {**response, "error_code": code, "error_message": REFUSED_MESSAGES[code]}
     try:
         logger_resource(broker, name)
         broker_loggers.alter(ops, validate_only)
@@ -117,10 +121,13 @@ def _list_op(setting: Setting | None, op: int, current: str | None, value: str |
     return ",".join(i for i in items if i not in given)
 
 
-async def _alter(broker, resource: dict, change: Change, validate_only: bool) -> dict[str, Any]:
+async def _alter(broker, request, resource: dict, change: Change, validate_only: bool) -> dict[str, Any]:
     kind, name = resource["resource_type"], resource["resource_name"]
     response = {"resource_type": kind, "resource_name": name,
                 "error_code": ErrorCode.NONE, "error_message": None}
+    code = refusal(broker, request, AclOperation.ALTER_CONFIGS, kind, name)
+    if code is not None:
+        return {**response, "error_code": code, "error_message": REFUSED_MESSAGES[code]}
     try:
         if kind == TOPIC:
             await _alter_topic(broker, name, change, validate_only)

@@ -33,18 +33,25 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
@@ -149,6 +156,9 @@ HANDLER_MODULES = [
     "list_offsets",
     "log_admin",
     "producers",
+    "security.sasl",
+    "security.scram_admin",
+    "security.acl_apis",
 ]
 
 HANDLERS: dict[int, Handler] = {}

@@ -17,6 +17,8 @@ from .dynamic_configs import DynamicConfigs
 from .groups import coordinator_for
 from .log import PartitionLogs
 from .producers import ProducerIdAllocator
+from .security.authorizer import FILE as ACLS_FILE, authorizer_for
+from .security.credentials import FILE as CREDENTIALS_FILE, Credentials
 from .security.sessions import Sessions
 from .topics import TopicStore
 
@@ -66,6 +68,11 @@ class Broker:
                                + (f" ({e.filename})" if e.filename else "")) from None
         except (ValueError, ConfigError) as e:
             raise StartupError(f"data directory {self.data_dir}: unreadable dynamic settings: {e}") from None
+        # ACLs (None: no authorizer configured, everything allowed); acls.json read now.
+        try:
+            self.authorizer = authorizer_for(settings, self.data_dir)
+        except (OSError, ValueError) as e:
+            raise StartupError(f"{self.data_dir / ACLS_FILE}: unreadable ACLs: {e}") from None
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)
@@ -73,6 +80,12 @@ class Broker:
         self.analytics = analytics_log_for(self)
         # Connections' security state (SASL exchanges) and the way to tell the network thread.
         self.sessions = Sessions()
+        # Users' SCRAM credentials (SASL; Describe/AlterUserScramCredentials), read now.
+        try:
+            self.credentials = Credentials(self.data_dir)
+        except (OSError, ValueError) as e:
+            raise StartupError(f"{self.data_dir / CREDENTIALS_FILE}: unreadable SCRAM credentials: "
+                               f"{e}") from None
         # The listeners, as configured until bound (a port may be 0 until then).
         try:
             configured = listeners.configured(settings)

@@ -9,11 +9,33 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .config_types import (INT32_MAX, INT64_MAX, ConfigType, Setting, assignor_list,
+from .config_types import (INT32_MAX, INT64_MAX, ConfigError, ConfigType, Setting, assignor_list,
                            cleanup_policy, inert, int_in, minus_one_or_positive,
                            one_of, optional_listener, parse_bool, physical_memory_tenth,
                            protocol_list, string_value)
 from .listener_settings import LISTENER_SETTINGS
+from .security.sasl_settings import SASL_SETTINGS
+
+
+def _authorizer_class(value) -> str:
+    from .security.authorizer import AUTHORIZER_CLASSES
+
+    text = str(value).strip()
+    if text and text not in AUTHORIZER_CLASSES:
+        raise ConfigError(f"{text!r} is not available in corral; it has Kafka's ACL authorizer: "
+                          f"{' or '.join(AUTHORIZER_CLASSES)}")
+    return text
+
+
+def _principals(value) -> str:
+    from .security.acls import principal_of
+
+    entries = [p.strip() for p in str(value).split(";") if p.strip()]
+    try:
+        return ";".join(principal_of(p) for p in entries)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
 
 _CORRAL: list[Setting] = [
     Setting("log.dirs", ConfigType.STRING, "./corral-data", string_value,
@@ -184,6 +206,18 @@ _CORRAL: list[Setting] = [
             minus_one_or_positive,
             "corral only: retention.ms of the __corral_analytics topic (log-end samples and "
             "group events); -1 keeps them forever."),
+    Setting("authorizer.class.name", ConfigType.STRING, "", _authorizer_class,
+            "ACLs: empty (the default) allows every request, and CreateAcls, DescribeAcls and "
+            "DeleteAcls answer SECURITY_DISABLED. Kafka's ACL authorizer, "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "
+            "kafka.security.authorizer.AclAuthorizer, the same to corral), checks every request "
+            "against the ACLs kafka-acls manages, which corral keeps in acls.json in the data "
+            "directory. Other classes are refused at startup."),
+    Setting("super.users", ConfigType.LIST, "", _principals,
+            "Principals (User:NAME, separated by ;) allowed everything whatever the ACLs say."),
+    Setting("allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, False, parse_bool,
+            "With the authorizer on: whether a resource without any ACL is open to everyone "
+            "(else only super users may use it)."),
     ]
 
 _SINGLE_NODE = "corral is a single node, with no replicas, controllers or inter-broker traffic"
@@ -307,5 +341,5 @@ _DYNAMIC = {
 
 BROKER_SETTINGS: dict[str, Setting] = {
     s.name: replace(s, dynamic=True) if s.name in _DYNAMIC else s
-    for s in LISTENER_SETTINGS + _CORRAL + _INERT
+    for s in LISTENER_SETTINGS + SASL_SETTINGS + _CORRAL + _INERT
 }

@@ -10,11 +10,35 @@ from .apis import ApiKey, handles
 from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigSource, ConfigType, Setting, render
 from .errors import ErrorCode
 from .group_settings import GROUP_SETTINGS
+from .security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from .security.authorize import allowed
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
 GROUP = 32
+
+
+# Which ACL resource guards a config resource type, and the code that says it was refused.
+GUARDS = {TOPIC: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+          GROUP: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+          BROKER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+          BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)}
+# The messages of Kafka's authorization errors.
+REFUSED_MESSAGES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+                    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
+
+
+def refusal(broker, request, operation: int, kind: int, name: str) -> ErrorCode | None:
+    """The authorization error of `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config
+    resource, or None when allowed (or the type is not one corral has: refused later)."""
+    guard = GUARDS.get(kind)
+    if guard is None:
+        return None
+    resource_type, code = guard
+    acl_name = CLUSTER_NAME if resource_type == ResourceType.CLUSTER else name
+    return None if allowed(broker, request, operation, resource_type, acl_name) else code
 
 
 class Refused(Exception):
@@ -43,18 +67,24 @@ def logger_resource(broker, name: str) -> None:
 @handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 def describe_configs(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
-    results = []
+    results, refused = [], []
     for resource in body["resources"]:
         kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
         result: dict[str, Any] = {"resource_type": kind, "resource_name": name, "configs": [],
                                   "error_code": ErrorCode.NONE, "error_message": None}
+        code = refusal(broker, request, AclOperation.DESCRIBE_CONFIGS, kind, name)
+        if code is not None:
+            # Kafka answers these after the others.
+            result.update(error_code=code, error_message=REFUSED_MESSAGES[code])
+            refused.append(result)
+            continue
         try:
             result["configs"] = [_entry(d, body, version) for d in _describe(broker, kind, name)
                                  if keys is None or d[0].name in keys]
         except Refused as e:
             result.update(error_code=e.code, error_message=e.message)
         results.append(result)
-    return {"results": results}
+    return {"results": results + refused}
 
 
 Synonym = tuple[str, Any, ConfigSource]  # (name, value, source)

@@ -18,6 +18,8 @@ import trio
 from .apis import ApiKey, handles
 from .errors import ErrorCode
 from .log import StorageError, storage_warning
+from .security.acls import AclOperation
+from .security.authorize import TOPIC, filter_allowed
 
 INVALID_SESSION_ID = 0
 
@@ -28,32 +30,43 @@ async def fetch(broker, request) -> dict[str, Any] | bytes:
     if version >= 7 and body["session_id"] != INVALID_SESSION_ID:
         # We never hand out a session id, so any other id is unknown.
         return {"error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-    keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+    # Consumers need READ on each topic (checked once: a fetch that waits keeps its answer).
+    readable = None
+    if broker.authorizer is not None:
+        readable = filter_allowed(broker, request, AclOperation.READ, TOPIC,
+                                  (t["topic"] for t in body["topics"]))
+    keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]
+            if readable is None or t["topic"] in readable]
     deadline = trio.current_time() + max(body["max_wait_ms"], 0) / 1000
     while True:
         # In a worker thread (the store releases the GIL): a read that misses the page cache
         # must not hold up heartbeats and commits on the event loop.
         result = await trio.to_thread.run_sync(
             broker.logs.fetch_response, request.correlation_id, version,
-            _plan(broker, body["topics"]), body["max_bytes"])
+            _plan(broker, body["topics"], readable), body["max_bytes"])
         remaining = deadline - trio.current_time()
         if result.record_bytes >= body["min_bytes"] or result.any_error or remaining <= 0 or not keys:
             return result.frame
         await broker.logs.wait_for_data(keys, remaining)
 
 
-def _plan(broker, topics: list[dict[str, Any]]) -> list[tuple[str, list[tuple[int, int, int, int]]]]:
+def _plan(broker, topics: list[dict[str, Any]], readable: set[str] | None
+          ) -> list[tuple[str, list[tuple[int, int, int, int]]]]:
     """(topic, [(partition, known error or 0, fetch offset, partition max bytes)]), with the
-    partitions that exist opened. Looked up on every pass: a topic may go while a fetch waits."""
+    partitions that exist opened. Looked up on every pass: a topic may go while a fetch waits.
+    `readable`: the topics the principal may READ (None: all)."""
     plan = []
     for topic_req in topics:
         name = topic_req["topic"]
-        topic = broker.topics.get(name)
+        refused = readable is not None and name not in readable
+        topic = None if refused else broker.topics.get(name)
         partitions = []
         for part in topic_req["partitions"]:
             index = part["partition"]
             error = ErrorCode.NONE
-            if topic is None or not 0 <= index < topic.partitions:
+            if refused:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or not 0 <= index < topic.partitions:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 try:

@@ -10,6 +10,8 @@ from typing import Any
 from .apis import ApiKey, handles
 from .errors import ErrorCode
 from .log import StorageError, storage_warning
+from .security.acls import AclOperation
+from .security.authorize import TOPIC, filter_allowed
 
 LATEST = -1
 EARLIEST = -2
@@ -34,8 +36,16 @@ def list_offsets(broker, request) -> dict[str, Any]:
         for part in topic_req["partitions"]:
             index = part["partition_index"]
             partitions[index] = None if index in partitions else part["timestamp"]
-    topics = []
+    describable = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, wanted)
+    topics, refused = [], []
     for name, parts in wanted.items():
+        if name not in describable:
+            # Kafka answers these after the others, every partition asked for.
+            refused.append({"name": name, "partitions": [
+                {"partition_index": p["partition_index"], "timestamp": -1, "offset": -1,
+                 "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                for t in body["topics"] if t["name"] == name for p in t["partitions"]]})
+            continue
         topic = broker.topics.get(name)
         partitions = []
         for index, timestamp in parts.items():
@@ -62,7 +72,7 @@ def list_offsets(broker, request) -> dict[str, Any]:
                 if version >= 4:
                     entry["leader_epoch"] = epoch
         topics.append({"name": name, "partitions": partitions})
-    return {"topics": topics}
+    return {"topics": topics + refused}
 
 
 def _lookup(logs, topic, partition: int, timestamp: int) -> tuple[int, int, int] | None:

@@ -17,6 +17,8 @@ import trio
 from .apis import ApiKey, handles
 from .errors import ErrorCode
 from .log import PartitionLogs, StorageError, storage_warning
+from .security.acls import AclOperation
+from .security.authorize import TOPIC, cluster_allowed, filter_allowed
 from .topics import Topic
 
 # DeleteRecordsResponse.INVALID_LOW_WATERMARK. (An offset of -1 in a request, Kafka's
@@ -26,6 +28,9 @@ INVALID_LOW_WATERMARK = -1
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
 def describe_log_dirs(broker, request) -> dict[str, Any]:
+    if not cluster_allowed(broker, request, AclOperation.DESCRIBE):
+        # v3+ says why; older versions only get no log dir.
+        return {"results": [], "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     wanted = request.body["topics"]
     # None: every partition; otherwise the listed ones that exist (others are left out, as Kafka).
     chosen: dict[str, set[int]] | None = None
@@ -75,11 +80,14 @@ async def delete_records(broker, request) -> dict[str, Any]:
             partitions[part["partition_index"]] = part["offset"]
     answers: dict[str, dict[int, tuple[int, int]]] = {}
     todo: list[tuple[Topic, int, int]] = []
+    deletable = filter_allowed(broker, request, AclOperation.DELETE, TOPIC, wanted)
     for name, partitions in wanted.items():
         topic = broker.topics.get(name)
         answers[name] = {}
         for index, offset in partitions.items():
-            if topic is None or not 0 <= index < topic.partitions:
+            if name not in deletable:
+                answers[name][index] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, INVALID_LOW_WATERMARK)
+            elif topic is None or not 0 <= index < topic.partitions:
                 answers[name][index] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, INVALID_LOW_WATERMARK)
             elif topic.internal:
                 # ReplicaManager.deleteRecordsOnLocalLog: "Cannot delete records of internal topic".

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import trio
 
 from .apis import ApiKey, handles
 from .errors import ErrorCode
+from .security.acls import CLUSTER_NAME, AclOperation
+from .security.authorize import (CLUSTER, TOPIC, allowed, authorized_operations, cluster_allowed,
+                                 filter_allowed)
 from .topics import Topic, TopicError, validate_name
 
 log = logging.getLogger("corral.metadata")
 
-# Schema default of the *_authorized_operations fields: "not requested".
-OPERATIONS_NOT_REQUESTED = -(2**31)
-# Every ACL operation allowed (corral has no authorizer): READ..IDEMPOTENT_WRITE bits 3..14.
-ALL_OPERATIONS = sum(1 << bit for bit in range(3, 15))
 NIL_UUID = bytes(16)
+# What a topic's authorized operations are computed with (None: not asked for).
+Operations = Callable[[str], int] | None
 
 
 def _brokers(broker, listener: str) -> list[dict[str, Any]]:
@@ -26,7 +28,7 @@ def _brokers(broker, listener: str) -> list[dict[str, Any]]:
     return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
 
 
-def _topic_entry(broker, topic: Topic, version: int, with_ops: bool) -> dict[str, Any]:
+def _topic_entry(broker, topic: Topic, ops: Operations) -> dict[str, Any]:
     node = broker.node_id
     entry = {
         "error_code": ErrorCode.NONE,
@@ -40,8 +42,8 @@ def _topic_entry(broker, topic: Topic, version: int, with_ops: bool) -> dict[str
             for p in range(topic.partitions)
         ],
     }
-    if with_ops and version >= 8:
-        entry["topic_authorized_operations"] = ALL_OPERATIONS
+    if ops is not None:
+        entry["topic_authorized_operations"] = ops(topic.name)
     return entry
 
 
@@ -53,7 +55,9 @@ def _error_entry(code: ErrorCode, name: str | None, topic_id: bytes = NIL_UUID) 
 @handles(ApiKey.METADATA, 0, 12)
 async def metadata(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
-    with_ops = body["include_topic_authorized_operations"]
+    ops: Operations = None
+    if body["include_topic_authorized_operations"] and version >= 8:
+        ops = partial(authorized_operations, broker, request, TOPIC)
     requested = body["topics"]
     # v0 uses an empty list for "all topics"; v1+ uses null.
     all_topics = requested is None or (version == 0 and not requested)
@@ -62,18 +66,29 @@ async def metadata(broker, request) -> dict[str, Any]:
         version < 4 or body["allow_auto_topic_creation"])
     topics = []
     if all_topics:
-        topics = [_topic_entry(broker, t, version, with_ops) for t in broker.topics.by_name.values()]
+        # Only the topics the principal may DESCRIBE, without a word about the others.
+        visible = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, broker.topics.by_name)
+        topics = [_topic_entry(broker, t, ops) for t in broker.topics.by_name.values()
+                  if t.name in visible]
     else:
+        refused = []
+        if broker.authorizer is not None:
+            # Named topics the principal may not DESCRIBE: refused whether they exist or not.
+            visible = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC,
+                                     (w["name"] for w in requested if not _by_id(w)))
+            refused = [_error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, w["name"])
+                       for w in requested if not _by_id(w) and w["name"] not in visible]
+            requested = [w for w in requested if _by_id(w) or w["name"] in visible]
         topics = [None] * len(requested)
 
         async def lookup(i: int, wanted: dict[str, Any]) -> None:
-            topics[i] = await _lookup(broker, wanted, version, with_ops, may_create)
+            topics[i] = await _lookup(broker, request, wanted, ops, may_create)
 
         slow = []  # unknown, or being created or deleted: may wait
         for i, wanted in enumerate(requested):
             topic = broker.topics.get(wanted["name"]) if not _by_id(wanted) else None
             if topic is not None and broker.topics.changing(topic.name) is None:
-                topics[i] = _topic_entry(broker, topic, version, with_ops)
+                topics[i] = _topic_entry(broker, topic, ops)
             else:
                 slow.append((i, wanted))
         if len(slow) == 1:
@@ -83,6 +98,7 @@ async def metadata(broker, request) -> dict[str, Any]:
             async with trio.open_nursery() as nursery:
                 for i, wanted in slow:
                     nursery.start_soon(lookup, i, wanted)
+        topics += refused
     response = {
         "brokers": _brokers(broker, request.listener),
         "cluster_id": broker.cluster_id,
@@ -90,8 +106,15 @@ async def metadata(broker, request) -> dict[str, Any]:
         "topics": topics,
     }
     if body["include_cluster_authorized_operations"] and 8 <= version <= 10:
-        response["cluster_authorized_operations"] = ALL_OPERATIONS
+        response["cluster_authorized_operations"] = _cluster_operations(broker, request)
     return response
+
+
+def _cluster_operations(broker, request) -> int:
+    """The cluster's authorized operations: none without CLUSTER DESCRIBE, as Kafka answers."""
+    if not cluster_allowed(broker, request, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(broker, request, CLUSTER, CLUSTER_NAME)
 
 
 def _by_id(wanted: dict[str, Any]) -> bool:
@@ -100,32 +123,38 @@ def _by_id(wanted: dict[str, Any]) -> bool:
     return wanted["name"] is None or wanted.get("topic_id", NIL_UUID) != NIL_UUID
 
 
-async def _lookup(broker, wanted: dict[str, Any], version: int, with_ops: bool, may_create: bool):
+async def _lookup(broker, request, wanted: dict[str, Any], ops: Operations, may_create: bool):
     name, topic_id = wanted["name"], wanted["topic_id"]
     if _by_id(wanted):
         topic = broker.topics.by_id.get(uuid.UUID(bytes=topic_id))
         if topic is None:
             return _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
-        return _topic_entry(broker, topic, version, with_ops)
+        if not allowed(broker, request, AclOperation.DESCRIBE, TOPIC, topic.name):
+            # Topic ids are not secret, Kafka says: refused with the id, without the name.
+            return _error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id)
+        return _topic_entry(broker, topic, ops)
     changing = broker.topics.changing(name)
     if changing is not None:
         await changing.wait()  # another request is creating or deleting it: its outcome counts
     topic = broker.topics.get(name)
     if topic is not None:
-        return _topic_entry(broker, topic, version, with_ops)
+        return _topic_entry(broker, topic, ops)
     try:
         validate_name(name)
     except TopicError:
         return _error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name)
     if not may_create or broker.topics.changing(name) is not None:
         return _error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    if not (cluster_allowed(broker, request, AclOperation.CREATE)
+            or allowed(broker, request, AclOperation.CREATE, TOPIC, name)):
+        return _error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     try:
         topic = await broker.topics.create(name, broker.settings["num.partitions"])
     except OSError as e:
         log.warning("could not auto-create topic %s: %s", name, e)
         return _error_entry(ErrorCode.KAFKA_STORAGE_ERROR, name)
     log.info("auto-created topic %s with %d partitions", name, topic.partitions)
-    return _topic_entry(broker, topic, version, with_ops)
+    return _topic_entry(broker, topic, ops)
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
@@ -142,5 +171,5 @@ def describe_cluster(broker, request) -> dict[str, Any]:
     host, port = broker.endpoint(request.listener)
     response["brokers"] = [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}]
     if body["include_cluster_authorized_operations"]:
-        response["cluster_authorized_operations"] = ALL_OPERATIONS
+        response["cluster_authorized_operations"] = _cluster_operations(broker, request)
     return response

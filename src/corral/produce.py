@@ -15,6 +15,8 @@ from .apis import ApiKey, handles
 from .clock import wall_ms
 from .errors import ErrorCode
 from .log import StorageError, storage_warning
+from .security.acls import AclOperation
+from .security.authorize import TOPIC, filter_allowed
 
 LOG_APPEND_TIME = "LogAppendTime"
 
@@ -30,9 +32,14 @@ async def produce(broker, request) -> dict[str, Any] | None:
     results: list[tuple[str, list[dict[str, Any]]]] = []
     appended: list[dict[str, Any]] = []
     needs_flush = False
+    writable = None
+    if broker.authorizer is not None:
+        writable = filter_allowed(broker, request, AclOperation.WRITE, TOPIC,
+                                  (t["name"] for t in body["topic_data"]))
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         topic = broker.topics.get(name)
+        refused = writable is not None and name not in writable
         partitions = []
         for part in topic_data["partition_data"]:
             index = part["index"]
@@ -40,6 +47,9 @@ async def produce(broker, request) -> dict[str, Any] | None:
             partitions.append(entry)
             if acks not in (-1, 0, 1):
                 entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
+                continue
+            if refused:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
             if topic is None or not 0 <= index < topic.partitions:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

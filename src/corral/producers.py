@@ -18,6 +18,8 @@ from typing import Any
 from .apis import ApiKey, handles
 from .errors import ErrorCode
 from .files import replace_durably
+from .security.acls import AclOperation, ResourceType
+from .security.authorize import client_address, cluster_allowed
 
 BLOCK_SIZE = 1000
 NO_PRODUCER_ID = -1
@@ -50,6 +52,9 @@ def init_producer_id(broker, request) -> dict[str, Any]:
     if body["transactional_id"] is not None:
         return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
+    if not _may_write_idempotently(broker, request):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
     # v3+ may name the current id and epoch (KIP-360): both or neither. Like Kafka, an idempotent
     # producer gets a fresh id either way.
     given = (body["producer_id"] != NO_PRODUCER_ID, body["producer_epoch"] != NO_PRODUCER_EPOCH)
@@ -58,3 +63,11 @@ def init_producer_id(broker, request) -> dict[str, Any]:
                 "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
     return {"error_code": ErrorCode.NONE, "producer_id": broker.producer_ids.allocate(),
             "producer_epoch": 0}
+
+
+def _may_write_idempotently(broker, request) -> bool:
+    """Kafka 4: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic."""
+    if cluster_allowed(broker, request, AclOperation.IDEMPOTENT_WRITE):
+        return True
+    return broker.authorizer.authorize_by_resource_type(
+        request.principal, client_address(request), AclOperation.WRITE, ResourceType.TOPIC)

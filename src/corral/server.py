@@ -91,6 +91,8 @@ class Server:
              for listener, opened, config in zip(configured, sockets, tls) for socket in opened],
             self.max_request_bytes, groups.heartbeat_view if short_paths else None,
             consumer_heartbeat_view=groups.consumer_heartbeat_view if short_paths else None,
+            # With ACLs, the short paths answer only groups a handler authorized on the connection.
+            authorize_short_paths=self.broker.authorizer is not None,
             **network_limits(self.settings))
         self.broker.sessions.attach(reactor)
         try:

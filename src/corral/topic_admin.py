@@ -10,6 +10,8 @@ from typing import Any
 from .apis import ApiKey, handles
 from .config import TOPIC_SETTINGS, ConfigSource, render
 from .errors import ErrorCode
+from .security.acls import AclOperation
+from .security.authorize import TOPIC, cluster_allowed, filter_allowed
 from .topics import MAX_PARTITIONS, TopicError
 
 log = logging.getLogger("corral.topics")
@@ -19,6 +21,10 @@ log = logging.getLogger("corral.topics")
 async def create_topics(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     counts = Counter(t["name"] for t in body["topics"])
+    # CLUSTER CREATE, else CREATE on each topic; its configs are shown with DESCRIBE_CONFIGS.
+    creatable = counts.keys() if cluster_allowed(broker, request, AclOperation.CREATE) else \
+        filter_allowed(broker, request, AclOperation.CREATE, TOPIC, counts)
+    describable = filter_allowed(broker, request, AclOperation.DESCRIBE_CONFIGS, TOPIC, counts)
     results = []
     creating = []  # (result, topic creation under way, partitions, configs)
     for wanted in body["topics"]:
@@ -28,6 +34,8 @@ async def create_topics(broker, request) -> dict[str, Any]:
         try:
             if counts[name] > 1:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Create topics request from client contains a duplicate topic name")
+            if name not in creatable:
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             partitions, replication = wanted["num_partitions"], wanted["replication_factor"]
             if wanted["assignments"]:
                 partitions, replication = _check_assignments(broker, wanted)
@@ -37,7 +45,7 @@ async def create_topics(broker, request) -> dict[str, Any]:
             _failed(result, version, e.code, e.message)
             continue
         if body["validate_only"]:
-            _created(broker, result, version, bytes(16), partitions, configs)
+            _created(broker, result, version, name in describable, bytes(16), partitions, configs)
         else:
             creating.append((result, broker.topics.create(name, partitions, configs), partitions, configs))
     # Every creation of the request was queued above: one fsync covers them all.
@@ -48,16 +56,24 @@ async def create_topics(broker, request) -> dict[str, Any]:
             _failed(result, version, ErrorCode.KAFKA_STORAGE_ERROR, f"Could not write the topic: {e}")
             continue
         log.info("created topic %s (%d partitions, configs %s)", topic.name, partitions, configs)
-        _created(broker, result, version, topic.id.bytes, partitions, configs)
+        _created(broker, result, version, topic.name in describable, topic.id.bytes, partitions,
+                 configs)
     return {"topics": results}
 
 
-def _created(broker, result: dict[str, Any], version: int, topic_id: bytes, partitions: int,
-             configs: dict[str, str]) -> None:
+def _created(broker, result: dict[str, Any], version: int, describable: bool, topic_id: bytes,
+             partitions: int, configs: dict[str, str]) -> None:
+    """v5+ shows the new topic's configs to a principal that may DESCRIBE_CONFIGS it, and
+    says TOPIC_AUTHORIZATION_FAILED in topic_config_error_code to the others."""
     result.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id)
-    if version >= 5:
+    if version < 5:
+        return
+    if describable:
         result.update(num_partitions=partitions, replication_factor=1,
                       configs=_effective_configs(broker, configs))
+    else:
+        result.update(topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                      num_partitions=-1, replication_factor=-1)
 
 
 def _failed(result: dict[str, Any], version: int, code: ErrorCode, message: str) -> None:
@@ -103,13 +119,14 @@ async def create_partitions(broker, request) -> dict[str, Any]:
     new partitions in Metadata and rejoin, as with Kafka."""
     body = request.body
     counts = Counter(t["name"] for t in body["topics"])
+    alterable = filter_allowed(broker, request, AclOperation.ALTER, TOPIC, counts)
     results, growing = [], []
     for wanted in body["topics"]:
         name, count = wanted["name"], wanted["count"]
         result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         results.append(result)
         try:
-            topic = _check_growth(broker, wanted, counts[name])
+            topic = _check_growth(broker, wanted, counts[name], name in alterable)
         except TopicError as e:
             result.update(error_code=e.code, error_message=e.message)
             continue
@@ -125,11 +142,13 @@ async def create_partitions(broker, request) -> dict[str, Any]:
     return {"results": results}
 
 
-def _check_growth(broker, wanted: dict[str, Any], times_named: int):
+def _check_growth(broker, wanted: dict[str, Any], times_named: int, alterable: bool):
     """The topic to grow, or TopicError with Kafka's code and message."""
     name, count = wanted["name"], wanted["count"]
     if times_named > 1:
         raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+    if not alterable:
+        raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
     topic = broker.topics.get(name)
     if topic is None or broker.topics.changing(name) is not None:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -171,6 +190,7 @@ async def delete_topics(broker, request) -> dict[str, Any]:
         wanted = [(name, bytes(16)) for name in body["topic_names"]]
     responses = []
     deleting = []  # (entry, deletion under way)
+    may = _deletion_rights(broker, request, wanted)
     for name, topic_id in wanted:
         if name is not None:
             topic = broker.topics.get(name)
@@ -179,7 +199,12 @@ async def delete_topics(broker, request) -> dict[str, Any]:
             topic = broker.topics.by_id.get(uuid.UUID(bytes=topic_id))
             missing = ErrorCode.UNKNOWN_TOPIC_ID
         entry: dict[str, Any] = {"name": name, "topic_id": topic_id}
-        if topic is None:
+        refused = may is not None and _refused(entry, name, topic, may)
+        if refused:
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if version >= 5:
+                entry["error_message"] = "Topic authorization failed."
+        elif topic is None:
             entry["error_code"] = missing
             if version >= 5:
                 entry["error_message"] = "This server does not host this topic."
@@ -200,3 +225,31 @@ async def delete_topics(broker, request) -> dict[str, Any]:
             if version >= 5:
                 entry["error_message"] = f"Could not write the deletion: {e}"
     return {"responses": responses}
+
+
+def _deletion_rights(broker, request, wanted) -> tuple[set[str], set[str]] | None:
+    """(the topics the principal may DESCRIBE, those it may DELETE) among those named, directly
+    or by id; None when it may delete them all (no authorizer, or CLUSTER DELETE)."""
+    if broker.authorizer is None or cluster_allowed(broker, request, AclOperation.DELETE):
+        return None
+    names = set()
+    for name, topic_id in wanted:
+        if name is None:
+            topic = broker.topics.by_id.get(uuid.UUID(bytes=topic_id))
+            name = topic.name if topic is not None else None
+        if name is not None:
+            names.add(name)
+    return (filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, names),
+            filter_allowed(broker, request, AclOperation.DELETE, TOPIC, names))
+
+
+def _refused(entry: dict[str, Any], name: str | None, topic, may: tuple[set[str], set[str]]) -> bool:
+    """Kafka's order: a name the principal may not DESCRIBE is refused whether it exists or not;
+    an existing topic it may not DELETE is refused, named only when it may DESCRIBE it."""
+    describable, deletable = may
+    if name is not None and name not in describable:
+        return True
+    if topic is None or topic.name in deletable:
+        return False
+    entry["name"] = topic.name if topic.name in describable else None
+    return True

@@ -6,11 +6,9 @@ from typing import Any
 
 from ...apis import ApiKey, Later, first_error, handles
 from ...errors import ErrorCode
-
-# DescribeGroups authorized_operations when not requested (schema default).
-OPERATIONS_NOT_REQUESTED = -(2**31)
-# Group ACL operations (no authorizer in corral): READ, DESCRIBE, DELETE.
-GROUP_OPERATIONS = (1 << 3) | (1 << 8) | (1 << 6)
+from ...security.acls import AclOperation
+from ...security.authorize import (GROUP, allowed, authorized_operations, cluster_allowed,
+                                   filter_allowed)
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
@@ -24,10 +22,10 @@ def find_coordinator(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 4:
         key_type = body["key_type"]
-        return {"coordinators": [_coordinator_for(broker, request.listener, key, key_type)
+        return {"coordinators": [_coordinator_for(broker, request, key, key_type)
                                  for key in body["coordinator_keys"]]}
     key_type = body["key_type"] if version >= 1 else COORDINATOR_GROUP
-    found = _coordinator_for(broker, request.listener, body["key"], key_type)
+    found = _coordinator_for(broker, request, body["key"], key_type)
     response = {"error_code": found["error_code"], "node_id": found["node_id"],
                 "host": found["host"], "port": found["port"]}
     if version >= 1:
@@ -35,9 +33,14 @@ def find_coordinator(broker, request) -> dict[str, Any]:
     return response
 
 
-def _coordinator_for(broker, listener: str, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator_for(broker, request, key: str, key_type: int) -> dict[str, Any]:
+    if key_type == COORDINATOR_GROUP and not allowed(broker, request, AclOperation.DESCRIBE, GROUP, key):
+        # Kafka's message: the error's own in v0-3, none in v4+.
+        message = "Group authorization failed." if request.api_version < 4 else None
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": message}
     if key_type == COORDINATOR_GROUP:
-        host, port = broker.endpoint(listener)
+        host, port = broker.endpoint(request.listener)
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
                 "error_code": ErrorCode.NONE, "error_message": None}
     if key_type == COORDINATOR_TRANSACTION:
@@ -59,6 +62,12 @@ def list_groups(broker, request) -> dict[str, Any]:
     states = {s.lower() for s in body["states_filter"]} if version >= 4 else None
     types = {t.lower() for t in body["types_filter"]} if version >= 5 else None
     groups = broker.groups.list_groups(states, types)
+    # All of them with CLUSTER DESCRIBE (Kafka keeps this for compatibility), else those the
+    # principal may DESCRIBE.
+    if broker.authorizer is not None and not cluster_allowed(broker, request, AclOperation.DESCRIBE):
+        visible = filter_allowed(broker, request, AclOperation.DESCRIBE, GROUP,
+                                 (g["group_id"] for g in groups))
+        groups = [g for g in groups if g["group_id"] in visible]
     for g in groups:
         if version < 5:
             del g["group_type"]
@@ -73,19 +82,28 @@ def describe_groups(broker, request) -> dict[str, Any]:
     coordinator = broker.groups
     with_ops = version >= 3 and body["include_authorized_operations"]
     described = []
+    refused = []
     for group_id in body["groups"]:
+        if not allowed(broker, request, AclOperation.DESCRIBE, GROUP, group_id):
+            # Kafka answers these after the others.
+            refused.append(_describe_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id))
+            continue
         if not group_id:
-            entry = {"error_code": ErrorCode.INVALID_GROUP_ID, "group_id": group_id or "",
-                     "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
+            entry = _describe_error(ErrorCode.INVALID_GROUP_ID, group_id)
         else:
             entry = coordinator.describe_group(group_id)
         if version < 4:
             for m in entry["members"]:
                 m["group_instance_id"] = None
-        if with_ops:
-            entry["authorized_operations"] = GROUP_OPERATIONS
+        if with_ops and entry["error_code"] == ErrorCode.NONE:
+            entry["authorized_operations"] = authorized_operations(broker, request, GROUP, group_id)
         described.append(entry)
-    return {"groups": described}
+    return {"groups": described + refused}
+
+
+def _describe_error(code: ErrorCode, group_id: str | None) -> dict[str, Any]:
+    return {"error_code": code, "group_id": group_id or "", "group_state": "",
+            "protocol_type": "", "protocol_data": "", "members": []}
 
 
 # --------------------------------------------------------------------------------- DeleteGroups
@@ -93,13 +111,19 @@ def describe_groups(broker, request) -> dict[str, Any]:
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 def delete_groups(broker, request) -> Later:
     # Each group's tombstones are their own write: a failed one fails that group only.
-    results, writes = [], []
-    for group_id in request.body["groups_names"]:
+    results, writes, refused = [], [], []
+    names = request.body["groups_names"]
+    deletable = filter_allowed(broker, request, AclOperation.DELETE, GROUP, names)
+    for group_id in names:
         result = {"group_id": group_id, "error_code": ErrorCode.NONE}
+        if group_id not in deletable:
+            # Kafka answers these after the others.
+            refused.append({"group_id": group_id, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            continue
         results.append(result)
         if not group_id:
             result["error_code"] = ErrorCode.INVALID_GROUP_ID
             continue
         writes.append(broker.groups.delete_group(group_id).map(
             lambda error, result=result: result.__setitem__("error_code", error)))
-    return first_error(writes).map(lambda _: {"results": results})
+    return first_error(writes).map(lambda _: {"results": results + refused})

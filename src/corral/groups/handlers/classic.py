@@ -8,6 +8,8 @@ from typing import Any
 
 from ...apis import ApiKey, Later, first_error, handles
 from ...errors import ErrorCode
+from ...security.acls import AclOperation, ResourceType
+from ...security.authorize import allowed, group_read
 from ..classic import JoinRequest, join_error, sync_error
 
 
@@ -16,6 +18,8 @@ from ..classic import JoinRequest, join_error, sync_error
 @handles(ApiKey.JOIN_GROUP, 0, 9)
 def join_group(broker, request) -> dict[str, Any] | Later:
     body, version = request.body, request.api_version
+    if not group_read(broker, request, body["group_id"]):
+        return _shape_join(join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), version)
     if not body["group_id"]:
         return _shape_join(join_error(ErrorCode.INVALID_GROUP_ID, body["member_id"]), version)
     session = body["session_timeout_ms"]
@@ -57,6 +61,8 @@ def _shape_join(result: dict[str, Any], version: int) -> dict[str, Any]:
 @handles(ApiKey.SYNC_GROUP, 0, 5)
 def sync_group(broker, request) -> dict[str, Any] | Later:
     body, version = request.body, request.api_version
+    if not group_read(broker, request, body["group_id"]):
+        return _shape_sync(sync_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), version)
     if not body["group_id"]:
         return _shape_sync(sync_error(ErrorCode.INVALID_GROUP_ID), version)
     answer = broker.groups.sync(
@@ -86,6 +92,8 @@ def heartbeat(broker, request) -> bytes:
     # the HeartbeatView itself; the rest comes here as a HeartbeatRequest (no dicts).
     hb = request.typed
     group_id = hb.group_id
+    if not group_read(broker, request, group_id):
+        return hb.respond(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not group_id:
         return hb.respond(ErrorCode.INVALID_GROUP_ID)
     return hb.respond(broker.groups.heartbeat(
@@ -100,6 +108,8 @@ def leave_group(broker, request) -> Later:
     else:
         leaving = [(body["member_id"], None)]
     coordinator = broker.groups
+    if not allowed(broker, request, AclOperation.READ, ResourceType.GROUP, body["group_id"]):
+        return _shape_leave(version, leaving, ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     if not body["group_id"]:
         return _shape_leave(version, leaving, ErrorCode.INVALID_GROUP_ID, [])
     with coordinator.log.for_request() as writes:

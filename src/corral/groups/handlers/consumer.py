@@ -12,10 +12,9 @@ from ..consumer import ConsumerGroup, HeartbeatRequest
 from ..consumer.protocol import STATIC_LEAVE_EPOCH, LEAVE_EPOCH, error_answer
 from ..consumer.state import MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER
 from ..consumer.target import preferred_assignor
-from .admin import GROUP_OPERATIONS
-
-# Kafka's "not requested" AuthorizedOperations.
-OPERATIONS_NOT_REQUESTED = -(2**31)
+from ...security.acls import AclOperation
+from ...security.authorize import (GROUP, OPERATIONS_NOT_REQUESTED, TOPIC, allowed,
+                                   authorized_operations, filter_allowed, group_read)
 
 
 # ---------------------------------------------------------------------- ConsumerGroupHeartbeat
@@ -26,6 +25,14 @@ def consumer_group_heartbeat(broker, request) -> dict[str, Any] | Later:
     if not broker.groups.consumer_protocol_enabled:
         return error_answer(ErrorCode.UNSUPPORTED_VERSION,
                             "The new consumer group protocol is not enabled on this coordinator.")
+    if broker.authorizer is not None:
+        if not group_read(broker, request, body["group_id"]):
+            return error_answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        # KAFKA-18813: every topic subscribed by name must be describable (a regex's topics
+        # are filtered instead).
+        names = body["subscribed_topic_names"]
+        if names and len(filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, names)) < len(set(names)):
+            return error_answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     invalid = _invalid(body, version)
     if invalid:
         return error_answer(ErrorCode.INVALID_REQUEST, invalid)
@@ -89,11 +96,15 @@ def consumer_group_describe(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     enabled = broker.groups.consumer_protocol_enabled
     with_ops = body["include_authorized_operations"]
-    described = []
+    described, refused = [], []
     for group_id in body["group_ids"]:
         if not enabled:
             entry = _describe_error(group_id, ErrorCode.UNSUPPORTED_VERSION,
                                     "The new consumer group protocol is not enabled.")
+        elif not allowed(broker, request, AclOperation.DESCRIBE, GROUP, group_id):
+            # Kafka answers these after the others.
+            refused.append(_describe_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
         elif not group_id:
             entry = _describe_error(group_id, ErrorCode.INVALID_GROUP_ID, "Group id is empty.")
         else:
@@ -104,12 +115,32 @@ def consumer_group_describe(broker, request) -> dict[str, Any]:
             else:
                 entry = _describe(broker, group, version)
                 if with_ops:
-                    entry["authorized_operations"] = GROUP_OPERATIONS
+                    entry["authorized_operations"] = authorized_operations(broker, request, GROUP, group_id)
         described.append(entry)
-    return {"groups": described}
+    if broker.authorizer is not None:
+        described = _hide_undescribable_topics(broker, request, described)
+    return {"groups": described + refused}
 
 
-def _describe_error(group_id: str, code: ErrorCode, message: str) -> dict[str, Any]:
+def _hide_undescribable_topics(broker, request, described: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """KAFKA-18813: a group whose members' assignments hold a topic the principal may not
+    DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, without its members."""
+    def topics(entry: dict[str, Any]) -> set[str]:
+        return {tp["topic_name"] for m in entry["members"]
+                for assignment in (m["assignment"], m["target_assignment"])
+                for tp in assignment["topic_partitions"] if tp["topic_name"] is not None}
+
+    named = set().union(*map(topics, described))
+    visible = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, named)
+    if visible == named:
+        return described
+    return [_describe_error(entry["group_id"], ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            "The group has described topic(s) that the client is not "
+                            "authorized to describe.") if topics(entry) - visible else entry
+            for entry in described]
+
+
+def _describe_error(group_id: str, code: ErrorCode, message: str | None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "group_id": group_id or "",
             "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
             "members": [], "authorized_operations": OPERATIONS_NOT_REQUESTED}

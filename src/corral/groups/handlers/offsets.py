@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import _core
 from ...apis import ApiKey, Later, handles
 from ...errors import ErrorCode
 from ...clock import wall_ms
-from ..offsets import Offsets
+from ...security.acls import AclOperation
+from ...security.authorize import GROUP, TOPIC, allowed, filter_allowed, group_read
 
 
 # --------------------------------------------------------------------------------- OffsetCommit
@@ -19,6 +21,12 @@ def offset_commit(broker, request) -> bytes | Later:
     # (rust/offset_commit.rs); the group-level rules are the coordinator's.
     commit = request.typed
     group_id, retention = commit.group_id, commit.retention_time_ms
+    unauthorized: set[str] = set()
+    if broker.authorizer is not None:
+        if not group_read(broker, request, group_id):
+            return _every_partition(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        names = commit.topic_names
+        unauthorized = set(names) - filter_allowed(broker, request, AclOperation.READ, TOPIC, names)
     offsets = broker.groups.offsets
     commit_ms = wall_ms()
     # v2-4 may set a retention; -1 (and every later version) means offsets.retention.minutes.
@@ -34,13 +42,35 @@ def offset_commit(broker, request) -> bytes | Later:
         broker.groups.events.commit_rejected(group_id, group and group.type, group_error)
     partition_counts = {}
     for name in commit.topic_names:
-        topic = broker.topics.get(name)
+        topic = broker.topics.get(name) if name not in unauthorized else None
         partition_counts[name] = topic.partitions if topic is not None else 0
     accepted, answer = commit.split(partition_counts, group_error, offsets.metadata_max_bytes)
+    frame = _with_topic_errors(request, answer, unauthorized) if unauthorized else answer.frame
     if not accepted:
-        return answer.frame()
+        return frame()
     # Durable first (one batch, group-committed fsync), then visible and acknowledged.
-    return offsets.commit(group_id, accepted, commit_ms, expire_ms).map(answer.frame)
+    return offsets.commit(group_id, accepted, commit_ms, expire_ms).map(frame)
+
+
+def _every_partition(request, code: ErrorCode) -> dict[str, Any]:
+    """OffsetCommitRequest.getErrorResponse: `code` on every partition."""
+    return {"topics": [{"name": t["name"], "partitions": [
+        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
+        for t in request.body["topics"]]}
+
+
+def _with_topic_errors(request, answer, unauthorized: set[str]):
+    """The answer's frame with TOPIC_AUTHORIZATION_FAILED on the partitions of the topics the
+    principal may not READ (which `split` saw as unknown, so that none of them was accepted)."""
+    def frame(write_error: int = 0) -> bytes:
+        _, body = _core.decode_response(ApiKey.OFFSET_COMMIT, request.api_version,
+                                        answer.frame(write_error)[4:])
+        for topic in body["topics"]:
+            if topic["name"] in unauthorized:
+                for partition in topic["partitions"]:
+                    partition["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return request.respond(body)
+    return frame
 
 
 # ---------------------------------------------------------------------------------- OffsetFetch
@@ -48,34 +78,51 @@ def offset_commit(broker, request) -> bytes | Later:
 @handles(ApiKey.OFFSET_FETCH, 1, 9)
 def offset_fetch(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
-    offsets = broker.groups.offsets
     if version >= 8:
         groups = []
         for g in body["groups"]:
             topics = None if g["topics"] is None else \
                 [(t["name"], t["partition_indexes"]) for t in g["topics"]]
             member = (g["member_id"], g["member_epoch"]) if version >= 9 else (None, -1)
-            error, fetched = _fetch_group(offsets, g["group_id"], topics, *member)
+            error, fetched = _fetch_group(broker, request, g["group_id"], topics, *member)
             groups.append({"group_id": g["group_id"], "error_code": error,
                            "topics": _shape_fetched(fetched, version)})
         return {"groups": groups}
     topics = None if body["topics"] is None else \
         [(t["name"], t["partition_indexes"]) for t in body["topics"]]
-    error, fetched = _fetch_group(offsets, body["group_id"], topics)
+    error, fetched = _fetch_group(broker, request, body["group_id"], topics)
+    if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2:
+        # v1 has no group error: Kafka's groupError puts it on every partition asked for.
+        fetched = [(name, [(p, -1, -1, "", error) for p in ps]) for name, ps in topics]
     response: dict[str, Any] = {"topics": _shape_fetched(fetched, version)}
     if version >= 2:
         response["error_code"] = error
     return response
 
 
-def _fetch_group(offsets: Offsets, group_id: str, topics: list[tuple[str, list[int]]] | None,
+def _fetch_group(broker, request, group_id: str, topics: list[tuple[str, list[int]]] | None,
                  member_id: str | None = None, member_epoch: int = -1):
+    """(group error, [(topic, [(partition, offset, epoch, metadata[, error])])]). As Kafka, the
+    group needs DESCRIBE, and topics the principal may not DESCRIBE are left out of a fetch of
+    everything, or answered TOPIC_AUTHORIZATION_FAILED (after the others) when asked for."""
+    if not allowed(broker, request, AclOperation.DESCRIBE, GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     if not group_id:
         return ErrorCode.INVALID_GROUP_ID, []
+    offsets = broker.groups.offsets
     error = offsets.fetch_error(group_id, member_id, member_epoch)
     if error:
         return error, []
-    return ErrorCode.NONE, offsets.fetch(group_id, topics)
+    if broker.authorizer is None:
+        return ErrorCode.NONE, offsets.fetch(group_id, topics)
+    if topics is None:
+        fetched = offsets.fetch(group_id, None)
+        visible = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, (t for t, _ in fetched))
+        return ErrorCode.NONE, [(t, ps) for t, ps in fetched if t in visible]
+    visible = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, (t for t, _ in topics))
+    refused = [(t, [(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in ps])
+               for t, ps in topics if t not in visible]
+    return ErrorCode.NONE, offsets.fetch(group_id, [(t, ps) for t, ps in topics if t in visible]) + refused
 
 
 def _shape_fetched(fetched, version: int) -> list[dict[str, Any]]:
@@ -84,8 +131,8 @@ def _shape_fetched(fetched, version: int) -> list[dict[str, Any]]:
         {"name": topic, "partitions": [
             {"partition_index": p, "committed_offset": offset,
              "committed_leader_epoch": epoch if with_epoch else -1,
-             "metadata": metadata, "error_code": ErrorCode.NONE}
-            for p, offset, epoch, metadata in partitions]}
+             "metadata": metadata, "error_code": error[0] if error else ErrorCode.NONE}
+            for p, offset, epoch, metadata, *error in partitions]}
         for topic, partitions in fetched
     ]
 
@@ -96,11 +143,18 @@ def _shape_fetched(fetched, version: int) -> list[dict[str, Any]]:
 def offset_delete(broker, request) -> dict[str, Any] | Later:
     body = request.body
     offsets = broker.groups.offsets
+    if not allowed(broker, request, AclOperation.DELETE, GROUP, body["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     if not body["group_id"]:
         return {"error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
-    known_topics, unknown = [], []
+    readable = filter_allowed(broker, request, AclOperation.READ, TOPIC,
+                              (t["name"] for t in body["topics"]))
+    known_topics, unknown, refused = [], [], []
     for t in body["topics"]:
         partitions = [p["partition_index"] for p in t["partitions"]]
+        if t["name"] not in readable:
+            refused.append((t["name"], partitions))
+            continue
         topic = broker.topics.get(t["name"])
         if topic is None:
             unknown.append((t["name"], partitions))
@@ -113,17 +167,19 @@ def offset_delete(broker, request) -> dict[str, Any] | Later:
     if error:
         return {"error_code": error, "topics": []}
     return written.map(lambda error: {"error_code": error, "topics": []} if error
-                       else _shape_offset_delete(deleted, unknown))
+                       else _shape_offset_delete(deleted, unknown, refused))
 
 
-def _shape_offset_delete(deleted: list, unknown: list) -> dict[str, Any]:
+def _shape_offset_delete(deleted: list, unknown: list, refused: list) -> dict[str, Any]:
     out: dict[str, list] = {}
     for topic, parts in deleted:
         out.setdefault(topic, []).extend(
             {"partition_index": p, "error_code": code} for p, code in parts)
-    for topic, parts in unknown:
-        out.setdefault(topic, []).extend(
-            {"partition_index": p, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION} for p in parts)
+    for topics, code in ((unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                         (refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)):
+        for topic, parts in topics:
+            out.setdefault(topic, []).extend(
+                {"partition_index": p, "error_code": code} for p in parts)
     return {"error_code": ErrorCode.NONE,
             "topics": [{"name": t, "partitions": parts} for t, parts in out.items()]}
 

@@ -1,0 +1,42 @@
+"""The SASL settings, by Kafka's names. Both may be set for one listener only with Kafka's prefix
+`listener.name.<listener lower-cased>.` (listener_settings.PER_LISTENER)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config_types import ConfigError, ConfigType, Setting, int_in
+
+SUPPORTED = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+_NOT_SUPPORTED = {"GSSAPI": "Kerberos", "OAUTHBEARER": "OAuth bearer tokens"}
+
+
+def _mechanisms(value: Any) -> str:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    entries = [str(item).strip() for item in items if str(item).strip()]
+    for entry in entries:
+        if entry in _NOT_SUPPORTED:
+            raise ConfigError(f"{entry} is not supported: corral does not do "
+                              f"{_NOT_SUPPORTED[entry]}; use {', '.join(SUPPORTED)}")
+        if entry not in SUPPORTED:
+            raise ConfigError(f"unknown SASL mechanism {entry!r}; corral has {', '.join(SUPPORTED)}")
+    if not entries:
+        raise ConfigError(f"names no mechanism; corral has {', '.join(SUPPORTED)}")
+    return ",".join(dict.fromkeys(entries))
+
+
+SASL_SETTINGS: list[Setting] = [
+    Setting("sasl.enabled.mechanisms", ConfigType.LIST, "SCRAM-SHA-256,SCRAM-SHA-512", _mechanisms,
+            "SASL mechanisms of SASL_PLAINTEXT and SASL_SSL listeners: SCRAM-SHA-256, "
+            "SCRAM-SHA-512 and PLAIN. Users and their credentials are the SCRAM ones managed "
+            "with AlterUserScramCredentials (kafka-configs --entity-type users --alter "
+            "--add-config 'SCRAM-SHA-256=[password=...]') and kept in the data dir; PLAIN checks "
+            "the password against the user's SCRAM credential (any mechanism it has), where "
+            "Kafka reads user_<name> entries of the JAAS configuration. corral's default is "
+            "SCRAM only (Kafka's, GSSAPI, is Kerberos, which corral does not do): PLAIN sends "
+            "the password itself, so enable it on SASL_SSL listeners."),
+    Setting("connections.max.reauth.ms", ConfigType.LONG, 0, int_in(-(2**63), 2**63 - 1),
+            "The longest a SASL session lasts: told to clients in SaslAuthenticate (v1+), which "
+            "re-authenticate before it ends (same user and mechanism); a connection that did "
+            "not is closed at its next request. 0 (or less): sessions never end."),
+]
