@@ -112,7 +112,7 @@ async def metadata(broker, request) -> dict[str, Any]:
 
 def _cluster_operations(broker, request) -> int:
     """The cluster's authorized operations: none without CLUSTER DESCRIBE, as Kafka answers."""
-    if not cluster_allowed(broker, request, AclOperation.DESCRIBE):
+    if not cluster_allowed(broker, request, AclOperation.DESCRIBE, log_denied=False):
         return 0
     return authorized_operations(broker, request, CLUSTER, CLUSTER_NAME)
 
@@ -145,7 +145,7 @@ async def _lookup(broker, request, wanted: dict[str, Any], ops: Operations, may_
         return _error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name)
     if not may_create or broker.topics.changing(name) is not None:
         return _error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
-    if not (cluster_allowed(broker, request, AclOperation.CREATE)
+    if not (cluster_allowed(broker, request, AclOperation.CREATE, log_denied=False)
             or allowed(broker, request, AclOperation.CREATE, TOPIC, name)):
         return _error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     try:

@@ -67,7 +67,7 @@ def init_producer_id(broker, request) -> dict[str, Any]:
 
 def _may_write_idempotently(broker, request) -> bool:
     """Kafka 4: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic."""
-    if cluster_allowed(broker, request, AclOperation.IDEMPOTENT_WRITE):
+    if cluster_allowed(broker, request, AclOperation.IDEMPOTENT_WRITE, log_denied=False):
         return True
     return broker.authorizer.authorize_by_resource_type(
         request.principal, client_address(request), AclOperation.WRITE, ResourceType.TOPIC)

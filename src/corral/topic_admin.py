@@ -22,7 +22,7 @@ async def create_topics(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     counts = Counter(t["name"] for t in body["topics"])
     # CLUSTER CREATE, else CREATE on each topic; its configs are shown with DESCRIBE_CONFIGS.
-    creatable = counts.keys() if cluster_allowed(broker, request, AclOperation.CREATE) else \
+    creatable = counts.keys() if cluster_allowed(broker, request, AclOperation.CREATE, log_denied=False) else \
         filter_allowed(broker, request, AclOperation.CREATE, TOPIC, counts)
     describable = filter_allowed(broker, request, AclOperation.DESCRIBE_CONFIGS, TOPIC, counts)
     results = []
@@ -230,7 +230,7 @@ async def delete_topics(broker, request) -> dict[str, Any]:
 def _deletion_rights(broker, request, wanted) -> tuple[set[str], set[str]] | None:
     """(the topics the principal may DESCRIBE, those it may DELETE) among those named, directly
     or by id; None when it may delete them all (no authorizer, or CLUSTER DELETE)."""
-    if broker.authorizer is None or cluster_allowed(broker, request, AclOperation.DELETE):
+    if broker.authorizer is None or cluster_allowed(broker, request, AclOperation.DELETE, log_denied=False):
         return None
     names = set()
     for name, topic_id in wanted:

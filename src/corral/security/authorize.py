@@ -3,9 +3,12 @@ is configured (`broker.authorizer` is None: everything is allowed)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Iterable
 
 from .acls import ALL_SUPPORTED_BITS, CLUSTER_NAME, AclOperation, ResourceType
+
+log = logging.getLogger("corral.security.authorizer")
 
 Op = AclOperation
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -20,14 +23,28 @@ def client_address(request) -> str:
     return host[1:] if host.startswith("/") else host
 
 
-def allowed(broker, request, operation: int, resource_type: int, name: str) -> bool:
+def allowed(broker, request, operation: int, resource_type: int, name: str, *,
+            log_denied: bool = True) -> bool:
+    """`log_denied=False` for a check with a fallback (CLUSTER CREATE before TOPIC CREATE)."""
     authorizer = broker.authorizer
-    return authorizer is None or authorizer.authorize(
-        request.principal, client_address(request), operation, resource_type, name)
+    if authorizer is None or authorizer.authorize(
+            request.principal, client_address(request), operation, resource_type, name):
+        return True
+    if log_denied:
+        _log_denied(request, operation, resource_type, name)
+    return False
 
 
-def cluster_allowed(broker, request, operation: int) -> bool:
-    return allowed(broker, request, operation, CLUSTER, CLUSTER_NAME)
+def _log_denied(request, operation: int, resource_type: int, name: str) -> None:
+    # Kafka's authorizer logger: an explicit check that is denied is one INFO line (filtering,
+    # as of Metadata's topic list, is not logged).
+    log.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:%s "
+             "for request = %s", request.principal, AclOperation(operation).name,
+             client_address(request), ResourceType(resource_type).name, name, request.api_key)
+
+
+def cluster_allowed(broker, request, operation: int, *, log_denied: bool = True) -> bool:
+    return allowed(broker, request, operation, CLUSTER, CLUSTER_NAME, log_denied=log_denied)
 
 
 def filter_allowed(broker, request, operation: int, resource_type: int,
@@ -59,6 +76,7 @@ def group_read(broker, request, group_id: str) -> bool:
     if authorizer is None:
         return True
     if not authorizer.authorize(request.principal, client_address(request), Op.READ, GROUP, group_id):
+        _log_denied(request, Op.READ, GROUP, group_id)
         return False
     broker.sessions.authorize_group(request.connection, group_id)
     return True

@@ -64,7 +64,7 @@ def list_groups(broker, request) -> dict[str, Any]:
     groups = broker.groups.list_groups(states, types)
     # All of them with CLUSTER DESCRIBE (Kafka keeps this for compatibility), else those the
     # principal may DESCRIBE.
-    if broker.authorizer is not None and not cluster_allowed(broker, request, AclOperation.DESCRIBE):
+    if broker.authorizer is not None and not cluster_allowed(broker, request, AclOperation.DESCRIBE, log_denied=False):
         visible = filter_allowed(broker, request, AclOperation.DESCRIBE, GROUP,
                                  (g["group_id"] for g in groups))
         groups = [g for g in groups if g["group_id"] in visible]
