@@ -21,8 +21,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import trio
-
 from ..apis import ApiKey, handles
 from ..errors import ErrorCode
 from . import scram
@@ -57,8 +55,7 @@ class PlainServer:
             if not value:
                 text = f"Authentication failed: {what} not specified"
                 raise scram.Failed(text, public=text)
-        # PBKDF2 of thousands of iterations: off the event loop (hashlib releases the GIL).
-        if not await trio.to_thread.run_sync(self.credentials.password_matches, user, password):
+        if not await self.credentials.check_password(user, password):
             text = "Authentication failed: Invalid username or password"
             raise scram.Failed(text, public=text)
         if authzid and authzid != user:
@@ -201,14 +198,15 @@ async def sasl_authenticate(broker, request) -> dict[str, Any]:
     sessions.begin_exchange(connection, Authenticated(
         server.mechanism, principal, lifetime_ms > 0,
         reauthenticated=state.began if state.previous is not None else 0.0))
-    log.info("connection from %s %s as %s with %s", request.client_host,
-             "re-authenticated" if state.previous else "authenticated", principal, server.mechanism)
+    # DEBUG, as Kafka's: one line per connection (and per renewal) would flood a big fleet's log.
+    log.debug("connection from %s %s as %s with %s", request.client_host,
+              "re-authenticated" if state.previous else "authenticated", principal, server.mechanism)
     return _answer(ErrorCode.NONE, token=token, lifetime_ms=lifetime_ms)
 
 
 def _refuse(broker, request, state: Exchange, message: str, reason: str | None = None) -> dict[str, Any]:
-    log.info("connection from %s: SASL %s failed (%s); closing", request.client_host, state.what,
-             reason or message)
+    log.info("connection from %s: SASL %s failed: %s%s; closing", request.client_host, state.what,
+             message, f" ({reason})" if reason and reason != message else "")
     broker.sessions.failed(request.connection)
     return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, message)
 
