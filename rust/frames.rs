@@ -11,14 +11,14 @@ use crate::limits::Head;
 #[derive(Debug, PartialEq, Eq)]
 pub enum FrameError {
     /// The size prefix is negative or above the limit.
-    BadSize { size: i32, max: usize },
+    BadSize { size: i32, max: usize, setting: &'static str },
 }
 
 impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FrameError::BadSize { size, max } => {
-                write!(f, "frame size {size} is outside 0..={max} (socket.request.max.bytes)")
+            FrameError::BadSize { size, max, setting } => {
+                write!(f, "frame size {size} is outside 0..={max} ({setting})")
             }
         }
     }
@@ -27,11 +27,19 @@ impl std::fmt::Display for FrameError {
 pub struct FrameSplitter {
     buf: BytesMut,
     max: usize,
+    /// The setting `max` comes from, named when a frame is refused.
+    setting: &'static str,
 }
 
 impl FrameSplitter {
     pub fn new(max: usize) -> Self {
-        FrameSplitter { buf: BytesMut::new(), max }
+        FrameSplitter { buf: BytesMut::new(), max, setting: "socket.request.max.bytes" }
+    }
+
+    /// Another bound on frame sizes from now on (a SASL connection's, until authenticated).
+    pub fn limit(&mut self, max: usize, setting: &'static str) {
+        self.max = max;
+        self.setting = setting;
     }
 
     pub fn push(&mut self, chunk: &[u8]) {
@@ -71,7 +79,7 @@ impl FrameSplitter {
         }
         let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
         if size < 0 || size as usize > self.max {
-            return Err(FrameError::BadSize { size, max: self.max });
+            return Err(FrameError::BadSize { size, max: self.max, setting: self.setting });
         }
         let size = size as usize;
         if self.buf.len() < 4 + size {
@@ -113,7 +121,7 @@ mod tests {
     fn rejects_oversized_and_negative_sizes_before_payload_arrives() {
         let mut s = FrameSplitter::new(100);
         s.push(&101i32.to_be_bytes());
-        assert_eq!(s.next_frame(), Err(FrameError::BadSize { size: 101, max: 100 }));
+        assert_eq!(s.next_frame(), Err(FrameError::BadSize { size: 101, max: 100, setting: "socket.request.max.bytes" }));
         let mut s = FrameSplitter::new(100);
         s.push(&(-1i32).to_be_bytes());
         assert!(s.next_frame().is_err());

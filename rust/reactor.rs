@@ -174,7 +174,10 @@ impl Reactor {
     /// SaslAuthenticate until `authenticated`. `heartbeat_view`: answer steady-state Heartbeats
     /// from it; `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats;
     /// `authorize_short_paths`: answer those only for groups `authorize_group` allowed on the
-    /// connection (an authorizer is on).
+    /// connection (an authorizer is on). Before authentication a SASL connection's requests may
+    /// be `sasl_max_receive_bytes` at most (sasl.server.max.receive.size); a connection whose
+    /// authentication failed closes `failed_authentication_delay_ms` after its answer is written
+    /// (connection.failed.authentication.delay.ms).
     ///
     /// Limits (None: none): `max_connections` and `max_connections_per_ip` (over them a new
     /// connection is closed at once), `idle_timeout_ms` (a connection without a request with
@@ -183,7 +186,8 @@ impl Reactor {
     /// `queued_max_request_bytes` (bytes of requests received and not yet answered; see limits.rs).
     #[new]
     #[pyo3(signature = (table, listeners, max_request_bytes, heartbeat_view = None, *,
-                        consumer_heartbeat_view = None, authorize_short_paths = false, max_connections = None, max_connections_per_ip = None, idle_timeout_ms = None,
+                        consumer_heartbeat_view = None, authorize_short_paths = false,
+                        sasl_max_receive_bytes = 524288, failed_authentication_delay_ms = 100, max_connections = None, max_connections_per_ip = None, idle_timeout_ms = None,
                         partial_request_timeout_ms = None, queued_max_request_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -193,6 +197,8 @@ impl Reactor {
         heartbeat_view: Option<Py<HeartbeatView>>,
         consumer_heartbeat_view: Option<Py<ConsumerHeartbeatView>>,
         authorize_short_paths: bool,
+        sasl_max_receive_bytes: usize,
+        failed_authentication_delay_ms: u64,
         max_connections: Option<usize>,
         max_connections_per_ip: Option<usize>,
         idle_timeout_ms: Option<u64>,
@@ -257,6 +263,9 @@ impl Reactor {
             table,
             views: Views { heartbeat: heartbeat_view, consumer_heartbeat: consumer_heartbeat_view },
             authorize_short_paths,
+            sasl_max_receive_bytes: sasl_max_receive_bytes.min(max_request_bytes),
+            failed_authentication_delay: Duration::from_millis(failed_authentication_delay_ms),
+            delayed_closes: VecDeque::new(),
             max_request_bytes,
             shared: shared.clone(),
             for_python: Vec::new(),
@@ -431,6 +440,8 @@ struct Conn {
     watched: bool,
     /// Close once the answers are written.
     closing: bool,
+    /// In `Network::delayed_closes`.
+    close_scheduled: bool,
     ip: IpAddr,
     peer: Arc<str>,
     client_host: Arc<str>,
@@ -556,6 +567,12 @@ struct Network {
     views: Views,
     /// Short paths answer only groups authorized on the connection (`Conn::authorized_groups`).
     authorize_short_paths: bool,
+    /// Bound on a SASL connection's requests until it is authenticated.
+    sasl_max_receive_bytes: usize,
+    /// A failed authentication's connection closes this long after its answer is written.
+    failed_authentication_delay: Duration,
+    /// (when, connection) of those closes, in time order (the delay is one for all).
+    delayed_closes: VecDeque<(Instant, u64)>,
     max_request_bytes: usize,
     shared: Arc<Shared>,
     /// Requests gathered during one loop turn, handed over together.
@@ -571,6 +588,9 @@ impl Network {
             let mut timeout = self.next_sweep.saturating_duration_since(self.now);
             if self.accept_paused {
                 timeout = timeout.min(ACCEPT_BACKOFF);
+            }
+            if let Some(&(at, _)) = self.delayed_closes.front() {
+                timeout = timeout.min(at.saturating_duration_since(self.now));
             }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -610,6 +630,10 @@ impl Network {
                 return Some(failure);
             }
             self.resume_waiting();
+            while self.delayed_closes.front().is_some_and(|&(at, _)| at <= self.now) {
+                let (_, id) = self.delayed_closes.pop_front().expect("looked at");
+                self.end(id, End::Closed);
+            }
             if self.now >= self.next_sweep {
                 self.next_sweep = self.now + self.limits.sweep_every;
                 self.sweep();
@@ -720,6 +744,10 @@ impl Network {
             self.forget_ip(ip);
             return;
         }
+        let mut frames = FrameSplitter::new(self.max_request_bytes);
+        if self.listeners[listener].sasl {
+            frames.limit(self.sasl_max_receive_bytes, "sasl.server.max.receive.size, before authentication");
+        }
         let conn = Conn {
             stream,
             tls,
@@ -730,10 +758,11 @@ impl Network {
             authorized_groups: HashSet::new(),
             watched: false,
             closing: false,
+            close_scheduled: false,
             ip,
             peer: addr.to_string().into(),
             client_host: format!("/{}", addr.ip()).into(),
-            frames: FrameSplitter::new(self.max_request_bytes),
+            frames,
             out: VecDeque::new(),
             out_bytes: 0,
             busy: false,
@@ -942,7 +971,15 @@ impl Network {
             }
         }
         if conn.closing && conn.out.is_empty() && !conn.busy && !conn.tls.as_ref().is_some_and(|tls| tls.pending()) {
-            return self.end(id, End::Closed);
+            // Kafka delays the close: the client reads its answer first, and guessing is slower.
+            if self.failed_authentication_delay.is_zero() {
+                return self.end(id, End::Closed);
+            }
+            if !conn.close_scheduled {
+                conn.close_scheduled = true;
+                self.delayed_closes.push_back((self.now + self.failed_authentication_delay, id));
+            }
+            return;
         }
         // Frames held back by a full output can go on now.
         if was_full && conn.out_bytes < OUT_LIMIT {
@@ -982,7 +1019,11 @@ impl Network {
                     if let Some(conn) = self.connections.get_mut(&id) {
                         conn.authenticated = true;
                         conn.principal = principal.into();
-                        conn.session_ends = (lifetime_ms > 0).then(|| self.now + Duration::from_millis(lifetime_ms));
+                        conn.frames.limit(self.max_request_bytes, "socket.request.max.bytes");
+                        // A lifetime past what Instant holds is no end.
+                        conn.session_ends = (lifetime_ms > 0)
+                            .then(|| self.now.checked_add(Duration::from_millis(lifetime_ms)))
+                            .flatten();
                     }
                 }
                 Outbound::WatchClose(id) => {

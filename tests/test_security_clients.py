@@ -77,12 +77,15 @@ def secure(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("secure")
     certs = make_certs(root / "certs")
-    broker = CorralProcess(root / "corral", _settings(certs)).start()
-    _admin_setup(broker.ports["PLAINTEXT"], certs.alice.principal)
-    yield broker, certs
-    if broker.alive():
-        broker.proc.kill()
-        broker.proc.wait()
+    broker = CorralProcess(root / "corral", _settings(certs))
+    try:
+        broker.start()
+        _admin_setup(broker.ports["PLAINTEXT"], certs.alice.principal)
+        yield broker, certs
+    finally:
+        if broker.alive():
+            broker.proc.kill()
+            broker.proc.wait()
 
 
 def _address(broker, listener: str) -> str:

@@ -26,7 +26,7 @@ log = logging.getLogger("corral.server")
 
 
 def network_limits(settings: Settings) -> dict:
-    """The Reactor's limit arguments, logged once."""
+    """The Reactor's limit arguments, logged once (the SASL ones are not)."""
     soft = descriptors.soft_limit()
     open_now = descriptors.open_now()
     fd_cap = descriptors.connections(soft, open_now)
@@ -45,6 +45,8 @@ def network_limits(settings: Settings) -> dict:
     log.info("queued.max.request.bytes=%d (%s)", queued,
              "unlimited" if queued < 0 else f"{queued / (1 << 20):.1f} MiB")
     return {
+        "sasl_max_receive_bytes": settings["sasl.server.max.receive.size"],
+        "failed_authentication_delay_ms": settings["connection.failed.authentication.delay.ms"],
         "max_connections": None if max_connections >= INT32_MAX else max_connections,
         "max_connections_per_ip": None if per_ip >= INT32_MAX else per_ip,
         "idle_timeout_ms": None if idle < 0 else idle,

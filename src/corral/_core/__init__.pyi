@@ -339,6 +339,8 @@ class Reactor:
         *,
         consumer_heartbeat_view: ConsumerHeartbeatView | None = None,
         authorize_short_paths: bool = False,
+        sasl_max_receive_bytes: int = 524288,
+        failed_authentication_delay_ms: int = 100,
         max_connections: int | None = None,
         max_connections_per_ip: int | None = None,
         idle_timeout_ms: int | None = None,
@@ -351,7 +353,9 @@ class Reactor:
         SaslAuthenticate until `authenticated`. `heartbeat_view`: answer steady-state Heartbeats
         from it; `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats;
         `authorize_short_paths`: answer those only for groups `authorize_group` allowed on the
-        connection (an authorizer is on).
+        connection (an authorizer is on). Before authentication a SASL connection's requests may
+        be `sasl_max_receive_bytes` at most; a connection whose authentication failed closes
+        `failed_authentication_delay_ms` after its answer is written.
 
         Limits (None: none): `max_connections` and `max_connections_per_ip` (over them a new
         connection is closed at once), `idle_timeout_ms` (a connection without a request with

@@ -39,4 +39,11 @@ SASL_SETTINGS: list[Setting] = [
             "The longest a SASL session lasts: told to clients in SaslAuthenticate (v1+), which "
             "re-authenticate before it ends (same user and mechanism); a connection that did "
             "not is closed at its next request. 0 (or less): sessions never end."),
+    Setting("sasl.server.max.receive.size", ConfigType.INT, 524288, int_in(1, 2**31 - 1),
+            "The largest request a SASL connection may send before it is authenticated (a "
+            "larger size closes it); socket.request.max.bytes applies after."),
+    Setting("connection.failed.authentication.delay.ms", ConfigType.INT, 100,
+            int_in(0, 2**31 - 1),
+            "A connection whose authentication failed is closed this long after the answer "
+            "saying so is written: clients read the error, and guessing passwords is slower."),
 ]
