@@ -96,7 +96,9 @@ def test_data_dir(corral_scenario, tmp_path):
     phases = summary["phases_s"]
     assert list(phases) == ["spark_start", "job", "small_tables", "summary", "report",
                             "spark_stop"]
-    assert 0 < sum(phases.values()) <= summary["elapsed_s"]
+    # Each phase and the total are rounded to the millisecond: the sum may pass the total by
+    # half a millisecond per phase.
+    assert 0 < sum(phases.values()) <= summary["elapsed_s"] + 0.0005 * len(phases)
     for table in TABLES:
         assert summary["tables"][table] == len(rows(out, table)) > 0, table
     check_statuses(truth, out)
