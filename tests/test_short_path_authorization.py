@@ -1,0 +1,40 @@
+"""With an authorizer on, the network thread answers a connection's steady heartbeats only for
+groups a handler authorized on that connection (checked once per connection and group, then no
+Python), and an ACL change sends them back to Python, which answers what the ACLs now say."""
+
+from __future__ import annotations
+
+from corral.apis import ApiKey
+from test_consumer_short_path import (Member, create_topic, python_calls,  # noqa: F401 (fixture)
+                                      settle, with_broker)
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+GROUP, LITERAL, READ, DENY = 3, 3, 3, 2
+GROUP_AUTHORIZATION_FAILED = 30
+
+
+def test_heartbeats_are_authorized_once_per_connection_until_the_acls_change(tmp_path, python_calls):
+    def scenario(broker) -> None:
+        a, b = Member(broker.port, "wire", "member-a"), Member(broker.port, "wire", "member-b")
+        with a.client, b.client:
+            create_topic(a.client, "t", 4)
+            assert a.join(["t"])["error_code"] == 0 and b.join(["t"])["error_code"] == 0
+            settle(broker, a, b)
+            through_python = len(python_calls)
+            for _ in range(50):
+                for m in (a, b):
+                    assert m.steady()["error_code"] == 0
+            assert len(python_calls) == through_python, "an authorized steady heartbeat reached Python"
+
+            # No ACL names the cluster, so (allow.everyone.if.no.acl.found) anyone may add one.
+            created = a.client.call(ApiKey.CREATE_ACLS, 3, {"creations": [{
+                "resource_type": GROUP, "resource_name": "wire", "resource_pattern_type": LITERAL,
+                "principal": "User:ANONYMOUS", "host": "*", "operation": READ,
+                "permission_type": DENY}]})
+            assert created["results"][0]["error_code"] == 0
+            for m in (a, b):
+                assert m.steady()["error_code"] == GROUP_AUTHORIZATION_FAILED
+            assert len(python_calls) == through_python + 2
+
+    with_broker(tmp_path, scenario, **{"authorizer.class.name": STANDARD_AUTHORIZER,
+                                       "allow.everyone.if.no.acl.found": "true"})
