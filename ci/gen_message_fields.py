@@ -20,7 +20,7 @@ APIS = [
     "offset_delete",
     "describe_cluster", "consumer_group_heartbeat", "consumer_group_describe",
     "sasl_handshake", "sasl_authenticate", "describe_acls", "create_acls", "delete_acls",
-    "describe_user_scram_credentials", "alter_user_scram_credentials",
+    "describe_user_scram_credentials", "alter_user_scram_credentials", "describe_client_quotas",
 ]
 
 STRUCT = re.compile(r"^pub struct (\w+) \{$")

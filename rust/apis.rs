@@ -96,6 +96,7 @@ apis! {
     42 => DeleteGroupsRequest, DeleteGroupsResponse;
     44 => IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     47 => OffsetDeleteRequest, OffsetDeleteResponse;
+    48 => DescribeClientQuotasRequest, DescribeClientQuotasResponse;
     50 => DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse;
     51 => AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse;
     60 => DescribeClusterRequest, DescribeClusterResponse;

@@ -176,3 +176,9 @@ py_struct!(alter_user_scram_credentials_request::ScramCredentialDeletion { name 
 py_struct!(alter_user_scram_credentials_request::ScramCredentialUpsertion { name => "name", mechanism => "mechanism", iterations => "iterations", salt => "salt", salted_password => "salted_password" });
 py_struct!(alter_user_scram_credentials_response::AlterUserScramCredentialsResponse { throttle_time_ms => "throttle_time_ms", results => "results" });
 py_struct!(alter_user_scram_credentials_response::AlterUserScramCredentialsResult { user => "user", error_code => "error_code", error_message => "error_message" });
+py_struct!(describe_client_quotas_request::ComponentData { entity_type => "entity_type", match_type => "match_type", _match => "match" });
+py_struct!(describe_client_quotas_request::DescribeClientQuotasRequest { components => "components", strict => "strict" });
+py_struct!(describe_client_quotas_response::DescribeClientQuotasResponse { throttle_time_ms => "throttle_time_ms", error_code => "error_code", error_message => "error_message", entries => "entries" });
+py_struct!(describe_client_quotas_response::EntityData { entity_type => "entity_type", entity_name => "entity_name" });
+py_struct!(describe_client_quotas_response::EntryData { entity => "entity", values => "values" });
+py_struct!(describe_client_quotas_response::ValueData { key => "key", value => "value" });

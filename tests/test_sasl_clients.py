@@ -352,12 +352,16 @@ def test_clients_renew_their_sessions(reauth_corral, client):
 
 
 def test_kafka_configs_manages_users(sasl_corral):
-    """Kafka's own tool adds and deletes a user's credential (kafka-configs --entity-type users
-    --alter; its --describe needs DescribeClientQuotas, which corral does not have), and the
-    user logs in with it, then no more."""
+    """Kafka's own tool adds, describes and deletes a user's credential (kafka-configs
+    --entity-type users; --describe also asks DescribeClientQuotas: corral has no quotas), and
+    the user logs in with it, then no more."""
     b = f"--bootstrap-server 127.0.0.1:{sasl_corral.ports['PLAINTEXT']} --entity-type users --entity-name carol"
     add = f"{b} --alter --add-config SCRAM-SHA-256=[iterations=8192,password=carol-secret]"
-    assert run_tool(CONFIG_COMMAND, [add])[add] == (0, "Completed updating config for user carol.")
+    describe = f"{b} --describe"
+    done = run_tool(CONFIG_COMMAND, [add, describe])
+    assert done[add] == (0, "Completed updating config for user carol.")
+    assert done[describe] == (0, "SCRAM credential configs for user-principal 'carol' are "
+                                 "SCRAM-SHA-256=iterations=8192"), done[describe]
     carol = confluent_security("SCRAM-SHA-256", "carol", "carol-secret")
     producer = Producer({"bootstrap.servers": sasl_port(sasl_corral), **carol})
     producer.produce("carol", b"x")

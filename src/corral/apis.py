@@ -50,6 +50,7 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -155,6 +156,7 @@ HANDLER_MODULES = [
     "fetch",
     "list_offsets",
     "log_admin",
+    "client_quotas",
     "producers",
     "security.sasl",
     "security.scram_admin",
