@@ -1,5 +1,6 @@
-"""TLS listeners with real clients: SSL without and with client certificates (mTLS), several
-listeners at once, refusals (expired, untrusted or missing certificates), startup errors."""
+"""TLS listeners with real clients: SSL with client certificates (mTLS: kafka-python,
+confluent-kafka, aiokafka, Java) and without, several listeners at once, refusals (expired,
+untrusted or missing certificates), startup errors."""
 
 from __future__ import annotations
 
@@ -34,10 +35,11 @@ def _ssl_corral(corral_factory, certs, client_auth="none", **settings):
                           **tls_settings(certs, client_auth), **settings)
 
 
-def test_kafka_python_produces_consumes_and_commits_over_ssl(corral_factory, certs):
-    broker = _ssl_corral(corral_factory, certs)
+def test_kafka_python_produces_consumes_and_commits_over_mtls(corral_factory, certs):
+    broker = _ssl_corral(corral_factory, certs, client_auth="required")
     bootstrap = f"127.0.0.1:{broker.ports['SSL']}"
-    tls = {"security_protocol": "SSL", "ssl_cafile": str(certs.ca)}
+    tls = {"security_protocol": "SSL", "ssl_cafile": str(certs.ca),
+           "ssl_certfile": str(certs.alice.cert), "ssl_keyfile": str(certs.alice.key)}
     producer = KafkaProducer(bootstrap_servers=bootstrap, **tls)
     for i in range(20):
         producer.send("tls-topic", f"v{i}".encode())
