@@ -76,6 +76,7 @@ const MAX_SWEEP: Duration = Duration::from_secs(1);
 /// Groups one connection may heartbeat on the short paths without asking Python again; past it
 /// the set starts over (a client of more groups than this gets some heartbeats checked twice).
 const MAX_AUTHORIZED_GROUPS: usize = 1024;
+const API_VERSIONS: i16 = 18;
 const SASL_HANDSHAKE: i16 = 17;
 const SASL_AUTHENTICATE: i16 = 36;
 
@@ -890,6 +891,11 @@ impl Network {
             match connection::route(self.table.get(), frame) {
                 Err(reason) => return self.end(id, End::Refused(reason)),
                 Ok(Routed::Answered(prefix, response, code)) => {
+                    if prefix.api_key != API_VERSIONS {
+                        if let Some(reason) = conn.refusal(prefix.api_key, self.now) {
+                            return self.end(id, End::Refused(reason));
+                        }
+                    }
                     let stats = &self.shared.stats;
                     stats.received(prefix.api_key, prefix.api_version);
                     stats.answered(prefix.api_key, prefix.api_version, self.now.elapsed(), Some(code));
@@ -932,6 +938,7 @@ impl Network {
         let Some(conn) = self.connections.get_mut(&id) else { return };
         let was_full = conn.out_bytes >= OUT_LIMIT;
         if let Some(tls) = conn.tls.as_mut() {
+            // Everything goes through the TLS session: what it cannot take yet stays in `out`.
             match tls.flush(&mut conn.stream, &mut conn.out) {
                 Ok(taken) => {
                     if taken > 0 {
@@ -942,7 +949,7 @@ impl Network {
                 Err(_) => return self.end(id, End::Closed),
             }
         }
-        while !conn.out.is_empty() {
+        while conn.tls.is_none() && !conn.out.is_empty() {
             let written = if conn.out.len() == 1 {
                 conn.stream.write(&conn.out[0])
             } else {
@@ -1026,11 +1033,11 @@ impl Network {
                             .flatten();
                     }
                 }
-                Outbound::WatchClose(id) => {
-                    if let Some(conn) = self.connections.get_mut(&id) {
-                        conn.watched = true;
-                    }
-                }
+                Outbound::WatchClose(id) => match self.connections.get_mut(&id) {
+                    Some(conn) => conn.watched = true,
+                    // It closed before Python asked: report the close now (ids are not reused).
+                    None => self.for_python.push(Inbound::Closed(id)),
+                },
                 Outbound::AuthorizeGroup(id, group) => {
                     if let Some(conn) = self.connections.get_mut(&id) {
                         if conn.authorized_groups.len() >= MAX_AUTHORIZED_GROUPS {

@@ -168,9 +168,83 @@ impl Tls {
     }
 }
 
-/// "User:" + the certificate's subject as RFC 4514 text ("CN=alice,OU=eng,O=corp"): the same
-/// string Kafka's default principal builder makes from X500Principal.getName().
+/// Attribute types Java's X500Principal.getName() (RFC 2253) writes by keyword; any other type is
+/// written as its OID and the value's DER in hex ("1.2.840.113549.1.9.1=#16...").
+const JAVA_KEYWORDS: &[(&str, &str)] = &[
+    ("2.5.4.3", "CN"),
+    ("2.5.4.6", "C"),
+    ("2.5.4.7", "L"),
+    ("2.5.4.8", "ST"),
+    ("2.5.4.9", "STREET"),
+    ("2.5.4.10", "O"),
+    ("2.5.4.11", "OU"),
+    ("0.9.2342.19200300.100.1.1", "UID"),
+    ("0.9.2342.19200300.100.1.25", "DC"),
+];
+
+/// "User:" + the certificate's subject as Kafka's default principal builder names it: Java's
+/// X500Principal.getName(), most specific RDN first ("CN=alice,OU=eng,O=Corral\\, Inc.,C=US"), so
+/// ACLs and super.users written for Kafka match.
 pub fn subject_principal(der: &[u8]) -> Option<String> {
+    use std::fmt::Write as _;
+    use x509_cert::der::Encode;
+
     let cert = x509_cert::Certificate::from_der(der).ok()?;
-    Some(format!("User:{}", cert.tbs_certificate.subject))
+    let mut out = String::from("User:");
+    for (i, rdn) in cert.tbs_certificate.subject.0.iter().rev().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        for (j, atv) in rdn.0.iter().enumerate() {
+            if j > 0 {
+                out.push('+');
+            }
+            let oid = atv.oid.to_string();
+            match JAVA_KEYWORDS.iter().find(|(known, _)| *known == oid) {
+                Some((_, keyword)) => {
+                    // x509-cert writes "NAME=value" with RFC 4514's escapes: keep the value.
+                    let text = atv.to_string();
+                    let value = text.split_once('=').map_or("", |(_, value)| value);
+                    let _ = write!(out, "{keyword}={value}");
+                }
+                None => {
+                    let _ = write!(out, "{oid}=#");
+                    for byte in atv.value.to_der().ok()? {
+                        let _ = write!(out, "{byte:02x}");
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Subject C=US, ST=CA, O="Corral, Inc.", OU=eng, CN=alice, emailAddress=alice@corral.dev.
+    const CERT: &str = r"-----BEGIN CERTIFICATE-----
+MIIBzTCCAXOgAwIBAgIBATAKBggqhkjOPQQDAjBwMQswCQYDVQQGEwJVUzELMAkG
+A1UECAwCQ0ExFTATBgNVBAoMDENvcnJhbCwgSW5jLjEMMAoGA1UECwwDZW5nMQ4w
+DAYDVQQDDAVhbGljZTEfMB0GCSqGSIb3DQEJARYQYWxpY2VAY29ycmFsLmRldjAe
+Fw0yNjAxMDEwMDAwMDBaFw0zNTEyMzAwMDAwMDBaMHAxCzAJBgNVBAYTAlVTMQsw
+CQYDVQQIDAJDQTEVMBMGA1UECgwMQ29ycmFsLCBJbmMuMQwwCgYDVQQLDANlbmcx
+DjAMBgNVBAMMBWFsaWNlMR8wHQYJKoZIhvcNAQkBFhBhbGljZUBjb3JyYWwuZGV2
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEV78AJCKpuZmPjikCBvS/CcOL2hVU
+Jw4RWTwXAZvw6j7YGz6v5YesjnzTKEQZP/DuphKAMYsoVcwD1uzB5bq0TzAKBggq
+hkjOPQQDAgNIADBFAiEAmJvTQPIoTMmzRnSGtT5d+88vmpr5FYRI8TNeaCwpedEC
+IFDD+UiIttOs1ULC4OusL57F3PufwrB8kX2g8d+tNiLO
+-----END CERTIFICATE-----";
+
+    #[test]
+    fn principals_are_javas_rfc2253_names() {
+        let der = CertificateDer::from_pem_slice(CERT.as_bytes()).unwrap();
+        // What java.security.cert.X509Certificate.getSubjectX500Principal().getName() prints.
+        assert_eq!(
+            subject_principal(&der).unwrap(),
+            "User:1.2.840.113549.1.9.1=#1610616c69636540636f7272616c2e646576,CN=alice,OU=eng,O=Corral\\, Inc.,ST=CA,C=US"
+        );
+        assert_eq!(subject_principal(b"not a certificate"), None);
+    }
 }

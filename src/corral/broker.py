@@ -71,8 +71,9 @@ class Broker:
         # ACLs (None: no authorizer configured, everything allowed); acls.json read now.
         try:
             self.authorizer = authorizer_for(settings, self.data_dir)
-        except (OSError, ValueError) as e:
-            raise StartupError(f"{self.data_dir / ACLS_FILE}: unreadable ACLs: {e}") from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise StartupError(f"{self.data_dir / ACLS_FILE}: unreadable ACLs: "
+                               f"{type(e).__name__}: {e}") from None
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)

@@ -36,6 +36,12 @@ def _decode(entry: dict) -> Credential:
                       base64.b64decode(entry["server_key"]), int(entry["iterations"]))
 
 
+# PLAIN checks waiting for the one thread that runs them; more fail at once.
+PLAIN_BACKLOG = 32
+# What an unknown user's PLAIN password is hashed against (see password_matches).
+_UNKNOWN_USER = Credential(b"corral-unknown-user", b"", b"", 4096)
+
+
 class Credentials:
     def __init__(self, data_dir: Path):
         self.path = data_dir / FILE
@@ -49,7 +55,7 @@ class Credentials:
                 self.users = {user: {name: _decode(entry) for name, entry in mechanisms.items()
                                      if name in MECHANISMS}
                               for user, mechanisms in stored["users"].items()}
-            except (KeyError, TypeError, ValueError) as e:
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise ValueError(f"malformed entry ({type(e).__name__}: {e})") from None
 
     def get(self, user: str, mechanism: Mechanism) -> Credential | None:
@@ -60,13 +66,21 @@ class Credentials:
 
     def password_matches(self, user: str, password: str) -> bool:
         """Whether `password` is the user's under any SCRAM mechanism it has (SASL/PLAIN).
-        Costs a PBKDF2 of the credential's iterations each (milliseconds)."""
-        return any(password_matches(MECHANISMS[name], stored, password)
-                   for name, stored in self.users.get(user, {}).items())
+        Costs a PBKDF2 of the credential's iterations each (milliseconds); an unknown user costs
+        one too, so that the time taken does not tell which users exist."""
+        stored = self.users.get(user)
+        if not stored:
+            password_matches(MECHANISMS["SCRAM-SHA-256"], _UNKNOWN_USER, password)
+            return False
+        return any(password_matches(MECHANISMS[name], credential, password)
+                   for name, credential in stored.items())
 
     async def check_password(self, user: str, password: str) -> bool:
         """password_matches off the event loop (hashlib releases the GIL), one check at a time:
-        unauthenticated clients retrying PLAIN cost at most one core."""
+        unauthenticated clients retrying PLAIN cost at most one core. Past PLAIN_BACKLOG checks
+        waiting, a check fails at once, so a flood cannot queue real logins behind it for ever."""
+        if self._checks.statistics().tasks_waiting >= PLAIN_BACKLOG:
+            return False
         return await trio.to_thread.run_sync(self.password_matches, user, password,
                                              limiter=self._checks)
 

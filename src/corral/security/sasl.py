@@ -150,7 +150,7 @@ def sasl_handshake(broker, request) -> dict[str, Any]:
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": enabled}
     if mechanism not in enabled:
         log.info("connection from %s: SASL mechanism %r is not enabled; closing",
-                 request.client_host, mechanism)
+                 request.client_host, mechanism[:64])
         sessions.failed(connection)
         return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled}
     exchange = Exchange(_server(broker, mechanism), previous)

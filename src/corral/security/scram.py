@@ -103,6 +103,11 @@ def _extensions(text: str) -> dict[str, str]:
     return {key: value for key, _, value in pairs}
 
 
+def _shown(text: str) -> str:
+    """A client's text as a log line may carry it: quoted (no line breaks) and short."""
+    return repr(text[:64]) + ("..." if len(text) > 64 else "")
+
+
 def _text(message: bytes) -> str:
     # Kafka decodes as UTF-8 with replacement; the grammar then refuses anything not ASCII.
     return message.decode("utf-8", errors="replace")
@@ -136,7 +141,7 @@ class ScramServer:
         text = _text(message)
         first = _CLIENT_FIRST.fullmatch(text)
         if first is None:
-            raise Failed(f"Invalid SCRAM client first message format: {text}")
+            raise Failed(f"Invalid SCRAM client first message format: {_shown(text)}")
         if _extensions(first["extensions"]).get("tokenauth", "").lower() == "true":
             raise Failed("Token Authentication failed: corral has no delegation tokens")
         user = username(first["saslname"])
@@ -162,7 +167,7 @@ class ScramServer:
         text = _text(message)
         final = _CLIENT_FINAL.fullmatch(text)
         if final is None:
-            raise Failed(f"Invalid SCRAM client final message format: {text}")
+            raise Failed(f"Invalid SCRAM client final message format: {_shown(text)}")
         if final["nonce"] != self._combined_nonce:
             raise Failed("Invalid client nonce in the final client message.")
         try:

@@ -31,14 +31,19 @@ class Sessions:
         self.network: Network | None = None
         # connection -> the SASL exchange under way on it (the SASL handlers' own object).
         self.exchanges: dict[int, Any] = {}
+        # Connections whose close the network thread reports (`watch_close` asked once each).
+        self.watched: set[int] = set()
 
     def attach(self, network: Network) -> None:
         self.network = network
 
     def begin_exchange(self, connection: int, exchange: Any) -> None:
-        """Keeps `exchange` for the connection's next SASL request; forgotten when it closes."""
-        if connection not in self.exchanges and self.network is not None:
-            self.network.watch_close(connection)
+        """Keeps `exchange` for the connection's next SASL request; forgotten when it closes
+        (the network thread reports the close, even one that came before it was asked to)."""
+        if connection not in self.watched:
+            self.watched.add(connection)
+            if self.network is not None:
+                self.network.watch_close(connection)
         self.exchanges[connection] = exchange
 
     def exchange(self, connection: int) -> Any:
@@ -76,3 +81,4 @@ class Sessions:
     def closed(self, connection: int) -> None:
         """The network thread reports that a watched connection closed."""
         self.exchanges.pop(connection, None)
+        self.watched.discard(connection)
