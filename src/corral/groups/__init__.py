@@ -33,6 +33,7 @@ def coordinator_for(broker) -> GroupCoordinator:
     coordinator = GroupCoordinator(broker.settings, durable, broker.data_dir / snapshot.FILE_NAME,
                                    broker.topics)
     broker.topics.on_change.append(coordinator.on_topics_changed)
+    coordinator.authorize_regexes = broker.authorizer is not None
     coordinator.group_configs = broker.dynamic_configs
     broker.dynamic_configs.on_group_change.append(coordinator.group_configs_changed)
     for group_id in broker.dynamic_configs.groups:

@@ -23,15 +23,18 @@ class GroupError(Exception):
 
 class HeartbeatRequest:
     """What ConsumerGroupHeartbeat asks, independent of its version. `owned` is None when the
-    request leaves TopicPartitions out (unchanged)."""
+    request leaves TopicPartitions out (unchanged). `topic_filter` (None without an authorizer,
+    optional): the topic names, of those given, the requester may DESCRIBE; the regexes this
+    heartbeat resolves keep only those (Kafka's TopicRegexResolver, with the heartbeat's
+    context)."""
 
     __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id",
                  "rebalance_timeout_ms", "topic_names", "regex", "server_assignor", "owned",
-                 "client_id", "client_host")
+                 "client_id", "client_host", "topic_filter")
 
     def __init__(self, **fields: Any):
         for name in self.__slots__:
-            setattr(self, name, fields[name])
+            setattr(self, name, fields.get(name) if name == "topic_filter" else fields[name])
 
     @property
     def is_full(self) -> bool:
@@ -47,6 +50,17 @@ def compile_regex(regex: str):
     except re2.error as e:
         raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
                          f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.") from None
+
+
+def resolve_regex(regex: str, names, topic_filter=None) -> tuple[str, ...]:
+    """The topics of `names` the regex matches in full (every topic, internal ones included, as
+    Kafka's TopicRegexResolver scans them), less those `topic_filter` refuses."""
+    pattern = compile_regex(regex)
+    matched = [name for name in names if pattern.fullmatch(name)]
+    if topic_filter is not None and matched:
+        allowed = topic_filter(matched)
+        matched = [name for name in matched if name in allowed]
+    return tuple(sorted(matched))
 
 
 def check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
@@ -148,6 +162,17 @@ def regex_topics(regexes: Mapping[str, cr.RegexTopics], members) -> set[str]:
         if m.regex and m.regex in regexes:
             out.update(regexes[m.regex].topics)
     return out
+
+
+def refresh_regexes(group: ConsumerGroup, records: list, resolve, version: int, now: int) -> bool:
+    """Kafka's refresh, when topics changed under an authorizer: the group's regexes resolved
+    again by `resolve` (with the heartbeat's context), a record appended for each changed
+    result; whether one changed."""
+    changed = [cr.RegexTopics(group.group_id, regex, topics, version, now)
+               for regex, resolution in regexes_after(group, records).items()
+               if (topics := resolve(regex)) != resolution.topics]
+    records += changed
+    return bool(changed)
 
 
 def regexes_after(group: ConsumerGroup, records: list) -> Mapping[str, cr.RegexTopics]:

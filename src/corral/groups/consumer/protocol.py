@@ -29,9 +29,9 @@ from ..classic import ClassicGroup, ClassicState
 from ..storage import consumer_records as cr
 from ..storage.records import GroupMetadata, GroupTombstone
 from ..timers import Timers
-from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, compile_regex,
+from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, refresh_regexes,
                       copy_member, metadata_differs, names_after, others_than, regex_topics,
-                      regexes_after, removal_records, updated_member)
+                      regexes_after, removal_records, resolve_regex, updated_member)
 from .migration import MigrationPolicy, downgrade_record, upgrade_records
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
@@ -74,6 +74,7 @@ class ConsumerProtocol:
     max_size: int
     _nursery: trio.Nursery | None
     group_setting: Callable[[str, str], Any]
+    authorize_regexes = False  # an authorizer is on: regexes resolve with a heartbeat's context
 
     # =========================================================================== writing ===
 
@@ -172,9 +173,10 @@ class ConsumerProtocol:
         member, replaced = self._member_for(group, req, member_id, records)
         updated = updated_member(member, req)
         group_epoch, subscription_changed = self._subscribe(group, member, updated, replaced,
-                                                            records, now)
+                                                            records, now, req.topic_filter)
         current = self._reconcile_member(group, group_epoch, member, updated, subscription_changed,
                                          req.owned, records, now)
+        group.regexes_stale &= req.topic_filter is None  # else refreshed in `records`
         if converted:
             # After the consumer records, so its replay finds a consumer group and keeps the
             # group's offsets (KIP-848 §5).
@@ -237,7 +239,7 @@ class ConsumerProtocol:
         return group
 
     def _subscribe(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
-                   replaced: bool, records: list, now: int) -> tuple[int, bool]:
+                   replaced: bool, records: list, now: int, topic_filter=None) -> tuple[int, bool]:
         """Kafka's step 1: the member's metadata record if it changed, its regex, and a group
         epoch bump when the group's subscriptions (names, regexes, preferred assignor, the
         subscribed topics' metadata) changed. Returns (the group epoch, whether the member's
@@ -247,7 +249,7 @@ class ConsumerProtocol:
         names_changed = updated.topic_names != member.topic_names
         if metadata_differs(member, updated) or (is_new and not replaced):
             records.append(updated.metadata_record(group_id))
-        regex_bump, regex_changed = self._update_regexes(group, member, updated, records, now)
+        regex_bump, regex_changed = self._update_regexes(group, member, updated, records, now, topic_filter)
         assignor_changed = False
         if updated.server_assignor != member.server_assignor or (is_new and updated.server_assignor):
             others = others_than(group, member)
@@ -334,26 +336,25 @@ class ConsumerProtocol:
     # ===================================================================== regular exprs ===
 
     def _update_regexes(self, group: ConsumerGroup, member: ConsumerMember,
-                        updated: ConsumerMember, records: list, now: int) -> tuple[bool, bool]:
+                        updated: ConsumerMember, records: list, now: int, topic_filter=None) -> tuple[bool, bool]:
         """(whether the epoch must bump, whether the member's regex changed). A new regex is
-        compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics (Kafka
-        resolves it asynchronously, then bumps); a regex nobody uses any more is tombstoned."""
+        compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics the
+        heartbeat may describe (Kafka resolves it asynchronously, then bumps); a regex nobody
+        uses any more is tombstoned. Stale regexes (see on_topics_changed) are resolved again."""
         old, new = member.regex, updated.regex
+        refreshed = group.regexes_stale and topic_filter is not None and refresh_regexes(
+            group, records, lambda r: resolve_regex(r, self.topics.names(), topic_filter),
+            self._topics_version(), now)
         if old == new:
-            return False, False
+            return refreshed, False
         gid = group.group_id
         if new and new not in group.regexes:
-            topics = self._resolve(new)
+            topics = resolve_regex(new, self.topics.names(), topic_filter)
             records.append(cr.RegexTopics(gid, new, topics, self._topics_version(), now))
         if old and not any(m.regex == old for m in group.members.values()
                            if m.member_id != member.member_id):
             records.append(cr.ConsumerTombstone(cr.REGEX, gid, old))
         return True, True
-
-    def _resolve(self, regex: str) -> tuple[str, ...]:
-        pattern = compile_regex(regex)
-        # Every topic name, internal ones included, as Kafka's TopicRegexResolver scans them.
-        return tuple(sorted(name for name in self.topics.names() if pattern.fullmatch(name)))
 
     def _topics_version(self) -> int:
         return self.topics.version
@@ -582,8 +583,11 @@ class ConsumerProtocol:
             if any(name in group.topic_name_counts for name in names):
                 group.metadata_expired = True
             records: list = []
+            if self.authorize_regexes and group.regexes:  # nobody to authorize now: the next
+                group.regexes_stale = group.metadata_expired = True  # heartbeat resolves them
+                continue
             for regex, resolution in group.regexes.items():
-                topics = self._resolve(regex)
+                topics = resolve_regex(regex, self.topics.names())
                 if topics != resolution.topics:
                     records.append(cr.RegexTopics(group.group_id, regex, topics,
                                                   self._topics_version(), now))

@@ -121,6 +121,8 @@ class ConsumerGroup:
         self.assignment_failed_ms = 0
         # A subscribed topic changed: the next heartbeat recomputes the metadata hash.
         self._metadata_expired = False
+        # Topics changed while an authorizer is on: the next heartbeat resolves the regexes.
+        self.regexes_stale = False
         # A write of the group failed: its next write rewrites the whole group.
         self.needs_rewrite = False
         self._mirror_group()

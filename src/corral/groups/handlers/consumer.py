@@ -50,7 +50,9 @@ def consumer_group_heartbeat(broker, request) -> dict[str, Any] | Later:
         regex=body["subscribed_topic_regex"] if version >= 1 else None,
         server_assignor=assignor,
         owned=None if owned is None else _partitions(owned),
-        client_id=request.client_id or "", client_host=request.client_host)
+        client_id=request.client_id or "", client_host=request.client_host,
+        topic_filter=None if broker.authorizer is None else
+        lambda names: filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, names))
     return broker.groups.consumer_heartbeat(req)
 
 
