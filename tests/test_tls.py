@@ -242,3 +242,23 @@ def test_megabytes_through_tls_both_ways(corral_factory, certs):
             got.append(message.value())
     consumer.close()
     assert got == values
+
+
+def test_requested_client_auth_takes_a_certificate_when_sent_and_none_otherwise(corral_factory, certs):
+    """ssl.client.auth=requested: a client without a certificate connects (User:ANONYMOUS); one
+    with a certificate signed by the truststore connects as it; an expired one is refused."""
+    broker = _ssl_corral(corral_factory, certs, client_auth="requested")
+    bootstrap = f"127.0.0.1:{broker.ports['SSL']}"
+    for client in (None, certs.alice):
+        producer = Producer(_confluent(bootstrap, certs, client))
+        producer.produce("requested", b"x")
+        assert producer.flush(20) == 0, client
+    errors = []
+    producer = Producer(_confluent(bootstrap, certs, certs.expired, **{
+        "error_cb": errors.append, "log_level": 0}))
+    producer.produce("requested", b"never")
+    deadline = time.monotonic() + 10
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.1)
+    producer.purge()
+    assert "certificate expired" in " ".join(str(e) for e in errors)
