@@ -62,3 +62,6 @@ python tests/kafka_records.py compile
 
 echo "== the Java programs of the consumer group tests (tests/cgkit.py, same cache)"
 python tests/cgkit.py compile
+
+echo "== the Go (franz-go, sarama) and Node (kafkajs) client programs (tests/polyglot.py, same cache)"
+python tests/polyglot.py build

@@ -9,6 +9,7 @@
 
 mod apis;
 mod client;
+mod conn;
 mod connection;
 mod consumer_heartbeat;
 mod consumer_heartbeat_view;
@@ -26,6 +27,7 @@ mod offset_commit;
 pub mod pyconv;
 mod reactor;
 mod request_stats;
+mod sasl_raw;
 mod timer_wheel;
 mod tls;
 mod offset_map;

@@ -48,6 +48,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
+use crate::conn::{Conn, Listener, RawSasl, OUT_LIMIT};
 use crate::connection::{self, ApiTable, Received, Request, Routed};
 use crate::consumer_heartbeat_view::ConsumerHeartbeatView;
 use crate::fast_paths::Views;
@@ -61,8 +62,6 @@ const WAKER: Token = Token(0);
 /// Listener tokens are 1..=listeners; connection ids start above.
 const FIRST_CONNECTION: u64 = 1 << 16;
 const READ_CHUNK: usize = 64 * 1024;
-const READ_AHEAD: usize = 256 * 1024;
-const OUT_LIMIT: usize = 4 * 1024 * 1024;
 /// Responses below this are copied out of Python; larger ones (Fetch) are kept by reference.
 const COPY_BELOW: usize = 16 * 1024;
 /// accept() out of file descriptors or memory: retry after this instead of spinning.
@@ -73,12 +72,7 @@ const REPORT_INTERVAL: Duration = Duration::from_secs(10);
 const MAX_REPORTED_ADDRESSES: usize = 32;
 /// The sweep for idle connections and stalled partial requests runs at most this far apart.
 const MAX_SWEEP: Duration = Duration::from_secs(1);
-/// Groups one connection may heartbeat on the short paths without asking Python again; past it
-/// the set starts over (a client of more groups than this gets some heartbeats checked twice).
-const MAX_AUTHORIZED_GROUPS: usize = 1024;
 const API_VERSIONS: i16 = 18;
-const SASL_HANDSHAKE: i16 = 17;
-const SASL_AUTHENTICATE: i16 = 36;
 
 /// Queued for Python.
 // Request, the big variant (a short path's decoded body), is nearly every item: boxing it would
@@ -103,6 +97,8 @@ enum Outbound {
     CloseAfterAnswer(u64),
     /// The connection is now this principal; its session lasts this many ms (0: for ever).
     Authenticated(u64, String, u64),
+    /// After a SaslHandshake v0: bare SASL tokens follow (see `Conn::raw_sasl`).
+    RawSaslTokens(u64),
     WatchClose(u64),
     /// The connection may heartbeat this group on the short paths (authorizer on).
     AuthorizeGroup(u64, String),
@@ -388,6 +384,13 @@ impl Reactor {
         self.shared.send_to_network(Outbound::Authenticated(connection, principal, session_lifetime_ms));
     }
 
+    /// After the answer to its SaslHandshake v0 the connection sends bare SASL tokens: each goes
+    /// to Python as a SaslAuthenticate v0 request, and the answer's token goes back
+    /// bare, until the answer after `authenticated`; a refusal closes the connection unanswered.
+    fn raw_sasl_tokens(&self, connection: u64) {
+        self.shared.send_to_network(Outbound::RawSaslTokens(connection));
+    }
+
     /// When the connection closes, `drain()` reports it (Python keeps state for it).
     fn watch_close(&self, connection: u64) {
         self.shared.send_to_network(Outbound::WatchClose(connection));
@@ -413,92 +416,6 @@ impl Reactor {
                 let _ = thread.join();
             });
         }
-    }
-}
-
-struct Listener {
-    socket: TcpListener,
-    name: Arc<str>,
-    sasl: bool,
-    tls: Option<Arc<rustls::ServerConfig>>,
-}
-
-struct Conn {
-    stream: TcpStream,
-    /// The TLS session on an SSL or SASL_SSL listener.
-    tls: Option<Box<Tls>>,
-    /// Index of its listener in `Network::listeners`.
-    listener: usize,
-    /// Who the requests come from (Kafka's principal string).
-    principal: Arc<str>,
-    /// On a SASL listener: until authenticated, only ApiVersions and SASL requests are served.
-    authenticated: bool,
-    /// When the SASL session ends (connections.max.reauth.ms): after it only re-authentication.
-    session_ends: Option<Instant>,
-    /// Groups whose heartbeats the short paths may answer (with an authorizer on).
-    authorized_groups: HashSet<Box<str>>,
-    /// Python keeps state for it: report its close.
-    watched: bool,
-    /// Close once the answers are written.
-    closing: bool,
-    /// In `Network::delayed_closes`.
-    close_scheduled: bool,
-    ip: IpAddr,
-    peer: Arc<str>,
-    client_host: Arc<str>,
-    frames: FrameSplitter,
-    out: VecDeque<Bytes>,
-    out_bytes: usize,
-    /// A request of this connection is with Python.
-    busy: bool,
-    /// That request's key, version and when it was taken (for its latency).
-    with_python: (i16, i16, Instant),
-    /// Reading stopped before the socket was drained (see READ_AHEAD and the pool).
-    unread: bool,
-    /// Its part of the queued-bytes pool.
-    budget: Budget,
-    /// Reading waits for room in the pool (the connection is in `Network::waiting`).
-    pool_waiting: bool,
-    /// When a byte was last read or written (the loop turn's clock).
-    last_active: Instant,
-    /// When the first bytes of the head frame arrived, while it is not whole.
-    partial_since: Option<Instant>,
-}
-
-impl Conn {
-    fn may_read(&self) -> bool {
-        !(self.frames.has_frame() && self.frames.buffered() >= READ_AHEAD)
-    }
-
-    fn may_process(&self) -> bool {
-        !self.busy && !self.closing && self.out_bytes < OUT_LIMIT
-    }
-
-    /// Why a request with this key may not be served now (SASL not done, or its session over).
-    fn refusal(&self, api_key: i16, now: Instant) -> Option<String> {
-        let sasl_request = api_key == SASL_HANDSHAKE || api_key == SASL_AUTHENTICATE;
-        if sasl_request {
-            return None;
-        }
-        if !self.authenticated {
-            return Some(format!("unexpected request (api key {api_key}) before SASL authentication"));
-        }
-        match self.session_ends {
-            Some(end) if now >= end => {
-                Some("the SASL session expired (connections.max.reauth.ms) without re-authentication".into())
-            }
-            _ => None,
-        }
-    }
-
-    fn queue(&mut self, frame: Bytes) {
-        self.out_bytes += frame.len();
-        self.out.push_back(frame);
-    }
-
-    /// Tells the pool what this connection holds now; true when it holds less.
-    fn recharge(&mut self, pool: &mut Pool) -> bool {
-        pool.limited() && self.budget.recharge(pool, self.frames.buffered())
     }
 }
 
@@ -755,6 +672,7 @@ impl Network {
             listener,
             principal: connection::ANONYMOUS.into(),
             authenticated: !self.listeners[listener].sasl,
+            raw_sasl: RawSasl::Off,
             session_ends: None,
             authorized_groups: HashSet::new(),
             watched: false,
@@ -874,7 +792,7 @@ impl Network {
             if !conn.may_process() {
                 break;
             }
-            let frame = match conn.frames.next_frame() {
+            let frame = match conn.next_frame() {
                 Ok(Some(frame)) => frame,
                 Ok(None) => {
                     if conn.unread && conn.may_read() && !conn.pool_waiting {
@@ -1011,7 +929,7 @@ impl Network {
                     self.shared.stats.answered(key, version, self.now.saturating_duration_since(since), None);
                     conn.budget.answered();
                     self.pool_freed |= conn.recharge(&mut self.pool);
-                    if let Some(frame) = response {
+                    if let Some(frame) = conn.outgoing(response) {
                         conn.queue(frame);
                     }
                     self.serve(id);
@@ -1024,13 +942,12 @@ impl Network {
                 }
                 Outbound::Authenticated(id, principal, lifetime_ms) => {
                     if let Some(conn) = self.connections.get_mut(&id) {
-                        conn.authenticated = true;
-                        conn.principal = principal.into();
-                        conn.frames.limit(self.max_request_bytes, "socket.request.max.bytes");
-                        // A lifetime past what Instant holds is no end.
-                        conn.session_ends = (lifetime_ms > 0)
-                            .then(|| self.now.checked_add(Duration::from_millis(lifetime_ms)))
-                            .flatten();
+                        conn.authenticated(principal, lifetime_ms, self.now, self.max_request_bytes);
+                    }
+                }
+                Outbound::RawSaslTokens(id) => {
+                    if let Some(conn) = self.connections.get_mut(&id) {
+                        conn.raw_sasl = RawSasl::AfterAnswer;
                     }
                 }
                 Outbound::WatchClose(id) => match self.connections.get_mut(&id) {
@@ -1040,10 +957,7 @@ impl Network {
                 },
                 Outbound::AuthorizeGroup(id, group) => {
                     if let Some(conn) = self.connections.get_mut(&id) {
-                        if conn.authorized_groups.len() >= MAX_AUTHORIZED_GROUPS {
-                            conn.authorized_groups.clear();
-                        }
-                        conn.authorized_groups.insert(group.into());
+                        conn.authorize_group(group);
                     }
                 }
                 Outbound::ForgetAuthorizations => {

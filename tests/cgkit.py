@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import polyglot
 from groupkit import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
@@ -138,10 +139,11 @@ class CgMember:
 
 
 class MemberProcess:
-    """A process hosting members: `client` is "confluent" or "java"; `members` are names or
-    dicts (name, instance_id, client_id, topics, regex, regex_kind, assignor, commit, protocol,
-    strategy, session_timeout_ms, heartbeat_interval_ms, max_poll_interval_ms: see
-    tests/cg_member.py)."""
+    """A process hosting members: `client` is "confluent", "java", "franz-go", "sarama" or
+    "kafkajs"; `members` are names or dicts (name, instance_id, client_id, topics, regex,
+    regex_kind, assignor, commit, protocol, strategy, session_timeout_ms, heartbeat_interval_ms,
+    max_poll_interval_ms: see tests/cg_member.py; the Go and Node members of tests/polyglot.py
+    take the group's settings, names, client and instance ids only)."""
 
     def __init__(self, client: str, bootstrap: str, group: str, members: Iterable,
                  topics: list[str] | None = None, regex: str | None = None, **config):
@@ -151,19 +153,20 @@ class MemberProcess:
             cfg["topics"] = topics
         if regex is not None:
             cfg["regex"] = regex
+        env = None
         if client == "confluent":
             cmd = [sys.executable, str(PY_MEMBER), json.dumps(cfg)]
         elif client == "java":
             lib = kafka_jars()
             cmd = ["java", *JVM_FLAGS, "-cp", f"{java_member_classes()}{os.pathsep}{lib}/*",
                    "ConsumerGroupMember", json.dumps(cfg)]
-        else:
-            raise ValueError(client)
+        else:  # franz-go, sarama, kafkajs (tests/polyglot.py)
+            cmd, env = polyglot.member_command(client, cfg)
         self.client = client
         self.members = {s["name"]: CgMember(s["name"], client, self) for s in specs}
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, text=True)
+                                     stderr=self.stderr, text=True, env=env)
         self.lock = threading.Lock()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

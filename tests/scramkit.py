@@ -94,6 +94,9 @@ class Network:
     def close_after_answer(self, connection):
         self.calls.append(("close",))
 
+    def raw_sasl_tokens(self, connection):
+        self.calls.append(("raw tokens",))
+
     def watch_close(self, connection):
         pass
 

@@ -81,3 +81,51 @@ def test_without_an_authorizer_a_regex_gets_every_match_at_once(tmp_path):
         assert names == {"tables", "tasks", "trades"}
 
     with_broker(tmp_path, scenario, **FAST)
+
+
+def test_a_periodic_refresh_brings_an_acl_change_to_the_regex(tmp_path, monkeypatch):
+    """Kafka resolves regexes again every group.consumer.regex.refresh.interval.ms even without
+    topic changes, so a DESCRIBE granted later reaches the subscription; a refresh that finds
+    nothing new renews the resolutions' timestamps without a rebalance. The clock is moved
+    forward (the interval is at least 10 s) and the periodic check runs every 50 ms."""
+    from corral.groups import coordinator
+    from corral.groups.consumer import protocol
+
+    ahead = [0]
+    real = coordinator.wall_ms
+    for module in (coordinator, protocol):
+        monkeypatch.setattr(module, "wall_ms", lambda: real() + ahead[0])
+    monkeypatch.setattr(coordinator, "REGEX_REFRESH_CHECK_S", 0.05)
+    interval = 10_000
+
+    async def scenario(broker):
+        await create(broker, "tasks", "trades")
+        epoch, names = await assigned_topics(broker, 0)
+        group = broker.groups.groups["g"]
+        assert names == {"tasks"}
+        await broker.authorizer.create([acl(TOPIC, "trades", Op.DESCRIBE)])
+        before = group.group_epoch
+        epoch, names = await assigned_topics(broker, epoch)
+        assert names == {"tasks"} and group.group_epoch == before, "not due: nothing changes yet"
+        assert not group.metadata_expired
+
+        ahead[0] += interval
+        for _ in range(100):  # the periodic check sends the group to the coordinator
+            if group.metadata_expired:
+                break
+            await trio.sleep(0.02)
+        assert group.metadata_expired
+        epoch, names = await assigned_topics(broker, epoch)
+        assert group.regexes["t.*"].topics == ("tasks", "trades")
+        assert group.group_epoch == before + 1
+        assert names == {"tasks", "trades"}
+
+        ahead[0] += interval
+        stamped = group.regexes["t.*"].timestamp_ms
+        await assigned_topics(broker, epoch)
+        assert group.regexes["t.*"].timestamp_ms >= stamped + interval, "renewed"
+        assert group.group_epoch == before + 1, "the same topics: no rebalance"
+
+    secured(tmp_path, scenario, [acl(GROUP, "g", Op.READ),
+                                 acl(TOPIC, "ta", Op.DESCRIBE, pattern=PatternType.PREFIXED)],
+            **FAST, **{"group.consumer.regex.refresh.interval.ms": interval})

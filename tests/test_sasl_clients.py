@@ -268,6 +268,59 @@ def test_the_wire_answer_then_the_close(sasl_corral):
         assert raw.call(17, 1, {"mechanism": "PLAIN"}) == {"error_code": 34, "mechanisms": []}
 
 
+def _send_bare(sock, token: bytes) -> None:
+    sock.sendall(len(token).to_bytes(4, "big") + token)
+
+
+def _receive_bare(sock) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "closed"
+            data += chunk
+        return data
+
+    return exactly(int.from_bytes(exactly(4), "big"))
+
+
+def _metadata_answers(raw: RawClient) -> bool:
+    body = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    return raw.call(3, 12, body)["brokers"] != []
+
+
+def test_handshake_v0_then_bare_tokens(sasl_corral):
+    """Kafka's flow before KIP-152 (sarama's SASLHandshakeV0): after SaslHandshake v0 the tokens
+    go bare both ways, size-prefixed without Kafka headers; then Kafka requests as usual. A
+    refused one is closed without an answer, as Kafka closes it."""
+    port = sasl_corral.ports["SASL_PLAINTEXT"]
+    with RawClient(port) as raw:
+        assert raw.call(17, 0, {"mechanism": "SCRAM-SHA-512"}) == {"error_code": 0, "mechanisms": MECHANISMS}
+        client = ScramClient("SCRAM-SHA-512", "alice", "alice-secret")
+        _send_bare(raw.sock, client.first())
+        server_first = _receive_bare(raw.sock)
+        _send_bare(raw.sock, client.final(server_first))
+        assert client.verify(_receive_bare(raw.sock))
+        assert _metadata_answers(raw)
+    with RawClient(port) as raw:
+        assert raw.call(17, 0, {"mechanism": "PLAIN"})["error_code"] == 0
+        _send_bare(raw.sock, b"\0alice\0alice-secret")
+        assert _receive_bare(raw.sock) == b""  # PLAIN's empty challenge: four zero bytes
+        assert _metadata_answers(raw)
+    for mechanism, token in (("PLAIN", b"\0alice\0wrong"),
+                             ("SCRAM-SHA-256", ScramClient("SCRAM-SHA-256", "nobody", "x").first())):
+        with RawClient(port) as raw:
+            assert raw.call(17, 0, {"mechanism": mechanism})["error_code"] == 0
+            _send_bare(raw.sock, token)
+            raw.sock.settimeout(5)
+            assert raw.sock.recv(1) == b"", f"{mechanism}: a refusal is a close, not an answer"
+    # A v1 handshake still means Kafka-framed SaslAuthenticate requests.
+    with RawClient(port) as raw:
+        assert raw.call(17, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        assert raw.call(36, 2, {"auth_bytes": b"\0alice\0alice-secret"})["error_code"] == 0
+        assert _metadata_answers(raw)
+
+
 def test_requests_before_authentication_are_bounded_by_sasl_server_max_receive_size(sasl_corral):
     """Before authentication a frame may claim at most sasl.server.max.receive.size (512 KiB): a
     bigger size prefix closes the connection at once; after authentication the broker's own

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from rawwire import RawClient
 from scramkit import upsertion
-from tlscerts import make_certs, tls_settings
+from tlscerts import make_certs, refusal_errors, tls_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
 from kafka_ref import fetch as kafka_jars  # noqa: E402
@@ -238,14 +238,7 @@ def test_java_client_over_mtls_is_its_certificates_principal(secure, tmp_path):
 @pytest.mark.parametrize("user, password", [("alice", "wrong"), ("mallory", "anything")])
 def test_wrong_password_and_unknown_user_fail_authentication(secure, user, password):
     broker, certs = secure
-    errors = []
-    producer = Producer(_confluent(broker, certs, user, password, **{
-        "error_cb": errors.append, "log_level": 0}))
-    producer.produce("secure-never", b"x")
-    deadline = time.monotonic() + 10
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.1)
-    producer.purge()
+    errors = refusal_errors(_confluent(broker, certs, user, password), "secure-never")
     codes = {e.code() for e in errors}
     assert KafkaError._AUTHENTICATION in codes, errors
     assert any("Authentication failed during authentication due to invalid credentials" in e.str()

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
-from tlscerts import make_certs, tls_settings
+from tlscerts import make_certs, refusal_errors, tls_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
 from kafka_ref import fetch as kafka_jars  # noqa: E402
@@ -93,15 +93,9 @@ def test_confluent_kafka_over_mtls_and_the_certificates_refused(corral_factory, 
     def refused(client) -> str:
         """The transport errors the client reports (at once: the handshake fails), after
         checking that nothing was delivered."""
-        errors, reports = [], []
-        producer = Producer(_confluent(bootstrap, certs, client, **{
-            "error_cb": errors.append, "log_level": 0}))
-        producer.produce("mtls", b"never", on_delivery=lambda err, _: reports.append(err))
-        deadline = time.monotonic() + 10
-        while not errors and time.monotonic() < deadline:
-            producer.poll(0.1)
-        producer.purge()
-        producer.flush(1)
+        reports = []
+        errors = refusal_errors(_confluent(bootstrap, certs, client), "mtls",
+                                on_delivery=lambda err, _: reports.append(err))
         assert reports and reports[0] is not None, "a refused client must not deliver"
         return " ".join(str(e) for e in errors)
 
@@ -253,12 +247,5 @@ def test_requested_client_auth_takes_a_certificate_when_sent_and_none_otherwise(
         producer = Producer(_confluent(bootstrap, certs, client))
         producer.produce("requested", b"x")
         assert producer.flush(20) == 0, client
-    errors = []
-    producer = Producer(_confluent(bootstrap, certs, certs.expired, **{
-        "error_cb": errors.append, "log_level": 0}))
-    producer.produce("requested", b"never")
-    deadline = time.monotonic() + 10
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.1)
-    producer.purge()
+    errors = refusal_errors(_confluent(bootstrap, certs, certs.expired), "requested")
     assert "certificate expired" in " ".join(str(e) for e in errors)

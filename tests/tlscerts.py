@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,3 +114,20 @@ def make_certs(directory: Path) -> Certs:
 def tls_settings(certs: Certs, client_auth: str = "none") -> dict[str, str]:
     return {"ssl.keystore.location": str(certs.server),
             "ssl.truststore.location": str(certs.ca), "ssl.client.auth": client_auth}
+
+
+def refusal_errors(conf: dict, topic: str, on_delivery=None, seconds: float = 10) -> list:
+    """What a confluent-kafka producer with `conf` reports (its error_cb) when the broker refuses
+    its TLS handshake or SASL login: polled until the first error (at once: nothing to retry
+    for), then whatever it still holds purged."""
+    from confluent_kafka import Producer
+
+    errors: list = []
+    producer = Producer({**conf, "error_cb": errors.append, "log_level": 0})
+    producer.produce(topic, b"never", on_delivery=on_delivery)
+    deadline = time.monotonic() + seconds
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.1)
+    producer.purge()
+    producer.flush(1)
+    return errors

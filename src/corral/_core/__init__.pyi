@@ -404,6 +404,11 @@ class Reactor:
         (0: never) only a re-authentication may follow, anything else closes it. Sent before
         the answer to the SaslAuthenticate that succeeded."""
 
+    def raw_sasl_tokens(self, connection: int) -> None:
+        """After the answer to its SaslHandshake v0 the connection sends bare SASL tokens: each
+        goes to Python as a SaslAuthenticate v0 request and the answer's token goes back bare,
+        until the answer after `authenticated`; a refusal closes the connection unanswered."""
+
     def watch_close(self, connection: int) -> None:
         """When the connection closes, `drain()` reports it (Python keeps state for it)."""
 

@@ -34,6 +34,7 @@ from ..logformat import fields
 from .classic import ClassicGroup, ClassicMembership, ClassicProtocol
 from .consumer import ConsumerGroup, ConsumerProtocol, TopicImage
 from .consumer.classic_members import ClassicMembers
+from .consumer.members import regex_refresh_due
 from .consumer.migration import MigrationPolicy
 from .consumer.reconcile import MemberState
 from .group import Group
@@ -48,6 +49,8 @@ from .storage.writer import CoordinatorLog
 from .timers import Timers
 
 log = logging.getLogger("corral.groups")
+# How often groups are checked for a periodic regex refresh (Kafka refreshes at most this often).
+REGEX_REFRESH_CHECK_S = 10.0
 
 
 _CONSUMER_RECORDS = (cr.GroupEpoch, cr.MemberMetadata, cr.TargetEpoch, cr.TargetMember,
@@ -122,6 +125,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
                 nursery.start_soon(self.log.run)
                 nursery.start_soon(self._expire_offsets_periodically)
                 nursery.start_soon(self._snapshot_periodically)
+                nursery.start_soon(self._refresh_regexes_periodically)
         finally:
             # A clean shutdown leaves a fresh snapshot: the next start replays (almost) nothing.
             try:
@@ -331,6 +335,21 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         return written.map(done)
 
     # =============================================================================== expiry ===
+
+    async def _refresh_regexes_periodically(self) -> None:
+        """Kafka resolves a group's regexes again every group.consumer.regex.refresh.interval.ms
+        (so that ACL changes reach them) at a heartbeat. Steady heartbeats do not reach Python
+        here: a group that is due is sent to it, and its next heartbeat refreshes (see
+        ConsumerProtocol._update_regexes). Checked every 10 s, Kafka's least refresh interval."""
+        while True:
+            await trio.sleep(REGEX_REFRESH_CHECK_S)
+            interval, now = self.settings["group.consumer.regex.refresh.interval.ms"], wall_ms()
+            for i, group in enumerate(list(self.groups.values())):
+                if i % 10_000 == 9_999:
+                    await trio.sleep(0)  # a million groups do not hold the loop in one go
+                if isinstance(group, ConsumerGroup) and group.regexes and not group.metadata_expired \
+                        and regex_refresh_due(group, now, interval):
+                    group.metadata_expired = True
 
     async def _expire_offsets_periodically(self) -> None:
         interval = self.settings["offsets.retention.check.interval.ms"] / 1000

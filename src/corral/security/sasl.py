@@ -8,10 +8,9 @@ until the exchange ends, then an `Authenticated` session, which a later handshak
 (Kafka's KIP-368: only when sessions end, `connections.max.reauth.ms` > 0, same principal and
 mechanism). Every failure is answered, then the connection is closed, as Kafka closes it.
 
-SaslHandshake v0 is answered with Kafka's codes, but corral reads only Kafka-framed requests, so
-the raw SASL tokens a v0 client would send next are not understood (the connection closes);
-every client that knows SaslAuthenticate (Java 1.0+, librdkafka, kafka-python, aiokafka) sends
-SaslHandshake v1 and SaslAuthenticate.
+After a SaslHandshake v0 (Kafka before KIP-152; sarama's SASLHandshakeV0) the client sends bare
+SASL tokens: the network thread hands each over as a SaslAuthenticate v0 request and sends the
+answer's token back bare; a refusal closes the connection unanswered, as Kafka does.
 """
 
 from __future__ import annotations
@@ -158,6 +157,8 @@ def sasl_handshake(broker, request) -> dict[str, Any]:
         exchange.refusal = (f"SASL mechanism '{mechanism}' requested by client is not supported "
                             f"for re-authentication of mechanism '{previous.mechanism}'")
     sessions.begin_exchange(connection, exchange)
+    if request.api_version == 0 and previous is None:
+        sessions.raw_tokens(connection)
     return {"error_code": ErrorCode.NONE, "mechanisms": enabled}
 
 

@@ -18,6 +18,7 @@ class Network(Protocol):
 
     def authenticated(self, connection: int, principal: str, session_lifetime_ms: int) -> None: ...
     def close_after_answer(self, connection: int) -> None: ...
+    def raw_sasl_tokens(self, connection: int) -> None: ...
     def watch_close(self, connection: int) -> None: ...
     def authorize_group(self, connection: int, group_id: str) -> None: ...
     def forget_authorizations(self) -> None: ...
@@ -59,6 +60,13 @@ class Sessions:
         self.end_exchange(connection)
         if self.network is not None:
             self.network.authenticated(connection, principal, session_lifetime_ms)
+
+    def raw_tokens(self, connection: int) -> None:
+        """The connection sent SaslHandshake v0: after this answer it sends bare SASL tokens,
+        which reach the SaslAuthenticate handler as v0 requests, their answers going back bare.
+        Call before answering the handshake."""
+        if self.network is not None:
+            self.network.raw_sasl_tokens(connection)
 
     def failed(self, connection: int) -> None:
         """Authentication failed: the connection closes once the answer saying so is written

@@ -164,15 +164,25 @@ def regex_topics(regexes: Mapping[str, cr.RegexTopics], members) -> set[str]:
     return out
 
 
-def refresh_regexes(group: ConsumerGroup, records: list, resolve, version: int, now: int) -> bool:
-    """Kafka's refresh, when topics changed under an authorizer: the group's regexes resolved
-    again by `resolve` (with the heartbeat's context), a record appended for each changed
-    result; whether one changed."""
-    changed = [cr.RegexTopics(group.group_id, regex, topics, version, now)
-               for regex, resolution in regexes_after(group, records).items()
-               if (topics := resolve(regex)) != resolution.topics]
-    records += changed
-    return bool(changed)
+def refresh_regexes(group: ConsumerGroup, records: list, resolve, version: int, now: int,
+                    renew_all: bool = False) -> bool:
+    """Kafka's refresh (when topics changed under an authorizer, or periodically): the group's
+    regexes resolved again by `resolve` (with the heartbeat's context), a record appended for
+    each changed result, or for every one when `renew_all` (the periodic refresh renews their
+    timestamps, as Kafka's does); whether a result changed."""
+    changed = False
+    for regex, resolution in regexes_after(group, records).items():
+        topics = resolve(regex)
+        if renew_all or topics != resolution.topics:
+            records.append(cr.RegexTopics(group.group_id, regex, topics, version, now))
+            changed |= topics != resolution.topics
+    return changed
+
+
+def regex_refresh_due(group: ConsumerGroup, now: int, interval_ms: int) -> bool:
+    """Kafka's periodic refresh (group.consumer.regex.refresh.interval.ms): a resolution is that
+    old (so an ACL change reaches a regex subscription without a topic change)."""
+    return any(now - r.timestamp_ms >= interval_ms for r in group.regexes.values())
 
 
 def regexes_after(group: ConsumerGroup, records: list) -> Mapping[str, cr.RegexTopics]:

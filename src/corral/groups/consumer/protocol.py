@@ -31,7 +31,7 @@ from ..storage.records import GroupMetadata, GroupTombstone
 from ..timers import Timers
 from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, refresh_regexes,
                       copy_member, metadata_differs, names_after, others_than, regex_topics,
-                      regexes_after, removal_records, resolve_regex, updated_member)
+                      regex_refresh_due, regexes_after, removal_records, resolve_regex, updated_member)
 from .migration import MigrationPolicy, downgrade_record, upgrade_records
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
@@ -340,20 +340,20 @@ class ConsumerProtocol:
         """(whether the epoch must bump, whether the member's regex changed). A new regex is
         compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics the
         heartbeat may describe (Kafka resolves it asynchronously, then bumps); a regex nobody
-        uses any more is tombstoned. Stale regexes (see on_topics_changed) are resolved again."""
+        uses any more is tombstoned. Stale (see on_topics_changed) or due regexes are resolved again."""
         old, new = member.regex, updated.regex
-        refreshed = group.regexes_stale and topic_filter is not None and refresh_regexes(
+        due = regex_refresh_due(group, now, self.settings["group.consumer.regex.refresh.interval.ms"])
+        refreshed = (due or group.regexes_stale and topic_filter is not None) and refresh_regexes(
             group, records, lambda r: resolve_regex(r, self.topics.names(), topic_filter),
-            self._topics_version(), now)
+            self._topics_version(), now, renew_all=due)
         if old == new:
             return refreshed, False
-        gid = group.group_id
         if new and new not in group.regexes:
             topics = resolve_regex(new, self.topics.names(), topic_filter)
-            records.append(cr.RegexTopics(gid, new, topics, self._topics_version(), now))
+            records.append(cr.RegexTopics(group.group_id, new, topics, self._topics_version(), now))
         if old and not any(m.regex == old for m in group.members.values()
                            if m.member_id != member.member_id):
-            records.append(cr.ConsumerTombstone(cr.REGEX, gid, old))
+            records.append(cr.ConsumerTombstone(cr.REGEX, group.group_id, old))
         return True, True
 
     def _topics_version(self) -> int:
