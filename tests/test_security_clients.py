@@ -126,7 +126,9 @@ def test_confluent_kafka_over_sasl_ssl_with_scram(secure, mechanism):
     committed = consumer.commit(asynchronous=False)
     consumer.close()
     assert sorted(got) == sorted(f"c{i}".encode() for i in range(20))
-    assert sum(tp.offset for tp in committed) == 20
+    # A partition the producer left empty may not have a position yet when the 20th message
+    # arrives (its offset reset still in flight): librdkafka lists it as -1001 and commits nothing.
+    assert sum(tp.offset for tp in committed if tp.offset >= 0) == 20
 
 
 def test_kafka_python_over_sasl_ssl_with_scram(secure):
