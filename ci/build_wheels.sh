@@ -41,6 +41,23 @@ if [ "$(cat "$tools/pins" 2>/dev/null)" != "$pins" ]; then
 fi
 rustup target add "${TARGETS[@]}" >&2
 
+# The wheels are built from a mirror of the inputs at one fixed path: cargo keys a path crate's
+# artifacts (corral's and the vendored kafka-protocol's) by its path and its files' times, so a
+# build in each fresh clone recompiled both for both targets (~2 min). A file is copied into the
+# mirror only when its content differs, so the crates a change does not touch stay built.
+exec 9>"$cache/.lock"
+flock 9  # one build at a time uses the mirror and the target dir
+src=~/.cache/corral/wheel-src
+mkdir -p "$src"
+while IFS= read -r file; do
+    if ! cmp -s "$file" "$src/$file"; then
+        mkdir -p "$src/$(dirname "$file")"
+        cp "$file" "$src/$file"
+    fi
+done <<<"$inputs"
+(cd "$src" && find . -type f -printf '%P\n' | sort | comm -23 - <(sort <<<"$inputs") \
+    | xargs -r -d '\n' rm -f)
+
 # maturin finds zig as `python3 -m ziglang`, and build.rs runs Cython with $PYO3_PYTHON: both the
 # tools' venv. The target dir is kept between builds, so a source change recompiles only corral.
 export PATH="$tools/bin:$PATH" PYO3_PYTHON="$tools/bin/python" CARGO_TARGET_DIR="$cache/target"
@@ -48,8 +65,8 @@ tmp="$cache/tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
 for target in "${TARGETS[@]}"; do
     echo "== wheels: maturin build --target $target" >&2
-    maturin build --release --locked --zig --target "$target" --compatibility "$COMPATIBILITY" \
-        --out "$tmp" >&2
+    (cd "$src" && maturin build --release --locked --zig --target "$target" \
+        --compatibility "$COMPATIBILITY" --out "$tmp" >&2)
 done
 # A concurrent build of the same sources may have finished first: keep its wheels then.
 mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"

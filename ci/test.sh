@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 bash ci/setup.sh
 
 echo "== cargo test"
-cargo test --locked
+# The machine's one target directory (as ci/setup.sh's build): dependencies stay compiled.
+CARGO_TARGET_DIR=~/.cache/corral/target cargo test --locked
 
 echo "== benches, smoke run (each benchmark once, untimed; timing runs are by hand, docs/benchmarks.md)"
 python -m pytest -q benches/test_codec_bench.py --benchmark-disable
