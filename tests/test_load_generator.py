@@ -105,7 +105,7 @@ def test_consumer_join_storm_of_50_members(broker):
 @pytest.mark.kafka
 def test_consumer_commits_with_member_epochs(broker):
     result = run_scenario(broker, "commit", "--group-protocol", "consumer", "--members", "10",
-                          "--partitions-per-member", "3", "--duration", "8", "--step-seconds", "2",
+                          "--partitions-per-member", "3", "--duration", "6", "--step-seconds", "2",
                           "--start-rate", "50", "--verify-every", "2", "--settle-seconds", "1")
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
@@ -121,7 +121,7 @@ def test_scenario_without_consumer_members_is_refused():
 
 @pytest.mark.kafka
 def test_heartbeat_ramp(broker):
-    result = run_scenario(broker, "heartbeat", "--members", "30", "--duration", "12",
+    result = run_scenario(broker, "heartbeat", "--members", "30", "--duration", "6",
                           "--step-seconds", "2", "--start-rate", "60", "--ramp-factor", "2",
                           "--heartbeat-interval-ms", "500", "--settle-seconds", "1")
     assert result["failures"] == []
@@ -136,7 +136,7 @@ def test_heartbeat_ramp(broker):
 @pytest.mark.kafka
 def test_commit_offsets_read_back(broker):
     result = run_scenario(broker, "commit", "--members", "10", "--partitions-per-member", "3",
-                          "--duration", "8", "--step-seconds", "2", "--start-rate", "50",
+                          "--duration", "6", "--step-seconds", "2", "--start-rate", "50",
                           "--verify-every", "2", "--heartbeat-interval-ms", "500",
                           "--settle-seconds", "1")
     assert result["failures"] == []
@@ -294,7 +294,7 @@ def test_heartbeat_against_the_ceiling_server(ceiling_server):
 @pytest.mark.kafka
 def test_churn_rebalances_without_violations(broker):
     result = run_scenario(broker, "churn", "--members", "12", "--churn-rate", "1",
-                          "--rejoin-delay", "0.5", "--duration", "10",
+                          "--rejoin-delay", "0.5", "--duration", "7",
                           "--heartbeat-interval-ms", "500")
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]

@@ -139,6 +139,8 @@ func runSarama(cfg *config, spec memberSpec, stop <-chan struct{}) {
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Offsets.AutoCommit.Enable = false
 	c.Consumer.MaxWaitTime = 200 * time.Millisecond
+	// sarama retries a failed join 4 times, 2 s apart by default: a refused group took 14 s to report.
+	c.Consumer.Group.Rebalance.Retry.Backoff = 250 * time.Millisecond
 	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{saramaStrategy(cfg.Strategy)}
 	if cfg.SessionTimeoutMs > 0 {
 		c.Consumer.Group.Session.Timeout = time.Duration(cfg.SessionTimeoutMs) * time.Millisecond
