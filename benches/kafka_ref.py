@@ -33,9 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+from corral.uuids import random_uuid_text
 
 # The newest 4.x whose every module is on Maven Central (4.4.0's kafka-tools-api is not, and the
 # broker does not need it: it is excluded below). Override with --version or $KAFKA_VERSION.
@@ -187,7 +188,7 @@ class KafkaBroker:
         self.dir = Path(tempfile.mkdtemp(prefix="kafka-ref-"))
         config = self.dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
-        cluster_id = _kafka_uuid()
+        cluster_id = random_uuid_text()  # never starting with "-": the tools' parser would take it for an option
         subprocess.run(self._java("kafka.tools.StorageTool", "format", "--standalone",
                                   "-t", cluster_id, "-c", str(config)),
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -229,17 +230,6 @@ class KafkaBroker:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
-
-
-def _kafka_uuid() -> str:
-    """A cluster id as Kafka's Uuid.randomUuid().toString(): URL-safe base64 without padding,
-    drawn again when it starts with "-" (the tools' argument parser takes it for an option:
-    1 run in 64 failed to format its storage)."""
-    import base64
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ use mio::net::{TcpListener, TcpStream};
 
 use crate::frames::{FrameError, FrameSplitter};
 use crate::limits::{Budget, Pool};
+use crate::principal_mapping::PrincipalMapper;
 use crate::sasl_raw;
 use crate::tls::Tls;
 
@@ -30,6 +31,8 @@ pub(crate) struct Listener {
     pub(crate) name: Arc<str>,
     pub(crate) sasl: bool,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+    /// `ssl.principal.mapping.rules` of a TLS listener: a client certificate's DN -> principal.
+    pub(crate) principal_mapper: Option<Arc<PrincipalMapper>>,
 }
 
 /// Where a connection is in Kafka's pre-KIP-152 SASL flow (`raw_sasl_tokens`).

@@ -24,6 +24,7 @@ mod limits;
 mod log;
 mod message_fields;
 mod offset_commit;
+mod principal_mapping;
 pub mod pyconv;
 mod reactor;
 mod request_stats;
@@ -82,6 +83,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer_heartbeat_view::ConsumerHeartbeatView>()?;
     m.add_class::<reactor::Reactor>()?;
     m.add_class::<tls::TlsServerConfig>()?;
+    m.add_class::<principal_mapping::PySslPrincipalMapper>()?;
     m.add_class::<offset_map::PyOffsetMap>()?;
     log::register(m)?;
     register_cython(m, "_assign", PyInit__assign)?;

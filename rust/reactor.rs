@@ -211,8 +211,9 @@ impl Reactor {
             std_listener.set_nonblocking(true)?;
             let mut socket = TcpListener::from_std(std_listener);
             poll.registry().register(&mut socket, Token(i + 1), Interest::READABLE)?;
+            let principal_mapper = tls.as_ref().map(|config| config.get().principal_mapper.clone());
             let tls = tls.map(|config| config.get().config.clone());
-            sockets.push(Listener { socket, name: name.into(), sasl, tls });
+            sockets.push(Listener { socket, name: name.into(), sasl, tls, principal_mapper });
         }
         // SAFETY: eventfd returns a new descriptor or -1.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -749,10 +750,18 @@ impl Network {
                 None => conn.stream.read(&mut chunk[..limit]),
                 Some(tls) => {
                     let got = tls.read(&mut conn.stream, &mut chunk[..limit]);
-                    if let Some(Some(principal)) = tls.peer_principal() {
-                        // On SASL_SSL the principal is SASL's, as in Kafka.
-                        if !self.listeners[conn.listener].sasl {
-                            conn.principal = principal.into();
+                    let listener = &self.listeners[conn.listener];
+                    // On SASL_SSL the principal is SASL's, as in Kafka.
+                    if let (Some(Some(dn)), false) = (tls.peer_subject(), listener.sasl) {
+                        let mapper = listener.principal_mapper.as_ref().expect("a TLS listener has rules");
+                        match mapper.name(&dn) {
+                            Ok(name) => conn.principal = format!("User:{name}").into(),
+                            Err(e) => {
+                                // Kafka closes such a connection at its first request.
+                                let ip = conn.ip;
+                                self.note_tls_failure(ip, e);
+                                return self.end(id, End::Closed);
+                            }
                         }
                     }
                     got

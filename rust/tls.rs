@@ -19,10 +19,13 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, ServerConnection};
 use x509_cert::der::Decode;
 
+use crate::principal_mapping::PrincipalMapper;
+
 /// A listener's TLS server configuration, checked when it is made (at startup).
 #[pyclass(frozen, module = "corral._core")]
 pub struct TlsServerConfig {
     pub config: Arc<ServerConfig>,
+    pub principal_mapper: Arc<PrincipalMapper>,
 }
 
 #[pymethods]
@@ -30,14 +33,16 @@ impl TlsServerConfig {
     /// `certificate_chain` and `private_key`: PEM (the key unencrypted: PKCS#8, PKCS#1 or SEC1).
     /// `trusted`: PEM certificates that sign client certificates (None: no client certificates).
     /// `client_auth`: "none", "requested" or "required". `protocols`: "TLSv1.2" and/or "TLSv1.3".
+    /// `principal_mapping_rules`: Kafka's `ssl.principal.mapping.rules` text.
     #[new]
-    #[pyo3(signature = (certificate_chain, private_key, trusted, client_auth, protocols))]
+    #[pyo3(signature = (certificate_chain, private_key, trusted, client_auth, protocols, principal_mapping_rules = "DEFAULT"))]
     fn new(
         certificate_chain: &[u8],
         private_key: &[u8],
         trusted: Option<&[u8]>,
         client_auth: &str,
         protocols: Vec<String>,
+        principal_mapping_rules: &str,
     ) -> PyResult<Self> {
         let bad = |what: String| PyValueError::new_err(what);
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(certificate_chain)
@@ -85,7 +90,9 @@ impl TlsServerConfig {
             other => return Err(bad(format!("ssl.client.auth must be none, requested or required, not {other:?}"))),
         };
         let config = builder.with_single_cert(chain, key).map_err(|e| bad(format!("the keystore: {e}")))?;
-        Ok(TlsServerConfig { config: Arc::new(config) })
+        let principal_mapper = PrincipalMapper::parse(principal_mapping_rules)
+            .map_err(|e| bad(format!("ssl.principal.mapping.rules: {e}")))?;
+        Ok(TlsServerConfig { config: Arc::new(config), principal_mapper: Arc::new(principal_mapper) })
     }
 }
 
@@ -156,15 +163,15 @@ impl Tls {
         self.session.wants_write()
     }
 
-    /// Once the handshake is done: "User:<subject DN>" of a verified client certificate, if any.
+    /// Once the handshake is done: the subject DN of a verified client certificate, if any.
     /// Some(None) means done, without certificate; None means not done yet or already asked.
-    pub fn peer_principal(&mut self) -> Option<Option<String>> {
+    pub fn peer_subject(&mut self) -> Option<Option<String>> {
         if self.peer_checked || self.session.is_handshaking() {
             return None;
         }
         self.peer_checked = true;
         let cert = self.session.peer_certificates().and_then(|certs| certs.first());
-        Some(cert.and_then(|der| subject_principal(der)))
+        Some(cert.and_then(|der| subject_dn(der)))
     }
 }
 
@@ -182,15 +189,15 @@ const JAVA_KEYWORDS: &[(&str, &str)] = &[
     ("0.9.2342.19200300.100.1.25", "DC"),
 ];
 
-/// "User:" + the certificate's subject as Kafka's default principal builder names it: Java's
+/// The certificate's subject as Kafka's default principal builder reads it: Java's
 /// X500Principal.getName(), most specific RDN first ("CN=alice,OU=eng,O=Corral\\, Inc.,C=US"), so
-/// ACLs and super.users written for Kafka match.
-pub fn subject_principal(der: &[u8]) -> Option<String> {
+/// ACLs, super.users and ssl.principal.mapping.rules written for Kafka match.
+pub fn subject_dn(der: &[u8]) -> Option<String> {
     use std::fmt::Write as _;
     use x509_cert::der::Encode;
 
     let cert = x509_cert::Certificate::from_der(der).ok()?;
-    let mut out = String::from("User:");
+    let mut out = String::new();
     for (i, rdn) in cert.tbs_certificate.subject.0.iter().rev().enumerate() {
         if i > 0 {
             out.push(',');
@@ -242,9 +249,9 @@ IFDD+UiIttOs1ULC4OusL57F3PufwrB8kX2g8d+tNiLO
         let der = CertificateDer::from_pem_slice(CERT.as_bytes()).unwrap();
         // What java.security.cert.X509Certificate.getSubjectX500Principal().getName() prints.
         assert_eq!(
-            subject_principal(&der).unwrap(),
-            "User:1.2.840.113549.1.9.1=#1610616c69636540636f7272616c2e646576,CN=alice,OU=eng,O=Corral\\, Inc.,ST=CA,C=US"
+            subject_dn(&der).unwrap(),
+            "1.2.840.113549.1.9.1=#1610616c69636540636f7272616c2e646576,CN=alice,OU=eng,O=Corral\\, Inc.,ST=CA,C=US"
         );
-        assert_eq!(subject_principal(b"not a certificate"), None);
+        assert_eq!(subject_dn(b"not a certificate"), None);
     }
 }

@@ -16,6 +16,7 @@ import pytest
 
 from cgkit import CG_FAST, Script, kafka_reference
 from corral import _core
+from corral.uuids import random_uuid_text
 from rawwire import RawClient
 
 SETTINGS = {**CG_FAST, "group.consumer.session.timeout.ms": 10000,
@@ -38,13 +39,16 @@ class ClassicRaw:
         self.member_id, self.generation = "", -1
         self.owned: list[int] = []
 
-    def join(self, assign_all: bool = False) -> dict:
+    def join_body(self) -> dict:
         metadata = _core.encode_consumer_subscription(3, [TOPIC], [(TOPIC, sorted(self.owned))]
                                                       if self.owned else [], self.generation)
-        body = {"group_id": self.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+        return {"group_id": self.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
                 "member_id": self.member_id, "group_instance_id": None,
                 "protocol_type": self.protocol_type,
                 "protocols": [{"name": self.protocol, "metadata": metadata}], "reason": None}
+
+    def join(self, assign_all: bool = False) -> dict:
+        body = self.join_body()
         answer = self.client.call(11, 9, body)
         if answer["error_code"] == 79:  # MEMBER_ID_REQUIRED
             self.member_id = body["member_id"] = answer["member_id"]
@@ -105,11 +109,17 @@ def scenario(bootstrap: str) -> list:
     b = RawClient(port)
     base = {"group_id": group, "instance_id": None, "rack_id": None, "subscribed_topic_names": [TOPIC],
             "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}
-    answer = b.call(68, 1, {**base, "member_id": _core_uuid(), "member_epoch": 0, "rebalance_timeout_ms": 10000})
+    answer = b.call(68, 1, {**base, "member_id": random_uuid_text(), "member_epoch": 0, "rebalance_timeout_ms": 10000})
     b_id, b_epoch = answer["member_id"], answer["member_epoch"]
     log.append(("b joins, upgrading", answer["error_code"], b_epoch > classic_generation,
                 _count(answer["assignment"])))
     log.append(("upgraded", group_view(port, group)))
+    # A classic member new to the consumer group is named by the coordinator (a Kafka Uuid) and
+    # asked to join again with it; until it does, it is not a member.
+    newcomer = ClassicRaw(port, group)
+    named = newcomer.client.call(11, 9, newcomer.join_body())
+    log.append(("a newcomer is named", named["error_code"], _is_kafka_uuid(named["member_id"])))
+    newcomer.client.close()
     # A's next Heartbeat: the coordinator (not a stale classic view) says rejoin.
     log.append(("a heartbeats after the upgrade", a.heartbeat()))
     joined = a.join()
@@ -153,7 +163,7 @@ def scenario(bootstrap: str) -> list:
     other = ClassicRaw(port, "connect-group", protocol="default", protocol_type="connect")
     joined = other.join()
     other.sync({other.member_id: []})
-    answer = b.call(68, 1, {**base, "group_id": "connect-group", "member_id": _core_uuid(), "member_epoch": 0,
+    answer = b.call(68, 1, {**base, "group_id": "connect-group", "member_id": random_uuid_text(), "member_epoch": 0,
                             "rebalance_timeout_ms": 10000})
     log.append(("upgrade of a connect group", joined["error_code"], answer["error_code"]))
     b.close()
@@ -163,11 +173,10 @@ def scenario(bootstrap: str) -> list:
     return log
 
 
-def _core_uuid() -> str:
+def _is_kafka_uuid(text: str) -> bool:
     import base64
-    import uuid
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return len(text) == 22 and len(base64.urlsafe_b64decode(text + "==")) == 16
 
 
 def _count(assignment) -> int | None:
@@ -212,7 +221,7 @@ def test_corral_killed_in_the_middle_of_an_upgrade_restarts_consistent_and_conve
     assert a.join()["error_code"] == 0
     assert a.sync({a.member_id: list(range(PARTITIONS))})["error_code"] == 0
     b = RawClient(port)
-    b_id = _core_uuid()
+    b_id = random_uuid_text()
     join = {"group_id": "killed", "member_id": b_id, "member_epoch": 0, "instance_id": None, "rack_id": None,
             "rebalance_timeout_ms": 10000, "subscribed_topic_names": [TOPIC], "subscribed_topic_regex": None,
             "server_assignor": None, "topic_partitions": []}

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import base64
 import fcntl
 import logging
 import os
-import uuid
 from pathlib import Path
 
 from .analytics_log import analytics_log_for
@@ -16,6 +14,7 @@ from .listeners import Listener, advertised
 from .dynamic_configs import DynamicConfigs
 from .groups import coordinator_for
 from .log import PartitionLogs
+from .uuids import random_uuid_text
 from .producers import ProducerIdAllocator
 from .security.authorizer import FILE as ACLS_FILE, authorizer_for
 from .security.credentials import FILE as CREDENTIALS_FILE, Credentials
@@ -105,8 +104,7 @@ class Broker:
                 if sep and not key.startswith("#"):
                     props[key.strip()] = value.strip()
         if "cluster.id" not in props:
-            # Kafka's cluster ids are URL-safe base64 of a random UUID, without padding.
-            props["cluster.id"] = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            props["cluster.id"] = random_uuid_text()  # as kafka-storage random-uuid
             props["node.id"] = str(self.node_id)
             props["version"] = "1"
             meta.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

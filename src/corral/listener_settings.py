@@ -55,6 +55,17 @@ def _tls_protocols(value: Any) -> str:
     return ",".join(entries)
 
 
+def _principal_mapping_rules(value: Any) -> str:
+    from . import _core
+
+    text = str(value)
+    try:
+        _core.SslPrincipalMapper(text)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return text
+
+
 LISTENER_SETTINGS: list[Setting] = [
     Setting("listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092", _listeners,
             "Where corral listens: NAME://HOST:PORT, comma-separated, each name once; a name's "
@@ -88,8 +99,12 @@ LISTENER_SETTINGS: list[Setting] = [
             "on SASL_SSL the principal is SASL's."),
     Setting("ssl.enabled.protocols", ConfigType.LIST, "TLSv1.2,TLSv1.3", _tls_protocols,
             "TLS versions accepted."),
-    Setting("ssl.principal.mapping.rules", ConfigType.STRING, "DEFAULT", one_of("DEFAULT"),
-            "DEFAULT only: the principal is the certificate's whole subject DN."),
+    Setting("ssl.principal.mapping.rules", ConfigType.STRING, "DEFAULT", _principal_mapping_rules,
+            "How a client certificate's subject DN becomes the principal's name, as in Kafka: "
+            "comma-separated rules tried in order, DEFAULT (the whole DN) or "
+            "RULE:pattern/replacement/ with L or U to lower or upper case it "
+            "(RULE:^CN=(.*?),OU=.*$/$1/L). A certificate no rule maps is refused. Patterns are "
+            "RE2-style (no backreferences or lookaround)."),
     inert("ssl.keystore.password", ConfigType.PASSWORD, None, _PEM_ONLY),
     inert("ssl.truststore.password", ConfigType.PASSWORD, None, _PEM_ONLY),
     inert("ssl.key.password", ConfigType.PASSWORD, None,

@@ -132,7 +132,9 @@ def tls_config(settings, listener: Listener) -> _core.TlsServerConfig | None:
                    "truststore")
     client_auth = settings.for_listener(listener.name, "ssl.client.auth")
     try:
-        return _core.TlsServerConfig(keystore, key, trusted, client_auth,
-                                     settings.for_listener(listener.name, "ssl.enabled.protocols").split(","))
+        return _core.TlsServerConfig(
+            keystore, key, trusted, client_auth,
+            settings.for_listener(listener.name, "ssl.enabled.protocols").split(","),
+            settings.for_listener(listener.name, "ssl.principal.mapping.rules"))
     except ValueError as e:
         raise ConfigError(f"listener {listener.name}: {e}") from None

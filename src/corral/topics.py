@@ -30,6 +30,7 @@ import trio
 from .config import TOPIC_SETTINGS, ConfigError, Settings, render
 from .errors import ErrorCode
 from .files import fsync_dir, replace_durably
+from .uuids import random_uuid
 
 # Kafka's org.apache.kafka.common.internals.Topic rules.
 MAX_NAME_LENGTH = 249
@@ -234,7 +235,7 @@ class TopicStore:
                           internal: bool = False) -> Topic:
         """Creates a topic before the event loop runs (the broker's own `__consumer_offsets`),
         written and fsynced on the spot."""
-        topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
+        topic = Topic(name, random_uuid(), partitions, dict(configs or {}), internal)
         self._write([{"op": "create", "topic": topic.as_json()}])
         self._index(topic)
         return topic
@@ -250,7 +251,7 @@ class TopicStore:
         """Creates a topic (checked with `check_new` first). The name is taken and the creation
         queued at once; awaiting the result returns the topic once it is durable, or raises
         OSError if it could not be written."""
-        topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
+        topic = Topic(name, random_uuid(), partitions, dict(configs or {}), internal)
         change = self._queue_change(name, {"op": "create", "topic": topic.as_json()})
         return self._created(topic, change)
 

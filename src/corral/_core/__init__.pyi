@@ -40,6 +40,7 @@ __all__ = [
     "ConsumerHeartbeatView",
     "Reactor",
     "TlsServerConfig",
+    "SslPrincipalMapper",
     "OffsetMap",
     "LogStore",
     "AppendResult",
@@ -321,10 +322,23 @@ class TlsServerConfig:
     """A TLS listener's server configuration (rustls), checked when made."""
 
     def __new__(cls, certificate_chain: bytes, private_key: bytes, trusted: bytes | None,
-                client_auth: str, protocols: Sequence[str]) -> Self:
+                client_auth: str, protocols: Sequence[str],
+                principal_mapping_rules: str = "DEFAULT") -> Self:
         """`certificate_chain` and `private_key`: PEM (the key unencrypted). `trusted`: PEM
         certificates that sign client certificates. `client_auth`: "none", "requested" or
-        "required". `protocols`: "TLSv1.2" and/or "TLSv1.3". Raises ValueError."""
+        "required". `protocols`: "TLSv1.2" and/or "TLSv1.3". `principal_mapping_rules`:
+        Kafka's ssl.principal.mapping.rules. Raises ValueError."""
+
+
+class SslPrincipalMapper:
+    """Kafka's `ssl.principal.mapping.rules`: a client certificate's subject DN -> the
+    principal's name (rust/principal_mapping.rs)."""
+
+    def __new__(cls, rules: str) -> Self:
+        """Kafka's rule text ("RULE:^CN=(.*?),OU=.*$/$1/L, DEFAULT"). Raises ValueError."""
+
+    def name(self, dn: str) -> str:
+        """The principal's name for `dn`. Raises ValueError when no rule applies."""
 
 
 class Reactor:

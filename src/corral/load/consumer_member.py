@@ -21,7 +21,6 @@ is reported to the run (`Events.owned`), whose ledger checks that no partition e
 
 from __future__ import annotations
 
-import base64
 import time
 import uuid
 
@@ -31,16 +30,12 @@ from . import consumer_protocol as cp
 from .member import BACKOFF_MAX_S, BACKOFF_S, NONE, UNKNOWN_MEMBER_ID, GroupMember
 from ..apis import ApiKey
 from ..errors import ErrorCode
+from ..uuids import random_uuid_text
 
 FENCED_MEMBER_EPOCH = ErrorCode.FENCED_MEMBER_EPOCH
 STALE_MEMBER_EPOCH = ErrorCode.STALE_MEMBER_EPOCH
 LEAVE_EPOCH = -1
 OUT_OF_GROUP = -1   # the epoch reported to the run for a member that holds nothing and is not in
-
-
-def kafka_uuid() -> str:
-    """Kafka's Uuid.randomUuid().toString(): 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class ConsumerMember(GroupMember):
@@ -50,7 +45,7 @@ class ConsumerMember(GroupMember):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.version = self.config.versions[ApiKey.CONSUMER_GROUP_HEARTBEAT]
-        self.member_id = kafka_uuid() if self.version >= 1 else ""
+        self.member_id = random_uuid_text() if self.version >= 1 else ""
         self.generation = 0
         self.topic_names = {tid: name for name, tid in self.config.topic_ids.items()}
         self.interval_s: float | None = None    # the broker's HeartbeatIntervalMs

@@ -18,13 +18,13 @@ group is a consumer group (classic/protocol.py).
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...apis import Later
 from ...clock import wall_ms
 from ...errors import ErrorCode
 from ...logformat import fields
+from ...uuids import random_uuid_text
 from ..classic.protocol import JoinRequest, join_error, sync_error
 from ..storage import consumer_records as cr
 from .members import GroupError, copy_member
@@ -60,7 +60,7 @@ class ClassicMembers:
         if self.migration.disabled:
             return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         unknown = req.member_id == ""
-        member_id = req.member_id or str(uuid.uuid4())
+        member_id = req.member_id or random_uuid_text()  # Kafka's Uuid, as for consumer members
         instance_id = req.group_instance_id
         names = [name for name, _ in req.protocols]
         try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 import trio
@@ -25,6 +24,7 @@ from ...apis import Later
 from ...clock import wall_ms
 from ...errors import ErrorCode
 from ...logformat import fields
+from ...uuids import random_uuid_text
 from ..classic import ClassicGroup, ClassicState
 from ..storage import consumer_records as cr
 from ..storage.records import GroupMetadata, GroupTombstone
@@ -168,7 +168,7 @@ class ConsumerProtocol:
         group_id = req.group_id
         records: list = []
         group, converted = self._group_for(req, records)
-        member_id = req.member_id or str(uuid.uuid4())  # v0: the coordinator names members
+        member_id = req.member_id or random_uuid_text()  # v0: the coordinator names members
         self._check_size(group, member_id, req.instance_id)
         member, replaced = self._member_for(group, req, member_id, records)
         updated = updated_member(member, req)
