@@ -12,9 +12,8 @@ use mio::net::{TcpListener, TcpStream};
 
 use crate::frames::{FrameError, FrameSplitter};
 use crate::limits::{Budget, Pool};
-use crate::principal_mapping::PrincipalMapper;
 use crate::sasl_raw;
-use crate::tls::Tls;
+use crate::tls::{Tls, TlsServerConfig};
 
 /// Reading stops while a whole frame and this many bytes wait.
 pub(crate) const READ_AHEAD: usize = 256 * 1024;
@@ -30,9 +29,8 @@ pub(crate) struct Listener {
     pub(crate) socket: TcpListener,
     pub(crate) name: Arc<str>,
     pub(crate) sasl: bool,
-    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
-    /// `ssl.principal.mapping.rules` of a TLS listener: a client certificate's DN -> principal.
-    pub(crate) principal_mapper: Option<Arc<PrincipalMapper>>,
+    /// An SSL or SASL_SSL listener's rustls configuration and principal mapping rules.
+    pub(crate) tls: Option<TlsServerConfig>,
 }
 
 /// Where a connection is in Kafka's pre-KIP-152 SASL flow (`raw_sasl_tokens`).

@@ -183,7 +183,7 @@ fn java_replacement(template: &str, caps: &Captures) -> Result<String, String> {
 /// `ssl.principal.mapping.rules` for Python: the startup check of the setting and the tests.
 #[pyclass(frozen, name = "SslPrincipalMapper", module = "corral._core")]
 pub struct PySslPrincipalMapper {
-    pub mapper: std::sync::Arc<PrincipalMapper>,
+    mapper: PrincipalMapper,
 }
 
 #[pymethods]
@@ -191,7 +191,7 @@ impl PySslPrincipalMapper {
     #[new]
     fn new(rules: &str) -> PyResult<Self> {
         let mapper = PrincipalMapper::parse(rules).map_err(PyValueError::new_err)?;
-        Ok(PySslPrincipalMapper { mapper: mapper.into() })
+        Ok(PySslPrincipalMapper { mapper })
     }
 
     /// The principal's name for a subject DN (ValueError: no rule applies).

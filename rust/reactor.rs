@@ -211,9 +211,8 @@ impl Reactor {
             std_listener.set_nonblocking(true)?;
             let mut socket = TcpListener::from_std(std_listener);
             poll.registry().register(&mut socket, Token(i + 1), Interest::READABLE)?;
-            let principal_mapper = tls.as_ref().map(|config| config.get().principal_mapper.clone());
-            let tls = tls.map(|config| config.get().config.clone());
-            sockets.push(Listener { socket, name: name.into(), sasl, tls, principal_mapper });
+            let tls = tls.map(|config| config.get().clone());
+            sockets.push(Listener { socket, name: name.into(), sasl, tls });
         }
         // SAFETY: eventfd returns a new descriptor or -1.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -648,7 +647,7 @@ impl Network {
         }
         let tls = match &self.listeners[listener].tls {
             None => None,
-            Some(config) => match Tls::new(config) {
+            Some(config) => match Tls::new(&config.config) {
                 Ok(tls) => Some(Box::new(tls)),
                 Err(_) => {
                     self.forget_ip(ip);
@@ -752,9 +751,8 @@ impl Network {
                     let got = tls.read(&mut conn.stream, &mut chunk[..limit]);
                     let listener = &self.listeners[conn.listener];
                     // On SASL_SSL the principal is SASL's, as in Kafka.
-                    if let (Some(Some(dn)), false) = (tls.peer_subject(), listener.sasl) {
-                        let mapper = listener.principal_mapper.as_ref().expect("a TLS listener has rules");
-                        match mapper.name(&dn) {
+                    if let (Some(Some(dn)), false, Some(config)) = (tls.peer_subject(), listener.sasl, &listener.tls) {
+                        match config.principal_mapper.name(&dn) {
                             Ok(name) => conn.principal = format!("User:{name}").into(),
                             Err(e) => {
                                 // Kafka closes such a connection at its first request.

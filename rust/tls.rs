@@ -23,6 +23,7 @@ use crate::principal_mapping::PrincipalMapper;
 
 /// A listener's TLS server configuration, checked when it is made (at startup).
 #[pyclass(frozen, module = "corral._core")]
+#[derive(Clone)]
 pub struct TlsServerConfig {
     pub config: Arc<ServerConfig>,
     pub principal_mapper: Arc<PrincipalMapper>,
