@@ -23,7 +23,10 @@ echo "== pip install -e .[test]"
 # Without build isolation (its build tools installed here, as pyproject.toml pins them) and with
 # one cargo target directory for the machine, a fresh clone recompiles only corral's own crates
 # (a temporary build environment changed every dependency's fingerprint: ~1 min more).
-python -m pip install -q --disable-pip-version-check "maturin>=1.9,<2" "cython>=3.1,<4"
+# pyspark ships as an sdist only: built here without isolation too, it needs `wheel` (the
+# machine's setuptools 65 has no bdist_wheel of its own; pyspark 4.3.0 failed to install without).
+python -m pip install -q --disable-pip-version-check "maturin>=1.9,<2" "cython>=3.1,<4" \
+    "wheel>=0.42,<1"
 CARGO_TARGET_DIR=~/.cache/corral/target \
     python -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test]"
 
