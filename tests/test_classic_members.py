@@ -457,6 +457,36 @@ def test_upgrade_answers_parked_joins_and_syncs_rebalance_in_progress():
     assert parked.resolved and parked.value["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
 
 
+@pytest.mark.parametrize("protocols", [["range"], ["cooperative-sticky", "range"]])
+def test_upgrade_during_a_new_groups_first_rebalance(protocols):
+    """A consumer-protocol member arriving while a new classic group waits out
+    group.initial.rebalance.delay.ms (generation 0, no protocol chosen yet): the group is
+    converted, each member's subscription read from its own protocols, and everyone converges.
+    Before, the heartbeat got GROUP_ID_NOT_FOUND ("...embedded consumer protocol is
+    malformed"), fatal to librdkafka."""
+    topics, tid, c, d = setup(settings={"group.initial.rebalance.delay.ms": 3000})
+    x = ClassicClient(d, "x", protocols)
+    y = ClassicClient(d, "y", ["range"])
+    parked = []
+    for client in (x, y):
+        first = client.join_later()
+        assert client.joined_with(first.value) == ErrorCode.MEMBER_ID_REQUIRED
+        parked.append(client.join_later())
+    assert not any(later.resolved for later in parked)  # waiting out the initial delay
+    classic = c.groups["g"]
+    assert isinstance(classic, ClassicGroup) and classic.generation_id == 0
+    answer = d.join("a")
+    assert answer["error_code"] == ErrorCode.NONE, answer
+    assert isinstance(d.group, ConsumerGroup)
+    for later in parked:
+        assert later.resolved and later.value["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    assert {m.member_id: m.topic_names for m in d.group.members.values()
+            if m.classic is not None} == {x.member_id: ("t",), y.member_id: ("t",)}
+    converge(d)
+    stable(d)
+    assert all(client.owned for client in (x, y)) and d.clients["a"].owned
+
+
 @pytest.mark.parametrize("case", ["policy disabled", "policy downgrade", "protocol type", "too big",
                                   "malformed subscription", "custom assignor user data"])
 def test_blocked_upgrades_are_group_id_not_found(case):

@@ -450,3 +450,54 @@ def test_upgrade_refused_while_classic_assignments_carry_assignor_user_data(brok
         check_ownership(classic)
     finally:
         stop_processes(processes)
+
+
+def test_classic_and_consumer_members_starting_together_on_a_new_group(corral_factory):
+    """Classic and consumer-protocol members started together on a new group: the consumer
+    members' first heartbeats arrive while the classic group still waits out
+    group.initial.rebalance.delay.ms (generation 0, no protocol chosen). corral converts it,
+    reading each member's subscription from its own protocols, and every member consumes.
+    Before, librdkafka's consumer member got GROUP_ID_NOT_FOUND ("...the embedded consumer
+    protocol is malformed"), fatal, and never consumed. (Kafka 4.4 fails this case too, with an
+    unexpected error: it reads the subscription through the protocol not chosen yet.)"""
+    broker = corral_factory(**{**CG_FAST, "group.initial.rebalance.delay.ms": 3000})
+    group, topic, partitions = "together", "together", 8
+    create_topics(broker.bootstrap, {topic: partitions})
+    wanted = all_partitions({topic: partitions})
+    classic = {"protocol": "classic", "strategy": "range", "session_timeout_ms": 6000,
+               "heartbeat_interval_ms": 1000, **COMMON}
+    procs = [MemberProcess("confluent", broker.bootstrap, group, [{"name": "c0", **classic}], topics=[topic]),
+             MemberProcess("java", broker.bootstrap, group, [{"name": "j0", **classic}], topics=[topic])]
+    time.sleep(0.5)  # the classic members' joins first: the group exists, in its initial delay
+    procs += [MemberProcess("confluent", broker.bootstrap, group,
+                            [{"name": "c1", "protocol": "consumer", **COMMON}], topics=[topic]),
+              MemberProcess("java", broker.bootstrap, group,
+                            [{"name": "j1", "protocol": "consumer", **COMMON}], topics=[topic])]
+    members = [m for p in procs for m in p.members.values()]
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    try:
+        for i in range(4 * partitions):
+            producer.produce(topic, f"r{i}".encode(), partition=i % partitions)
+        assert producer.flush(30) == 0
+
+        def consuming() -> bool:
+            check_ownership(members)
+            fatal = [f"{m.name}: {e}" for m in members for e in m.errors if FATAL.search(e)]
+            assert not fatal, fatal
+            consumed = {(t, p) for m in members for t, p, _ in m.records}
+            return partitioned(members, wanted) and all(m.owned for m in members) \
+                and consumed == wanted
+
+        deadline = time.monotonic() + 60
+        while not consuming():
+            assert time.monotonic() < deadline, (
+                f"not every member consumes: {members}; errors: {[(m.name, m.errors[-3:]) for m in members]}; "
+                f"ConsumerGroupDescribe: {describe(broker.bootstrap, group)}"
+                + "".join(f"\n--- {p.client} log\n{p.log_tail()}" for p in procs))
+            time.sleep(0.1)
+        assert list_groups_raw(broker.bootstrap)[group]["group_type"] == "consumer"
+        by_client = {m["client_id"]: m["member_type"] for m in describe(broker.bootstrap, group)["members"]}
+        assert by_client == {"c0": CLASSIC, "j0": CLASSIC, "c1": CONSUMER, "j1": CONSUMER}
+        check_ownership(members)
+    finally:
+        stop_processes(procs)

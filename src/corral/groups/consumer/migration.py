@@ -28,6 +28,7 @@ from .target import TopicImage, metadata_hash
 
 if TYPE_CHECKING:
     from ..classic import ClassicGroup
+    from ..classic.state import ClassicMember
 # The newest ConsumerProtocol version; a member's newer one is answered in this one (Kafka's
 # ConsumerProtocol.checkAssignmentVersion).
 NEWEST_VERSION = 3
@@ -134,7 +135,7 @@ def upgrade_records(classic: "ClassicGroup", topics: TopicImage, max_size: int) 
     for m in classic.members.values():
         try:
             assigned = _classic_assignment(m.assignment, gid)
-            subscription = read_subscription(m.metadata(classic.protocol_name or ""))
+            subscription = _subscription_of(m, classic.protocol_name)
         except (ValueError, KeyError):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
                              f"Cannot upgrade classic group {gid} to consumer group because the "
@@ -152,6 +153,22 @@ def upgrade_records(classic: "ClassicGroup", topics: TopicImage, max_size: int) 
                                              int(MemberState.STABLE), partitions, {}))
     return [*metadata, cr.GroupEpoch(gid, generation, metadata_hash(names, topics)), *targets,
             cr.TargetEpoch(gid, generation, 0), *currents]
+
+
+def _subscription_of(member: "ClassicMember", chosen: str | None) -> Subscription:
+    """The member's subscription, read through the group's protocol. In a new group's first
+    rebalance none is chosen yet (a consumer-protocol member may arrive during
+    group.initial.rebalance.delay.ms): then through the member's own protocols, in its order of
+    preference, since a consumer sends the same subscription in each. Kafka 4.4 reads the chosen
+    protocol unchecked there and fails the heartbeat; the member never consumes."""
+    if chosen:
+        return read_subscription(member.metadata(chosen))
+    for _, metadata in member.protocols:
+        try:
+            return read_subscription(metadata)
+        except ValueError:
+            continue
+    raise ValueError("no protocol of the member carries a subscription")
 
 
 def _classic_assignment(data: bytes, group_id: str) -> dict[str, list[int]]:
