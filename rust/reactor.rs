@@ -82,8 +82,8 @@ enum Inbound {
     Request { connection: u64, received: Received, peer: Arc<str>, client_host: Arc<str>, listener: Arc<str>, principal: Arc<str> },
     /// A connection Python watches (`watch_close`) has closed.
     Closed(u64),
-    /// A connection closed for bad input; Python logs the reason.
-    Refused { peer: Arc<str>, reason: String },
+    /// A connection closed for bad input; Python logs the reason, summarised per kind.
+    Refused { kind: Refusal, peer: Arc<str>, client_host: Arc<str>, reason: String },
     /// A rate-limited report (refused connections, accept failures); Python logs it as is.
     Notice(String),
 }
@@ -288,10 +288,12 @@ impl Reactor {
         self.shared.eventfd.as_raw_fd()
     }
 
-    /// The requests queued for Python, as `Request`s, the reasons of connections closed for bad
-    /// input, and the watched connections that closed, since the last call. A request that does
-    /// not decode closes its connection.
-    fn drain(&self, py: Python<'_>) -> PyResult<(Vec<Py<Request>>, Vec<String>, Vec<u64>)> {
+    /// The requests queued for Python, as `Request`s, the problems to log, and the watched
+    /// connections that closed, since the last call. A problem is (kind, client host, message):
+    /// a connection closed for bad input, of that kind (`Refusal::kind`), from that client; or
+    /// (None, None, message), a report the network thread already rate-limited. A request that
+    /// does not decode closes its connection.
+    fn drain(&self, py: Python<'_>) -> PyResult<(Vec<Py<Request>>, Vec<Problem>, Vec<u64>)> {
         if let Some(failure) = lock(&self.shared.failure).clone() {
             return Err(PyOSError::new_err(format!("network thread stopped: {failure}")));
         }
@@ -315,13 +317,16 @@ impl Reactor {
                     match built {
                         Ok(request) => requests.push(request),
                         Err(e) => {
-                            problems.push(format!("closing connection from {peer}: {e}"));
+                            let kind = Some(Refusal::Malformed.kind());
+                            problems.push((kind, Some(client_host.to_string()), format!("closing connection from {peer}: {e}")));
                             self.shared.send_to_network(Outbound::Close(connection));
                         }
                     }
                 }
-                Inbound::Refused { peer, reason } => problems.push(format!("closing connection from {peer}: {reason}")),
-                Inbound::Notice(message) => problems.push(message),
+                Inbound::Refused { kind, peer, client_host, reason } => {
+                    problems.push((Some(kind.kind()), Some(client_host.to_string()), format!("closing connection from {peer}: {reason}")))
+                }
+                Inbound::Notice(message) => problems.push((None, None, message)),
                 Inbound::Closed(connection) => closed.push(connection),
             }
         }
@@ -452,10 +457,35 @@ enum Report {
     TlsFailedElsewhere,
 }
 
+/// What `drain()` reports to log: (kind, client host, message).
+type Problem = (Option<&'static str>, Option<String>, String);
+
 /// Why a connection ends: its peer closed it (silently) or it is refused (logged by Python).
 enum End {
     Closed,
-    Refused(String),
+    Refused(Refusal, String),
+}
+
+/// What a refused connection did wrong: Python's log summarises refusals per kind and address,
+/// since a client can repeat any of them without bound.
+#[derive(Clone, Copy)]
+enum Refusal {
+    /// A frame or request that does not parse, an unknown API or version.
+    Malformed,
+    /// A request before SASL authentication, or after the SASL session expired.
+    Unauthenticated,
+    /// A request that did not arrive whole within corral.socket.partial.request.timeout.ms.
+    Slow,
+}
+
+impl Refusal {
+    fn kind(self) -> &'static str {
+        match self {
+            Refusal::Malformed => "malformed request",
+            Refusal::Unauthenticated => "unauthenticated request",
+            Refusal::Slow => "slow request",
+        }
+    }
 }
 
 struct Network {
@@ -717,8 +747,8 @@ impl Network {
             if conn.watched {
                 self.for_python.push(Inbound::Closed(id));
             }
-            if let End::Refused(reason) = end {
-                self.for_python.push(Inbound::Refused { peer: conn.peer.clone(), reason });
+            if let End::Refused(kind, reason) = end {
+                self.for_python.push(Inbound::Refused { kind, peer: conn.peer.clone(), client_host: conn.client_host.clone(), reason });
             }
         }
     }
@@ -808,17 +838,17 @@ impl Network {
                     }
                     break;
                 }
-                Err(e) => return self.end(id, End::Refused(e.to_string())),
+                Err(e) => return self.end(id, End::Refused(Refusal::Malformed, e.to_string())),
             };
             conn.partial_since = if conn.frames.buffered() > 0 { Some(self.now) } else { None };
             // What it waited for may have changed: the next read attempt decides again.
             conn.pool_waiting = false;
             match connection::route(self.table.get(), frame) {
-                Err(reason) => return self.end(id, End::Refused(reason)),
+                Err(reason) => return self.end(id, End::Refused(Refusal::Malformed, reason)),
                 Ok(Routed::Answered(prefix, response, code)) => {
                     if prefix.api_key != API_VERSIONS {
                         if let Some(reason) = conn.refusal(prefix.api_key, self.now) {
-                            return self.end(id, End::Refused(reason));
+                            return self.end(id, End::Refused(Refusal::Unauthenticated, reason));
                         }
                     }
                     let stats = &self.shared.stats;
@@ -831,7 +861,7 @@ impl Network {
                     let size = frame.len();
                     let (key, version) = (prefix.api_key, prefix.api_version);
                     if let Some(reason) = conn.refusal(key, self.now) {
-                        return self.end(id, End::Refused(reason));
+                        return self.end(id, End::Refused(Refusal::Unauthenticated, reason));
                     }
                     let stats = &self.shared.stats;
                     stats.received(key, version);
@@ -1026,7 +1056,7 @@ impl Network {
                         limit.as_millis(),
                         conn.frames.buffered(),
                     );
-                    ending.push((id, End::Refused(reason)));
+                    ending.push((id, End::Refused(Refusal::Slow, reason)));
                     continue;
                 }
             }

@@ -252,6 +252,17 @@ def _disk_full_scenario(broker: CorralProcess, filler) -> None:
         assert ErrorCode.NOT_COORDINATOR in answers, answers
         assert committed(client, "g", "t") == last_commit
 
+        # CreateTopics on a full disk: each refused, the log told once and then a count.
+        creates = 300
+        refused_creates = 0
+        for i in range(creates):
+            body = {"topics": [{"name": f"late{i}", "num_partitions": 1, "replication_factor": 1,
+                                "assignments": [], "configs": []}],
+                    "timeout_ms": 30000, "validate_only": False}
+            result = client.call(ApiKey.CREATE_TOPICS, 7, body)["topics"][0]
+            refused_creates += result["error_code"] != 0
+        assert refused_creates > creates // 2, refused_creates
+
         # Reads still work on a full disk.
         fetched = fetch(client, "fill", {0: min(acked[0]), 1: min(acked[1])}, partition_max_bytes=2 * RECORD)
         assert all(error == 0 and records for error, _, records in fetched.values()), fetched
@@ -265,6 +276,8 @@ def _disk_full_scenario(broker: CorralProcess, filler) -> None:
     assert any("NOT_COORDINATOR" in line for line in warnings), log[-5000:]
     # Rate-limited: not one line per refused request.
     assert len([w for w in warnings if "KAFKA_STORAGE_ERROR" in w]) < sum(refused.values())
+    journal = [w for w in warnings if "could not write topic changes" in w]
+    assert 1 <= len(journal) <= 4, journal
 
     # Space comes back: writes resume without a restart.
     filler.unlink()

@@ -33,6 +33,7 @@ from . import _core, descriptors
 from .clock import wall_ms
 from .config import INT64_MAX, Settings
 from .durations import Durations
+from .summarised_warnings import SummarisedWarnings
 from .topics import Topic, TopicStore
 
 log = logging.getLogger("corral.log")
@@ -44,31 +45,9 @@ Key = tuple[str, int]
 # KAFKA_STORAGE_ERROR): the store's `_core.StorageError`, an OSError with (errno, message).
 StorageError = _core.StorageError
 
-# One storage warning per kind per this many seconds; the rest are counted in the next one.
-WARNING_INTERVAL_S = 10.0
-
-
-class _RateLimitedWarnings:
-    def __init__(self) -> None:
-        self._last: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
-
-    def __call__(self, kind: str, message: str, *args: object) -> None:
-        now = time.monotonic()
-        last = self._last.get(kind)
-        if last is not None and now - last < WARNING_INTERVAL_S:
-            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
-            return
-        self._last[kind] = now
-        suppressed = self._suppressed.pop(kind, 0)
-        if suppressed:
-            message += " (and %d more like it in the last %.0fs)"
-            args += (suppressed, now - last)
-        log.warning(message, *args)
-
-
-# storage_warning(kind, message, *args): a WARNING line, at most one per kind per 10 s.
-storage_warning = _RateLimitedWarnings()
+# storage_warning(kind, message, *args): a failed write or read, answered with an error; at most
+# one line per kind per 10 s and one summary of the rest (summarised_warnings.py).
+storage_warning = SummarisedWarnings(log)
 
 
 def open_files_max(settings: Settings) -> int:

@@ -11,6 +11,7 @@ import trio
 
 from .apis import ApiKey, handles
 from .errors import ErrorCode
+from .log import storage_warning
 from .security.acls import CLUSTER_NAME, AclOperation
 from .security.authorize import (CLUSTER, TOPIC, allowed, authorized_operations, cluster_allowed,
                                  filter_allowed)
@@ -151,7 +152,7 @@ async def _lookup(broker, request, wanted: dict[str, Any], ops: Operations, may_
     try:
         topic = await broker.topics.create(name, broker.settings["num.partitions"])
     except OSError as e:
-        log.warning("could not auto-create topic %s: %s", name, e)
+        storage_warning("auto_create", "could not auto-create topic %s: %s", name, e)
         return _error_entry(ErrorCode.KAFKA_STORAGE_ERROR, name)
     log.info("auto-created topic %s with %d partitions", name, topic.partitions)
     return _topic_entry(broker, topic, ops)

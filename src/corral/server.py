@@ -21,8 +21,11 @@ from .apis import ASYNC_HANDLERS, HANDLERS, Later, api_table
 from .broker import Broker, BrokerFailed, StartupError
 from .config import INT32_MAX, ConfigError, Settings, parse_listener
 from .listeners import tls_config
+from .summarised_warnings import SummarisedWarnings, flush_all
 
 log = logging.getLogger("corral.server")
+# Connections closed for what their clients sent: a line for the first of each kind, then counts.
+client_warnings = SummarisedWarnings(log)
 
 
 def network_limits(settings: Settings) -> dict:
@@ -105,6 +108,7 @@ class Server:
                 nursery.start_soon(self.broker.topics.run)
                 nursery.start_soon(self.broker.analytics.run)
                 nursery.start_soon(self._dispatch, reactor, nursery)
+                nursery.start_soon(_flush_warnings)
                 if metrics_listeners:
                     nursery.start_soon(metrics.serve, metrics_listeners, metrics.registry(self))
                 task_status.started(bound[0].port)
@@ -149,8 +153,11 @@ class Server:
                 self.failure = str(e)
                 nursery.cancel_scope.cancel()
                 return
-            for problem in problems:
-                log.warning("%s", problem)
+            for kind, client_host, message in problems:
+                if kind is None:
+                    log.warning("%s", message)  # already rate-limited by the network thread
+                else:
+                    client_warnings(kind, "%s", message, address=client_host)
             for connection in closed:
                 self.broker.sessions.closed(connection)
             for request in requests:
@@ -189,8 +196,16 @@ class Server:
     @staticmethod
     def _failed(reactor: _core.Reactor, request: _core.Request, error: Exception) -> None:
         if isinstance(error, _core.ProtocolError):
-            log.warning("closing connection from %s: %s", request.client_host, error)
+            client_warnings("malformed request", "closing connection from %s: %s",
+                            request.client_host, error, address=request.client_host)
         else:
             log.error("closing connection from %s after an internal error on %r",
                       request.client_host, request, exc_info=error)
         reactor.close(request.connection)
+
+
+async def _flush_warnings() -> None:
+    """Logs the summaries of warning windows that are over, even when nothing new comes."""
+    while True:
+        await trio.sleep(1)
+        flush_all()

@@ -30,6 +30,7 @@ import trio
 from .config import TOPIC_SETTINGS, ConfigError, Settings, render
 from .errors import ErrorCode
 from .files import fsync_dir, replace_durably
+from .summarised_warnings import SummarisedWarnings
 from .uuids import random_uuid
 
 # Kafka's org.apache.kafka.common.internals.Topic rules.
@@ -41,6 +42,8 @@ MAX_PARTITIONS = 100_000
 
 
 log = logging.getLogger("corral.topics")
+# A full disk fails every CreateTopics: one line per kind per 10 s and a count of the rest.
+journal_warning = SummarisedWarnings(log)
 
 
 class TopicError(Exception):
@@ -358,7 +361,7 @@ class TopicStore:
             try:
                 await trio.to_thread.run_sync(self._write, entries, snapshot)
             except OSError as e:
-                log.warning("could not write topic changes (%d): %s", len(entries), e)
+                journal_warning("write", "could not write topic changes (%d): %s", len(entries), e)
                 error = e
             for _, change in batch:
                 change.error = error

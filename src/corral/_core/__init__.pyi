@@ -381,10 +381,13 @@ class Reactor:
     def notify_fd(self) -> int:
         """Readable when requests wait for `drain()`."""
 
-    def drain(self) -> tuple[list[Request], list[str], list[int]]:
-        """The requests queued for Python, decoded, the reasons of connections closed for bad
-        input, and the watched connections (`watch_close`) that closed, since the last call.
-        Raises OSError when the network thread has stopped on its own."""
+    def drain(self) -> tuple[list[Request], list[tuple[str | None, str | None, str]], list[int]]:
+        """The requests queued for Python, decoded, the problems to log, and the watched
+        connections (`watch_close`) that closed, since the last call. A problem is (kind, client
+        host, message): a connection closed for bad input ("malformed request",
+        "unauthenticated request", "slow request") from that client, or (None, None, message), a
+        report the network thread already rate-limited. Raises OSError when the network thread
+        has stopped on its own."""
 
     def request_stats(self) -> list[tuple[int, int, int, list[int], float, list[tuple[int, int]]]]:
         """Per (API key, version): key, version, requests taken, the latency histogram's buckets
