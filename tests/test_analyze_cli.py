@@ -200,6 +200,28 @@ def test_bootstrap_on_kafka(tmp_path):
     check_rebalances(truth, out, classic, start_known=False)
 
 
+def test_installed_command_runs_whatever_python3_path_reaches(corral_scenario, tmp_path):
+    """`~/venv/bin/corral analyze` from a virtualenv never activated (pipx, a systemd unit):
+    PATH reaches a `python3` without corral (here Debian's own), and Spark's Python workers must
+    not be started from it (every task died with ModuleNotFoundError: No module named 'corral')."""
+    broker, truth = corral_scenario
+    command = Path(sys.executable).parent / "corral"
+    assert command.exists(), "the suite runs from the Python corral is installed in"
+    path = "/usr/bin:/bin"
+    python3 = subprocess.run(["python3", "-c", "import corral"], env={"PATH": path},
+                             capture_output=True, text=True)
+    assert python3.returncode != 0, "PATH must not reach a python3 with corral for this test"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    env["PATH"] = path
+    out = tmp_path / "out"
+    proc = subprocess.run([str(command), "analyze", "--data-dir", str(broker.data_dir), "--out",
+                           str(out), *LOCAL, "--to", str(truth.end_ms), "--json"],
+                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env=env)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    summary = json.loads(proc.stdout)
+    assert summary["tables"]["partition_lag"] == len(rows(out, "partition_lag")) > 0
+
+
 def test_refusals(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "corral.cli", "analyze", *args],

@@ -30,12 +30,14 @@ def start(master: str = "local[*]", app: str = "corral-analyze",
     )
     if master.startswith("local"):
         # Nothing but this process talks to a local driver, and its Python workers are this
-        # Python (the one corral is installed in), not whatever `python3` is on PATH.
+        # Python (the one corral is installed in), not whatever `python3` is on PATH (an
+        # installed `corral` run from a virtualenv that is not activated). PySpark takes the
+        # workers' interpreter from PYSPARK_PYTHON when the context starts; the RDD path the job
+        # uses ignores spark.pyspark.python. A user's own PYSPARK_PYTHON is kept.
         builder = (builder.config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1"))
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else a warning about the hostname
-        if "PYSPARK_PYTHON" not in os.environ:
-            builder = builder.config("spark.pyspark.python", sys.executable)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for name, value in (conf or {}).items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
