@@ -39,6 +39,11 @@ def _metadata() -> bytes:
                             "include_topic_authorized_operations": False})
 
 
+def _bad_password() -> bytes:
+    return (_request(17, 1, {"mechanism": "PLAIN"})
+            + _request(36, 2, {"auth_bytes": b"\0nobody\0wrong"}))
+
+
 def _half_sent() -> bytes:
     return struct.pack(">i", 100) + b"\x00\x12\x00"
 
@@ -60,7 +65,9 @@ def _flood(port: int, payload: bytes, count: int, wait_close: float) -> int:
 
 
 def _warnings(broker) -> list[str]:
-    return [line for line in broker.log().splitlines() if "WARNING" in line]
+    """The WARNING lines, and the INFO lines of failed authentications."""
+    return [line for line in broker.log().splitlines()
+            if "WARNING" in line or ("INFO corral.security.sasl" in line and "authenticat" in line)]
 
 
 def test_a_thousand_bad_connections_of_each_kind_log_a_bounded_number_of_lines(corral_factory):
@@ -70,6 +77,7 @@ def test_a_thousand_bad_connections_of_each_kind_log_a_bounded_number_of_lines(c
         "malformed request": [(plain, _bad_frame()), (plain, _negative_size())],
         "unauthenticated request": [(sasl, _metadata())],
         "slow request": [(plain, _half_sent())],
+        "failed authentication": [(sasl, _bad_password())],
     }
     started = time.monotonic()
     for kind, sources in floods.items():

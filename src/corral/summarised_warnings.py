@@ -37,8 +37,9 @@ class _Window:
 
 class SummarisedWarnings:
     def __init__(self, logger: logging.Logger, interval_s: float = WARNING_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, level: int = logging.WARNING):
         self.logger = logger
+        self.level = level  # of the full line and the summary (INFO for failed authentications)
         self.interval_s = interval_s
         self.clock = clock
         self._windows: dict[str, _Window] = {}
@@ -50,7 +51,7 @@ class SummarisedWarnings:
         window = self._windows.get(kind)
         if window is None:
             self._windows[kind] = _Window(now)
-            self.logger.warning(message, *args)
+            self.logger.log(self.level, message, *args)
             return
         window.count += 1
         window.last = message % args if args else message
@@ -72,9 +73,9 @@ class SummarisedWarnings:
                 continue
             del self._windows[kind]
             if window.count:
-                self.logger.warning("%s: %d more%s in the last %.0fs; the last: %s", kind,
-                                    window.count, _sources(window), now - window.opened,
-                                    window.last)
+                self.logger.log(self.level, "%s: %d more%s in the last %.0fs; the last: %s",
+                                kind, window.count, _sources(window), now - window.opened,
+                                window.last)
 
 
 def _sources(window: _Window) -> str:

@@ -22,9 +22,13 @@ from typing import Any
 
 from ..apis import ApiKey, handles
 from ..errors import ErrorCode
+from ..summarised_warnings import SummarisedWarnings
 from . import scram
 
 log = logging.getLogger("corral.security.sasl")
+# Failed authentications, at INFO as Kafka logs them: a client retrying a bad password (or a
+# thousand of them) gets the first line in full and then counts per address (each at DEBUG).
+failures = SummarisedWarnings(log, level=logging.INFO)
 
 PLAIN = "PLAIN"
 # Kafka re-authenticates a connection at most once a second (KafkaChannel).
@@ -143,13 +147,14 @@ def sasl_handshake(broker, request) -> dict[str, Any]:
         previous = state
     elif isinstance(state, Exchange):
         # Kafka: "Unexpected Kafka request of type SASL_HANDSHAKE during SASL authentication."
-        log.info("connection from %s: a second SaslHandshake during SASL authentication; closing",
-                 request.client_host)
+        failures("failed authentication",
+                 "connection from %s: a second SaslHandshake during SASL authentication; closing",
+                 request.client_host, address=request.client_host)
         sessions.failed(connection)
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": enabled}
     if mechanism not in enabled:
-        log.info("connection from %s: SASL mechanism %r is not enabled; closing",
-                 request.client_host, mechanism[:64])
+        failures("failed authentication", "connection from %s: SASL mechanism %r is not enabled; "
+                 "closing", request.client_host, mechanism[:64], address=request.client_host)
         sessions.failed(connection)
         return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled}
     exchange = Exchange(_server(broker, mechanism), previous)
@@ -206,8 +211,9 @@ async def sasl_authenticate(broker, request) -> dict[str, Any]:
 
 
 def _refuse(broker, request, state: Exchange, message: str, reason: str | None = None) -> dict[str, Any]:
-    log.info("connection from %s: SASL %s failed: %s%s; closing", request.client_host, state.what,
-             message, f" ({reason})" if reason and reason != message else "")
+    failures("failed authentication", "connection from %s: SASL %s failed: %s%s; closing",
+             request.client_host, state.what, message,
+             f" ({reason})" if reason and reason != message else "", address=request.client_host)
     broker.sessions.failed(request.connection)
     return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, message)
 
