@@ -62,7 +62,7 @@ def test_kafka_configs_alters_topics_brokers_and_groups_durably(corral_factory):
     assert "retention.ms=60000" in text[commands[2]] and "max.message.bytes=2048" in text[commands[2]]
     assert "compression.type" not in text[commands[2]].split("All configs")[0]
     assert code[commands[5]] == 1
-    assert "Cannot update these configs dynamically: Set(num.partitions)" in text[commands[5]]
+    assert "Cannot update these configs dynamically: [num.partitions]" in text[commands[5]]
     assert code[commands[6]] == 0, text[commands[6]]
     assert code[commands[7]] == 1
     assert "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive." in text[commands[7]]

@@ -226,6 +226,10 @@ _NO_SHARE = "corral has no share groups"
 _NO_STREAMS = "corral has no streams groups"
 _NO_TXN = "corral has no transactions"
 _NO_ROLL_BY_TIME = "segments roll by size only"
+_NO_COMPACTION = "corral does not compact; compacted topics are kept whole"
+_NO_TIERS = "corral has no tiered storage"
+_NOT_RECOMPRESSED = "batches are stored as the producer sent them, never recompressed"
+_CONNECTION_LIMITS = "corral limits connections by max.connections and max.connections.per.ip only"
 
 # Kafka 4.4's group coordinator settings (GroupCoordinatorConfig, ShareGroupConfig), and the other
 # names of Kafka's own config/server.properties, that corral does not act on.
@@ -236,10 +240,10 @@ _INERT: list[Setting] = [
     inert("controller.listener.names", ConfigType.LIST, "", _SINGLE_NODE),
     inert("inter.broker.listener.name", ConfigType.STRING, "", _SINGLE_NODE),
     inert("broker.id", ConfigType.INT, -1, "node.id names the broker"),
-    inert("num.network.threads", ConfigType.INT, 3, _NO_THREADS),
-    inert("num.io.threads", ConfigType.INT, 8, _NO_THREADS),
-    inert("num.recovery.threads.per.data.dir", ConfigType.INT, 2, _NO_THREADS),
-    inert("background.threads", ConfigType.INT, 10, _NO_THREADS),
+    inert("num.network.threads", ConfigType.INT, 3, _NO_THREADS, dynamic=True),
+    inert("num.io.threads", ConfigType.INT, 8, _NO_THREADS, dynamic=True),
+    inert("num.recovery.threads.per.data.dir", ConfigType.INT, 2, _NO_THREADS, dynamic=True),
+    inert("background.threads", ConfigType.INT, 10, _NO_THREADS, dynamic=True),
     inert("socket.send.buffer.bytes", ConfigType.INT, 102400, "the kernel's buffer sizes are kept"),
     inert("socket.receive.buffer.bytes", ConfigType.INT, 102400, "the kernel's buffer sizes are kept"),
     inert("min.insync.replicas", ConfigType.INT, 1, _SINGLE_NODE, dynamic=True),
@@ -328,10 +332,70 @@ _INERT: list[Setting] = [
           ("acceptable.recovery.lag", ConfigType.LONG, 10000)]),
 ]
 
-# Kafka's dynamic broker configs (DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS) that corral applies
-# while it runs: the topic defaults (open partitions take the new value at once) and the group
-# coordinator's reconfigurable ones. listeners and max.connections* are dynamic in Kafka and
-# static in corral (a restart applies them).
+# The rest of Kafka 4.4's dynamic broker settings (DynamicBrokerConfig.AllDynamicConfigs) that
+# corral has no use for: changed while corral runs as in Kafka, and without effect.
+_INERT_DYNAMIC: list[Setting] = [
+    *(inert(f"log.cleaner.{name}", type, default, _NO_COMPACTION, dynamic=True)
+      for name, type, default in [
+          ("threads", ConfigType.INT, 1),
+          ("backoff.ms", ConfigType.LONG, 15000),
+          ("dedupe.buffer.size", ConfigType.LONG, 134217728),
+          ("io.buffer.size", ConfigType.INT, 524288),
+          ("io.buffer.load.factor", ConfigType.DOUBLE, 0.9),
+          ("io.max.bytes.per.second", ConfigType.DOUBLE, 1.7976931348623157e308),
+          ("min.cleanable.ratio", ConfigType.DOUBLE, 0.5),
+          ("delete.retention.ms", ConfigType.LONG, 86400000),
+          ("min.compaction.lag.ms", ConfigType.LONG, 0),
+          ("max.compaction.lag.ms", ConfigType.LONG, INT64_MAX)]),
+    *(inert(name, type, default, _NO_TIERS, dynamic=True) for name, type, default in [
+        ("log.local.retention.ms", ConfigType.LONG, -2),
+        ("log.local.retention.bytes", ConfigType.LONG, -2),
+        ("log.remote.copy.lag.ms", ConfigType.LONG, 0),
+        ("log.remote.copy.lag.bytes", ConfigType.LONG, -1),
+        ("follower.fetch.last.tiered.offset.enable", ConfigType.BOOLEAN, False),
+        ("remote.fetch.max.wait.ms", ConfigType.INT, 500),
+        ("remote.list.offsets.request.timeout.ms", ConfigType.LONG, 30000),
+        ("remote.log.index.file.cache.total.size.bytes", ConfigType.LONG, 1073741824),
+        ("remote.log.manager.copier.thread.pool.size", ConfigType.INT, 10),
+        ("remote.log.manager.expiration.thread.pool.size", ConfigType.INT, 10),
+        ("remote.log.manager.follower.thread.pool.size", ConfigType.INT, 2),
+        ("remote.log.manager.copy.max.bytes.per.second", ConfigType.LONG, INT64_MAX),
+        ("remote.log.manager.fetch.max.bytes.per.second", ConfigType.LONG, INT64_MAX),
+        ("remote.log.reader.threads", ConfigType.INT, 10)]),
+    *(inert(f"compression.{codec}.level", ConfigType.INT, default, _NOT_RECOMPRESSED, dynamic=True)
+      for codec, default in [("gzip", -1), ("lz4", 9), ("zstd", 3)]),
+    inert("max.decompressed.message.bytes", ConfigType.INT, 2147483639,
+          "batches are stored as sent, never decompressed", dynamic=True),
+    inert("log.message.timestamp.before.max.ms", ConfigType.LONG, INT64_MAX,
+          "timestamps are not range-checked", dynamic=True),
+    inert("log.message.timestamp.after.max.ms", ConfigType.LONG, 3600000,
+          "timestamps are not range-checked", dynamic=True),
+    inert("log.roll.jitter.ms", ConfigType.LONG, None, _NO_ROLL_BY_TIME, dynamic=True),
+    inert("log.segment.delete.delay.ms", ConfigType.LONG, 60000, "a deleted segment goes at once",
+          dynamic=True),
+    inert("cordoned.log.dirs", ConfigType.LIST, "", "corral has one data directory, log.dirs",
+          dynamic=True),
+    inert("max.connection.creation.rate", ConfigType.INT, INT32_MAX, _CONNECTION_LIMITS,
+          dynamic=True),
+    inert("max.connections.per.ip.overrides", ConfigType.STRING, "", _CONNECTION_LIMITS,
+          dynamic=True),
+    inert("num.replica.fetchers", ConfigType.INT, 1, _SINGLE_NODE, dynamic=True),
+    inert("producer.id.expiration.ms", ConfigType.INT, 86400000,
+          "a producer's state goes when its batches leave the log, not after a time",
+          dynamic=True),
+    inert("transaction.partition.verification.enable", ConfigType.BOOLEAN, True, _NO_TXN,
+          dynamic=True),
+    inert("share.coordinator.cached.buffer.max.bytes", ConfigType.INT, 1048588, _NO_SHARE,
+          dynamic=True),
+    inert("metric.reporters", ConfigType.LIST, "org.apache.kafka.common.metrics.JmxReporter",
+          "corral's metrics are served for Prometheus (corral.metrics.listen), not by Java "
+          "reporters", dynamic=True),
+    inert("config.providers", ConfigType.LIST, "",
+          "corral does not resolve ${provider:path:key} references in settings", dynamic=True),
+]
+
+# Kafka's dynamic broker configs that corral applies while it runs: the topic defaults (open
+# partitions take the new value at once) and the group coordinator's reconfigurable ones.
 _DYNAMIC = {
     "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.retention.bytes",
     "log.segment.bytes", "message.max.bytes", "log.message.timestamp.type", "log.cleanup.policy",
@@ -341,5 +405,30 @@ _DYNAMIC = {
 
 BROKER_SETTINGS: dict[str, Setting] = {
     s.name: replace(s, dynamic=True) if s.name in _DYNAMIC else s
-    for s in LISTENER_SETTINGS + SASL_SETTINGS + _CORRAL + _INERT
+    for s in LISTENER_SETTINGS + SASL_SETTINGS + _CORRAL + _INERT + _INERT_DYNAMIC
 }
+
+# Dynamic in Kafka, read at startup only by corral (a restart applies them): a change answers
+# "Cannot update these configs dynamically", with this reason.
+STARTUP_ONLY = {
+    "listeners": "the listeners are bound at startup",
+    "listener.security.protocol.map": "the listeners are bound at startup",
+    "max.connections": "the network thread takes its limits at startup",
+    "max.connections.per.ip": "the network thread takes its limits at startup",
+    "sasl.enabled.mechanisms": "each listener's SASL and TLS are set up at startup",
+    "ssl.client.auth": "each listener's SASL and TLS are set up at startup",
+    "ssl.enabled.protocols": "each listener's SASL and TLS are set up at startup",
+}
+
+# Kafka's keystore and truststore settings (SslConfigs.RECONFIGURABLE_CONFIGS), which Kafka changes
+# while it runs only for one listener (`listener.name.<name>.` prefix) and refuses without one.
+LISTENER_PREFIX_ONLY = {
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+}
+
+# Dynamic settings Kafka takes for one broker only, never as the cluster-wide default (its
+# PerBrokerConfigs: the listener, SSL and SASL ones, and the cordoned log directories).
+PER_BROKER = {"principal.builder.class", "cordoned.log.dirs", *(
+    name for name, s in BROKER_SETTINGS.items() if s.dynamic and name.startswith(("ssl.", "sasl.")))}

@@ -17,7 +17,7 @@ import re
 import tomllib
 from typing import Any, Callable
 
-from .broker_settings import BROKER_SETTINGS
+from .broker_settings import BROKER_SETTINGS, LISTENER_PREFIX_ONLY, PER_BROKER, STARTUP_ONLY
 from .config_types import (INT32_MAX, INT64_MAX, ConfigError, ConfigSource, ConfigType, Setting,
                            parse_listener, physical_memory_tenth, render)
 from .listener_settings import PER_LISTENER
@@ -119,18 +119,36 @@ class Settings:
         return self.dynamic_broker if per_broker else self.dynamic_default
 
     def check_dynamic(self, per_broker: bool, layer: dict[str, Any]) -> dict[str, Any]:
-        """Parses a whole new dynamic layer ({name: text}); raises ConfigError as Kafka's
-        INVALID_REQUEST / INVALID_CONFIG messages say, including when the resulting settings
-        break a bound between settings. Returns the parsed layer."""
-        static = sorted(n for n in layer if n in BROKER_SETTINGS and not BROKER_SETTINGS[n].dynamic)
+        """Parses a whole new dynamic layer ({name: text}); returns it parsed, or raises
+        ConfigError in Kafka's order and with its messages (DynamicBrokerConfig.validateConfigs):
+        DynamicConfigRefused (Kafka's INVALID_REQUEST) for a static setting (one that Kafka
+        changes while it runs and corral reads at startup says so), for a keystore or truststore
+        setting without a listener prefix; a bad value or a name corral does not know; then
+        DynamicConfigRefused for a per-broker setting as the cluster-wide default; then the
+        bounds between settings."""
+        scoped = [n for n in layer if (m := _LISTENER_PREFIX.match(n)) and m.group(2) in BROKER_SETTINGS]
+        static = scoped + [n for n in layer if n in BROKER_SETTINGS and not BROKER_SETTINGS[n].dynamic
+                           and n not in LISTENER_PREFIX_ONLY]
         if static:
-            raise DynamicConfigRefused(f"Cannot update these configs dynamically: {set_repr(static)}")
+            why = sorted({STARTUP_ONLY[n] for n in static if n in STARTUP_ONLY}
+                         | ({"a listener's own settings (listener.name.<name>.*) are read at startup"}
+                            if scoped else set()))
+            raise DynamicConfigRefused(f"Cannot update these configs dynamically: {set_repr(static)}"
+                                       + (f" (corral: {'; '.join(why)})" if why else ""))
+        prefix_only = [n for n in layer if n in LISTENER_PREFIX_ONLY]
+        if prefix_only:
+            raise DynamicConfigRefused("These security configs can be dynamically updated only "
+                                       f"per-listener using the listener prefix: {set_repr(prefix_only)}")
         parsed = {}
         for name, value in layer.items():
             setting = BROKER_SETTINGS.get(name)
             if setting is None:
                 raise ConfigError(f"Unknown broker config: {name}")
             parsed[name] = parse(setting, value)
+        per_broker_only = [n for n in layer if n in PER_BROKER]
+        if not per_broker and per_broker_only:
+            raise DynamicConfigRefused("Cannot update these configs at default cluster level, "
+                                       f"broker id must be specified: {set_repr(per_broker_only)}")
         other = self.dynamic_default if per_broker else self.dynamic_broker
         candidate = self._layered(*((other, parsed) if per_broker else (parsed, other)))
         check_bounds(candidate)
@@ -176,12 +194,13 @@ class Settings:
 
 
 class DynamicConfigRefused(ConfigError):
-    """A static setting named in a dynamic change (Kafka: INVALID_REQUEST)."""
+    """A dynamic change Kafka refuses with INVALID_REQUEST: a static setting, a keystore or
+    truststore setting without a listener prefix, a per-broker setting as the cluster default."""
 
 
 def set_repr(names: list[str]) -> str:
-    """How Kafka's messages print a set of names."""
-    return "Set(" + ", ".join(names) + ")"
+    """How Kafka's messages print a set of names (a Java set's toString, here sorted)."""
+    return "[" + ", ".join(sorted(names)) + "]"
 
 
 def parse(setting: Setting, value: Any) -> Any:

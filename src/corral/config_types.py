@@ -6,8 +6,10 @@ group_settings.py (a consumer group's); config.py loads them into `Settings`.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import IntEnum
 from typing import Any, Callable
 
@@ -22,6 +24,7 @@ class ConfigType(IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    CLASS = 8
     PASSWORD = 9
 
 
@@ -142,7 +145,7 @@ class Setting:
     # For topic and group settings: the broker setting that gives the default (Kafka's synonym).
     broker_synonym: str | None = None
     # Broker settings: whether IncrementalAlterConfigs/AlterConfigs may change it while corral
-    # runs (Kafka's dynamic broker configs that corral applies at once).
+    # runs (Kafka's dynamic broker configs: applied at once, or inert).
     dynamic: bool = False
     # Accepted with Kafka's name, type and default, and without effect in corral (the doc says
     # why): a server.properties or a topic created for Kafka works unchanged.
@@ -155,7 +158,20 @@ def render(value: Any) -> str | None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return _java_double(value)
     return str(value)
+
+
+def _java_double(value: float) -> str:
+    """Java's Double.toString: plain from 10^-3 to below 10^7, else `1.7976931348623157E308`."""
+    if math.isnan(value) or math.isinf(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    mantissa = f"{digits[0]}." + ("".join(map(str, digits[1:])) or "0")
+    return f"{'-' if sign else ''}{mantissa}E{len(digits) - 1 + exponent}"
 
 
 def _any_int(value: Any) -> int:
@@ -172,7 +188,7 @@ def _double(value: Any) -> float:
 _LENIENT_PARSERS: dict[ConfigType, Callable[[Any], Any]] = {
     ConfigType.BOOLEAN: parse_bool, ConfigType.STRING: string_value, ConfigType.INT: _any_int,
     ConfigType.SHORT: _any_int, ConfigType.LONG: _any_int, ConfigType.DOUBLE: _double,
-    ConfigType.LIST: string_value, ConfigType.PASSWORD: string_value,
+    ConfigType.LIST: string_value, ConfigType.PASSWORD: string_value, ConfigType.CLASS: string_value,
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from .config_types import ConfigError, ConfigType, Setting, inert, one_of, string_value
 
 _PEM_ONLY = "corral reads PEM keystores and truststores only: PEM files need no password"
+_RUSTLS = "TLS is rustls's, set up from PEM stores, not a Java security provider's"
 
 
 def _listeners(value: Any) -> str:
@@ -109,10 +110,21 @@ LISTENER_SETTINGS: list[Setting] = [
     inert("ssl.truststore.password", ConfigType.PASSWORD, None, _PEM_ONLY),
     inert("ssl.key.password", ConfigType.PASSWORD, None,
           "keys are read unencrypted (PKCS#8, PKCS#1 or SEC1 PEM)"),
-    inert("ssl.protocol", ConfigType.STRING, "TLSv1.3", "ssl.enabled.protocols decides"),
-    inert("ssl.cipher.suites", ConfigType.LIST, "", "rustls's safe default suites are used"),
+    inert("ssl.protocol", ConfigType.STRING, "TLSv1.3", "ssl.enabled.protocols decides",
+          dynamic=True),
+    inert("ssl.cipher.suites", ConfigType.LIST, "", "rustls's safe default suites are used",
+          dynamic=True),
     inert("ssl.endpoint.identification.algorithm", ConfigType.STRING, "https",
-          "a client setting"),
+          "a client setting", dynamic=True),
+    inert("ssl.keymanager.algorithm", ConfigType.STRING, "SunX509", _RUSTLS, dynamic=True),
+    inert("ssl.trustmanager.algorithm", ConfigType.STRING, "PKIX", _RUSTLS, dynamic=True),
+    inert("ssl.provider", ConfigType.STRING, None, _RUSTLS, dynamic=True),
+    inert("ssl.secure.random.implementation", ConfigType.STRING, None, _RUSTLS, dynamic=True),
+    inert("ssl.engine.factory.class", ConfigType.CLASS, None, _RUSTLS, dynamic=True),
+    inert("principal.builder.class", ConfigType.CLASS,
+          "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+          "principals are built as by Kafka's default builder: the SASL user, or the client "
+          "certificate's subject through ssl.principal.mapping.rules", dynamic=True),
 ]
 
 # The ones a `listener.name.<name>.` prefix may set for one listener.

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config_types import ConfigError, ConfigType, Setting, int_in
+from ..config_types import ConfigError, ConfigType, Setting, inert, int_in
 
 SUPPORTED = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 _NOT_SUPPORTED = {"GSSAPI": "Kerberos", "OAUTHBEARER": "OAuth bearer tokens"}
+_NO_LOGIN = ("corral's SASL mechanisms are PLAIN and SCRAM, checked against its SCRAM credentials: "
+             "no Kerberos, JAAS login module or token refresh")
 
 
 def _mechanisms(value: Any) -> str:
@@ -46,4 +48,19 @@ SASL_SETTINGS: list[Setting] = [
             int_in(0, 2**31 - 1),
             "A connection whose authentication failed is closed this long after the answer "
             "saying so is written: clients read the error, and guessing passwords is slower."),
+    inert("sasl.mechanism.inter.broker.protocol", ConfigType.STRING, "GSSAPI",
+          "corral is a single node, with no inter-broker traffic", dynamic=True),
+    inert("sasl.jaas.config", ConfigType.PASSWORD, None, _NO_LOGIN, dynamic=True),
+    *(inert(f"sasl.{name}", type, default, _NO_LOGIN, dynamic=True)
+      for name, type, default in [
+          ("kerberos.service.name", ConfigType.STRING, None),
+          ("kerberos.kinit.cmd", ConfigType.STRING, "/usr/bin/kinit"),
+          ("kerberos.ticket.renew.window.factor", ConfigType.DOUBLE, 0.8),
+          ("kerberos.ticket.renew.jitter", ConfigType.DOUBLE, 0.05),
+          ("kerberos.min.time.before.relogin", ConfigType.LONG, 60000),
+          ("kerberos.principal.to.local.rules", ConfigType.LIST, "DEFAULT"),
+          ("login.refresh.window.factor", ConfigType.DOUBLE, 0.8),
+          ("login.refresh.window.jitter", ConfigType.DOUBLE, 0.05),
+          ("login.refresh.min.period.seconds", ConfigType.SHORT, 60),
+          ("login.refresh.buffer.seconds", ConfigType.SHORT, 300)]),
 ]
