@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
 
 import trio
@@ -23,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
 
     serve = sub.add_parser("serve", help="run the broker")
     serve.add_argument("--listen", metavar="HOST:PORT",
-                       help="address to listen on (default 127.0.0.1:9092; port 0 picks one)")
+                       help="address to listen on (default 127.0.0.1:9092; port 0 picks one): "
+                            "short for --set listeners=PLAINTEXT://HOST:PORT, refused when "
+                            "listeners is also set (--set, CORRAL_LISTENERS or --config)")
     serve.add_argument("--data-dir", metavar="DIR", help="data directory (default ./corral-data)")
     serve.add_argument("--config", metavar="FILE", help="TOML file of settings, by Kafka's names")
     serve.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
@@ -72,6 +75,39 @@ def _version() -> str:
         return __version__
 
 
+def _listeners_source(overrides: dict[str, str], config: str | None) -> str:
+    """Where `listeners` came from, by Settings.load's precedence."""
+    if "listeners" in overrides:
+        return "--set"
+    if "CORRAL_LISTENERS" in os.environ:
+        return "CORRAL_LISTENERS"
+    return str(config)
+
+
+def _listen(settings: Settings, address: str, source: str) -> None:
+    """`--listen HOST:PORT` is `listeners=PLAINTEXT://HOST:PORT`. When `listeners` is set as
+    well, one of them would be dropped without a word: refused, naming the value that would
+    keep both (unless they already say the same)."""
+    from .listeners import parse_endpoints
+
+    wanted = f"PLAINTEXT://{address}"
+    if "listeners" not in settings.explicit:
+        settings.set("listeners", wanted)
+        return
+    given = settings["listeners"]
+    if parse_endpoints(given) == parse_endpoints(wanted):
+        return
+    items = [item.strip() for item in given.split(",") if item.strip()]
+    plaintext = [i for i, item in enumerate(items) if parse_endpoints(item)[0][0] == "PLAINTEXT"]
+    if plaintext:
+        items[plaintext[0]] = wanted
+    else:
+        items.insert(0, wanted)
+    raise ConfigError(f"--listen {address} would replace listeners={given} (from {source}); "
+                      f"name every listener in listeners instead, e.g. "
+                      f"--set listeners={','.join(items)}")
+
+
 def _serve(args: argparse.Namespace) -> int:
     from . import descriptors
     from .broker import BrokerFailed, StartupError
@@ -84,12 +120,12 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"corral: --set wants NAME=VALUE, got {item!r}", file=sys.stderr)
             return 2
         overrides[name.strip()] = value.strip()
-    if args.listen:
-        overrides["listeners"] = f"PLAINTEXT://{args.listen}"
     if args.data_dir:
         overrides["log.dirs"] = args.data_dir
     try:
         settings = Settings.load(args.config, overrides)
+        if args.listen:
+            _listen(settings, args.listen, _listeners_source(overrides, args.config))
     except (ConfigError, OSError) as e:
         print(f"corral: {e}", file=sys.stderr)
         return 2
