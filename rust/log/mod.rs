@@ -23,6 +23,7 @@ mod decode_columns;
 mod fetch;
 mod files;
 mod index;
+mod keys;
 pub mod offset_records;
 mod partition;
 mod producers;
@@ -419,6 +420,15 @@ fn validate_batches(data: &[u8], max_batch_bytes: usize) -> PyResult<BatchSummar
         .map_err(|(code, msg)| InvalidBatch::new_err((code, msg)))
 }
 
+/// The indexes of the records without a key in the batch `data` (one batch that validate_batches
+/// accepted with `max_batch_bytes`), decompressing it if it is compressed: the check of a
+/// compacted topic. Raises InvalidBatch(code, message): MESSAGE_TOO_LARGE when the batch takes
+/// more than `max_batch_bytes` uncompressed, INVALID_RECORD when its records cannot be read.
+#[pyfunction]
+fn keyless_records(py: Python<'_>, data: &[u8], max_batch_bytes: usize) -> PyResult<Vec<i32>> {
+    py.detach(|| keys::keyless_records(data, max_batch_bytes)).map_err(|(code, msg)| InvalidBatch::new_err((code, msg)))
+}
+
 /// An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`, optionally
 /// from an idempotent producer.
 #[pyfunction]
@@ -464,6 +474,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidBatch", m.py().get_type::<InvalidBatch>())?;
     m.add("StorageError", m.py().get_type::<StorageError>())?;
     m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(keyless_records, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
     m.add_function(wrap_pyfunction!(offset_records::offset_commit_batch, m)?)?;

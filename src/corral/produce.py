@@ -1,9 +1,11 @@
 """Produce: validate each partition's record batch, append it as received, acknowledge.
 
 Records stay bytes end to end: the compiled core checks the batch (sizes, magic, CRC-32C) and the
-producer's sequence, assigns offsets in place and writes it; no record is decoded here. All of a
-request's appends share one group-committed fsync before the response (see log.py). A partition
-whose append or fsync fails (disk full, I/O error) is answered KAFKA_STORAGE_ERROR.
+producer's sequence, assigns offsets in place and writes it; no record is decoded here. Only for a
+compacted topic (cleanup.policy with `compact`) does the core read the records, decompressing them
+if need be, to refuse records without a key as Kafka does. All of a request's appends share one
+group-committed fsync before the response (see log.py). A partition whose append or fsync fails
+(disk full, I/O error) is answered KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -71,6 +73,19 @@ async def produce(broker, request) -> dict[str, Any] | None:
                 _message(entry, version, f"Produce requests with version {version} are only "
                                          "allowed to contain exactly one record batch")
                 continue
+            if "compact" in broker.topics.config(topic, "cleanup.policy").split(","):
+                # Only compacted topics read their records (decompressing them if need be).
+                try:
+                    keyless = _core.keyless_records(records, max_bytes)
+                except _core.InvalidBatch as e:
+                    entry["error_code"], message = e.args
+                    _message(entry, version, message)
+                    continue
+                if keyless:
+                    _refuse_keyless(entry, version, f"{name}-{index}", keyless)
+                    if version >= 5:
+                        entry["log_start_offset"] = logs.offsets(topic, index)[0]
+                    continue
             append_time = None
             if broker.topics.config(topic, "message.timestamp.type") == LOG_APPEND_TIME:
                 append_time = wall_ms()
@@ -112,3 +127,18 @@ async def produce(broker, request) -> dict[str, Any] | None:
 def _message(entry: dict[str, Any], version: int, message: str) -> None:
     if version >= 8:
         entry["error_message"] = message
+
+
+def _refuse_keyless(entry: dict[str, Any], version: int, partition: str, keyless: list[int]) -> None:
+    """INVALID_RECORD for a compacted topic's batch with records without a key, as Kafka's
+    LogValidator (validateKey, processRecordErrors) words it: one RecordError per keyless record
+    (v8+), and a message naming how many and showing the first three."""
+    entry["error_code"] = ErrorCode.INVALID_RECORD
+    if version < 8:
+        return
+    each = f"Compacted topic cannot accept message without key in topic partition {partition}"
+    entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": each} for i in keyless]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{each}')" for i in keyless[:3])
+    entry["error_message"] = (f"One or more records have been rejected due to {len(keyless)} record "
+                              "errors in total, and only showing the first three errors at most: "
+                              f"[{shown}]")

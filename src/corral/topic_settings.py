@@ -20,7 +20,10 @@ TOPIC_SETTINGS: dict[str, Setting] = {
                 "delete: old segments are removed by retention.ms / retention.bytes. compact is "
                 "accepted and not implemented: a topic whose policy is compact alone is kept "
                 "whole (no time or size retention, as Kafka never deletes from it by age); "
-                "compact,delete applies the delete part.",
+                "compact,delete applies the delete part. As in Kafka, a topic whose policy "
+                "includes compact refuses records without a key (Produce: INVALID_RECORD with "
+                "an error per record); its compressed batches are decompressed for that check "
+                "and may take at most max.message.bytes uncompressed.",
                 "log.cleanup.policy"),
         Setting("retention.ms", ConfigType.LONG, 604800000, int_in(-1, INT64_MAX),
                 "How long a segment is kept; -1 keeps forever.", "log.retention.ms"),

@@ -51,6 +51,7 @@ __all__ = [
     "InvalidBatch",
     "StorageError",
     "validate_batches",
+    "keyless_records",
     "build_batch",
     "decode_batches",
     "offset_commit_batch",
@@ -753,6 +754,12 @@ class BatchSummary:
 
 def validate_batches(data: bytes, max_batch_bytes: int) -> BatchSummary:
     """Checks client batches as Kafka does before an append; raises InvalidBatch(code, message)."""
+
+def keyless_records(data: bytes, max_batch_bytes: int) -> list[int]:
+    """The indexes of the records without a key in the batch `data` (one batch validate_batches
+    accepted), decompressing it if needed: the check of a compacted topic. Raises
+    InvalidBatch(code, message): MESSAGE_TOO_LARGE when the batch takes more than
+    `max_batch_bytes` uncompressed, INVALID_RECORD when its records cannot be read."""
 
 def build_batch(
     records: Sequence[KeyValue],
