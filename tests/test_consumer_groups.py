@@ -13,6 +13,7 @@ from consumer_harness import (ConsumerDriver, RecordingLog, Topics, answer, make
                               request)
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
+from corral.groups.consumer.target import metadata_hash
 from corral.groups.handlers.consumer import _invalid
 
 
@@ -187,6 +188,27 @@ def test_static_member_temporary_leave_and_rejoin_keeps_its_assignment():
     assert parts(r, tid) == sorted(before[tid])
     assert group.group_epoch == epoch
     assert set(group.members) == {"a-restarted", d.clients["b"].member_id}
+
+
+def test_static_member_rejoining_with_another_subscription_replaces_its_old_selfs():
+    """Kafka's replaceMember: the old self's subscription is gone with it, so its regex, which
+    nobody uses any more, is tombstoned, and the metadata hash covers only what the members
+    subscribe to now."""
+    topics, _, c, d = setup(2)
+    topics.add("u", 2)
+    topics.add("x", 2)
+    d.join("a", names=["u"], regex="x", instance_id="ia")
+    d.join("b", names=["t"])
+    d.converge()
+    assert set(d.group.regexes) == {"x"}
+    d.leave("a", epoch=-2)
+    client = d.clients["a"]
+    client.member_id, client.names, client.regex = "a-restarted", ["t"], ""
+    assert d.join("a", instance_id="ia")["error_code"] == ErrorCode.NONE
+    group = d.group
+    assert not group.regexes and set(group.topic_name_counts) == {"t"}
+    assert group.metadata_hash == metadata_hash({"t"}, c.topics)
+    d.converge()
 
 
 def test_static_instance_checks():
