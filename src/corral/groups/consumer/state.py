@@ -329,10 +329,7 @@ class ConsumerGroup:
         if classic is None:
             return
         self.classic_members += delta
-        for name in {name for name, _ in classic.protocols}:
-            self.classic_protocol_counts[name] += delta
-            if not self.classic_protocol_counts[name]:
-                del self.classic_protocol_counts[name]
+        _count(self.classic_protocol_counts, {name for name, _ in classic.protocols}, delta)
 
     def _release(self, member: ConsumerMember) -> None:
         for partitions in (member.current.assigned, member.current.pending_revocation):
