@@ -1,9 +1,9 @@
 """No cost that grows with the group (DESIGN.md; issue 29 item 1), for KIP-848 consumer groups,
 in process: groups of 1,000, 10,000 and 50,000 members live side by side in one coordinator, and
 each per-request operation costs the same in all three: a join, an incremental heartbeat (the
-Python path), an offset commit, a subscription change, a regex change, a leave, a static
-member's temporary leave and rejoin under a new id, a session expiry, and a classic member's
-JoinGroup, Heartbeat and LeaveGroup. A whole group expiring costs O(members): an expiry costs
+Python path), an offset commit, a change of subscribed topics, of regex, of server assignor, a
+leave, a static member's temporary leave and rejoin under a new id, a session expiry, and a
+classic member's JoinGroup, Heartbeat and LeaveGroup. A whole group expiring costs O(members): an expiry costs
 the same with 50,000 members left, with a few thousand, and in a 1,000-member group.
 
 Cost is measured twice. Python bytecode instructions executed (sys.settrace opcode events;
@@ -238,6 +238,7 @@ def operations(fleet: Fleet) -> dict[str, Callable[[], object]]:
         "commit": lambda: fleet.commit(state["new"]),
         "subscription change": lambda: fleet.heartbeat(state["new"], names=["t0", "t2"]),
         "regex change": lambda: fleet.heartbeat(state["new"], regex=f"t1|own-{uuid.uuid4()}"),
+        "assignor change": lambda: fleet.heartbeat(state["new"], assignor="uniform"),
         "leave": lambda: fleet.leave(state["new"]),
         "static join": static_join,
         "static restart": static_restart,
