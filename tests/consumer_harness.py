@@ -237,7 +237,8 @@ def check_counts(group: ConsumerGroup) -> None:
     assert group.regex_counts == counted(m.regex for m in members)
     assert group.assignor_counts == counted(m.server_assignor for m in members)
     assert group.regex_topic_counts == Counter(t for r in group.regexes.values() for t in r.topics)
-    assert set(group.regexes) <= set(group.regex_counts), "a regex nobody uses is kept"
+    assert group.unused_regexes == set(group.regexes) - set(group.regex_counts)
+    assert not group.unused_regexes, "a regex nobody uses is kept"
     classic = [m.classic for m in members if m.classic is not None]
     assert group.classic_members == len(classic)
     assert group.classic_protocol_counts == Counter(

@@ -14,6 +14,7 @@ from consumer_harness import (ConsumerDriver, RecordingLog, Topics, answer, make
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
 from corral.groups.consumer.target import metadata_hash
+from corral.groups.storage import consumer_records as cr
 from corral.groups.handlers.consumer import _invalid
 
 
@@ -303,6 +304,22 @@ def test_regex_subscription_follows_topic_creation():
     topics.add("xt", 1)
     c.on_topics_changed({"xt"})
     assert d.group.regexes["t.*"].topics == ("t", "t2")
+
+
+def test_a_leave_tombstones_a_regex_nobody_uses():
+    """A resolved regex no member subscribes with (a log an older corral wrote can hold one) is
+    tombstoned by the next leave or fence, and counts no more in the group's topics."""
+    topics, _, c, d = setup(2)
+    topics.add("u", 2)
+    d.join("a")
+    d.join("b")
+    d.converge()
+    c.replay(cr.RegexTopics("g", "u", ("u",), 0, 0))
+    group = d.group
+    assert group.unused_regexes == {"u"} and group.is_subscribed_to("u")
+    d.leave("b")
+    assert not group.regexes and not group.unused_regexes and not group.is_subscribed_to("u")
+    assert group.metadata_hash == metadata_hash({"t"}, c.topics)
 
 
 def test_more_partitions_bump_the_epoch_at_the_next_heartbeat():

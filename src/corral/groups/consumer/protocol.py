@@ -497,8 +497,9 @@ class ConsumerProtocol:
         for member in members:
             records += removal_records(gid, member.member_id)
         gone = Counter(m.regex for m in members if m.regex)
-        records += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r, n in gone.items()
-                    if r in group.regexes and group.regex_counts.get(r, 0) <= n]
+        unused = [r for r, n in gone.items() if r in group.regexes and group.regex_counts[r] <= n]
+        unused += sorted(group.unused_regexes.difference(gone))
+        records += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in unused]
         names = names_after(group, members, (), regexes_after(group, records))
         epoch = group.group_epoch + 1
         records.append(cr.GroupEpoch(gid, epoch, metadata_hash(names, self.topics)))

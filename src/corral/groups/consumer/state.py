@@ -134,6 +134,9 @@ class ConsumerGroup:
         self.regex_topic_counts: Counter[str] = Counter()
         # How many members subscribe with each regex (non-empty):
         self.regex_counts: Counter[str] = Counter()
+        # The resolved regexes no member subscribes with (a log written by an older corral may
+        # leave one): the next fence tombstones them.
+        self.unused_regexes: set[str] = set()
         # How many members name each server assignor:
         self.assignor_counts: Counter[str] = Counter()
         # Per member epoch, how many members are STABLE at it (the group is reconciled when
@@ -296,6 +299,7 @@ class ConsumerGroup:
         _count(self.topic_name_counts, member.topic_names, delta)
         if member.regex:
             _count(self.regex_counts, (member.regex,), delta)
+            self._note_regex_use(member.regex)
         if member.server_assignor:
             _count(self.assignor_counts, (member.server_assignor,), delta)
 
@@ -315,15 +319,23 @@ class ConsumerGroup:
             _count(self.regex_topic_counts, old.topics, -1)
         if resolution is None:
             self.regexes.pop(regex, None)
+            self.unused_regexes.discard(regex)
             return
         self.regexes[regex] = resolution  # in place: the group's regexes keep their order
         _count(self.regex_topic_counts, resolution.topics, 1)
+        self._note_regex_use(regex)
         times = self._regex_times
         if len(times) > 2 * len(self.regexes) + 8:  # mostly stale entries: start again
             times[:] = [(r.timestamp_ms, name) for name, r in self.regexes.items()]
             heapq.heapify(times)
         else:
             heapq.heappush(times, (resolution.timestamp_ms, regex))
+
+    def _note_regex_use(self, regex: str) -> None:
+        if regex in self.regexes and regex not in self.regex_counts:
+            self.unused_regexes.add(regex)
+        else:
+            self.unused_regexes.discard(regex)
 
     def _count_classic(self, classic: cr.ClassicMetadata | None, delta: int) -> None:
         if classic is None:
