@@ -6,6 +6,7 @@ every step."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -223,13 +224,45 @@ class ConsumerDriver:
                 assert member.current.state is MemberState.STABLE
 
 
+def check_counts(group: ConsumerGroup) -> None:
+    """The counts a consumer group keeps so that no request walks its members (per topic name,
+    regex, regex topic, assignor, classic protocol, stable epoch) say what its members and
+    regexes say, and its state is the one Kafka finds by looking at every member."""
+    members = list(group.members.values())
+
+    def counted(values) -> Counter:
+        return Counter(v for v in values if v)
+
+    assert group.topic_name_counts == Counter(n for m in members for n in m.topic_names)
+    assert group.regex_counts == counted(m.regex for m in members)
+    assert group.assignor_counts == counted(m.server_assignor for m in members)
+    assert group.regex_topic_counts == Counter(t for r in group.regexes.values() for t in r.topics)
+    assert group.unused_regexes == set(group.regexes) - set(group.regex_counts)
+    assert not group.unused_regexes, "a regex nobody uses is kept"
+    classic = [m.classic for m in members if m.classic is not None]
+    assert group.classic_members == len(classic)
+    assert group.classic_protocol_counts == Counter(
+        name for c in classic for name in {name for name, _ in c.protocols})
+    assert group.stable_counts == Counter(m.current.epoch for m in members
+                                          if m.current.state is MemberState.STABLE)
+    oldest = min((r.timestamp_ms for r in group.regexes.values()), default=None)
+    assert group.oldest_regex_ms() == oldest
+    if group.deleting or not members or group.group_epoch > group.assignment_epoch:
+        return
+    reconciled = all(m.current.epoch == group.assignment_epoch
+                     and m.current.state is MemberState.STABLE for m in members)
+    assert group.state_name == ("Stable" if reconciled else "Reconciling")
+
+
 def check_view(coordinator: GroupCoordinator) -> None:
     """The network thread's view of the consumer groups (rust/consumer_heartbeat_view.rs) says
-    what the groups say: `ConsumerGroup` mirrors every change into it."""
+    what the groups say: `ConsumerGroup` mirrors every change into it; and each group's counts
+    say what its members say."""
     expected = {}
     for group_id, group in coordinator.groups.items():
         if not isinstance(group, ConsumerGroup):
             continue
+        check_counts(group)
         busy = group.computing_epoch is not None or group.metadata_expired or group.deleting
         members = {m.member_id: (m.epoch, m.current.state is MemberState.STABLE, m.classic is None,
                                  m.instance_id, m.client_id, m.client_host, m.session_key)

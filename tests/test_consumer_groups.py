@@ -13,6 +13,8 @@ from consumer_harness import (ConsumerDriver, RecordingLog, Topics, answer, make
                               request)
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
+from corral.groups.consumer.target import metadata_hash
+from corral.groups.storage import consumer_records as cr
 from corral.groups.handlers.consumer import _invalid
 
 
@@ -189,6 +191,27 @@ def test_static_member_temporary_leave_and_rejoin_keeps_its_assignment():
     assert set(group.members) == {"a-restarted", d.clients["b"].member_id}
 
 
+def test_static_member_rejoining_with_another_subscription_replaces_its_old_selfs():
+    """Kafka's replaceMember: the old self's subscription is gone with it, so its regex, which
+    nobody uses any more, is tombstoned, and the metadata hash covers only what the members
+    subscribe to now."""
+    topics, _, c, d = setup(2)
+    topics.add("u", 2)
+    topics.add("x", 2)
+    d.join("a", names=["u"], regex="x", instance_id="ia")
+    d.join("b", names=["t"])
+    d.converge()
+    assert set(d.group.regexes) == {"x"}
+    d.leave("a", epoch=-2)
+    client = d.clients["a"]
+    client.member_id, client.names, client.regex = "a-restarted", ["t"], ""
+    assert d.join("a", instance_id="ia")["error_code"] == ErrorCode.NONE
+    group = d.group
+    assert not group.regexes and set(group.topic_name_counts) == {"t"}
+    assert group.metadata_hash == metadata_hash({"t"}, c.topics)
+    d.converge()
+
+
 def test_static_instance_checks():
     _, _, c, d = setup()
     d.join("a", instance_id="ia")
@@ -281,6 +304,22 @@ def test_regex_subscription_follows_topic_creation():
     topics.add("xt", 1)
     c.on_topics_changed({"xt"})
     assert d.group.regexes["t.*"].topics == ("t", "t2")
+
+
+def test_a_leave_tombstones_a_regex_nobody_uses():
+    """A resolved regex no member subscribes with (a log an older corral wrote can hold one) is
+    tombstoned by the next leave or fence, and counts no more in the group's topics."""
+    topics, _, c, d = setup(2)
+    topics.add("u", 2)
+    d.join("a")
+    d.join("b")
+    d.converge()
+    c.replay(cr.RegexTopics("g", "u", ("u",), 0, 0))
+    group = d.group
+    assert group.unused_regexes == {"u"} and group.is_subscribed_to("u")
+    d.leave("b")
+    assert not group.regexes and not group.unused_regexes and not group.is_subscribed_to("u")
+    assert group.metadata_hash == metadata_hash({"t"}, c.topics)
 
 
 def test_more_partitions_bump_the_epoch_at_the_next_heartbeat():

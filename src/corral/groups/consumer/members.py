@@ -5,12 +5,14 @@ take the heartbeat's own records into account before they are applied."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections import Counter
+from itertools import chain
+from typing import Any, Iterable, Iterator, Mapping
 
 from ...errors import ErrorCode
 from ..storage import consumer_records as cr
 from .reconcile import Reconciled
-from .state import ConsumerGroup, ConsumerMember
+from .state import ConsumerGroup, ConsumerMember, preferred_of
 
 class GroupError(Exception):
     """A heartbeat refused with Kafka's error code and message."""
@@ -135,32 +137,72 @@ def as_record(partitions) -> cr.Assignment:
 
 
 def others_than(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMember]:
-    """The group's members but `member` (and the old self a static member replaces)."""
+    """The group's members but `member` (and the old self a static member replaces): the
+    members of a target computation."""
     instance_id = member.instance_id
     return [m for m in group.members.values() if m.member_id != member.member_id
             and (instance_id is None or m.instance_id != instance_id)]
 
 
-def names_after(group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
-                regexes: Mapping[str, cr.RegexTopics]) -> set[str]:
-    """The topic names the group subscribes to once `member` is `updated` (and `regexes` are
-    its resolutions), from the group's per-name counts, not per member: a join to a big group
-    stays cheap."""
-    counts = group.topic_name_counts
-    old, new = set(member.topic_names) if member.member_id in group.members else set(), \
-        set(updated.topic_names)
-    names = {n for n, c in counts.items() if c - (n in old) > 0} | new
-    for resolution in regexes.values():
-        names.update(resolution.topics)
-    return names
+def replaced_members(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMember]:
+    """The group's members that `member`'s records replace (those `others_than` leaves out):
+    its own entry, and the old self a static member rejoining under a new id replaces; found
+    by id, not by walking the group."""
+    out = []
+    own = group.members.get(member.member_id)
+    if own is not None:
+        out.append(own)
+    if member.instance_id is not None:
+        old_id = group.static_members.get(member.instance_id)
+        old = group.members.get(old_id) if old_id is not None and old_id != member.member_id else None
+        if old is not None:
+            out.append(old)
+    return out
 
 
-def regex_topics(regexes: Mapping[str, cr.RegexTopics], members) -> set[str]:
-    """The topics the members' regexes resolve to."""
+def regex_users_after(group: ConsumerGroup, regex: str, leaving: Iterable[ConsumerMember]) -> int:
+    """How many members subscribe with `regex` once the `leaving` ones no longer do."""
+    return group.regex_counts.get(regex, 0) - sum(1 for m in leaving if m.regex == regex)
+
+
+def preferred_assignor_after(group: ConsumerGroup, leaving: Iterable[ConsumerMember],
+                             joining: ConsumerMember) -> str | None:
+    """The group's preferred assignor once `joining` takes the place of the `leaving` members,
+    from the group's per-assignor counts."""
+    counts = Counter(group.assignor_counts)
+    counts.subtract(m.server_assignor for m in leaving if m.server_assignor)
+    if joining.server_assignor:
+        counts[joining.server_assignor] += 1
+    return preferred_of({name: n for name, n in counts.items() if n > 0})
+
+
+def names_after(group: ConsumerGroup, leaving: Iterable[ConsumerMember], joining: Iterable[str],
+                regexes: "RegexesAfter") -> set[str]:
+    """The topic names the group subscribes to once the `leaving` members' names are gone,
+    the `joining` names are there, and `regexes` (its resolutions after a heartbeat's records)
+    resolve as they say. From the group's per-topic counts and the change: a join or a leave
+    costs the same in a big group as in a small one."""
+    delta: Counter[str] = Counter()
+    for member in leaving:
+        delta.subtract(member.topic_names)
+    delta.update(joining)
+    for regex, resolution in regexes.changed.items():
+        old = group.regexes.get(regex)
+        if old is not None:
+            delta.subtract(old.topics)
+        if resolution is not None:
+            delta.update(resolution.topics)
+    by_name, by_regex = group.topic_name_counts, group.regex_topic_counts
+    return {n for n in chain(by_name, by_regex, delta)
+            if by_name.get(n, 0) + by_regex.get(n, 0) + delta.get(n, 0) > 0}
+
+
+def regex_topics(regexes: Mapping[str, cr.RegexTopics], users: Mapping[str, int]) -> set[str]:
+    """The topics the regexes that have `users` resolve to."""
     out: set[str] = set()
-    for m in members:
-        if m.regex and m.regex in regexes:
-            out.update(regexes[m.regex].topics)
+    for regex, resolution in regexes.items():
+        if users.get(regex, 0) > 0:
+            out.update(resolution.topics)
     return out
 
 
@@ -182,13 +224,50 @@ def refresh_regexes(group: ConsumerGroup, records: list, resolve, version: int, 
 def regex_refresh_due(group: ConsumerGroup, now: int, interval_ms: int) -> bool:
     """Kafka's periodic refresh (group.consumer.regex.refresh.interval.ms): a resolution is that
     old (so an ACL change reaches a regex subscription without a topic change)."""
-    return any(now - r.timestamp_ms >= interval_ms for r in group.regexes.values())
+    oldest = group.oldest_regex_ms()
+    return oldest is not None and now - oldest >= interval_ms
 
 
-def regexes_after(group: ConsumerGroup, records: list) -> Mapping[str, cr.RegexTopics]:
-    """The group's regex resolutions once `records` (a heartbeat's, not applied yet) are."""
-    added = {r.regex: r for r in records if isinstance(r, cr.RegexTopics)}
-    removed = {r.name for r in records if isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX}
-    if not added and not removed:
-        return group.regexes
-    return {regex: r for regex, r in {**group.regexes, **added}.items() if regex not in removed}
+class RegexesAfter(Mapping[str, cr.RegexTopics]):
+    """The group's regex resolutions once a heartbeat's records (not applied yet) are: the
+    group's own, seen through what the records change (`changed`: regex -> its new resolution,
+    None when tombstoned), without copying the group's."""
+
+    __slots__ = ("base", "changed")
+
+    def __init__(self, base: Mapping[str, cr.RegexTopics], changed: dict[str, cr.RegexTopics | None]):
+        self.base = base
+        self.changed = changed
+
+    def __getitem__(self, regex: str) -> cr.RegexTopics:
+        if regex in self.changed:
+            resolution = self.changed[regex]
+            if resolution is None:
+                raise KeyError(regex)
+            return resolution
+        return self.base[regex]
+
+    def __iter__(self) -> Iterator[str]:
+        changed = self.changed
+        for regex in self.base:
+            if regex not in changed or changed[regex] is not None:
+                yield regex
+        for regex, resolution in changed.items():
+            if resolution is not None and regex not in self.base:
+                yield regex
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def regexes_after(group: ConsumerGroup, records: list) -> RegexesAfter:
+    """The group's regex resolutions once `records` (a heartbeat's, not applied yet) are (a
+    tombstone wins over a resolution of the same regex)."""
+    changed: dict[str, cr.RegexTopics | None] = {}
+    for r in records:
+        if isinstance(r, cr.RegexTopics):
+            changed[r.regex] = r
+    for r in records:
+        if isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX:
+            changed[r.name] = None
+    return RegexesAfter(group.regexes, changed)

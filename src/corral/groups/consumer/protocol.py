@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable
 
 import trio
@@ -29,14 +30,15 @@ from ..classic import ClassicGroup, ClassicState
 from ..storage import consumer_records as cr
 from ..storage.records import GroupMetadata, GroupTombstone
 from ..timers import Timers
-from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, refresh_regexes,
-                      copy_member, metadata_differs, names_after, others_than, regex_topics,
-                      regex_refresh_due, regexes_after, removal_records, resolve_regex, updated_member)
+from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, copy_member,
+                      metadata_differs, names_after, others_than, preferred_assignor_after,
+                      refresh_regexes, regex_refresh_due, regex_topics, regex_users_after,
+                      regexes_after, removal_records, replaced_members, resolve_regex,
+                      updated_member)
 from .migration import MigrationPolicy, downgrade_record, upgrade_records
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
-from .target import (TargetInputs, TopicImage, encoded_result, member_topic_ids, metadata_hash,
-                     preferred_assignor)
+from .target import TargetInputs, TopicImage, encoded_result, member_topic_ids, metadata_hash
 
 if TYPE_CHECKING:
     from ...assignors import AssignorRegistry
@@ -243,23 +245,26 @@ class ConsumerProtocol:
         """Kafka's step 1: the member's metadata record if it changed, its regex, and a group
         epoch bump when the group's subscriptions (names, regexes, preferred assignor, the
         subscribed topics' metadata) changed. Returns (the group epoch, whether the member's
-        subscription changed)."""
+        subscription changed). From the group's counts, never walking its members."""
         group_id = group.group_id
         is_new = member.member_id not in group.members
         names_changed = updated.topic_names != member.topic_names
         if metadata_differs(member, updated) or (is_new and not replaced):
             records.append(updated.metadata_record(group_id))
-        regex_bump, regex_changed = self._update_regexes(group, member, updated, records, now, topic_filter)
+        # The members `updated` takes the place of: itself, a static member's old self.
+        previous = replaced_members(group, member)
+        regex_bump, regex_changed = self._update_regexes(group, member, updated, previous, records,
+                                                         now, topic_filter)
         assignor_changed = False
         if updated.server_assignor != member.server_assignor or (is_new and updated.server_assignor):
-            others = others_than(group, member)
-            assignor_changed = preferred_assignor(group.members.values()) != \
-                preferred_assignor([*others, updated])
+            assignor_changed = group.preferred_assignor() != \
+                preferred_assignor_after(group, previous, updated)
         bump = names_changed or regex_bump or assignor_changed
         group_epoch = group.group_epoch
         if bump or group.metadata_expired:
             group.metadata_expired = False
-            new_hash = metadata_hash(names_after(group, member, updated, regexes_after(group, records)), self.topics)
+            names = names_after(group, previous, updated.topic_names, regexes_after(group, records))
+            new_hash = metadata_hash(names, self.topics)
             if new_hash != group.metadata_hash:
                 bump = True
             if bump:
@@ -336,11 +341,13 @@ class ConsumerProtocol:
     # ===================================================================== regular exprs ===
 
     def _update_regexes(self, group: ConsumerGroup, member: ConsumerMember,
-                        updated: ConsumerMember, records: list, now: int, topic_filter=None) -> tuple[bool, bool]:
+                        updated: ConsumerMember, previous: list[ConsumerMember], records: list,
+                        now: int, topic_filter=None) -> tuple[bool, bool]:
         """(whether the epoch must bump, whether the member's regex changed). A new regex is
         compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics the
         heartbeat may describe (Kafka resolves it asynchronously, then bumps); a regex nobody
-        uses any more is tombstoned. Stale (see on_topics_changed) or due regexes are resolved again."""
+        uses once `updated` replaces the `previous` members is tombstoned. Stale (see
+        on_topics_changed) or due regexes are resolved again."""
         old, new = member.regex, updated.regex
         due = regex_refresh_due(group, now, self.settings["group.consumer.regex.refresh.interval.ms"])
         refreshed = (due or group.regexes_stale and topic_filter is not None) and refresh_regexes(
@@ -351,8 +358,7 @@ class ConsumerProtocol:
         if new and new not in group.regexes:
             topics = resolve_regex(new, self.topics.names(), topic_filter)
             records.append(cr.RegexTopics(group.group_id, new, topics, self._topics_version(), now))
-        if old and not any(m.regex == old for m in group.members.values()
-                           if m.member_id != member.member_id):
+        if old and regex_users_after(group, old, previous) <= 0:
             records.append(cr.ConsumerTombstone(cr.REGEX, group.group_id, old))
         return True, True
 
@@ -376,7 +382,8 @@ class ConsumerProtocol:
         members = [*others_than(group, member), updated]
         inputs = TargetInputs.of(group, group_epoch, members, self.topics,
                                  regexes_after(group, records))
-        assignor = self.assignors.get(preferred_assignor(members)) or self.assignors.default
+        preferred = preferred_assignor_after(group, replaced_members(group, member), updated)
+        assignor = self.assignors.get(preferred) or self.assignors.default
         started = time.monotonic()
         target = inputs.compute(assignor)
         self.metrics.assignor_seconds.observe(time.monotonic() - started)
@@ -410,7 +417,7 @@ class ConsumerProtocol:
             return  # up to date, running, batched, or small (computed inline by a heartbeat)
         inputs = TargetInputs.of(group, group.group_epoch, group.members.values(), self.topics)
         group.computing_epoch = inputs.epoch
-        assignor = self.assignors.get(preferred_assignor(group.members.values())) or self.assignors.default
+        assignor = self.assignors.get(group.preferred_assignor()) or self.assignors.default
         self._nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
 
     async def _compute_offloaded(self, group: ConsumerGroup, inputs: TargetInputs, assignor) -> None:
@@ -474,39 +481,46 @@ class ConsumerProtocol:
         return self._fence_records(group, [member]), answer
 
     def _fence_records(self, group: ConsumerGroup, members: list[ConsumerMember]) -> list:
-        """Kafka's consumerGroupFenceMembers: the members' tombstones, unused regexes', a bumped
-        epoch (with the target epoch moved too if the group is now empty, KAFKA-20442)."""
+        """Kafka's consumerGroupFenceMembers: the members' (distinct, of the group) tombstones,
+        those of the regexes nobody uses any more, a bumped epoch (with the target epoch moved
+        too if the group is now empty, KAFKA-20442). From the group's counts: it costs what
+        leaves, not what stays, so a whole group leaving one by one costs O(members)."""
         gid = group.group_id
-        leaving = {m.member_id for m in members}
-        staying = [m for m in group.members.values() if m.member_id not in leaving]
-        if self._may_downgrade(group, staying):
+        staying = len(group.members) - len(members)
+        if self._may_downgrade(group, members, staying):
             log.info("group %s: only classic members remain; it becomes a classic group", gid)
-            return [*group.tombstones(), downgrade_record(group, staying, group.target,
+            leaving = {m.member_id for m in members}
+            remaining = [m for m in group.members.values() if m.member_id not in leaving]
+            return [*group.tombstones(), downgrade_record(group, remaining, group.target,
                                                          self.topics, wall_ms())]
         records: list = []
         for member in members:
             records += removal_records(gid, member.member_id)
-        used = {m.regex for m in staying if m.regex}
-        records += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in group.regexes if r not in used]
-        names = {n for m in staying for n in m.topic_names} | regex_topics(group.regexes, staying)
+        gone = Counter(m.regex for m in members if m.regex)
+        unused = [r for r, n in gone.items() if r in group.regexes and group.regex_counts[r] <= n]
+        unused += sorted(group.unused_regexes.difference(gone))
+        records += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in unused]
+        names = names_after(group, members, (), regexes_after(group, records))
         epoch = group.group_epoch + 1
         records.append(cr.GroupEpoch(gid, epoch, metadata_hash(names, self.topics)))
         if not staying:
             records.append(cr.TargetEpoch(gid, epoch, 0))
         return records
 
-    def _may_downgrade(self, group: ConsumerGroup, staying: list[ConsumerMember]) -> bool:
-        """Kafka's validateOnlineDowngrade: members remain, all of them classic, downgrades are
-        allowed and a classic group may hold them."""
-        if not staying or any(m.classic is None for m in staying):
+    def _may_downgrade(self, group: ConsumerGroup, leaving: list[ConsumerMember],
+                       staying: int) -> bool:
+        """Kafka's validateOnlineDowngrade: members remain (`staying` once `leaving` are gone),
+        all of them classic, downgrades are allowed and a classic group may hold them."""
+        if not staying or \
+                group.classic_members - sum(m.classic is not None for m in leaving) != staying:
             return False
         if not self.migration.downgrades:
             log.info("group %s: not downgraded to a classic group: online downgrade is disabled",
                      group.group_id)
             return False
-        if len(staying) > self.max_size:
+        if staying > self.max_size:
             log.info("group %s: not downgraded to a classic group: %d members is more than "
-                     "group.max.size", group.group_id, len(staying))
+                     "group.max.size", group.group_id, staying)
             return False
         return True
 
@@ -593,7 +607,7 @@ class ConsumerProtocol:
                                                   self._topics_version(), now))
             if records:
                 names_now = group.subscribed_topic_names(False)
-                names_now |= regex_topics(regexes_after(group, records), group.members.values())
+                names_now |= regex_topics(regexes_after(group, records), group.regex_counts)
                 records.append(cr.GroupEpoch(group.group_id, group.group_epoch + 1,
                                              metadata_hash(names_now, self.topics)))
                 self._write_consumer(group.group_id, records)

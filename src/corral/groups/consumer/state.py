@@ -12,8 +12,9 @@ describe and list views, deletion.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from ... import _core
 from ...errors import ErrorCode
@@ -78,6 +79,23 @@ class ConsumerMember:
                                     _as_record(c.pending_revocation))
 
 
+def preferred_of(counts: Mapping[str, int]) -> str | None:
+    """The assignor of highest count (ties: the smaller name); None if there is none."""
+    if not counts:
+        return None
+    return min(counts, key=lambda name: (-counts[name], name))
+
+
+def _count(counts: Counter, keys: Iterable, delta: int) -> None:
+    """Adds `delta` to the counts of `keys`, dropping those that reach zero."""
+    for key in keys:
+        n = counts[key] + delta
+        if n:
+            counts[key] = n
+        else:
+            del counts[key]
+
+
 def _as_record(partitions) -> cr.Assignment:
     return {topic: tuple(sorted(ps)) for topic, ps in partitions.items() if ps}
 
@@ -107,8 +125,26 @@ class ConsumerGroup:
         # topic id -> partition -> epoch of the member owning it (assigned or being revoked).
         self.owner_epochs: dict[bytes, dict[int, int]] = {}
         self.regexes: dict[str, cr.RegexTopics] = {}
-        # How many members name each topic (their `topic_names`; regexes resolve separately).
+        # Counts kept by `replay` (as Kafka's ConsumerGroup keeps subscribedTopicNames,
+        # subscribedRegularExpressions, numClassicProtocolMembers...), so that no request
+        # walks the members: a request costs the same in a group of ten or fifty thousand.
+        # No key is kept at zero. How many members name each topic (their `topic_names`):
         self.topic_name_counts: Counter[str] = Counter()
+        # How many of the resolved regexes (`regexes`) match each topic:
+        self.regex_topic_counts: Counter[str] = Counter()
+        # How many members subscribe with each regex (non-empty):
+        self.regex_counts: Counter[str] = Counter()
+        # The resolved regexes no member subscribes with (a log written by an older corral may
+        # leave one): the next fence tombstones them.
+        self.unused_regexes: set[str] = set()
+        # How many members name each server assignor:
+        self.assignor_counts: Counter[str] = Counter()
+        # Per member epoch, how many members are STABLE at it (the group is reconciled when
+        # all of them are, at the assignment epoch):
+        self.stable_counts: Counter[int] = Counter()
+        # (timestamp, regex) of the resolutions, a heap pruned lazily: the oldest resolution,
+        # which says whether the periodic refresh is due.
+        self._regex_times: list[tuple[int, str]] = []
         # How many members speak the classic protocol, and how many of them support each of
         # its protocol names (a classic join must share one with all of them).
         self.classic_members = 0
@@ -186,6 +222,7 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             member = self.members[member_id] = ConsumerMember(member_id)
+            _count(self.stable_counts, (member.current.epoch,), 1)
         return member
 
     def replay(self, record: cr.ConsumerRecord) -> None:
@@ -197,9 +234,7 @@ class ConsumerGroup:
             self._mirror_group()
         elif isinstance(record, cr.MemberMetadata):
             member = self.member(record.member_id)
-            self.topic_name_counts.subtract(member.topic_names)
-            self.topic_name_counts.update(record.topic_names)
-            self.topic_name_counts += Counter()  # drops zero counts
+            self._count_subscription(member, -1)
             if member.instance_id is not None and member.instance_id != record.instance_id \
                     and self.static_members.get(member.instance_id) == member.member_id:
                 del self.static_members[member.instance_id]
@@ -212,6 +247,7 @@ class ConsumerGroup:
             self._count_classic(member.classic, -1)
             self._count_classic(record.classic, 1)
             member.server_assignor, member.classic = record.server_assignor, record.classic
+            self._count_subscription(member, 1)
             self._mirror_metadata(member)
         elif isinstance(record, cr.TargetMember):
             self.target[record.member_id] = as_sets(record.partitions)
@@ -221,13 +257,14 @@ class ConsumerGroup:
         elif isinstance(record, cr.CurrentAssignment):
             member = self.member(record.member_id)
             self._release(member)
-            member.current = Reconciled(record.epoch, record.previous_epoch,
-                                        MemberState.of(record.state), as_sets(record.assigned),
-                                        as_sets(record.pending_revocation))
+            self._set_current(member, Reconciled(record.epoch, record.previous_epoch,
+                                                 MemberState.of(record.state),
+                                                 as_sets(record.assigned),
+                                                 as_sets(record.pending_revocation)))
             self._own(member)
             self._mirror_epoch(member)
         elif isinstance(record, cr.RegexTopics):
-            self.regexes[record.regex] = record
+            self._set_regex(record.regex, record)
 
     def _replay_tombstone(self, record: cr.ConsumerTombstone) -> None:
         kind, name = record.kind, record.name
@@ -235,8 +272,8 @@ class ConsumerGroup:
             member = self.members.get(name or "")
             if member is not None:
                 self._release(member)
-                member.current = Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT,
-                                            EMPTY_ASSIGNMENT)
+                self._set_current(member, Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT,
+                                                     EMPTY_ASSIGNMENT))
                 self._mirror_epoch(member)
         elif kind == cr.TARGET_MEMBER:
             self.target.pop(name or "", None)
@@ -246,8 +283,8 @@ class ConsumerGroup:
                 if self.view is not None:
                     self.view.remove_member(self.group_id, member.member_id)
                 self._release(member)
-                self.topic_name_counts.subtract(member.topic_names)
-                self.topic_name_counts += Counter()
+                self._count_subscription(member, -1)
+                self._count_stable(member.current, -1)
                 self._count_classic(member.classic, -1)
                 if member.instance_id is not None and \
                         self.static_members.get(member.instance_id) == member.member_id:
@@ -256,16 +293,55 @@ class ConsumerGroup:
             self.assignment_epoch, self.assignment_timestamp_ms = -1, 0
             self._mirror_group()
         elif kind == cr.REGEX:
-            self.regexes.pop(name or "", None)
+            self._set_regex(name or "", None)
+
+    def _count_subscription(self, member: ConsumerMember, delta: int) -> None:
+        _count(self.topic_name_counts, member.topic_names, delta)
+        if member.regex:
+            _count(self.regex_counts, (member.regex,), delta)
+            self._note_regex_use(member.regex)
+        if member.server_assignor:
+            _count(self.assignor_counts, (member.server_assignor,), delta)
+
+    def _count_stable(self, current: Reconciled, delta: int) -> None:
+        if current.state is MemberState.STABLE:
+            _count(self.stable_counts, (current.epoch,), delta)
+
+    def _set_current(self, member: ConsumerMember, current: Reconciled) -> None:
+        self._count_stable(member.current, -1)
+        member.current = current
+        self._count_stable(current, 1)
+
+    def _set_regex(self, regex: str, resolution: cr.RegexTopics | None) -> None:
+        """A regex's resolution replaced (None: removed)."""
+        old = self.regexes.get(regex)
+        if old is not None:
+            _count(self.regex_topic_counts, old.topics, -1)
+        if resolution is None:
+            self.regexes.pop(regex, None)
+            self.unused_regexes.discard(regex)
+            return
+        self.regexes[regex] = resolution  # in place: the group's regexes keep their order
+        _count(self.regex_topic_counts, resolution.topics, 1)
+        self._note_regex_use(regex)
+        times = self._regex_times
+        if len(times) > 2 * len(self.regexes) + 8:  # mostly stale entries: start again
+            times[:] = [(r.timestamp_ms, name) for name, r in self.regexes.items()]
+            heapq.heapify(times)
+        else:
+            heapq.heappush(times, (resolution.timestamp_ms, regex))
+
+    def _note_regex_use(self, regex: str) -> None:
+        if regex in self.regexes and regex not in self.regex_counts:
+            self.unused_regexes.add(regex)
+        else:
+            self.unused_regexes.discard(regex)
 
     def _count_classic(self, classic: cr.ClassicMetadata | None, delta: int) -> None:
         if classic is None:
             return
         self.classic_members += delta
-        for name in {name for name, _ in classic.protocols}:
-            self.classic_protocol_counts[name] += delta
-            if not self.classic_protocol_counts[name]:
-                del self.classic_protocol_counts[name]
+        _count(self.classic_protocol_counts, {name for name, _ in classic.protocols}, delta)
 
     def _release(self, member: ConsumerMember) -> None:
         for partitions in (member.current.assigned, member.current.pending_revocation):
@@ -357,24 +433,35 @@ class ConsumerGroup:
             return "Empty"
         if self.group_epoch > self.assignment_epoch:
             return "Assigning"
-        epoch = self.assignment_epoch
-        for member in self.members.values():
-            c = member.current
-            if c.epoch != epoch or c.state is not MemberState.STABLE:
-                return "Reconciling"
+        # Every member STABLE at the assignment epoch (Kafka's isReconciledTo), counted.
+        if self.stable_counts.get(self.assignment_epoch, 0) != len(self.members):
+            return "Reconciling"
         return "Stable"
 
     def subscribed_topic_names(self, resolved_regex_topics: bool = True) -> set[str]:
         names = set(self.topic_name_counts)
         if resolved_regex_topics:
-            for resolution in self.regexes.values():
-                names.update(resolution.topics)
+            names.update(self.regex_topic_counts)
         return names
 
     def is_subscribed_to(self, topic: str) -> bool:
-        if self.topic_name_counts.get(topic, 0) > 0:
-            return True
-        return any(topic in r.topics for r in self.regexes.values())
+        return topic in self.topic_name_counts or topic in self.regex_topic_counts
+
+    def preferred_assignor(self) -> str | None:
+        """The server assignor named by most members (ties: the smaller name); None if nobody
+        names one (Kafka's computePreferredServerAssignor)."""
+        return preferred_of(self.assignor_counts)
+
+    def oldest_regex_ms(self) -> int | None:
+        """When the oldest of the group's regex resolutions was made (None: it has none)."""
+        times = self._regex_times
+        while times:
+            timestamp_ms, regex = times[0]
+            resolution = self.regexes.get(regex)
+            if resolution is not None and resolution.timestamp_ms == timestamp_ms:
+                return timestamp_ms
+            heapq.heappop(times)  # replaced or removed since
+        return None
 
     def describe_view(self) -> dict[str, Any]:
         """DescribeGroups on a consumer group: "not a classic group" (v6+ answers

@@ -80,17 +80,6 @@ def metadata_hash(names: Iterable[str], topics: TopicImage) -> int:
     return struct.unpack(">q", digest.digest())[0] if found else 0
 
 
-def preferred_assignor(members: Iterable[ConsumerMember]) -> str | None:
-    """The assignor named by most members (ties: the smaller name); None if nobody names one."""
-    counts: dict[str, int] = {}
-    for member in members:
-        if member.server_assignor:
-            counts[member.server_assignor] = counts.get(member.server_assignor, 0) + 1
-    if not counts:
-        return None
-    return min(counts, key=lambda name: (-counts[name], name))
-
-
 @dataclass(slots=True)
 class TargetInputs:
     """One computation's inputs: members in join order with (topic ids, previous target, rack,

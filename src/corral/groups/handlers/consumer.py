@@ -11,7 +11,6 @@ from ...errors import ErrorCode
 from ..consumer import ConsumerGroup, HeartbeatRequest
 from ..consumer.protocol import STATIC_LEAVE_EPOCH, LEAVE_EPOCH, error_answer
 from ..consumer.state import MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER
-from ..consumer.target import preferred_assignor
 from ...security.acls import AclOperation
 from ...security.authorize import (GROUP, OPERATIONS_NOT_REQUESTED, TOPIC, allowed,
                                    authorized_operations, filter_allowed, group_read)
@@ -166,7 +165,7 @@ def _describe(broker, group: ConsumerGroup, version: int) -> dict[str, Any]:
         if version >= 1:
             entry["member_type"] = MEMBER_TYPE_CLASSIC if m.classic is not None else MEMBER_TYPE_CONSUMER
         members.append(entry)
-    assignor = preferred_assignor(group.members.values()) or broker.groups.assignors.default.name
+    assignor = group.preferred_assignor() or broker.groups.assignors.default.name
     return {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group.group_id,
             "group_state": group.state_name, "group_epoch": group.group_epoch,
             "assignment_epoch": group.assignment_epoch, "assignor_name": assignor,
