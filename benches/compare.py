@@ -61,7 +61,7 @@ class Case:
 
 def cases(opts) -> list[Case]:
     quick = opts.quick
-    step = ["--step-seconds", "2" if quick else "5"]
+    step = ["--step-seconds", "2" if quick else "5", "--ramp-factor", "1.5"]
     out = []
     if "join-storm" in opts.scenarios:
         for n in opts.join_members:
@@ -242,8 +242,9 @@ def markdown(rows, opts) -> str:
                   "broker log) and answers SyncGroup with UNKNOWN_SERVER_ERROR, round after round."]
     lines += ["", "join-storm: from the first JoinGroup until every member holds its SyncGroup "
               "answer of one generation with all members. heartbeat and commit: the rate ramps "
-              "x1.5 per step; the figure is the highest rate achieved in a step whose p99 stayed "
-              "within the bound. The ceiling server answers Heartbeat with a fixed frame "
+              "x1.5 per step, then narrows between the last good and the first saturated rate; "
+              "the figure is the highest rate achieved in a step whose p99 stayed within the "
+              "bound. The ceiling server answers Heartbeat with a fixed frame "
               "(members do not join): what this machine and this generator can do at most.", END]
     return "\n".join(lines) + "\n"
 

@@ -55,9 +55,9 @@ def test_ramp_out_of_time_exits_3(bootstrap, tmp_path):
 
 def test_ramp_stopping_itself_for_time(bootstrap):
     """The ramp's own check: the next step would not fit in --duration (a bound no step reaches,
-    a rate the generator keeps up with easily). The first step ends 5-5.5 s after the group is
-    stable (1 s warm-up, 3 s measured, 1 s for the last samples to arrive): before the run's
-    8 s deadline if the group took under 2.5 s, and a second step could not fit.
+    a rate the generator keeps up with easily). The first step ends about 4 s after the group is
+    stable (0.25 s warm-up, 3 s measured, up to 1 s for the last samples to arrive): before the
+    run's 8 s deadline if the group took under 3 s, and a second step could not fit.
 
     Each member heartbeats every 0.5 s: an answer delayed by a busy machine costs a heartbeat
     only when it is 0.5 s late. (At 200/s, every 50 ms, a machine busy with other builds had
@@ -69,6 +69,42 @@ def test_ramp_stopping_itself_for_time(bootstrap):
     assert metrics["stopped_by"] == "duration", metrics["steps"]
     assert len(metrics["steps"]) == 1 and metrics["sustained_per_s"] > 0
     assert result["unfinished"].startswith("the ramp ran out of time (--duration 8 s) after 1 step(s)")
+
+
+def test_heartbeat_ramp_with_its_defaults_in_10_s(bootstrap, tmp_path):
+    """200 members, --duration 10, nothing else: the plan fits the time (x16 per step from the
+    members' normal 67/s), is said up front, and each step is reported as it ends; the ramp
+    completes steps (before: the default 10 s settling alone outlasted the run, exit 3 after 0
+    steps). The 3rd step, 17,067/s, or the 4th, 273,067/s, saturates the broker or the generator:
+    exit 0 (a machine too busy for the 3rd step gets a lower bound, exit 3)."""
+    out = tmp_path / "r.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "corral.cli", "load", "--bootstrap", bootstrap, "--scenario",
+         "heartbeat", "--members", "200", "--duration", "10", "--json", str(out)],
+        capture_output=True, text=True, timeout=120)
+    result = json.loads(out.read_text())
+    metrics, lines = result["metrics"], done.stderr.splitlines()
+    steps = metrics["steps"]
+    assert done.returncode in (0, 3), done.stderr
+    assert result["violations"] == 0 and result["failures"] == []
+    assert steps, done.stderr
+    plan = metrics["plan"]
+    assert plan["factor"] == 16 and plan["rates"][:2] == [66.7, 1066.7], plan
+    assert [s["target"] for s in steps if s["phase"] == "climb"] == plan["rates"][:len(
+        [s for s in steps if s["phase"] == "climb"])], steps
+    # Up front, the plan; when the ramp starts, the plan for the time left; a line per step.
+    assert "] ramp plan: x16 per step from 67/s: 67, 1.1k" in lines[0], done.stderr
+    assert "] ramp starts" in lines[1], done.stderr
+    reported = [line for line in lines if "] step " in line]
+    planned = len(plan["rates"]) + plan["confirm_steps"] + plan["refine_steps"]
+    assert [line.split("] step ")[1].split()[0] for line in reported] == \
+        [f"{i + 1}/{max(planned, i + 1)}" for i in range(len(steps))], done.stderr
+    assert f"{steps[0]['target']:,.0f}/s -> {steps[0]['achieved']:,.0f}/s achieved" in reported[0]
+    if done.returncode == 3:   # no time for the step that saturates: a lower bound, said so
+        assert metrics["stopped_by"] == "duration" and "lower bound" in lines[-1], done.stderr
+    else:
+        assert metrics["saturation_reached"], done.stderr
+        assert "ramp done: " in done.stderr and "saturated the broker" in done.stderr
 
 
 def test_cleanup_keeps_what_existed_before(bootstrap):

@@ -58,7 +58,9 @@ def add_parser(sub) -> None:
     load.add_argument("--json", metavar="PATH", help="write the result as JSON")
     load.add_argument("--plot", metavar="PNG", type=png_path,
                       help="plot latency and stable members over time (needs corral[load])")
-    load.add_argument("--quiet", action="store_true", help="no live display")
+    load.add_argument("--quiet", action="store_true",
+                      help="no progress on stderr (the live display on a terminal, else the "
+                           "ramp's plan and steps as lines)")
     load.add_argument("--log-level", default="WARNING")
     seen: set[str] = set()
     for scenario in SCENARIOS.values():
@@ -94,11 +96,11 @@ def main(args: argparse.Namespace) -> int:
     params = parameters(args)
     scenario = SCENARIOS[args.scenario]
     try:
-        if args.quiet or not sys.stderr.isatty():
+        if args.quiet:
             result = run(scenario, params)
         else:
-            from .display import LiveDisplay
-            with LiveDisplay() as display:
+            from .display import LineDisplay, LiveDisplay
+            with (LiveDisplay() if sys.stderr.isatty() else LineDisplay()) as display:
                 result = run(scenario, params, display)
     except LoadError as e:
         print(f"corral load: {e}", file=sys.stderr)
@@ -127,4 +129,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _brief(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if k != "steps"}
+    return {k: v for k, v in metrics.items() if k not in ("steps", "plan")}

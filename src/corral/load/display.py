@@ -1,16 +1,38 @@
-"""The live progress display (rich), fed by the parent twice a second."""
+"""Progress on stderr: the live display (rich) on a terminal, fed by the parent twice a second,
+else lines; both print the notes of the run (a ramp's plan and steps) as they come."""
 
 from __future__ import annotations
 
+import sys
+
+from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from .stats import percentiles
 
 
+class LineDisplay:
+    """Not a terminal: the run's notes, a line each."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def note(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    def update(self, run) -> None:
+        pass
+
+
 class LiveDisplay:
     def __init__(self):
-        self.live = Live(Table(), refresh_per_second=4, transient=False)
+        # On stderr, as the choice of a live display is made on stderr (stdout carries the JSON).
+        self.live = Live(Table(), console=Console(stderr=True), refresh_per_second=4,
+                         transient=False)
         self._last_counts: dict[str, int] = {}
 
     def __enter__(self):
@@ -19,6 +41,9 @@ class LiveDisplay:
 
     def __exit__(self, *exc):
         return self.live.__exit__(*exc)
+
+    def note(self, text: str) -> None:
+        self.live.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def update(self, run) -> None:
         table = Table(title=f"corral load: {run.scenario} against {run.broker.bootstrap}",

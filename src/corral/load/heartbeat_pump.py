@@ -5,9 +5,10 @@ so the generator, not the broker, was the limit. Here members hand their connect
 pre-encoded Heartbeat to the pump, which, like benches/heartbeat_capacity.py, keeps the members'
 due times in a heap, sends with non-blocking send() and reads the answers of every ready socket
 from its own epoll (whose descriptor trio waits on). Each member keeps at most one heartbeat in
-flight and never bursts to catch up, as `common.paced` does. The member gets its connection back
-with the first answer that is not NONE, or when the connection fails or an answer is late
-(REQUEST_TIMEOUT_S): it then reacts as to any heartbeat answer.
+flight and never bursts to catch up, as `common.paced` does; when the rate changes, members move
+to the new pace at once. The member gets its connection back with the first answer that is not
+NONE, or when the connection fails or an answer is late (REQUEST_TIMEOUT_S): it then reacts as to
+any heartbeat answer.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class HeartbeatPump:
         self._due: list[tuple[float, int, _Beating]] = []
         self._order = itertools.count()  # tie-breaker of the heap
         self._started = False
+        self._pace = 0.0   # the interval members were last scheduled at
 
     async def beat(self, member: ClassicMember, conn: Connection, frame: bytearray,
                    version: int) -> int | str:
@@ -90,14 +92,26 @@ class HeartbeatPump:
         b.result = result
         b.done.set()
 
+    def _repace(self, now: float) -> None:
+        """A new rate moves every member to its pace at once: each one not waiting for an answer
+        is due within an interval at the new rate (spread evenly), rather than at the time its
+        old interval set, which would keep the old rate for an old interval."""
+        interval = self._interval()
+        if interval != self._pace and self._pace:
+            for b in self._by_fd.values():
+                if b.sent_at is None:
+                    self._schedule(b, now + random.uniform(0, interval))
+        self._pace = interval
+
     async def _run(self) -> None:
         next_scan = time.monotonic() + TIMEOUT_SCAN_S
         while True:
             now = time.monotonic()
+            self._repace(now)
             while self._due and self._due[0][0] <= now:
-                _, _, b = heapq.heappop(self._due)
-                if b.done.is_set() or self._by_fd.get(b.fd) is not b:
-                    continue
+                at, _, b = heapq.heappop(self._due)
+                if at != b.next_at or b.done.is_set() or self._by_fd.get(b.fd) is not b:
+                    continue  # rescheduled since (this entry is stale), or no longer beating
                 try:
                     b.conn.send_nowait(b.frame)
                 except BrokerError:

@@ -298,6 +298,8 @@ class Run:
     metrics: dict[str, Any] = field(default_factory=dict)
 
     oldest_ok: dict[int, float] = field(default_factory=dict)
+    shipped_at: dict[int, float] = field(default_factory=dict)   # each worker's latest shipment
+    display: Any = None   # the live display or progress lines (cli.py), if any
 
     def __post_init__(self):
         if self.params.get("group_protocol") == "consumer":
@@ -311,6 +313,11 @@ class Run:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def note(self, text: str) -> None:
+        """A line of progress (a ramp's plan and steps), stamped with the run's elapsed time."""
+        if self.display is not None:
+            self.display.note(f"[{self.elapsed():6.1f} s] {text}")
 
     def absorb(self, worker: int, update: dict[str, Any], done: bool = False) -> None:
         self.recorder.merge(update["recorder"])
@@ -331,6 +338,7 @@ class Run:
         self.ok_since[worker] = update["ok_since"]
         self.cpu[worker] = update["cpu"]
         self.oldest_ok[worker] = update["oldest_ok"]
+        self.shipped_at[worker] = update["at"]
         if isinstance(self.ledger, ConsumerLedger):
             self.ledger.oldest_ok = min(self.oldest_ok.values())
             self.ledger.interval_s = max(self.ledger.interval_s, update["interval"])
@@ -423,7 +431,7 @@ def _drive(scenario, params: dict[str, Any], broker: BrokerInfo, display) -> dic
         session_timeout_ms=params["session_timeout_ms"],
         rebalance_timeout_ms=params["rebalance_timeout_ms"], assignor=params["assignor"],
         topic_ids=broker.topic_ids, server_assignor=params.get("server_assignor"))
-    state = Run(scenario.NAME, params, broker, members, workers)
+    state = Run(scenario.NAME, params, broker, members, workers, display=display)
     if protocol == "consumer":
         waited = trio.run(wait_assignable, config)
         if waited is None:

@@ -71,15 +71,16 @@ async def run_member(ctx, member, index: int) -> None:
 
 def _ramp(run) -> Ramp:
     if "ramp" not in run.state:
-        run.state["ramp"] = Ramp("OFFSET_COMMIT", run.params, run.params["start_rate"] or run.members,
-                                  default_bound_ms=100)
+        run.state["ramp"] = Ramp("OFFSET_COMMIT", run, run.params["start_rate"] or run.members,
+                                 default_bound_ms=100)
     return run.state["ramp"]
 
 
 def control(run):
+    ramp = _ramp(run)   # made, and its plan said, as the run starts
     if "rate" not in run.phase and run.ledger.stable_generation(run.members) is None:
         return None
-    return _ramp(run).control(run)
+    return ramp.control(run)
 
 
 def summary(run) -> dict:

@@ -1,4 +1,5 @@
-"""heartbeat: N stable members heartbeat; the rate ramps up until p99 latency passes a bound.
+"""heartbeat: N stable members heartbeat; the rate ramps up until the broker saturates (p99
+latency past a bound, or the rate not achieved), then narrows down on the limit (load/ramp.py).
 
 Reported: the highest heartbeats/s sustained within the bound, and latency percentiles per step.
 `--skip-join` heartbeats with a made-up member id and generation, for servers that answer only
@@ -59,18 +60,24 @@ async def run_member(ctx, member, index: int) -> None:
             await member.join()
 
 
+def start_rate(params) -> float:
+    """--start-rate, else the members' normal load: one heartbeat each per interval."""
+    return params["start_rate"] or params["members"] / (params["heartbeat_interval_ms"] / 1000)
+
+
 def _ramp(run) -> Ramp:
     if "ramp" not in run.state:
-        start = run.params["start_rate"] or run.members / (run.params["heartbeat_interval_ms"] / 1000)
-        run.state["ramp"] = Ramp("HEARTBEAT", run.params, start, default_bound_ms=50)
+        run.state["ramp"] = Ramp("HEARTBEAT", run, start_rate(run.params), default_bound_ms=50,
+                                 joins=not run.params["skip_join"])
     return run.state["ramp"]
 
 
 def control(run):
+    ramp = _ramp(run)   # made, and its plan said, as the run starts
     if not run.params["skip_join"] and "rate" not in run.phase:
         if run.ledger.stable_generation(run.members) is None:
             return None
-    return _ramp(run).control(run)
+    return ramp.control(run)
 
 
 def summary(run) -> dict:
