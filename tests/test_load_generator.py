@@ -121,9 +121,13 @@ def test_scenario_without_consumer_members_is_refused():
 
 @pytest.mark.kafka
 def test_heartbeat_ramp(broker):
+    # What is checked is that the scenario runs and checks every answer on both brokers, not a
+    # limit: a bound far above these rates' latency, so that one JIT or GC stall of a freshly
+    # started Kafka (a first step's p99 of 72-112 ms was seen) cannot make its only step "saturated".
     result = run_scenario(broker, "heartbeat", "--members", "30", "--duration", "6",
                           "--step-seconds", "2", "--start-rate", "60", "--ramp-factor", "2",
-                          "--heartbeat-interval-ms", "500", "--settle-seconds", "1")
+                          "--heartbeat-interval-ms", "500", "--settle-seconds", "1",
+                          "--p99-bound-ms", "2000")
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     steps = result["metrics"]["steps"]
