@@ -39,8 +39,10 @@ TABLES = ("partition_lag", "partition_status", "group_status", "rebalances", "me
           "assignment_skew", "commit_activity")
 
 
-def analyze(*args: str, env: dict[str, str] | None = None) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "corral.cli", "analyze", *args, "--json"],
+def analyze(*args: str, env: dict[str, str] | None = None,
+            command: list[str] | None = None) -> dict:
+    command = command or [sys.executable, "-m", "corral.cli"]
+    proc = subprocess.run([*command, "analyze", *args, "--json"],
                           capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env=env)
     assert proc.returncode == 0, proc.stderr[-6000:]
     return json.loads(proc.stdout)
@@ -85,13 +87,30 @@ def check_rebalances(truth: sc.Truth, out: Path, groups: dict[str, str], start_k
                     assert r["cause"] == e.cause
 
 
+def installed_command_outside_its_python() -> tuple[list[str], dict[str, str]]:
+    """The installed `corral` run as from a virtualenv never activated (pipx, a systemd unit):
+    PATH reaches a `python3` without corral (here Debian's own), from which Spark's Python
+    workers must not be started (every task died with ModuleNotFoundError: No module named
+    'corral')."""
+    command = Path(sys.executable).parent / "corral"
+    assert command.exists(), "the suite runs from the Python corral is installed in"
+    path = "/usr/bin:/bin"
+    python3 = subprocess.run(["python3", "-c", "import corral"], env={"PATH": path},
+                             capture_output=True, text=True)
+    assert python3.returncode != 0, "PATH must not reach a python3 with corral for this test"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    env["PATH"] = path
+    return [str(command)], env
+
+
 def test_data_dir(corral_scenario, tmp_path):
     broker, truth = corral_scenario
     out = tmp_path / "out"
     # The scenario's history (the broker goes on sampling): the cluster's run gives the same.
     window = ["--to", str(truth.end_ms)]
+    command, env = installed_command_outside_its_python()
     summary = analyze("--data-dir", str(broker.data_dir), "--out", str(out), *LOCAL,
-                      *EXACT_BUCKETS, *window)
+                      *EXACT_BUCKETS, *window, command=command, env=env)
     assert summary["source"] == {"data_dir": str(broker.data_dir.resolve())}
     phases = summary["phases_s"]
     assert list(phases) == ["spark_start", "job", "small_tables", "summary", "report",
@@ -198,28 +217,6 @@ def test_bootstrap_on_kafka(tmp_path):
     check_statuses(truth, out)
     classic = {g: p for g, p in sc.MEMBER_GROUPS.items() if p == "classic"}
     check_rebalances(truth, out, classic, start_known=False)
-
-
-def test_installed_command_runs_whatever_python3_path_reaches(corral_scenario, tmp_path):
-    """`~/venv/bin/corral analyze` from a virtualenv never activated (pipx, a systemd unit):
-    PATH reaches a `python3` without corral (here Debian's own), and Spark's Python workers must
-    not be started from it (every task died with ModuleNotFoundError: No module named 'corral')."""
-    broker, truth = corral_scenario
-    command = Path(sys.executable).parent / "corral"
-    assert command.exists(), "the suite runs from the Python corral is installed in"
-    path = "/usr/bin:/bin"
-    python3 = subprocess.run(["python3", "-c", "import corral"], env={"PATH": path},
-                             capture_output=True, text=True)
-    assert python3.returncode != 0, "PATH must not reach a python3 with corral for this test"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
-    env["PATH"] = path
-    out = tmp_path / "out"
-    proc = subprocess.run([str(command), "analyze", "--data-dir", str(broker.data_dir), "--out",
-                           str(out), *LOCAL, "--to", str(truth.end_ms), "--json"],
-                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env=env)
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    summary = json.loads(proc.stdout)
-    assert summary["tables"]["partition_lag"] == len(rows(out, "partition_lag")) > 0
 
 
 def test_refusals(tmp_path):
