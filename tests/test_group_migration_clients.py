@@ -474,11 +474,12 @@ def test_classic_and_consumer_members_starting_together_on_a_new_group(corral_fa
               MemberProcess("java", broker.bootstrap, group,
                             [{"name": "j1", "protocol": "consumer", **COMMON}], topics=[topic])]
     members = [m for p in procs for m in p.members.values()]
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
     try:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
         for i in range(4 * partitions):
             producer.produce(topic, f"r{i}".encode(), partition=i % partitions)
         assert producer.flush(30) == 0
+        del producer  # gone before the broker is: no reconnect attempts logged after the test
 
         def consuming() -> bool:
             check_ownership(members)
