@@ -28,7 +28,8 @@ TYPES = frozenset({GROUP_EPOCH, PARTITION_METADATA, MEMBER_METADATA, TARGET_EPOC
 # topic id (16 bytes) -> partitions, ascending.
 Assignment = dict[bytes, tuple[int, ...]]
 # topic id -> the assignment epoch of each of its partitions, in the order of the Assignment's
-# partitions (KIP-1251's tagged AssignmentEpochs); a topic left out has none (the tag is absent).
+# partitions (KIP-1251's tagged AssignmentEpochs); a topic left out has none (the tag is absent;
+# Kafka's default is an empty list, and a null list is read as none too).
 AssignmentEpochs = dict[bytes, tuple[int, ...]]
 
 _I16 = struct.Struct(">h")
@@ -152,12 +153,12 @@ def _int32s(values) -> bytes:
 
 def _topic_partitions(assignment: Assignment, epochs: AssignmentEpochs | None = None) -> bytes:
     """[]{TopicId uuid, Partitions []int32, tag 0 AssignmentEpochs []int32 (when `epochs` has
-    the topic)}, in topic id order (stable bytes)."""
+    some for the topic)}, in topic id order (stable bytes)."""
     parts = [_uvarint(len(assignment) + 1)]
     for topic_id in sorted(assignment):
         parts += [topic_id, _int32s(assignment[topic_id])]
         topic_epochs = None if epochs is None else epochs.get(topic_id)
-        if topic_epochs is None:
+        if not topic_epochs:  # Kafka's default is an empty list, left out (null would be written)
             parts.append(b"\x00")
         else:
             data = _int32s(topic_epochs)
@@ -296,7 +297,7 @@ class FlexibleReader:
             tags = self.tags()
             if epochs is not None and 0 in tags:
                 tag = FlexibleReader(tags[0])
-                if tag.uvarint():  # 0: null, as absent
+                if tag.uvarint() > 1:  # 0 (null) and 1 (empty, Kafka's default): none
                     tag.pos = 0
                     epochs[topic_id] = tag.int32s()
         return out
