@@ -52,6 +52,18 @@ def probe(script: Script, step: str, name: str) -> None:
     script.log.append((step, name, "fetch", -1, fetch(script, name, epoch - 1)))
 
 
+def share(script: Script, holder: str, joining: str) -> None:
+    """`joining` joins (a bump); `holder` is asked to revoke, probed while revoking, acknowledges
+    and settles at the new epoch, and `joining` gets what was released; both probed."""
+    script.join(f"{joining} joins", joining, subscribed_topic_names=[TOPIC])
+    script.beat(f"{holder} revokes", holder)
+    probe(script, f"{holder} revoking", holder)
+    script.beat(f"{holder} acknowledges", holder)
+    script.beat(f"{joining} gets its half", joining, rounds=2)
+    probe(script, f"{holder} settled", holder)
+    probe(script, f"{joining} settled", joining)
+
+
 def scenario(bootstrap: str) -> list:
     port = int(bootstrap.rsplit(":", 1)[1])
     with RawClient(port) as c:
@@ -63,27 +75,15 @@ def scenario(bootstrap: str) -> list:
     script.join("a joins", "a", subscribed_topic_names=[TOPIC])
     script.beat("a settles", "a", rounds=2)
     probe(script, "a alone", "a")
-    # B joins (a bump): A is asked to revoke half, B waits for them; A acknowledges and moves to
-    # the new epoch keeping the other half at their old assignment epoch; B gets its half.
-    script.join("b joins", "b", subscribed_topic_names=[TOPIC])
-    script.beat("a revokes", "a")
-    probe(script, "a revoking", "a")
-    script.beat("a acknowledges", "a")
-    script.beat("b gets its half", "b", rounds=2)
-    probe(script, "a after the bump", "a")
-    probe(script, "b after joining", "b")
+    # B joins (a bump): A revokes half, keeping the other half at its old assignment epoch, and
+    # moves to the new epoch; B gets its half.
+    share(script, "a", "b")
     # A leaves (a bump): B keeps its half and gets A's at the new epoch.
     script.leave("a leaves", "a")
     script.beat("b takes everything", "b", rounds=2)
     probe(script, "b kept and got", "b")
     # C joins (a bump): B revokes half of what it holds, some of it got at each epoch.
-    script.join("c joins", "c", subscribed_topic_names=[TOPIC])
-    script.beat("b revokes", "b")
-    probe(script, "b revoking", "b")
-    script.beat("b acknowledges", "b")
-    script.beat("c gets its half", "c", rounds=2)
-    probe(script, "b settled", "b")
-    probe(script, "c settled", "c")
+    share(script, "b", "c")
     script.snapshot("end")
     return script.log
 
