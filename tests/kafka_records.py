@@ -14,6 +14,7 @@ Central, with their own dependencies at that version.
     kafka = KafkaRecords()
     key, value = kafka.encode(kafka_json(record))
     as_kafka_reads_it = kafka.decode(key_of(record), value_of(record))
+    as_kafka_replays_it = kafka.member(key_of(record), value_of(record))  # type 8
     kafka.close()
 """
 
@@ -46,9 +47,16 @@ def uuid_text(topic_id: bytes) -> str:
     return base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode()
 
 
-def _topics(assignment) -> list[dict]:
-    # In corral's order (topic id bytes), which is the order its encoder writes.
-    return [{"topicId": uuid_text(t), "partitions": list(assignment[t])} for t in sorted(assignment)]
+def _topics(assignment, epochs=None) -> list[dict]:
+    # In corral's order (topic id bytes), which is the order its encoder writes; a topic's
+    # AssignmentEpochs (KIP-1251, tagged, default null) only when it has them.
+    out = []
+    for t in sorted(assignment):
+        topic = {"topicId": uuid_text(t), "partitions": list(assignment[t])}
+        if epochs and t in epochs:
+            topic["assignmentEpochs"] = list(epochs[t])
+        out.append(topic)
+    return out
 
 
 def _value_json(record) -> dict | None:
@@ -82,8 +90,10 @@ def _value_json(record) -> dict | None:
         return {"topicPartitions": _topics(record.partitions)}
     if isinstance(record, CurrentAssignment):
         return {"memberEpoch": record.epoch, "previousMemberEpoch": record.previous_epoch,
-                "state": record.state, "assignedPartitions": _topics(record.assigned),
-                "partitionsPendingRevocation": _topics(record.pending_revocation)}
+                "state": record.state,
+                "assignedPartitions": _topics(record.assigned, record.assigned_epochs),
+                "partitionsPendingRevocation": _topics(record.pending_revocation,
+                                                       record.pending_epochs)}
     if isinstance(record, RegexTopics):
         return {"topics": list(record.topics), "version": record.version,
                 "timestamp": record.timestamp_ms}
@@ -135,6 +145,12 @@ class KafkaRecords:
                                            "value": None if value is None else value.hex()}})
         assert answer.pop("version", 0) == 0
         return answer
+
+    def member(self, key: bytes, value: bytes) -> dict:
+        """A current-assignment record replayed into Kafka's ConsumerGroupMember: {"memberEpoch",
+        "assignedPartitions" and "partitionsPendingRevocation" as {topic id text: {partition
+        text: assignment epoch}}}."""
+        return self._request({"member": {"key": key.hex(), "value": value.hex()}})
 
     def close(self) -> None:
         assert self.process.stdin and self.process.stdout

@@ -6,6 +6,7 @@ everything every member reaches its target."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -103,7 +104,63 @@ def test_transition(case):
     if expected == "same":
         assert got is member
     else:
-        assert got == expected
+        # The assignment epochs are EPOCH_CASES' (below); here, only that each is there.
+        assert replace(got, epochs=expected.epochs) == expected
+        held = {t: set(ps) for t, ps in got.assigned.items()}
+        for t, ps in got.pending_revocation.items():
+            held.setdefault(t, set()).update(ps)
+        assert {t: set(es) for t, es in got.epochs.items() if es} == held
+
+
+def E(**topics):
+    """E(t1={0: 5, 1: 6}) -> {T1: {0: 5, 1: 6}}: assignment epochs by partition."""
+    ids = {"t1": T1, "t2": T2}
+    return {ids[name]: dict(es) for name, es in topics.items() if es}
+
+
+# KIP-1251: (name, member, target epoch, target, subscribed, subscription changed, owned, owners,
+# expected member epoch, expected assignment epochs). Kept partitions keep the epoch they were
+# assigned at; a partition the member gets is assigned at the target's epoch; partitions being
+# revoked keep theirs until revoked.
+EPOCH_CASES = [
+    ("kept keep theirs, new get the target's",
+     Reconciled(5, 4, S, P(t1=[0, 1]), {}, E(t1={0: 3, 1: 5})), 6, P(t1=[0, 1, 2]), BOTH, False,
+     P(t1=[0, 1]), free, 6, E(t1={0: 3, 1: 5, 2: 6})),
+    ("epoch bump without changes keeps them",
+     Reconciled(5, 4, S, P(t1=[0, 1]), {}, E(t1={0: 2, 1: 5})), 9, P(t1=[0, 1]), BOTH, False,
+     P(t1=[0, 1]), free, 9, E(t1={0: 2, 1: 5})),
+    ("revoking keeps the epochs of kept and revoked",
+     Reconciled(5, 4, S, P(t1=[0, 1], t2=[0]), {}, E(t1={0: 4, 1: 5}, t2={0: 3})), 6,
+     P(t1=[0], t2=[0, 1]), BOTH, False, P(t1=[0, 1], t2=[0]), free, 5,
+     E(t1={0: 4, 1: 5}, t2={0: 3})),
+    ("revocation acknowledged: the revoked lose theirs, new ones at the target's",
+     Reconciled(5, 5, UR, P(t1=[0], t2=[0]), P(t1=[1]), E(t1={0: 4, 1: 5}, t2={0: 3})), 6,
+     P(t1=[0], t2=[0, 1]), BOTH, False, P(t1=[0], t2=[0]), free, 6,
+     E(t1={0: 4}, t2={0: 3, 1: 6})),
+    ("unreleased, later released: at the epoch it is got",
+     Reconciled(6, 5, UL, P(t1=[0]), {}, E(t1={0: 2})), 7, P(t1=[0, 2]), BOTH, False,
+     P(t1=[0]), free, 7, E(t1={0: 2, 2: 7})),
+    ("taken back while pending revocation: at the target's",
+     Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1]), E(t1={0: 4, 1: 2})), 6, P(t1=[0, 1]), BOTH,
+     False, P(t1=[0]), free, 6, E(t1={0: 4, 1: 6})),
+    ("unsubscribed topic revoked at the same epoch, epochs kept",
+     Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}, E(t1={0: 6}, t2={1: 2})), 6, P(t1=[0], t2=[1]),
+     frozenset({T1}), True, P(t1=[0], t2=[1]), free, 6, E(t1={0: 6}, t2={1: 2})),
+    ("unsubscribed topic already revoked: its epochs go",
+     Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}, E(t1={0: 6}, t2={1: 2})), 6, P(t1=[0], t2=[1]),
+     frozenset({T1}), True, P(t1=[0]), free, 6, E(t1={0: 6})),
+    ("a record without epochs: max(member epoch, 0), then kept",
+     Reconciled(5, 4, S, P(t1=[0]), {}), 6, P(t1=[0, 1]), BOTH, False, P(t1=[0]), free, 6,
+     E(t1={0: 5, 1: 6})),
+]
+
+
+@pytest.mark.parametrize("case", EPOCH_CASES, ids=[c[0] for c in EPOCH_CASES])
+def test_assignment_epochs(case):
+    _, member, epoch, target, subscribed, changed, owned, owners, member_epoch, epochs = case
+    got = reconcile(member, epoch, target, subscribed, changed, owned, owners)
+    assert got.epoch == member_epoch
+    assert {t: dict(es) for t, es in got.epochs.items() if es} == epochs
 
 
 @pytest.mark.parametrize("owned", [None, P(t1=[0])])

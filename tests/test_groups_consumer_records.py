@@ -4,7 +4,8 @@
 - golden bytes: corral's `key_of`/`value_of` equal what Kafka 4.4.0's generated classes serialize
   (GroupCoordinatorRecordSerde) for a table of cases and for generated records, Kafka reads
   corral's bytes back to the same record, and corral's `decode` reads Kafka's bytes, including the
-  AssignmentEpochs tag (KIP-1251) that Kafka writes and corral drops;
+  AssignmentEpochs tags (KIP-1251); a member's epochs as corral replays them are those of Kafka's
+  ConsumerGroupMember replaying the same record;
 - round trip: decode(key_of(r), value_of(r)) == r, tombstones included;
 - the log: after a real consumer group (librdkafka, group.protocol=consumer) on a corral broker,
   Kafka's console consumer and its formatters read corral's `__consumer_offsets` without an error,
@@ -30,7 +31,8 @@ from corral.groups.storage.consumer_records import (
     TARGET_MEMBER, ClassicMetadata, ConsumerTombstone, CurrentAssignment, GroupEpoch,
     MemberMetadata, RegexTopics, TargetEpoch, TargetMember, decode, key_of, value_of)
 from corral.groups.storage.placement import OFFSETS_TOPIC, partition_for
-from kafka_records import KafkaRecords, kafka_json, tools
+from corral.groups.consumer import ConsumerGroup
+from kafka_records import KafkaRecords, kafka_json, tools, uuid_text
 
 T1, T2, T3 = bytes(range(16)), b"\xff" * 16, b"\x00" * 15 + b"\x07"
 LONG = "ü" * 100  # 200 bytes: a two-byte varint length
@@ -49,6 +51,9 @@ def member(**changes) -> MemberMetadata:
                   rebalance_timeout_ms=300000, server_assignor=None)
     return MemberMetadata(**(fields | changes))
 
+
+CURRENT_WITH_EPOCHS = CurrentAssignment("g", "m-1", 5, 4, 1, {T1: (0, 1, 2), T3: (7,)},
+                                        {T2: (3, 4)}, {T1: (5, 3, 1), T3: (0,)}, {T2: (4, 2)})
 
 CASES = {
     "epoch-no-hash": GroupEpoch("g", 0),
@@ -73,6 +78,13 @@ CASES = {
                                           {T1: (2, 3), T2: tuple(range(0, 400, 3))}),
     "current-unreleased": CurrentAssignment("g", "m-1", 0, -1, 2, {}, {}),
     "current-negative-state": CurrentAssignment("g", "m-1", -2, -2, -128, {T2: (2**31 - 1,)}),
+    # KIP-1251: tagged AssignmentEpochs per topic, as Kafka 4.3+ writes them (a topic without
+    # them, as an older writer's, too; an empty list is Kafka's default, left out).
+    "current-epochs": CURRENT_WITH_EPOCHS,
+    "current-epochs-partial": CurrentAssignment("g", "m-1", 9, 8, 0, {T1: (0, 1), T2: (5,), T3: ()},
+                                                {}, {T1: (-2, 2**31 - 1)}),
+    "current-epochs-big": CurrentAssignment("g", "m-1", 300, 299, 0, {T1: tuple(range(100))}, {},
+                                            {T1: tuple(range(200, 300))}),
     "regex-empty": RegexTopics("g", "^nothing$", (), 0, 0),
     "regex": RegexTopics("g", "^tö.*", ("töpic-1", "topic-2", LONG), 42, 1795481968215),
     **{f"tombstone-{kind}": ConsumerTombstone(kind, "g", name) for kind, name in [
@@ -102,19 +114,44 @@ def test_golden_bytes(kafka, record):
     check_against_kafka(kafka, record)
 
 
-def test_kafka_assignment_epochs_are_read_and_dropped(kafka):
-    """Kafka 4.3+ writes AssignmentEpochs (tag 0 of each topic in both partition lists of the
-    current assignment); corral reads past them and writes none, which Kafka reads as absent."""
-    record = CurrentAssignment("g", "m-1", 5, 4, 1, {T1: (0, 1, 2), T3: (7,)}, {T2: (3, 4)})
-    with_epochs = kafka_json(record)
-    for topics in (with_epochs["value"]["assignedPartitions"],
-                   with_epochs["value"]["partitionsPendingRevocation"]):
-        for topic in topics:
-            topic["assignmentEpochs"] = [5 - i for i in range(len(topic["partitions"]))]
-    key, value = kafka.encode(with_epochs)
-    assert len(value) > len(value_of(record))  # the tags are there
+def test_assignment_epochs_as_kafka_replays_them(kafka):
+    """KIP-1251: the epochs corral keeps for a member are those Kafka's ConsumerGroupMember holds
+    after replaying the same record (Builder.updateWith), for records with AssignmentEpochs and
+    for records without (or with a list of another length): max(member epoch, 0) each."""
+    cases = [
+        CURRENT_WITH_EPOCHS,
+        CurrentAssignment("g", "m-1", 5, 4, 0, {T1: (0, 1), T3: (7,)}, {}),  # none: an old writer
+        CurrentAssignment("g", "m-1", -2, 4, 0, {T1: (0, 1)}, {}),  # a static member, old writer
+        CurrentAssignment("g", "m-1", 5, 4, 1, {T1: (0, 1)}, {T2: (3,)}, {T1: (1,)}, {T2: (2,)}),
+    ]
+    for record in cases:
+        replayed = kafka.member(key_of(record), value_of(record))
+        group = ConsumerGroup("g")
+        group.replay(decode(key_of(record), value_of(record)))
+        current = group.members["m-1"].current
+        mine = {"memberEpoch": current.epoch, "assignedPartitions": {}, "partitionsPendingRevocation": {}}
+        for name, partitions in (("assignedPartitions", current.assigned),
+                                 ("partitionsPendingRevocation", current.pending_revocation)):
+            for topic, ps in partitions.items():
+                mine[name][uuid_text(topic)] = {str(p): current.assignment_epoch(topic, p) for p in ps}
+        assert mine == replayed, record
+        # corral writes them back with every topic's epochs, as Kafka does; Kafka replays that
+        # record to the same member.
+        rewritten = group.members["m-1"].assignment_record("g")
+        assert set(rewritten.assigned_epochs) == set(rewritten.assigned)
+        assert set(rewritten.pending_epochs) == set(rewritten.pending_revocation)
+        assert kafka.member(key_of(rewritten), value_of(rewritten)) == replayed
+
+
+def test_null_assignment_epochs_read_as_none(kafka):
+    """Kafka's writer puts a null AssignmentEpochs on the wire (the tag with a null list); an
+    empty list is its default, left out. corral reads both as no epochs."""
+    record = CurrentAssignment("g", "m-1", 5, 4, 0, {T1: (0, 1)}, {})
+    as_null = kafka_json(record)
+    as_null["value"]["assignedPartitions"][0]["assignmentEpochs"] = None
+    key, value = kafka.encode(as_null)
+    assert len(value) > len(value_of(record))
     assert decode(key, value) == record
-    assert kafka.decode(key, value_of(record)) == kafka_json(record)
 
 
 # ------------------------------------------------------------------------ generated records
@@ -135,6 +172,10 @@ records = st.one_of(
     st.builds(TargetEpoch, texts, int32s, int64s | st.just(0)),
     st.builds(TargetMember, texts, texts, assignments),
     st.builds(CurrentAssignment, texts, texts, int32s, int32s, int8s, assignments, assignments),
+    assignments.flatmap(lambda assigned: st.builds(
+        CurrentAssignment, texts, texts, int32s, int32s, int8s, st.just(assigned), assignments,
+        st.fixed_dictionaries({t: st.lists(int32s, min_size=len(ps), max_size=len(ps)).map(tuple)
+                               for t, ps in assigned.items() if ps}))),
     st.builds(RegexTopics, texts, long_texts, st.lists(long_texts, max_size=5).map(tuple),
               int64s, int64s),
 )

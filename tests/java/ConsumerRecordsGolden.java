@@ -5,7 +5,11 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.kafka.common.protocol.ApiMessage;
 import org.apache.kafka.coordinator.common.runtime.CoordinatorRecord;
 import org.apache.kafka.coordinator.group.GroupCoordinatorRecordSerde;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.coordinator.group.generated.ConsumerGroupCurrentMemberAssignmentKey;
+import org.apache.kafka.coordinator.group.generated.ConsumerGroupCurrentMemberAssignmentValue;
 import org.apache.kafka.coordinator.group.generated.CoordinatorRecordJsonConverters;
+import org.apache.kafka.coordinator.group.modern.consumer.ConsumerGroupMember;
 import org.apache.kafka.server.common.ApiMessageAndVersion;
 
 import java.io.BufferedReader;
@@ -16,6 +20,7 @@ import java.io.OutputStreamWriter;
 import java.io.PrintWriter;
 import java.nio.ByteBuffer;
 import java.util.HexFormat;
+import java.util.Map;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 
@@ -32,6 +37,11 @@ import static java.nio.charset.StandardCharsets.UTF_8;
  *     reads the bytes with GroupCoordinatorRecordSerde, as the coordinator's loader and Kafka's
  *     formatters do: {"type": T, "key": {...}, "value": {...} | null}; bytes left over after the
  *     key or value are an error (Kafka itself would ignore them)
+ * {"member": {"key": HEX, "value": HEX}}
+ *     a current-assignment record (type 8) replayed into Kafka's ConsumerGroupMember
+ *     (Builder.updateWith, as GroupMetadataManager.replay does): {"memberEpoch": E,
+ *     "assignedPartitions": {TOPIC_ID: {PARTITION: ASSIGNMENT_EPOCH}},
+ *     "partitionsPendingRevocation": {...}} (KIP-1251's epochs, defaults applied)
  * </pre>
  *
  * Errors answer {"error": MESSAGE}.
@@ -54,6 +64,8 @@ public class ConsumerRecordsGolden {
                     encode(request.get("encode"), answer);
                 } else if (request.has("decode")) {
                     decode(request.get("decode"), answer);
+                } else if (request.has("member")) {
+                    member(request.get("member"), answer);
                 } else {
                     throw new IllegalArgumentException("unknown request " + line);
                 }
@@ -81,6 +93,29 @@ public class ConsumerRecordsGolden {
         } else {
             answer.put("value", HEX.formatHex(valueBytes));
         }
+    }
+
+    private static void member(JsonNode request, ObjectNode answer) {
+        CoordinatorRecord record = SERDE.deserialize(
+            ByteBuffer.wrap(HEX.parseHex(request.get("key").asText())),
+            ByteBuffer.wrap(HEX.parseHex(request.get("value").asText())));
+        ConsumerGroupCurrentMemberAssignmentKey key = (ConsumerGroupCurrentMemberAssignmentKey) record.key();
+        ConsumerGroupMember member = new ConsumerGroupMember.Builder(key.memberId())
+            .updateWith(org.slf4j.LoggerFactory.getLogger(ConsumerRecordsGolden.class), key.groupId(),
+                (ConsumerGroupCurrentMemberAssignmentValue) record.value().message())
+            .build();
+        answer.put("memberEpoch", member.memberEpoch());
+        answer.set("assignedPartitions", epochs(member.assignedPartitions()));
+        answer.set("partitionsPendingRevocation", epochs(member.partitionsPendingRevocation()));
+    }
+
+    private static ObjectNode epochs(Map<Uuid, Map<Integer, Integer>> assignment) {
+        ObjectNode out = JsonNodeFactory.instance.objectNode();
+        assignment.forEach((topicId, partitions) -> {
+            ObjectNode topic = out.putObject(topicId.toString());
+            partitions.forEach((partition, epoch) -> topic.put(partition.toString(), epoch));
+        });
+        return out;
     }
 
     private static void decode(JsonNode request, ObjectNode answer) {

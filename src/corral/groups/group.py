@@ -30,8 +30,10 @@ class Group(Protocol):
     # -- offsets ---------------------------------------------------------------------------------
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int,
-                               version: int) -> ErrorCode:
-        """Whether this member may commit now (Kafka's Group.validateOffsetCommit)."""
+                               version: int, partitions=lambda: ()) -> ErrorCode:
+        """Whether this member may commit now (Kafka's Group.validateOffsetCommit). `partitions`
+        gives the (topic id, partition) pairs the commit writes, for the groups that check them
+        (a consumer group, for an older member epoch: KIP-1251)."""
         ...
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:

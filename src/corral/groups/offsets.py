@@ -40,15 +40,18 @@ class Offsets:
     # -- commit ----------------------------------------------------------------------------------
 
     def commit_error(self, group_id: str, member_id: str, instance_id: str | None,
-                     generation_id: int, version: int) -> ErrorCode:
-        """Kafka's OffsetMetadataManager.validateOffsetCommit."""
+                     generation_id: int, version: int, partitions=lambda: ()) -> ErrorCode:
+        """Kafka's OffsetMetadataManager.validateOffsetCommit, with its per-partition validator
+        over `partitions` (the (topic id, partition) pairs the commit writes), which fails the
+        whole commit as Kafka's does."""
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
                 # Commits from outside group management create a "simple" group (at replay).
                 return ErrorCode.NONE
             return ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
-        return group.validate_offset_commit(member_id, instance_id, generation_id, version)
+        return group.validate_offset_commit(member_id, instance_id, generation_id, version,
+                                            partitions)
 
     def commit(self, group_id: str, topics: TopicCommits, commit_ms: int, expire_ms: int) -> Later:
         """Writes the commits; visible (replayed) and answered once durable."""

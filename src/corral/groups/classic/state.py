@@ -390,8 +390,9 @@ class ClassicGroup:
         return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int,
-                               version: int) -> ErrorCode:
-        """Kafka's ClassicGroup.validateOffsetCommit (simple groups included)."""
+                               version: int, partitions=lambda: ()) -> ErrorCode:
+        """Kafka's ClassicGroup.validateOffsetCommit (simple groups included; no per-partition
+        check, so `partitions` is not asked for)."""
         state = self.state
         if state is ClassicState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE

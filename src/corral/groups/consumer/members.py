@@ -115,7 +115,7 @@ def copy_member(member: ConsumerMember, member_id: str) -> ConsumerMember:
         setattr(copy, name, getattr(member, name))
     if member_id != member.member_id:
         c = member.current
-        copy.current = Reconciled(0, 0, c.state, c.assigned, c.pending_revocation)
+        copy.current = Reconciled(0, 0, c.state, c.assigned, c.pending_revocation, c.held_epochs())
     return copy
 
 

@@ -149,8 +149,10 @@ def upgrade_records(classic: "ClassicGroup", topics: TopicImage, max_size: int) 
         names.update(member.topic_names)
         metadata.append(member)
         targets.append(cr.TargetMember(gid, m.member_id, partitions))
-        currents.append(cr.CurrentAssignment(gid, m.member_id, generation, generation,
-                                             int(MemberState.STABLE), partitions, {}))
+        # Each partition assigned at the classic generation (Kafka's toAssignmentWithEpochs).
+        currents.append(cr.CurrentAssignment(
+            gid, m.member_id, generation, generation, int(MemberState.STABLE), partitions, {},
+            {t: (generation,) * len(ps) for t, ps in partitions.items()}))
     return [*metadata, cr.GroupEpoch(gid, generation, metadata_hash(names, topics)), *targets,
             cr.TargetEpoch(gid, generation, 0), *currents]
 

@@ -473,7 +473,10 @@ class ConsumerProtocol:
             # A temporary leave: the partitions stay owned (at epoch -2) until the instance
             # rejoins or its session ends; no epoch bump.
             c = member.current
-            leaving = Reconciled(STATIC_LEAVE_EPOCH, c.previous_epoch, c.state, c.assigned, EMPTY_ASSIGNMENT)
+            # Its assignment epochs go to 0: commits under this member id are fenced, and the
+            # instance rejoining under a new id holds them from epoch 0 (Kafka 4.3+).
+            leaving = Reconciled(STATIC_LEAVE_EPOCH, c.previous_epoch, c.state, c.assigned,
+                                 EMPTY_ASSIGNMENT, c.reset_epochs())
             log.info("group %s: static member %s (%s) leaves temporarily", group.group_id,
                      member.instance_id, member.member_id)
             return [member.assignment_record(group.group_id, leaving)], answer

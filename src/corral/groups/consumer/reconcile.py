@@ -10,13 +10,17 @@ partitions out of the partitions it reports). So no partition ever has two owner
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Callable, Collection, Mapping
 
 from ...errors import ErrorCode
 
 # topic id -> partitions
 Partitions = Mapping[bytes, frozenset[int]]
+# topic id -> partition -> the epoch at which the member got it (KIP-1251)
+Epochs = Mapping[bytes, Mapping[int, int]]
+NO_EPOCHS: Epochs = MappingProxyType({})
 
 
 class MemberState(enum.IntEnum):
@@ -36,17 +40,43 @@ class MemberState(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Reconciled:
-    """A member's assignment state (its ConsumerGroupCurrentMemberAssignment)."""
+    """A member's assignment state (its ConsumerGroupCurrentMemberAssignment). `epochs`: the
+    assignment epoch of each partition assigned or pending revocation (KIP-1251: kept while the
+    member keeps the partition, the target's epoch when it gets it); a partition left out has
+    max(epoch, 0), as Kafka reads a record without them."""
     epoch: int
     previous_epoch: int
     state: MemberState
     assigned: Partitions
     pending_revocation: Partitions
+    epochs: Epochs = field(default_factory=lambda: NO_EPOCHS)
 
     def moved_to(self, epoch: int, state: MemberState, assigned: Partitions,
-                 pending_revocation: Partitions) -> "Reconciled":
+                 pending_revocation: Partitions, epochs: Epochs) -> "Reconciled":
         # Kafka's updateMemberEpoch: the previous epoch is the old one, even when unchanged.
-        return Reconciled(epoch, self.epoch, state, assigned, pending_revocation)
+        return Reconciled(epoch, self.epoch, state, assigned, pending_revocation, epochs)
+
+    def assignment_epoch(self, topic: bytes, partition: int) -> int | None:
+        """When the member got a partition it holds (assigned or pending revocation); None when
+        it holds neither (Kafka's assignmentEpoch, then pendingRevocationEpoch)."""
+        if partition not in self.assigned.get(topic, ()) and \
+                partition not in self.pending_revocation.get(topic, ()):
+            return None
+        return self.epochs.get(topic, NO_EPOCHS).get(partition, max(self.epoch, 0))
+
+    def epochs_of(self, partitions: Partitions) -> dict[bytes, dict[int, int]]:
+        """The assignment epochs of `partitions` (ones the member holds)."""
+        return {topic: {p: self.assignment_epoch(topic, p) for p in ps}  # type: ignore[misc]
+                for topic, ps in partitions.items() if ps}
+
+    def held_epochs(self) -> dict[bytes, dict[int, int]]:
+        """The assignment epoch of every partition the member holds, each one explicit."""
+        return self.epochs_of(_merged(self.assigned, self.pending_revocation))
+
+    def reset_epochs(self) -> dict[bytes, dict[int, int]]:
+        """Kafka's resetAssignedPartitionsEpochsToZero: every assigned partition at epoch 0 (a
+        static member leaving; its commits under the old member id are fenced)."""
+        return {topic: dict.fromkeys(ps, 0) for topic, ps in self.assigned.items() if ps}
 
 
 class FencedMember(Exception):
@@ -102,13 +132,21 @@ def _drop_unsubscribed(member: Reconciled, subscribed: Collection[bytes],
     if not dropped:
         return member
     assigned = {t: ps for t, ps in member.assigned.items() if t in subscribed}
-    pending = dict(member.pending_revocation)
-    for topic, ps in dropped.items():
-        pending[topic] = pending.get(topic, frozenset()) | ps
+    pending = _merged(member.pending_revocation, dropped)
+    # Partitions keep their assignment epochs, assigned or pending revocation.
     if _owns_any(owned, pending):
-        return member.moved_to(member.epoch, MemberState.UNREVOKED_PARTITIONS, assigned, pending)
+        return member.moved_to(member.epoch, MemberState.UNREVOKED_PARTITIONS, assigned, pending,
+                               member.epochs_of(_merged(assigned, pending)))
     # Already revoked by the client: shrink the assignment, keep the state.
-    return member.moved_to(member.epoch, member.state, assigned, member.pending_revocation)
+    return member.moved_to(member.epoch, member.state, assigned, member.pending_revocation,
+                           member.epochs_of(_merged(assigned, member.pending_revocation)))
+
+
+def _merged(a: Partitions, b: Partitions) -> dict[bytes, frozenset[int]]:
+    out = dict(a)
+    for topic, ps in b.items():
+        out[topic] = out.get(topic, frozenset()) | ps
+    return out
 
 
 def _next_assignment(member: Reconciled, epoch: int, target_epoch: int, target: Partitions,
@@ -138,11 +176,16 @@ def _next_assignment(member: Reconciled, epoch: int, target_epoch: int, target: 
             unreleased = unreleased or len(free) < len(new)
             if free:
                 to_assign[topic] = free
+    # Kept partitions keep their assignment epochs, as revoked ones do while being revoked.
+    epochs = member.epochs_of(_merged(assigned, revoking))
     if revoking and _owns_any(owned, revoking):
         # Revoke first, at the same epoch (KAFKA-19974: never a new epoch while revoking).
-        return member.moved_to(epoch, MemberState.UNREVOKED_PARTITIONS, assigned, revoking)
+        return member.moved_to(epoch, MemberState.UNREVOKED_PARTITIONS, assigned, revoking, epochs)
+    epochs = member.epochs_of(assigned)
     if to_assign:
         for topic, ps in to_assign.items():
             assigned[topic] = assigned.get(topic, empty) | ps
+            # A partition the member gets is assigned at the target's epoch.
+            epochs.setdefault(topic, {}).update(dict.fromkeys(ps, target_epoch))
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    return member.moved_to(target_epoch, state, assigned, {})
+    return member.moved_to(target_epoch, state, assigned, {}, epochs)

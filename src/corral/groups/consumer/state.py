@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ... import _core
 from ...errors import ErrorCode
@@ -23,6 +23,11 @@ from ..storage.records import GroupTombstone, Record
 from .reconcile import MemberState, Reconciled
 
 EMPTY_ASSIGNMENT: dict[bytes, frozenset[int]] = {}
+
+# The (topic id, partition) pairs an OffsetCommit would write, asked for only when the member
+# epoch is older than the member's (the commits that reach the group: known topics and
+# partitions, authorized, with metadata within the limit).
+Committed = Callable[[], Iterable[tuple[bytes, int]]]
 
 # Kafka's `MemberType` of ConsumerGroupDescribe v1.
 MEMBER_TYPE_CLASSIC = 0
@@ -74,9 +79,11 @@ class ConsumerMember:
     def assignment_record(self, group_id: str, current: Reconciled | None = None
                           ) -> cr.CurrentAssignment:
         c = current or self.current
+        assigned, pending = _as_record(c.assigned), _as_record(c.pending_revocation)
+        # Every topic's AssignmentEpochs, as Kafka 4.3+ writes them (KIP-1251).
         return cr.CurrentAssignment(group_id, self.member_id, c.epoch, c.previous_epoch,
-                                    int(c.state), _as_record(c.assigned),
-                                    _as_record(c.pending_revocation))
+                                    int(c.state), assigned, pending, _epochs_record(c, assigned),
+                                    _epochs_record(c, pending))
 
 
 def preferred_of(counts: Mapping[str, int]) -> str | None:
@@ -102,6 +109,27 @@ def _as_record(partitions) -> cr.Assignment:
 
 def as_sets(partitions: cr.Assignment) -> dict[bytes, frozenset[int]]:
     return {topic: frozenset(ps) for topic, ps in partitions.items() if ps}
+
+
+def _epochs_record(current: Reconciled, partitions: cr.Assignment) -> cr.AssignmentEpochs:
+    return {topic: tuple(current.assignment_epoch(topic, p) for p in ps)  # type: ignore[misc]
+            for topic, ps in partitions.items()}
+
+
+def epochs_of_record(record: cr.CurrentAssignment) -> dict[bytes, dict[int, int]]:
+    """The assignment epochs a current-assignment record says (Kafka's
+    assignmentFromTopicPartitions): a topic without them, or with a list of another length than
+    its partitions, has max(member epoch, 0) for each (a static member's -2 among them)."""
+    default = max(record.epoch, 0)
+    out: dict[bytes, dict[int, int]] = {}
+    for partitions, epochs in ((record.assigned, record.assigned_epochs),
+                               (record.pending_revocation, record.pending_epochs)):
+        for topic, ps in partitions.items():
+            given = epochs.get(topic)
+            if given is None or len(given) != len(ps):
+                given = (default,) * len(ps)
+            out.setdefault(topic, {}).update(zip(ps, given))
+    return out
 
 
 class ConsumerGroup:
@@ -260,7 +288,8 @@ class ConsumerGroup:
             self._set_current(member, Reconciled(record.epoch, record.previous_epoch,
                                                  MemberState.of(record.state),
                                                  as_sets(record.assigned),
-                                                 as_sets(record.pending_revocation)))
+                                                 as_sets(record.pending_revocation),
+                                                 epochs_of_record(record)))
             self._own(member)
             self._mirror_epoch(member)
         elif isinstance(record, cr.RegexTopics):
@@ -472,8 +501,9 @@ class ConsumerGroup:
     # ========================================================================== offsets ===
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int,
-                               version: int) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetCommit, generation_id being the member epoch."""
+                               version: int, partitions: Committed = lambda: ()) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit, generation_id being the member epoch, with
+        its per-partition check (KIP-1251, Kafka 4.3+) of an older epoch over `partitions`."""
         if self.deleting:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and not self.members:
@@ -485,10 +515,18 @@ class ConsumerGroup:
             return ErrorCode.UNSUPPORTED_VERSION
         if generation_id == member.epoch:
             return ErrorCode.NONE
-        # corral keeps no per-partition assignment epochs (KIP-1251), so an older epoch is
-        # stale as in Kafka before 4.3.
-        return ErrorCode.ILLEGAL_GENERATION if member.classic is not None \
+        stale = ErrorCode.ILLEGAL_GENERATION if member.classic is not None \
             else ErrorCode.STALE_MEMBER_EPOCH
+        if generation_id > member.epoch:
+            return stale
+        # An older epoch (a bump the client has not seen yet): each partition must be one the
+        # member holds (assigned or pending revocation) since that epoch or before.
+        current = member.current
+        for topic_id, partition in partitions():
+            assigned_at = current.assignment_epoch(topic_id, partition)
+            if assigned_at is None or generation_id < assigned_at:
+                return stale
+        return ErrorCode.NONE
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
         if member_id is None and member_epoch < 0:

@@ -31,19 +31,28 @@ def offset_commit(broker, request) -> bytes | Later:
     commit_ms = wall_ms()
     # v2-4 may set a retention; -1 (and every later version) means offsets.retention.minutes.
     expire_ms = commit_ms + retention if retention >= 0 else -1
+    partition_counts, topic_ids = {}, {}
+    for name in commit.topic_names:
+        topic = broker.topics.get(name) if name not in unauthorized else None
+        partition_counts[name] = topic.partitions if topic is not None else 0
+        if topic is not None:
+            topic_ids[name] = topic.id.bytes
+
+    def committed() -> list[tuple[bytes, int]]:
+        # What reaches Kafka's per-partition validator: the partitions of known topics the
+        # principal may READ, metadata within the limit (asked for only on an older epoch).
+        candidates, _ = commit.split(partition_counts, ErrorCode.NONE, offsets.metadata_max_bytes)
+        return [(topic_ids[name], p) for name, ps in candidates for p, *_ in ps]
+
     if not group_id:
         group_error = ErrorCode.INVALID_GROUP_ID
     else:
         group_error = offsets.commit_error(
             group_id, commit.member_id, commit.group_instance_id,
-            commit.generation_id_or_member_epoch, request.api_version)
+            commit.generation_id_or_member_epoch, request.api_version, committed)
     if group_error and group_id:
         group = offsets.groups.get(group_id)
         broker.groups.events.commit_rejected(group_id, group and group.type, group_error)
-    partition_counts = {}
-    for name in commit.topic_names:
-        topic = broker.topics.get(name) if name not in unauthorized else None
-        partition_counts[name] = topic.partitions if topic is not None else 0
     accepted, answer = commit.split(partition_counts, group_error, offsets.metadata_max_bytes)
     frame = _with_topic_errors(request, answer, unauthorized) if unauthorized else answer.frame
     if not accepted:

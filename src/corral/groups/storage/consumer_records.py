@@ -27,6 +27,10 @@ TYPES = frozenset({GROUP_EPOCH, PARTITION_METADATA, MEMBER_METADATA, TARGET_EPOC
 
 # topic id (16 bytes) -> partitions, ascending.
 Assignment = dict[bytes, tuple[int, ...]]
+# topic id -> the assignment epoch of each of its partitions, in the order of the Assignment's
+# partitions (KIP-1251's tagged AssignmentEpochs); a topic left out has none (the tag is absent;
+# Kafka's default is an empty list, and a null list is read as none too).
+AssignmentEpochs = dict[bytes, tuple[int, ...]]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -88,6 +92,10 @@ class CurrentAssignment:
     state: int
     assigned: Assignment
     pending_revocation: Assignment = field(default_factory=dict)
+    # KIP-1251 (Kafka 4.3+): when each partition was assigned to the member. Kafka writes them
+    # for every topic; a record of an older writer has none.
+    assigned_epochs: AssignmentEpochs = field(default_factory=dict)
+    pending_epochs: AssignmentEpochs = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -143,11 +151,18 @@ def _int32s(values) -> bytes:
     return _uvarint(len(values) + 1) + struct.pack(f">{len(values)}i", *values)
 
 
-def _topic_partitions(assignment: Assignment) -> bytes:
-    """[]{TopicId uuid, Partitions []int32, no tagged fields}, in topic id order (stable bytes)."""
+def _topic_partitions(assignment: Assignment, epochs: AssignmentEpochs | None = None) -> bytes:
+    """[]{TopicId uuid, Partitions []int32, tag 0 AssignmentEpochs []int32 (when `epochs` has
+    some for the topic)}, in topic id order (stable bytes)."""
     parts = [_uvarint(len(assignment) + 1)]
     for topic_id in sorted(assignment):
-        parts += [topic_id, _int32s(assignment[topic_id]), b"\x00"]
+        parts += [topic_id, _int32s(assignment[topic_id])]
+        topic_epochs = None if epochs is None else epochs.get(topic_id)
+        if not topic_epochs:  # Kafka's default is an empty list, left out (null would be written)
+            parts.append(b"\x00")
+        else:
+            data = _int32s(topic_epochs)
+            parts += [b"\x01\x00", _uvarint(len(data)), data]
     return b"".join(parts)
 
 
@@ -201,8 +216,10 @@ def value_of(record: ConsumerRecord) -> bytes | None:
         return head + _topic_partitions(record.partitions) + b"\x00"
     if isinstance(record, CurrentAssignment):
         return b"".join([head, _I32.pack(record.epoch), _I32.pack(record.previous_epoch),
-                         struct.pack(">b", record.state), _topic_partitions(record.assigned),
-                         _topic_partitions(record.pending_revocation), b"\x00"])
+                         struct.pack(">b", record.state),
+                         _topic_partitions(record.assigned, record.assigned_epochs),
+                         _topic_partitions(record.pending_revocation, record.pending_epochs),
+                         b"\x00"])
     if isinstance(record, RegexTopics):
         return b"".join([head, _uvarint(len(record.topics) + 1),
                          *(_compact_string(t) for t in record.topics),
@@ -270,12 +287,19 @@ class FlexibleReader:
     def tags(self) -> dict[int, bytes]:
         return {self.uvarint(): self.raw(self.uvarint()) for _ in range(self.uvarint())}
 
-    def topic_partitions(self) -> Assignment:
+    def topic_partitions(self, epochs: AssignmentEpochs | None = None) -> Assignment:
+        """The assignment; its topics' AssignmentEpochs (tag 0, KIP-1251) go to `epochs` (the
+        target assignment's topics have none)."""
         out: Assignment = {}
         for _ in range(self.count()):
             topic_id = self.raw(16)
             out[topic_id] = self.int32s()
-            self.tags()  # AssignmentEpochs (KIP-1251) are not kept: corral reads them as absent
+            tags = self.tags()
+            if epochs is not None and 0 in tags:
+                tag = FlexibleReader(tags[0])
+                if tag.uvarint() > 1:  # 0 (null) and 1 (empty, Kafka's default): none
+                    tag.pos = 0
+                    epochs[topic_id] = tag.int32s()
         return out
 
 
@@ -325,8 +349,12 @@ def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
     if kind == CURRENT_ASSIGNMENT:
         epoch, previous = v.unpack(_I32), v.unpack(_I32)
         state = struct.unpack_from(">b", v.raw(1))[0]
-        return CurrentAssignment(group_id, name or "", epoch, previous, state,
-                                 v.topic_partitions(), v.topic_partitions())
+        assigned_epochs: AssignmentEpochs = {}
+        pending_epochs: AssignmentEpochs = {}
+        assigned = v.topic_partitions(assigned_epochs)
+        pending = v.topic_partitions(pending_epochs)
+        return CurrentAssignment(group_id, name or "", epoch, previous, state, assigned, pending,
+                                 assigned_epochs, pending_epochs)
     if kind == REGEX:
         topics = tuple(v.compact_string() or "" for _ in range(v.count()))
         return RegexTopics(group_id, name or "", topics, v.unpack(_I64), v.unpack(_I64))
