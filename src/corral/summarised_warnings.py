@@ -32,7 +32,7 @@ class _Window:
     count: int = 0
     by_address: dict[str, int] = field(default_factory=dict)
     elsewhere: int = 0  # counted beyond MAX_ADDRESSES addresses, or with no address
-    last: str = ""
+    last: tuple[str, tuple] = ("", ())  # formatted only if a summary names it
 
 
 class SummarisedWarnings:
@@ -54,9 +54,9 @@ class SummarisedWarnings:
             self.logger.log(self.level, message, *args)
             return
         window.count += 1
-        window.last = message % args if args else message
+        window.last = (message, args)
         # Each one in full for whoever debugs (corral.* at DEBUG, e.g. via broker-loggers).
-        self.logger.debug("%s", window.last)
+        self.logger.debug(message, *args)
         if address is not None and (address in window.by_address
                                     or len(window.by_address) < MAX_ADDRESSES):
             window.by_address[address] = window.by_address.get(address, 0) + 1
@@ -73,9 +73,10 @@ class SummarisedWarnings:
                 continue
             del self._windows[kind]
             if window.count:
+                message, args = window.last
                 self.logger.log(self.level, "%s: %d more%s in the last %.0fs; the last: %s",
                                 kind, window.count, _sources(window), now - window.opened,
-                                window.last)
+                                message % args if args else message)
 
 
 def _sources(window: _Window) -> str:

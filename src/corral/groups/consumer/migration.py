@@ -11,6 +11,7 @@ metadata, ConsumerProtocolAssignment in its SyncGroup answer) is read and writte
 
 from __future__ import annotations
 
+import logging
 import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -25,6 +26,8 @@ from .members import GroupError
 from .reconcile import MemberState
 from .state import ConsumerGroup, ConsumerMember
 from .target import TopicImage, metadata_hash
+
+log = logging.getLogger("corral.groups")
 
 if TYPE_CHECKING:
     from ..classic import ClassicGroup
@@ -189,6 +192,35 @@ def _classic_assignment(data: bytes, group_id: str) -> dict[str, list[int]]:
 
 
 # ========================================================================== downgrade ===
+
+def may_downgrade(group: ConsumerGroup, leaving: list[ConsumerMember], staying: int,
+                  policy: MigrationPolicy, max_size: int) -> bool:
+    """Kafka's validateOnlineDowngrade: members remain (`staying` once `leaving` are gone), all
+    of them classic, downgrades are allowed and a classic group (group.max.size) may hold them.
+    From the group's classic member count, never walking its members."""
+    if not staying or \
+            group.classic_members - sum(m.classic is not None for m in leaving) != staying:
+        return False
+    if not policy.downgrades:
+        log.info("group %s: not downgraded to a classic group: online downgrade is disabled",
+                 group.group_id)
+        return False
+    if staying > max_size:
+        log.info("group %s: not downgraded to a classic group: %d members is more than "
+                 "group.max.size", group.group_id, staying)
+        return False
+    return True
+
+
+def classic_protocols(group, records: list) -> dict[str, list[tuple[str, bytes]]]:
+    """Every classic member's protocols, as the group and `records` have them (a downgrade's
+    record keeps only the chosen protocol; the classic group gets them all back)."""
+    out = {m.member_id: m.classic.protocols for m in getattr(group, "members", {}).values()
+           if m.classic is not None}
+    out.update((r.member_id, r.classic.protocols) for r in records
+               if isinstance(r, cr.MemberMetadata) and r.classic is not None)
+    return out
+
 
 def downgrade_record(group: ConsumerGroup, members: list[ConsumerMember],
                      targets: dict[str, dict[bytes, frozenset[int]]], topics: TopicImage,

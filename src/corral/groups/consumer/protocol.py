@@ -35,7 +35,8 @@ from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, copy
                       refresh_regexes, regex_refresh_due, regex_topics, regex_users_after,
                       regexes_after, removal_records, replaced_members, resolve_regex,
                       updated_member)
-from .migration import MigrationPolicy, downgrade_record, upgrade_records
+from .migration import (MigrationPolicy, classic_protocols, downgrade_record, may_downgrade,
+                        upgrade_records)
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
 from .target import TargetInputs, TopicImage, encoded_result, member_topic_ids, metadata_hash
@@ -92,7 +93,7 @@ class ConsumerProtocol:
             group.needs_rewrite = False
             batch = None
         downgrade = bool(records) and isinstance(records[-1], GroupMetadata)
-        protocols = self._classic_protocols(group, records) if downgrade else {}
+        protocols = classic_protocols(group, records) if downgrade else {}
         for record in records:
             self.replay(record)
         if downgrade:
@@ -109,15 +110,6 @@ class ConsumerProtocol:
 
         written.then(failed)
         return written
-
-    @staticmethod
-    def _classic_protocols(group, records: list) -> dict[str, list[tuple[str, bytes]]]:
-        """Every classic member's protocols, as the group and `records` have them."""
-        out = {m.member_id: m.classic.protocols for m in getattr(group, "members", {}).values()
-               if m.classic is not None}
-        out.update((r.member_id, r.classic.protocols) for r in records
-                   if isinstance(r, cr.MemberMetadata) and r.classic is not None)
-        return out
 
     def _downgraded(self, classic: ClassicGroup, protocols: dict[str, list[tuple[str, bytes]]],
                     rebalance: bool) -> None:
@@ -490,7 +482,7 @@ class ConsumerProtocol:
         leaves, not what stays, so a whole group leaving one by one costs O(members)."""
         gid = group.group_id
         staying = len(group.members) - len(members)
-        if self._may_downgrade(group, members, staying):
+        if may_downgrade(group, members, staying, self.migration, self.max_size):
             log.info("group %s: only classic members remain; it becomes a classic group", gid)
             leaving = {m.member_id for m in members}
             remaining = [m for m in group.members.values() if m.member_id not in leaving]
@@ -509,23 +501,6 @@ class ConsumerProtocol:
         if not staying:
             records.append(cr.TargetEpoch(gid, epoch, 0))
         return records
-
-    def _may_downgrade(self, group: ConsumerGroup, leaving: list[ConsumerMember],
-                       staying: int) -> bool:
-        """Kafka's validateOnlineDowngrade: members remain (`staying` once `leaving` are gone),
-        all of them classic, downgrades are allowed and a classic group may hold them."""
-        if not staying or \
-                group.classic_members - sum(m.classic is not None for m in leaving) != staying:
-            return False
-        if not self.migration.downgrades:
-            log.info("group %s: not downgraded to a classic group: online downgrade is disabled",
-                     group.group_id)
-            return False
-        if staying > self.max_size:
-            log.info("group %s: not downgraded to a classic group: %d members is more than "
-                     "group.max.size", group.group_id, staying)
-            return False
-        return True
 
     def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         """Removes a member the coordinator gave up on (session or rebalance timeout)."""
