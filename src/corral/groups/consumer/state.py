@@ -133,6 +133,24 @@ def epochs_of_record(record: cr.CurrentAssignment) -> dict[bytes, dict[int, int]
     return out
 
 
+def _group_records(gid: str, epochs: tuple[int, int, int, int], members: Iterable[ConsumerMember],
+                   regexes: Iterable[cr.RegexTopics], targets: Iterable[tuple[str, Mapping]]
+                   ) -> list[cr.ConsumerRecord]:
+    group_epoch, metadata_hash, assignment_epoch, assignment_ms = epochs
+    members = list(members)
+    out: list[cr.ConsumerRecord] = [cr.GroupEpoch(gid, group_epoch, metadata_hash)]
+    out.extend(m.metadata_record(gid) for m in members)
+    out.extend(regexes)
+    out.extend(cr.TargetMember(gid, member_id, _as_record(t)) for member_id, t in targets)
+    out.append(cr.TargetEpoch(gid, assignment_epoch, assignment_ms))
+    out.extend(m.assignment_record(gid) for m in members)
+    return out
+
+
+def _encoded(recs: list[cr.ConsumerRecord]) -> list[tuple[bytes, bytes]]:
+    return [(cr.key_of(r), cr.value_of(r)) for r in recs]  # type: ignore[misc]
+
+
 class ConsumerGroup:
     type = "consumer"
     protocol_type_name = "consumer"
@@ -432,14 +450,25 @@ class ConsumerGroup:
 
     def all_records(self) -> list[cr.ConsumerRecord]:
         """Every record that rebuilds the group as it is (a snapshot, a rewrite after a failure)."""
-        gid = self.group_id
-        out: list[cr.ConsumerRecord] = [cr.GroupEpoch(gid, self.group_epoch, self.metadata_hash)]
-        out.extend(m.metadata_record(gid) for m in self.members.values())
-        out.extend(self.regexes.values())
-        out.extend(cr.TargetMember(gid, member_id, _as_record(t)) for member_id, t in self.target.items())
-        out.append(cr.TargetEpoch(gid, self.assignment_epoch, self.assignment_timestamp_ms))
-        out.extend(m.assignment_record(gid) for m in self.members.values())
-        return out
+        return _group_records(self.group_id, self._epochs(), self.members.values(),
+                              self.regexes.values(), self.target.items())
+
+    def _epochs(self) -> tuple[int, int, int, int]:
+        return self.group_epoch, self.metadata_hash, self.assignment_epoch, self.assignment_timestamp_ms
+
+    def stored_records(self) -> list[tuple[bytes, bytes]]:
+        return _encoded(self.all_records())
+
+    def stored_records_later(self) -> Callable[[], list[tuple[bytes, bytes]]]:
+        """`stored_records` for a worker thread: the containers copied now (milliseconds for
+        50,000 members), the records made and encoded by the returned function (seconds). A
+        member the loop changes meanwhile may be encoded half old, half new: the snapshot is
+        replayed with the log after the positions taken before this call, which holds every
+        such change and rewrites each changed key (every consumer-group record is an upsert)."""
+        gid, epochs = self.group_id, self._epochs()
+        members, regexes = list(self.members.values()), list(self.regexes.values())
+        targets = list(self.target.items())
+        return lambda: _encoded(_group_records(gid, epochs, members, regexes, targets))
 
     def delete_records(self) -> list[Record]:
         """Its tombstones, and the classic key too: a group id that was a classic group before
@@ -462,9 +491,6 @@ class ConsumerGroup:
         out += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in self.regexes]
         out.append(cr.ConsumerTombstone(cr.GROUP_EPOCH, gid))
         return out
-
-    def stored_records(self) -> list[tuple[bytes, bytes]]:
-        return [(cr.key_of(r), cr.value_of(r)) for r in self.all_records()]  # type: ignore[misc]
 
     # ============================================================================ views ===
 
