@@ -21,7 +21,7 @@ import uuid
 
 import pytest
 
-from consumer_harness import Topics, make_coordinator, request
+from consumer_harness import ConsumerDriver, Topics, make_coordinator, request
 from test_consumer_scale import EncodingLog, opcodes
 from corral.assignors import GroupSpec, MemberSpec, SubscriptionType, UniformAssignor
 from corral.clock import wall_ms
@@ -246,3 +246,44 @@ def test_a_join_and_a_leave_cost_what_moves_in_groups_of_1k_10k_50k():
         targets = g.group.target
         owned = [p for t in targets.values() for ps in t.values() for p in ps]
         assert len(owned) == len(set(owned)) == 2 * int(g.gid[1:])
+
+
+# ------------------------------------------------------------------- members and analytics
+
+
+def test_members_joining_and_leaving_a_big_group_reconcile_to_incremental_targets():
+    """150 members over 1,000 partitions, through the coordinator as Java clients play them:
+    every target after the first is incremental, the ownership invariants hold after every
+    step, the group ends Stable with every partition owned once. A big group's target events
+    are fewer than its targets, and the target the group reaches is always described (before
+    its rebalance_end, as the analytics job reads it)."""
+    topics = Topics()
+    topics.add("t", 1000)
+    c = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 0})
+    events: list[dict] = []
+    c.events.sink = lambda event, time_ms: events.append(event)
+    d = ConsumerDriver(topics, c)
+    incremental = []
+    for i in range(150):
+        d.join(f"m{i}")
+        incremental.append(d.group.assignment_epoch == d.group.group_epoch)
+    d.converge(4)
+    for i in rng_sample(150, 40):
+        d.leave(f"m{i}")
+    d.converge(4)
+    group = d.group
+    assert group.state_name == "Stable"
+    assert all(incremental), "a join waited for its target"
+    owned = sorted(p for m in group.members.values() for ps in m.current.assigned.values() for p in ps)
+    assert owned == list(range(1000))
+    targets = [e for e in events if e["event"] == "target_assignment"]
+    ends = [i for i, e in enumerate(events) if e["event"] == "rebalance_end"]
+    assert ends and len(targets) < group.assignment_epoch - 1
+    last_end = events[ends[-1]]
+    described = [e for e in events[:ends[-1]] if e["event"] == "target_assignment"][-1]
+    assert described["group_epoch"] == last_end["group_epoch"] == group.assignment_epoch
+    assert len(described["assignment"]) == len(group.members)
+
+
+def rng_sample(n: int, k: int) -> list[int]:
+    return random.Random(7).sample(range(n), k)

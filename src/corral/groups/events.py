@@ -33,11 +33,10 @@ CLASSIC, CONSUMER = "classic", "consumer"
 # at most this many such counts wait at once (a storm aimed at many group ids cannot grow it).
 MAX_REJECTED_KEYS = 1000
 # A consumer group's target_assignment event lists every member: up to this many members, every
-# target has one; a bigger group's target has one when it changed at least 1/BIG_TARGET_SHARE of
-# the members' targets since the last, else once the group reaches it (its rebalance end), so
-# that a join costing O(what moves) does not cost O(members) in events.
+# target has one; a bigger group's target has one when as many member targets changed since the
+# last as it has members, else once the group reaches it (its rebalance end), so that a join
+# costing O(what moves) does not cost O(members) in events.
 EVERY_TARGET_UP_TO = 100
-BIG_TARGET_SHARE = 10
 SESSION_EXPIRED = "the member session expired"  # consumer/protocol.py's reason to fence
 STATIC_REPLACED = "static_member_replaced"
 
@@ -259,7 +258,7 @@ class AnalyticsEvents:
             self._change.pop(gid, None)  # a change that bumped nothing (a rack, a timeout)
             changed = self._targets_changed.pop(gid, 0)
             if len(group.members) <= EVERY_TARGET_UP_TO or \
-                    changed * BIG_TARGET_SHARE >= len(group.members) or not group.members:
+                    changed >= len(group.members) or not group.members:
                 self._unsent_target.pop(gid, None)
                 self._target_event(group, record.epoch)
             else:
