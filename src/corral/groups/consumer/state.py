@@ -109,6 +109,8 @@ def _as_record(partitions) -> cr.Assignment:
 
 
 def as_sets(partitions: cr.Assignment) -> dict[bytes, frozenset[int]]:
+    if not partitions:
+        return EMPTY_ASSIGNMENT  # shared: none of these dicts is changed in place
     return {topic: frozenset(ps) for topic, ps in partitions.items() if ps}
 
 
@@ -302,7 +304,9 @@ class ConsumerGroup:
             self._count_subscription(member, 1)
             self._mirror_metadata(member)
         elif isinstance(record, cr.TargetMember):
-            self._set_target(record.member_id, as_sets(record.partitions))
+            member = self.members.get(record.member_id)
+            self._set_target(record.member_id, self._shared(
+                as_sets(record.partitions), None if member is None else member.current.assigned))
         elif isinstance(record, cr.TargetEpoch):
             self.assignment_epoch, self.assignment_timestamp_ms = record.epoch, record.timestamp_ms
             self._mirror_group()
@@ -311,7 +315,8 @@ class ConsumerGroup:
             self._release(member)
             self._set_current(member, Reconciled(record.epoch, record.previous_epoch,
                                                  MemberState.of(record.state),
-                                                 as_sets(record.assigned),
+                                                 self._shared(as_sets(record.assigned),
+                                                              self.target.get(record.member_id)),
                                                  as_sets(record.pending_revocation),
                                                  epochs_of_record(record)))
             self._own(member)
@@ -348,6 +353,13 @@ class ConsumerGroup:
             self._mirror_group()
         elif kind == cr.REGEX:
             self._set_regex(name or "", None)
+
+    @staticmethod
+    def _shared(partitions: dict[bytes, frozenset[int]], same: dict[bytes, frozenset[int]] | None
+                ) -> dict[bytes, frozenset[int]]:
+        """`same` when equal: a reconciled member's assignment and target are one object (half
+        the memory of a big group). Safe because neither is ever changed in place."""
+        return same if same is not None and same == partitions else partitions
 
     def _set_target(self, member_id: str, target: dict[bytes, frozenset[int]] | None) -> None:
         old = self.target.pop(member_id, None) if target is None else self.target.get(member_id)
