@@ -388,8 +388,6 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
     topic = params["topic"] or default_topic(params["group"])
     params = dict(params, topic=topic)
     protocol = params.setdefault("group_protocol", "classic")
-    if protocol not in getattr(scenario, "PROTOCOLS", ("classic",)):
-        raise LoadError(f"scenario {scenario.NAME} does not run with --group-protocol {protocol}")
     broker = trio.run(probe, params["bootstrap"], required_apis(scenario, params), params["group"], topic,
                       scenario.topic_partitions(params), params.get("skip_join", False),
                       protocol == "consumer")

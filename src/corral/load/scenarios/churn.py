@@ -21,7 +21,6 @@ from .common import stay_in_group
 NAME = "churn"
 HELP = "members leave and rejoin at a rate while the rest heartbeat; rebalances and their cost"
 REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.METADATA}
-PROTOCOLS = ("classic", "consumer")
 
 
 def add_arguments(parser) -> None:

@@ -28,7 +28,6 @@ NAME = "failover"
 HELP = "restart the broker mid-run; time until all members are stable, offsets never go back"
 REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA, ApiKey.OFFSET_COMMIT,
                  ApiKey.OFFSET_FETCH}
-PROTOCOLS = ("classic", "consumer")
 
 
 def add_arguments(parser) -> None:

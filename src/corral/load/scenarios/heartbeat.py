@@ -23,7 +23,6 @@ NAME = "heartbeat"
 HELP = "stable members heartbeat at a ramping rate; sustained heartbeats/s within a p99 bound"
 REQUIRED_APIS = {ApiKey.HEARTBEAT}
 JOIN_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.METADATA}
-PROTOCOLS = ("classic", "consumer")
 
 
 def add_arguments(parser) -> None:
