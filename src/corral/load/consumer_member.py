@@ -9,7 +9,7 @@
   changed since it last reported them: that is how revocations are acknowledged. Such an
   acknowledgement is sent at once, not at the next interval, as Java's ACKNOWLEDGING state does.
   The incremental heartbeat is encoded once per member id and epoch, and an answer byte for byte
-  equal to the last one that changed nothing is not decoded (a steady member's whole cost).
+  equal to the last one that changed nothing is not decoded (the heartbeat pump sends it so).
 - A request without an answer makes the next one full (Java's HeartbeatState.reset()): the
   coordinator then answers with the whole assignment, and the lost-response rule (§1.3) accepts the
   old epoch.
