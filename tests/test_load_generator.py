@@ -366,6 +366,8 @@ def test_consumer_churn_without_violations(broker):
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     metrics = result["metrics"]
+    assert {"members", "rebalances_completed", "generations_seen", "time_in_rebalance_share",
+            "left_and_rejoined"} <= set(metrics)   # the classic run's figures
     assert metrics["left_and_rejoined"] > 0
     assert 0 < metrics["rebalances_completed"] <= metrics["generations_seen"]
     assert 0 <= metrics["time_in_rebalance_share"] <= 1
