@@ -336,9 +336,11 @@ def ceiling_server():
 
 
 def test_heartbeat_against_the_ceiling_server(ceiling_server):
+    # A p99 bound a busy machine keeps (the default 50 ms failed 2 runs in 10 at load 5-11: a
+    # first step over it sustains nothing); what is checked is the ramp, not the latency.
     result = run_scenario(ceiling_server, "heartbeat", "--skip-join", "--members", "50",
                           "--duration", "6", "--step-seconds", "2", "--start-rate", "500",
-                          "--settle-seconds", "0")
+                          "--settle-seconds", "0", "--p99-bound-ms", "2000")
     assert result["failures"] == [] and result["errors"] == {}
     assert result["violations"] == 0
     assert result["broker"]["versions_used"]["HEARTBEAT"] == 4
