@@ -515,9 +515,10 @@ class ConsumerHeartbeatView:
         client_id: str,
         client_host: str,
         consumer: bool,
+        session_timeout_ms: int | None = None,
     ) -> None:
         """A member's metadata (ConsumerGroupMemberMetadata): `consumer` is False for a classic
-        member of the group."""
+        member of the group, whose own session timeout is `session_timeout_ms`."""
 
     def set_member_epoch(self, group_id: str, member_id: str, epoch: int, stable: bool) -> None:
         """A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment)."""
@@ -540,9 +541,19 @@ class ConsumerHeartbeatView:
         interval to answer with, the member's session deadline moved; None when the coordinator
         answers."""
 
+    def classic_answer(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int | None:
+        """What the network thread does with a classic member's Heartbeat: NONE (0), its
+        session deadline moved; None when the coordinator answers."""
+
     @property
     def answered(self) -> int:
-        """How many heartbeats the view has answered."""
+        """How many ConsumerGroupHeartbeats the view has answered."""
+
+    @property
+    def classic_answered(self) -> int:
+        """How many classic members' Heartbeats the view has answered."""
 
     def contents(self) -> dict[str, tuple[int, int, bool, dict[str, ConsumerMemberView]]]:
         """Everything the view holds, for tests: group id -> (group epoch, assignment epoch,

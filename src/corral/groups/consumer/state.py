@@ -222,8 +222,11 @@ class ConsumerGroup:
 
     def _mirror_metadata(self, member: ConsumerMember) -> None:
         if self.view is not None:
+            # A classic member's Heartbeat moves its session by its own timeout (none: Python's).
+            timeout = member.session_timeout_ms
             self.view.set_member(self.group_id, member.member_id, member.instance_id,
-                                 member.client_id, member.client_host, member.classic is None)
+                                 member.client_id, member.client_host, member.classic is None,
+                                 timeout if timeout is not None and timeout > 0 else None)
 
     def _mirror_epoch(self, member: ConsumerMember) -> None:
         if self.view is not None:
