@@ -20,6 +20,12 @@
 //! own classic session timeout) moved. Anything else (REBALANCE_IN_PROGRESS to rejoin, an
 //! unknown member, a stale generation, a fenced instance) is the coordinator's.
 //!
+//! The same entries say whether an OffsetCommit is one the coordinator accepts
+//! (`commit_verdict`): a member at its current epoch, whatever the partitions, since each of its
+//! partitions was assigned at that epoch or before (KIP-1251); an older epoch, whose check is per
+//! partition, is left to the coordinator, so no assignment needs mirroring
+//! (docs/offset-commit-short-path.md).
+//!
 //! Lock order: the view, then the wheel. Python takes one at a time.
 
 use std::collections::HashMap;
@@ -39,6 +45,8 @@ struct MemberView {
     /// From ConsumerGroupMemberMetadata: a member of the consumer protocol (not a classic member
     /// of a consumer group, whose consumer heartbeat rewrites its metadata).
     consumer: bool,
+    /// Its metadata was mirrored (an entry made by its epoch alone is not a member yet).
+    known: bool,
     /// A classic member's own session timeout (ClassicMemberMetadata); 0 for a consumer member,
     /// and for a classic one the view cannot answer.
     classic_session_ms: u64,
@@ -168,6 +176,20 @@ impl ConsumerHeartbeatView {
         Some(0)
     }
 
+    /// Whether the coordinator accepts an OffsetCommit of `api_version` from this member at this
+    /// epoch (Kafka's ConsumerGroup.validateOffsetCommit): true only for a known member at its
+    /// current epoch in a group not busy (being deleted, or computing: conservative), a
+    /// consumer-protocol member committing with v9+. False: the coordinator decides.
+    pub fn commit_verdict(&self, group_id: &str, member_id: &str, member_epoch: i32, api_version: i16) -> bool {
+        let groups = self.lock();
+        let Some(group) = groups.get(group_id) else { return false };
+        if group.busy {
+            return false;
+        }
+        let Some(member) = group.members.get(member_id) else { return false };
+        member.known && member.epoch == member_epoch && (!member.consumer || api_version >= 9)
+    }
+
     /// The group's session timeout and heartbeat interval: its own, else the broker's.
     fn timing(&self, group_id: &str) -> (u64, i32) {
         let defaults = (self.session_timeout_ms, self.heartbeat_interval_ms);
@@ -234,6 +256,7 @@ impl ConsumerHeartbeatView {
         member.client_id = client_id.into();
         member.client_host = client_host.into();
         member.consumer = consumer;
+        member.known = true;
         member.classic_session_ms = if consumer { 0 } else { session_timeout_ms.unwrap_or(0) };
     }
 
@@ -280,6 +303,12 @@ impl ConsumerHeartbeatView {
     #[pyo3(name = "classic_answer")]
     fn py_classic_answer(&self, group_id: &str, member_id: &str, instance_id: Option<&str>, generation_id: i32) -> Option<i16> {
         self.classic_answer(group_id, member_id, instance_id, generation_id)
+    }
+
+    /// See `commit_verdict` (for tests: the network thread asks it directly).
+    #[pyo3(name = "commit_verdict")]
+    fn py_commit_verdict(&self, group_id: &str, member_id: &str, member_epoch: i32, api_version: i16) -> bool {
+        self.commit_verdict(group_id, member_id, member_epoch, api_version)
     }
 
     /// How many ConsumerGroupHeartbeats the view has answered.
@@ -497,5 +526,24 @@ mod tests {
         assert_eq!(view.classic_answer("g", "x", None, 4), None, "its session is not armed yet");
         assert!(wheel.lock().unwrap().deadline(10).is_none(), "y was never answered");
         assert_eq!(view.classic_answered(), 1);
+    }
+
+    #[test]
+    fn commits_at_the_members_epoch_are_accepted_whatever_the_partitions() {
+        let (view, _) = with_classic();
+        assert!(view.commit_verdict("g", "m1", 3, 9) && view.commit_verdict("g", "x", 3, 8));
+        assert!(!view.commit_verdict("g", "m1", 3, 8), "UNSUPPORTED_VERSION for a consumer member");
+        assert!(!view.commit_verdict("g", "m1", 2, 9), "an older epoch: checked per partition");
+        assert!(!view.commit_verdict("g", "m1", 4, 9) && !view.commit_verdict("g", "nobody", 3, 9));
+        view.set_member_epoch("g", "m1", 4, false);
+        assert!(view.commit_verdict("g", "m1", 4, 9), "reconciling members commit too");
+        view.set_group("g", 3, 3, true);
+        assert!(!view.commit_verdict("g", "m1", 4, 9), "busy (being deleted, perhaps)");
+        view.set_group("g", 3, 3, false);
+        view.remove_member("g", "m1");
+        view.set_member_epoch("g", "m1", 4, true);
+        assert!(!view.commit_verdict("g", "m1", 4, 9), "an epoch alone is not a member");
+        view.remove_group("g");
+        assert!(!view.commit_verdict("g", "x", 3, 8));
     }
 }

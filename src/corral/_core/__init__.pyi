@@ -471,9 +471,18 @@ class HeartbeatView:
     def __new__(cls, wheel: TimerWheel) -> Self:
         """A view whose session deadlines live in `wheel`."""
 
-    def set_group(self, group_id: str, generation_id: int, answer: int | None) -> None:
+    def set_group(
+        self, group_id: str, generation_id: int, answer: int | None, commits: bool = False
+    ) -> None:
         """The group's generation and its answer (an error code) to members of that generation
-        (None: the coordinator answers every Heartbeat of the group)."""
+        (None: the coordinator answers every Heartbeat of the group); `commits`: they may commit
+        offsets."""
+
+    def commit_verdict(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> bool:
+        """Whether the coordinator surely accepts an OffsetCommit from this member at this
+        generation (False: it decides)."""
 
     def remove_group(self, group_id: str) -> None: ...
     def set_member(
@@ -546,6 +555,12 @@ class ConsumerHeartbeatView:
     ) -> int | None:
         """What the network thread does with a classic member's Heartbeat: NONE (0), its
         session deadline moved; None when the coordinator answers."""
+
+    def commit_verdict(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+    ) -> bool:
+        """Whether the coordinator surely accepts an OffsetCommit of `api_version` from this
+        member at this epoch (False: it decides)."""
 
     @property
     def answered(self) -> int:
