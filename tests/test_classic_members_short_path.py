@@ -282,3 +282,50 @@ def test_classic_heartbeats_are_authorized_once_until_the_acls_change(tmp_path, 
     with_broker(tmp_path, scenario, **{
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "allow.everyone.if.no.acl.found": "true"})
+
+
+def test_librdkafka_classic_member_heartbeats_take_the_short_path(tmp_path, heartbeat_calls):
+    """A librdkafka classic consumer beside a KIP-848 one in one consumer group: once settled,
+    its Heartbeats are the network thread's."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+
+    def scenario(broker) -> None:
+        with RawClient(broker.port) as client:
+            create_topic(client, "t", 4)
+        common = {"bootstrap.servers": f"127.0.0.1:{broker.port}", "group.id": "rdkafka-mixed",
+                  "auto.offset.reset": "earliest"}
+        modern = confluent_kafka.Consumer({**common, "group.protocol": "consumer"})
+        classic = confluent_kafka.Consumer({**common, "group.protocol": "classic",
+                                            "partition.assignment.strategy": "range",
+                                            "session.timeout.ms": 6000,
+                                            "heartbeat.interval.ms": 300})
+        consumers = [modern, classic]
+        try:
+            def poll(seconds: float) -> None:
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    for consumer in consumers:
+                        consumer.poll(0.05)
+
+            def settled() -> bool:
+                group = broker.groups.groups.get("rdkafka-mixed")
+                return isinstance(group, ConsumerGroup) and len(group.members) == 2 \
+                    and group.classic_members == 1 and group.state_name == "Stable"
+
+            modern.subscribe(["t"])
+            poll(1)
+            classic.subscribe(["t"])
+            deadline = time.monotonic() + 30
+            while not broker.run(settled):
+                assert time.monotonic() < deadline, "the mixed group did not settle"
+                poll(0.2)
+            poll(1.5)
+            calls, answered = len(heartbeat_calls), broker.view.classic_answered
+            poll(3)  # ten heartbeat intervals of the classic member
+            assert broker.view.classic_answered - answered >= 5
+            assert heartbeat_calls[calls:] == [], [repr(r) for r in heartbeat_calls[calls:]]
+        finally:
+            for consumer in consumers:
+                consumer.close()
+
+    with_broker(tmp_path, scenario, **{"group.min.session.timeout.ms": 1000})
