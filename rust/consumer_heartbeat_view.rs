@@ -64,6 +64,8 @@ struct GroupView {
     /// A target computation is running, a subscribed topic changed (the next heartbeat
     /// recomputes the metadata hash) or the group is being deleted.
     busy: bool,
+    /// Being deleted: commits go to the coordinator (COORDINATOR_NOT_AVAILABLE).
+    deleting: bool,
     members: HashMap<Box<str>, MemberView>,
 }
 
@@ -178,12 +180,13 @@ impl ConsumerHeartbeatView {
 
     /// Whether the coordinator accepts an OffsetCommit of `api_version` from this member at this
     /// epoch (Kafka's ConsumerGroup.validateOffsetCommit): true only for a known member at its
-    /// current epoch in a group not busy (being deleted, or computing: conservative), a
-    /// consumer-protocol member committing with v9+. False: the coordinator decides.
+    /// current epoch in a group not being deleted (a target computation or a bump in progress
+    /// does not change what a member may commit), a consumer-protocol member committing with
+    /// v9+. False: the coordinator decides.
     pub fn commit_verdict(&self, group_id: &str, member_id: &str, member_epoch: i32, api_version: i16) -> bool {
         let groups = self.lock();
         let Some(group) = groups.get(group_id) else { return false };
-        if group.busy {
+        if group.deleting {
             return false;
         }
         let Some(member) = group.members.get(member_id) else { return false };
@@ -211,13 +214,16 @@ impl ConsumerHeartbeatView {
         ConsumerHeartbeatView::with_wheel(wheel.wheel.clone(), session_timeout_ms, heartbeat_interval_ms)
     }
 
-    /// The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs say.
-    fn set_group(&self, group_id: &str, group_epoch: i32, assignment_epoch: i32, busy: bool) {
+    /// The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs say;
+    /// `deleting`: so do its commits (not given: taken to be `busy`, the safe side).
+    #[pyo3(signature = (group_id, group_epoch, assignment_epoch, busy, deleting=None))]
+    fn set_group(&self, group_id: &str, group_epoch: i32, assignment_epoch: i32, busy: bool, deleting: Option<bool>) {
         let mut groups = self.lock();
         let group = entry(&mut groups, group_id);
         group.group_epoch = group_epoch;
         group.assignment_epoch = assignment_epoch;
         group.busy = busy;
+        group.deleting = deleting.unwrap_or(busy);
     }
 
     /// The group's own session timeout and heartbeat interval (its settings changed); the
@@ -380,7 +386,7 @@ mod tests {
     /// (instance i1, key 8).
     fn settled() -> (ConsumerHeartbeatView, Arc<Mutex<Wheel>>) {
         let (view, wheel) = view();
-        view.set_group("g", 3, 3, false);
+        view.set_group("g", 3, 3, false, None);
         for (member, instance, key) in [("m1", None, 7), ("s1", Some("i1"), 8)] {
             view.set_member("g", member, instance, "c", "/127.0.0.1", true, None);
             view.set_member_epoch("g", member, 3, true);
@@ -430,11 +436,11 @@ mod tests {
     #[test]
     fn the_group_and_member_state_decide() {
         let (view, _) = settled();
-        view.set_group("g", 4, 3, false);
+        view.set_group("g", 4, 3, false, None);
         assert_eq!(view.answer(&steady("m1", None, 3)), None, "epoch bumped, target not computed");
-        view.set_group("g", 4, 4, true);
+        view.set_group("g", 4, 4, true, None);
         assert_eq!(view.answer(&steady("m1", None, 4)), None, "busy");
-        view.set_group("g", 4, 4, false);
+        view.set_group("g", 4, 4, false, None);
         assert_eq!(view.answer(&steady("m1", None, 3)), None, "the member is behind the target");
         view.set_member_epoch("g", "m1", 4, false);
         assert_eq!(view.answer(&steady("m1", None, 4)), None, "reconciling");
@@ -459,12 +465,12 @@ mod tests {
     #[test]
     fn epoch_zero_and_below_are_never_answered() {
         let (view, _) = view();
-        view.set_group("g", 0, 0, false);
+        view.set_group("g", 0, 0, false, None);
         view.set_member("g", "m1", None, "c", "/127.0.0.1", true, None);
         view.set_member_epoch("g", "m1", 0, true);
         view.set_session_key("g", "m1", 7);
         assert_eq!(view.answer(&steady("m1", None, 0)), None);
-        view.set_group("g", -1, -1, false);
+        view.set_group("g", -1, -1, false, None);
         view.set_member_epoch("g", "m1", -1, true);
         assert_eq!(view.answer(&steady("m1", None, -1)), None);
     }
@@ -506,16 +512,16 @@ mod tests {
         assert_eq!(view.classic_answer("other", "x", None, 3), None);
         assert_eq!(view.classic_answer("g", "y", Some("iz"), 3), None, "another instance id");
         assert_eq!(view.classic_answer("g", "x", Some("iy"), 3), None, "an instance id it lacks");
-        view.set_group("g", 4, 3, false);
+        view.set_group("g", 4, 3, false, None);
         assert_eq!(view.classic_answer("g", "x", None, 3), None, "a target to compute");
-        view.set_group("g", 4, 4, false);
+        view.set_group("g", 4, 4, false, None);
         assert_eq!(view.classic_answer("g", "x", None, 3), None, "behind the target: rejoin");
         view.set_member_epoch("g", "x", 4, false);
         assert_eq!(view.classic_answer("g", "x", None, 4), None, "revoking or waiting");
-        view.set_group("g", 4, 4, true);
+        view.set_group("g", 4, 4, true, None);
         view.set_member_epoch("g", "x", 4, true);
         assert_eq!(view.classic_answer("g", "x", None, 4), None, "busy");
-        view.set_group("g", 4, 4, false);
+        view.set_group("g", 4, 4, false, None);
         assert_eq!(view.classic_answer("g", "x", None, 4), Some(0));
         view.set_member("g", "x", None, "c", "/127.0.0.1", true, Some(10_000));
         assert_eq!(view.classic_answer("g", "x", None, 4), None, "upgraded to the consumer protocol");
@@ -537,9 +543,13 @@ mod tests {
         assert!(!view.commit_verdict("g", "m1", 4, 9) && !view.commit_verdict("g", "nobody", 3, 9));
         view.set_member_epoch("g", "m1", 4, false);
         assert!(view.commit_verdict("g", "m1", 4, 9), "reconciling members commit too");
-        view.set_group("g", 3, 3, true);
-        assert!(!view.commit_verdict("g", "m1", 4, 9), "busy (being deleted, perhaps)");
-        view.set_group("g", 3, 3, false);
+        view.set_group("g", 3, 3, true, Some(false));
+        assert!(view.commit_verdict("g", "m1", 4, 9), "computing a target changes no commit");
+        view.set_group("g", 3, 3, true, None);
+        assert!(!view.commit_verdict("g", "m1", 4, 9), "busy, and perhaps being deleted");
+        view.set_group("g", 3, 3, true, Some(true));
+        assert!(!view.commit_verdict("g", "m1", 4, 9), "being deleted");
+        view.set_group("g", 3, 3, false, None);
         view.remove_member("g", "m1");
         view.set_member_epoch("g", "m1", 4, true);
         assert!(!view.commit_verdict("g", "m1", 4, 9), "an epoch alone is not a member");

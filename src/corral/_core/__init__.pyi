@@ -507,9 +507,16 @@ class ConsumerHeartbeatView:
         member's deadline `session_timeout_ms` ahead and tells it to come back in
         `heartbeat_interval_ms`."""
 
-    def set_group(self, group_id: str, group_epoch: int, assignment_epoch: int, busy: bool) -> None:
+    def set_group(
+        self,
+        group_id: str,
+        group_epoch: int,
+        assignment_epoch: int,
+        busy: bool,
+        deleting: bool | None = None,
+    ) -> None:
         """The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs
-        say."""
+        say; `deleting`: so do its commits (None: taken to be `busy`)."""
 
     def set_group_timing(self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
         """The group's own session timeout and heartbeat interval (its settings changed); the
