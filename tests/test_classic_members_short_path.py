@@ -21,7 +21,8 @@ from corral.apis import HANDLERS, ApiKey, api_table
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup, MemberState
 from rawwire import RawClient
-from test_classic_members import ClassicClient, classic_group, classic_round, converge, setup, stable
+from test_classic_members import (ClassicClient, classic_group, classic_round, converge, setup,
+                                  stable)
 from test_consumer_short_path import Member, create_topic, settle, with_broker
 
 NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 0, 22, 25
@@ -135,7 +136,8 @@ class Classic:
 
     def sync(self) -> int:
         return self.client.call(ApiKey.SYNC_GROUP, 5, {
-            "group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id,
+            "group_id": self.group_id, "generation_id": self.generation,
+            "member_id": self.member_id,
             "group_instance_id": self.instance_id, "protocol_type": "consumer",
             "protocol_name": "range", "assignments": []})["error_code"]
 
@@ -177,7 +179,8 @@ def settle_mixed(broker, consumers: list[Member], classics: list[Classic]) -> Co
     raise AssertionError("the mixed group did not settle")
 
 
-def test_steady_classic_heartbeats_skip_python_and_the_rest_get_kafkas_answers(tmp_path, heartbeat_calls):
+def test_steady_classic_heartbeats_skip_python_and_the_rest_get_kafkas_answers(
+        tmp_path, heartbeat_calls):
     def scenario(broker) -> None:
         a, b = Member(broker.port, "mixed", "member-a"), Member(broker.port, "mixed", "member-b")
         x = Classic(broker.port, "mixed")
