@@ -97,6 +97,8 @@ pub struct ConsumerHeartbeatView {
     any_timings: AtomicBool,
     answered: AtomicU64,
     classic_answered: AtomicU64,
+    /// OffsetCommits the network thread judged it could take (offset_commit.rs).
+    takeable: AtomicU64,
 }
 
 impl ConsumerHeartbeatView {
@@ -110,6 +112,7 @@ impl ConsumerHeartbeatView {
             any_timings: AtomicBool::new(false),
             answered: AtomicU64::new(0),
             classic_answered: AtomicU64::new(0),
+            takeable: AtomicU64::new(0),
         }
     }
 
@@ -191,6 +194,10 @@ impl ConsumerHeartbeatView {
         }
         let Some(member) = group.members.get(member_id) else { return false };
         member.known && member.epoch == member_epoch && (!member.consumer || api_version >= 9)
+    }
+
+    pub fn count_takeable(&self) {
+        self.takeable.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The group's session timeout and heartbeat interval: its own, else the broker's.
@@ -327,6 +334,13 @@ impl ConsumerHeartbeatView {
     #[getter]
     fn classic_answered(&self) -> u64 {
         self.classic_answered.load(Ordering::Relaxed)
+    }
+
+    /// How many OffsetCommits the network thread judged it could take (it still hands them to
+    /// Python: docs/offset-commit-short-path.md).
+    #[getter]
+    fn commits_takeable(&self) -> u64 {
+        self.takeable.load(Ordering::Relaxed)
     }
 
     /// Everything the view holds, for tests: group id -> (group epoch, assignment epoch, busy,

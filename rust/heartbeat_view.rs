@@ -16,6 +16,7 @@
 //! Lock order: the view, then the wheel. Python takes one at a time.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
@@ -50,6 +51,8 @@ pub struct Views {
 pub struct HeartbeatView {
     views: Mutex<Views>,
     wheel: Arc<Mutex<Wheel>>,
+    /// OffsetCommits the network thread judged it could take (offset_commit.rs).
+    takeable: AtomicU64,
 }
 
 impl HeartbeatView {
@@ -87,6 +90,10 @@ impl HeartbeatView {
         let Some(member) = group.members.get(member_id) else { return false };
         instance_id.is_none() || instance_id == member.group_instance_id.as_deref()
     }
+
+    pub fn count_takeable(&self) {
+        self.takeable.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 #[pymethods]
@@ -94,7 +101,7 @@ impl HeartbeatView {
     /// A view whose session deadlines live in `wheel`.
     #[new]
     fn new(wheel: &PyTimerWheel) -> Self {
-        HeartbeatView { views: Mutex::new(Views { groups: HashMap::new() }), wheel: wheel.wheel.clone() }
+        HeartbeatView { views: Mutex::new(Views { groups: HashMap::new() }), wheel: wheel.wheel.clone(), takeable: AtomicU64::new(0) }
     }
 
     /// The group's generation and its answer to members of that generation (None: the
@@ -116,6 +123,13 @@ impl HeartbeatView {
 
     fn remove_group(&self, group_id: &str) {
         self.lock().groups.remove(group_id);
+    }
+
+    /// How many OffsetCommits the network thread judged it could take (it still hands them to
+    /// Python: docs/offset-commit-short-path.md).
+    #[getter]
+    fn commits_takeable(&self) -> u64 {
+        self.takeable.load(Ordering::Relaxed)
     }
 
     #[pyo3(signature = (group_id, member_id, group_instance_id, timer_key, session_timeout_ms))]
@@ -145,7 +159,7 @@ mod tests {
 
     fn view() -> (HeartbeatView, Arc<Mutex<Wheel>>) {
         let wheel = Arc::new(Mutex::new(Wheel::new(10, 64, monotonic_ms())));
-        (HeartbeatView { views: Mutex::new(Views { groups: HashMap::new() }), wheel: wheel.clone() }, wheel)
+        (HeartbeatView { views: Mutex::new(Views { groups: HashMap::new() }), wheel: wheel.clone(), takeable: AtomicU64::new(0) }, wheel)
     }
 
     #[test]

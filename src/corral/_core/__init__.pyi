@@ -484,6 +484,11 @@ class HeartbeatView:
         """Whether the coordinator surely accepts an OffsetCommit from this member at this
         generation (False: it decides)."""
 
+    @property
+    def commits_takeable(self) -> int:
+        """How many OffsetCommits the network thread judged it could take (it still hands
+        them to Python)."""
+
     def remove_group(self, group_id: str) -> None: ...
     def set_member(
         self,
@@ -576,6 +581,11 @@ class ConsumerHeartbeatView:
     @property
     def classic_answered(self) -> int:
         """How many classic members' Heartbeats the view has answered."""
+
+    @property
+    def commits_takeable(self) -> int:
+        """How many OffsetCommits the network thread judged it could take (it still hands
+        them to Python)."""
 
     def contents(self) -> dict[str, tuple[int, int, bool, dict[str, ConsumerMemberView]]]:
         """Everything the view holds, for tests: group id -> (group epoch, assignment epoch,
