@@ -239,16 +239,20 @@ class ConsumerGroup:
     def _mirror_group(self) -> None:
         """The epochs, and whether heartbeats must reach the coordinator whatever they say: a
         target computation is running (its result changes members), a subscribed topic changed
-        (the next heartbeat may bump the epoch) or the group is being deleted."""
+        (the next heartbeat may bump the epoch) or the group is being deleted; and whether
+        commits must (being deleted)."""
         if self.view is not None:
             self.view.set_group(self.group_id, self.group_epoch, self.assignment_epoch,
                                 self._computing_epoch is not None or self._metadata_expired
-                                or self.deleting)
+                                or self.deleting, self.deleting)
 
     def _mirror_metadata(self, member: ConsumerMember) -> None:
         if self.view is not None:
+            # A classic member's Heartbeat moves its session by its own timeout (none: Python's).
+            timeout = member.session_timeout_ms
             self.view.set_member(self.group_id, member.member_id, member.instance_id,
-                                 member.client_id, member.client_host, member.classic is None)
+                                 member.client_id, member.client_host, member.classic is None,
+                                 timeout if timeout is not None and timeout > 0 else None)
 
     def _mirror_epoch(self, member: ConsumerMember) -> None:
         if self.view is not None:
