@@ -20,7 +20,8 @@
 //! prints one JSON line (phases.rs). Members keep heartbeating between phases.
 //!
 //!     join [TIMEOUT_S]                  connect all, then all join at once; until converged
-//!     steady SECONDS [RATE]             heartbeats at the broker's interval, or forced to RATE/s
+//!     steady SECONDS [RATE]             heartbeats at the broker's interval (first spread over
+//!                                       it: one storm's members would beat in step), or RATE/s
 //!     churn SECONDS PERCENT_PER_S [REJOIN_DELAY_S] [SETTLE_TIMEOUT_S]
 //!     roll [CONCURRENCY] [TIMEOUT_S]    restart every member once (static: same instance id)
 //!     wait-owned PARTITIONS [TIMEOUT_S] the topics now have PARTITIONS: until quiet and all owned
@@ -280,8 +281,10 @@ impl Driver {
             if let Some(Reverse((at, _, _))) = self.timers.peek() {
                 wake = wake.min(*at);
             }
-            if self.pace.is_some() {
-                wake = wake.min(now + Duration::from_micros(200));
+            if let Some((rate, start, sent, _)) = &self.pace {
+                // The next paced send, but at most 5,000 wake-ups a second (they cost CPU too).
+                let next = *start + Duration::from_secs_f64((*sent + 1) as f64 / rate);
+                wake = wake.min(next.max(now + Duration::from_micros(200)));
             }
             let wait = wake.saturating_duration_since(now);
             let timeout = libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as _ };

@@ -230,6 +230,8 @@ impl Driver {
             Some("steady") => {
                 if words.len() > 2 {
                     self.start_pacing(arg(2, 1000.0), now);
+                } else {
+                    self.spread_heartbeats(now);
                 }
                 Phase::Steady { end: now + secs(arg(1, 10.0)) }
             }
@@ -288,6 +290,17 @@ impl Driver {
         self.pace = Some((rate.max(1.0), now, 0, idle));
     }
 
+    /// Members that joined in one storm heartbeat in step; independently started clients do
+    /// not: each member's next heartbeat moves to a uniform point of its interval from now.
+    fn spread_heartbeats(&mut self, now: Instant) {
+        for i in 0..self.cfg.members {
+            if self.members[i].timer == crate::Timer::Heartbeat {
+                let at = now + self.members[i].interval.mul_f64(self.uniform());
+                self.set_timer(i, crate::Timer::Heartbeat, at);
+            }
+        }
+    }
+
     /// Back to each member's own interval, spread over it as independent clients are.
     fn stop_pacing(&mut self, now: Instant) {
         let Some((_, _, _, idle)) = self.pace.take() else { return };
@@ -333,7 +346,7 @@ impl Driver {
              \"violations\":{},\"violations_ownership\":{ownership},\"violation_examples\":[{}],\
              \"unowned_partition_seconds\":{unowned_s:.3},\"unowned_now\":{},\"owned_twice_now\":{},\"partitions\":{},\
              \"errors\":{{{}}},\"error_messages\":[{}],\"driver_cpu_user_s\":{user:.3},\"driver_cpu_sys_s\":{sys:.3},\
-             \"driver_us_per_request\":{}}}",
+             \"driver_us_per_request\":{},\"driver_user_us_per_request\":{}}}",
             (now - s.started).as_secs_f64(),
             s.first_request.map_or("null".into(), |t| at(s.started, t)),
             self.epochs.len(),
@@ -351,12 +364,20 @@ impl Driver {
             self.ledger.total,
             s.errors.iter().map(|(k, n)| format!("\"{k}\":{n}")).collect::<Vec<_>>().join(","),
             s.error_messages.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(","),
-            if s.answers > 0 { format!("{:.2}", (user + sys) * 1e6 / s.answers as f64) } else { "null".into() },
+            per_answer(user + sys, s.answers),
+            per_answer(user, s.answers),
         );
         println!("{out}");
         self.phase = Phase::Idle;
         self.stats = Stats::new(now);
     }
+}
+
+fn per_answer(cpu_seconds: f64, answers: u64) -> String {
+    if answers == 0 {
+        return "null".into();
+    }
+    format!("{:.2}", cpu_seconds * 1e6 / answers as f64)
 }
 
 fn at(start: Instant, t: Instant) -> String {
