@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT / "benches"))
 from compare import CorralBroker, proc_cpu_seconds, write_section  # noqa: E402
 from consumer_join import KAFKA_ONLY, SETTINGS, CpuSampler  # noqa: E402
 from groups_scale import rss_kb  # noqa: E402
+from heartbeat_capacity import wait_for_coordinator  # noqa: E402
 from kafka_ref import DEFAULT_VERSION, KafkaBroker  # noqa: E402
 
 DRIVER_DIR = ROOT / "benches" / "heartbeat-driver"
@@ -70,6 +71,8 @@ class Driver:
                "--topics", topic, "--partitions", str(partitions), "--static", str(int(static))]
         if server_assignor:
             cmd += ["--server-assignor", server_assignor]
+        # The driver sends no FindCoordinator (one broker): this creates Kafka's offsets topic.
+        wait_for_coordinator(port, group)
         self.pid = broker_pid
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -94,12 +97,13 @@ class Driver:
         print(f"   {command}: {json.dumps(brief)} hb {result['heartbeat_ms']}", file=sys.stderr, flush=True)
         return result
 
-    def close(self) -> None:
+    def close(self, wait: float = 30) -> None:
+        """End of input: the driver quits after the phase it runs (killed after `wait` s)."""
         if self.proc.poll() is None:
-            self.proc.stdin.close()
             try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=wait)
+            except (subprocess.TimeoutExpired, OSError):
                 self.proc.kill()
                 self.proc.wait()
 
@@ -196,8 +200,8 @@ def run_broker(kind: str, opts) -> dict:
             static.close()
         return out
     finally:
-        for d in drivers:
-            d.close()
+        for d in drivers:   # after a failure: no phase is waited for
+            d.close(wait=0)
         broker.stop()
 
 
