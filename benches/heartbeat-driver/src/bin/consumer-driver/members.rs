@@ -82,6 +82,8 @@ impl Driver {
         self.stats.first_request.get_or_insert(now);
         let timeout = self.cfg.request_timeout;
         self.set_timer(i, Timer::Timeout, now + timeout);
+        // Before send(): on loopback the answer can be queued before send() returns.
+        self.members[i].sent_ns = crate::net::realtime_ns() as i64;
         self.transmit(i, frame);
     }
 
@@ -110,7 +112,7 @@ impl Driver {
     pub fn on_answer(&mut self, i: usize, a: Answer, now: Instant) {
         let m = &mut self.members[i];
         let Some(req) = m.in_flight.take() else { return };
-        let latency = (now - m.sent_at).as_micros().min(u32::MAX as u128) as u32;
+        let latency = ((self.received_ns - m.sent_ns).max(0) / 1000).min(u32::MAX as i64) as u32;
         self.cancel_timer(i);
         self.stats.answers += 1;
         match req {

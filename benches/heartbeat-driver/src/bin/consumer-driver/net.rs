@@ -39,6 +39,7 @@ impl Driver {
             return self.fail(i, "CONNECTION");
         }
         let _ = set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+        let _ = set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         // Source 127.0.0.k, its port chosen at connect() by the whole 4-tuple.
         let _ = set_int_option(fd, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1);
         let source = (self.next_source % self.cfg.sources) as u8 + 1;
@@ -190,10 +191,21 @@ impl Driver {
 
     fn read(&mut self, i: usize) {
         let serial = self.members[i].serial;
+        let mut stamped = false;
         loop {
             let m = &mut self.members[i];
-            let n = unsafe { libc::recv(m.fd, self.read_buf.as_mut_ptr().cast(), self.read_buf.len(), 0) };
+            let mut iov = libc::iovec { iov_base: self.read_buf.as_mut_ptr().cast(), iov_len: self.read_buf.len() };
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = self.control.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&self.control);
+            let n = unsafe { libc::recvmsg(m.fd, &mut msg, 0) };
             if n > 0 {
+                if !stamped {
+                    stamped = true;
+                    self.received_ns = receive_timestamp(&msg).unwrap_or_else(|| realtime_ns() as i64);
+                }
                 m.inbuf.extend_from_slice(&self.read_buf[..n as usize]);
                 if (n as usize) < self.read_buf.len() {
                     break;
@@ -296,6 +308,20 @@ fn sockaddr(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
         sin_addr: libc::in_addr { s_addr: u32::from_be_bytes(ip).to_be() },
         sin_zero: [0; 8],
     }
+}
+
+/// The kernel's receive time (SCM_TIMESTAMPNS, CLOCK_REALTIME ns) of the data a recvmsg returned.
+fn receive_timestamp(msg: &libc::msghdr) -> Option<i64> {
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(msg) };
+    while !cmsg.is_null() {
+        let header = unsafe { &*cmsg };
+        if header.cmsg_level == libc::SOL_SOCKET && header.cmsg_type == libc::SCM_TIMESTAMPNS {
+            let ts: libc::timespec = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+            return Some(ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64);
+        }
+        cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
+    }
+    None
 }
 
 pub fn set_nonblocking(fd: i32) -> io::Result<()> {
