@@ -66,9 +66,11 @@ class Driver:
     """One consumer-driver process: a command in, its phase's JSON line out, broker CPU around it."""
 
     def __init__(self, port: int, broker_pid: int, members: int, group: str, topic: str,
-                 partitions: int, static: bool = False, server_assignor: str | None = None):
+                 partitions: int, static: bool = False, server_assignor: str | None = None,
+                 first_source: int = 0):
         cmd = [str(DRIVER_BIN), "--port", str(port), "--members", str(members), "--group", group,
-               "--topics", topic, "--partitions", str(partitions), "--static", str(int(static))]
+               "--topics", topic, "--partitions", str(partitions), "--static", str(int(static)),
+               "--first-source", str(first_source)]
         if server_assignor:
             cmd += ["--server-assignor", server_assignor]
         # The driver sends no FindCoordinator (one broker): this creates Kafka's offsets topic.
@@ -198,8 +200,9 @@ def run_broker(kind: str, opts) -> dict:
         driver.close()
         partitions = opts.grow_to if "grow" in opts.scenarios else opts.partitions
         if "static" in opts.scenarios:
+            # Other source addresses than the first group's, whose closed connections wait in TIME_WAIT.
             static = Driver(port, pid, opts.members, f"{group}-static", topic, partitions, static=True,
-                            server_assignor=opts.server_assignor)
+                            server_assignor=opts.server_assignor, first_source=100)
             drivers.append(static)
             phases["static_join"] = static.phase(f"join {opts.timeout}")
             phases["roll_static"] = static.phase(f"roll {opts.roll_concurrency} {opts.timeout}")

@@ -83,7 +83,9 @@ def test_static_rolling_restart_keeps_the_epoch(driver, corral_factory):
     broker = corral_factory(**SETTINGS)
     create_topic(broker.bootstrap, "static", 60)
     phases = run_driver(driver, broker.port, 100, "driver-static", "static", 60,
-                        "join 40; roll 10 40; leave 20", "--static", "1")
+                        "join 40; roll 10 40; leave 20", "--static", "1",
+                        # Connections from 127.0.0.101-103, as past one address's ephemeral ports.
+                        "--sources", "3", "--first-source", "100")
     for name, phase in phases.items():
         assert phase["ok"] and phase["violations"] == 0, (name, phase)
     assert phases["roll"]["restarts"] == 100

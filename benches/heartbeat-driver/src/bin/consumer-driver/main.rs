@@ -28,7 +28,10 @@
 //!     leave [TIMEOUT_S]                 every member leaves at once; until every leave is answered
 //!     quit
 //!
-//!     consumer-driver --port 9092 --members 1000 --group g --topics t --partitions 1000 [--static 1]
+//!     consumer-driver --port 9092 --members 1000 --group g --topics t --partitions 1000
+//!         [--static 1] [--server-assignor uniform] [--rebalance-timeout-ms 300000]
+//!         [--max-version 1] [--connects-in-flight 500] [--request-timeout-ms 30000]
+//!         [--sources N (default: one per 10,000 members)] [--first-source K] [--commands "..."]
 
 mod ledger;
 mod members;
@@ -49,8 +52,9 @@ const MAX_EVENTS: usize = 1024;
 /// are collected in batches: a wake-up per answer costs this VM more than handling it.
 const BATCH: Duration = Duration::from_micros(500);
 const READ_BUF: usize = 256 * 1024;
-/// Members per source address: well under the 28,232 ports of Linux's default ephemeral range.
-const MEMBERS_PER_SOURCE: usize = 20_000;
+/// Members per source address: well under the 28,232 ports of Linux's default ephemeral range,
+/// with room for the TIME_WAIT ports restarts leave behind.
+const MEMBERS_PER_SOURCE: usize = 10_000;
 
 pub struct Config {
     pub port: u16,
@@ -64,6 +68,8 @@ pub struct Config {
     pub max_version: i16,
     pub connects_in_flight: usize,
     pub sources: usize,
+    /// Source addresses are 127.0.0.(first_source + 1 + k % sources).
+    pub first_source: usize,
     pub request_timeout: Duration,
     pub commands: Option<Vec<String>>,
 }
@@ -416,6 +422,7 @@ fn parse_args() -> Result<Config, String> {
         max_version: num(&opts, "max-version", Some(1))?,
         connects_in_flight: num(&opts, "connects-in-flight", Some(500))?,
         sources: sources.min(254),
+        first_source: num::<usize>(&opts, "first-source", Some(0))?.min(253),
         request_timeout: Duration::from_millis(num(&opts, "request-timeout-ms", Some(30_000))?),
         commands: opts.get("commands").map(|c| c.split(';').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()),
     };

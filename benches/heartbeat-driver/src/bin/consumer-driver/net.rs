@@ -42,7 +42,7 @@ impl Driver {
         let _ = set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         // Source 127.0.0.k, its port chosen at connect() by the whole 4-tuple.
         let _ = set_int_option(fd, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1);
-        let source = (self.next_source % self.cfg.sources) as u8 + 1;
+        let source = ((self.cfg.first_source + self.next_source % self.cfg.sources) % 254) as u8 + 1;
         self.next_source += 1;
         let local = sockaddr([127, 0, 0, source], 0);
         let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
