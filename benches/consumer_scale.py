@@ -54,6 +54,9 @@ from kafka_ref import DEFAULT_VERSION, KafkaBroker  # noqa: E402
 DRIVER_DIR = ROOT / "benches" / "heartbeat-driver"
 DRIVER_BIN = DRIVER_DIR / "target" / "release" / "consumer-driver"
 BEGIN, END = "<!-- consumer-scale:begin -->", "<!-- consumer-scale:end -->"
+# The options a run's table is labelled with: kept in its JSON for --from-json.
+RUN_OPTIONS = ("members", "partitions", "churn_percent", "churn_seconds", "p99_ms", "capacity_step_seconds",
+               "roll_concurrency", "grow_to", "kafka_version", "kafka_heap")
 
 
 def build_driver() -> Path:
@@ -156,14 +159,16 @@ def capacity(driver: Driver, opts, interval_s: float) -> dict:
 
 def run_broker(kind: str, opts) -> dict:
     settings = {**SETTINGS, **opts.settings}
-    broker = (KafkaBroker(settings={**settings, **KAFKA_ONLY}, version=opts.kafka_version)
+    broker = (KafkaBroker(settings={**settings, **KAFKA_ONLY}, version=opts.kafka_version,
+                          heap=opts.kafka_heap)
               if kind == "kafka" else CorralBroker(settings))
     bootstrap = broker.start()
     port, pid = int(bootstrap.rsplit(":", 1)[1]), broker.process.pid
     tag = uuid.uuid4().hex[:8]
     topic, group = f"consumer-scale-{tag}", f"consumer-scale-{tag}"
     out: dict = {"broker": kind, "at": time.strftime("%Y-%m-%d %H:%M"), "members": opts.members,
-                 "partitions": opts.partitions, "settings": settings, "phases": {}}
+                 "partitions": opts.partitions, "settings": settings, "phases": {},
+                 "options": {k: getattr(opts, k) for k in RUN_OPTIONS}}
     phases = out["phases"]
     drivers: list[Driver] = []
     try:
@@ -251,7 +256,7 @@ def figures(run: dict) -> dict[str, str]:
         "leave": ok("leave", get("leave", "seconds")),
         "grow": ok("grow", get("grow", "seconds")),
         "violations": str(sum(ph.get("violations", 0) for ph in p.values())),
-        "driver_us": get("join", "driver_us_per_request"),
+        "driver_us": f"{get('join', 'driver_us_per_request')} ({get('join', 'driver_user_us_per_request')} user)",
     }
 
 
@@ -269,7 +274,7 @@ ROWS = [
     ("partitions {p} -> {grow}: s until all owned", "grow"),
     ("whole group leaving: s until every leave answered", "leave"),
     ("invariant violations (all phases)", "violations"),
-    ("driver CPU per request in the join (us)", "driver_us"),
+    ("driver CPU per request in the join, user + system (us)", "driver_us"),
 ]
 
 
@@ -285,7 +290,7 @@ def markdown(results: dict[str, dict], opts) -> str:
         "",
         f"Run {any_run['at']} on {m.get('cpu_model', '?')}, {m['cpus']} cores, "
         f"{m.get('memory_gb', '?')} GiB, {m['platform']}; brokers fresh per run and taking turns "
-        f"(Apache Kafka {opts.kafka_version}: single-node KRaft, 1 GiB heap, G1), the driver on the "
+        f"(Apache Kafka {opts.kafka_version}: single-node KRaft, {opts.kafka_heap} heap, G1), the driver on the "
         f"same machine. {opts.members:,} members, one connection each "
         "(benches/heartbeat-driver `consumer-driver`: ConsumerGroupHeartbeat v1 as the Java "
         "consumer sends it, every answer checked by the ownership ledger) on "
@@ -336,6 +341,7 @@ def main() -> int:
     parser.add_argument("--server-assignor", default=None)
     parser.add_argument("--timeout", type=float, default=600, help="seconds a phase may take")
     parser.add_argument("--kafka-version", default=DEFAULT_VERSION)
+    parser.add_argument("--kafka-heap", default="1g", help="Kafka's -Xms/-Xmx")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for both brokers, over Kafka's defaults (repeatable)")
     parser.add_argument("--json", type=Path, default=None, help="write every phase here")
@@ -357,6 +363,8 @@ def main() -> int:
               "plus the broker's own descriptors", file=sys.stderr)
     if opts.from_json:
         results = json.loads(opts.from_json.read_text())
+        for k, v in next(iter(results.values())).get("options", {}).items():
+            setattr(opts, k, v)
     else:
         build_driver()
         results = {}
