@@ -70,10 +70,10 @@ class Driver:
 
     def __init__(self, port: int, broker_pid: int, members: int, group: str, topic: str,
                  partitions: int, static: bool = False, server_assignor: str | None = None,
-                 first_source: int = 0):
+                 first_source: int = 0, session_timeout_ms: int = 45000):
         cmd = [str(DRIVER_BIN), "--port", str(port), "--members", str(members), "--group", group,
                "--topics", topic, "--partitions", str(partitions), "--static", str(int(static)),
-               "--first-source", str(first_source)]
+               "--first-source", str(first_source), "--session-timeout-ms", str(session_timeout_ms)]
         if server_assignor:
             cmd += ["--server-assignor", server_assignor]
         # The driver sends no FindCoordinator (one broker): this creates Kafka's offsets topic.
@@ -171,6 +171,7 @@ def run_broker(kind: str, opts) -> dict:
                  "options": {k: getattr(opts, k) for k in RUN_OPTIONS}}
     phases = out["phases"]
     drivers: list[Driver] = []
+    session = int(settings["group.consumer.session.timeout.ms"])
     try:
         create_topic(bootstrap, topic, opts.partitions)
         probe = Driver(port, pid, 1, f"{group}-probe", topic, opts.partitions)
@@ -180,7 +181,7 @@ def run_broker(kind: str, opts) -> dict:
         probe.close()
 
         driver = Driver(port, pid, opts.members, group, topic, opts.partitions,
-                        server_assignor=opts.server_assignor)
+                        server_assignor=opts.server_assignor, session_timeout_ms=session)
         drivers.append(driver)
         rss_before = rss_kb(pid)
         with CpuSampler(pid) as cpu:
@@ -207,7 +208,8 @@ def run_broker(kind: str, opts) -> dict:
         if "static" in opts.scenarios:
             # Other source addresses than the first group's, whose closed connections wait in TIME_WAIT.
             static = Driver(port, pid, opts.members, f"{group}-static", topic, partitions, static=True,
-                            server_assignor=opts.server_assignor, first_source=100)
+                            server_assignor=opts.server_assignor, first_source=100,
+                            session_timeout_ms=session)
             drivers.append(static)
             phases["static_join"] = static.phase(f"join {opts.timeout}")
             phases["roll_static"] = static.phase(f"roll {opts.roll_concurrency} {opts.timeout}")
@@ -255,7 +257,9 @@ def figures(run: dict) -> dict[str, str]:
                           f"{get('roll_static', 'unowned_partition_seconds', form='{:,.1f}')}"),
         "leave": ok("leave", get("leave", "seconds")),
         "grow": ok("grow", get("grow", "seconds")),
-        "violations": str(sum(ph.get("violations", 0) for ph in p.values())),
+        "violations": str(sum(ph.get("violations", 0) for ph in p.values())) + (
+            f" ({expired} overlaps after a session timeout)" if (expired := sum(
+                ph.get("overlaps_after_session_timeout", 0) for ph in p.values())) else ""),
         "driver_us": f"{get('join', 'driver_us_per_request')} ({get('join', 'driver_user_us_per_request')} user)",
     }
 

@@ -31,7 +31,7 @@
 //!     consumer-driver --port 9092 --members 1000 --group g --topics t --partitions 1000
 //!         [--static 1] [--server-assignor uniform] [--rebalance-timeout-ms 300000]
 //!         [--max-version 1] [--connects-in-flight 500] [--request-timeout-ms 30000]
-//!         [--sources N (default: one per 10,000 members)] [--first-source K] [--commands "..."]
+//!         [--session-timeout-ms 45000] [--sources N (default: one per 10,000 members)] [--first-source K] [--commands "..."]
 
 mod ledger;
 mod members;
@@ -71,6 +71,8 @@ pub struct Config {
     /// Source addresses are 127.0.0.(first_source + 1 + k % sources).
     pub first_source: usize,
     pub request_timeout: Duration,
+    /// The group's session timeout: an owner unanswered this long may have been expired.
+    pub session_timeout: Duration,
     pub commands: Option<Vec<String>>,
 }
 
@@ -136,6 +138,8 @@ pub struct Member {
     /// CLOCK_REALTIME ns just before the request's send(): the clock of the kernel's receive
     /// timestamps (SO_TIMESTAMPNS), which time the answers exactly however late they are read.
     pub sent_ns: i64,
+    /// When an answer without error last came.
+    pub last_ok: Instant,
     pub state: State,
     pub member_id: String,
     pub instance_id: Option<String>,
@@ -263,6 +267,7 @@ impl Driver {
                 pending: None,
                 sent_at: now,
                 sent_ns: 0,
+                last_ok: now,
                 state: State::Out,
                 member_id: String::new(),
                 instance_id,
@@ -424,6 +429,7 @@ fn parse_args() -> Result<Config, String> {
         sources: sources.min(254),
         first_source: num::<usize>(&opts, "first-source", Some(0))?.min(253),
         request_timeout: Duration::from_millis(num(&opts, "request-timeout-ms", Some(30_000))?),
+        session_timeout: Duration::from_millis(num(&opts, "session-timeout-ms", Some(45_000))?),
         commands: opts.get("commands").map(|c| c.split(';').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()),
     };
     if cfg.members == 0 || cfg.connects_in_flight == 0 || cfg.members >= u32::MAX as usize {

@@ -159,6 +159,7 @@ impl Driver {
     /// answer's partitions if it carries any.
     fn accepted(&mut self, i: usize, a: &Answer, now: Instant) {
         let m = &mut self.members[i];
+        m.last_ok = now;
         let mut changed = false;
         if let Some(id) = a.member_id.filter(|id| !id.is_empty() && *id != m.member_id) {
             m.member_id = id.to_string(); // v0: the broker named the member
@@ -252,10 +253,19 @@ impl Driver {
         m.report = true;
         for (tp, other) in doubles {
             let (o, m) = (&self.members[other as usize], &self.members[i]);
+            // The other owner unanswered for a session timeout: the broker may have expired it
+            // and freed its partitions; it would learn so at its next heartbeat (partitions lost).
+            // An overlap then, not a broken promise: counted apart.
+            let expired = now.saturating_duration_since(o.last_ok) >= self.cfg.session_timeout;
             let what = format!(
-                "partition {}-{} owned by both {} (epoch {}) and {} (epoch {})",
-                hex(&self.topic_ids.ids[tp.0 as usize]), tp.1, o.member_id, o.epoch, m.member_id, m.epoch
+                "partition {}-{} owned by both {} (epoch {}{}) and {} (epoch {})",
+                hex(&self.topic_ids.ids[tp.0 as usize]), tp.1, o.member_id, o.epoch,
+                if expired { ", unanswered for a session timeout" } else { "" }, m.member_id, m.epoch
             );
+            if expired {
+                self.ledger.violations -= 1;
+                self.stats.expired_overlaps += 1;
+            }
             self.stats.examples.push(what);
         }
     }

@@ -35,6 +35,8 @@ pub struct Stats {
     pub ownership_violations_before: u64,
     pub unowned_seconds_before: f64,
     pub quiet_unowned: usize,
+    /// Two owners at once where the first had not been answered for a session timeout.
+    pub expired_overlaps: u64,
     pub extra: Vec<(&'static str, String)>,
 }
 
@@ -58,6 +60,7 @@ impl Stats {
             ownership_violations_before: 0,
             unowned_seconds_before: 0.0,
             quiet_unowned: 0,
+            expired_overlaps: 0,
             extra: Vec::new(),
         }
     }
@@ -343,7 +346,7 @@ impl Driver {
             out,
             ",\"wall_seconds\":{:.3},\"first_request_at_s\":{},\"epoch\":{epoch},\"epochs_now\":{},\"in_group\":{},\
              \"heartbeat_ms\":{},\"join_ms\":{},\"leave_ms\":{},\"requests\":{},\"answers\":{},\"restarts\":{},\
-             \"violations\":{},\"violations_ownership\":{ownership},\"violation_examples\":[{}],\
+             \"violations\":{},\"violations_ownership\":{ownership},\"overlaps_after_session_timeout\":{},\"violation_examples\":[{}],\
              \"unowned_partition_seconds\":{unowned_s:.3},\"unowned_now\":{},\"owned_twice_now\":{},\"partitions\":{},\
              \"errors\":{{{}}},\"error_messages\":[{}],\"driver_cpu_user_s\":{user:.3},\"driver_cpu_sys_s\":{sys:.3},\
              \"driver_us_per_request\":{},\"driver_user_us_per_request\":{}}}",
@@ -358,6 +361,7 @@ impl Driver {
             s.answers,
             s.restarts,
             ownership + s.other_violations,
+            s.expired_overlaps,
             s.examples.iter().take(10).map(|e| format!("{e:?}")).collect::<Vec<_>>().join(","),
             self.ledger.unowned(),
             self.ledger.owned_twice(),
