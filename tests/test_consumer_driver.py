@@ -33,7 +33,7 @@ def driver() -> Path:
 
 
 def run_driver(driver: Path, port: int, members: int, group: str, topic: str, partitions: int,
-               commands: str, *extra: str, timeout: float = 60) -> dict[str, dict]:
+               commands: str, *extra: str, timeout: float = 90) -> dict[str, dict]:
     done = subprocess.run(
         [str(driver), "--port", str(port), "--members", str(members), "--group", group,
          "--topics", topic, "--partitions", str(partitions), "--commands", commands, *extra],
@@ -68,7 +68,8 @@ def test_join_churn_and_rolling_restart_without_violations(driver, corral_factor
         assert phase["violations"] == 0, (name, phase["violation_examples"])
     join = phases["join"]
     assert join["in_group"] == 300 and join["epoch"] is not None and join["unowned_now"] == 0
-    assert join["heartbeat_ms"]["count"] > 0 and join["join_ms"]["count"] == 300
+    # (A join answered COORDINATOR_LOAD_IN_PROGRESS right after the start is sent again.)
+    assert join["heartbeat_ms"]["count"] > 0 and join["join_ms"]["count"] >= 300
     assert phases["churn"]["restarts"] > 0
     roll = phases["roll"]
     assert roll["restarts"] == 300 and roll["epoch"] > join["epoch"]
