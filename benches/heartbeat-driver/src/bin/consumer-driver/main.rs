@@ -1,0 +1,457 @@
+//! consumer-driver: N KIP-848 consumer-protocol members of one group, played the way the Java
+//! consumer plays them, at a few us of CPU per heartbeat, so that one 2-core machine can drive
+//! tens of thousands of members against corral or Apache Kafka (benches/consumer_scale.py).
+//!
+//! Each member has its own connection (ApiVersions first; source addresses 127.0.0.1, .2, ...
+//! round-robin past the ~28k ephemeral ports of one address). It joins with epoch 0 and every
+//! field (rebalance timeout, subscribed topic names, empty owned partitions, the server assignor
+//! if given, group.instance.id for static members), then sends incremental heartbeats (group,
+//! member id, epoch) every HeartbeatIntervalMs the broker returned, adding its owned partitions
+//! only when they changed, at once: that acknowledges a revocation. FENCED_MEMBER_EPOCH and
+//! UNKNOWN_MEMBER_ID drop everything and rejoin at epoch 0 with the same id; a lost answer makes
+//! the next request full. Leaving is epoch -1, or -2 for a static member.
+//!
+//! Every answer goes through the ownership ledger (ledger.rs): a partition owned by two members at
+//! once is a violation, and so is a quiet group with a partition nobody owns. "Quiet": every member
+//! in the group at one epoch, and each answered again at least max(1 s, the longest heartbeat
+//! interval) after the last change of any member's epoch or partitions.
+//!
+//! The run is a series of phases, one command each, from stdin (or --commands "a; b; ..."); each
+//! prints one JSON line (phases.rs). Members keep heartbeating between phases.
+//!
+//!     join [TIMEOUT_S]                  connect all, then all join at once; until converged
+//!     steady SECONDS [RATE]             heartbeats at the broker's interval (first spread over
+//!                                       it: one storm's members would beat in step), or RATE/s
+//!     churn SECONDS PERCENT_PER_S [REJOIN_DELAY_S] [SETTLE_TIMEOUT_S]
+//!     roll [CONCURRENCY] [TIMEOUT_S]    restart every member once (static: same instance id)
+//!     wait-owned PARTITIONS [TIMEOUT_S] the topics now have PARTITIONS: until quiet and all owned
+//!     leave [TIMEOUT_S]                 every member leaves at once; until every leave is answered
+//!     quit
+//!
+//!     consumer-driver --port 9092 --members 1000 --group g --topics t --partitions 1000
+//!         [--static 1] [--server-assignor uniform] [--rebalance-timeout-ms 300000]
+//!         [--max-version 1] [--connects-in-flight 500] [--request-timeout-ms 30000]
+//!         [--session-timeout-ms 45000] [--sources N (default: one per 10,000 members)] [--first-source K] [--commands "..."]
+
+mod ledger;
+mod members;
+mod net;
+mod phases;
+mod protocol;
+
+use ledger::{Ledger, TopicIds, Tp};
+use phases::{Phase, Stats};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::process::exit;
+use std::time::{Duration, Instant};
+
+pub const CLIENT_ID: &str = "corral-consumer-driver";
+const MAX_EVENTS: usize = 1024;
+/// After handling a batch of events, wait this long before the next epoll_wait, so that answers
+/// are collected in batches: a wake-up per answer costs this VM more than handling it.
+const BATCH: Duration = Duration::from_micros(500);
+const READ_BUF: usize = 256 * 1024;
+/// Members per source address: well under the 28,232 ports of Linux's default ephemeral range,
+/// with room for the TIME_WAIT ports restarts leave behind.
+const MEMBERS_PER_SOURCE: usize = 10_000;
+
+pub struct Config {
+    pub port: u16,
+    pub members: usize,
+    pub group: String,
+    pub topics: Vec<String>,
+    pub partitions: usize,
+    pub rebalance_timeout_ms: i32,
+    pub server_assignor: Option<String>,
+    pub static_members: bool,
+    pub max_version: i16,
+    pub connects_in_flight: usize,
+    pub sources: usize,
+    /// Source addresses are 127.0.0.(first_source + 1 + k % sources).
+    pub first_source: usize,
+    pub request_timeout: Duration,
+    /// The group's session timeout: an owner unanswered this long may have been expired.
+    pub session_timeout: Duration,
+    pub commands: Option<Vec<String>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Conn {
+    Down,
+    WaitingSlot,
+    Connecting,
+    Handshake,
+    Ready,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum State {
+    /// Not in the group and not joining (before the join phase, after leaving).
+    Out,
+    Joining,
+    In,
+    Leaving,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Req {
+    Join,
+    Heartbeat,
+    Leave,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Timer {
+    None,
+    Heartbeat,
+    /// After an error answer: the same kind of request again.
+    Retry,
+    /// The request in flight took longer than --request-timeout-ms.
+    Timeout,
+    /// A restarting member's new process starts.
+    Rejoin,
+}
+
+/// What a member does once its leave is answered.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum AfterLeave {
+    Close,
+    Rejoin(Duration),
+}
+
+pub struct Member {
+    pub fd: i32,
+    pub serial: u32,
+    pub conn: Conn,
+    pub holds_slot: bool,
+    pub out: Vec<u8>,
+    pub out_pos: usize,
+    pub polling_out: bool,
+    pub inbuf: Vec<u8>,
+    pub correlation: i32,
+    pub expected: i32,
+    pub in_flight: Option<Req>,
+    /// A request waiting for the connection to be opened.
+    pub pending: Option<Req>,
+    pub sent_at: Instant,
+    /// CLOCK_REALTIME ns just before the request's send(): the clock of the kernel's receive
+    /// timestamps (SO_TIMESTAMPNS), which time the answers exactly however late they are read.
+    pub sent_ns: i64,
+    /// When an answer without error last came.
+    pub last_ok: Instant,
+    pub state: State,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub epoch: i32,
+    /// The next request carries every field (a join, or after an answer was lost).
+    pub full: bool,
+    /// Partitions assigned by the latest answer, sorted.
+    pub owned: Vec<Tp>,
+    /// Partitions taken away but still held until the next request is sent.
+    pub revoked: Vec<Tp>,
+    /// `owned` changed since it was last sent: the next request carries it, and goes at once.
+    pub report: bool,
+    pub interval: Duration,
+    pub timer: Timer,
+    pub timer_token: u64,
+    /// The group's change mark when this member was last confirmed quiet.
+    pub mark: u64,
+    pub attempt: u32,
+    pub after_leave: AfterLeave,
+    pub restarting: bool,
+    pub restarted: bool,
+}
+
+pub struct Driver {
+    pub cfg: Config,
+    pub epoll: i32,
+    pub members: Vec<Member>,
+    pub slots_used: usize,
+    pub slot_queue: VecDeque<usize>,
+    pub next_source: usize,
+    pub ready_conns: usize,
+    pub timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
+    pub read_buf: Vec<u8>,
+    pub control: [u64; 16],
+    /// The kernel's receive time of the data being handled (CLOCK_REALTIME ns).
+    pub received_ns: i64,
+    pub rng: u64,
+    /// The ConsumerGroupHeartbeat version used: the broker's highest, at most --max-version.
+    pub version: Option<i16>,
+    pub topic_ids: TopicIds,
+    pub ledger: Ledger,
+    pub in_group: usize,
+    pub epochs: HashMap<i32, usize>,
+    pub change_mark: u64,
+    pub last_change: Instant,
+    pub confirmed: usize,
+    /// The longest heartbeat interval any answer gave (at least 1 s): the quiet period.
+    pub quiet: Duration,
+    pub stats: Stats,
+    pub phase: Phase,
+    /// Forced heartbeat rate: (rate, start, sent, members waiting for their turn).
+    pub pace: Option<(f64, Instant, u64, VecDeque<u32>)>,
+    pub restarts_in_progress: usize,
+    pub leaves_pending: usize,
+    pub commands: VecDeque<String>,
+    pub stdin_buf: String,
+    pub stdin_open: bool,
+    pub quit: bool,
+}
+
+fn main() {
+    let cfg = parse_args().unwrap_or_else(|e| {
+        eprintln!("consumer-driver: {e}");
+        exit(2)
+    });
+    raise_nofile(cfg.members + 256);
+    let mut driver = Driver::new(cfg).unwrap_or_else(|e| {
+        eprintln!("consumer-driver: setup: {e}");
+        exit(1)
+    });
+    driver.run();
+}
+
+impl Driver {
+    fn new(cfg: Config) -> std::io::Result<Driver> {
+        let epoll = net::check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        let now = Instant::now();
+        let seed = now.elapsed().as_nanos() as u64 ^ (std::process::id() as u64) << 32 ^ net::realtime_ns();
+        let mut driver = Driver {
+            epoll,
+            members: Vec::with_capacity(cfg.members),
+            slots_used: 0,
+            slot_queue: VecDeque::new(),
+            next_source: 0,
+            ready_conns: 0,
+            timers: BinaryHeap::new(),
+            read_buf: vec![0; READ_BUF],
+            control: [0; 16],
+            received_ns: 0,
+            rng: seed | 1,
+            version: None,
+            topic_ids: TopicIds::default(),
+            ledger: Ledger::new(cfg.partitions, now),
+            in_group: 0,
+            epochs: HashMap::new(),
+            change_mark: 0,
+            last_change: now,
+            confirmed: 0,
+            quiet: Duration::from_secs(1),
+            stats: Stats::new(now),
+            phase: Phase::Idle,
+            pace: None,
+            restarts_in_progress: 0,
+            leaves_pending: 0,
+            commands: cfg.commands.clone().unwrap_or_default().into(),
+            stdin_buf: String::new(),
+            stdin_open: cfg.commands.is_none(),
+            quit: false,
+            cfg,
+        };
+        for k in 0..driver.cfg.members {
+            let instance_id = driver.cfg.static_members.then(|| format!("{}-instance-{k}", driver.cfg.group));
+            let member = Member {
+                fd: -1,
+                serial: 0,
+                conn: Conn::Down,
+                holds_slot: false,
+                out: Vec::new(),
+                out_pos: 0,
+                polling_out: false,
+                inbuf: Vec::new(),
+                correlation: 0,
+                expected: 0,
+                in_flight: None,
+                pending: None,
+                sent_at: now,
+                sent_ns: 0,
+                last_ok: now,
+                state: State::Out,
+                member_id: String::new(),
+                instance_id,
+                epoch: 0,
+                full: true,
+                owned: Vec::new(),
+                revoked: Vec::new(),
+                report: false,
+                interval: Duration::from_secs(5),
+                timer: Timer::None,
+                timer_token: 0,
+                mark: 0,
+                attempt: 0,
+                after_leave: AfterLeave::Close,
+                restarting: false,
+                restarted: false,
+            };
+            driver.members.push(member);
+        }
+        if driver.stdin_open {
+            net::set_nonblocking(0)?;
+            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: u64::MAX };
+            net::check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, 0, &mut ev) })?;
+        }
+        Ok(driver)
+    }
+
+    fn run(&mut self) {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
+        while !self.quit {
+            let now = Instant::now();
+            // Phases check their ends at least every 50 ms; pacing wakes up every 200 us.
+            let mut wake = now + Duration::from_millis(50);
+            if let Some(Reverse((at, _, _))) = self.timers.peek() {
+                wake = wake.min(*at);
+            }
+            if let Some((rate, start, sent, _)) = &self.pace {
+                // The next paced send, but at most 5,000 wake-ups a second (they cost CPU too).
+                let next = *start + Duration::from_secs_f64((*sent + 1) as f64 / rate);
+                wake = wake.min(next.max(now + Duration::from_micros(200)));
+            }
+            let wait = wake.saturating_duration_since(now);
+            let timeout = libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as _ };
+            let n = unsafe {
+                libc::epoll_pwait2(self.epoll, events.as_mut_ptr(), MAX_EVENTS as i32, &timeout, std::ptr::null())
+            };
+            for ev in &events[..n.max(0) as usize] {
+                if ev.u64 == u64::MAX {
+                    self.read_stdin();
+                    continue;
+                }
+                let (i, serial, flags) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32, ev.events);
+                self.on_event(i, serial, flags);
+            }
+            self.fire_timers();
+            self.paced_sends();
+            self.tick(Instant::now());
+            if n > 1 {
+                std::thread::sleep(BATCH); // (a lone event: low load, where batching saves nothing)
+            }
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        let now = Instant::now();
+        while let Some(&Reverse((at, i, token))) = self.timers.peek() {
+            if at > now {
+                return;
+            }
+            self.timers.pop();
+            let i = i as usize;
+            let m = &mut self.members[i];
+            if m.timer_token != token {
+                continue;
+            }
+            match std::mem::replace(&mut m.timer, Timer::None) {
+                Timer::None => {}
+                Timer::Heartbeat => self.heartbeat_due(i),
+                Timer::Retry => self.retry(i),
+                Timer::Timeout => self.fail(i, "TIMEOUT"),
+                Timer::Rejoin => self.start_join(i),
+            }
+        }
+    }
+
+    pub fn set_timer(&mut self, i: usize, timer: Timer, at: Instant) {
+        let m = &mut self.members[i];
+        m.timer = timer;
+        m.timer_token += 1;
+        self.timers.push(Reverse((at, i as u32, m.timer_token)));
+    }
+
+    pub fn cancel_timer(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        m.timer = Timer::None;
+        m.timer_token += 1;
+    }
+
+    /// xorshift64*.
+    fn next_u64(&mut self) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A random Kafka Uuid as the Java client prints it (URL-safe base64, no padding).
+    pub fn new_member_id(&mut self) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut x = (self.next_u64() as u128) << 64 | self.next_u64() as u128;
+        let mut id = String::with_capacity(22);
+        for _ in 0..22 {
+            id.push(ALPHABET[(x & 63) as usize] as char);
+            x >>= 6;
+        }
+        id
+    }
+}
+
+fn parse_args() -> Result<Config, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut opts: HashMap<&str, &str> = HashMap::new();
+    for pair in args.chunks(2) {
+        match pair {
+            [k, v] if k.starts_with("--") => {
+                opts.insert(&k[2..], v);
+            }
+            _ => return Err(format!("expected --option value pairs, got {pair:?}")),
+        }
+    }
+    fn num<T: std::str::FromStr>(opts: &HashMap<&str, &str>, key: &str, default: Option<T>) -> Result<T, String> {
+        match opts.get(key) {
+            Some(v) => v.parse().map_err(|_| format!("--{key}: bad value {v}")),
+            None => default.ok_or(format!("--{key} is required")),
+        }
+    }
+    let members: usize = num(&opts, "members", None)?;
+    let sources = match num::<usize>(&opts, "sources", Some(0))? {
+        0 => members.div_ceil(MEMBERS_PER_SOURCE).max(1),
+        n => n,
+    };
+    let cfg = Config {
+        port: num(&opts, "port", None)?,
+        members,
+        group: opts.get("group").ok_or("--group is required")?.to_string(),
+        topics: opts.get("topics").ok_or("--topics NAME,... is required")?.split(',').map(String::from).collect(),
+        partitions: num(&opts, "partitions", None)?,
+        // Java's max.poll.interval.ms default.
+        rebalance_timeout_ms: num(&opts, "rebalance-timeout-ms", Some(300_000))?,
+        server_assignor: opts.get("server-assignor").map(|s| s.to_string()).filter(|s| !s.is_empty()),
+        static_members: num::<u8>(&opts, "static", Some(0))? != 0,
+        max_version: num(&opts, "max-version", Some(1))?,
+        connects_in_flight: num(&opts, "connects-in-flight", Some(500))?,
+        sources: sources.min(254),
+        first_source: num::<usize>(&opts, "first-source", Some(0))?.min(253),
+        request_timeout: Duration::from_millis(num(&opts, "request-timeout-ms", Some(30_000))?),
+        session_timeout: Duration::from_millis(num(&opts, "session-timeout-ms", Some(45_000))?),
+        commands: opts.get("commands").map(|c| c.split(';').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()),
+    };
+    if cfg.members == 0 || cfg.connects_in_flight == 0 || cfg.members >= u32::MAX as usize {
+        return Err("--members and --connects-in-flight must be positive".into());
+    }
+    Ok(cfg)
+}
+
+/// One descriptor per member: raise the soft limit to the hard one (and the hard one if allowed).
+fn raise_nofile(wanted: usize) {
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    let want = wanted as libc::rlim_t;
+    if lim.rlim_max < want {
+        let raised = libc::rlimit { rlim_cur: want, rlim_max: want };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return;
+        }
+    }
+    lim.rlim_cur = lim.rlim_max;
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    if lim.rlim_max < want {
+        eprintln!("consumer-driver: RLIMIT_NOFILE is {}, below the {wanted} descriptors wanted", lim.rlim_max);
+    }
+}
