@@ -70,11 +70,37 @@ def test_join_churn_and_rolling_restart_without_violations(driver, corral_factor
     assert join["in_group"] == 300 and join["epoch"] is not None and join["unowned_now"] == 0
     # (A join answered COORDINATOR_LOAD_IN_PROGRESS right after the start is sent again.)
     assert join["heartbeat_ms"]["count"] > 0 and join["join_ms"]["count"] >= 300
+    assert join["connections"] == 300 and join["max_in_flight_per_connection"] == 1
     assert phases["churn"]["restarts"] > 0
     roll = phases["roll"]
     assert roll["restarts"] == 300 and roll["epoch"] > join["epoch"]
     # Dynamic members leaving take their partitions with them while the group rebalances.
     assert roll["unowned_partition_seconds"] > 0
+    assert phases["leave"]["leave_ms"]["count"] == 300 and phases["leave"]["in_group"] == 0
+
+
+def test_members_sharing_connections_without_violations(driver, corral_factory):
+    """--members-per-connection 10: 300 members on 30 connections, several requests in flight on
+    each, answers matched by correlation id; restarts leave and rejoin on the shared connection."""
+    broker = corral_factory(**SETTINGS)
+    create_topic(broker.bootstrap, "mux", 120)
+    phases = run_driver(driver, broker.port, 300, "driver-mux", "mux", 120,
+                        "join 40; churn 2 5 0 30; roll 30 40; leave 20",
+                        "--members-per-connection", "10")
+    for name, phase in phases.items():
+        assert phase["ok"], (name, phase)
+        assert phase["violations"] == 0, (name, phase["violation_examples"])
+        assert phase["connections"] == 30 and phase["members_per_connection"] == 10
+        # Nothing timed out or dropped: a misattributed answer would have broken a connection.
+        assert not {"TIMEOUT", "CONNECTION"} & phase["errors"].keys(), (name, phase["errors"])
+    join = phases["join"]
+    assert join["in_group"] == 300 and join["unowned_now"] == 0 and join["join_ms"]["count"] >= 300
+    # The storm's joins went out together: several in flight per connection, never over 10.
+    assert 1 < join["max_in_flight_per_connection"] <= 10
+    assert phases["churn"]["restarts"] > 0
+    roll = phases["roll"]
+    assert roll["restarts"] == 300 and roll["epoch"] > join["epoch"]
+    assert roll["restart"] == "leave and rejoin on the shared connection"
     assert phases["leave"]["leave_ms"]["count"] == 300 and phases["leave"]["in_group"] == 0
 
 
