@@ -2,8 +2,9 @@
 group played by benches/heartbeat-driver's `consumer-driver` (Rust, epoll, a few us per heartbeat;
 built with cargo on first use), the same driver in the same run for both brokers, which take turns.
 
-The driver plays each member as the Java consumer does (own connection, full request at join,
-incremental heartbeats at the broker's HeartbeatIntervalMs, revocations acknowledged at once,
+The driver plays each member as the Java consumer does (own connection, or with
+--members-per-connection K one shared by K members, past a process's open-file limit; full
+request at join, incremental heartbeats at the broker's HeartbeatIntervalMs, revocations acknowledged at once,
 rejoin at epoch 0 when fenced) and checks every answer with the ownership ledger: a partition
 owned by two members at once, or nobody's while the group is quiet, is a violation. Per broker,
 on a fresh broker with Kafka's consumer-protocol defaults (SETTINGS):
@@ -25,7 +26,8 @@ on a fresh broker with Kafka's consumer-protocol defaults (SETTINGS):
 Writes its section of docs/benchmarks.md between markers (the rest of the file is kept).
 
     python benches/consumer_scale.py --members 2000 --partitions 1000 --kafka
-    python benches/consumer_scale.py --members 50000 --partitions 1000 --kafka --json scale.json
+    python benches/consumer_scale.py --members 50000 --partitions 1000 --kafka --json scale.json \
+        --members-per-connection 5    # 10,000 connections: under a 20,000 open-file limit
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ DRIVER_BIN = DRIVER_DIR / "target" / "release" / "consumer-driver"
 BEGIN, END = "<!-- consumer-scale:begin -->", "<!-- consumer-scale:end -->"
 # The options a run's table is labelled with: kept in its JSON for --from-json.
 RUN_OPTIONS = ("members", "partitions", "churn_percent", "churn_seconds", "p99_ms", "capacity_step_seconds",
-               "roll_concurrency", "grow_to", "kafka_version", "kafka_heap")
+               "roll_concurrency", "grow_to", "kafka_version", "kafka_heap", "members_per_connection")
 
 
 def build_driver() -> Path:
@@ -70,10 +72,11 @@ class Driver:
 
     def __init__(self, port: int, broker_pid: int, members: int, group: str, topic: str,
                  partitions: int, static: bool = False, server_assignor: str | None = None,
-                 first_source: int = 0, session_timeout_ms: int = 45000):
+                 first_source: int = 0, session_timeout_ms: int = 45000, members_per_connection: int = 1):
         cmd = [str(DRIVER_BIN), "--port", str(port), "--members", str(members), "--group", group,
                "--topics", topic, "--partitions", str(partitions), "--static", str(int(static)),
-               "--first-source", str(first_source), "--session-timeout-ms", str(session_timeout_ms)]
+               "--first-source", str(first_source), "--session-timeout-ms", str(session_timeout_ms),
+               "--members-per-connection", str(members_per_connection)]
         if server_assignor:
             cmd += ["--server-assignor", server_assignor]
         # The driver sends no FindCoordinator (one broker): this creates Kafka's offsets topic.
@@ -181,7 +184,8 @@ def run_broker(kind: str, opts) -> dict:
         probe.close()
 
         driver = Driver(port, pid, opts.members, group, topic, opts.partitions,
-                        server_assignor=opts.server_assignor, session_timeout_ms=session)
+                        server_assignor=opts.server_assignor, session_timeout_ms=session,
+                        members_per_connection=opts.members_per_connection)
         drivers.append(driver)
         rss_before = rss_kb(pid)
         with CpuSampler(pid) as cpu:
@@ -209,7 +213,7 @@ def run_broker(kind: str, opts) -> dict:
             # Other source addresses than the first group's, whose closed connections wait in TIME_WAIT.
             static = Driver(port, pid, opts.members, f"{group}-static", topic, partitions, static=True,
                             server_assignor=opts.server_assignor, first_source=100,
-                            session_timeout_ms=session)
+                            session_timeout_ms=session, members_per_connection=opts.members_per_connection)
             drivers.append(static)
             phases["static_join"] = static.phase(f"join {opts.timeout}")
             phases["roll_static"] = static.phase(f"roll {opts.roll_concurrency} {opts.timeout}")
@@ -282,6 +286,25 @@ ROWS = [
 ]
 
 
+def connections_text(opts) -> str:
+    k = opts.members_per_connection
+    if k == 1:
+        return "one connection each"
+    return f"{k} to a connection ({math.ceil(opts.members / k):,} connections, `--members-per-connection {k}`)"
+
+
+def mux_note(opts) -> str:
+    """Why members share connections and what changes with it."""
+    if opts.members_per_connection == 1:
+        return ""
+    return (f" Members share connections, {opts.members_per_connection} to each (one process may "
+            "hold only so many sockets: the open-file limit): each member keeps its own member id, "
+            "epoch, heartbeat timer, at most one request in flight and its latency timing (its "
+            "request's send to its answer's receive), the answers matched to members by correlation "
+            "id; a restarting member (churn, rolling restarts) leaves and rejoins on the shared "
+            "connection rather than opening a new one, so connection setup is not measured there.")
+
+
 def markdown(results: dict[str, dict], opts) -> str:
     from corral.load.runner import machine
     m = machine()
@@ -295,7 +318,7 @@ def markdown(results: dict[str, dict], opts) -> str:
         f"Run {any_run['at']} on {m.get('cpu_model', '?')}, {m['cpus']} cores, "
         f"{m.get('memory_gb', '?')} GiB, {m['platform']}; brokers fresh per run and taking turns "
         f"(Apache Kafka {opts.kafka_version}: single-node KRaft, {opts.kafka_heap} heap, G1), the driver on the "
-        f"same machine. {opts.members:,} members, one connection each "
+        f"same machine. {opts.members:,} members, {connections_text(opts)} "
         "(benches/heartbeat-driver `consumer-driver`: ConsumerGroupHeartbeat v1 as the Java "
         "consumer sends it, every answer checked by the ownership ledger) on "
         f"{opts.partitions:,} partitions of one topic; roll concurrency {opts.roll_concurrency}. "
@@ -319,7 +342,7 @@ def markdown(results: dict[str, dict], opts) -> str:
         "partition had no owner during the phase. Capacity: forced rates x1.5 per step "
         f"({opts.capacity_step_seconds} s each) until one falls 10% short of its target or two in a "
         f"row pass the bound; the figure is the highest achieved rate whose p99 stayed under "
-        f"{opts.p99_ms} ms.",
+        f"{opts.p99_ms} ms." + mux_note(opts),
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -343,6 +366,8 @@ def main() -> int:
     parser.add_argument("--roll-concurrency", type=int, default=None, help="default: 1%% of members")
     parser.add_argument("--grow-to", type=int, default=None, help="default: twice --partitions")
     parser.add_argument("--server-assignor", default=None)
+    parser.add_argument("--members-per-connection", type=int, default=1,
+                        help="K members share one connection (past an open-file limit): N/K connections")
     parser.add_argument("--timeout", type=float, default=600, help="seconds a phase may take")
     parser.add_argument("--kafka-version", default=DEFAULT_VERSION)
     parser.add_argument("--kafka-heap", default="1g", help="Kafka's -Xms/-Xmx")
@@ -359,14 +384,16 @@ def main() -> int:
     opts.grow_to = opts.grow_to or 2 * opts.partitions
     brokers = opts.brokers or (["kafka", "corral"] if opts.kafka else ["corral"])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    # One descriptor per member, in the driver and in the broker (inherited).
+    # One descriptor per connection, in the driver and in the broker (inherited).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    if hard < opts.members + 1024:
-        print(f"warning: RLIMIT_NOFILE hard limit {hard} is below {opts.members} members "
-              "plus the broker's own descriptors", file=sys.stderr)
+    connections = math.ceil(opts.members / opts.members_per_connection)
+    if hard < connections + 1024:
+        print(f"warning: RLIMIT_NOFILE hard limit {hard} is below {connections:,} connections "
+              "plus the broker's own descriptors (see --members-per-connection)", file=sys.stderr)
     if opts.from_json:
         results = json.loads(opts.from_json.read_text())
+        opts.members_per_connection = 1   # runs from before the option had one connection each
         for k, v in next(iter(results.values())).get("options", {}).items():
             setattr(opts, k, v)
     else:

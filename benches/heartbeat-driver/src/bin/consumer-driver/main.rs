@@ -3,7 +3,11 @@
 //! tens of thousands of members against corral or Apache Kafka (benches/consumer_scale.py).
 //!
 //! Each member has its own connection (ApiVersions first; source addresses 127.0.0.1, .2, ...
-//! round-robin past the ~28k ephemeral ports of one address). It joins with epoch 0 and every
+//! round-robin past the ~28k ephemeral ports of one address), or with --members-per-connection K
+//! K members share one (past a process's open-file limit): their requests in flight together, at
+//! most one per member, answers matched to members by correlation id. A restart then leaves and
+//! rejoins on the shared connection instead of opening a new one; a shared connection that drops
+//! is reopened and its members go on as a member whose own connection dropped. It joins with epoch 0 and every
 //! field (rebalance timeout, subscribed topic names, empty owned partitions, the server assignor
 //! if given, group.instance.id for static members), then sends incremental heartbeats (group,
 //! member id, epoch) every HeartbeatIntervalMs the broker returned, adding its owned partitions
@@ -31,7 +35,8 @@
 //!     consumer-driver --port 9092 --members 1000 --group g --topics t --partitions 1000
 //!         [--static 1] [--server-assignor uniform] [--rebalance-timeout-ms 300000]
 //!         [--max-version 1] [--connects-in-flight 500] [--request-timeout-ms 30000]
-//!         [--session-timeout-ms 45000] [--sources N (default: one per 10,000 members)] [--first-source K] [--commands "..."]
+//!         [--session-timeout-ms 45000] [--members-per-connection 1]
+//!         [--sources N (default: one per 10,000 connections)] [--first-source K] [--commands "..."]
 
 mod ledger;
 mod members;
@@ -40,6 +45,7 @@ mod phases;
 mod protocol;
 
 use ledger::{Ledger, TopicIds, Tp};
+use net::Connection;
 use phases::{Phase, Stats};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -52,9 +58,9 @@ const MAX_EVENTS: usize = 1024;
 /// are collected in batches: a wake-up per answer costs this VM more than handling it.
 const BATCH: Duration = Duration::from_micros(500);
 const READ_BUF: usize = 256 * 1024;
-/// Members per source address: well under the 28,232 ports of Linux's default ephemeral range,
-/// with room for the TIME_WAIT ports restarts leave behind.
-const MEMBERS_PER_SOURCE: usize = 10_000;
+/// Connections per source address: well under the 28,232 ports of Linux's default ephemeral
+/// range, with room for the TIME_WAIT ports restarts leave behind.
+const CONNECTIONS_PER_SOURCE: usize = 10_000;
 
 pub struct Config {
     pub port: u16,
@@ -67,6 +73,8 @@ pub struct Config {
     pub static_members: bool,
     pub max_version: i16,
     pub connects_in_flight: usize,
+    /// K members share one connection (1: a connection per member, as the Java client).
+    pub members_per_connection: usize,
     pub sources: usize,
     /// Source addresses are 127.0.0.(first_source + 1 + k % sources).
     pub first_source: usize,
@@ -121,16 +129,6 @@ pub enum AfterLeave {
 }
 
 pub struct Member {
-    pub fd: i32,
-    pub serial: u32,
-    pub conn: Conn,
-    pub holds_slot: bool,
-    pub out: Vec<u8>,
-    pub out_pos: usize,
-    pub polling_out: bool,
-    pub inbuf: Vec<u8>,
-    pub correlation: i32,
-    pub expected: i32,
     pub in_flight: Option<Req>,
     /// A request waiting for the connection to be opened.
     pub pending: Option<Req>,
@@ -167,12 +165,16 @@ pub struct Driver {
     pub cfg: Config,
     pub epoll: i32,
     pub members: Vec<Member>,
+    /// Connection c carries members c*K .. (c+1)*K, K = --members-per-connection.
+    pub conns: Vec<Connection>,
     pub slots_used: usize,
     pub slot_queue: VecDeque<usize>,
     pub next_source: usize,
     pub ready_conns: usize,
     pub timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
     pub read_buf: Vec<u8>,
+    /// Receive times of the reads of one connection's data (net.rs `read`).
+    pub stamps: Vec<(usize, i64)>,
     pub control: [u64; 16],
     /// The kernel's receive time of the data being handled (CLOCK_REALTIME ns).
     pub received_ns: i64,
@@ -205,7 +207,7 @@ fn main() {
         eprintln!("consumer-driver: {e}");
         exit(2)
     });
-    raise_nofile(cfg.members + 256);
+    raise_nofile(cfg.members.div_ceil(cfg.members_per_connection) + 256);
     let mut driver = Driver::new(cfg).unwrap_or_else(|e| {
         eprintln!("consumer-driver: setup: {e}");
         exit(1)
@@ -221,12 +223,14 @@ impl Driver {
         let mut driver = Driver {
             epoll,
             members: Vec::with_capacity(cfg.members),
+            conns: (0..cfg.members.div_ceil(cfg.members_per_connection)).map(|_| Connection::default()).collect(),
             slots_used: 0,
             slot_queue: VecDeque::new(),
             next_source: 0,
             ready_conns: 0,
             timers: BinaryHeap::new(),
             read_buf: vec![0; READ_BUF],
+            stamps: Vec::new(),
             control: [0; 16],
             received_ns: 0,
             rng: seed | 1,
@@ -253,16 +257,6 @@ impl Driver {
         for k in 0..driver.cfg.members {
             let instance_id = driver.cfg.static_members.then(|| format!("{}-instance-{k}", driver.cfg.group));
             let member = Member {
-                fd: -1,
-                serial: 0,
-                conn: Conn::Down,
-                holds_slot: false,
-                out: Vec::new(),
-                out_pos: 0,
-                polling_out: false,
-                inbuf: Vec::new(),
-                correlation: 0,
-                expected: 0,
                 in_flight: None,
                 pending: None,
                 sent_at: now,
@@ -319,8 +313,8 @@ impl Driver {
                     self.read_stdin();
                     continue;
                 }
-                let (i, serial, flags) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32, ev.events);
-                self.on_event(i, serial, flags);
+                let (c, serial, flags) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32, ev.events);
+                self.on_event(c, serial, flags);
             }
             self.fire_timers();
             self.paced_sends();
@@ -347,7 +341,9 @@ impl Driver {
                 Timer::None => {}
                 Timer::Heartbeat => self.heartbeat_due(i),
                 Timer::Retry => self.retry(i),
-                Timer::Timeout => self.fail(i, "TIMEOUT"),
+                // (A timeout left over from a request failed otherwise must not close a shared connection.)
+                Timer::Timeout if self.members[i].in_flight.is_some() => self.timed_out(i),
+                Timer::Timeout => {}
                 Timer::Rejoin => self.start_join(i),
             }
         }
@@ -410,8 +406,12 @@ fn parse_args() -> Result<Config, String> {
         }
     }
     let members: usize = num(&opts, "members", None)?;
+    let members_per_connection: usize = num(&opts, "members-per-connection", Some(1))?;
+    if members_per_connection == 0 {
+        return Err("--members-per-connection must be positive".into());
+    }
     let sources = match num::<usize>(&opts, "sources", Some(0))? {
-        0 => members.div_ceil(MEMBERS_PER_SOURCE).max(1),
+        0 => members.div_ceil(members_per_connection).div_ceil(CONNECTIONS_PER_SOURCE).max(1),
         n => n,
     };
     let cfg = Config {
@@ -426,6 +426,7 @@ fn parse_args() -> Result<Config, String> {
         static_members: num::<u8>(&opts, "static", Some(0))? != 0,
         max_version: num(&opts, "max-version", Some(1))?,
         connects_in_flight: num(&opts, "connects-in-flight", Some(500))?,
+        members_per_connection,
         sources: sources.min(254),
         first_source: num::<usize>(&opts, "first-source", Some(0))?.min(253),
         request_timeout: Duration::from_millis(num(&opts, "request-timeout-ms", Some(30_000))?),
@@ -438,7 +439,7 @@ fn parse_args() -> Result<Config, String> {
     Ok(cfg)
 }
 
-/// One descriptor per member: raise the soft limit to the hard one (and the hard one if allowed).
+/// One descriptor per connection: raise the soft limit to the hard one (and the hard one if allowed).
 fn raise_nofile(wanted: usize) {
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };

@@ -42,8 +42,10 @@ impl Driver {
         }
         let now = Instant::now();
         let version = self.version.expect("the handshake sets the version");
+        let c = self.conn_of(i);
+        let correlation = self.conns[c].next_correlation();
+        debug_assert!(self.conns[c].in_flight.len() < self.cfg.members_per_connection);
         let m = &mut self.members[i];
-        m.correlation += 1;
         let owned = match req {
             Req::Join => Some(Vec::new()),
             Req::Heartbeat if m.full || m.report => Some(group_by_topic(&m.owned, &self.topic_ids.ids)),
@@ -60,7 +62,7 @@ impl Driver {
             topics: &self.cfg.topics,
             server_assignor: self.cfg.server_assignor.as_deref(),
         });
-        let frame = p::consumer_group_heartbeat(version, m.correlation, CLIENT_ID, &p::Heartbeat {
+        let frame = p::consumer_group_heartbeat(version, correlation, CLIENT_ID, &p::Heartbeat {
             group: &self.cfg.group,
             member_id: &m.member_id,
             epoch,
@@ -75,6 +77,8 @@ impl Driver {
         for tp in std::mem::take(&mut m.revoked) {
             self.ledger.release(i as u32, tp, now);
         }
+        self.conns[c].in_flight.add(correlation, i as u32);
+        self.stats.max_in_flight = self.stats.max_in_flight.max(self.conns[c].in_flight.len());
         let m = &mut self.members[i];
         m.in_flight = Some(req);
         m.sent_at = now;
@@ -84,7 +88,7 @@ impl Driver {
         self.set_timer(i, Timer::Timeout, now + timeout);
         // Before send(): on loopback the answer can be queued before send() returns.
         self.members[i].sent_ns = crate::net::realtime_ns() as i64;
-        self.transmit(i, frame);
+        self.transmit(c, frame);
     }
 
     /// The heartbeat timer fired.
@@ -305,7 +309,8 @@ impl Driver {
         }
     }
 
-    /// A restart: leave, close the connection, and a new process joins after `delay`.
+    /// A restart: leave, close the connection, and a new process joins after `delay`. A shared
+    /// connection (--members-per-connection > 1) stays open: the new member joins on it.
     pub fn restart(&mut self, i: usize, delay: Duration) {
         self.members[i].restarting = true;
         self.restarts_in_progress += 1;
@@ -316,19 +321,24 @@ impl Driver {
     fn left(&mut self, i: usize, now: Instant) {
         self.leaves_pending -= 1;
         self.members[i].state = State::Out;
-        self.disconnect(i);
         match self.members[i].after_leave {
-            AfterLeave::Close => {}
-            AfterLeave::Rejoin(delay) => self.set_timer(i, Timer::Rejoin, now + delay),
+            AfterLeave::Close => self.release_connection(i),
+            AfterLeave::Rejoin(delay) => {
+                if self.cfg.members_per_connection == 1 {
+                    let c = self.conn_of(i);
+                    self.close(c); // a new process, a new connection
+                }
+                self.set_timer(i, Timer::Rejoin, now + delay)
+            }
         }
     }
 
-    /// The request failed at the connection level or timed out: the connection is dropped; a
-    /// leave counts as done, anything else is retried, in full (its answer may have been lost).
-    pub fn fail(&mut self, i: usize, what: &str) {
+    /// The request failed at the connection level or timed out (the connection is closed by
+    /// then): a leave counts as done, anything else is retried, in full (its answer may have been
+    /// lost).
+    pub fn lost(&mut self, i: usize, what: &str) {
         let req = self.members[i].in_flight.take();
         let pending = self.members[i].pending.take();
-        self.disconnect(i);
         let Some(req) = req.or(pending) else { return };
         *self.stats.errors.entry(what.to_string()).or_default() += 1;
         let now = Instant::now();

@@ -1,42 +1,124 @@
-//! Connections: one non-blocking socket per member on one epoll, at most --connects-in-flight
-//! connects and ApiVersions handshakes at once, requests framed and answers split by hand.
+//! Connections: non-blocking sockets on one epoll (one per member, or one per K members with
+//! --members-per-connection K), at most --connects-in-flight connects and ApiVersions handshakes
+//! at once, requests framed and answers split by hand and matched to members by correlation id.
 
 use crate::protocol as p;
-use crate::{Conn, Driver, CLIENT_ID};
+use crate::{Conn, Driver, State, Timer, CLIENT_ID};
 use std::io;
 use std::process::exit;
 use std::time::Instant;
 
 const MAX_FRAME: usize = 64 << 20;
 
+/// The requests in flight on one connection: (correlation id, member). At most one per member, so
+/// at most K: a short list beats a map.
+#[derive(Default)]
+pub struct InFlight(Vec<(i32, u32)>);
+
+impl InFlight {
+    pub fn add(&mut self, correlation: i32, member: u32) {
+        self.0.push((correlation, member));
+    }
+
+    /// The member whose request had this correlation id (answers are matched by id, not by
+    /// position: a broker answering out of order is caught as an unknown id, never misattributed).
+    pub fn take(&mut self, correlation: i32) -> Option<u32> {
+        let k = self.0.iter().position(|&(c, _)| c == correlation)?;
+        Some(self.0.remove(k).1)
+    }
+
+    pub fn forget(&mut self, member: u32) {
+        self.0.retain(|&(_, m)| m != member);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn drain(&mut self) -> impl Iterator<Item = u32> + '_ {
+        self.0.drain(..).map(|(_, m)| m)
+    }
+}
+
+pub struct Connection {
+    pub fd: i32,
+    /// Told apart from earlier sockets of this connection in epoll events.
+    pub serial: u32,
+    pub state: Conn,
+    pub holds_slot: bool,
+    pub out: Vec<u8>,
+    pub out_pos: usize,
+    pub polling_out: bool,
+    pub inbuf: Vec<u8>,
+    pub correlation: i32,
+    /// The ApiVersions request's correlation id.
+    pub handshake: i32,
+    pub in_flight: InFlight,
+}
+
+impl Default for Connection {
+    fn default() -> Connection {
+        Connection {
+            fd: -1,
+            serial: 0,
+            state: Conn::Down,
+            holds_slot: false,
+            out: Vec::new(),
+            out_pos: 0,
+            polling_out: false,
+            inbuf: Vec::new(),
+            correlation: 0,
+            handshake: 0,
+            in_flight: InFlight::default(),
+        }
+    }
+}
+
+impl Connection {
+    pub fn next_correlation(&mut self) -> i32 {
+        self.correlation = self.correlation.wrapping_add(1);
+        self.correlation
+    }
+}
+
 impl Driver {
-    /// Sends the frame now if the member's connection is ready, else opens it and sends once the
-    /// handshake is done (the caller keeps the request in `pending` and rebuilds it then).
+    pub fn conn_of(&self, i: usize) -> usize {
+        i / self.cfg.members_per_connection
+    }
+
+    pub fn members_of(&self, c: usize) -> std::ops::Range<usize> {
+        let k = self.cfg.members_per_connection;
+        c * k..((c + 1) * k).min(self.cfg.members)
+    }
+
+    /// Whether member i's connection is ready for a request; if not it is opened, and the caller
+    /// keeps the request in `pending` (sent, rebuilt, once the handshake is done).
     pub fn connection_ready(&mut self, i: usize) -> bool {
-        if self.members[i].conn == Conn::Ready {
+        let c = self.conn_of(i);
+        if self.conns[c].state == Conn::Ready {
             return true;
         }
-        self.want_connection(i);
+        self.want_connection(c);
         false
     }
 
-    pub fn want_connection(&mut self, i: usize) {
-        if self.members[i].conn != Conn::Down {
+    pub fn want_connection(&mut self, c: usize) {
+        if self.conns[c].state != Conn::Down {
             return;
         }
         if self.slots_used < self.cfg.connects_in_flight {
-            self.open(i);
+            self.open(c);
         } else {
-            self.members[i].conn = Conn::WaitingSlot;
-            self.slot_queue.push_back(i);
+            self.conns[c].state = Conn::WaitingSlot;
+            self.slot_queue.push_back(c);
         }
     }
 
-    fn open(&mut self, i: usize) {
+    fn open(&mut self, c: usize) {
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
             eprintln!("consumer-driver: socket(): {}", io::Error::last_os_error());
-            return self.fail(i, "CONNECTION");
+            return self.fail_connection(c, "CONNECTION");
         }
         let _ = set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
         let _ = set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
@@ -49,38 +131,38 @@ impl Driver {
         if unsafe { libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), size) } < 0 {
             eprintln!("consumer-driver: bind 127.0.0.{source}: {}", io::Error::last_os_error());
         }
-        let m = &mut self.members[i];
-        m.fd = fd;
-        m.serial = m.serial.wrapping_add(1);
-        m.conn = Conn::Connecting;
-        m.holds_slot = true;
+        let conn = &mut self.conns[c];
+        conn.fd = fd;
+        conn.serial = conn.serial.wrapping_add(1);
+        conn.state = Conn::Connecting;
+        conn.holds_slot = true;
         self.slots_used += 1;
         let addr = sockaddr([127, 0, 0, 1], self.cfg.port);
         let ret = unsafe { libc::connect(fd, (&addr as *const libc::sockaddr_in).cast(), size) };
         if ret < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINPROGRESS) {
-            return self.fail(i, "CONNECTION");
+            return self.fail_connection(c, "CONNECTION");
         }
-        let mut ev = libc::epoll_event { events: libc::EPOLLOUT as u32, u64: self.event_data(i) };
+        let mut ev = libc::epoll_event { events: libc::EPOLLOUT as u32, u64: self.event_data(c) };
         if unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-            self.fail(i, "CONNECTION");
+            self.fail_connection(c, "CONNECTION");
         }
     }
 
-    fn on_connected(&mut self, i: usize) {
-        let fd = self.members[i].fd;
+    fn on_connected(&mut self, c: usize) {
+        let fd = self.conns[c].fd;
         if get_int_option(fd, libc::SOL_SOCKET, libc::SO_ERROR).unwrap_or(-1) != 0 {
-            return self.fail(i, "CONNECTION");
+            return self.fail_connection(c, "CONNECTION");
         }
-        self.interest(i, libc::EPOLLIN);
-        let m = &mut self.members[i];
-        m.conn = Conn::Handshake;
-        m.correlation += 1;
+        self.interest(c, libc::EPOLLIN);
+        let conn = &mut self.conns[c];
+        conn.state = Conn::Handshake;
+        conn.handshake = conn.next_correlation();
         // ApiVersions first, as the Java client does on every new connection.
-        let frame = p::api_versions(m.correlation, CLIENT_ID);
-        self.transmit(i, frame);
+        let frame = p::api_versions(conn.handshake, CLIENT_ID);
+        self.transmit(c, frame);
     }
 
-    fn on_handshake(&mut self, i: usize, frame: &[u8]) {
+    fn on_handshake(&mut self, c: usize, frame: &[u8]) {
         match p::api_versions_answer(frame, p::CONSUMER_GROUP_HEARTBEAT) {
             Ok((0, Some(max))) => {
                 if self.version.is_none() {
@@ -91,190 +173,243 @@ impl Driver {
                 eprintln!("consumer-driver: the broker does not offer ConsumerGroupHeartbeat");
                 exit(1);
             }
-            _ => return self.fail(i, "CONNECTION"),
+            _ => return self.fail_connection(c, "CONNECTION"),
         }
-        self.members[i].conn = Conn::Ready;
+        self.conns[c].state = Conn::Ready;
         self.ready_conns += 1;
-        self.release_slot(i);
-        if let Some(req) = self.members[i].pending.take() {
-            self.send(i, req);
+        self.release_slot(c);
+        for i in self.members_of(c) {
+            if let Some(req) = self.members[i].pending.take() {
+                self.send(i, req);
+            }
         }
     }
 
-    fn release_slot(&mut self, i: usize) {
-        if !std::mem::take(&mut self.members[i].holds_slot) {
+    fn release_slot(&mut self, c: usize) {
+        if !std::mem::take(&mut self.conns[c].holds_slot) {
             return;
         }
         self.slots_used -= 1;
         while self.slots_used < self.cfg.connects_in_flight {
-            let Some(j) = self.slot_queue.pop_front() else { break };
-            self.members[j].conn = Conn::Down;
-            self.open(j);
+            let Some(d) = self.slot_queue.pop_front() else { break };
+            self.conns[d].state = Conn::Down;
+            self.open(d);
         }
     }
 
-    /// Closes the member's connection (a restart, leaving, or a failure).
-    pub fn disconnect(&mut self, i: usize) {
-        let m = &mut self.members[i];
-        if m.conn == Conn::WaitingSlot {
-            self.slot_queue.retain(|&j| j != i);
+    /// Closes connection c; the requests in flight on it are forgotten (callers that care about
+    /// them took them first).
+    pub fn close(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        if conn.state == Conn::WaitingSlot {
+            self.slot_queue.retain(|&d| d != c);
         }
-        if m.conn == Conn::Ready {
+        if conn.state == Conn::Ready {
             self.ready_conns -= 1;
         }
-        if m.fd >= 0 {
+        if conn.fd >= 0 {
             unsafe {
-                libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_DEL, m.fd, std::ptr::null_mut());
-                libc::close(m.fd);
+                libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_DEL, conn.fd, std::ptr::null_mut());
+                libc::close(conn.fd);
             }
         }
-        m.fd = -1;
-        m.conn = Conn::Down;
-        m.out = Vec::new();
-        m.inbuf = Vec::new();
-        m.polling_out = false;
-        self.release_slot(i);
+        conn.fd = -1;
+        conn.state = Conn::Down;
+        conn.out = Vec::new();
+        conn.out_pos = 0;
+        conn.inbuf = Vec::new();
+        conn.polling_out = false;
+        conn.in_flight = InFlight::default();
+        self.release_slot(c);
     }
 
-    pub fn transmit(&mut self, i: usize, frame: Vec<u8>) {
-        let m = &mut self.members[i];
-        m.expected = i32::from_be_bytes(frame[8..12].try_into().unwrap());
-        m.out = frame;
-        m.out_pos = 0;
-        self.flush(i);
+    /// Member i has no more use for its connection (left for good, or out at the leave phase):
+    /// its own is closed; a shared one once none of its members needs it.
+    pub fn release_connection(&mut self, i: usize) {
+        let c = self.conn_of(i);
+        let idle = |m: &crate::Member| {
+            m.state == State::Out && m.in_flight.is_none() && m.pending.is_none() && m.timer != Timer::Rejoin
+        };
+        if self.cfg.members_per_connection == 1 || self.members_of(c).all(|j| idle(&self.members[j])) {
+            self.close(c);
+        }
     }
 
-    fn flush(&mut self, i: usize) {
-        let m = &mut self.members[i];
-        while m.out_pos < m.out.len() {
-            let rest = &m.out[m.out_pos..];
-            let n = unsafe { libc::send(m.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
+    /// The connection failed (or was closed by the broker): closed, and each member with a
+    /// request on it or waiting for it goes on as after a lost request (members.rs `lost`).
+    pub fn fail_connection(&mut self, c: usize, what: &str) {
+        let mut hit: Vec<usize> = self.conns[c].in_flight.drain().map(|i| i as usize).collect();
+        hit.extend(self.members_of(c).filter(|&i| self.members[i].pending.is_some()));
+        self.close(c);
+        for i in hit {
+            self.lost(i, what);
+        }
+    }
+
+    /// Member i's request took longer than --request-timeout-ms: as the Java client, the
+    /// connection is closed, and with it the other requests on it.
+    pub fn timed_out(&mut self, i: usize) {
+        let c = self.conn_of(i);
+        self.conns[c].in_flight.forget(i as u32);
+        self.fail_connection(c, "CONNECTION");
+        self.lost(i, "TIMEOUT");
+    }
+
+    /// Queues the frame behind what the connection has not sent yet.
+    pub fn transmit(&mut self, c: usize, frame: Vec<u8>) {
+        let conn = &mut self.conns[c];
+        if conn.out_pos == conn.out.len() {
+            conn.out = frame;
+            conn.out_pos = 0;
+        } else {
+            conn.out.extend_from_slice(&frame);
+        }
+        if !conn.polling_out {
+            self.flush(c);
+        }
+    }
+
+    fn flush(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        while conn.out_pos < conn.out.len() {
+            let rest = &conn.out[conn.out_pos..];
+            let n = unsafe { libc::send(conn.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
             if n >= 0 {
-                m.out_pos += n as usize;
+                conn.out_pos += n as usize;
                 continue;
             }
             match io::Error::last_os_error().raw_os_error() {
                 Some(libc::EINTR) => {}
                 Some(libc::EAGAIN) => {
-                    if !m.polling_out {
-                        m.polling_out = true;
-                        self.interest(i, libc::EPOLLIN | libc::EPOLLOUT);
+                    if !conn.polling_out {
+                        conn.polling_out = true;
+                        self.interest(c, libc::EPOLLIN | libc::EPOLLOUT);
                     }
                     return;
                 }
-                _ => return self.fail(i, "CONNECTION"),
+                _ => return self.fail_connection(c, "CONNECTION"),
             }
         }
-        m.out.clear();
-        if m.polling_out {
-            m.polling_out = false;
-            self.interest(i, libc::EPOLLIN);
+        conn.out.clear();
+        conn.out_pos = 0;
+        if conn.polling_out {
+            conn.polling_out = false;
+            self.interest(c, libc::EPOLLIN);
         }
     }
 
-    pub fn on_event(&mut self, i: usize, serial: u32, flags: u32) {
-        let m = &self.members[i];
-        if m.serial != serial || m.fd < 0 {
+    pub fn on_event(&mut self, c: usize, serial: u32, flags: u32) {
+        let conn = &self.conns[c];
+        if conn.serial != serial || conn.fd < 0 {
             return; // an event of a connection closed earlier in this batch
         }
-        if m.conn == Conn::Connecting {
-            return self.on_connected(i);
+        if conn.state == Conn::Connecting {
+            return self.on_connected(c);
         }
         if flags & (libc::EPOLLIN | libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
-            self.read(i);
+            self.read(c);
         }
-        let m = &self.members[i];
-        if flags & libc::EPOLLOUT as u32 != 0 && m.serial == serial && m.fd >= 0 && m.polling_out {
-            self.flush(i);
+        let conn = &self.conns[c];
+        if flags & libc::EPOLLOUT as u32 != 0 && conn.serial == serial && conn.fd >= 0 && conn.polling_out {
+            self.flush(c);
         }
     }
 
-    fn read(&mut self, i: usize) {
-        let serial = self.members[i].serial;
-        let mut stamped = false;
+    fn read(&mut self, c: usize) {
+        let serial = self.conns[c].serial;
+        // (end of the data in inbuf, kernel receive time) per recvmsg: a frame is timed by the
+        // read that completed it (the stamp of the newest segment that read returned).
+        self.stamps.clear();
         loop {
-            let m = &mut self.members[i];
+            let conn = &mut self.conns[c];
             let mut iov = libc::iovec { iov_base: self.read_buf.as_mut_ptr().cast(), iov_len: self.read_buf.len() };
             let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
             msg.msg_iov = &mut iov;
             msg.msg_iovlen = 1;
             msg.msg_control = self.control.as_mut_ptr().cast();
             msg.msg_controllen = std::mem::size_of_val(&self.control);
-            let n = unsafe { libc::recvmsg(m.fd, &mut msg, 0) };
+            let n = unsafe { libc::recvmsg(conn.fd, &mut msg, 0) };
             if n > 0 {
-                if !stamped {
-                    stamped = true;
-                    self.received_ns = receive_timestamp(&msg).unwrap_or_else(|| realtime_ns() as i64);
-                }
-                m.inbuf.extend_from_slice(&self.read_buf[..n as usize]);
+                conn.inbuf.extend_from_slice(&self.read_buf[..n as usize]);
+                let at = receive_timestamp(&msg).unwrap_or_else(|| realtime_ns() as i64);
+                self.stamps.push((conn.inbuf.len(), at));
                 if (n as usize) < self.read_buf.len() {
                     break;
                 }
                 continue;
             }
             if n == 0 {
-                return self.fail(i, "CONNECTION");
+                return self.fail_connection(c, "CONNECTION");
             }
             match io::Error::last_os_error().raw_os_error() {
                 Some(libc::EINTR) => continue,
                 Some(libc::EAGAIN) => break,
-                _ => return self.fail(i, "CONNECTION"),
+                _ => return self.fail_connection(c, "CONNECTION"),
             }
         }
         let now = Instant::now();
-        let mut pos = 0;
+        let (mut pos, mut stamp) = (0, 0);
         loop {
-            let m = &self.members[i];
-            if m.serial != serial || m.fd < 0 {
+            let conn = &self.conns[c];
+            if conn.serial != serial || conn.fd < 0 {
                 return;
             }
-            if m.inbuf.len() - pos < 4 {
+            if conn.inbuf.len() - pos < 4 {
                 break;
             }
-            let size = i32::from_be_bytes(m.inbuf[pos..pos + 4].try_into().unwrap());
+            let size = i32::from_be_bytes(conn.inbuf[pos..pos + 4].try_into().unwrap());
             if size < 4 || size as usize > MAX_FRAME {
-                return self.fail(i, "CONNECTION");
+                return self.fail_connection(c, "CONNECTION");
             }
-            if m.inbuf.len() - pos < 4 + size as usize {
+            let end = pos + 4 + size as usize;
+            if conn.inbuf.len() < end {
                 break;
             }
-            // Borrow the frame out of the member's buffer while the driver handles it.
-            let inbuf = std::mem::take(&mut self.members[i].inbuf);
-            self.on_frame(i, &inbuf[pos + 4..pos + 4 + size as usize], now);
-            pos += 4 + size as usize;
-            let m = &mut self.members[i];
-            if m.serial != serial || m.fd < 0 {
+            while stamp + 1 < self.stamps.len() && self.stamps[stamp].0 < end {
+                stamp += 1;
+            }
+            self.received_ns = self.stamps.get(stamp).map_or_else(|| realtime_ns() as i64, |s| s.1);
+            // Borrow the frame out of the connection's buffer while the driver handles it.
+            let inbuf = std::mem::take(&mut self.conns[c].inbuf);
+            self.on_frame(c, &inbuf[pos + 4..end], now);
+            pos = end;
+            let conn = &mut self.conns[c];
+            if conn.serial != serial || conn.fd < 0 {
                 return;
             }
-            m.inbuf = inbuf;
+            conn.inbuf = inbuf;
         }
-        self.members[i].inbuf.drain(..pos);
+        self.conns[c].inbuf.drain(..pos);
     }
 
-    fn on_frame(&mut self, i: usize, frame: &[u8], now: Instant) {
-        let m = &self.members[i];
-        if p::correlation_id(frame) != Ok(m.expected) {
-            return self.fail(i, "CONNECTION");
+    fn on_frame(&mut self, c: usize, frame: &[u8], now: Instant) {
+        let Ok(correlation) = p::correlation_id(frame) else { return self.fail_connection(c, "CONNECTION") };
+        if self.conns[c].state == Conn::Handshake {
+            if correlation != self.conns[c].handshake {
+                return self.fail_connection(c, "CONNECTION");
+            }
+            return self.on_handshake(c, frame);
         }
-        if m.conn == Conn::Handshake {
-            return self.on_handshake(i, frame);
-        }
-        match p::heartbeat_answer(frame) {
-            Ok(answer) => self.on_answer(i, answer, now),
+        let answer = match p::heartbeat_answer(frame) {
+            Ok(answer) => answer,
             Err(e) => {
                 eprintln!("consumer-driver: undecodable ConsumerGroupHeartbeat answer: {e}");
-                self.fail(i, "CONNECTION")
+                return self.fail_connection(c, "CONNECTION");
             }
+        };
+        match self.conns[c].in_flight.take(correlation) {
+            Some(i) => self.on_answer(i as usize, answer, now),
+            None => self.fail_connection(c, "CONNECTION"), // no request of ours: a broken stream
         }
     }
 
-    pub fn event_data(&self, i: usize) -> u64 {
-        i as u64 | (self.members[i].serial as u64) << 32
+    pub fn event_data(&self, c: usize) -> u64 {
+        c as u64 | (self.conns[c].serial as u64) << 32
     }
 
-    fn interest(&mut self, i: usize, events: i32) {
-        let mut ev = libc::epoll_event { events: events as u32, u64: self.event_data(i) };
-        unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_MOD, self.members[i].fd, &mut ev) };
+    fn interest(&mut self, c: usize, events: i32) {
+        let mut ev = libc::epoll_event { events: events as u32, u64: self.event_data(c) };
+        unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_MOD, self.conns[c].fd, &mut ev) };
     }
 
     /// Commands from stdin, one per line; end of input quits once the phases queued are done.
@@ -360,5 +495,29 @@ pub fn check(ret: i32) -> io::Result<i32> {
         Err(io::Error::last_os_error())
     } else {
         Ok(ret)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InFlight;
+
+    #[test]
+    fn answers_are_matched_to_members_by_correlation_id() {
+        let mut f = InFlight::default();
+        f.add(7, 70);
+        f.add(8, 80);
+        f.add(9, 90);
+        // Out of order, and an id nobody sent or already answered is nobody's.
+        assert_eq!(f.take(9), Some(90));
+        assert_eq!(f.take(7), Some(70));
+        assert_eq!(f.take(7), None);
+        assert_eq!(f.take(42), None);
+        assert_eq!(f.len(), 1);
+        f.add(10, 70);
+        f.forget(80);
+        assert_eq!(f.take(8), None);
+        assert_eq!(f.drain().collect::<Vec<_>>(), vec![70]);
+        assert_eq!(f.len(), 0);
     }
 }

@@ -38,6 +38,8 @@ pub struct Stats {
     /// Two owners at once where the first had not been answered for a session timeout.
     pub expired_overlaps: u64,
     pub extra: Vec<(&'static str, String)>,
+    /// The most requests in flight at once on one connection.
+    pub max_in_flight: usize,
 }
 
 impl Stats {
@@ -62,6 +64,7 @@ impl Stats {
             quiet_unowned: 0,
             expired_overlaps: 0,
             extra: Vec::new(),
+            max_in_flight: 0,
         }
     }
 }
@@ -110,7 +113,7 @@ impl Driver {
         match &mut phase {
             Phase::Idle => {}
             Phase::Join { deadline, sent_at } => {
-                if sent_at.is_none() && self.ready_conns == members {
+                if sent_at.is_none() && self.ready_conns == self.conns.len() {
                     // Connected: now the storm, every member's join at once.
                     *sent_at = Some(now);
                     let connect = (now - self.stats.started).as_secs_f64();
@@ -225,8 +228,8 @@ impl Driver {
         self.stats.unowned_seconds_before = self.ledger.unowned_seconds(now);
         self.phase = match words.first().copied() {
             Some("join") => {
-                for i in 0..self.cfg.members {
-                    self.want_connection(i);
+                for c in 0..self.conns.len() {
+                    self.want_connection(c);
                 }
                 Phase::Join { deadline: now + secs(arg(1, 600.0)), sent_at: None }
             }
@@ -264,7 +267,7 @@ impl Driver {
                         State::In | State::Joining => self.leave(i, AfterLeave::Close),
                         _ => {
                             self.cancel_timer(i);
-                            self.disconnect(i);
+                            self.release_connection(i);
                         }
                     }
                 }
@@ -337,7 +340,16 @@ impl Driver {
         let unowned_s = self.ledger.unowned_seconds(now) - s.unowned_seconds_before;
         let s = &mut self.stats;
         let mut out = String::with_capacity(1024);
-        let _ = write!(out, "{{\"phase\":\"{}\",\"ok\":{ok},\"members\":{}", s.name, self.cfg.members);
+        let _ = write!(
+            out,
+            "{{\"phase\":\"{}\",\"ok\":{ok},\"members\":{},\"members_per_connection\":{},\"connections\":{},\"max_in_flight_per_connection\":{}",
+            s.name, self.cfg.members, self.cfg.members_per_connection, self.conns.len(), s.max_in_flight
+        );
+        if matches!(s.name.as_str(), "churn" | "roll") {
+            // How a restart went: a new connection per new process, or on the shared one.
+            let how = if self.cfg.members_per_connection == 1 { "new connection" } else { "leave and rejoin on the shared connection" };
+            let _ = write!(out, ",\"restart\":\"{how}\"");
+        }
         for (k, v) in fields.iter().chain(s.extra.iter()) {
             let _ = write!(out, ",\"{k}\":{v}");
         }
