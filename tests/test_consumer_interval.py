@@ -1,8 +1,9 @@
 """The adaptive heartbeat interval of ConsumerGroupHeartbeat answers (groups/consumer/answer.py,
-corral only): a member with work (revoking, waiting for partitions, behind the group epoch) is
-told `corral.consumer.reconciling.heartbeat.interval.ms`, bounded by the group's reconciling
-members over `corral.consumer.reconciling.heartbeat.max.rate`; a member STABLE at the group
-epoch the group's interval. Also: a new group's first target is computed at once (even one that
+corral only): a member with work (revoking, waiting for partitions, behind the group epoch), or
+any member of a group whose target changed less than a group interval ago, is told
+`corral.consumer.reconciling.heartbeat.interval.ms`, bounded by the members concerned over
+`corral.consumer.reconciling.heartbeat.max.rate`; a member STABLE at the epoch of a quiet group
+the group's interval. Also: a new group's first target is computed at once (even one that
 would be offloaded), later ones are batched as Kafka batches them. The rule as a table, then
 through the coordinator in process (tests/consumer_harness.py); the clients that follow it on
 the wire are in tests/test_consumer_interval_clients.py."""
@@ -18,13 +19,16 @@ from consumer_harness import ConsumerDriver, Topics, answer, make_coordinator, r
 from corral.groups.consumer import MemberState
 from corral.groups.consumer.answer import adaptive_interval_ms
 
-GROUP, SHORT, RATE = 5000, 250, 20000
+GROUP, SHORT, RATE = 5000, 250, 20000  # a rate high enough to leave 250 ms to small groups
 SHORT_SETTINGS = {"corral.consumer.reconciling.heartbeat.interval.ms": SHORT,
                   "corral.consumer.reconciling.heartbeat.max.rate": RATE}
 
 
 @pytest.mark.parametrize("case, kwargs, expected", [
     ("stable at the group epoch", dict(stable=True, behind=False), GROUP),
+    ("stable, but the target just changed", dict(stable=True, behind=False, settling=True), SHORT),
+    ("stable, the target just changed, 40,000 members",
+     dict(stable=True, behind=False, settling=True, members=40_000), 2000),
     ("revoking (UNREVOKED_PARTITIONS)", dict(stable=False, behind=False), SHORT),
     ("waiting for partitions (UNRELEASED_PARTITIONS)", dict(stable=False, behind=False), SHORT),
     ("stable but behind: a computation running", dict(stable=True, behind=True), SHORT),
@@ -77,18 +81,24 @@ def state(d: ConsumerDriver, name: str) -> MemberState:
 
 
 def test_a_join_into_a_group_of_one(clock):
-    """Every step of the hand-over gets the short interval; stable members the group's."""
+    """Every step of the hand-over gets the short interval; stable members the group's once
+    the group has been quiet for a group interval."""
     _, d = driver()
-    assert d.join("a")["heartbeat_interval_ms"] == GROUP       # first target at once: stable
+    first = d.join("a")                     # a new group: its first target at once, a stable...
+    assert first["heartbeat_interval_ms"] == SHORT               # ...but it just changed
+    assert d.heartbeat("a")["heartbeat_interval_ms"] == GROUP    # nothing changed
+    clock[0] += GROUP
     joined = d.join("b")                                         # a still owns b's target
     assert state(d, "b") is MemberState.UNRELEASED_PARTITIONS
     assert joined["heartbeat_interval_ms"] == SHORT
     told = d.heartbeat("a", acknowledge=False)                   # a is told to revoke
     assert state(d, "a") is MemberState.UNREVOKED_PARTITIONS
     assert told["heartbeat_interval_ms"] == SHORT
-    assert d.heartbeat("a")["heartbeat_interval_ms"] == GROUP    # revoked: stable at the epoch
-    assert d.heartbeat("b")["heartbeat_interval_ms"] == GROUP    # got them: stable
+    assert d.heartbeat("a")["heartbeat_interval_ms"] == SHORT    # revoked, stable; just changed
+    assert d.heartbeat("b")["heartbeat_interval_ms"] == SHORT    # got them: stable, just changed
     assert d.group.state_name == "Stable"
+    # A heartbeat that changes nothing gets what the network thread would answer.
+    assert {d.heartbeat(n)["heartbeat_interval_ms"] for n in "ab"} == {GROUP}
 
 
 def test_a_stable_member_behind_the_group_epoch_comes_back_soon(clock):
@@ -120,6 +130,7 @@ def test_the_batch_is_kept_and_the_first_target_is_at_once(clock):
     _, d = driver(**{"group.consumer.assignment.interval.ms": 1000})
     a = d.join("a")
     assert (a["member_epoch"], d.group.assignment_epoch) == (2, 2)
+    assert a["heartbeat_interval_ms"] == SHORT                   # the group just changed
     clock[0] += 100
     b = d.join("b")
     assert d.group.assignment_epoch == 2                         # batched
@@ -138,7 +149,7 @@ def test_a_storm_is_bounded_by_the_rate(clock):
     _, d = driver(600, **{"corral.consumer.reconciling.heartbeat.max.rate": 1000})
     check, d.check = d.check, lambda: None  # walks the group: once at the end, not per step
     intervals = [d.join(f"m{i}")["heartbeat_interval_ms"] for i in range(300)]
-    assert intervals[0] == GROUP                                  # alone and stable
+    assert intervals[0] == SHORT                                  # alone; the group just changed
     assert intervals[-1] == 300                                   # 300 with work / 1000 per s
     group = d.group
     # Every member has work: each join bumped the epoch past even the first member's.
@@ -181,7 +192,7 @@ async def _first_target(tmp_path, always_offload):
             request("big", "m1", 0, names=["big"], owned={}, rebalance_timeout_ms=60000)))
         assert first["member_epoch"] == 2
         assert len(first["assignment"]["topic_partitions"][0]["partitions"]) == 30_000
-        assert first["heartbeat_interval_ms"] == GROUP
+        assert first["heartbeat_interval_ms"] == SHORT
         second = answer(coordinator.consumer_heartbeat(
             request("big", "m2", 0, names=["big"], owned={}, rebalance_timeout_ms=60000)))
         group = coordinator.groups["big"]

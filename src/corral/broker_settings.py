@@ -179,17 +179,19 @@ _CORRAL: list[Setting] = [
             int_in(0, INT32_MAX),
             "corral only: the heartbeat interval answered to a consumer-group (KIP-848) member "
             "with work to do (partitions to revoke or to take, or an epoch below the group's), "
-            "so that each step of a rebalance costs a fraction of a second instead of a whole "
-            "`consumer.heartbeat.interval.ms`; a member STABLE at the group epoch gets the "
-            "group's interval. Behind a batched target (`consumer.assignment.interval.ms`) a "
-            "member is sent back just after the batch is due. Never above the group's interval; "
-            "0 (or a value not below it) answers the group's interval always, as Kafka does."),
-    Setting("corral.consumer.reconciling.heartbeat.max.rate", ConfigType.INT, 20000,
+            "and to every member of a group whose target changed less than one "
+            "`consumer.heartbeat.interval.ms` ago, so that each step of a rebalance costs a "
+            "fraction of a second instead of a whole group interval; a member STABLE at the "
+            "epoch of a quiet group gets the group's interval. Behind a batched target "
+            "(`consumer.assignment.interval.ms`) a member is sent back just after the batch is "
+            "due. Never above the group's interval; 0 (or a value not below it) answers the "
+            "group's interval always, as Kafka does."),
+    Setting("corral.consumer.reconciling.heartbeat.max.rate", ConfigType.INT, 2000,
             int_in(1, INT32_MAX),
             "corral only: the most heartbeats a second that the short interval of "
-            "corral.consumer.reconciling.heartbeat.interval.ms may ask of one group's reconciling "
-            "members: with N of them, the interval is at least N / this (e.g. 500 ms for 10,000 "
-            "members), so a storm cannot flood the broker."),
+            "corral.consumer.reconciling.heartbeat.interval.ms may ask of one group: with N "
+            "members concerned, the interval is at least N / this (500 ms for 1,000 members), "
+            "so a group of 10,000 or more is asked no more often than Kafka's 5 s asks it."),
     Setting("offsets.topic.num.partitions", ConfigType.INT, 50, int_in(1, 100_000),
             "Partitions of __consumer_offsets; a group lives in abs(hash(group id)) % this."),
     Setting("offsets.retention.minutes", ConfigType.INT, 10080, int_in(1, INT32_MAX),

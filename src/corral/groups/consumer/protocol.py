@@ -140,15 +140,17 @@ class ConsumerProtocol:
                     if not converted.session_key:
                         self._arm_session(group, converted)
             member = group.members.get(answer["member_id"])
+            moved = False
             if member is not None and answer["member_epoch"] >= 0:
                 self._arm_session(group, member)
-                if any(isinstance(r, cr.CurrentAssignment) and r.member_id == member.member_id
-                       for r in records):
+                moved = any(isinstance(r, cr.CurrentAssignment) and r.member_id == member.member_id
+                            for r in records)
+                if moved:
                     self._rebalance_timer(group_id, member, member.current)
             self._maybe_offload(group)
             if member is not None and answer["member_epoch"] >= 0:  # adaptive (answer.py)
                 answer["heartbeat_interval_ms"] = heartbeat_interval_ms(
-                    group, member, self.settings, self.group_setting, wall_ms())
+                    group, member, moved, self.settings, self.group_setting, wall_ms())
         return written.map(lambda error: error_answer(error) if error else answer)
 
     def _heartbeat(self, req: HeartbeatRequest) -> tuple[list, dict[str, Any]]:
