@@ -199,3 +199,20 @@ async def _first_target(tmp_path, always_offload):
         assert group.computing_epoch == 3                        # offloaded
         assert second["member_epoch"] == 2 and second["heartbeat_interval_ms"] == SHORT
         nursery.cancel_scope.cancel()
+
+
+def test_both_settings_change_while_running(clock):
+    """Dynamic broker settings (kafka-configs --entity-type brokers): the next answer follows."""
+    _, d = driver()
+    settings = d.coordinator.settings
+    d.join("a")
+    clock[0] += GROUP
+    d.heartbeat("a")
+    assert d.join("b")["heartbeat_interval_ms"] == SHORT
+    layer = {"corral.consumer.reconciling.heartbeat.interval.ms": "100",
+             "corral.consumer.reconciling.heartbeat.max.rate": "10"}
+    settings.apply_dynamic(False, settings.check_dynamic(False, layer))
+    assert d.heartbeat("b")["heartbeat_interval_ms"] == 200  # 2 members behind / 10 per s
+    settings.apply_dynamic(False, settings.check_dynamic(
+        False, {"corral.consumer.reconciling.heartbeat.interval.ms": "0"}))
+    assert d.heartbeat("b")["heartbeat_interval_ms"] == GROUP
