@@ -207,18 +207,15 @@ class ConsumerDriver:
         indexed = {(t, p) for t, ps in group.owner_epochs.items() for p in ps}
         assert indexed == set(owners), "the ownership index is out of step with the members"
         if group.state_name == "Stable":
+            names = {name for member in group.members.values() for name in member.topic_names}
+            for regex in {m.regex for m in group.members.values() if m.regex}:
+                names.update(group.regexes[regex].topics)
             subscribed = set()
-            for member in group.members.values():
-                for name in member.topic_names:
-                    topic = self.topics.get(name)
-                    if topic is not None:
-                        subscribed.update((topic.id.bytes, p) for p in range(topic.partitions))
-            if member_regexes := {m.regex for m in group.members.values() if m.regex}:
-                for regex in member_regexes:
-                    for name in group.regexes[regex].topics:
-                        topic = self.topics.get(name)
-                        if topic is not None:
-                            subscribed.update((topic.id.bytes, p) for p in range(topic.partitions))
+            for name in names:  # each topic once: its id's bytes are made on every access
+                topic = self.topics.get(name)
+                if topic is not None:
+                    topic_id = topic.id.bytes
+                    subscribed.update((topic_id, p) for p in range(topic.partitions))
             assert set(owners) == subscribed, "a Stable group leaves partitions unowned"
             for member in group.members.values():
                 assert member.current.state is MemberState.STABLE

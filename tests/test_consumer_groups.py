@@ -427,44 +427,81 @@ def _durable_state(coordinator):
     return out
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_replaying_the_log_rebuilds_the_groups(seed):
-    rng = random.Random(seed)
+def _random_steps(rng, clock, coordinator, drivers, steps: int) -> None:
+    """Members joining (by names, a regex, static), heartbeating, leaving, expiring."""
+    names = "abcde"
+    for _ in range(steps):
+        d = rng.choice(drivers)
+        name = rng.choice(names)
+        client = d.clients.get(name)
+        action = rng.random()
+        if client is None or not client.joined:
+            d.join(name, names=rng.choice([["t"], ["t", "u"], None]),
+                   regex=rng.choice([None, "u"]), instance_id=rng.choice([None, f"i{name}"]))
+        elif action < 0.6:
+            d.heartbeat(name, acknowledge=rng.random() < 0.8)
+        elif action < 0.75:
+            d.leave(name, epoch=-2 if client.instance_id else -1)
+        elif action < 0.85:
+            clock.now += rng.choice([1000, 50000])
+            coordinator.timers.fire_due()
+            for dd in drivers:
+                for cl in dd.clients.values():
+                    if cl.joined and dd.group is not None and cl.member_id not in dd.group.members:
+                        cl.joined, cl.owned = False, {}
+                dd.check()
+        else:
+            d.converge(1)
+
+
+def _two_topics() -> Topics:
     topics = Topics()
     topics.add("t", 8)
     topics.add("u", 3)
+    return topics
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_replaying_the_log_rebuilds_the_groups(seed):
+    rng = random.Random(seed)
+    topics = _two_topics()
     log = RecordingLog()
     with patched_clock(FakeClock()) as clock:
         coordinator = make_coordinator(topics, log=log)
         drivers = [ConsumerDriver(topics, coordinator, group_id=f"g{i}") for i in range(2)]
-        names = "abcde"
-        for _ in range(300):
-            d = rng.choice(drivers)
-            name = rng.choice(names)
-            client = d.clients.get(name)
-            action = rng.random()
-            if client is None or not client.joined:
-                d.join(name, names=rng.choice([["t"], ["t", "u"], None]),
-                       regex=rng.choice([None, "u"]), instance_id=rng.choice([None, f"i{name}"]))
-            elif action < 0.6:
-                d.heartbeat(name, acknowledge=rng.random() < 0.8)
-            elif action < 0.75:
-                d.leave(name, epoch=-2 if client.instance_id else -1)
-            elif action < 0.85:
-                clock.now += rng.choice([1000, 50000])
-                coordinator.timers.fire_due()
-                for dd in drivers:
-                    for cl in dd.clients.values():
-                        if cl.joined and dd.group is not None and cl.member_id not in dd.group.members:
-                            cl.joined, cl.owned = False, {}
-                    dd.check()
-            else:
-                d.converge(1)
+        _random_steps(rng, clock, coordinator, drivers, 300)
         live = _durable_state(coordinator)
         assert any(live.values())
         loaded = make_coordinator(topics)
         loaded._loading = True
         loaded._replay_all(log.pairs)
+        loaded._loading = False
+    assert _durable_state(loaded) == live
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_a_snapshot_made_while_the_groups_change_plus_the_log_after_it_rebuilds_them(seed):
+    """Snapshots are made off the loop (coordinator.take_snapshot): the containers are copied
+    when the log positions are taken, the members read later, however they changed meanwhile.
+    Worst case here: all the changes of 100 more steps land between the copy and the reading.
+    The snapshot then replayed with the log after its positions gives the live groups."""
+    rng = random.Random(seed)
+    topics = _two_topics()
+    log = RecordingLog()
+    with patched_clock(FakeClock()) as clock:
+        coordinator = make_coordinator(topics, log=log)
+        drivers = [ConsumerDriver(topics, coordinator, group_id=f"g{i}") for i in range(2)]
+        _random_steps(rng, clock, coordinator, drivers, 150)
+        position = len(log.pairs)
+        sources = [group.stored_records_later() for group in coordinator.groups.values()]
+        _random_steps(rng, clock, coordinator, drivers, 100)
+        snapshot = [pair for stored in sources for pair in stored()]
+        live = _durable_state(coordinator)
+        assert any(live.values())
+        loaded = make_coordinator(topics)
+        loaded._loading = True
+        loaded._replay_all(snapshot)
+        loaded._replay_all(log.pairs[position:])
         loaded._loading = False
     assert _durable_state(loaded) == live
 

@@ -68,3 +68,32 @@ def test_leaving_members_release_and_leave_the_count():
     led, violations = ledger(workers=1)
     led.shipped_by(0, [owned("a", 2, [0, 1], 1.0), owned("a", -1, [], 2.0)], float("inf"))
     assert led.owner == {} and led.members == {} and violations.count == 0
+
+
+def test_a_quiet_group_missing_partitions_is_a_violation_whoever_is_in_it():
+    """Churn: a member left and the two in the group are quiet at one epoch without its
+    partition; checked as the workers ship, not only when the run asks for all its members."""
+    led, violations = ledger(partitions=3, workers=1)
+    led.shipped_by(0, [owned("a", 2, [0], 1.0), owned("b", 2, [1], 1.0), owned("c", 2, [2], 1.0)],
+                   1.1)
+    led.shipped_by(0, [owned("c", -1, [], 2.0), owned("a", 3, [0], 2.5), owned("b", 3, [1], 2.5)],
+                   2.6)
+    assert violations.count == 0   # not quiet yet
+    led.oldest_ok = 4.0
+    led.shipped_by(0, [], 4.0)
+    assert violations.count == 1
+    assert "epoch 3: every member stable, 1 partitions owned by no member (t-2)" in violations.examples[0]
+
+
+def test_epochs_where_the_group_met_with_every_partition_owned_are_rebalances_completed():
+    led, violations = ledger(workers=1)
+    led.shipped_by(0, [owned("a", 1, [0, 1], 1.0),
+                       owned("b", 2, [], 2.0),           # b joined: epoch 2, a still at 1
+                       owned("a", 2, [0], 2.1),          # a gave partition 1 up: not all owned
+                       owned("b", 2, [1], 2.2),          # b took it: epoch 2 complete
+                       owned("b", -1, [], 3.0),          # b left: a alone without partition 1
+                       owned("a", 3, [0, 1], 3.5)], 4.0)
+    assert led.completed() == {1, 2, 3} and led.generations() == {1, 2, 3}
+    assert led.converged_now() and violations.count == 0
+    led.shipped_by(0, [owned("c", 4, [], 5.0)], 5.1)     # c joined: epochs differ
+    assert not led.converged_now() and led.completed() == {1, 2, 3}

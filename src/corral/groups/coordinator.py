@@ -227,9 +227,22 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         return out
 
     async def take_snapshot(self) -> int:
+        """A snapshot made and written in a worker thread: the loop only takes the replay
+        positions, then the offsets and copies of each group's containers (a big consumer
+        group's records take seconds to make and encode). Positions first: the log after them
+        rewrites whatever changes while the thread reads (stored_records_later)."""
         positions = self.log.positions()
-        recs = self.snapshot_records()
-        return await trio.to_thread.run_sync(snapshot.write, self.snapshot_path, positions, recs)
+        sources = [(self.offsets.map.records(group_id), group.stored_records_later())
+                   for group_id, group in self.groups.items()]
+
+        def write() -> int:
+            recs = []
+            for offsets, stored in sources:
+                recs.extend(offsets)
+                recs.extend(stored())
+            return snapshot.write(self.snapshot_path, positions, recs)
+
+        return await trio.to_thread.run_sync(write)
 
     async def _snapshot_periodically(self) -> None:
         interval = self.settings["corral.coordinator.snapshot.interval.ms"] / 1000

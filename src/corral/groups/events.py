@@ -32,34 +32,31 @@ CLASSIC, CONSUMER = "classic", "consumer"
 # Refused OffsetCommits are counted per (group, error code) until the analytics log's next append;
 # at most this many such counts wait at once (a storm aimed at many group ids cannot grow it).
 MAX_REJECTED_KEYS = 1000
+# A consumer group's target_assignment event lists every member: up to this many members, every
+# target has one; a bigger group's target has one when as many member targets changed since the
+# last as it has members, else once the group reaches it (its rebalance end), so that a join
+# costing O(what moves) does not cost O(members) in events.
+EVERY_TARGET_UP_TO = 100
 SESSION_EXPIRED = "the member session expired"  # consumer/protocol.py's reason to fence
 STATIC_REPLACED = "static_member_replaced"
 
 
 class _Rebalance:
-    """A rebalance under way: when it started, the members then, why; consumer groups: the
-    members not at `epoch` yet (found once per epoch, so that the end is found in O(members))."""
+    """A rebalance under way: when it started, the members then, why."""
 
-    __slots__ = ("start_ms", "members_before", "cause", "epoch", "waiting")
+    __slots__ = ("start_ms", "members_before", "cause")
 
     def __init__(self, start_ms: int, members_before: int, cause: str):
         self.start_ms, self.members_before, self.cause = start_ms, members_before, cause
-        self.epoch = -1
-        self.waiting: set[str] = set()
 
-    def reached(self, group: "ConsumerGroup", member_id: str, epoch: int) -> bool:
-        """Whether every member is at `epoch` once `member_id` is."""
-        if self.epoch != epoch:
-            self.epoch = epoch
-            self.waiting = {m.member_id for m in group.members.values() if m.current.epoch != epoch}
-        self.waiting.discard(member_id)
-        while self.waiting:
-            member_id = next(iter(self.waiting))
-            member = group.members.get(member_id)
-            if member is not None and member.current.epoch != epoch:
-                return False
-            self.waiting.discard(member_id)  # gone, or reached the epoch another way
-        return True
+
+def _all_at(group: "ConsumerGroup", member: "ConsumerMember | None", record: cr.CurrentAssignment,
+            epoch: int) -> bool:
+    """Whether every member is at `epoch` once `record` (of `member`, None: a new one) is
+    applied: from the group's count of members per epoch, O(1)."""
+    at = group.epoch_counts.get(epoch, 0) + (record.epoch == epoch) - \
+        (member is not None and member.current.epoch == epoch)
+    return at == len(group.members) + (member is None)
 
 
 class AnalyticsEvents:
@@ -75,6 +72,10 @@ class AnalyticsEvents:
         # the change a coming epoch bump answers, with the member count before it.
         self._gone: dict[tuple[str, str], tuple[str, str, int]] = {}
         self._change: dict[str, tuple[str, int]] = {}
+        # Big consumer groups: how many member targets changed since the last target event, and
+        # the epoch of a target not described yet (described when the group reaches it).
+        self._targets_changed: dict[str, int] = {}
+        self._unsent_target: dict[str, int] = {}
         # (group id, group type or None, error code) -> [refusals, first ms, last ms].
         self._rejected: dict[tuple[str, str | None, int], list[int]] = {}
         self._rejected_dropped = 0
@@ -165,6 +166,8 @@ class AnalyticsEvents:
         self._open.pop(group_id, None)
         self._change.pop(group_id, None)
         self._generation_size.pop(group_id, None)
+        self._targets_changed.pop(group_id, None)
+        self._unsent_target.pop(group_id, None)
         self._emit("group_deleted", group_id, group_type)
 
     def commit_rejected(self, group_id: str, group_type: str | None, error: int) -> None:
@@ -253,10 +256,19 @@ class AnalyticsEvents:
                        members_before=before, members=len(group.members), cause=cause)
         elif isinstance(record, cr.TargetEpoch):
             self._change.pop(gid, None)  # a change that bumped nothing (a rack, a timeout)
-            self._emit("target_assignment", gid, CONSUMER, group_epoch=record.epoch,
-                       assignment={m: self._named(parts) for m, parts in group.target.items()})
+            changed = self._targets_changed.pop(gid, 0)
+            if len(group.members) <= EVERY_TARGET_UP_TO or \
+                    changed >= len(group.members) or not group.members:
+                self._unsent_target.pop(gid, None)
+                self._target_event(group, record.epoch)
+            else:
+                self._unsent_target[gid] = record.epoch
+                self._targets_changed[gid] = changed  # counted toward the next one
             if not group.members and gid in self._open:
                 self._end(gid, CONSUMER, "group_epoch", group.group_epoch, 0)
+        elif isinstance(record, (cr.TargetMember, cr.ConsumerTombstone)):
+            if isinstance(record, cr.TargetMember) or record.kind == cr.TARGET_MEMBER:
+                self._targets_changed[gid] = self._targets_changed.get(gid, 0) + 1
         elif isinstance(record, cr.CurrentAssignment):
             self._change.pop(gid, None)  # a change that bumped nothing (a static replacement)
             member = group.members.get(record.member_id)
@@ -267,8 +279,14 @@ class AnalyticsEvents:
                            state=MemberState.of(record.state).name.lower())
             epoch, rebalance = group.group_epoch, self._open.get(gid)
             if rebalance is not None and record.epoch == epoch == group.assignment_epoch \
-                    and rebalance.reached(group, record.member_id, epoch):
+                    and _all_at(group, member, record, epoch):
+                if self._unsent_target.pop(gid, None) == epoch:
+                    self._target_event(group, epoch)
                 self._end(gid, CONSUMER, "group_epoch", epoch, len(group.members))
+
+    def _target_event(self, group: "ConsumerGroup", epoch: int) -> None:
+        self._emit("target_assignment", group.group_id, CONSUMER, group_epoch=epoch,
+                   assignment={m: self._named(parts) for m, parts in group.target.items()})
 
     def _note_change(self, group_id: str, cause: str, members: int) -> None:
         """The change an epoch bump written next answers: the first one of the write (with the
@@ -278,7 +296,12 @@ class AnalyticsEvents:
             self._change[group_id] = (cause, members if noted is None else noted[1])
 
     def _named(self, partitions) -> list[list]:
-        return sorted([self.topics.name_of(topic_id), p] for topic_id, ps in partitions.items() for p in ps)
+        named: list[list] = []
+        for topic_id, ps in partitions.items():
+            name = self.topics.name_of(topic_id)  # once per topic: it makes a UUID
+            named.extend([name, p] for p in ps)
+        named.sort()
+        return named
 
 
 def classic_partitions(protocol_type: str | None, assignment: bytes) -> list[list] | None:

@@ -6,7 +6,7 @@ it is. Classic groups implement it in classic/state.py; KIP-848 consumer groups 
 
 from __future__ import annotations
 
-from typing import Any, Collection, Protocol
+from typing import Any, Callable, Collection, Protocol
 
 from ..errors import ErrorCode
 from .storage.records import Record
@@ -84,4 +84,9 @@ class Group(Protocol):
 
     def stored_records(self) -> list[tuple[bytes, bytes]]:
         """Its durable metadata as `__consumer_offsets` records, for a snapshot."""
+        ...
+
+    def stored_records_later(self) -> Callable[[], list[tuple[bytes, bytes]]]:
+        """`stored_records` as a function a worker thread may call, what the loop must copy
+        copied now (snapshots are made off the loop)."""
         ...

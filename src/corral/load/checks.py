@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 MAX_DESCRIBED = 20  # violations described in full; all are counted
@@ -46,6 +46,13 @@ class AssignmentLedger:
 
     def generations_seen(self) -> int:
         return len(self.size)
+
+    def generations(self) -> set[int]:
+        return set(self.size)
+
+    def completed(self) -> set[int]:
+        """Generations whose every member holds its assignment."""
+        return self.checked_complete
 
     def newest_generation(self) -> int | None:
         return max(self.size, default=None)
@@ -102,7 +109,9 @@ class ConsumerLedger:
 
     A member cannot see its group's epoch, so "stable" is inferred: every member in the group at
     one epoch, the partitions owned exactly once between them, and nothing changed while every
-    member was answered again more than a heartbeat interval later. (Right after a join storm all
+    member was answered again more than a heartbeat interval later. Whenever the members in the
+    group (however many: members come and go in churn) are quiet like that, every partition must
+    be owned: checked at each shipment, once per epoch. (Right after a join storm all
     members may sit at an old epoch, the first member owning everything: the next target, pending
     behind group.consumer.assignment.interval.ms, is computed at a later heartbeat and changes some
     member's epoch; the quiet heartbeat round rules that out as long as the interval is at least
@@ -115,17 +124,24 @@ class ConsumerLedger:
         self.shipped = {w: float("-inf") for w in range(workers)}   # each worker's watermark
         self.pending: list[tuple] = []
         self.members: dict[str, tuple[int, frozenset]] = {}         # in the group: epoch, owned
+        self.at_epoch: Counter = Counter()                           # members in the group by epoch
         self.owner: dict[tuple[str, int], str] = {}
+        self.owned = 0            # partitions of all_partitions that have an owner
         self.last_change = 0.0
         self.epochs_seen: set[int] = set()
-        self.oldest_ok = 0.0      # every member's last heartbeat answered at or after this
+        # Epochs at which every member in the group met with every partition owned once: a
+        # rebalance completed (the classic ledger's complete generation).
+        self.converged: set[int] = set()
+        self.oldest_ok = 0.0      # every member in the group was last answered at or after this
         self.interval_s = 0.0     # the longest heartbeat interval a member was given
-        self.reported_incomplete: set[int] = set()
+        self.checked_quiet: set[int] = set()
+        self.incomplete: set[int] = set()
 
     def shipped_by(self, worker: int, events: list[tuple], at: float) -> None:
         self.pending.extend(events)
         self.shipped[worker] = at
         self._advance()
+        self._check_quiet()
 
     def _advance(self) -> None:
         watermark = min(self.shipped.values())
@@ -138,46 +154,75 @@ class ConsumerLedger:
         del self.pending[:ready]
 
     def _apply(self, member_id: str, epoch: int, assignment: dict[str, list[int]], at: float) -> None:
-        before = self.members.get(member_id, (None, frozenset()))[1]
+        old_epoch, before = self.members.get(member_id, (None, frozenset()))
         after = frozenset((t, p) for t, ps in assignment.items() for p in ps)
         for tp in before - after:
             if self.owner.get(tp) == member_id:
                 del self.owner[tp]
+                self.owned -= tp in self.all_partitions
         for tp in after - before:
             other = self.owner.get(tp)
             if other is not None and other != member_id:
                 self.violations.add(f"{tp[0]}-{tp[1]} owned by both {other} (epoch "
                                     f"{self.members[other][0]}) and {member_id} (epoch {epoch})")
+            else:
+                self.owned += tp in self.all_partitions
             self.owner[tp] = member_id
+        if old_epoch is not None:
+            self.at_epoch[old_epoch] -= 1
+            if not self.at_epoch[old_epoch]:
+                del self.at_epoch[old_epoch]
         if epoch < 0:
             self.members.pop(member_id, None)
         else:
             self.members[member_id] = (epoch, after)
+            self.at_epoch[epoch] += 1
             self.epochs_seen.add(epoch)
+        if self.converged_now():
+            self.converged.add(epoch)
         self.last_change = max(self.last_change, at)
+
+    def converged_now(self) -> bool:
+        """Every member in the group at one epoch, every partition owned (up to the watermark)."""
+        return len(self.at_epoch) == 1 and self.owned == len(self.all_partitions)
 
     def generations_seen(self) -> int:
         return len(self.epochs_seen)
 
+    def generations(self) -> set[int]:
+        return self.epochs_seen
+
+    def completed(self) -> set[int]:
+        return self.converged
+
     def newest_generation(self) -> int | None:
         return max(self.epochs_seen, default=None)
 
-    def stable_generation(self, members: int) -> int | None:
-        """The epoch every one of `members` members is stable at, once that is certain."""
-        if self.pending or len(self.members) != members:
-            return None
-        epochs = {epoch for epoch, _ in self.members.values()}
-        if len(epochs) != 1:
+    def _quiet_epoch(self) -> int | None:
+        """The one epoch of the members in the group, if nothing changed while every one of them
+        was answered again more than a heartbeat interval later."""
+        if self.pending or len(self.at_epoch) != 1:
             return None
         if self.oldest_ok < self.last_change + max(self.interval_s, 1.0):
             return None
-        epoch = epochs.pop()
+        return next(iter(self.at_epoch))
+
+    def _check_quiet(self) -> None:
+        epoch = self._quiet_epoch()
+        if epoch is None or epoch in self.checked_quiet:
+            return
+        self.checked_quiet.add(epoch)
         missing = self.all_partitions - self.owner.keys()
         if missing:
-            if epoch not in self.reported_incomplete:
-                self.reported_incomplete.add(epoch)
-                sample = ", ".join(f"{t}-{p}" for t, p in sorted(missing)[:5])
-                self.violations.add(f"epoch {epoch}: every member stable, {len(missing)} "
-                                    f"partitions owned by no member ({sample})")
+            self.incomplete.add(epoch)
+            sample = ", ".join(f"{t}-{p}" for t, p in sorted(missing)[:5])
+            self.violations.add(f"epoch {epoch}: every member stable, {len(missing)} "
+                                f"partitions owned by no member ({sample})")
+
+    def stable_generation(self, members: int) -> int | None:
+        """The epoch every one of `members` members is stable at, once that is certain."""
+        epoch = self._quiet_epoch()
+        if epoch is None or self.at_epoch[epoch] != members:
             return None
-        return epoch
+        self._check_quiet()
+        return None if epoch in self.incomplete else epoch

@@ -45,13 +45,16 @@ def add_parser(sub) -> None:
     load.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"],
                       help="as Kafka's group.protocol: classic (JoinGroup/SyncGroup, the leader "
                            "assigns) or consumer (KIP-848 ConsumerGroupHeartbeat, the broker "
-                           "assigns); consumer runs join-storm and commit")
+                           "assigns); every scenario runs with either, with the same checks "
+                           "(heartbeat --skip-join: classic only)")
     load.add_argument("--assignor", default="range", choices=["range", "roundrobin"],
                       help="classic: the leader's assignor")
     load.add_argument("--server-assignor", default=None,
                       help="consumer: the ServerAssignor members ask for (uniform, range; "
                            "default: none, the broker's first group.consumer.assignors)")
-    load.add_argument("--session-timeout-ms", type=int, default=45000)
+    load.add_argument("--session-timeout-ms", type=int, default=45000,
+                      help="classic members' (consumer members: the broker's "
+                           "group.consumer.session.timeout.ms)")
     load.add_argument("--rebalance-timeout-ms", type=int, default=300000)
     load.add_argument("--heartbeat-interval-ms", type=int, default=3000,
                       help="classic members' interval (consumer members use the broker's)")

@@ -8,6 +8,8 @@
   MemberId and MemberEpoch, plus TopicPartitions (what the member owns) whenever its partitions
   changed since it last reported them: that is how revocations are acknowledged. Such an
   acknowledgement is sent at once, not at the next interval, as Java's ACKNOWLEDGING state does.
+  The incremental heartbeat is encoded once per member id and epoch, and an answer byte for byte
+  equal to the last one that changed nothing is not decoded (the heartbeat pump sends it so).
 - A request without an answer makes the next one full (Java's HeartbeatState.reset()): the
   coordinator then answers with the whole assignment, and the lost-response rule (§1.3) accepts the
   old epoch.
@@ -28,10 +30,13 @@ import trio
 
 from . import consumer_protocol as cp
 from .member import BACKOFF_MAX_S, BACKOFF_S, NONE, UNKNOWN_MEMBER_ID, GroupMember
+from .wire import CLIENT_ID, Connection
+from .. import _core
 from ..apis import ApiKey
 from ..errors import ErrorCode
 from ..uuids import random_uuid_text
 
+API = ApiKey.CONSUMER_GROUP_HEARTBEAT
 FENCED_MEMBER_EPOCH = ErrorCode.FENCED_MEMBER_EPOCH
 STALE_MEMBER_EPOCH = ErrorCode.STALE_MEMBER_EPOCH
 LEAVE_EPOCH = -1
@@ -44,7 +49,7 @@ class ConsumerMember(GroupMember):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.version = self.config.versions[ApiKey.CONSUMER_GROUP_HEARTBEAT]
+        self.version = self.config.versions[API]
         self.member_id = random_uuid_text() if self.version >= 1 else ""
         self.generation = 0
         self.topic_names = {tid: name for name, tid in self.config.topic_ids.items()}
@@ -54,6 +59,9 @@ class ConsumerMember(GroupMember):
         self._reported: cp.TopicPartitions | None = None   # owned partitions last sent
         self._sent_at = 0.0
         self._retry_at = 0.0                     # after a failed request, no retry before this
+        self._frame_key: tuple[str, int] | None = None
+        self._frame = bytearray()                # the incremental heartbeat of _frame_key
+        self._unchanged: bytes | None = None     # the last answer that changed nothing
 
     # ------------------------------------------------------------------ requests
 
@@ -76,13 +84,71 @@ class ConsumerMember(GroupMember):
     async def _heartbeat_request(self, epoch: int, full: bool) -> dict | None:
         body, reported = self._body(epoch, full)
         self._sent_at = time.monotonic()
-        response = await self.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body)
+        response = await self.request(API, body)
         if response is None or response["error_code"] != NONE:
-            self._full = True   # the answer may have been lost: say everything next time
-            self._retry_at = time.monotonic() + BACKOFF_MAX_S
+            self._failed()
         elif reported is not None:
             self._reported = reported
         return response
+
+    def _failed(self) -> None:
+        self._full = True   # the answer may have been lost: say everything next time
+        self._retry_at = time.monotonic() + BACKOFF_MAX_S
+
+    # ------------------------------------------------------------------ steady heartbeats
+
+    def _steady(self) -> bool:
+        """Nothing to say but "still here": the incremental heartbeat will do."""
+        return self.stable and not self._full and self.assignment == self._reported
+
+    def _steady_frame(self) -> bytearray:
+        key = (self.member_id, self.generation)
+        if self._frame_key != key:
+            self._frame_key = key
+            body, _ = self._body(self.generation, full=False)
+            self._frame = bytearray(_core.encode_request(API, self.version, 0, body, CLIENT_ID))
+        return self._frame
+
+    def _read(self, response: bytes) -> dict | None:
+        """An answer to the incremental heartbeat (correlation id checked): None if it changes
+        nothing, else decoded."""
+        if response[4:] == self._unchanged:   # after the correlation id
+            return None
+        answer = Connection.decode(API, self.version, response)
+        if (answer["error_code"] == NONE and answer["assignment"] is None
+                and answer["member_epoch"] == self.generation
+                and answer["member_id"] == self.member_id
+                and answer["heartbeat_interval_ms"] / 1000 == self.interval_s):
+            self._unchanged = bytes(response[4:])
+            return None
+        return answer
+
+    async def _exchange_steady(self, conn: Connection, frame: bytearray) -> tuple[dict | None]:
+        return (self._read(await conn.exchange(frame)),)
+
+    def _took(self, response: dict) -> bool:
+        """A decoded answer to the incremental heartbeat; False if the member must rejoin."""
+        if response["error_code"] != NONE:
+            self.recorder.answer(API.name, response["error_code"])
+            self._failed()
+        return self._answered(response)
+
+    async def heartbeats(self, pump) -> bool:
+        """Incremental heartbeats through a HeartbeatPump until an answer changes something or
+        the connection fails; False if the member must rejoin. Anything else to say first (an
+        acknowledgement, a full request after a failure) goes as a heartbeat of its own."""
+        if not self._steady():
+            return await self.heartbeat()
+
+        def read(conn: Connection, response: bytes) -> dict | None:
+            conn.check_correlation_id(response)
+            return self._read(response)
+
+        response = await self._pumped(pump, API, self._steady_frame(), read)
+        if response is None:
+            self._failed()
+            return self.stable   # like Java: a lost coordinator is found again, no rejoin for it
+        return self._took(response)
 
     def _assignment(self, answer: dict) -> cp.TopicPartitions:
         out: cp.TopicPartitions = {}
@@ -98,6 +164,7 @@ class ConsumerMember(GroupMember):
         """Takes in a heartbeat's answer; False if the member must rejoin."""
         code = response["error_code"]
         now = time.monotonic()
+        self._unchanged = None
         if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
             self._drop(now)
             return False
@@ -128,7 +195,7 @@ class ConsumerMember(GroupMember):
             self.changes += 1
             self.events.owned(self.member_id, OUT_OF_GROUP, {}, now)
         self.assignment, self.generation, self.stable = {}, 0, False
-        self._full, self._reported = True, None
+        self._full, self._reported, self._unchanged = True, None, None
 
     # ------------------------------------------------------------------ GroupMember
 
@@ -145,10 +212,21 @@ class ConsumerMember(GroupMember):
             await trio.sleep(min(BACKOFF_MAX_S, BACKOFF_S * 2 ** min(attempt, 8)))
 
     async def heartbeat(self) -> bool:
-        response = await self._heartbeat_request(self.generation, full=self._full)
-        if response is None:
-            return self.stable   # like Java: a lost coordinator is found again, no rejoin for it
-        return self._answered(response)
+        if not self._steady():
+            response = await self._heartbeat_request(self.generation, full=self._full)
+            if response is None:
+                return self.stable   # like Java: a lost coordinator is found again, no rejoin
+            return self._answered(response)
+        frame = self._steady_frame()
+        self._sent_at = time.monotonic()
+        got = await self._roundtrip(API, lambda conn: self._exchange_steady(conn, frame))
+        if got is None:
+            self._failed()
+            return self.stable
+        if got[0] is None:
+            self.last_ok_at = time.monotonic()
+            return True
+        return self._took(got[0])
 
     def next_heartbeat_in(self, interval_s: float, joined: bool = False) -> float:
         """At once when owned partitions are to be acknowledged, else the broker's interval after
@@ -174,7 +252,7 @@ class ConsumerMember(GroupMember):
         self._drop(time.monotonic())
         if epoch > 0 and self.member_id:
             body, _ = self._body(LEAVE_EPOCH, full=False)
-            await self.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, timeout=5)
+            await self.request(API, body, timeout=5)
         await self.disconnect()
 
 
@@ -183,9 +261,10 @@ def probe_group(group: str) -> str:
     return f"{group}-probe"
 
 
-async def wait_assignable(config, timeout_s: float = 120.0) -> float | None:
+async def wait_assignable(config, timeout_s: float = 120.0) -> tuple[float, float] | None:
     """Seconds until one KIP-848 member of a group of its own (`<group>-probe`) is assigned every
-    partition of the run's topics, or None if not within `timeout_s`.
+    partition of the run's topics, and the heartbeat interval (s) the broker gave it; None if not
+    within `timeout_s`.
 
     A run that has just created its topic waits for this before its members start: Kafka's group
     coordinator learns of a new topic only once the broker has created its partitions' logs (about
@@ -208,7 +287,7 @@ async def wait_assignable(config, timeout_s: float = 120.0) -> float | None:
                 await trio.sleep(0.1)
                 if not await member.heartbeat():
                     await member.join()
-            return time.monotonic() - start
+            return time.monotonic() - start, member.interval_s
         return None
     finally:
         with trio.move_on_after(5):

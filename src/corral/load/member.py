@@ -183,6 +183,26 @@ class GroupMember(abc.ABC):
             with trio.CancelScope(shield=True):
                 await conn.aclose()
 
+    async def _pumped(self, pump, api: ApiKey, frame: bytearray,
+                      read: Callable[[Connection, bytes], object]) -> object:
+        """Heartbeats `frame` through a HeartbeatPump (heartbeat_pump.py) until `read` makes of
+        an answer something other than None, returned; None when the connection failed or an
+        answer was late (the error is recorded and the connection dropped)."""
+        outcome = None
+        async with self._one_at_a_time:
+            try:
+                with trio.fail_after(REQUEST_TIMEOUT_S):
+                    conn = await self._connection()
+                outcome = await pump.beat(self, conn, frame, api.name,
+                                          lambda response: read(conn, response))
+            except (BrokerError, trio.TooSlowError) as e:
+                self.recorder.error(api.name,
+                                    "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION")
+            finally:
+                if outcome is None:  # an answer may be in flight: it must not be read later
+                    await self.disconnect()
+        return outcome
+
     def _saw_generation(self, generation: int) -> None:
         if generation < self.generation:
             self.violations.add(f"member {self.member_id}: generation went from {self.generation} "
@@ -374,20 +394,15 @@ class ClassicMember(GroupMember):
         """Heartbeats through a HeartbeatPump until an answer is not NONE or the connection
         fails; False if the member must rejoin."""
         frame, version = self._heartbeat_frame(), self.config.versions[ApiKey.HEARTBEAT]
-        answered = False
-        async with self._one_at_a_time:
-            try:
-                with trio.fail_after(REQUEST_TIMEOUT_S):
-                    conn = await self._connection()
-                outcome = await pump.beat(self, conn, frame, version)   # records latencies, errors
-                answered = not isinstance(outcome, str)
-            except (BrokerError, trio.TooSlowError) as e:
-                self.recorder.error(ApiKey.HEARTBEAT.name,
-                                    "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION")
-            finally:
-                if not answered:  # an answer may be in flight: it must not be read later
-                    await self.disconnect()
-        return self._heartbeat_answered(outcome if answered else None)
+
+        def read(conn: Connection, response: bytes) -> int | None:
+            code = conn.heartbeat_answer(version, response)
+            return None if code == NONE else code   # None: the pump's UNCHANGED
+
+        code = await self._pumped(pump, ApiKey.HEARTBEAT, frame, read)
+        if code is not None:
+            self.recorder.answer(ApiKey.HEARTBEAT.name, code, REJOIN_STEPS)
+        return self._heartbeat_answered(code)
 
     def _heartbeat_answered(self, code: int | None) -> bool:
         """Reacts to a heartbeat's error code (None: no answer); False if the member must rejoin."""

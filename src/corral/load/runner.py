@@ -230,7 +230,8 @@ async def _worker(scenario, plan: WorkerPlan, commands, results) -> None:
             "recorder": ctx.recorder.take(), "violations": ctx.violations.take(),
             "events": ctx.events.drain(), "stable": sum(m.stable for m in ctx.members),
             "ok_since": sum(m.last_ok_at >= ctx.phase.get("since", float("inf")) for m in ctx.members),
-            "oldest_ok": min((m.last_ok_at for m in ctx.members), default=0.0),
+            # Of the members in the group (not those away in churn, or not yet joined).
+            "oldest_ok": min((m.last_ok_at for m in ctx.members if m.stable), default=float("inf")),
             "interval": max((getattr(m, "interval_s", None) or 0.0 for m in ctx.members), default=0.0),
             "cpu": usage.ru_utime + usage.ru_stime, "at": time.monotonic(),
         }))
@@ -387,8 +388,6 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
     topic = params["topic"] or default_topic(params["group"])
     params = dict(params, topic=topic)
     protocol = params.setdefault("group_protocol", "classic")
-    if protocol not in getattr(scenario, "PROTOCOLS", ("classic",)):
-        raise LoadError(f"scenario {scenario.NAME} does not run with --group-protocol {protocol}")
     broker = trio.run(probe, params["bootstrap"], required_apis(scenario, params), params["group"], topic,
                       scenario.topic_partitions(params), params.get("skip_join", False),
                       protocol == "consumer")
@@ -436,7 +435,8 @@ def _drive(scenario, params: dict[str, Any], broker: BrokerInfo, display) -> dic
         waited = trio.run(wait_assignable, config)
         if waited is None:
             raise LoadError("no KIP-848 member was assigned the topic's partitions within 120 s")
-        state.metrics["topic_assignable_seconds"] = round(waited, 3)
+        state.metrics["topic_assignable_seconds"] = round(waited[0], 3)
+        state.metrics["heartbeat_interval_ms"] = round(waited[1] * 1000)   # the broker's
     ctx = multiprocessing.get_context("fork")
     procs, command_pipes, result_pipes = [], [], {}
     per, extra = divmod(members, workers)

@@ -101,7 +101,7 @@ class Connection:
         if version is None:
             version = self.versions[api]
         frame = await self.exchange(bytearray(_core.encode_request(api, version, 0, body, CLIENT_ID)))
-        return self._decode(api, version, frame)
+        return self.decode(api, version, frame)
 
     async def heartbeat(self, version: int, frame: bytearray) -> int:
         """Sends a pre-encoded Heartbeat and returns its answer's error code."""
@@ -109,10 +109,10 @@ class Connection:
 
     def heartbeat_answer(self, version: int, response: bytes) -> int:
         """The error code of the answer to the Heartbeat just sent (its correlation id checked)."""
-        self._check_correlation_id(response)
+        self.check_correlation_id(response)
         code = heartbeat_error_code(version, response)
         if code is None:
-            code = self._decode(ApiKey.HEARTBEAT, version, response)["error_code"]
+            code = self.decode(ApiKey.HEARTBEAT, version, response)["error_code"]
         return code
 
     def send_nowait(self, frame: bytearray) -> None:
@@ -142,7 +142,7 @@ class Connection:
         except _core.ProtocolError as e:
             raise BrokerError(f"bad response frame: {e}") from e
 
-    def _check_correlation_id(self, response: bytes) -> None:
+    def check_correlation_id(self, response: bytes) -> None:
         if len(response) < 4 or CORRELATION_ID.unpack_from(response)[0] != self._correlation_id:
             raise BrokerError(f"correlation id {response[:4].hex()}, expected {self._correlation_id}")
 
@@ -172,11 +172,11 @@ class Connection:
         except _core.ProtocolError as e:
             raise BrokerError(f"bad response frame: {e}") from e
         response = self._pending.pop(0)
-        self._check_correlation_id(response)
+        self.check_correlation_id(response)
         return response
 
     @staticmethod
-    def _decode(api: int, version: int, frame: bytes) -> dict[str, Any]:
+    def decode(api: int, version: int, frame: bytes) -> dict[str, Any]:
         try:
             return _core.decode_response(api, version, frame)[1]
         except _core.ProtocolError as e:

@@ -15,7 +15,7 @@ import logging
 import sys
 import uuid
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ... import _core
 from ...apis import Later
@@ -476,6 +476,10 @@ class ClassicGroup:
 
     def stored_records(self) -> list[tuple[bytes, bytes]]:
         return [] if self.stored is None else [(records.group_key(self.group_id), self.stored)]
+
+    def stored_records_later(self) -> Callable[[], list[tuple[bytes, bytes]]]:
+        stored = self.stored_records()  # kept encoded: nothing to make
+        return lambda: stored
 
     # -- records ---------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import trio
 
 from ...apis import Later
+from ...assignors.builtin import UniformAssignor
 from ...clock import wall_ms
 from ...errors import ErrorCode
 from ...logformat import fields
@@ -39,7 +40,8 @@ from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, copy
 from .migration import (MigrationPolicy, classic_protocols, downgrade_record, may_downgrade,
                         upgrade_records)
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
-from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT
+from .incremental import incremental_records
+from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT, as_sets
 from .target import TargetInputs, TopicImage, encoded_result, member_topic_ids, metadata_hash
 
 if TYPE_CHECKING:
@@ -365,6 +367,13 @@ class ConsumerProtocol:
             return current
         if not self._may_compute(group, now):
             return current
+        moved = self._incremental(group, group_epoch, now, member, updated)
+        if moved is not None:
+            records += moved
+            for record in moved:
+                if isinstance(record, cr.TargetMember) and record.member_id == updated.member_id:
+                    return group_epoch, as_sets(record.partitions)
+            return group_epoch, group.target_of(updated)
         # A new (or emptied) group's first target is computed at once, however many
         # partitions: one member's costs O(partitions), and it gets them in this answer.
         first = group.assignment_timestamp_ms == 0 and \
@@ -387,6 +396,23 @@ class ConsumerProtocol:
                  group_epoch, len(members), assignor.name, extra=fields(group.group_id, epoch=group_epoch))
         return group_epoch, target.get(updated.member_id, EMPTY_ASSIGNMENT)
 
+    def _incremental(self, group: ConsumerGroup, epoch: int, now: int,
+                     member: ConsumerMember | None = None, updated: ConsumerMember | None = None
+                     ) -> list | None:
+        """The records of a target that moves only what the balance needs (incremental.py),
+        when the group is a big homogeneous one on the built-in uniform assignor."""
+        preferred = group.preferred_assignor() if updated is None else \
+            preferred_assignor_after(group, replaced_members(group, updated), updated)
+        if not isinstance(self.assignors.get(preferred) or self.assignors.default, UniformAssignor):
+            return None
+        started = time.monotonic()
+        moved = incremental_records(group, epoch, self.topics, now, member, updated)
+        if moved is not None:
+            self.metrics.assignor_seconds.observe(time.monotonic() - started)
+            log.info("group %s: target assignment for epoch %d (%d members changed, incremental)",
+                     group.group_id, epoch, len(moved) - 1, extra=fields(group.group_id, epoch=epoch))
+        return moved
+
     def _may_compute(self, group: ConsumerGroup, now: int) -> bool:
         interval = self.group_setting(group.group_id, "consumer.assignment.interval.ms")
         last = max(group.assignment_timestamp_ms, group.assignment_failed_ms)
@@ -403,10 +429,19 @@ class ConsumerProtocol:
         return size > OFFLOAD_ABOVE
 
     def _maybe_offload(self, group: ConsumerGroup) -> None:
-        """Starts a worker-thread computation of a big group's target when one is due."""
+        """A due target without waiting for a heartbeat: moved at once when that costs what
+        moves (a leave from a big homogeneous group), or computed in a worker thread for a big
+        group."""
         if group.assignment_epoch >= group.group_epoch or group.computing_epoch is not None \
-                or not self._may_compute(group, wall_ms()) or not self._offloads(group):
-            return  # up to date, running, batched, or small (computed inline by a heartbeat)
+                or not self._may_compute(group, wall_ms()):
+            return  # up to date, running or batched
+        moved = self._incremental(group, group.group_epoch, wall_ms())
+        if moved is not None:
+            self._write_consumer(group.group_id, moved)
+        elif self._offloads(group):
+            self._offload(group)
+
+    def _offload(self, group: ConsumerGroup) -> None:
         inputs = TargetInputs.of(group, group.group_epoch, group.members.values(), self.topics)
         group.computing_epoch = inputs.epoch
         assignor = self.assignors.get(group.preferred_assignor()) or self.assignors.default

@@ -20,6 +20,7 @@ from ... import _core
 from ...errors import ErrorCode
 from ..storage import consumer_records as cr
 from ..storage.records import GroupTombstone, Record
+from .incremental import TargetIndex
 from .reconcile import MemberState, Reconciled
 
 EMPTY_ASSIGNMENT: dict[bytes, frozenset[int]] = {}
@@ -108,6 +109,8 @@ def _as_record(partitions) -> cr.Assignment:
 
 
 def as_sets(partitions: cr.Assignment) -> dict[bytes, frozenset[int]]:
+    if not partitions:
+        return EMPTY_ASSIGNMENT  # shared: none of these dicts is changed in place
     return {topic: frozenset(ps) for topic, ps in partitions.items() if ps}
 
 
@@ -132,6 +135,24 @@ def epochs_of_record(record: cr.CurrentAssignment) -> dict[bytes, dict[int, int]
     return out
 
 
+def _group_records(gid: str, epochs: tuple[int, int, int, int], members: Iterable[ConsumerMember],
+                   regexes: Iterable[cr.RegexTopics], targets: Iterable[tuple[str, Mapping]]
+                   ) -> list[cr.ConsumerRecord]:
+    group_epoch, metadata_hash, assignment_epoch, assignment_ms = epochs
+    members = list(members)
+    out: list[cr.ConsumerRecord] = [cr.GroupEpoch(gid, group_epoch, metadata_hash)]
+    out.extend(m.metadata_record(gid) for m in members)
+    out.extend(regexes)
+    out.extend(cr.TargetMember(gid, member_id, _as_record(t)) for member_id, t in targets)
+    out.append(cr.TargetEpoch(gid, assignment_epoch, assignment_ms))
+    out.extend(m.assignment_record(gid) for m in members)
+    return out
+
+
+def _encoded(recs: list[cr.ConsumerRecord]) -> list[tuple[bytes, bytes]]:
+    return [(cr.key_of(r), cr.value_of(r)) for r in recs]  # type: ignore[misc]
+
+
 class ConsumerGroup:
     type = "consumer"
     protocol_type_name = "consumer"
@@ -150,6 +171,8 @@ class ConsumerGroup:
         self.static_members: dict[str, str] = {}  # instance id -> member id
         # member id -> topic id -> partitions: the target assignment at `assignment_epoch`.
         self.target: dict[str, dict[bytes, frozenset[int]]] = {}
+        # The target in aggregate (sizes, free partitions): joins and leaves move what they must.
+        self.target_index = TargetIndex()
         # topic id -> partition -> epoch of the member owning it (assigned or being revoked).
         self.owner_epochs: dict[bytes, dict[int, int]] = {}
         self.regexes: dict[str, cr.RegexTopics] = {}
@@ -170,6 +193,8 @@ class ConsumerGroup:
         # Per member epoch, how many members are STABLE at it (the group is reconciled when
         # all of them are, at the assignment epoch):
         self.stable_counts: Counter[int] = Counter()
+        # Per member epoch, how many members are at it (whatever their state):
+        self.epoch_counts: Counter[int] = Counter()
         # (timestamp, regex) of the resolutions, a heap pruned lazily: the oldest resolution,
         # which says whether the periodic refresh is due.
         self._regex_times: list[tuple[int, str]] = []
@@ -250,7 +275,8 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             member = self.members[member_id] = ConsumerMember(member_id)
-            _count(self.stable_counts, (member.current.epoch,), 1)
+            self._count_current(member.current, 1)
+            self.target_index.member_added(member_id)
         return member
 
     def replay(self, record: cr.ConsumerRecord) -> None:
@@ -278,7 +304,9 @@ class ConsumerGroup:
             self._count_subscription(member, 1)
             self._mirror_metadata(member)
         elif isinstance(record, cr.TargetMember):
-            self.target[record.member_id] = as_sets(record.partitions)
+            member = self.members.get(record.member_id)
+            self._set_target(record.member_id, self._shared(
+                as_sets(record.partitions), None if member is None else member.current.assigned))
         elif isinstance(record, cr.TargetEpoch):
             self.assignment_epoch, self.assignment_timestamp_ms = record.epoch, record.timestamp_ms
             self._mirror_group()
@@ -287,7 +315,8 @@ class ConsumerGroup:
             self._release(member)
             self._set_current(member, Reconciled(record.epoch, record.previous_epoch,
                                                  MemberState.of(record.state),
-                                                 as_sets(record.assigned),
+                                                 self._shared(as_sets(record.assigned),
+                                                              self.target.get(record.member_id)),
                                                  as_sets(record.pending_revocation),
                                                  epochs_of_record(record)))
             self._own(member)
@@ -305,15 +334,16 @@ class ConsumerGroup:
                                                      EMPTY_ASSIGNMENT))
                 self._mirror_epoch(member)
         elif kind == cr.TARGET_MEMBER:
-            self.target.pop(name or "", None)
+            self._set_target(name or "", None)
         elif kind == cr.MEMBER_METADATA:
             member = self.members.pop(name or "", None)
             if member is not None:
                 if self.view is not None:
                     self.view.remove_member(self.group_id, member.member_id)
                 self._release(member)
+                self.target_index.member_removed(member.member_id)
                 self._count_subscription(member, -1)
-                self._count_stable(member.current, -1)
+                self._count_current(member.current, -1)
                 self._count_classic(member.classic, -1)
                 if member.instance_id is not None and \
                         self.static_members.get(member.instance_id) == member.member_id:
@@ -324,6 +354,19 @@ class ConsumerGroup:
         elif kind == cr.REGEX:
             self._set_regex(name or "", None)
 
+    @staticmethod
+    def _shared(partitions: dict[bytes, frozenset[int]], same: dict[bytes, frozenset[int]] | None
+                ) -> dict[bytes, frozenset[int]]:
+        """`same` when equal: a reconciled member's assignment and target are one object (half
+        the memory of a big group). Safe because neither is ever changed in place."""
+        return same if same is not None and same == partitions else partitions
+
+    def _set_target(self, member_id: str, target: dict[bytes, frozenset[int]] | None) -> None:
+        old = self.target.pop(member_id, None) if target is None else self.target.get(member_id)
+        if target is not None:
+            self.target[member_id] = target
+        self.target_index.target_set(member_id, old, target, member_id in self.members)
+
     def _count_subscription(self, member: ConsumerMember, delta: int) -> None:
         _count(self.topic_name_counts, member.topic_names, delta)
         if member.regex:
@@ -332,14 +375,15 @@ class ConsumerGroup:
         if member.server_assignor:
             _count(self.assignor_counts, (member.server_assignor,), delta)
 
-    def _count_stable(self, current: Reconciled, delta: int) -> None:
+    def _count_current(self, current: Reconciled, delta: int) -> None:
+        _count(self.epoch_counts, (current.epoch,), delta)
         if current.state is MemberState.STABLE:
             _count(self.stable_counts, (current.epoch,), delta)
 
     def _set_current(self, member: ConsumerMember, current: Reconciled) -> None:
-        self._count_stable(member.current, -1)
+        self._count_current(member.current, -1)
         member.current = current
-        self._count_stable(current, 1)
+        self._count_current(current, 1)
 
     def _set_regex(self, regex: str, resolution: cr.RegexTopics | None) -> None:
         """A regex's resolution replaced (None: removed)."""
@@ -418,14 +462,25 @@ class ConsumerGroup:
 
     def all_records(self) -> list[cr.ConsumerRecord]:
         """Every record that rebuilds the group as it is (a snapshot, a rewrite after a failure)."""
-        gid = self.group_id
-        out: list[cr.ConsumerRecord] = [cr.GroupEpoch(gid, self.group_epoch, self.metadata_hash)]
-        out.extend(m.metadata_record(gid) for m in self.members.values())
-        out.extend(self.regexes.values())
-        out.extend(cr.TargetMember(gid, member_id, _as_record(t)) for member_id, t in self.target.items())
-        out.append(cr.TargetEpoch(gid, self.assignment_epoch, self.assignment_timestamp_ms))
-        out.extend(m.assignment_record(gid) for m in self.members.values())
-        return out
+        return _group_records(self.group_id, self._epochs(), self.members.values(),
+                              self.regexes.values(), self.target.items())
+
+    def _epochs(self) -> tuple[int, int, int, int]:
+        return self.group_epoch, self.metadata_hash, self.assignment_epoch, self.assignment_timestamp_ms
+
+    def stored_records(self) -> list[tuple[bytes, bytes]]:
+        return _encoded(self.all_records())
+
+    def stored_records_later(self) -> Callable[[], list[tuple[bytes, bytes]]]:
+        """`stored_records` for a worker thread: the containers copied now (milliseconds for
+        50,000 members), the records made and encoded by the returned function (seconds). A
+        member the loop changes meanwhile may be encoded half old, half new: the snapshot is
+        replayed with the log after the positions taken before this call, which holds every
+        such change and rewrites each changed key (every consumer-group record is an upsert)."""
+        gid, epochs = self.group_id, self._epochs()
+        members, regexes = list(self.members.values()), list(self.regexes.values())
+        targets = list(self.target.items())
+        return lambda: _encoded(_group_records(gid, epochs, members, regexes, targets))
 
     def delete_records(self) -> list[Record]:
         """Its tombstones, and the classic key too: a group id that was a classic group before
@@ -448,9 +503,6 @@ class ConsumerGroup:
         out += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in self.regexes]
         out.append(cr.ConsumerTombstone(cr.GROUP_EPOCH, gid))
         return out
-
-    def stored_records(self) -> list[tuple[bytes, bytes]]:
-        return [(cr.key_of(r), cr.value_of(r)) for r in self.all_records()]  # type: ignore[misc]
 
     # ============================================================================ views ===
 

@@ -2,6 +2,10 @@
 
 Reported: rebalances completed, share of the time the group spent rebalancing (not every member
 holding an assignment), members that left and rejoined, errors by code.
+
+KIP-848 members leave with epoch -1 and rejoin at epoch 0 under the same member id, as a Java
+consumer does after unsubscribe() and subscribe(). A rebalance completed is an epoch at which every
+member in the group met with every partition owned once; the group rebalances while not.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import random
 import trio
 
 from ...apis import ApiKey
+from ..checks import ConsumerLedger
 from .common import stay_in_group
 
 NAME = "churn"
@@ -61,13 +66,22 @@ async def _churn_driver(ctx) -> None:
             ctx.scratch["leave_requests"][random.choice(candidates)].set()
 
 
+def _rebalancing(run) -> bool:
+    if isinstance(run.ledger, ConsumerLedger):
+        return not run.ledger.converged_now()
+    return run.stable_members < run.members   # a classic member rejoining holds nothing
+
+
 def control(run):
     if "churn" not in run.phase:
         if run.ledger.stable_generation(run.members) is None:
             return None
         run.state["churn_started"] = run.elapsed()
-        run.state["generation_at_start"] = max(run.ledger.size)
+        run.state["generation_at_start"] = run.ledger.newest_generation()
+        run.state["ticks"] = run.state["rebalancing_ticks"] = 0
         return {"churn": True}
+    run.state["ticks"] += 1
+    run.state["rebalancing_ticks"] += _rebalancing(run)
     if run.elapsed() - run.state["churn_started"] >= run.params["duration"]:
         return "stop"
     return None
@@ -77,13 +91,11 @@ def summary(run) -> dict:
     start = run.state.get("churn_started")
     if start is None:
         return {"members": run.members, "churn_started": False}
-    ticks = [t for t in run.timeline if t["t"] >= start]
-    rebalancing = sum(1 for t in ticks if t["stable"] < run.members)
+    ticks, at_start = run.state["ticks"], run.state["generation_at_start"]
     return {
         "members": run.members,
-        "rebalances_completed": len([g for g in run.ledger.checked_complete
-                                     if g > run.state["generation_at_start"]]),
-        "generations_seen": len([g for g in run.ledger.size if g > run.state["generation_at_start"]]),
-        "time_in_rebalance_share": round(rebalancing / len(ticks), 3) if ticks else None,
+        "rebalances_completed": len([g for g in run.ledger.completed() if g > at_start]),
+        "generations_seen": len([g for g in run.ledger.generations() if g > at_start]),
+        "time_in_rebalance_share": round(run.state["rebalancing_ticks"] / ticks, 3) if ticks else None,
         "left_and_rejoined": run.recorder.counts.get("left_and_rejoined", 0),
     }

@@ -19,7 +19,6 @@ NAME = "commit"
 HELP = "members commit offsets of P partitions each at a ramping rate; commits/s and latency"
 REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA, ApiKey.OFFSET_COMMIT,
                  ApiKey.OFFSET_FETCH}
-PROTOCOLS = ("classic", "consumer")
 
 
 def add_arguments(parser) -> None:

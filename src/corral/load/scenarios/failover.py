@@ -4,6 +4,13 @@ Members heartbeat and commit offsets (microsecond timestamps, which only grow) t
 Reported: how long the restart command took, and the time from its end until every member has
 again been answered without error; after the restart each member reads its offsets back, and a
 committed offset that went backwards is a violation.
+
+KIP-848 members live through the restart as the Java consumer does: they keep their partitions
+while the coordinator is away, heartbeat again with every field once it is back (so that it may
+take them in at their epoch), and rejoin at epoch 0 if it answers that they are fenced or unknown
+(errors counts those). No partition may have two owners meanwhile, and the run ends only once the
+group is stable again with every partition owned (or --duration runs out: `stable_generation` is
+then null).
 """
 
 from __future__ import annotations
@@ -77,13 +84,19 @@ def control(run):
         if sum(run.ok_since.values()) >= run.members and "recovered_at" not in st:
             st["recovered_at"] = time.monotonic()
         if "recovered_at" in st and time.monotonic() - st["recovered_at"] > 2 * run.params["commit_interval"] + 1:
-            return "stop"   # every member has had the chance to read its offsets back
+            # Every member has had the chance to read its offsets back. KIP-848: and the group
+            # is stable again (a classic generation is checked as its members sync).
+            generation = run.ledger.stable_generation(run.members)
+            if generation is not None or run.params["group_protocol"] == "classic":
+                run.metrics["stable_generation"] = generation
+                return "stop"
     return None
 
 
 def summary(run) -> dict:
     st = run.state
-    out = {"members": run.members, "restart_exit_code": st.get("restart_exit")}
+    out = {"members": run.members, "restart_exit_code": st.get("restart_exit"),
+           "stable_generation": None}   # set when the run stops with the group stable
     if "restarted_at" in st:
         out["restart_command_seconds"] = round(st["restarted_at"] - st["restart_started"], 3)
     if "recovered_at" in st:

@@ -4,6 +4,10 @@ latency past a bound, or the rate not achieved), then narrows down on the limit 
 Reported: the highest heartbeats/s sustained within the bound, and latency percentiles per step.
 `--skip-join` heartbeats with a made-up member id and generation, for servers that answer only
 Heartbeat (the ceiling server in benches/heartbeat-ceiling).
+
+KIP-848 members ramp their incremental ConsumerGroupHeartbeat (GroupId, MemberId, MemberEpoch)
+from the broker's interval, their normal load, up; an answer that assigns or fences is acted on
+as at the normal interval, and ownership is checked throughout.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import trio
 
 from ...apis import ApiKey
 from ..heartbeat_pump import HeartbeatPump
+from ..runner import LoadError
 from .common import Ramp, add_ramp_arguments, member_rate, stay_in_group
 
 NAME = "heartbeat"
@@ -27,6 +32,9 @@ def add_arguments(parser) -> None:
 
 
 def required_apis(params) -> set:
+    if params.get("skip_join") and params.get("group_protocol") == "consumer":
+        raise LoadError("--skip-join heartbeats classic Heartbeat frames: not with "
+                        "--group-protocol consumer")
     return REQUIRED_APIS if params.get("skip_join") else REQUIRED_APIS | JOIN_APIS
 
 
@@ -52,7 +60,8 @@ async def run_member(ctx, member, index: int) -> None:
         ctx.scratch["pump"] = HeartbeatPump(ctx.recorder, lambda: member_rate(ctx, ctx.phase["rate"]))
     while True:
         if member.stable or ctx.params["skip_join"]:
-            # Returns at an answer that is not NONE, or a lost connection: react, then go on.
+            # Returns at an answer that changes something (an error; KIP-848: an epoch or
+            # assignment), or a lost connection: react, then go on.
             if not await member.heartbeats(ctx.scratch["pump"]) and not ctx.params["skip_join"]:
                 continue
             await trio.sleep(1 / member_rate(ctx, ctx.phase["rate"]))
@@ -60,14 +69,19 @@ async def run_member(ctx, member, index: int) -> None:
             await member.join()
 
 
-def start_rate(params) -> float:
-    """--start-rate, else the members' normal load: one heartbeat each per interval."""
-    return params["start_rate"] or params["members"] / (params["heartbeat_interval_ms"] / 1000)
+def start_rate(params, interval_ms: int | None = None) -> float:
+    """--start-rate, else the members' normal load: one heartbeat each per interval (KIP-848:
+    `interval_ms`, the broker's)."""
+    interval_ms = interval_ms or params["heartbeat_interval_ms"]
+    return params["start_rate"] or params["members"] / (interval_ms / 1000)
 
 
 def _ramp(run) -> Ramp:
     if "ramp" not in run.state:
-        run.state["ramp"] = Ramp("HEARTBEAT", run, start_rate(run.params), default_bound_ms=50,
+        api = (ApiKey.CONSUMER_GROUP_HEARTBEAT if run.params["group_protocol"] == "consumer"
+               else ApiKey.HEARTBEAT)
+        rate = start_rate(run.params, run.metrics.get("heartbeat_interval_ms"))
+        run.state["ramp"] = Ramp(api.name, run, rate, default_bound_ms=50,
                                  joins=not run.params["skip_join"])
     return run.state["ramp"]
 

@@ -15,7 +15,6 @@ from .common import stay_in_group
 NAME = "join-storm"
 HELP = "N members join one group at once; time until all hold their assignment"
 REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA}
-PROTOCOLS = ("classic", "consumer")
 
 
 def add_arguments(parser) -> None:
