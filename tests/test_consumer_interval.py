@@ -1,9 +1,9 @@
 """The adaptive heartbeat interval of ConsumerGroupHeartbeat answers (groups/consumer/answer.py,
 corral only): a member with work (revoking, waiting for partitions, behind the group epoch), or
-any member of a group whose target changed less than a group interval ago, is told
-`corral.consumer.reconciling.heartbeat.interval.ms`, bounded by the members concerned over
-`corral.consumer.reconciling.heartbeat.max.rate`; a member STABLE at the epoch of a quiet group
-the group's interval. Also: a new group's first target is computed at once (even one that
+one this heartbeat moved to STABLE less than a group interval after the group's target changed,
+is told `corral.consumer.reconciling.heartbeat.interval.ms`, bounded by the members concerned
+over `corral.consumer.reconciling.heartbeat.max.rate`; any other heartbeat of a member STABLE at
+the group epoch the group's interval (what the network thread answers). Also: a new group's first target is computed at once (even one that
 would be offloaded), later ones are batched as Kafka batches them. The rule as a table, then
 through the coordinator in process (tests/consumer_harness.py); the clients that follow it on
 the wire are in tests/test_consumer_interval_clients.py."""
