@@ -14,6 +14,18 @@
 //! coordinator, which owns every change and every error answer. No assignment is mirrored: an
 //! entry is a few dozen bytes plus the member's strings, whatever the group's size.
 //!
+//! Classic members of the group (JoinGroup/SyncGroup/Heartbeat clients, reference/kip848.md §5)
+//! are answered from the same entries (`classic_answer`): a Heartbeat at the member's epoch from
+//! a classic member STABLE at the epoch of a settled group is answered NONE, its session (its
+//! own classic session timeout) moved. Anything else (REBALANCE_IN_PROGRESS to rejoin, an
+//! unknown member, a stale generation, a fenced instance) is the coordinator's.
+//!
+//! The same entries say whether an OffsetCommit is one the coordinator accepts
+//! (`commit_verdict`): a member at its current epoch, whatever the partitions, since each of its
+//! partitions was assigned at that epoch or before (KIP-1251); an older epoch, whose check is per
+//! partition, is left to the coordinator, so no assignment needs mirroring
+//! (docs/offset-commit-short-path.md).
+//!
 //! Lock order: the view, then the wheel. Python takes one at a time.
 
 use std::collections::HashMap;
@@ -33,6 +45,11 @@ struct MemberView {
     /// From ConsumerGroupMemberMetadata: a member of the consumer protocol (not a classic member
     /// of a consumer group, whose consumer heartbeat rewrites its metadata).
     consumer: bool,
+    /// Its metadata was mirrored (an entry made by its epoch alone is not a member yet).
+    known: bool,
+    /// A classic member's own session timeout (ClassicMemberMetadata); 0 for a consumer member,
+    /// and for a classic one the view cannot answer.
+    classic_session_ms: u64,
     instance_id: Option<Box<str>>,
     client_id: Box<str>,
     client_host: Box<str>,
@@ -47,6 +64,8 @@ struct GroupView {
     /// A target computation is running, a subscribed topic changed (the next heartbeat
     /// recomputes the metadata hash) or the group is being deleted.
     busy: bool,
+    /// Being deleted: commits go to the coordinator (COORDINATOR_NOT_AVAILABLE).
+    deleting: bool,
     members: HashMap<Box<str>, MemberView>,
 }
 
@@ -77,6 +96,9 @@ pub struct ConsumerHeartbeatView {
     timings: Mutex<HashMap<Box<str>, (u64, i32)>>,
     any_timings: AtomicBool,
     answered: AtomicU64,
+    classic_answered: AtomicU64,
+    /// OffsetCommits the network thread judged it could take (offset_commit.rs).
+    takeable: AtomicU64,
 }
 
 impl ConsumerHeartbeatView {
@@ -89,6 +111,8 @@ impl ConsumerHeartbeatView {
             timings: Mutex::new(HashMap::new()),
             any_timings: AtomicBool::new(false),
             answered: AtomicU64::new(0),
+            classic_answered: AtomicU64::new(0),
+            takeable: AtomicU64::new(0),
         }
     }
 
@@ -126,6 +150,56 @@ impl ConsumerHeartbeatView {
         Some(heartbeat_interval_ms)
     }
 
+    /// A classic member's Heartbeat (Kafka's classicGroupHeartbeatToConsumerGroup): NONE, after
+    /// moving its session deadline, when the member is a classic one STABLE at the epoch of a
+    /// settled group and `generation_id` is that epoch; None when the coordinator must answer
+    /// (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID...).
+    pub fn classic_answer(&self, group_id: &str, member_id: &str, instance_id: Option<&str>, generation_id: i32) -> Option<i16> {
+        if generation_id <= 0 {
+            return None;
+        }
+        let groups = self.lock();
+        let group = groups.get(group_id)?;
+        // Not settled: a target to compute (a classic heartbeat may start it) or to catch up.
+        if !group.settled() || group.assignment_epoch != generation_id {
+            return None;
+        }
+        let member = group.members.get(member_id)?;
+        if member.consumer || member.classic_session_ms == 0 || member.timer_key == 0 {
+            return None;
+        }
+        if member.epoch != generation_id || !member.stable {
+            return None; // behind the target, revoking, or waiting for partitions
+        }
+        if instance_id.is_some() && instance_id != member.instance_id.as_deref() {
+            return None; // another instance: fenced or unknown
+        }
+        let deadline = monotonic_ms() + member.classic_session_ms;
+        self.wheel.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).schedule(member.timer_key, deadline);
+        drop(groups);
+        self.classic_answered.fetch_add(1, Ordering::Relaxed);
+        Some(0)
+    }
+
+    /// Whether the coordinator accepts an OffsetCommit of `api_version` from this member at this
+    /// epoch (Kafka's ConsumerGroup.validateOffsetCommit): true only for a known member at its
+    /// current epoch in a group not being deleted (a target computation or a bump in progress
+    /// does not change what a member may commit), a consumer-protocol member committing with
+    /// v9+. False: the coordinator decides.
+    pub fn commit_verdict(&self, group_id: &str, member_id: &str, member_epoch: i32, api_version: i16) -> bool {
+        let groups = self.lock();
+        let Some(group) = groups.get(group_id) else { return false };
+        if group.deleting {
+            return false;
+        }
+        let Some(member) = group.members.get(member_id) else { return false };
+        member.known && member.epoch == member_epoch && (!member.consumer || api_version >= 9)
+    }
+
+    pub fn count_takeable(&self) {
+        self.takeable.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The group's session timeout and heartbeat interval: its own, else the broker's.
     fn timing(&self, group_id: &str) -> (u64, i32) {
         let defaults = (self.session_timeout_ms, self.heartbeat_interval_ms);
@@ -147,13 +221,16 @@ impl ConsumerHeartbeatView {
         ConsumerHeartbeatView::with_wheel(wheel.wheel.clone(), session_timeout_ms, heartbeat_interval_ms)
     }
 
-    /// The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs say.
-    fn set_group(&self, group_id: &str, group_epoch: i32, assignment_epoch: i32, busy: bool) {
+    /// The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs say;
+    /// `deleting`: so do its commits (not given: taken to be `busy`, the safe side).
+    #[pyo3(signature = (group_id, group_epoch, assignment_epoch, busy, deleting=None))]
+    fn set_group(&self, group_id: &str, group_epoch: i32, assignment_epoch: i32, busy: bool, deleting: Option<bool>) {
         let mut groups = self.lock();
         let group = entry(&mut groups, group_id);
         group.group_epoch = group_epoch;
         group.assignment_epoch = assignment_epoch;
         group.busy = busy;
+        group.deleting = deleting.unwrap_or(busy);
     }
 
     /// The group's own session timeout and heartbeat interval (its settings changed); the
@@ -173,8 +250,9 @@ impl ConsumerHeartbeatView {
     }
 
     /// A member's metadata (ConsumerGroupMemberMetadata): `consumer` is False for a classic
-    /// member of the group.
-    #[pyo3(signature = (group_id, member_id, instance_id, client_id, client_host, consumer))]
+    /// member of the group, whose own session timeout is `session_timeout_ms`.
+    #[pyo3(signature = (group_id, member_id, instance_id, client_id, client_host, consumer, session_timeout_ms=None))]
+    #[allow(clippy::too_many_arguments)]
     fn set_member(
         &self,
         group_id: &str,
@@ -183,6 +261,7 @@ impl ConsumerHeartbeatView {
         client_id: &str,
         client_host: &str,
         consumer: bool,
+        session_timeout_ms: Option<u64>,
     ) {
         let mut groups = self.lock();
         let member = member_entry(entry(&mut groups, group_id), member_id);
@@ -190,6 +269,8 @@ impl ConsumerHeartbeatView {
         member.client_id = client_id.into();
         member.client_host = client_host.into();
         member.consumer = consumer;
+        member.known = true;
+        member.classic_session_ms = if consumer { 0 } else { session_timeout_ms.unwrap_or(0) };
     }
 
     /// A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment).
@@ -230,10 +311,36 @@ impl ConsumerHeartbeatView {
         self.answer(&Steady { group_id, member_id, instance_id, member_epoch, client_id, client_host })
     }
 
-    /// How many heartbeats the view has answered.
+    /// What the network thread does with a classic member's Heartbeat: NONE (0), its session
+    /// deadline moved; None when the coordinator answers.
+    #[pyo3(name = "classic_answer")]
+    fn py_classic_answer(&self, group_id: &str, member_id: &str, instance_id: Option<&str>, generation_id: i32) -> Option<i16> {
+        self.classic_answer(group_id, member_id, instance_id, generation_id)
+    }
+
+    /// See `commit_verdict` (for tests: the network thread asks it directly).
+    #[pyo3(name = "commit_verdict")]
+    fn py_commit_verdict(&self, group_id: &str, member_id: &str, member_epoch: i32, api_version: i16) -> bool {
+        self.commit_verdict(group_id, member_id, member_epoch, api_version)
+    }
+
+    /// How many ConsumerGroupHeartbeats the view has answered.
     #[getter]
     fn answered(&self) -> u64 {
         self.answered.load(Ordering::Relaxed)
+    }
+
+    /// How many classic members' Heartbeats the view has answered.
+    #[getter]
+    fn classic_answered(&self) -> u64 {
+        self.classic_answered.load(Ordering::Relaxed)
+    }
+
+    /// How many OffsetCommits the network thread judged it could take (it still hands them to
+    /// Python: docs/offset-commit-short-path.md).
+    #[getter]
+    fn commits_takeable(&self) -> u64 {
+        self.takeable.load(Ordering::Relaxed)
     }
 
     /// Everything the view holds, for tests: group id -> (group epoch, assignment epoch, busy,
@@ -293,9 +400,9 @@ mod tests {
     /// (instance i1, key 8).
     fn settled() -> (ConsumerHeartbeatView, Arc<Mutex<Wheel>>) {
         let (view, wheel) = view();
-        view.set_group("g", 3, 3, false);
+        view.set_group("g", 3, 3, false, None);
         for (member, instance, key) in [("m1", None, 7), ("s1", Some("i1"), 8)] {
-            view.set_member("g", member, instance, "c", "/127.0.0.1", true);
+            view.set_member("g", member, instance, "c", "/127.0.0.1", true, None);
             view.set_member_epoch("g", member, 3, true);
             view.set_session_key("g", member, key);
         }
@@ -343,23 +450,23 @@ mod tests {
     #[test]
     fn the_group_and_member_state_decide() {
         let (view, _) = settled();
-        view.set_group("g", 4, 3, false);
+        view.set_group("g", 4, 3, false, None);
         assert_eq!(view.answer(&steady("m1", None, 3)), None, "epoch bumped, target not computed");
-        view.set_group("g", 4, 4, true);
+        view.set_group("g", 4, 4, true, None);
         assert_eq!(view.answer(&steady("m1", None, 4)), None, "busy");
-        view.set_group("g", 4, 4, false);
+        view.set_group("g", 4, 4, false, None);
         assert_eq!(view.answer(&steady("m1", None, 3)), None, "the member is behind the target");
         view.set_member_epoch("g", "m1", 4, false);
         assert_eq!(view.answer(&steady("m1", None, 4)), None, "reconciling");
         view.set_member_epoch("g", "m1", 4, true);
         assert_eq!(view.answer(&steady("m1", None, 4)), Some(5_000));
-        view.set_member("g", "m1", None, "c", "/127.0.0.1", false);
+        view.set_member("g", "m1", None, "c", "/127.0.0.1", false, None);
         assert_eq!(view.answer(&steady("m1", None, 4)), None, "a classic member");
-        view.set_member("g", "m1", None, "c", "/127.0.0.1", true);
+        view.set_member("g", "m1", None, "c", "/127.0.0.1", true, None);
         view.remove_member("g", "m1");
         assert_eq!(view.answer(&steady("m1", None, 4)), None, "removed");
         view.set_member_epoch("g", "m1", 4, true);
-        view.set_member("g", "m1", None, "c", "/127.0.0.1", true);
+        view.set_member("g", "m1", None, "c", "/127.0.0.1", true, None);
         assert_eq!(view.answer(&steady("m1", None, 4)), None, "back, but its session is not armed yet");
         view.set_session_key("g", "m1", 9);
         assert_eq!(view.answer(&steady("m1", None, 4)), Some(5_000));
@@ -372,13 +479,95 @@ mod tests {
     #[test]
     fn epoch_zero_and_below_are_never_answered() {
         let (view, _) = view();
-        view.set_group("g", 0, 0, false);
-        view.set_member("g", "m1", None, "c", "/127.0.0.1", true);
+        view.set_group("g", 0, 0, false, None);
+        view.set_member("g", "m1", None, "c", "/127.0.0.1", true, None);
         view.set_member_epoch("g", "m1", 0, true);
         view.set_session_key("g", "m1", 7);
         assert_eq!(view.answer(&steady("m1", None, 0)), None);
-        view.set_group("g", -1, -1, false);
+        view.set_group("g", -1, -1, false, None);
         view.set_member_epoch("g", "m1", -1, true);
         assert_eq!(view.answer(&steady("m1", None, -1)), None);
+    }
+
+    /// A settled group at epoch 3 with a STABLE classic member x (session 10 s, key 9) and a
+    /// classic static one y (instance iy, key 10).
+    fn with_classic() -> (ConsumerHeartbeatView, Arc<Mutex<Wheel>>) {
+        let (view, wheel) = settled();
+        for (member, instance, key) in [("x", None, 9), ("y", Some("iy"), 10)] {
+            view.set_member("g", member, instance, "c", "/127.0.0.1", false, Some(10_000));
+            view.set_member_epoch("g", member, 3, true);
+            view.set_session_key("g", member, key);
+        }
+        (view, wheel)
+    }
+
+    #[test]
+    fn classic_members_of_a_settled_group_are_answered_with_their_own_session() {
+        let (view, wheel) = with_classic();
+        let before = monotonic_ms();
+        assert_eq!(view.classic_answer("g", "x", None, 3), Some(0));
+        let deadline = wheel.lock().unwrap().deadline(9).expect("session deadline scheduled");
+        assert!(deadline >= before + 10_000 && deadline < before + 45_000, "the member's own timeout");
+        assert_eq!(view.classic_answer("g", "y", Some("iy"), 3), Some(0));
+        assert_eq!(view.classic_answer("g", "y", None, 3), Some(0));
+        assert_eq!((view.classic_answered(), view.answered()), (3, 0));
+        // A classic member's ConsumerGroupHeartbeat and a consumer member's Heartbeat are not.
+        assert_eq!(view.answer(&steady("x", None, 3)), None);
+        assert_eq!(view.classic_answer("g", "m1", None, 3), None);
+    }
+
+    #[test]
+    fn classic_members_get_the_coordinator_unless_steady() {
+        let (view, wheel) = with_classic();
+        assert_eq!(view.classic_answer("g", "x", None, 2), None, "a stale generation");
+        assert_eq!(view.classic_answer("g", "x", None, 4), None, "a newer generation");
+        assert_eq!(view.classic_answer("g", "x", None, 0), None);
+        assert_eq!(view.classic_answer("g", "nobody", None, 3), None);
+        assert_eq!(view.classic_answer("other", "x", None, 3), None);
+        assert_eq!(view.classic_answer("g", "y", Some("iz"), 3), None, "another instance id");
+        assert_eq!(view.classic_answer("g", "x", Some("iy"), 3), None, "an instance id it lacks");
+        view.set_group("g", 4, 3, false, None);
+        assert_eq!(view.classic_answer("g", "x", None, 3), None, "a target to compute");
+        view.set_group("g", 4, 4, false, None);
+        assert_eq!(view.classic_answer("g", "x", None, 3), None, "behind the target: rejoin");
+        view.set_member_epoch("g", "x", 4, false);
+        assert_eq!(view.classic_answer("g", "x", None, 4), None, "revoking or waiting");
+        view.set_group("g", 4, 4, true, None);
+        view.set_member_epoch("g", "x", 4, true);
+        assert_eq!(view.classic_answer("g", "x", None, 4), None, "busy");
+        view.set_group("g", 4, 4, false, None);
+        assert_eq!(view.classic_answer("g", "x", None, 4), Some(0));
+        view.set_member("g", "x", None, "c", "/127.0.0.1", true, Some(10_000));
+        assert_eq!(view.classic_answer("g", "x", None, 4), None, "upgraded to the consumer protocol");
+        view.remove_member("g", "x");
+        view.set_member_epoch("g", "x", 4, true);
+        assert_eq!(view.classic_answer("g", "x", None, 4), None, "an epoch alone is not a classic member");
+        view.set_member("g", "x", None, "c", "/127.0.0.1", false, Some(10_000));
+        assert_eq!(view.classic_answer("g", "x", None, 4), None, "its session is not armed yet");
+        assert!(wheel.lock().unwrap().deadline(10).is_none(), "y was never answered");
+        assert_eq!(view.classic_answered(), 1);
+    }
+
+    #[test]
+    fn commits_at_the_members_epoch_are_accepted_whatever_the_partitions() {
+        let (view, _) = with_classic();
+        assert!(view.commit_verdict("g", "m1", 3, 9) && view.commit_verdict("g", "x", 3, 8));
+        assert!(!view.commit_verdict("g", "m1", 3, 8), "UNSUPPORTED_VERSION for a consumer member");
+        assert!(!view.commit_verdict("g", "m1", 2, 9), "an older epoch: checked per partition");
+        assert!(!view.commit_verdict("g", "m1", 4, 9) && !view.commit_verdict("g", "nobody", 3, 9));
+        view.set_member_epoch("g", "m1", 4, false);
+        assert!(view.commit_verdict("g", "m1", 4, 9), "reconciling members commit too");
+        view.set_group("g", 3, 3, true, Some(false));
+        assert!(view.commit_verdict("g", "m1", 4, 9), "computing a target changes no commit");
+        view.set_group("g", 3, 3, true, None);
+        assert!(!view.commit_verdict("g", "m1", 4, 9), "busy, and perhaps being deleted");
+        view.set_group("g", 3, 3, true, Some(true));
+        assert!(!view.commit_verdict("g", "m1", 4, 9), "being deleted");
+        view.set_group("g", 3, 3, false, None);
+        view.remove_member("g", "m1");
+        view.set_member_epoch("g", "m1", 4, true);
+        assert!(!view.commit_verdict("g", "m1", 4, 9), "an epoch alone is not a member");
+        view.remove_group("g");
+        assert!(!view.commit_verdict("g", "x", 3, 8));
     }
 }

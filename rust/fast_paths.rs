@@ -8,7 +8,9 @@
 //! where the frame is read (the network thread; `Connection` in process) and then:
 //!
 //! - `FastPath::answer` may answer it there and then, without Python (Heartbeat, from the
-//!   `HeartbeatView`; ConsumerGroupHeartbeat, from the `ConsumerHeartbeatView`);
+//!   `HeartbeatView` or, for a classic member of a consumer group, the `ConsumerHeartbeatView`;
+//!   ConsumerGroupHeartbeat, from the `ConsumerHeartbeatView`; OffsetCommit's only judges and
+//!   counts, docs/offset-commit-short-path.md);
 //! - otherwise the decoded value goes to Python as it is, as that named type (`Request.typed`: a
 //!   `HeartbeatRequest`, an `OffsetCommitRequest`, a `ConsumerGroupHeartbeatRequest`), with the
 //!   fields as getters and its own ways to answer. Nothing is decoded again: `Request.body`, if asked for, makes the dict from the struct.

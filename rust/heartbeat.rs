@@ -2,7 +2,9 @@
 //!
 //! The network thread answers it from the `HeartbeatView` when the view knows the answer (a
 //! member of the current generation of a Stable, CompletingRebalance or PreparingRebalance
-//! group); every other Heartbeat goes to the coordinator as a `HeartbeatRequest`, answered with
+//! group), or from the `ConsumerHeartbeatView` for a classic member of a consumer group STABLE
+//! at its settled epoch (a group is in one view or the other, never both); every other Heartbeat
+//! goes to the coordinator as a `HeartbeatRequest`, answered with
 //! `HeartbeatRequest.respond(error_code)`. No dict is built either way.
 
 use bytes::{Bytes, BytesMut};
@@ -20,14 +22,20 @@ short_path_request! {
 }
 
 impl FastPath for Heartbeat {
-    /// The view's answer; an empty group id (INVALID_GROUP_ID) is the coordinator's.
+    /// The views' answer; an empty group id (INVALID_GROUP_ID) is the coordinator's.
     fn answer(&self, views: &Views, _sender: &Sender<'_>) -> Option<(Bytes, i16)> {
-        let view = views.heartbeat.as_ref()?.get();
         let hb = &self.body;
         if hb.group_id.is_empty() {
             return None;
         }
-        let code = view.answer(&hb.group_id, &hb.member_id, hb.group_instance_id.as_deref(), hb.generation_id)?;
+        let instance_id = hb.group_instance_id.as_deref();
+        let classic = views.heartbeat.as_ref().and_then(|view| {
+            view.get().answer(&hb.group_id, &hb.member_id, instance_id, hb.generation_id)
+        });
+        let code = classic.or_else(|| {
+            let view = views.consumer_heartbeat.as_ref()?.get();
+            view.classic_answer(&hb.group_id, &hb.member_id, instance_id, hb.generation_id)
+        })?;
         Some((response(self.api_version, self.correlation_id, code), code))
     }
 }

@@ -7,10 +7,14 @@
 //! checks in one pass and returns what to write (the tuples `offset_commit_batch` and the offset
 //! map take) and an `OffsetCommitAnswer` that encodes the response once the write is durable. No
 //! dict is built either way.
+//!
+//! The network thread already judges, from the views, whether the group would accept the commit
+//! (`FastPath::answer`), and counts those it could take; it still hands every commit to Python
+//! (docs/offset-commit-short-path.md: the write is the next step).
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
@@ -18,7 +22,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::fast_paths::{short_path_request, FastPath};
+use crate::fast_paths::{short_path_request, FastPath, Sender, Views};
 use crate::header;
 use kafka_protocol::ResponseError;
 
@@ -32,7 +36,30 @@ short_path_request! {
     OffsetCommit, "OffsetCommitRequest", OffsetCommitRequest
 }
 
-impl FastPath for OffsetCommit {}
+impl FastPath for OffsetCommit {
+    /// Counts the commit as takeable when a view says the group accepts it; always None.
+    fn answer(&self, views: &Views, _sender: &Sender<'_>) -> Option<(Bytes, i16)> {
+        let c = &self.body;
+        // v2-4 may carry a retention time; a simple commit (-1) may create its group.
+        if self.api_version < 5 || c.group_id.is_empty() || c.member_id.is_empty() || c.generation_id_or_member_epoch < 0 {
+            return None;
+        }
+        let instance_id = c.group_instance_id.as_deref();
+        let epoch = c.generation_id_or_member_epoch;
+        if let Some(view) = views.heartbeat.as_ref().map(|v| v.get()) {
+            if view.commit_verdict(&c.group_id, &c.member_id, instance_id, epoch) {
+                view.count_takeable();
+                return None;
+            }
+        }
+        if let Some(view) = views.consumer_heartbeat.as_ref().map(|v| v.get()) {
+            if view.commit_verdict(&c.group_id, &c.member_id, epoch, self.api_version) {
+                view.count_takeable();
+            }
+        }
+        None
+    }
+}
 
 #[pymethods]
 impl OffsetCommit {

@@ -471,9 +471,23 @@ class HeartbeatView:
     def __new__(cls, wheel: TimerWheel) -> Self:
         """A view whose session deadlines live in `wheel`."""
 
-    def set_group(self, group_id: str, generation_id: int, answer: int | None) -> None:
+    def set_group(
+        self, group_id: str, generation_id: int, answer: int | None, commits: bool = False
+    ) -> None:
         """The group's generation and its answer (an error code) to members of that generation
-        (None: the coordinator answers every Heartbeat of the group)."""
+        (None: the coordinator answers every Heartbeat of the group); `commits`: they may commit
+        offsets."""
+
+    def commit_verdict(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> bool:
+        """Whether the coordinator surely accepts an OffsetCommit from this member at this
+        generation (False: it decides)."""
+
+    @property
+    def commits_takeable(self) -> int:
+        """How many OffsetCommits the network thread judged it could take (it still hands
+        them to Python)."""
 
     def remove_group(self, group_id: str) -> None: ...
     def set_member(
@@ -498,9 +512,16 @@ class ConsumerHeartbeatView:
         member's deadline `session_timeout_ms` ahead and tells it to come back in
         `heartbeat_interval_ms`."""
 
-    def set_group(self, group_id: str, group_epoch: int, assignment_epoch: int, busy: bool) -> None:
+    def set_group(
+        self,
+        group_id: str,
+        group_epoch: int,
+        assignment_epoch: int,
+        busy: bool,
+        deleting: bool | None = None,
+    ) -> None:
         """The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs
-        say."""
+        say; `deleting`: so do its commits (None: taken to be `busy`)."""
 
     def set_group_timing(self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
         """The group's own session timeout and heartbeat interval (its settings changed); the
@@ -515,9 +536,10 @@ class ConsumerHeartbeatView:
         client_id: str,
         client_host: str,
         consumer: bool,
+        session_timeout_ms: int | None = None,
     ) -> None:
         """A member's metadata (ConsumerGroupMemberMetadata): `consumer` is False for a classic
-        member of the group."""
+        member of the group, whose own session timeout is `session_timeout_ms`."""
 
     def set_member_epoch(self, group_id: str, member_id: str, epoch: int, stable: bool) -> None:
         """A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment)."""
@@ -540,9 +562,30 @@ class ConsumerHeartbeatView:
         interval to answer with, the member's session deadline moved; None when the coordinator
         answers."""
 
+    def classic_answer(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int | None:
+        """What the network thread does with a classic member's Heartbeat: NONE (0), its
+        session deadline moved; None when the coordinator answers."""
+
+    def commit_verdict(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+    ) -> bool:
+        """Whether the coordinator surely accepts an OffsetCommit of `api_version` from this
+        member at this epoch (False: it decides)."""
+
     @property
     def answered(self) -> int:
-        """How many heartbeats the view has answered."""
+        """How many ConsumerGroupHeartbeats the view has answered."""
+
+    @property
+    def classic_answered(self) -> int:
+        """How many classic members' Heartbeats the view has answered."""
+
+    @property
+    def commits_takeable(self) -> int:
+        """How many OffsetCommits the network thread judged it could take (it still hands
+        them to Python)."""
 
     def contents(self) -> dict[str, tuple[int, int, bool, dict[str, ConsumerMemberView]]]:
         """Everything the view holds, for tests: group id -> (group epoch, assignment epoch,

@@ -110,6 +110,8 @@ HEARTBEAT_ANSWERS = {ClassicState.STABLE: ErrorCode.NONE,
                      ClassicState.COMPLETING_REBALANCE: ErrorCode.NONE,
                      ClassicState.PREPARING_REBALANCE: ErrorCode.REBALANCE_IN_PROGRESS,
                      ClassicState.EMPTY: None}
+# The states whose members of the current generation may commit offsets (validate_offset_commit).
+COMMITTING = (ClassicState.STABLE, ClassicState.PREPARING_REBALANCE)
 
 
 class ClassicGroup:
@@ -162,8 +164,9 @@ class ClassicGroup:
             if state is ClassicState.DEAD:
                 self.heartbeat_view.remove_group(self.group_id)
             else:
+                # Members of the generation may commit unless they await their assignment.
                 self.heartbeat_view.set_group(self.group_id, self.generation_id,
-                                              HEARTBEAT_ANSWERS[state])
+                                              HEARTBEAT_ANSWERS[state], state in COMMITTING)
 
     def _mirror_member(self, member: "ClassicMember") -> None:
         if self.heartbeat_view is not None:

@@ -132,10 +132,6 @@ def removal_records(group_id: str, member_id: str) -> list:
             cr.ConsumerTombstone(cr.MEMBER_METADATA, group_id, member_id)]
 
 
-def as_record(partitions) -> cr.Assignment:
-    return {t: tuple(sorted(ps)) for t, ps in partitions.items() if ps}
-
-
 def others_than(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMember]:
     """The group's members but `member` (and the old self a static member replaces): the
     members of a target computation."""

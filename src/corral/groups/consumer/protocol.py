@@ -32,7 +32,7 @@ from ..storage import consumer_records as cr
 from ..storage.records import GroupMetadata, GroupTombstone
 from ..timers import Timers
 from .answer import assignment_answer, error_answer, heartbeat_interval_ms
-from .members import (GroupError, HeartbeatRequest, as_record, check_epoch, copy_member,
+from .members import (GroupError, HeartbeatRequest, check_epoch, copy_member,
                       metadata_differs, names_after, others_than, preferred_assignor_after,
                       refresh_regexes, regex_refresh_due, regex_topics, regex_users_after,
                       regexes_after, removal_records, replaced_members, resolve_regex,
@@ -41,7 +41,8 @@ from .migration import (MigrationPolicy, classic_protocols, downgrade_record, ma
                         upgrade_records)
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .incremental import incremental_records
-from .state import ConsumerGroup, ConsumerMember, EMPTY_ASSIGNMENT, as_sets
+from .assignment_records import EMPTY_ASSIGNMENT, as_record, as_sets
+from .state import ConsumerGroup, ConsumerMember
 from .target import TargetInputs, TopicImage, encoded_result, member_topic_ids, metadata_hash
 
 if TYPE_CHECKING:

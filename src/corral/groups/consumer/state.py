@@ -20,10 +20,11 @@ from ... import _core
 from ...errors import ErrorCode
 from ..storage import consumer_records as cr
 from ..storage.records import GroupTombstone, Record
+from .assignment_records import (EMPTY_ASSIGNMENT, as_record, as_sets, encoded, epochs_of_record,
+                                 epochs_record, group_records)
 from .incremental import TargetIndex
 from .reconcile import MemberState, Reconciled
 
-EMPTY_ASSIGNMENT: dict[bytes, frozenset[int]] = {}
 
 # The (topic id, partition) pairs an OffsetCommit would write, asked for only when the member
 # epoch is older than the member's (the commits that reach the group: known topics and
@@ -80,11 +81,11 @@ class ConsumerMember:
     def assignment_record(self, group_id: str, current: Reconciled | None = None
                           ) -> cr.CurrentAssignment:
         c = current or self.current
-        assigned, pending = _as_record(c.assigned), _as_record(c.pending_revocation)
+        assigned, pending = as_record(c.assigned), as_record(c.pending_revocation)
         # Every topic's AssignmentEpochs, as Kafka 4.3+ writes them (KIP-1251).
         return cr.CurrentAssignment(group_id, self.member_id, c.epoch, c.previous_epoch,
-                                    int(c.state), assigned, pending, _epochs_record(c, assigned),
-                                    _epochs_record(c, pending))
+                                    int(c.state), assigned, pending, epochs_record(c, assigned),
+                                    epochs_record(c, pending))
 
 
 def preferred_of(counts: Mapping[str, int]) -> str | None:
@@ -102,55 +103,6 @@ def _count(counts: Counter, keys: Iterable, delta: int) -> None:
             counts[key] = n
         else:
             del counts[key]
-
-
-def _as_record(partitions) -> cr.Assignment:
-    return {topic: tuple(sorted(ps)) for topic, ps in partitions.items() if ps}
-
-
-def as_sets(partitions: cr.Assignment) -> dict[bytes, frozenset[int]]:
-    if not partitions:
-        return EMPTY_ASSIGNMENT  # shared: none of these dicts is changed in place
-    return {topic: frozenset(ps) for topic, ps in partitions.items() if ps}
-
-
-def _epochs_record(current: Reconciled, partitions: cr.Assignment) -> cr.AssignmentEpochs:
-    return {topic: tuple(current.assignment_epoch(topic, p) for p in ps)  # type: ignore[misc]
-            for topic, ps in partitions.items()}
-
-
-def epochs_of_record(record: cr.CurrentAssignment) -> dict[bytes, dict[int, int]]:
-    """The assignment epochs a current-assignment record says (Kafka's
-    assignmentFromTopicPartitions): a topic without them, or with a list of another length than
-    its partitions, has max(member epoch, 0) for each (a static member's -2 among them)."""
-    default = max(record.epoch, 0)
-    out: dict[bytes, dict[int, int]] = {}
-    for partitions, epochs in ((record.assigned, record.assigned_epochs),
-                               (record.pending_revocation, record.pending_epochs)):
-        for topic, ps in partitions.items():
-            given = epochs.get(topic)
-            if given is None or len(given) != len(ps):
-                given = (default,) * len(ps)
-            out.setdefault(topic, {}).update(zip(ps, given))
-    return out
-
-
-def _group_records(gid: str, epochs: tuple[int, int, int, int], members: Iterable[ConsumerMember],
-                   regexes: Iterable[cr.RegexTopics], targets: Iterable[tuple[str, Mapping]]
-                   ) -> list[cr.ConsumerRecord]:
-    group_epoch, metadata_hash, assignment_epoch, assignment_ms = epochs
-    members = list(members)
-    out: list[cr.ConsumerRecord] = [cr.GroupEpoch(gid, group_epoch, metadata_hash)]
-    out.extend(m.metadata_record(gid) for m in members)
-    out.extend(regexes)
-    out.extend(cr.TargetMember(gid, member_id, _as_record(t)) for member_id, t in targets)
-    out.append(cr.TargetEpoch(gid, assignment_epoch, assignment_ms))
-    out.extend(m.assignment_record(gid) for m in members)
-    return out
-
-
-def _encoded(recs: list[cr.ConsumerRecord]) -> list[tuple[bytes, bytes]]:
-    return [(cr.key_of(r), cr.value_of(r)) for r in recs]  # type: ignore[misc]
 
 
 class ConsumerGroup:
@@ -239,16 +191,20 @@ class ConsumerGroup:
     def _mirror_group(self) -> None:
         """The epochs, and whether heartbeats must reach the coordinator whatever they say: a
         target computation is running (its result changes members), a subscribed topic changed
-        (the next heartbeat may bump the epoch) or the group is being deleted."""
+        (the next heartbeat may bump the epoch) or the group is being deleted; and whether
+        commits must (being deleted)."""
         if self.view is not None:
             self.view.set_group(self.group_id, self.group_epoch, self.assignment_epoch,
                                 self._computing_epoch is not None or self._metadata_expired
-                                or self.deleting)
+                                or self.deleting, self.deleting)
 
     def _mirror_metadata(self, member: ConsumerMember) -> None:
         if self.view is not None:
+            # A classic member's Heartbeat moves its session by its own timeout (none: Python's).
+            timeout = member.session_timeout_ms
             self.view.set_member(self.group_id, member.member_id, member.instance_id,
-                                 member.client_id, member.client_host, member.classic is None)
+                                 member.client_id, member.client_host, member.classic is None,
+                                 timeout if timeout is not None and timeout > 0 else None)
 
     def _mirror_epoch(self, member: ConsumerMember) -> None:
         if self.view is not None:
@@ -462,14 +418,14 @@ class ConsumerGroup:
 
     def all_records(self) -> list[cr.ConsumerRecord]:
         """Every record that rebuilds the group as it is (a snapshot, a rewrite after a failure)."""
-        return _group_records(self.group_id, self._epochs(), self.members.values(),
+        return group_records(self.group_id, self._epochs(), self.members.values(),
                               self.regexes.values(), self.target.items())
 
     def _epochs(self) -> tuple[int, int, int, int]:
         return self.group_epoch, self.metadata_hash, self.assignment_epoch, self.assignment_timestamp_ms
 
     def stored_records(self) -> list[tuple[bytes, bytes]]:
-        return _encoded(self.all_records())
+        return encoded(self.all_records())
 
     def stored_records_later(self) -> Callable[[], list[tuple[bytes, bytes]]]:
         """`stored_records` for a worker thread: the containers copied now (milliseconds for
@@ -480,7 +436,7 @@ class ConsumerGroup:
         gid, epochs = self.group_id, self._epochs()
         members, regexes = list(self.members.values()), list(self.regexes.values())
         targets = list(self.target.items())
-        return lambda: _encoded(_group_records(gid, epochs, members, regexes, targets))
+        return lambda: encoded(group_records(gid, epochs, members, regexes, targets))
 
     def delete_records(self) -> list[Record]:
         """Its tombstones, and the classic key too: a group id that was a classic group before

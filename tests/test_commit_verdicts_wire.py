@@ -1,0 +1,147 @@
+"""The network thread's verdict on OffsetCommits over the wire (rust/offset_commit.rs, step 1 of
+docs/offset-commit-short-path.md): each commit it would take is counted on the view of its
+group's type (`commits_takeable`) and, for now, still handed to Python, whose answer must then be
+NONE; every commit Kafka refuses at the group level is not counted, whatever the client. A
+broker in this process, raw frames and librdkafka clients."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from corral import _core
+from corral.apis import HANDLERS, ApiKey, api_table
+from rawwire import RawClient
+from test_classic_members_short_path import Classic, settle_mixed
+from test_consumer_short_path import Member, create_topic, settle, with_broker
+
+NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION = 0, 22, 25, 35
+REBALANCE_IN_PROGRESS, STALE_MEMBER_EPOCH = 27, 113
+
+
+@pytest.fixture
+def commit_calls(monkeypatch):
+    """The members whose OffsetCommits reached the Python handler (all of them, for now)."""
+    answers: list[str] = []
+    api_table()
+    handler = HANDLERS[ApiKey.OFFSET_COMMIT]
+
+    def recording(broker, req):
+        answers.append(req.typed.member_id)
+        return handler(broker, req)
+
+    monkeypatch.setitem(HANDLERS, ApiKey.OFFSET_COMMIT, recording)
+    return answers
+
+
+def commit(client: RawClient, group: str, member_id: str, epoch: int, version: int = 9,
+           instance_id: str | None = None, offset: int = 5) -> int:
+    """An OffsetCommit of partition 0 of "t"; its one partition's error code."""
+    body = {"group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member_id,
+            "group_instance_id": instance_id, "retention_time_ms": -1,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0,
+                                                     "committed_offset": offset,
+                                                     "committed_leader_epoch": -1,
+                                                     "committed_metadata": ""}]}]}
+    response = client.call(ApiKey.OFFSET_COMMIT, version, body)
+    return response["topics"][0]["partitions"][0]["error_code"]
+
+
+def fetched(client: RawClient, group: str) -> int:
+    response = client.call(ApiKey.OFFSET_FETCH, 7, {
+        "group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}],
+        "require_stable": False})
+    return response["topics"][0]["partitions"][0]["committed_offset"]
+
+
+def test_commits_the_views_accept_and_refusals_they_leave_alone(tmp_path, commit_calls):
+    def scenario(broker) -> None:
+        consumer_view, classic_view = broker.view, broker.groups.heartbeat_view
+        a = Member(broker.port, "mixed", "member-a")
+        x = Classic(broker.port, "mixed")
+        y = Classic(broker.port, "plain")
+        with a.client, x.client, y.client:
+            create_topic(a.client, "t", 4)
+            assert a.join(["t"])["error_code"] == 0
+            settle(broker, a)
+            assert x.join() == 0 and x.sync() == 0
+            settle_mixed(broker, [a], [x])
+            assert y.join() == 0 and y.sync() == 0  # a classic group of its own, Stable
+
+            before = consumer_view.commits_takeable, classic_view.commits_takeable
+            assert commit(a.client, "mixed", a.member_id, a.epoch, offset=7) == NONE
+            assert fetched(a.client, "mixed") == 7
+            assert commit(x.client, "mixed", x.member_id, x.generation, version=8) == NONE
+            assert commit(y.client, "plain", y.member_id, y.generation, version=8) == NONE
+            assert (consumer_view.commits_takeable, classic_view.commits_takeable) == \
+                (before[0] + 2, before[1] + 1)
+            assert len(commit_calls) == 3, "the write is still Python's"
+
+            # Kafka's refusals: none judged takeable.
+            before = consumer_view.commits_takeable, classic_view.commits_takeable
+            assert commit(a.client, "mixed", a.member_id, a.epoch + 1) == STALE_MEMBER_EPOCH
+            assert commit(a.client, "mixed", a.member_id, a.epoch, version=8) == UNSUPPORTED_VERSION
+            assert commit(a.client, "mixed", "ghost", a.epoch) == UNKNOWN_MEMBER_ID
+            assert commit(x.client, "mixed", x.member_id, x.generation + 1, version=8) == \
+                ILLEGAL_GENERATION
+            assert commit(y.client, "plain", y.member_id, y.generation - 1, version=8) == \
+                ILLEGAL_GENERATION
+            assert commit(y.client, "plain", y.member_id, y.generation, version=8,
+                          instance_id="nobody") == UNKNOWN_MEMBER_ID
+            # A rebalance of the classic group: z's join completes the phase once y rejoins;
+            # until the leader syncs, the group is CompletingRebalance.
+            with RawClient(broker.port) as z:
+                body = {"group_id": "plain", "session_timeout_ms": 10000,
+                        "rebalance_timeout_ms": 10000, "member_id": "",
+                        "group_instance_id": None, "protocol_type": "consumer",
+                        "protocols": [{"name": "range", "metadata":
+                                       _core.encode_consumer_subscription(3, ["t"], [], -1)}],
+                        "reason": None}
+                body["member_id"] = z.call(ApiKey.JOIN_GROUP, 9, body)["member_id"]
+                z.send(ApiKey.JOIN_GROUP, 9, body)  # parked: PreparingRebalance
+                time.sleep(0.2)
+                assert y.join() == 0  # everyone joined: CompletingRebalance
+                assert commit(y.client, "plain", y.member_id, y.generation, version=8) == \
+                    REBALANCE_IN_PROGRESS
+            assert (consumer_view.commits_takeable, classic_view.commits_takeable) == before
+
+    with_broker(tmp_path, scenario, **{"group.initial.rebalance.delay.ms": 0})
+
+
+def test_librdkafka_commits_are_judged_takeable(tmp_path, commit_calls):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+
+    def scenario(broker) -> None:
+        with RawClient(broker.port) as client:
+            create_topic(client, "t", 4)
+        common = {"bootstrap.servers": f"127.0.0.1:{broker.port}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False}
+        modern = confluent_kafka.Consumer({**common, "group.id": "rd-consumer",
+                                           "group.protocol": "consumer"})
+        classic = confluent_kafka.Consumer({**common, "group.id": "rd-classic",
+                                            "group.protocol": "classic"})
+        consumers = [modern, classic]
+        try:
+            for consumer in consumers:
+                consumer.subscribe(["t"])
+            deadline = time.monotonic() + 30
+            while not all(c.assignment() for c in consumers):
+                assert time.monotonic() < deadline, "no assignment"
+                for c in consumers:
+                    c.poll(0.1)
+            for c in consumers:
+                c.poll(1.0)
+            before = broker.view.commits_takeable, broker.groups.heartbeat_view.commits_takeable
+            for i in range(10):
+                for c in consumers:
+                    partition = c.assignment()[0]
+                    c.commit(offsets=[confluent_kafka.TopicPartition("t", partition.partition, i)],
+                             asynchronous=False)
+            assert broker.view.commits_takeable - before[0] == 10
+            assert broker.groups.heartbeat_view.commits_takeable - before[1] == 10
+        finally:
+            for consumer in consumers:
+                consumer.close()
+
+    with_broker(tmp_path, scenario, **{"group.initial.rebalance.delay.ms": 0})
