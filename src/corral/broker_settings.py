@@ -175,6 +175,23 @@ _CORRAL: list[Setting] = [
     Setting("group.consumer.assignor.offload.enable", ConfigType.BOOLEAN, True, parse_bool,
             "Whether a large group's target assignment runs in a worker thread (the GIL "
             "released in the built-in assignors) instead of on the event loop."),
+    Setting("corral.consumer.reconciling.heartbeat.interval.ms", ConfigType.INT, 250,
+            int_in(0, INT32_MAX),
+            "corral only: the heartbeat interval answered to a consumer-group (KIP-848) member "
+            "with work to do (partitions to revoke or to take, or an epoch below the group's), "
+            "and to every member of a group whose target changed less than one "
+            "`consumer.heartbeat.interval.ms` ago, so that each step of a rebalance costs a "
+            "fraction of a second instead of a whole group interval; a member STABLE at the "
+            "epoch of a quiet group gets the group's interval. Behind a batched target "
+            "(`consumer.assignment.interval.ms`) a member is sent back just after the batch is "
+            "due. Never above the group's interval; 0 (or a value not below it) answers the "
+            "group's interval always, as Kafka does."),
+    Setting("corral.consumer.reconciling.heartbeat.max.rate", ConfigType.INT, 2000,
+            int_in(1, INT32_MAX),
+            "corral only: the most heartbeats a second that the short interval of "
+            "corral.consumer.reconciling.heartbeat.interval.ms may ask of one group: with N "
+            "members concerned, the interval is at least N / this (500 ms for 1,000 members), "
+            "so a group of 10,000 or more is asked no more often than Kafka's 5 s asks it."),
     Setting("offsets.topic.num.partitions", ConfigType.INT, 50, int_in(1, 100_000),
             "Partitions of __consumer_offsets; a group lives in abs(hash(group id)) % this."),
     Setting("offsets.retention.minutes", ConfigType.INT, 10080, int_in(1, INT32_MAX),
@@ -401,6 +418,8 @@ _DYNAMIC = {
     "log.segment.bytes", "message.max.bytes", "log.message.timestamp.type", "log.cleanup.policy",
     "log.flush.interval.messages", "log.flush.interval.ms",
     "group.consumer.assignment.interval.ms", "group.consumer.assignor.offload.enable",
+    "corral.consumer.reconciling.heartbeat.interval.ms",
+    "corral.consumer.reconciling.heartbeat.max.rate",
 }
 
 BROKER_SETTINGS: dict[str, Setting] = {

@@ -31,6 +31,7 @@ from ..classic import ClassicGroup, ClassicState
 from ..storage import consumer_records as cr
 from ..storage.records import GroupMetadata, GroupTombstone
 from ..timers import Timers
+from .answer import assignment_answer, error_answer, heartbeat_interval_ms
 from .members import (GroupError, HeartbeatRequest, check_epoch, copy_member,
                       metadata_differs, names_after, others_than, preferred_assignor_after,
                       refresh_regexes, regex_refresh_due, regex_topics, regex_users_after,
@@ -55,16 +56,6 @@ STATIC_LEAVE_EPOCH = -2
 # A computation over more members plus partitions than this runs in a worker thread (when
 # group.consumer.assignor.offload.enable): the built-ins take about a millisecond there.
 OFFLOAD_ABOVE = 20_000
-
-
-def error_answer(code: ErrorCode, message: str = "") -> dict[str, Any]:
-    return {"error_code": code, "error_message": message or None, "member_id": None,
-            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
-
-
-def assignment_answer(assigned) -> dict[str, Any]:
-    return {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
-                                 for t, ps in sorted(assigned.items())]}
 
 
 class ConsumerProtocol:
@@ -152,12 +143,17 @@ class ConsumerProtocol:
                     if not converted.session_key:
                         self._arm_session(group, converted)
             member = group.members.get(answer["member_id"])
+            moved = False
             if member is not None and answer["member_epoch"] >= 0:
                 self._arm_session(group, member)
-                if any(isinstance(r, cr.CurrentAssignment) and r.member_id == member.member_id
-                       for r in records):
+                moved = any(isinstance(r, cr.CurrentAssignment) and r.member_id == member.member_id
+                            for r in records)
+                if moved:
                     self._rebalance_timer(group_id, member, member.current)
             self._maybe_offload(group)
+            if member is not None and answer["member_epoch"] >= 0:  # adaptive (answer.py)
+                answer["heartbeat_interval_ms"] = heartbeat_interval_ms(
+                    group, member, moved, self.settings, self.group_setting, wall_ms())
         return written.map(lambda error: error_answer(error) if error else answer)
 
     def _heartbeat(self, req: HeartbeatRequest) -> tuple[list, dict[str, Any]]:
@@ -379,7 +375,11 @@ class ConsumerProtocol:
                 if isinstance(record, cr.TargetMember) and record.member_id == updated.member_id:
                     return group_epoch, as_sets(record.partitions)
             return group_epoch, group.target_of(updated)
-        if self._offloads(group, extra=1):
+        # A new (or emptied) group's first target is computed at once, however many
+        # partitions: one member's costs O(partitions), and it gets them in this answer.
+        first = group.assignment_timestamp_ms == 0 and \
+            len(group.members) <= (member.member_id in group.members)  # no other member
+        if not first and self._offloads(group, extra=1):
             return current  # _maybe_offload starts it once these records are applied
         members = [*others_than(group, member), updated]
         inputs = TargetInputs.of(group, group_epoch, members, self.topics,
