@@ -1,7 +1,7 @@
 """The KIP-848 consumer group protocol as the coordinator runs it (reference/kip848.md §1-4):
-ConsumerGroupHeartbeat (join, update, reconcile, leave), group epoch bumps, the target
-assignment with Kafka's batching (and a worker thread for big groups), session and rebalance
-timeouts, static members and regex subscriptions.
+ConsumerGroupHeartbeat (join, update, reconcile, leave), group epoch bumps, session and
+rebalance timeouts, static members and regex subscriptions; when targets are computed is
+target_computation.py's.
 
 `ConsumerProtocol` is one part of `GroupCoordinator` (coordinator.py). Every change follows one
 discipline: a handler decides from the group as it is and returns records plus an answer; the
@@ -15,14 +15,12 @@ describes memory.
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
 from ...apis import Later
-from ...assignors.builtin import UniformAssignor
 from ...clock import wall_ms
 from ...errors import ErrorCode
 from ...logformat import fields
@@ -33,17 +31,17 @@ from ..storage.records import GroupMetadata, GroupTombstone
 from ..timers import Timers
 from .answer import assignment_answer, error_answer, heartbeat_interval_ms
 from .members import (GroupError, HeartbeatRequest, check_epoch, copy_member,
-                      metadata_differs, names_after, others_than, preferred_assignor_after,
+                      metadata_differs, names_after, preferred_assignor_after,
                       refresh_regexes, regex_refresh_due, regex_topics, regex_users_after,
                       regexes_after, removal_records, replaced_members, resolve_regex,
                       updated_member)
 from .migration import (MigrationPolicy, classic_protocols, downgrade_record, may_downgrade,
                         upgrade_records)
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
-from .incremental import incremental_records
-from .assignment_records import EMPTY_ASSIGNMENT, as_record, as_sets
+from .assignment_records import EMPTY_ASSIGNMENT, as_record
 from .state import ConsumerGroup, ConsumerMember
-from .target import TargetInputs, TopicImage, encoded_result, member_topic_ids, metadata_hash
+from .target import TopicImage, member_topic_ids, metadata_hash
+from .target_computation import TargetComputation
 
 if TYPE_CHECKING:
     from ...assignors import AssignorRegistry
@@ -53,12 +51,7 @@ log = logging.getLogger("corral.groups")
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-# A computation over more members plus partitions than this runs in a worker thread (when
-# group.consumer.assignor.offload.enable): the built-ins take about a millisecond there.
-OFFLOAD_ABOVE = 20_000
-
-
-class ConsumerProtocol:
+class ConsumerProtocol(TargetComputation):
     # Given by GroupCoordinator.
     groups: dict
     log: "CoordinatorLog"
@@ -355,125 +348,6 @@ class ConsumerProtocol:
 
     def _topics_version(self) -> int:
         return self.topics.version
-
-    # ============================================================================ target ===
-
-    def _maybe_compute_target(self, group: ConsumerGroup, group_epoch: int,
-                              member: ConsumerMember, updated: ConsumerMember,
-                              records: list, now: int) -> tuple[int, dict[bytes, frozenset[int]]]:
-        """The target the member reconciles toward: a new one computed now when the epoch moved
-        and batching allows it (small groups, inline), else the current one."""
-        current = (group.assignment_epoch, group.target_of(updated))
-        if group.assignment_epoch >= group_epoch or group.computing_epoch is not None:
-            return current
-        if not self._may_compute(group, now):
-            return current
-        moved = self._incremental(group, group_epoch, now, member, updated)
-        if moved is not None:
-            records += moved
-            for record in moved:
-                if isinstance(record, cr.TargetMember) and record.member_id == updated.member_id:
-                    return group_epoch, as_sets(record.partitions)
-            return group_epoch, group.target_of(updated)
-        # A new (or emptied) group's first target is computed at once, however many
-        # partitions: one member's costs O(partitions), and it gets them in this answer.
-        first = group.assignment_timestamp_ms == 0 and \
-            len(group.members) <= (member.member_id in group.members)  # no other member
-        if not first and self._offloads(group, extra=1):
-            return current  # _maybe_offload starts it once these records are applied
-        members = [*others_than(group, member), updated]
-        inputs = TargetInputs.of(group, group_epoch, members, self.topics,
-                                 regexes_after(group, records))
-        preferred = preferred_assignor_after(group, replaced_members(group, member), updated)
-        assignor = self.assignors.get(preferred) or self.assignors.default
-        started = time.monotonic()
-        target = inputs.compute(assignor)
-        self.metrics.assignor_seconds.observe(time.monotonic() - started)
-        if target is None:
-            group.assignment_failed_ms = now  # retried after the assignment interval
-            return current
-        records += inputs.records(target, now)
-        log.info("group %s: target assignment for epoch %d (%d members, %s)", group.group_id,
-                 group_epoch, len(members), assignor.name, extra=fields(group.group_id, epoch=group_epoch))
-        return group_epoch, target.get(updated.member_id, EMPTY_ASSIGNMENT)
-
-    def _incremental(self, group: ConsumerGroup, epoch: int, now: int,
-                     member: ConsumerMember | None = None, updated: ConsumerMember | None = None
-                     ) -> list | None:
-        """The records of a target that moves only what the balance needs (incremental.py),
-        when the group is a big homogeneous one on the built-in uniform assignor."""
-        preferred = group.preferred_assignor() if updated is None else \
-            preferred_assignor_after(group, replaced_members(group, updated), updated)
-        if not isinstance(self.assignors.get(preferred) or self.assignors.default, UniformAssignor):
-            return None
-        started = time.monotonic()
-        moved = incremental_records(group, epoch, self.topics, now, member, updated)
-        if moved is not None:
-            self.metrics.assignor_seconds.observe(time.monotonic() - started)
-            log.info("group %s: target assignment for epoch %d (%d members changed, incremental)",
-                     group.group_id, epoch, len(moved) - 1, extra=fields(group.group_id, epoch=epoch))
-        return moved
-
-    def _may_compute(self, group: ConsumerGroup, now: int) -> bool:
-        interval = self.group_setting(group.group_id, "consumer.assignment.interval.ms")
-        last = max(group.assignment_timestamp_ms, group.assignment_failed_ms)
-        return last == 0 or interval == 0 or now >= last + interval
-
-    def _offloads(self, group: ConsumerGroup, extra: int = 0) -> bool:
-        """Whether the group's next target is computed in a worker thread: offload is on and
-        its members plus subscribed partitions (what the built-ins are linear in) are many."""
-        if not self.group_setting(group.group_id, "consumer.assignor.offload.enable") \
-                or self._nursery is None:
-            return False
-        topics = (self.topics.topic(name) for name in group.subscribed_topic_names())
-        size = len(group.members) + extra + sum(t.partitions for t in topics if t is not None)
-        return size > OFFLOAD_ABOVE
-
-    def _maybe_offload(self, group: ConsumerGroup) -> None:
-        """A due target without waiting for a heartbeat: moved at once when that costs what
-        moves (a leave from a big homogeneous group), or computed in a worker thread for a big
-        group."""
-        if group.assignment_epoch >= group.group_epoch or group.computing_epoch is not None \
-                or not self._may_compute(group, wall_ms()):
-            return  # up to date, running or batched
-        moved = self._incremental(group, group.group_epoch, wall_ms())
-        if moved is not None:
-            self._write_consumer(group.group_id, moved)
-        elif self._offloads(group):
-            self._offload(group)
-
-    def _offload(self, group: ConsumerGroup) -> None:
-        inputs = TargetInputs.of(group, group.group_epoch, group.members.values(), self.topics)
-        group.computing_epoch = inputs.epoch
-        assignor = self.assignors.get(group.preferred_assignor()) or self.assignors.default
-        self._nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
-
-    async def _compute_offloaded(self, group: ConsumerGroup, inputs: TargetInputs, assignor) -> None:
-        """The computation, its records and their bytes in a worker thread; the loop only applies
-        them (or, if members left meanwhile, makes the records again without them)."""
-        started = time.monotonic()
-        try:
-            result = await trio.to_thread.run_sync(encoded_result, inputs, assignor, wall_ms())
-        finally:
-            group.computing_epoch = None
-            self.metrics.assignor_seconds.observe(time.monotonic() - started)
-        if self.groups.get(group.group_id) is not group or group.deleting or \
-                group.assignment_epoch >= inputs.epoch:
-            return
-        if result is None:
-            group.assignment_failed_ms = wall_ms()
-            return
-        records, batch = result
-        log.info("group %s: target assignment for epoch %d (%d members, %s, worker thread)",
-                 group.group_id, inputs.epoch, len(inputs.members), assignor.name,
-                 extra=fields(group.group_id, epoch=inputs.epoch))
-        if any(member_id not in group.members for member_id, *_ in inputs.members):
-            records = [r for r in records
-                       if not isinstance(r, cr.TargetMember) or r.member_id in group.members]
-            batch = None
-        self._write_consumer(group.group_id, records, batch)
-        # Epoch bumps while it ran: the next computation, if batching allows it now.
-        self._maybe_offload(group)
 
     # =========================================================================== leaving ===
 
