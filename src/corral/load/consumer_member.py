@@ -287,7 +287,11 @@ async def wait_assignable(config, timeout_s: float = 120.0) -> tuple[float, floa
                 await trio.sleep(0.1)
                 if not await member.heartbeat():
                     await member.join()
-            return time.monotonic() - start, member.interval_s
+            elapsed, seen = time.monotonic() - start, member.interval_s
+            # The group's interval: corral answers a member that has just settled a shorter one
+            # (its adaptive interval, never longer than the group's); a steady answer has it.
+            await member.heartbeat()
+            return elapsed, max(seen, member.interval_s)
         return None
     finally:
         with trio.move_on_after(5):
