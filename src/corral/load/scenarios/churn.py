@@ -82,9 +82,7 @@ def control(run):
         return {"churn": True}
     run.state["ticks"] += 1
     run.state["rebalancing_ticks"] += _rebalancing(run)
-    if run.elapsed() - run.state["churn_started"] >= run.params["duration"]:
-        return "stop"
-    return None
+    return None   # churn goes on until --duration, the bound of the whole run, runs out
 
 
 def summary(run) -> dict:
@@ -94,6 +92,8 @@ def summary(run) -> dict:
     ticks, at_start = run.state["ticks"], run.state["generation_at_start"]
     return {
         "members": run.members,
+        # What is left of --duration once the group was first stable: the churn's own window.
+        "churn_seconds": round(min(run.elapsed(), run.params["duration"]) - start, 3),
         "rebalances_completed": len([g for g in run.ledger.completed() if g > at_start]),
         "generations_seen": len([g for g in run.ledger.generations() if g > at_start]),
         "time_in_rebalance_share": round(run.state["rebalancing_ticks"] / ticks, 3) if ticks else None,
