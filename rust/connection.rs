@@ -30,6 +30,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::apis;
+use crate::commit_path::Took;
 use crate::fast_paths::{self, Decoded, Sender, Views};
 use crate::frames::FrameSplitter;
 use crate::header::{self, RequestPrefix};
@@ -329,6 +330,16 @@ impl Received {
             Payload::Decoded(decoded) => {
                 decoded.answer(views, &Sender { client_id: self.client_id.as_deref(), client_host })
             }
+            Payload::Raw(_) | Payload::Malformed(_) => None,
+        }
+    }
+}
+
+impl Received {
+    /// An OffsetCommit written and answered by the commit path (commit_path.rs), if it takes it.
+    pub fn take(&self, views: &Views, connection: u64) -> Option<Took> {
+        match &self.payload {
+            Payload::Decoded(decoded) => decoded.take(views, connection),
             Payload::Raw(_) | Payload::Malformed(_) => None,
         }
     }

@@ -26,6 +26,7 @@ use bytes::Bytes;
 use kafka_protocol::protocol::{Decodable, Request as KafkaRequest};
 use pyo3::prelude::*;
 
+use crate::commit_path::{CommitPath, Took};
 use crate::consumer_heartbeat::ConsumerHeartbeat;
 use crate::consumer_heartbeat_view::ConsumerHeartbeatView;
 use crate::header::RequestPrefix;
@@ -86,6 +87,8 @@ pub(crate) use short_path_request;
 pub struct Views {
     pub heartbeat: Option<Py<HeartbeatView>>,
     pub consumer_heartbeat: Option<Py<ConsumerHeartbeatView>>,
+    /// Where the network thread writes the OffsetCommits it takes (None: Python writes all).
+    pub commit_path: Option<Py<CommitPath>>,
 }
 
 /// Who sent a request, as Python's `Request` reports it (`client_id`, `client_host`): an answer
@@ -126,6 +129,14 @@ macro_rules! fast_paths {
             pub fn answer(&self, views: &Views, sender: &Sender<'_>) -> Option<(Bytes, i16)> {
                 match self {
                     $(Decoded::$variant(request) => request.answer(views, sender),)*
+                }
+            }
+
+            /// An OffsetCommit the commit path takes (commit_path.rs); None for anything else.
+            pub fn take(&self, views: &Views, connection: u64) -> Option<Took> {
+                match self {
+                    Decoded::OffsetCommit(commit) => commit.take(views, connection),
+                    _ => None,
                 }
             }
 

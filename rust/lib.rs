@@ -9,6 +9,7 @@
 
 mod apis;
 mod client;
+mod commit_path;
 mod conn;
 mod connection;
 mod consumer_heartbeat;
@@ -85,6 +86,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tls::TlsServerConfig>()?;
     m.add_class::<principal_mapping::PySslPrincipalMapper>()?;
     m.add_class::<offset_map::PyOffsetMap>()?;
+    m.add_class::<commit_path::CommitPath>()?;
     log::register(m)?;
     register_cython(m, "_assign", PyInit__assign)?;
     register_cython(m, "_lag", PyInit__lag)?;

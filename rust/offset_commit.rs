@@ -8,9 +8,9 @@
 //! map take) and an `OffsetCommitAnswer` that encodes the response once the write is durable. No
 //! dict is built either way.
 //!
-//! The network thread already judges, from the views, whether the group would accept the commit
-//! (`FastPath::answer`), and counts those it could take; it still hands every commit to Python
-//! (docs/offset-commit-short-path.md: the write is the next step).
+//! The network thread judges, from the views, whether the group would accept the commit, and
+//! then offers it to the commit path (commit_path.rs), which writes and answers the ones it can
+//! take without Python (docs/offset-commit-short-path.md).
 
 use std::sync::Arc;
 
@@ -22,6 +22,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
+use crate::commit_path::Took;
 use crate::fast_paths::{short_path_request, FastPath, Sender, Views};
 use crate::header;
 use kafka_protocol::ResponseError;
@@ -37,27 +38,47 @@ short_path_request! {
 }
 
 impl FastPath for OffsetCommit {
-    /// Counts the commit as takeable when a view says the group accepts it; always None.
+    /// Counts the commit as takeable (on the view that accepts it) when a view says the group
+    /// accepts it; always None (the network thread then offers it to the commit path, `take`).
     fn answer(&self, views: &Views, _sender: &Sender<'_>) -> Option<(Bytes, i16)> {
+        match self.accepting_view(views) {
+            Some(Accepting::Classic) => views.heartbeat.as_ref()?.get().count_takeable(),
+            Some(Accepting::Consumer) => views.consumer_heartbeat.as_ref()?.get().count_takeable(),
+            None => {}
+        }
+        None
+    }
+}
+
+enum Accepting {
+    Classic,
+    Consumer,
+}
+
+impl OffsetCommit {
+    /// The view that says the coordinator accepts the commit at the member's generation or
+    /// epoch. None: neither, or not a commit the views judge (v2-4 may carry a retention time;
+    /// a "simple" commit, -1, may create its group).
+    fn accepting_view(&self, views: &Views) -> Option<Accepting> {
         let c = &self.body;
-        // v2-4 may carry a retention time; a simple commit (-1) may create its group.
         if self.api_version < 5 || c.group_id.is_empty() || c.member_id.is_empty() || c.generation_id_or_member_epoch < 0 {
             return None;
         }
         let instance_id = c.group_instance_id.as_deref();
         let epoch = c.generation_id_or_member_epoch;
-        if let Some(view) = views.heartbeat.as_ref().map(|v| v.get()) {
-            if view.commit_verdict(&c.group_id, &c.member_id, instance_id, epoch) {
-                view.count_takeable();
-                return None;
-            }
+        if views.heartbeat.as_ref().is_some_and(|v| v.get().commit_verdict(&c.group_id, &c.member_id, instance_id, epoch)) {
+            return Some(Accepting::Classic);
         }
-        if let Some(view) = views.consumer_heartbeat.as_ref().map(|v| v.get()) {
-            if view.commit_verdict(&c.group_id, &c.member_id, epoch, self.api_version) {
-                view.count_takeable();
-            }
-        }
-        None
+        let consumer = views.consumer_heartbeat.as_ref();
+        consumer.is_some_and(|v| v.get().commit_verdict(&c.group_id, &c.member_id, epoch, self.api_version)).then_some(Accepting::Consumer)
+    }
+
+    /// Offers the commit to the commit path (commit_path.rs), which writes and answers it
+    /// without Python when the group accepts all of it; None: Python answers. The views are
+    /// asked again under the path's lock (a group being deleted meanwhile refuses).
+    pub fn take(&self, views: &Views, connection: u64) -> Option<Took> {
+        let path = views.commit_path.as_ref()?.get();
+        path.take(&self.body, self.api_version, self.correlation_id, connection, || self.accepting_view(views).is_some())
     }
 }
 
@@ -160,7 +181,7 @@ impl OffsetCommit {
 
 /// Kafka measures metadata in UTF-16 code units (Java's String.length()); a UTF-8 length within
 /// the limit is always within it, so the count is only made for long metadata.
-fn metadata_too_large(metadata: &str, max: usize) -> bool {
+pub fn metadata_too_large(metadata: &str, max: usize) -> bool {
     metadata.len() > max && metadata.encode_utf16().count() > max
 }
 
@@ -178,35 +199,40 @@ impl OffsetCommitAnswer {
     /// write failed.
     #[pyo3(signature = (write_error = 0))]
     fn frame<'py>(&self, py: Python<'py>, write_error: i16) -> PyResult<Bound<'py, PyBytes>> {
-        let topics = self
-            .codes
-            .iter()
-            .map(|(name, partitions)| {
-                OffsetCommitResponseTopic::default().with_name(name.clone()).with_partitions(
-                    partitions
-                        .iter()
-                        .map(|&(index, code)| {
-                            OffsetCommitResponsePartition::default()
-                                .with_partition_index(index)
-                                .with_error_code(if code == NONE { write_error } else { code })
-                        })
-                        .collect(),
-                )
-            })
-            .collect();
-        let mut out = BytesMut::with_capacity(64);
-        header::begin_response(
-            &mut out,
-            self.correlation_id,
-            OffsetCommitResponse::header_version(self.api_version),
-        );
-        OffsetCommitResponse::default()
-            .with_topics(topics)
-            .encode(&mut out, self.api_version)
+        let frame = encode_answer(self.api_version, self.correlation_id, &self.codes, write_error)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        header::finish_frame(&mut out);
-        Ok(PyBytes::new(py, &out))
+        Ok(PyBytes::new(py, &frame))
     }
+}
+
+/// An OffsetCommit response frame: per topic, per partition its code (`write_error` in place of
+/// NONE, the accepted partitions' code when their write failed).
+pub fn encode_answer(
+    api_version: i16,
+    correlation_id: i32,
+    codes: &[(TopicName, Vec<(i32, i16)>)],
+    write_error: i16,
+) -> anyhow::Result<Bytes> {
+    let topics = codes
+        .iter()
+        .map(|(name, partitions)| {
+            OffsetCommitResponseTopic::default().with_name(name.clone()).with_partitions(
+                partitions
+                    .iter()
+                    .map(|&(index, code)| {
+                        OffsetCommitResponsePartition::default()
+                            .with_partition_index(index)
+                            .with_error_code(if code == NONE { write_error } else { code })
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut out = BytesMut::with_capacity(64);
+    header::begin_response(&mut out, correlation_id, OffsetCommitResponse::header_version(api_version));
+    OffsetCommitResponse::default().with_topics(topics).encode(&mut out, api_version)?;
+    header::finish_frame(&mut out);
+    Ok(out.freeze())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! not once per partition. Classic and KIP-848 groups share this map.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -168,10 +169,22 @@ impl OffsetMap {
     }
 }
 
-#[pyclass(module = "corral._core", name = "OffsetMap")]
+/// Python's handle on the map. The network thread's commit path (commit_path.rs) applies the
+/// commits it wrote to the same map, hence the lock (taken for one call at a time).
+#[pyclass(frozen, module = "corral._core", name = "OffsetMap")]
 #[derive(Default)]
 pub struct PyOffsetMap {
-    map: OffsetMap,
+    map: Arc<Mutex<OffsetMap>>,
+}
+
+impl PyOffsetMap {
+    pub fn shared(&self) -> Arc<Mutex<OffsetMap>> {
+        self.map.clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, OffsetMap> {
+        self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 #[pymethods]
@@ -183,15 +196,16 @@ impl PyOffsetMap {
 
     /// Commits `partitions` [(partition, offset, leader_epoch, metadata)] of one topic at once.
     #[pyo3(signature = (group, topic, partitions, commit_timestamp_ms, expire_timestamp_ms = -1))]
-    fn commit(&mut self, group: &str, topic: &str, partitions: Vec<PartitionOffset>, commit_timestamp_ms: i64, expire_timestamp_ms: i64) {
-        self.map.commit(group, topic, partitions, commit_timestamp_ms, expire_timestamp_ms)
+    fn commit(&self, group: &str, topic: &str, partitions: Vec<PartitionOffset>, commit_timestamp_ms: i64, expire_timestamp_ms: i64) {
+        self.lock().commit(group, topic, partitions, commit_timestamp_ms, expire_timestamp_ms)
     }
 
     /// (offset, leader_epoch, metadata) for each asked partition, in order; (-1, -1, "") when none.
     fn fetch(&self, group: &str, topic: &str, partitions: Vec<i32>) -> Vec<(i64, i32, String)> {
+        let map = self.lock();
         partitions
             .into_iter()
-            .map(|p| match self.map.get(group, topic, p) {
+            .map(|p| match map.get(group, topic, p) {
                 Some(c) => (c.offset, c.leader_epoch, c.metadata.clone()),
                 None => (NO_OFFSET.0, NO_OFFSET.1, String::new()),
             })
@@ -200,36 +214,37 @@ impl PyOffsetMap {
 
     /// Every committed offset of a group: [(topic, [(partition, offset, leader_epoch, metadata)])].
     fn fetch_all(&self, group: &str) -> Vec<(String, Vec<PartitionOffset>)> {
-        self.map.topics(group).into_iter().map(|t| {
-            let offsets = self.map.topic_offsets(group, &t);
+        let map = self.lock();
+        map.topics(group).into_iter().map(|t| {
+            let offsets = map.topic_offsets(group, &t);
             (t, offsets)
         }).collect()
     }
 
-    fn delete(&mut self, group: &str, topic: &str, partitions: Vec<i32>) -> Vec<i32> {
-        self.map.delete(group, topic, &partitions)
+    fn delete(&self, group: &str, topic: &str, partitions: Vec<i32>) -> Vec<i32> {
+        self.lock().delete(group, topic, &partitions)
     }
 
-    fn delete_group(&mut self, group: &str) -> Vec<(String, i32)> {
-        self.map.delete_group(group)
+    fn delete_group(&self, group: &str) -> Vec<(String, i32)> {
+        self.lock().delete_group(group)
     }
 
     fn has_offsets(&self, group: &str) -> bool {
-        self.map.groups.contains_key(group)
+        self.lock().groups.contains_key(group)
     }
 
     fn count(&self, group: &str) -> usize {
-        self.map.groups.get(group).map_or(0, GroupOffsets::count)
+        self.lock().groups.get(group).map_or(0, GroupOffsets::count)
     }
 
     #[pyo3(signature = (group, now_ms, retention_ms, base_timestamp_ms = None, keep_topics = Vec::new()))]
     fn expired(&self, group: &str, now_ms: i64, retention_ms: i64, base_timestamp_ms: Option<i64>, keep_topics: Vec<String>) -> Vec<(String, i32)> {
-        self.map.expired(group, now_ms, retention_ms, base_timestamp_ms, &keep_topics)
+        self.lock().expired(group, now_ms, retention_ms, base_timestamp_ms, &keep_topics)
     }
 
     /// The group's offsets as `__consumer_offsets` records [(key, value)], for a snapshot.
     fn records<'py>(&self, py: Python<'py>, group: &str) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
-        self.map
+        self.lock()
             .entries(group)
             .into_iter()
             .map(|(topic, p, c)| {

@@ -48,6 +48,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
+use crate::commit_path::{CommitPath, Took};
 use crate::conn::{Conn, Listener, RawSasl, OUT_LIMIT};
 use crate::connection::{self, ApiTable, Received, Request, Routed};
 use crate::consumer_heartbeat_view::ConsumerHeartbeatView;
@@ -92,6 +93,8 @@ enum Inbound {
 enum Outbound {
     /// The answer to the connection's request (None: the request has no response, acks=0).
     Respond(u64, Option<Bytes>),
+    /// The answer the commit path gave a commit it took (commit_path.rs), with its error code.
+    CoreAnswer(u64, Bytes, i16),
     Close(u64),
     /// Close once the answers queued (and the next one) are written: a failed authentication.
     CloseAfterAnswer(u64),
@@ -183,7 +186,7 @@ impl Reactor {
     /// `queued_max_request_bytes` (bytes of requests received and not yet answered; see limits.rs).
     #[new]
     #[pyo3(signature = (table, listeners, max_request_bytes, heartbeat_view = None, *,
-                        consumer_heartbeat_view = None, authorize_short_paths = false,
+                        consumer_heartbeat_view = None, commit_path = None, authorize_short_paths = false,
                         sasl_max_receive_bytes = 524288, failed_authentication_delay_ms = 100, max_connections = None, max_connections_per_ip = None, idle_timeout_ms = None,
                         partial_request_timeout_ms = None, queued_max_request_bytes = None))]
     #[allow(clippy::too_many_arguments)]
@@ -193,6 +196,7 @@ impl Reactor {
         max_request_bytes: usize,
         heartbeat_view: Option<Py<HeartbeatView>>,
         consumer_heartbeat_view: Option<Py<ConsumerHeartbeatView>>,
+        commit_path: Option<Py<CommitPath>>,
         authorize_short_paths: bool,
         sasl_max_receive_bytes: usize,
         failed_authentication_delay_ms: u64,
@@ -231,6 +235,10 @@ impl Reactor {
             open_connections: AtomicU64::new(0),
             queued_request_bytes: AtomicU64::new(0),
         });
+        if let Some(path) = &commit_path {
+            let answers = shared.clone();
+            path.get().attach(Arc::new(move |connection, frame, code| answers.send_to_network(Outbound::CoreAnswer(connection, frame, code))));
+        }
         let idle = idle_timeout_ms.map(Duration::from_millis);
         let partial = partial_request_timeout_ms.map(Duration::from_millis);
         let sweep_every = [idle, partial].into_iter().flatten().map(|t| t / 4).fold(MAX_SWEEP, Duration::min);
@@ -258,7 +266,7 @@ impl Reactor {
             connections: HashMap::new(),
             next_id: FIRST_CONNECTION,
             table,
-            views: Views { heartbeat: heartbeat_view, consumer_heartbeat: consumer_heartbeat_view },
+            views: Views { heartbeat: heartbeat_view, consumer_heartbeat: consumer_heartbeat_view, commit_path },
             authorize_short_paths,
             sasl_max_receive_bytes: sasl_max_receive_bytes.min(max_request_bytes),
             failed_authentication_delay: Duration::from_millis(failed_authentication_delay_ms),
@@ -869,10 +877,22 @@ impl Network {
                     let short_path_allowed = !self.authorize_short_paths
                         || received.group_id().is_some_and(|group| conn.authorized_groups.contains(group));
                     let answer = if short_path_allowed { received.answer(&self.views, &conn.client_host) } else { None };
-                    if let Some((response, code)) = answer {
+                    let took = if short_path_allowed && answer.is_none() { received.take(&self.views, id) } else { None };
+                    if let Some((response, code)) = answer.or(match took {
+                        Some(Took::Answered(ref response)) => Some((response.clone(), 0)),
+                        _ => None,
+                    }) {
                         stats.answered(key, version, self.now.elapsed(), Some(code));
                         conn.budget.frame_taken(None);
                         conn.queue(response);
+                    } else if let Some(Took::Waiting { wake_flusher }) = took {
+                        // Answered by the fsync pass that covers it (`Outbound::CoreAnswer`).
+                        conn.budget.frame_taken(Some(size));
+                        conn.busy = true;
+                        conn.with_python = (key, version, self.now);
+                        if wake_flusher {
+                            self.shared.signal_python();
+                        }
                     } else {
                         conn.budget.frame_taken(Some(size));
                         conn.busy = true;
@@ -949,6 +969,21 @@ impl Network {
         }
     }
 
+    /// The answer to a connection's request that was with Python (`core_code` None) or waited
+    /// for the commit path's fsync (its error code): the connection may go on.
+    fn answered(&mut self, id: u64, response: Option<Bytes>, core_code: Option<i16>) {
+        let Some(conn) = self.connections.get_mut(&id) else { return };
+        conn.busy = false;
+        let (key, version, since) = conn.with_python;
+        self.shared.stats.answered(key, version, self.now.saturating_duration_since(since), core_code);
+        conn.budget.answered();
+        self.pool_freed |= conn.recharge(&mut self.pool);
+        if let Some(frame) = conn.outgoing(response) {
+            conn.queue(frame);
+        }
+        self.serve(id);
+    }
+
     /// Applies Python's answers: each frees its connection for its next request. Returns a
     /// failure to stop with (fault injection).
     fn take_answers(&mut self) -> Option<String> {
@@ -959,18 +994,8 @@ impl Network {
         };
         for item in items {
             match item {
-                Outbound::Respond(id, response) => {
-                    let Some(conn) = self.connections.get_mut(&id) else { continue };
-                    conn.busy = false;
-                    let (key, version, since) = conn.with_python;
-                    self.shared.stats.answered(key, version, self.now.saturating_duration_since(since), None);
-                    conn.budget.answered();
-                    self.pool_freed |= conn.recharge(&mut self.pool);
-                    if let Some(frame) = conn.outgoing(response) {
-                        conn.queue(frame);
-                    }
-                    self.serve(id);
-                }
+                Outbound::Respond(id, response) => self.answered(id, response, None),
+                Outbound::CoreAnswer(id, frame, code) => self.answered(id, Some(frame), Some(code)),
                 Outbound::Close(id) => self.end(id, End::Closed),
                 Outbound::CloseAfterAnswer(id) => {
                     if let Some(conn) = self.connections.get_mut(&id) {

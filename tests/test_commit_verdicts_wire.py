@@ -1,8 +1,9 @@
-"""The network thread's verdict on OffsetCommits over the wire (rust/offset_commit.rs, step 1 of
-docs/offset-commit-short-path.md): each commit it would take is counted on the view of its
-group's type (`commits_takeable`) and, for now, still handed to Python, whose answer must then be
-NONE; every commit Kafka refuses at the group level is not counted, whatever the client. A
-broker in this process, raw frames and librdkafka clients."""
+"""The network thread's verdict on OffsetCommits over the wire (rust/offset_commit.rs,
+docs/offset-commit-short-path.md): each commit it takes is counted on the view of its group's
+type (`commits_takeable`), written and answered by the commit path (rust/commit_path.rs) without
+reaching the Python handler, and read back at once; every commit Kafka refuses at the group
+level is not counted and reaches Python, whatever the client. A broker in this process, raw
+frames and librdkafka clients."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ REBALANCE_IN_PROGRESS, STALE_MEMBER_EPOCH = 27, 113
 
 @pytest.fixture
 def commit_calls(monkeypatch):
-    """The members whose OffsetCommits reached the Python handler (all of them, for now)."""
+    """The members whose OffsetCommits reached the Python handler."""
     answers: list[str] = []
     api_table()
     handler = HANDLERS[ApiKey.OFFSET_COMMIT]
@@ -69,14 +70,18 @@ def test_commits_the_views_accept_and_refusals_they_leave_alone(tmp_path, commit
             settle_mixed(broker, [a], [x])
             assert y.join() == 0 and y.sync() == 0  # a classic group of its own, Stable
 
+            core = broker.groups.log.core_commits
             before = consumer_view.commits_takeable, classic_view.commits_takeable
+            taken = core.committed()
             assert commit(a.client, "mixed", a.member_id, a.epoch, offset=7) == NONE
-            assert fetched(a.client, "mixed") == 7
-            assert commit(x.client, "mixed", x.member_id, x.generation, version=8) == NONE
+            assert fetched(a.client, "mixed") == 7  # read-your-commit
+            assert commit(x.client, "mixed", x.member_id, x.generation, version=8, offset=8) == NONE
+            assert fetched(x.client, "mixed") == 8
             assert commit(y.client, "plain", y.member_id, y.generation, version=8) == NONE
             assert (consumer_view.commits_takeable, classic_view.commits_takeable) == \
                 (before[0] + 2, before[1] + 1)
-            assert len(commit_calls) == 3, "the write is still Python's"
+            assert commit_calls == [], "written by the network thread"
+            assert core.committed() == (taken[0] + 3, taken[1] + 3)
 
             # Kafka's refusals: none judged takeable.
             before = consumer_view.commits_takeable, classic_view.commits_takeable
@@ -105,11 +110,14 @@ def test_commits_the_views_accept_and_refusals_they_leave_alone(tmp_path, commit
                 assert commit(y.client, "plain", y.member_id, y.generation, version=8) == \
                     REBALANCE_IN_PROGRESS
             assert (consumer_view.commits_takeable, classic_view.commits_takeable) == before
+            assert len(commit_calls) == 7, "every refusal is Python's"
+            assert core.committed() == (taken[0] + 3, taken[1] + 3)
+            assert fetched(a.client, "mixed") == 8
 
     with_broker(tmp_path, scenario, **{"group.initial.rebalance.delay.ms": 0})
 
 
-def test_librdkafka_commits_are_judged_takeable(tmp_path, commit_calls):
+def test_librdkafka_commits_are_taken_by_the_network_thread(tmp_path, commit_calls):
     confluent_kafka = pytest.importorskip("confluent_kafka")
 
     def scenario(broker) -> None:
@@ -133,6 +141,7 @@ def test_librdkafka_commits_are_judged_takeable(tmp_path, commit_calls):
             for c in consumers:
                 c.poll(1.0)
             before = broker.view.commits_takeable, broker.groups.heartbeat_view.commits_takeable
+            taken, python = broker.groups.log.core_commits.committed()[0], len(commit_calls)
             for i in range(10):
                 for c in consumers:
                     partition = c.assignment()[0]
@@ -140,6 +149,11 @@ def test_librdkafka_commits_are_judged_takeable(tmp_path, commit_calls):
                              asynchronous=False)
             assert broker.view.commits_takeable - before[0] == 10
             assert broker.groups.heartbeat_view.commits_takeable - before[1] == 10
+            assert broker.groups.log.core_commits.committed()[0] - taken == 20
+            assert len(commit_calls) == python
+            for c in consumers:
+                partition = c.assignment()[0].partition
+                assert c.committed([confluent_kafka.TopicPartition("t", partition)])[0].offset == 9
         finally:
             for consumer in consumers:
                 consumer.close()

@@ -57,7 +57,7 @@ create_exception!(
 
 /// An I/O error of the store as a Python exception: StorageError, so that callers can answer
 /// KAFKA_STORAGE_ERROR (or NOT_COORDINATOR) instead of failing the request.
-fn storage_error(e: io::Error) -> PyErr {
+pub(crate) fn storage_error(e: io::Error) -> PyErr {
     if e.kind() == io::ErrorKind::InvalidInput {
         return PyValueError::new_err(e.to_string());
     }
@@ -109,6 +109,72 @@ impl LogStore {
 
     fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
         self.dir.join(format!("{topic}-{partition}"))
+    }
+
+    /// `append` without Python, for the network thread's commit path (commit_path.rs); None
+    /// when the partition is not open.
+    /// Returns (error code, base offset, records waiting for an fsync in the partition).
+    pub(crate) fn append_open(&self, topic: &str, partition: i32, data: Vec<u8>) -> Option<io::Result<(i16, i64, u64)>> {
+        let appended = self.append_to(&self.lookup(topic, partition)?, data, None);
+        Some(appended.map(|r| (r.error_code, r.base_offset, r.unflushed)))
+    }
+
+    fn append_to(&self, shared: &Shared, data: Vec<u8>, log_append_time: Option<i64>) -> io::Result<AppendResult> {
+        let mut p = lock(shared);
+        let was_flushed = p.unflushed == 0;
+        let appended = p.append(data, log_append_time)?;
+        if was_flushed && p.unflushed > 0 {
+            self.dirty.lock().unwrap().push(shared.clone());
+        }
+        let (error_code, base_offset, last_offset, log_append_time) = match appended {
+            Appended::New(base, last, _) => (0, base, last, log_append_time.unwrap_or(-1)),
+            Appended::Duplicate(meta) => (0, meta.first_offset, meta.last_offset, meta.timestamp),
+            Appended::Refused(code, _) => (code, -1, -1, -1),
+        };
+        Ok(AppendResult { error_code, base_offset, last_offset, log_append_time, unflushed: p.unflushed })
+    }
+
+    /// `flush` without Python (see there).
+    pub(crate) fn flush_dirty(&self) -> io::Result<u64> {
+        let dirty = std::mem::take(&mut *self.dirty.lock().unwrap());
+        let mut total = 0;
+        let mut parts = dirty.into_iter();
+        while let Some(p) = parts.next() {
+            let (file, pending, new_dir) = {
+                let p = lock(&p);
+                if p.unflushed == 0 {
+                    continue;
+                }
+                (p.active_file(), p.unflushed, p.dir_unsynced.then(|| p.dir.clone()))
+            };
+            // A partition's first records: its directory entries must be durable too.
+            let file = match &new_dir {
+                Some(dir) => Partition::sync_dirs(&dir).and(file),
+                None => file,
+            };
+            // A roll in between already fsynced the older segment, so syncing the file that
+            // was active when `pending` was read covers every one of those records. The
+            // descriptor may have been opened after the one the appends wrote through (the
+            // cache evicted it): on Linux an fsync covers the inode's dirty pages, whichever
+            // descriptor wrote them.
+            if let Err(e) = file.and_then(|f| f.sync_data()) {
+                let mut dirty = self.dirty.lock().unwrap();
+                dirty.push(p);
+                dirty.extend(parts);
+                return Err(e);
+            }
+            let mut guard = lock(&p);
+            guard.flushed(pending);
+            if new_dir.is_some() {
+                guard.dir_unsynced = false;
+            }
+            // Appends made during the fsync found the partition dirty already: keep it listed.
+            if guard.unflushed > 0 {
+                self.dirty.lock().unwrap().push(p.clone());
+            }
+            total += pending;
+        }
+        Ok(total)
     }
 }
 
@@ -193,21 +259,7 @@ impl LogStore {
     fn append(&self, py: Python<'_>, topic: &str, partition: i32, data: &[u8], log_append_time: Option<i64>) -> PyResult<AppendResult> {
         let shared = self.get(topic, partition)?;
         let data = data.to_vec();
-        py.detach(|| -> io::Result<_> {
-            let mut p = lock(&shared);
-            let was_flushed = p.unflushed == 0;
-            let appended = p.append(data, log_append_time)?;
-            if was_flushed && p.unflushed > 0 {
-                self.dirty.lock().unwrap().push(shared.clone());
-            }
-            let (error_code, base_offset, last_offset, log_append_time) = match appended {
-                Appended::New(base, last, _) => (0, base, last, log_append_time.unwrap_or(-1)),
-                Appended::Duplicate(meta) => (0, meta.first_offset, meta.last_offset, meta.timestamp),
-                Appended::Refused(code, _) => (code, -1, -1, -1),
-            };
-            Ok(AppendResult { error_code, base_offset, last_offset, log_append_time, unflushed: p.unflushed })
-        })
-        .map_err(storage_error)
+        py.detach(|| self.append_to(&shared, data, log_append_time)).map_err(storage_error)
     }
 
     /// Whole batches from the one holding `offset`, at most `max_bytes` unless the first batch
@@ -297,48 +349,7 @@ impl LogStore {
     /// it started. Blocks (without the GIL): call it from a worker thread. Returns the number of
     /// records made durable.
     fn flush(&self, py: Python<'_>) -> PyResult<u64> {
-        let dirty = std::mem::take(&mut *self.dirty.lock().unwrap());
-        py.detach(|| -> io::Result<u64> {
-            let mut total = 0;
-            let mut parts = dirty.into_iter();
-            while let Some(p) = parts.next() {
-                let (file, pending, new_dir) = {
-                    let p = lock(&p);
-                    if p.unflushed == 0 {
-                        continue;
-                    }
-                    (p.active_file(), p.unflushed, p.dir_unsynced.then(|| p.dir.clone()))
-                };
-                // A partition's first records: its directory entries must be durable too.
-                let file = match &new_dir {
-                    Some(dir) => Partition::sync_dirs(&dir).and(file),
-                    None => file,
-                };
-                // A roll in between already fsynced the older segment, so syncing the file that
-                // was active when `pending` was read covers every one of those records. The
-                // descriptor may have been opened after the one the appends wrote through (the
-                // cache evicted it): on Linux an fsync covers the inode's dirty pages, whichever
-                // descriptor wrote them.
-                if let Err(e) = file.and_then(|f| f.sync_data()) {
-                    let mut dirty = self.dirty.lock().unwrap();
-                    dirty.push(p);
-                    dirty.extend(parts);
-                    return Err(e);
-                }
-                let mut guard = lock(&p);
-                guard.flushed(pending);
-                if new_dir.is_some() {
-                    guard.dir_unsynced = false;
-                }
-                // Appends made during the fsync found the partition dirty already: keep it listed.
-                if guard.unflushed > 0 {
-                    self.dirty.lock().unwrap().push(p.clone());
-                }
-                total += pending;
-            }
-            Ok(total)
-        })
-        .map_err(storage_error)
+        py.detach(|| self.flush_dirty()).map_err(storage_error)
     }
 
     /// Applies retention.ms / retention.bytes everywhere. Returns a RetentionResult (topic,

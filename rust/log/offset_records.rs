@@ -64,6 +64,13 @@ fn records(group_id: &str, topics: &[TopicCommits], commit_ms: i64, expire_ms: i
     Ok(out)
 }
 
+/// The batch of one group's offset commits, for the network thread's commit path; None when a
+/// string is too long for the record format or nothing is committed.
+pub fn commit_batch(group_id: &str, topics: &[TopicCommits], commit_ms: i64) -> Option<Vec<u8>> {
+    let recs = records(group_id, topics, commit_ms, -1).ok()?;
+    (!recs.is_empty()).then(|| batch::build(&recs, commit_ms, NO_PRODUCER))
+}
+
 /// The batch (stamped `commit_ms`) of one group's offset commits. `expire_ms` -1: none.
 #[pyfunction]
 pub fn offset_commit_batch<'py>(

@@ -79,6 +79,9 @@ class PartitionLogs:
         self._flush_waiters: list[FlushCallback] = []
         self._flush_wanted = trio.Event()
         self.flush_seconds = Durations()  # fsync passes that made records durable (/metrics)
+        # Appends made outside Python that wait for an fsync pass (the network thread's
+        # OffsetCommits, rust/commit_path.rs): its `flush` runs the pass and completes them.
+        self.core_appender: _core.CommitPath | None = None
         topics.on_delete.append(self._topic_deleted)
         topics.on_configs.append(self.reconfigure)
         settings.on_change.append(self._settings_changed)
@@ -128,6 +131,8 @@ class PartitionLogs:
         """Dynamic broker settings: the flush policy, and the topic defaults."""
         self.flush_messages = self.settings["log.flush.interval.messages"]
         self.flush_interval_ms = self.settings["log.flush.interval.ms"]
+        if self.core_appender is not None:
+            self.core_appender.set_flush_messages(self.flush_messages)
         self._flush_wanted.set()  # the flusher takes up a new interval at once
         if names & _TOPIC_DEFAULTS:
             for topic in list(self.topics.by_name.values()):
@@ -161,6 +166,12 @@ class PartitionLogs:
     def request_flush(self) -> None:
         """Asks for an fsync pass without waiting for it (acks=0 appends)."""
         self._flush_wanted.set()
+
+    def core_appends_wait(self) -> None:
+        """Asks for an fsync pass if the core appended something that waits for one (the
+        server calls it whenever the network thread signals)."""
+        if self.core_appender is not None and self.core_appender.take_flush_wanted():
+            self._flush_wanted.set()
 
     def after_flush(self, callback: FlushCallback) -> None:
         """Calls `callback(error)` once an fsync pass that started after this call has finished:
@@ -209,7 +220,8 @@ class PartitionLogs:
             error = None
             started = time.monotonic()
             try:
-                if await trio.to_thread.run_sync(self.store.flush):
+                flush = self.store.flush if self.core_appender is None else self.core_appender.flush
+                if await trio.to_thread.run_sync(flush):
                     self.flush_seconds.observe(time.monotonic() - started)
             except OSError as e:
                 storage_warning("fsync", "fsync failed, appends waiting for it are not "

@@ -186,8 +186,11 @@ class BrokerCollector:
         yield GaugeMetricFamily(prefix + "offset_count", "Committed offsets",
                                 value=sum(groups.offsets.map.count(g) for g in groups.groups))
         m = groups.metrics
+        core = groups.log.core_commits  # commits the network thread wrote
+        core_partitions = core.committed()[1] if core is not None else 0
         for name, doc, value in (
-                ("offset_commit", "Offsets committed (Kafka's offset-commit-count)", m.offset_commits),
+                ("offset_commit", "Offsets committed (Kafka's offset-commit-count)",
+                 m.offset_commits + core_partitions),
                 ("offset_expiration", "Offsets expired (offset-expiration-count)",
                  m.offset_expirations),
                 ("offset_deletion", "Offsets deleted by OffsetDelete (offset-deletion-count)",

@@ -96,6 +96,7 @@ class Server:
              for listener, opened, config in zip(configured, sockets, tls) for socket in opened],
             self.max_request_bytes, groups.heartbeat_view if short_paths else None,
             consumer_heartbeat_view=groups.consumer_heartbeat_view if short_paths else None,
+            commit_path=groups.log.core_commits,
             # With ACLs, the short paths answer only groups a handler authorized on the connection.
             authorize_short_paths=self.broker.authorizer is not None,
             **network_limits(self.settings))
@@ -153,6 +154,7 @@ class Server:
                 self.failure = str(e)
                 nursery.cancel_scope.cancel()
                 return
+            self.broker.logs.core_appends_wait()
             for kind, client_host, message in problems:
                 if kind is None:
                     log.warning("%s", message)  # already rate-limited by the network thread

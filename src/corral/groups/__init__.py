@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
+from .. import _core
 from .coordinator import GroupCoordinator
 from .storage import snapshot
 from .storage.placement import OFFSETS_TOPIC, partition_for
@@ -29,9 +30,22 @@ def coordinator_for(broker) -> GroupCoordinator:
     if topic is None:
         topic = broker.topics.create_at_startup(OFFSETS_TOPIC, broker.settings["offsets.topic.num.partitions"],
                                                 OFFSETS_TOPIC_CONFIGS, internal=True)
-    durable = DurableLog(broker.logs, topic, broker.settings["corral.coordinator.write.delay.ms"])
-    coordinator = GroupCoordinator(broker.settings, durable, broker.data_dir / snapshot.FILE_NAME,
+    settings = broker.settings
+    durable = DurableLog(broker.logs, topic, settings["corral.coordinator.write.delay.ms"])
+    coordinator = GroupCoordinator(settings, durable, broker.data_dir / snapshot.FILE_NAME,
                                    broker.topics)
+    # With ACLs every commit is authorized by Python (GROUP and TOPIC READ); with a write delay
+    # (fault injection) every write waits in Python.
+    if settings["corral.group.offset.commit.short.path.enable"] and broker.authorizer is None \
+            and not durable.write_delay_s:
+        durable.core_commits = _core.CommitPath(
+            broker.logs.store, topic.name, topic.partitions, coordinator.offsets.map,
+            settings["log.flush.interval.messages"], settings["offset.metadata.max.bytes"])
+        broker.logs.core_appender = durable.core_commits
+        for partition in range(topic.partitions):
+            broker.logs.open(topic, partition)  # the network thread appends only to open ones
+        broker.topics.on_change.append(lambda names: _mirror_topics(broker.topics, durable.core_commits, names))
+        _mirror_topics(broker.topics, durable.core_commits, set(broker.topics.by_name))
     broker.topics.on_change.append(coordinator.on_topics_changed)
     coordinator.authorize_regexes = broker.authorizer is not None
     coordinator.group_configs = broker.dynamic_configs
@@ -45,6 +59,13 @@ def coordinator_for(broker) -> GroupCoordinator:
                     "%d from %s", loaded["groups"], loaded["offsets"], time.monotonic() - started,
                     loaded["snapshot_records"], loaded["log_records"], OFFSETS_TOPIC)
     return coordinator
+
+
+def _mirror_topics(topics, core_commits, names: set[str]) -> None:
+    """The topics as requests see them, for the network thread's commits."""
+    for name in names:
+        topic = topics.get(name)
+        core_commits.set_topic(name, topic.partitions if topic is not None else 0)
 
 
 logger = logging.getLogger("corral.groups")

@@ -322,6 +322,10 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
 
     def delete_group(self, group_id: str) -> Later:
         """DeleteGroups for one group: resolves to its error once its tombstones are durable."""
+        # The tombstones list the map's offsets: commits the network thread wrote come first.
+        return self.log.after_core_commits(group_id, lambda: self._delete_group(group_id))
+
+    def _delete_group(self, group_id: str) -> Later:
         group = self.groups.get(group_id)
         error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_delete()
         if error:

@@ -24,7 +24,7 @@ from ...clock import wall_ms
 from ...errors import ErrorCode
 from ...log import StorageError, storage_warning
 from .placement import partition_for
-from .records import KeyValue, Record, encode_batch
+from .records import GroupTombstone, KeyValue, OffsetCommits, OffsetTombstones, Record, encode_batch
 
 if TYPE_CHECKING:
     from ...log import PartitionLogs
@@ -44,6 +44,8 @@ class CoordinatorLog:
     replay: Replay
     # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
     appends = 0
+    # The network thread's OffsetCommit writer (rust/commit_path.rs), if this log has one.
+    core_commits: "_core.CommitPath | None" = None
     # While a request is handled (`for_request`), the writes it caused, wherever they were made.
     _request: list[Later] | None = None
 
@@ -77,6 +79,10 @@ class CoordinatorLog:
         """Whether writes of the group are appended but not applied yet."""
         return False
 
+    def after_core_commits(self, group_id: str, then: Callable[[], Later]) -> Later:
+        """`then()`, once commits of the group written outside Python are applied."""
+        return then()
+
     def positions(self) -> dict[int, int]:
         """Per partition, where replay must start for a snapshot of the current state."""
         return {}
@@ -89,12 +95,18 @@ class CoordinatorLog:
         """The writer task, for logs that have one."""
 
 
+# Records whose replay changes the offset map.
+_OFFSET_RECORDS = (OffsetCommits, OffsetTombstones, GroupTombstone)
+
+
 class _Pending:
     """One appended write waiting for its fsync."""
 
-    __slots__ = ("group_id", "partition", "base", "records", "done", "durable", "error")
+    __slots__ = ("group_id", "partition", "base", "records", "done", "durable", "error",
+                 "touches_offsets")
 
-    def __init__(self, group_id: str, partition: int, base: int, records: list[Record], done: Later):
+    def __init__(self, group_id: str, partition: int, base: int, records: list[Record], done: Later,
+                 touches_offsets: bool):
         self.group_id = group_id
         self.partition = partition
         self.base = base
@@ -102,6 +114,7 @@ class _Pending:
         self.done = done
         self.durable = False
         self.error: BaseException | None = None
+        self.touches_offsets = touches_offsets
 
 
 class DurableLog(CoordinatorLog):
@@ -116,6 +129,9 @@ class DurableLog(CoordinatorLog):
         self._groups_pending: dict[str, int] = {}
         self._ready = trio.Event()
         self._partition_of: dict[str, int] = {}
+        # `core_commits` takes a group's commits only while no write of ours touching its
+        # offsets is pending, so the offset map is applied in log order (counted here).
+        self._offset_writes: dict[str, int] = {}
 
     def partition_of(self, group_id: str) -> int:
         # Java's String.hashCode in Python is costly per commit: remember each group's partition.
@@ -128,6 +144,12 @@ class DurableLog(CoordinatorLog):
                batch: bytes | None) -> Later:
         done = Later()
         partition = self.partition_of(group_id)
+        # Flagged before the append: a network-thread commit of the group is then either
+        # appended before ours or not taken at all.
+        touches_offsets = self.core_commits is not None and \
+            any(isinstance(record, _OFFSET_RECORDS) for record in records)
+        if touches_offsets:
+            self._offset_write_begins(group_id)
         try:
             result, needs_flush = self.logs.append(
                 self.topic, partition, batch if batch is not None else encode_batch(records, wall_ms()))
@@ -136,10 +158,13 @@ class DurableLog(CoordinatorLog):
                             self.topic.name, partition, e)
             result = None
         if result is None or result.error_code:
+            if touches_offsets:
+                self._offset_write_ends(group_id)
             done.resolve(WRITE_FAILED)
             return done
         self.appends += 1
-        pending = _Pending(group_id, partition, result.base_offset, [] if applied else records, done)
+        pending = _Pending(group_id, partition, result.base_offset, [] if applied else records, done,
+                           touches_offsets)
         self._pending.append(pending)
         self._groups_pending[group_id] = self._groups_pending.get(group_id, 0) + 1
         if needs_flush:
@@ -164,6 +189,8 @@ class DurableLog(CoordinatorLog):
             if left:
                 self._groups_pending[write.group_id] = left
             if write.error is not None:
+                if write.touches_offsets:
+                    self._offset_write_ends(write.group_id)
                 write.done.resolve(WRITE_FAILED)
                 continue
             try:
@@ -172,6 +199,8 @@ class DurableLog(CoordinatorLog):
             except Exception:
                 # A bug in replay: memory may be off; say so loudly, keep serving the rest.
                 log.exception("replaying a durable coordinator write failed")
+            if write.touches_offsets:
+                self._offset_write_ends(write.group_id)  # applied: the network thread may write
             write.done.resolve(ErrorCode.NONE)
 
     async def run(self) -> None:
@@ -183,14 +212,42 @@ class DurableLog(CoordinatorLog):
             await trio.sleep(self.write_delay_s)
             self._apply_durable()
 
+    def _offset_write_begins(self, group_id: str) -> None:
+        count = self._offset_writes.get(group_id, 0)
+        if not count:
+            self.core_commits.python_writing(group_id, True)
+        self._offset_writes[group_id] = count + 1
+
+    def _offset_write_ends(self, group_id: str) -> None:
+        count = self._offset_writes.pop(group_id) - 1
+        if count:
+            self._offset_writes[group_id] = count
+        else:
+            self.core_commits.python_writing(group_id, False)
+
     def writing(self, group_id: str) -> bool:
-        return group_id in self._groups_pending
+        return group_id in self._groups_pending or self.core_commits_in_flight(group_id)
+
+    def core_commits_in_flight(self, group_id: str) -> bool:
+        """Whether the network thread appended commits of the group not applied yet."""
+        return self.core_commits is not None and self.core_commits.in_flight(group_id) > 0
+
+    def after_core_commits(self, group_id: str, then: Callable[[], Later]) -> Later:
+        """`then()` once the network thread's commits of the group are applied (tombstones are
+        computed from the map: one in flight would come back after them)."""
+        if not self.core_commits_in_flight(group_id):
+            return then()
+        done = Later()
+        # A pass that starts after this call covers them; the path applies them inside it.
+        self.logs.after_flush(lambda _error: self.after_core_commits(group_id, then).then(done.resolve))
+        return done
 
     def positions(self) -> dict[int, int]:
         # Memory holds exactly the writes before the oldest pending one of each partition.
-        oldest: dict[int, int] = {}
+        oldest: dict[int, int] = dict(self.core_commits.oldest_in_flight()) if self.core_commits else {}
         for write in self._pending:
-            oldest.setdefault(write.partition, write.base)
+            if write.base < oldest.get(write.partition, write.base + 1):
+                oldest[write.partition] = write.base
         return {partition: oldest.get(partition, self.logs.offsets(self.topic, partition)[1])
                 for partition in range(self.topic.partitions)}
 

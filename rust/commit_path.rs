@@ -1,0 +1,324 @@
+//! OffsetCommit without Python: the steady-state commit of a known member is checked, appended
+//! to `__consumer_offsets`, group-committed by the next fsync pass, applied to the offset map
+//! and answered by the core (issue 29 item 6; docs/offset-commit-short-path.md).
+//!
+//! The network thread takes a commit (`take`) only when Python would accept all of it: a view
+//! says the member may commit at that generation or epoch (`OffsetCommit::accepted_by_views`),
+//! every topic is known with the partition (`set_topic` mirrors the broker's topics), every
+//! metadata is within `offset.metadata.max.bytes`, and the group has no Python write touching
+//! offsets pending. Anything else, Python answers as before.
+//!
+//! Ordering with Python's writes (the offset map must end as the log says):
+//! - One applier per group at a time. Python flags a group while a write of it that touches
+//!   offsets is pending (`python_writing`); the network thread checks the flag and appends
+//!   under this path's lock, so a Python append of the group is either before the check (the
+//!   commit goes to Python) or after the Rust append (a later log offset, applied later: the
+//!   Rust commit is applied inside the fsync pass, Python's after it, in the loop).
+//! - Tombstones computed from the map (DeleteGroups, expiry) wait until `in_flight(group)` is 0.
+//!   The verdict is asked under this path's lock, so a group marked deleting before that is
+//!   refused, and one marked after already counts the commit in flight.
+//! - Snapshots start replay no later than `oldest_in_flight()`.
+//!
+//! Lock order: this path's state, then a view (the verdict) or the offset map.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use kafka_protocol::messages::OffsetCommitRequest;
+use kafka_protocol::ResponseError;
+use pyo3::prelude::*;
+
+use crate::log::offset_records::{commit_batch, TopicCommits};
+use crate::log::{storage_error, LogStore};
+use crate::offset_commit::{encode_answer, metadata_too_large};
+use crate::offset_map::{OffsetMap, PyOffsetMap};
+
+const NONE: i16 = 0;
+/// Kafka maps a failed coordinator append or fsync to NOT_COORDINATOR.
+const WRITE_FAILED: i16 = ResponseError::NotCoordinator.code();
+
+/// Sends a connection its answer (frame, error code) from whichever thread completes it.
+pub type Responder = Arc<dyn Fn(u64, Bytes, i16) + Send + Sync>;
+
+/// What became of an OffsetCommit the network thread offered to the path.
+pub enum Took {
+    /// Written and applied: the answer goes out now (no fsync wanted before acknowledging).
+    Answered(Bytes),
+    /// Appended; the answer goes out after the fsync pass that covers it. `wake_flusher`: ask
+    /// Python's flusher for a pass (the first commit waiting since the last one).
+    Waiting { wake_flusher: bool },
+}
+
+/// An appended commit waiting for its fsync.
+struct Waiter {
+    connection: u64,
+    group: String,
+    partition: i32,
+    base_offset: i64,
+    topics: Vec<TopicCommits>,
+    commit_ms: i64,
+    accepted: Bytes,
+    failed: Bytes,
+}
+
+#[derive(Default)]
+struct State {
+    /// Topic name -> partition count, as requests see them.
+    topics: HashMap<String, i32>,
+    /// Groups with a Python write touching offsets appended and not applied yet.
+    python_writing: HashSet<String>,
+    /// Per group, commits appended here and not applied yet.
+    in_flight: HashMap<String, u32>,
+    waiting: Vec<Waiter>,
+}
+
+#[pyclass(frozen, module = "corral._core")]
+pub struct CommitPath {
+    store: Py<LogStore>,
+    offsets_topic: String,
+    offsets_partitions: i32,
+    map: Arc<Mutex<OffsetMap>>,
+    state: Mutex<State>,
+    responder: Mutex<Option<Responder>>,
+    /// log.flush.interval.messages: below it, a commit is acknowledged without an fsync.
+    flush_messages: AtomicU64,
+    metadata_max_bytes: AtomicUsize,
+    flush_wanted: AtomicBool,
+    requests: AtomicU64,
+    partitions: AtomicU64,
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Kafka's placement: Utils.abs(groupId.hashCode()) % partitions, the hash Java's String's.
+pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
+    let hash = group_id.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(unit as i32));
+    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
+    abs % partitions.max(1)
+}
+
+impl CommitPath {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn attach(&self, responder: Responder) {
+        *self.responder.lock().unwrap_or_else(|p| p.into_inner()) = Some(responder);
+    }
+
+    /// Takes the commit when Python would accept all of it and the group is this path's now
+    /// (see the module's comment); None: Python answers it. `verdict` asks the views.
+    pub fn take(
+        &self,
+        commit: &OffsetCommitRequest,
+        api_version: i16,
+        correlation_id: i32,
+        connection: u64,
+        verdict: impl FnOnce() -> bool,
+    ) -> Option<Took> {
+        let group = commit.group_id.as_str();
+        let metadata_max = self.metadata_max_bytes.load(Ordering::Relaxed);
+        let mut state = self.lock();
+        if state.python_writing.contains(group) || commit.topics.is_empty() {
+            return None;
+        }
+        let mut topics: Vec<TopicCommits> = Vec::with_capacity(commit.topics.len());
+        let mut codes = Vec::with_capacity(commit.topics.len());
+        for topic in &commit.topics {
+            let &count = state.topics.get(topic.name.as_str())?;
+            let mut partitions = Vec::with_capacity(topic.partitions.len());
+            for p in &topic.partitions {
+                let metadata = p.committed_metadata.as_deref().unwrap_or("");
+                if p.partition_index < 0 || p.partition_index >= count || metadata_too_large(metadata, metadata_max) {
+                    return None;
+                }
+                partitions.push((p.partition_index, p.committed_offset, p.committed_leader_epoch, metadata.to_owned()));
+            }
+            codes.push((topic.name.clone(), topic.partitions.iter().map(|p| (p.partition_index, NONE)).collect()));
+            topics.push((topic.name.as_str().to_owned(), partitions));
+        }
+        if !verdict() {
+            return None;
+        }
+        let commit_ms = wall_ms();
+        let batch = commit_batch(group, &topics, commit_ms)?;
+        let partition = partition_for(group, self.offsets_partitions);
+        let (code, base_offset, unflushed) = match self.store.get().append_open(&self.offsets_topic, partition, batch)? {
+            Ok(appended) => appended,
+            Err(_) => return None, // Python writes it again, and says why it failed
+        };
+        if code != NONE {
+            return None;
+        }
+        let accepted = encode_answer(api_version, correlation_id, &codes, NONE).ok()?;
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let count: usize = topics.iter().map(|(_, ps)| ps.len()).sum();
+        self.partitions.fetch_add(count as u64, Ordering::Relaxed);
+        if unflushed < self.flush_messages.load(Ordering::Relaxed) {
+            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            for (topic, partitions) in topics {
+                map.commit(group, &topic, partitions, commit_ms, -1);
+            }
+            return Some(Took::Answered(accepted));
+        }
+        let failed = encode_answer(api_version, correlation_id, &codes, WRITE_FAILED).ok()?;
+        *state.in_flight.entry(group.to_owned()).or_default() += 1;
+        state.waiting.push(Waiter {
+            connection,
+            group: group.to_owned(),
+            partition,
+            base_offset,
+            topics,
+            commit_ms,
+            accepted,
+            failed,
+        });
+        let wake_flusher = !self.flush_wanted.swap(true, Ordering::AcqRel);
+        Some(Took::Waiting { wake_flusher })
+    }
+
+    /// Applies and answers the commits an fsync pass covered (`durable`), or answers them
+    /// NOT_COORDINATOR (the pass failed: nothing applied, as Python does).
+    fn complete(&self, mut covered: Vec<Waiter>, durable: bool) {
+        if covered.is_empty() {
+            return;
+        }
+        if durable {
+            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            for waiter in &mut covered {
+                for (topic, partitions) in std::mem::take(&mut waiter.topics) {
+                    map.commit(&waiter.group, &topic, partitions, waiter.commit_ms, -1);
+                }
+            }
+        }
+        {
+            let mut state = self.lock();
+            for waiter in &covered {
+                if let Some(count) = state.in_flight.get_mut(&waiter.group) {
+                    *count -= 1;
+                    if *count == 0 {
+                        state.in_flight.remove(&waiter.group);
+                    }
+                }
+            }
+        }
+        let responder = self.responder.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(respond) = responder {
+            for waiter in covered {
+                let (frame, code) = if durable { (waiter.accepted, NONE) } else { (waiter.failed, WRITE_FAILED) };
+                respond(waiter.connection, frame, code);
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl CommitPath {
+    /// A path appending to `offsets_topic` (its `offsets_partitions` partitions, opened by
+    /// Python) in `store`, applying to `offset_map`.
+    #[new]
+    fn new(
+        store: Py<LogStore>,
+        offsets_topic: String,
+        offsets_partitions: i32,
+        offset_map: &PyOffsetMap,
+        flush_messages: u64,
+        metadata_max_bytes: usize,
+    ) -> Self {
+        CommitPath {
+            store,
+            offsets_topic,
+            offsets_partitions,
+            map: offset_map.shared(),
+            state: Mutex::new(State::default()),
+            responder: Mutex::new(None),
+            flush_messages: AtomicU64::new(flush_messages),
+            metadata_max_bytes: AtomicUsize::new(metadata_max_bytes),
+            flush_wanted: AtomicBool::new(false),
+            requests: AtomicU64::new(0),
+            partitions: AtomicU64::new(0),
+        }
+    }
+
+    /// log.flush.interval.messages changed (a dynamic broker setting).
+    fn set_flush_messages(&self, flush_messages: u64) {
+        self.flush_messages.store(flush_messages, Ordering::Relaxed);
+    }
+
+    /// A topic as requests now see it (created, grown); `partitions` 0: gone.
+    fn set_topic(&self, name: &str, partitions: i32) {
+        let mut state = self.lock();
+        if partitions > 0 {
+            state.topics.insert(name.to_owned(), partitions);
+        } else {
+            state.topics.remove(name);
+        }
+    }
+
+    /// Whether a Python write of the group touching offsets is pending (see the module's comment).
+    fn python_writing(&self, group_id: &str, writing: bool) {
+        let mut state = self.lock();
+        if writing {
+            state.python_writing.insert(group_id.to_owned());
+        } else {
+            state.python_writing.remove(group_id);
+        }
+    }
+
+    /// Commits of the group appended here and not applied yet.
+    fn in_flight(&self, group_id: &str) -> u32 {
+        self.lock().in_flight.get(group_id).copied().unwrap_or(0)
+    }
+
+    /// Per `__consumer_offsets` partition, the offset of its oldest commit not applied yet.
+    fn oldest_in_flight(&self) -> HashMap<i32, i64> {
+        let mut oldest = HashMap::new();
+        for waiter in &self.lock().waiting {
+            oldest.entry(waiter.partition).or_insert(waiter.base_offset);
+        }
+        oldest
+    }
+
+    /// Whether commits wait for an fsync pass; clears the request for one.
+    fn take_flush_wanted(&self) -> bool {
+        self.flush_wanted.swap(false, Ordering::AcqRel)
+    }
+
+    /// An fsync pass of the whole store (LogStore.flush) that also completes the commits
+    /// appended before it started. Blocks without the GIL: call it from a worker thread.
+    fn flush(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| {
+            let covered = std::mem::take(&mut self.lock().waiting);
+            let flushed = self.store.get().flush_dirty();
+            self.complete(covered, flushed.is_ok());
+            flushed
+        })
+        .map_err(storage_error)
+    }
+
+    /// (OffsetCommit requests, partitions) this path committed.
+    fn committed(&self) -> (u64, u64) {
+        (self.requests.load(Ordering::Relaxed), self.partitions.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partition_for;
+
+    #[test]
+    fn groups_are_placed_as_kafka_places_them() {
+        // Values from Python's placement.partition_for (Java's String.hashCode).
+        assert_eq!(partition_for("", 50), 0);
+        assert_eq!(partition_for("my-group", 50), partition_for("my-group", 50));
+        let hash = "abc".encode_utf16().fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32));
+        assert_eq!(hash, 96354);
+        assert_eq!(partition_for("abc", 50), 96354 % 50);
+        assert_eq!(partition_for("日本", 7), ("日本".encode_utf16().fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32)).abs()) % 7);
+    }
+}
