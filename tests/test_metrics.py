@@ -94,6 +94,7 @@ def test_requests_errors_connections_and_groups_over_the_wire(broker):
         assert delta("kafka_network_errors_total", request="JoinGroup",
                      error="MEMBER_ID_REQUIRED") == 1
         assert delta(PREFIX + "offset_commit_total") == 3
+        assert delta("corral_offset_commit_short_path_total") == 1  # written by the network thread
         assert scraper.value(PREFIX + "offset_count") == 3
         assert scraper.value(PREFIX + "group_count", protocol="classic") == 1
         assert scraper.value(PREFIX + "classic_group_count", state="Stable") == 1

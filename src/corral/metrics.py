@@ -187,7 +187,10 @@ class BrokerCollector:
                                 value=sum(groups.offsets.map.count(g) for g in groups.groups))
         m = groups.metrics
         core = groups.log.core_commits  # commits the network thread wrote
-        core_partitions = core.committed()[1] if core is not None else 0
+        core_requests, core_partitions = core.committed() if core is not None else (0, 0)
+        yield CounterMetricFamily("corral_offset_commit_short_path",
+                                  "OffsetCommit requests written and answered by the network "
+                                  "thread (rust/commit_path.rs)", value=core_requests)
         for name, doc, value in (
                 ("offset_commit", "Offsets committed (Kafka's offset-commit-count)",
                  m.offset_commits + core_partitions),
