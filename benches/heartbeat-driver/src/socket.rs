@@ -2,6 +2,7 @@
 //! what they take, reading what they have (with the kernel's receive times), splitting frames.
 
 use crate::sys::{check, set_int_option};
+use std::collections::VecDeque;
 use std::io;
 
 pub fn sockaddr(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
@@ -35,6 +36,70 @@ pub fn start_connect(fd: i32, port: u16) -> io::Result<()> {
 /// Whether a connect that epoll reported done has succeeded.
 pub fn connected(fd: i32) -> bool {
     crate::sys::get_int_option(fd, libc::SOL_SOCKET, libc::SO_ERROR).unwrap_or(-1) == 0
+}
+
+/// Takes the socket off epoll and closes it.
+pub fn close(epoll: i32, fd: i32) {
+    unsafe {
+        libc::epoll_ctl(epoll, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut());
+        libc::close(fd);
+    }
+}
+
+/// An epoll event's u64 for connection `index`'s socket number `serial`: the serial tells an
+/// event of a socket closed earlier in the same batch from one of its successor.
+pub fn event_data(index: usize, serial: u32) -> u64 {
+    index as u64 | (serial as u64) << 32
+}
+
+/// (index, serial) back from an event's u64.
+pub fn event_source(data: u64) -> (usize, u32) {
+    ((data & 0xffff_ffff) as usize, (data >> 32) as u32)
+}
+
+/// At most `limit` connections opening (connect, then the ApiVersions handshake) at once, the
+/// others waiting in line, as corral load's connect slots and the Java client's storms of
+/// reconnects are bounded.
+pub struct ConnectSlots {
+    limit: usize,
+    used: usize,
+    line: VecDeque<usize>,
+}
+
+impl ConnectSlots {
+    pub fn new(limit: usize) -> ConnectSlots {
+        ConnectSlots { limit, used: 0, line: VecDeque::new() }
+    }
+
+    pub fn available(&self) -> bool {
+        self.used < self.limit
+    }
+
+    /// A connection starts opening: it holds a slot until its handshake is done or it fails.
+    pub fn take(&mut self) {
+        self.used += 1;
+    }
+
+    pub fn wait(&mut self, connection: usize) {
+        self.line.push_back(connection);
+    }
+
+    pub fn leave_line(&mut self, connection: usize) {
+        self.line.retain(|&c| c != connection);
+    }
+
+    pub fn give_back(&mut self) {
+        self.used -= 1;
+    }
+
+    /// The next connection in line, if a slot is free for it.
+    pub fn next_in_line(&mut self) -> Option<usize> {
+        if self.available() {
+            self.line.pop_front()
+        } else {
+            None
+        }
+    }
 }
 
 /// epoll_ctl with the events and the u64 the drivers tell their sockets apart by.

@@ -169,8 +169,7 @@ pub struct Driver {
     pub members: Vec<Member>,
     /// Connection c carries members c*K .. (c+1)*K, K = --members-per-connection.
     pub conns: Vec<Connection>,
-    pub slots_used: usize,
-    pub slot_queue: VecDeque<usize>,
+    pub slots: heartbeat_driver::socket::ConnectSlots,
     pub next_source: usize,
     pub ready_conns: usize,
     pub timers: Timers<u32>,
@@ -225,8 +224,7 @@ impl Driver {
             epoll,
             members: Vec::with_capacity(cfg.members),
             conns: (0..cfg.members.div_ceil(cfg.members_per_connection)).map(|_| Connection::default()).collect(),
-            slots_used: 0,
-            slot_queue: VecDeque::new(),
+            slots: heartbeat_driver::socket::ConnectSlots::new(cfg.connects_in_flight),
             next_source: 0,
             ready_conns: 0,
             timers: Timers::default(),
@@ -314,8 +312,8 @@ impl Driver {
                     self.read_stdin();
                     continue;
                 }
-                let (c, serial, flags) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32, ev.events);
-                self.on_event(c, serial, flags);
+                let (c, serial) = heartbeat_driver::socket::event_source(ev.u64);
+                self.on_event(c, serial, ev.events);
             }
             self.fire_timers();
             self.paced_sends();

@@ -104,11 +104,11 @@ impl Driver {
         if self.conns[c].state != Conn::Down {
             return;
         }
-        if self.slots_used < self.cfg.connects_in_flight {
+        if self.slots.available() {
             self.open(c);
         } else {
             self.conns[c].state = Conn::WaitingSlot;
-            self.slot_queue.push_back(c);
+            self.slots.wait(c);
         }
     }
 
@@ -134,7 +134,7 @@ impl Driver {
         conn.serial = conn.serial.wrapping_add(1);
         conn.state = Conn::Connecting;
         conn.holds_slot = true;
-        self.slots_used += 1;
+        self.slots.take();
         if socket::start_connect(fd, self.cfg.port).is_err() {
             return self.fail_connection(c, "CONNECTION");
         }
@@ -184,9 +184,8 @@ impl Driver {
         if !std::mem::take(&mut self.conns[c].holds_slot) {
             return;
         }
-        self.slots_used -= 1;
-        while self.slots_used < self.cfg.connects_in_flight {
-            let Some(d) = self.slot_queue.pop_front() else { break };
+        self.slots.give_back();
+        while let Some(d) = self.slots.next_in_line() {
             self.conns[d].state = Conn::Down;
             self.open(d);
         }
@@ -197,16 +196,13 @@ impl Driver {
     pub fn close(&mut self, c: usize) {
         let conn = &mut self.conns[c];
         if conn.state == Conn::WaitingSlot {
-            self.slot_queue.retain(|&d| d != c);
+            self.slots.leave_line(c);
         }
         if conn.state == Conn::Ready {
             self.ready_conns -= 1;
         }
         if conn.fd >= 0 {
-            unsafe {
-                libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_DEL, conn.fd, std::ptr::null_mut());
-                libc::close(conn.fd);
-            }
+            socket::close(self.epoll, conn.fd);
         }
         conn.fd = -1;
         conn.state = Conn::Down;
@@ -348,7 +344,7 @@ impl Driver {
     }
 
     pub fn event_data(&self, c: usize) -> u64 {
-        c as u64 | (self.conns[c].serial as u64) << 32
+        socket::event_data(c, self.conns[c].serial)
     }
 
     fn interest(&mut self, c: usize, events: i32) {

@@ -21,10 +21,10 @@ mod protocol;
 
 use heartbeat_driver::args::Options;
 use heartbeat_driver::schedule::{Rng, Timers};
-use heartbeat_driver::socket::{self, Outbox};
+use heartbeat_driver::socket::{self, ConnectSlots, Outbox};
 use heartbeat_driver::sys::{check, cpu_seconds};
 use protocol::{self as p, TopicPartitions};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::process::exit;
 use std::time::{Duration, Instant};
@@ -160,8 +160,7 @@ struct Storm {
     topic_names: Vec<String>,
     epoll: i32,
     members: Vec<Member>,
-    slots_used: usize,
-    slot_queue: VecDeque<usize>,
+    slots: ConnectSlots,
     timers: Timers<usize>,
     read_buf: Vec<u8>,
     /// recvmsg's ancillary data (none asked for here: socket.rs's reads serve timed drivers too).
@@ -225,12 +224,11 @@ impl Storm {
             })
             .collect();
         Ok(Storm {
+            slots: ConnectSlots::new(cfg.connects_in_flight),
             cfg,
             topic_names,
             epoll,
             members,
-            slots_used: 0,
-            slot_queue: VecDeque::new(),
             timers: Timers::default(),
             read_buf: vec![0; READ_BUF],
             control: [0; 16],
@@ -265,8 +263,8 @@ impl Storm {
             let wait_ms = next.saturating_duration_since(now).as_micros().div_ceil(1000) as i32;
             let n = unsafe { libc::epoll_wait(self.epoll, events.as_mut_ptr(), MAX_EVENTS as i32, wait_ms) };
             for ev in &events[..n.max(0) as usize] {
-                let (i, serial, flags) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32, ev.events);
-                self.on_event(i, serial, flags);
+                let (i, serial) = socket::event_source(ev.u64);
+                self.on_event(i, serial, ev.events);
             }
             self.fire_timers();
         }
@@ -473,11 +471,11 @@ impl Storm {
         if self.members[i].conn != Conn::Down {
             return;
         }
-        if self.slots_used < self.cfg.connects_in_flight {
+        if self.slots.available() {
             self.open(i);
         } else {
             self.members[i].conn = Conn::WaitingSlot;
-            self.slot_queue.push_back(i);
+            self.slots.wait(i);
         }
     }
 
@@ -489,7 +487,7 @@ impl Storm {
         m.serial = m.serial.wrapping_add(1);
         m.conn = Conn::Connecting;
         m.holds_slot = true;
-        self.slots_used += 1;
+        self.slots.take();
         if socket::start_connect(fd, self.cfg.port).is_err() {
             return self.fail(i, "CONNECTION");
         }
@@ -541,9 +539,8 @@ impl Storm {
         if !std::mem::take(&mut self.members[i].holds_slot) {
             return;
         }
-        self.slots_used -= 1;
-        while self.slots_used < self.cfg.connects_in_flight {
-            let Some(j) = self.slot_queue.pop_front() else { break };
+        self.slots.give_back();
+        while let Some(j) = self.slots.next_in_line() {
             self.members[j].conn = Conn::Down;
             self.open(j);
         }
@@ -552,13 +549,10 @@ impl Storm {
     fn disconnect(&mut self, i: usize) {
         let m = &mut self.members[i];
         if m.conn == Conn::WaitingSlot {
-            self.slot_queue.retain(|&j| j != i);
+            self.slots.leave_line(i);
         }
         if m.fd >= 0 {
-            unsafe {
-                libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_DEL, m.fd, std::ptr::null_mut());
-                libc::close(m.fd);
-            }
+            socket::close(self.epoll, m.fd);
         }
         m.fd = -1;
         m.conn = Conn::Down;
@@ -640,7 +634,7 @@ impl Storm {
     // ------------------------------------------------------------- plumbing
 
     fn event_data(&self, i: usize) -> u64 {
-        i as u64 | (self.members[i].serial as u64) << 32
+        socket::event_data(i, self.members[i].serial)
     }
 
     fn interest(&mut self, i: usize, events: i32) {
