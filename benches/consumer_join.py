@@ -218,6 +218,29 @@ def markdown(results: dict[str, list[dict]], opts) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The command line's tail that consumer_scale.py shares: broker settings and the section's output.
+def add_settings_option(parser: argparse.ArgumentParser, over: str) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help=f"a setting for both brokers, over {over} (repeatable)")
+
+
+def add_section_options(parser: argparse.ArgumentParser, kept: str, earlier: str) -> None:
+    """--json (every `kept` written there), --from-json (the section redone from `earlier`
+    --json), --out (the docs page the section goes into) and --no-write."""
+    parser.add_argument("--json", type=Path, default=None, help=f"write every {kept} here")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help=f"redo the section from {earlier} --json (runs nothing)")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+
+
+def parse_with_settings(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The options, with the --set NAME=VALUE pairs as a dict in `opts.settings`."""
+    opts = parser.parse_args()
+    opts.settings = dict(item.split("=", 1) for item in opts.set)
+    return opts
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--members", type=int, default=1000)
@@ -228,17 +251,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds a run may take")
     parser.add_argument("--server-assignor", default=None)
     parser.add_argument("--kafka-version", default=DEFAULT_VERSION)
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a setting for both brokers, over the defaults above (repeatable)")
+    add_settings_option(parser, over="the defaults above")
     parser.add_argument("--label", default="",
                         help="a section of its own, after the main one (e.g. another setting)")
-    parser.add_argument("--json", type=Path, default=None, help="write every run here")
-    parser.add_argument("--from-json", type=Path, default=None,
-                        help="redo the section from an earlier run's --json (runs nothing)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    opts = parser.parse_args()
-    opts.settings = dict(item.split("=", 1) for item in opts.set)
+    add_section_options(parser, kept="run", earlier="an earlier run's")
+    opts = parse_with_settings(parser)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results: dict[str, list[dict]] = json.loads(opts.from_json.read_text()) if opts.from_json else {}
     if results:

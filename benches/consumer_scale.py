@@ -48,7 +48,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benches"))
 
 from compare import CorralBroker, proc_cpu_seconds, write_section  # noqa: E402
-from consumer_join import KAFKA_ONLY, SETTINGS, CpuSampler  # noqa: E402
+from consumer_join import (KAFKA_ONLY, SETTINGS, CpuSampler, add_section_options,  # noqa: E402
+                           add_settings_option, parse_with_settings)
 from groups_scale import rss_kb  # noqa: E402
 from heartbeat_capacity import wait_for_coordinator  # noqa: E402
 from kafka_ref import DEFAULT_VERSION, KafkaBroker  # noqa: E402
@@ -371,15 +372,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds a phase may take")
     parser.add_argument("--kafka-version", default=DEFAULT_VERSION)
     parser.add_argument("--kafka-heap", default="1g", help="Kafka's -Xms/-Xmx")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a setting for both brokers, over Kafka's defaults (repeatable)")
-    parser.add_argument("--json", type=Path, default=None, help="write every phase here")
-    parser.add_argument("--from-json", type=Path, default=None,
-                        help="redo the section from an earlier --json (runs nothing)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    opts = parser.parse_args()
-    opts.settings = dict(item.split("=", 1) for item in opts.set)
+    add_settings_option(parser, over="Kafka's defaults")
+    add_section_options(parser, kept="phase", earlier="an earlier")
+    opts = parse_with_settings(parser)
     opts.roll_concurrency = opts.roll_concurrency or max(1, math.ceil(opts.members / 100))
     opts.grow_to = opts.grow_to or 2 * opts.partitions
     brokers = opts.brokers or (["kafka", "corral"] if opts.kafka else ["corral"])

@@ -15,15 +15,16 @@ import time
 
 import pytest
 
+from classic_members_kit import (ClassicClient, classic_group, classic_round, converge,
+                                 restart_under_other_protocol, setup, stable)
 from consumer_harness import RecordingLog
 from corral import _core
-from corral.apis import HANDLERS, ApiKey, api_table
+from corral.apis import ApiKey
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup, MemberState
+from python_handlers import record_python_calls
 from rawwire import RawClient
-from test_classic_members import (ClassicClient, classic_group, classic_round, converge, setup,
-                                  stable)
-from test_consumer_short_path import Member, create_topic, settle, with_broker
+from test_consumer_short_path import Member, create_topic, poll_for, settle, with_broker
 
 NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 0, 22, 25
 REBALANCE_IN_PROGRESS, GROUP_AUTHORIZATION_FAILED, FENCED_INSTANCE_ID = 27, 30, 82
@@ -61,16 +62,9 @@ def test_the_view_answers_classic_members_only_as_the_coordinator_does(seed):
     names = sorted(d.clients)
     for _ in range(40):
         name = rng.choice(names)
-        if rng.random() < 0.3:  # one member restarts under the other protocol
-            client = d.clients[name]
-            if isinstance(client, ClassicClient):
-                client.leave()
-                del d.clients[name]
-                d.join(name)
-            else:
-                d.leave(name)
-                del d.clients[name]
-                Checked(d, name, rng.choice(protocols))
+        if rng.random() < 0.3:
+            restart_under_other_protocol(
+                d, name, lambda driver, member: Checked(driver, member, rng.choice(protocols)))
         if not isinstance(c.groups.get("g"), ConsumerGroup):
             classic_round(d, [d.clients[n] for n in names])
             continue
@@ -98,16 +92,7 @@ def test_the_view_answers_classic_members_only_as_the_coordinator_does(seed):
 @pytest.fixture
 def heartbeat_calls(monkeypatch):
     """The Heartbeats that reach the Python handler."""
-    calls: list = []
-    api_table()  # imports the handlers
-    handler = HANDLERS[ApiKey.HEARTBEAT]
-
-    def counting(broker, req):
-        calls.append(req.typed)
-        return handler(broker, req)
-
-    monkeypatch.setitem(HANDLERS, ApiKey.HEARTBEAT, counting)
-    return calls
+    return record_python_calls(monkeypatch, ApiKey.HEARTBEAT)
 
 
 class Classic:
@@ -304,27 +289,21 @@ def test_librdkafka_classic_member_heartbeats_take_the_short_path(tmp_path, hear
                                             "heartbeat.interval.ms": 300})
         consumers = [modern, classic]
         try:
-            def poll(seconds: float) -> None:
-                end = time.monotonic() + seconds
-                while time.monotonic() < end:
-                    for consumer in consumers:
-                        consumer.poll(0.05)
-
             def settled() -> bool:
                 group = broker.groups.groups.get("rdkafka-mixed")
                 return isinstance(group, ConsumerGroup) and len(group.members) == 2 \
                     and group.classic_members == 1 and group.state_name == "Stable"
 
             modern.subscribe(["t"])
-            poll(1)
+            poll_for(consumers, 1)
             classic.subscribe(["t"])
             deadline = time.monotonic() + 30
             while not broker.run(settled):
                 assert time.monotonic() < deadline, "the mixed group did not settle"
-                poll(0.2)
-            poll(1.5)
+                poll_for(consumers, 0.2)
+            poll_for(consumers, 1.5)
             calls, answered = len(heartbeat_calls), broker.view.classic_answered
-            poll(3)  # ten heartbeat intervals of the classic member
+            poll_for(consumers, 3)  # ten heartbeat intervals of the classic member
             assert broker.view.classic_answered - answered >= 5
             assert heartbeat_calls[calls:] == [], [repr(r) for r in heartbeat_calls[calls:]]
         finally:

@@ -12,12 +12,13 @@ import random
 
 import pytest
 from classic_harness import S
+from classic_members_kit import (ClassicClient, classic_group, classic_round,
+                                 restart_under_other_protocol, setup)
 from consumer_harness import ConsumerDriver, Topics, answer, make_coordinator
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
 from corral.groups.coordinator import GroupCoordinator
 from corral.groups.offsets import Offsets
-from test_classic_members import ClassicClient, classic_group, classic_round, setup
 from test_classic_state_machine import TABLES, run_case
 
 
@@ -87,15 +88,8 @@ def test_consumer_and_mixed_groups(seed, tally):
     for _ in range(40):
         name = rng.choice(names)
         if rng.random() < 0.3:
-            client = d.clients[name]
-            if isinstance(client, ClassicClient):
-                client.leave()
-                del d.clients[name]
-                d.join(name)
-            else:
-                d.leave(name)
-                del d.clients[name]
-                ClassicClient(d, name, ["cooperative-sticky", "range"])
+            restart_under_other_protocol(d, name, lambda driver, member: ClassicClient(
+                driver, member, ["cooperative-sticky", "range"]))
         group = c.groups.get("g")
         if not isinstance(group, ConsumerGroup):
             classic_round(d, [d.clients[n] for n in names])

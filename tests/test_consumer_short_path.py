@@ -19,12 +19,13 @@ import trio
 
 from consumer_harness import (ConsumerDriver, RecordingLog, Topics, answer, check_view,
                               make_coordinator, request)
-from corral.apis import HANDLERS, ApiKey, api_table
+from corral.apis import ApiKey
 from corral.config import Settings
 from corral.errors import ErrorCode
 from corral.groups.consumer import MemberState
 from corral.groups.coordinator import GroupCoordinator
 from corral.server import Server
+from python_handlers import record_python_calls
 from rawwire import RawClient
 
 CLIENT = ("client", "/127.0.0.1")  # the client id and host consumer_harness.request sends
@@ -212,16 +213,7 @@ def with_broker(tmp_path, scenario, **settings) -> None:
 @pytest.fixture
 def python_calls(monkeypatch):
     """The ConsumerGroupHeartbeats that reach the Python handler."""
-    calls: list = []
-    api_table()  # imports the handlers
-    handler = HANDLERS[ApiKey.CONSUMER_GROUP_HEARTBEAT]
-
-    def counting(broker, req):
-        calls.append(req.typed)
-        return handler(broker, req)
-
-    monkeypatch.setitem(HANDLERS, ApiKey.CONSUMER_GROUP_HEARTBEAT, counting)
-    return calls
+    return record_python_calls(monkeypatch, ApiKey.CONSUMER_GROUP_HEARTBEAT)
 
 
 def create_topic(client: RawClient, name: str, partitions: int) -> bytes:
@@ -273,6 +265,14 @@ class Member:
 
     def close(self) -> None:
         self.client.close()
+
+
+def poll_for(consumers: list, seconds: float) -> None:
+    """Polls every (librdkafka) consumer in turn, 50 ms each, for `seconds`."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for consumer in consumers:
+            consumer.poll(0.05)
 
 
 def settle(broker: InProcessBroker, *members: Member, rounds: int = 6) -> None:
@@ -439,12 +439,6 @@ def test_librdkafka_steady_heartbeats_take_the_short_path(tmp_path, python_calls
             for consumer in consumers:
                 consumer.subscribe(["t"])
 
-            def poll(seconds: float) -> None:
-                end = time.monotonic() + seconds
-                while time.monotonic() < end:
-                    for consumer in consumers:
-                        consumer.poll(0.05)
-
             def stable() -> bool:
                 group = broker.groups.groups.get("rdkafka")
                 return group is not None and len(group.members) == 2 and group.state_name == "Stable"
@@ -452,10 +446,10 @@ def test_librdkafka_steady_heartbeats_take_the_short_path(tmp_path, python_calls
             deadline = time.monotonic() + 20
             while not broker.run(stable):
                 assert time.monotonic() < deadline, "the group did not become Stable"
-                poll(0.2)
-            poll(1.5)  # the members' acknowledgements of their last assignment
+                poll_for(consumers, 0.2)
+            poll_for(consumers, 1.5)  # the members' acknowledgements of their last assignment
             calls, answered = len(python_calls), broker.view.answered
-            poll(3)  # 6 heartbeat intervals each
+            poll_for(consumers, 3)  # 6 heartbeat intervals each
             assert broker.view.answered - answered >= 6
             assert python_calls[calls:] == [], [repr(r) for r in python_calls[calls:]]
         finally:

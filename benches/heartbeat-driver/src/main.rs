@@ -26,6 +26,8 @@
 //! becomes idle again at the next tick (<= 200 us later), which bounds nothing as long as
 //! members / rate is well above TICK (2,000 members at 40,000/s: 50 ms per member).
 
+use heartbeat_driver::socket::recv_stamped;
+use heartbeat_driver::sys::{check, cpu_seconds, get_int_option, realtime_ns, set_int_option};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::process::exit;
@@ -103,7 +105,7 @@ fn main() {
     driver.harvest(&mut stats); // what arrived during the last sleep
     let elapsed = start.elapsed().as_secs_f64();
     let cpu_end = cpu_seconds();
-    let cpu = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
+    let cpu = (cpu_end.user - cpu_start.user, cpu_end.total() - cpu_start.total());
     writeln!(out, "{}", report(&mut stats, sent, elapsed, cpu)).and_then(|_| out.flush()).expect("stdout");
 
     // Let answers in flight arrive (untimed) so that the sockets are idle for the next step.
@@ -205,13 +207,7 @@ impl Driver {
         if !m.open {
             return;
         }
-        let mut iov = libc::iovec { iov_base: self.read_buf.as_mut_ptr().cast(), iov_len: READ_BUF };
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = self.control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&self.control);
-        let n = unsafe { libc::recvmsg(m.fd, &mut msg, 0) };
+        let (n, stamp) = recv_stamped(m.fd, &mut self.read_buf, &mut self.control);
         if n < 0 {
             match io::Error::last_os_error().raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) => return,
@@ -221,7 +217,7 @@ impl Driver {
         if n == 0 {
             return self.close(i, stats);
         }
-        let received_at = receive_timestamp(&msg).unwrap_or_else(realtime_ns);
+        let received_at = stamp.unwrap_or_else(realtime_ns);
         m.buf.extend_from_slice(&self.read_buf[..n as usize]);
         let mut pos = 0;
         while m.buf.len() - pos >= 4 {
@@ -339,52 +335,4 @@ fn unhex(hex: &str) -> Option<Vec<u8>> {
         return None;
     }
     bytes.chunks(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
-}
-
-/// This process's CPU seconds: (user, user + system).
-fn cpu_seconds() -> (f64, f64) {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(usage.ru_utime), secs(usage.ru_utime) + secs(usage.ru_stime))
-}
-
-fn realtime_ns() -> i64 {
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
-}
-
-/// The kernel's receive time (SCM_TIMESTAMPNS, CLOCK_REALTIME ns) of the data a recvmsg returned.
-fn receive_timestamp(msg: &libc::msghdr) -> Option<i64> {
-    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(msg) };
-    while !cmsg.is_null() {
-        let header = unsafe { &*cmsg };
-        if header.cmsg_level == libc::SOL_SOCKET && header.cmsg_type == libc::SCM_TIMESTAMPNS {
-            let ts: libc::timespec = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
-            return Some(ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64);
-        }
-        cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
-    }
-    None
-}
-
-fn get_int_option(fd: i32, level: i32, name: i32) -> io::Result<i32> {
-    let mut value: i32 = 0;
-    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
-    check(unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) })?;
-    Ok(value)
-}
-
-fn set_int_option(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
-    let size = std::mem::size_of::<i32>() as libc::socklen_t;
-    check(unsafe { libc::setsockopt(fd, level, name, (&value as *const i32).cast(), size) }).map(|_| ())
-}
-
-fn check(ret: i32) -> io::Result<i32> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
 }

@@ -44,11 +44,13 @@ mod net;
 mod phases;
 mod protocol;
 
+use heartbeat_driver::args::Options;
+use heartbeat_driver::schedule::{Rng, Timers};
+use heartbeat_driver::sys::{check, set_nonblocking};
 use ledger::{Ledger, TopicIds, Tp};
 use net::Connection;
 use phases::{Phase, Stats};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::process::exit;
 use std::time::{Duration, Instant};
 
@@ -167,18 +169,17 @@ pub struct Driver {
     pub members: Vec<Member>,
     /// Connection c carries members c*K .. (c+1)*K, K = --members-per-connection.
     pub conns: Vec<Connection>,
-    pub slots_used: usize,
-    pub slot_queue: VecDeque<usize>,
+    pub slots: heartbeat_driver::socket::ConnectSlots,
     pub next_source: usize,
     pub ready_conns: usize,
-    pub timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
+    pub timers: Timers<u32>,
     pub read_buf: Vec<u8>,
     /// Receive times of the reads of one connection's data (net.rs `read`).
     pub stamps: Vec<(usize, i64)>,
     pub control: [u64; 16],
     /// The kernel's receive time of the data being handled (CLOCK_REALTIME ns).
     pub received_ns: i64,
-    pub rng: u64,
+    pub rng: Rng,
     /// The ConsumerGroupHeartbeat version used: the broker's highest, at most --max-version.
     pub version: Option<i16>,
     pub topic_ids: TopicIds,
@@ -217,23 +218,21 @@ fn main() {
 
 impl Driver {
     fn new(cfg: Config) -> std::io::Result<Driver> {
-        let epoll = net::check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        let epoll = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         let now = Instant::now();
-        let seed = now.elapsed().as_nanos() as u64 ^ (std::process::id() as u64) << 32 ^ net::realtime_ns();
         let mut driver = Driver {
             epoll,
             members: Vec::with_capacity(cfg.members),
             conns: (0..cfg.members.div_ceil(cfg.members_per_connection)).map(|_| Connection::default()).collect(),
-            slots_used: 0,
-            slot_queue: VecDeque::new(),
+            slots: heartbeat_driver::socket::ConnectSlots::new(cfg.connects_in_flight),
             next_source: 0,
             ready_conns: 0,
-            timers: BinaryHeap::new(),
+            timers: Timers::default(),
             read_buf: vec![0; READ_BUF],
             stamps: Vec::new(),
             control: [0; 16],
             received_ns: 0,
-            rng: seed | 1,
+            rng: Rng::from_clock(),
             version: None,
             topic_ids: TopicIds::default(),
             ledger: Ledger::new(cfg.partitions, now),
@@ -282,9 +281,9 @@ impl Driver {
             driver.members.push(member);
         }
         if driver.stdin_open {
-            net::set_nonblocking(0)?;
+            set_nonblocking(0)?;
             let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: u64::MAX };
-            net::check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, 0, &mut ev) })?;
+            check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, 0, &mut ev) })?;
         }
         Ok(driver)
     }
@@ -295,8 +294,8 @@ impl Driver {
             let now = Instant::now();
             // Phases check their ends at least every 50 ms; pacing wakes up every 200 us.
             let mut wake = now + Duration::from_millis(50);
-            if let Some(Reverse((at, _, _))) = self.timers.peek() {
-                wake = wake.min(*at);
+            if let Some(at) = self.timers.next_at() {
+                wake = wake.min(at);
             }
             if let Some((rate, start, sent, _)) = &self.pace {
                 // The next paced send, but at most 5,000 wake-ups a second (they cost CPU too).
@@ -313,8 +312,8 @@ impl Driver {
                     self.read_stdin();
                     continue;
                 }
-                let (c, serial, flags) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32, ev.events);
-                self.on_event(c, serial, flags);
+                let (c, serial) = heartbeat_driver::socket::event_source(ev.u64);
+                self.on_event(c, serial, ev.events);
             }
             self.fire_timers();
             self.paced_sends();
@@ -327,11 +326,7 @@ impl Driver {
 
     fn fire_timers(&mut self) {
         let now = Instant::now();
-        while let Some(&Reverse((at, i, token))) = self.timers.peek() {
-            if at > now {
-                return;
-            }
-            self.timers.pop();
+        while let Some((i, token)) = self.timers.pop_due(now) {
             let i = i as usize;
             let m = &mut self.members[i];
             if m.timer_token != token {
@@ -353,7 +348,7 @@ impl Driver {
         let m = &mut self.members[i];
         m.timer = timer;
         m.timer_token += 1;
-        self.timers.push(Reverse((at, i as u32, m.timer_token)));
+        self.timers.push(at, i as u32, m.timer_token);
     }
 
     pub fn cancel_timer(&mut self, i: usize) {
@@ -362,23 +357,15 @@ impl Driver {
         m.timer_token += 1;
     }
 
-    /// xorshift64*.
-    fn next_u64(&mut self) -> u64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
     /// Uniform in [0, 1).
     pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        self.rng.uniform()
     }
 
     /// A random Kafka Uuid as the Java client prints it (URL-safe base64, no padding).
     pub fn new_member_id(&mut self) -> String {
         const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let mut x = (self.next_u64() as u128) << 64 | self.next_u64() as u128;
+        let mut x = (self.rng.next_u64() as u128) << 64 | self.rng.next_u64() as u128;
         let mut id = String::with_capacity(22);
         for _ in 0..22 {
             id.push(ALPHABET[(x & 63) as usize] as char);
@@ -389,48 +376,33 @@ impl Driver {
 }
 
 fn parse_args() -> Result<Config, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut opts: HashMap<&str, &str> = HashMap::new();
-    for pair in args.chunks(2) {
-        match pair {
-            [k, v] if k.starts_with("--") => {
-                opts.insert(&k[2..], v);
-            }
-            _ => return Err(format!("expected --option value pairs, got {pair:?}")),
-        }
-    }
-    fn num<T: std::str::FromStr>(opts: &HashMap<&str, &str>, key: &str, default: Option<T>) -> Result<T, String> {
-        match opts.get(key) {
-            Some(v) => v.parse().map_err(|_| format!("--{key}: bad value {v}")),
-            None => default.ok_or(format!("--{key} is required")),
-        }
-    }
-    let members: usize = num(&opts, "members", None)?;
-    let members_per_connection: usize = num(&opts, "members-per-connection", Some(1))?;
+    let opts = Options::from_env()?;
+    let members: usize = opts.num("members", None)?;
+    let members_per_connection: usize = opts.num("members-per-connection", Some(1))?;
     if members_per_connection == 0 {
         return Err("--members-per-connection must be positive".into());
     }
-    let sources = match num::<usize>(&opts, "sources", Some(0))? {
+    let sources = match opts.num::<usize>("sources", Some(0))? {
         0 => members.div_ceil(members_per_connection).div_ceil(CONNECTIONS_PER_SOURCE).max(1),
         n => n,
     };
     let cfg = Config {
-        port: num(&opts, "port", None)?,
+        port: opts.num("port", None)?,
         members,
         group: opts.get("group").ok_or("--group is required")?.to_string(),
         topics: opts.get("topics").ok_or("--topics NAME,... is required")?.split(',').map(String::from).collect(),
-        partitions: num(&opts, "partitions", None)?,
+        partitions: opts.num("partitions", None)?,
         // Java's max.poll.interval.ms default.
-        rebalance_timeout_ms: num(&opts, "rebalance-timeout-ms", Some(300_000))?,
+        rebalance_timeout_ms: opts.num("rebalance-timeout-ms", Some(300_000))?,
         server_assignor: opts.get("server-assignor").map(|s| s.to_string()).filter(|s| !s.is_empty()),
-        static_members: num::<u8>(&opts, "static", Some(0))? != 0,
-        max_version: num(&opts, "max-version", Some(1))?,
-        connects_in_flight: num(&opts, "connects-in-flight", Some(500))?,
+        static_members: opts.num::<u8>("static", Some(0))? != 0,
+        max_version: opts.num("max-version", Some(1))?,
+        connects_in_flight: opts.num("connects-in-flight", Some(500))?,
         members_per_connection,
         sources: sources.min(254),
-        first_source: num::<usize>(&opts, "first-source", Some(0))?.min(253),
-        request_timeout: Duration::from_millis(num(&opts, "request-timeout-ms", Some(30_000))?),
-        session_timeout: Duration::from_millis(num(&opts, "session-timeout-ms", Some(45_000))?),
+        first_source: opts.num::<usize>("first-source", Some(0))?.min(253),
+        request_timeout: Duration::from_millis(opts.num("request-timeout-ms", Some(30_000))?),
+        session_timeout: Duration::from_millis(opts.num("session-timeout-ms", Some(45_000))?),
         commands: opts.get("commands").map(|c| c.split(';').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()),
     };
     if cfg.members == 0 || cfg.connects_in_flight == 0 || cfg.members >= u32::MAX as usize {

@@ -87,7 +87,7 @@ impl Driver {
         let timeout = self.cfg.request_timeout;
         self.set_timer(i, Timer::Timeout, now + timeout);
         // Before send(): on loopback the answer can be queued before send() returns.
-        self.members[i].sent_ns = crate::net::realtime_ns() as i64;
+        self.members[i].sent_ns = heartbeat_driver::sys::realtime_ns();
         self.transmit(c, frame);
     }
 

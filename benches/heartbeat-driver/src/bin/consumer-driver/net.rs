@@ -4,6 +4,8 @@
 
 use crate::protocol as p;
 use crate::{Conn, Driver, State, Timer, CLIENT_ID};
+use heartbeat_driver::socket::{self, Outbox};
+use heartbeat_driver::sys::{realtime_ns, set_int_option};
 use std::io;
 use std::process::exit;
 use std::time::Instant;
@@ -46,9 +48,7 @@ pub struct Connection {
     pub serial: u32,
     pub state: Conn,
     pub holds_slot: bool,
-    pub out: Vec<u8>,
-    pub out_pos: usize,
-    pub polling_out: bool,
+    pub out: Outbox,
     pub inbuf: Vec<u8>,
     pub correlation: i32,
     /// The ApiVersions request's correlation id.
@@ -63,9 +63,7 @@ impl Default for Connection {
             serial: 0,
             state: Conn::Down,
             holds_slot: false,
-            out: Vec::new(),
-            out_pos: 0,
-            polling_out: false,
+            out: Outbox::default(),
             inbuf: Vec::new(),
             correlation: 0,
             handshake: 0,
@@ -106,29 +104,29 @@ impl Driver {
         if self.conns[c].state != Conn::Down {
             return;
         }
-        if self.slots_used < self.cfg.connects_in_flight {
+        if self.slots.available() {
             self.open(c);
         } else {
             self.conns[c].state = Conn::WaitingSlot;
-            self.slot_queue.push_back(c);
+            self.slots.wait(c);
         }
     }
 
     fn open(&mut self, c: usize) {
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            eprintln!("consumer-driver: socket(): {}", io::Error::last_os_error());
-            return self.fail_connection(c, "CONNECTION");
-        }
-        let _ = set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+        let fd = match socket::tcp_socket() {
+            Ok(fd) => fd,
+            Err(e) => {
+                eprintln!("consumer-driver: socket(): {e}");
+                return self.fail_connection(c, "CONNECTION");
+            }
+        };
         let _ = set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         // Source 127.0.0.k, its port chosen at connect() by the whole 4-tuple.
         let _ = set_int_option(fd, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1);
         let source = ((self.cfg.first_source + self.next_source % self.cfg.sources) % 254) as u8 + 1;
         self.next_source += 1;
-        let local = sockaddr([127, 0, 0, source], 0);
-        let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        if unsafe { libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), size) } < 0 {
+        let local = socket::sockaddr([127, 0, 0, source], 0);
+        if unsafe { libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), socket::SOCKADDR_SIZE) } < 0 {
             eprintln!("consumer-driver: bind 127.0.0.{source}: {}", io::Error::last_os_error());
         }
         let conn = &mut self.conns[c];
@@ -136,21 +134,18 @@ impl Driver {
         conn.serial = conn.serial.wrapping_add(1);
         conn.state = Conn::Connecting;
         conn.holds_slot = true;
-        self.slots_used += 1;
-        let addr = sockaddr([127, 0, 0, 1], self.cfg.port);
-        let ret = unsafe { libc::connect(fd, (&addr as *const libc::sockaddr_in).cast(), size) };
-        if ret < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINPROGRESS) {
+        self.slots.take();
+        if socket::start_connect(fd, self.cfg.port).is_err() {
             return self.fail_connection(c, "CONNECTION");
         }
-        let mut ev = libc::epoll_event { events: libc::EPOLLOUT as u32, u64: self.event_data(c) };
-        if unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+        if socket::epoll_set(self.epoll, libc::EPOLL_CTL_ADD, fd, libc::EPOLLOUT, self.event_data(c)) < 0 {
             self.fail_connection(c, "CONNECTION");
         }
     }
 
     fn on_connected(&mut self, c: usize) {
         let fd = self.conns[c].fd;
-        if get_int_option(fd, libc::SOL_SOCKET, libc::SO_ERROR).unwrap_or(-1) != 0 {
+        if !socket::connected(fd) {
             return self.fail_connection(c, "CONNECTION");
         }
         self.interest(c, libc::EPOLLIN);
@@ -189,9 +184,8 @@ impl Driver {
         if !std::mem::take(&mut self.conns[c].holds_slot) {
             return;
         }
-        self.slots_used -= 1;
-        while self.slots_used < self.cfg.connects_in_flight {
-            let Some(d) = self.slot_queue.pop_front() else { break };
+        self.slots.give_back();
+        while let Some(d) = self.slots.next_in_line() {
             self.conns[d].state = Conn::Down;
             self.open(d);
         }
@@ -202,23 +196,18 @@ impl Driver {
     pub fn close(&mut self, c: usize) {
         let conn = &mut self.conns[c];
         if conn.state == Conn::WaitingSlot {
-            self.slot_queue.retain(|&d| d != c);
+            self.slots.leave_line(c);
         }
         if conn.state == Conn::Ready {
             self.ready_conns -= 1;
         }
         if conn.fd >= 0 {
-            unsafe {
-                libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_DEL, conn.fd, std::ptr::null_mut());
-                libc::close(conn.fd);
-            }
+            socket::close(self.epoll, conn.fd);
         }
         conn.fd = -1;
         conn.state = Conn::Down;
-        conn.out = Vec::new();
-        conn.out_pos = 0;
+        conn.out = Outbox::default();
         conn.inbuf = Vec::new();
-        conn.polling_out = false;
         conn.in_flight = InFlight::default();
         self.release_slot(c);
     }
@@ -258,43 +247,18 @@ impl Driver {
     /// Queues the frame behind what the connection has not sent yet.
     pub fn transmit(&mut self, c: usize, frame: Vec<u8>) {
         let conn = &mut self.conns[c];
-        if conn.out_pos == conn.out.len() {
-            conn.out = frame;
-            conn.out_pos = 0;
-        } else {
-            conn.out.extend_from_slice(&frame);
-        }
-        if !conn.polling_out {
+        conn.out.push(frame);
+        if !conn.out.polling_out {
             self.flush(c);
         }
     }
 
     fn flush(&mut self, c: usize) {
         let conn = &mut self.conns[c];
-        while conn.out_pos < conn.out.len() {
-            let rest = &conn.out[conn.out_pos..];
-            let n = unsafe { libc::send(conn.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
-            if n >= 0 {
-                conn.out_pos += n as usize;
-                continue;
-            }
-            match io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::EAGAIN) => {
-                    if !conn.polling_out {
-                        conn.polling_out = true;
-                        self.interest(c, libc::EPOLLIN | libc::EPOLLOUT);
-                    }
-                    return;
-                }
-                _ => return self.fail_connection(c, "CONNECTION"),
-            }
-        }
-        conn.out.clear();
-        conn.out_pos = 0;
-        if conn.polling_out {
-            conn.polling_out = false;
-            self.interest(c, libc::EPOLLIN);
+        match conn.out.flush(conn.fd) {
+            Ok(Some(events)) => self.interest(c, events),
+            Ok(None) => {}
+            Err(_) => self.fail_connection(c, "CONNECTION"),
         }
     }
 
@@ -310,7 +274,7 @@ impl Driver {
             self.read(c);
         }
         let conn = &self.conns[c];
-        if flags & libc::EPOLLOUT as u32 != 0 && conn.serial == serial && conn.fd >= 0 && conn.polling_out {
+        if flags & libc::EPOLLOUT as u32 != 0 && conn.serial == serial && conn.fd >= 0 && conn.out.polling_out {
             self.flush(c);
         }
     }
@@ -320,32 +284,14 @@ impl Driver {
         // (end of the data in inbuf, kernel receive time) per recvmsg: a frame is timed by the
         // read that completed it (the stamp of the newest segment that read returned).
         self.stamps.clear();
-        loop {
-            let conn = &mut self.conns[c];
-            let mut iov = libc::iovec { iov_base: self.read_buf.as_mut_ptr().cast(), iov_len: self.read_buf.len() };
-            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = self.control.as_mut_ptr().cast();
-            msg.msg_controllen = std::mem::size_of_val(&self.control);
-            let n = unsafe { libc::recvmsg(conn.fd, &mut msg, 0) };
-            if n > 0 {
-                conn.inbuf.extend_from_slice(&self.read_buf[..n as usize]);
-                let at = receive_timestamp(&msg).unwrap_or_else(|| realtime_ns() as i64);
-                self.stamps.push((conn.inbuf.len(), at));
-                if (n as usize) < self.read_buf.len() {
-                    break;
-                }
-                continue;
-            }
-            if n == 0 {
-                return self.fail_connection(c, "CONNECTION");
-            }
-            match io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => break,
-                _ => return self.fail_connection(c, "CONNECTION"),
-            }
+        let conn = &mut self.conns[c];
+        let (inbuf, stamps) = (&mut conn.inbuf, &mut self.stamps);
+        let read = socket::read_available(conn.fd, &mut self.read_buf, &mut self.control, |data, at| {
+            inbuf.extend_from_slice(data);
+            stamps.push((inbuf.len(), at.unwrap_or_else(realtime_ns)));
+        });
+        if read.is_err() {
+            return self.fail_connection(c, "CONNECTION");
         }
         let now = Instant::now();
         let (mut pos, mut stamp) = (0, 0);
@@ -354,21 +300,15 @@ impl Driver {
             if conn.serial != serial || conn.fd < 0 {
                 return;
             }
-            if conn.inbuf.len() - pos < 4 {
-                break;
-            }
-            let size = i32::from_be_bytes(conn.inbuf[pos..pos + 4].try_into().unwrap());
-            if size < 4 || size as usize > MAX_FRAME {
-                return self.fail_connection(c, "CONNECTION");
-            }
-            let end = pos + 4 + size as usize;
-            if conn.inbuf.len() < end {
-                break;
-            }
+            let end = match socket::frame_end(&conn.inbuf, pos, MAX_FRAME) {
+                Ok(Some(end)) => end,
+                Ok(None) => break,
+                Err(()) => return self.fail_connection(c, "CONNECTION"),
+            };
             while stamp + 1 < self.stamps.len() && self.stamps[stamp].0 < end {
                 stamp += 1;
             }
-            self.received_ns = self.stamps.get(stamp).map_or_else(|| realtime_ns() as i64, |s| s.1);
+            self.received_ns = self.stamps.get(stamp).map_or_else(realtime_ns, |s| s.1);
             // Borrow the frame out of the connection's buffer while the driver handles it.
             let inbuf = std::mem::take(&mut self.conns[c].inbuf);
             self.on_frame(c, &inbuf[pos + 4..end], now);
@@ -404,12 +344,11 @@ impl Driver {
     }
 
     pub fn event_data(&self, c: usize) -> u64 {
-        c as u64 | (self.conns[c].serial as u64) << 32
+        socket::event_data(c, self.conns[c].serial)
     }
 
     fn interest(&mut self, c: usize, events: i32) {
-        let mut ev = libc::epoll_event { events: events as u32, u64: self.event_data(c) };
-        unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_MOD, self.conns[c].fd, &mut ev) };
+        socket::epoll_set(self.epoll, libc::EPOLL_CTL_MOD, self.conns[c].fd, events, self.event_data(c));
     }
 
     /// Commands from stdin, one per line; end of input quits once the phases queued are done.
@@ -433,68 +372,6 @@ impl Driver {
                 self.commands.push_back(line.trim().to_string());
             }
         }
-    }
-}
-
-fn sockaddr(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from_be_bytes(ip).to_be() },
-        sin_zero: [0; 8],
-    }
-}
-
-/// The kernel's receive time (SCM_TIMESTAMPNS, CLOCK_REALTIME ns) of the data a recvmsg returned.
-fn receive_timestamp(msg: &libc::msghdr) -> Option<i64> {
-    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(msg) };
-    while !cmsg.is_null() {
-        let header = unsafe { &*cmsg };
-        if header.cmsg_level == libc::SOL_SOCKET && header.cmsg_type == libc::SCM_TIMESTAMPNS {
-            let ts: libc::timespec = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
-            return Some(ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64);
-        }
-        cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
-    }
-    None
-}
-
-pub fn set_nonblocking(fd: i32) -> io::Result<()> {
-    let flags = check(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
-    check(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(|_| ())
-}
-
-/// This process's CPU seconds: (user, system).
-pub fn cpu_seconds() -> (f64, f64) {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(usage.ru_utime), secs(usage.ru_stime))
-}
-
-pub fn realtime_ns() -> u64 {
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn get_int_option(fd: i32, level: i32, name: i32) -> io::Result<i32> {
-    let mut value: i32 = 0;
-    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
-    check(unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) })?;
-    Ok(value)
-}
-
-fn set_int_option(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
-    let size = std::mem::size_of::<i32>() as libc::socklen_t;
-    check(unsafe { libc::setsockopt(fd, level, name, (&value as *const i32).cast(), size) }).map(|_| ())
-}
-
-pub fn check(ret: i32) -> io::Result<i32> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
     }
 }
 

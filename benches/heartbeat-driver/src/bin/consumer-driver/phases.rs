@@ -1,6 +1,6 @@
 //! Phases: each command runs until its end condition and then prints one JSON line.
 
-use crate::net::cpu_seconds;
+use heartbeat_driver::sys::cpu_seconds;
 use crate::{AfterLeave, Driver, State};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write;
@@ -20,7 +20,7 @@ pub enum Phase {
 pub struct Stats {
     pub name: String,
     pub started: Instant,
-    pub cpu: (f64, f64),
+    pub cpu: heartbeat_driver::sys::CpuTimes,
     pub heartbeat_us: Vec<u32>,
     pub join_us: Vec<u32>,
     pub leave_us: Vec<u32>,
@@ -335,7 +335,7 @@ impl Driver {
     fn finish(&mut self, ok: bool, fields: Vec<(&'static str, String)>, now: Instant) {
         let s = &mut self.stats;
         let cpu = cpu_seconds();
-        let (user, sys) = (cpu.0 - s.cpu.0, cpu.1 - s.cpu.1);
+        let (user, sys) = (cpu.user - s.cpu.user, cpu.system - s.cpu.system);
         let ownership = self.ledger.violations - s.ownership_violations_before;
         let unowned_s = self.ledger.unowned_seconds(now) - s.unowned_seconds_before;
         let s = &mut self.stats;

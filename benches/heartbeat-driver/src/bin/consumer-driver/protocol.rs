@@ -1,73 +1,18 @@
 //! The two messages a KIP-848 consumer sends to its coordinator, encoded and decoded by hand:
 //! ApiVersions v3 (the handshake on a new connection) and ConsumerGroupHeartbeat v0/v1 (API 68,
 //! flexible in every version: request header v2, compact strings and arrays, tagged fields).
-//! Field order as in Kafka's ConsumerGroupHeartbeatRequest/Response.json.
+//! Field order as in Kafka's ConsumerGroupHeartbeatRequest/Response.json. The wire primitives are
+//! the crate's (wire.rs).
 
-pub const API_VERSIONS: i16 = 18;
+pub use heartbeat_driver::wire::{api_versions, correlation_id, Parse};
+use heartbeat_driver::wire::{flexible_body, request};
+#[cfg(test)]
+use heartbeat_driver::wire::Writer;
+
 pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
-const API_VERSIONS_V: i16 = 3;
 
 /// A topic id (Kafka Uuid, 16 bytes) and partitions: one entry of TopicPartitions.
 pub type TopicId = [u8; 16];
-
-pub struct Writer(pub Vec<u8>);
-
-impl Writer {
-    #[cfg(test)]
-    fn i8(&mut self, v: i8) {
-        self.0.push(v as u8);
-    }
-    fn i16(&mut self, v: i16) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn uvarint(&mut self, mut v: u32) {
-        while v >= 0x80 {
-            self.0.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-    }
-    fn compact_str(&mut self, s: &str) {
-        self.uvarint(s.len() as u32 + 1);
-        self.0.extend_from_slice(s.as_bytes());
-    }
-    fn compact_nullable_str(&mut self, s: Option<&str>) {
-        match s {
-            Some(s) => self.compact_str(s),
-            None => self.uvarint(0),
-        }
-    }
-    fn no_tags(&mut self) {
-        self.uvarint(0);
-    }
-}
-
-/// A request frame (size prefix included) with request header v2.
-fn request(api_key: i16, version: i16, correlation_id: i32, client_id: &str, body: impl FnOnce(&mut Writer)) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(96));
-    w.i32(0); // size, filled below
-    w.i16(api_key);
-    w.i16(version);
-    w.i32(correlation_id);
-    w.i16(client_id.len() as i16); // the header's client id stays a classic string in v2
-    w.0.extend_from_slice(client_id.as_bytes());
-    w.no_tags();
-    body(&mut w);
-    let size = (w.0.len() - 4) as i32;
-    w.0[..4].copy_from_slice(&size.to_be_bytes());
-    w.0
-}
-
-pub fn api_versions(correlation_id: i32, client_id: &str) -> Vec<u8> {
-    request(API_VERSIONS, API_VERSIONS_V, correlation_id, client_id, |w| {
-        w.compact_str("corral-consumer-driver"); // client_software_name
-        w.compact_str(env!("CARGO_PKG_VERSION"));
-        w.no_tags();
-    })
-}
 
 /// What one ConsumerGroupHeartbeat carries. `full` fields (rebalance timeout, topics, assignor)
 /// go only with a join or after a lost answer, as Java's HeartbeatState sends them; `owned` only
@@ -122,88 +67,10 @@ pub fn consumer_group_heartbeat(version: i16, correlation_id: i32, client_id: &s
     })
 }
 
-pub struct Reader<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-pub type Parse<T> = Result<T, String>;
-
-impl<'a> Reader<'a> {
-    pub fn new(data: &'a [u8]) -> Self {
-        Reader { data, pos: 0 }
-    }
-    fn take(&mut self, n: usize) -> Parse<&'a [u8]> {
-        if self.data.len() - self.pos < n {
-            return Err(format!("truncated at byte {} (wanted {n} more)", self.pos));
-        }
-        let out = &self.data[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
-    }
-    fn i8(&mut self) -> Parse<i8> {
-        Ok(self.take(1)?[0] as i8)
-    }
-    fn i16(&mut self) -> Parse<i16> {
-        Ok(i16::from_be_bytes(self.take(2)?.try_into().unwrap()))
-    }
-    fn i32(&mut self) -> Parse<i32> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap()))
-    }
-    fn uvarint(&mut self) -> Parse<u32> {
-        let mut v: u32 = 0;
-        for shift in (0..35).step_by(7) {
-            let b = self.take(1)?[0];
-            v |= ((b & 0x7f) as u32) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint too long".into())
-    }
-    fn compact_nullable_str(&mut self) -> Parse<Option<&'a str>> {
-        match self.uvarint()? {
-            0 => Ok(None),
-            n => std::str::from_utf8(self.take(n as usize - 1)?).map(Some).map_err(|e| e.to_string()),
-        }
-    }
-    fn compact_len(&mut self) -> Parse<usize> {
-        Ok((self.uvarint()? as usize).saturating_sub(1))
-    }
-    fn skip_tags(&mut self) -> Parse<()> {
-        for _ in 0..self.uvarint()? {
-            self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            self.take(size)?;
-        }
-        Ok(())
-    }
-}
-
-/// The correlation id of a response frame (size prefix removed).
-pub fn correlation_id(frame: &[u8]) -> Parse<i32> {
-    Reader::new(frame).i32()
-}
-
-/// ApiVersions v3 answer (response header v0): error code and the highest version of `api`.
+/// ApiVersions v3 answer: error code and the highest version of `api` (None: not offered).
 pub fn api_versions_answer(frame: &[u8], api: i16) -> Parse<(i16, Option<i16>)> {
-    let mut r = Reader::new(frame);
-    r.i32()?;
-    let error = r.i16()?;
-    if error != 0 {
-        return Ok((error, None));
-    }
-    let mut found = None;
-    for _ in 0..r.compact_len()? {
-        let key = r.i16()?;
-        r.i16()?;
-        let max = r.i16()?;
-        r.skip_tags()?;
-        if key == api {
-            found = Some(max);
-        }
-    }
-    Ok((error, found))
+    let (error, apis) = heartbeat_driver::wire::api_versions_answer(frame)?;
+    Ok((error, apis.iter().rev().find(|&&(key, _)| key == api).map(|&(_, max)| max)))
 }
 
 pub struct Answer<'a> {
@@ -218,9 +85,7 @@ pub struct Answer<'a> {
 
 /// ConsumerGroupHeartbeat v0/v1 answer (response header v1: correlation id, tags).
 pub fn heartbeat_answer(frame: &[u8]) -> Parse<Answer<'_>> {
-    let mut r = Reader::new(frame);
-    r.i32()?;
-    r.skip_tags()?;
+    let mut r = flexible_body(frame)?;
     r.i32()?; // throttle time
     let error = r.i16()?;
     let error_message = r.compact_nullable_str()?;

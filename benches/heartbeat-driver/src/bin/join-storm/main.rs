@@ -17,11 +17,15 @@
 //!
 //!     join-storm --port 9092 --members 10000 --group g --topics t-0:2000,t-1:2000 [--timeout 120]
 
+mod connections;
 mod protocol;
 
+use heartbeat_driver::args::Options;
+use heartbeat_driver::schedule::{Rng, Timers};
+use heartbeat_driver::socket::{self, ConnectSlots, Outbox};
+use heartbeat_driver::sys::{check, cpu_seconds};
 use protocol::{self as p, TopicPartitions};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::process::exit;
 use std::time::{Duration, Instant};
@@ -94,9 +98,7 @@ struct Member {
     conn: Conn,
     holds_slot: bool,
     ever_connected: bool,
-    out: Vec<u8>,
-    out_pos: usize,
-    polling_out: bool,
+    out: Outbox,
     inbuf: Vec<u8>,
     correlation: i32,
     expected: i32,
@@ -159,11 +161,12 @@ struct Storm {
     topic_names: Vec<String>,
     epoll: i32,
     members: Vec<Member>,
-    slots_used: usize,
-    slot_queue: VecDeque<usize>,
-    timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    slots: ConnectSlots,
+    timers: Timers<usize>,
     read_buf: Vec<u8>,
-    rng: u64,
+    /// recvmsg's ancillary data (none asked for here: socket.rs's reads serve timed drivers too).
+    control: [u64; 16],
+    rng: Rng,
     ledger: Ledger,
     errors: BTreeMap<String, u64>,
     requests: BTreeMap<&'static str, u64>,
@@ -189,7 +192,7 @@ fn main() {
     let cpu_start = cpu_seconds();
     storm.run();
     let cpu_end = cpu_seconds();
-    println!("{}", storm.report((cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1)));
+    println!("{}", storm.report((cpu_end.user - cpu_start.user, cpu_end.total() - cpu_start.total())));
     // Exiting closes every connection; the broker is stopped by the caller.
 }
 
@@ -205,9 +208,7 @@ impl Storm {
                 conn: Conn::Down,
                 holds_slot: false,
                 ever_connected: false,
-                out: Vec::new(),
-                out_pos: 0,
-                polling_out: false,
+                out: Outbox::default(),
                 inbuf: Vec::new(),
                 correlation: 0,
                 expected: 0,
@@ -223,17 +224,16 @@ impl Storm {
                 attempt: 0,
             })
             .collect();
-        let seed = Instant::now().elapsed().as_nanos() as u64 ^ (std::process::id() as u64) << 32 ^ realtime_ns();
         Ok(Storm {
+            slots: ConnectSlots::new(cfg.connects_in_flight),
             cfg,
             topic_names,
             epoll,
             members,
-            slots_used: 0,
-            slot_queue: VecDeque::new(),
-            timers: BinaryHeap::new(),
+            timers: Timers::default(),
             read_buf: vec![0; READ_BUF],
-            rng: seed | 1,
+            control: [0; 16],
+            rng: Rng::from_clock(),
             ledger: Ledger::default(),
             errors: BTreeMap::new(),
             requests: BTreeMap::new(),
@@ -260,12 +260,12 @@ impl Storm {
             if now >= deadline {
                 return;
             }
-            let next = self.timers.peek().map_or(deadline, |Reverse((at, _, _))| (*at).min(deadline));
+            let next = self.timers.next_at().map_or(deadline, |at| at.min(deadline));
             let wait_ms = next.saturating_duration_since(now).as_micros().div_ceil(1000) as i32;
             let n = unsafe { libc::epoll_wait(self.epoll, events.as_mut_ptr(), MAX_EVENTS as i32, wait_ms) };
             for ev in &events[..n.max(0) as usize] {
-                let (i, serial, flags) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32, ev.events);
-                self.on_event(i, serial, flags);
+                let (i, serial) = socket::event_source(ev.u64);
+                self.on_event(i, serial, ev.events);
             }
             self.fire_timers();
         }
@@ -373,7 +373,7 @@ impl Storm {
         self.ledger.synced_member(generation, &id, &tps);
         self.check_stable();
         // Spread the members' heartbeats over the interval, as independent clients are.
-        let first = self.cfg.heartbeat_interval.mul_f64(self.uniform());
+        let first = self.cfg.heartbeat_interval.mul_f64(self.rng.uniform());
         self.set_timer(i, Timer::Heartbeat, now + first);
     }
 
@@ -434,283 +434,18 @@ impl Storm {
         }
     }
 
-    // ------------------------------------------------------------- requests and connections
-
-    fn request(&mut self, i: usize, api: Api, frame: Vec<u8>, timeout: Duration) {
-        *self.requests.entry(api.name()).or_default() += 1;
-        self.members[i].in_flight = Some(api);
-        self.set_timer(i, Timer::Timeout, Instant::now() + timeout);
-        match self.members[i].conn {
-            Conn::Ready => self.transmit(i, frame),
-            _ => {
-                self.members[i].pending = Some(frame);
-                self.want_connection(i);
-            }
-        }
-    }
-
-    fn transmit(&mut self, i: usize, frame: Vec<u8>) {
-        let m = &mut self.members[i];
-        m.expected = i32::from_be_bytes(frame[8..12].try_into().unwrap());
-        if m.in_flight == Some(Api::Join) && m.conn == Conn::Ready && self.first_join_sent.is_none() {
-            self.first_join_sent = Some(Instant::now());
-        }
-        m.out = frame;
-        m.out_pos = 0;
-        self.flush(i);
-    }
-
-    fn flush(&mut self, i: usize) {
-        let m = &mut self.members[i];
-        while m.out_pos < m.out.len() {
-            let rest = &m.out[m.out_pos..];
-            let n = unsafe { libc::send(m.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
-            if n >= 0 {
-                m.out_pos += n as usize;
-                continue;
-            }
-            match io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::EAGAIN) => {
-                    if !m.polling_out {
-                        m.polling_out = true;
-                        self.interest(i, libc::EPOLLIN | libc::EPOLLOUT);
-                    }
-                    return;
-                }
-                _ => return self.fail(i, "CONNECTION"),
-            }
-        }
-        m.out = Vec::new();
-        if m.polling_out {
-            m.polling_out = false;
-            self.interest(i, libc::EPOLLIN);
-        }
-    }
-
-    fn want_connection(&mut self, i: usize) {
-        if self.members[i].conn != Conn::Down {
-            return;
-        }
-        if self.slots_used < self.cfg.connects_in_flight {
-            self.open(i);
-        } else {
-            self.members[i].conn = Conn::WaitingSlot;
-            self.slot_queue.push_back(i);
-        }
-    }
-
-    fn open(&mut self, i: usize) {
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return self.fail(i, "CONNECTION");
-        }
-        self.connects += 1;
-        let _ = set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: self.cfg.port.to_be(),
-            sin_addr: libc::in_addr { s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be() },
-            sin_zero: [0; 8],
-        };
-        let m = &mut self.members[i];
-        m.fd = fd;
-        m.serial = m.serial.wrapping_add(1);
-        m.conn = Conn::Connecting;
-        m.holds_slot = true;
-        self.slots_used += 1;
-        let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        let ret = unsafe { libc::connect(fd, (&addr as *const libc::sockaddr_in).cast(), size) };
-        if ret < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINPROGRESS) {
-            return self.fail(i, "CONNECTION");
-        }
-        let mut ev = libc::epoll_event { events: libc::EPOLLOUT as u32, u64: self.event_data(i) };
-        if unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-            self.fail(i, "CONNECTION");
-        }
-    }
-
-    fn on_connected(&mut self, i: usize) {
-        let fd = self.members[i].fd;
-        if get_int_option(fd, libc::SOL_SOCKET, libc::SO_ERROR).unwrap_or(-1) != 0 {
-            return self.fail(i, "CONNECTION");
-        }
-        self.interest(i, libc::EPOLLIN);
-        let m = &mut self.members[i];
-        m.conn = Conn::Handshake;
-        m.correlation += 1;
-        // ApiVersions first, as every client (and corral load) does on a new connection.
-        let frame = p::api_versions(m.correlation, CLIENT_ID);
-        self.transmit(i, frame);
-    }
-
-    fn on_handshake(&mut self, i: usize, frame: &[u8]) {
-        match p::api_versions_answer(frame) {
-            Ok((NONE, apis)) => {
-                if !self.versions_checked {
-                    self.versions_checked = true;
-                    check_versions(&apis);
-                }
-            }
-            _ => return self.fail(i, "CONNECTION"),
-        }
-        let m = &mut self.members[i];
-        m.conn = Conn::Ready;
-        if !m.ever_connected {
-            m.ever_connected = true;
-            self.connected_members += 1;
-            if self.connected_members == self.cfg.members {
-                self.all_connected_at = Some(Instant::now());
-            }
-        }
-        self.release_slot(i);
-        if let Some(frame) = self.members[i].pending.take() {
-            self.transmit(i, frame);
-        }
-    }
-
-    fn release_slot(&mut self, i: usize) {
-        if !std::mem::take(&mut self.members[i].holds_slot) {
-            return;
-        }
-        self.slots_used -= 1;
-        while self.slots_used < self.cfg.connects_in_flight {
-            let Some(j) = self.slot_queue.pop_front() else { break };
-            self.members[j].conn = Conn::Down;
-            self.open(j);
-        }
-    }
-
-    fn disconnect(&mut self, i: usize) {
-        let m = &mut self.members[i];
-        if m.conn == Conn::WaitingSlot {
-            self.slot_queue.retain(|&j| j != i);
-        }
-        if m.fd >= 0 {
-            unsafe {
-                libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_DEL, m.fd, std::ptr::null_mut());
-                libc::close(m.fd);
-            }
-        }
-        m.fd = -1;
-        m.conn = Conn::Down;
-        m.out = Vec::new();
-        m.inbuf = Vec::new();
-        m.polling_out = false;
-        self.release_slot(i);
-    }
-
-    fn on_event(&mut self, i: usize, serial: u32, flags: u32) {
-        let m = &self.members[i];
-        if m.serial != serial || m.fd < 0 {
-            return; // an event of a connection closed earlier in this batch
-        }
-        if m.conn == Conn::Connecting {
-            return self.on_connected(i);
-        }
-        if flags & (libc::EPOLLIN | libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
-            self.read(i);
-        }
-        let m = &self.members[i];
-        if flags & libc::EPOLLOUT as u32 != 0 && m.serial == serial && m.fd >= 0 && m.polling_out {
-            self.flush(i);
-        }
-    }
-
-    fn read(&mut self, i: usize) {
-        let serial = self.members[i].serial;
-        loop {
-            let m = &mut self.members[i];
-            let n = unsafe { libc::recv(m.fd, self.read_buf.as_mut_ptr().cast(), READ_BUF, 0) };
-            if n > 0 {
-                m.inbuf.extend_from_slice(&self.read_buf[..n as usize]);
-                if (n as usize) < READ_BUF {
-                    break;
-                }
-                continue;
-            }
-            if n == 0 {
-                return self.fail(i, "CONNECTION");
-            }
-            match io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => break,
-                _ => return self.fail(i, "CONNECTION"),
-            }
-        }
-        loop {
-            let m = &mut self.members[i];
-            if m.serial != serial || m.fd < 0 || m.inbuf.len() < 4 {
-                return;
-            }
-            let size = i32::from_be_bytes(m.inbuf[..4].try_into().unwrap());
-            if size < 4 || size as usize > MAX_FRAME {
-                return self.fail(i, "CONNECTION");
-            }
-            if m.inbuf.len() < 4 + size as usize {
-                return;
-            }
-            let frame: Vec<u8> = m.inbuf.drain(..4 + size as usize).skip(4).collect();
-            self.on_frame(i, &frame);
-        }
-    }
-
-    fn on_frame(&mut self, i: usize, frame: &[u8]) {
-        let m = &self.members[i];
-        if p::correlation_id(frame) != Ok(m.expected) {
-            return self.fail(i, "CONNECTION");
-        }
-        if m.conn == Conn::Handshake {
-            return self.on_handshake(i, frame);
-        }
-        let Some(api) = m.in_flight else { return self.fail(i, "CONNECTION") };
-        let outcome = match api {
-            Api::Join => p::join_answer(frame).map(|a| (a.error, Some(a), None)),
-            Api::Sync => p::sync_answer(frame).map(|(e, b)| (e, None, Some(b))),
-            Api::Heartbeat => p::heartbeat_answer(frame).map(|e| (e, None, None)),
-        };
-        let Ok((error, join, sync)) = outcome else {
-            eprintln!("join-storm: undecodable {} answer", api.name());
-            return self.fail(i, "CONNECTION");
-        };
-        let m = &mut self.members[i];
-        m.in_flight = None;
-        m.timer = Timer::None; // its timeout
-        if error != NONE {
-            *self.errors.entry(format!("{}:{error}", api.name())).or_default() += 1;
-        }
-        match api {
-            Api::Join => self.on_join(i, join.unwrap()),
-            Api::Sync => self.on_sync(i, error, &sync.unwrap()),
-            Api::Heartbeat => self.on_heartbeat(i, error),
-        }
-    }
-
-    // ------------------------------------------------------------- plumbing
-
-    fn event_data(&self, i: usize) -> u64 {
-        i as u64 | (self.members[i].serial as u64) << 32
-    }
-
-    fn interest(&mut self, i: usize, events: i32) {
-        let mut ev = libc::epoll_event { events: events as u32, u64: self.event_data(i) };
-        unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_MOD, self.members[i].fd, &mut ev) };
-    }
+    // ------------------------------------------------------------- timers and report
 
     fn set_timer(&mut self, i: usize, timer: Timer, at: Instant) {
         let m = &mut self.members[i];
         m.timer = timer;
         m.timer_token += 1;
-        self.timers.push(Reverse((at, i, m.timer_token)));
+        self.timers.push(at, i, m.timer_token);
     }
 
     fn fire_timers(&mut self) {
         let now = Instant::now();
-        while let Some(&Reverse((at, i, token))) = self.timers.peek() {
-            if at > now {
-                return;
-            }
-            self.timers.pop();
+        while let Some((i, token)) = self.timers.pop_due(now) {
             let m = &mut self.members[i];
             if m.timer_token != token {
                 continue;
@@ -722,14 +457,6 @@ impl Storm {
                 Timer::Timeout => self.fail(i, "TIMEOUT"),
             }
         }
-    }
-
-    /// Uniform in [0, 1) (xorshift64*).
-    fn uniform(&mut self) -> f64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
     }
 
     fn report(&self, (user, cpu): (f64, f64)) -> String {
@@ -772,22 +499,7 @@ fn check_versions(apis: &[(i16, i16)]) {
 }
 
 fn parse_args() -> Result<Config, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut opts: HashMap<&str, &str> = HashMap::new();
-    for pair in args.chunks(2) {
-        match pair {
-            [k, v] if k.starts_with("--") => {
-                opts.insert(&k[2..], v);
-            }
-            _ => return Err(format!("expected --option value pairs, got {pair:?}")),
-        }
-    }
-    fn num<T: std::str::FromStr>(opts: &HashMap<&str, &str>, key: &str, default: Option<T>) -> Result<T, String> {
-        match opts.get(key) {
-            Some(v) => v.parse().map_err(|_| format!("--{key}: bad value {v}")),
-            None => default.ok_or(format!("--{key} is required")),
-        }
-    }
+    let opts = Options::from_env()?;
     let topics = opts
         .get("topics")
         .ok_or("--topics NAME:PARTITIONS,... is required")?
@@ -798,52 +510,18 @@ fn parse_args() -> Result<Config, String> {
         })
         .collect::<Result<Vec<(String, i32)>, String>>()?;
     let cfg = Config {
-        port: num(&opts, "port", None)?,
-        members: num(&opts, "members", None)?,
+        port: opts.num("port", None)?,
+        members: opts.num("members", None)?,
         group: opts.get("group").ok_or("--group is required")?.to_string(),
         topics,
-        session_timeout_ms: num(&opts, "session-timeout-ms", Some(45000))?,
-        rebalance_timeout_ms: num(&opts, "rebalance-timeout-ms", Some(300000))?,
-        heartbeat_interval: Duration::from_millis(num(&opts, "heartbeat-interval-ms", Some(3000))?),
-        connects_in_flight: num(&opts, "connects-in-flight", Some(500))?,
-        timeout: Duration::from_secs_f64(num(&opts, "timeout", Some(120.0))?),
+        session_timeout_ms: opts.num("session-timeout-ms", Some(45000))?,
+        rebalance_timeout_ms: opts.num("rebalance-timeout-ms", Some(300000))?,
+        heartbeat_interval: Duration::from_millis(opts.num("heartbeat-interval-ms", Some(3000))?),
+        connects_in_flight: opts.num("connects-in-flight", Some(500))?,
+        timeout: Duration::from_secs_f64(opts.num("timeout", Some(120.0))?),
     };
     if cfg.members == 0 || cfg.connects_in_flight == 0 {
         return Err("--members and --connects-in-flight must be positive".into());
     }
     Ok(cfg)
-}
-
-/// This process's CPU seconds: (user, user + system).
-fn cpu_seconds() -> (f64, f64) {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(usage.ru_utime), secs(usage.ru_utime) + secs(usage.ru_stime))
-}
-
-fn realtime_ns() -> u64 {
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn get_int_option(fd: i32, level: i32, name: i32) -> io::Result<i32> {
-    let mut value: i32 = 0;
-    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
-    check(unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) })?;
-    Ok(value)
-}
-
-fn set_int_option(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
-    let size = std::mem::size_of::<i32>() as libc::socklen_t;
-    check(unsafe { libc::setsockopt(fd, level, name, (&value as *const i32).cast(), size) }).map(|_| ())
-}
-
-fn check(ret: i32) -> io::Result<i32> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
 }

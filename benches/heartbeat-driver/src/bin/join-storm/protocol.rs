@@ -2,13 +2,15 @@
 //! the versions `corral load` negotiates with corral and Kafka 4.x: ApiVersions v3, JoinGroup v9,
 //! SyncGroup v5, Heartbeat v4 (all flexible: request header v2, compact strings, tagged fields),
 //! and the embedded consumer protocol (ConsumerProtocolSubscription / Assignment v3) as
-//! src/corral/load/consumer_protocol.py writes it.
+//! src/corral/load/consumer_protocol.py writes it. The wire primitives and ApiVersions are
+//! the crate's (wire.rs).
 
-pub const API_VERSIONS: i16 = 18;
+pub use heartbeat_driver::wire::{api_versions, api_versions_answer, correlation_id, Parse};
+use heartbeat_driver::wire::{flexible_body, request, Reader, Writer};
+
 pub const JOIN_GROUP: i16 = 11;
 pub const SYNC_GROUP: i16 = 14;
 pub const HEARTBEAT: i16 = 12;
-pub const API_VERSIONS_V: i16 = 3;
 pub const JOIN_GROUP_V: i16 = 9;
 pub const SYNC_GROUP_V: i16 = 5;
 pub const HEARTBEAT_V: i16 = 4;
@@ -17,74 +19,6 @@ const CONSUMER_PROTOCOL_V: i16 = 3;
 
 /// Topic -> partitions, in the order the assignor produced them.
 pub type TopicPartitions = Vec<(String, Vec<i32>)>;
-
-pub struct Writer(pub Vec<u8>);
-
-impl Writer {
-    fn i16(&mut self, v: i16) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn uvarint(&mut self, mut v: u32) {
-        while v >= 0x80 {
-            self.0.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-    }
-    fn compact_str(&mut self, s: &str) {
-        self.uvarint(s.len() as u32 + 1);
-        self.0.extend_from_slice(s.as_bytes());
-    }
-    fn compact_nullable_str(&mut self, s: Option<&str>) {
-        match s {
-            Some(s) => self.compact_str(s),
-            None => self.uvarint(0),
-        }
-    }
-    fn compact_bytes(&mut self, b: &[u8]) {
-        self.uvarint(b.len() as u32 + 1);
-        self.0.extend_from_slice(b);
-    }
-    fn no_tags(&mut self) {
-        self.uvarint(0);
-    }
-    /// A classic (non-flexible) string: int16 length.
-    fn str16(&mut self, s: Option<&str>) {
-        match s {
-            Some(s) => {
-                self.i16(s.len() as i16);
-                self.0.extend_from_slice(s.as_bytes());
-            }
-            None => self.i16(-1),
-        }
-    }
-}
-
-/// A request frame (size prefix included) with request header v2.
-fn request(api_key: i16, version: i16, correlation_id: i32, client_id: &str, body: impl FnOnce(&mut Writer)) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(128));
-    w.i32(0); // size, filled below
-    w.i16(api_key);
-    w.i16(version);
-    w.i32(correlation_id);
-    w.str16(Some(client_id)); // the header's client id stays a classic string in v2
-    w.no_tags();
-    body(&mut w);
-    let size = (w.0.len() - 4) as i32;
-    w.0[..4].copy_from_slice(&size.to_be_bytes());
-    w.0
-}
-
-pub fn api_versions(correlation_id: i32, client_id: &str) -> Vec<u8> {
-    request(API_VERSIONS, API_VERSIONS_V, correlation_id, client_id, |w| {
-        w.compact_str("corral-join-storm"); // client_software_name
-        w.compact_str(env!("CARGO_PKG_VERSION"));
-        w.no_tags();
-    })
-}
 
 pub struct Join<'a> {
     pub group: &'a str,
@@ -183,125 +117,6 @@ pub fn assignment(assigned: &TopicPartitions) -> Vec<u8> {
     w.0
 }
 
-pub struct Reader<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-pub type Parse<T> = Result<T, String>;
-
-impl<'a> Reader<'a> {
-    pub fn new(data: &'a [u8]) -> Self {
-        Reader { data, pos: 0 }
-    }
-    fn take(&mut self, n: usize) -> Parse<&'a [u8]> {
-        if self.data.len() - self.pos < n {
-            return Err(format!("truncated at byte {} (wanted {n} more)", self.pos));
-        }
-        let out = &self.data[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
-    }
-    fn i8(&mut self) -> Parse<i8> {
-        Ok(self.take(1)?[0] as i8)
-    }
-    pub fn i16(&mut self) -> Parse<i16> {
-        Ok(i16::from_be_bytes(self.take(2)?.try_into().unwrap()))
-    }
-    pub fn i32(&mut self) -> Parse<i32> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap()))
-    }
-    fn uvarint(&mut self) -> Parse<u32> {
-        let mut v: u32 = 0;
-        for shift in (0..35).step_by(7) {
-            let b = self.take(1)?[0];
-            v |= ((b & 0x7f) as u32) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint too long".into())
-    }
-    fn utf8(b: &[u8]) -> Parse<String> {
-        String::from_utf8(b.to_vec()).map_err(|e| e.to_string())
-    }
-    fn compact_nullable_str(&mut self) -> Parse<Option<String>> {
-        match self.uvarint()? {
-            0 => Ok(None),
-            n => Ok(Some(Self::utf8(self.take(n as usize - 1)?)?)),
-        }
-    }
-    fn compact_str(&mut self) -> Parse<String> {
-        self.compact_nullable_str()?.ok_or_else(|| "null string".to_string())
-    }
-    fn compact_bytes(&mut self) -> Parse<&'a [u8]> {
-        match self.uvarint()? {
-            0 => Ok(&[]),
-            n => self.take(n as usize - 1),
-        }
-    }
-    fn compact_len(&mut self) -> Parse<usize> {
-        Ok((self.uvarint()? as usize).saturating_sub(1))
-    }
-    fn skip_tags(&mut self) -> Parse<()> {
-        for _ in 0..self.uvarint()? {
-            self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            self.take(size)?;
-        }
-        Ok(())
-    }
-    fn str16(&mut self) -> Parse<Option<String>> {
-        match self.i16()? {
-            n if n < 0 => Ok(None),
-            n => Ok(Some(Self::utf8(self.take(n as usize)?)?)),
-        }
-    }
-    fn topic_partitions(&mut self) -> Parse<TopicPartitions> {
-        let n = self.i32()?.max(0);
-        let mut out = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            let topic = self.str16()?.unwrap_or_default();
-            let count = self.i32()?.max(0);
-            let parts = (0..count).map(|_| self.i32()).collect::<Parse<Vec<i32>>>()?;
-            out.push((topic, parts));
-        }
-        Ok(out)
-    }
-}
-
-/// The correlation id of a response frame (size prefix removed).
-pub fn correlation_id(frame: &[u8]) -> Parse<i32> {
-    Reader::new(frame).i32()
-}
-
-/// ApiVersions v3 answer (response header v0): error code and each API's highest version.
-pub fn api_versions_answer(frame: &[u8]) -> Parse<(i16, Vec<(i16, i16)>)> {
-    let mut r = Reader::new(frame);
-    r.i32()?;
-    let error = r.i16()?;
-    if error != 0 {
-        return Ok((error, Vec::new()));
-    }
-    let mut apis = Vec::new();
-    for _ in 0..r.compact_len()? {
-        let key = r.i16()?;
-        r.i16()?;
-        let max = r.i16()?;
-        r.skip_tags()?;
-        apis.push((key, max));
-    }
-    Ok((error, apis))
-}
-
-/// Reader positioned at the body of a flexible response (header v1: correlation id, tags).
-fn flexible_body(frame: &[u8]) -> Parse<Reader<'_>> {
-    let mut r = Reader::new(frame);
-    r.i32()?;
-    r.skip_tags()?;
-    Ok(r)
-}
-
 pub struct JoinAnswer {
     pub error: i16,
     pub generation: i32,
@@ -318,13 +133,13 @@ pub fn join_answer(frame: &[u8]) -> Parse<JoinAnswer> {
     let error = r.i16()?;
     let generation = r.i32()?;
     r.compact_nullable_str()?; // protocol type
-    let protocol_name = r.compact_nullable_str()?;
-    let leader = r.compact_str()?;
+    let protocol_name = r.compact_nullable_str()?.map(String::from);
+    let leader = r.compact_str()?.to_string();
     r.i8()?; // skip_assignment (v9): only for KIP-848 upgrades, false here
-    let member_id = r.compact_str()?;
+    let member_id = r.compact_str()?.to_string();
     let mut members = Vec::new();
     for _ in 0..r.compact_len()? {
-        let id = r.compact_str()?;
+        let id = r.compact_str()?.to_string();
         r.compact_nullable_str()?; // group instance id
         let metadata = r.compact_bytes()?.to_vec();
         r.skip_tags()?;
@@ -354,7 +169,7 @@ pub fn subscription_topics(data: &[u8]) -> Parse<Vec<String>> {
     let mut r = Reader::new(data);
     r.i16()?;
     let n = r.i32()?.max(0);
-    (0..n).map(|_| Ok(r.str16()?.unwrap_or_default())).collect()
+    (0..n).map(|_| Ok(r.str16()?.unwrap_or_default().to_string())).collect()
 }
 
 pub fn decode_assignment(data: &[u8]) -> Parse<TopicPartitions> {
@@ -363,7 +178,19 @@ pub fn decode_assignment(data: &[u8]) -> Parse<TopicPartitions> {
     }
     let mut r = Reader::new(data);
     r.i16()?;
-    r.topic_partitions()
+    read_topic_partitions(&mut r)
+}
+
+fn read_topic_partitions(r: &mut Reader) -> Parse<TopicPartitions> {
+    let n = r.i32()?.max(0);
+    let mut out = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let topic = r.str16()?.unwrap_or_default().to_string();
+        let count = r.i32()?.max(0);
+        let parts = (0..count).map(|_| r.i32()).collect::<Parse<Vec<i32>>>()?;
+        out.push((topic, parts));
+    }
+    Ok(out)
 }
 
 /// Kafka's RangeAssignor as consumer_protocol.assign("range") runs it: members sorted by id, per
