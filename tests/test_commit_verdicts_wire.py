@@ -12,7 +12,8 @@ import time
 import pytest
 
 from corral import _core
-from corral.apis import HANDLERS, ApiKey, api_table
+from corral.apis import ApiKey
+from python_handlers import record_python_calls
 from rawwire import RawClient
 from test_classic_members_short_path import Classic, settle_mixed
 from test_consumer_short_path import Member, create_topic, settle, with_broker
@@ -23,17 +24,8 @@ REBALANCE_IN_PROGRESS, STALE_MEMBER_EPOCH = 27, 113
 
 @pytest.fixture
 def commit_calls(monkeypatch):
-    """The members whose OffsetCommits reached the Python handler."""
-    answers: list[str] = []
-    api_table()
-    handler = HANDLERS[ApiKey.OFFSET_COMMIT]
-
-    def recording(broker, req):
-        answers.append(req.typed.member_id)
-        return handler(broker, req)
-
-    monkeypatch.setitem(HANDLERS, ApiKey.OFFSET_COMMIT, recording)
-    return answers
+    """The OffsetCommits that reached the Python handler."""
+    return record_python_calls(monkeypatch, ApiKey.OFFSET_COMMIT)
 
 
 def commit(client: RawClient, group: str, member_id: str, epoch: int, version: int = 9,
