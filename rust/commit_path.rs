@@ -19,11 +19,15 @@
 //!   refused, and one marked after already counts the commit in flight.
 //! - Snapshots start replay no later than `oldest_in_flight()`.
 //!
+//! The path's own thread runs the fsync passes its commits wait for (`run_flusher`), so a
+//! commit costs Python nothing; the store runs one pass at a time, whoever asks.
+//!
 //! Lock order: this path's state, then a view (the verdict) or the offset map.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -32,8 +36,8 @@ use kafka_protocol::ResponseError;
 use pyo3::prelude::*;
 
 use crate::log::offset_records::{commit_batch, TopicCommits};
-use crate::log::{storage_error, LogStore};
-use crate::offset_commit::{encode_answer, metadata_too_large};
+use crate::log::LogStore;
+use crate::offset_commit::{encode_answer, metadata_too_large, PartitionCodes};
 use crate::offset_map::{OffsetMap, PyOffsetMap};
 
 const NONE: i16 = 0;
@@ -47,9 +51,8 @@ pub type Responder = Arc<dyn Fn(u64, Bytes, i16) + Send + Sync>;
 pub enum Took {
     /// Written and applied: the answer goes out now (no fsync wanted before acknowledging).
     Answered(Bytes),
-    /// Appended; the answer goes out after the fsync pass that covers it. `wake_flusher`: ask
-    /// Python's flusher for a pass (the first commit waiting since the last one).
-    Waiting { wake_flusher: bool },
+    /// Appended; the answer goes out after the fsync pass (the path's thread) that covers it.
+    Waiting,
 }
 
 /// An appended commit waiting for its fsync.
@@ -61,7 +64,8 @@ struct Waiter {
     topics: Vec<TopicCommits>,
     commit_ms: i64,
     accepted: Bytes,
-    failed: Bytes,
+    /// To encode the answer again if the fsync fails (rare: not encoded ahead).
+    answer: (i16, i32, PartitionCodes),
 }
 
 #[derive(Default)]
@@ -73,22 +77,34 @@ struct State {
     /// Per group, commits appended here and not applied yet.
     in_flight: HashMap<String, u32>,
     waiting: Vec<Waiter>,
+    /// Tests: no pass starts while held.
+    held: bool,
+    stopping: bool,
 }
 
-#[pyclass(frozen, module = "corral._core")]
-pub struct CommitPath {
+/// What the network thread and the path's flusher thread share.
+struct Inner {
     store: Py<LogStore>,
     offsets_topic: String,
     offsets_partitions: i32,
     map: Arc<Mutex<OffsetMap>>,
     state: Mutex<State>,
+    /// Signalled when a commit starts waiting (and at `close`).
+    work: Condvar,
     responder: Mutex<Option<Responder>>,
     /// log.flush.interval.messages: below it, a commit is acknowledged without an fsync.
     flush_messages: AtomicU64,
     metadata_max_bytes: AtomicUsize,
-    flush_wanted: AtomicBool,
     requests: AtomicU64,
     partitions: AtomicU64,
+}
+
+/// The commit path: its state and the thread that runs the fsync passes its commits wait for
+/// (one wakeup per pass, nothing in Python: the store lets one pass run at a time).
+#[pyclass(frozen, module = "corral._core")]
+pub struct CommitPath {
+    inner: Arc<Inner>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn wall_ms() -> i64 {
@@ -103,12 +119,44 @@ pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
 }
 
 impl CommitPath {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    pub fn attach(&self, responder: Responder) {
+        *self.inner.responder.lock().unwrap_or_else(|p| p.into_inner()) = Some(responder);
     }
 
-    pub fn attach(&self, responder: Responder) {
-        *self.responder.lock().unwrap_or_else(|p| p.into_inner()) = Some(responder);
+    /// See `Inner::take`.
+    pub fn take(
+        &self,
+        commit: &OffsetCommitRequest,
+        api_version: i16,
+        correlation_id: i32,
+        connection: u64,
+        verdict: impl FnOnce() -> bool,
+    ) -> Option<Took> {
+        let took = self.inner.take(commit, api_version, correlation_id, connection, verdict);
+        if matches!(took, Some(Took::Waiting)) {
+            self.start_flusher();
+        }
+        took
+    }
+
+    /// Started with the first commit that waits: a path no server uses has no thread.
+    fn start_flusher(&self) {
+        let mut flusher = self.flusher.lock().unwrap_or_else(|p| p.into_inner());
+        if flusher.is_none() {
+            let inner = self.inner.clone();
+            let spawned = std::thread::Builder::new().name("corral-commits".into()).spawn(move || inner.run_flusher());
+            // Without a thread (none could be made) the waiting commits would hang: stop taking.
+            match spawned {
+                Ok(thread) => *flusher = Some(thread),
+                Err(_) => self.inner.lock().stopping = true,
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Takes the commit when Python would accept all of it and the group is this path's now
@@ -124,7 +172,7 @@ impl CommitPath {
         let group = commit.group_id.as_str();
         let metadata_max = self.metadata_max_bytes.load(Ordering::Relaxed);
         let mut state = self.lock();
-        if state.python_writing.contains(group) || commit.topics.is_empty() {
+        if state.stopping || state.python_writing.contains(group) || commit.topics.is_empty() {
             return None;
         }
         let mut topics: Vec<TopicCommits> = Vec::with_capacity(commit.topics.len());
@@ -166,7 +214,6 @@ impl CommitPath {
             }
             return Some(Took::Answered(accepted));
         }
-        let failed = encode_answer(api_version, correlation_id, &codes, WRITE_FAILED).ok()?;
         *state.in_flight.entry(group.to_owned()).or_default() += 1;
         state.waiting.push(Waiter {
             connection,
@@ -176,10 +223,32 @@ impl CommitPath {
             topics,
             commit_ms,
             accepted,
-            failed,
+            answer: (api_version, correlation_id, codes),
         });
-        let wake_flusher = !self.flush_wanted.swap(true, Ordering::AcqRel);
-        Some(Took::Waiting { wake_flusher })
+        if state.waiting.len() == 1 {
+            self.work.notify_one();
+        }
+        Some(Took::Waiting)
+    }
+
+    /// The flusher thread: a pass for whatever waits, as soon as it waits (commits appended
+    /// during a pass wait for the next; the passes group-commit them).
+    fn run_flusher(&self) {
+        loop {
+            let covered = {
+                let mut state = self.lock();
+                while (state.waiting.is_empty() || state.held) && !state.stopping {
+                    state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
+                }
+                if state.stopping && state.waiting.is_empty() {
+                    return;
+                }
+                std::mem::take(&mut state.waiting)
+            };
+            let flushed = self.store.get().flush_dirty();
+            // A failed fsync is logged by Python's flusher, whose next pass meets it too.
+            self.complete(covered, flushed.is_ok());
+        }
     }
 
     /// Applies and answers the commits an fsync pass covered (`durable`), or answers them
@@ -210,8 +279,16 @@ impl CommitPath {
         let responder = self.responder.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(respond) = responder {
             for waiter in covered {
-                let (frame, code) = if durable { (waiter.accepted, NONE) } else { (waiter.failed, WRITE_FAILED) };
-                respond(waiter.connection, frame, code);
+                let (api_version, correlation_id, codes) = &waiter.answer;
+                let (frame, code) = match durable {
+                    true => (Some(waiter.accepted), NONE),
+                    false => (encode_answer(*api_version, *correlation_id, codes, WRITE_FAILED).ok(), WRITE_FAILED),
+                };
+                // An answer that cannot be encoded (it was once) leaves the connection waiting;
+                // the client's request timeout ends it, as for a broker that went away.
+                if let Some(frame) = frame {
+                    respond(waiter.connection, frame, code);
+                }
             }
         }
     }
@@ -229,30 +306,48 @@ impl CommitPath {
         offset_map: &PyOffsetMap,
         flush_messages: u64,
         metadata_max_bytes: usize,
-    ) -> Self {
-        CommitPath {
+    ) -> PyResult<Self> {
+        let inner = Arc::new(Inner {
             store,
             offsets_topic,
             offsets_partitions,
             map: offset_map.shared(),
             state: Mutex::new(State::default()),
+            work: Condvar::new(),
             responder: Mutex::new(None),
             flush_messages: AtomicU64::new(flush_messages),
             metadata_max_bytes: AtomicUsize::new(metadata_max_bytes),
-            flush_wanted: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             partitions: AtomicU64::new(0),
+        });
+        Ok(CommitPath { inner, flusher: Mutex::new(None) })
+    }
+
+    /// Ends the flusher thread once the commits waiting are answered (shutdown).
+    fn close(&self, py: Python<'_>) {
+        self.inner.lock().stopping = true;
+        self.inner.work.notify_one();
+        if let Some(thread) = self.flusher.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            py.detach(|| {
+                let _ = thread.join();
+            });
         }
+    }
+
+    /// Tests: while `held`, no fsync pass of the path starts (commits keep waiting).
+    fn hold(&self, held: bool) {
+        self.inner.lock().held = held;
+        self.inner.work.notify_one();
     }
 
     /// log.flush.interval.messages changed (a dynamic broker setting).
     fn set_flush_messages(&self, flush_messages: u64) {
-        self.flush_messages.store(flush_messages, Ordering::Relaxed);
+        self.inner.flush_messages.store(flush_messages, Ordering::Relaxed);
     }
 
     /// A topic as requests now see it (created, grown); `partitions` 0: gone.
     fn set_topic(&self, name: &str, partitions: i32) {
-        let mut state = self.lock();
+        let mut state = self.inner.lock();
         if partitions > 0 {
             state.topics.insert(name.to_owned(), partitions);
         } else {
@@ -262,7 +357,7 @@ impl CommitPath {
 
     /// Whether a Python write of the group touching offsets is pending (see the module's comment).
     fn python_writing(&self, group_id: &str, writing: bool) {
-        let mut state = self.lock();
+        let mut state = self.inner.lock();
         if writing {
             state.python_writing.insert(group_id.to_owned());
         } else {
@@ -272,38 +367,21 @@ impl CommitPath {
 
     /// Commits of the group appended here and not applied yet.
     fn in_flight(&self, group_id: &str) -> u32 {
-        self.lock().in_flight.get(group_id).copied().unwrap_or(0)
+        self.inner.lock().in_flight.get(group_id).copied().unwrap_or(0)
     }
 
     /// Per `__consumer_offsets` partition, the offset of its oldest commit not applied yet.
     fn oldest_in_flight(&self) -> HashMap<i32, i64> {
         let mut oldest = HashMap::new();
-        for waiter in &self.lock().waiting {
+        for waiter in &self.inner.lock().waiting {
             oldest.entry(waiter.partition).or_insert(waiter.base_offset);
         }
         oldest
     }
 
-    /// Whether commits wait for an fsync pass; clears the request for one.
-    fn take_flush_wanted(&self) -> bool {
-        self.flush_wanted.swap(false, Ordering::AcqRel)
-    }
-
-    /// An fsync pass of the whole store (LogStore.flush) that also completes the commits
-    /// appended before it started. Blocks without the GIL: call it from a worker thread.
-    fn flush(&self, py: Python<'_>) -> PyResult<u64> {
-        py.detach(|| {
-            let covered = std::mem::take(&mut self.lock().waiting);
-            let flushed = self.store.get().flush_dirty();
-            self.complete(covered, flushed.is_ok());
-            flushed
-        })
-        .map_err(storage_error)
-    }
-
     /// (OffsetCommit requests, partitions) this path committed.
     fn committed(&self) -> (u64, u64) {
-        (self.requests.load(Ordering::Relaxed), self.partitions.load(Ordering::Relaxed))
+        (self.inner.requests.load(Ordering::Relaxed), self.inner.partitions.load(Ordering::Relaxed))
     }
 }
 

@@ -190,7 +190,7 @@ pub fn metadata_too_large(metadata: &str, max: usize) -> bool {
 pub struct OffsetCommitAnswer {
     api_version: i16,
     correlation_id: i32,
-    codes: Arc<Vec<(TopicName, Vec<(i32, i16)>)>>,
+    codes: Arc<PartitionCodes>,
 }
 
 #[pymethods]
@@ -205,12 +205,15 @@ impl OffsetCommitAnswer {
     }
 }
 
+/// Per topic, per partition of an OffsetCommit, its error code.
+pub type PartitionCodes = Vec<(TopicName, Vec<(i32, i16)>)>;
+
 /// An OffsetCommit response frame: per topic, per partition its code (`write_error` in place of
 /// NONE, the accepted partitions' code when their write failed).
 pub fn encode_answer(
     api_version: i16,
     correlation_id: i32,
-    codes: &[(TopicName, Vec<(i32, i16)>)],
+    codes: &PartitionCodes,
     write_error: i16,
 ) -> anyhow::Result<Bytes> {
     let topics = codes

@@ -885,14 +885,11 @@ impl Network {
                         stats.answered(key, version, self.now.elapsed(), Some(code));
                         conn.budget.frame_taken(None);
                         conn.queue(response);
-                    } else if let Some(Took::Waiting { wake_flusher }) = took {
+                    } else if let Some(Took::Waiting) = took {
                         // Answered by the fsync pass that covers it (`Outbound::CoreAnswer`).
                         conn.budget.frame_taken(Some(size));
                         conn.busy = true;
                         conn.with_python = (key, version, self.now);
-                        if wake_flusher {
-                            self.shared.signal_python();
-                        }
                     } else {
                         conn.budget.frame_taken(Some(size));
                         conn.busy = true;

@@ -104,27 +104,31 @@ def test_acknowledged_commits_survive_kill_9(broker):
 
 
 class HeldPasses:
-    """Stands in for the log's core appender (the commit path) so that every fsync pass waits,
-    before it starts, until `release()`: writes appended meanwhile share the next pass."""
+    """Holds every fsync pass before it starts: Python's flusher's (the store's `flush`, in a
+    worker thread, waits for `release_python()`) and the commit path's thread's (`hold`)."""
 
-    def __init__(self, path):
-        self.path, self.gate = path, threading.Event()
+    def __init__(self, store, core):
+        self.store, self.core, self.gate = store, core, threading.Event()
+        core.hold(True)
 
-    def flush(self) -> int:  # in the flusher's worker thread
+    def flush(self) -> int:  # in Python's flusher's worker thread
         assert self.gate.wait(20), "never released"
-        return self.path.flush()
+        return self.store.flush()
 
-    def release(self) -> None:
+    def release_core(self) -> None:
+        self.core.hold(False)
+
+    def release_python(self) -> None:
         self.gate.set()
 
     def __getattr__(self, name: str):
-        return getattr(self.path, name)
+        return getattr(self.store, name)
 
 
 def holding_passes(broker) -> HeldPasses:
     logs = broker.server.broker.logs
-    held = HeldPasses(logs.core_appender)
-    broker.run(setattr, logs, "core_appender", held)
+    held = HeldPasses(logs.store, broker.groups.log.core_commits)
+    broker.run(setattr, logs, "store", held)
     return held
 
 
@@ -159,7 +163,11 @@ def test_a_python_write_pending_keeps_the_group_commits_python(tmp_path, commit_
             wait_until(lambda: len(commit_calls) == 1, 10, "the v4 commit with Python")
             b.send(ApiKey.OFFSET_COMMIT, 8, commit_body("g", member, generation, 0, 11))
             wait_until(lambda: len(commit_calls) == 2, 10, "the v8 commit with Python")
-            held.release()
+            # Were the network thread's commit in flight, it would be applied first, then
+            # Python's older one over it.
+            held.release_core()
+            wait_until(lambda: broker.groups.log.core_commits.in_flight("g") == 0, 10, "applied")
+            held.release_python()
             assert error_of(a.receive(ApiKey.OFFSET_COMMIT, 4)[1]) == ErrorCode.NONE
             assert error_of(b.receive(ApiKey.OFFSET_COMMIT, 8)[1]) == ErrorCode.NONE
             assert fetch(a, "g", TOPIC, [0]) == [(0, 11, "")]
@@ -191,7 +199,9 @@ def test_a_group_deleted_while_its_commits_are_in_flight_keeps_none(tmp_path):
             with RawClient(broker.port) as c:
                 c.send(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["gone"]})
                 time.sleep(0.2)
-                held.release()
+                held.release_core()
+                wait_until(lambda: core.in_flight("gone") == 0, 10, "the commit applied")
+                held.release_python()
                 assert error_of(a.receive(ApiKey.OFFSET_COMMIT, 8)[1]) == ErrorCode.NONE
                 assert b.receive(ApiKey.LEAVE_GROUP, 5)[1]["error_code"] == ErrorCode.NONE
                 deleted = c.receive(ApiKey.DELETE_GROUPS, 2)[1]

@@ -85,6 +85,9 @@ pub struct LogStore {
     dirty: Mutex<Vec<Shared>>,
     /// Every segment's file is opened through this one bounded cache (files.rs).
     files: Arc<FileCache>,
+    /// One fsync pass at a time (Python's flusher and the commit path's thread both run them):
+    /// a pass that starts after an append then covers it, whoever runs it.
+    passes: Mutex<()>,
 }
 
 fn lock(p: &Shared) -> std::sync::MutexGuard<'_, Partition> {
@@ -136,6 +139,7 @@ impl LogStore {
 
     /// `flush` without Python (see there).
     pub(crate) fn flush_dirty(&self) -> io::Result<u64> {
+        let _one_at_a_time = self.passes.lock().unwrap_or_else(|p| p.into_inner());
         let dirty = std::mem::take(&mut *self.dirty.lock().unwrap());
         let mut total = 0;
         let mut parts = dirty.into_iter();
@@ -149,7 +153,7 @@ impl LogStore {
             };
             // A partition's first records: its directory entries must be durable too.
             let file = match &new_dir {
-                Some(dir) => Partition::sync_dirs(&dir).and(file),
+                Some(dir) => Partition::sync_dirs(dir).and(file),
                 None => file,
             };
             // A roll in between already fsynced the older segment, so syncing the file that
@@ -201,6 +205,7 @@ impl LogStore {
             clean,
             partitions: Mutex::new(HashMap::new()),
             dirty: Mutex::new(Vec::new()),
+            passes: Mutex::new(()),
             files: FileCache::new(open_files_max),
         })
     }

@@ -79,8 +79,8 @@ class PartitionLogs:
         self._flush_waiters: list[FlushCallback] = []
         self._flush_wanted = trio.Event()
         self.flush_seconds = Durations()  # fsync passes that made records durable (/metrics)
-        # Appends made outside Python that wait for an fsync pass (the network thread's
-        # OffsetCommits, rust/commit_path.rs): its `flush` runs the pass and completes them.
+        # Appends made by the core that may be acknowledged without an fsync (the network
+        # thread's OffsetCommits, rust/commit_path.rs): told the flush policy.
         self.core_appender: _core.CommitPath | None = None
         topics.on_delete.append(self._topic_deleted)
         topics.on_configs.append(self.reconfigure)
@@ -167,11 +167,6 @@ class PartitionLogs:
         """Asks for an fsync pass without waiting for it (acks=0 appends)."""
         self._flush_wanted.set()
 
-    def core_appends_wait(self) -> None:
-        """Asks for an fsync pass if the core appended something that waits for one (the
-        server calls it whenever the network thread signals)."""
-        if self.core_appender is not None and self.core_appender.take_flush_wanted():
-            self._flush_wanted.set()
 
     def after_flush(self, callback: FlushCallback) -> None:
         """Calls `callback(error)` once an fsync pass that started after this call has finished:
@@ -220,8 +215,7 @@ class PartitionLogs:
             error = None
             started = time.monotonic()
             try:
-                flush = self.store.flush if self.core_appender is None else self.core_appender.flush
-                if await trio.to_thread.run_sync(flush):
+                if await trio.to_thread.run_sync(self.store.flush):
                     self.flush_seconds.observe(time.monotonic() - started)
             except OSError as e:
                 storage_warning("fsync", "fsync failed, appends waiting for it are not "

@@ -154,7 +154,6 @@ class Server:
                 self.failure = str(e)
                 nursery.cancel_scope.cancel()
                 return
-            self.broker.logs.core_appends_wait()
             for kind, client_host, message in problems:
                 if kind is None:
                     log.warning("%s", message)  # already rate-limited by the network thread

@@ -204,13 +204,17 @@ class DurableLog(CoordinatorLog):
             write.done.resolve(ErrorCode.NONE)
 
     async def run(self) -> None:
-        if not self.write_delay_s:
-            return
-        while True:
-            await self._ready.wait()
-            self._ready = trio.Event()
-            await trio.sleep(self.write_delay_s)
-            self._apply_durable()
+        try:
+            if not self.write_delay_s:
+                await trio.sleep_forever()
+            while True:
+                await self._ready.wait()
+                self._ready = trio.Event()
+                await trio.sleep(self.write_delay_s)
+                self._apply_durable()
+        finally:
+            if self.core_commits is not None:
+                self.core_commits.close()  # its thread answers what waits, then ends
 
     def _offset_write_begins(self, group_id: str) -> None:
         count = self._offset_writes.get(group_id, 0)
