@@ -55,6 +55,14 @@ pub enum Took {
     Waiting,
 }
 
+/// Where the answer to a commit goes, and how it is encoded.
+#[derive(Clone, Copy)]
+pub struct ReplyTo {
+    pub connection: u64,
+    pub api_version: i16,
+    pub correlation_id: i32,
+}
+
 /// An appended commit waiting for its fsync.
 struct Waiter {
     connection: u64,
@@ -124,15 +132,8 @@ impl CommitPath {
     }
 
     /// See `Inner::take`.
-    pub fn take(
-        &self,
-        commit: &OffsetCommitRequest,
-        api_version: i16,
-        correlation_id: i32,
-        connection: u64,
-        verdict: impl FnOnce() -> bool,
-    ) -> Option<Took> {
-        let took = self.inner.take(commit, api_version, correlation_id, connection, verdict);
+    pub fn take(&self, commit: &OffsetCommitRequest, to: ReplyTo, verdict: impl FnOnce() -> bool) -> Option<Took> {
+        let took = self.inner.take(commit, to, verdict);
         if matches!(took, Some(Took::Waiting)) {
             self.start_flusher();
         }
@@ -161,14 +162,8 @@ impl Inner {
 
     /// Takes the commit when Python would accept all of it and the group is this path's now
     /// (see the module's comment); None: Python answers it. `verdict` asks the views.
-    pub fn take(
-        &self,
-        commit: &OffsetCommitRequest,
-        api_version: i16,
-        correlation_id: i32,
-        connection: u64,
-        verdict: impl FnOnce() -> bool,
-    ) -> Option<Took> {
+    fn take(&self, commit: &OffsetCommitRequest, to: ReplyTo, verdict: impl FnOnce() -> bool) -> Option<Took> {
+        let ReplyTo { connection, api_version, correlation_id } = to;
         let group = commit.group_id.as_str();
         let metadata_max = self.metadata_max_bytes.load(Ordering::Relaxed);
         let mut state = self.lock();

@@ -9,8 +9,9 @@
 //!
 //! - `FastPath::answer` may answer it there and then, without Python (Heartbeat, from the
 //!   `HeartbeatView` or, for a classic member of a consumer group, the `ConsumerHeartbeatView`;
-//!   ConsumerGroupHeartbeat, from the `ConsumerHeartbeatView`; OffsetCommit's only judges and
-//!   counts, docs/offset-commit-short-path.md);
+//!   ConsumerGroupHeartbeat, from the `ConsumerHeartbeatView`); an OffsetCommit the views accept
+//!   may be taken by the commit path (`Decoded::take`, commit_path.rs), which appends it and
+//!   answers it after its fsync (docs/offset-commit-short-path.md);
 //! - otherwise the decoded value goes to Python as it is, as that named type (`Request.typed`: a
 //!   `HeartbeatRequest`, an `OffsetCommitRequest`, a `ConsumerGroupHeartbeatRequest`), with the
 //!   fields as getters and its own ways to answer. Nothing is decoded again: `Request.body`, if asked for, makes the dict from the struct.

@@ -22,7 +22,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::commit_path::Took;
+use crate::commit_path::{ReplyTo, Took};
 use crate::fast_paths::{short_path_request, FastPath, Sender, Views};
 use crate::header;
 use kafka_protocol::ResponseError;
@@ -78,7 +78,8 @@ impl OffsetCommit {
     /// asked again under the path's lock (a group being deleted meanwhile refuses).
     pub fn take(&self, views: &Views, connection: u64) -> Option<Took> {
         let path = views.commit_path.as_ref()?.get();
-        path.take(&self.body, self.api_version, self.correlation_id, connection, || self.accepting_view(views).is_some())
+        let to = ReplyTo { connection, api_version: self.api_version, correlation_id: self.correlation_id };
+        path.take(&self.body, to, || self.accepting_view(views).is_some())
     }
 }
 

@@ -18,6 +18,7 @@ from typing import Any, Self, TypeAlias, final
 # The runtime module's exports (the aliases below are not among them).
 __all__ = [
     "ApiTable",
+    "CommitPath",
     "Connection",
     "Request",
     "OffsetCommitRequest",
@@ -353,6 +354,7 @@ class Reactor:
         heartbeat_view: HeartbeatView | None = None,
         *,
         consumer_heartbeat_view: ConsumerHeartbeatView | None = None,
+        commit_path: CommitPath | None = None,
         authorize_short_paths: bool = False,
         sasl_max_receive_bytes: int = 524288,
         failed_authentication_delay_ms: int = 100,
@@ -366,8 +368,8 @@ class Reactor:
         name, SASL or not, TLS configuration or None); the descriptors' ownership passes to the
         thread. On a SASL listener a connection may send only ApiVersions, SaslHandshake and
         SaslAuthenticate until `authenticated`. `heartbeat_view`: answer steady-state Heartbeats
-        from it; `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats;
-        `authorize_short_paths`: answer those only for groups `authorize_group` allowed on the
+        from it; `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats; `commit_path`:
+        write and answer the steady-state OffsetCommits it takes; `authorize_short_paths`: answer those only for groups `authorize_group` allowed on the
         connection (an authorizer is on). Before authentication a SASL connection's requests may
         be `sasl_max_receive_bytes` at most; a connection whose authentication failed closes
         `failed_authentication_delay_ms` after its answer is written.
@@ -638,6 +640,46 @@ class OffsetMap:
         otherwise once `retention_ms` passed since `base_timestamp_ms` (when an Empty classic
         group became empty) or, without it, its commit time. `keep_topics` are left alone.
         Returns the expired (topic, partition)s, sorted; removes nothing."""
+
+
+class CommitPath:
+    """OffsetCommits written by the network thread: it appends those it takes to
+    `offsets_topic`, its own thread fsyncs, applies them to the offset map and answers
+    (rust/commit_path.rs, docs/offset-commit-short-path.md)."""
+
+    def __new__(
+        cls,
+        store: LogStore,
+        offsets_topic: str,
+        offsets_partitions: int,
+        offset_map: OffsetMap,
+        flush_messages: int,
+        metadata_max_bytes: int,
+    ) -> Self: ...
+    def close(self) -> None:
+        """Ends the flusher thread once the commits waiting are answered (shutdown)."""
+
+    def hold(self, held: bool) -> None:
+        """Tests: while held, no fsync pass of the path starts."""
+
+    def set_flush_messages(self, flush_messages: int) -> None:
+        """log.flush.interval.messages changed."""
+
+    def set_topic(self, name: str, partitions: int) -> None:
+        """A topic as requests now see it; `partitions` 0: gone."""
+
+    def python_writing(self, group_id: str, writing: bool) -> None:
+        """Whether a Python write of the group touching offsets is pending (its commits are
+        then Python's)."""
+
+    def in_flight(self, group_id: str) -> int:
+        """Commits of the group appended by the path and not applied yet."""
+
+    def oldest_in_flight(self) -> dict[int, int]:
+        """Per `__consumer_offsets` partition, the offset of its oldest commit not applied."""
+
+    def committed(self) -> tuple[int, int]:
+        """(OffsetCommit requests, partitions) the path committed."""
 
 # --- Log store ----------------------------------------------------------------------------------
 
