@@ -109,6 +109,13 @@ def test_the_ownership_checker_catches_two_owners():
     b.timeline = [(19, frozenset({("t", 1)}))]
     with pytest.raises(OwnershipViolation, match=r"\('t', 1\) owned by a and b"):
         check_ownership([a, b])
+    # A member asked to close owns nothing from then on, whatever it reports later; before,
+    # it still does.
+    a.closing_since = 18
+    assert check_ownership([a, b]) == 3
+    a.closing_since = 20
+    with pytest.raises(OwnershipViolation, match=r"\('t', 1\) owned by a and b"):
+        check_ownership([a, b])
 
 
 @pytest.fixture
