@@ -59,6 +59,9 @@ pub(crate) struct Conn {
     pub(crate) raw_sasl: RawSasl,
     /// Groups whose heartbeats the short paths may answer (with an authorizer on).
     pub(crate) authorized_groups: HashSet<Box<str>>,
+    /// Topics the connection's principal may READ: the commit path may take its OffsetCommits
+    /// naming only these (and an authorized group) with an authorizer on.
+    pub(crate) authorized_topics: HashSet<Box<str>>,
     /// Python keeps state for it: report its close.
     pub(crate) watched: bool,
     /// Close once the answers are written.
@@ -166,5 +169,13 @@ impl Conn {
             self.authorized_groups.clear();
         }
         self.authorized_groups.insert(group.into());
+    }
+
+    /// The commit path may take this connection's commits to these topics (a bounded set).
+    pub(crate) fn authorize_topics(&mut self, topics: Vec<String>) {
+        if self.authorized_topics.len() + topics.len() > MAX_AUTHORIZED_GROUPS {
+            self.authorized_topics.clear();
+        }
+        self.authorized_topics.extend(topics.into_iter().map(String::into_boxed_str));
     }
 }

@@ -31,7 +31,7 @@ use pyo3::types::PyBytes;
 
 use crate::apis;
 use crate::commit_path::Took;
-use crate::fast_paths::{self, Decoded, Sender, Views};
+use crate::fast_paths::{self, Decoded, Holds, Sender, Views};
 use crate::frames::FrameSplitter;
 use crate::header::{self, RequestPrefix};
 use kafka_protocol::ResponseError;
@@ -336,6 +336,15 @@ impl Received {
 }
 
 impl Received {
+    /// The topics an OffsetCommit names (none for anything else).
+    pub fn commit_topics(&self) -> impl Iterator<Item = &str> {
+        let commit = match &self.payload {
+            Payload::Decoded(Decoded::OffsetCommit(commit)) => Some(commit.body()),
+            _ => None,
+        };
+        commit.into_iter().flat_map(|c| c.topics.iter().map(|t| t.name.as_str()))
+    }
+
     /// An OffsetCommit written and answered by the commit path (commit_path.rs), if it takes it.
     pub fn take(&self, views: &Views, connection: u64) -> Option<Took> {
         match &self.payload {

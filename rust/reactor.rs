@@ -105,6 +105,8 @@ enum Outbound {
     WatchClose(u64),
     /// The connection may heartbeat this group on the short paths (authorizer on).
     AuthorizeGroup(u64, String),
+    /// The connection's principal may READ these topics (authorizer on; OffsetCommits).
+    AuthorizeTopics(u64, Vec<String>),
     ForgetAuthorizations,
     /// Stop as if poll had failed (`inject_failure`).
     Fail(String),
@@ -414,7 +416,14 @@ impl Reactor {
         self.shared.send_to_network(Outbound::AuthorizeGroup(connection, group_id));
     }
 
-    /// Drops every group authorization given by `authorize_group` (the ACLs changed).
+    /// The commit path may take the connection's OffsetCommits to these topics (their group
+    /// authorized too; authorizer on).
+    fn authorize_topics(&self, connection: u64, topics: Vec<String>) {
+        self.shared.send_to_network(Outbound::AuthorizeTopics(connection, topics));
+    }
+
+    /// Drops every group and topic authorization given by `authorize_group` and
+    /// `authorize_topics` (the ACLs changed).
     fn forget_authorizations(&self) {
         self.shared.send_to_network(Outbound::ForgetAuthorizations);
     }
@@ -713,6 +722,7 @@ impl Network {
             raw_sasl: RawSasl::Off,
             session_ends: None,
             authorized_groups: HashSet::new(),
+            authorized_topics: HashSet::new(),
             watched: false,
             closing: false,
             close_scheduled: false,
@@ -877,7 +887,15 @@ impl Network {
                     let short_path_allowed = !self.authorize_short_paths
                         || received.group_id().is_some_and(|group| conn.authorized_groups.contains(group));
                     let answer = if short_path_allowed { received.answer(&self.views, &conn.client_host) } else { None };
-                    let took = if short_path_allowed && answer.is_none() { received.take(&self.views, id) } else { None };
+                    // With an authorizer, a commit's topics must be authorized on the connection too.
+                    let topics_allowed = || {
+                        !self.authorize_short_paths || received.commit_topics().all(|topic| conn.authorized_topics.contains(topic))
+                    };
+                    let took = if short_path_allowed && answer.is_none() && topics_allowed() {
+                        received.take(&self.views, id)
+                    } else {
+                        None
+                    };
                     if let Some((response, code)) = answer.or(match took {
                         Some(Took::Answered(ref response)) => Some((response.clone(), 0)),
                         _ => None,
@@ -1019,9 +1037,15 @@ impl Network {
                         conn.authorize_group(group);
                     }
                 }
+                Outbound::AuthorizeTopics(id, topics) => {
+                    if let Some(conn) = self.connections.get_mut(&id) {
+                        conn.authorize_topics(topics);
+                    }
+                }
                 Outbound::ForgetAuthorizations => {
                     for conn in self.connections.values_mut() {
                         conn.authorized_groups.clear();
+                        conn.authorized_topics.clear();
                     }
                 }
                 Outbound::Fail(reason) => return Some(reason),

@@ -34,10 +34,14 @@ class Network:
 
     def __init__(self) -> None:
         self.authorized: list[tuple[int, str]] = []
+        self.authorized_topics: list[tuple[int, list[str]]] = []
         self.forgotten = 0
 
     def authorize_group(self, connection: int, group_id: str) -> None:
         self.authorized.append((connection, group_id))
+
+    def authorize_topics(self, connection: int, topics: list[str]) -> None:
+        self.authorized_topics.append((connection, topics))
 
     def forget_authorizations(self) -> None:
         self.forgotten += 1
@@ -143,6 +147,8 @@ def test_offset_commit_fetch_and_delete(tmp_path):
         # Authorization comes before existence: no word about whether "nope" exists.
         assert codes(response) == {"orders": [0], "payments": [ErrorCode.TOPIC_AUTHORIZATION_FAILED],
                                    "nope": [ErrorCode.TOPIC_AUTHORIZATION_FAILED]}
+        # What the network thread may write for the connection from now on (commit_path.rs).
+        assert broker.sessions.network.authorized_topics == [(0, ["orders"])]
         await call(broker, ADMIN, ApiKey.OFFSET_COMMIT, 8, commit_body("g", ["payments"]))
         # OffsetFetch needs GROUP DESCRIBE (READ implies it); undescribable topics are left out
         # of "everything", refused when named.

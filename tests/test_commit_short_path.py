@@ -244,12 +244,7 @@ def test_what_the_network_thread_leaves_to_python(tmp_path, commit_calls):  # no
                                        "offset.metadata.max.bytes": 32})
 
 
-@pytest.mark.parametrize("settings", [
-    {"corral.group.offset.commit.short.path.enable": False},
-    # With ACLs, Python authorizes every commit (GROUP and TOPIC READ).
-    {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-     "allow.everyone.if.no.acl.found": True}], ids=["disabled", "authorizer"])
-def test_off_with_an_authorizer_or_when_disabled(tmp_path, commit_calls, settings):  # noqa: F811
+def test_off_when_disabled(tmp_path, commit_calls):  # noqa: F811
     def scenario(broker) -> None:
         assert broker.groups.log.core_commits is None
         with RawClient(broker.port) as client:
@@ -260,4 +255,40 @@ def test_off_with_an_authorizer_or_when_disabled(tmp_path, commit_calls, setting
             assert len(commit_calls) == 1
             assert fetch(client, "python-only", TOPIC, [0]) == [(0, 3, "")]
 
-    with_broker(tmp_path, scenario, **{"group.initial.rebalance.delay.ms": 0, **settings})
+    with_broker(tmp_path, scenario, **{"group.initial.rebalance.delay.ms": 0,
+                                       "corral.group.offset.commit.short.path.enable": False})
+
+
+def test_with_an_authorizer_after_python_authorized_group_and_topics(tmp_path, commit_calls):  # noqa: F811
+    """With ACLs, a connection's first commit is Python's (GROUP and TOPIC READ); its next ones
+    to the same group and topics are the network thread's, until the ACLs change: a DENY of
+    TOPIC READ then refuses the very next commit (Python's again)."""
+    def scenario(broker) -> None:
+        with RawClient(broker.port) as client, RawClient(broker.port) as other:
+            create_topic(client, TOPIC, 2)
+            member, generation = member_of(client, "acl")
+            core = broker.groups.log.core_commits
+            taken = core.committed()[0]
+            for offset in (1, 2, 3):
+                body = commit_body("acl", member, generation, 0, offset)
+                assert error_of(client.call(ApiKey.OFFSET_COMMIT, 8, body)) == ErrorCode.NONE
+            assert len(commit_calls) == 1 and core.committed()[0] == taken + 2
+            assert fetch(client, "acl", TOPIC, [0]) == [(0, 3, "")]
+            # Another connection, its own authorizations: Python's first.
+            body = commit_body("acl", member, generation, 1, 4)
+            assert error_of(other.call(ApiKey.OFFSET_COMMIT, 8, body)) == ErrorCode.NONE
+            assert len(commit_calls) == 2
+            created = client.call(ApiKey.CREATE_ACLS, 3, {"creations": [{
+                "resource_type": 2, "resource_name": TOPIC, "resource_pattern_type": 3,
+                "principal": "User:ANONYMOUS", "host": "*", "operation": 3,
+                "permission_type": 2}]})
+            assert created["results"][0]["error_code"] == ErrorCode.NONE
+            body = commit_body("acl", member, generation, 0, 5)
+            assert error_of(client.call(ApiKey.OFFSET_COMMIT, 8, body)) == \
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            assert len(commit_calls) == 3 and core.committed()[0] == taken + 2
+
+    with_broker(tmp_path, scenario, **{
+        "group.initial.rebalance.delay.ms": 0,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": True})

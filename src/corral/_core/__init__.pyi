@@ -436,8 +436,13 @@ class Reactor:
         """The short paths may answer the connection's heartbeats for this group (authorizer
         on)."""
 
+    def authorize_topics(self, connection: int, topics: Sequence[str]) -> None:
+        """The commit path may take the connection's OffsetCommits to these topics (their group
+        authorized too; authorizer on)."""
+
     def forget_authorizations(self) -> None:
-        """Drops every group authorization given by `authorize_group` (the ACLs changed)."""
+        """Drops every group and topic authorization given by `authorize_group` and
+        `authorize_topics` (the ACLs changed)."""
 
     def stop(self) -> None:
         """Stops the thread and closes every socket."""

@@ -34,10 +34,9 @@ def coordinator_for(broker) -> GroupCoordinator:
     durable = DurableLog(broker.logs, topic, settings["corral.coordinator.write.delay.ms"])
     coordinator = GroupCoordinator(settings, durable, broker.data_dir / snapshot.FILE_NAME,
                                    broker.topics)
-    # With ACLs every commit is authorized by Python (GROUP and TOPIC READ); with a write delay
-    # (fault injection) every write waits in Python.
-    if settings["corral.group.offset.commit.short.path.enable"] and broker.authorizer is None \
-            and not durable.write_delay_s:
+    # With a write delay (fault injection) every write waits in Python. With ACLs, the network
+    # thread takes a connection's commits once Python authorized their group and topics on it.
+    if settings["corral.group.offset.commit.short.path.enable"] and not durable.write_delay_s:
         durable.core_commits = _core.CommitPath(
             broker.logs.store, topic.name, topic.partitions, coordinator.offsets.map,
             settings["log.flush.interval.messages"], settings["offset.metadata.max.bytes"])

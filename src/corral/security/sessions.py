@@ -21,6 +21,7 @@ class Network(Protocol):
     def raw_sasl_tokens(self, connection: int) -> None: ...
     def watch_close(self, connection: int) -> None: ...
     def authorize_group(self, connection: int, group_id: str) -> None: ...
+    def authorize_topics(self, connection: int, topics: list[str]) -> None: ...
     def forget_authorizations(self) -> None: ...
 
 
@@ -81,8 +82,14 @@ class Sessions:
         if self.network is not None:
             self.network.authorize_group(connection, group_id)
 
+    def authorize_topics(self, connection: int, topics: list[str]) -> None:
+        """The connection's principal may READ these topics: the network thread may write its
+        OffsetCommits to them (for a group authorized too) without asking Python again."""
+        if self.network is not None and topics:
+            self.network.authorize_topics(connection, topics)
+
     def forget_authorizations(self) -> None:
-        """ACLs changed: every group authorization the thread cached is dropped."""
+        """ACLs changed: every group and topic authorization the thread cached is dropped."""
         if self.network is not None:
             self.network.forget_authorizations()
 

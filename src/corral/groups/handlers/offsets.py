@@ -26,7 +26,10 @@ def offset_commit(broker, request) -> bytes | Later:
         if not group_read(broker, request, group_id):
             return _every_partition(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         names = commit.topic_names
-        unauthorized = set(names) - filter_allowed(broker, request, AclOperation.READ, TOPIC, names)
+        allowed = filter_allowed(broker, request, AclOperation.READ, TOPIC, names)
+        unauthorized = set(names) - allowed
+        # The connection's next commits to these may be the network thread's (commit_path.rs).
+        broker.sessions.authorize_topics(request.connection, sorted(allowed))
     offsets = broker.groups.offsets
     commit_ms = wall_ms()
     # v2-4 may set a retention; -1 (and every later version) means offsets.retention.minutes.
