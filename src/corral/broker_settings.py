@@ -210,9 +210,10 @@ _CORRAL: list[Setting] = [
             "itself; false sends every one to the coordinator, which answers the same."),
     Setting("corral.group.offset.commit.short.path.enable", ConfigType.BOOLEAN, True, parse_bool,
             "corral only, for tests and benches: the network thread writes, group-commits and "
-            "answers steady-state OffsetCommits of known members by itself (not with an "
-            "authorizer, nor with corral.coordinator.write.delay.ms); false sends every one to "
-            "the coordinator, which answers the same."),
+            "answers steady-state OffsetCommits of known members by itself (with an "
+            "authorizer, once the coordinator authorized their group and topics on the "
+            "connection; never with corral.coordinator.write.delay.ms); false sends every one "
+            "to the coordinator, which answers the same."),
     Setting("corral.coordinator.snapshot.interval.ms", ConfigType.LONG, 60000,
             int_in(1, INT64_MAX),
             "corral only: how often the group coordinator snapshots its state (when it changed), "
