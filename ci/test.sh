@@ -13,4 +13,5 @@ echo "== benches, smoke run (each benchmark once, untimed; timing runs are by ha
 python -m pytest -q benches/test_codec_bench.py --benchmark-disable
 
 echo "== pytest"
-python -m pytest -q tests "$@"
+# The slowest tests are listed at the end: the whole run must stay under 30 minutes.
+python -m pytest -q --durations=25 tests "$@"
