@@ -167,7 +167,6 @@ class PartitionLogs:
         """Asks for an fsync pass without waiting for it (acks=0 appends)."""
         self._flush_wanted.set()
 
-
     def after_flush(self, callback: FlushCallback) -> None:
         """Calls `callback(error)` once an fsync pass that started after this call has finished:
         what a request that needs no task of its own (OffsetCommit) waits with."""
