@@ -22,10 +22,18 @@
 //! The path's own thread runs the fsync passes its commits wait for (`run_flusher`), so a
 //! commit costs Python nothing; the store runs one pass at a time, whoever asks.
 //!
+//! The path writes one other record: a consumer-group member moved to its group's new target
+//! epoch by the network thread (consumer_epoch_moves.rs, through `lock_for`). Python flags a
+//! group for the whole of each write of its consumer-group records (`python_writing_group`,
+//! from before the records are applied to memory and the views until they are appended), so a
+//! move is decided on views Python is not changing and appended before or after Python's write,
+//! never in between. Python learns of the moves it did not make from `drain_moves` (before it
+//! handles any request, and inside each such flagged write, before its records are applied).
+//!
 //! Lock order: this path's state, then a view (the verdict) or the offset map.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -63,18 +71,29 @@ pub struct ReplyTo {
     pub correlation_id: i32,
 }
 
-/// An appended commit waiting for its fsync.
+/// An appended write waiting for its fsync: a commit, or a member's move.
 struct Waiter {
     connection: u64,
     group: String,
     partition: i32,
     base_offset: i64,
+    /// A commit's offsets (applied once durable); none for a move.
     topics: Vec<TopicCommits>,
     commit_ms: i64,
     accepted: Bytes,
-    /// To encode the answer again if the fsync fails (rare: not encoded ahead).
-    answer: (i16, i32, PartitionCodes),
+    failed: Failed,
 }
+
+/// How the answer of a write whose fsync failed is made.
+enum Failed {
+    /// A commit's answer, encoded again with NOT_COORDINATOR (rare: not encoded ahead).
+    Commit(i16, i32, PartitionCodes),
+    /// A move's NOT_COORDINATOR answer, encoded at the append.
+    Frame(Bytes),
+}
+
+/// A consumer-group member the network thread moved: (group, member, epoch, previous epoch).
+pub type Moved = (String, String, i32, i32);
 
 #[derive(Default)]
 struct State {
@@ -85,6 +104,12 @@ struct State {
     /// Per group, commits appended here and not applied yet.
     in_flight: HashMap<String, u32>,
     waiting: Vec<Waiter>,
+    /// Groups with a Python write of their consumer-group records under way (see above).
+    python_writing_group: HashSet<String>,
+    /// Moves appended and not yet told to Python, and groups whose move failed to be durable
+    /// (Python rewrites them: memory and the log may differ).
+    moved: Vec<Moved>,
+    failed_groups: Vec<String>,
     /// Tests: no pass starts while held.
     held: bool,
     stopping: bool,
@@ -105,6 +130,8 @@ struct Inner {
     metadata_max_bytes: AtomicUsize,
     requests: AtomicU64,
     partitions: AtomicU64,
+    /// `moved` or `failed_groups` holds something (`drain_moves` without the lock otherwise).
+    moves_pending: AtomicBool,
 }
 
 /// The commit path: its state and the thread that runs the fsync passes its commits wait for
@@ -140,6 +167,16 @@ impl CommitPath {
         took
     }
 
+    /// The path held for a write of `group` by the network thread; None while Python writes
+    /// the group's consumer-group records (or the path is stopping).
+    pub fn lock_for<'a>(&'a self, group: &'a str) -> Option<GroupWrite<'a>> {
+        let state = self.inner.lock();
+        if state.stopping || state.python_writing_group.contains(group) {
+            return None;
+        }
+        Some(GroupWrite { path: self, state, group })
+    }
+
     /// Started with the first commit that waits: a path no server uses has no thread.
     fn start_flusher(&self) {
         let mut flusher = self.flusher.lock().unwrap_or_else(|p| p.into_inner());
@@ -152,6 +189,62 @@ impl CommitPath {
                 Err(_) => self.inner.lock().stopping = true,
             }
         }
+    }
+}
+
+/// The path held for one group's move (`CommitPath::lock_for`): nothing of the group is being
+/// written by Python, and nothing can start to until this is dropped.
+pub struct GroupWrite<'a> {
+    path: &'a CommitPath,
+    state: MutexGuard<'a, State>,
+    group: &'a str,
+}
+
+/// Where a group write was appended.
+pub struct Appended {
+    partition: i32,
+    base_offset: i64,
+    unflushed: u64,
+}
+
+impl GroupWrite<'_> {
+    /// Appends `batch` to the group's `__consumer_offsets` partition; None if it could not be
+    /// (the caller leaves the request to Python, which says why).
+    pub fn append(&self, batch: Vec<u8>) -> Option<Appended> {
+        let inner = &self.path.inner;
+        let partition = partition_for(self.group, inner.offsets_partitions);
+        match inner.store.get().append_open(&inner.offsets_topic, partition, batch)? {
+            Ok((NONE, base_offset, unflushed)) => Some(Appended { partition, base_offset, unflushed }),
+            _ => None,
+        }
+    }
+
+    /// A member's move appended (`appended`): Python is told, and `accepted` answers it after
+    /// the fsync that covers it (`failure` if that fails), or at once below
+    /// log.flush.interval.messages.
+    pub fn moved(mut self, appended: Appended, moved: Moved, connection: u64, accepted: Bytes, failure: Bytes) -> Took {
+        let inner = &self.path.inner;
+        self.state.moved.push(moved);
+        inner.moves_pending.store(true, Ordering::Release);
+        if appended.unflushed < inner.flush_messages.load(Ordering::Relaxed) {
+            return Took::Answered(accepted);
+        }
+        self.state.waiting.push(Waiter {
+            connection,
+            group: self.group.to_owned(),
+            partition: appended.partition,
+            base_offset: appended.base_offset,
+            topics: Vec::new(),
+            commit_ms: 0,
+            accepted,
+            failed: Failed::Frame(failure),
+        });
+        if self.state.waiting.len() == 1 {
+            inner.work.notify_one();
+        }
+        drop(self.state);
+        self.path.start_flusher();
+        Took::Waiting
     }
 }
 
@@ -218,7 +311,7 @@ impl Inner {
             topics,
             commit_ms,
             accepted,
-            answer: (api_version, correlation_id, codes),
+            failed: Failed::Commit(api_version, correlation_id, codes),
         });
         if state.waiting.len() == 1 {
             self.work.notify_one();
@@ -263,6 +356,13 @@ impl Inner {
         {
             let mut state = self.lock();
             for waiter in &covered {
+                if let Failed::Frame(_) = waiter.failed {
+                    if !durable {
+                        state.failed_groups.push(waiter.group.clone());
+                        self.moves_pending.store(true, Ordering::Release);
+                    }
+                    continue; // a move: not counted in flight
+                }
                 if let Some(count) = state.in_flight.get_mut(&waiter.group) {
                     *count -= 1;
                     if *count == 0 {
@@ -274,10 +374,12 @@ impl Inner {
         let responder = self.responder.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(respond) = responder {
             for waiter in covered {
-                let (api_version, correlation_id, codes) = &waiter.answer;
-                let (frame, code) = match durable {
-                    true => (Some(waiter.accepted), NONE),
-                    false => (encode_answer(*api_version, *correlation_id, codes, WRITE_FAILED).ok(), WRITE_FAILED),
+                let (frame, code) = match (durable, waiter.failed) {
+                    (true, _) => (Some(waiter.accepted), NONE),
+                    (false, Failed::Commit(api_version, correlation_id, codes)) => {
+                        (encode_answer(api_version, correlation_id, &codes, WRITE_FAILED).ok(), WRITE_FAILED)
+                    }
+                    (false, Failed::Frame(frame)) => (Some(frame), WRITE_FAILED),
                 };
                 // An answer that cannot be encoded (it was once) leaves the connection waiting;
                 // the client's request timeout ends it, as for a broker that went away.
@@ -314,6 +416,7 @@ impl CommitPath {
             metadata_max_bytes: AtomicUsize::new(metadata_max_bytes),
             requests: AtomicU64::new(0),
             partitions: AtomicU64::new(0),
+            moves_pending: AtomicBool::new(false),
         });
         Ok(CommitPath { inner, flusher: Mutex::new(None) })
     }
@@ -358,6 +461,28 @@ impl CommitPath {
         } else {
             state.python_writing.remove(group_id);
         }
+    }
+
+    /// Whether Python is writing the group's consumer-group records (see the module's comment).
+    fn python_writing_group(&self, group_id: &str, writing: bool) {
+        let mut state = self.inner.lock();
+        if writing {
+            state.python_writing_group.insert(group_id.to_owned());
+        } else {
+            state.python_writing_group.remove(group_id);
+        }
+    }
+
+    /// The members moved by the network thread since the last call, in append order, and the
+    /// groups one of whose moves failed to be durable; None when there are none.
+    #[allow(clippy::type_complexity)]
+    fn drain_moves(&self) -> Option<(Vec<Moved>, Vec<String>)> {
+        if !self.inner.moves_pending.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut state = self.inner.lock();
+        self.inner.moves_pending.store(false, Ordering::Release);
+        Some((std::mem::take(&mut state.moved), std::mem::take(&mut state.failed_groups)))
     }
 
     /// Commits of the group appended here and not applied yet.

@@ -345,10 +345,13 @@ impl Received {
         commit.into_iter().flat_map(|c| c.topics.iter().map(|t| t.name.as_str()))
     }
 
-    /// An OffsetCommit written and answered by the commit path (commit_path.rs), if it takes it.
-    pub fn take(&self, views: &Views, connection: u64) -> Option<Took> {
+    /// An OffsetCommit or a member's move written and answered by the commit path
+    /// (commit_path.rs), if it takes it; `client_host` as for `answer`.
+    pub fn take(&self, views: &Views, client_host: &str, connection: u64) -> Option<Took> {
         match &self.payload {
-            Payload::Decoded(decoded) => decoded.take(views, connection),
+            Payload::Decoded(decoded) => {
+                decoded.take(views, &Sender { client_id: self.client_id.as_deref(), client_host }, connection)
+            }
             Payload::Raw(_) | Payload::Malformed(_) => None,
         }
     }

@@ -7,14 +7,14 @@
 //! Every other ConsumerGroupHeartbeat goes to the coordinator as a
 //! `ConsumerGroupHeartbeatRequest` (its handler reads `Request.body`, made from the struct).
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
-use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use bytes::Bytes;
+use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
 use pyo3::prelude::*;
 
+use crate::commit_path::Took;
+use crate::consumer_epoch_moves::response;
 use crate::consumer_heartbeat_view::Steady;
 use crate::fast_paths::{short_path_request, FastPath, Sender, Views};
-use crate::header;
 
 short_path_request! {
     /// A decoded ConsumerGroupHeartbeat (Python: `ConsumerGroupHeartbeatRequest`).
@@ -39,7 +39,30 @@ impl FastPath for ConsumerHeartbeat {
             client_id: sender.client_id.unwrap_or(""),
             client_host: sender.client_host,
         })?;
-        Some((response(self.api_version, self.correlation_id, &hb.member_id, hb.member_epoch, interval), 0))
+        Some((response(self.api_version, self.correlation_id, &hb.member_id, hb.member_epoch, interval, 0), 0))
+    }
+}
+
+impl ConsumerHeartbeat {
+    /// The heartbeat of a member the network thread moves to its group's target epoch
+    /// (consumer_epoch_moves.rs), written by the commit path and answered after its fsync;
+    /// None: the coordinator's.
+    pub fn take(&self, views: &Views, sender: &Sender<'_>, connection: u64) -> Option<Took> {
+        let view = views.consumer_heartbeat.as_ref()?.get();
+        let path = views.commit_path.as_ref()?.get();
+        let hb = &self.body;
+        if !changes_nothing(hb) {
+            return None;
+        }
+        let steady = Steady {
+            group_id: &hb.group_id,
+            member_id: &hb.member_id,
+            instance_id: hb.instance_id.as_deref(),
+            member_epoch: hb.member_epoch,
+            client_id: sender.client_id.unwrap_or(""),
+            client_host: sender.client_host,
+        };
+        view.take_move(path, &steady, (connection, self.api_version, self.correlation_id))
     }
 }
 
@@ -91,27 +114,12 @@ impl ConsumerHeartbeat {
     }
 }
 
-/// The success answer to a steady-state heartbeat: no error, the member's id and epoch, the
-/// heartbeat interval, no assignment (throttle time 0), as the coordinator encodes it.
-fn response(api_version: i16, correlation_id: i32, member_id: &StrBytes, member_epoch: i32, interval_ms: i32) -> Bytes {
-    let mut out = BytesMut::with_capacity(64 + member_id.len());
-    header::begin_response(&mut out, correlation_id, ConsumerGroupHeartbeatResponse::header_version(api_version));
-    ConsumerGroupHeartbeatResponse::default()
-        .with_member_id(Some(member_id.clone()))
-        .with_member_epoch(member_epoch)
-        .with_heartbeat_interval_ms(interval_ms)
-        .encode(&mut out, api_version)
-        .expect("a ConsumerGroupHeartbeat response encodes in every version");
-    header::finish_frame(&mut out);
-    out.freeze()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
-    use kafka_protocol::messages::{GroupId, TopicName};
-    use kafka_protocol::protocol::Decodable;
+    use kafka_protocol::messages::{ConsumerGroupHeartbeatResponse, GroupId, TopicName};
+    use kafka_protocol::protocol::{Decodable, StrBytes};
 
     fn steady() -> ConsumerGroupHeartbeatRequest {
         ConsumerGroupHeartbeatRequest::default()
@@ -157,7 +165,7 @@ mod tests {
     #[test]
     fn responses_carry_the_member_epoch_and_interval_in_every_version() {
         for version in 0..=1 {
-            let frame = response(version, 42, &StrBytes::from_static_str("m-1"), 7, 5_000);
+            let frame = response(version, 42, "m-1", 7, 5_000, 0);
             assert_eq!(i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize, frame.len() - 4);
             assert_eq!(i32::from_be_bytes(frame[4..8].try_into().unwrap()), 42);
             // Response header v1: the correlation id, then an empty tagged-field section.

@@ -26,52 +26,81 @@
 //! partition, is left to the coordinator, so no assignment needs mirroring
 //! (docs/offset-commit-short-path.md).
 //!
+//! A member STABLE behind the group's target whose target did not change since its epoch
+//! (Python says so per member: `movable`, the value of its current-assignment record) is moved
+//! to the target's epoch by the network thread (consumer_epoch_moves.rs): the same record with
+//! the new epochs, appended by the commit path, answered after its fsync.
+//!
 //! Lock order: the view, then the wheel. Python takes one at a time.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
+use crate::consumer_epoch_moves::Judged;
 use crate::timer_wheel::{monotonic_ms, PyTimerWheel, Wheel};
 
 #[derive(Default)]
-struct MemberView {
+pub(crate) struct MemberView {
     /// From ConsumerGroupCurrentMemberAssignment.
-    epoch: i32,
-    stable: bool,
+    pub(crate) epoch: i32,
+    pub(crate) stable: bool,
+    /// The value of its ConsumerGroupCurrentMemberAssignment record while the member is STABLE
+    /// with nothing pending and exactly its target, every partition's assignment epoch written:
+    /// moved to a new target epoch that did not change its target, the record is the same but
+    /// for the two epochs (consumer_epoch_moves.rs). None: its next move is Python's.
+    pub(crate) movable: Option<Box<[u8]>>,
     /// From ConsumerGroupMemberMetadata: a member of the consumer protocol (not a classic member
     /// of a consumer group, whose consumer heartbeat rewrites its metadata).
-    consumer: bool,
+    pub(crate) consumer: bool,
     /// Its metadata was mirrored (an entry made by its epoch alone is not a member yet).
     known: bool,
     /// A classic member's own session timeout (ClassicMemberMetadata); 0 for a consumer member,
     /// and for a classic one the view cannot answer.
     classic_session_ms: u64,
-    instance_id: Option<Box<str>>,
-    client_id: Box<str>,
-    client_host: Box<str>,
+    pub(crate) instance_id: Option<Box<str>>,
+    pub(crate) client_id: Box<str>,
+    pub(crate) client_host: Box<str>,
     /// 0 until the coordinator arms the member's session.
-    timer_key: u64,
+    pub(crate) timer_key: u64,
 }
 
-#[derive(Default)]
-struct GroupView {
-    group_epoch: i32,
-    assignment_epoch: i32,
+pub(crate) struct GroupView {
+    pub(crate) group_epoch: i32,
+    pub(crate) assignment_epoch: i32,
     /// A target computation is running, a subscribed topic changed (the next heartbeat
     /// recomputes the metadata hash) or the group is being deleted.
-    busy: bool,
+    pub(crate) busy: bool,
     /// Being deleted: commits go to the coordinator (COORDINATOR_NOT_AVAILABLE).
     deleting: bool,
-    members: HashMap<Box<str>, MemberView>,
+    /// While the group epoch is above the assignment epoch: when (wall ms) the coordinator may
+    /// compute the next target (`group.consumer.assignment.interval.ms` batching); from then on
+    /// every heartbeat is the coordinator's, which starts it. i64::MIN: at once.
+    pub(crate) target_due_ms: i64,
+    /// When (wall ms) the current target was computed.
+    pub(crate) assignment_ms: i64,
+    /// Members move on the network thread only to a target epoch at least this: a topic or
+    /// regex resolution changed, so a target computed before may hold partitions a member no
+    /// longer subscribes to (the coordinator's reconciliation revokes those).
+    pub(crate) moves_from: i32,
+    pub(crate) members: HashMap<Box<str>, MemberView>,
 }
 
-impl GroupView {
-    fn settled(&self) -> bool {
-        !self.busy && self.group_epoch == self.assignment_epoch
+impl Default for GroupView {
+    fn default() -> Self {
+        GroupView {
+            group_epoch: 0,
+            assignment_epoch: 0,
+            busy: false,
+            deleting: false,
+            target_due_ms: i64::MIN,
+            assignment_ms: 0,
+            moves_from: i32::MAX,
+            members: HashMap::new(),
+        }
     }
 }
 
@@ -95,6 +124,12 @@ pub struct ConsumerHeartbeatView {
     /// groups); `any_timings` spares the lookup while there are none.
     timings: Mutex<HashMap<Box<str>, (u64, i32)>>,
     any_timings: AtomicBool,
+    /// corral.consumer.reconciling.heartbeat.interval.ms and .max.rate (answer.py's rule).
+    pub(crate) short_ms: AtomicI32,
+    pub(crate) max_rate: AtomicI32,
+    /// Members are moved to a new target epoch here (corral.group.consumer.epoch.short.path.enable).
+    pub(crate) moves_enabled: AtomicBool,
+    pub(crate) moved: AtomicU64,
     answered: AtomicU64,
     classic_answered: AtomicU64,
     /// OffsetCommits the network thread judged it could take (offset_commit.rs).
@@ -110,44 +145,39 @@ impl ConsumerHeartbeatView {
             heartbeat_interval_ms,
             timings: Mutex::new(HashMap::new()),
             any_timings: AtomicBool::new(false),
+            short_ms: AtomicI32::new(0),
+            max_rate: AtomicI32::new(1),
+            moves_enabled: AtomicBool::new(false),
+            moved: AtomicU64::new(0),
             answered: AtomicU64::new(0),
             classic_answered: AtomicU64::new(0),
             takeable: AtomicU64::new(0),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, GroupView>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, GroupView>> {
         self.groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The heartbeat interval to answer with, after moving the member's session deadline; None
-    /// when the coordinator must answer. The caller has checked that the request changes
-    /// nothing (fast: no lock) and that its ids are not blank.
+    /// The heartbeat interval to answer with, after moving the member's session deadline, when
+    /// the member is STABLE at the group's target epoch (`judge`); None when the coordinator
+    /// must answer, or the member is one to move (`take_move`). The caller has checked that the
+    /// request changes nothing (fast: no lock) and that its ids are not blank.
     pub fn answer(&self, hb: &Steady<'_>) -> Option<i32> {
-        if hb.member_epoch <= 0 {
-            return None;
-        }
         let groups = self.lock();
-        let group = groups.get(hb.group_id)?;
-        if !group.settled() || group.assignment_epoch != hb.member_epoch {
-            return None;
-        }
-        let member = group.members.get(hb.member_id)?;
-        if member.epoch != hb.member_epoch || !member.stable || !member.consumer || member.timer_key == 0 {
-            return None;
-        }
-        if hb.instance_id.is_some() && hb.instance_id != member.instance_id.as_deref() {
-            return None; // another instance: fenced or unknown
-        }
-        if *member.client_id != *hb.client_id || *member.client_host != *hb.client_host {
-            return None; // the coordinator writes the member's new client id or host
-        }
-        let (session_timeout_ms, heartbeat_interval_ms) = self.timing(hb.group_id);
-        let deadline = monotonic_ms() + session_timeout_ms;
-        self.wheel.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).schedule(member.timer_key, deadline);
+        let Some(Judged::Steady(interval)) = self.judge(&groups, hb, wall_ms()) else { return None };
+        let member = groups.get(hb.group_id)?.members.get(hb.member_id)?;
+        self.move_deadline(hb.group_id, member.timer_key);
         drop(groups);
         self.answered.fetch_add(1, Ordering::Relaxed);
-        Some(heartbeat_interval_ms)
+        Some(interval)
+    }
+
+    /// Moves a member's session deadline one session timeout ahead.
+    pub(crate) fn move_deadline(&self, group_id: &str, timer_key: u64) {
+        let (session_timeout_ms, _) = self.timing(group_id);
+        let deadline = monotonic_ms() + session_timeout_ms;
+        self.wheel.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).schedule(timer_key, deadline);
     }
 
     /// A classic member's Heartbeat (Kafka's classicGroupHeartbeatToConsumerGroup): NONE, after
@@ -161,7 +191,7 @@ impl ConsumerHeartbeatView {
         let groups = self.lock();
         let group = groups.get(group_id)?;
         // Not settled: a target to compute (a classic heartbeat may start it) or to catch up.
-        if !group.settled() || group.assignment_epoch != generation_id {
+        if group.busy || group.group_epoch != group.assignment_epoch || group.assignment_epoch != generation_id {
             return None;
         }
         let member = group.members.get(member_id)?;
@@ -201,7 +231,7 @@ impl ConsumerHeartbeatView {
     }
 
     /// The group's session timeout and heartbeat interval: its own, else the broker's.
-    fn timing(&self, group_id: &str) -> (u64, i32) {
+    pub(crate) fn timing(&self, group_id: &str) -> (u64, i32) {
         let defaults = (self.session_timeout_ms, self.heartbeat_interval_ms);
         if !self.any_timings.load(Ordering::Relaxed) {
             return defaults;
@@ -222,15 +252,39 @@ impl ConsumerHeartbeatView {
     }
 
     /// The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs say;
-    /// `deleting`: so do its commits (not given: taken to be `busy`, the safe side).
-    #[pyo3(signature = (group_id, group_epoch, assignment_epoch, busy, deleting=None))]
-    fn set_group(&self, group_id: &str, group_epoch: i32, assignment_epoch: i32, busy: bool, deleting: Option<bool>) {
+    /// `deleting`: so do its commits (not given: taken to be `busy`, the safe side);
+    /// `target_due_ms`: when the next target may be computed (wall ms; None: at once);
+    /// `assignment_ms`: when the current one was; `moves_from`: the lowest target epoch members
+    /// may be moved to here (None: none).
+    #[pyo3(signature = (group_id, group_epoch, assignment_epoch, busy, deleting=None, target_due_ms=None, assignment_ms=0, moves_from=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn set_group(
+        &self,
+        group_id: &str,
+        group_epoch: i32,
+        assignment_epoch: i32,
+        busy: bool,
+        deleting: Option<bool>,
+        target_due_ms: Option<i64>,
+        assignment_ms: i64,
+        moves_from: Option<i32>,
+    ) {
         let mut groups = self.lock();
         let group = entry(&mut groups, group_id);
         group.group_epoch = group_epoch;
         group.assignment_epoch = assignment_epoch;
         group.busy = busy;
         group.deleting = deleting.unwrap_or(busy);
+        group.target_due_ms = target_due_ms.unwrap_or(i64::MIN);
+        group.assignment_ms = assignment_ms;
+        group.moves_from = moves_from.unwrap_or(i32::MAX);
+    }
+
+    /// The broker's adaptive-interval rule (answer.py) and whether members are moved here.
+    fn set_rule(&self, short_ms: i32, max_rate: i32, moves: bool) {
+        self.short_ms.store(short_ms, Ordering::Relaxed);
+        self.max_rate.store(max_rate.max(1), Ordering::Relaxed);
+        self.moves_enabled.store(moves, Ordering::Relaxed);
     }
 
     /// The group's own session timeout and heartbeat interval (its settings changed); the
@@ -273,12 +327,23 @@ impl ConsumerHeartbeatView {
         member.classic_session_ms = if consumer { 0 } else { session_timeout_ms.unwrap_or(0) };
     }
 
-    /// A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment).
-    fn set_member_epoch(&self, group_id: &str, member_id: &str, epoch: i32, stable: bool) {
+    /// A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment), and
+    /// the record's value when the member is movable (see `MemberView::movable`).
+    #[pyo3(signature = (group_id, member_id, epoch, stable, movable=None))]
+    fn set_member_epoch(&self, group_id: &str, member_id: &str, epoch: i32, stable: bool, movable: Option<&[u8]>) {
         let mut groups = self.lock();
         let member = member_entry(entry(&mut groups, group_id), member_id);
         member.epoch = epoch;
         member.stable = stable;
+        member.movable = movable.filter(|value| value.len() > 10).map(Box::from);
+    }
+
+    /// The member's target changed (a TargetMember record) and no longer is its assignment:
+    /// its next move is the coordinator's.
+    fn target_changed(&self, group_id: &str, member_id: &str) {
+        if let Some(member) = self.lock().get_mut(group_id).and_then(|g| g.members.get_mut(member_id)) {
+            member.movable = None;
+        }
     }
 
     /// The member's session timer key, once the coordinator registered it (a member the view
@@ -318,6 +383,35 @@ impl ConsumerHeartbeatView {
         self.classic_answer(group_id, member_id, instance_id, generation_id)
     }
 
+    /// What the network thread would do with an incremental heartbeat, for tests: ("steady",
+    /// interval), ("move", epoch, previous epoch, interval) or None (the coordinator's).
+    #[pyo3(name = "judge")]
+    #[allow(clippy::too_many_arguments)]
+    fn py_judge<'py>(
+        &self,
+        py: Python<'py>,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        member_epoch: i32,
+        client_id: &str,
+        client_host: &str,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let hb = Steady { group_id, member_id, instance_id, member_epoch, client_id, client_host };
+        Ok(match self.judge(&self.lock(), &hb, wall_ms()) {
+            Some(Judged::Steady(interval)) => Some(("steady", interval).into_pyobject(py)?),
+            Some(Judged::Move { epoch, previous, interval }) => Some(("move", epoch, previous, interval).into_pyobject(py)?),
+            None => None,
+        })
+    }
+
+    /// The record value the view keeps for a member it may move (tests).
+    fn movable<'py>(&self, py: Python<'py>, group_id: &str, member_id: &str) -> Option<Bound<'py, PyBytes>> {
+        let groups = self.lock();
+        let value = groups.get(group_id)?.members.get(member_id)?.movable.as_deref()?;
+        Some(PyBytes::new(py, value))
+    }
+
     /// See `commit_verdict` (for tests: the network thread asks it directly).
     #[pyo3(name = "commit_verdict")]
     fn py_commit_verdict(&self, group_id: &str, member_id: &str, member_epoch: i32, api_version: i16) -> bool {
@@ -328,6 +422,12 @@ impl ConsumerHeartbeatView {
     #[getter]
     fn answered(&self) -> u64 {
         self.answered.load(Ordering::Relaxed)
+    }
+
+    /// How many members the network thread moved to a new target epoch.
+    #[getter]
+    fn moved(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
     }
 
     /// How many classic members' Heartbeats the view has answered.
@@ -369,6 +469,10 @@ impl ConsumerHeartbeatView {
     }
 }
 
+pub(crate) fn wall_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
 fn entry<'a>(groups: &'a mut HashMap<Box<str>, GroupView>, group_id: &str) -> &'a mut GroupView {
     if !groups.contains_key(group_id) {
         groups.insert(group_id.into(), GroupView::default());
@@ -384,190 +488,4 @@ fn member_entry<'a>(group: &'a mut GroupView, member_id: &str) -> &'a mut Member
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn view() -> (ConsumerHeartbeatView, Arc<Mutex<Wheel>>) {
-        let wheel = Arc::new(Mutex::new(Wheel::new(10, 64, monotonic_ms())));
-        (ConsumerHeartbeatView::with_wheel(wheel.clone(), 45_000, 5_000), wheel)
-    }
-
-    fn steady<'a>(member_id: &'a str, instance_id: Option<&'a str>, member_epoch: i32) -> Steady<'a> {
-        Steady { group_id: "g", member_id, instance_id, member_epoch, client_id: "c", client_host: "/127.0.0.1" }
-    }
-
-    /// A settled group at epoch 3 with a STABLE dynamic member m1 (key 7) and a static one s1
-    /// (instance i1, key 8).
-    fn settled() -> (ConsumerHeartbeatView, Arc<Mutex<Wheel>>) {
-        let (view, wheel) = view();
-        view.set_group("g", 3, 3, false, None);
-        for (member, instance, key) in [("m1", None, 7), ("s1", Some("i1"), 8)] {
-            view.set_member("g", member, instance, "c", "/127.0.0.1", true, None);
-            view.set_member_epoch("g", member, 3, true);
-            view.set_session_key("g", member, key);
-        }
-        (view, wheel)
-    }
-
-    #[test]
-    fn answers_stable_members_of_a_settled_group_and_moves_their_deadline() {
-        let (view, wheel) = settled();
-        assert_eq!(view.answer(&steady("m1", None, 3)), Some(5_000));
-        let deadline = wheel.lock().unwrap().deadline(7).expect("session deadline scheduled");
-        assert!(deadline >= monotonic_ms() + 44_000);
-        assert_eq!(view.answer(&steady("s1", Some("i1"), 3)), Some(5_000));
-        assert_eq!(view.answer(&steady("s1", None, 3)), Some(5_000), "no instance id: the member by its id");
-        assert_eq!(view.answered(), 3);
-    }
-
-    #[test]
-    fn a_group_with_its_own_timing_is_answered_with_it() {
-        let (view, wheel) = settled();
-        view.set_group_timing("g", 50_000, 7_000);
-        let before = monotonic_ms();
-        assert_eq!(view.answer(&steady("m1", None, 3)), Some(7_000));
-        let deadline = wheel.lock().unwrap().deadline(7).unwrap();
-        assert!(deadline >= before + 50_000);
-        view.set_group_timing("g", 45_000, 5_000); // the broker's again
-        assert_eq!(view.answer(&steady("m1", None, 3)), Some(5_000));
-    }
-
-    #[test]
-    fn anything_but_the_steady_state_goes_to_the_coordinator() {
-        let (view, wheel) = settled();
-        assert_eq!(view.answer(&steady("m1", None, 2)), None, "an older epoch");
-        assert_eq!(view.answer(&steady("m1", None, 4)), None, "a newer epoch");
-        assert_eq!(view.answer(&steady("nobody", None, 3)), None);
-        assert_eq!(view.answer(&Steady { group_id: "other", ..steady("m1", None, 3) }), None);
-        assert_eq!(view.answer(&steady("s1", Some("i2"), 3)), None, "another instance id");
-        assert_eq!(view.answer(&steady("m1", Some("i1"), 3)), None, "an instance id the member lacks");
-        assert_eq!(view.answer(&Steady { client_id: "d", ..steady("m1", None, 3) }), None, "new client id");
-        assert_eq!(view.answer(&Steady { client_host: "/10.0.0.1", ..steady("m1", None, 3) }), None);
-        assert!(wheel.lock().unwrap().deadline(7).is_none() && wheel.lock().unwrap().deadline(8).is_none());
-        assert_eq!(view.answered(), 0);
-    }
-
-    #[test]
-    fn the_group_and_member_state_decide() {
-        let (view, _) = settled();
-        view.set_group("g", 4, 3, false, None);
-        assert_eq!(view.answer(&steady("m1", None, 3)), None, "epoch bumped, target not computed");
-        view.set_group("g", 4, 4, true, None);
-        assert_eq!(view.answer(&steady("m1", None, 4)), None, "busy");
-        view.set_group("g", 4, 4, false, None);
-        assert_eq!(view.answer(&steady("m1", None, 3)), None, "the member is behind the target");
-        view.set_member_epoch("g", "m1", 4, false);
-        assert_eq!(view.answer(&steady("m1", None, 4)), None, "reconciling");
-        view.set_member_epoch("g", "m1", 4, true);
-        assert_eq!(view.answer(&steady("m1", None, 4)), Some(5_000));
-        view.set_member("g", "m1", None, "c", "/127.0.0.1", false, None);
-        assert_eq!(view.answer(&steady("m1", None, 4)), None, "a classic member");
-        view.set_member("g", "m1", None, "c", "/127.0.0.1", true, None);
-        view.remove_member("g", "m1");
-        assert_eq!(view.answer(&steady("m1", None, 4)), None, "removed");
-        view.set_member_epoch("g", "m1", 4, true);
-        view.set_member("g", "m1", None, "c", "/127.0.0.1", true, None);
-        assert_eq!(view.answer(&steady("m1", None, 4)), None, "back, but its session is not armed yet");
-        view.set_session_key("g", "m1", 9);
-        assert_eq!(view.answer(&steady("m1", None, 4)), Some(5_000));
-        view.remove_group("g");
-        assert_eq!(view.answer(&steady("m1", None, 4)), None);
-        view.set_session_key("g", "m1", 9);
-        assert!(view.lock().is_empty(), "a session key alone does not bring a member back");
-    }
-
-    #[test]
-    fn epoch_zero_and_below_are_never_answered() {
-        let (view, _) = view();
-        view.set_group("g", 0, 0, false, None);
-        view.set_member("g", "m1", None, "c", "/127.0.0.1", true, None);
-        view.set_member_epoch("g", "m1", 0, true);
-        view.set_session_key("g", "m1", 7);
-        assert_eq!(view.answer(&steady("m1", None, 0)), None);
-        view.set_group("g", -1, -1, false, None);
-        view.set_member_epoch("g", "m1", -1, true);
-        assert_eq!(view.answer(&steady("m1", None, -1)), None);
-    }
-
-    /// A settled group at epoch 3 with a STABLE classic member x (session 10 s, key 9) and a
-    /// classic static one y (instance iy, key 10).
-    fn with_classic() -> (ConsumerHeartbeatView, Arc<Mutex<Wheel>>) {
-        let (view, wheel) = settled();
-        for (member, instance, key) in [("x", None, 9), ("y", Some("iy"), 10)] {
-            view.set_member("g", member, instance, "c", "/127.0.0.1", false, Some(10_000));
-            view.set_member_epoch("g", member, 3, true);
-            view.set_session_key("g", member, key);
-        }
-        (view, wheel)
-    }
-
-    #[test]
-    fn classic_members_of_a_settled_group_are_answered_with_their_own_session() {
-        let (view, wheel) = with_classic();
-        let before = monotonic_ms();
-        assert_eq!(view.classic_answer("g", "x", None, 3), Some(0));
-        let deadline = wheel.lock().unwrap().deadline(9).expect("session deadline scheduled");
-        assert!(deadline >= before + 10_000 && deadline < before + 45_000, "the member's own timeout");
-        assert_eq!(view.classic_answer("g", "y", Some("iy"), 3), Some(0));
-        assert_eq!(view.classic_answer("g", "y", None, 3), Some(0));
-        assert_eq!((view.classic_answered(), view.answered()), (3, 0));
-        // A classic member's ConsumerGroupHeartbeat and a consumer member's Heartbeat are not.
-        assert_eq!(view.answer(&steady("x", None, 3)), None);
-        assert_eq!(view.classic_answer("g", "m1", None, 3), None);
-    }
-
-    #[test]
-    fn classic_members_get_the_coordinator_unless_steady() {
-        let (view, wheel) = with_classic();
-        assert_eq!(view.classic_answer("g", "x", None, 2), None, "a stale generation");
-        assert_eq!(view.classic_answer("g", "x", None, 4), None, "a newer generation");
-        assert_eq!(view.classic_answer("g", "x", None, 0), None);
-        assert_eq!(view.classic_answer("g", "nobody", None, 3), None);
-        assert_eq!(view.classic_answer("other", "x", None, 3), None);
-        assert_eq!(view.classic_answer("g", "y", Some("iz"), 3), None, "another instance id");
-        assert_eq!(view.classic_answer("g", "x", Some("iy"), 3), None, "an instance id it lacks");
-        view.set_group("g", 4, 3, false, None);
-        assert_eq!(view.classic_answer("g", "x", None, 3), None, "a target to compute");
-        view.set_group("g", 4, 4, false, None);
-        assert_eq!(view.classic_answer("g", "x", None, 3), None, "behind the target: rejoin");
-        view.set_member_epoch("g", "x", 4, false);
-        assert_eq!(view.classic_answer("g", "x", None, 4), None, "revoking or waiting");
-        view.set_group("g", 4, 4, true, None);
-        view.set_member_epoch("g", "x", 4, true);
-        assert_eq!(view.classic_answer("g", "x", None, 4), None, "busy");
-        view.set_group("g", 4, 4, false, None);
-        assert_eq!(view.classic_answer("g", "x", None, 4), Some(0));
-        view.set_member("g", "x", None, "c", "/127.0.0.1", true, Some(10_000));
-        assert_eq!(view.classic_answer("g", "x", None, 4), None, "upgraded to the consumer protocol");
-        view.remove_member("g", "x");
-        view.set_member_epoch("g", "x", 4, true);
-        assert_eq!(view.classic_answer("g", "x", None, 4), None, "an epoch alone is not a classic member");
-        view.set_member("g", "x", None, "c", "/127.0.0.1", false, Some(10_000));
-        assert_eq!(view.classic_answer("g", "x", None, 4), None, "its session is not armed yet");
-        assert!(wheel.lock().unwrap().deadline(10).is_none(), "y was never answered");
-        assert_eq!(view.classic_answered(), 1);
-    }
-
-    #[test]
-    fn commits_at_the_members_epoch_are_accepted_whatever_the_partitions() {
-        let (view, _) = with_classic();
-        assert!(view.commit_verdict("g", "m1", 3, 9) && view.commit_verdict("g", "x", 3, 8));
-        assert!(!view.commit_verdict("g", "m1", 3, 8), "UNSUPPORTED_VERSION for a consumer member");
-        assert!(!view.commit_verdict("g", "m1", 2, 9), "an older epoch: checked per partition");
-        assert!(!view.commit_verdict("g", "m1", 4, 9) && !view.commit_verdict("g", "nobody", 3, 9));
-        view.set_member_epoch("g", "m1", 4, false);
-        assert!(view.commit_verdict("g", "m1", 4, 9), "reconciling members commit too");
-        view.set_group("g", 3, 3, true, Some(false));
-        assert!(view.commit_verdict("g", "m1", 4, 9), "computing a target changes no commit");
-        view.set_group("g", 3, 3, true, None);
-        assert!(!view.commit_verdict("g", "m1", 4, 9), "busy, and perhaps being deleted");
-        view.set_group("g", 3, 3, true, Some(true));
-        assert!(!view.commit_verdict("g", "m1", 4, 9), "being deleted");
-        view.set_group("g", 3, 3, false, None);
-        view.remove_member("g", "m1");
-        view.set_member_epoch("g", "m1", 4, true);
-        assert!(!view.commit_verdict("g", "m1", 4, 9), "an epoch alone is not a member");
-        view.remove_group("g");
-        assert!(!view.commit_verdict("g", "x", 3, 8));
-    }
-}
+mod tests;

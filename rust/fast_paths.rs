@@ -11,7 +11,8 @@
 //!   `HeartbeatView` or, for a classic member of a consumer group, the `ConsumerHeartbeatView`;
 //!   ConsumerGroupHeartbeat, from the `ConsumerHeartbeatView`); an OffsetCommit the views accept
 //!   may be taken by the commit path (`Decoded::take`, commit_path.rs), which appends it and
-//!   answers it after its fsync (docs/offset-commit-short-path.md);
+//!   answers it after its fsync (docs/offset-commit-short-path.md), and so may the heartbeat of
+//!   a member the network thread moves to its group's target epoch (consumer_epoch_moves.rs);
 //! - otherwise the decoded value goes to Python as it is, as that named type (`Request.typed`: a
 //!   `HeartbeatRequest`, an `OffsetCommitRequest`, a `ConsumerGroupHeartbeatRequest`), with the
 //!   fields as getters and its own ways to answer. Nothing is decoded again: `Request.body`, if asked for, makes the dict from the struct.
@@ -133,10 +134,13 @@ macro_rules! fast_paths {
                 }
             }
 
-            /// An OffsetCommit the commit path takes (commit_path.rs); None for anything else.
-            pub fn take(&self, views: &Views, connection: u64) -> Option<Took> {
+            /// An OffsetCommit the commit path takes (commit_path.rs), or a ConsumerGroupHeartbeat
+            /// whose member the network thread moves to its target epoch through it
+            /// (consumer_epoch_moves.rs); None for anything else.
+            pub fn take(&self, views: &Views, sender: &Sender<'_>, connection: u64) -> Option<Took> {
                 match self {
                     Decoded::OffsetCommit(commit) => commit.take(views, connection),
+                    Decoded::ConsumerHeartbeat(heartbeat) => heartbeat.take(views, sender, connection),
                     _ => None,
                 }
             }

@@ -892,7 +892,7 @@ impl Network {
                         !self.authorize_short_paths || received.commit_topics().all(|topic| conn.authorized_topics.contains(topic))
                     };
                     let took = if short_path_allowed && answer.is_none() && topics_allowed() {
-                        received.take(&self.views, id)
+                        received.take(&self.views, &conn.client_host, id)
                     } else {
                         None
                     };

@@ -214,6 +214,12 @@ _CORRAL: list[Setting] = [
             "authorizer, once the coordinator authorized their group and topics on the "
             "connection; never with corral.coordinator.write.delay.ms); false sends every one "
             "to the coordinator, which answers the same."),
+    Setting("corral.group.consumer.epoch.short.path.enable", ConfigType.BOOLEAN, True, parse_bool,
+            "corral only, for tests and benches: the network thread moves a consumer-group "
+            "member STABLE behind its group's new target epoch, whose partitions the target did "
+            "not change, to that epoch by itself (writing the member's record as the "
+            "coordinator would, answering after its fsync; needs both short paths above); "
+            "false sends every such heartbeat to the coordinator, which answers the same."),
     Setting("corral.coordinator.snapshot.interval.ms", ConfigType.LONG, 60000,
             int_in(1, INT64_MAX),
             "corral only: how often the group coordinator snapshots its state (when it changed), "

@@ -191,6 +191,11 @@ class BrokerCollector:
         yield CounterMetricFamily("corral_offset_commit_short_path",
                                   "OffsetCommit requests written and answered by the network "
                                   "thread (rust/commit_path.rs)", value=core_requests)
+        view = groups.consumer_heartbeat_view
+        yield CounterMetricFamily("corral_consumer_epoch_short_path",
+                                  "Consumer-group members moved to their group's new target epoch "
+                                  "by the network thread (rust/consumer_epoch_moves.rs)",
+                                  value=view.moved if view is not None else 0)
         for name, doc, value in (
                 ("offset_commit", "Offsets committed (Kafka's offset-commit-count)",
                  m.offset_commits + core_partitions),

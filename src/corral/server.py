@@ -161,6 +161,8 @@ class Server:
                     client_warnings(kind, "%s", message, address=client_host)
             for connection in closed:
                 self.broker.sessions.closed(connection)
+            # Members the network thread moved are moved in memory before any request is read.
+            self.broker.groups.apply_core_moves()
             for request in requests:
                 key = request.api_key
                 if key in ASYNC_HANDLERS:

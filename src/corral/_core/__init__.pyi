@@ -449,6 +449,16 @@ class Reactor:
 
 # --- Group coordinator state --------------------------------------------------------------------
 
+def adaptive_interval_ms(group_ms: int, short_ms: int, max_rate: int, *, stable: bool,
+                         behind: bool, reconciling: int, due_in_ms: int | None, jitter: float,
+                         settling: bool = False, members: int = 0) -> int:
+    """The network thread's copy of answer.py's `adaptive_interval_ms` (for tests)."""
+
+def moved_assignment_record(group_id: str, member_id: str, value: bytes, epoch: int,
+                            previous: int) -> tuple[bytes, bytes] | None:
+    """The (key, value) the network thread writes when it moves a member whose current
+    assignment record's value is `value` to `epoch` (for tests)."""
+
 def monotonic_ms() -> int:
     """CLOCK_MONOTONIC in milliseconds: the clock of `TimerWheel` deadlines."""
 
@@ -526,9 +536,19 @@ class ConsumerHeartbeatView:
         assignment_epoch: int,
         busy: bool,
         deleting: bool | None = None,
+        target_due_ms: int | None = None,
+        assignment_ms: int = 0,
+        moves_from: int | None = None,
     ) -> None:
         """The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs
-        say; `deleting`: so do its commits (None: taken to be `busy`)."""
+        say; `deleting`: so do its commits (None: taken to be `busy`); `target_due_ms`: when
+        (wall ms) the next target may be computed (None: at once); `assignment_ms`: when the
+        current one was; `moves_from`: the lowest target epoch members may be moved to by the
+        network thread (None: none)."""
+
+    def set_rule(self, short_ms: int, max_rate: int, moves: bool) -> None:
+        """corral.consumer.reconciling.heartbeat.interval.ms and .max.rate (answer.py's rule),
+        and whether the network thread moves members to a new target epoch."""
 
     def set_group_timing(self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
         """The group's own session timeout and heartbeat interval (its settings changed); the
@@ -548,8 +568,15 @@ class ConsumerHeartbeatView:
         """A member's metadata (ConsumerGroupMemberMetadata): `consumer` is False for a classic
         member of the group, whose own session timeout is `session_timeout_ms`."""
 
-    def set_member_epoch(self, group_id: str, member_id: str, epoch: int, stable: bool) -> None:
-        """A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment)."""
+    def set_member_epoch(self, group_id: str, member_id: str, epoch: int, stable: bool,
+                         movable: bytes | None = None) -> None:
+        """A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment), and
+        the record's value when the network thread may move the member to a new target epoch
+        (STABLE, nothing pending, exactly its target, every assignment epoch written)."""
+
+    def target_changed(self, group_id: str, member_id: str) -> None:
+        """The member's target changed and no longer is its assignment: its next move is the
+        coordinator's."""
 
     def set_session_key(self, group_id: str, member_id: str, timer_key: int) -> None:
         """The member's session timer key, once registered (a member the view does not hold is
@@ -588,6 +615,10 @@ class ConsumerHeartbeatView:
     @property
     def classic_answered(self) -> int:
         """How many classic members' Heartbeats the view has answered."""
+
+    @property
+    def moved(self) -> int:
+        """How many members the network thread moved to a new target epoch."""
 
     @property
     def commits_takeable(self) -> int:
@@ -676,6 +707,15 @@ class CommitPath:
     def python_writing(self, group_id: str, writing: bool) -> None:
         """Whether a Python write of the group touching offsets is pending (its commits are
         then Python's)."""
+
+    def python_writing_group(self, group_id: str, writing: bool) -> None:
+        """Whether Python is writing the group's consumer-group records (from before they are
+        applied until they are appended): the network thread moves none of its members."""
+
+    def drain_moves(self) -> tuple[list[tuple[str, str, int, int]], list[str]] | None:
+        """The members the network thread moved since the last call, as (group, member, epoch,
+        previous epoch) in append order, and the groups one of whose moves failed to become
+        durable; None when there are none."""
 
     def in_flight(self, group_id: str) -> int:
         """Commits of the group appended by the path and not applied yet."""

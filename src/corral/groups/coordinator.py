@@ -87,6 +87,9 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
             self.consumer_heartbeat_view = _core.ConsumerHeartbeatView(
                 self.timers.wheel, settings["group.consumer.session.timeout.ms"],
                 settings["group.consumer.heartbeat.interval.ms"])
+            self._view_rule()
+            if hasattr(settings, "on_change"):  # dynamic broker settings
+                settings.on_change.append(self._view_rule)
         # Per-group settings (kafka-configs --entity-type groups): the broker's DynamicConfigs,
         # set by coordinator_for; None (in-process tests) means the broker's values for all.
         self.group_configs = None
@@ -109,6 +112,17 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
             return self.settings[broker_name]
         return self.group_configs.group_value(group_id, name, broker_name)
 
+    def _assignment_interval_ms(self, group_id: str) -> int:
+        return self.group_setting(group_id, "consumer.assignment.interval.ms")
+
+    def _view_rule(self, _names=None) -> None:
+        """The network thread's heartbeat intervals follow answer.py's rule with these."""
+        s = self.settings
+        self.consumer_heartbeat_view.set_rule(
+            s["corral.consumer.reconciling.heartbeat.interval.ms"],
+            s["corral.consumer.reconciling.heartbeat.max.rate"],
+            s["corral.group.consumer.epoch.short.path.enable"])
+
     def group_configs_changed(self, group_id: str) -> None:
         """The network thread answers the group's steady heartbeats with its settings from now
         on (the Python path reads them at each use)."""
@@ -129,6 +143,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         finally:
             # A clean shutdown leaves a fresh snapshot: the next start replays (almost) nothing.
             try:
+                self.apply_core_moves()
                 snapshot.write(self.snapshot_path, self.log.positions(), self.snapshot_records())
             except OSError as e:
                 # Disk full, say: the previous snapshot stays, the next start replays more log.
@@ -193,7 +208,8 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
                 return
             if group is not None:
                 self._forget(group)  # an empty classic group converted
-            group = self.groups[group_id] = ConsumerGroup(group_id, self.consumer_heartbeat_view)
+            group = self.groups[group_id] = ConsumerGroup(group_id, self.consumer_heartbeat_view,
+                                                          self._assignment_interval_ms)
         leaving = group.members.get(record.name or "") \
             if tombstone and record.kind == cr.MEMBER_METADATA else None
         if not self._loading:
@@ -231,6 +247,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         positions, then the offsets and copies of each group's containers (a big consumer
         group's records take seconds to make and encode). Positions first: the log after them
         rewrites whatever changes while the thread reads (stored_records_later)."""
+        self.apply_core_moves()  # memory holds every move the positions leave out
         positions = self.log.positions()
         sources = [(self.offsets.map.records(group_id), group.stored_records_later())
                    for group_id, group in self.groups.items()]

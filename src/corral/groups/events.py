@@ -270,19 +270,32 @@ class AnalyticsEvents:
             if isinstance(record, cr.TargetMember) or record.kind == cr.TARGET_MEMBER:
                 self._targets_changed[gid] = self._targets_changed.get(gid, 0) + 1
         elif isinstance(record, cr.CurrentAssignment):
-            self._change.pop(gid, None)  # a change that bumped nothing (a static replacement)
             member = group.members.get(record.member_id)
             previous = member.current.epoch if member is not None else 0
-            if record.epoch != previous:
-                self._emit("member_epoch", gid, CONSUMER, member_id=record.member_id,
-                           member_epoch=record.epoch, previous_member_epoch=previous,
-                           state=MemberState.of(record.state).name.lower())
-            epoch, rebalance = group.group_epoch, self._open.get(gid)
-            if rebalance is not None and record.epoch == epoch == group.assignment_epoch \
-                    and _all_at(group, member, record, epoch):
-                if self._unsent_target.pop(gid, None) == epoch:
-                    self._target_event(group, epoch)
-                self._end(gid, CONSUMER, "group_epoch", epoch, len(group.members))
+            self._member_epoch(group, record.member_id, record.epoch, previous,
+                               MemberState.of(record.state),
+                               lambda: _all_at(group, member, record, group.group_epoch))
+
+    def member_moved(self, group: "ConsumerGroup", member_id: str, epoch: int, previous: int) -> None:
+        """The network thread moved a member to `epoch` (applied to the group already)."""
+        if self.sink is not None:
+            self._member_epoch(group, member_id, epoch, previous, MemberState.STABLE,
+                               lambda: group.epoch_counts.get(epoch, 0) == len(group.members))
+
+    def _member_epoch(self, group: "ConsumerGroup", member_id: str, epoch: int, previous: int,
+                      state: MemberState, all_at: Callable[[], bool]) -> None:
+        """A member's new assignment state: its epoch change, and the end of the rebalance
+        when every member is at the group's epoch (`all_at`)."""
+        gid = group.group_id
+        self._change.pop(gid, None)  # a change that bumped nothing (a static replacement)
+        if epoch != previous:
+            self._emit("member_epoch", gid, CONSUMER, member_id=member_id, member_epoch=epoch,
+                       previous_member_epoch=previous, state=state.name.lower())
+        group_epoch = group.group_epoch
+        if gid in self._open and epoch == group_epoch == group.assignment_epoch and all_at():
+            if self._unsent_target.pop(gid, None) == group_epoch:
+                self._target_event(group, group_epoch)
+            self._end(gid, CONSUMER, "group_epoch", group_epoch, len(group.members))
 
     def _target_event(self, group: "ConsumerGroup", epoch: int) -> None:
         self._emit("target_assignment", group.group_id, CONSUMER, group_epoch=epoch,

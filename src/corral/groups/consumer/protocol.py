@@ -73,7 +73,20 @@ class ConsumerProtocol(TargetComputation):
         """Applies `records` now (through `replay`) and appends them (as `batch` when they come
         encoded); resolves with the write's error once durable. Records ending with a classic
         group record downgrade the group, with a rebalance unless `downgrade_rebalance` is
-        False."""
+        False. The network thread moves none of the group's members meanwhile, and the moves
+        it made before are applied first (rust/consumer_epoch_moves.rs)."""
+        path = self.log.core_commits
+        if path is None:
+            return self._write_consumer_now(group_id, records, batch, downgrade_rebalance)
+        path.python_writing_group(group_id, True)
+        try:
+            self.apply_core_moves()
+            return self._write_consumer_now(group_id, records, batch, downgrade_rebalance)
+        finally:
+            path.python_writing_group(group_id, False)
+
+    def _write_consumer_now(self, group_id: str, records: list, batch: bytes | None,
+                            downgrade_rebalance: bool) -> Later:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and group.needs_rewrite:
             records = [*group.all_records(), *records]
@@ -97,6 +110,26 @@ class ConsumerProtocol(TargetComputation):
 
         written.then(failed)
         return written
+
+    def apply_core_moves(self) -> None:
+        """Memory follows the members the network thread moved to their group's target epoch
+        since the last call (before any request is handled, and in every write of a consumer
+        group); a group one of whose moves did not become durable is rewritten whole by its
+        next write."""
+        path = self.log.core_commits
+        drained = path.drain_moves() if path is not None else None
+        if drained is None:
+            return
+        moved, failed = drained
+        for group_id, member_id, epoch, previous in moved:
+            group = self.groups.get(group_id)
+            if isinstance(group, ConsumerGroup) and \
+                    group.core_moved(member_id, epoch, previous) is not None:
+                self.events.member_moved(group, member_id, epoch, previous)
+        for group_id in failed:
+            group = self.groups.get(group_id)
+            if isinstance(group, ConsumerGroup):
+                group.needs_rewrite = True
 
     def _downgraded(self, classic: ClassicGroup, protocols: dict[str, list[tuple[str, bytes]]],
                     rebalance: bool) -> None:

@@ -24,6 +24,7 @@ from .assignment_records import (EMPTY_ASSIGNMENT, as_record, as_sets, encoded, 
                                  epochs_record, group_records)
 from .incremental import TargetIndex
 from .reconcile import MemberState, Reconciled
+from .view_mirror import mirror_epoch, mirror_group, mirror_metadata
 
 
 # The (topic id, partition) pairs an OffsetCommit would write, asked for only when the member
@@ -109,8 +110,11 @@ class ConsumerGroup:
     type = "consumer"
     protocol_type_name = "consumer"
 
-    def __init__(self, group_id: str, view: _core.ConsumerHeartbeatView | None = None):
+    def __init__(self, group_id: str, view: _core.ConsumerHeartbeatView | None = None,
+                 assignment_interval_ms: Callable[[str], int] | None = None):
         self.group_id = group_id
+        # The group's consumer.assignment.interval.ms (None: 0), for the view's batching.
+        self._assignment_interval_ms = assignment_interval_ms
         # The network thread's view of the group, kept in step by replay and the flags below
         # (None: not mirrored, as for the group a joining heartbeat looks at before creating it).
         self.view = view
@@ -166,7 +170,11 @@ class ConsumerGroup:
         self.regexes_stale = False
         # A write of the group failed: its next write rewrites the whole group.
         self.needs_rewrite = False
-        self._mirror_group()
+        # The network thread moves members only to a target epoch at least this: a topic or a
+        # regex resolution changed, and an older target may hold partitions a member no longer
+        # subscribes to (its reconciliation, here, revokes them).
+        self.moves_from = 0
+        mirror_group(self)
 
     @property
     def computing_epoch(self) -> int | None:
@@ -175,7 +183,7 @@ class ConsumerGroup:
     @computing_epoch.setter
     def computing_epoch(self, epoch: int | None) -> None:
         self._computing_epoch = epoch
-        self._mirror_group()
+        mirror_group(self)
 
     @property
     def metadata_expired(self) -> bool:
@@ -184,33 +192,30 @@ class ConsumerGroup:
     @metadata_expired.setter
     def metadata_expired(self, expired: bool) -> None:
         self._metadata_expired = expired
-        self._mirror_group()
+        if expired:
+            self.moves_from = self.group_epoch + 1
+        mirror_group(self)
 
     # ======================================================== the network thread's view ===
 
-    def _mirror_group(self) -> None:
-        """The epochs, and whether heartbeats must reach the coordinator whatever they say: a
-        target computation is running (its result changes members), a subscribed topic changed
-        (the next heartbeat may bump the epoch) or the group is being deleted; and whether
-        commits must (being deleted)."""
-        if self.view is not None:
-            self.view.set_group(self.group_id, self.group_epoch, self.assignment_epoch,
-                                self._computing_epoch is not None or self._metadata_expired
-                                or self.deleting, self.deleting)
+    def assignment_interval_ms(self) -> int:
+        interval = self._assignment_interval_ms
+        return 0 if interval is None else interval(self.group_id)
 
-    def _mirror_metadata(self, member: ConsumerMember) -> None:
-        if self.view is not None:
-            # A classic member's Heartbeat moves its session by its own timeout (none: Python's).
-            timeout = member.session_timeout_ms
-            self.view.set_member(self.group_id, member.member_id, member.instance_id,
-                                 member.client_id, member.client_host, member.classic is None,
-                                 timeout if timeout is not None and timeout > 0 else None)
-
-    def _mirror_epoch(self, member: ConsumerMember) -> None:
-        if self.view is not None:
-            current = member.current
-            self.view.set_member_epoch(self.group_id, member.member_id, current.epoch,
-                                       current.state is MemberState.STABLE)
+    def core_moved(self, member_id: str, epoch: int, previous: int) -> ConsumerMember | None:
+        """The network thread moved the member to `epoch` (its record written, the view up to
+        date): memory follows. None if the member is not as the move found it (gone since)."""
+        member = self.members.get(member_id)
+        if member is None:
+            return None
+        c = member.current
+        if c.epoch != previous or c.state is not MemberState.STABLE:
+            return None
+        self._release(member)
+        self._set_current(member, Reconciled(epoch, previous, MemberState.STABLE, c.assigned,
+                                             c.pending_revocation, c.epochs))
+        self._own(member)
+        return member
 
     def session_armed(self, member: ConsumerMember) -> None:
         """The coordinator registered the member's session timer: the network thread may now
@@ -241,7 +246,7 @@ class ConsumerGroup:
             self._replay_tombstone(record)
         elif isinstance(record, cr.GroupEpoch):
             self.group_epoch, self.metadata_hash = record.epoch, record.metadata_hash
-            self._mirror_group()
+            mirror_group(self)
         elif isinstance(record, cr.MemberMetadata):
             member = self.member(record.member_id)
             self._count_subscription(member, -1)
@@ -258,14 +263,17 @@ class ConsumerGroup:
             self._count_classic(record.classic, 1)
             member.server_assignor, member.classic = record.server_assignor, record.classic
             self._count_subscription(member, 1)
-            self._mirror_metadata(member)
+            mirror_metadata(self, member)
         elif isinstance(record, cr.TargetMember):
             member = self.members.get(record.member_id)
-            self._set_target(record.member_id, self._shared(
-                as_sets(record.partitions), None if member is None else member.current.assigned))
+            target = self._shared(as_sets(record.partitions),
+                                  None if member is None else member.current.assigned)
+            self._set_target(record.member_id, target)
+            if member is not None and self.view is not None and target is not member.current.assigned:
+                self.view.target_changed(self.group_id, record.member_id)
         elif isinstance(record, cr.TargetEpoch):
             self.assignment_epoch, self.assignment_timestamp_ms = record.epoch, record.timestamp_ms
-            self._mirror_group()
+            mirror_group(self)
         elif isinstance(record, cr.CurrentAssignment):
             member = self.member(record.member_id)
             self._release(member)
@@ -276,9 +284,11 @@ class ConsumerGroup:
                                                  as_sets(record.pending_revocation),
                                                  epochs_of_record(record)))
             self._own(member)
-            self._mirror_epoch(member)
+            mirror_epoch(self, member, record)
         elif isinstance(record, cr.RegexTopics):
             self._set_regex(record.regex, record)
+            self.moves_from = self.group_epoch + 1  # the bump written with it
+            mirror_group(self)
 
     def _replay_tombstone(self, record: cr.ConsumerTombstone) -> None:
         kind, name = record.kind, record.name
@@ -288,9 +298,11 @@ class ConsumerGroup:
                 self._release(member)
                 self._set_current(member, Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT,
                                                      EMPTY_ASSIGNMENT))
-                self._mirror_epoch(member)
+                mirror_epoch(self, member)
         elif kind == cr.TARGET_MEMBER:
             self._set_target(name or "", None)
+            if self.view is not None and name in self.members:
+                self.view.target_changed(self.group_id, name)
         elif kind == cr.MEMBER_METADATA:
             member = self.members.pop(name or "", None)
             if member is not None:
@@ -306,7 +318,7 @@ class ConsumerGroup:
                     del self.static_members[member.instance_id]
         elif kind == cr.TARGET_EPOCH:
             self.assignment_epoch, self.assignment_timestamp_ms = -1, 0
-            self._mirror_group()
+            mirror_group(self)
         elif kind == cr.REGEX:
             self._set_regex(name or "", None)
 
@@ -570,8 +582,8 @@ class ConsumerGroup:
 
     def begin_delete(self) -> None:
         self.deleting = True
-        self._mirror_group()
+        mirror_group(self)
 
     def abort_delete(self) -> None:
         self.deleting = False
-        self._mirror_group()
+        mirror_group(self)

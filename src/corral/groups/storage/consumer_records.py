@@ -96,6 +96,9 @@ class CurrentAssignment:
     # for every topic; a record of an older writer has none.
     assigned_epochs: AssignmentEpochs = field(default_factory=dict)
     pending_epochs: AssignmentEpochs = field(default_factory=dict)
+    # Its value bytes once encoded (`value_of`): the network thread's view keeps them for a
+    # member it may move (rust/consumer_epoch_moves.rs), and the write then reuses them.
+    encoded: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -215,11 +218,13 @@ def value_of(record: ConsumerRecord) -> bytes | None:
     if isinstance(record, TargetMember):
         return head + _topic_partitions(record.partitions) + b"\x00"
     if isinstance(record, CurrentAssignment):
-        return b"".join([head, _I32.pack(record.epoch), _I32.pack(record.previous_epoch),
-                         struct.pack(">b", record.state),
-                         _topic_partitions(record.assigned, record.assigned_epochs),
-                         _topic_partitions(record.pending_revocation, record.pending_epochs),
-                         b"\x00"])
+        if record.encoded is not None:
+            return record.encoded
+        record.encoded = b"".join([
+            head, _I32.pack(record.epoch), _I32.pack(record.previous_epoch),
+            struct.pack(">b", record.state), _topic_partitions(record.assigned, record.assigned_epochs),
+            _topic_partitions(record.pending_revocation, record.pending_epochs), b"\x00"])
+        return record.encoded
     if isinstance(record, RegexTopics):
         return b"".join([head, _uvarint(len(record.topics) + 1),
                          *(_compact_string(t) for t in record.topics),

@@ -1,0 +1,292 @@
+"""The network thread moving a consumer-group member to its group's new target epoch
+(rust/consumer_epoch_moves.rs), when the target did not change the member's partitions.
+
+In process, against the coordinator: whenever the view would move a member, the coordinator
+answers that heartbeat with the same epoch and no assignment and writes exactly the record the
+network thread writes (a randomized differential run), and the interval rule is answer.py's.
+Over TCP: such members move without reaching Python, memory follows them before the next
+request, a Python write of the group is never interleaved with a move, and an acknowledged move
+survives kill -9."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from consumer_harness import RecordingLog, Topics, check_counts, check_view, make_coordinator, request
+from corral import _core
+from corral.errors import ErrorCode
+from corral.groups.consumer import MemberState
+from corral.groups.consumer.answer import adaptive_interval_ms
+from python_handlers import record_python_calls
+from rawwire import RawClient
+from test_consumer_short_path import CLIENT, Member, create_topic, settle, with_broker
+from test_metrics import Scraper
+from corral.apis import ApiKey
+from consumer_harness import ConsumerDriver
+
+
+@pytest.fixture
+def python_calls(monkeypatch):
+    return record_python_calls(monkeypatch, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+
+
+def judge(coordinator, d: ConsumerDriver, name: str):
+    c = d.clients[name]
+    return coordinator.consumer_heartbeat_view.judge(d.group_id, c.member_id, c.instance_id,
+                                                     c.epoch, *CLIENT)
+
+
+# ================================================================================ in process ===
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_move_is_what_the_coordinator_would_answer_and_write(seed):
+    rng = random.Random(seed)
+    topics = Topics()
+    topics.add("t", 12)
+    topics.add("u", 3)
+    log = RecordingLog()
+    coordinator = make_coordinator(topics, log=log)
+    view = coordinator.consumer_heartbeat_view
+    drivers = [ConsumerDriver(topics, coordinator, group_id=f"g{i}") for i in range(2)]
+    moves = steady_answers = 0
+    for step in range(600):
+        d = rng.choice(drivers)
+        name = rng.choice("abcdef")
+        client = d.clients.get(name)
+        action = rng.random()
+        if client is None or not client.joined:
+            d.join(name, names=rng.choice([["t"], ["t"], ["u"], ["t", "u"]]),
+                   regex=rng.choice([None, None, "u", "n.*"]),
+                   instance_id=rng.choice([None, f"i{name}"]))
+        elif action < 0.5:
+            verdict = judge(coordinator, d, name)
+            value = view.movable(d.group_id, client.member_id)
+            before, epoch = len(log.pairs), client.epoch
+            result = d._send(client, request(d.group_id, client.member_id, client.epoch,
+                                             instance_id=client.instance_id))
+            if verdict is None:
+                continue
+            if verdict[0] == "steady":
+                steady_answers += 1
+                assert (result["member_epoch"], result["assignment"]) == (epoch, None), step
+                assert len(log.pairs) == before
+                continue
+            _, new_epoch, previous, _ = verdict
+            moves += 1
+            assert previous == epoch and new_epoch > epoch
+            assert result["error_code"] == ErrorCode.NONE, (step, result)
+            assert (result["member_epoch"], result["assignment"]) == (new_epoch, None), step
+            record = _core.moved_assignment_record(d.group_id, client.member_id, value, new_epoch,
+                                                   previous)
+            assert log.pairs[before:] == [record], step
+        elif action < 0.68:
+            d.heartbeat(name, acknowledge=rng.random() < 0.8)
+        elif action < 0.74:
+            d.leave(name, epoch=-2 if client.instance_id else -1)
+        elif action < 0.78:
+            new = f"n{step}"
+            topics.add(new, rng.randint(1, 3))
+            coordinator.on_topics_changed({new})
+            d.check()
+        elif action < 0.8:
+            created = [n for n in topics.by_name if n.startswith("n")]
+            if created:  # a regex's topic deleted: its partitions are revoked, never moved
+                gone = rng.choice(created)
+                topics.remove(gone)
+                coordinator.on_topics_changed({gone})
+        elif action < 0.82:
+            names = rng.choice([["t"], ["u"], ["t", "u"]])
+            client.names = names
+            d._send(client, request(d.group_id, client.member_id, client.epoch, names=names,
+                                    owned=dict(client.owned), instance_id=client.instance_id))
+        else:
+            d.converge(2)
+        check_view(coordinator)
+    assert moves >= 10 and steady_answers > 20, (moves, steady_answers)
+
+
+def test_members_are_movable_only_with_exactly_their_target():
+    topics = Topics()
+    topics.add("t", 4)
+    topics.add("u", 2)
+    coordinator = make_coordinator(topics)
+    d = ConsumerDriver(topics, coordinator)
+    d.join("a")
+    d.join("b")
+    d.converge()
+    view, group = coordinator.consumer_heartbeat_view, d.group
+    a, b = (d.clients[n] for n in "ab")
+    assert view.movable("g", a.member_id) and view.movable("g", b.member_id)
+    # c subscribes to u only: a's and b's targets stay, so they are moved by the network thread.
+    d.join("c", names=["u"])
+    assert group.assignment_epoch > a.epoch
+    assert judge(coordinator, d, "a")[:3] == ("move", group.assignment_epoch, a.epoch)
+    # d joins t: a's or b's target changes, and that member's move is the coordinator's.
+    d.join("d", names=["t"])
+    changed = [c for c in (a, b) if group.target[c.member_id] != group.members[c.member_id].current.assigned]
+    assert changed and all(view.movable("g", c.member_id) is None for c in changed)
+    assert all(judge(coordinator, d, c.name) is None for c in changed)
+
+
+def test_a_regex_resolution_change_holds_moves_until_a_target_after_it():
+    """A member subscribed by regex whose topic is deleted after the target was computed holds
+    partitions the target still gives it: the coordinator revokes them, so no move until a
+    target computed after the change (the batching interval keeps that target waiting)."""
+    topics = Topics()
+    topics.add("t", 2)
+    topics.add("n1", 2)
+    topics.add("n2", 2)
+    coordinator = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 3_600_000})
+    d = ConsumerDriver(topics, coordinator)
+    d.join("a", names=[], regex="n.*")
+    d.join("b", names=["t"])
+    group = d.group
+
+    def target_now() -> None:  # as if the batching interval had passed
+        group.assignment_timestamp_ms = 1
+        group.metadata_expired = group.metadata_expired  # mirrors the group again
+
+    target_now()
+    d.converge()
+    assert group.state_name == "Stable"
+    d.join("c", names=["t"])
+    target_now()
+    d.heartbeat("c")  # computes the target: a's stays, b's changes
+    epoch = group.assignment_epoch
+    a = d.clients["a"]
+    assert a.epoch < epoch and judge(coordinator, d, "a")[:2] == ("move", epoch)
+    topics.remove("n2")
+    coordinator.on_topics_changed({"n2"})
+    assert group.group_epoch > epoch == group.assignment_epoch
+    assert judge(coordinator, d, "a") is None, "the target still gives a partitions of n2"
+    d.heartbeat("a", acknowledge=False)
+    assert group.members[a.member_id].current.state is MemberState.UNREVOKED_PARTITIONS
+
+
+@pytest.mark.parametrize("short_ms, max_rate", [(250, 2000), (0, 2000), (5000, 10), (100, 1)])
+def test_the_interval_rule_is_answer_pys(short_ms, max_rate):
+    rng = random.Random(short_ms + max_rate)
+    for _ in range(3000):
+        args = dict(stable=rng.random() < 0.5, behind=rng.random() < 0.5,
+                    reconciling=rng.choice([0, 1, 10, 999, 1000, 1001, 50_000]),
+                    due_in_ms=rng.choice([None, -5, 0, 100, 800, 4999, 20_000]),
+                    jitter=rng.random(), settling=rng.random() < 0.5,
+                    members=rng.choice([0, 5, 2000, 50_000]))
+        group_ms = rng.choice([500, 3000, 5000])
+        assert _core.adaptive_interval_ms(group_ms, short_ms, max_rate, **args) == \
+            adaptive_interval_ms(group_ms, short_ms, max_rate, **args), args
+
+
+# ======================================================================== over the wire ===
+
+def test_members_whose_partitions_stay_move_without_python(tmp_path, python_calls):
+    def scenario(broker) -> None:
+        a, b, c = (Member(broker.port, "mv", f"member-{n}") for n in "abc")
+        b.instance_id = "inst-b"
+        with a.client, b.client, c.client:
+            create_topic(a.client, "t", 4)
+            create_topic(a.client, "u", 2)
+            assert a.join(["t"])["error_code"] == 0 and b.join(["t"])["error_code"] == 0
+            settle(broker, a, b)
+            group = broker.groups.groups["mv"]
+            before = a.epoch
+            assert c.join(["u"])["error_code"] == 0  # a new target; a's and b's do not change
+            target = broker.run(lambda: group.assignment_epoch)
+            assert target > before
+            calls, moved = len(python_calls), broker.view.moved
+            for m in (a, b):
+                r = m.steady()
+                assert (r["error_code"], r["member_epoch"], r["assignment"]) == (0, target, None)
+            assert len(python_calls) == calls and broker.view.moved == moved + 2
+
+            def memory():
+                # What the next request would find (the dispatcher applies moves first).
+                broker.groups.apply_core_moves()
+                check_counts(group)
+                return {m.member_id: (m.current.epoch, m.current.previous_epoch, m.current.state)
+                        for m in group.members.values()}
+
+            model = broker.run(memory)
+            assert model["member-a"] == model["member-b"] == (target, before, MemberState.STABLE)
+            assert broker.run(lambda: group.state_name) == "Stable"
+            # The next heartbeats are steady ones, and the coordinator agrees on the epoch.
+            assert a.steady()["member_epoch"] == target and len(python_calls) == calls
+            r = a.acknowledge()  # owned partitions reported: the coordinator's
+            assert (r["error_code"], r["member_epoch"]) == (0, target) and len(python_calls) == calls + 1
+
+    with_broker(tmp_path, scenario)
+
+
+def test_no_move_while_python_writes_the_group(tmp_path, python_calls):
+    """A Python write of the group in progress (flagged from before its records are applied
+    until they are appended) leaves the member's heartbeat to Python."""
+    def scenario(broker) -> None:
+        a, c = Member(broker.port, "pw", "member-a"), Member(broker.port, "pw", "member-c")
+        with a.client, c.client:
+            create_topic(a.client, "t", 4)
+            create_topic(a.client, "u", 2)
+            assert a.join(["t"])["error_code"] == 0
+            settle(broker, a)
+            assert c.join(["u"])["error_code"] == 0
+            path = broker.groups.log.core_commits
+            broker.run(path.python_writing_group, "pw", True)
+            calls = len(python_calls)
+            r = a.steady()
+            assert r["error_code"] == 0 and len(python_calls) == calls + 1
+            broker.run(path.python_writing_group, "pw", False)
+
+    with_broker(tmp_path, scenario)
+
+
+def test_off_when_disabled(tmp_path, python_calls):
+    def scenario(broker) -> None:
+        a, c = Member(broker.port, "off", "member-a"), Member(broker.port, "off", "member-c")
+        with a.client, c.client:
+            create_topic(a.client, "t", 4)
+            create_topic(a.client, "u", 2)
+            assert a.join(["t"])["error_code"] == 0
+            settle(broker, a)
+            before = a.epoch
+            assert c.join(["u"])["error_code"] == 0
+            calls = len(python_calls)
+            r = a.steady()
+            assert r["member_epoch"] > before and len(python_calls) == calls + 1
+            assert broker.view.moved == 0
+
+    with_broker(tmp_path, scenario, **{"corral.group.consumer.epoch.short.path.enable": False})
+
+
+def test_acknowledged_moves_survive_kill_9(corral_factory):
+    broker = corral_factory(**{"corral.metrics.listen": "127.0.0.1:0",
+                               "group.consumer.assignment.interval.ms": 0})
+    members = []
+    with RawClient(broker.port) as client:
+        create_topic(client, "t", 8)
+        create_topic(client, "u", 1)
+    try:
+        for i in range(4):
+            members.append(Member(broker.port, "k9", f"member-{i}"))
+            assert members[-1].join(["t"])["error_code"] == 0
+        for _ in range(6):
+            for m in members:
+                assert m.acknowledge()["error_code"] == 0
+        before = [m.epoch for m in members]
+        extra = Member(broker.port, "k9", "member-u")
+        assert extra.join(["u"])["error_code"] == 0
+        for m in members:
+            assert m.steady()["error_code"] == 0
+        moved = [m.epoch for m in members]
+        assert all(n > b for n, b in zip(moved, before))
+        assert Scraper(broker).value("corral_consumer_epoch_short_path_total") == 4
+        broker.kill()
+    finally:
+        for m in members:
+            m.close()
+    broker.start()
+    for m in members:
+        m.client = RawClient(broker.port)
+        r = m.steady()  # at the epoch acknowledged before the kill: known, not fenced
+        assert (r["error_code"], r["member_epoch"]) == (0, moved[members.index(m)]), r
+        m.close()
