@@ -35,6 +35,10 @@ use crate::log::batch::{self, KeyValue, NO_PRODUCER};
 const CURRENT_ASSIGNMENT: i16 = 8;
 /// A failed append or fsync of the coordinator answers NOT_COORDINATOR, as in Kafka.
 const NOT_COORDINATOR: i16 = ResponseError::NotCoordinator.code();
+/// Once a group's next target is due, one heartbeat in this many ms goes to the coordinator,
+/// which starts computing it; the others are answered toward the current target meanwhile (as
+/// before it was due). Sending every one would queue thousands behind the one that starts it.
+const DUE_ASK_MS: i64 = 200;
 
 /// What the network thread does with an incremental heartbeat that changes nothing.
 #[derive(Debug, PartialEq)]
@@ -48,8 +52,10 @@ pub enum Judged {
 impl ConsumerHeartbeatView {
     /// The network thread's verdict on an incremental heartbeat (None: the coordinator's). A
     /// group computing a target, whose subscribed topics changed or that is being deleted is
-    /// the coordinator's; so is one whose next target is due (the coordinator starts it).
-    pub(crate) fn judge(&self, groups: &HashMap<Box<str>, GroupView>, hb: &Steady<'_>, now_ms: i64) -> Option<Judged> {
+    /// the coordinator's. Once its next target is due, one heartbeat per `DUE_ASK_MS` is (the
+    /// coordinator starts the computation); `may_ask`: this call may be that one (the last
+    /// look at the request, `take_move`), else it leaves the choice to that call.
+    pub(crate) fn judge(&self, groups: &HashMap<Box<str>, GroupView>, hb: &Steady<'_>, now_ms: i64, may_ask: bool) -> Option<Judged> {
         if hb.member_epoch <= 0 {
             return None;
         }
@@ -59,7 +65,13 @@ impl ConsumerHeartbeatView {
         }
         let behind = group.group_epoch > group.assignment_epoch;
         if behind && now_ms >= group.target_due_ms {
-            return None;
+            let asked = group.due_asked_ms.load(Ordering::Relaxed);
+            if now_ms.saturating_sub(asked) >= DUE_ASK_MS {
+                if may_ask {
+                    group.due_asked_ms.store(now_ms, Ordering::Relaxed);
+                }
+                return None;
+            }
         }
         let member = group.members.get(hb.member_id)?;
         if member.epoch != hb.member_epoch || !member.stable || !member.consumer || member.timer_key == 0 {
@@ -95,13 +107,10 @@ impl ConsumerHeartbeatView {
     /// updated; answered by the path after the fsync. None: the coordinator's.
     pub(crate) fn take_move(&self, path: &CommitPath, hb: &Steady<'_>, reply: (u64, i16, i32)) -> Option<Took> {
         let (connection, api_version, correlation_id) = reply;
-        if !self.moves_enabled.load(Ordering::Relaxed) {
-            return None;
-        }
         let write = path.lock_for(hb.group_id)?;
         let mut groups = self.lock();
         let now = wall_ms();
-        let Some(Judged::Move { epoch, previous, interval }) = self.judge(&groups, hb, now) else { return None };
+        let Some(Judged::Move { epoch, previous, interval }) = self.judge(&groups, hb, now, true) else { return None };
         let member = groups.get_mut(hb.group_id)?.members.get_mut(hb.member_id)?;
         let record = move_record(hb.group_id, hb.member_id, member.movable.as_deref()?, epoch, previous)?;
         let appended = write.append(batch::build(&[record], now, NO_PRODUCER))?;

@@ -34,7 +34,7 @@
 //! Lock order: the view, then the wheel. Python takes one at a time.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
@@ -80,6 +80,9 @@ pub(crate) struct GroupView {
     /// compute the next target (`group.consumer.assignment.interval.ms` batching); from then on
     /// every heartbeat is the coordinator's, which starts it. i64::MIN: at once.
     pub(crate) target_due_ms: i64,
+    /// When (wall ms) the network thread last sent a heartbeat to the coordinator because the
+    /// next target was due (consumer_epoch_moves.rs: one per `DUE_ASK_MS`).
+    pub(crate) due_asked_ms: AtomicI64,
     /// When (wall ms) the current target was computed.
     pub(crate) assignment_ms: i64,
     /// Members move on the network thread only to a target epoch at least this: a topic or
@@ -97,6 +100,7 @@ impl Default for GroupView {
             busy: false,
             deleting: false,
             target_due_ms: i64::MIN,
+            due_asked_ms: AtomicI64::new(i64::MIN),
             assignment_ms: 0,
             moves_from: i32::MAX,
             members: HashMap::new(),
@@ -165,7 +169,7 @@ impl ConsumerHeartbeatView {
     /// request changes nothing (fast: no lock) and that its ids are not blank.
     pub fn answer(&self, hb: &Steady<'_>) -> Option<i32> {
         let groups = self.lock();
-        let Some(Judged::Steady(interval)) = self.judge(&groups, hb, wall_ms()) else { return None };
+        let Some(Judged::Steady(interval)) = self.judge(&groups, hb, wall_ms(), false) else { return None };
         let member = groups.get(hb.group_id)?.members.get(hb.member_id)?;
         self.move_deadline(hb.group_id, member.timer_key);
         drop(groups);
@@ -398,7 +402,7 @@ impl ConsumerHeartbeatView {
         client_host: &str,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let hb = Steady { group_id, member_id, instance_id, member_epoch, client_id, client_host };
-        Ok(match self.judge(&self.lock(), &hb, wall_ms()) {
+        Ok(match self.judge(&self.lock(), &hb, wall_ms(), false) {
             Some(Judged::Steady(interval)) => Some(("steady", interval).into_pyobject(py)?),
             Some(Judged::Move { epoch, previous, interval }) => Some(("move", epoch, previous, interval).into_pyobject(py)?),
             None => None,

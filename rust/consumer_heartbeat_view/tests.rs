@@ -206,15 +206,29 @@ fn members_behind_with_their_target_are_moved_and_others_are_not() {
     view.set_member_epoch("g", "m1", 3, true, Some(&record));
     view.set_group("g", 5, 5, false, None, None, 0, Some(0));
     let hb = steady("m1", None, 3);
-    let judged = view.judge(&view.lock(), &hb, wall_ms());
+    let judged = view.judge(&view.lock(), &hb, wall_ms(), false);
     assert!(matches!(judged, Some(Judged::Move { epoch: 5, previous: 3, .. })), "{judged:?}");
-    assert_eq!(view.judge(&view.lock(), &steady("s1", None, 3), wall_ms()), None, "no record: not movable");
+    assert_eq!(view.judge(&view.lock(), &steady("s1", None, 3), wall_ms(), false), None, "no record: not movable");
     view.set_group("g", 5, 5, false, None, None, 0, Some(6));
-    assert_eq!(view.judge(&view.lock(), &hb, wall_ms()), None, "a target from before a topic change");
+    assert_eq!(view.judge(&view.lock(), &hb, wall_ms(), false), None, "a target from before a topic change");
     view.set_group("g", 5, 5, false, None, None, 0, Some(5));
     view.target_changed("g", "m1");
-    assert_eq!(view.judge(&view.lock(), &hb, wall_ms()), None, "its target changed");
+    assert_eq!(view.judge(&view.lock(), &hb, wall_ms(), false), None, "its target changed");
     view.set_member_epoch("g", "m1", 3, true, Some(&record));
     view.set_rule(250, 2000, false);
-    assert_eq!(view.judge(&view.lock(), &hb, wall_ms()), None, "moves off");
+    assert_eq!(view.judge(&view.lock(), &hb, wall_ms(), false), None, "moves off");
+}
+
+#[test]
+fn a_due_target_sends_one_heartbeat_to_the_coordinator_at_a_time() {
+    let (view, _) = settled();
+    view.set_rule(250, 2000, true);
+    view.set_group("g", 4, 3, false, None, Some(wall_ms() - 1), 0, Some(0));
+    let hb = steady("m1", None, 3);
+    let now = wall_ms();
+    assert_eq!(view.judge(&view.lock(), &hb, now, false), None, "due: left to the last look");
+    assert_eq!(view.judge(&view.lock(), &hb, now, true), None, "this one goes to the coordinator");
+    assert!(matches!(view.judge(&view.lock(), &hb, now, true), Some(Judged::Steady(_))), "the next ones wait for it");
+    assert!(matches!(view.judge(&view.lock(), &hb, now + 199, true), Some(Judged::Steady(_))));
+    assert_eq!(view.judge(&view.lock(), &hb, now + 200, true), None, "then another, should that one not start it");
 }

@@ -79,9 +79,6 @@ class PartitionLogs:
         self._flush_waiters: list[FlushCallback] = []
         self._flush_wanted = trio.Event()
         self.flush_seconds = Durations()  # fsync passes that made records durable (/metrics)
-        # Appends made by the core that may be acknowledged without an fsync (the network
-        # thread's OffsetCommits, rust/commit_path.rs): told the flush policy.
-        self.core_appender: _core.CommitPath | None = None
         topics.on_delete.append(self._topic_deleted)
         topics.on_configs.append(self.reconfigure)
         settings.on_change.append(self._settings_changed)
@@ -131,8 +128,6 @@ class PartitionLogs:
         """Dynamic broker settings: the flush policy, and the topic defaults."""
         self.flush_messages = self.settings["log.flush.interval.messages"]
         self.flush_interval_ms = self.settings["log.flush.interval.ms"]
-        if self.core_appender is not None:
-            self.core_appender.set_flush_messages(self.flush_messages)
         self._flush_wanted.set()  # the flusher takes up a new interval at once
         if names & _TOPIC_DEFAULTS:
             for topic in list(self.topics.by_name.values()):

@@ -40,7 +40,9 @@ def coordinator_for(broker) -> GroupCoordinator:
         durable.core_commits = _core.CommitPath(
             broker.logs.store, topic.name, topic.partitions, coordinator.offsets.map,
             settings["log.flush.interval.messages"], settings["offset.metadata.max.bytes"])
-        broker.logs.core_appender = durable.core_commits
+        path = durable.core_commits
+        settings.on_change.append(
+            lambda _names: path.set_flush_messages(settings["log.flush.interval.messages"]))
         for partition in range(topic.partitions):
             broker.logs.open(topic, partition)  # the network thread appends only to open ones
         broker.topics.on_change.append(lambda names: _mirror_topics(broker.topics, durable.core_commits, names))

@@ -110,9 +110,12 @@ def updated_member(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMem
 def copy_member(member: ConsumerMember, member_id: str) -> ConsumerMember:
     """A detached copy (timers stay with the group's member); a new id starts at epoch 0."""
     copy = ConsumerMember(member_id)
-    for name in ("instance_id", "rack_id", "client_id", "client_host", "topic_names", "regex",
-                 "rebalance_timeout_ms", "server_assignor", "classic", "current"):
-        setattr(copy, name, getattr(member, name))
+    # One by one: a heartbeat makes one copy, and a loop of getattr/setattr cost twice as much.
+    copy.instance_id, copy.rack_id = member.instance_id, member.rack_id
+    copy.client_id, copy.client_host = member.client_id, member.client_host
+    copy.topic_names, copy.regex = member.topic_names, member.regex
+    copy.rebalance_timeout_ms, copy.server_assignor = member.rebalance_timeout_ms, member.server_assignor
+    copy.classic, copy.current = member.classic, member.current
     if member_id != member.member_id:
         c = member.current
         copy.current = Reconciled(0, 0, c.state, c.assigned, c.pending_revocation, c.held_epochs())

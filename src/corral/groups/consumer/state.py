@@ -37,6 +37,10 @@ MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
 
 
+# A new member's assignment state (shared: a Reconciled is never changed in place).
+NEW_MEMBER = Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT, EMPTY_ASSIGNMENT)
+
+
 class ConsumerMember:
     """One member: its subscription (ConsumerGroupMemberMetadata) and its current assignment
     (ConsumerGroupCurrentMemberAssignment). Timer keys are the coordinator's."""
@@ -57,7 +61,7 @@ class ConsumerMember:
         self.rebalance_timeout_ms = -1
         self.server_assignor: str | None = None
         self.classic: cr.ClassicMetadata | None = None
-        self.current = Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT, EMPTY_ASSIGNMENT)
+        self.current = NEW_MEMBER
         self.session_key = 0
         self.rebalance_key = 0
         self.rebalance_epoch = -1  # the epoch its revocation deadline was armed at

@@ -33,13 +33,25 @@ class TopicImage:
         self.store = store
         # Bumped on every topic creation or deletion (a regex resolution's `Version`).
         self.version = 0
+        # name -> (its Topic, the id's bytes): UUID.bytes is computed at each call, and every
+        # reconciliation asks for its member's topics' ids. A new Topic object (the topic
+        # deleted and created again) replaces the entry.
+        self._ids: dict[str, tuple[object, bytes]] = {}
 
     def topic(self, name: str):
         return None if self.store is None else self.store.get(name)
 
     def id_of(self, name: str) -> bytes | None:
         topic = self.topic(name)
-        return None if topic is None else topic.id.bytes
+        if topic is None:
+            return None
+        cached = self._ids.get(name)
+        if cached is not None and cached[0] is topic:
+            return cached[1]
+        if len(self._ids) > 4 * len(self.store.by_name) + 64:
+            self._ids.clear()  # mostly deleted topics' entries
+        topic_id = self._ids[name] = (topic, topic.id.bytes)
+        return topic_id[1]
 
     def by_id(self, topic_id: bytes):
         return None if self.store is None else self.store.by_id.get(uuid.UUID(bytes=topic_id))
