@@ -51,6 +51,8 @@ log = logging.getLogger("corral.groups")
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
+# Records whose write pauses the network thread's moves of the group's members (above).
+_PAUSING_MOVES = (cr.TargetEpoch, cr.TargetMember, GroupMetadata, GroupTombstone)
 class ConsumerProtocol(TargetComputation):
     # Given by GroupCoordinator.
     groups: dict
@@ -73,10 +75,20 @@ class ConsumerProtocol(TargetComputation):
         """Applies `records` now (through `replay`) and appends them (as `batch` when they come
         encoded); resolves with the write's error once durable. Records ending with a classic
         group record downgrade the group, with a rebalance unless `downgrade_rebalance` is
-        False. The network thread moves none of the group's members meanwhile, and the moves
-        it made before are applied first (rust/consumer_epoch_moves.rs)."""
+        False. The moves the network thread made before are applied first
+        (rust/consumer_epoch_moves.rs); while a write changes what a move is decided on (a new
+        target, the whole group rewritten, a conversion) the network thread moves none of the
+        group's members, so that none is moved to a target before the target is in the log.
+        Other writes (a member's own records) need no such pause: the view's lock orders a
+        move of a member before or after the replay (and so the append) of its records."""
         path = self.log.core_commits
         if path is None:
+            return self._write_consumer_now(group_id, records, batch, downgrade_rebalance)
+        group = self.groups.get(group_id)
+        pause = group is None or getattr(group, "needs_rewrite", True) or \
+            any(isinstance(r, _PAUSING_MOVES) for r in records)
+        if not pause:
+            self.apply_core_moves()
             return self._write_consumer_now(group_id, records, batch, downgrade_rebalance)
         path.python_writing_group(group_id, True)
         try:
