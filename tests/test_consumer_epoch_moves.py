@@ -18,6 +18,7 @@ from consumer_harness import RecordingLog, Topics, check_counts, check_view, mak
 from corral import _core
 from corral.errors import ErrorCode
 from corral.groups.consumer import MemberState
+from corral.groups.consumer import incremental
 from corral.groups.consumer.answer import adaptive_interval_ms
 from python_handlers import record_python_calls
 from rawwire import RawClient
@@ -163,6 +164,34 @@ def test_a_regex_resolution_change_holds_moves_until_a_target_after_it():
     assert judge(coordinator, d, "a") is None, "the target still gives a partitions of n2"
     d.heartbeat("a", acknowledge=False)
     assert group.members[a.member_id].current.state is MemberState.UNREVOKED_PARTITIONS
+
+
+def test_members_without_partitions_move_too(monkeypatch):
+    """In a group with more members than partitions most members have an empty target, and in
+    a big one (whose targets move only what changes) no TargetMember record at all: they are
+    movable, and move as the coordinator would."""
+    monkeypatch.setattr(incremental, "INCREMENTAL_ABOVE", 10)  # "big" from 10 members on
+    topics = Topics()
+    topics.add("t", 2)
+    topics.add("u", 1)
+    log = RecordingLog()
+    coordinator = make_coordinator(topics, log=log)
+    d = ConsumerDriver(topics, coordinator)
+    for i in range(40):
+        d.join(f"m{i}")
+    d.converge(2)
+    group = d.group
+    empty = [c for c in d.clients.values() if not group.members[c.member_id].current.assigned]
+    assert len(empty) == 38 and sum(c.member_id not in group.target for c in empty) > 20
+    d.join("x", names=["u"])  # a new target that leaves t's members as they are
+    for c in empty:
+        verdict = judge(coordinator, d, c.name)
+        assert verdict is not None and verdict[0] == "move", verdict
+        value, before = coordinator.consumer_heartbeat_view.movable("g", c.member_id), len(log.pairs)
+        result = d._send(c, request("g", c.member_id, c.epoch))
+        assert result["member_epoch"] == verdict[1] and result["assignment"] is None
+        assert log.pairs[before:] == [_core.moved_assignment_record("g", c.member_id, value,
+                                                                    verdict[1], verdict[2])]
 
 
 @pytest.mark.parametrize("short_ms, max_rate", [(250, 2000), (0, 2000), (5000, 10), (100, 1)])

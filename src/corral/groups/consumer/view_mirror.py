@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..storage import consumer_records as cr
+from .assignment_records import EMPTY_ASSIGNMENT
 from .reconcile import MemberState
 
 if TYPE_CHECKING:
@@ -50,8 +51,11 @@ def mirror_epoch(group: "ConsumerGroup", member: "ConsumerMember",
     current = member.current
     stable = current.state is MemberState.STABLE
     movable = None
+    # No target yet is an empty one (ConsumerGroup.target_of): most members of a group bigger
+    # than its partition count have none, and move as often as the others.
+    target = group.target.get(member.member_id, EMPTY_ASSIGNMENT)
     if record is not None and stable and not current.pending_revocation and \
-            current.assigned is group.target.get(member.member_id) and \
+            current.assigned is target and \
             all(len(record.assigned_epochs.get(t, ())) == len(ps) for t, ps in record.assigned.items()):
         movable = cr.value_of(record)
     group.view.set_member_epoch(group.group_id, member.member_id, current.epoch, stable, movable)
