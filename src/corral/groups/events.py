@@ -276,11 +276,21 @@ class AnalyticsEvents:
                                MemberState.of(record.state),
                                lambda: _all_at(group, member, record, group.group_epoch))
 
-    def member_moved(self, group: "ConsumerGroup", member_id: str, epoch: int, previous: int) -> None:
-        """The network thread moved a member to `epoch` (applied to the group already)."""
-        if self.sink is not None:
-            self._member_epoch(group, member_id, epoch, previous, MemberState.STABLE,
-                               lambda: group.epoch_counts.get(epoch, 0) == len(group.members))
+    def members_moved(self, group: "ConsumerGroup", moves: list[tuple[str, int, int]]) -> None:
+        """The network thread moved members (member id, epoch, previous epoch) to a new target
+        epoch, their partitions as they were (applied to the group already). A group of more
+        than EVERY_TARGET_UP_TO members records no `member_epoch` for these (a target moves
+        nearly all of them: 50,000 events a target, saying only that the epoch moved); its
+        rebalance still ends when they are all there."""
+        if self.sink is None or not moves:
+            return
+        if len(group.members) <= EVERY_TARGET_UP_TO:
+            for member_id, epoch, previous in moves:
+                self._member_epoch(group, member_id, epoch, previous, MemberState.STABLE,
+                                   lambda: False)
+        epoch = group.group_epoch
+        self._member_epoch(group, "", epoch, epoch, MemberState.STABLE,
+                           lambda: group.epoch_counts.get(epoch, 0) == len(group.members))
 
     def _member_epoch(self, group: "ConsumerGroup", member_id: str, epoch: int, previous: int,
                       state: MemberState, all_at: Callable[[], bool]) -> None:

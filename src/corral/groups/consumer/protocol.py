@@ -133,11 +133,13 @@ class ConsumerProtocol(TargetComputation):
         if drained is None:
             return
         moved, failed = drained
+        by_group: dict[str, list[tuple[str, int, int]]] = {}
         for group_id, member_id, epoch, previous in moved:
+            by_group.setdefault(group_id, []).append((member_id, epoch, previous))
+        for group_id, moves in by_group.items():
             group = self.groups.get(group_id)
-            if isinstance(group, ConsumerGroup) and \
-                    group.core_moved(member_id, epoch, previous) is not None:
-                self.events.member_moved(group, member_id, epoch, previous)
+            if isinstance(group, ConsumerGroup):
+                self.events.members_moved(group, group.core_moved(moves))
         for group_id in failed:
             group = self.groups.get(group_id)
             if isinstance(group, ConsumerGroup):
