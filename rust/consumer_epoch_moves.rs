@@ -164,8 +164,10 @@ pub(crate) fn response(api_version: i16, correlation_id: i32, member_id: &str, m
     out.freeze()
 }
 
-/// answer.py's `adaptive_interval_ms`, the same rule (tests/test_adaptive_interval.py compares
-/// them).
+/// answer.py's `adaptive_interval_ms`, the same rule (tests/test_consumer_epoch_moves.py compares
+/// them; Python calls it with keywords after `max_rate`).
+#[pyfunction]
+#[pyo3(signature = (group_ms, short_ms, max_rate, *, stable, behind, reconciling, due_in_ms, jitter, settling=false, members=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn adaptive_interval_ms(
     group_ms: i32,
@@ -206,26 +208,6 @@ fn jitter() -> f64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     (z ^ (z >> 31)) as f64 / 18_446_744_073_709_551_616.0
-}
-
-/// The rule itself, for the table test against answer.py's.
-#[pyfunction]
-#[pyo3(name = "adaptive_interval_ms")]
-#[pyo3(signature = (group_ms, short_ms, max_rate, *, stable, behind, reconciling, due_in_ms, jitter, settling=false, members=0))]
-#[allow(clippy::too_many_arguments)]
-pub fn py_adaptive_interval_ms(
-    group_ms: i32,
-    short_ms: i32,
-    max_rate: i32,
-    stable: bool,
-    behind: bool,
-    reconciling: usize,
-    due_in_ms: Option<i64>,
-    jitter: f64,
-    settling: bool,
-    members: usize,
-) -> i32 {
-    adaptive_interval_ms(group_ms, short_ms, max_rate, stable, behind, reconciling, due_in_ms, jitter, settling, members)
 }
 
 /// The record the network thread writes for a move, for the test comparing it with the

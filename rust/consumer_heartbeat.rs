@@ -31,14 +31,7 @@ impl FastPath for ConsumerHeartbeat {
         if !changes_nothing(hb) {
             return None;
         }
-        let interval = view.answer(&Steady {
-            group_id: &hb.group_id,
-            member_id: &hb.member_id,
-            instance_id: hb.instance_id.as_deref(),
-            member_epoch: hb.member_epoch,
-            client_id: sender.client_id.unwrap_or(""),
-            client_host: sender.client_host,
-        })?;
+        let interval = view.answer(&steady(hb, sender))?;
         Some((response(self.api_version, self.correlation_id, &hb.member_id, hb.member_epoch, interval, 0), 0))
     }
 }
@@ -54,15 +47,19 @@ impl ConsumerHeartbeat {
         if !changes_nothing(hb) {
             return None;
         }
-        let steady = Steady {
-            group_id: &hb.group_id,
-            member_id: &hb.member_id,
-            instance_id: hb.instance_id.as_deref(),
-            member_epoch: hb.member_epoch,
-            client_id: sender.client_id.unwrap_or(""),
-            client_host: sender.client_host,
-        };
-        view.take_move(path, &steady, (connection, self.api_version, self.correlation_id))
+        view.take_move(path, &steady(hb, sender), (connection, self.api_version, self.correlation_id))
+    }
+}
+
+/// The request as the view judges it, with its sender.
+fn steady<'a>(hb: &'a ConsumerGroupHeartbeatRequest, sender: &Sender<'a>) -> Steady<'a> {
+    Steady {
+        group_id: &hb.group_id,
+        member_id: &hb.member_id,
+        instance_id: hb.instance_id.as_deref(),
+        member_epoch: hb.member_epoch,
+        client_id: sender.client_id.unwrap_or(""),
+        client_host: sender.client_host,
     }
 }
 

@@ -83,7 +83,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(timer_wheel::py_monotonic_ms, m)?)?;
     m.add_class::<heartbeat_view::HeartbeatView>()?;
     m.add_class::<consumer_heartbeat_view::ConsumerHeartbeatView>()?;
-    m.add_function(wrap_pyfunction!(consumer_epoch_moves::py_adaptive_interval_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(consumer_epoch_moves::adaptive_interval_ms, m)?)?;
     m.add_function(wrap_pyfunction!(consumer_epoch_moves::py_moved_assignment_record, m)?)?;
     m.add_class::<reactor::Reactor>()?;
     m.add_class::<tls::TlsServerConfig>()?;

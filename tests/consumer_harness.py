@@ -266,3 +266,33 @@ def check_view(coordinator: GroupCoordinator) -> None:
                    for m in group.members.values()}
         expected[group_id] = (group.group_epoch, group.assignment_epoch, busy, members)
     assert coordinator.consumer_heartbeat_view.contents() == expected
+
+
+def random_change(d: "ConsumerDriver", rng, topics: Topics, step: int, name: str) -> None:
+    """One of the changes a randomized run makes between the heartbeats it checks: a heartbeat
+    (acknowledging or not), a leave, a topic created or deleted (regexes "n.*" see both), a
+    subscription change, or rounds of convergence."""
+    client = d.clients[name]
+    action = rng.random()
+    if action < 0.5:
+        d.heartbeat(name, acknowledge=rng.random() < 0.8)
+    elif action < 0.65:
+        d.leave(name, epoch=-2 if client.instance_id else -1)
+    elif action < 0.75:
+        new = f"n{step}"
+        topics.add(new, rng.randint(1, 3))
+        d.coordinator.on_topics_changed({new})
+        d.check()
+    elif action < 0.8:
+        created = [n for n in topics.by_name if n.startswith("n")]
+        if created:  # a regex's topic deleted: its partitions are revoked
+            gone = rng.choice(created)
+            topics.remove(gone)
+            d.coordinator.on_topics_changed({gone})
+    elif action < 0.88:
+        names = rng.choice([["t"], ["u"], ["t", "u"]])
+        client.names = names
+        d._send(client, request(d.group_id, client.member_id, client.epoch, names=names,
+                                owned=dict(client.owned), instance_id=client.instance_id))
+    else:
+        d.converge(2)

@@ -14,7 +14,8 @@ import random
 
 import pytest
 
-from consumer_harness import RecordingLog, Topics, check_counts, check_view, make_coordinator, request
+from consumer_harness import (ConsumerDriver, RecordingLog, Topics, check_counts, check_view,
+                              make_coordinator, random_change, request)
 from corral import _core
 from corral.errors import ErrorCode
 from corral.groups.consumer import MemberState
@@ -25,7 +26,6 @@ from rawwire import RawClient
 from test_consumer_short_path import CLIENT, Member, create_topic, settle, with_broker
 from test_metrics import Scraper
 from corral.apis import ApiKey
-from consumer_harness import ConsumerDriver
 
 
 @pytest.fixture
@@ -82,28 +82,8 @@ def test_a_move_is_what_the_coordinator_would_answer_and_write(seed):
             record = _core.moved_assignment_record(d.group_id, client.member_id, value, new_epoch,
                                                    previous)
             assert log.pairs[before:] == [record], step
-        elif action < 0.68:
-            d.heartbeat(name, acknowledge=rng.random() < 0.8)
-        elif action < 0.74:
-            d.leave(name, epoch=-2 if client.instance_id else -1)
-        elif action < 0.78:
-            new = f"n{step}"
-            topics.add(new, rng.randint(1, 3))
-            coordinator.on_topics_changed({new})
-            d.check()
-        elif action < 0.8:
-            created = [n for n in topics.by_name if n.startswith("n")]
-            if created:  # a regex's topic deleted: its partitions are revoked, never moved
-                gone = rng.choice(created)
-                topics.remove(gone)
-                coordinator.on_topics_changed({gone})
-        elif action < 0.82:
-            names = rng.choice([["t"], ["u"], ["t", "u"]])
-            client.names = names
-            d._send(client, request(d.group_id, client.member_id, client.epoch, names=names,
-                                    owned=dict(client.owned), instance_id=client.instance_id))
         else:
-            d.converge(2)
+            random_change(d, rng, topics, step, name)
         check_view(coordinator)
     assert moves >= 10 and steady_answers > 20, (moves, steady_answers)
 
@@ -248,17 +228,25 @@ def test_members_whose_partitions_stay_move_without_python(tmp_path, python_call
     with_broker(tmp_path, scenario)
 
 
+def a_new_target_keeping(broker, a: Member, c: Member) -> int:
+    """Topics t and u; `a` joins t and settles; `c` joins u: a new target that leaves a's
+    partitions as they were. Returns a's epoch before it."""
+    create_topic(a.client, "t", 4)
+    create_topic(a.client, "u", 2)
+    assert a.join(["t"])["error_code"] == 0
+    settle(broker, a)
+    before = a.epoch
+    assert c.join(["u"])["error_code"] == 0
+    return before
+
+
 def test_no_move_while_python_writes_the_group(tmp_path, python_calls):
     """A Python write of the group in progress (flagged from before its records are applied
     until they are appended) leaves the member's heartbeat to Python."""
     def scenario(broker) -> None:
         a, c = Member(broker.port, "pw", "member-a"), Member(broker.port, "pw", "member-c")
         with a.client, c.client:
-            create_topic(a.client, "t", 4)
-            create_topic(a.client, "u", 2)
-            assert a.join(["t"])["error_code"] == 0
-            settle(broker, a)
-            assert c.join(["u"])["error_code"] == 0
+            a_new_target_keeping(broker, a, c)
             path = broker.groups.log.core_commits
             broker.run(path.python_writing_group, "pw", True)
             calls = len(python_calls)
@@ -273,12 +261,7 @@ def test_off_when_disabled(tmp_path, python_calls):
     def scenario(broker) -> None:
         a, c = Member(broker.port, "off", "member-a"), Member(broker.port, "off", "member-c")
         with a.client, c.client:
-            create_topic(a.client, "t", 4)
-            create_topic(a.client, "u", 2)
-            assert a.join(["t"])["error_code"] == 0
-            settle(broker, a)
-            before = a.epoch
-            assert c.join(["u"])["error_code"] == 0
+            before = a_new_target_keeping(broker, a, c)
             calls = len(python_calls)
             r = a.steady()
             assert r["member_epoch"] > before and len(python_calls) == calls + 1

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from consumer_harness import (ConsumerDriver, RecordingLog, Topics, answer, check_view,
-                              make_coordinator, request)
+                              make_coordinator, random_change, request)
 from corral.apis import ApiKey
 from corral.config import Settings
 from corral.errors import ErrorCode
@@ -82,22 +82,8 @@ def test_the_view_answers_only_what_the_coordinator_answers_without_a_change(see
                                   "member_id": client.member_id, "member_epoch": client.epoch,
                                   "heartbeat_interval_ms": interval, "assignment": None}, step
                 assert len(log.pairs) == before, "the coordinator wrote for a steady heartbeat"
-        elif action < 0.75:
-            d.heartbeat(name, acknowledge=rng.random() < 0.8)
-        elif action < 0.82:
-            d.leave(name, epoch=-2 if client.instance_id else -1)
-        elif action < 0.88:
-            new = f"n{step}"
-            topics.add(new, rng.randint(1, 3))
-            coordinator.on_topics_changed({new})
-            d.check()
-        elif action < 0.92:
-            names = rng.choice([["t"], ["u"], ["t", "u"]])
-            client.names = names
-            d._send(client, request(d.group_id, client.member_id, client.epoch, names=names,
-                                    owned=dict(client.owned), instance_id=client.instance_id))
         else:
-            d.converge(2)
+            random_change(d, rng, topics, step, name)
     assert answered > asked // 4, (answered, asked)
 
 
