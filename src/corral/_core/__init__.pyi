@@ -39,6 +39,8 @@ __all__ = [
     "monotonic_ms",
     "HeartbeatView",
     "ConsumerHeartbeatView",
+    "adaptive_interval_ms",
+    "moved_assignment_record",
     "Reactor",
     "TlsServerConfig",
     "SslPrincipalMapper",
@@ -607,6 +609,21 @@ class ConsumerHeartbeatView:
     ) -> bool:
         """Whether the coordinator surely accepts an OffsetCommit of `api_version` from this
         member at this epoch (False: it decides)."""
+
+    def judge(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        member_epoch: int,
+        client_id: str,
+        client_host: str,
+    ) -> tuple[str, int] | tuple[str, int, int, int] | None:
+        """What the network thread would do with an incremental heartbeat, for tests:
+        ("steady", interval), ("move", epoch, previous epoch, interval) or None."""
+
+    def movable(self, group_id: str, member_id: str) -> bytes | None:
+        """The record value the view keeps for a member it may move (tests)."""
 
     @property
     def answered(self) -> int:
