@@ -40,6 +40,7 @@ from .migration import (MigrationPolicy, classic_protocols, downgrade_record, ma
 from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .assignment_records import EMPTY_ASSIGNMENT, as_record
 from .state import ConsumerGroup, ConsumerMember
+from .view_mirror import apply_moves
 from .target import TopicImage, member_topic_ids, metadata_hash
 from .target_computation import TargetComputation
 
@@ -139,7 +140,7 @@ class ConsumerProtocol(TargetComputation):
         for group_id, moves in by_group.items():
             group = self.groups.get(group_id)
             if isinstance(group, ConsumerGroup):
-                self.events.members_moved(group, group.core_moved(moves))
+                self.events.members_moved(group, apply_moves(group, moves))
         for group_id in failed:
             group = self.groups.get(group_id)
             if isinstance(group, ConsumerGroup):

@@ -206,33 +206,6 @@ class ConsumerGroup:
         interval = self._assignment_interval_ms
         return 0 if interval is None else interval(self.group_id)
 
-    def core_moved(self, moves: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
-        """The network thread moved these members (member id, epoch, previous epoch), their
-        records written and the view up to date: memory follows, the counts once for all (a
-        target moves most of a big group's members). Returns the moves applied (a member no
-        longer as its move found it, gone since, is left out)."""
-        applied = []
-        members, stable = self.members, MemberState.STABLE
-        for move in moves:
-            member_id, epoch, previous = move
-            member = members.get(member_id)
-            if member is None:
-                continue
-            c = member.current
-            if c.epoch != previous or c.state is not stable:
-                continue
-            member.current = Reconciled(epoch, previous, stable, c.assigned, c.pending_revocation,
-                                        c.epochs)
-            if c.assigned:  # the epochs of the partitions it owns
-                self._own(member)
-            applied.append(move)
-        for counts in (self.epoch_counts, self.stable_counts):
-            for epoch, n in Counter(e for _, e, _ in applied).items():
-                counts[epoch] += n
-            for previous, n in Counter(p for _, _, p in applied).items():
-                _count(counts, (previous,), -n)
-        return applied
-
     def session_armed(self, member: ConsumerMember) -> None:
         """The coordinator registered the member's session timer: the network thread may now
         move its deadline."""

@@ -1,15 +1,17 @@
 """What a consumer group tells the network thread's view (rust/consumer_heartbeat_view.rs):
 enough to answer its members' steady heartbeats, to judge their commits and to move a member
 to a new target epoch (rust/consumer_epoch_moves.rs). `ConsumerGroup` calls these as its
-records are applied and its flags change."""
+records are applied and its flags change; `apply_moves` takes back the moves the network
+thread made."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..storage import consumer_records as cr
 from .assignment_records import EMPTY_ASSIGNMENT
-from .reconcile import MemberState
+from .reconcile import MemberState, Reconciled
 
 if TYPE_CHECKING:
     from .state import ConsumerGroup, ConsumerMember
@@ -59,3 +61,35 @@ def mirror_epoch(group: "ConsumerGroup", member: "ConsumerMember",
             all(len(record.assigned_epochs.get(t, ())) == len(ps) for t, ps in record.assigned.items()):
         movable = cr.value_of(record)
     group.view.set_member_epoch(group.group_id, member.member_id, current.epoch, stable, movable)
+
+
+def apply_moves(group: "ConsumerGroup", moves: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """The network thread moved these members (member id, epoch, previous epoch), their
+    records written and the view up to date: memory follows, the counts once for all (a
+    target moves most of a big group's members). Returns the moves applied (a member no
+    longer as its move found it, gone since, is left out)."""
+    applied = []
+    members, stable = group.members, MemberState.STABLE
+    for move in moves:
+        member_id, epoch, previous = move
+        member = members.get(member_id)
+        if member is None:
+            continue
+        c = member.current
+        if c.epoch != previous or c.state is not stable:
+            continue
+        member.current = Reconciled(epoch, previous, stable, c.assigned, c.pending_revocation,
+                                    c.epochs)
+        if c.assigned:  # the epochs of the partitions it owns
+            group._own(member)
+        applied.append(move)
+    for counts in (group.epoch_counts, group.stable_counts):
+        for epoch, n in Counter(e for _, e, _ in applied).items():
+            counts[epoch] += n
+        for previous, n in Counter(p for _, _, p in applied).items():
+            left = counts[previous] - n
+            if left:
+                counts[previous] = left
+            else:
+                del counts[previous]  # no count is kept at zero
+    return applied
