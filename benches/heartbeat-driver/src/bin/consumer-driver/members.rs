@@ -152,7 +152,8 @@ impl Driver {
                 let m = &mut self.members[i];
                 m.full = true;
                 m.attempt += 1;
-                let backoff = BACKOFF_MAX.min(BACKOFF * 2u32.pow(m.attempt.min(8) - 1));
+                let attempt = m.attempt;
+                let backoff = self.backoff(attempt);
                 return self.set_timer(i, Timer::Retry, now + backoff);
             }
         }
@@ -351,7 +352,16 @@ impl Driver {
         let m = &mut self.members[i];
         m.full = true;
         m.attempt += 1;
-        self.set_timer(i, Timer::Retry, now + BACKOFF_MAX);
+        let backoff = self.backoff(u32::MAX);
+        self.set_timer(i, Timer::Retry, now + backoff);
+    }
+
+    /// The Java client's ExponentialBackoff: 100 ms doubling up to 1 s, each +-20 % at random.
+    /// (Without the jitter, members whose requests a broker keeps dropping retry in lockstep,
+    /// and one always behind the others on a shared connection can be starved for good.)
+    fn backoff(&mut self, attempt: u32) -> Duration {
+        let base = BACKOFF_MAX.min(BACKOFF * 2u32.pow(attempt.clamp(1, 8) - 1));
+        base.mul_f64(0.8 + 0.4 * self.uniform())
     }
 
     /// Some member's epoch or partitions changed: the group is not quiet until every member in
