@@ -260,7 +260,7 @@ def check_view(coordinator: GroupCoordinator) -> None:
         if not isinstance(group, ConsumerGroup):
             continue
         check_counts(group)
-        busy = group.computing_epoch is not None or group.metadata_expired or group.deleting
+        busy = group.metadata_expired or group.deleting
         members = {m.member_id: (m.epoch, m.current.state is MemberState.STABLE, m.classic is None,
                                  m.instance_id, m.client_id, m.client_host, m.session_key)
                    for m in group.members.values()}

@@ -97,11 +97,12 @@ def test_a_settled_group_is_answered_and_an_unsettled_one_is_not():
     for name in "ab":
         assert view_answer(coordinator, "g", d.clients[name]) == 5000
 
-    group.computing_epoch = group.group_epoch + 1  # a worker thread computes the next target
+    # A target computed in a worker thread: meanwhile members reconcile toward the current
+    # target, which the view answers (a big group's heartbeats would all queue for Python).
+    group.computing_epoch = group.group_epoch + 1
     check_view(coordinator)
-    assert view_answer(coordinator, "g", d.clients["a"]) is None
-    group.computing_epoch = None
     assert view_answer(coordinator, "g", d.clients["a"]) == 5000
+    group.computing_epoch = None
 
     coordinator.on_topics_changed({"t"})  # a subscribed topic may have changed
     check_view(coordinator)
@@ -135,7 +136,7 @@ def test_the_view_forgets_deleted_groups():
     assert answer(coordinator.delete_group("g")) == ErrorCode.NONE
     assert "g" not in coordinator.groups and view.contents() == {}
     # A stale object of the deleted group changes nothing any more.
-    group.computing_epoch = 9
+    group.metadata_expired = True
     assert view.contents() == {}
     d.join("b")
     assert set(view.contents()) == {"g"}

@@ -186,12 +186,15 @@ _CORRAL: list[Setting] = [
             "(`consumer.assignment.interval.ms`) a member is sent back just after the batch is "
             "due. Never above the group's interval; 0 (or a value not below it) answers the "
             "group's interval always, as Kafka does."),
-    Setting("corral.consumer.reconciling.heartbeat.max.rate", ConfigType.INT, 2000,
+    Setting("corral.consumer.reconciling.heartbeat.max.rate", ConfigType.INT, 10000,
             int_in(1, INT32_MAX),
             "corral only: the most heartbeats a second that the short interval of "
             "corral.consumer.reconciling.heartbeat.interval.ms may ask of one group: with N "
-            "members concerned, the interval is at least N / this (500 ms for 1,000 members), "
-            "so a group of 10,000 or more is asked no more often than Kafka's 5 s asks it."),
+            "members concerned, the interval is at least N / this (1 s for 10,000 members), "
+            "so a group of 50,000 or more is asked no more often than Kafka's 5 s asks it. "
+            "Most of those heartbeats are answered by the network thread (members moved to a "
+            "new target epoch, members waiting for a batched target); the bound is for the "
+            "rest, which the coordinator's one event loop handles."),
     Setting("offsets.topic.num.partitions", ConfigType.INT, 50, int_in(1, 100_000),
             "Partitions of __consumer_offsets; a group lives in abs(hash(group id)) % this."),
     Setting("offsets.retention.minutes", ConfigType.INT, 10080, int_in(1, INT32_MAX),

@@ -165,7 +165,7 @@ class ConsumerGroup:
         self.deleting = False
         # Not durable, not replayed: the coordinator's bookkeeping of the live group.
         # The group epoch a target computation is running for (in a worker thread), if any.
-        self._computing_epoch: int | None = None
+        self.computing_epoch: int | None = None
         # When the last computation failed (retried after the assignment interval).
         self.assignment_failed_ms = 0
         # A subscribed topic changed: the next heartbeat recomputes the metadata hash.
@@ -178,15 +178,6 @@ class ConsumerGroup:
         # regex resolution changed, and an older target may hold partitions a member no longer
         # subscribes to (its reconciliation, here, revokes them).
         self.moves_from = 0
-        mirror_group(self)
-
-    @property
-    def computing_epoch(self) -> int | None:
-        return self._computing_epoch
-
-    @computing_epoch.setter
-    def computing_epoch(self, epoch: int | None) -> None:
-        self._computing_epoch = epoch
         mirror_group(self)
 
     @property

@@ -20,6 +20,7 @@ from .incremental import incremental_records
 from .members import others_than, preferred_assignor_after, regexes_after, replaced_members
 from .state import ConsumerGroup, ConsumerMember
 from .target import TargetInputs, TopicImage, encoded_result
+from .view_mirror import mirror_group
 
 if TYPE_CHECKING:
     from ...apis import Later
@@ -146,6 +147,7 @@ class TargetComputation:
             return
         if result is None:
             group.assignment_failed_ms = wall_ms()
+            mirror_group(group)  # the retry's due time
             return
         records, batch = result
         log.info("group %s: target assignment for epoch %d (%d members, %s, worker thread)",

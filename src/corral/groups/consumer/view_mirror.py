@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
 
 def mirror_group(group: "ConsumerGroup") -> None:
-    """The epochs; whether heartbeats must reach the coordinator whatever they say (a target
-    computation is running, a subscribed topic changed so the next heartbeat may bump the
-    epoch, or the group is being deleted) and whether commits must (being deleted); when the
+    """The epochs; whether heartbeats must reach the coordinator whatever they say (a
+    subscribed topic changed so the next heartbeat may bump the epoch, or the group is being
+    deleted; not while a target is computed in a worker thread: meanwhile members reconcile
+    toward the current target, as the network thread answers them) and whether commits must (being deleted); when the
     next target may be computed (target_computation.py's `_may_compute`); the lowest target
     epoch members may be moved to."""
     view = group.view
@@ -29,7 +30,7 @@ def mirror_group(group: "ConsumerGroup") -> None:
     last = max(group.assignment_timestamp_ms, group.assignment_failed_ms)
     interval = group.assignment_interval_ms()
     due = None if last == 0 or interval == 0 else last + interval
-    busy = group.computing_epoch is not None or group.metadata_expired or group.deleting
+    busy = group.metadata_expired or group.deleting
     view.set_group(group.group_id, group.group_epoch, group.assignment_epoch, busy,
                    group.deleting, due, group.assignment_timestamp_ms, group.moves_from)
 
