@@ -189,9 +189,13 @@ def run_broker(kind: str, opts) -> dict:
                         members_per_connection=opts.members_per_connection)
         drivers.append(driver)
         rss_before = rss_kb(pid)
+        # Connected first, so that what a member costs beyond its connection shows apart.
+        phases["connect"] = driver.phase(f"connect {opts.timeout}")
+        rss_connected = rss_kb(pid)
         with CpuSampler(pid) as cpu:
             phases["join"] = driver.phase(f"join {opts.timeout}", cpu)
         out["rss_kib_per_member"] = round((rss_kb(pid) - rss_before) / opts.members, 2)
+        out["rss_bytes_per_member_beyond_connection"] = round((rss_kb(pid) - rss_connected) * 1024 / opts.members)
         out["rss_mib_after_join"] = round(rss_kb(pid) / 1024)
         interval_s = int(settings["group.consumer.heartbeat.interval.ms"]) / 1000
         if "steady" in opts.scenarios:
@@ -247,6 +251,8 @@ def figures(run: dict) -> dict[str, str]:
         "join_hb": f"{get('join', 'heartbeat_ms', 'p50')} / {get('join', 'heartbeat_ms', 'p99')}",
         "join_cpu": get("join", "broker_cpu_converge_s"),
         "rss": "-" if run.get("rss_kib_per_member") is None else f"{run['rss_kib_per_member']:.1f}",
+        "rss_beyond": "-" if run.get("rss_bytes_per_member_beyond_connection") is None else
+                      f"{run['rss_bytes_per_member_beyond_connection']:,}",
         "steady": f"{get('steady', 'achieved_per_s', form='{:,.0f}')} "
                   f"({get('steady', 'heartbeat_ms', 'p50')} / {get('steady', 'heartbeat_ms', 'p99')} ms)",
         "capacity": "-" if not cap else
@@ -273,7 +279,8 @@ ROWS = [
     ("join storm: first heartbeat to converged (s)", "join"),
     ("heartbeat p50 / p99 during the join storm (ms)", "join_hb"),
     ("broker CPU, first heartbeat to converged (s)", "join_cpu"),
-    ("broker RSS per member after the join (KiB)", "rss"),
+    ("broker RSS per member after the join, its connection's share included (KiB)", "rss"),
+    ("broker RSS per member beyond its connection (bytes)", "rss_beyond"),
     ("steady heartbeats at the broker's interval: answers/s (p50 / p99)", "steady"),
     ("heartbeat capacity at p99 < {p99} ms (answers/s)", "capacity"),
     ("last capacity step (answers/s, p99)", "capacity_p99"),

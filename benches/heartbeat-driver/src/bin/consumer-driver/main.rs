@@ -23,6 +23,7 @@
 //! The run is a series of phases, one command each, from stdin (or --commands "a; b; ..."); each
 //! prints one JSON line (phases.rs). Members keep heartbeating between phases.
 //!
+//!     connect [TIMEOUT_S]               open every connection (ApiVersions answered); no member joins
 //!     join [TIMEOUT_S]                  connect all, then all join at once; until converged
 //!     steady SECONDS [RATE]             heartbeats at the broker's interval (first spread over
 //!                                       it: one storm's members would beat in step), or RATE/s

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 pub enum Phase {
     Idle,
+    Connect { deadline: Instant },
     Join { deadline: Instant, sent_at: Option<Instant> },
     Steady { end: Instant },
     Churn { end: Instant, rate: f64, delay: Duration, started: u64, settle_deadline: Duration, unowned_at_end: Option<f64> },
@@ -112,6 +113,13 @@ impl Driver {
         let mut phase = std::mem::replace(&mut self.phase, Phase::Idle);
         match &mut phase {
             Phase::Idle => {}
+            Phase::Connect { deadline } => {
+                if self.ready_conns == self.conns.len() {
+                    done = Some((true, vec![("seconds", format!("{:.3}", (now - self.stats.started).as_secs_f64()))]));
+                } else if now >= *deadline {
+                    done = Some((false, vec![]));
+                }
+            }
             Phase::Join { deadline, sent_at } => {
                 if sent_at.is_none() && self.ready_conns == self.conns.len() {
                     // Connected: now the storm, every member's join at once.
@@ -227,6 +235,12 @@ impl Driver {
         self.stats.ownership_violations_before = self.ledger.violations;
         self.stats.unowned_seconds_before = self.ledger.unowned_seconds(now);
         self.phase = match words.first().copied() {
+            Some("connect") => {
+                for c in 0..self.conns.len() {
+                    self.want_connection(c);
+                }
+                Phase::Connect { deadline: now + secs(arg(1, 600.0)) }
+            }
             Some("join") => {
                 for c in 0..self.conns.len() {
                     self.want_connection(c);
