@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..storage import consumer_records as cr
-from .reconcile import Reconciled
+from .reconcile import NO_EPOCHS, Epochs, Reconciled
 
 if TYPE_CHECKING:
     from .state import ConsumerMember
@@ -30,7 +30,7 @@ def epochs_record(current: Reconciled, partitions: cr.Assignment) -> cr.Assignme
             for topic, ps in partitions.items()}
 
 
-def epochs_of_record(record: cr.CurrentAssignment) -> dict[bytes, dict[int, int]]:
+def epochs_of_record(record: cr.CurrentAssignment) -> Epochs:
     """The assignment epochs a current-assignment record says (Kafka's
     assignmentFromTopicPartitions): a topic without them, or with a list of another length than
     its partitions, has max(member epoch, 0) for each (a static member's -2 among them)."""
@@ -43,7 +43,7 @@ def epochs_of_record(record: cr.CurrentAssignment) -> dict[bytes, dict[int, int]
             if given is None or len(given) != len(ps):
                 given = (default,) * len(ps)
             out.setdefault(topic, {}).update(zip(ps, given))
-    return out
+    return out or NO_EPOCHS  # most members of a big group own nothing: one shared empty map
 
 
 def group_records(gid: str, epochs: tuple[int, int, int, int], members: Iterable["ConsumerMember"],

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable
 
 import trio
@@ -472,12 +473,17 @@ class ConsumerProtocol(TargetComputation):
 
     def _arm_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if not member.session_key:
-            member.session_key = self.timers.register(self._on_session_timeout, group, member)
+            member.session_key = self.timers.register(self._session_timeout, group, member)
             group.session_armed(member)  # steady heartbeats move it from the network thread
         timeout = member.session_timeout_ms  # a classic member's own
         if timeout is None:
             timeout = self.group_setting(group.group_id, "consumer.session.timeout.ms")
         self.timers.schedule(member.session_key, timeout)
+
+    @cached_property
+    def _session_timeout(self) -> Callable[[ConsumerGroup, ConsumerMember], None]:
+        # One bound method for every member's session timer, not one each (~64 B per member).
+        return self._on_session_timeout
 
     def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         self._fence(group, member, "the member session expired")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from sys import intern
 from typing import Any, Callable, Iterable, Mapping
 
 from ... import _core
@@ -172,6 +173,9 @@ class ConsumerGroup:
         self._metadata_expired = False
         # Topics changed while an authorizer is on: the next heartbeat resolves the regexes.
         self.regexes_stale = False
+        # The subscription the last member's metadata named, shared by the members naming the
+        # same topics (in a big group, most of them) rather than a tuple each.
+        self._last_names: tuple[str, ...] = ()
         # A write of the group failed: its next write rewrites the whole group.
         self.needs_rewrite = False
         # The network thread moves members only to a target epoch at least this: a topic or a
@@ -236,8 +240,15 @@ class ConsumerGroup:
             if record.instance_id is not None:
                 self.static_members[record.instance_id] = record.member_id
             member.instance_id, member.rack_id = record.instance_id, record.rack_id
-            member.client_id, member.client_host = record.client_id, record.client_host
-            member.topic_names, member.regex = record.topic_names, record.regex
+            # Interned: every member of a big group would otherwise keep its own copy of the
+            # same few strings, as decoded from its request.
+            member.client_id, member.client_host = intern(record.client_id), intern(record.client_host)
+            names = tuple(map(intern, record.topic_names))
+            if names == self._last_names:
+                names = self._last_names
+            else:
+                self._last_names = names
+            member.topic_names, member.regex = names, record.regex
             member.rebalance_timeout_ms = record.rebalance_timeout_ms
             self._count_classic(member.classic, -1)
             self._count_classic(record.classic, 1)
