@@ -1,11 +1,14 @@
 """The coordinator alone, without sockets: a join storm of N members, one generation's fan-out,
-the leader's assignment, N heartbeats, and the memory each member costs.
+the leader's assignment, N heartbeats, and the memory each member costs. With `--protocol
+consumer`: N KIP-848 members joining one consumer group (ConsumerGroupHeartbeat at epoch 0, each
+with its own decoded strings, as off the wire), the time per join and the memory per member.
 
 Calls GroupCoordinator's methods the way the handlers do (KIP-394 two-step join), with a log that
 acknowledges at once (records are still encoded and replayed), so the figures are the
 coordinator's own CPU and memory, per member, beyond anything a connection costs.
 
     python benches/groups_inprocess.py --members 10000
+    python benches/groups_inprocess.py --members 50000 --protocol consumer
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import gc
 import sys
 import time
 import tracemalloc
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,12 +96,50 @@ async def storm(members: int, trace: bool) -> dict:
     return out
 
 
+def consumer_storm(members: int, trace: bool) -> dict:
+    """KIP-848 joins into one group of a 1,000-partition topic (targets batched an hour apart, so
+    what is measured is the joins and the members, not an assignment)."""
+    from consumer_harness import Topics, make_coordinator, request
+    from test_consumer_scale import EncodingLog
+
+    topics = Topics()
+    topics.add("topic", 1000)
+    coordinator = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 3_600_000,
+                                            "group.consumer.max.size": members}, log=EncodingLog())
+    coordinator.events.sink = lambda event, time_ms: None
+    out = {}
+    gc.collect()
+    if trace:
+        tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0] if trace else 0
+    rss_base = rss_bytes()
+    started = time.perf_counter()
+    for n in range(members):
+        # Fresh strings per request, as decoded from each member's frame.
+        answer = coordinator.consumer_heartbeat(request(
+            "storm", str(uuid.uuid4()), 0, names=["".join(["top", "ic"])], owned={},
+            rebalance_timeout_ms=45_000, client_id="".join(["consumer-", "1"]),
+            ))
+        assert answer.value["error_code"] == 0, answer.value
+    out["join_us"] = (time.perf_counter() - started) / members * 1e6
+    gc.collect()
+    out["rss_bytes_per_member"] = (rss_bytes() - rss_base) // members
+    if trace:
+        out["bytes_per_member"] = (tracemalloc.get_traced_memory()[0] - base) // members
+        tracemalloc.stop()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--members", type=int, default=10000)
+    parser.add_argument("--protocol", choices=("classic", "consumer"), default="classic")
     args = parser.parse_args()
-    timing = trio.run(storm, args.members, False)
-    memory = trio.run(storm, args.members, True)
+    if args.protocol == "consumer":
+        timing, memory = consumer_storm(args.members, False), consumer_storm(args.members, True)
+    else:
+        timing = trio.run(storm, args.members, False)
+        memory = trio.run(storm, args.members, True)
     # Python objects (tracemalloc) from the traced run; RSS from the untraced one.
     timing["bytes_per_member"] = memory["bytes_per_member"]
     for k, v in timing.items():
