@@ -45,16 +45,31 @@ def rss_bytes() -> int:
     return 0
 
 
+class MemoryMark:
+    """Memory from now on: RSS, and Python objects (tracemalloc) if `trace`."""
+
+    def __init__(self, trace: bool):
+        self.trace = trace
+        gc.collect()
+        if trace:
+            tracemalloc.start()
+        self.base = tracemalloc.get_traced_memory()[0] if trace else 0
+        self.rss_base = rss_bytes()
+
+    def per_member(self, out: dict, members: int) -> None:
+        gc.collect()
+        out["rss_bytes_per_member"] = (rss_bytes() - self.rss_base) // members
+        if self.trace:
+            out["bytes_per_member"] = (tracemalloc.get_traced_memory()[0] - self.base) // members
+            tracemalloc.stop()
+
+
 async def storm(members: int, trace: bool) -> dict:
     settings = Settings({"group.initial.rebalance.delay.ms": 0})
     coordinator = GroupCoordinator(settings, InstantLog(), Path("/nonexistent"))
     metadata = cp.encode_subscription(["topic"], {}, -1)
     out = {}
-    gc.collect()
-    if trace:
-        tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0] if trace else 0
-    rss_base = rss_bytes()
+    memory = MemoryMark(trace)
 
     started = time.perf_counter()
     ids = [coordinator.join(join_request("storm", "", metadata, n=n)).value["member_id"]
@@ -82,11 +97,7 @@ async def storm(members: int, trace: bool) -> dict:
     assert all(s.value is not None and s.value["error_code"] == 0 for s in syncs), group.state
 
     del waiters, syncs
-    gc.collect()
-    out["rss_bytes_per_member"] = (rss_bytes() - rss_base) // members
-    if trace:
-        out["bytes_per_member"] = (tracemalloc.get_traced_memory()[0] - base) // members
-        tracemalloc.stop()
+    memory.per_member(out, members)
 
     started = time.perf_counter()
     for m in ids:
@@ -108,25 +119,16 @@ def consumer_storm(members: int, trace: bool) -> dict:
                                             "group.consumer.max.size": members}, log=EncodingLog())
     coordinator.events.sink = lambda event, time_ms: None
     out = {}
-    gc.collect()
-    if trace:
-        tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0] if trace else 0
-    rss_base = rss_bytes()
+    memory = MemoryMark(trace)
     started = time.perf_counter()
     for n in range(members):
         # Fresh strings per request, as decoded from each member's frame.
         answer = coordinator.consumer_heartbeat(request(
             "storm", str(uuid.uuid4()), 0, names=["".join(["top", "ic"])], owned={},
-            rebalance_timeout_ms=45_000, client_id="".join(["consumer-", "1"]),
-            ))
+            rebalance_timeout_ms=45_000, client_id="".join(["consumer-", "1"])))
         assert answer.value["error_code"] == 0, answer.value
     out["join_us"] = (time.perf_counter() - started) / members * 1e6
-    gc.collect()
-    out["rss_bytes_per_member"] = (rss_bytes() - rss_base) // members
-    if trace:
-        out["bytes_per_member"] = (tracemalloc.get_traced_memory()[0] - base) // members
-        tracemalloc.stop()
+    memory.per_member(out, members)
     return out
 
 
