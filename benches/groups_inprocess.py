@@ -110,8 +110,7 @@ async def storm(members: int, trace: bool) -> dict:
 def consumer_storm(members: int, trace: bool) -> dict:
     """KIP-848 joins into one group of a 1,000-partition topic (targets batched an hour apart, so
     what is measured is the joins and the members, not an assignment)."""
-    from consumer_harness import Topics, make_coordinator, request
-    from test_consumer_scale import EncodingLog
+    from consumer_harness import EncodingLog, Topics, make_coordinator, request
 
     topics = Topics()
     topics.add("topic", 1000)

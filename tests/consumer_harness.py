@@ -42,6 +42,19 @@ class RecordingLog(CoordinatorLog):
         return Later.of(ErrorCode.NONE)
 
 
+class EncodingLog(CoordinatorLog):
+    """Encodes every write as the durable log does (part of a request's cost), applies what the
+    caller did not, acknowledges at once; keeps nothing."""
+
+    def _write(self, group_id, recs, applied=False, batch=None):
+        if batch is None:
+            records.encode_batch(recs, 0)
+        if not applied:
+            for record in recs:
+                self.replay(record)
+        return Later.of(ErrorCode.NONE)
+
+
 class Topics:
     """The broker's topic store as the coordinator reads it."""
 

@@ -34,16 +34,13 @@ import uuid
 from typing import Callable
 
 from classic_harness import join_request, subscription
-from consumer_harness import Topics, make_coordinator, request
-from corral.apis import Later
+from consumer_harness import EncodingLog, Topics, make_coordinator, request
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
 from corral.groups.consumer.members import resolve_regex
 from corral.groups.consumer.target import metadata_hash
 from corral.groups.storage import consumer_records as cr
-from corral.groups.storage import records
-from corral.groups.storage.writer import CoordinatorLog
 
 SIZES = (1_000, 10_000, 50_000)
 HOUR_MS = 3_600_000
@@ -54,19 +51,6 @@ CLASSIC_PROTOCOLS = ["range", "cooperative-sticky"]
 # How far a big group's cost may be from the 1,000-member group's.
 MAX_OPCODE_RATIO = 1.25
 MAX_TIME_RATIO = 2.0
-
-
-class EncodingLog(CoordinatorLog):
-    """Encodes every write as the durable log does (part of a request's cost), applies what the
-    caller did not, acknowledges at once; keeps nothing."""
-
-    def _write(self, group_id, recs, applied=False, batch=None):
-        if batch is None:
-            records.encode_batch(recs, 0)
-        if not applied:
-            for record in recs:
-                self.replay(record)
-        return Later.of(ErrorCode.NONE)
 
 
 def coordinator():

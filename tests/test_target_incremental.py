@@ -21,8 +21,8 @@ import uuid
 
 import pytest
 
-from consumer_harness import ConsumerDriver, Topics, make_coordinator, request
-from test_consumer_scale import EncodingLog, opcodes
+from consumer_harness import ConsumerDriver, EncodingLog, Topics, make_coordinator, request
+from test_consumer_scale import opcodes
 from corral.assignors import GroupSpec, MemberSpec, SubscriptionType, UniformAssignor
 from corral.clock import wall_ms
 from corral.errors import ErrorCode

@@ -21,9 +21,9 @@ def mirror_group(group: "ConsumerGroup") -> None:
     """The epochs; whether heartbeats must reach the coordinator whatever they say (a
     subscribed topic changed so the next heartbeat may bump the epoch, or the group is being
     deleted; not while a target is computed in a worker thread: meanwhile members reconcile
-    toward the current target, as the network thread answers them) and whether commits must (being deleted); when the
-    next target may be computed (target_computation.py's `_may_compute`); the lowest target
-    epoch members may be moved to."""
+    toward the current target, as the network thread answers them) and whether commits must
+    (being deleted); when the next target may be computed (target_computation.py's
+    `_may_compute`); the lowest target epoch members may be moved to."""
     view = group.view
     if view is None:
         return
