@@ -25,7 +25,11 @@ fn python_eval(python: &str, code: &str) -> String {
         .args(["-c", code])
         .output()
         .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
-    assert!(out.status.success(), "{python} -c {code:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{python} -c {code:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
@@ -55,7 +59,10 @@ fn main() {
     let python = python();
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     check_headers_fit_target(&python);
-    let include = python_eval(&python, "import sysconfig; print(sysconfig.get_paths()['include'])");
+    let include = python_eval(
+        &python,
+        "import sysconfig; print(sysconfig.get_paths()['include'])",
+    );
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
 
     let mut build = cc::Build::new();
@@ -73,7 +80,9 @@ fn main() {
         println!("cargo:rerun-if-changed={source}");
         // The parts it `include`s sit beside it.
         let dir = Path::new(source).parent().unwrap();
-        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display())) {
+        for entry in
+            std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|ext| ext == "pxi") {
                 println!("cargo:rerun-if-changed={}", path.display());

@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from corral import _core
-from corral.analytics_log import LOG_END, TOPIC as ANALYTICS_TOPIC, VERSION
+from corral.analytics_log import LOG_END, VERSION
+from corral.analytics_log import TOPIC as ANALYTICS_TOPIC
 from corral.config import Settings
 from corral.groups import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from corral.groups.storage.placement import partition_for
@@ -76,7 +77,7 @@ def _log_ends(topics: int, span: int, rng: np.random.Generator) -> np.ndarray:
     for t in np.flatnonzero(quiet):
         for _ in range(rng.integers(1, 6)):
             start = rng.integers(0, ticks)
-            produced[t, :, start:start + rng.integers(12, 360)] = 0
+            produced[t, :, start : start + rng.integers(12, 360)] = 0
     return np.cumsum(produced, axis=2)
 
 
@@ -91,12 +92,12 @@ def _offsets(kind: str, ends: np.ndarray, rng: np.random.Generator) -> np.ndarra
         return (ends[0] + (ends - ends[0]) * 0.7).astype(np.int64)
     if kind == "stalled":
         frozen = steady.copy()
-        frozen[n // 2:] = frozen[n // 2]
+        frozen[n // 2 :] = frozen[n // 2]
         return frozen
     if kind == "rewinding":
         back = np.zeros(ends.shape, np.int64)
         for at in rng.integers(1, n, max(1, n // 200)):
-            back[at:at + rng.integers(5, 60)] += rng.integers(100, 5000)
+            back[at : at + rng.integers(5, 60)] += rng.integers(100, 5000)
         return np.maximum(steady - back, 0)
     return steady  # stopped: fewer batches (see _commit_times)
 
@@ -114,8 +115,14 @@ def _group_commits(g: int, plan, ends: np.ndarray, start_ms: int, rng: np.random
     return start_ms + times, _offsets(KINDS[kind[g]], ends_at, rng), int(records[g])
 
 
-def generate(out: str | Path, commits: int, groups: int | None = None, seed: int = 1,
-             parquet: str | Path | None = None, end_ms: int | None = None) -> dict:
+def generate(
+    out: str | Path,
+    commits: int,
+    groups: int | None = None,
+    seed: int = 1,
+    parquet: str | Path | None = None,
+    end_ms: int | None = None,
+) -> dict:
     """Writes the history; returns counts and timings. The span ends at `end_ms` (default now,
     so that a broker started on it soon after keeps it all: __consumer_offsets keeps a week)."""
     started = time.monotonic()
@@ -129,11 +136,16 @@ def generate(out: str | Path, commits: int, groups: int | None = None, seed: int
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings({"log.dirs": str(out)})
     store = TopicStore(out, settings)
-    offsets_topic = store.create_at_startup(OFFSETS_TOPIC, settings["offsets.topic.num.partitions"],
-                                            OFFSETS_TOPIC_CONFIGS, internal=True)
+    offsets_topic = store.create_at_startup(
+        OFFSETS_TOPIC,
+        settings["offsets.topic.num.partitions"],
+        OFFSETS_TOPIC_CONFIGS,
+        internal=True,
+    )
     retention = str(settings["corral.analytics.retention.ms"])
-    analytics = store.create_at_startup(ANALYTICS_TOPIC, 1, {"retention.ms": retention},
-                                        internal=True)
+    analytics = store.create_at_startup(
+        ANALYTICS_TOPIC, 1, {"retention.ms": retention}, internal=True
+    )
     logs = PartitionLogs(out, settings, store)
     names = [f"topic-{t:05d}" for t in range(topics)]
     group_names = [f"group-{g:05d}" for g in range(groups)]
@@ -152,8 +164,11 @@ def generate(out: str | Path, commits: int, groups: int | None = None, seed: int
         seq, pending, size = 0, [], 0
         for t, g, offs in batches:
             data = _core.offset_commit_batch(
-                group_names[g], [(names[topic_of[g]], [(i, o, 0, "") for i, o in enumerate(offs)])],
-                t, -1)
+                group_names[g],
+                [(names[topic_of[g]], [(i, o, 0, "") for i, o in enumerate(offs)])],
+                t,
+                -1,
+            )
             pending.append(data)
             size += len(data)
             if size >= APPEND_BYTES:
@@ -178,9 +193,15 @@ def generate(out: str | Path, commits: int, groups: int | None = None, seed: int
     logs.store.close()
     if parquet is not None:
         _write_parquet(Path(parquet), columns, samples)
-    return {"commits": written, "groups": groups, "topics": topics, "span_ms": span,
-            "samples": len(samples[0]), "commits_s": round(commits_s, 1),
-            "total_s": round(time.monotonic() - started, 1)}
+    return {
+        "commits": written,
+        "groups": groups,
+        "topics": topics,
+        "span_ms": span,
+        "samples": len(samples[0]),
+        "commits_s": round(commits_s, 1),
+        "total_s": round(time.monotonic() - started, 1),
+    }
 
 
 def _write_samples(logs, analytics, names, ends, start_ms):
@@ -197,15 +218,28 @@ def _write_samples(logs, analytics, names, ends, start_ms):
             continue
         ts = start_ms + k * SAMPLE_MS
         le = ends[t_idx, p_idx, k]
-        records = [(LOG_END, json.dumps({"v": VERSION, "topic": names[t], "partition": int(p),
-                                         "log_start_offset": 0, "log_end_offset": int(e)},
-                                        separators=(",", ":")).encode())
-                   for t, p, e in zip(t_idx.tolist(), p_idx.tolist(), le.tolist())]
+        records = [
+            (
+                LOG_END,
+                json.dumps(
+                    {
+                        "v": VERSION,
+                        "topic": names[t],
+                        "partition": int(p),
+                        "log_start_offset": 0,
+                        "log_end_offset": int(e),
+                    },
+                    separators=(",", ":"),
+                ).encode(),
+            )
+            for t, p, e in zip(t_idx.tolist(), p_idx.tolist(), le.tolist())
+        ]
         data = _core.build_batch(records, ts)
         pending.append(data)
         size += len(data)
-        for c, v in zip(cols, (t_idx, p_idx, np.full(len(le), ts), le,
-                               np.arange(offset, offset + len(le)))):
+        for c, v in zip(
+            cols, (t_idx, p_idx, np.full(len(le), ts), le, np.arange(offset, offset + len(le)))
+        ):
             c.append(v)
         offset += len(le)
         if size >= APPEND_BYTES:
@@ -223,27 +257,37 @@ def _write_parquet(directory: Path, columns, samples) -> None:
     def cat(name):
         return np.concatenate(columns[name]) if columns[name] else np.empty(0, np.int64)
 
-    commits = pa.table({
-        "group": pa.array(cat("group") if columns["group"] else [], pa.string()),
-        "topic": pa.array(cat("topic") if columns["topic"] else [], pa.string()),
-        "partition": pa.array(cat("partition"), pa.int32()),
-        "time_ms": pa.array(cat("time_ms"), pa.int64()),
-        "offset": pa.array(cat("offset"), pa.int64()),
-        "seq": pa.array(cat("seq"), pa.int64()),
-    })
-    names = np.array([f"topic-{t:05d}" for t in range(int(samples[0].max(initial=-1)) + 1)],
-                     object)
-    sample_table = pa.table({
-        "topic": pa.array(names[samples[0]] if len(samples[0]) else [], pa.string()),
-        "partition": pa.array(samples[1], pa.int32()),
-        "time_ms": pa.array(samples[2], pa.int64()),
-        "log_end_offset": pa.array(samples[3], pa.int64()),
-        "log_start_offset": pa.array(np.zeros(len(samples[3]), np.int64), pa.int64()),
-        "seq": pa.array(samples[4], pa.int64()),
-    })
-    events = pa.table({"time_ms": pa.array([], pa.int64()), "group": pa.array([], pa.string()),
-                       "event": pa.array([], pa.string()), "protocol": pa.array([], pa.string()),
-                       "value": pa.array([], pa.string()), "seq": pa.array([], pa.int64())})
+    commits = pa.table(
+        {
+            "group": pa.array(cat("group") if columns["group"] else [], pa.string()),
+            "topic": pa.array(cat("topic") if columns["topic"] else [], pa.string()),
+            "partition": pa.array(cat("partition"), pa.int32()),
+            "time_ms": pa.array(cat("time_ms"), pa.int64()),
+            "offset": pa.array(cat("offset"), pa.int64()),
+            "seq": pa.array(cat("seq"), pa.int64()),
+        }
+    )
+    names = np.array([f"topic-{t:05d}" for t in range(int(samples[0].max(initial=-1)) + 1)], object)
+    sample_table = pa.table(
+        {
+            "topic": pa.array(names[samples[0]] if len(samples[0]) else [], pa.string()),
+            "partition": pa.array(samples[1], pa.int32()),
+            "time_ms": pa.array(samples[2], pa.int64()),
+            "log_end_offset": pa.array(samples[3], pa.int64()),
+            "log_start_offset": pa.array(np.zeros(len(samples[3]), np.int64), pa.int64()),
+            "seq": pa.array(samples[4], pa.int64()),
+        }
+    )
+    events = pa.table(
+        {
+            "time_ms": pa.array([], pa.int64()),
+            "group": pa.array([], pa.string()),
+            "event": pa.array([], pa.string()),
+            "protocol": pa.array([], pa.string()),
+            "value": pa.array([], pa.string()),
+            "seq": pa.array([], pa.int64()),
+        }
+    )
     for name, table in (("commits", commits), ("samples", sample_table), ("events", events)):
         (directory / name).mkdir(parents=True, exist_ok=True)
         pq.write_table(table, directory / name / "part-0.parquet", row_group_size=1 << 20)

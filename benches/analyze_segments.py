@@ -51,7 +51,9 @@ def write_data_dir(directory: Path, records: int, per_batch: int, segment_bytes:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=3_000_000)
-    ap.add_argument("--per-batch", type=int, default=8, help="commits per batch (partitions per OffsetCommit)")
+    ap.add_argument(
+        "--per-batch", type=int, default=8, help="commits per batch (partitions per OffsetCommit)"
+    )
     ap.add_argument("--segment-mb", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()

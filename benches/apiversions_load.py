@@ -55,14 +55,20 @@ class Result:
 
     def line(self) -> str:
         server = "" if self.server_cpu is None else f", server CPU {self.server_cpu:.0%}"
-        return (f"{self.target:>6}: {self.rate:10,.0f} req/s  batch p50 {self.batch_p50_ms:.2f} ms"
-                f"  p99 {self.batch_p99_ms:.2f} ms  (generator CPU {self.generator_cpu:.0%}{server})")
+        return (
+            f"{self.target:>6}: {self.rate:10,.0f} req/s  batch p50 {self.batch_p50_ms:.2f} ms"
+            f"  p99 {self.batch_p99_ms:.2f} ms  (generator CPU {self.generator_cpu:.0%}{server})"
+        )
 
 
 def request_frame(correlation_id: int) -> bytes:
-    return _core.encode_request(ApiKey.API_VERSIONS, VERSION, correlation_id,
-                                {"client_software_name": "corral-bench", "client_software_version": "1"},
-                                "apiversions-load")
+    return _core.encode_request(
+        ApiKey.API_VERSIONS,
+        VERSION,
+        correlation_id,
+        {"client_software_name": "corral-bench", "client_software_version": "1"},
+        "apiversions-load",
+    )
 
 
 def expected_response() -> bytes:
@@ -72,8 +78,16 @@ def expected_response() -> bytes:
     return conn.next()
 
 
-def run_load(host: str, port: int, connections: int, depth: int, seconds: float, warmup: float,
-             target: str, server_pid: int | None) -> Result:
+def run_load(
+    host: str,
+    port: int,
+    connections: int,
+    depth: int,
+    seconds: float,
+    warmup: float,
+    target: str,
+    server_pid: int | None,
+) -> Result:
     batch = b"".join(request_frame(i) for i in range(depth))
     answer_bytes = len(expected_response()) * depth
     selector = selectors.DefaultSelector()
@@ -124,8 +138,15 @@ def run_load(host: str, port: int, connections: int, depth: int, seconds: float,
             sock.close()
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-    return Result(target, batches * depth, elapsed, statistics.median(latencies) * 1e3, p99 * 1e3,
-                  generator_cpu, server_cpu)
+    return Result(
+        target,
+        batches * depth,
+        elapsed,
+        statistics.median(latencies) * 1e3,
+        p99 * 1e3,
+        generator_cpu,
+        server_cpu,
+    )
 
 
 def _cpu_now() -> float:
@@ -164,8 +185,10 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 
 def build_echo_server() -> None:
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(ECHO_DIR / "Cargo.toml")],
-                   check=True)
+    subprocess.run(
+        ["cargo", "build", "--release", "--quiet", "--manifest-path", str(ECHO_DIR / "Cargo.toml")],
+        check=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,30 +206,74 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="corral-load-") as tmp:
         if args.bootstrap:
             host, _, port = args.bootstrap.rpartition(":")
-            results.append(run_load(host, int(port), args.connections, args.depth, args.seconds,
-                                    args.warmup, "corral", None))
+            results.append(
+                run_load(
+                    host,
+                    int(port),
+                    args.connections,
+                    args.depth,
+                    args.seconds,
+                    args.warmup,
+                    "corral",
+                    None,
+                )
+            )
         else:
             proc, port = start_process(
-                [sys.executable, "-m", "corral.cli", "serve", "--listen", "127.0.0.1:0",
-                 "--data-dir", f"{tmp}/data"], Path(tmp, "corral.log"))
+                [
+                    sys.executable,
+                    "-m",
+                    "corral.cli",
+                    "serve",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--data-dir",
+                    f"{tmp}/data",
+                ],
+                Path(tmp, "corral.log"),
+            )
             try:
-                results.append(run_load("127.0.0.1", port, args.connections, args.depth, args.seconds,
-                                        args.warmup, "corral", proc.pid))
+                results.append(
+                    run_load(
+                        "127.0.0.1",
+                        port,
+                        args.connections,
+                        args.depth,
+                        args.seconds,
+                        args.warmup,
+                        "corral",
+                        proc.pid,
+                    )
+                )
             finally:
                 stop_process(proc)
         if not args.no_echo:
             build_echo_server()
             body = expected_response()[8:]  # after size and correlation id
-            proc, port = start_process([str(ECHO_BIN), "127.0.0.1:0", body.hex(), str(int(lifetime))],
-                                       Path(tmp, "echo.log"))
+            proc, port = start_process(
+                [str(ECHO_BIN), "127.0.0.1:0", body.hex(), str(int(lifetime))],
+                Path(tmp, "echo.log"),
+            )
             try:
-                results.append(run_load("127.0.0.1", port, args.connections, args.depth, args.seconds,
-                                        args.warmup, "echo", proc.pid))
+                results.append(
+                    run_load(
+                        "127.0.0.1",
+                        port,
+                        args.connections,
+                        args.depth,
+                        args.seconds,
+                        args.warmup,
+                        "echo",
+                        proc.pid,
+                    )
+                )
             finally:
                 stop_process(proc)
 
-    print(f"ApiVersions v{VERSION}, {args.connections} connections x {args.depth} pipelined, "
-          f"{args.seconds:g} s measured after {args.warmup:g} s warm-up, {os.cpu_count()} CPUs")
+    print(
+        f"ApiVersions v{VERSION}, {args.connections} connections x {args.depth} pipelined, "
+        f"{args.seconds:g} s measured after {args.warmup:g} s warm-up, {os.cpu_count()} CPUs"
+    )
     for result in results:
         print(result.line())
     if len(results) == 2:

@@ -20,10 +20,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from groups_scale import free_port, wait_port  # noqa: E402
-from heartbeat_capacity import call_all, lean_broker, join_all, read_frame, step, wait_for_coordinator  # noqa: E402
+from groups_scale import free_port, wait_port
+from heartbeat_capacity import (
+    call_all,
+    join_all,
+    lean_broker,
+    read_frame,
+    step,
+    wait_for_coordinator,
+)
 
-from corral import _core  # noqa: E402
+from corral import _core
 
 CREATE_TOPICS, OFFSET_COMMIT = 19, 8
 GROUP, TOPIC = "commit-capacity", "commit-capacity"
@@ -40,8 +47,13 @@ def commit_topics(topics: list[str], first: int, count: int, offset: int) -> lis
     by_topic: dict[str, list[dict]] = {}
     for g in range(first, first + count):
         by_topic.setdefault(topics[g // PARTITIONS_PER_TOPIC], []).append(
-            {"partition_index": g % PARTITIONS_PER_TOPIC, "committed_offset": offset,
-             "committed_leader_epoch": -1, "committed_metadata": ""})
+            {
+                "partition_index": g % PARTITIONS_PER_TOPIC,
+                "committed_offset": offset,
+                "committed_leader_epoch": -1,
+                "committed_metadata": "",
+            }
+        )
     return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
@@ -67,26 +79,58 @@ def main() -> int:
         total = args.members * args.partitions
         topics = [f"{TOPIC}-{t}" for t in range(-(-total // PARTITIONS_PER_TOPIC))]
         for name in topics:  # one per request: Kafka counts records per request
-            [created] = call_all(socks[:1], CREATE_TOPICS, 4, [{
-                "topics": [{"name": name, "num_partitions": PARTITIONS_PER_TOPIC,
-                            "replication_factor": 1, "assignments": [], "configs": []}],
-                "timeout_ms": 60000, "validate_only": False}])
+            [created] = call_all(
+                socks[:1],
+                CREATE_TOPICS,
+                4,
+                [
+                    {
+                        "topics": [
+                            {
+                                "name": name,
+                                "num_partitions": PARTITIONS_PER_TOPIC,
+                                "replication_factor": 1,
+                                "assignments": [],
+                                "configs": [],
+                            }
+                        ],
+                        "timeout_ms": 60000,
+                        "validate_only": False,
+                    }
+                ],
+            )
             assert created["topics"][0]["error_code"] == 0, created
-        print(f"{args.broker}: {args.members} members joined; {len(topics)} topics of "
-              f"{PARTITIONS_PER_TOPIC} partitions created", flush=True)
+        print(
+            f"{args.broker}: {args.members} members joined; {len(topics)} topics of "
+            f"{PARTITIONS_PER_TOPIC} partitions created",
+            flush=True,
+        )
         offset = int(time.time() * 1000)
-        frames = [_core.encode_request(OFFSET_COMMIT, 8, 9, {
-            "group_id": GROUP, "generation_id_or_member_epoch": generation, "member_id": m,
-            "group_instance_id": None,
-            "topics": commit_topics(topics, i * args.partitions, args.partitions, offset)},
-            "commit-capacity")
-            for i, m in enumerate(ids)]
+        frames = [
+            _core.encode_request(
+                OFFSET_COMMIT,
+                8,
+                9,
+                {
+                    "group_id": GROUP,
+                    "generation_id_or_member_epoch": generation,
+                    "member_id": m,
+                    "group_instance_id": None,
+                    "topics": commit_topics(topics, i * args.partitions, args.partitions, offset),
+                },
+                "commit-capacity",
+            )
+            for i, m in enumerate(ids)
+        ]
         # Kafka makes new partitions known asynchronously: commit once everywhere until
         # every partition is accepted.
         deadline = time.monotonic() + 120
         while True:
-            codes = {c for sock, frame in zip(socks, frames)
-                     for c in commit_errors(send_and_read(sock, frame))}
+            codes = {
+                c
+                for sock, frame in zip(socks, frames)
+                for c in commit_errors(send_and_read(sock, frame))
+            }
             if codes == {0} or time.monotonic() > deadline:
                 break
             time.sleep(1)

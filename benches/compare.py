@@ -22,18 +22,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benches"))
 
+from kafka_ref import DEFAULT_VERSION, KafkaBroker, free_port  # noqa: E402
+
 from corral.load.cli import parse  # noqa: E402
 from corral.load.runner import LoadError, machine, run  # noqa: E402
 from corral.load.scenarios import SCENARIOS  # noqa: E402
-from kafka_ref import DEFAULT_VERSION, KafkaBroker, free_port  # noqa: E402
 
 BEGIN = "<!-- corral-load-compare:begin -->"
 END = "<!-- corral-load-compare:end -->"
@@ -51,6 +53,7 @@ GROUP_SETTINGS = {
 @dataclass
 class Case:
     """One row of the table: a scenario with its parameters and the figure it is judged by."""
+
     label: str
     scenario: str
     args: list[str]
@@ -65,21 +68,58 @@ def cases(opts) -> list[Case]:
     out = []
     if "join-storm" in opts.scenarios:
         for n in opts.join_members:
-            out.append(Case(f"join-storm {n:,} members", "join-storm",
-                            ["--members", str(n), "--duration", "120"],
-                            lambda r: r["metrics"]["join_seconds"], "s", False))
+            out.append(
+                Case(
+                    f"join-storm {n:,} members",
+                    "join-storm",
+                    ["--members", str(n), "--duration", "120"],
+                    lambda r: r["metrics"]["join_seconds"],
+                    "s",
+                    False,
+                )
+            )
     if "heartbeat" in opts.scenarios:
         n = opts.heartbeat_members
-        out.append(Case(f"heartbeat capacity, {n:,} members (p99 <= 50 ms)", "heartbeat",
-                        ["--members", str(n), "--duration", "240", "--start-rate",
-                         str(max(100, n // 3)), *step],
-                        lambda r: r["metrics"]["sustained_per_s"], "hb/s", True))
+        out.append(
+            Case(
+                f"heartbeat capacity, {n:,} members (p99 <= 50 ms)",
+                "heartbeat",
+                [
+                    "--members",
+                    str(n),
+                    "--duration",
+                    "240",
+                    "--start-rate",
+                    str(max(100, n // 3)),
+                    *step,
+                ],
+                lambda r: r["metrics"]["sustained_per_s"],
+                "hb/s",
+                True,
+            )
+        )
     if "commit" in opts.scenarios:
         n = opts.commit_members
-        out.append(Case(f"commit rate, {n:,} members x 10 partitions (p99 <= 100 ms)", "commit",
-                        ["--members", str(n), "--partitions-per-member", "10", "--duration", "240",
-                         "--start-rate", str(max(50, n // 4)), *step],
-                        lambda r: r["metrics"]["sustained_per_s"], "commits/s", True))
+        out.append(
+            Case(
+                f"commit rate, {n:,} members x 10 partitions (p99 <= 100 ms)",
+                "commit",
+                [
+                    "--members",
+                    str(n),
+                    "--partitions-per-member",
+                    "10",
+                    "--duration",
+                    "240",
+                    "--start-rate",
+                    str(max(50, n // 4)),
+                    *step,
+                ],
+                lambda r: r["metrics"]["sustained_per_s"],
+                "commits/s",
+                True,
+            )
+        )
     return out
 
 
@@ -100,22 +140,43 @@ class CorralBroker:
 
     def start(self) -> str:
         from corral.config import BROKER_SETTINGS
-        known = {s.name for s in BROKER_SETTINGS} if not isinstance(BROKER_SETTINGS, dict) \
+
+        known = (
+            {s.name for s in BROKER_SETTINGS}
+            if not isinstance(BROKER_SETTINGS, dict)
             else set(BROKER_SETTINGS)
-        cmd = [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{self.port}",
-               "--data-dir", self.dir.name, "--log-level", "WARNING"]
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "corral.cli",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--data-dir",
+            self.dir.name,
+            "--log-level",
+            "WARNING",
+        ]
         for name, value in self.settings.items():
             if name in known:  # settings corral does not have yet are left out, not fatal
                 cmd += ["--set", f"{name}={value}"]
         log = open(Path(self.dir.name) / "corral.log", "ab")
-        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+        self.process = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        )
         from kafka_ref import _answers_api_versions
+
         deadline = time.monotonic() + 30
         while not _answers_api_versions(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("corral did not start: " +
-                                   (Path(self.dir.name) / "corral.log").read_text()[-2000:])
+                raise RuntimeError(
+                    "corral did not start: "
+                    + (Path(self.dir.name) / "corral.log").read_text()[-2000:]
+                )
             time.sleep(0.1)
         return f"127.0.0.1:{self.port}"
 
@@ -137,8 +198,11 @@ class CeilingServer:
     def start(self) -> str:
         crate = ROOT / "benches" / "heartbeat-ceiling"
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=crate, check=True)
-        self.process = subprocess.Popen([str(crate / "target" / "release" / "heartbeat-ceiling")],
-                                        stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [str(crate / "target" / "release" / "heartbeat-ceiling")],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         return self.process.stdout.readline().split()[-1]
 
     def stop(self) -> None:
@@ -148,13 +212,24 @@ class CeilingServer:
 
 def run_case(case: Case, target: str, opts) -> dict[str, Any]:
     settings = dict(GROUP_SETTINGS)
-    broker = {"kafka": lambda s: KafkaBroker(settings=s, version=opts.kafka_version),
-              "corral": CorralBroker, "ceiling": CeilingServer}[target](settings)
+    broker = {
+        "kafka": lambda s: KafkaBroker(settings=s, version=opts.kafka_version),
+        "corral": CorralBroker,
+        "ceiling": CeilingServer,
+    }[target](settings)
     bootstrap = broker.start()
     pid = broker.process.pid
     try:
-        args = ["--bootstrap", bootstrap, "--scenario", case.scenario, "--quiet",
-                "--workers", str(opts.workers), *case.args]
+        args = [
+            "--bootstrap",
+            bootstrap,
+            "--scenario",
+            case.scenario,
+            "--quiet",
+            "--workers",
+            str(opts.workers),
+            *case.args,
+        ]
         if target == "ceiling":
             args.append("--skip-join")
         cpu0, t0 = proc_cpu_seconds(pid), time.monotonic()
@@ -188,10 +263,14 @@ def cell(result: dict | None, unit: str) -> str:
     if steps and not result["figure"]:
         # Not even the first step stayed within the bound: say how far off it was.
         first = steps[0]
-        text = (f"< {fmt(first['target'], unit)} (first step: {fmt(first['achieved'], unit)}, "
-                f"p99 {first['latency_ms'].get('p99', 0):.0f} ms)")
-    notes = [f"gen CPU {max(result['generator']['cpu_per_worker'].values(), default=0):.0%}",
-             f"broker CPU {result['broker_cpu']:.0%}"]
+        text = (
+            f"< {fmt(first['target'], unit)} (first step: {fmt(first['achieved'], unit)}, "
+            f"p99 {first['latency_ms'].get('p99', 0):.0f} ms)"
+        )
+    notes = [
+        f"gen CPU {max(result['generator']['cpu_per_worker'].values(), default=0):.0%}",
+        f"broker CPU {result['broker_cpu']:.0%}",
+    ]
     if result["generator"]["saturated"]:
         notes.append("generator saturated")
     if result["violations"]:
@@ -230,33 +309,44 @@ def markdown(rows, opts) -> str:
         "| --- | --- | --- | ---: | --- |",
     ]
     for case, results in rows:
-        lines.append(f"| {case.label} | {cell(results.get('kafka'), case.unit)} | "
-                     f"{cell(results.get('corral'), case.unit)} | "
-                     f"{ratio(case, results.get('kafka'), results.get('corral'))} | "
-                     f"{cell(results.get('ceiling'), case.unit) if 'ceiling' in results else ''} |")
+        lines.append(
+            f"| {case.label} | {cell(results.get('kafka'), case.unit)} | "
+            f"{cell(results.get('corral'), case.unit)} | "
+            f"{ratio(case, results.get('kafka'), results.get('corral'))} | "
+            f"{cell(results.get('ceiling'), case.unit) if 'ceiling' in results else ''} |"
+        )
     if "message.max.bytes" in GROUP_SETTINGS:
-        lines += ["", "`message.max.bytes` is raised because, with Kafka's default (1 MiB), a "
-                  "5,000-member classic group on 5,000 partitions does not reliably stabilize: its "
-                  "group metadata record (every member's subscription and assignment) passes "
-                  "1 MiB, the coordinator fails to store it (RecordTooLargeException in the "
-                  "broker log) and answers SyncGroup with UNKNOWN_SERVER_ERROR, round after round."]
-    lines += ["", "join-storm: from the first JoinGroup until every member holds its SyncGroup "
-              "answer of one generation with all members. heartbeat and commit: the rate ramps "
-              "x1.5 per step, then narrows between the last good and the first saturated rate; "
-              "the figure is the highest rate achieved in a step whose p99 stayed within the "
-              "bound. The ceiling server answers Heartbeat with a fixed frame "
-              "(members do not join): what this machine and this generator can do at most.", END]
+        lines += [
+            "",
+            "`message.max.bytes` is raised because, with Kafka's default (1 MiB), a "
+            "5,000-member classic group on 5,000 partitions does not reliably stabilize: its "
+            "group metadata record (every member's subscription and assignment) passes "
+            "1 MiB, the coordinator fails to store it (RecordTooLargeException in the "
+            "broker log) and answers SyncGroup with UNKNOWN_SERVER_ERROR, round after round.",
+        ]
+    lines += [
+        "",
+        "join-storm: from the first JoinGroup until every member holds its SyncGroup "
+        "answer of one generation with all members. heartbeat and commit: the rate ramps "
+        "x1.5 per step, then narrows between the last good and the first saturated rate; "
+        "the figure is the highest rate achieved in a step whose p99 stayed within the "
+        "bound. The ceiling server answers Heartbeat with a fixed frame "
+        "(members do not join): what this machine and this generator can do at most.",
+        END,
+    ]
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str, begin: str = BEGIN, end: str = END,
-                  after: str | None = None) -> None:
+def write_section(
+    path: Path, section: str, begin: str = BEGIN, end: str = END, after: str | None = None
+) -> None:
     """Replaces the text between `begin` and `end`; a new section goes after the line `after`
     (when given and found), else at the end."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
     if begin in text and end in text:
-        text = re.sub(re.escape(begin) + ".*?" + re.escape(end) + "\n?", lambda _: section, text,
-                      flags=re.S)
+        text = re.sub(
+            re.escape(begin) + ".*?" + re.escape(end) + "\n?", lambda _: section, text, flags=re.S
+        )
     elif after and after + "\n" in text:
         text = text.replace(after + "\n", after + "\n\n" + section, 1)
     else:
@@ -266,23 +356,34 @@ def write_section(path: Path, section: str, begin: str = BEGIN, end: str = END,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenarios", default="join-storm,heartbeat,commit",
-                        type=lambda s: s.split(","))
+    parser.add_argument(
+        "--scenarios", default="join-storm,heartbeat,commit", type=lambda s: s.split(",")
+    )
     parser.add_argument("--targets", default="kafka,corral,ceiling", type=lambda s: s.split(","))
-    parser.add_argument("--join-members", default=None,
-                        type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument(
+        "--join-members", default=None, type=lambda s: [int(x) for x in s.split(",")]
+    )
     parser.add_argument("--heartbeat-members", type=int, default=None)
     parser.add_argument("--commit-members", type=int, default=None)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="small groups, short ramp steps")
     parser.add_argument("--kafka-version", default=DEFAULT_VERSION)
     parser.add_argument("--json-dir", type=Path, default=None, help="keep every run's JSON here")
-    parser.add_argument("--from-json", type=Path, default=None,
-                        help="redo the table from a --json-dir of an earlier run (runs nothing)")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help="redo the table from a --json-dir of an earlier run (runs nothing)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a broker setting for both brokers (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a broker setting for both brokers (repeatable)",
+    )
     opts = parser.parse_args()
     # Stopped by a signal, still stop the brokers this run started (the finally blocks).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -23,32 +23,58 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from groups_scale import free_port, wait_port  # noqa: E402
-from heartbeat_capacity import build_driver, call_all, lean_broker, step, step_rust  # noqa: E402
+from groups_scale import free_port, wait_port
+from heartbeat_capacity import build_driver, call_all, lean_broker, step, step_rust
 
-from corral import _core  # noqa: E402
+from corral import _core
 
 HEARTBEAT, HEARTBEAT_V, CREATE_TOPICS, DESCRIBE = 68, 1, 19, 69
 GROUP, TOPIC = "consumer-heartbeat-capacity", "capacity"
 
 
-def join_all(port: int, members: int, partitions: int) -> tuple[list[socket.socket], list[str], list[int]]:
+def join_all(
+    port: int, members: int, partitions: int
+) -> tuple[list[socket.socket], list[str], list[int]]:
     """N members joined and Stable: their sockets, ids and epochs."""
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(members)]
-    topic = {"name": TOPIC, "num_partitions": partitions, "replication_factor": 1,
-             "assignments": [], "configs": []}
+    topic = {
+        "name": TOPIC,
+        "num_partitions": partitions,
+        "replication_factor": 1,
+        "assignments": [],
+        "configs": [],
+    }
     [created] = call_all(socks[:1], CREATE_TOPICS, 7, [{"topics": [topic], "timeout_ms": 5000}])
     assert created["topics"][0]["error_code"] == 0, created
     ids = [f"member-{i}" for i in range(members)]
     owned: list[list] = [[] for _ in ids]
-    joined = call_all(socks, HEARTBEAT, HEARTBEAT_V, [
-        {"group_id": GROUP, "member_id": m, "member_epoch": 0, "rebalance_timeout_ms": 60000,
-         "subscribed_topic_names": [TOPIC], "topic_partitions": []} for m in ids])
+    joined = call_all(
+        socks,
+        HEARTBEAT,
+        HEARTBEAT_V,
+        [
+            {
+                "group_id": GROUP,
+                "member_id": m,
+                "member_epoch": 0,
+                "rebalance_timeout_ms": 60000,
+                "subscribed_topic_names": [TOPIC],
+                "topic_partitions": [],
+            }
+            for m in ids
+        ],
+    )
     epochs = [r["member_epoch"] for r in joined]
-    for rounds in range(50):
-        replies = call_all(socks, HEARTBEAT, HEARTBEAT_V, [
-            {"group_id": GROUP, "member_id": m, "member_epoch": e, "topic_partitions": o}
-            for m, e, o in zip(ids, epochs, owned)])
+    for _rounds in range(50):
+        replies = call_all(
+            socks,
+            HEARTBEAT,
+            HEARTBEAT_V,
+            [
+                {"group_id": GROUP, "member_id": m, "member_epoch": e, "topic_partitions": o}
+                for m, e, o in zip(ids, epochs, owned)
+            ],
+        )
         errors = {r["error_code"] for r in replies}
         assert errors == {0}, f"heartbeat errors {errors}"
         changed = False
@@ -74,10 +100,20 @@ def run_mode(short_path: bool, args) -> list[dict]:
         started = time.monotonic()
         socks, ids, epochs = join_all(port, args.members, args.partitions)
         name = "short path" if short_path else "Python"
-        print(f"{name}: {args.members} members Stable in {time.monotonic() - started:.1f} s", flush=True)
-        frames = [_core.encode_request(HEARTBEAT, HEARTBEAT_V, 7, {
-            "group_id": GROUP, "member_id": m, "member_epoch": e}, "cg-capacity")
-            for m, e in zip(ids, epochs)]
+        print(
+            f"{name}: {args.members} members Stable in {time.monotonic() - started:.1f} s",
+            flush=True,
+        )
+        frames = [
+            _core.encode_request(
+                HEARTBEAT,
+                HEARTBEAT_V,
+                7,
+                {"group_id": GROUP, "member_id": m, "member_epoch": e},
+                "cg-capacity",
+            )
+            for m, e in zip(ids, epochs)
+        ]
         results = []
         for rate in (float(r) for r in args.rates.split(",")):
             result = run_step(socks, frames, rate, args.seconds, broker.pid)
@@ -102,16 +138,23 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--rates", default="5000,10000,20000,40000,60000")
     parser.add_argument("--seconds", type=float, default=4)
-    parser.add_argument("--driver", choices=["python", "rust"], default="rust",
-                        help="what sends the paced heartbeats (rust: benches/heartbeat-driver)")
+    parser.add_argument(
+        "--driver",
+        choices=["python", "rust"],
+        default="rust",
+        help="what sends the paced heartbeats (rust: benches/heartbeat-driver)",
+    )
     args = parser.parse_args()
     if args.driver == "rust":
         build_driver()
     short = run_mode(True, args)
     python = run_mode(False, args)
     (short_rate, short_us), (python_rate, python_us) = best(short), best(python)
-    print(f"best: short path {short_rate}/s ({short_us} us broker CPU per answer), "
-          f"Python {python_rate}/s ({python_us} us); ratio {short_rate / python_rate:.1f}x", flush=True)
+    print(
+        f"best: short path {short_rate}/s ({short_us} us broker CPU per answer), "
+        f"Python {python_rate}/s ({python_us} us); ratio {short_rate / python_rate:.1f}x",
+        flush=True,
+    )
     return 0
 
 

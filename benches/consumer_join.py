@@ -37,11 +37,11 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benches"))
 
 from compare import CorralBroker, proc_cpu_seconds, write_section  # noqa: E402
+from kafka_ref import DEFAULT_VERSION, KafkaBroker  # noqa: E402
+
 from corral.load.cli import parse  # noqa: E402
 from corral.load.runner import machine, run  # noqa: E402
 from corral.load.scenarios import SCENARIOS  # noqa: E402
-from kafka_ref import DEFAULT_VERSION, KafkaBroker  # noqa: E402
-
 
 # Kafka's defaults for the consumer protocol, written out so that both brokers surely run with them.
 SETTINGS: dict[str, object] = {
@@ -90,36 +90,66 @@ class CpuSampler:
 
 def run_once(kind: str, opts) -> dict:
     settings = {**SETTINGS, **opts.settings}
-    broker = (KafkaBroker(settings={**settings, **KAFKA_ONLY}, version=opts.kafka_version)
-              if kind == "kafka" else CorralBroker(settings))
+    broker = (
+        KafkaBroker(settings={**settings, **KAFKA_ONLY}, version=opts.kafka_version)
+        if kind == "kafka"
+        else CorralBroker(settings)
+    )
     bootstrap = broker.start()
     group = f"consumer-join-{uuid.uuid4().hex[:8]}"
     try:
-        common = ["--bootstrap", bootstrap, "--scenario", "join-storm", "--group-protocol",
-                  "consumer", "--topic", f"corral-load-{group}", "--quiet",
-                  "--partitions", str(opts.partitions or opts.members), "--duration", str(opts.timeout)]
+        common = [
+            "--bootstrap",
+            bootstrap,
+            "--scenario",
+            "join-storm",
+            "--group-protocol",
+            "consumer",
+            "--topic",
+            f"corral-load-{group}",
+            "--quiet",
+            "--partitions",
+            str(opts.partitions or opts.members),
+            "--duration",
+            str(opts.timeout),
+        ]
         if opts.server_assignor:
             common += ["--server-assignor", opts.server_assignor]
-        args = [*common, "--group", group, "--members", str(opts.members),
-                "--workers", str(opts.workers)]
-        with CpuSampler(broker.process.pid) as cpu:   # the members' run: from forking them on
+        args = [
+            *common,
+            "--group",
+            group,
+            "--members",
+            str(opts.members),
+            "--workers",
+            str(opts.workers),
+        ]
+        with CpuSampler(broker.process.pid) as cpu:  # the members' run: from forking them on
             result = run(SCENARIOS["join-storm"], parse(args))
         m = result["metrics"]
-        out = {"broker": kind, "at": time.strftime("%Y-%m-%d %H:%M"), "members": opts.members,
-               "stable": m["stable"],
-               "join_seconds": m["join_seconds"], "from_start_seconds": m["from_start_seconds"],
-               "epoch": m.get("stable_generation"), "violations": result["violations"],
-               "violation_examples": result["violation_examples"], "errors": result["errors"],
-               "wall_seconds": result["wall_seconds"],
-               "topic_assignable_s": m["topic_assignable_seconds"],
-               "broker_cpu_run_s": round(cpu.samples[-1][1] - cpu.at(result["_started"]), 2),
-               "generator_cpu_s": result["generator"]["cpu_seconds"],
-               "heartbeats": result["latency_ms"].get("CONSUMER_GROUP_HEARTBEAT", {}),
-               "settings": settings}
+        out = {
+            "broker": kind,
+            "at": time.strftime("%Y-%m-%d %H:%M"),
+            "members": opts.members,
+            "stable": m["stable"],
+            "join_seconds": m["join_seconds"],
+            "from_start_seconds": m["from_start_seconds"],
+            "epoch": m.get("stable_generation"),
+            "violations": result["violations"],
+            "violation_examples": result["violation_examples"],
+            "errors": result["errors"],
+            "wall_seconds": result["wall_seconds"],
+            "topic_assignable_s": m["topic_assignable_seconds"],
+            "broker_cpu_run_s": round(cpu.samples[-1][1] - cpu.at(result["_started"]), 2),
+            "generator_cpu_s": result["generator"]["cpu_seconds"],
+            "heartbeats": result["latency_ms"].get("CONSUMER_GROUP_HEARTBEAT", {}),
+            "settings": settings,
+        }
         if m["stable"]:
             started = result["_started"]
-            out["broker_cpu_join_s"] = round(cpu.at(started + m["converged_at_s"])
-                                             - cpu.at(started + m["first_request_at_s"]), 2)
+            out["broker_cpu_join_s"] = round(
+                cpu.at(started + m["converged_at_s"]) - cpu.at(started + m["first_request_at_s"]), 2
+            )
         return out
     finally:
         broker.stop()
@@ -139,17 +169,21 @@ def markers(label: str) -> tuple[str, str]:
 def timing_note(settings: dict) -> str:
     interval = int(settings["group.consumer.heartbeat.interval.ms"])
     if interval >= 5000:
-        return (f"Kafka's defaults: what a client gets unless the operator changes them. At a "
-                f"{interval / 1000:g} s heartbeat interval the figure is about two intervals on "
-                "both brokers, the protocol's own timing: every member joins at once and gets the "
-                "first target (the first member owns everything); the next target is computed at "
-                "the first heartbeat after group.consumer.assignment.interval.ms, one interval "
-                "later, where the first member is told to revoke; the members that heartbeated "
-                "before its acknowledgement get their partitions at their next heartbeat, another "
-                "interval later.")
-    return (f"A {interval} ms heartbeat interval (the minimum lowered to it on both brokers) "
-            "shrinks the protocol's waiting, so that the coordinators' own speed (1,000 members "
-            f"heartbeating {1000 / interval:g} times a second each) shows in the time.")
+        return (
+            f"Kafka's defaults: what a client gets unless the operator changes them. At a "
+            f"{interval / 1000:g} s heartbeat interval the figure is about two intervals on "
+            "both brokers, the protocol's own timing: every member joins at once and gets the "
+            "first target (the first member owns everything); the next target is computed at "
+            "the first heartbeat after group.consumer.assignment.interval.ms, one interval "
+            "later, where the first member is told to revoke; the members that heartbeated "
+            "before its acknowledgement get their partitions at their next heartbeat, another "
+            "interval later."
+        )
+    return (
+        f"A {interval} ms heartbeat interval (the minimum lowered to it on both brokers) "
+        "shrinks the protocol's waiting, so that the coordinators' own speed (1,000 members "
+        f"heartbeating {1000 / interval:g} times a second each) shows in the time."
+    )
 
 
 def markdown(results: dict[str, list[dict]], opts) -> str:
@@ -220,16 +254,25 @@ def markdown(results: dict[str, list[dict]], opts) -> str:
 
 # The command line's tail that consumer_scale.py shares: broker settings and the section's output.
 def add_settings_option(parser: argparse.ArgumentParser, over: str) -> None:
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help=f"a setting for both brokers, over {over} (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"a setting for both brokers, over {over} (repeatable)",
+    )
 
 
 def add_section_options(parser: argparse.ArgumentParser, kept: str, earlier: str) -> None:
     """--json (every `kept` written there), --from-json (the section redone from `earlier`
     --json), --out (the docs page the section goes into) and --no-write."""
     parser.add_argument("--json", type=Path, default=None, help=f"write every {kept} here")
-    parser.add_argument("--from-json", type=Path, default=None,
-                        help=f"redo the section from {earlier} --json (runs nothing)")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help=f"redo the section from {earlier} --json (runs nothing)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="print only")
 
@@ -252,16 +295,24 @@ def main() -> int:
     parser.add_argument("--server-assignor", default=None)
     parser.add_argument("--kafka-version", default=DEFAULT_VERSION)
     add_settings_option(parser, over="the defaults above")
-    parser.add_argument("--label", default="",
-                        help="a section of its own, after the main one (e.g. another setting)")
+    parser.add_argument(
+        "--label",
+        default="",
+        help="a section of its own, after the main one (e.g. another setting)",
+    )
     add_section_options(parser, kept="run", earlier="an earlier run's")
     opts = parse_with_settings(parser)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    results: dict[str, list[dict]] = json.loads(opts.from_json.read_text()) if opts.from_json else {}
+    results: dict[str, list[dict]] = (
+        json.loads(opts.from_json.read_text()) if opts.from_json else {}
+    )
     if results:
         opts.repeat = max(len(runs) for runs in results.values())
-        opts.settings = {k: v for k, v in next(iter(results.values()))[0]["settings"].items()
-                         if SETTINGS.get(k) != v}
+        opts.settings = {
+            k: v
+            for k, v in next(iter(results.values()))[0]["settings"].items()
+            if SETTINGS.get(k) != v
+        }
     for _ in range(0 if opts.from_json else opts.repeat):
         for kind in opts.brokers:
             print(f"== {opts.members} consumer members against {kind}", file=sys.stderr, flush=True)

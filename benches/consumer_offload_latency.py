@@ -26,26 +26,37 @@ from pathlib import Path
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from consumer_harness import Topics, answer, make_coordinator, request  # noqa: E402
+from consumer_harness import Topics, answer, make_coordinator, request
 
 
 async def run(members: int, partitions: int, offload: bool, snapshot: Path) -> dict:
     topics = Topics()
     topics.add("big", partitions)
     topics.add("small", 4)
-    coordinator = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 3_600_000,
-                                            "group.consumer.assignor.offload.enable": offload},
-                                   snapshot_path=snapshot)
+    coordinator = make_coordinator(
+        topics,
+        {
+            "group.consumer.assignment.interval.ms": 3_600_000,
+            "group.consumer.assignor.offload.enable": offload,
+        },
+        snapshot_path=snapshot,
+    )
     waits: list[float] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(coordinator.run)
         while coordinator._nursery is None:
             await trio.sleep(0)
-        answer(coordinator.consumer_heartbeat(
-            request("small", "s", 0, names=["small"], owned={}, rebalance_timeout_ms=1000)))
+        answer(
+            coordinator.consumer_heartbeat(
+                request("small", "s", 0, names=["small"], owned={}, rebalance_timeout_ms=1000)
+            )
+        )
         for i in range(members):
-            answer(coordinator.consumer_heartbeat(
-                request("big", f"m{i}", 0, names=["big"], owned={}, rebalance_timeout_ms=60000)))
+            answer(
+                coordinator.consumer_heartbeat(
+                    request("big", f"m{i}", 0, names=["big"], owned={}, rebalance_timeout_ms=60000)
+                )
+            )
         group = coordinator.groups["big"]
         coordinator.settings.set("group.consumer.assignment.interval.ms", 0)
         small_epoch = coordinator.groups["small"].members["s"].epoch
@@ -71,11 +82,16 @@ async def run(members: int, partitions: int, offload: bool, snapshot: Path) -> d
         done.set()
         nursery.cancel_scope.cancel()
     waits.sort()
-    return {"offload": offload, "members": members, "partitions": partitions,
-            "target_seconds": round(computed, 4), "probes": len(waits),
-            "wait_p50_ms": round(statistics.median(waits) * 1000, 3),
-            "wait_p99_ms": round(waits[int(len(waits) * 0.99) - 1] * 1000, 3),
-            "wait_max_ms": round(waits[-1] * 1000, 3)}
+    return {
+        "offload": offload,
+        "members": members,
+        "partitions": partitions,
+        "target_seconds": round(computed, 4),
+        "probes": len(waits),
+        "wait_p50_ms": round(statistics.median(waits) * 1000, 3),
+        "wait_p99_ms": round(waits[int(len(waits) * 0.99) - 1] * 1000, 3),
+        "wait_max_ms": round(waits[-1] * 1000, 3),
+    }
 
 
 def main() -> None:
@@ -87,8 +103,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.repeat):
             for offload in (True, False):
-                result = trio.run(run, args.members, args.partitions, offload,
-                                  Path(tmp) / f"snapshot-{n}-{offload}")
+                result = trio.run(
+                    run,
+                    args.members,
+                    args.partitions,
+                    offload,
+                    Path(tmp) / f"snapshot-{n}-{offload}",
+                )
                 print(json.dumps(result), flush=True)
 
 

@@ -48,8 +48,14 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benches"))
 
 from compare import CorralBroker, proc_cpu_seconds, write_section  # noqa: E402
-from consumer_join import (KAFKA_ONLY, SETTINGS, CpuSampler, add_section_options,  # noqa: E402
-                           add_settings_option, parse_with_settings)
+from consumer_join import (  # noqa: E402
+    KAFKA_ONLY,
+    SETTINGS,
+    CpuSampler,
+    add_section_options,
+    add_settings_option,
+    parse_with_settings,
+)
 from groups_scale import rss_kb  # noqa: E402
 from heartbeat_capacity import wait_for_coordinator  # noqa: E402
 from kafka_ref import DEFAULT_VERSION, KafkaBroker  # noqa: E402
@@ -58,26 +64,68 @@ DRIVER_DIR = ROOT / "benches" / "heartbeat-driver"
 DRIVER_BIN = DRIVER_DIR / "target" / "release" / "consumer-driver"
 BEGIN, END = "<!-- consumer-scale:begin -->", "<!-- consumer-scale:end -->"
 # The options a run's table is labelled with: kept in its JSON for --from-json.
-RUN_OPTIONS = ("members", "partitions", "churn_percent", "churn_seconds", "p99_ms", "capacity_step_seconds",
-               "roll_concurrency", "grow_to", "kafka_version", "kafka_heap", "members_per_connection")
+RUN_OPTIONS = (
+    "members",
+    "partitions",
+    "churn_percent",
+    "churn_seconds",
+    "p99_ms",
+    "capacity_step_seconds",
+    "roll_concurrency",
+    "grow_to",
+    "kafka_version",
+    "kafka_heap",
+    "members_per_connection",
+)
 
 
 def build_driver() -> Path:
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "consumer-driver"],
-                   cwd=DRIVER_DIR, check=True)
+    subprocess.run(
+        ["cargo", "build", "--release", "--quiet", "--bin", "consumer-driver"],
+        cwd=DRIVER_DIR,
+        check=True,
+    )
     return DRIVER_BIN
 
 
 class Driver:
     """One consumer-driver process: a command in, its phase's JSON line out, broker CPU around it."""
 
-    def __init__(self, port: int, broker_pid: int, members: int, group: str, topic: str,
-                 partitions: int, static: bool = False, server_assignor: str | None = None,
-                 first_source: int = 0, session_timeout_ms: int = 45000, members_per_connection: int = 1):
-        cmd = [str(DRIVER_BIN), "--port", str(port), "--members", str(members), "--group", group,
-               "--topics", topic, "--partitions", str(partitions), "--static", str(int(static)),
-               "--first-source", str(first_source), "--session-timeout-ms", str(session_timeout_ms),
-               "--members-per-connection", str(members_per_connection)]
+    def __init__(
+        self,
+        port: int,
+        broker_pid: int,
+        members: int,
+        group: str,
+        topic: str,
+        partitions: int,
+        static: bool = False,
+        server_assignor: str | None = None,
+        first_source: int = 0,
+        session_timeout_ms: int = 45000,
+        members_per_connection: int = 1,
+    ):
+        cmd = [
+            str(DRIVER_BIN),
+            "--port",
+            str(port),
+            "--members",
+            str(members),
+            "--group",
+            group,
+            "--topics",
+            topic,
+            "--partitions",
+            str(partitions),
+            "--static",
+            str(int(static)),
+            "--first-source",
+            str(first_source),
+            "--session-timeout-ms",
+            str(session_timeout_ms),
+            "--members-per-connection",
+            str(members_per_connection),
+        ]
         if server_assignor:
             cmd += ["--server-assignor", server_assignor]
         # The driver sends no FindCoordinator (one broker): this creates Kafka's offsets topic.
@@ -100,10 +148,27 @@ class Driver:
         if cpu is not None and result.get("converged_at_s") is not None:
             # Broker CPU from the first heartbeat to convergence (not the quiet round after it).
             result["broker_cpu_converge_s"] = round(
-                cpu.at(started + result["converged_at_s"]) - cpu.at(started + result["first_request_at_s"]), 2)
-        brief = {k: result.get(k) for k in ("phase", "ok", "seconds", "achieved_per_s", "violations",
-                                            "unowned_partition_seconds", "errors")}
-        print(f"   {command}: {json.dumps(brief)} hb {result['heartbeat_ms']}", file=sys.stderr, flush=True)
+                cpu.at(started + result["converged_at_s"])
+                - cpu.at(started + result["first_request_at_s"]),
+                2,
+            )
+        brief = {
+            k: result.get(k)
+            for k in (
+                "phase",
+                "ok",
+                "seconds",
+                "achieved_per_s",
+                "violations",
+                "unowned_partition_seconds",
+                "errors",
+            )
+        }
+        print(
+            f"   {command}: {json.dumps(brief)} hb {result['heartbeat_ms']}",
+            file=sys.stderr,
+            flush=True,
+        )
         return result
 
     def close(self, wait: float = 30) -> None:
@@ -119,17 +184,20 @@ class Driver:
 
 def admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
+
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import NewTopic
-    client = admin(bootstrap)   # kept until the answer: a dropped client fails its futures
+
+    client = admin(bootstrap)  # kept until the answer: a dropped client fails its futures
     client.create_topics([NewTopic(topic, partitions, 1)])[topic].result(120)
 
 
 def grow_topic(bootstrap: str, topic: str, partitions: int) -> float:
     from confluent_kafka.admin import NewPartitions
+
     start = time.monotonic()
     client = admin(bootstrap)
     client.create_partitions([NewPartitions(topic, partitions)])[topic].result(120)
@@ -145,9 +213,17 @@ def capacity(driver: Driver, opts, interval_s: float) -> dict:
     while rate <= opts.capacity_max_rate:
         r = driver.phase(f"steady {opts.capacity_step_seconds} {rate:.0f}")
         p99 = r["heartbeat_ms"].get("p99")
-        steps.append({"target": round(rate), "achieved": r["achieved_per_s"], "p99_ms": p99,
-                      "p50_ms": r["heartbeat_ms"].get("p50"), "broker_cpu_share": r["broker_cpu_share"],
-                      "driver_us_per_request": r["driver_us_per_request"], "violations": r["violations"]})
+        steps.append(
+            {
+                "target": round(rate),
+                "achieved": r["achieved_per_s"],
+                "p99_ms": p99,
+                "p50_ms": r["heartbeat_ms"].get("p50"),
+                "broker_cpu_share": r["broker_cpu_share"],
+                "driver_us_per_request": r["driver_us_per_request"],
+                "violations": r["violations"],
+            }
+        )
         if r["achieved_per_s"] < 0.9 * rate:
             break
         if p99 is None or p99 > opts.p99_ms:
@@ -163,16 +239,26 @@ def capacity(driver: Driver, opts, interval_s: float) -> dict:
 
 def run_broker(kind: str, opts) -> dict:
     settings = {**SETTINGS, **opts.settings}
-    broker = (KafkaBroker(settings={**settings, **KAFKA_ONLY}, version=opts.kafka_version,
-                          heap=opts.kafka_heap)
-              if kind == "kafka" else CorralBroker(settings))
+    broker = (
+        KafkaBroker(
+            settings={**settings, **KAFKA_ONLY}, version=opts.kafka_version, heap=opts.kafka_heap
+        )
+        if kind == "kafka"
+        else CorralBroker(settings)
+    )
     bootstrap = broker.start()
     port, pid = int(bootstrap.rsplit(":", 1)[1]), broker.process.pid
     tag = uuid.uuid4().hex[:8]
     topic, group = f"consumer-scale-{tag}", f"consumer-scale-{tag}"
-    out: dict = {"broker": kind, "at": time.strftime("%Y-%m-%d %H:%M"), "members": opts.members,
-                 "partitions": opts.partitions, "settings": settings, "phases": {},
-                 "options": {k: getattr(opts, k) for k in RUN_OPTIONS}}
+    out: dict = {
+        "broker": kind,
+        "at": time.strftime("%Y-%m-%d %H:%M"),
+        "members": opts.members,
+        "partitions": opts.partitions,
+        "settings": settings,
+        "phases": {},
+        "options": {k: getattr(opts, k) for k in RUN_OPTIONS},
+    }
     phases = out["phases"]
     drivers: list[Driver] = []
     session = int(settings["group.consumer.session.timeout.ms"])
@@ -184,9 +270,17 @@ def run_broker(kind: str, opts) -> dict:
         probe.phase("leave 30")
         probe.close()
 
-        driver = Driver(port, pid, opts.members, group, topic, opts.partitions,
-                        server_assignor=opts.server_assignor, session_timeout_ms=session,
-                        members_per_connection=opts.members_per_connection)
+        driver = Driver(
+            port,
+            pid,
+            opts.members,
+            group,
+            topic,
+            opts.partitions,
+            server_assignor=opts.server_assignor,
+            session_timeout_ms=session,
+            members_per_connection=opts.members_per_connection,
+        )
         drivers.append(driver)
         rss_before = rss_kb(pid)
         # Connected first, so that what a member costs beyond its connection shows apart.
@@ -195,7 +289,9 @@ def run_broker(kind: str, opts) -> dict:
         with CpuSampler(pid) as cpu:
             phases["join"] = driver.phase(f"join {opts.timeout}", cpu)
         out["rss_kib_per_member"] = round((rss_kb(pid) - rss_before) / opts.members, 2)
-        out["rss_bytes_per_member_beyond_connection"] = round((rss_kb(pid) - rss_connected) * 1024 / opts.members)
+        out["rss_bytes_per_member_beyond_connection"] = round(
+            (rss_kb(pid) - rss_connected) * 1024 / opts.members
+        )
         out["rss_mib_after_join"] = round(rss_kb(pid) / 1024)
         interval_s = int(settings["group.consumer.heartbeat.interval.ms"]) / 1000
         if "steady" in opts.scenarios:
@@ -205,7 +301,8 @@ def run_broker(kind: str, opts) -> dict:
             phases["after_capacity"] = driver.phase(f"steady {max(2 * interval_s, 2)}")
         if "churn" in opts.scenarios:
             phases["churn"] = driver.phase(
-                f"churn {opts.churn_seconds} {opts.churn_percent} 0 {opts.timeout}")
+                f"churn {opts.churn_seconds} {opts.churn_percent} 0 {opts.timeout}"
+            )
         if "roll" in opts.scenarios:
             phases["roll_dynamic"] = driver.phase(f"roll {opts.roll_concurrency} {opts.timeout}")
         if "grow" in opts.scenarios:
@@ -216,9 +313,19 @@ def run_broker(kind: str, opts) -> dict:
         partitions = opts.grow_to if "grow" in opts.scenarios else opts.partitions
         if "static" in opts.scenarios:
             # Other source addresses than the first group's, whose closed connections wait in TIME_WAIT.
-            static = Driver(port, pid, opts.members, f"{group}-static", topic, partitions, static=True,
-                            server_assignor=opts.server_assignor, first_source=100,
-                            session_timeout_ms=session, members_per_connection=opts.members_per_connection)
+            static = Driver(
+                port,
+                pid,
+                opts.members,
+                f"{group}-static",
+                topic,
+                partitions,
+                static=True,
+                server_assignor=opts.server_assignor,
+                first_source=100,
+                session_timeout_ms=session,
+                members_per_connection=opts.members_per_connection,
+            )
             drivers.append(static)
             phases["static_join"] = static.phase(f"join {opts.timeout}")
             phases["roll_static"] = static.phase(f"roll {opts.roll_concurrency} {opts.timeout}")
@@ -226,12 +333,13 @@ def run_broker(kind: str, opts) -> dict:
             static.close()
         return out
     finally:
-        for d in drivers:   # after a failure: no phase is waited for
+        for d in drivers:  # after a failure: no phase is waited for
             d.close(wait=0)
         broker.stop()
 
 
 # ------------------------------------------------------------------ the table
+
 
 def figures(run: dict) -> dict[str, str]:
     p = run["phases"]
@@ -251,26 +359,44 @@ def figures(run: dict) -> dict[str, str]:
         "join_hb": f"{get('join', 'heartbeat_ms', 'p50')} / {get('join', 'heartbeat_ms', 'p99')}",
         "join_cpu": get("join", "broker_cpu_converge_s"),
         "rss": "-" if run.get("rss_kib_per_member") is None else f"{run['rss_kib_per_member']:.1f}",
-        "rss_beyond": "-" if run.get("rss_bytes_per_member_beyond_connection") is None else
-                      f"{run['rss_bytes_per_member_beyond_connection']:,}",
+        "rss_beyond": "-"
+        if run.get("rss_bytes_per_member_beyond_connection") is None
+        else f"{run['rss_bytes_per_member_beyond_connection']:,}",
         "steady": f"{get('steady', 'achieved_per_s', form='{:,.0f}')} "
-                  f"({get('steady', 'heartbeat_ms', 'p50')} / {get('steady', 'heartbeat_ms', 'p99')} ms)",
-        "capacity": "-" if not cap else
-                    (f"{cap['capacity_per_s']:,.0f}" if cap.get("capacity_per_s") else
-                     f"< {cap['steps'][0]['target']:,} (p99 {cap['steps'][0]['p99_ms']} ms)"),
-        "capacity_p99": "-" if not cap or not cap["steps"] else
-                        f"{cap['steps'][-1]['achieved']:,.0f} at p99 {cap['steps'][-1]['p99_ms']} ms",
-        "churn": ok("churn", f"{get('churn', 'unowned_partition_seconds', form='{:,.1f}')} "
-                             f"(settled in {get('churn', 'settle_seconds')} s)"),
-        "roll_dynamic": ok("roll_dynamic", f"{get('roll_dynamic', 'seconds')} s, "
-                           f"{get('roll_dynamic', 'unowned_partition_seconds', form='{:,.1f}')}"),
-        "roll_static": ok("roll_static", f"{get('roll_static', 'seconds')} s, "
-                          f"{get('roll_static', 'unowned_partition_seconds', form='{:,.1f}')}"),
+        f"({get('steady', 'heartbeat_ms', 'p50')} / {get('steady', 'heartbeat_ms', 'p99')} ms)",
+        "capacity": "-"
+        if not cap
+        else (
+            f"{cap['capacity_per_s']:,.0f}"
+            if cap.get("capacity_per_s")
+            else f"< {cap['steps'][0]['target']:,} (p99 {cap['steps'][0]['p99_ms']} ms)"
+        ),
+        "capacity_p99": "-"
+        if not cap or not cap["steps"]
+        else f"{cap['steps'][-1]['achieved']:,.0f} at p99 {cap['steps'][-1]['p99_ms']} ms",
+        "churn": ok(
+            "churn",
+            f"{get('churn', 'unowned_partition_seconds', form='{:,.1f}')} "
+            f"(settled in {get('churn', 'settle_seconds')} s)",
+        ),
+        "roll_dynamic": ok(
+            "roll_dynamic",
+            f"{get('roll_dynamic', 'seconds')} s, "
+            f"{get('roll_dynamic', 'unowned_partition_seconds', form='{:,.1f}')}",
+        ),
+        "roll_static": ok(
+            "roll_static",
+            f"{get('roll_static', 'seconds')} s, "
+            f"{get('roll_static', 'unowned_partition_seconds', form='{:,.1f}')}",
+        ),
         "leave": ok("leave", get("leave", "seconds")),
         "grow": ok("grow", get("grow", "seconds")),
-        "violations": str(sum(ph.get("violations", 0) for ph in p.values())) + (
-            f" ({expired} overlaps after a session timeout)" if (expired := sum(
-                ph.get("overlaps_after_session_timeout", 0) for ph in p.values())) else ""),
+        "violations": str(sum(ph.get("violations", 0) for ph in p.values()))
+        + (
+            f" ({expired} overlaps after a session timeout)"
+            if (expired := sum(ph.get("overlaps_after_session_timeout", 0) for ph in p.values()))
+            else ""
+        ),
         "driver_us": f"{get('join', 'driver_us_per_request')} ({get('join', 'driver_user_us_per_request')} user)",
     }
 
@@ -305,16 +431,19 @@ def mux_note(opts) -> str:
     """Why members share connections and what changes with it."""
     if opts.members_per_connection == 1:
         return ""
-    return (f" Members share connections, {opts.members_per_connection} to each (one process may "
-            "hold only so many sockets: the open-file limit): each member keeps its own member id, "
-            "epoch, heartbeat timer, at most one request in flight and its latency timing (its "
-            "request's send to its answer's receive), the answers matched to members by correlation "
-            "id; a restarting member (churn, rolling restarts) leaves and rejoins on the shared "
-            "connection rather than opening a new one, so connection setup is not measured there.")
+    return (
+        f" Members share connections, {opts.members_per_connection} to each (one process may "
+        "hold only so many sockets: the open-file limit): each member keeps its own member id, "
+        "epoch, heartbeat timer, at most one request in flight and its latency timing (its "
+        "request's send to its answer's receive), the answers matched to members by correlation "
+        "id; a restarting member (churn, rolling restarts) leaves and rejoins on the shared "
+        "connection rather than opening a new one, so connection setup is not measured there."
+    )
 
 
 def markdown(results: dict[str, dict], opts) -> str:
     from corral.load.runner import machine
+
     m = machine()
     runs = {k: figures(v) for k, v in results.items()}
     any_run = next(iter(results.values()))
@@ -330,14 +459,20 @@ def markdown(results: dict[str, dict], opts) -> str:
         "(benches/heartbeat-driver `consumer-driver`: ConsumerGroupHeartbeat v1 as the Java "
         "consumer sends it, every answer checked by the ownership ledger) on "
         f"{opts.partitions:,} partitions of one topic; roll concurrency {opts.roll_concurrency}. "
-        "Settings for both: " + ", ".join(f"`{k}={v}`" for k, v in settings.items())
+        "Settings for both: "
+        + ", ".join(f"`{k}={v}`" for k, v in settings.items())
         + "; Kafka also `socket.listen.backlog.size=4096`.",
         "",
         "| figure | Apache Kafka | corral |",
         "| --- | ---: | ---: |",
     ]
-    fmt = {"p99": opts.p99_ms, "churn": opts.churn_percent, "churn_s": opts.churn_seconds,
-           "p": f"{opts.partitions:,}", "grow": f"{opts.grow_to:,}"}
+    fmt = {
+        "p99": opts.p99_ms,
+        "churn": opts.churn_percent,
+        "churn_s": opts.churn_seconds,
+        "p": f"{opts.partitions:,}",
+        "grow": f"{opts.grow_to:,}",
+    }
     for label, key in ROWS:
         cells = [runs[k][key] if k in runs else "not run" for k in ("kafka", "corral")]
         lines.append(f"| {label.format(**fmt)} | {cells[0]} | {cells[1]} |")
@@ -361,21 +496,32 @@ def main() -> int:
     parser.add_argument("--members", type=int, default=2000)
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--kafka", action="store_true", help="also Apache Kafka (first)")
-    parser.add_argument("--brokers", default=None, type=lambda s: s.split(","),
-                        help="explicit list, e.g. kafka,corral (default: corral, with --kafka both)")
-    parser.add_argument("--scenarios", default="steady,capacity,churn,roll,grow,static",
-                        type=lambda s: s.split(","))
+    parser.add_argument(
+        "--brokers",
+        default=None,
+        type=lambda s: s.split(","),
+        help="explicit list, e.g. kafka,corral (default: corral, with --kafka both)",
+    )
+    parser.add_argument(
+        "--scenarios", default="steady,capacity,churn,roll,grow,static", type=lambda s: s.split(",")
+    )
     parser.add_argument("--steady-seconds", type=float, default=20)
     parser.add_argument("--capacity-step-seconds", type=float, default=5)
     parser.add_argument("--capacity-max-rate", type=float, default=200_000)
     parser.add_argument("--p99-ms", type=float, default=10)
     parser.add_argument("--churn-percent", type=float, default=1)
     parser.add_argument("--churn-seconds", type=float, default=20)
-    parser.add_argument("--roll-concurrency", type=int, default=None, help="default: 1%% of members")
+    parser.add_argument(
+        "--roll-concurrency", type=int, default=None, help="default: 1%% of members"
+    )
     parser.add_argument("--grow-to", type=int, default=None, help="default: twice --partitions")
     parser.add_argument("--server-assignor", default=None)
-    parser.add_argument("--members-per-connection", type=int, default=1,
-                        help="K members share one connection (past an open-file limit): N/K connections")
+    parser.add_argument(
+        "--members-per-connection",
+        type=int,
+        default=1,
+        help="K members share one connection (past an open-file limit): N/K connections",
+    )
     parser.add_argument("--timeout", type=float, default=600, help="seconds a phase may take")
     parser.add_argument("--kafka-version", default=DEFAULT_VERSION)
     parser.add_argument("--kafka-heap", default="1g", help="Kafka's -Xms/-Xmx")
@@ -391,21 +537,27 @@ def main() -> int:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     connections = math.ceil(opts.members / opts.members_per_connection)
     if hard < connections + 1024:
-        print(f"warning: RLIMIT_NOFILE hard limit {hard} is below {connections:,} connections "
-              "plus the broker's own descriptors (see --members-per-connection)", file=sys.stderr)
+        print(
+            f"warning: RLIMIT_NOFILE hard limit {hard} is below {connections:,} connections "
+            "plus the broker's own descriptors (see --members-per-connection)",
+            file=sys.stderr,
+        )
     if opts.from_json:
         results = json.loads(opts.from_json.read_text())
-        opts.members_per_connection = 1   # runs from before the option had one connection each
+        opts.members_per_connection = 1  # runs from before the option had one connection each
         for k, v in next(iter(results.values())).get("options", {}).items():
             setattr(opts, k, v)
     else:
         build_driver()
         results = {}
         for kind in brokers:
-            print(f"== {opts.members:,} consumer members, {opts.partitions:,} partitions, {kind}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"== {opts.members:,} consumer members, {opts.partitions:,} partitions, {kind}",
+                file=sys.stderr,
+                flush=True,
+            )
             results[kind] = run_broker(kind, opts)
-            if opts.json:   # after each broker: a later failure keeps what was measured
+            if opts.json:  # after each broker: a later failure keeps what was measured
                 opts.json.write_text(json.dumps(results, indent=2))
     section = markdown(results, opts)
     print(section)

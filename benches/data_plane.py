@@ -49,8 +49,16 @@ LISTENING = re.compile(r"listening on (\S+):(\d+)")
 @contextlib.contextmanager
 def corral_broker(settings: dict[str, str]) -> Iterator[str]:
     data = Path(tempfile.mkdtemp(prefix="corral-bench-"))
-    cmd = [sys.executable, "-m", "corral.cli", "serve", "--listen", "127.0.0.1:0",
-           "--data-dir", str(data / "data")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "corral.cli",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        str(data / "data"),
+    ]
     for name, value in settings.items():
         cmd += ["--set", f"{name}={value}"]
     log_path = data / "corral.log"
@@ -73,8 +81,9 @@ def run(bootstrap: str, topic: str, records: int, timeout: float) -> dict[str, f
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=30)
     payload = bytes(RECORD_BYTES)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "enable.idempotence": True})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": True}
+    )
     acked = 0
 
     def on_delivery(err, _msg):
@@ -92,14 +101,20 @@ def run(bootstrap: str, topic: str, records: int, timeout: float) -> dict[str, f
             except BufferError:
                 producer.poll(0.01)
                 if time.monotonic() > deadline:
-                    raise TimeoutError("produce phase timed out")
+                    raise TimeoutError("produce phase timed out") from None
     producer.flush(max(deadline - time.monotonic(), 1))
     produce_s = time.monotonic() - started
     if acked != records:
         raise RuntimeError(f"only {acked} of {records} records acknowledged")
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
-                         "enable.auto.commit": False, "fetch.max.bytes": 52428800})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52428800,
+        }
+    )
     started = time.monotonic()
     deadline = started + timeout
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
@@ -116,10 +131,20 @@ def run(bootstrap: str, topic: str, records: int, timeout: float) -> dict[str, f
     kcat_produce_s, kcat_fetch_s = kcat_phases(bootstrap, topic + "-kcat", records, timeout)
     megabytes = records * RECORD_BYTES / 1e6
     result = {"records": records}
-    for phase, seconds in [("produce", produce_s), ("fetch", fetch_s), ("raw_fetch", raw_s),
-                           ("kcat_produce", kcat_produce_s), ("kcat_fetch", kcat_fetch_s)]:
-        result.update({f"{phase}_s": seconds, f"{phase}_MBps": megabytes / seconds,
-                       f"{phase}_rps": records / seconds})
+    for phase, seconds in [
+        ("produce", produce_s),
+        ("fetch", fetch_s),
+        ("raw_fetch", raw_s),
+        ("kcat_produce", kcat_produce_s),
+        ("kcat_fetch", kcat_fetch_s),
+    ]:
+        result.update(
+            {
+                f"{phase}_s": seconds,
+                f"{phase}_MBps": megabytes / seconds,
+                f"{phase}_rps": records / seconds,
+            }
+        )
     return result
 
 
@@ -133,13 +158,33 @@ def kcat_phases(bootstrap: str, topic: str, records: int, timeout: float) -> tup
         lines.write(line * records)
         lines.flush()
         started = time.monotonic()
-        subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", "acks=all",
-                        "-X", "linger.ms=5", "-l", lines.name],
-                       check=True, timeout=timeout, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                "kcat",
+                "-P",
+                "-b",
+                bootstrap,
+                "-t",
+                topic,
+                "-X",
+                "acks=all",
+                "-X",
+                "linger.ms=5",
+                "-l",
+                lines.name,
+            ],
+            check=True,
+            timeout=timeout,
+            stderr=subprocess.DEVNULL,
+        )
         produce_s = time.monotonic() - started
     started = time.monotonic()
-    out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e",
-                          "-q", "-f", "\n"], check=True, timeout=timeout, capture_output=True).stdout
+    out = subprocess.run(
+        ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "\n"],
+        check=True,
+        timeout=timeout,
+        capture_output=True,
+    ).stdout
     fetch_s = time.monotonic() - started
     consumed = out.count(b"\n")
     if consumed != records:
@@ -164,12 +209,31 @@ def raw_fetch(bootstrap: str, topic: str, records: int, deadline: float) -> floa
         if time.monotonic() > deadline:
             raise TimeoutError("raw fetch timed out")
         correlation_id += 1
-        body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": topic, "partitions": [
-                    {"partition": p, "fetch_offset": o, "log_start_offset": -1,
-                     "partition_max_bytes": 1048576} for p, o in offsets.items()]}],
-                "forgotten_topics_data": [], "rack_id": ""}
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": 500,
+            "min_bytes": 1,
+            "max_bytes": 52428800,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": p,
+                            "fetch_offset": o,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1048576,
+                        }
+                        for p, o in offsets.items()
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
         sock.sendall(_core.encode_request(1, 12, correlation_id, body, "bench"))
         ready: list[bytes] = []
         while not ready:
@@ -179,8 +243,8 @@ def raw_fetch(bootstrap: str, topic: str, records: int, deadline: float) -> floa
             data, pos = part["records"], 0
             while pos + 61 <= len(data):
                 base, length = struct.unpack_from(">qi", data, pos)
-                last_delta, = struct.unpack_from(">i", data, pos + 23)
-                count, = struct.unpack_from(">i", data, pos + 57)
+                (last_delta,) = struct.unpack_from(">i", data, pos + 23)
+                (count,) = struct.unpack_from(">i", data, pos + 57)
                 if pos + 12 + length > len(data):
                     break
                 if base + last_delta >= offsets[part["partition_index"]]:
@@ -192,42 +256,66 @@ def raw_fetch(bootstrap: str, topic: str, records: int, deadline: float) -> floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--broker", choices=["corral", "kafka", "both"], default="both")
-    parser.add_argument("--bootstrap", metavar="HOST:PORT",
-                        help="measure a broker that is already running (e.g. under a profiler)")
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help="measure a broker that is already running (e.g. under a profiler)",
+    )
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=120.0)
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a corral setting for the run")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a corral setting for the run",
+    )
     args = parser.parse_args(argv)
     settings = dict(item.split("=", 1) for item in args.set)
     results = {}
     if args.bootstrap:
-        results[args.bootstrap] = [run(args.bootstrap, f"bench{time.time_ns()}", args.records, args.timeout)
-                                   for _ in range(args.runs)]
+        results[args.bootstrap] = [
+            run(args.bootstrap, f"bench{time.time_ns()}", args.records, args.timeout)
+            for _ in range(args.runs)
+        ]
     elif args.broker in ("corral", "both"):
         with corral_broker(settings) as bootstrap:
             run(bootstrap, "warmup", WARMUP_RECORDS, args.timeout)
-            results["corral"] = [run(bootstrap, f"bench{i}", args.records, args.timeout)
-                                 for i in range(args.runs)]
+            results["corral"] = [
+                run(bootstrap, f"bench{i}", args.records, args.timeout) for i in range(args.runs)
+            ]
     if args.broker in ("kafka", "both") and not args.bootstrap:
         from kafka_ref import kafka_broker
+
         with kafka_broker() as bootstrap:
             run(bootstrap, "warmup", WARMUP_RECORDS, args.timeout)
-            results["kafka"] = [run(bootstrap, f"bench{i}", args.records, args.timeout)
-                                for i in range(args.runs)]
+            results["kafka"] = [
+                run(bootstrap, f"bench{i}", args.records, args.timeout) for i in range(args.runs)
+            ]
     for name, runs in results.items():
         for r in runs:
-            print(f"{name:7s} " + "  ".join(f"{phase} {r[phase + '_MBps']:6.1f} MB/s"
-                                             for phase in PHASES) + f"  ({r['records']} x 1 KiB)")
+            print(
+                f"{name:7s} "
+                + "  ".join(f"{phase} {r[phase + '_MBps']:6.1f} MB/s" for phase in PHASES)
+                + f"  ({r['records']} x 1 KiB)"
+            )
     if "corral" in results and "kafka" in results:
+
         def best(name: str, key: str) -> float:
             return max(r[key] for r in results[name])
-        print("ratio corral/kafka (best runs): " + ", ".join(
-            f"{phase} {best('corral', phase + '_MBps') / best('kafka', phase + '_MBps'):.2f}"
-            for phase in PHASES))
+
+        print(
+            "ratio corral/kafka (best runs): "
+            + ", ".join(
+                f"{phase} {best('corral', phase + '_MBps') / best('kafka', phase + '_MBps'):.2f}"
+                for phase in PHASES
+            )
+        )
     print(json.dumps(results))
     return 0
 

@@ -27,13 +27,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import trio  # noqa: E402
 
-from corral.config import Settings  # noqa: E402
-from corral.groups.coordinator import GroupCoordinator  # noqa: E402
-from corral.load import consumer_protocol as cp  # noqa: E402
-
 # The in-process fixture (InstantLog: a log that encodes the group record and acknowledges at
 # once; JoinRequests with fresh strings as decoded off the wire) is shared with the tests.
 from classic_harness import InstantLog, join_request  # noqa: E402
+
+from corral.config import Settings  # noqa: E402
+from corral.groups.coordinator import GroupCoordinator  # noqa: E402
+from corral.load import consumer_protocol as cp  # noqa: E402
 
 
 def rss_bytes() -> int:
@@ -72,8 +72,10 @@ async def storm(members: int, trace: bool) -> dict:
     memory = MemoryMark(trace)
 
     started = time.perf_counter()
-    ids = [coordinator.join(join_request("storm", "", metadata, n=n)).value["member_id"]
-           for n in range(members)]
+    ids = [
+        coordinator.join(join_request("storm", "", metadata, n=n)).value["member_id"]
+        for n in range(members)
+    ]
     waiters = [coordinator.join(join_request("storm", m, metadata, n=n)) for n, m in enumerate(ids)]
     out["join_requests_s"] = time.perf_counter() - started
 
@@ -89,10 +91,16 @@ async def storm(members: int, trace: bool) -> dict:
 
     assignment = cp.encode_assignment({"topic": [0]})
     started = time.perf_counter()
-    syncs = [coordinator.sync("storm", m, None, generation, "consumer", "range", [])
-             for m in ids if m != leader]
-    syncs.append(coordinator.sync("storm", leader, None, generation, "consumer", "range",
-                                  [(m, assignment) for m in ids]))
+    syncs = [
+        coordinator.sync("storm", m, None, generation, "consumer", "range", [])
+        for m in ids
+        if m != leader
+    ]
+    syncs.append(
+        coordinator.sync(
+            "storm", leader, None, generation, "consumer", "range", [(m, assignment) for m in ids]
+        )
+    )
     out["sync_requests_s"] = time.perf_counter() - started
     assert all(s.value is not None and s.value["error_code"] == 0 for s in syncs), group.state
 
@@ -114,17 +122,28 @@ def consumer_storm(members: int, trace: bool) -> dict:
 
     topics = Topics()
     topics.add("topic", 1000)
-    coordinator = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 3_600_000,
-                                            "group.consumer.max.size": members}, log=EncodingLog())
+    coordinator = make_coordinator(
+        topics,
+        {"group.consumer.assignment.interval.ms": 3_600_000, "group.consumer.max.size": members},
+        log=EncodingLog(),
+    )
     coordinator.events.sink = lambda event, time_ms: None
     out = {}
     memory = MemoryMark(trace)
     started = time.perf_counter()
-    for n in range(members):
+    for _n in range(members):
         # Fresh strings per request, as decoded from each member's frame.
-        answer = coordinator.consumer_heartbeat(request(
-            "storm", str(uuid.uuid4()), 0, names=["".join(["top", "ic"])], owned={},
-            rebalance_timeout_ms=45_000, client_id="".join(["consumer-", "1"])))
+        answer = coordinator.consumer_heartbeat(
+            request(
+                "storm",
+                str(uuid.uuid4()),
+                0,
+                names=["".join(["top", "ic"])],
+                owned={},
+                rebalance_timeout_ms=45_000,
+                client_id="".join(["consumer-", "1"]),
+            )
+        )
         assert answer.value["error_code"] == 0, answer.value
     out["join_us"] = (time.perf_counter() - started) / members * 1e6
     memory.per_member(out, members)

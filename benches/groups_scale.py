@@ -29,6 +29,7 @@ def stop_broker(broker: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         broker.kill()
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,38 +72,87 @@ def main() -> int:
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
         broker = subprocess.Popen(
-            [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{port}",
-             "--data-dir", data, "--log-level", os.environ.get("CORRAL_LOG_LEVEL", "WARNING"),
-             "--set", "group.initial.rebalance.delay.ms=0",
-             "--set", "group.min.session.timeout.ms=6000",
-             *(x for kv in os.environ.get("CORRAL_SET", "").split() for x in ("--set", kv))])
+            [
+                sys.executable,
+                "-m",
+                "corral.cli",
+                "serve",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--data-dir",
+                data,
+                "--log-level",
+                os.environ.get("CORRAL_LOG_LEVEL", "WARNING"),
+                "--set",
+                "group.initial.rebalance.delay.ms=0",
+                "--set",
+                "group.min.session.timeout.ms=6000",
+                *(x for kv in os.environ.get("CORRAL_SET", "").split() for x in ("--set", kv)),
+            ]
+        )
         spy = None
         try:
             wait_port(port, time.monotonic() + 30)
             rss_before = rss_kb(broker.pid)
             cpu_before = cpu_seconds(broker.pid)
             if args.profile:
-                spy = subprocess.Popen(["py-spy", "record", "-o", args.profile, "--pid",
-                                        str(broker.pid), "--nonblocking"],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                spy = subprocess.Popen(
+                    [
+                        "py-spy",
+                        "record",
+                        "-o",
+                        args.profile,
+                        "--pid",
+                        str(broker.pid),
+                        "--nonblocking",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
             out = os.path.join(data, "load.json")
-            cmd = [sys.executable, "-m", "corral.cli", "load", "--bootstrap", f"127.0.0.1:{port}",
-                   "--scenario", args.scenario, "--members", str(args.members),
-                   "--workers", str(args.workers), "--duration", str(args.duration),
-                   "--quiet", "--json", out, *args.load_args]
+            cmd = [
+                sys.executable,
+                "-m",
+                "corral.cli",
+                "load",
+                "--bootstrap",
+                f"127.0.0.1:{port}",
+                "--scenario",
+                args.scenario,
+                "--members",
+                str(args.members),
+                "--workers",
+                str(args.workers),
+                "--duration",
+                str(args.duration),
+                "--quiet",
+                "--json",
+                out,
+                *args.load_args,
+            ]
             subprocess.run(cmd, check=False)
             rss_after = rss_kb(broker.pid)
             cpu_used = cpu_seconds(broker.pid) - cpu_before
             with open(out) as f:
                 result = json.load(f)
-            print(json.dumps({
-                "metrics": result.get("metrics"), "latency_ms": result.get("latency_ms"),
-                "errors": result.get("errors"), "violations": result.get("violations"),
-                "generator": result.get("generator"),
-                "broker_cpu_seconds": round(cpu_used, 2),
-                "broker_rss_kb": {"before": rss_before, "after": rss_after,
-                                  "per_member_bytes": (rss_after - rss_before) * 1024 // args.members},
-            }, indent=1))
+            print(
+                json.dumps(
+                    {
+                        "metrics": result.get("metrics"),
+                        "latency_ms": result.get("latency_ms"),
+                        "errors": result.get("errors"),
+                        "violations": result.get("violations"),
+                        "generator": result.get("generator"),
+                        "broker_cpu_seconds": round(cpu_used, 2),
+                        "broker_rss_kb": {
+                            "before": rss_before,
+                            "after": rss_after,
+                            "per_member_bytes": (rss_after - rss_before) * 1024 // args.members,
+                        },
+                    },
+                    indent=1,
+                )
+            )
         finally:
             if spy is not None:
                 spy.send_signal(signal.SIGINT)

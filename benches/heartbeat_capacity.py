@@ -30,21 +30,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from groups_scale import stop_broker, cpu_seconds, free_port, rss_kb, wait_port  # noqa: E402
-from kafka_ref import KafkaBroker  # noqa: E402
+from groups_scale import cpu_seconds, free_port, rss_kb, stop_broker, wait_port
+from kafka_ref import KafkaBroker
 
-from corral import _core  # noqa: E402
+from corral import _core
 
 JOIN, SYNC, HEARTBEAT, FIND_COORDINATOR = 11, 14, 12, 10
 JOIN_V, SYNC_V, HEARTBEAT_V = 5, 3, 4
 GROUP = "heartbeat-capacity"
 DRIVER_DIR = Path(__file__).resolve().parent / "heartbeat-driver"
 DRIVER_BIN = DRIVER_DIR / "target" / "release" / "heartbeat-driver"
-SUBSCRIPTION = struct.pack(">hih", 0, 1, 5) + b"topic" + struct.pack(">i", -1)  # ConsumerProtocol v0
+SUBSCRIPTION = (
+    struct.pack(">hih", 0, 1, 5) + b"topic" + struct.pack(">i", -1)
+)  # ConsumerProtocol v0
 
 
 def read_frame(sock: socket.socket) -> bytes:
@@ -70,13 +72,16 @@ def call_all(socks, key, version, bodies) -> list[dict]:
 
 
 @contextlib.contextmanager
-def lean_broker(kind: str, port: int, corral_args: list[str],
-                kafka_settings: dict[str, object] | None = None) -> Iterator[subprocess.Popen]:
+def lean_broker(
+    kind: str, port: int, corral_args: list[str], kafka_settings: dict[str, object] | None = None
+) -> Iterator[subprocess.Popen]:
     """corral (fresh data dir) or Apache Kafka on `port`, stopped on exit. `kafka_settings` are
     added to Kafka's server.properties (corral takes its settings as `--set` in `corral_args`)."""
     if kind == "kafka":
         # A 10,000-member group's metadata record passes Kafka's default 1 MiB.
-        kafka = KafkaBroker(port, settings={"message.max.bytes": 10485760, **(kafka_settings or {})})
+        kafka = KafkaBroker(
+            port, settings={"message.max.bytes": 10485760, **(kafka_settings or {})}
+        )
         kafka.start()
         try:
             yield kafka.process
@@ -85,21 +90,39 @@ def lean_broker(kind: str, port: int, corral_args: list[str],
         return
     with tempfile.TemporaryDirectory() as data:
         broker = subprocess.Popen(
-            [sys.executable, "-m", "corral.cli", "serve", "--listen", f"127.0.0.1:{port}",
-             "--data-dir", data, "--log-level", "WARNING", *corral_args])
+            [
+                sys.executable,
+                "-m",
+                "corral.cli",
+                "serve",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--data-dir",
+                data,
+                "--log-level",
+                "WARNING",
+                *corral_args,
+            ]
+        )
         try:
             yield broker
         finally:
             stop_broker(broker)
 
 
-def join_all(port: int, members: int, group: str = GROUP, connect=socket.create_connection
-             ) -> tuple[list[socket.socket], list[str], int]:
+def join_all(
+    port: int, members: int, group: str = GROUP, connect=socket.create_connection
+) -> tuple[list[socket.socket], list[str], int]:
     """`connect((host, port))` makes each member's socket (benches/tls_overhead.py: TLS)."""
     socks = [connect(("127.0.0.1", port)) for _ in range(members)]
-    join = {"group_id": group, "session_timeout_ms": 45000, "rebalance_timeout_ms": 60000,
-            "protocol_type": "consumer", "group_instance_id": None,
-            "protocols": [{"name": "range", "metadata": SUBSCRIPTION}]}
+    join = {
+        "group_id": group,
+        "session_timeout_ms": 45000,
+        "rebalance_timeout_ms": 60000,
+        "protocol_type": "consumer",
+        "group_instance_id": None,
+        "protocols": [{"name": "range", "metadata": SUBSCRIPTION}],
+    }
     first = call_all(socks, JOIN, JOIN_V, [{**join, "member_id": ""}] * members)
     ids = [r["member_id"] for r in first]
     joined = call_all(socks, JOIN, JOIN_V, [{**join, "member_id": m} for m in ids])
@@ -107,10 +130,18 @@ def join_all(port: int, members: int, group: str = GROUP, connect=socket.create_
     assert errors == {0}, f"JoinGroup errors {errors}"
     generation = joined[0]["generation_id"]
     leader = joined[0]["leader"]
-    syncs = [{"group_id": group, "generation_id": generation, "member_id": m,
-              "group_instance_id": None,
-              "assignments": [{"member_id": x, "assignment": b""} for x in ids] if m == leader else []}
-             for m in ids]
+    syncs = [
+        {
+            "group_id": group,
+            "generation_id": generation,
+            "member_id": m,
+            "group_instance_id": None,
+            "assignments": [{"member_id": x, "assignment": b""} for x in ids]
+            if m == leader
+            else [],
+        }
+        for m in ids
+    ]
     synced = call_all(socks, SYNC, SYNC_V, syncs)
     assert {r["error_code"] for r in synced} == {0}
     return socks, ids, generation
@@ -132,8 +163,9 @@ def heartbeat_errors(frame: bytes) -> list[int]:
     return [struct.unpack_from(">h", frame, 4 + 1 + 4)[0]]
 
 
-def step(socks, frames, rate: float, seconds: float, broker_pid: int,
-         errors_of=heartbeat_errors) -> dict:
+def step(
+    socks, frames, rate: float, seconds: float, broker_pid: int, errors_of=heartbeat_errors
+) -> dict:
     """Sends frames[i] on socks[i] at `rate` per second, one in flight per socket; times answers."""
     epoll = select.epoll()
     by_fd = {}
@@ -172,10 +204,10 @@ def step(socks, frames, rate: float, seconds: float, broker_pid: int,
                 size = struct.unpack_from(">i", data)[0]
                 if len(data) < 4 + size:
                     break
-                errors.update(errors_of(data[4:4 + size]))
+                errors.update(errors_of(data[4 : 4 + size]))
                 latencies.append(time.perf_counter() - sent_at[i])
                 idle.append(i)
-                data = data[4 + size:]
+                data = data[4 + size :]
             buffers[i] = data
     elapsed = time.perf_counter() - start
     cpu = cpu_seconds(broker_pid) - cpu_start
@@ -190,17 +222,28 @@ def step(socks, frames, rate: float, seconds: float, broker_pid: int,
             except ssl.SSLWantReadError:
                 continue
             while len(data) >= 4 and len(data) >= 4 + struct.unpack_from(">i", data)[0]:
-                data = data[4 + struct.unpack_from(">i", data)[0]:]
+                data = data[4 + struct.unpack_from(">i", data)[0] :]
                 idle.append(i)
             buffers[i] = data
     epoll.close()
     for sock in socks:
         sock.setblocking(True)
     latencies.sort()
-    pick = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 2) if latencies else None  # noqa: E731
-    return {"target": rate, "achieved": round(len(latencies) / elapsed), "p50_ms": pick(0.5),
-            "p99_ms": pick(0.99), "errors": dict(errors), "broker_cpu": round(cpu / elapsed, 2),
-            "driver_cpu": round(own / elapsed, 2)}
+
+    def pick(q):
+        if not latencies:
+            return None
+        return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 2)
+
+    return {
+        "target": rate,
+        "achieved": round(len(latencies) / elapsed),
+        "p50_ms": pick(0.5),
+        "p99_ms": pick(0.99),
+        "errors": dict(errors),
+        "broker_cpu": round(cpu / elapsed, 2),
+        "driver_cpu": round(own / elapsed, 2),
+    }
 
 
 def build_driver() -> None:
@@ -210,9 +253,12 @@ def build_driver() -> None:
 def step_rust(socks, frames, rate: float, seconds: float, broker_pid: int) -> dict:
     """step() run by benches/heartbeat-driver (see build_driver): same pacing, same figures."""
     fds = [sock.fileno() for sock in socks]
-    spec = f"{rate} {seconds}\n" + "".join(f"{fd} {frame.hex()}\n" for fd, frame in zip(fds, frames))
-    driver = subprocess.Popen([str(DRIVER_BIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, pass_fds=fds)
+    spec = f"{rate} {seconds}\n" + "".join(
+        f"{fd} {frame.hex()}\n" for fd, frame in zip(fds, frames)
+    )
+    driver = subprocess.Popen(
+        [str(DRIVER_BIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, pass_fds=fds
+    )
     try:
         driver.stdin.write(spec)
         driver.stdin.close()
@@ -230,11 +276,20 @@ def step_rust(socks, frames, rate: float, seconds: float, broker_pid: int) -> di
             driver.kill()
             driver.wait()
     result = json.loads(line)
-    errors = {int(code) if code.lstrip("-").isdigit() else code: n for code, n in result["errors"].items()}
-    report = {"target": rate, "achieved": round(result["achieved"]), "p50_ms": result["p50_ms"],
-              "p99_ms": result["p99_ms"], "max_ms": result["max_ms"], "errors": errors,
-              "broker_cpu": round(cpu / result["elapsed"], 2), "driver_cpu": round(result["driver_cpu"], 3),
-              "driver_user_cpu": round(result["driver_user_cpu"], 3)}
+    errors = {
+        int(code) if code.lstrip("-").isdigit() else code: n for code, n in result["errors"].items()
+    }
+    report = {
+        "target": rate,
+        "achieved": round(result["achieved"]),
+        "p50_ms": result["p50_ms"],
+        "p99_ms": result["p99_ms"],
+        "max_ms": result["max_ms"],
+        "errors": errors,
+        "broker_cpu": round(cpu / result["elapsed"], 2),
+        "driver_cpu": round(result["driver_cpu"], 3),
+        "driver_user_cpu": round(result["driver_user_cpu"], 3),
+    }
     if result["closed"]:
         report["closed_connections"] = result["closed"]
     return report
@@ -246,8 +301,12 @@ def main() -> int:
     parser.add_argument("--rates", default="5000,10000,20000,30000,40000")
     parser.add_argument("--seconds", type=float, default=4)
     parser.add_argument("--broker", choices=["corral", "kafka"], default="corral")
-    parser.add_argument("--driver", choices=["python", "rust"], default="rust",
-                        help="what sends the paced heartbeats (rust: benches/heartbeat-driver)")
+    parser.add_argument(
+        "--driver",
+        choices=["python", "rust"],
+        default="rust",
+        help="what sends the paced heartbeats (rust: benches/heartbeat-driver)",
+    )
     args = parser.parse_args()
     if args.driver == "rust":
         build_driver()
@@ -259,12 +318,27 @@ def main() -> int:
         rss_before = rss_kb(broker.pid)
         started = time.monotonic()
         socks, ids, generation = join_all(port, args.members)
-        print(f"{args.broker}: {args.members} members joined and synced in {time.monotonic() - started:.1f} s "
-              f"(3 s of it the initial rebalance delay); broker RSS {rss_before} -> "
-              f"{rss_kb(broker.pid)} KiB", flush=True)
-        frames = [_core.encode_request(HEARTBEAT, HEARTBEAT_V, 7, {
-            "group_id": GROUP, "generation_id": generation, "member_id": m,
-            "group_instance_id": None}, "hb-capacity") for m in ids]
+        print(
+            f"{args.broker}: {args.members} members joined and synced in {time.monotonic() - started:.1f} s "
+            f"(3 s of it the initial rebalance delay); broker RSS {rss_before} -> "
+            f"{rss_kb(broker.pid)} KiB",
+            flush=True,
+        )
+        frames = [
+            _core.encode_request(
+                HEARTBEAT,
+                HEARTBEAT_V,
+                7,
+                {
+                    "group_id": GROUP,
+                    "generation_id": generation,
+                    "member_id": m,
+                    "group_instance_id": None,
+                },
+                "hb-capacity",
+            )
+            for m in ids
+        ]
         for rate in (float(r) for r in args.rates.split(",")):
             print(run_step(socks, frames, rate, args.seconds, broker.pid), flush=True)
     return 0

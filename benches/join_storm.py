@@ -28,17 +28,17 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from groups_scale import cpu_seconds, free_port, rss_kb, wait_port  # noqa: E402
-from heartbeat_capacity import DRIVER_DIR, build_driver, lean_broker, wait_for_coordinator  # noqa: E402
+from groups_scale import cpu_seconds, free_port, rss_kb, wait_port
+from heartbeat_capacity import DRIVER_DIR, build_driver, lean_broker, wait_for_coordinator
 
-from corral.errors import ErrorCode  # noqa: E402
-from corral.load.runner import default_topic, topic_layout  # noqa: E402
+from corral.errors import ErrorCode
+from corral.load.runner import default_topic, topic_layout
 
 JOIN_STORM_BIN = DRIVER_DIR / "target" / "release" / "join-storm"
 
 
 def error_names(errors: dict[str, int]) -> dict[str, int]:
-    """"JOIN_GROUP:79" -> "JOIN_GROUP:MEMBER_ID_REQUIRED", as corral load reports them."""
+    """ "JOIN_GROUP:79" -> "JOIN_GROUP:MEMBER_ID_REQUIRED", as corral load reports them."""
     out = {}
     for key, n in errors.items():
         api, _, code = key.partition(":")
@@ -56,18 +56,36 @@ def run_once(broker_kind: str, members: int, args) -> dict:
     # The subscribed topics as corral load lays them out (one per member's partition, at most
     # 2,000 per topic). The coordinator never looks them up, so they are not created.
     topics = topic_layout(default_topic(group), members)
-    kafka_settings = {"group.initial.rebalance.delay.ms": 0,
-                      **dict(kv.split("=", 1) for kv in args.kafka_set)}
-    with lean_broker(broker_kind, port, ["--set", "group.initial.rebalance.delay.ms=0"],
-                     kafka_settings=kafka_settings) as broker:
+    kafka_settings = {
+        "group.initial.rebalance.delay.ms": 0,
+        **dict(kv.split("=", 1) for kv in args.kafka_set),
+    }
+    with lean_broker(
+        broker_kind,
+        port,
+        ["--set", "group.initial.rebalance.delay.ms=0"],
+        kafka_settings=kafka_settings,
+    ) as broker:
         wait_port(port, time.monotonic() + 60)
         wait_for_coordinator(port, group)
         rss_before = rss_kb(broker.pid)
-        command = [str(JOIN_STORM_BIN), "--port", str(port), "--members", str(members),
-                   "--group", group, "--topics", ",".join(f"{t}:{n}" for t, n in topics.items()),
-                   "--heartbeat-interval-ms", str(args.heartbeat_interval_ms),
-                   "--connects-in-flight", str(args.connects_in_flight),
-                   "--timeout", str(args.timeout)]
+        command = [
+            str(JOIN_STORM_BIN),
+            "--port",
+            str(port),
+            "--members",
+            str(members),
+            "--group",
+            group,
+            "--topics",
+            ",".join(f"{t}:{n}" for t, n in topics.items()),
+            "--heartbeat-interval-ms",
+            str(args.heartbeat_interval_ms),
+            "--connects-in-flight",
+            str(args.connects_in_flight),
+            "--timeout",
+            str(args.timeout),
+        ]
         cpu_start = cpu_seconds(broker.pid)
         done = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=args.timeout + 30)
         broker_cpu = cpu_seconds(broker.pid) - cpu_start
@@ -76,22 +94,35 @@ def run_once(broker_kind: str, members: int, args) -> dict:
         raise RuntimeError(f"join-storm driver exited with {done.returncode}")
     result = json.loads(done.stdout)
     result["errors"] = error_names(result["errors"])
-    return {"broker": broker_kind, **result, "broker_cpu": round(broker_cpu, 2),
-            "broker_rss_mib": {"before": rss_before // 1024, "after": rss_after // 1024}}
+    return {
+        "broker": broker_kind,
+        **result,
+        "broker_cpu": round(broker_cpu, 2),
+        "broker_rss_mib": {"before": rss_before // 1024, "after": rss_after // 1024},
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--members", default="1000,10000", help="comma-separated group sizes")
     parser.add_argument("--broker", choices=["corral", "kafka", "both"], default="both")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds the driver waits for a stable group (then stable=false)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds the driver waits for a stable group (then stable=false)",
+    )
     parser.add_argument("--heartbeat-interval-ms", type=int, default=3000)
     parser.add_argument("--connects-in-flight", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=1, help="runs per broker and size")
-    parser.add_argument("--kafka-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra Kafka broker setting, e.g. socket.listen.backlog.size=4096 "
-                             "(Kafka's default backlog of 50 drops most of 500 SYNs at once)")
+    parser.add_argument(
+        "--kafka-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Kafka broker setting, e.g. socket.listen.backlog.size=4096 "
+        "(Kafka's default backlog of 50 drops most of 500 SYNs at once)",
+    )
     args = parser.parse_args()
     # One socket per member.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

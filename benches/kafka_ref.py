@@ -92,10 +92,16 @@ def fetch(version: str = DEFAULT_VERSION, artifact: str = "kafka_2.13") -> Path:
     home.mkdir(parents=True, exist_ok=True)
     exclusions = "".join(EXCLUSION.format(name) for name in EXCLUDED.get(artifact, []))
     with tempfile.TemporaryDirectory(prefix="kafka-pom-") as tmp:
-        Path(tmp, "pom.xml").write_text(POM.format(artifact=artifact, version=version,
-                                                   exclusions=exclusions, slf4j=SLF4J_SIMPLE))
-        subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies",
-                        f"-DoutputDirectory={lib}"], cwd=tmp, check=True)
+        Path(tmp, "pom.xml").write_text(
+            POM.format(
+                artifact=artifact, version=version, exclusions=exclusions, slf4j=SLF4J_SIMPLE
+            )
+        )
+        subprocess.run(
+            ["mvn", "-q", "-B", "dependency:copy-dependencies", f"-DoutputDirectory={lib}"],
+            cwd=tmp,
+            check=True,
+        )
     done.write_text(version + "\n")
     return lib
 
@@ -111,8 +117,11 @@ def compile_java(source: Path, version: str = DEFAULT_VERSION) -> Path:
     if not (classes / f"{source.stem}.class").exists():
         tmp = classes.with_name(classes.name + ".tmp")
         tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", str(source)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["javac", "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", str(source)],
+            check=True,
+            capture_output=True,
+        )
         tmp.rename(classes)
     return classes
 
@@ -150,8 +159,13 @@ def _read_exactly(s: socket.socket, n: int) -> bytes:
 class KafkaBroker:
     """One single-node KRaft broker in a fresh temporary directory."""
 
-    def __init__(self, port: int = 0, settings: dict[str, object] | None = None,
-                 version: str = DEFAULT_VERSION, heap: str = "1g"):
+    def __init__(
+        self,
+        port: int = 0,
+        settings: dict[str, object] | None = None,
+        version: str = DEFAULT_VERSION,
+        heap: str = "1g",
+    ):
         self.version = version
         self.port = port or free_port()
         self.controller_port = free_port()
@@ -167,40 +181,66 @@ class KafkaBroker:
     def _properties(self) -> dict[str, object]:
         assert self.dir is not None
         props = dict(BASE_SETTINGS)
-        props.update({
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
-                         f"CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": str(self.dir / "data"),
-        })
+        props.update(
+            {
+                "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
+                f"CONTROLLER://127.0.0.1:{self.controller_port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                "log.dirs": str(self.dir / "data"),
+            }
+        )
         props.update(self.settings)
         return props
 
     def _java(self, main: str, *args: str) -> list[str]:
         lib = fetch(self.version)
-        return ["java", f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC",
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
-                "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                "-cp", f"{lib}/*", main, *args]
+        return [
+            "java",
+            f"-Xms{self.heap}",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-cp",
+            f"{lib}/*",
+            main,
+            *args,
+        ]
 
     def start(self) -> str:
         self.dir = Path(tempfile.mkdtemp(prefix="kafka-ref-"))
         config = self.dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
-        cluster_id = random_uuid_text()  # never starting with "-": the tools' parser would take it for an option
-        subprocess.run(self._java("kafka.tools.StorageTool", "format", "--standalone",
-                                  "-t", cluster_id, "-c", str(config)),
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cluster_id = (
+            random_uuid_text()
+        )  # never starting with "-": the tools' parser would take it for an option
+        subprocess.run(
+            self._java(
+                "kafka.tools.StorageTool",
+                "format",
+                "--standalone",
+                "-t",
+                cluster_id,
+                "-c",
+                str(config),
+            ),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.log_path = self.dir / "server.log"
         return self._launch()
 
     def _launch(self) -> str:
         assert self.dir is not None
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self._java("kafka.Kafka", str(self.dir / "server.properties")),
-                                            stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                self._java("kafka.Kafka", str(self.dir / "server.properties")),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not _answers_api_versions(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -233,8 +273,9 @@ class KafkaBroker:
 
 
 @contextlib.contextmanager
-def kafka_broker(port: int = 0, settings: dict[str, object] | None = None,
-                 version: str = DEFAULT_VERSION) -> Iterator[str]:
+def kafka_broker(
+    port: int = 0, settings: dict[str, object] | None = None, version: str = DEFAULT_VERSION
+) -> Iterator[str]:
     """Starts a reference broker, yields its bootstrap address, stops it afterwards."""
     broker = KafkaBroker(port, settings, version)
     broker.start()
@@ -284,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("cmd", nargs=argparse.REMAINDER)
     stop = sub.add_parser("stop")
     stop.add_argument("--port", type=int, required=True)
-    restart = sub.add_parser("restart", help="restart a broker begun with `start`, keeping its data")
+    restart = sub.add_parser(
+        "restart", help="restart a broker begun with `start`, keeping its data"
+    )
     restart.add_argument("--port", type=int, required=True)
     restart.add_argument("--kill", action="store_true", help="SIGKILL instead of SIGTERM")
     args = parser.parse_args(argv)
@@ -298,14 +341,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no reference broker recorded on port {args.port}", file=sys.stderr)
             return 1
         state = json.loads(state_path.read_text())
-        _kill_and_wait(state["pid"], signal.SIGKILL if getattr(args, "kill", False) else signal.SIGTERM)
+        _kill_and_wait(
+            state["pid"], signal.SIGKILL if getattr(args, "kill", False) else signal.SIGTERM
+        )
         if args.command == "stop":
             shutil.rmtree(state["dir"], ignore_errors=True)
             state_path.unlink()
             return 0
         with open(Path(state["dir"]) / "server.log", "ab") as log:
-            process = subprocess.Popen(state["cmd"], stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                state["cmd"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not _answers_api_versions(state["port"]):
             if process.poll() is not None or time.monotonic() > deadline:
@@ -320,9 +366,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "start":
         state_path = _state_file(broker.port)
         state_path.parent.mkdir(parents=True, exist_ok=True)
-        state_path.write_text(json.dumps({"pid": broker.process.pid, "dir": str(broker.dir),
-                                          "port": broker.port,
-                                          "cmd": broker._java("kafka.Kafka", str(broker.dir / "server.properties"))}))
+        state_path.write_text(
+            json.dumps(
+                {
+                    "pid": broker.process.pid,
+                    "dir": str(broker.dir),
+                    "port": broker.port,
+                    "cmd": broker._java("kafka.Kafka", str(broker.dir / "server.properties")),
+                }
+            )
+        )
         print(bootstrap)
         return 0
     try:

@@ -31,7 +31,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from analyze_history import generate  # noqa: E402
+from analyze_history import generate
 
 COMMITS = int(os.environ.get("CORRAL_ANALYZE_BENCH_COMMITS", "20000"))
 
@@ -39,8 +39,9 @@ COMMITS = int(os.environ.get("CORRAL_ANALYZE_BENCH_COMMITS", "20000"))
 @pytest.fixture(scope="module")
 def history():
     given = os.environ.get("CORRAL_ANALYZE_BENCH_DIR")
-    root = Path(given) if given else Path(tempfile.mkdtemp(prefix="corral-analyze-bench-",
-                                                           dir="/tmp"))
+    root = (
+        Path(given) if given else Path(tempfile.mkdtemp(prefix="corral-analyze-bench-", dir="/tmp"))
+    )
     made = root / "history.json"
     if not (made.exists() and json.loads(made.read_text())["commits"] == COMMITS):
         started = time.monotonic()
@@ -55,8 +56,17 @@ def history():
 
 def test_analyze_end_to_end(benchmark, history):
     out = history / "out"
-    command = [sys.executable, "-c", "from corral.cli import main; main()", "analyze",
-               "--data-dir", str(history / "data"), "--out", str(out), "--json"]
+    command = [
+        sys.executable,
+        "-c",
+        "from corral.cli import main; main()",
+        "analyze",
+        "--data-dir",
+        str(history / "data"),
+        "--out",
+        str(out),
+        "--json",
+    ]
 
     def run():
         done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
@@ -68,12 +78,21 @@ def test_analyze_end_to_end(benchmark, history):
     elapsed = time.monotonic() - started
     rows, phases = summary["tables"], summary["phases_s"]
     tables_s = phases["job"] + phases["small_tables"]  # from the segments to every table
-    benchmark.extra_info.update(commits=COMMITS, seconds=elapsed, rows=rows, phases=phases,
-                                commits_per_s=COMMITS / elapsed,
-                                tables_commits_per_s=COMMITS / tables_s)
-    print(f"\n{COMMITS} commits in {elapsed:.1f}s: {COMMITS / elapsed:,.0f} commits/s end to end; "
-          f"the tables in {tables_s:.1f}s: {COMMITS / tables_s:,.0f} commits/s; phases {phases}; "
-          f"rows {rows}")
+    benchmark.extra_info.update(
+        commits=COMMITS,
+        seconds=elapsed,
+        rows=rows,
+        phases=phases,
+        commits_per_s=COMMITS / elapsed,
+        tables_commits_per_s=COMMITS / tables_s,
+    )
+    print(
+        f"\n{COMMITS} commits in {elapsed:.1f}s: {COMMITS / elapsed:,.0f} commits/s end to end; "
+        f"the tables in {tables_s:.1f}s: {COMMITS / tables_s:,.0f} commits/s; phases {phases}; "
+        f"rows {rows}"
+    )
     assert rows["partition_lag"] >= COMMITS // 8  # one row per commit time of each key at least
-    assert sum(g["status"] is not None for g in summary["groups"].values()) == len(summary["groups"])
+    assert sum(g["status"] is not None for g in summary["groups"].values()) == len(
+        summary["groups"]
+    )
     assert (out / "report.html").stat().st_size > 10_000

@@ -56,13 +56,18 @@ def base_group(members: int, ratio: int, kind: str, scenario: str) -> tuple[Grou
     n = members - 1 if scenario == "join" else members
     if kind == "homogeneous":
         everything = frozenset(topics)
-        return GroupSpec({f"member{i}": MemberSpec(everything) for i in range(n)},
-                         SubscriptionType.HOMOGENEOUS), counts
+        return GroupSpec(
+            {f"member{i}": MemberSpec(everything) for i in range(n)}, SubscriptionType.HOMOGENEOUS
+        ), counts
     buckets = min(BUCKETS, n)
     per_topic_bucket, per_member_bucket = -(-TOPICS // buckets), -(-n // buckets)
-    subscriptions = [frozenset(topics[b * per_topic_bucket:(b + 1) * per_topic_bucket]) for b in range(buckets)]
-    return GroupSpec({f"member{i}": MemberSpec(subscriptions[i // per_member_bucket]) for i in range(n)},
-                     SubscriptionType.HETEROGENEOUS), counts
+    subscriptions = [
+        frozenset(topics[b * per_topic_bucket : (b + 1) * per_topic_bucket]) for b in range(buckets)
+    ]
+    return GroupSpec(
+        {f"member{i}": MemberSpec(subscriptions[i // per_member_bucket]) for i in range(n)},
+        SubscriptionType.HETEROGENEOUS,
+    ), counts
 
 
 def timed_group(assignor, group: GroupSpec, counts: dict, scenario: str) -> tuple[GroupSpec, dict]:
@@ -73,7 +78,9 @@ def timed_group(assignor, group: GroupSpec, counts: dict, scenario: str) -> tupl
     previous = assignor.assign(group, counts)
     members = {m: MemberSpec(s.subscribed_topic_ids, previous[m]) for m, s in group.members.items()}
     if scenario == "join":
-        members["newMember"] = MemberSpec(group.members[list(group.members)[-1]].subscribed_topic_ids)
+        members["newMember"] = MemberSpec(
+            group.members[list(group.members)[-1]].subscribed_topic_ids
+        )
     else:
         del members["member0"]
     return GroupSpec(members, group.subscription_type), previous
@@ -96,9 +103,11 @@ def kafka(request):
 
 
 def results_table() -> str:
-    lines = ["| assignor | subscriptions | members x partitions/member | change | corral ms | Kafka ms | "
-             "corral / Kafka | moved (corral / Kafka) | read all, ms |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| assignor | subscriptions | members x partitions/member | change | corral ms | Kafka ms | "
+        "corral / Kafka | moved (corral / Kafka) | read all, ms |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for row in ROWS:
         r = RESULTS.get(row, {})
         if "corral" not in r and "kafka" not in r:
@@ -106,17 +115,26 @@ def results_table() -> str:
         assignor, members, ratio, kind, scenario = row
         corral, kafka_ms = r.get("corral"), r.get("kafka")
         ratio_text = f"{corral / kafka_ms:.2f}" if corral and kafka_ms else ""
-        moved = f"{r.get('corral_moved', '')} / {r.get('kafka_moved', '')}" if scenario != "full" else ""
-        lines.append(f"| {assignor} | {kind} | {members:,} x {ratio} | {scenario} | "
-                     f"{corral:.2f} | {kafka_ms:.2f} | {ratio_text} | {moved} | {r.get('read_all', 0):.1f} |"
-                     if corral and kafka_ms else f"| {assignor} | {kind} | {members:,} x {ratio} | {scenario} | "
-                     f"{corral or ''} | {kafka_ms or ''} | | | |")
+        moved = (
+            f"{r.get('corral_moved', '')} / {r.get('kafka_moved', '')}"
+            if scenario != "full"
+            else ""
+        )
+        lines.append(
+            f"| {assignor} | {kind} | {members:,} x {ratio} | {scenario} | "
+            f"{corral:.2f} | {kafka_ms:.2f} | {ratio_text} | {moved} | {r.get('read_all', 0):.1f} |"
+            if corral and kafka_ms
+            else f"| {assignor} | {kind} | {members:,} x {ratio} | {scenario} | "
+            f"{corral or ''} | {kafka_ms or ''} | | | |"
+        )
     return "\n".join(lines)
 
 
 def moved(before, after) -> int:
     owners = {(t, p): m for m, a in after.items() for t, ps in a.items() for p in ps}
-    return sum(1 for m, a in before.items() for t, ps in a.items() for p in ps if owners.get((t, p)) != m)
+    return sum(
+        1 for m, a in before.items() for t, ps in a.items() for p in ps if owners.get((t, p)) != m
+    )
 
 
 @pytest.mark.parametrize("row", ROWS, ids=["-".join(map(str, r)) for r in ROWS])
@@ -126,10 +144,14 @@ def test_corral(benchmark, kafka, row):
     group, counts = base_group(members, ratio, kind, scenario)
     timed, previous = timed_group(assignor, group, counts, scenario)
     start = time.perf_counter()
-    result = benchmark.pedantic(assignor.assign, (timed, counts), rounds=15, warmup_rounds=3, iterations=1)
+    result = benchmark.pedantic(
+        assignor.assign, (timed, counts), rounds=15, warmup_rounds=3, iterations=1
+    )
     entry = RESULTS.setdefault(row, {})
     # With --benchmark-disable (a smoke run) the call ran once, untimed by the plugin.
-    entry["corral"] = (time.perf_counter() - start if benchmark.disabled else benchmark.stats.stats.median) * 1e3
+    entry["corral"] = (
+        time.perf_counter() - start if benchmark.disabled else benchmark.stats.stats.median
+    ) * 1e3
     if scenario != "full":
         entry["corral_moved"] = moved(previous, result)
     reads = []
@@ -147,7 +169,9 @@ def test_corral(benchmark, kafka, row):
 def test_kafka(kafka, row):
     assignor_name, members, ratio, kind, scenario = row
     group, counts = base_group(members, ratio, kind, scenario)
-    median, moved_count = kafka.bench(assignor_name, group, counts, scenario, KAFKA_WARMUP, KAFKA_RUNS)
+    median, moved_count = kafka.bench(
+        assignor_name, group, counts, scenario, KAFKA_WARMUP, KAFKA_RUNS
+    )
     entry = RESULTS.setdefault(row, {})
     entry["kafka"] = median
     if scenario != "full":

@@ -22,20 +22,38 @@ TABLE = api_table()
 
 def metadata_request_frame() -> bytes:
     topics = [{"name": f"topic-{i:03d}", "topic_id": bytes(16)} for i in range(TOPICS)]
-    return _core.encode_request(ApiKey.METADATA, 12, 1, {"topics": topics, "allow_auto_topic_creation": True},
-                                "bench")
+    return _core.encode_request(
+        ApiKey.METADATA, 12, 1, {"topics": topics, "allow_auto_topic_creation": True}, "bench"
+    )
 
 
 def metadata_response_body() -> dict:
     def topic(i: int) -> dict:
-        return {"error_code": 0, "name": f"topic-{i:03d}", "topic_id": uuid.uuid4().bytes,
-                "is_internal": False,
-                "partitions": [{"error_code": 0, "partition_index": p, "leader_id": 1, "leader_epoch": 0,
-                                "replica_nodes": [1], "isr_nodes": [1], "offline_replicas": []}
-                               for p in range(PARTITIONS)]}
+        return {
+            "error_code": 0,
+            "name": f"topic-{i:03d}",
+            "topic_id": uuid.uuid4().bytes,
+            "is_internal": False,
+            "partitions": [
+                {
+                    "error_code": 0,
+                    "partition_index": p,
+                    "leader_id": 1,
+                    "leader_epoch": 0,
+                    "replica_nodes": [1],
+                    "isr_nodes": [1],
+                    "offline_replicas": [],
+                }
+                for p in range(PARTITIONS)
+            ],
+        }
 
-    return {"brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}],
-            "cluster_id": "bench-cluster", "controller_id": 1, "topics": [topic(i) for i in range(TOPICS)]}
+    return {
+        "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}],
+        "cluster_id": "bench-cluster",
+        "controller_id": 1,
+        "topics": [topic(i) for i in range(TOPICS)],
+    }
 
 
 def decode(frame: bytes):
@@ -93,7 +111,9 @@ def test_api_versions_answer(benchmark, version):
 
 def test_api_versions_pipelined_batch_of_100(benchmark):
     """100 requests arriving in one chunk, as a pipelining client sends them."""
-    chunk = b"".join(_core.encode_request(ApiKey.API_VERSIONS, 3, i, {}, "bench") for i in range(100))
+    chunk = b"".join(
+        _core.encode_request(ApiKey.API_VERSIONS, 3, i, {}, "bench") for i in range(100)
+    )
     conn = _core.Connection(TABLE, 1 << 20)
 
     def answer_all():

@@ -30,8 +30,14 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from commit_capacity import commit_errors, commit_topics, send_and_read  # noqa: E402
 from groups_scale import cpu_seconds, free_port, stop_broker, wait_port  # noqa: E402
-from heartbeat_capacity import (HEARTBEAT, HEARTBEAT_V, call_all, join_all, step,  # noqa: E402
-                                wait_for_coordinator)
+from heartbeat_capacity import (  # noqa: E402
+    HEARTBEAT,
+    HEARTBEAT_V,
+    call_all,
+    join_all,
+    step,
+    wait_for_coordinator,
+)
 from tlscerts import make_certs  # noqa: E402
 
 from corral import _core  # noqa: E402
@@ -73,10 +79,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         certs = make_certs(Path(scratch) / "certs")
         broker = subprocess.Popen(
-            [sys.executable, "-m", "corral.cli", "serve", "--data-dir", f"{scratch}/data",
-             "--log-level", "WARNING",
-             "--set", f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{tls_port}",
-             "--set", f"ssl.keystore.location={certs.server}"])
+            [
+                sys.executable,
+                "-m",
+                "corral.cli",
+                "serve",
+                "--data-dir",
+                f"{scratch}/data",
+                "--log-level",
+                "WARNING",
+                "--set",
+                f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{tls_port}",
+                "--set",
+                f"ssl.keystore.location={certs.server}",
+            ]
+        )
         try:
             wait_port(plain_port, time.monotonic() + 60)
             results = run(args, broker.pid, plain_port, tls_port, tls_connector(certs.ca))
@@ -88,8 +105,10 @@ def main() -> int:
 
 def run(args, broker_pid: int, plain_port: int, tls_port: int, connect_tls) -> dict:
     groups = {}
-    for name, port, connect in (("plaintext", plain_port, socket.create_connection),
-                                ("tls", tls_port, connect_tls)):
+    for name, port, connect in (
+        ("plaintext", plain_port, socket.create_connection),
+        ("tls", tls_port, connect_tls),
+    ):
         group = f"tls-overhead-{name}"
         wait_for_coordinator(plain_port, group)
         socks, ids, generation = join_all(port, args.members, group, connect)
@@ -97,28 +116,70 @@ def run(args, broker_pid: int, plain_port: int, tls_port: int, connect_tls) -> d
     total = args.members * args.partitions
     assert total <= 2000, "one topic of members x partitions, at most 2000 (CreateTopics' bound)"
     topic = "tls-overhead"
-    [created] = call_all(groups["plaintext"][1][:1], CREATE_TOPICS, 4, [{
-        "topics": [{"name": topic, "num_partitions": total, "replication_factor": 1,
-                    "assignments": [], "configs": []}], "timeout_ms": 60000, "validate_only": False}])
+    [created] = call_all(
+        groups["plaintext"][1][:1],
+        CREATE_TOPICS,
+        4,
+        [
+            {
+                "topics": [
+                    {
+                        "name": topic,
+                        "num_partitions": total,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout_ms": 60000,
+                "validate_only": False,
+            }
+        ],
+    )
     assert created["topics"][0]["error_code"] == 0, created
     frames = {}
     offset = int(time.time() * 1000)
     for name, (group, socks, ids, generation) in groups.items():
-        beats = [_core.encode_request(HEARTBEAT, HEARTBEAT_V, 7, {
-            "group_id": group, "generation_id": generation, "member_id": m,
-            "group_instance_id": None}, "tls-overhead") for m in ids]
-        commits = [_core.encode_request(OFFSET_COMMIT, 8, 9, {
-            "group_id": group, "generation_id_or_member_epoch": generation, "member_id": m,
-            "group_instance_id": None, "topics": commit_topics(
-                [topic], i * args.partitions, args.partitions, offset)},
-            "tls-overhead") for i, m in enumerate(ids)]
+        beats = [
+            _core.encode_request(
+                HEARTBEAT,
+                HEARTBEAT_V,
+                7,
+                {
+                    "group_id": group,
+                    "generation_id": generation,
+                    "member_id": m,
+                    "group_instance_id": None,
+                },
+                "tls-overhead",
+            )
+            for m in ids
+        ]
+        commits = [
+            _core.encode_request(
+                OFFSET_COMMIT,
+                8,
+                9,
+                {
+                    "group_id": group,
+                    "generation_id_or_member_epoch": generation,
+                    "member_id": m,
+                    "group_instance_id": None,
+                    "topics": commit_topics([topic], i * args.partitions, args.partitions, offset),
+                },
+                "tls-overhead",
+            )
+            for i, m in enumerate(ids)
+        ]
         assert {c for c in commit_errors(send_and_read(socks[0], commits[0]))} == {0}
         frames[name] = (beats, commits)
     cost: dict[str, list[float]] = {}
     for round_ in range(args.rounds):
-        for kind, rate, errors_of in (("heartbeat", args.heartbeat_rate, None),
-                                      ("commit", args.commit_rate, commit_errors)):
-            for name, (group, socks, ids, generation) in groups.items():
+        for kind, rate, errors_of in (
+            ("heartbeat", args.heartbeat_rate, None),
+            ("commit", args.commit_rate, commit_errors),
+        ):
+            for name, (_group, socks, _ids, _generation) in groups.items():
                 beats, commits = frames[name]
                 sent = beats if kind == "heartbeat" else commits
                 extra = {} if errors_of is None else {"errors_of": errors_of}
@@ -127,9 +188,14 @@ def run(args, broker_pid: int, plain_port: int, tls_port: int, connect_tls) -> d
                 cost.setdefault(f"{kind}/{name}", []).append(result["broker_us_per_request"])
                 print(json.dumps(result), flush=True)
     medians = {key: statistics.median(values) for key, values in cost.items()}
-    return {"members": args.members, "medians_us": medians,
-            "heartbeat_tls_over_plaintext": round(medians["heartbeat/tls"] / medians["heartbeat/plaintext"], 2),
-            "commit_tls_over_plaintext": round(medians["commit/tls"] / medians["commit/plaintext"], 2)}
+    return {
+        "members": args.members,
+        "medians_us": medians,
+        "heartbeat_tls_over_plaintext": round(
+            medians["heartbeat/tls"] / medians["heartbeat/plaintext"], 2
+        ),
+        "commit_tls_over_plaintext": round(medians["commit/tls"] / medians["commit/plaintext"], 2),
+    }
 
 
 if __name__ == "__main__":

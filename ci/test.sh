@@ -5,6 +5,15 @@ cd "$(dirname "$0")/.."
 
 bash ci/setup.sh
 
+echo "== style: ruff, rustfmt, clippy (warnings are errors)"
+python -m ruff check src tests benches
+python -m ruff format --check src tests benches
+cargo fmt --check
+for crate in benches/echo-server benches/heartbeat-ceiling benches/heartbeat-driver; do
+    (cd "$crate" && cargo fmt --check)
+done
+CARGO_TARGET_DIR=~/.cache/corral/target cargo clippy --locked --all-targets -- -D warnings
+
 echo "== cargo test"
 # The machine's one target directory (as ci/setup.sh's build): dependencies stay compiled.
 CARGO_TARGET_DIR=~/.cache/corral/target cargo test --locked

@@ -115,10 +115,22 @@ mod tests {
     #[test]
     fn header_versions_follow_flexible_versions() {
         // Metadata is flexible from v9, ApiVersions from v3, CreateTopics from v5.
-        assert_eq!((request_header_version(3, 8), request_header_version(3, 9)), (1, 2));
-        assert_eq!((response_header_version(3, 8), response_header_version(3, 9)), (0, 1));
-        assert_eq!((request_header_version(18, 2), request_header_version(18, 3)), (1, 2));
-        assert_eq!((request_header_version(19, 4), request_header_version(19, 5)), (1, 2));
+        assert_eq!(
+            (request_header_version(3, 8), request_header_version(3, 9)),
+            (1, 2)
+        );
+        assert_eq!(
+            (response_header_version(3, 8), response_header_version(3, 9)),
+            (0, 1)
+        );
+        assert_eq!(
+            (request_header_version(18, 2), request_header_version(18, 3)),
+            (1, 2)
+        );
+        assert_eq!(
+            (request_header_version(19, 4), request_header_version(19, 5)),
+            (1, 2)
+        );
     }
 
     #[test]

@@ -21,8 +21,17 @@ pub fn encode_request<'py>(
     client_id: Option<&str>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let mut out = BytesMut::with_capacity(128);
-    let prefix = RequestPrefix { api_key, api_version, correlation_id };
-    header::begin_request(&mut out, &prefix, client_id, apis::request_header_version(api_key, api_version));
+    let prefix = RequestPrefix {
+        api_key,
+        api_version,
+        correlation_id,
+    };
+    header::begin_request(
+        &mut out,
+        &prefix,
+        client_id,
+        apis::request_header_version(api_key, api_version),
+    );
     apis::encode_request(api_key, api_version, body, &mut out)?;
     header::finish_frame(&mut out);
     Ok(PyBytes::new(py, &out))
@@ -42,7 +51,11 @@ pub fn decode_response<'py>(
     let correlation_id = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
     let mut body = Bytes::copy_from_slice(&frame[4..]);
     // ApiVersions answers always use header v0, whatever the request version.
-    let header_version = if api_key == 18 { 0 } else { apis::response_header_version(api_key, api_version) };
+    let header_version = if api_key == 18 {
+        0
+    } else {
+        apis::response_header_version(api_key, api_version)
+    };
     if header_version >= 1 {
         header::read_unsigned_varint(&mut body)
             .ok()
@@ -64,7 +77,9 @@ pub struct Frames {
 impl Frames {
     #[new]
     fn new(max_frame_bytes: usize) -> Self {
-        Frames { inner: FrameSplitter::new(max_frame_bytes) }
+        Frames {
+            inner: FrameSplitter::new(max_frame_bytes),
+        }
     }
 
     fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8]) -> PyResult<Vec<Bound<'py, PyBytes>>> {

@@ -143,23 +143,36 @@ pub struct CommitPath {
 }
 
 fn wall_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Kafka's placement: Utils.abs(groupId.hashCode()) % partitions, the hash Java's String's.
 pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
-    let hash = group_id.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(unit as i32));
+    let hash = group_id
+        .encode_utf16()
+        .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(unit as i32));
     let abs = if hash == i32::MIN { 0 } else { hash.abs() };
     abs % partitions.max(1)
 }
 
 impl CommitPath {
     pub fn attach(&self, responder: Responder) {
-        *self.inner.responder.lock().unwrap_or_else(|p| p.into_inner()) = Some(responder);
+        *self
+            .inner
+            .responder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(responder);
     }
 
     /// See `Inner::take`.
-    pub fn take(&self, commit: &OffsetCommitRequest, to: ReplyTo, verdict: impl FnOnce() -> bool) -> Option<Took> {
+    pub fn take(
+        &self,
+        commit: &OffsetCommitRequest,
+        to: ReplyTo,
+        verdict: impl FnOnce() -> bool,
+    ) -> Option<Took> {
         let took = self.inner.take(commit, to, verdict);
         if matches!(took, Some(Took::Waiting)) {
             self.start_flusher();
@@ -174,7 +187,11 @@ impl CommitPath {
         if state.stopping || state.python_writing_group.contains(group) {
             return None;
         }
-        Some(GroupWrite { path: self, state, group })
+        Some(GroupWrite {
+            path: self,
+            state,
+            group,
+        })
     }
 
     /// Started with the first commit that waits: a path no server uses has no thread.
@@ -182,7 +199,9 @@ impl CommitPath {
         let mut flusher = self.flusher.lock().unwrap_or_else(|p| p.into_inner());
         if flusher.is_none() {
             let inner = self.inner.clone();
-            let spawned = std::thread::Builder::new().name("corral-commits".into()).spawn(move || inner.run_flusher());
+            let spawned = std::thread::Builder::new()
+                .name("corral-commits".into())
+                .spawn(move || inner.run_flusher());
             // Without a thread (none could be made) the waiting commits would hang: stop taking.
             match spawned {
                 Ok(thread) => *flusher = Some(thread),
@@ -213,8 +232,16 @@ impl GroupWrite<'_> {
     pub fn append(&self, batch: Vec<u8>) -> Option<Appended> {
         let inner = &self.path.inner;
         let partition = partition_for(self.group, inner.offsets_partitions);
-        match inner.store.get().append_open(&inner.offsets_topic, partition, batch)? {
-            Ok((NONE, base_offset, unflushed)) => Some(Appended { partition, base_offset, unflushed }),
+        match inner
+            .store
+            .get()
+            .append_open(&inner.offsets_topic, partition, batch)?
+        {
+            Ok((NONE, base_offset, unflushed)) => Some(Appended {
+                partition,
+                base_offset,
+                unflushed,
+            }),
             _ => None,
         }
     }
@@ -222,7 +249,14 @@ impl GroupWrite<'_> {
     /// A member's move appended (`appended`): Python is told, and `accepted` answers it after
     /// the fsync that covers it (`failure` if that fails), or at once below
     /// log.flush.interval.messages.
-    pub fn moved(mut self, appended: Appended, moved: Moved, connection: u64, accepted: Bytes, failure: Bytes) -> Took {
+    pub fn moved(
+        mut self,
+        appended: Appended,
+        moved: Moved,
+        connection: u64,
+        accepted: Bytes,
+        failure: Bytes,
+    ) -> Took {
         let inner = &self.path.inner;
         self.state.moved.push(moved);
         inner.moves_pending.store(true, Ordering::Release);
@@ -250,13 +284,24 @@ impl GroupWrite<'_> {
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Takes the commit when Python would accept all of it and the group is this path's now
     /// (see the module's comment); None: Python answers it. `verdict` asks the views.
-    fn take(&self, commit: &OffsetCommitRequest, to: ReplyTo, verdict: impl FnOnce() -> bool) -> Option<Took> {
-        let ReplyTo { connection, api_version, correlation_id } = to;
+    fn take(
+        &self,
+        commit: &OffsetCommitRequest,
+        to: ReplyTo,
+        verdict: impl FnOnce() -> bool,
+    ) -> Option<Took> {
+        let ReplyTo {
+            connection,
+            api_version,
+            correlation_id,
+        } = to;
         let group = commit.group_id.as_str();
         let metadata_max = self.metadata_max_bytes.load(Ordering::Relaxed);
         let mut state = self.lock();
@@ -270,12 +315,27 @@ impl Inner {
             let mut partitions = Vec::with_capacity(topic.partitions.len());
             for p in &topic.partitions {
                 let metadata = p.committed_metadata.as_deref().unwrap_or("");
-                if p.partition_index < 0 || p.partition_index >= count || metadata_too_large(metadata, metadata_max) {
+                if p.partition_index < 0
+                    || p.partition_index >= count
+                    || metadata_too_large(metadata, metadata_max)
+                {
                     return None;
                 }
-                partitions.push((p.partition_index, p.committed_offset, p.committed_leader_epoch, metadata.to_owned()));
+                partitions.push((
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    metadata.to_owned(),
+                ));
             }
-            codes.push((topic.name.clone(), topic.partitions.iter().map(|p| (p.partition_index, NONE)).collect()));
+            codes.push((
+                topic.name.clone(),
+                topic
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, NONE))
+                    .collect(),
+            ));
             topics.push((topic.name.as_str().to_owned(), partitions));
         }
         if !verdict() {
@@ -284,10 +344,15 @@ impl Inner {
         let commit_ms = wall_ms();
         let batch = commit_batch(group, &topics, commit_ms)?;
         let partition = partition_for(group, self.offsets_partitions);
-        let (code, base_offset, unflushed) = match self.store.get().append_open(&self.offsets_topic, partition, batch)? {
-            Ok(appended) => appended,
-            Err(_) => return None, // Python writes it again, and says why it failed
-        };
+        let (code, base_offset, unflushed) =
+            match self
+                .store
+                .get()
+                .append_open(&self.offsets_topic, partition, batch)?
+            {
+                Ok(appended) => appended,
+                Err(_) => return None, // Python writes it again, and says why it failed
+            };
         if code != NONE {
             return None;
         }
@@ -371,14 +436,19 @@ impl Inner {
                 }
             }
         }
-        let responder = self.responder.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let responder = self
+            .responder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         if let Some(respond) = responder {
             for waiter in covered {
                 let (frame, code) = match (durable, waiter.failed) {
                     (true, _) => (Some(waiter.accepted), NONE),
-                    (false, Failed::Commit(api_version, correlation_id, codes)) => {
-                        (encode_answer(api_version, correlation_id, &codes, WRITE_FAILED).ok(), WRITE_FAILED)
-                    }
+                    (false, Failed::Commit(api_version, correlation_id, codes)) => (
+                        encode_answer(api_version, correlation_id, &codes, WRITE_FAILED).ok(),
+                        WRITE_FAILED,
+                    ),
                     (false, Failed::Frame(frame)) => (Some(frame), WRITE_FAILED),
                 };
                 // An answer that cannot be encoded (it was once) leaves the connection waiting;
@@ -418,14 +488,22 @@ impl CommitPath {
             partitions: AtomicU64::new(0),
             moves_pending: AtomicBool::new(false),
         });
-        Ok(CommitPath { inner, flusher: Mutex::new(None) })
+        Ok(CommitPath {
+            inner,
+            flusher: Mutex::new(None),
+        })
     }
 
     /// Ends the flusher thread once the commits waiting are answered (shutdown).
     fn close(&self, py: Python<'_>) {
         self.inner.lock().stopping = true;
         self.inner.work.notify_one();
-        if let Some(thread) = self.flusher.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(thread) = self
+            .flusher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             py.detach(|| {
                 let _ = thread.join();
             });
@@ -440,7 +518,9 @@ impl CommitPath {
 
     /// log.flush.interval.messages changed (a dynamic broker setting).
     fn set_flush_messages(&self, flush_messages: u64) {
-        self.inner.flush_messages.store(flush_messages, Ordering::Relaxed);
+        self.inner
+            .flush_messages
+            .store(flush_messages, Ordering::Relaxed);
     }
 
     /// A topic as requests now see it (created, grown); `partitions` 0: gone.
@@ -482,12 +562,20 @@ impl CommitPath {
         }
         let mut state = self.inner.lock();
         self.inner.moves_pending.store(false, Ordering::Release);
-        Some((std::mem::take(&mut state.moved), std::mem::take(&mut state.failed_groups)))
+        Some((
+            std::mem::take(&mut state.moved),
+            std::mem::take(&mut state.failed_groups),
+        ))
     }
 
     /// Commits of the group appended here and not applied yet.
     fn in_flight(&self, group_id: &str) -> u32 {
-        self.inner.lock().in_flight.get(group_id).copied().unwrap_or(0)
+        self.inner
+            .lock()
+            .in_flight
+            .get(group_id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Per `__consumer_offsets` partition, the offset of its oldest commit not applied yet.
@@ -501,7 +589,10 @@ impl CommitPath {
 
     /// (OffsetCommit requests, partitions) this path committed.
     fn committed(&self) -> (u64, u64) {
-        (self.inner.requests.load(Ordering::Relaxed), self.inner.partitions.load(Ordering::Relaxed))
+        (
+            self.inner.requests.load(Ordering::Relaxed),
+            self.inner.partitions.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -514,9 +605,18 @@ mod tests {
         // Values from Python's placement.partition_for (Java's String.hashCode).
         assert_eq!(partition_for("", 50), 0);
         assert_eq!(partition_for("my-group", 50), partition_for("my-group", 50));
-        let hash = "abc".encode_utf16().fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32));
+        let hash = "abc"
+            .encode_utf16()
+            .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32));
         assert_eq!(hash, 96354);
         assert_eq!(partition_for("abc", 50), 96354 % 50);
-        assert_eq!(partition_for("日本", 7), ("日本".encode_utf16().fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32)).abs()) % 7);
+        assert_eq!(
+            partition_for("日本", 7),
+            ("日本"
+                .encode_utf16()
+                .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32))
+                .abs())
+                % 7
+        );
     }
 }

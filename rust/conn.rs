@@ -106,12 +106,15 @@ impl Conn {
             return None;
         }
         if !self.authenticated {
-            return Some(format!("unexpected request (api key {api_key}) before SASL authentication"));
+            return Some(format!(
+                "unexpected request (api key {api_key}) before SASL authentication"
+            ));
         }
         match self.session_ends {
-            Some(end) if now >= end => {
-                Some("the SASL session expired (connections.max.reauth.ms) without re-authentication".into())
-            }
+            Some(end) if now >= end => Some(
+                "the SASL session expired (connections.max.reauth.ms) without re-authentication"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -155,12 +158,21 @@ impl Conn {
 
     /// SASL succeeded: the connection is `principal` until `lifetime_ms` from `now` (0: for
     /// ever), and its requests may be as big as the broker's own bound.
-    pub(crate) fn authenticated(&mut self, principal: String, lifetime_ms: u64, now: Instant, max_request_bytes: usize) {
+    pub(crate) fn authenticated(
+        &mut self,
+        principal: String,
+        lifetime_ms: u64,
+        now: Instant,
+        max_request_bytes: usize,
+    ) {
         self.authenticated = true;
         self.principal = principal.into();
-        self.frames.limit(max_request_bytes, "socket.request.max.bytes");
+        self.frames
+            .limit(max_request_bytes, "socket.request.max.bytes");
         // A lifetime past what Instant holds is no end.
-        self.session_ends = (lifetime_ms > 0).then(|| now.checked_add(Duration::from_millis(lifetime_ms))).flatten();
+        self.session_ends = (lifetime_ms > 0)
+            .then(|| now.checked_add(Duration::from_millis(lifetime_ms)))
+            .flatten();
     }
 
     /// The short paths may answer this connection's heartbeats for `group` (a bounded set).
@@ -176,6 +188,7 @@ impl Conn {
         if self.authorized_topics.len() + topics.len() > MAX_AUTHORIZED_GROUPS {
             self.authorized_topics.clear();
         }
-        self.authorized_topics.extend(topics.into_iter().map(String::into_boxed_str));
+        self.authorized_topics
+            .extend(topics.into_iter().map(String::into_boxed_str));
     }
 }

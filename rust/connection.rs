@@ -36,7 +36,12 @@ use crate::frames::FrameSplitter;
 use crate::header::{self, RequestPrefix};
 use kafka_protocol::ResponseError;
 
-create_exception!(_core, ProtocolError, PyException, "Malformed or unsupported input: close the connection.");
+create_exception!(
+    _core,
+    ProtocolError,
+    PyException,
+    "Malformed or unsupported input: close the connection."
+);
 
 const PRODUCE: i16 = 0;
 const API_VERSIONS: i16 = 18;
@@ -54,7 +59,10 @@ pub struct ApiTable {
 
 impl ApiTable {
     fn range(&self, api_key: i16) -> Option<(i16, i16)> {
-        self.ranges.iter().find(|r| r.0 == api_key).map(|r| (r.1, r.2))
+        self.ranges
+            .iter()
+            .find(|r| r.0 == api_key)
+            .map(|r| (r.1, r.2))
     }
 }
 
@@ -81,16 +89,28 @@ impl ApiTable {
             .ok_or_else(|| PyValueError::new_err("ApiVersions must be advertised"))?;
         let api_keys: Vec<ApiVersion> = ranges
             .iter()
-            .map(|&(k, min, max)| ApiVersion::default().with_api_key(k).with_min_version(min).with_max_version(max))
+            .map(|&(k, min, max)| {
+                ApiVersion::default()
+                    .with_api_key(k)
+                    .with_min_version(min)
+                    .with_max_version(max)
+            })
             .collect();
         let encode = |resp: &ApiVersionsResponse, version: i16| -> PyResult<Bytes> {
             let mut out = BytesMut::new();
-            resp.encode(&mut out, version).map_err(|e| PyValueError::new_err(e.to_string()))?;
+            resp.encode(&mut out, version)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
             Ok(out.freeze())
         };
         let full = ApiVersionsResponse::default().with_api_keys(api_keys);
         let api_versions_bodies = (0..=av_max)
-            .map(|v| if v < av_min { Ok(Bytes::new()) } else { encode(&full, v) })
+            .map(|v| {
+                if v < av_min {
+                    Ok(Bytes::new())
+                } else {
+                    encode(&full, v)
+                }
+            })
             .collect::<PyResult<Vec<_>>>()?;
         let unsupported = ApiVersionsResponse::default()
             .with_error_code(UNSUPPORTED_VERSION)
@@ -98,7 +118,11 @@ impl ApiTable {
                 .with_api_key(API_VERSIONS)
                 .with_min_version(av_min)
                 .with_max_version(av_max)]);
-        Ok(ApiTable { ranges, api_versions_bodies, unsupported_body: encode(&unsupported, 0)? })
+        Ok(ApiTable {
+            ranges,
+            api_versions_bodies,
+            unsupported_body: encode(&unsupported, 0)?,
+        })
     }
 
     /// The advertised (api_key, min, max) triples.
@@ -176,8 +200,18 @@ impl Request {
     }
 
     /// Encodes `body` (a dict of the response schema's fields) as this request's response frame.
-    fn respond<'py>(&self, py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-        encode_response_frame(py, self.api_key, self.api_version, self.correlation_id, body)
+    fn respond<'py>(
+        &self,
+        py: Python<'py>,
+        body: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        encode_response_frame(
+            py,
+            self.api_key,
+            self.api_version,
+            self.correlation_id,
+            body,
+        )
     }
 
     fn __repr__(&self) -> String {
@@ -196,7 +230,11 @@ pub fn encode_response_frame<'py>(
     body: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let mut out = BytesMut::with_capacity(128);
-    header::begin_response(&mut out, correlation_id, apis::response_header_version(api_key, api_version));
+    header::begin_response(
+        &mut out,
+        correlation_id,
+        apis::response_header_version(api_key, api_version),
+    );
     apis::encode_response(api_key, api_version, body, &mut out)?;
     header::finish_frame(&mut out);
     Ok(PyBytes::new(py, &out))
@@ -218,7 +256,12 @@ impl Connection {
     #[new]
     #[pyo3(signature = (table, max_request_bytes, *, listener = "PLAINTEXT", principal = ANONYMOUS))]
     fn new(table: Py<ApiTable>, max_request_bytes: usize, listener: &str, principal: &str) -> Self {
-        Connection { frames: FrameSplitter::new(max_request_bytes), table, listener: listener.into(), principal: principal.into() }
+        Connection {
+            frames: FrameSplitter::new(max_request_bytes),
+            table,
+            listener: listener.into(),
+            principal: principal.into(),
+        }
     }
 
     /// Buffers received bytes; drain them with `next()`.
@@ -236,7 +279,12 @@ impl Connection {
         match route(self.table.get(), frame).map_err(ProtocolError::new_err)? {
             Routed::Answered(_, response, _) => Ok(Some(PyBytes::new(py, &response).into_any())),
             Routed::ToPython(prefix, frame) => {
-                let who = Identity { connection: 0, client_host: String::new(), listener: self.listener.clone(), principal: self.principal.clone() };
+                let who = Identity {
+                    connection: 0,
+                    client_host: String::new(),
+                    listener: self.listener.clone(),
+                    principal: self.principal.clone(),
+                };
                 let request = build_request(py, receive(prefix, frame), who)?;
                 Ok(Some(Bound::new(py, request)?.into_any()))
             }
@@ -260,16 +308,27 @@ pub enum Routed {
 /// Produce v0-2 refusal). Err: close the connection, with this reason.
 pub fn route(table: &ApiTable, frame: Bytes) -> Result<Routed, String> {
     let prefix = header::parse_prefix(&frame).map_err(|e| e.to_string().trim_end().to_owned())?;
-    let RequestPrefix { api_key, api_version, correlation_id } = prefix.clone();
+    let RequestPrefix {
+        api_key,
+        api_version,
+        correlation_id,
+    } = prefix.clone();
     let Some((min, max)) = table.range(api_key) else {
         return Err(format!("unknown api key {api_key} (version {api_version})"));
     };
     if api_key == API_VERSIONS {
-        let code = if api_version < min || api_version > max { UNSUPPORTED_VERSION } else { 0 };
-        return api_versions_answer(table, api_version, correlation_id, frame).map(|answer| Routed::Answered(prefix, answer, code));
+        let code = if api_version < min || api_version > max {
+            UNSUPPORTED_VERSION
+        } else {
+            0
+        };
+        return api_versions_answer(table, api_version, correlation_id, frame)
+            .map(|answer| Routed::Answered(prefix, answer, code));
     }
     if api_version < min || api_version > max {
-        return Err(format!("api key {api_key} version {api_version} is not in {min}..={max}"));
+        return Err(format!(
+            "api key {api_key} version {api_version} is not in {min}..={max}"
+        ));
     }
     if api_key == PRODUCE && api_version < 3 {
         return legacy_produce_refusal(api_version, correlation_id, frame)
@@ -304,14 +363,24 @@ pub fn receive(prefix: RequestPrefix, frame: Bytes) -> Received {
     let mut body = frame;
     let header_version = apis::request_header_version(prefix.api_key, prefix.api_version);
     let (client_id, payload) = match header::skip_header(&mut body, header_version) {
-        Err(e) => (None, Payload::Malformed(e.to_string().trim_end().to_owned())),
+        Err(e) => (
+            None,
+            Payload::Malformed(e.to_string().trim_end().to_owned()),
+        ),
         Ok(client_id) => match Decoded::decode(&prefix, &mut body) {
             None => (client_id, Payload::Raw(body)),
             Some(Ok(decoded)) => (client_id, Payload::Decoded(decoded)),
-            Some(Err(e)) => (client_id, Payload::Malformed(body_error_text(prefix.api_key, prefix.api_version, e))),
+            Some(Err(e)) => (
+                client_id,
+                Payload::Malformed(body_error_text(prefix.api_key, prefix.api_version, e)),
+            ),
         },
     };
-    Received { prefix, client_id, payload }
+    Received {
+        prefix,
+        client_id,
+        payload,
+    }
 }
 
 impl Received {
@@ -327,9 +396,13 @@ impl Received {
     /// `client_host` is the connection's, as `Request.client_host` would carry it.
     pub fn answer(&self, views: &Views, client_host: &str) -> Option<(Bytes, i16)> {
         match &self.payload {
-            Payload::Decoded(decoded) => {
-                decoded.answer(views, &Sender { client_id: self.client_id.as_deref(), client_host })
-            }
+            Payload::Decoded(decoded) => decoded.answer(
+                views,
+                &Sender {
+                    client_id: self.client_id.as_deref(),
+                    client_host,
+                },
+            ),
             Payload::Raw(_) | Payload::Malformed(_) => None,
         }
     }
@@ -342,16 +415,23 @@ impl Received {
             Payload::Decoded(Decoded::OffsetCommit(commit)) => Some(commit.body()),
             _ => None,
         };
-        commit.into_iter().flat_map(|c| c.topics.iter().map(|t| t.name.as_str()))
+        commit
+            .into_iter()
+            .flat_map(|c| c.topics.iter().map(|t| t.name.as_str()))
     }
 
     /// An OffsetCommit or a member's move written and answered by the commit path
     /// (commit_path.rs), if it takes it; `client_host` as for `answer`.
     pub fn take(&self, views: &Views, client_host: &str, connection: u64) -> Option<Took> {
         match &self.payload {
-            Payload::Decoded(decoded) => {
-                decoded.take(views, &Sender { client_id: self.client_id.as_deref(), client_host }, connection)
-            }
+            Payload::Decoded(decoded) => decoded.take(
+                views,
+                &Sender {
+                    client_id: self.client_id.as_deref(),
+                    client_host,
+                },
+                connection,
+            ),
             Payload::Raw(_) | Payload::Malformed(_) => None,
         }
     }
@@ -367,8 +447,22 @@ pub struct Identity {
 
 /// The `Request` Python handlers receive: any body but a short path's decoded into a dict.
 pub fn build_request(py: Python<'_>, received: Received, who: Identity) -> PyResult<Request> {
-    let Identity { connection, client_host, listener, principal } = who;
-    let Received { prefix: RequestPrefix { api_key, api_version, correlation_id }, client_id, payload } = received;
+    let Identity {
+        connection,
+        client_host,
+        listener,
+        principal,
+    } = who;
+    let Received {
+        prefix:
+            RequestPrefix {
+                api_key,
+                api_version,
+                correlation_id,
+            },
+        client_id,
+        payload,
+    } = received;
     let body = match payload {
         Payload::Raw(mut raw) => Body::Dict(
             apis::decode_request(py, api_key, api_version, &mut raw)
@@ -378,7 +472,17 @@ pub fn build_request(py: Python<'_>, received: Received, who: Identity) -> PyRes
         Payload::Decoded(decoded) => Body::Typed(decoded.into_py(py)?),
         Payload::Malformed(reason) => return Err(ProtocolError::new_err(reason)),
     };
-    Ok(Request { api_key, api_version, correlation_id, client_id, connection, client_host, listener, principal, body })
+    Ok(Request {
+        api_key,
+        api_version,
+        correlation_id,
+        client_id,
+        connection,
+        client_host,
+        listener,
+        principal,
+        body,
+    })
 }
 
 /// Produce v0-2 is advertised (older librdkafka only compresses when the minimum is 0,
@@ -386,16 +490,22 @@ pub fn build_request(py: Python<'_>, received: Received, who: Identity) -> PyRes
 /// v3 body without its leading transactional id, so it is decoded as v3 behind a null one; the
 /// v0-2 response is written by hand because the codec starts at v3. With acks=0 nothing may be
 /// answered, so the connection is closed, which is how Kafka reports errors to acks=0 producers.
-fn legacy_produce_refusal(api_version: i16, correlation_id: i32, frame: Bytes) -> Result<Bytes, String> {
+fn legacy_produce_refusal(
+    api_version: i16,
+    correlation_id: i32,
+    frame: Bytes,
+) -> Result<Bytes, String> {
     let mut body = frame;
     header::skip_header(&mut body, 1).map_err(|e| e.to_string().trim_end().to_owned())?;
     let mut v3 = BytesMut::with_capacity(body.len() + 2);
     v3.put_i16(-1);
     v3.extend_from_slice(&body);
-    let request =
-        ProduceRequest::decode(&mut v3.freeze(), 3).map_err(|e| body_error_text(PRODUCE, api_version, e))?;
+    let request = ProduceRequest::decode(&mut v3.freeze(), 3)
+        .map_err(|e| body_error_text(PRODUCE, api_version, e))?;
     if request.acks == 0 {
-        return Err(format!("Produce v{api_version} is not supported (acks=0: closing)"));
+        return Err(format!(
+            "Produce v{api_version} is not supported (acks=0: closing)"
+        ));
     }
     let mut out = BytesMut::with_capacity(64);
     header::begin_response(&mut out, correlation_id, 0);
@@ -423,17 +533,28 @@ fn legacy_produce_refusal(api_version: i16, correlation_id: i32, frame: Bytes) -
 
 /// ApiVersions is answered from the table; a version above ours gets UNSUPPORTED_VERSION with our
 /// range in a v0 body (the Java client retries with it and disconnects on anything else).
-fn api_versions_answer(table: &ApiTable, api_version: i16, correlation_id: i32, frame: Bytes) -> Result<Bytes, String> {
-    let (min, max) = table.range(API_VERSIONS).expect("ApiVersions is always advertised");
+fn api_versions_answer(
+    table: &ApiTable,
+    api_version: i16,
+    correlation_id: i32,
+    frame: Bytes,
+) -> Result<Bytes, String> {
+    let (min, max) = table
+        .range(API_VERSIONS)
+        .expect("ApiVersions is always advertised");
     let body = if api_version > max || api_version < min {
         &table.unsupported_body
     } else {
         // Decode the body anyway so that a garbled request is refused like any other.
         let mut body = frame;
-        header::skip_header(&mut body, apis::request_header_version(API_VERSIONS, api_version))
-            .map_err(|e| e.to_string().trim_end().to_owned())?;
+        header::skip_header(
+            &mut body,
+            apis::request_header_version(API_VERSIONS, api_version),
+        )
+        .map_err(|e| e.to_string().trim_end().to_owned())?;
         // Validated as the Rust struct only: no Python objects for a request the core answers.
-        ApiVersionsRequest::decode(&mut body, api_version).map_err(|e| body_error_text(API_VERSIONS, api_version, e))?;
+        ApiVersionsRequest::decode(&mut body, api_version)
+            .map_err(|e| body_error_text(API_VERSIONS, api_version, e))?;
         &table.api_versions_bodies[api_version as usize]
     };
     let mut out = BytesMut::with_capacity(body.len() + 8);
@@ -450,7 +571,10 @@ fn body_error(api_key: i16, api_version: i16, e: anyhow::Error) -> PyErr {
 }
 
 fn body_error_text(api_key: i16, api_version: i16, e: anyhow::Error) -> String {
-    format!("api key {api_key} v{api_version}: {}", e.to_string().trim_end())
+    format!(
+        "api key {api_key} v{api_version}: {}",
+        e.to_string().trim_end()
+    )
 }
 
 #[cfg(test)]
@@ -465,10 +589,14 @@ mod tests {
     fn api_versions_bodies_are_precomputed_for_every_version() {
         let table = ApiTable::new(vec![(3, 0, 12), (18, 0, 4), (19, 2, 7)]).unwrap();
         for version in 0..=4 {
-            let response = decode_api_versions(&table.api_versions_bodies[version as usize], version);
+            let response =
+                decode_api_versions(&table.api_versions_bodies[version as usize], version);
             assert_eq!(response.error_code, 0);
-            let ranges: Vec<_> =
-                response.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
+            let ranges: Vec<_> = response
+                .api_keys
+                .iter()
+                .map(|k| (k.api_key, k.min_version, k.max_version))
+                .collect();
             assert_eq!(ranges, vec![(3, 0, 12), (18, 0, 4), (19, 2, 7)]);
         }
     }
@@ -478,7 +606,11 @@ mod tests {
         let table = ApiTable::new(vec![(18, 0, 4), (60, 0, 2)]).unwrap();
         let response = decode_api_versions(&table.unsupported_body, 0);
         assert_eq!(response.error_code, UNSUPPORTED_VERSION);
-        let ranges: Vec<_> = response.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
+        let ranges: Vec<_> = response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, k.min_version, k.max_version))
+            .collect();
         assert_eq!(ranges, vec![(18, 0, 4)]);
         // error code, array length, one (key, min, max) entry.
         assert_eq!(table.unsupported_body.len(), 2 + 4 + 6);
@@ -486,10 +618,24 @@ mod tests {
 
     #[test]
     fn table_refuses_what_the_codec_cannot_speak() {
-        assert!(ApiTable::new(vec![(18, 0, 4), (3, 0, 99)]).is_err(), "above the codec's maximum");
-        assert!(ApiTable::new(vec![(18, 0, 4), (9999, 0, 0)]).is_err(), "unknown key");
-        assert!(ApiTable::new(vec![(3, 0, 12)]).is_err(), "ApiVersions missing");
+        assert!(
+            ApiTable::new(vec![(18, 0, 4), (3, 0, 99)]).is_err(),
+            "above the codec's maximum"
+        );
+        assert!(
+            ApiTable::new(vec![(18, 0, 4), (9999, 0, 0)]).is_err(),
+            "unknown key"
+        );
+        assert!(
+            ApiTable::new(vec![(3, 0, 12)]).is_err(),
+            "ApiVersions missing"
+        );
         assert!(ApiTable::new(vec![(18, 3, 2)]).is_err(), "min above max");
-        assert_eq!(ApiTable::new(vec![(18, 0, 4), (3, 0, 12)]).unwrap().range(3), Some((0, 12)));
+        assert_eq!(
+            ApiTable::new(vec![(18, 0, 4), (3, 0, 12)])
+                .unwrap()
+                .range(3),
+            Some((0, 12))
+        );
     }
 }

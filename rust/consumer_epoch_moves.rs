@@ -46,7 +46,11 @@ pub enum Judged {
     /// The member is STABLE at the target epoch: answered with this interval.
     Steady(i32),
     /// The member is STABLE behind the target with exactly its target: moved to `epoch`.
-    Move { epoch: i32, previous: i32, interval: i32 },
+    Move {
+        epoch: i32,
+        previous: i32,
+        interval: i32,
+    },
 }
 
 impl ConsumerHeartbeatView {
@@ -55,7 +59,13 @@ impl ConsumerHeartbeatView {
     /// the coordinator's. Once its next target is due, one heartbeat per `DUE_ASK_MS` is (the
     /// coordinator starts the computation); `may_ask`: this call may be that one (the last
     /// look at the request, `take_move`), else it leaves the choice to that call.
-    pub(crate) fn judge(&self, groups: &HashMap<Box<str>, GroupView>, hb: &Steady<'_>, now_ms: i64, may_ask: bool) -> Option<Judged> {
+    pub(crate) fn judge(
+        &self,
+        groups: &HashMap<Box<str>, GroupView>,
+        hb: &Steady<'_>,
+        now_ms: i64,
+        may_ask: bool,
+    ) -> Option<Judged> {
         if hb.member_epoch <= 0 {
             return None;
         }
@@ -74,7 +84,11 @@ impl ConsumerHeartbeatView {
             }
         }
         let member = group.members.get(hb.member_id)?;
-        if member.epoch != hb.member_epoch || !member.stable || !member.consumer || member.timer_key == 0 {
+        if member.epoch != hb.member_epoch
+            || !member.stable
+            || !member.consumer
+            || member.timer_key == 0
+        {
             return None;
         }
         if hb.instance_id.is_some() && hb.instance_id != member.instance_id.as_deref() {
@@ -89,39 +103,98 @@ impl ConsumerHeartbeatView {
         let rule = |behind: bool, settling: bool| {
             let short_ms = self.short_ms.load(Ordering::Relaxed);
             let max_rate = self.max_rate.load(Ordering::Relaxed);
-            adaptive_interval_ms(group_ms, short_ms, max_rate, true, behind, members, due_in_ms, jitter(), settling, members)
+            adaptive_interval_ms(
+                group_ms,
+                short_ms,
+                max_rate,
+                true,
+                behind,
+                members,
+                due_in_ms,
+                jitter(),
+                settling,
+                members,
+            )
         };
         if member.epoch == group.assignment_epoch {
-            return Some(Judged::Steady(if behind { rule(true, false) } else { group_ms }));
+            return Some(Judged::Steady(if behind {
+                rule(true, false)
+            } else {
+                group_ms
+            }));
         }
         let movable = member.movable.is_some() && self.moves_enabled.load(Ordering::Relaxed);
-        if member.epoch > group.assignment_epoch || !movable || group.assignment_epoch < group.moves_from {
+        if member.epoch > group.assignment_epoch
+            || !movable
+            || group.assignment_epoch < group.moves_from
+        {
             return None;
         }
         let settling = now_ms < group.assignment_ms.saturating_add(i64::from(group_ms));
-        Some(Judged::Move { epoch: group.assignment_epoch, previous: member.epoch, interval: rule(behind, settling) })
+        Some(Judged::Move {
+            epoch: group.assignment_epoch,
+            previous: member.epoch,
+            interval: rule(behind, settling),
+        })
     }
 
     /// Moves the heartbeat's member to its group's target epoch, when `judge` says so: its
     /// record appended through `path` (held for the group), the view and its session deadline
     /// updated; answered by the path after the fsync. None: the coordinator's.
-    pub(crate) fn take_move(&self, path: &CommitPath, hb: &Steady<'_>, reply: (u64, i16, i32)) -> Option<Took> {
+    pub(crate) fn take_move(
+        &self,
+        path: &CommitPath,
+        hb: &Steady<'_>,
+        reply: (u64, i16, i32),
+    ) -> Option<Took> {
         let (connection, api_version, correlation_id) = reply;
         let write = path.lock_for(hb.group_id)?;
         let mut groups = self.lock();
         let now = wall_ms();
-        let Some(Judged::Move { epoch, previous, interval }) = self.judge(&groups, hb, now, true) else { return None };
+        let Some(Judged::Move {
+            epoch,
+            previous,
+            interval,
+        }) = self.judge(&groups, hb, now, true)
+        else {
+            return None;
+        };
         let member = groups.get_mut(hb.group_id)?.members.get_mut(hb.member_id)?;
-        let record = move_record(hb.group_id, hb.member_id, member.movable.as_deref()?, epoch, previous)?;
+        let record = move_record(
+            hb.group_id,
+            hb.member_id,
+            member.movable.as_deref()?,
+            epoch,
+            previous,
+        )?;
         let appended = write.append(batch::build(&[record], now, NO_PRODUCER))?;
         member.epoch = epoch;
         let timer_key = member.timer_key;
         drop(groups);
         self.move_deadline(hb.group_id, timer_key);
         self.moved.fetch_add(1, Ordering::Relaxed);
-        let accepted = response(api_version, correlation_id, hb.member_id, epoch, interval, 0);
-        let failure = response(api_version, correlation_id, hb.member_id, 0, 0, NOT_COORDINATOR);
-        let moved = (hb.group_id.to_owned(), hb.member_id.to_owned(), epoch, previous);
+        let accepted = response(
+            api_version,
+            correlation_id,
+            hb.member_id,
+            epoch,
+            interval,
+            0,
+        );
+        let failure = response(
+            api_version,
+            correlation_id,
+            hb.member_id,
+            0,
+            0,
+            NOT_COORDINATOR,
+        );
+        let moved = (
+            hb.group_id.to_owned(),
+            hb.member_id.to_owned(),
+            epoch,
+            previous,
+        );
         Some(write.moved(appended, moved, connection, accepted, failure))
     }
 }
@@ -130,7 +203,13 @@ impl ConsumerHeartbeatView {
 /// record's value at the epoch it has: the value's two leading int32 fields after the version
 /// are MemberEpoch and PreviousMemberEpoch; the state (STABLE), the partitions and their
 /// assignment epochs stay. None for a key too long for the record format.
-pub(crate) fn move_record(group_id: &str, member_id: &str, value: &[u8], epoch: i32, previous: i32) -> Option<KeyValue> {
+pub(crate) fn move_record(
+    group_id: &str,
+    member_id: &str,
+    value: &[u8],
+    epoch: i32,
+    previous: i32,
+) -> Option<KeyValue> {
     if value.len() < 11 {
         return None;
     }
@@ -149,10 +228,22 @@ pub(crate) fn move_record(group_id: &str, member_id: &str, value: &[u8], epoch: 
 /// A ConsumerGroupHeartbeat answer without assignment: the member's id and epoch and the
 /// interval, or an error (`error_code` != 0: no member id, epoch 0, interval 0, as the
 /// coordinator's error answers).
-pub(crate) fn response(api_version: i16, correlation_id: i32, member_id: &str, member_epoch: i32, interval_ms: i32, error_code: i16) -> Bytes {
+pub(crate) fn response(
+    api_version: i16,
+    correlation_id: i32,
+    member_id: &str,
+    member_epoch: i32,
+    interval_ms: i32,
+    error_code: i16,
+) -> Bytes {
     let mut out = BytesMut::with_capacity(64 + member_id.len());
-    header::begin_response(&mut out, correlation_id, ConsumerGroupHeartbeatResponse::header_version(api_version));
-    let member_id = (error_code == 0).then(|| kafka_protocol::protocol::StrBytes::from_string(member_id.to_owned()));
+    header::begin_response(
+        &mut out,
+        correlation_id,
+        ConsumerGroupHeartbeatResponse::header_version(api_version),
+    );
+    let member_id = (error_code == 0)
+        .then(|| kafka_protocol::protocol::StrBytes::from_string(member_id.to_owned()));
     ConsumerGroupHeartbeatResponse::default()
         .with_error_code(error_code)
         .with_member_id(member_id)
@@ -204,7 +295,9 @@ pub fn adaptive_interval_ms(
 /// A number in [0, 1) spreading the answers of a batch of members (splitmix64 of a counter).
 fn jitter() -> f64 {
     static STATE: AtomicU64 = AtomicU64::new(0x2545_F491_4F6C_DD1D);
-    let mut z = STATE.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = STATE
+        .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     (z ^ (z >> 31)) as f64 / 18_446_744_073_709_551_616.0
@@ -214,7 +307,13 @@ fn jitter() -> f64 {
 /// coordinator's: (key, value).
 #[pyfunction]
 #[pyo3(name = "moved_assignment_record")]
-pub fn py_moved_assignment_record(group_id: &str, member_id: &str, value: &[u8], epoch: i32, previous: i32) -> Option<(Vec<u8>, Vec<u8>)> {
+pub fn py_moved_assignment_record(
+    group_id: &str,
+    member_id: &str,
+    value: &[u8],
+    epoch: i32,
+    previous: i32,
+) -> Option<(Vec<u8>, Vec<u8>)> {
     let (key, value) = move_record(group_id, member_id, value, epoch, previous)?;
     Some((key?, value?))
 }
@@ -229,24 +328,54 @@ mod tests {
         let (key, moved) = move_record("g", "m", &value, 5, 3).unwrap();
         assert_eq!(key.unwrap(), [0, 8, 0, 1, b'g', 0, 1, b'm']);
         assert_eq!(moved.unwrap(), [0u8, 0, 0, 0, 0, 5, 0, 0, 0, 3, 0, 9, 9, 9]);
-        assert!(move_record("g", "m", &value[..10], 5, 3).is_none(), "not a whole record");
+        assert!(
+            move_record("g", "m", &value[..10], 5, 3).is_none(),
+            "not a whole record"
+        );
     }
 
     #[test]
     fn the_interval_rule_bounds_the_rate_and_waits_for_the_batch() {
         // Off, or not below the group's interval: the group's.
-        assert_eq!(adaptive_interval_ms(5000, 0, 2000, false, true, 10, None, 0.0, false, 10), 5000);
-        assert_eq!(adaptive_interval_ms(5000, 5000, 2000, false, true, 10, None, 0.0, false, 10), 5000);
+        assert_eq!(
+            adaptive_interval_ms(5000, 0, 2000, false, true, 10, None, 0.0, false, 10),
+            5000
+        );
+        assert_eq!(
+            adaptive_interval_ms(5000, 5000, 2000, false, true, 10, None, 0.0, false, 10),
+            5000
+        );
         // Stable at the group epoch: the group's, unless settling (then every member counts).
-        assert_eq!(adaptive_interval_ms(5000, 250, 2000, true, false, 10, None, 0.0, false, 10), 5000);
-        assert_eq!(adaptive_interval_ms(5000, 250, 2000, true, false, 0, None, 0.0, true, 1000), 500);
+        assert_eq!(
+            adaptive_interval_ms(5000, 250, 2000, true, false, 10, None, 0.0, false, 10),
+            5000
+        );
+        assert_eq!(
+            adaptive_interval_ms(5000, 250, 2000, true, false, 0, None, 0.0, true, 1000),
+            500
+        );
         // With work: the short interval, at most max_rate a second, never above the group's.
-        assert_eq!(adaptive_interval_ms(5000, 250, 2000, false, true, 10, None, 0.0, false, 10), 250);
-        assert_eq!(adaptive_interval_ms(5000, 250, 2000, false, true, 1001, None, 0.0, false, 1001), 501);
-        assert_eq!(adaptive_interval_ms(5000, 250, 2000, false, true, 50_000, None, 0.0, false, 50_000), 5000);
+        assert_eq!(
+            adaptive_interval_ms(5000, 250, 2000, false, true, 10, None, 0.0, false, 10),
+            250
+        );
+        assert_eq!(
+            adaptive_interval_ms(5000, 250, 2000, false, true, 1001, None, 0.0, false, 1001),
+            501
+        );
+        assert_eq!(
+            adaptive_interval_ms(5000, 250, 2000, false, true, 50_000, None, 0.0, false, 50_000),
+            5000
+        );
         // Behind a batched target: just after it is due, spread by the jitter.
-        assert_eq!(adaptive_interval_ms(5000, 250, 2000, true, true, 10, Some(800), 0.5, false, 10), 925);
-        assert_eq!(adaptive_interval_ms(5000, 250, 2000, true, true, 10, Some(100), 0.5, false, 10), 250);
+        assert_eq!(
+            adaptive_interval_ms(5000, 250, 2000, true, true, 10, Some(800), 0.5, false, 10),
+            925
+        );
+        assert_eq!(
+            adaptive_interval_ms(5000, 250, 2000, true, true, 10, Some(100), 0.5, false, 10),
+            250
+        );
     }
 
     #[test]
@@ -262,6 +391,9 @@ mod tests {
         use kafka_protocol::protocol::Decodable;
         let frame = response(1, 7, "m", 0, 0, NOT_COORDINATOR);
         let decoded = ConsumerGroupHeartbeatResponse::decode(&mut frame.slice(9..), 1).unwrap();
-        assert_eq!((decoded.error_code, decoded.member_id, decoded.member_epoch), (NOT_COORDINATOR, None, 0));
+        assert_eq!(
+            (decoded.error_code, decoded.member_id, decoded.member_epoch),
+            (NOT_COORDINATOR, None, 0)
+        );
     }
 }

@@ -32,7 +32,17 @@ impl FastPath for ConsumerHeartbeat {
             return None;
         }
         let interval = view.answer(&steady(hb, sender))?;
-        Some((response(self.api_version, self.correlation_id, &hb.member_id, hb.member_epoch, interval, 0), 0))
+        Some((
+            response(
+                self.api_version,
+                self.correlation_id,
+                &hb.member_id,
+                hb.member_epoch,
+                interval,
+                0,
+            ),
+            0,
+        ))
     }
 }
 
@@ -47,7 +57,11 @@ impl ConsumerHeartbeat {
         if !changes_nothing(hb) {
             return None;
         }
-        view.take_move(path, &steady(hb, sender), (connection, self.api_version, self.correlation_id))
+        view.take_move(
+            path,
+            &steady(hb, sender),
+            (connection, self.api_version, self.correlation_id),
+        )
     }
 }
 
@@ -68,7 +82,9 @@ fn steady<'a>(hb: &'a ConsumerGroupHeartbeatRequest, sender: &Sender<'a>) -> Ste
 /// whitespace or a control character goes to the coordinator, whose `strip()` decides.
 fn changes_nothing(hb: &ConsumerGroupHeartbeatRequest) -> bool {
     fn plain(s: &str) -> bool {
-        s.chars().next().is_some_and(|c| !c.is_whitespace() && !c.is_control())
+        s.chars()
+            .next()
+            .is_some_and(|c| !c.is_whitespace() && !c.is_control())
     }
     hb.member_epoch > 0
         && hb.rebalance_timeout_ms == -1
@@ -139,7 +155,8 @@ mod tests {
             steady().with_member_epoch(-1),
             steady().with_member_epoch(-2),
             steady().with_rebalance_timeout_ms(300_000),
-            steady().with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("t"))])),
+            steady()
+                .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("t"))])),
             steady().with_subscribed_topic_names(Some(vec![])),
             steady().with_subscribed_topic_regex(s("t.*")),
             steady().with_server_assignor(s("uniform")),
@@ -163,11 +180,15 @@ mod tests {
     fn responses_carry_the_member_epoch_and_interval_in_every_version() {
         for version in 0..=1 {
             let frame = response(version, 42, "m-1", 7, 5_000, 0);
-            assert_eq!(i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize, frame.len() - 4);
+            assert_eq!(
+                i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize,
+                frame.len() - 4
+            );
             assert_eq!(i32::from_be_bytes(frame[4..8].try_into().unwrap()), 42);
             // Response header v1: the correlation id, then an empty tagged-field section.
             assert_eq!(frame[8], 0);
-            let decoded = ConsumerGroupHeartbeatResponse::decode(&mut frame.slice(9..), version).unwrap();
+            let decoded =
+                ConsumerGroupHeartbeatResponse::decode(&mut frame.slice(9..), version).unwrap();
             assert_eq!(
                 decoded,
                 ConsumerGroupHeartbeatResponse::default()
@@ -175,7 +196,14 @@ mod tests {
                     .with_member_epoch(7)
                     .with_heartbeat_interval_ms(5_000)
             );
-            assert_eq!((decoded.error_code, decoded.error_message, decoded.assignment), (0, None, None));
+            assert_eq!(
+                (
+                    decoded.error_code,
+                    decoded.error_message,
+                    decoded.assignment
+                ),
+                (0, None, None)
+            );
         }
     }
 }

@@ -141,7 +141,11 @@ pub struct ConsumerHeartbeatView {
 }
 
 impl ConsumerHeartbeatView {
-    fn with_wheel(wheel: Arc<Mutex<Wheel>>, session_timeout_ms: u64, heartbeat_interval_ms: i32) -> Self {
+    fn with_wheel(
+        wheel: Arc<Mutex<Wheel>>,
+        session_timeout_ms: u64,
+        heartbeat_interval_ms: i32,
+    ) -> Self {
         ConsumerHeartbeatView {
             groups: Mutex::new(HashMap::new()),
             wheel,
@@ -160,7 +164,9 @@ impl ConsumerHeartbeatView {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, GroupView>> {
-        self.groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.groups
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The heartbeat interval to answer with, after moving the member's session deadline, when
@@ -169,7 +175,9 @@ impl ConsumerHeartbeatView {
     /// request changes nothing (fast: no lock) and that its ids are not blank.
     pub fn answer(&self, hb: &Steady<'_>) -> Option<i32> {
         let groups = self.lock();
-        let Some(Judged::Steady(interval)) = self.judge(&groups, hb, wall_ms(), false) else { return None };
+        let Some(Judged::Steady(interval)) = self.judge(&groups, hb, wall_ms(), false) else {
+            return None;
+        };
         let member = groups.get(hb.group_id)?.members.get(hb.member_id)?;
         self.move_deadline(hb.group_id, member.timer_key);
         drop(groups);
@@ -181,21 +189,33 @@ impl ConsumerHeartbeatView {
     pub(crate) fn move_deadline(&self, group_id: &str, timer_key: u64) {
         let (session_timeout_ms, _) = self.timing(group_id);
         let deadline = monotonic_ms() + session_timeout_ms;
-        self.wheel.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).schedule(timer_key, deadline);
+        self.wheel
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .schedule(timer_key, deadline);
     }
 
     /// A classic member's Heartbeat (Kafka's classicGroupHeartbeatToConsumerGroup): NONE, after
     /// moving its session deadline, when the member is a classic one STABLE at the epoch of a
     /// settled group and `generation_id` is that epoch; None when the coordinator must answer
     /// (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID...).
-    pub fn classic_answer(&self, group_id: &str, member_id: &str, instance_id: Option<&str>, generation_id: i32) -> Option<i16> {
+    pub fn classic_answer(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Option<i16> {
         if generation_id <= 0 {
             return None;
         }
         let groups = self.lock();
         let group = groups.get(group_id)?;
         // Not settled: a target to compute (a classic heartbeat may start it) or to catch up.
-        if group.busy || group.group_epoch != group.assignment_epoch || group.assignment_epoch != generation_id {
+        if group.busy
+            || group.group_epoch != group.assignment_epoch
+            || group.assignment_epoch != generation_id
+        {
             return None;
         }
         let member = group.members.get(member_id)?;
@@ -209,7 +229,10 @@ impl ConsumerHeartbeatView {
             return None; // another instance: fenced or unknown
         }
         let deadline = monotonic_ms() + member.classic_session_ms;
-        self.wheel.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).schedule(member.timer_key, deadline);
+        self.wheel
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .schedule(member.timer_key, deadline);
         drop(groups);
         self.classic_answered.fetch_add(1, Ordering::Relaxed);
         Some(0)
@@ -220,13 +243,23 @@ impl ConsumerHeartbeatView {
     /// current epoch in a group not being deleted (a target computation or a bump in progress
     /// does not change what a member may commit), a consumer-protocol member committing with
     /// v9+. False: the coordinator decides.
-    pub fn commit_verdict(&self, group_id: &str, member_id: &str, member_epoch: i32, api_version: i16) -> bool {
+    pub fn commit_verdict(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        member_epoch: i32,
+        api_version: i16,
+    ) -> bool {
         let groups = self.lock();
-        let Some(group) = groups.get(group_id) else { return false };
+        let Some(group) = groups.get(group_id) else {
+            return false;
+        };
         if group.deleting {
             return false;
         }
-        let Some(member) = group.members.get(member_id) else { return false };
+        let Some(member) = group.members.get(member_id) else {
+            return false;
+        };
         member.known && member.epoch == member_epoch && (!member.consumer || api_version >= 9)
     }
 
@@ -240,7 +273,10 @@ impl ConsumerHeartbeatView {
         if !self.any_timings.load(Ordering::Relaxed) {
             return defaults;
         }
-        let timings = self.timings.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let timings = self
+            .timings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         timings.get(group_id).copied().unwrap_or(defaults)
     }
 }
@@ -252,7 +288,11 @@ impl ConsumerHeartbeatView {
     /// `heartbeat_interval_ms`.
     #[new]
     fn new(wheel: &PyTimerWheel, session_timeout_ms: u64, heartbeat_interval_ms: i32) -> Self {
-        ConsumerHeartbeatView::with_wheel(wheel.wheel.clone(), session_timeout_ms, heartbeat_interval_ms)
+        ConsumerHeartbeatView::with_wheel(
+            wheel.wheel.clone(),
+            session_timeout_ms,
+            heartbeat_interval_ms,
+        )
     }
 
     /// The group's epochs; `busy`: its heartbeats go to the coordinator whatever the epochs say;
@@ -293,14 +333,25 @@ impl ConsumerHeartbeatView {
 
     /// The group's own session timeout and heartbeat interval (its settings changed); the
     /// broker's values remove the entry.
-    fn set_group_timing(&self, group_id: &str, session_timeout_ms: u64, heartbeat_interval_ms: i32) {
-        let mut timings = self.timings.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if (session_timeout_ms, heartbeat_interval_ms) == (self.session_timeout_ms, self.heartbeat_interval_ms) {
+    fn set_group_timing(
+        &self,
+        group_id: &str,
+        session_timeout_ms: u64,
+        heartbeat_interval_ms: i32,
+    ) {
+        let mut timings = self
+            .timings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if (session_timeout_ms, heartbeat_interval_ms)
+            == (self.session_timeout_ms, self.heartbeat_interval_ms)
+        {
             timings.remove(group_id);
         } else {
             timings.insert(group_id.into(), (session_timeout_ms, heartbeat_interval_ms));
         }
-        self.any_timings.store(!timings.is_empty(), Ordering::Relaxed);
+        self.any_timings
+            .store(!timings.is_empty(), Ordering::Relaxed);
     }
 
     fn remove_group(&self, group_id: &str) {
@@ -328,13 +379,24 @@ impl ConsumerHeartbeatView {
         member.client_host = client_host.into();
         member.consumer = consumer;
         member.known = true;
-        member.classic_session_ms = if consumer { 0 } else { session_timeout_ms.unwrap_or(0) };
+        member.classic_session_ms = if consumer {
+            0
+        } else {
+            session_timeout_ms.unwrap_or(0)
+        };
     }
 
     /// A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment), and
     /// the record's value when the member is movable (see `MemberView::movable`).
     #[pyo3(signature = (group_id, member_id, epoch, stable, movable=None))]
-    fn set_member_epoch(&self, group_id: &str, member_id: &str, epoch: i32, stable: bool, movable: Option<&[u8]>) {
+    fn set_member_epoch(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        epoch: i32,
+        stable: bool,
+        movable: Option<&[u8]>,
+    ) {
         let mut groups = self.lock();
         let member = member_entry(entry(&mut groups, group_id), member_id);
         member.epoch = epoch;
@@ -345,7 +407,11 @@ impl ConsumerHeartbeatView {
     /// The member's target changed (a TargetMember record) and no longer is its assignment:
     /// its next move is the coordinator's.
     fn target_changed(&self, group_id: &str, member_id: &str) {
-        if let Some(member) = self.lock().get_mut(group_id).and_then(|g| g.members.get_mut(member_id)) {
+        if let Some(member) = self
+            .lock()
+            .get_mut(group_id)
+            .and_then(|g| g.members.get_mut(member_id))
+        {
             member.movable = None;
         }
     }
@@ -353,7 +419,11 @@ impl ConsumerHeartbeatView {
     /// The member's session timer key, once the coordinator registered it (a member the view
     /// does not hold is left alone).
     fn set_session_key(&self, group_id: &str, member_id: &str, timer_key: u64) {
-        if let Some(member) = self.lock().get_mut(group_id).and_then(|g| g.members.get_mut(member_id)) {
+        if let Some(member) = self
+            .lock()
+            .get_mut(group_id)
+            .and_then(|g| g.members.get_mut(member_id))
+        {
             member.timer_key = timer_key;
         }
     }
@@ -377,13 +447,26 @@ impl ConsumerHeartbeatView {
         client_id: &str,
         client_host: &str,
     ) -> Option<i32> {
-        self.answer(&Steady { group_id, member_id, instance_id, member_epoch, client_id, client_host })
+        self.answer(&Steady {
+            group_id,
+            member_id,
+            instance_id,
+            member_epoch,
+            client_id,
+            client_host,
+        })
     }
 
     /// What the network thread does with a classic member's Heartbeat: NONE (0), its session
     /// deadline moved; None when the coordinator answers.
     #[pyo3(name = "classic_answer")]
-    fn py_classic_answer(&self, group_id: &str, member_id: &str, instance_id: Option<&str>, generation_id: i32) -> Option<i16> {
+    fn py_classic_answer(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Option<i16> {
         self.classic_answer(group_id, member_id, instance_id, generation_id)
     }
 
@@ -401,24 +484,51 @@ impl ConsumerHeartbeatView {
         client_id: &str,
         client_host: &str,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let hb = Steady { group_id, member_id, instance_id, member_epoch, client_id, client_host };
+        let hb = Steady {
+            group_id,
+            member_id,
+            instance_id,
+            member_epoch,
+            client_id,
+            client_host,
+        };
         Ok(match self.judge(&self.lock(), &hb, wall_ms(), false) {
             Some(Judged::Steady(interval)) => Some(("steady", interval).into_pyobject(py)?),
-            Some(Judged::Move { epoch, previous, interval }) => Some(("move", epoch, previous, interval).into_pyobject(py)?),
+            Some(Judged::Move {
+                epoch,
+                previous,
+                interval,
+            }) => Some(("move", epoch, previous, interval).into_pyobject(py)?),
             None => None,
         })
     }
 
     /// The record value the view keeps for a member it may move (tests).
-    fn movable<'py>(&self, py: Python<'py>, group_id: &str, member_id: &str) -> Option<Bound<'py, PyBytes>> {
+    fn movable<'py>(
+        &self,
+        py: Python<'py>,
+        group_id: &str,
+        member_id: &str,
+    ) -> Option<Bound<'py, PyBytes>> {
         let groups = self.lock();
-        let value = groups.get(group_id)?.members.get(member_id)?.movable.as_deref()?;
+        let value = groups
+            .get(group_id)?
+            .members
+            .get(member_id)?
+            .movable
+            .as_deref()?;
         Some(PyBytes::new(py, value))
     }
 
     /// See `commit_verdict` (for tests: the network thread asks it directly).
     #[pyo3(name = "commit_verdict")]
-    fn py_commit_verdict(&self, group_id: &str, member_id: &str, member_epoch: i32, api_version: i16) -> bool {
+    fn py_commit_verdict(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        member_epoch: i32,
+        api_version: i16,
+    ) -> bool {
         self.commit_verdict(group_id, member_id, member_epoch, api_version)
     }
 
@@ -467,14 +577,24 @@ impl ConsumerHeartbeatView {
                     ),
                 )?;
             }
-            out.set_item(&**group_id, (group.group_epoch, group.assignment_epoch, group.busy, members))?;
+            out.set_item(
+                &**group_id,
+                (
+                    group.group_epoch,
+                    group.assignment_epoch,
+                    group.busy,
+                    members,
+                ),
+            )?;
         }
         Ok(out)
     }
 }
 
 pub(crate) fn wall_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn entry<'a>(groups: &'a mut HashMap<Box<str>, GroupView>, group_id: &str) -> &'a mut GroupView {
@@ -486,7 +606,9 @@ fn entry<'a>(groups: &'a mut HashMap<Box<str>, GroupView>, group_id: &str) -> &'
 
 fn member_entry<'a>(group: &'a mut GroupView, member_id: &str) -> &'a mut MemberView {
     if !group.members.contains_key(member_id) {
-        group.members.insert(member_id.into(), MemberView::default());
+        group
+            .members
+            .insert(member_id.into(), MemberView::default());
     }
     group.members.get_mut(member_id).expect("inserted above")
 }

@@ -39,6 +39,9 @@ mod tests {
         assert!(codes.contains(&("UNKNOWN_TOPIC_OR_PARTITION".to_string(), 3)));
         assert!(codes.contains(&("KAFKA_STORAGE_ERROR".to_string(), 56)));
         assert!(codes.contains(&("FETCH_SESSION_ID_NOT_FOUND".to_string(), 70)));
-        assert!(!codes.iter().any(|(_, code)| *code == 0), "0 is not an error");
+        assert!(
+            !codes.iter().any(|(_, code)| *code == 0),
+            "0 is not an error"
+        );
     }
 }

@@ -191,11 +191,17 @@ fn decode<T: FastPath>(prefix: &RequestPrefix, body: &mut Bytes) -> Result<T> {
 mod tests {
     use super::*;
     use bytes::BytesMut;
-    use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, GroupId, HeartbeatRequest, OffsetCommitRequest};
+    use kafka_protocol::messages::{
+        ConsumerGroupHeartbeatRequest, GroupId, HeartbeatRequest, OffsetCommitRequest,
+    };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
     fn prefix(api_key: i16, api_version: i16) -> RequestPrefix {
-        RequestPrefix { api_key, api_version, correlation_id: 7 }
+        RequestPrefix {
+            api_key,
+            api_version,
+            correlation_id: 7,
+        }
     }
 
     fn group(id: &'static str) -> GroupId {
@@ -230,23 +236,40 @@ mod tests {
         }
         let commit = OffsetCommitRequest::default().with_group_id(group("g"));
         let mut body = encoded(&commit, 9);
-        assert!(matches!(Decoded::decode(&prefix(8, 9), &mut body), Some(Ok(Decoded::OffsetCommit(_)))));
-        let mut body = encoded(&ConsumerGroupHeartbeatRequest::default().with_group_id(group("g")), 1);
-        assert!(matches!(Decoded::decode(&prefix(68, 1), &mut body), Some(Ok(Decoded::ConsumerHeartbeat(_)))));
-        assert!(Decoded::decode(&prefix(3, 12), &mut Bytes::from_static(&[0, 0])).is_none(), "Metadata: a dict");
+        assert!(matches!(
+            Decoded::decode(&prefix(8, 9), &mut body),
+            Some(Ok(Decoded::OffsetCommit(_)))
+        ));
+        let mut body = encoded(
+            &ConsumerGroupHeartbeatRequest::default().with_group_id(group("g")),
+            1,
+        );
+        assert!(matches!(
+            Decoded::decode(&prefix(68, 1), &mut body),
+            Some(Ok(Decoded::ConsumerHeartbeat(_)))
+        ));
+        assert!(
+            Decoded::decode(&prefix(3, 12), &mut Bytes::from_static(&[0, 0])).is_none(),
+            "Metadata: a dict"
+        );
     }
 
     #[test]
     fn a_short_path_without_views_is_left_to_python() {
         let mut body = encoded(&HeartbeatRequest::default().with_group_id(group("g")), 0);
         let decoded = Decoded::decode(&prefix(12, 0), &mut body).unwrap().unwrap();
-        assert!(decoded.answer(&Views::default(), &Sender::default()).is_none());
+        assert!(decoded
+            .answer(&Views::default(), &Sender::default())
+            .is_none());
     }
 
     #[test]
     fn a_truncated_body_is_an_error() {
         let mut body = encoded(&HeartbeatRequest::default().with_group_id(group("g")), 4);
         let mut cut = body.split_to(body.len() - 2);
-        assert!(matches!(Decoded::decode(&prefix(12, 4), &mut cut), Some(Err(_))));
+        assert!(matches!(
+            Decoded::decode(&prefix(12, 4), &mut cut),
+            Some(Err(_))
+        ));
     }
 }

@@ -11,7 +11,11 @@ use crate::limits::Head;
 #[derive(Debug, PartialEq, Eq)]
 pub enum FrameError {
     /// The size prefix is negative or above the limit.
-    BadSize { size: i32, max: usize, setting: &'static str },
+    BadSize {
+        size: i32,
+        max: usize,
+        setting: &'static str,
+    },
 }
 
 impl std::fmt::Display for FrameError {
@@ -33,7 +37,11 @@ pub struct FrameSplitter {
 
 impl FrameSplitter {
     pub fn new(max: usize) -> Self {
-        FrameSplitter { buf: BytesMut::new(), max, setting: "socket.request.max.bytes" }
+        FrameSplitter {
+            buf: BytesMut::new(),
+            max,
+            setting: "socket.request.max.bytes",
+        }
     }
 
     /// Another bound on frame sizes from now on (a SASL connection's, until authenticated).
@@ -63,13 +71,17 @@ impl FrameSplitter {
     /// What the buffer starts with, for the memory pool.
     pub fn head(&self) -> Head {
         if self.buf.len() < 4 {
-            return Head::Unknown { buffered: self.buf.len() };
+            return Head::Unknown {
+                buffered: self.buf.len(),
+            };
         }
         if self.has_frame() {
             return Head::Complete;
         }
         let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-        Head::Partial { frame: 4 + size as usize }
+        Head::Partial {
+            frame: 4 + size as usize,
+        }
     }
 
     /// The next whole frame (without its size prefix), if one has fully arrived.
@@ -79,7 +91,11 @@ impl FrameSplitter {
         }
         let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
         if size < 0 || size as usize > self.max {
-            return Err(FrameError::BadSize { size, max: self.max, setting: self.setting });
+            return Err(FrameError::BadSize {
+                size,
+                max: self.max,
+                setting: self.setting,
+            });
         }
         let size = size as usize;
         if self.buf.len() < 4 + size {
@@ -121,14 +137,24 @@ mod tests {
     fn rejects_oversized_and_negative_sizes_before_payload_arrives() {
         let mut s = FrameSplitter::new(100);
         s.push(&101i32.to_be_bytes());
-        assert_eq!(s.next_frame(), Err(FrameError::BadSize { size: 101, max: 100, setting: "socket.request.max.bytes" }));
+        assert_eq!(
+            s.next_frame(),
+            Err(FrameError::BadSize {
+                size: 101,
+                max: 100,
+                setting: "socket.request.max.bytes"
+            })
+        );
         let mut s = FrameSplitter::new(100);
         s.push(&(-1i32).to_be_bytes());
         assert!(s.next_frame().is_err());
         let mut s = FrameSplitter::new(usize::MAX >> 1);
         s.push(&i32::MAX.to_be_bytes());
         assert_eq!(s.next_frame(), Ok(None));
-        assert!(s.buf.capacity() < 1 << 20, "no allocation for the claimed size");
+        assert!(
+            s.buf.capacity() < 1 << 20,
+            "no allocation for the claimed size"
+        );
     }
 
     #[test]
@@ -152,7 +178,11 @@ mod tests {
         assert_eq!(s.head(), Head::Complete);
         let mut s = FrameSplitter::new(10);
         s.push(&11i32.to_be_bytes());
-        assert_eq!(s.head(), Head::Complete, "a size to refuse is handled at once");
+        assert_eq!(
+            s.head(),
+            Head::Complete,
+            "a size to refuse is handled at once"
+        );
     }
 
     #[test]

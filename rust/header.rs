@@ -92,7 +92,12 @@ pub fn begin_response(out: &mut BytesMut, correlation_id: i32, header_version: i
 }
 
 /// Starts a request frame with a v1/v2 header.
-pub fn begin_request(out: &mut BytesMut, prefix: &RequestPrefix, client_id: Option<&str>, header_version: i16) {
+pub fn begin_request(
+    out: &mut BytesMut,
+    prefix: &RequestPrefix,
+    client_id: Option<&str>,
+    header_version: i16,
+) {
     out.put_i32(0);
     out.put_i16(prefix.api_key);
     out.put_i16(prefix.api_version);
@@ -123,7 +128,11 @@ mod tests {
     #[test]
     fn request_header_round_trip_v0_v1_v2() {
         for hv in 0..=2 {
-            let prefix = RequestPrefix { api_key: 18, api_version: 3, correlation_id: 77 };
+            let prefix = RequestPrefix {
+                api_key: 18,
+                api_version: 3,
+                correlation_id: 77,
+            };
             let mut out = BytesMut::new();
             begin_request(&mut out, &prefix, Some("me"), hv);
             out.put_u8(0xAB);
@@ -139,15 +148,23 @@ mod tests {
     #[test]
     fn null_client_id_and_tagged_fields_in_a_v2_header() {
         // key 3, v12, correlation 9, client id null, two tagged fields (tag 0: 2 bytes, tag 5: 0 bytes).
-        let mut frame = Bytes::from_static(&[0, 3, 0, 12, 0, 0, 0, 9, 0xff, 0xff, 2, 0, 2, 0xAA, 0xBB, 5, 0, 0x42]);
+        let mut frame = Bytes::from_static(&[
+            0, 3, 0, 12, 0, 0, 0, 9, 0xff, 0xff, 2, 0, 2, 0xAA, 0xBB, 5, 0, 0x42,
+        ]);
         assert_eq!(skip_header(&mut frame, 2).unwrap(), None);
         assert_eq!(&frame[..], &[0x42]);
     }
 
     #[test]
     fn varints() {
-        assert_eq!(read_unsigned_varint(&mut Bytes::from_static(&[0x96, 0x01])).unwrap(), 150);
-        assert_eq!(read_unsigned_varint(&mut Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0x0f])).unwrap(), u32::MAX);
+        assert_eq!(
+            read_unsigned_varint(&mut Bytes::from_static(&[0x96, 0x01])).unwrap(),
+            150
+        );
+        assert_eq!(
+            read_unsigned_varint(&mut Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0x0f])).unwrap(),
+            u32::MAX
+        );
         assert!(read_unsigned_varint(&mut Bytes::from_static(&[0xff; 6])).is_err());
         assert!(read_unsigned_varint(&mut Bytes::from_static(&[0x80])).is_err());
     }

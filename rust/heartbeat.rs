@@ -30,7 +30,8 @@ impl FastPath for Heartbeat {
         }
         let instance_id = hb.group_instance_id.as_deref();
         let classic = views.heartbeat.as_ref().and_then(|view| {
-            view.get().answer(&hb.group_id, &hb.member_id, instance_id, hb.generation_id)
+            view.get()
+                .answer(&hb.group_id, &hb.member_id, instance_id, hb.generation_id)
         });
         let code = classic.or_else(|| {
             let view = views.consumer_heartbeat.as_ref()?.get();
@@ -65,7 +66,10 @@ impl Heartbeat {
 
     /// This Heartbeat's response frame with `error_code` (throttle time 0).
     fn respond<'py>(&self, py: Python<'py>, error_code: i16) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &response(self.api_version, self.correlation_id, error_code))
+        PyBytes::new(
+            py,
+            &response(self.api_version, self.correlation_id, error_code),
+        )
     }
 
     fn __repr__(&self) -> String {
@@ -83,7 +87,11 @@ impl Heartbeat {
 /// A Heartbeat response frame with `error_code` (throttle time 0).
 fn response(api_version: i16, correlation_id: i32, error_code: i16) -> Bytes {
     let mut out = BytesMut::with_capacity(32);
-    header::begin_response(&mut out, correlation_id, HeartbeatResponse::header_version(api_version));
+    header::begin_response(
+        &mut out,
+        correlation_id,
+        HeartbeatResponse::header_version(api_version),
+    );
     HeartbeatResponse::default()
         .with_error_code(error_code)
         .encode(&mut out, api_version)
@@ -101,10 +109,18 @@ mod tests {
     fn responses_carry_the_code_in_every_version() {
         for version in 0..=4 {
             let frame = response(version, 42, 27);
-            assert_eq!(i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize, frame.len() - 4);
+            assert_eq!(
+                i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize,
+                frame.len() - 4
+            );
             assert_eq!(i32::from_be_bytes(frame[4..8].try_into().unwrap()), 42);
             let mut body = frame.slice(if version >= 4 { 9 } else { 8 }..);
-            assert_eq!(HeartbeatResponse::decode(&mut body, version).unwrap().error_code, 27);
+            assert_eq!(
+                HeartbeatResponse::decode(&mut body, version)
+                    .unwrap()
+                    .error_code,
+                27
+            );
         }
     }
 }

@@ -57,12 +57,20 @@ pub struct HeartbeatView {
 
 impl HeartbeatView {
     fn lock(&self) -> MutexGuard<'_, Views> {
-        self.views.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.views
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The error code to answer with, after moving the member's session deadline; None when the
     /// coordinator must answer.
-    pub fn answer(&self, group_id: &str, member_id: &str, instance_id: Option<&str>, generation_id: i32) -> Option<i16> {
+    pub fn answer(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Option<i16> {
         let views = self.lock();
         let group = views.groups.get(group_id)?;
         let code = group.answer?;
@@ -74,20 +82,33 @@ impl HeartbeatView {
             return None;
         }
         let deadline = monotonic_ms() + member.session_timeout_ms;
-        self.wheel.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).schedule(member.timer_key, deadline);
+        self.wheel
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .schedule(member.timer_key, deadline);
         Some(code)
     }
 
     /// Whether the coordinator accepts an OffsetCommit from this member at this generation
     /// (true only when sure: a member of the current generation of a group whose members may
     /// commit, its instance id its own). False: the coordinator decides.
-    pub fn commit_verdict(&self, group_id: &str, member_id: &str, instance_id: Option<&str>, generation_id: i32) -> bool {
+    pub fn commit_verdict(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> bool {
         let views = self.lock();
-        let Some(group) = views.groups.get(group_id) else { return false };
+        let Some(group) = views.groups.get(group_id) else {
+            return false;
+        };
         if !group.commits || generation_id < 0 || group.generation_id != generation_id {
             return false;
         }
-        let Some(member) = group.members.get(member_id) else { return false };
+        let Some(member) = group.members.get(member_id) else {
+            return false;
+        };
         instance_id.is_none() || instance_id == member.group_instance_id.as_deref()
     }
 
@@ -101,7 +122,13 @@ impl HeartbeatView {
     /// A view whose session deadlines live in `wheel`.
     #[new]
     fn new(wheel: &PyTimerWheel) -> Self {
-        HeartbeatView { views: Mutex::new(Views { groups: HashMap::new() }), wheel: wheel.wheel.clone(), takeable: AtomicU64::new(0) }
+        HeartbeatView {
+            views: Mutex::new(Views {
+                groups: HashMap::new(),
+            }),
+            wheel: wheel.wheel.clone(),
+            takeable: AtomicU64::new(0),
+        }
     }
 
     /// The group's generation and its answer to members of that generation (None: the
@@ -117,7 +144,13 @@ impl HeartbeatView {
 
     /// See `commit_verdict` (for tests: the network thread asks it directly).
     #[pyo3(name = "commit_verdict")]
-    fn py_commit_verdict(&self, group_id: &str, member_id: &str, instance_id: Option<&str>, generation_id: i32) -> bool {
+    fn py_commit_verdict(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> bool {
         self.commit_verdict(group_id, member_id, instance_id, generation_id)
     }
 
@@ -143,7 +176,14 @@ impl HeartbeatView {
     ) {
         let mut views = self.lock();
         let group = views.groups.entry(group_id.to_owned()).or_default();
-        group.members.insert(member_id.to_owned(), MemberView { group_instance_id, timer_key, session_timeout_ms });
+        group.members.insert(
+            member_id.to_owned(),
+            MemberView {
+                group_instance_id,
+                timer_key,
+                session_timeout_ms,
+            },
+        );
     }
 
     fn remove_member(&self, group_id: &str, member_id: &str) {
@@ -159,7 +199,16 @@ mod tests {
 
     fn view() -> (HeartbeatView, Arc<Mutex<Wheel>>) {
         let wheel = Arc::new(Mutex::new(Wheel::new(10, 64, monotonic_ms())));
-        (HeartbeatView { views: Mutex::new(Views { groups: HashMap::new() }), wheel: wheel.clone(), takeable: AtomicU64::new(0) }, wheel)
+        (
+            HeartbeatView {
+                views: Mutex::new(Views {
+                    groups: HashMap::new(),
+                }),
+                wheel: wheel.clone(),
+                takeable: AtomicU64::new(0),
+            },
+            wheel,
+        )
     }
 
     #[test]
@@ -169,13 +218,25 @@ mod tests {
         view.set_member("g", "m1", None, 7, 45_000);
         view.set_member("g", "s1", Some("i1".into()), 8, 10_000);
         assert_eq!(view.answer("g", "m1", None, 3), Some(0));
-        let deadline = wheel.lock().unwrap().deadline(7).expect("session deadline scheduled");
+        let deadline = wheel
+            .lock()
+            .unwrap()
+            .deadline(7)
+            .expect("session deadline scheduled");
         assert!(deadline >= monotonic_ms() + 44_000);
-        assert_eq!(view.answer("g", "m1", None, 2), None, "stale generation: the coordinator answers");
+        assert_eq!(
+            view.answer("g", "m1", None, 2),
+            None,
+            "stale generation: the coordinator answers"
+        );
         assert_eq!(view.answer("g", "nobody", None, 3), None);
         assert_eq!(view.answer("other", "m1", None, 3), None);
         assert_eq!(view.answer("g", "s1", Some("i1"), 3), Some(0));
-        assert_eq!(view.answer("g", "s1", Some("i2"), 3), None, "another instance id: fenced or unknown");
+        assert_eq!(
+            view.answer("g", "s1", Some("i2"), 3),
+            None,
+            "another instance id: fenced or unknown"
+        );
         assert_eq!(view.answer("g", "s1", None, 3), Some(0));
     }
 
@@ -193,7 +254,10 @@ mod tests {
         view.set_member("g", "m1", None, 7, 45_000);
         view.remove_group("g");
         assert_eq!(view.answer("g", "m1", None, 2), None);
-        assert!(view.lock().groups.is_empty(), "the group and its members are gone");
+        assert!(
+            view.lock().groups.is_empty(),
+            "the group and its members are gone"
+        );
     }
 
     #[test]
@@ -203,12 +267,24 @@ mod tests {
         view.set_member("g", "m1", None, 7, 45_000);
         view.set_member("g", "s1", Some("i1".into()), 8, 10_000);
         assert!(view.commit_verdict("g", "m1", None, 3));
-        assert!(view.commit_verdict("g", "s1", Some("i1"), 3) && view.commit_verdict("g", "s1", None, 3));
-        assert!(wheel.lock().unwrap().deadline(7).is_none(), "a commit is no heartbeat");
-        assert!(!view.commit_verdict("g", "m1", None, 2), "ILLEGAL_GENERATION is the coordinator's");
+        assert!(
+            view.commit_verdict("g", "s1", Some("i1"), 3)
+                && view.commit_verdict("g", "s1", None, 3)
+        );
+        assert!(
+            wheel.lock().unwrap().deadline(7).is_none(),
+            "a commit is no heartbeat"
+        );
+        assert!(
+            !view.commit_verdict("g", "m1", None, 2),
+            "ILLEGAL_GENERATION is the coordinator's"
+        );
         assert!(!view.commit_verdict("g", "m1", None, -1));
         assert!(!view.commit_verdict("g", "nobody", None, 3));
-        assert!(!view.commit_verdict("g", "s1", Some("i2"), 3), "fenced or unknown instance");
+        assert!(
+            !view.commit_verdict("g", "s1", Some("i2"), 3),
+            "fenced or unknown instance"
+        );
         assert!(!view.commit_verdict("g", "m1", Some("i1"), 3));
         assert!(!view.commit_verdict("other", "m1", None, 3));
         view.set_group("g", 4, Some(0), false); // CompletingRebalance: REBALANCE_IN_PROGRESS

@@ -12,8 +12,8 @@ mod client;
 mod commit_path;
 mod conn;
 mod connection;
-mod consumer_heartbeat;
 mod consumer_epoch_moves;
+mod consumer_heartbeat;
 mod consumer_heartbeat_view;
 mod consumer_protocol;
 mod errors;
@@ -26,6 +26,7 @@ mod limits;
 mod log;
 mod message_fields;
 mod offset_commit;
+mod offset_map;
 mod principal_mapping;
 pub mod pyconv;
 mod reactor;
@@ -33,7 +34,6 @@ mod request_stats;
 mod sasl_raw;
 mod timer_wheel;
 mod tls;
-mod offset_map;
 
 use pyo3::prelude::*;
 
@@ -73,7 +73,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fast_paths::register(m)?;
     m.add_class::<offset_commit::OffsetCommitAnswer>()?;
     m.add_class::<client::Frames>()?;
-    m.add("ProtocolError", m.py().get_type::<connection::ProtocolError>())?;
+    m.add(
+        "ProtocolError",
+        m.py().get_type::<connection::ProtocolError>(),
+    )?;
     m.add_function(wrap_pyfunction!(client::encode_request, m)?)?;
     m.add_function(wrap_pyfunction!(client::decode_response, m)?)?;
     m.add_function(wrap_pyfunction!(client::codec_versions, m)?)?;
@@ -83,8 +86,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(timer_wheel::py_monotonic_ms, m)?)?;
     m.add_class::<heartbeat_view::HeartbeatView>()?;
     m.add_class::<consumer_heartbeat_view::ConsumerHeartbeatView>()?;
-    m.add_function(wrap_pyfunction!(consumer_epoch_moves::adaptive_interval_ms, m)?)?;
-    m.add_function(wrap_pyfunction!(consumer_epoch_moves::py_moved_assignment_record, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        consumer_epoch_moves::adaptive_interval_ms,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
+        consumer_epoch_moves::py_moved_assignment_record,
+        m
+    )?)?;
     m.add_class::<reactor::Reactor>()?;
     m.add_class::<tls::TlsServerConfig>()?;
     m.add_class::<principal_mapping::PySslPrincipalMapper>()?;

@@ -60,7 +60,10 @@ impl Pool {
             let small = (cap / 8).max(1);
             [small, cap.saturating_sub(small).max(1)]
         });
-        Pool { caps, used: Charge::default() }
+        Pool {
+            caps,
+            used: Charge::default(),
+        }
     }
 
     pub fn limited(&self) -> bool {
@@ -216,7 +219,11 @@ pub struct Reports<K: Ord> {
 
 impl<K: Ord + Copy> Reports<K> {
     pub fn new(interval: Duration) -> Self {
-        Reports { pending: BTreeMap::new(), last: None, interval }
+        Reports {
+            pending: BTreeMap::new(),
+            last: None,
+            interval,
+        }
     }
 
     pub fn note(&mut self, key: K) {
@@ -238,7 +245,11 @@ impl<K: Ord + Copy> Reports<K> {
 
     /// The counts to report now, if it is time.
     pub fn take_due(&mut self, now: Instant) -> Option<Vec<(K, u64)>> {
-        if self.pending.is_empty() || self.last.is_some_and(|last| now.duration_since(last) < self.interval) {
+        if self.pending.is_empty()
+            || self
+                .last
+                .is_some_and(|last| now.duration_since(last) < self.interval)
+        {
             return None;
         }
         self.last = Some(now);
@@ -257,7 +268,10 @@ mod tests {
     fn unlimited_pool_always_reads_a_chunk() {
         let pool = Pool::new(None);
         let mut b = Budget::default();
-        assert_eq!(b.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK), Allow::Read(CHUNK));
+        assert_eq!(
+            b.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK),
+            Allow::Read(CHUNK)
+        );
         assert!(!b.granted());
     }
 
@@ -265,29 +279,56 @@ mod tests {
     fn one_large_frame_may_overshoot_then_others_wait() {
         let mut pool = Pool::new(Some(32 * MB));
         let (mut a, mut b) = (Budget::default(), Budget::default());
-        assert_eq!(a.allowance(&pool, Head::Unknown { buffered: 0 }, CHUNK), Allow::Read(CHUNK));
+        assert_eq!(
+            a.allowance(&pool, Head::Unknown { buffered: 0 }, CHUNK),
+            Allow::Read(CHUNK)
+        );
         a.recharge(&mut pool, CHUNK);
-        assert_eq!(a.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK), Allow::Read(CHUNK));
+        assert_eq!(
+            a.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK),
+            Allow::Read(CHUNK)
+        );
         a.recharge(&mut pool, 90 * MB);
         assert_eq!(pool.used(), 100 * MB, "the whole declared size is reserved");
         // B may learn its head's size, then waits.
-        assert_eq!(b.allowance(&pool, Head::Unknown { buffered: 1 }, CHUNK), Allow::Read(3));
+        assert_eq!(
+            b.allowance(&pool, Head::Unknown { buffered: 1 }, CHUNK),
+            Allow::Read(3)
+        );
         b.recharge(&mut pool, 4);
-        assert_eq!(b.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK), Allow::Wait(Lane::Large));
+        assert_eq!(
+            b.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK),
+            Allow::Wait(Lane::Large)
+        );
         // A granted frame is finished even over the cap.
-        assert_eq!(a.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK), Allow::Read(CHUNK));
+        assert_eq!(
+            a.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK),
+            Allow::Read(CHUNK)
+        );
         // A small request still gets through, on its own lane.
         let mut c = Budget::default();
-        assert_eq!(c.allowance(&pool, Head::Unknown { buffered: 0 }, CHUNK), Allow::Read(4));
+        assert_eq!(
+            c.allowance(&pool, Head::Unknown { buffered: 0 }, CHUNK),
+            Allow::Read(4)
+        );
         c.recharge(&mut pool, 4);
-        assert_eq!(c.allowance(&pool, Head::Partial { frame: 50 }, CHUNK), Allow::Read(CHUNK));
+        assert_eq!(
+            c.allowance(&pool, Head::Partial { frame: 50 }, CHUNK),
+            Allow::Read(CHUNK)
+        );
         c.recharge(&mut pool, 50);
         c.frame_taken(None);
-        assert!(c.recharge(&mut pool, 0), "a frame the core answered frees its bytes");
+        assert!(
+            c.recharge(&mut pool, 0),
+            "a frame the core answered frees its bytes"
+        );
         // A goes away: B gets its reservation.
         assert!(a.release(&mut pool));
         assert_eq!(pool.used(), 4);
-        assert_eq!(b.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK), Allow::Read(CHUNK));
+        assert_eq!(
+            b.allowance(&pool, Head::Partial { frame: 100 * MB }, CHUNK),
+            Allow::Read(CHUNK)
+        );
         b.recharge(&mut pool, 5);
         assert_eq!(pool.used(), 100 * MB);
     }
@@ -296,7 +337,10 @@ mod tests {
     fn frames_with_python_stay_counted_until_answered() {
         let mut pool = Pool::new(Some(8 * MB));
         let mut a = Budget::default();
-        assert_eq!(a.allowance(&pool, Head::Partial { frame: 2 * MB + 4 }, CHUNK), Allow::Read(CHUNK));
+        assert_eq!(
+            a.allowance(&pool, Head::Partial { frame: 2 * MB + 4 }, CHUNK),
+            Allow::Read(CHUNK)
+        );
         a.recharge(&mut pool, 2 * MB + 4);
         a.frame_taken(Some(2 * MB));
         assert!(!a.recharge(&mut pool, 0));
@@ -310,17 +354,39 @@ mod tests {
     fn exhausted_lanes_make_readers_wait() {
         let mut pool = Pool::new(Some(8 * 1024));
         let mut hog = Budget::default();
-        assert_eq!(hog.allowance(&pool, Head::Partial { frame: 2000 }, CHUNK), Allow::Read(CHUNK));
+        assert_eq!(
+            hog.allowance(&pool, Head::Partial { frame: 2000 }, CHUNK),
+            Allow::Read(CHUNK)
+        );
         hog.recharge(&mut pool, 1500);
-        assert!(!pool.has_room(Lane::Small), "2000 bytes fill the 1 KiB small lane");
+        assert!(
+            !pool.has_room(Lane::Small),
+            "2000 bytes fill the 1 KiB small lane"
+        );
         let mut b = Budget::default();
-        assert_eq!(b.allowance(&pool, Head::Partial { frame: 100 }, CHUNK), Allow::Wait(Lane::Small));
-        assert_eq!(b.allowance(&pool, Head::Complete, CHUNK), Allow::Read(CHUNK), "the large lane is free");
+        assert_eq!(
+            b.allowance(&pool, Head::Partial { frame: 100 }, CHUNK),
+            Allow::Wait(Lane::Small)
+        );
+        assert_eq!(
+            b.allowance(&pool, Head::Complete, CHUNK),
+            Allow::Read(CHUNK),
+            "the large lane is free"
+        );
         let mut big = Budget::default();
-        assert_eq!(big.allowance(&pool, Head::Partial { frame: 1 << 20 }, CHUNK), Allow::Read(CHUNK));
+        assert_eq!(
+            big.allowance(&pool, Head::Partial { frame: 1 << 20 }, CHUNK),
+            Allow::Read(CHUNK)
+        );
         big.recharge(&mut pool, 10);
-        assert_eq!(b.allowance(&pool, Head::Unknown { buffered: 0 }, CHUNK), Allow::Wait(Lane::Small));
-        assert_eq!(b.allowance(&pool, Head::Complete, CHUNK), Allow::Wait(Lane::Large));
+        assert_eq!(
+            b.allowance(&pool, Head::Unknown { buffered: 0 }, CHUNK),
+            Allow::Wait(Lane::Small)
+        );
+        assert_eq!(
+            b.allowance(&pool, Head::Complete, CHUNK),
+            Allow::Wait(Lane::Large)
+        );
     }
 
     #[test]
@@ -336,7 +402,10 @@ mod tests {
         r.note("b");
         assert_eq!(r.take_due(t0 + Duration::from_secs(9)), None);
         assert!(r.pending());
-        assert_eq!(r.take_due(t0 + Duration::from_secs(10)), Some(vec![("a", 5), ("b", 1)]));
+        assert_eq!(
+            r.take_due(t0 + Duration::from_secs(10)),
+            Some(vec![("a", 5), ("b", 1)])
+        );
         assert!(!r.pending());
     }
 }

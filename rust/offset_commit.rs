@@ -15,7 +15,9 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use pyo3::exceptions::PyValueError;
@@ -61,16 +63,28 @@ impl OffsetCommit {
     /// a "simple" commit, -1, may create its group).
     fn accepting_view(&self, views: &Views) -> Option<Accepting> {
         let c = &self.body;
-        if self.api_version < 5 || c.group_id.is_empty() || c.member_id.is_empty() || c.generation_id_or_member_epoch < 0 {
+        if self.api_version < 5
+            || c.group_id.is_empty()
+            || c.member_id.is_empty()
+            || c.generation_id_or_member_epoch < 0
+        {
             return None;
         }
         let instance_id = c.group_instance_id.as_deref();
         let epoch = c.generation_id_or_member_epoch;
-        if views.heartbeat.as_ref().is_some_and(|v| v.get().commit_verdict(&c.group_id, &c.member_id, instance_id, epoch)) {
+        if views.heartbeat.as_ref().is_some_and(|v| {
+            v.get()
+                .commit_verdict(&c.group_id, &c.member_id, instance_id, epoch)
+        }) {
             return Some(Accepting::Classic);
         }
         let consumer = views.consumer_heartbeat.as_ref();
-        consumer.is_some_and(|v| v.get().commit_verdict(&c.group_id, &c.member_id, epoch, self.api_version)).then_some(Accepting::Consumer)
+        consumer
+            .is_some_and(|v| {
+                v.get()
+                    .commit_verdict(&c.group_id, &c.member_id, epoch, self.api_version)
+            })
+            .then_some(Accepting::Consumer)
     }
 
     /// Offers the commit to the commit path (commit_path.rs), which writes and answers it
@@ -78,7 +92,11 @@ impl OffsetCommit {
     /// asked again under the path's lock (a group being deleted meanwhile refuses).
     pub fn take(&self, views: &Views, connection: u64) -> Option<Took> {
         let path = views.commit_path.as_ref()?.get();
-        let to = ReplyTo { connection, api_version: self.api_version, correlation_id: self.correlation_id };
+        let to = ReplyTo {
+            connection,
+            api_version: self.api_version,
+            correlation_id: self.correlation_id,
+        };
         path.take(&self.body, to, || self.accepting_view(views).is_some())
     }
 }
@@ -152,7 +170,12 @@ impl OffsetCommit {
                     NONE
                 };
                 if code == NONE {
-                    ok.push((p.partition_index, p.committed_offset, p.committed_leader_epoch, metadata));
+                    ok.push((
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        metadata,
+                    ));
                 }
                 topic_codes.push((p.partition_index, code));
             }
@@ -163,7 +186,11 @@ impl OffsetCommit {
             codes.push((topic.name.clone(), topic_codes));
         }
         let (api_version, correlation_id) = (self.api_version, self.correlation_id);
-        let answer = OffsetCommitAnswer { api_version, correlation_id, codes: Arc::new(codes) };
+        let answer = OffsetCommitAnswer {
+            api_version,
+            correlation_id,
+            codes: Arc::new(codes),
+        };
         Ok((accepted, answer))
     }
 
@@ -200,8 +227,13 @@ impl OffsetCommitAnswer {
     /// write failed.
     #[pyo3(signature = (write_error = 0))]
     fn frame<'py>(&self, py: Python<'py>, write_error: i16) -> PyResult<Bound<'py, PyBytes>> {
-        let frame = encode_answer(self.api_version, self.correlation_id, &self.codes, write_error)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let frame = encode_answer(
+            self.api_version,
+            self.correlation_id,
+            &self.codes,
+            write_error,
+        )
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(PyBytes::new(py, &frame))
     }
 }
@@ -220,21 +252,29 @@ pub fn encode_answer(
     let topics = codes
         .iter()
         .map(|(name, partitions)| {
-            OffsetCommitResponseTopic::default().with_name(name.clone()).with_partitions(
-                partitions
-                    .iter()
-                    .map(|&(index, code)| {
-                        OffsetCommitResponsePartition::default()
-                            .with_partition_index(index)
-                            .with_error_code(if code == NONE { write_error } else { code })
-                    })
-                    .collect(),
-            )
+            OffsetCommitResponseTopic::default()
+                .with_name(name.clone())
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&(index, code)| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_error_code(if code == NONE { write_error } else { code })
+                        })
+                        .collect(),
+                )
         })
         .collect();
     let mut out = BytesMut::with_capacity(64);
-    header::begin_response(&mut out, correlation_id, OffsetCommitResponse::header_version(api_version));
-    OffsetCommitResponse::default().with_topics(topics).encode(&mut out, api_version)?;
+    header::begin_response(
+        &mut out,
+        correlation_id,
+        OffsetCommitResponse::header_version(api_version),
+    );
+    OffsetCommitResponse::default()
+        .with_topics(topics)
+        .encode(&mut out, api_version)?;
     header::finish_frame(&mut out);
     Ok(out.freeze())
 }

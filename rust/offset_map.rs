@@ -33,7 +33,10 @@ pub struct GroupOffsets {
 
 impl GroupOffsets {
     fn count(&self) -> usize {
-        self.topics.values().map(|v| v.iter().filter(|c| c.is_some()).count()).sum()
+        self.topics
+            .values()
+            .map(|v| v.iter().filter(|c| c.is_some()).count())
+            .sum()
     }
 }
 
@@ -46,7 +49,14 @@ pub struct OffsetMap {
 pub type PartitionOffset = (i32, i64, i32, String);
 
 impl OffsetMap {
-    pub fn commit(&mut self, group: &str, topic: &str, partitions: Vec<PartitionOffset>, commit_ts: i64, expire_ts: i64) {
+    pub fn commit(
+        &mut self,
+        group: &str,
+        topic: &str,
+        partitions: Vec<PartitionOffset>,
+        commit_ts: i64,
+        expire_ts: i64,
+    ) {
         let offsets = self.groups.entry(group.to_owned()).or_default();
         let slots = offsets.topics.entry(topic.to_owned()).or_default();
         for (partition, offset, leader_epoch, metadata) in partitions {
@@ -54,7 +64,13 @@ impl OffsetMap {
             if slots.len() <= p {
                 slots.resize(p + 1, None);
             }
-            slots[p] = Some(Committed { offset, leader_epoch, metadata, commit_timestamp_ms: commit_ts, expire_timestamp_ms: expire_ts });
+            slots[p] = Some(Committed {
+                offset,
+                leader_epoch,
+                metadata,
+                commit_timestamp_ms: commit_ts,
+                expire_timestamp_ms: expire_ts,
+            });
         }
     }
 
@@ -62,7 +78,12 @@ impl OffsetMap {
         if partition < 0 {
             return None;
         }
-        self.groups.get(group)?.topics.get(topic)?.get(partition as usize)?.as_ref()
+        self.groups
+            .get(group)?
+            .topics
+            .get(topic)?
+            .get(partition as usize)?
+            .as_ref()
     }
 
     /// Every committed partition of a topic, in partition order.
@@ -73,13 +94,21 @@ impl OffsetMap {
         slots
             .iter()
             .enumerate()
-            .filter_map(|(p, c)| c.as_ref().map(|c| (p as i32, c.offset, c.leader_epoch, c.metadata.clone())))
+            .filter_map(|(p, c)| {
+                c.as_ref()
+                    .map(|c| (p as i32, c.offset, c.leader_epoch, c.metadata.clone()))
+            })
             .collect()
     }
 
     pub fn topics(&self, group: &str) -> Vec<String> {
         let mut names: Vec<String> = match self.groups.get(group) {
-            Some(g) => g.topics.iter().filter(|(_, v)| v.iter().any(Option::is_some)).map(|(t, _)| t.clone()).collect(),
+            Some(g) => g
+                .topics
+                .iter()
+                .filter(|(_, v)| v.iter().any(Option::is_some))
+                .map(|(t, _)| t.clone())
+                .collect(),
             None => Vec::new(),
         };
         names.sort();
@@ -128,7 +157,14 @@ impl OffsetMap {
     /// is `base_ts` when given (the time an Empty classic group became empty) or its commit time.
     /// Topics in `keep_topics` are left alone. Returns the expired (topic, partition) pairs, sorted,
     /// without removing them: their tombstones remove them once durable (groups/offsets.py).
-    pub fn expired(&self, group: &str, now_ms: i64, retention_ms: i64, base_ts: Option<i64>, keep_topics: &[String]) -> Vec<(String, i32)> {
+    pub fn expired(
+        &self,
+        group: &str,
+        now_ms: i64,
+        retention_ms: i64,
+        base_ts: Option<i64>,
+        keep_topics: &[String],
+    ) -> Vec<(String, i32)> {
         let mut out = Vec::new();
         let Some(g) = self.groups.get(group) else {
             return out;
@@ -183,7 +219,9 @@ impl PyOffsetMap {
     }
 
     fn lock(&self) -> MutexGuard<'_, OffsetMap> {
-        self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.map
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -196,8 +234,21 @@ impl PyOffsetMap {
 
     /// Commits `partitions` [(partition, offset, leader_epoch, metadata)] of one topic at once.
     #[pyo3(signature = (group, topic, partitions, commit_timestamp_ms, expire_timestamp_ms = -1))]
-    fn commit(&self, group: &str, topic: &str, partitions: Vec<PartitionOffset>, commit_timestamp_ms: i64, expire_timestamp_ms: i64) {
-        self.lock().commit(group, topic, partitions, commit_timestamp_ms, expire_timestamp_ms)
+    fn commit(
+        &self,
+        group: &str,
+        topic: &str,
+        partitions: Vec<PartitionOffset>,
+        commit_timestamp_ms: i64,
+        expire_timestamp_ms: i64,
+    ) {
+        self.lock().commit(
+            group,
+            topic,
+            partitions,
+            commit_timestamp_ms,
+            expire_timestamp_ms,
+        )
     }
 
     /// (offset, leader_epoch, metadata) for each asked partition, in order; (-1, -1, "") when none.
@@ -215,10 +266,13 @@ impl PyOffsetMap {
     /// Every committed offset of a group: [(topic, [(partition, offset, leader_epoch, metadata)])].
     fn fetch_all(&self, group: &str) -> Vec<(String, Vec<PartitionOffset>)> {
         let map = self.lock();
-        map.topics(group).into_iter().map(|t| {
-            let offsets = map.topic_offsets(group, &t);
-            (t, offsets)
-        }).collect()
+        map.topics(group)
+            .into_iter()
+            .map(|t| {
+                let offsets = map.topic_offsets(group, &t);
+                (t, offsets)
+            })
+            .collect()
     }
 
     fn delete(&self, group: &str, topic: &str, partitions: Vec<i32>) -> Vec<i32> {
@@ -238,18 +292,36 @@ impl PyOffsetMap {
     }
 
     #[pyo3(signature = (group, now_ms, retention_ms, base_timestamp_ms = None, keep_topics = Vec::new()))]
-    fn expired(&self, group: &str, now_ms: i64, retention_ms: i64, base_timestamp_ms: Option<i64>, keep_topics: Vec<String>) -> Vec<(String, i32)> {
-        self.lock().expired(group, now_ms, retention_ms, base_timestamp_ms, &keep_topics)
+    fn expired(
+        &self,
+        group: &str,
+        now_ms: i64,
+        retention_ms: i64,
+        base_timestamp_ms: Option<i64>,
+        keep_topics: Vec<String>,
+    ) -> Vec<(String, i32)> {
+        self.lock()
+            .expired(group, now_ms, retention_ms, base_timestamp_ms, &keep_topics)
     }
 
     /// The group's offsets as `__consumer_offsets` records [(key, value)], for a snapshot.
-    fn records<'py>(&self, py: Python<'py>, group: &str) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+    fn records<'py>(
+        &self,
+        py: Python<'py>,
+        group: &str,
+    ) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
         self.lock()
             .entries(group)
             .into_iter()
             .map(|(topic, p, c)| {
                 let key = offset_records::offset_key(group, topic, p)?;
-                let value = offset_records::offset_value(c.offset, c.leader_epoch, &c.metadata, c.commit_timestamp_ms, c.expire_timestamp_ms)?;
+                let value = offset_records::offset_value(
+                    c.offset,
+                    c.leader_epoch,
+                    &c.metadata,
+                    c.commit_timestamp_ms,
+                    c.expire_timestamp_ms,
+                )?;
                 Ok((PyBytes::new(py, &key), PyBytes::new(py, &value)))
             })
             .collect()
@@ -299,14 +371,23 @@ mod tests {
         m.commit("g", "b", vec![po(0, 1)], 5000, -1);
         m.commit("g", "c", vec![po(0, 1)], 1000, 2500);
         // Explicit expiry first.
-        assert_eq!(m.expired("g", 2500, 10_000, None, &[]), vec![("c".to_string(), 0)]);
+        assert_eq!(
+            m.expired("g", 2500, 10_000, None, &[]),
+            vec![("c".to_string(), 0)]
+        );
         m.delete("g", "c", &[0]);
         // Commit-time base: only a is old enough.
-        assert_eq!(m.expired("g", 11_000, 10_000, None, &[]), vec![("a".to_string(), 0)]);
+        assert_eq!(
+            m.expired("g", 11_000, 10_000, None, &[]),
+            vec![("a".to_string(), 0)]
+        );
         m.delete("g", "a", &[0]);
         // Group-empty base overrides commit time; kept topics stay.
         m.commit("g", "d", vec![po(0, 1)], 100_000, -1);
-        assert_eq!(m.expired("g", 100_001, 10_000, Some(0), &["d".to_string()]), vec![("b".to_string(), 0)]);
+        assert_eq!(
+            m.expired("g", 100_001, 10_000, Some(0), &["d".to_string()]),
+            vec![("b".to_string(), 0)]
+        );
         // Asking removes nothing.
         assert_eq!(m.topics("g"), vec!["b", "d"]);
     }

@@ -22,7 +22,13 @@ const RULE: &str = r"(DEFAULT)|RULE:((\\.|[^\\/])*)/((\\.|[^\\/])*)/([LU]?).*?|(
 enum Rule {
     Default,
     /// `whole`: the pattern anchored at both ends (Java's Matcher.matches()).
-    Map { pattern: Regex, whole: Regex, source: String, replacement: String, case: Option<char> },
+    Map {
+        pattern: Regex,
+        whole: Regex,
+        source: String,
+        replacement: String,
+        case: Option<char>,
+    },
 }
 
 /// The parsed rules of one listener.
@@ -42,17 +48,27 @@ impl PrincipalMapper {
             let parsed = parser.captures(rule).expect("(.*?) matches any text");
             let end = parsed.get(0).map_or(0, |m| m.end());
             if end != rule.len() {
-                return Err(format!("invalid rule `{rule}`, unmatched substring: `{}`", &rule[end..]));
+                return Err(format!(
+                    "invalid rule `{rule}`, unmatched substring: `{}`",
+                    &rule[end..]
+                ));
             }
             if parsed.get(1).is_some() {
                 rules.push(Rule::Default);
             } else if let Some(source) = parsed.get(2) {
                 let source = source.as_str().to_string();
-                let compile = |text: &str| Regex::new(text).map_err(|e| format!("rule `{rule}`: {e}"));
+                let compile =
+                    |text: &str| Regex::new(text).map_err(|e| format!("rule `{rule}`: {e}"));
                 let (pattern, whole) = (compile(&source)?, compile(&format!(r"^(?:{source})\z"))?);
                 let replacement = parsed.get(4).map_or("", |m| m.as_str()).to_string();
                 let case = parsed.get(6).and_then(|m| m.as_str().chars().next());
-                rules.push(Rule::Map { pattern, whole, source, replacement, case });
+                rules.push(Rule::Map {
+                    pattern,
+                    whole,
+                    source,
+                    replacement,
+                    case,
+                });
             } // an empty rule is ignored
         }
         Ok(PrincipalMapper { rules })
@@ -63,7 +79,13 @@ impl PrincipalMapper {
         for rule in &self.rules {
             match rule {
                 Rule::Default => return Ok(dn.to_string()),
-                Rule::Map { pattern, whole, replacement, case, .. } => {
+                Rule::Map {
+                    pattern,
+                    whole,
+                    replacement,
+                    case,
+                    ..
+                } => {
                     if !whole.is_match(dn) {
                         continue;
                     }
@@ -76,7 +98,9 @@ impl PrincipalMapper {
                 }
             }
         }
-        Err(format!("no rule of ssl.principal.mapping.rules applies to {dn}"))
+        Err(format!(
+            "no rule of ssl.principal.mapping.rules applies to {dn}"
+        ))
     }
 
     /// Kafka's SslPrincipalMapper.toString() of the rules ("[RULE:^CN=(.*?),.*$/$1/L, DEFAULT]").
@@ -86,7 +110,12 @@ impl PrincipalMapper {
             .iter()
             .map(|rule| match rule {
                 Rule::Default => "DEFAULT".to_string(),
-                Rule::Map { source, replacement, case, .. } => {
+                Rule::Map {
+                    source,
+                    replacement,
+                    case,
+                    ..
+                } => {
                     let case = case.map_or(String::new(), |c| format!("/{c}"));
                     format!("RULE:{source}/{replacement}{case}")
                 }
@@ -103,7 +132,9 @@ fn java_replace_all(pattern: &Regex, text: &str, replacement: &str) -> Result<St
     let mut out = String::new();
     let (mut copied, mut from) = (0, 0);
     while from <= text.len() {
-        let Some(caps) = pattern.captures_at(text, from) else { break };
+        let Some(caps) = pattern.captures_at(text, from) else {
+            break;
+        };
         let found = caps.get(0).expect("group 0 is the match");
         out.push_str(&text[copied..found.start()]);
         out.push_str(&java_replacement(replacement, &caps)?);
@@ -128,7 +159,9 @@ fn java_replacement(template: &str, caps: &Captures) -> Result<String, String> {
     while i < chars.len() {
         match chars[i] {
             '\\' => {
-                let escaped = chars.get(i + 1).ok_or("character to be escaped is missing")?;
+                let escaped = chars
+                    .get(i + 1)
+                    .ok_or("character to be escaped is missing")?;
                 out.push(*escaped);
                 i += 2;
             }
@@ -137,9 +170,14 @@ fn java_replacement(template: &str, caps: &Captures) -> Result<String, String> {
                     return Err("illegal group reference: group index is missing".into());
                 };
                 if next == '{' {
-                    let close = chars[i + 2..].iter().position(|&c| c == '}').ok_or("named group is missing trailing '}'")?;
+                    let close = chars[i + 2..]
+                        .iter()
+                        .position(|&c| c == '}')
+                        .ok_or("named group is missing trailing '}'")?;
                     let name: String = chars[i + 2..i + 2 + close].iter().collect();
-                    let group = caps.name(&name).ok_or_else(|| format!("no group with name {{{name}}}"))?;
+                    let group = caps
+                        .name(&name)
+                        .ok_or_else(|| format!("no group with name {{{name}}}"))?;
                     out.push_str(group.as_str());
                     i += close + 3;
                     continue;

@@ -173,7 +173,10 @@ macro_rules! py_struct {
     };
 }
 
-pub fn as_dict<'a, 'py>(obj: &'a Bound<'py, PyAny>, what: &str) -> PyResult<&'a Bound<'py, PyDict>> {
+pub fn as_dict<'a, 'py>(
+    obj: &'a Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<&'a Bound<'py, PyDict>> {
     obj.cast::<PyDict>()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be a dict")))
 }

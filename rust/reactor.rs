@@ -80,11 +80,23 @@ const API_VERSIONS: i16 = 18;
 // allocate once per request.
 #[allow(clippy::large_enum_variant)]
 enum Inbound {
-    Request { connection: u64, received: Received, peer: Arc<str>, client_host: Arc<str>, listener: Arc<str>, principal: Arc<str> },
+    Request {
+        connection: u64,
+        received: Received,
+        peer: Arc<str>,
+        client_host: Arc<str>,
+        listener: Arc<str>,
+        principal: Arc<str>,
+    },
     /// A connection Python watches (`watch_close`) has closed.
     Closed(u64),
     /// A connection closed for bad input; Python logs the reason, summarised per kind.
-    Refused { kind: Refusal, peer: Arc<str>, client_host: Arc<str>, reason: String },
+    Refused {
+        kind: Refusal,
+        peer: Arc<str>,
+        client_host: Arc<str>,
+        reason: String,
+    },
     /// A rate-limited report (refused connections, accept failures); Python logs it as is.
     Notice(String),
 }
@@ -147,7 +159,13 @@ impl Shared {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a valid u64 to our eventfd. A full counter (EAGAIN) still
         // leaves the fd readable, which is all the signal needs.
-        unsafe { libc::write(self.eventfd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+        unsafe {
+            libc::write(
+                self.eventfd.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
     }
 
     fn send_to_network(&self, item: Outbound) {
@@ -167,6 +185,9 @@ pub struct Reactor {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
+
+/// What `drain` hands Python: requests, problems to log, watched connections that closed.
+type Drained = (Vec<Py<Request>>, Vec<Problem>, Vec<u64>);
 
 #[pymethods]
 impl Reactor {
@@ -216,9 +237,15 @@ impl Reactor {
             let std_listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
             std_listener.set_nonblocking(true)?;
             let mut socket = TcpListener::from_std(std_listener);
-            poll.registry().register(&mut socket, Token(i + 1), Interest::READABLE)?;
+            poll.registry()
+                .register(&mut socket, Token(i + 1), Interest::READABLE)?;
             let tls = tls.map(|config| config.get().clone());
-            sockets.push(Listener { socket, name: name.into(), sasl, tls });
+            sockets.push(Listener {
+                socket,
+                name: name.into(),
+                sasl,
+                tls,
+            });
         }
         // SAFETY: eventfd returns a new descriptor or -1.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -226,8 +253,14 @@ impl Reactor {
             return Err(PyOSError::new_err(io::Error::last_os_error().to_string()));
         }
         let shared = Arc::new(Shared {
-            to_python: Mutex::new(ToPython { items: Vec::new(), signalled: false }),
-            to_network: Mutex::new(ToNetwork { items: Vec::new(), woken: false }),
+            to_python: Mutex::new(ToPython {
+                items: Vec::new(),
+                signalled: false,
+            }),
+            to_network: Mutex::new(ToNetwork {
+                items: Vec::new(),
+                woken: false,
+            }),
             // SAFETY: `raw` is a fresh descriptor owned by nobody else.
             eventfd: unsafe { OwnedFd::from_raw_fd(raw) },
             waker,
@@ -239,11 +272,17 @@ impl Reactor {
         });
         if let Some(path) = &commit_path {
             let answers = shared.clone();
-            path.get().attach(Arc::new(move |connection, frame, code| answers.send_to_network(Outbound::CoreAnswer(connection, frame, code))));
+            path.get().attach(Arc::new(move |connection, frame, code| {
+                answers.send_to_network(Outbound::CoreAnswer(connection, frame, code))
+            }));
         }
         let idle = idle_timeout_ms.map(Duration::from_millis);
         let partial = partial_request_timeout_ms.map(Duration::from_millis);
-        let sweep_every = [idle, partial].into_iter().flatten().map(|t| t / 4).fold(MAX_SWEEP, Duration::min);
+        let sweep_every = [idle, partial]
+            .into_iter()
+            .flatten()
+            .map(|t| t / 4)
+            .fold(MAX_SWEEP, Duration::min);
         let now = Instant::now();
         let network = Network {
             poll,
@@ -268,7 +307,11 @@ impl Reactor {
             connections: HashMap::new(),
             next_id: FIRST_CONNECTION,
             table,
-            views: Views { heartbeat: heartbeat_view, consumer_heartbeat: consumer_heartbeat_view, commit_path },
+            views: Views {
+                heartbeat: heartbeat_view,
+                consumer_heartbeat: consumer_heartbeat_view,
+                commit_path,
+            },
             authorize_short_paths,
             sasl_max_receive_bytes: sasl_max_receive_bytes.min(max_request_bytes),
             failed_authentication_delay: Duration::from_millis(failed_authentication_delay_ms),
@@ -279,17 +322,23 @@ impl Reactor {
             read_buffer: vec![0; READ_CHUNK].into_boxed_slice(),
         };
         let for_thread = shared.clone();
-        let thread = std::thread::Builder::new().name("corral-network".into()).spawn(move || {
-            let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| network.run()));
-            let failure = match ended {
-                Ok(None) => return,
-                Ok(Some(failure)) => failure,
-                Err(_) => "the network thread panicked".to_string(),
-            };
-            *lock(&for_thread.failure) = Some(failure);
-            for_thread.signal_python();
-        })?;
-        Ok(Reactor { shared, thread: Mutex::new(Some(thread)) })
+        let thread = std::thread::Builder::new()
+            .name("corral-network".into())
+            .spawn(move || {
+                let ended =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| network.run()));
+                let failure = match ended {
+                    Ok(None) => return,
+                    Ok(Some(failure)) => failure,
+                    Err(_) => "the network thread panicked".to_string(),
+                };
+                *lock(&for_thread.failure) = Some(failure);
+                for_thread.signal_python();
+            })?;
+        Ok(Reactor {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
     }
 
     /// Readable when requests wait for `drain()`.
@@ -303,13 +352,21 @@ impl Reactor {
     /// a connection closed for bad input, of that kind (`Refusal::kind`), from that client; or
     /// (None, None, message), a report the network thread already rate-limited. A request that
     /// does not decode closes its connection.
-    fn drain(&self, py: Python<'_>) -> PyResult<(Vec<Py<Request>>, Vec<Problem>, Vec<u64>)> {
+    fn drain(&self, py: Python<'_>) -> PyResult<Drained> {
         if let Some(failure) = lock(&self.shared.failure).clone() {
-            return Err(PyOSError::new_err(format!("network thread stopped: {failure}")));
+            return Err(PyOSError::new_err(format!(
+                "network thread stopped: {failure}"
+            )));
         }
         let mut counter = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a local buffer; EAGAIN (nothing signalled) is fine.
-        unsafe { libc::read(self.shared.eventfd.as_raw_fd(), counter.as_mut_ptr() as *mut libc::c_void, 8) };
+        unsafe {
+            libc::read(
+                self.shared.eventfd.as_raw_fd(),
+                counter.as_mut_ptr() as *mut libc::c_void,
+                8,
+            )
+        };
         let items = {
             let mut queue = lock(&self.shared.to_python);
             queue.signalled = false;
@@ -320,22 +377,45 @@ impl Reactor {
         let mut closed = Vec::new();
         for item in items {
             match item {
-                Inbound::Request { connection, received, peer, client_host, listener, principal } => {
-                    let who = connection::Identity { connection, client_host: client_host.to_string(), listener, principal };
+                Inbound::Request {
+                    connection,
+                    received,
+                    peer,
+                    client_host,
+                    listener,
+                    principal,
+                } => {
+                    let who = connection::Identity {
+                        connection,
+                        client_host: client_host.to_string(),
+                        listener,
+                        principal,
+                    };
                     let built = connection::build_request(py, received, who)
                         .and_then(|request| Py::new(py, request));
                     match built {
                         Ok(request) => requests.push(request),
                         Err(e) => {
                             let kind = Some(Refusal::Malformed.kind());
-                            problems.push((kind, Some(client_host.to_string()), format!("closing connection from {peer}: {e}")));
+                            problems.push((
+                                kind,
+                                Some(client_host.to_string()),
+                                format!("closing connection from {peer}: {e}"),
+                            ));
                             self.shared.send_to_network(Outbound::Close(connection));
                         }
                     }
                 }
-                Inbound::Refused { kind, peer, client_host, reason } => {
-                    problems.push((Some(kind.kind()), Some(client_host.to_string()), format!("closing connection from {peer}: {reason}")))
-                }
+                Inbound::Refused {
+                    kind,
+                    peer,
+                    client_host,
+                    reason,
+                } => problems.push((
+                    Some(kind.kind()),
+                    Some(client_host.to_string()),
+                    format!("closing connection from {peer}: {reason}"),
+                )),
                 Inbound::Notice(message) => problems.push((None, None, message)),
                 Inbound::Closed(connection) => closed.push(connection),
             }
@@ -359,7 +439,10 @@ impl Reactor {
     /// (open connections, bytes of requests held against queued.max.request.bytes), as of the
     /// network thread's last loop turn.
     fn network_stats(&self) -> (u64, u64) {
-        (self.shared.open_connections.load(Ordering::Relaxed), self.shared.queued_request_bytes.load(Ordering::Relaxed))
+        (
+            self.shared.open_connections.load(Ordering::Relaxed),
+            self.shared.queued_request_bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// Fault injection for tests: the network thread stops as if its poll had failed.
@@ -375,10 +458,15 @@ impl Reactor {
             None => None,
             Some(obj) => {
                 let data: PyBackedBytes = obj.extract()?;
-                Some(if data.len() < COPY_BELOW { Bytes::copy_from_slice(&data) } else { Bytes::from_owner(data) })
+                Some(if data.len() < COPY_BELOW {
+                    Bytes::copy_from_slice(&data)
+                } else {
+                    Bytes::from_owner(data)
+                })
             }
         };
-        self.shared.send_to_network(Outbound::Respond(connection, frame));
+        self.shared
+            .send_to_network(Outbound::Respond(connection, frame));
         Ok(())
     }
 
@@ -389,37 +477,46 @@ impl Reactor {
 
     /// Closes the connection once the answer to its request is written (failed authentication).
     fn close_after_answer(&self, connection: u64) {
-        self.shared.send_to_network(Outbound::CloseAfterAnswer(connection));
+        self.shared
+            .send_to_network(Outbound::CloseAfterAnswer(connection));
     }
 
     /// The connection is `principal` from its next request on; after `session_lifetime_ms` (0:
     /// never) only a re-authentication may follow, anything else closes it. Sent before the
     /// answer to the SaslAuthenticate that succeeded.
     fn authenticated(&self, connection: u64, principal: String, session_lifetime_ms: u64) {
-        self.shared.send_to_network(Outbound::Authenticated(connection, principal, session_lifetime_ms));
+        self.shared.send_to_network(Outbound::Authenticated(
+            connection,
+            principal,
+            session_lifetime_ms,
+        ));
     }
 
     /// After the answer to its SaslHandshake v0 the connection sends bare SASL tokens: each goes
     /// to Python as a SaslAuthenticate v0 request, and the answer's token goes back
     /// bare, until the answer after `authenticated`; a refusal closes the connection unanswered.
     fn raw_sasl_tokens(&self, connection: u64) {
-        self.shared.send_to_network(Outbound::RawSaslTokens(connection));
+        self.shared
+            .send_to_network(Outbound::RawSaslTokens(connection));
     }
 
     /// When the connection closes, `drain()` reports it (Python keeps state for it).
     fn watch_close(&self, connection: u64) {
-        self.shared.send_to_network(Outbound::WatchClose(connection));
+        self.shared
+            .send_to_network(Outbound::WatchClose(connection));
     }
 
     /// The short paths may answer the connection's heartbeats for this group (authorizer on).
     fn authorize_group(&self, connection: u64, group_id: String) {
-        self.shared.send_to_network(Outbound::AuthorizeGroup(connection, group_id));
+        self.shared
+            .send_to_network(Outbound::AuthorizeGroup(connection, group_id));
     }
 
     /// The commit path may take the connection's OffsetCommits to these topics (their group
     /// authorized too; authorizer on).
     fn authorize_topics(&self, connection: u64, topics: Vec<String>) {
-        self.shared.send_to_network(Outbound::AuthorizeTopics(connection, topics));
+        self.shared
+            .send_to_network(Outbound::AuthorizeTopics(connection, topics));
     }
 
     /// Drops every group and topic authorization given by `authorize_group` and
@@ -595,7 +692,11 @@ impl Network {
                 return Some(failure);
             }
             self.resume_waiting();
-            while self.delayed_closes.front().is_some_and(|&(at, _)| at <= self.now) {
+            while self
+                .delayed_closes
+                .front()
+                .is_some_and(|&(at, _)| at <= self.now)
+            {
                 let (_, id) = self.delayed_closes.pop_front().expect("looked at");
                 self.end(id, End::Closed);
             }
@@ -605,8 +706,12 @@ impl Network {
             }
             self.report();
             self.hand_over();
-            self.shared.open_connections.store(self.connections.len() as u64, Ordering::Relaxed);
-            self.shared.queued_request_bytes.store(self.pool.used() as u64, Ordering::Relaxed);
+            self.shared
+                .open_connections
+                .store(self.connections.len() as u64, Ordering::Relaxed);
+            self.shared
+                .queued_request_bytes
+                .store(self.pool.used() as u64, Ordering::Relaxed);
         }
         None
     }
@@ -622,17 +727,20 @@ impl Network {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     // Linux takes the descriptor before it looks at the backlog: this comes even when
                     // no connection is waiting.
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => match self.refuse_on_spare(i) {
-                        Spare::Refused => continue,
-                        Spare::NoneWaiting => break,
-                        Spare::Failed(errno) => {
-                            self.reports.note(Report::AcceptFailed(errno.unwrap_or(0)));
-                            self.accept_paused = true;
-                            break;
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                        match self.refuse_on_spare(i) {
+                            Spare::Refused => continue,
+                            Spare::NoneWaiting => break,
+                            Spare::Failed(errno) => {
+                                self.reports.note(Report::AcceptFailed(errno.unwrap_or(0)));
+                                self.accept_paused = true;
+                                break;
+                            }
                         }
-                    },
+                    }
                     Err(e) if matches!(e.raw_os_error(), Some(libc::ENOMEM | libc::ENOBUFS)) => {
-                        self.reports.note(Report::AcceptFailed(e.raw_os_error().unwrap_or(0)));
+                        self.reports
+                            .note(Report::AcceptFailed(e.raw_os_error().unwrap_or(0)));
                         self.accept_paused = true;
                         break;
                     }
@@ -645,7 +753,9 @@ impl Network {
     /// Out of descriptors: gives up the spare one to accept the next connection and close it at
     /// once, so that its client sees a close instead of waiting in the backlog.
     fn refuse_on_spare(&mut self, listener: usize) -> Spare {
-        let Some(spare) = self.spare.take() else { return Spare::Failed(Some(libc::EMFILE)) };
+        let Some(spare) = self.spare.take() else {
+            return Spare::Failed(Some(libc::EMFILE));
+        };
         drop(spare);
         let accepted = self.listeners[listener].socket.accept();
         // Closes the accepted connection first: its descriptor is the one the spare takes back.
@@ -656,7 +766,12 @@ impl Network {
                 Spare::Refused
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Spare::NoneWaiting,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)) => {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)
+                ) =>
+            {
                 Spare::Failed(e.raw_os_error())
             }
             Err(_) => Spare::Refused, // that client is gone already
@@ -705,13 +820,25 @@ impl Network {
         let id = self.next_id;
         self.next_id += 1;
         let _ = stream.set_nodelay(true);
-        if self.poll.registry().register(&mut stream, Token(id as usize), Interest::READABLE | Interest::WRITABLE).is_err() {
+        if self
+            .poll
+            .registry()
+            .register(
+                &mut stream,
+                Token(id as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
             self.forget_ip(ip);
             return;
         }
         let mut frames = FrameSplitter::new(self.max_request_bytes);
         if self.listeners[listener].sasl {
-            frames.limit(self.sasl_max_receive_bytes, "sasl.server.max.receive.size, before authentication");
+            frames.limit(
+                self.sasl_max_receive_bytes,
+                "sasl.server.max.receive.size, before authentication",
+            );
         }
         let conn = Conn {
             stream,
@@ -766,7 +893,12 @@ impl Network {
                 self.for_python.push(Inbound::Closed(id));
             }
             if let End::Refused(kind, reason) = end {
-                self.for_python.push(Inbound::Refused { kind, peer: conn.peer.clone(), client_host: conn.client_host.clone(), reason });
+                self.for_python.push(Inbound::Refused {
+                    kind,
+                    peer: conn.peer.clone(),
+                    client_host: conn.client_host.clone(),
+                    reason,
+                });
             }
         }
     }
@@ -774,14 +906,19 @@ impl Network {
     /// Reads what the socket has, up to the read-ahead bound and while the pool allows.
     fn read(&mut self, id: u64) {
         let chunk = &mut self.read_buffer;
-        let Some(conn) = self.connections.get_mut(&id) else { return };
+        let Some(conn) = self.connections.get_mut(&id) else {
+            return;
+        };
         conn.unread = false;
         loop {
             if !conn.may_read() {
                 conn.unread = true;
                 return;
             }
-            let limit = match conn.budget.allowance(&self.pool, conn.frames.head(), chunk.len()) {
+            let limit = match conn
+                .budget
+                .allowance(&self.pool, conn.frames.head(), chunk.len())
+            {
                 Allow::Read(n) => n,
                 Allow::Wait(lane) => {
                     // The bytes stay in the socket; resume_waiting reads them.
@@ -799,7 +936,9 @@ impl Network {
                     let got = tls.read(&mut conn.stream, &mut chunk[..limit]);
                     let listener = &self.listeners[conn.listener];
                     // On SASL_SSL the principal is SASL's, as in Kafka.
-                    if let (Some(Some(dn)), false, Some(config)) = (tls.peer_subject(), listener.sasl, &listener.tls) {
+                    if let (Some(Some(dn)), false, Some(config)) =
+                        (tls.peer_subject(), listener.sasl, &listener.tls)
+                    {
                         match config.principal_mapper.name(&dn) {
                             Ok(name) => conn.principal = format!("User:{name}").into(),
                             Err(e) => {
@@ -843,7 +982,9 @@ impl Network {
     /// Handles the connection's frames while it may, then writes what it has to say.
     fn serve(&mut self, id: u64) {
         loop {
-            let Some(conn) = self.connections.get_mut(&id) else { return };
+            let Some(conn) = self.connections.get_mut(&id) else {
+                return;
+            };
             if !conn.may_process() {
                 break;
             }
@@ -858,7 +999,11 @@ impl Network {
                 }
                 Err(e) => return self.end(id, End::Refused(Refusal::Malformed, e.to_string())),
             };
-            conn.partial_since = if conn.frames.buffered() > 0 { Some(self.now) } else { None };
+            conn.partial_since = if conn.frames.buffered() > 0 {
+                Some(self.now)
+            } else {
+                None
+            };
             // What it waited for may have changed: the next read attempt decides again.
             conn.pool_waiting = false;
             match connection::route(self.table.get(), frame) {
@@ -871,7 +1016,12 @@ impl Network {
                     }
                     let stats = &self.shared.stats;
                     stats.received(prefix.api_key, prefix.api_version);
-                    stats.answered(prefix.api_key, prefix.api_version, self.now.elapsed(), Some(code));
+                    stats.answered(
+                        prefix.api_key,
+                        prefix.api_version,
+                        self.now.elapsed(),
+                        Some(code),
+                    );
                     conn.budget.frame_taken(None);
                     conn.queue(response);
                 }
@@ -885,11 +1035,20 @@ impl Network {
                     stats.received(key, version);
                     let received = connection::receive(prefix, frame);
                     let short_path_allowed = !self.authorize_short_paths
-                        || received.group_id().is_some_and(|group| conn.authorized_groups.contains(group));
-                    let answer = if short_path_allowed { received.answer(&self.views, &conn.client_host) } else { None };
+                        || received
+                            .group_id()
+                            .is_some_and(|group| conn.authorized_groups.contains(group));
+                    let answer = if short_path_allowed {
+                        received.answer(&self.views, &conn.client_host)
+                    } else {
+                        None
+                    };
                     // With an authorizer, a commit's topics must be authorized on the connection too.
                     let topics_allowed = || {
-                        !self.authorize_short_paths || received.commit_topics().all(|topic| conn.authorized_topics.contains(topic))
+                        !self.authorize_short_paths
+                            || received
+                                .commit_topics()
+                                .all(|topic| conn.authorized_topics.contains(topic))
                     };
                     let took = if short_path_allowed && answer.is_none() && topics_allowed() {
                         received.take(&self.views, &conn.client_host, id)
@@ -913,8 +1072,18 @@ impl Network {
                         conn.busy = true;
                         conn.with_python = (key, version, self.now);
                         let (peer, client_host) = (conn.peer.clone(), conn.client_host.clone());
-                        let (listener, principal) = (self.listeners[conn.listener].name.clone(), conn.principal.clone());
-                        self.for_python.push(Inbound::Request { connection: id, received, peer, client_host, listener, principal });
+                        let (listener, principal) = (
+                            self.listeners[conn.listener].name.clone(),
+                            conn.principal.clone(),
+                        );
+                        self.for_python.push(Inbound::Request {
+                            connection: id,
+                            received,
+                            peer,
+                            client_host,
+                            listener,
+                            principal,
+                        });
                     }
                 }
             }
@@ -925,7 +1094,9 @@ impl Network {
 
     /// Writes queued responses until the socket is full (a writable event resumes it).
     fn flush(&mut self, id: u64) {
-        let Some(conn) = self.connections.get_mut(&id) else { return };
+        let Some(conn) = self.connections.get_mut(&id) else {
+            return;
+        };
         let was_full = conn.out_bytes >= OUT_LIMIT;
         if let Some(tls) = conn.tls.as_mut() {
             // Everything goes through the TLS session: what it cannot take yet stays in `out`.
@@ -943,7 +1114,8 @@ impl Network {
             let written = if conn.out.len() == 1 {
                 conn.stream.write(&conn.out[0])
             } else {
-                let slices: Vec<IoSlice<'_>> = conn.out.iter().take(64).map(|b| IoSlice::new(b)).collect();
+                let slices: Vec<IoSlice<'_>> =
+                    conn.out.iter().take(64).map(|b| IoSlice::new(b)).collect();
                 conn.stream.write_vectored(&slices)
             };
             match written {
@@ -967,14 +1139,19 @@ impl Network {
                 Err(_) => return self.end(id, End::Closed),
             }
         }
-        if conn.closing && conn.out.is_empty() && !conn.busy && !conn.tls.as_ref().is_some_and(|tls| tls.pending()) {
+        if conn.closing
+            && conn.out.is_empty()
+            && !conn.busy
+            && !conn.tls.as_ref().is_some_and(|tls| tls.pending())
+        {
             // Kafka delays the close: the client reads its answer first, and guessing is slower.
             if self.failed_authentication_delay.is_zero() {
                 return self.end(id, End::Closed);
             }
             if !conn.close_scheduled {
                 conn.close_scheduled = true;
-                self.delayed_closes.push_back((self.now + self.failed_authentication_delay, id));
+                self.delayed_closes
+                    .push_back((self.now + self.failed_authentication_delay, id));
             }
             return;
         }
@@ -987,10 +1164,17 @@ impl Network {
     /// The answer to a connection's request that was with Python (`core_code` None) or waited
     /// for the commit path's fsync (its error code): the connection may go on.
     fn answered(&mut self, id: u64, response: Option<Bytes>, core_code: Option<i16>) {
-        let Some(conn) = self.connections.get_mut(&id) else { return };
+        let Some(conn) = self.connections.get_mut(&id) else {
+            return;
+        };
         conn.busy = false;
         let (key, version, since) = conn.with_python;
-        self.shared.stats.answered(key, version, self.now.saturating_duration_since(since), core_code);
+        self.shared.stats.answered(
+            key,
+            version,
+            self.now.saturating_duration_since(since),
+            core_code,
+        );
         conn.budget.answered();
         self.pool_freed |= conn.recharge(&mut self.pool);
         if let Some(frame) = conn.outgoing(response) {
@@ -1019,7 +1203,12 @@ impl Network {
                 }
                 Outbound::Authenticated(id, principal, lifetime_ms) => {
                     if let Some(conn) = self.connections.get_mut(&id) {
-                        conn.authenticated(principal, lifetime_ms, self.now, self.max_request_bytes);
+                        conn.authenticated(
+                            principal,
+                            lifetime_ms,
+                            self.now,
+                            self.max_request_bytes,
+                        );
                     }
                 }
                 Outbound::RawSaslTokens(id) => {
@@ -1062,8 +1251,12 @@ impl Network {
         }
         for lane in [Lane::Small, Lane::Large] {
             while self.pool.has_room(lane) {
-                let Some(id) = self.waiting[lane as usize].pop_front() else { break };
-                let Some(conn) = self.connections.get_mut(&id) else { continue };
+                let Some(id) = self.waiting[lane as usize].pop_front() else {
+                    break;
+                };
+                let Some(conn) = self.connections.get_mut(&id) else {
+                    continue;
+                };
                 if !conn.pool_waiting {
                     continue; // it stopped waiting meanwhile (see serve)
                 }
@@ -1092,7 +1285,10 @@ impl Network {
                 continue; // waiting for us, not for the client
             }
             if let (Some(limit), Some(since)) = (partial, conn.partial_since) {
-                if now.duration_since(since) >= limit && !conn.frames.has_frame() && conn.frames.buffered() > 0 {
+                if now.duration_since(since) >= limit
+                    && !conn.frames.has_frame()
+                    && conn.frames.buffered() > 0
+                {
                     let expected = match conn.frames.head() {
                         crate::limits::Head::Partial { frame } => format!(" of {frame}"),
                         _ => String::new(),
@@ -1132,7 +1328,9 @@ impl Network {
         if !self.reports.pending() {
             return;
         }
-        let Some(counts) = self.reports.take_due(self.now) else { return };
+        let Some(counts) = self.reports.take_due(self.now) else {
+            return;
+        };
         for (report, n) in counts {
             let s = if n == 1 { "" } else { "s" };
             let message = match report {

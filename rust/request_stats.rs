@@ -21,8 +21,8 @@ const MAX_VERSION: usize = 32;
 const ERROR_SLOTS: usize = 160;
 /// Upper bounds of the latency histogram's buckets, in microseconds (the last one is +Inf).
 pub const BUCKETS_US: [u64; 17] = [
-    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
-    5_000_000, 10_000_000,
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
 ];
 
 struct Cell {
@@ -46,7 +46,10 @@ impl Cell {
 
 /// Adds `n` to a counter only the network thread writes.
 fn bump(counter: &AtomicU64, n: u64) {
-    counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
 }
 
 /// One (key, version)'s counters, as `Reactor.request_stats()` returns them: key, version,
@@ -60,7 +63,11 @@ pub struct RequestStats {
 
 impl Default for RequestStats {
     fn default() -> Self {
-        RequestStats { cells: (0..MAX_KEY * MAX_VERSION).map(|_| OnceLock::new()).collect() }
+        RequestStats {
+            cells: (0..MAX_KEY * MAX_VERSION)
+                .map(|_| OnceLock::new())
+                .collect(),
+        }
     }
 }
 
@@ -68,7 +75,10 @@ impl RequestStats {
     /// The cell of a routed request: its key and version are the table's, so in range; anything
     /// else is not counted.
     fn cell(&self, api_key: i16, api_version: i16) -> Option<&Cell> {
-        let (key, version) = (usize::try_from(api_key).ok()?, usize::try_from(api_version).ok()?);
+        let (key, version) = (
+            usize::try_from(api_key).ok()?,
+            usize::try_from(api_version).ok()?,
+        );
         if key >= MAX_KEY || version >= MAX_VERSION {
             return None;
         }
@@ -85,13 +95,21 @@ impl RequestStats {
     /// A request answered `elapsed` after it was taken; `error`: the code the core answered
     /// with (None when Python answered: it counts its own errors).
     pub fn answered(&self, api_key: i16, api_version: i16, elapsed: Duration, error: Option<i16>) {
-        let Some(cell) = self.cell(api_key, api_version) else { return };
+        let Some(cell) = self.cell(api_key, api_version) else {
+            return;
+        };
         let us = elapsed.as_micros().min(u64::MAX as u128) as u64;
-        let bucket = BUCKETS_US.iter().position(|&bound| us <= bound).unwrap_or(BUCKETS_US.len());
+        let bucket = BUCKETS_US
+            .iter()
+            .position(|&bound| us <= bound)
+            .unwrap_or(BUCKETS_US.len());
         bump(&cell.buckets[bucket], 1);
         bump(&cell.sum_us, us);
         if let Some(code) = error.filter(|&code| code != 0) {
-            let slot = usize::try_from(code as i32 + 1).ok().filter(|&slot| slot < ERROR_SLOTS).unwrap_or(0);
+            let slot = usize::try_from(code as i32 + 1)
+                .ok()
+                .filter(|&slot| slot < ERROR_SLOTS)
+                .unwrap_or(0);
             bump(&cell.errors[slot], 1);
         }
     }
@@ -110,7 +128,10 @@ impl RequestStats {
                 (i / MAX_VERSION) as i16,
                 (i % MAX_VERSION) as i16,
                 cell.requests.load(Ordering::Relaxed),
-                cell.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
+                cell.buckets
+                    .iter()
+                    .map(|b| b.load(Ordering::Relaxed))
+                    .collect(),
                 cell.sum_us.load(Ordering::Relaxed) as f64 / 1e6,
                 errors,
             ));

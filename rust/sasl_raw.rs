@@ -24,14 +24,20 @@ pub fn request_of_token(token: &[u8]) -> Bytes {
 /// error message, auth bytes) as a bare size-prefixed token. None for a refusal: Kafka closes
 /// such a connection without a word (the handler has asked for the close already).
 pub fn token_of_answer(frame: &[u8]) -> Option<Bytes> {
-    let i16_at = |at: usize| frame.get(at..at + 2).map(|b| i16::from_be_bytes([b[0], b[1]]));
+    let i16_at = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map(|b| i16::from_be_bytes([b[0], b[1]]))
+    };
     let error = i16_at(8)?;
     if error != 0 {
         return None;
     }
     let message_len = i16_at(10)?;
     let at = 12 + message_len.max(0) as usize;
-    let len = frame.get(at..at + 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))?;
+    let len = frame
+        .get(at..at + 4)
+        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))?;
     let token = frame.get(at + 4..at + 4 + len.max(0) as usize)?;
     let mut bare = BytesMut::with_capacity(4 + token.len());
     bare.put_i32(token.len() as i32);
@@ -72,10 +78,15 @@ mod tests {
 
     #[test]
     fn an_answer_becomes_a_bare_token() {
-        assert_eq!(&token_of_answer(&answer(0, None, b"r=abcdef,s=c2FsdA==,i=4096")).unwrap()[..],
-                   &[&26i32.to_be_bytes()[..], b"r=abcdef,s=c2FsdA==,i=4096"].concat()[..]);
+        assert_eq!(
+            &token_of_answer(&answer(0, None, b"r=abcdef,s=c2FsdA==,i=4096")).unwrap()[..],
+            &[&26i32.to_be_bytes()[..], b"r=abcdef,s=c2FsdA==,i=4096"].concat()[..]
+        );
         // PLAIN's answer is empty: four zero bytes, as Kafka sends.
-        assert_eq!(&token_of_answer(&answer(0, Some(""), b"")).unwrap()[..], &[0, 0, 0, 0]);
+        assert_eq!(
+            &token_of_answer(&answer(0, Some(""), b"")).unwrap()[..],
+            &[0, 0, 0, 0]
+        );
     }
 
     #[test]

@@ -77,7 +77,9 @@ impl Wheel {
     }
 
     pub fn deadline(&self, key: u64) -> Option<u64> {
-        self.index.get(&key).map(|&i| self.entries[i as usize].deadline_ms)
+        self.index
+            .get(&key)
+            .map(|&i| self.entries[i as usize].deadline_ms)
     }
 
     /// Schedules `key` at `deadline_ms`, replacing its previous deadline if it had one.
@@ -138,7 +140,13 @@ impl Wheel {
     }
 
     fn allocate(&mut self, key: u64) -> u32 {
-        let entry = Entry { key, deadline_ms: 0, prev: NIL, next: NIL, slot: NIL };
+        let entry = Entry {
+            key,
+            deadline_ms: 0,
+            prev: NIL,
+            next: NIL,
+            slot: NIL,
+        };
         if self.free_head != NIL {
             let i = self.free_head;
             self.free_head = self.entries[i as usize].next;
@@ -173,7 +181,9 @@ impl Wheel {
     }
 
     fn unlink(&mut self, i: u32) {
-        let Entry { prev, next, slot, .. } = self.entries[i as usize];
+        let Entry {
+            prev, next, slot, ..
+        } = self.entries[i as usize];
         if prev != NIL {
             self.entries[prev as usize].next = next;
         } else {
@@ -188,7 +198,10 @@ impl Wheel {
 /// Milliseconds on CLOCK_MONOTONIC: the one clock of every deadline, read by Python's timer task
 /// and by the network thread when a Heartbeat reschedules a session.
 pub fn monotonic_ms() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes the timespec it is given; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
@@ -208,7 +221,9 @@ pub struct PyTimerWheel {
 
 impl PyTimerWheel {
     fn lock(&self) -> std::sync::MutexGuard<'_, Wheel> {
-        self.wheel.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.wheel
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -217,7 +232,9 @@ impl PyTimerWheel {
     #[new]
     #[pyo3(signature = (now_ms, tick_ms = 10, slots = 4096))]
     fn new(now_ms: u64, tick_ms: u64, slots: usize) -> Self {
-        PyTimerWheel { wheel: Arc::new(Mutex::new(Wheel::new(tick_ms, slots, now_ms))) }
+        PyTimerWheel {
+            wheel: Arc::new(Mutex::new(Wheel::new(tick_ms, slots, now_ms))),
+        }
     }
 
     fn schedule(&self, key: u64, deadline_ms: u64) {

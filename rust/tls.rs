@@ -61,7 +61,11 @@ impl TlsServerConfig {
             match protocol.as_str() {
                 "TLSv1.2" => versions.push(&rustls::version::TLS12),
                 "TLSv1.3" => versions.push(&rustls::version::TLS13),
-                other => return Err(bad(format!("TLS protocol {other:?} is not supported (TLSv1.2, TLSv1.3)"))),
+                other => {
+                    return Err(bad(format!(
+                        "TLS protocol {other:?} is not supported (TLSv1.2, TLSv1.3)"
+                    )))
+                }
             }
         }
         if versions.is_empty() {
@@ -79,21 +83,37 @@ impl TlsServerConfig {
                 let mut roots = RootCertStore::empty();
                 for cert in CertificateDer::pem_slice_iter(trusted) {
                     let cert = cert.map_err(|e| bad(format!("the truststore is not PEM: {e}")))?;
-                    roots.add(cert).map_err(|e| bad(format!("a truststore certificate: {e}")))?;
+                    roots
+                        .add(cert)
+                        .map_err(|e| bad(format!("a truststore certificate: {e}")))?;
                 }
                 if roots.is_empty() {
                     return Err(bad("the truststore has no certificate".into()));
                 }
-                let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-                let verifier = if client_auth == "requested" { verifier.allow_unauthenticated() } else { verifier };
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let verifier = if client_auth == "requested" {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
                 builder.with_client_cert_verifier(verifier.build().map_err(|e| bad(e.to_string()))?)
             }
-            other => return Err(bad(format!("ssl.client.auth must be none, requested or required, not {other:?}"))),
+            other => {
+                return Err(bad(format!(
+                    "ssl.client.auth must be none, requested or required, not {other:?}"
+                )))
+            }
         };
-        let config = builder.with_single_cert(chain, key).map_err(|e| bad(format!("the keystore: {e}")))?;
+        let config = builder
+            .with_single_cert(chain, key)
+            .map_err(|e| bad(format!("the keystore: {e}")))?;
         let principal_mapper = PrincipalMapper::parse(principal_mapping_rules)
             .map_err(|e| bad(format!("ssl.principal.mapping.rules: {e}")))?;
-        Ok(TlsServerConfig { config: Arc::new(config), principal_mapper: Arc::new(principal_mapper) })
+        Ok(TlsServerConfig {
+            config: Arc::new(config),
+            principal_mapper: Arc::new(principal_mapper),
+        })
     }
 }
 
@@ -107,7 +127,10 @@ pub struct Tls {
 impl Tls {
     pub fn new(config: &Arc<ServerConfig>) -> io::Result<Self> {
         let session = ServerConnection::new(config.clone()).map_err(io::Error::other)?;
-        Ok(Tls { session, peer_checked: false })
+        Ok(Tls {
+            session,
+            peer_checked: false,
+        })
     }
 
     /// Plaintext received, into `buf`: Ok(0) at the end of the stream, WouldBlock when the socket
@@ -124,14 +147,21 @@ impl Tls {
             }
             if let Err(e) = self.session.process_new_packets() {
                 // The alert rustls queued is sent by `flush` before the connection closes.
-                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}")));
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("TLS: {e}"),
+                ));
             }
         }
     }
 
     /// Seals as much of `out` as the session buffers and writes records until the socket is full.
     /// Returns the plaintext bytes taken from `out` (Err: the connection is gone).
-    pub fn flush(&mut self, socket: &mut impl Write, out: &mut std::collections::VecDeque<Bytes>) -> io::Result<usize> {
+    pub fn flush(
+        &mut self,
+        socket: &mut impl Write,
+        out: &mut std::collections::VecDeque<Bytes>,
+    ) -> io::Result<usize> {
         let mut taken = 0;
         loop {
             while let Some(front) = out.front_mut() {
@@ -171,7 +201,10 @@ impl Tls {
             return None;
         }
         self.peer_checked = true;
-        let cert = self.session.peer_certificates().and_then(|certs| certs.first());
+        let cert = self
+            .session
+            .peer_certificates()
+            .and_then(|certs| certs.first());
         Some(cert.and_then(|der| subject_dn(der)))
     }
 }

@@ -50,13 +50,13 @@ from __future__ import annotations
 import math
 import time
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
+from cgkit import CG_FAST, MemberProcess, describe, describe_groups_raw, stop_processes
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cgkit import CG_FAST, MemberProcess, describe, describe_groups_raw, stop_processes
 from corral.analyze import rules
 
 TICK_MS = 250
@@ -99,9 +99,17 @@ PHASES = (
     PhasePlan("steady", 12, 0, "replace_static", _ALL_KEEP, _ALL_OK),
     # 44 ticks: ten laggard commits (WARN needs the whole window lagging) and STOP well past
     # its window's span and ten samples.
-    PhasePlan("trouble", 44, 6, "join", {r: r for r in ROLES},
-              {KEEP: "OK", BEHIND: "WARN", STALL: "STALL", REWIND: "REWIND", STOP: "STOP"}),
-    PhasePlan("recover", 16, 0, "leave", {**_ALL_KEEP, BEHIND: BEHIND}, {**_ALL_OK, BEHIND: "WARN"}),
+    PhasePlan(
+        "trouble",
+        44,
+        6,
+        "join",
+        {r: r for r in ROLES},
+        {KEEP: "OK", BEHIND: "WARN", STALL: "STALL", REWIND: "REWIND", STOP: "STOP"},
+    ),
+    PhasePlan(
+        "recover", 16, 0, "leave", {**_ALL_KEEP, BEHIND: BEHIND}, {**_ALL_OK, BEHIND: "WARN"}
+    ),
     PhasePlan("settle", 16, 0, "expire", _ALL_KEEP, _ALL_OK),
 )
 
@@ -119,6 +127,7 @@ class Commit:
 @dataclass(frozen=True)
 class Tick:
     """One production step of one partition."""
+
     start_ms: int  # before its first record was sent
     done_ms: int  # after every record was acknowledged
     log_end: int
@@ -163,8 +172,9 @@ class Truth:
     bootstrap: str
     start_ms: int = 0
     end_ms: int = 0
-    topics: dict[str, int] = field(default_factory=lambda: {STATUS_TOPIC: STATUS_PARTITIONS,
-                                                            IDLE_TOPIC: IDLE_PARTITIONS})
+    topics: dict[str, int] = field(
+        default_factory=lambda: {STATUS_TOPIC: STATUS_PARTITIONS, IDLE_TOPIC: IDLE_PARTITIONS}
+    )
     groups: dict[str, str] = field(default_factory=lambda: {**STATUS_GROUPS, **MEMBER_GROUPS})
     roles: dict[Key, str] = field(default_factory=dict)
     phases: list[Phase] = field(default_factory=list)
@@ -190,8 +200,10 @@ class Truth:
         ticks = self.ticks[(topic, partition)]
         done = bisect_right(ticks, time_ms, key=lambda t: t.done_ms)
         started = bisect_right(ticks, time_ms, key=lambda t: t.start_ms)
-        return (ticks[done - 1].log_end if done else 0,
-                ticks[started - 1].log_end if started else 0)
+        return (
+            ticks[done - 1].log_end if done else 0,
+            ticks[started - 1].log_end if started else 0,
+        )
 
     def reached_bounds(self, topic: str, partition: int, offset: int) -> tuple[int, int] | None:
         """When the log end reached `offset`, within one tick: (start_ms, done_ms) of the tick
@@ -222,35 +234,54 @@ def status_before(rows: list[tuple[int, int | str]], time_ms: int) -> str | None
     return rules.STATUS_NAMES.get(rows[i - 1][1], rows[i - 1][1]) if i else None
 
 
-def phase_statuses(truth: Truth, partitions: dict[Key, list], groups: dict[str, list]
-                   ) -> tuple[dict, dict]:
+def phase_statuses(
+    truth: Truth, partitions: dict[Key, list], groups: dict[str, list]
+) -> tuple[dict, dict]:
     """The status at every phase's end (status_before its end_ms) of each status-group
     partition and group, from their timelines `[(time_ms, status)]` (the rules' rows, or rows of
     `corral analyze`'s partition_status and group_status tables, sorted by time): ({(phase,
     key): status}, {(phase, group): status}), expected_statuses' shape."""
-    return ({(p.name, key): status_before(partitions[key], p.end_ms)
-             for p in truth.phases for key in truth.roles},
-            {(p.name, g): status_before(groups[g], p.end_ms)
-             for p in truth.phases for g in STATUS_GROUPS})
+    return (
+        {
+            (p.name, key): status_before(partitions[key], p.end_ms)
+            for p in truth.phases
+            for key in truth.roles
+        },
+        {
+            (p.name, g): status_before(groups[g], p.end_ms)
+            for p in truth.phases
+            for g in STATUS_GROUPS
+        },
+    )
 
 
-def statuses_by_rules(truth: Truth, commits: dict[Key, list[tuple[int, int]]],
-                      samples: dict[tuple[str, int], list[tuple[int, int]]],
-                      burrow_compatible: bool = True) -> tuple[dict, dict]:
+def statuses_by_rules(
+    truth: Truth,
+    commits: dict[Key, list[tuple[int, int]]],
+    samples: dict[tuple[str, int], list[tuple[int, int]]],
+    burrow_compatible: bool = True,
+) -> tuple[dict, dict]:
     """phase_statuses of the rules' timelines from the given commits `[(time_ms, offset)]` per
     key and log-end samples `[(time_ms, log_end)]` per partition."""
-    partitions = {key: rules.partition_status_timeline(commits[key], samples[key[1:]],
-                                                       burrow_compatible=burrow_compatible)
-                  for key in truth.roles}
-    groups = {g: rules.group_status_timeline([rows for key, rows in partitions.items()
-                                              if key[0] == g]) for g in STATUS_GROUPS}
+    partitions = {
+        key: rules.partition_status_timeline(
+            commits[key], samples[key[1:]], burrow_compatible=burrow_compatible
+        )
+        for key in truth.roles
+    }
+    groups = {
+        g: rules.group_status_timeline([rows for key, rows in partitions.items() if key[0] == g])
+        for g in STATUS_GROUPS
+    }
     return phase_statuses(truth, partitions, groups)
 
 
 def expected_statuses(truth: Truth) -> tuple[dict, dict]:
     """The truth's expectations: ({(phase, key): status}, {(phase, group): status})."""
-    return ({(p.name, k): s for p in truth.phases for k, s in p.expected.items()},
-            {(p.name, g): s for p in truth.phases for g, s in p.expected_group.items()})
+    return (
+        {(p.name, k): s for p in truth.phases for k, s in p.expected.items()},
+        {(p.name, g): s for p in truth.phases for g, s in p.expected_group.items()},
+    )
 
 
 # ------------------------------------------------------------------------- the status groups
@@ -330,22 +361,50 @@ class _Driver:
         groups = list(MEMBER_GROUPS)
         # base: a steady member and a static one of each membership group; victim: killed in
         # `settle`; spare: the static member's successor, held until `steady` starts it.
-        self.base = self._process([_member(f"a-{MEMBER_GROUPS[g]}", g) for g in groups]
-                                  + [_member(f"s-{MEMBER_GROUPS[g]}", g, instance_id=_instance(
-                                      MEMBER_GROUPS[g]), session_timeout_ms=STATIC_SESSION_MS)
-                                     for g in groups])
-        self.victim = self._process([_member(f"c-{MEMBER_GROUPS[g]}", g,
-                                             session_timeout_ms=CLASSIC_SESSION_MS) for g in groups])
+        self.base = self._process(
+            [_member(f"a-{MEMBER_GROUPS[g]}", g) for g in groups]
+            + [
+                _member(
+                    f"s-{MEMBER_GROUPS[g]}",
+                    g,
+                    instance_id=_instance(MEMBER_GROUPS[g]),
+                    session_timeout_ms=STATIC_SESSION_MS,
+                )
+                for g in groups
+            ]
+        )
+        self.victim = self._process(
+            [
+                _member(f"c-{MEMBER_GROUPS[g]}", g, session_timeout_ms=CLASSIC_SESSION_MS)
+                for g in groups
+            ]
+        )
         # A restarted instance: same instance id and client id, a new member id.
-        self.spare = self._process([_member(f"s2-{MEMBER_GROUPS[g]}", g, hold=True,
-                                            client_id=f"s-{MEMBER_GROUPS[g]}",
-                                            instance_id=_instance(MEMBER_GROUPS[g]),
-                                            session_timeout_ms=STATIC_SESSION_MS) for g in groups])
+        self.spare = self._process(
+            [
+                _member(
+                    f"s2-{MEMBER_GROUPS[g]}",
+                    g,
+                    hold=True,
+                    client_id=f"s-{MEMBER_GROUPS[g]}",
+                    instance_id=_instance(MEMBER_GROUPS[g]),
+                    session_timeout_ms=STATIC_SESSION_MS,
+                )
+                for g in groups
+            ]
+        )
         for group, protocol in STATUS_GROUPS.items():
-            consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
-                                 "group.protocol": protocol, "enable.auto.commit": False,
-                                 "client.id": f"{group}-member", "log_level": 4,
-                                 "error_cb": lambda err: self.errors.append(str(err))})
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": group,
+                    "group.protocol": protocol,
+                    "enable.auto.commit": False,
+                    "client.id": f"{group}-member",
+                    "log_level": 4,
+                    "error_cb": lambda err: self.errors.append(str(err)),
+                }
+            )
             consumer.subscribe([STATUS_TOPIC])
             self.consumers[group] = consumer
             for p in range(STATUS_PARTITIONS):
@@ -360,16 +419,19 @@ class _Driver:
 
         def ready() -> bool:
             self._poll()
-            return (all({tp.partition for tp in c.assignment()} == everything
-                        for c in self.consumers.values())
-                    and all(self._settled(g, 3) for g in MEMBER_GROUPS))
+            return all(
+                {tp.partition for tp in c.assignment()} == everything
+                for c in self.consumers.values()
+            ) and all(self._settled(g, 3) for g in MEMBER_GROUPS)
 
         self._wait(ready, SETUP_TIMEOUT_S, "status groups assigned, membership groups of 3")
         for c in self.consumers.values():
             c.pause(c.assignment())  # nothing to fetch: commits are all they do
 
     def _process(self, specs: list[dict]) -> MemberProcess:
-        p = MemberProcess("confluent", self.bootstrap, specs[0]["group"], specs, topics=[IDLE_TOPIC])
+        p = MemberProcess(
+            "confluent", self.bootstrap, specs[0]["group"], specs, topics=[IDLE_TOPIC]
+        )
         self.processes.append(p)
         return p
 
@@ -381,12 +443,16 @@ class _Driver:
         deadline = time.monotonic() + timeout
         while not condition():
             if time.monotonic() > deadline:
-                raise ScenarioError(f"timed out after {timeout}s waiting for {what}: {self._state()}")
+                raise ScenarioError(
+                    f"timed out after {timeout}s waiting for {what}: {self._state()}"
+                )
             time.sleep(0.1)
 
     def _state(self) -> str:
         groups = {g: self._describe(g) for g in MEMBER_GROUPS}
-        logs = "".join(f"\n--- member process {i}\n{p.log_tail()}" for i, p in enumerate(self.processes))
+        logs = "".join(
+            f"\n--- member process {i}\n{p.log_tail()}" for i, p in enumerate(self.processes)
+        )
         return f"groups: {groups}; client errors: {self.errors[-10:]}{logs}"
 
     # -- membership groups -----------------------------------------------------------------
@@ -398,19 +464,24 @@ class _Driver:
             g = describe_groups_raw(self.bootstrap, group)
             if g["error_code"]:
                 return None
-            return g["group_state"], [(m["member_id"], m["group_instance_id"], m["assigned"])
-                                      for m in g["members"]]
+            return g["group_state"], [
+                (m["member_id"], m["group_instance_id"], m["assigned"]) for m in g["members"]
+            ]
         g = describe(self.bootstrap, group)
         if g["error_code"]:
             return None
-        if any(m["member_epoch"] != g["group_epoch"] or m["assignment"] != m["target_assignment"]
-               for m in g["members"]):
+        if any(
+            m["member_epoch"] != g["group_epoch"] or m["assignment"] != m["target_assignment"]
+            for m in g["members"]
+        ):
             return "Reconciling", []
-        return g["group_state"], [(m["member_id"], m["instance_id"], m["assignment"])
-                                  for m in g["members"]]
+        return g["group_state"], [
+            (m["member_id"], m["instance_id"], m["assignment"]) for m in g["members"]
+        ]
 
-    def _settled(self, group: str, members: int,
-                 check: Callable[[list], bool] = lambda _: True) -> bool:
+    def _settled(
+        self, group: str, members: int, check: Callable[[list], bool] = lambda _: True
+    ) -> bool:
         d = self._describe(group)
         if d is None or d[0] != "Stable" or len(d[1]) != members:
             return False
@@ -423,13 +494,16 @@ class _Driver:
         instance = _instance(MEMBER_GROUPS[group])
         return next((mid for mid, inst, _ in (d[1] if d else []) if inst == instance), None)
 
-    def _until(self, group: str, members: int, phase: str,
-               check: Callable[[list], bool] = lambda _: True) -> Iterator[None]:
+    def _until(
+        self, group: str, members: int, phase: str, check: Callable[[list], bool] = lambda _: True
+    ) -> Iterator[None]:
         deadline = time.monotonic() + ACTION_TIMEOUT_S
         while not self._settled(group, members, check):
             if time.monotonic() > deadline:
-                raise ScenarioError(f"{phase}: {group} not settled with {members} members within "
-                                    f"{ACTION_TIMEOUT_S}s: {self._state()}")
+                raise ScenarioError(
+                    f"{phase}: {group} not settled with {members} members within "
+                    f"{ACTION_TIMEOUT_S}s: {self._state()}"
+                )
             yield
 
     def _actions(self, plan: PhasePlan) -> list[Iterator[None]]:
@@ -439,8 +513,10 @@ class _Driver:
             self.joiner = self._process([_member(f"b-{p}", g) for g, p in MEMBER_GROUPS.items()])
         elif plan.action == "expire":
             self.victim.kill()
-        return [getattr(self, f"_{plan.action}")(group, protocol, plan.name, requested)
-                for group, protocol in MEMBER_GROUPS.items()]
+        return [
+            getattr(self, f"_{plan.action}")(group, protocol, plan.name, requested)
+            for group, protocol in MEMBER_GROUPS.items()
+        ]
 
     def _replace_static(self, group, protocol, phase, requested):
         old = self._static_id(group)
@@ -451,21 +527,38 @@ class _Driver:
                 raise ScenarioError(f"{phase}: s-{protocol} did not close: {self._state()}")
             yield
         self.spare.start(f"s2-{protocol}")
-        yield from self._until(group, 3, phase, lambda ms: any(
-            inst == _instance(protocol) and mid != old for mid, inst, _ in ms))
+        yield from self._until(
+            group,
+            3,
+            phase,
+            lambda ms: any(inst == _instance(protocol) and mid != old for mid, inst, _ in ms),
+        )
         settled = after_ms()
         for event in ("member_fenced", "member_joined"):
-            self.truth.memberships.append(Membership(group, protocol, phase, event,
-                                                     f"s-{protocol}", _instance(protocol),
-                                                     requested, settled))
+            self.truth.memberships.append(
+                Membership(
+                    group,
+                    protocol,
+                    phase,
+                    event,
+                    f"s-{protocol}",
+                    _instance(protocol),
+                    requested,
+                    settled,
+                )
+            )
 
     def _change(self, group, protocol, phase, requested, event, name, before, after):
         yield from self._until(group, after, phase)
         settled = after_ms()
-        self.truth.memberships.append(Membership(group, protocol, phase, event,
-                                                 f"{name}-{protocol}", None, requested, settled))
-        self.truth.rebalances.append(Rebalance(group, protocol, phase, event, before, after,
-                                               requested, settled))
+        self.truth.memberships.append(
+            Membership(
+                group, protocol, phase, event, f"{name}-{protocol}", None, requested, settled
+            )
+        )
+        self.truth.rebalances.append(
+            Rebalance(group, protocol, phase, event, before, after, requested, settled)
+        )
 
     def _join(self, group, protocol, phase, requested):
         return self._change(group, protocol, phase, requested, "member_joined", "b", 3, 4)
@@ -509,8 +602,10 @@ class _Driver:
             if not chosen:
                 continue
             sent = now_ms()
-            answer = consumer.commit(offsets=[TopicPartition(STATUS_TOPIC, p, off)
-                                              for p, off in chosen], asynchronous=False)
+            answer = consumer.commit(
+                offsets=[TopicPartition(STATUS_TOPIC, p, off) for p, off in chosen],
+                asynchronous=False,
+            )
             acked = after_ms()
             failed = [tp for tp in answer if tp.error is not None]
             if failed:
@@ -562,8 +657,12 @@ class _Driver:
     def _phase(self, plan: PhasePlan, start: int, end: int, ticks: int) -> Phase:
         expected = {key: plan.expect[role] for key, role in self.truth.roles.items()}
         codes = {name: code for code, name in rules.STATUS_NAMES.items()}
-        group = {g: rules.STATUS_NAMES[rules.group_status(
-            codes[s] for k, s in expected.items() if k[0] == g)] for g in STATUS_GROUPS}
+        group = {
+            g: rules.STATUS_NAMES[
+                rules.group_status(codes[s] for k, s in expected.items() if k[0] == g)
+            ]
+            for g in STATUS_GROUPS
+        }
         return Phase(plan.name, start, end, ticks, expected, group)
 
     def close(self, failed: bool) -> None:

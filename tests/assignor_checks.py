@@ -80,16 +80,23 @@ def moved(before: Mapping, after: Mapping) -> int:
 
 def with_previous(group: GroupSpec, assignment: Mapping) -> GroupSpec:
     """The same group with `assignment` as every member's previous target."""
-    return GroupSpec({m: MemberSpec(s.subscribed_topic_ids, assignment.get(m, {}), s.rack_id,
-                                    s.instance_id) for m, s in group.members.items()},
-                     group.subscription_type)
+    return GroupSpec(
+        {
+            m: MemberSpec(s.subscribed_topic_ids, assignment.get(m, {}), s.rack_id, s.instance_id)
+            for m, s in group.members.items()
+        },
+        group.subscription_type,
+    )
 
 
 def join(group: GroupSpec, member: str, topics) -> GroupSpec:
     members = dict(group.members)
     members[member] = MemberSpec(topics)
-    return GroupSpec.of(members) if group.subscription_type is SubscriptionType.HETEROGENEOUS \
+    return (
+        GroupSpec.of(members)
+        if group.subscription_type is SubscriptionType.HETEROGENEOUS
         else GroupSpec(members, SubscriptionType.HOMOGENEOUS)
+    )
 
 
 def leave(group: GroupSpec, member: str) -> GroupSpec:
@@ -110,8 +117,11 @@ def rebalancing_chain(group: GroupSpec, counts: Mapping, assignment: Mapping) ->
         for topic in spec.subscribed_topic_ids:
             subscribers[topic].append(member)
     total = totals(assignment)
-    holds_extra = {(m, t): len(assignment[m].get(t, ())) > counts[t] // len(ms)
-                   for t, ms in subscribers.items() for m in ms}
+    holds_extra = {
+        (m, t): len(assignment[m].get(t, ())) > counts[t] // len(ms)
+        for t, ms in subscribers.items()
+        for m in ms
+    }
     for start in sorted(group.members, key=lambda m: -total[m]):
         seen, frontier = {start}, [start]
         while frontier:
@@ -190,7 +200,9 @@ def determinism_digest(groups: int = 150) -> str:
     assignors = (UniformAssignor(), RangeAssignor())
 
     def record(result: Mapping) -> None:
-        digest.update(repr([(m, [(t, tuple(p)) for t, p in a.items()]) for m, a in result.items()]).encode())
+        digest.update(
+            repr([(m, [(t, tuple(p)) for t, p in a.items()]) for m, a in result.items()]).encode()
+        )
 
     for seed in range(groups):
         rng = random.Random(seed)
@@ -204,14 +216,19 @@ def determinism_digest(groups: int = 150) -> str:
             n = rng.randint(1, 4)
             subscriptions = [frozenset(topics[c::n]) for c in range(n)]
         else:
-            subscriptions = [frozenset(rng.sample(topics, rng.randint(1, len(topics)))) for _ in range(3)]
+            subscriptions = [
+                frozenset(rng.sample(topics, rng.randint(1, len(topics)))) for _ in range(3)
+            ]
 
         def member_id() -> str:
             return "".join(rng.choice("abcxyz-019") for _ in range(rng.randint(3, 10)))
 
-        members = {member_id(): MemberSpec(rng.choice(subscriptions),
-                                           instance_id=member_id() if rng.random() < 0.3 else None)
-                   for _ in range(rng.randint(1, 60))}
+        members = {
+            member_id(): MemberSpec(
+                rng.choice(subscriptions), instance_id=member_id() if rng.random() < 0.3 else None
+            )
+            for _ in range(rng.randint(1, 60))
+        }
         kind = SubscriptionType.HOMOGENEOUS if shape == 0 else SubscriptionType.HETEROGENEOUS
         for assignor in assignors:
             group = GroupSpec(members, kind)
@@ -221,15 +238,22 @@ def determinism_digest(groups: int = 150) -> str:
                 group = with_previous(group, result)
                 specs = dict(group.members)
                 if step == 1:  # plain dicts, topics in reverse order
-                    specs = {m: MemberSpec(s.subscribed_topic_ids,
-                                           {t: list(p) for t, p in reversed(list(s.assignment.items()))},
-                                           instance_id=s.instance_id) for m, s in specs.items()}
+                    specs = {
+                        m: MemberSpec(
+                            s.subscribed_topic_ids,
+                            {t: list(p) for t, p in reversed(list(s.assignment.items()))},
+                            instance_id=s.instance_id,
+                        )
+                        for m, s in specs.items()
+                    }
                 elif step == 3:  # invalid entries: out of range, unknown topic, given twice
                     for m, s in list(specs.items())[:3]:
                         messy = {t: (*p, 500) for t, p in s.assignment.items()}
                         messy[rng.randbytes(16)] = (0,)
                         messy.update(specs[next(iter(specs))].assignment)
-                        specs[m] = MemberSpec(s.subscribed_topic_ids, messy, instance_id=s.instance_id)
+                        specs[m] = MemberSpec(
+                            s.subscribed_topic_ids, messy, instance_id=s.instance_id
+                        )
                 if len(specs) > 1 and rng.random() < 0.5:
                     del specs[rng.choice(list(specs))]
                 else:

@@ -66,11 +66,17 @@ def run_member(cfg: dict, spec: dict, stop: threading.Event, go: threading.Event
         cfg = {k: v for k, v in cfg.items() if k not in ("topics", "regex")}
     cfg = {**cfg, **spec}
     protocol = cfg.get("protocol") or "consumer"
-    conf = {"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
-            "group.protocol": protocol, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "client.id": spec.get("client_id", name),
-            "topic.metadata.refresh.interval.ms": 1000, "log_level": 4,
-            "error_cb": lambda err: emit(name, {"ev": "error", "error": str(err)})}
+    conf = {
+        "bootstrap.servers": cfg["bootstrap"],
+        "group.id": cfg["group"],
+        "group.protocol": protocol,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "client.id": spec.get("client_id", name),
+        "topic.metadata.refresh.interval.ms": 1000,
+        "log_level": 4,
+        "error_cb": lambda err: emit(name, {"ev": "error", "error": str(err)}),
+    }
     # Eager: every assign callback carries the whole assignment, every revoke all of it.
     eager = False
     if protocol == "classic":
@@ -110,7 +116,9 @@ def run_member(cfg: dict, spec: dict, stop: threading.Event, go: threading.Event
         report("lost")
 
     if cfg.get("regex"):
-        consumer.subscribe([cfg["regex"]], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+        consumer.subscribe(
+            [cfg["regex"]], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
+        )
     else:
         consumer.subscribe(cfg["topics"], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     retry_commit = False  # the last commit failed: tried again at the next poll, records or not
@@ -145,9 +153,12 @@ def main() -> None:
     for spec in cfg["members"]:
         if not spec.get("hold"):
             starts[spec["name"]].set()
-    threads = [threading.Thread(target=run_member,
-                                args=(cfg, spec, stops[spec["name"]], starts[spec["name"]]))
-               for spec in cfg["members"]]
+    threads = [
+        threading.Thread(
+            target=run_member, args=(cfg, spec, stops[spec["name"]], starts[spec["name"]])
+        )
+        for spec in cfg["members"]
+    ]
     for t in threads:
         t.start()
     for line in sys.stdin:

@@ -23,14 +23,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import polyglot
 from groupkit import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import DEFAULT_VERSION, compile_java, fetch as kafka_jars  # noqa: E402
+from kafka_ref import DEFAULT_VERSION, compile_java
+from kafka_ref import fetch as kafka_jars
 
 HERE = Path(__file__).resolve().parent
 PY_MEMBER = HERE / "cg_member.py"
@@ -51,8 +52,13 @@ CG_FAST = {
 }
 
 # The JVM of a Java member: small, quick to start (these are short-lived test clients).
-JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k", "-Xmx192m",
-             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+JVM_FLAGS = [
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-Xss512k",
+    "-Xmx192m",
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+]
 
 TP = tuple[str, int]
 
@@ -80,33 +86,43 @@ def java_member_classes(version: str = DEFAULT_VERSION) -> Path:
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 
 
-def run_tool(main_class: str, commands: list[str], timeout: float = 120) -> dict[str, tuple[int, str]]:
+def run_tool(
+    main_class: str, commands: list[str], timeout: float = 120
+) -> dict[str, tuple[int, str]]:
     """Runs a Kafka tool from kafka-tools (or, for kafka-configs, the 4.3 core jar) once per
     command line in one JVM (tests/java/ToolRunner.java): {command: (exit code, output)}."""
     lib = kafka_jars(TOOLS_VERSION, "kafka_2.13" if main_class == CONFIG_COMMAND else "kafka-tools")
-    classes = compile_java(TOOL_RUNNER)  # against kafka-clients 4.4.0: the Exit it uses is 4.3.1's too
-    run = subprocess.run(["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{lib}/*", "ToolRunner", main_class],
-                         input="".join(c + "\n" for c in commands), capture_output=True, text=True,
-                         timeout=timeout)
+    classes = compile_java(
+        TOOL_RUNNER
+    )  # against kafka-clients 4.4.0: the Exit it uses is 4.3.1's too
+    run = subprocess.run(
+        ["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{lib}/*", "ToolRunner", main_class],
+        input="".join(c + "\n" for c in commands),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     out: dict[str, tuple[int, str]] = {}
     command, lines = None, []
     for line in run.stdout.splitlines():
         if line.startswith("### exit "):
-            out[command] = (int(line[len("### exit "):]), "\n".join(lines))
+            out[command] = (int(line[len("### exit ") :]), "\n".join(lines))
             command, lines = None, []
         elif line.startswith("### "):
             command = line[4:]
         elif command is not None:
             lines.append(line)
     missing = [c for c in commands if c not in out]
-    assert not missing, f"{main_class} did not run {missing}: {run.stdout[-2000:]}{run.stderr[-2000:]}"
+    assert not missing, (
+        f"{main_class} did not run {missing}: {run.stdout[-2000:]}{run.stderr[-2000:]}"
+    )
     return out
 
 
 class CgMember:
     """One member as its process reports it."""
 
-    def __init__(self, name: str, client: str, process: "MemberProcess"):
+    def __init__(self, name: str, client: str, process: MemberProcess):
         self.name = name
         self.client = client
         self.process = process
@@ -147,8 +163,16 @@ class MemberProcess:
     max_poll_interval_ms: see tests/cg_member.py; the Go and Node members of tests/polyglot.py
     take the group's settings, names, client and instance ids only)."""
 
-    def __init__(self, client: str, bootstrap: str, group: str, members: Iterable,
-                 topics: list[str] | None = None, regex: str | None = None, **config):
+    def __init__(
+        self,
+        client: str,
+        bootstrap: str,
+        group: str,
+        members: Iterable,
+        topics: list[str] | None = None,
+        regex: str | None = None,
+        **config,
+    ):
         specs = [m if isinstance(m, dict) else {"name": m} for m in members]
         cfg = {"bootstrap": bootstrap, "group": group, "members": specs, **config}
         if topics is not None:
@@ -160,15 +184,27 @@ class MemberProcess:
             cmd = [sys.executable, str(PY_MEMBER), json.dumps(cfg)]
         elif client == "java":
             lib = kafka_jars()
-            cmd = ["java", *JVM_FLAGS, "-cp", f"{java_member_classes()}{os.pathsep}{lib}/*",
-                   "ConsumerGroupMember", json.dumps(cfg)]
+            cmd = [
+                "java",
+                *JVM_FLAGS,
+                "-cp",
+                f"{java_member_classes()}{os.pathsep}{lib}/*",
+                "ConsumerGroupMember",
+                json.dumps(cfg),
+            ]
         else:  # franz-go, sarama, kafkajs (tests/polyglot.py)
             cmd, env = polyglot.member_command(client, cfg)
         self.client = client
         self.members = {s["name"]: CgMember(s["name"], client, self) for s in specs}
         self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, text=True, env=env)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            env=env,
+        )
         self.lock = threading.Lock()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -249,6 +285,7 @@ def stop_processes(processes: Iterable[MemberProcess]) -> None:
 
 # =============================================================== the invariant checker ===
 
+
 class OwnershipViolation(AssertionError):
     pass
 
@@ -261,8 +298,9 @@ def _reported(member: CgMember) -> list[tuple[int, frozenset[TP]]]:
     let it go: its leave or acknowledgement went out before its revoke callback ran)."""
     if member.closing_since is None:
         return member.timeline
-    return [(t, owned) for t, owned in member.timeline if t < member.closing_since] + \
-        [(member.closing_since, frozenset())]
+    return [(t, owned) for t, owned in member.timeline if t < member.closing_since] + [
+        (member.closing_since, frozenset())
+    ]
 
 
 def check_ownership(members: Iterable[CgMember]) -> int:
@@ -281,8 +319,11 @@ def check_ownership(members: Iterable[CgMember]) -> int:
             if tp in owner:
                 raise OwnershipViolation(
                     f"{tp} owned by {members[owner[tp]].name} and {members[i].name} at once "
-                    f"(t={t}); timelines: " + "; ".join(
-                        f"{m.name}: {[(tt, sorted(o)) for tt, o in m.timeline]}" for m in members))
+                    f"(t={t}); timelines: "
+                    + "; ".join(
+                        f"{m.name}: {[(tt, sorted(o)) for tt, o in m.timeline]}" for m in members
+                    )
+                )
             owner[tp] = i
         held[i] = owned
     return len(events)
@@ -300,12 +341,15 @@ def all_partitions(topics: dict[str, int]) -> set[TP]:
 
 # ====================================================== ConsumerGroupDescribe, raw frames ===
 
+
 def describe_raw(bootstrap: str, group: str) -> dict:
     """ConsumerGroupDescribe v1 of one group, as decoded."""
     from rawwire import RawClient
 
     with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
-        return c.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        return c.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})[
+            "groups"
+        ][0]
 
 
 def list_groups_raw(bootstrap: str) -> dict[str, dict]:
@@ -328,15 +372,19 @@ def describe_groups_raw(bootstrap: str, group: str) -> dict:
     """DescribeGroups v5 (the classic API) of one group, as decoded; each member's
     member_assignment also decoded as "assigned", {(topic, partition)} (None if the bytes are
     not a consumer protocol assignment)."""
-    from corral import _core
     from rawwire import RawClient
+
+    from corral import _core
 
     with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
         g = c.call(15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]
     for m in g["members"]:
         try:
-            m["assigned"] = frozenset((t, p) for t, ps in _core.decode_consumer_assignment(
-                m["member_assignment"])[0] for p in ps)
+            m["assigned"] = frozenset(
+                (t, p)
+                for t, ps in _core.decode_consumer_assignment(m["member_assignment"])[0]
+                for p in ps
+            )
         except ValueError:
             m["assigned"] = None
     return g
@@ -349,12 +397,15 @@ def describe(bootstrap: str, group: str) -> dict:
     g = describe_raw(bootstrap, group)
     for m in g["members"]:
         for key in ("assignment", "target_assignment"):
-            m[key] = frozenset((t["topic_name"], p) for t in m[key]["topic_partitions"]
-                               for p in t["partitions"])
+            m[key] = frozenset(
+                (t["topic_name"], p) for t in m[key]["topic_partitions"] for p in t["partitions"]
+            )
     return g
 
 
-def stable_view(bootstrap: str, group: str, members: list[CgMember], partitions: set[TP]) -> dict | None:
+def stable_view(
+    bootstrap: str, group: str, members: list[CgMember], partitions: set[TP]
+) -> dict | None:
     """The describe answer if the group is settled: the live members own every partition once,
     the coordinator says Stable with exactly those members, each holding its target at the
     group epoch and what its client reports. None otherwise."""
@@ -367,14 +418,24 @@ def stable_view(bootstrap: str, group: str, members: list[CgMember], partitions:
     by_client = {m["client_id"]: m for m in g["members"]}
     for m in live:
         d = by_client.get(m.name)
-        if d is None or d["assignment"] != m.owned or d["target_assignment"] != m.owned \
-                or d["member_epoch"] != g["group_epoch"]:
+        if (
+            d is None
+            or d["assignment"] != m.owned
+            or d["target_assignment"] != m.owned
+            or d["member_epoch"] != g["group_epoch"]
+        ):
             return None
     return g
 
 
-def wait_stable(bootstrap: str, group: str, processes: list[MemberProcess], partitions: set[TP],
-                timeout: float = 40, retired: Iterable[CgMember] = ()) -> dict:
+def wait_stable(
+    bootstrap: str,
+    group: str,
+    processes: list[MemberProcess],
+    partitions: set[TP],
+    timeout: float = 40,
+    retired: Iterable[CgMember] = (),
+) -> dict:
     """Waits until the group is settled (see stable_view), checking the ownership invariant on
     the way (over `retired` too: members of processes gone, whose history still counts);
     returns the describe answer."""
@@ -392,12 +453,15 @@ def wait_stable(bootstrap: str, group: str, processes: list[MemberProcess], part
     try:
         wait_until(settled, timeout, f"group {group} stable over {len(partitions)} partitions")
     except AssertionError as e:
-        raise AssertionError(f"{e}\nmembers: {members}\ndescribe: {describe(bootstrap, group)}"
-                             + "".join(f"\n--- {p.client} log\n{p.log_tail()}" for p in processes)) from None
+        raise AssertionError(
+            f"{e}\nmembers: {members}\ndescribe: {describe(bootstrap, group)}"
+            + "".join(f"\n--- {p.client} log\n{p.log_tail()}" for p in processes)
+        ) from None
     return found[-1]
 
 
 # ================================================== members speaking raw frames ===
+
 
 class Script:
     """Scripted members speaking raw ConsumerGroupHeartbeat v1 to one broker. Every response is
@@ -405,7 +469,11 @@ class Script:
     name); `snapshot` logs ConsumerGroupDescribe. A member owns what its last assignment said
     and acknowledges revocations at its next heartbeat; the ownership checker watches them."""
 
-    TRANSIENT = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+    TRANSIENT = {
+        14,
+        15,
+        16,
+    }  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
     def __init__(self, bootstrap: str, group: str):
         from rawwire import RawClient
@@ -421,15 +489,24 @@ class Script:
         self.ids: dict[str, bytes] = {}
         deadline = time.monotonic() + 60
         while True:  # Kafka creates __consumer_offsets on the first FindCoordinator
-            answer = self.client.call(10, 4, {"key_type": 0, "coordinator_keys": [group], "key": ""})
+            answer = self.client.call(
+                10, 4, {"key_type": 0, "coordinator_keys": [group], "key": ""}
+            )
             if answer["coordinators"][0]["error_code"] == 0:
                 break
             assert time.monotonic() < deadline, answer
             time.sleep(0.2)
 
     def refresh_topics(self) -> None:
-        answer = self.client.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
-                                          "include_topic_authorized_operations": False})
+        answer = self.client.call(
+            3,
+            12,
+            {
+                "topics": None,
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
         self.names = {t["topic_id"]: t["name"] for t in answer["topics"]}
         self.ids = {name: tid for tid, name in self.names.items()}
 
@@ -438,39 +515,81 @@ class Script:
         sees a new topic a moment after its broker does): a probe member of another group joins
         and leaves until it is given them all."""
         deadline = time.monotonic() + 30
-        base = {"group_id": f"{self.group}-probe", "member_id": "probe", "instance_id": None,
-                "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_regex": None,
-                "server_assignor": None, "topic_partitions": []}
+        base = {
+            "group_id": f"{self.group}-probe",
+            "member_id": "probe",
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout_ms": 30000,
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": [],
+        }
         while True:
             self.refresh_topics()
             if all(t in self.ids for t in topics):
-                answer = self.client.call(68, 1, {**base, "member_epoch": 0,
-                                                  "subscribed_topic_names": sorted(topics)})
-                self.client.call(68, 1, {**base, "member_epoch": -1, "rebalance_timeout_ms": -1,
-                                         "subscribed_topic_names": None, "topic_partitions": None})
-                if answer["error_code"] == 0 and answer["assignment"] is not None and \
-                        self._by_name(answer["assignment"]) == {t: list(range(n)) for t, n in topics.items()}:
+                answer = self.client.call(
+                    68, 1, {**base, "member_epoch": 0, "subscribed_topic_names": sorted(topics)}
+                )
+                self.client.call(
+                    68,
+                    1,
+                    {
+                        **base,
+                        "member_epoch": -1,
+                        "rebalance_timeout_ms": -1,
+                        "subscribed_topic_names": None,
+                        "topic_partitions": None,
+                    },
+                )
+                if (
+                    answer["error_code"] == 0
+                    and answer["assignment"] is not None
+                    and self._by_name(answer["assignment"])
+                    == {t: list(range(n)) for t, n in topics.items()}
+                ):
                     return
             assert time.monotonic() < deadline, f"{topics} never assignable"
             time.sleep(0.1)
 
     def _by_name(self, assignment) -> dict[str, list[int]]:
-        return {self.names[t["topic_id"]]: sorted(t["partitions"])
-                for t in assignment["topic_partitions"] if t["partitions"]}
+        return {
+            self.names[t["topic_id"]]: sorted(t["partitions"])
+            for t in assignment["topic_partitions"]
+            if t["partitions"]
+        }
 
-    def heartbeat(self, step: str, name: str, member_id: str | None = None, *, epoch: int | None = None,
-                  group: str | None = None, owned: dict | None = None, track: bool | None = None,
-                  **fields) -> dict:
+    def heartbeat(
+        self,
+        step: str,
+        name: str,
+        member_id: str | None = None,
+        *,
+        epoch: int | None = None,
+        group: str | None = None,
+        owned: dict | None = None,
+        track: bool | None = None,
+        **fields,
+    ) -> dict:
         """One heartbeat of member `name` (its id unless `member_id`); by default at its epoch,
         reporting what it owns. `track`: take the answer as the member's new state (default:
         when at its own epoch)."""
-        body = {"group_id": group or self.group, "member_id": name if member_id is None else member_id,
-                "member_epoch": self.epoch.get(name, 0) if epoch is None else epoch,
-                "instance_id": None, "rack_id": None, "rebalance_timeout_ms": -1,
-                "subscribed_topic_names": None, "subscribed_topic_regex": None, "server_assignor": None,
-                "topic_partitions": None}
+        body = {
+            "group_id": group or self.group,
+            "member_id": name if member_id is None else member_id,
+            "member_epoch": self.epoch.get(name, 0) if epoch is None else epoch,
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout_ms": -1,
+            "subscribed_topic_names": None,
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": None,
+        }
         mine = self.owned.get(name, {}) if owned is None else owned
-        body["topic_partitions"] = [{"topic_id": self.ids[t], "partitions": ps} for t, ps in sorted(mine.items())]
+        body["topic_partitions"] = [
+            {"topic_id": self.ids[t], "partitions": ps} for t, ps in sorted(mine.items())
+        ]
         body.update(fields)
         deadline = time.monotonic() + 30
         while True:
@@ -480,8 +599,17 @@ class Script:
             assert time.monotonic() < deadline, answer
             time.sleep(0.2)
         assignment = None if answer["assignment"] is None else self._by_name(answer["assignment"])
-        self.log.append((step, name, answer["error_code"], answer["member_id"], answer["member_epoch"],
-                         answer["heartbeat_interval_ms"], assignment))
+        self.log.append(
+            (
+                step,
+                name,
+                answer["error_code"],
+                answer["member_id"],
+                answer["member_epoch"],
+                answer["heartbeat_interval_ms"],
+                assignment,
+            )
+        )
         if track is None:
             track = epoch is None and member_id is None and group is None
         if track and answer["error_code"] == 0:
@@ -516,12 +644,33 @@ class Script:
     def snapshot(self, step: str, group: str | None = None) -> dict:
         check_ownership(self.views.values())
         g = describe(self.bootstrap, group or self.group)
-        members = sorted((m["member_id"], m["instance_id"], m["member_epoch"], m["client_id"],
-                          m["client_host"], tuple(m["subscribed_topic_names"]),
-                          m["subscribed_topic_regex"], sorted(m["assignment"]),
-                          sorted(m["target_assignment"]), m["member_type"]) for m in g["members"])
-        self.log.append((step, "describe", g["error_code"], g["group_state"], g["group_epoch"],
-                         g["assignment_epoch"], g["assignor_name"], members))
+        members = sorted(
+            (
+                m["member_id"],
+                m["instance_id"],
+                m["member_epoch"],
+                m["client_id"],
+                m["client_host"],
+                tuple(m["subscribed_topic_names"]),
+                m["subscribed_topic_regex"],
+                sorted(m["assignment"]),
+                sorted(m["target_assignment"]),
+                m["member_type"],
+            )
+            for m in g["members"]
+        )
+        self.log.append(
+            (
+                step,
+                "describe",
+                g["error_code"],
+                g["group_state"],
+                g["group_epoch"],
+                g["assignment_epoch"],
+                g["assignor_name"],
+                members,
+            )
+        )
         return g
 
 
@@ -529,4 +678,8 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["compile"]:
         raise SystemExit("usage: python tests/cgkit.py compile")
     print(java_member_classes())
-    print(kafka_jars(TOOLS_VERSION, "kafka-tools"), kafka_jars(TOOLS_VERSION), compile_java(TOOL_RUNNER))
+    print(
+        kafka_jars(TOOLS_VERSION, "kafka-tools"),
+        kafka_jars(TOOLS_VERSION),
+        compile_java(TOOL_RUNNER),
+    )

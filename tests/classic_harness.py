@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+from corral.apis import Later
 from corral.config import Settings
 from corral.errors import ErrorCode
 from corral.groups import timers as timers_module
-from corral.apis import Later
 from corral.groups.classic import ClassicGroup, ClassicState, JoinRequest
 from corral.groups.coordinator import GroupCoordinator
 from corral.groups.storage import records
@@ -57,21 +57,37 @@ def subscription(topics=("topic",)) -> bytes:
     return cp.encode_subscription(list(topics), {}, -1)
 
 
-def join_request(group_id: str, member_id: str, metadata: bytes, *, n: int = 0,
-                 instance_id: str | None = None, session_timeout_ms: int = 45000,
-                 rebalance_timeout_ms: int = 300000, protocol_type: str = "consumer",
-                 protocols: list[str] | None = None, require_known_member_id: bool = True,
-                 supports_skip_assignment: bool = True, reason: str | None = None) -> JoinRequest:
+def join_request(
+    group_id: str,
+    member_id: str,
+    metadata: bytes,
+    *,
+    n: int = 0,
+    instance_id: str | None = None,
+    session_timeout_ms: int = 45000,
+    rebalance_timeout_ms: int = 300000,
+    protocol_type: str = "consumer",
+    protocols: list[str] | None = None,
+    require_known_member_id: bool = True,
+    supports_skip_assignment: bool = True,
+    reason: str | None = None,
+) -> JoinRequest:
     """A JoinRequest as the handlers build it from the wire (fresh strings and bytes)."""
     names = protocols or ["range"]
-    return JoinRequest(group_id=group_id, member_id=member_id, group_instance_id=instance_id,
-                       client_id=f"client-{n}", client_host=fresh("/127.0.0.1"),
-                       session_timeout_ms=session_timeout_ms,
-                       rebalance_timeout_ms=rebalance_timeout_ms,
-                       protocol_type=fresh(protocol_type),
-                       protocols=[(fresh(name), bytes(bytearray(metadata))) for name in names],
-                       require_known_member_id=require_known_member_id,
-                       supports_skip_assignment=supports_skip_assignment, reason=reason)
+    return JoinRequest(
+        group_id=group_id,
+        member_id=member_id,
+        group_instance_id=instance_id,
+        client_id=f"client-{n}",
+        client_host=fresh("/127.0.0.1"),
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        protocol_type=fresh(protocol_type),
+        protocols=[(fresh(name), bytes(bytearray(metadata))) for name in names],
+        require_known_member_id=require_known_member_id,
+        supports_skip_assignment=supports_skip_assignment,
+        reason=reason,
+    )
 
 
 class FakeClock:
@@ -110,22 +126,31 @@ class ClassicDriver:
     group the assignment invariants (each member holds exactly what the leader of this generation
     sent it; the partitions of the subscribed topics are each assigned exactly once)."""
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {"group.initial.rebalance.delay.ms": 3000, "group.min.session.timeout.ms": 1000,
-                "group.max.session.timeout.ms": 60000}
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "group.initial.rebalance.delay.ms": 3000,
+        "group.min.session.timeout.ms": 1000,
+        "group.max.session.timeout.ms": 60000,
+    }
 
-    def __init__(self, clock: FakeClock, settings: dict[str, Any] | None = None,
-                 group_id: str = "g", partitions: dict[str, int] | None = None,
-                 tick_ms: int = 10):
+    def __init__(
+        self,
+        clock: FakeClock,
+        settings: dict[str, Any] | None = None,
+        group_id: str = "g",
+        partitions: dict[str, int] | None = None,
+        tick_ms: int = 10,
+    ):
         self.clock = clock
-        self.coordinator = GroupCoordinator(Settings({**self.DEFAULTS, **(settings or {})}),
-                                            InstantLog(), Path("/nonexistent"))
+        self.coordinator = GroupCoordinator(
+            Settings({**self.DEFAULTS, **(settings or {})}), InstantLog(), Path("/nonexistent")
+        )
         self.group_id = group_id
         self.partitions = partitions or {"topic": 6}
         self.tick_ms = tick_ms
-        self.ids: dict[str, str] = {}            # name -> member id
+        self.ids: dict[str, str] = {}  # name -> member id
         self.instances: dict[str, str | None] = {}
-        self.joins: dict[str, Later] = {}       # name -> last JoinGroup
-        self.syncs: dict[str, Later] = {}       # name -> last SyncGroup
+        self.joins: dict[str, Later] = {}  # name -> last JoinGroup
+        self.syncs: dict[str, Later] = {}  # name -> last SyncGroup
         self.sync_generations: dict[str, int] = {}
         # identity (instance id, else member id) -> (generation, assignment bytes) the leader sent
         self.sent: dict[str, tuple[int, bytes]] = {}
@@ -149,13 +174,19 @@ class ClassicDriver:
         if group is None:
             return
         members = group.members
-        _require(group.num_awaiting_join == sum(m.join_waiter is not None for m in members.values()),
-                 "num_awaiting_join out of step with the members' parked JoinGroups")
+        _require(
+            group.num_awaiting_join == sum(m.join_waiter is not None for m in members.values()),
+            "num_awaiting_join out of step with the members' parked JoinGroups",
+        )
         _require(group.pending_sync <= set(members), "pending_sync holds non-members")
-        _require(not set(group.pending_members) & set(members), "a member id is both pending and joined")
+        _require(
+            not set(group.pending_members) & set(members), "a member id is both pending and joined"
+        )
         for instance, mid in group.static_members.items():
-            _require(mid in members and members[mid].group_instance_id == instance,
-                     f"static member {instance} maps to {mid}, not a member with that instance id")
+            _require(
+                mid in members and members[mid].group_instance_id == instance,
+                f"static member {instance} maps to {mid}, not a member with that instance id",
+            )
         support: dict[str, int] = {}
         for m in members.values():
             for name, _ in m.protocols:
@@ -173,32 +204,49 @@ class ClassicDriver:
         owner: dict[tuple[str, int], str] = {}
         for m in group.members.values():
             identity = m.group_instance_id or m.member_id
-            _require(identity in self.sent, f"member {m.member_id} of a Stable group got no "
-                     "assignment from a leader")
+            _require(
+                identity in self.sent,
+                f"member {m.member_id} of a Stable group got no assignment from a leader",
+            )
             generation, data = self.sent[identity]
-            _require(generation == group.generation_id,
-                     f"member {m.member_id} holds the assignment of generation {generation}, "
-                     f"group is at {group.generation_id}")
-            _require(m.assignment == data, f"member {m.member_id} holds an assignment other than "
-                     "the one its leader sent")
+            _require(
+                generation == group.generation_id,
+                f"member {m.member_id} holds the assignment of generation {generation}, "
+                f"group is at {group.generation_id}",
+            )
+            _require(
+                m.assignment == data,
+                f"member {m.member_id} holds an assignment other than the one its leader sent",
+            )
             for topic, partitions in cp.decode_assignment(m.assignment).items():
                 for p in partitions:
-                    _require((topic, p) not in owner,
-                             f"{topic}-{p} assigned to both {owner.get((topic, p))} and {m.member_id}")
+                    _require(
+                        (topic, p) not in owner,
+                        f"{topic}-{p} assigned to both {owner.get((topic, p))} and {m.member_id}",
+                    )
                     owner[(topic, p)] = m.member_id
         subscribed = group.subscribed_topics or set()
-        expected = {(t, p) for t in subscribed if t in self.partitions
-                    for p in range(self.partitions[t])}
-        _require(set(owner) == expected, f"assigned {sorted(owner)}, expected each of "
-                 f"{sorted(expected)} once")
+        expected = {
+            (t, p) for t in subscribed if t in self.partitions for p in range(self.partitions[t])
+        }
+        _require(
+            set(owner) == expected,
+            f"assigned {sorted(owner)}, expected each of {sorted(expected)} once",
+        )
         # What the members heard from SyncGroup in this generation is what they hold.
         for name, waiter in self.syncs.items():
             mid = self.ids.get(name)
             value = waiter.value
-            if mid in group.members and value is not None and value["error_code"] == 0 and \
-                    self.sync_generations.get(name) == group.generation_id:
-                _require(value["assignment"] == group.members[mid].assignment,
-                         f"{name} was answered an assignment other than the one it holds")
+            if (
+                mid in group.members
+                and value is not None
+                and value["error_code"] == 0
+                and self.sync_generations.get(name) == group.generation_id
+            ):
+                _require(
+                    value["assignment"] == group.members[mid].assignment,
+                    f"{name} was answered an assignment other than the one it holds",
+                )
 
     def _expect(self, what: str, waiter: Later, expect: str | None) -> None:
         if expect is None:
@@ -207,8 +255,9 @@ class ClassicDriver:
             assert waiter.value is None, f"{what}: expected to wait, answered {_show(waiter.value)}"
             return
         assert waiter.value is not None, f"{what}: expected {expect}, still waiting"
-        assert code(waiter.value["error_code"]) == code(expect), \
+        assert code(waiter.value["error_code"]) == code(expect), (
             f"{what}: expected {expect}, answered {_show(waiter.value)}"
+        )
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -228,11 +277,24 @@ class ClassicDriver:
             self.coordinator.timers.fire_due()
             self.check_invariants()
 
-    def join(self, name: str, *, instance: str | None = None, new_id: bool = False,
-             first_only: bool = False, member_id: str | None = None, require_known: bool = True,
-             session: int = 10000, rebalance: int = 20000, protocols: list[str] | None = None,
-             topics=("topic",), protocol_type: str = "consumer", group_id: str | None = None,
-             expect: str | None = None, **response: Any) -> Later:
+    def join(
+        self,
+        name: str,
+        *,
+        instance: str | None = None,
+        new_id: bool = False,
+        first_only: bool = False,
+        member_id: str | None = None,
+        require_known: bool = True,
+        session: int = 10000,
+        rebalance: int = 20000,
+        protocols: list[str] | None = None,
+        topics=("topic",),
+        protocol_type: str = "consumer",
+        group_id: str | None = None,
+        expect: str | None = None,
+        **response: Any,
+    ) -> Later:
         """JoinGroup as a client does: a new member (no id yet, or `new_id`) joins with "" and,
         answered MEMBER_ID_REQUIRED, again with the id it got (unless `first_only`)."""
         if instance is not None:
@@ -244,11 +306,20 @@ class ClassicDriver:
         metadata = subscription(topics)
 
         def send(mid: str) -> Later:
-            return self.coordinator.join(join_request(
-                group_id or self.group_id, mid, metadata, n=self.n, instance_id=instance,
-                session_timeout_ms=session, rebalance_timeout_ms=rebalance,
-                protocol_type=protocol_type, protocols=protocols,
-                require_known_member_id=require_known))
+            return self.coordinator.join(
+                join_request(
+                    group_id or self.group_id,
+                    mid,
+                    metadata,
+                    n=self.n,
+                    instance_id=instance,
+                    session_timeout_ms=session,
+                    rebalance_timeout_ms=rebalance,
+                    protocol_type=protocol_type,
+                    protocols=protocols,
+                    require_known_member_id=require_known,
+                )
+            )
 
         waiter = send(member_id)
         value = waiter.value
@@ -269,9 +340,16 @@ class ClassicDriver:
             self.expect_join(name, **response)
         return waiter
 
-    def expect_join(self, name: str, code: str | None = None, generation: int | None = None,
-                    leader: str | None = None, members: list[str] | None = None,
-                    skip_assignment: bool | None = None, member: str | None = None) -> None:
+    def expect_join(
+        self,
+        name: str,
+        code: str | None = None,
+        generation: int | None = None,
+        leader: str | None = None,
+        members: list[str] | None = None,
+        skip_assignment: bool | None = None,
+        member: str | None = None,
+    ) -> None:
         waiter = self.joins[name]
         self._expect(f"JoinGroup of {name}", waiter, code)
         value = waiter.value
@@ -293,15 +371,25 @@ class ClassicDriver:
     def assignments_for(self, name: str) -> list[tuple[str, bytes]]:
         """The leader's range assignment, computed from its JoinGroup answer's member list."""
         value = self.joins[name].value
-        subscriptions = {m["member_id"]: cp.decode_subscription_topics(m["metadata"])
-                         for m in value["members"]}
-        strategy = value["protocol_name"] if value["protocol_name"] in ("range", "roundrobin") \
-            else "range"
+        subscriptions = {
+            m["member_id"]: cp.decode_subscription_topics(m["metadata"]) for m in value["members"]
+        }
+        strategy = (
+            value["protocol_name"] if value["protocol_name"] in ("range", "roundrobin") else "range"
+        )
         plan = cp.assign(strategy, subscriptions, self.partitions)
         return [(mid, cp.encode_assignment(plan[mid])) for mid in subscriptions]
 
-    def sync(self, name: str, *, generation: int | None = None, member_id: str | None = None,
-             as_leader: bool | None = None, expect: str | None = None, tamper=None) -> Later:
+    def sync(
+        self,
+        name: str,
+        *,
+        generation: int | None = None,
+        member_id: str | None = None,
+        as_leader: bool | None = None,
+        expect: str | None = None,
+        tamper=None,
+    ) -> Later:
         """SyncGroup; as the leader (by default when its JoinGroup answer says so) with the range
         assignment computed from its member list, passed through `tamper` if given."""
         join = self.joins.get(name)
@@ -314,10 +402,14 @@ class ClassicDriver:
         assignments = self.assignments_for(name) if as_leader else []
         if tamper is not None:
             assignments = tamper(assignments)
-        members = {m["member_id"]: m.get("group_instance_id") for m in join.value["members"]} \
-            if as_leader else {}
-        waiter = self.coordinator.sync(self.group_id, mid, self.instances.get(name), generation,
-                                       "consumer", None, assignments)
+        members = (
+            {m["member_id"]: m.get("group_instance_id") for m in join.value["members"]}
+            if as_leader
+            else {}
+        )
+        waiter = self.coordinator.sync(
+            self.group_id, mid, self.instances.get(name), generation, "consumer", None, assignments
+        )
         self.sync_generations[name] = generation
         if as_leader and (waiter.value is None or waiter.value["error_code"] == 0):
             # The coordinator gives a member the leader left out empty bytes.
@@ -344,10 +436,15 @@ class ClassicDriver:
         the leader's assignment), then the leader; everyone must then be answered NONE."""
         group = self.group
         assert group.state is ClassicState.COMPLETING_REBALANCE, f"state {group.state.value}"
-        names = [n for n, mid in self.ids.items() if mid in group.members
-                 and self.joins.get(n) is not None and self.joins[n].value is not None
-                 and self.joins[n].value["error_code"] == 0
-                 and self.joins[n].value["generation_id"] == group.generation_id]
+        names = [
+            n
+            for n, mid in self.ids.items()
+            if mid in group.members
+            and self.joins.get(n) is not None
+            and self.joins[n].value is not None
+            and self.joins[n].value["error_code"] == 0
+            and self.joins[n].value["generation_id"] == group.generation_id
+        ]
         leader = [n for n in names if self.ids[n] == group.leader_id]
         assert leader, "the leader has no JoinGroup answer of this generation"
         followers = [n for n in names if n not in leader]
@@ -357,14 +454,24 @@ class ClassicDriver:
         for n in names:
             self._expect(f"SyncGroup of {n}", self.syncs[n], "NONE")
 
-    def heartbeat(self, name: str, expect: str = "NONE", *, generation: int | None = None,
-                  member_id: str | None = None) -> None:
+    def heartbeat(
+        self,
+        name: str,
+        expect: str = "NONE",
+        *,
+        generation: int | None = None,
+        member_id: str | None = None,
+    ) -> None:
         if generation is None:
             join = self.joins.get(name)
-            generation = join.value["generation_id"] if join is not None and join.value \
+            generation = (
+                join.value["generation_id"]
+                if join is not None and join.value
                 else self.group.generation_id
-        got = self.coordinator.heartbeat(self.group_id, member_id or self.ids[name],
-                                         self.instances.get(name), generation)
+            )
+        got = self.coordinator.heartbeat(
+            self.group_id, member_id or self.ids[name], self.instances.get(name), generation
+        )
         assert got == code(expect), f"Heartbeat of {name}: expected {expect}, got {code(got).name}"
 
     def keepalive(self, names: list[str], ms: int, every: int = 1000) -> None:
@@ -381,30 +488,47 @@ class ClassicDriver:
         mid = "" if by_instance else self.ids[name]
         error, errors = self.coordinator.leave(self.group_id, [(mid, self.instances.get(name))])
         assert error == ErrorCode.NONE, f"LeaveGroup: {code(error).name}"
-        assert [code(e) for e in errors] == [code(expect)], \
+        assert [code(e) for e in errors] == [code(expect)], (
             f"LeaveGroup of {name}: expected {expect}, got {[code(e).name for e in errors]}"
+        )
 
-    def commit(self, name: str | None, expect: str, *, generation: int | None = None,
-               member_id: str | None = None, instance: str | None = None, version: int = 8,
-               group_id: str | None = None) -> None:
+    def commit(
+        self,
+        name: str | None,
+        expect: str,
+        *,
+        generation: int | None = None,
+        member_id: str | None = None,
+        instance: str | None = None,
+        version: int = 8,
+        group_id: str | None = None,
+    ) -> None:
         if member_id is None:
             member_id = self.ids[name] if name else ""
         if instance is None and name:
             instance = self.instances.get(name)
         if generation is None:
             generation = self.group.generation_id if self.group is not None else -1
-        got = self.coordinator.offsets.commit_error(group_id or self.group_id, member_id,
-                                                    instance, generation, version)
+        got = self.coordinator.offsets.commit_error(
+            group_id or self.group_id, member_id, instance, generation, version
+        )
         assert got == code(expect), f"commit of {name}: expected {expect}, got {code(got).name}"
 
     def delete(self, expect: str) -> None:
         got = self.coordinator.delete_group(self.group_id).value
         assert got == code(expect), f"DeleteGroups: expected {expect}, got {code(got).name}"
 
-    def expect(self, state: str | None = None, *, generation: int | None = None,
-               members: list[str] | None = None, leader: str | None = None,
-               pending: int | None = None, protocol: str | None = None,
-               exists: bool = True) -> None:
+    def expect(
+        self,
+        state: str | None = None,
+        *,
+        generation: int | None = None,
+        members: list[str] | None = None,
+        leader: str | None = None,
+        pending: int | None = None,
+        protocol: str | None = None,
+        exists: bool = True,
+    ) -> None:
         group = self.group
         if not exists:
             assert group is None, f"group exists in state {group.state.value}"
@@ -413,17 +537,20 @@ class ClassicDriver:
         if state is not None:
             assert group.state.value == state, f"state {group.state.value}, expected {state}"
         if generation is not None:
-            assert group.generation_id == generation, \
+            assert group.generation_id == generation, (
                 f"generation {group.generation_id}, expected {generation}"
+            )
         if members is not None:
             got = sorted(self.name_of(m) for m in group.members)
             assert got == sorted(members), f"members {got}, expected {sorted(members)}"
         if leader is not None:
-            assert group.leader_id == self.ids[leader], \
+            assert group.leader_id == self.ids[leader], (
                 f"leader {self.name_of(group.leader_id)}, expected {leader}"
+            )
         if pending is not None:
-            assert len(group.pending_members) == pending, \
+            assert len(group.pending_members) == pending, (
                 f"{len(group.pending_members)} pending members, expected {pending}"
+            )
         if protocol is not None:
             assert group.protocol_name == protocol, f"protocol {group.protocol_name}"
 

@@ -9,6 +9,7 @@ import time
 
 from classic_harness import join_request
 from consumer_harness import ConsumerDriver, Topics, make_coordinator
+
 from corral import _core
 from corral.errors import ErrorCode
 from corral.groups.classic import ClassicGroup, ClassicState
@@ -22,9 +23,17 @@ class ClassicClient:
     everything before it rejoins, cooperative ("cooperative-sticky") reports what it owns and
     drops what its SyncGroup answer leaves out. `owned` is by topic id, as the driver checks."""
 
-    def __init__(self, driver: ConsumerDriver, name: str, protocols: list[str],
-                 topics=("t",), instance_id: str | None = None, version: int = 3,
-                 session_timeout_ms: int = 10000, rebalance_timeout_ms: int = 30000):
+    def __init__(
+        self,
+        driver: ConsumerDriver,
+        name: str,
+        protocols: list[str],
+        topics=("t",),
+        instance_id: str | None = None,
+        version: int = 3,
+        session_timeout_ms: int = 10000,
+        rebalance_timeout_ms: int = 30000,
+    ):
         self.driver = driver
         self.name = name
         self.protocols = protocols
@@ -51,19 +60,31 @@ class ClassicClient:
         return any(name != "cooperative-sticky" for name in self.protocols)
 
     def metadata(self) -> bytes:
-        owned = [] if self.eager else [(self.driver.topics.by_id_name(t), sorted(ps))
-                                       for t, ps in self.owned.items()]
-        data = _core.encode_consumer_subscription(min(self.version, 3), self.topics, owned, self.generation)
+        owned = (
+            []
+            if self.eager
+            else [(self.driver.topics.by_id_name(t), sorted(ps)) for t, ps in self.owned.items()]
+        )
+        data = _core.encode_consumer_subscription(
+            min(self.version, 3), self.topics, owned, self.generation
+        )
         return struct.pack(">h", self.version) + data[2:]  # a newer version adds fields at the end
 
     def join_later(self):
         if self.eager:
             self.owned = {}  # onPartitionsRevoked(all) before rejoining
             self.driver.check()
-        return self.c.join(join_request("g", self.member_id, self.metadata(), protocols=self.protocols,
-                                        instance_id=self.instance_id,
-                                        session_timeout_ms=self.session_timeout_ms,
-                                        rebalance_timeout_ms=self.rebalance_timeout_ms))
+        return self.c.join(
+            join_request(
+                "g",
+                self.member_id,
+                self.metadata(),
+                protocols=self.protocols,
+                instance_id=self.instance_id,
+                session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.rebalance_timeout_ms,
+            )
+        )
 
     def joined_with(self, result) -> ErrorCode:
         code = ErrorCode(result["error_code"])
@@ -89,15 +110,25 @@ class ClassicClient:
         raise AssertionError("MEMBER_ID_REQUIRED twice")
 
     def sync(self, assignments=()) -> dict:
-        later = self.c.sync("g", self.member_id, self.instance_id, self.generation, "consumer",
-                            self.protocol_name, list(assignments))
+        later = self.c.sync(
+            "g",
+            self.member_id,
+            self.instance_id,
+            self.generation,
+            "consumer",
+            self.protocol_name,
+            list(assignments),
+        )
         assert later.resolved
         return self.synced_with(later.value)
 
     def synced_with(self, result) -> dict:
         if result["error_code"] == ErrorCode.NONE:
-            named, _ = _core.decode_consumer_assignment(result["assignment"]) if result["assignment"] \
+            named, _ = (
+                _core.decode_consumer_assignment(result["assignment"])
+                if result["assignment"]
                 else ([], None)
+            )
             # Cooperative: revokes what is not there any more, adds the rest; eager: takes it.
             self.owned = {self.driver.topics.add_id(t): frozenset(ps) for t, ps in named if ps}
         else:
@@ -109,7 +140,11 @@ class ClassicClient:
 
     def heartbeat(self) -> ErrorCode:
         code = ErrorCode(self.c.heartbeat("g", self.member_id, self.instance_id, self.generation))
-        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+        if code in (
+            ErrorCode.UNKNOWN_MEMBER_ID,
+            ErrorCode.ILLEGAL_GENERATION,
+            ErrorCode.FENCED_INSTANCE_ID,
+        ):
             self.errors.append(code)
             self.reset(keep_id=code == ErrorCode.ILLEGAL_GENERATION)
         return code
@@ -167,7 +202,9 @@ def stable(driver: ConsumerDriver) -> ConsumerGroup:
     group = driver.group
     assert group is not None and group.state_name == "Stable", group and group.state_name
     owned = [(t, p) for c in driver.clients.values() for t, ps in c.owned.items() for p in ps]
-    assert len(owned) == len(set(owned)) == sum(t.partitions for t in driver.topics.by_name.values())
+    assert (
+        len(owned) == len(set(owned)) == sum(t.partitions for t in driver.topics.by_name.values())
+    )
     return group
 
 
@@ -197,8 +234,9 @@ def _classic_round(driver: ConsumerDriver, clients: list[ClassicClient]) -> bool
     c = driver.coordinator
     waiting = []
     # New members first: the rebalance they start then waits for everyone.
-    for client in sorted(clients, key=lambda cl: cl.member_id in c.groups["g"].members
-                         if "g" in c.groups else False):
+    for client in sorted(
+        clients, key=lambda cl: cl.member_id in c.groups["g"].members if "g" in c.groups else False
+    ):
         later = client.join_later()
         if later.resolved and later.value["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
             client.joined_with(later.value)
@@ -214,10 +252,17 @@ def _classic_round(driver: ConsumerDriver, clients: list[ClassicClient]) -> bool
         assert later.resolved and client.joined_with(later.value) == ErrorCode.NONE, later.value
     group = c.groups["g"]
     leader = next(cl for cl in clients if cl.member_id == group.leader_id)
-    plan = cp.assign("range", {cl.member_id: cl.topics for cl in clients},
-                     {n: t.partitions for n, t in driver.topics.by_name.items()})
-    owner = {(driver.topics.by_id_name(t), p): cl.member_id for cl in clients
-             for t, ps in cl.owned.items() for p in ps}
+    plan = cp.assign(
+        "range",
+        {cl.member_id: cl.topics for cl in clients},
+        {n: t.partitions for n, t in driver.topics.by_name.items()},
+    )
+    owner = {
+        (driver.topics.by_id_name(t), p): cl.member_id
+        for cl in clients
+        for t, ps in cl.owned.items()
+        for p in ps
+    }
     held_back = False
     for member_id, assigned in plan.items():
         for topic, ps in assigned.items():
@@ -225,8 +270,15 @@ def _classic_round(driver: ConsumerDriver, clients: list[ClassicClient]) -> bool
             held_back |= len(free) < len(ps)
             assigned[topic] = free
     for cl in [leader] + [cl for cl in clients if cl is not leader]:
-        later = c.sync("g", cl.member_id, cl.instance_id, cl.generation, "consumer", cl.protocol_name,
-                       [(m, cp.encode_assignment(a)) for m, a in plan.items()] if cl is leader else [])
+        later = c.sync(
+            "g",
+            cl.member_id,
+            cl.instance_id,
+            cl.generation,
+            "consumer",
+            cl.protocol_name,
+            [(m, cp.encode_assignment(a)) for m, a in plan.items()] if cl is leader else [],
+        )
         assert later.resolved
         cl.synced_with(later.value)
     return held_back

@@ -15,7 +15,7 @@ LISTENING = re.compile(r"listening on (\S+):(\d+)")
 LISTENER = re.compile(r"listener (\w+) \(\w+\) listening on \S+:(\d+)")
 
 # Every broker started in this session, so that a failed test shows what the brokers logged.
-STARTED: list["CorralProcess"] = []
+STARTED: list[CorralProcess] = []
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -26,14 +26,21 @@ def pytest_runtest_makereport(item, call):
         for broker in STARTED:
             if broker.alive():
                 tail = "".join(broker.log().splitlines(keepends=True)[-200:])
-                report.sections.append((f"corral log {broker.log_path.name} (last 200 lines)", tail))
+                report.sections.append(
+                    (f"corral log {broker.log_path.name} (last 200 lines)", tail)
+                )
 
 
 class CorralProcess:
     """One corral broker as a child process; can be stopped, killed and restarted on its data dir."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
-                 rlimit_nofile: int | None = None, command: list[str] | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        settings: dict[str, str] | None = None,
+        rlimit_nofile: int | None = None,
+        command: list[str] | None = None,
+    ):
         self.data_dir = data_dir
         # What runs `corral` (an installed wheel's, tests/test_wheels.py); default this checkout's.
         self.command = command or [sys.executable, "-m", "corral.cli"]
@@ -53,14 +60,15 @@ class CorralProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> "CorralProcess":
+    def start(self, timeout: float = 20.0) -> CorralProcess:
         # Reuse the ports across restarts so that clients holding the address reconnect.
         settings = dict(self.settings)
         cmd = [*self.command, "serve", "--data-dir", str(self.data_dir)]
         if "listeners" in settings:
             if self.ports:
                 settings["listeners"] = ",".join(
-                    f"{name}://127.0.0.1:{port}" for name, port in self.ports.items())
+                    f"{name}://127.0.0.1:{port}" for name, port in self.ports.items()
+                )
         else:
             cmd += ["--listen", f"127.0.0.1:{self.port or 0}"]
         for name, value in settings.items():
@@ -73,7 +81,9 @@ class CorralProcess:
 
             def preexec() -> None:
                 import resource
+
                 resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=preexec)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -83,7 +93,11 @@ class CorralProcess:
             match = LISTENING.search(text)
             ports = {m.group(1): int(m.group(2)) for m in LISTENER.finditer(text)}
             expected = len(settings.get("listeners", "x").split(","))
-            if match and len(ports) >= expected and (self.port is None or int(match.group(2)) == self.port):
+            if (
+                match
+                and len(ports) >= expected
+                and (self.port is None or int(match.group(2)) == self.port)
+            ):
                 self.port = int(match.group(2))
                 self.ports = ports
                 return self
@@ -109,7 +123,7 @@ class CorralProcess:
         self.proc.wait()
         self.log_path.rename(self.log_path.with_suffix(f".{time.monotonic_ns()}.log"))
 
-    def restart(self) -> "CorralProcess":
+    def restart(self) -> CorralProcess:
         self.stop()
         return self.start()
 
@@ -124,8 +138,9 @@ def corral_factory(tmp_path):
     started: list[CorralProcess] = []
 
     def make(name: str = "corral", rlimit_nofile: int | None = None, **settings) -> CorralProcess:
-        broker = CorralProcess(tmp_path / name, {k: str(v) for k, v in settings.items()},
-                               rlimit_nofile=rlimit_nofile)
+        broker = CorralProcess(
+            tmp_path / name, {k: str(v) for k, v in settings.items()}, rlimit_nofile=rlimit_nofile
+        )
         started.append(broker)
         return broker.start()
 
@@ -157,11 +172,16 @@ def spark():
     """One local[2] SparkSession for the whole run (its JVM takes ~10 s to start), with
     analytics.md's test settings; stopped with its JVM at the end."""
     from corral.analyze import session
-    spark = session.start("local[2]", "corral-analyze-tests", {
-        "spark.sql.shuffle.partitions": "2",
-        # Tiny inputs: adaptive re-planning of each shuffle only adds time.
-        "spark.sql.adaptive.enabled": "false",
-    })
+
+    spark = session.start(
+        "local[2]",
+        "corral-analyze-tests",
+        {
+            "spark.sql.shuffle.partitions": "2",
+            # Tiny inputs: adaptive re-planning of each shuffle only adds time.
+            "spark.sql.adaptive.enabled": "false",
+        },
+    )
     yield spark
     session.stop(spark)
 
@@ -173,8 +193,10 @@ def corral_scenario(tmp_path_factory):
     analytics written up to after the scenario's end."""
     import analyze_scenario as sc
 
-    broker = CorralProcess(tmp_path_factory.mktemp("scenario") / "corral",
-                           {k: str(v) for k, v in sc.CORRAL_SETTINGS.items()}).start()
+    broker = CorralProcess(
+        tmp_path_factory.mktemp("scenario") / "corral",
+        {k: str(v) for k, v in sc.CORRAL_SETTINGS.items()},
+    ).start()
     try:
         truth = sc.run(broker.bootstrap)
         time.sleep(2 * sc.CORRAL_SETTINGS["corral.analytics.sample.interval.ms"] / 1000)

@@ -78,22 +78,46 @@ class Topics:
 FAST = {"group.consumer.assignment.interval.ms": 0}
 
 
-def make_coordinator(topics: Topics, settings: dict[str, Any] | None = None,
-                     log: RecordingLog | None = None,
-                     snapshot_path: Path = Path("/nonexistent/snapshot")) -> GroupCoordinator:
+def make_coordinator(
+    topics: Topics,
+    settings: dict[str, Any] | None = None,
+    log: RecordingLog | None = None,
+    snapshot_path: Path = Path("/nonexistent/snapshot"),
+) -> GroupCoordinator:
     """A coordinator; pass a real `snapshot_path` if it will `run` (it snapshots on exit)."""
-    return GroupCoordinator(Settings({**FAST, **(settings or {})}), log or RecordingLog(),
-                            snapshot_path, topics)
+    return GroupCoordinator(
+        Settings({**FAST, **(settings or {})}), log or RecordingLog(), snapshot_path, topics
+    )
 
 
-def request(group_id: str, member_id: str, epoch: int, *, names=None, regex=None, owned=None,
-            instance_id=None, rack_id=None, rebalance_timeout_ms=-1, assignor=None,
-            client_id="client") -> HeartbeatRequest:
-    return HeartbeatRequest(group_id=group_id, member_id=member_id, member_epoch=epoch,
-                            instance_id=instance_id, rack_id=rack_id,
-                            rebalance_timeout_ms=rebalance_timeout_ms, topic_names=names,
-                            regex=regex, server_assignor=assignor, owned=owned,
-                            client_id=client_id, client_host="/127.0.0.1")
+def request(
+    group_id: str,
+    member_id: str,
+    epoch: int,
+    *,
+    names=None,
+    regex=None,
+    owned=None,
+    instance_id=None,
+    rack_id=None,
+    rebalance_timeout_ms=-1,
+    assignor=None,
+    client_id="client",
+) -> HeartbeatRequest:
+    return HeartbeatRequest(
+        group_id=group_id,
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=instance_id,
+        rack_id=rack_id,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        topic_names=names,
+        regex=regex,
+        server_assignor=assignor,
+        owned=owned,
+        client_id=client_id,
+        client_host="/127.0.0.1",
+    )
 
 
 def answer(later: Later) -> dict[str, Any]:
@@ -104,8 +128,9 @@ def answer(later: Later) -> dict[str, Any]:
 class Client:
     """What one consumer knows: its id, epoch and the partitions it owns."""
 
-    def __init__(self, name: str, names: list[str] | None, regex: str | None,
-                 instance_id: str | None):
+    def __init__(
+        self, name: str, names: list[str] | None, regex: str | None, instance_id: str | None
+    ):
         self.name = name
         self.member_id = str(uuid.uuid4())
         self.epoch = 0
@@ -132,18 +157,34 @@ class ConsumerDriver:
         group = self.coordinator.groups.get(self.group_id)
         return group if isinstance(group, ConsumerGroup) else None
 
-    def join(self, name: str, names: list[str] | None = None, regex: str | None = None,
-             instance_id: str | None = None) -> dict[str, Any]:
+    def join(
+        self,
+        name: str,
+        names: list[str] | None = None,
+        regex: str | None = None,
+        instance_id: str | None = None,
+    ) -> dict[str, Any]:
         client = self.clients.get(name)
         if client is None:
-            client = self.clients[name] = Client(name, names if names is not None or regex else ["t"],
-                                                 regex, instance_id)
+            client = self.clients[name] = Client(
+                name, names if names is not None or regex else ["t"], regex, instance_id
+            )
         client.epoch = 0
         client.owned, client.assigned = {}, {}
         client.joined = True
-        return self._send(client, request(self.group_id, client.member_id, 0, names=client.names,
-                                          regex=client.regex, owned={}, instance_id=instance_id,
-                                          rebalance_timeout_ms=60000))
+        return self._send(
+            client,
+            request(
+                self.group_id,
+                client.member_id,
+                0,
+                names=client.names,
+                regex=client.regex,
+                owned={},
+                instance_id=instance_id,
+                rebalance_timeout_ms=60000,
+            ),
+        )
 
     def heartbeat(self, name: str, *, acknowledge: bool = True) -> dict[str, Any]:
         """An incremental heartbeat; the client reports what it owns (having revoked what it
@@ -151,20 +192,33 @@ class ConsumerDriver:
         client = self.clients[name]
         if acknowledge:
             client.owned = dict(client.assigned)
-        return self._send(client, request(self.group_id, client.member_id, client.epoch,
-                                          owned=dict(client.owned), instance_id=client.instance_id),
-                          acknowledge)
+        return self._send(
+            client,
+            request(
+                self.group_id,
+                client.member_id,
+                client.epoch,
+                owned=dict(client.owned),
+                instance_id=client.instance_id,
+            ),
+            acknowledge,
+        )
 
     def leave(self, name: str, epoch: int = -1) -> dict[str, Any]:
         client = self.clients[name]
-        result = answer(self.coordinator.consumer_heartbeat(
-            request(self.group_id, client.member_id, epoch, instance_id=client.instance_id)))
+        result = answer(
+            self.coordinator.consumer_heartbeat(
+                request(self.group_id, client.member_id, epoch, instance_id=client.instance_id)
+            )
+        )
         client.joined = False
         client.owned, client.assigned = {}, {}
         self.check()
         return result
 
-    def _send(self, client: Client, req: HeartbeatRequest, acknowledge: bool = True) -> dict[str, Any]:
+    def _send(
+        self, client: Client, req: HeartbeatRequest, acknowledge: bool = True
+    ) -> dict[str, Any]:
         result = answer(self.coordinator.consumer_heartbeat(req))
         if result["error_code"]:
             client.errors.append(ErrorCode(result["error_code"]))
@@ -174,8 +228,10 @@ class ConsumerDriver:
             client.epoch = result["member_epoch"]
             if result["assignment"] is not None:
                 # The client drops what it no longer has and takes what it was given.
-                given = {t["topic_id"]: frozenset(t["partitions"])
-                         for t in result["assignment"]["topic_partitions"]}
+                given = {
+                    t["topic_id"]: frozenset(t["partitions"])
+                    for t in result["assignment"]["topic_partitions"]
+                }
                 client.assigned = dict(given)
                 if not acknowledge:  # a slow client still holds what it should revoke
                     for topic, ps in client.owned.items():
@@ -202,8 +258,9 @@ class ConsumerDriver:
         for client in self.clients.values():
             for topic, ps in client.owned.items():
                 for p in ps:
-                    assert (topic, p) not in held, \
+                    assert (topic, p) not in held, (
                         f"clients {held[(topic, p)]} and {client.name} both own {p}"
+                    )
                     held[(topic, p)] = client.name
         group = self.group
         if group is None:
@@ -213,8 +270,9 @@ class ConsumerDriver:
             for part in (member.current.assigned, member.current.pending_revocation):
                 for topic, ps in part.items():
                     for p in ps:
-                        assert (topic, p) not in owners, \
+                        assert (topic, p) not in owners, (
                             f"{member.member_id} and {owners[(topic, p)]} own {p}"
+                        )
                         owners[(topic, p)] = member.member_id
                         assert group.owner_epoch(topic, p) == member.current.epoch
         indexed = {(t, p) for t, ps in group.owner_epochs.items() for p in ps}
@@ -252,15 +310,19 @@ def check_counts(group: ConsumerGroup) -> None:
     classic = [m.classic for m in members if m.classic is not None]
     assert group.classic_members == len(classic)
     assert group.classic_protocol_counts == Counter(
-        name for c in classic for name in {name for name, _ in c.protocols})
-    assert group.stable_counts == Counter(m.current.epoch for m in members
-                                          if m.current.state is MemberState.STABLE)
+        name for c in classic for name in {name for name, _ in c.protocols}
+    )
+    assert group.stable_counts == Counter(
+        m.current.epoch for m in members if m.current.state is MemberState.STABLE
+    )
     oldest = min((r.timestamp_ms for r in group.regexes.values()), default=None)
     assert group.oldest_regex_ms() == oldest
     if group.deleting or not members or group.group_epoch > group.assignment_epoch:
         return
-    reconciled = all(m.current.epoch == group.assignment_epoch
-                     and m.current.state is MemberState.STABLE for m in members)
+    reconciled = all(
+        m.current.epoch == group.assignment_epoch and m.current.state is MemberState.STABLE
+        for m in members
+    )
     assert group.state_name == ("Stable" if reconciled else "Reconciling")
 
 
@@ -274,14 +336,23 @@ def check_view(coordinator: GroupCoordinator) -> None:
             continue
         check_counts(group)
         busy = group.metadata_expired or group.deleting
-        members = {m.member_id: (m.epoch, m.current.state is MemberState.STABLE, m.classic is None,
-                                 m.instance_id, m.client_id, m.client_host, m.session_key)
-                   for m in group.members.values()}
+        members = {
+            m.member_id: (
+                m.epoch,
+                m.current.state is MemberState.STABLE,
+                m.classic is None,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.session_key,
+            )
+            for m in group.members.values()
+        }
         expected[group_id] = (group.group_epoch, group.assignment_epoch, busy, members)
     assert coordinator.consumer_heartbeat_view.contents() == expected
 
 
-def random_change(d: "ConsumerDriver", rng, topics: Topics, step: int, name: str) -> None:
+def random_change(d: ConsumerDriver, rng, topics: Topics, step: int, name: str) -> None:
     """One of the changes a randomized run makes between the heartbeats it checks: a heartbeat
     (acknowledging or not), a leave, a topic created or deleted (regexes "n.*" see both), a
     subscription change, or rounds of convergence."""
@@ -305,7 +376,16 @@ def random_change(d: "ConsumerDriver", rng, topics: Topics, step: int, name: str
     elif action < 0.88:
         names = rng.choice([["t"], ["u"], ["t", "u"]])
         client.names = names
-        d._send(client, request(d.group_id, client.member_id, client.epoch, names=names,
-                                owned=dict(client.owned), instance_id=client.instance_id))
+        d._send(
+            client,
+            request(
+                d.group_id,
+                client.member_id,
+                client.epoch,
+                names=names,
+                owned=dict(client.owned),
+                instance_id=client.instance_id,
+            ),
+        )
     else:
         d.converge(2)

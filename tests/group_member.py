@@ -34,10 +34,16 @@ def watch_stdin() -> None:
 def run_confluent(args) -> None:
     import confluent_kafka as ck
 
-    conf = {"bootstrap.servers": args.bootstrap, "group.id": args.group,
-            "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": max(args.session_ms // 6, 100),
-            "partition.assignment.strategy": args.strategy, "enable.auto.commit": False,
-            "topic.metadata.refresh.interval.ms": 1000, "log_level": 3}
+    conf = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "session.timeout.ms": args.session_ms,
+        "heartbeat.interval.ms": max(args.session_ms // 6, 100),
+        "partition.assignment.strategy": args.strategy,
+        "enable.auto.commit": False,
+        "topic.metadata.refresh.interval.ms": 1000,
+        "log_level": 3,
+    }
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     consumer = ck.Consumer(conf)
@@ -71,15 +77,22 @@ def run_kafka_python(args) -> None:
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-    assignors = {"range": [RangePartitionAssignor], "roundrobin": [RoundRobinPartitionAssignor],
-                 "range,roundrobin": [RangePartitionAssignor, RoundRobinPartitionAssignor],
-                 "roundrobin,range": [RoundRobinPartitionAssignor, RangePartitionAssignor]}
+    assignors = {
+        "range": [RangePartitionAssignor],
+        "roundrobin": [RoundRobinPartitionAssignor],
+        "range,roundrobin": [RangePartitionAssignor, RoundRobinPartitionAssignor],
+        "roundrobin,range": [RoundRobinPartitionAssignor, RangePartitionAssignor],
+    }
     extra = {"group_instance_id": args.instance_id} if args.instance_id else {}
-    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group,
-                             session_timeout_ms=args.session_ms,
-                             heartbeat_interval_ms=max(args.session_ms // 6, 100),
-                             partition_assignment_strategy=assignors[args.strategy],
-                             enable_auto_commit=False, **extra)
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        session_timeout_ms=args.session_ms,
+        heartbeat_interval_ms=max(args.session_ms // 6, 100),
+        partition_assignment_strategy=assignors[args.strategy],
+        enable_auto_commit=False,
+        **extra,
+    )
     consumer.subscribe([args.topic])
     last = None
     while not stop.is_set():
@@ -102,17 +115,25 @@ def run_aiokafka(args) -> None:
     from aiokafka.coordinator.assignors.range import RangePartitionAssignor
     from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-    assignors = {"range": (RangePartitionAssignor,), "roundrobin": (RoundRobinPartitionAssignor,),
-                 "range,roundrobin": (RangePartitionAssignor, RoundRobinPartitionAssignor),
-                 "roundrobin,range": (RoundRobinPartitionAssignor, RangePartitionAssignor)}
+    assignors = {
+        "range": (RangePartitionAssignor,),
+        "roundrobin": (RoundRobinPartitionAssignor,),
+        "range,roundrobin": (RangePartitionAssignor, RoundRobinPartitionAssignor),
+        "roundrobin,range": (RoundRobinPartitionAssignor, RangePartitionAssignor),
+    }
 
     async def main():
         extra = {"group_instance_id": args.instance_id} if args.instance_id else {}
-        consumer = AIOKafkaConsumer(args.topic, bootstrap_servers=args.bootstrap,
-                                    group_id=args.group, session_timeout_ms=args.session_ms,
-                                    heartbeat_interval_ms=max(args.session_ms // 6, 100),
-                                    partition_assignment_strategy=assignors[args.strategy],
-                                    enable_auto_commit=False, **extra)
+        consumer = AIOKafkaConsumer(
+            args.topic,
+            bootstrap_servers=args.bootstrap,
+            group_id=args.group,
+            session_timeout_ms=args.session_ms,
+            heartbeat_interval_ms=max(args.session_ms // 6, 100),
+            partition_assignment_strategy=assignors[args.strategy],
+            enable_auto_commit=False,
+            **extra,
+        )
         await consumer.start()
         last = None
         while not stop.is_set():
@@ -137,14 +158,18 @@ def main() -> None:
     parser.add_argument("--instance-id")
     args = parser.parse_args()
     # kafka-python's and aiokafka's coordinator logs go to stderr (groupkit keeps them for failures).
-    logging.basicConfig(level=os.environ.get("GROUP_MEMBER_LOG_LEVEL", "INFO"), stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("GROUP_MEMBER_LOG_LEVEL", "INFO"),
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     # SIGUSR1 dumps every thread's stack to stderr (groupkit asks for it when a wait times out).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threading.Thread(target=watch_stdin, daemon=True).start()
-    {"confluent": run_confluent, "kafka-python": run_kafka_python,
-     "aiokafka": run_aiokafka}[args.client](args)
+    {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[
+        args.client
+    ](args)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
 
@@ -21,17 +21,37 @@ FAST_GROUPS = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout
 class Member:
     """A consumer-group member process (tests/group_member.py) and the assignments it reported."""
 
-    def __init__(self, client: str, bootstrap: str, group: str, topic: str, *,
-                 strategy: str = "range", session_ms: int = 6000, instance_id: str | None = None):
-        cmd = [sys.executable, str(MEMBER_SCRIPT), client, bootstrap, group, topic,
-               "--strategy", strategy, "--session-ms", str(session_ms)]
+    def __init__(
+        self,
+        client: str,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        *,
+        strategy: str = "range",
+        session_ms: int = 6000,
+        instance_id: str | None = None,
+    ):
+        cmd = [
+            sys.executable,
+            str(MEMBER_SCRIPT),
+            client,
+            bootstrap,
+            group,
+            topic,
+            "--strategy",
+            strategy,
+            "--session-ms",
+            str(session_ms),
+        ]
         if instance_id:
             cmd += ["--instance-id", instance_id]
         self.name = f"{client}:{instance_id or ''}"
         # The client's own log (INFO), shown when a wait on this member times out.
         self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, text=True)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
+        )
         self.history: list[list[int]] = []
         self._changed = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
@@ -67,8 +87,9 @@ class Member:
         self.proc.wait()
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str,
-               members: list["Member"] = ()) -> float:
+def wait_until(
+    condition: Callable[[], bool], timeout: float, what: str, members: list[Member] = ()
+) -> float:
     """Polls `condition`; returns the seconds it took, or fails naming `what` (and showing what
     each of `members` reported, and how it ended)."""
     start = time.monotonic()

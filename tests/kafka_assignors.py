@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import DEFAULT_VERSION, compile_java, fetch as kafka_jars  # noqa: E402
+from kafka_ref import DEFAULT_VERSION, compile_java
+from kafka_ref import fetch as kafka_jars
 
-from corral.assignors import GroupSpec  # noqa: E402
+from corral.assignors import GroupSpec
 
 SOURCE = Path(__file__).resolve().parent / "java" / "AssignorHarness.java"
 
@@ -65,9 +66,20 @@ class KafkaAssignors:
         classes = compiled(version)
         lib = kafka_jars(version)
         self.process = subprocess.Popen(
-            ["java", f"-Xmx{heap}", "-XX:+UseParallelGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-             "-cp", f"{classes}:{lib}/*", "AssignorHarness"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1 << 20)
+            [
+                "java",
+                f"-Xmx{heap}",
+                "-XX:+UseParallelGC",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                "-cp",
+                f"{classes}:{lib}/*",
+                "AssignorHarness",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1 << 20,
+        )
 
     def _request(self, text: str) -> str:
         assert self.process.stdin and self.process.stdout
@@ -80,7 +92,9 @@ class KafkaAssignors:
             raise RuntimeError(first[6:].strip())
         return first
 
-    def assign(self, assignor: str, group: GroupSpec, counts: Mapping) -> dict[str, dict[bytes, tuple]]:
+    def assign(
+        self, assignor: str, group: GroupSpec, counts: Mapping
+    ) -> dict[str, dict[bytes, tuple]]:
         """Kafka's assignment, in corral's form (member -> topic -> ascending tuple)."""
         first = self._request(encode("assign", assignor, group, counts))
         count = int(first.split()[1])
@@ -91,17 +105,28 @@ class KafkaAssignors:
             assignment = {}
             for _ in range(topics):
                 topic, n = int(fields[i]), int(fields[i + 1])
-                assignment[topic.to_bytes(16, "big")] = tuple(int(p) for p in fields[i + 2:i + 2 + n])
+                assignment[topic.to_bytes(16, "big")] = tuple(
+                    int(p) for p in fields[i + 2 : i + 2 + n]
+                )
                 i += 2 + n
             result[member] = assignment
         return result
 
-    def bench(self, assignor: str, group: GroupSpec, counts: Mapping, scenario: str,
-              warmup: int, runs: int) -> tuple[float, int]:
+    def bench(
+        self,
+        assignor: str,
+        group: GroupSpec,
+        counts: Mapping,
+        scenario: str,
+        warmup: int,
+        runs: int,
+    ) -> tuple[float, int]:
         """(median ms, partitions moved) of Kafka's assign() for `scenario`: "full" on `group`;
         "join"/"leave" after assigning `group` fully, a member "newMember" with the last
         member's subscription joins, or the first member leaves."""
-        first = self._request(encode(f"bench-{scenario}", assignor, group, counts, f"{warmup} {runs}"))
+        first = self._request(
+            encode(f"bench-{scenario}", assignor, group, counts, f"{warmup} {runs}")
+        )
         _, median, moved = first.split()
         return float(median), int(moved)
 
@@ -111,12 +136,11 @@ class KafkaAssignors:
         self.process.wait(timeout=30)
         self.process.stdout.close()
 
-    def __enter__(self) -> "KafkaAssignors":
+    def __enter__(self) -> KafkaAssignors:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
 
 
 if __name__ == "__main__":

@@ -27,11 +27,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import DEFAULT_VERSION, compile_java, fetch  # noqa: E402
+from kafka_ref import DEFAULT_VERSION, compile_java, fetch
 
-from corral.groups.storage.consumer_records import (  # noqa: E402
-    GROUP_EPOCH, PARTITION_METADATA, TARGET_EPOCH, ConsumerTombstone, CurrentAssignment,
-    GroupEpoch, MemberMetadata, RegexTopics, TargetEpoch, TargetMember, key_of)
+from corral.groups.storage.consumer_records import (
+    GROUP_EPOCH,
+    PARTITION_METADATA,
+    TARGET_EPOCH,
+    ConsumerTombstone,
+    CurrentAssignment,
+    GroupEpoch,
+    MemberMetadata,
+    RegexTopics,
+    TargetEpoch,
+    TargetMember,
+    key_of,
+)
 
 SOURCE = Path(__file__).resolve().parent / "java" / "ConsumerRecordsGolden.java"
 TOOLS_VERSION = "4.3.1"  # kafka-tools 4.4.0 is not on Maven Central
@@ -68,20 +78,27 @@ def _value_json(record) -> dict | None:
         value = {"epoch": record.epoch}
         return value | ({"metadataHash": record.metadata_hash} if record.metadata_hash else {})
     if isinstance(record, MemberMetadata):
-        value = {"instanceId": record.instance_id, "rackId": record.rack_id,
-                 "clientId": record.client_id, "clientHost": record.client_host,
-                 "subscribedTopicNames": list(record.topic_names),
-                 "subscribedTopicRegex": record.regex,
-                 "rebalanceTimeoutMs": record.rebalance_timeout_ms,
-                 "serverAssignor": record.server_assignor}
+        value = {
+            "instanceId": record.instance_id,
+            "rackId": record.rack_id,
+            "clientId": record.client_id,
+            "clientHost": record.client_host,
+            "subscribedTopicNames": list(record.topic_names),
+            "subscribedTopicRegex": record.regex,
+            "rebalanceTimeoutMs": record.rebalance_timeout_ms,
+            "serverAssignor": record.server_assignor,
+        }
         # Its default is an empty struct, not null: null is written out.
         if record.classic is None:
             value["classicMemberMetadata"] = None
         elif record.classic.session_timeout_ms or record.classic.protocols:
             value["classicMemberMetadata"] = {
                 "sessionTimeoutMs": record.classic.session_timeout_ms,
-                "supportedProtocols": [{"name": name, "metadata": base64.b64encode(data).decode()}
-                                       for name, data in record.classic.protocols]}
+                "supportedProtocols": [
+                    {"name": name, "metadata": base64.b64encode(data).decode()}
+                    for name, data in record.classic.protocols
+                ],
+            }
         return value
     if isinstance(record, TargetEpoch):
         value = {"assignmentEpoch": record.epoch}
@@ -89,14 +106,21 @@ def _value_json(record) -> dict | None:
     if isinstance(record, TargetMember):
         return {"topicPartitions": _topics(record.partitions)}
     if isinstance(record, CurrentAssignment):
-        return {"memberEpoch": record.epoch, "previousMemberEpoch": record.previous_epoch,
-                "state": record.state,
-                "assignedPartitions": _topics(record.assigned, record.assigned_epochs),
-                "partitionsPendingRevocation": _topics(record.pending_revocation,
-                                                       record.pending_epochs)}
+        return {
+            "memberEpoch": record.epoch,
+            "previousMemberEpoch": record.previous_epoch,
+            "state": record.state,
+            "assignedPartitions": _topics(record.assigned, record.assigned_epochs),
+            "partitionsPendingRevocation": _topics(
+                record.pending_revocation, record.pending_epochs
+            ),
+        }
     if isinstance(record, RegexTopics):
-        return {"topics": list(record.topics), "version": record.version,
-                "timestamp": record.timestamp_ms}
+        return {
+            "topics": list(record.topics),
+            "version": record.version,
+            "timestamp": record.timestamp_ms,
+        }
     raise TypeError(f"not a consumer group record: {record!r}")
 
 
@@ -117,9 +141,20 @@ class KafkaRecords:
     def __init__(self, version: str = DEFAULT_VERSION):
         classes = compile_java(SOURCE, version)
         self.process = subprocess.Popen(
-            ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-             "-cp", f"{classes}:{fetch(version)}/*", "ConsumerRecordsGolden"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
+            [
+                "java",
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+                f"{classes}:{fetch(version)}/*",
+                "ConsumerRecordsGolden",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
 
     def _request(self, request: dict) -> dict:
         assert self.process.stdin and self.process.stdout
@@ -141,8 +176,9 @@ class KafkaRecords:
 
     def decode(self, key: bytes, value: bytes | None) -> dict:
         """What Kafka reads from these bytes, in kafka_json's form (bytes left over fail)."""
-        answer = self._request({"decode": {"key": key.hex(),
-                                           "value": None if value is None else value.hex()}})
+        answer = self._request(
+            {"decode": {"key": key.hex(), "value": None if value is None else value.hex()}}
+        )
         assert answer.pop("version", 0) == 0
         return answer
 

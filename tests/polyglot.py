@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import CACHE  # noqa: E402
+from kafka_ref import CACHE
 
 HERE = Path(__file__).resolve().parent
 GO_SOURCES = HERE / "go"
@@ -40,8 +40,12 @@ def go_members() -> Path:
     if not binary.exists():
         tmp = binary.with_name(binary.name + ".tmp")
         binary.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["go", "build", "-mod=readonly", "-o", str(tmp), "."], cwd=GO_SOURCES,
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["go", "build", "-mod=readonly", "-o", str(tmp), "."],
+            cwd=GO_SOURCES,
+            check=True,
+            capture_output=True,
+        )
         tmp.rename(binary)
     return binary
 
@@ -56,22 +60,32 @@ def node_modules() -> Path:
         tmp.mkdir(parents=True)
         for f in lock:
             shutil.copy(f, tmp / f.name)
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=tmp,
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=tmp,
+            check=True,
+            capture_output=True,
+        )
         shutil.rmtree(home, ignore_errors=True)
         tmp.rename(home)
     return home / "node_modules"
 
 
-def member_command(client: str, config: dict, command: str | None = None) -> tuple[list[str], dict[str, str]]:
+def member_command(
+    client: str, config: dict, command: str | None = None
+) -> tuple[list[str], dict[str, str]]:
     """The command line (and environment) of a process of `client`: members, or the one-shot
     `command` ("produce", "admin")."""
     words = [command] if command else []
     if client in GO_CLIENTS:
-        return [str(go_members()), *words, json.dumps({**config, "client": client})], dict(os.environ)
+        return [str(go_members()), *words, json.dumps({**config, "client": client})], dict(
+            os.environ
+        )
     if client == "kafkajs":
-        return (["node", str(NODE_MEMBER), *words, json.dumps(config)],
-                {**os.environ, "NODE_PATH": str(node_modules())})
+        return (
+            ["node", str(NODE_MEMBER), *words, json.dumps(config)],
+            {**os.environ, "NODE_PATH": str(node_modules())},
+        )
     raise ValueError(client)
 
 
@@ -90,7 +104,9 @@ def _run(client: str, command: str, config: dict, timeout: float) -> dict:
     cmd, env = member_command(client, config, command)
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     lines = run.stdout.strip().splitlines()
-    assert lines, f"{client} {command} printed nothing (exit {run.returncode}): {run.stderr[-3000:]}"
+    assert lines, (
+        f"{client} {command} printed nothing (exit {run.returncode}): {run.stderr[-3000:]}"
+    )
     answer = json.loads(lines[-1])
     if "error" in answer:
         answer["stderr"] = run.stderr[-3000:]

@@ -23,7 +23,7 @@ class RawClient:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "RawClient":
+    def __enter__(self) -> RawClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -31,7 +31,9 @@ class RawClient:
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
         self.correlation_id += 1
-        self.sock.sendall(_core.encode_request(api_key, version, self.correlation_id, body, "rawwire"))
+        self.sock.sendall(
+            _core.encode_request(api_key, version, self.correlation_id, body, "rawwire")
+        )
         return self.correlation_id
 
     def receive_frame(self) -> bytes:

@@ -34,12 +34,18 @@ def hi(hash_name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
     return out.to_bytes(len(u), "big")
 
 
-def upsertion(user: str, mechanism: str, password: str, iterations: int = 4096,
-              salt: bytes | None = None) -> dict:
+def upsertion(
+    user: str, mechanism: str, password: str, iterations: int = 4096, salt: bytes | None = None
+) -> dict:
     """An AlterUserScramCredentials upsertion, as Kafka's admin clients build it."""
     salt = salt if salt is not None else secrets.token_bytes(16)
-    return {"name": user, "mechanism": TYPES[mechanism], "iterations": iterations, "salt": salt,
-            "salted_password": hi(HASHES[mechanism], password.encode(), salt, iterations)}
+    return {
+        "name": user,
+        "mechanism": TYPES[mechanism],
+        "iterations": iterations,
+        "salt": salt,
+        "salted_password": hi(HASHES[mechanism], password.encode(), salt, iterations),
+    }
 
 
 def sasl_name(user: str) -> str:
@@ -47,8 +53,9 @@ def sasl_name(user: str) -> str:
 
 
 class ScramClient:
-    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None,
-                 authzid: str = ""):
+    def __init__(
+        self, mechanism: str, user: str, password: str, nonce: str | None = None, authzid: str = ""
+    ):
         self.hash = HASHES[mechanism]
         self.user, self.password = user, password
         self.nonce = nonce or secrets.token_urlsafe(16)
@@ -59,12 +66,18 @@ class ScramClient:
     def first(self, extensions: str = "") -> bytes:
         return (self.gs2 + self.first_bare + extensions).encode()
 
-    def final(self, server_first: bytes, nonce: str | None = None, proof_flip: bool = False,
-              channel: bytes | None = None) -> bytes:
+    def final(
+        self,
+        server_first: bytes,
+        nonce: str | None = None,
+        proof_flip: bool = False,
+        channel: bytes | None = None,
+    ) -> bytes:
         fields = dict(item.split("=", 1) for item in server_first.decode().split(","))
         assert fields["r"].startswith(self.nonce)
-        salted = hi(self.hash, self.password.encode(), base64.b64decode(fields["s"]),
-                    int(fields["i"]))
+        salted = hi(
+            self.hash, self.password.encode(), base64.b64decode(fields["s"]), int(fields["i"])
+        )
         client_key = hmac.new(salted, b"Client Key", self.hash).digest()
         stored_key = hashlib.new(self.hash, client_key).digest()
         cbind = base64.b64encode(channel if channel is not None else self.gs2.encode()).decode()
@@ -108,10 +121,16 @@ class Node:
 
     def __init__(self, data_dir, **settings):
         Node.table = Node.table or api_table()
-        self.broker = Broker(Settings({"log.dirs": str(data_dir),
-                                       "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-                                       "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
-                                       **settings}))
+        self.broker = Broker(
+            Settings(
+                {
+                    "log.dirs": str(data_dir),
+                    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                    "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+                    **settings,
+                }
+            )
+        )
         self.network = Network()
         self.broker.sessions.attach(self.network)
 
@@ -125,15 +144,21 @@ class Node:
         request = connection.next()
         answer = HANDLERS[key](self.broker, request)
         if hasattr(answer, "__await__"):
+
             async def wait(answer=answer):
                 return await answer
+
             answer = trio.run(wait)
         frame = request.respond(answer)
         return _core.decode_response(key, version, frame[4:])[1]
 
     def add_user(self, user: str, password: str, mechanism: str = "SCRAM-SHA-256", iterations=4096):
-        answer = self.call(ALTER, 0, {"deletions": [], "upsertions": [
-            upsertion(user, mechanism, password, iterations)]}, listener="PLAINTEXT")
+        answer = self.call(
+            ALTER,
+            0,
+            {"deletions": [], "upsertions": [upsertion(user, mechanism, password, iterations)]},
+            listener="PLAINTEXT",
+        )
         assert answer["results"][0]["error_code"] == NONE, answer
 
     def handshake(self, mechanism: str, version: int = 1, **kw) -> dict:

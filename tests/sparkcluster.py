@@ -31,9 +31,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import corral
 
@@ -50,6 +50,7 @@ QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 def spark_home() -> Path:
     from pyspark.find_spark_home import _find_spark_home
+
     return Path(_find_spark_home())
 
 
@@ -68,11 +69,17 @@ class Cluster:
 
     def conf(self) -> dict[str, str]:
         """Settings for a driver's session on this cluster (corral.analyze.session.start)."""
-        return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                "spark.executor.memory": EXECUTOR_MEMORY, "spark.cores.max": str(WORKER_CORES),
-                "spark.executorEnv.PYTHONPATH": self.driver_env["PYTHONPATH"],
-                "spark.pyspark.python": sys.executable, "spark.local.dir": str(self.directory / "local"),
-                "spark.driver.extraJavaOptions": QUICK_JVM, "spark.executor.extraJavaOptions": QUICK_JVM}
+        return {
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.executor.memory": EXECUTOR_MEMORY,
+            "spark.cores.max": str(WORKER_CORES),
+            "spark.executorEnv.PYTHONPATH": self.driver_env["PYTHONPATH"],
+            "spark.pyspark.python": sys.executable,
+            "spark.local.dir": str(self.directory / "local"),
+            "spark.driver.extraJavaOptions": QUICK_JVM,
+            "spark.executor.extraJavaOptions": QUICK_JVM,
+        }
 
 
 class Daemon:
@@ -82,10 +89,15 @@ class Daemon:
         self.log_path = directory / f"{name}.log"
         script = spark_home() / "sbin" / "spark-daemon.sh"
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(["bash", str(script), "start", main, "1", *args],
-                                         cwd=directory, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                ["bash", str(script), "start", main, "1", *args],
+                cwd=directory,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -98,8 +110,9 @@ class Daemon:
                 return found
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 state = "exited" if self.proc.poll() is not None else f"not there after {timeout}s"
-                raise RuntimeError(f"{self.log_path.name}: {pattern.pattern!r} {state}:\n"
-                                   + self.log()[-4000:])
+                raise RuntimeError(
+                    f"{self.log_path.name}: {pattern.pattern!r} {state}:\n" + self.log()[-4000:]
+                )
             time.sleep(0.2)
 
     def stop(self) -> None:
@@ -167,29 +180,33 @@ def _kill_leftovers(directory: Path) -> None:
 
 
 def daemon_env(directory: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "SPARK_MASTER"}  # SPARK_MASTER: rsync from it
+    env = {
+        k: v for k, v in os.environ.items() if k != "SPARK_MASTER"
+    }  # SPARK_MASTER: rsync from it
     for sub in ("logs", "pids", "work", "local", "conf"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
-    env.update({
-        "SPARK_HOME": str(spark_home()),
-        "SPARK_NO_DAEMONIZE": "1",
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_MASTER_HOST": "127.0.0.1",
-        "SPARK_IDENT_STRING": "corral-tests",
-        "SPARK_LOG_DIR": str(directory / "logs"),
-        "SPARK_PID_DIR": str(directory / "pids"),
-        "SPARK_WORKER_DIR": str(directory / "work"),
-        "SPARK_LOCAL_DIRS": str(directory / "local"),
-        "SPARK_CONF_DIR": str(directory / "conf"),  # empty: no spark-env.sh, no defaults
-        "SPARK_DAEMON_MEMORY": "256m",
-        "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM,
-        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
-        "SPARK_WORKER_CORES": str(WORKER_CORES),
-        "SPARK_WORKER_MEMORY": WORKER_MEMORY,
-        # The Python workers of executors: this Python, importing this corral.
-        "PYSPARK_PYTHON": sys.executable,
-        "PYTHONPATH": python_path(),
-    })
+    env.update(
+        {
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_NO_DAEMONIZE": "1",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_MASTER_HOST": "127.0.0.1",
+            "SPARK_IDENT_STRING": "corral-tests",
+            "SPARK_LOG_DIR": str(directory / "logs"),
+            "SPARK_PID_DIR": str(directory / "pids"),
+            "SPARK_WORKER_DIR": str(directory / "work"),
+            "SPARK_LOCAL_DIRS": str(directory / "local"),
+            "SPARK_CONF_DIR": str(directory / "conf"),  # empty: no spark-env.sh, no defaults
+            "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM,
+            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+            "SPARK_WORKER_CORES": str(WORKER_CORES),
+            "SPARK_WORKER_MEMORY": WORKER_MEMORY,
+            # The Python workers of executors: this Python, importing this corral.
+            "PYSPARK_PYTHON": sys.executable,
+            "PYTHONPATH": python_path(),
+        }
+    )
     return env
 
 
@@ -202,18 +219,42 @@ def standalone(directory: Path) -> Iterator[Cluster]:
     env = daemon_env(directory)
     daemons: list[Daemon] = []
     try:
-        master = Daemon("master", MASTER, ["--host", "127.0.0.1", "--port", "0",
-                                           "--webui-port", "0"], directory, env)
+        master = Daemon(
+            "master",
+            MASTER,
+            ["--host", "127.0.0.1", "--port", "0", "--webui-port", "0"],
+            directory,
+            env,
+        )
         daemons.append(master)
         url = master.wait_for(MASTER_URL).group(1)
-        worker = Daemon("worker", WORKER, ["--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
-                                           "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY,
-                                           "--work-dir", str(directory / "work"), url],
-                        directory, env)
+        worker = Daemon(
+            "worker",
+            WORKER,
+            [
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--webui-port",
+                "0",
+                "--cores",
+                str(WORKER_CORES),
+                "--memory",
+                WORKER_MEMORY,
+                "--work-dir",
+                str(directory / "work"),
+                url,
+            ],
+            directory,
+            env,
+        )
         daemons.append(worker)
         worker.wait_for(REGISTERED)
-        driver_env = {**{k: v for k, v in env.items() if not k.startswith("SPARK_")},
-                      "SPARK_LOCAL_IP": "127.0.0.1"}
+        driver_env = {
+            **{k: v for k, v in env.items() if not k.startswith("SPARK_")},
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
         yield Cluster(url, directory, driver_env)
     finally:
         for d in reversed(daemons):

@@ -10,10 +10,10 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
+from rawwire import RawClient
 
 from corral.apis import ApiKey
 from corral.errors import ErrorCode
-from rawwire import RawClient
 
 
 def admin(broker) -> AdminClient:
@@ -39,10 +39,12 @@ def metadata(broker, version: int, names: list[str], allow_auto_create: bool = T
 
 def test_confluent_create_list_describe_delete(corral):
     client = admin(corral)
-    futures = client.create_topics([
-        NewTopic("orders", num_partitions=8, config={"retention.ms": "3600000"}),
-        NewTopic("payments", num_partitions=2),
-    ])
+    futures = client.create_topics(
+        [
+            NewTopic("orders", num_partitions=8, config={"retention.ms": "3600000"}),
+            NewTopic("payments", num_partitions=2),
+        ]
+    )
     for future in futures.values():
         assert future.result(timeout=10) is None
 
@@ -67,7 +69,9 @@ def test_confluent_create_list_describe_delete(corral):
 def test_confluent_describe_configs_of_topic_and_broker(corral_factory):
     broker = corral_factory(**{"num.partitions": 6})
     client = admin(broker)
-    client.create_topics([NewTopic("t", 1, config={"retention.ms": "1000"})])["t"].result(timeout=10)
+    client.create_topics([NewTopic("t", 1, config={"retention.ms": "1000"})])["t"].result(
+        timeout=10
+    )
 
     resources = [ConfigResource(ResourceType.TOPIC, "t"), ConfigResource(ResourceType.BROKER, "1")]
     results = client.describe_configs(resources)
@@ -92,13 +96,16 @@ def test_confluent_describe_configs_of_missing_topic(corral):
     assert err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-@pytest.mark.parametrize("topic, code", [
-    (NewTopic("bad name!", 1), KafkaError.TOPIC_EXCEPTION),
-    (NewTopic("zero", 0), KafkaError.INVALID_PARTITIONS),
-    (NewTopic("rf3", 1, replication_factor=3), KafkaError.INVALID_REPLICATION_FACTOR),
-    (NewTopic("unknown-config", 1, config={"no.such.setting": "1"}), KafkaError.INVALID_CONFIG),
-    (NewTopic("bad-value", 1, config={"retention.ms": "soon"}), KafkaError.INVALID_CONFIG),
-])
+@pytest.mark.parametrize(
+    "topic, code",
+    [
+        (NewTopic("bad name!", 1), KafkaError.TOPIC_EXCEPTION),
+        (NewTopic("zero", 0), KafkaError.INVALID_PARTITIONS),
+        (NewTopic("rf3", 1, replication_factor=3), KafkaError.INVALID_REPLICATION_FACTOR),
+        (NewTopic("unknown-config", 1, config={"no.such.setting": "1"}), KafkaError.INVALID_CONFIG),
+        (NewTopic("bad-value", 1, config={"retention.ms": "soon"}), KafkaError.INVALID_CONFIG),
+    ],
+)
 def test_confluent_create_errors(shared_corral, topic, code):
     client = admin(shared_corral)
     err = error_of(client.create_topics([topic])[topic.topic])
@@ -118,7 +125,9 @@ def test_duplicate_name_in_one_request_is_invalid_request(corral):
     # librdkafka refuses duplicates before sending, so the request is built by hand.
     topic = {"name": "dup", "num_partitions": 1, "replication_factor": 1}
     with RawClient(corral.port) as client:
-        response = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [topic, topic], "timeout_ms": 5000})
+        response = client.call(
+            ApiKey.CREATE_TOPICS, 7, {"topics": [topic, topic], "timeout_ms": 5000}
+        )
     assert [t["error_code"] for t in response["topics"]] == [ErrorCode.INVALID_REQUEST] * 2
     assert "dup" not in admin(corral).list_topics(timeout=10).topics
 
@@ -139,7 +148,9 @@ def test_kafka_python_admin(corral):
 
     client = KafkaAdminClient(bootstrap_servers=corral.bootstrap, request_timeout_ms=10000)
     try:
-        created = client.create_topics([KpNewTopic("kp", 3, 1, topic_configs={"retention.bytes": "1048576"})])
+        created = client.create_topics(
+            [KpNewTopic("kp", 3, 1, topic_configs={"retention.bytes": "1048576"})]
+        )
         [topic] = created["topics"]
         assert (topic["name"], topic["error_code"], topic["num_partitions"]) == ("kp", 0, 3)
         assert topic["error_message"] is None  # null on success, as Kafka sends it
@@ -192,8 +203,13 @@ def test_aiokafka_bootstrap_metadata_and_create(corral):
 def test_kcat_lists_brokers_and_topics(corral):
     client = admin(corral)
     client.create_topics([NewTopic("kc", 3)])["kc"].result(timeout=10)
-    out = subprocess.run(["kcat", "-b", corral.bootstrap, "-L", "-J", "-m", "10"],
-                         capture_output=True, text=True, timeout=30, check=True).stdout
+    out = subprocess.run(
+        ["kcat", "-b", corral.bootstrap, "-L", "-J", "-m", "10"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     listing = json.loads(out)
     assert listing["brokers"] == [{"id": 1, "name": corral.bootstrap}]
     [topic] = [t for t in listing["topics"] if t["topic"] == "kc"]
@@ -233,8 +249,12 @@ def test_metadata_invalid_name_is_not_created(corral):
 def test_metadata_by_topic_id(corral):
     [created] = metadata(corral, 12, ["by-id"])["topics"]
     with RawClient(corral.port) as client:
-        body = {"topics": [{"name": None, "topic_id": created["topic_id"]},
-                           {"name": None, "topic_id": uuid.uuid4().bytes}]}
+        body = {
+            "topics": [
+                {"name": None, "topic_id": created["topic_id"]},
+                {"name": None, "topic_id": uuid.uuid4().bytes},
+            ]
+        }
         found, missing = client.call(ApiKey.METADATA, 12, body)["topics"]
     assert (found["name"], found["topic_id"]) == ("by-id", created["topic_id"])
     assert missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
@@ -245,8 +265,12 @@ def test_metadata_by_topic_id_with_an_empty_name(corral):
     # a non-zero id wins over the name (a SubscriptionPattern member resolves its assignment so).
     [created] = metadata(corral, 12, ["by-id-java"])["topics"]
     with RawClient(corral.port) as client:
-        body = {"topics": [{"name": "", "topic_id": created["topic_id"]},
-                           {"name": "", "topic_id": uuid.uuid4().bytes}]}
+        body = {
+            "topics": [
+                {"name": "", "topic_id": created["topic_id"]},
+                {"name": "", "topic_id": uuid.uuid4().bytes},
+            ]
+        }
         found, missing = client.call(ApiKey.METADATA, 12, body)["topics"]
     assert (found["error_code"], found["name"]) == (ErrorCode.NONE, "by-id-java")
     assert (missing["error_code"], missing["name"]) == (ErrorCode.UNKNOWN_TOPIC_ID, None)
@@ -257,13 +281,19 @@ def test_metadata_by_topic_id_with_an_empty_name(corral):
 
 def test_topics_ids_configs_and_cluster_id_survive_restart(corral):
     client = admin(corral)
-    client.create_topics([NewTopic("kept", 3, config={"retention.ms": "5000"})])["kept"].result(timeout=10)
+    client.create_topics([NewTopic("kept", 3, config={"retention.ms": "5000"})])["kept"].result(
+        timeout=10
+    )
     metadata(corral, 12, ["auto-kept"])
-    before = {t["name"]: t["topic_id"] for t in metadata(corral, 12, ["kept", "auto-kept"])["topics"]}
+    before = {
+        t["name"]: t["topic_id"] for t in metadata(corral, 12, ["kept", "auto-kept"])["topics"]
+    }
     assert all(tid != bytes(16) for tid in before.values())
     cluster_before = client.list_topics(timeout=10).cluster_id
     # Ids are stable while running, too.
-    assert before == {t["name"]: t["topic_id"] for t in metadata(corral, 12, ["kept", "auto-kept"])["topics"]}
+    assert before == {
+        t["name"]: t["topic_id"] for t in metadata(corral, 12, ["kept", "auto-kept"])["topics"]
+    }
 
     corral.restart()
 

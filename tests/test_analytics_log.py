@@ -10,17 +10,21 @@ import json
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-
 from cgkit import CG_FAST, MemberProcess, all_partitions, stop_processes, wait_stable
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from test_consumer_groups_clients import create_topics
+
 from corral import _core
 from corral.analytics_log import FLUSH_EVENTS, MAX_BUFFERED, TOPIC, AnalyticsLog, encode
 from corral.log import StorageError
-from test_consumer_groups_clients import create_topics
 
 INTERVAL_MS = 300
-SETTINGS = {**CG_FAST, "corral.analytics.sample.interval.ms": INTERVAL_MS,
-            "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000}
+SETTINGS = {
+    **CG_FAST,
+    "corral.analytics.sample.interval.ms": INTERVAL_MS,
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 1000,
+}
 CLASSIC_TOPICS = {"an-classic": 4}
 CONSUMER_TOPICS = {"an-consumer": 6}
 PRODUCED = {"an-produced": 3}
@@ -29,8 +33,13 @@ MEMBERSHIP = {"member_joined", "member_left", "member_expired", "member_fenced"}
 
 def read_all(bootstrap: str) -> list[tuple[int, str, dict]]:
     """Every record of the topic: (timestamp, key, value)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "analytics-reader",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "analytics-reader",
+            "enable.auto.commit": False,
+        }
+    )
     tp = TopicPartition(TOPIC, 0)
     try:
         _, high = consumer.get_watermark_offsets(tp, timeout=10)
@@ -58,8 +67,11 @@ def wait_until(condition, timeout: float, what: str) -> None:
 
 
 def group_events(records, group: str, event: str | None = None) -> list[dict]:
-    return [v for _, k, v in records if k == "group_event" and v["group_id"] == group
-            and (event is None or v["event"] == event)]
+    return [
+        v
+        for _, k, v in records
+        if k == "group_event" and v["group_id"] == group and (event is None or v["event"] == event)
+    ]
 
 
 def wait_events(bootstrap: str, group: str, check, timeout: float = 30) -> list:
@@ -76,9 +88,13 @@ def wait_events(bootstrap: str, group: str, check, timeout: float = 30) -> list:
 
 def ended(members: int):
     """The last rebalance of the group ended with `members` members."""
+
     def check(events) -> bool:
         last = [e for e in events if e["event"] in ("rebalance_start", "rebalance_end")]
-        return bool(last) and last[-1]["event"] == "rebalance_end" and last[-1]["members"] == members
+        return (
+            bool(last) and last[-1]["event"] == "rebalance_end" and last[-1]["members"] == members
+        )
+
     return check
 
 
@@ -88,8 +104,13 @@ def covers_once(assignment: dict, partitions: set) -> bool:
 
 
 def classic_member(name: str, **extra) -> dict:
-    return {"name": name, "protocol": "classic", "session_timeout_ms": 6000,
-            "heartbeat_interval_ms": 500, **extra}
+    return {
+        "name": name,
+        "protocol": "classic",
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 500,
+        **extra,
+    }
 
 
 def check_pairs(events: list[dict], epoch_field: str) -> list[tuple[dict, dict]]:
@@ -114,14 +135,22 @@ def test_analytics_topic_records_groups_and_log_ends(corral_factory):
     processes: list[MemberProcess] = []
     try:
         # A classic group: two members, a third joins, the first leaves, the third crashes.
-        classic = MemberProcess("confluent", bootstrap, "an-classic-g",
-                                [classic_member("c1"), classic_member("c2")],
-                                topics=list(CLASSIC_TOPICS))
+        classic = MemberProcess(
+            "confluent",
+            bootstrap,
+            "an-classic-g",
+            [classic_member("c1"), classic_member("c2")],
+            topics=list(CLASSIC_TOPICS),
+        )
         processes.append(classic)
         wait_events(bootstrap, "an-classic-g", ended(2))
-        third = MemberProcess("confluent", bootstrap, "an-classic-g",
-                              [classic_member("c3", session_timeout_ms=2000)],
-                              topics=list(CLASSIC_TOPICS))
+        third = MemberProcess(
+            "confluent",
+            bootstrap,
+            "an-classic-g",
+            [classic_member("c3", session_timeout_ms=2000)],
+            topics=list(CLASSIC_TOPICS),
+        )
         processes.append(third)
         wait_events(bootstrap, "an-classic-g", ended(3))
         classic.close("c1")
@@ -131,7 +160,9 @@ def test_analytics_topic_records_groups_and_log_ends(corral_factory):
 
         events = group_events(records, "an-classic-g")
         joined = [e for e in events if e["event"] == "member_joined"]
-        assert len(joined) == 3 and all(e["protocol"] == "classic" and e["client_id"] for e in joined)
+        assert len(joined) == 3 and all(
+            e["protocol"] == "classic" and e["client_id"] for e in joined
+        )
         assert [e["reason"] for e in events if e["event"] == "member_left"] == ["left"]
         expired = [e for e in events if e["event"] == "member_expired"]
         assert [e["reason"] for e in expired] == ["session_timeout"]
@@ -148,12 +179,16 @@ def test_analytics_topic_records_groups_and_log_ends(corral_factory):
             assert covers_once(a["assignment"], all_partitions(CLASSIC_TOPICS)), a
 
         # A KIP-848 group: two members, then one crashes (its session expires).
-        consumer = MemberProcess("confluent", bootstrap, "an-consumer-g", ["k1", "k2"],
-                                 topics=list(CONSUMER_TOPICS))
-        crashing = MemberProcess("confluent", bootstrap, "an-consumer-g", ["k3"],
-                                 topics=list(CONSUMER_TOPICS))
+        consumer = MemberProcess(
+            "confluent", bootstrap, "an-consumer-g", ["k1", "k2"], topics=list(CONSUMER_TOPICS)
+        )
+        crashing = MemberProcess(
+            "confluent", bootstrap, "an-consumer-g", ["k3"], topics=list(CONSUMER_TOPICS)
+        )
         processes += [consumer, crashing]
-        wait_stable(bootstrap, "an-consumer-g", [consumer, crashing], all_partitions(CONSUMER_TOPICS))
+        wait_stable(
+            bootstrap, "an-consumer-g", [consumer, crashing], all_partitions(CONSUMER_TOPICS)
+        )
         wait_events(bootstrap, "an-consumer-g", ended(3))
         crashing.kill()
         records = wait_events(bootstrap, "an-consumer-g", ended(2))
@@ -168,8 +203,11 @@ def test_analytics_topic_records_groups_and_log_ends(corral_factory):
         epochs = [e["group_epoch"] for e in events if e["event"] == "rebalance_start"]
         assert epochs == sorted(set(epochs))
         targets = [e for e in events if e["event"] == "target_assignment"]
-        assert targets and all(covers_once(t["assignment"], all_partitions(CONSUMER_TOPICS))
-                               for t in targets if t["assignment"])
+        assert targets and all(
+            covers_once(t["assignment"], all_partitions(CONSUMER_TOPICS))
+            for t in targets
+            if t["assignment"]
+        )
         assert len(targets[-1]["assignment"]) == 2
         member_epochs = [e for e in events if e["event"] == "member_epoch"]
         assert {e["member_epoch"] for e in member_epochs} >= {pairs[-1][1]["group_epoch"]}
@@ -181,8 +219,10 @@ def test_analytics_topic_records_groups_and_log_ends(corral_factory):
             producer.produce("an-produced", b"x", partition=i % 2)
         assert producer.flush(20) == 0
         reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "lo"})
-        latest = {p: reader.get_watermark_offsets(TopicPartition("an-produced", p), timeout=10)[1]
-                  for p in range(3)}
+        latest = {
+            p: reader.get_watermark_offsets(TopicPartition("an-produced", p), timeout=10)[1]
+            for p in range(3)
+        }
         reader.close()
         assert latest == {0: 15, 1: 15, 2: 0}
 
@@ -195,7 +235,7 @@ def test_analytics_topic_records_groups_and_log_ends(corral_factory):
         records = read_all(bootstrap)
         samples = [(ts, v) for ts, k, v in records if k == "log_end"]
         by_partition: dict = {}
-        for ts, s in samples:
+        for _ts, s in samples:
             by_partition.setdefault((s["topic"], s["partition"]), []).append(s["log_end_offset"])
             assert s["log_start_offset"] == 0 and s["v"] == 1
         assert not {t for t, _ in by_partition} & {"__consumer_offsets", TOPIC}
@@ -215,7 +255,7 @@ def test_analytics_topic_records_groups_and_log_ends(corral_factory):
         time.sleep(4 * INTERVAL_MS / 1000)
         after = read_all(bootstrap)
         assert [r for r in after if r[1] == "group_event"] == before
-        resampled = [v for ts, k, v in after if k == "log_end"][len(samples):]
+        resampled = [v for ts, k, v in after if k == "log_end"][len(samples) :]
         assert {(s["topic"], s["partition"]) for s in resampled} >= all_partitions(PRODUCED)
     finally:
         stop_processes(processes)
@@ -229,8 +269,12 @@ def test_static_member_replaced(corral_factory, protocol):
     bootstrap = broker.bootstrap
     create_topics(bootstrap, {"an-static": 2})
     group = f"an-static-{protocol}"
-    spec = {"name": "s1", "instance_id": "inst-1", "protocol": protocol,
-            **({"session_timeout_ms": 30000} if protocol == "classic" else {})}
+    spec = {
+        "name": "s1",
+        "instance_id": "inst-1",
+        "protocol": protocol,
+        **({"session_timeout_ms": 30000} if protocol == "classic" else {}),
+    }
     first = MemberProcess("confluent", bootstrap, group, [spec], topics=["an-static"])
     processes = [first]
     try:
@@ -241,8 +285,10 @@ def test_static_member_replaced(corral_factory, protocol):
         processes.append(second)
 
         def replaced(events) -> bool:
-            return [e["event"] for e in events if e["event"] in MEMBERSHIP][-2:] == \
-                ["member_fenced", "member_joined"]
+            return [e["event"] for e in events if e["event"] in MEMBERSHIP][-2:] == [
+                "member_fenced",
+                "member_joined",
+            ]
 
         records = wait_events(bootstrap, group, replaced)
         events = group_events(records, group)
@@ -282,8 +328,9 @@ def test_buffer_is_batched_and_bounded(caplog):
     assert not analytics._wanted.is_set()  # below FLUSH_EVENTS: waits for the interval
     assert analytics.append() and len(store.appends) == 1 and store.flushes == 1
     decoded = _core.decode_batches(store.appends[0])
-    assert [(ts, json.loads(v)["i"]) for _, ts, _, v in decoded] == \
-        [(1000 + i // 4, i) for i in range(10)]
+    assert [(ts, json.loads(v)["i"]) for _, ts, _, v in decoded] == [
+        (1000 + i // 4, i) for i in range(10)
+    ]
     assert all(k == b"group_event" and json.loads(v)["v"] == 1 for _, _, k, v in decoded)
 
     store.failing = True
@@ -302,7 +349,8 @@ def test_buffer_is_batched_and_bounded(caplog):
 
 def test_encode_keeps_each_records_time():
     data = encode([(5, b"log_end", b"{}"), (5, b"log_end", b"{}"), (7, b"group_event", b"{}")])
-    assert [(ts, k) for _, ts, k, _ in _core.decode_batches(data)] == \
-        [(5, b"log_end"), (5, b"log_end"), (7, b"group_event")]
-
-
+    assert [(ts, k) for _, ts, k, _ in _core.decode_batches(data)] == [
+        (5, b"log_end"),
+        (5, b"log_end"),
+        (7, b"group_event"),
+    ]

@@ -26,8 +26,17 @@ def one_by_one(values: list[bytes], first_offset: int = 100):
 
 
 def sample(**fields) -> bytes:
-    return json.dumps({"v": 1, "topic": "t", "partition": 3, "log_end_offset": 40,
-                       "log_start_offset": 0, **fields}, separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "v": 1,
+            "topic": "t",
+            "partition": 3,
+            "log_end_offset": 40,
+            "log_start_offset": 0,
+            **fields,
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
 CASES = {
@@ -50,10 +59,13 @@ def test_cases():
 
 
 _values = st.fixed_dictionaries(
-    {"v": st.sampled_from([1, 1, 1, 2]), "topic": st.text(min_size=1, max_size=8),
-     "partition": st.integers(0, 2**31 - 1), "log_end_offset": st.integers(0, 2**62)},
-    optional={"log_start_offset": st.none() | st.integers(0, 2**62),
-              "note": st.text(max_size=5)},
+    {
+        "v": st.sampled_from([1, 1, 1, 2]),
+        "topic": st.text(min_size=1, max_size=8),
+        "partition": st.integers(0, 2**31 - 1),
+        "log_end_offset": st.integers(0, 2**62),
+    },
+    optional={"log_start_offset": st.none() | st.integers(0, 2**62), "note": st.text(max_size=5)},
 ).map(lambda d: json.dumps(d).encode())
 
 

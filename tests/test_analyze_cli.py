@@ -24,10 +24,9 @@ import threading
 from collections import defaultdict
 from pathlib import Path
 
+import analyze_scenario as sc
 import pyarrow.parquet as pq
 import pytest
-
-import analyze_scenario as sc
 from cgkit import kafka_reference
 from sparkcluster import leftovers, standalone
 
@@ -35,15 +34,28 @@ CLI_TIMEOUT_S = 400
 LOCAL = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2"]
 # Churn per event: a bucket of 1 ms dates each row by its event.
 EXACT_BUCKETS = ["--bucket", "0.001"]
-TABLES = ("partition_lag", "partition_status", "group_status", "rebalances", "member_churn",
-          "assignment_skew", "commit_activity")
+TABLES = (
+    "partition_lag",
+    "partition_status",
+    "group_status",
+    "rebalances",
+    "member_churn",
+    "assignment_skew",
+    "commit_activity",
+)
 
 
-def analyze(*args: str, env: dict[str, str] | None = None,
-            command: list[str] | None = None) -> dict:
+def analyze(
+    *args: str, env: dict[str, str] | None = None, command: list[str] | None = None
+) -> dict:
     command = command or [sys.executable, "-m", "corral.cli"]
-    proc = subprocess.run([*command, "analyze", *args, "--json"],
-                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env=env)
+    proc = subprocess.run(
+        [*command, "analyze", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-6000:]
     return json.loads(proc.stdout)
 
@@ -76,8 +88,9 @@ def check_rebalances(truth: sc.Truth, out: Path, groups: dict[str, str], start_k
     for group in groups:
         expected = [r for r in truth.rebalances if r.group == group]
         got = sorted((r for r in found if r["group"] == group), key=lambda r: r["end_ms"])
-        assert [(r["members_before"], r["members_after"]) for r in got] == \
-            [(r.members_before, r.members_after) for r in expected], got
+        assert [(r["members_before"], r["members_after"]) for r in got] == [
+            (r.members_before, r.members_after) for r in expected
+        ], got
         for r, e in zip(got, expected):
             assert e.requested_ms <= r["end_ms"] <= e.settled_ms, (r, e)
             if start_known:
@@ -95,8 +108,9 @@ def installed_command_outside_its_python() -> tuple[list[str], dict[str, str]]:
     command = Path(sys.executable).parent / "corral"
     assert command.exists(), "the suite runs from the Python corral is installed in"
     path = "/usr/bin:/bin"
-    python3 = subprocess.run(["python3", "-c", "import corral"], env={"PATH": path},
-                             capture_output=True, text=True)
+    python3 = subprocess.run(
+        ["python3", "-c", "import corral"], env={"PATH": path}, capture_output=True, text=True
+    )
     assert python3.returncode != 0, "PATH must not reach a python3 with corral for this test"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
     env["PATH"] = path
@@ -109,12 +123,20 @@ def test_data_dir(corral_scenario, tmp_path):
     # The scenario's history (the broker goes on sampling): the cluster's run gives the same.
     window = ["--to", str(truth.end_ms)]
     command, env = installed_command_outside_its_python()
-    summary = analyze("--data-dir", str(broker.data_dir), "--out", str(out), *LOCAL,
-                      *EXACT_BUCKETS, *window, command=command, env=env)
+    summary = analyze(
+        "--data-dir",
+        str(broker.data_dir),
+        "--out",
+        str(out),
+        *LOCAL,
+        *EXACT_BUCKETS,
+        *window,
+        command=command,
+        env=env,
+    )
     assert summary["source"] == {"data_dir": str(broker.data_dir.resolve())}
     phases = summary["phases_s"]
-    assert list(phases) == ["spark_start", "job", "small_tables", "summary", "report",
-                            "spark_stop"]
+    assert list(phases) == ["spark_start", "job", "small_tables", "summary", "report", "spark_stop"]
     # Each phase and the total are rounded to the millisecond: the sum may pass the total by
     # half a millisecond per phase.
     assert 0 < sum(phases.values()) <= summary["elapsed_s"] + 0.0005 * len(phases)
@@ -125,8 +147,11 @@ def test_data_dir(corral_scenario, tmp_path):
 
     # churn: each membership group's joins, leaves, expiries and static replacements
     for group in sc.MEMBER_GROUPS:
-        churn = [r for r in rows(out, "member_churn")
-                 if r["group"] == group and truth.start_ms <= r["time_ms"] < truth.end_ms]
+        churn = [
+            r
+            for r in rows(out, "member_churn")
+            if r["group"] == group and truth.start_ms <= r["time_ms"] < truth.end_ms
+        ]
         wanted = [m.event for m in truth.memberships if m.group == group]
         assert sum(r["joins"] for r in churn) == wanted.count("member_joined")
         assert sum(r["leaves"] for r in churn) == wanted.count("member_left")
@@ -167,12 +192,25 @@ def test_data_dir(corral_scenario, tmp_path):
     cluster_out = tmp_path / "cluster-out"
     with standalone(tmp_path / "spark") as cluster:
         conf = [f"--conf={k}={v}" for k, v in cluster.conf().items()]
-        analyze("--data-dir", str(broker.data_dir), "--out", str(cluster_out),
-                "--master", cluster.url, *conf, "--conf", "spark.sql.shuffle.partitions=2",
-                *EXACT_BUCKETS, "--no-report", *window,
-                env={**cluster.driver_env, "PYSPARK_PYTHON": sys.executable})
-        worker_logs = [f.read_text(errors="replace")
-                       for f in (cluster.directory / "work").glob("app-*/*/stderr")]
+        analyze(
+            "--data-dir",
+            str(broker.data_dir),
+            "--out",
+            str(cluster_out),
+            "--master",
+            cluster.url,
+            *conf,
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            *EXACT_BUCKETS,
+            "--no-report",
+            *window,
+            env={**cluster.driver_env, "PYSPARK_PYTHON": sys.executable},
+        )
+        worker_logs = [
+            f.read_text(errors="replace")
+            for f in (cluster.directory / "work").glob("app-*/*/stderr")
+        ]
         assert any("Running task" in log for log in worker_logs)
     assert leftovers(tmp_path / "spark") == []
     for table in TABLES:
@@ -185,10 +223,29 @@ def test_bootstrap_on_kafka(tmp_path):
     out = tmp_path / "out"
     with kafka_reference(sc.SETTINGS) as bootstrap:
         cli = subprocess.Popen(
-            [sys.executable, "-m", "corral.cli", "analyze", "--bootstrap", bootstrap, "--out",
-             str(out), *LOCAL, *EXACT_BUCKETS, "--sample-for", "900", "--sample-interval", "0.25",
-             "--json", "--log-level", "INFO"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "corral.cli",
+                "analyze",
+                "--bootstrap",
+                bootstrap,
+                "--out",
+                str(out),
+                *LOCAL,
+                *EXACT_BUCKETS,
+                "--sample-for",
+                "900",
+                "--sample-interval",
+                "0.25",
+                "--json",
+                "--log-level",
+                "INFO",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         stderr: list[str] = []
         sampling = threading.Event()
 
@@ -221,16 +278,24 @@ def test_bootstrap_on_kafka(tmp_path):
 
 def test_refusals(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "corral.cli", "analyze", *args],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "corral.cli", "analyze", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     out = str(tmp_path / "out")
     not_data = tmp_path / "empty"
     not_data.mkdir()
     bad = run("--data-dir", str(not_data), "--out", out, "--no-report")
     assert bad.returncode == 1 and "not a corral data directory" in bad.stderr
-    assert run("--data-dir", str(not_data), "--out", out, "--from", "2026-01-02",
-               "--to", "2026-01-01").returncode == 2
+    assert (
+        run(
+            "--data-dir", str(not_data), "--out", out, "--from", "2026-01-02", "--to", "2026-01-01"
+        ).returncode
+        == 2
+    )
     assert run("--data-dir", str(not_data), "--out", out, "--from", "yesterday").returncode == 2
     assert run("--data-dir", str(not_data), "--out", out, "--conf", "x").returncode == 2
     assert run("--out", out).returncode == 2  # a source is required

@@ -18,20 +18,32 @@ from test_analyze_rules import BURROW, CORRAL_DIFFERS
 
 from corral._core import _lag
 from corral.analyze import fast
-from corral.analyze.rules import (ERR, OK, REWIND, STALL, STOP, WARN, StatusRow,
-                                  group_status_timeline, partition_lag, partition_status_timeline)
+from corral.analyze.rules import (
+    ERR,
+    OK,
+    REWIND,
+    STALL,
+    STOP,
+    WARN,
+    StatusRow,
+    group_status_timeline,
+    partition_lag,
+    partition_status_timeline,
+)
 
 CHECKS = settings(derandomize=True, deadline=None, max_examples=1500)
 
-_rows = st.lists(st.tuples(st.integers(0, 12).map(lambda t: t * 500), st.integers(0, 30)),
-                 max_size=30)
+_rows = st.lists(
+    st.tuples(st.integers(0, 12).map(lambda t: t * 500), st.integers(0, 30)), max_size=30
+)
 _history = st.tuples(_rows, _rows).map(lambda h: tuple(sorted(r, key=lambda x: x[0]) for r in h))
 
 
 def rules_rows(commits, samples, burrow_compatible, window=10, intervals=10, allowed=0):
     lag = partition_lag(commits, samples)
-    status = partition_status_timeline(commits, samples, window, intervals, allowed,
-                                       burrow_compatible)
+    status = partition_status_timeline(
+        commits, samples, window, intervals, allowed, burrow_compatible
+    )
     assert [r.time_ms for r in lag] == [r.time_ms for r in status]
     return [(*r, s.status) for r, s in zip(lag, status)]
 
@@ -47,16 +59,23 @@ def fast_rows(histories, burrow_compatible, window=10, intervals=10, allowed=0):
             at += len(rows)
     cs, ce = np.array(bounds[0::2] or np.empty((0, 2)), np.int64).reshape(-1, 2).T
     ss, se = np.array(bounds[1::2] or np.empty((0, 2)), np.int64).reshape(-1, 2).T
-    out = fast.partition_rows(times, values, cs, ce, ss, se, burrow_compatible, window,
-                              intervals, allowed)
+    out = fast.partition_rows(
+        times, values, cs, ce, ss, se, burrow_compatible, window, intervals, allowed
+    )
     rows = [
-        (t, c, int(le) if k else None, int(lr) if k else None,
-         None if math.isnan(sec) else float(sec), int(s))
+        (
+            t,
+            c,
+            int(le) if k else None,
+            int(lr) if k else None,
+            None if math.isnan(sec) else float(sec),
+            int(s),
+        )
         for t, c, le, lr, sec, k, s in zip(*(a.tolist() for a in out[:7]))
     ]
     per_key, at = [], 0
     for n in out.rows.tolist():
-        per_key.append(rows[at:at + n])
+        per_key.append(rows[at : at + n])
         at += n
     assert at == len(rows)
     return per_key
@@ -66,8 +85,9 @@ def fast_rows(histories, burrow_compatible, window=10, intervals=10, allowed=0):
 @given(_history, st.booleans())
 def test_one_key_is_the_rules(history, burrow_compatible):
     commits, samples = history
-    assert fast_rows([history], burrow_compatible) == [rules_rows(commits, samples,
-                                                                  burrow_compatible)]
+    assert fast_rows([history], burrow_compatible) == [
+        rules_rows(commits, samples, burrow_compatible)
+    ]
 
 
 @CHECKS
@@ -75,14 +95,16 @@ def test_one_key_is_the_rules(history, burrow_compatible):
 def test_windows_and_allowed_lag(history, burrow_compatible, window, intervals, allowed):
     commits, samples = history
     assert fast_rows([history], burrow_compatible, window, intervals, allowed) == [
-        rules_rows(commits, samples, burrow_compatible, window, intervals, allowed)]
+        rules_rows(commits, samples, burrow_compatible, window, intervals, allowed)
+    ]
 
 
 @settings(derandomize=True, deadline=None, max_examples=300)
 @given(st.lists(_history, max_size=6), st.booleans())
 def test_many_keys_in_one_call(histories, burrow_compatible):
     assert fast_rows(histories, burrow_compatible) == [
-        rules_rows(c, s, burrow_compatible) for c, s in histories]
+        rules_rows(c, s, burrow_compatible) for c, s in histories
+    ]
 
 
 def test_keys_share_their_partitions_samples():
@@ -100,23 +122,31 @@ _big = st.integers(2**52, 2**62)
 
 
 @settings(derandomize=True, deadline=None, max_examples=300)
-@given(st.lists(st.tuples(_big, _big), max_size=8), st.lists(st.tuples(_big, _big), max_size=8),
-       st.booleans())
+@given(
+    st.lists(st.tuples(_big, _big), max_size=8),
+    st.lists(st.tuples(_big, _big), max_size=8),
+    st.booleans(),
+)
 def test_numbers_past_2_53(commits, samples, burrow_compatible):
     """Products and quotients that doubles cannot hold exactly: Python's exact rounding."""
     commits, samples = sorted(commits, key=lambda r: r[0]), sorted(samples, key=lambda r: r[0])
     assert fast_rows([(commits, samples)], burrow_compatible) == [
-        rules_rows(commits, samples, burrow_compatible)]
+        rules_rows(commits, samples, burrow_compatible)
+    ]
 
 
 def _window_arrays(window):
-    return (np.array([c.time_ms for c in window], np.int64),
-            np.array([c.offset for c in window], np.int64),
-            np.array([c.lag or 0 for c in window], np.int64),
-            np.array([c.lag is not None for c in window], np.int8))
+    return (
+        np.array([c.time_ms for c in window], np.int64),
+        np.array([c.offset for c in window], np.int64),
+        np.array([c.lag or 0 for c in window], np.int64),
+        np.array([c.lag is not None for c in window], np.int8),
+    )
 
 
-@pytest.mark.parametrize("index", range(len(BURROW)), ids=[f"burrow-{i}" for i in range(len(BURROW))])
+@pytest.mark.parametrize(
+    "index", range(len(BURROW)), ids=[f"burrow-{i}" for i in range(len(BURROW))]
+)
 def test_burrow_table(index):
     """caching_test.go's table through the compiled evaluator, in both modes."""
     window, log_ends, lag, now_s, allowed, *_, status = BURROW[index]
@@ -159,7 +189,7 @@ def test_group_rows_are_the_rules(groups):
     got, at = [], 0
     rows = list(zip(out.time_ms.tolist(), out.status.tolist()))
     for n in out.rows.tolist():
-        got.append(rows[at:at + n])
+        got.append(rows[at : at + n])
         at += n
     assert got == expected
     assert set(out.status.tolist()) <= {OK, WARN, ERR}
@@ -168,8 +198,9 @@ def test_group_rows_are_the_rules(groups):
 def test_stub_matches_the_module():
     stub = Path(__file__).resolve().parent.parent / "src" / "corral" / "_core" / "_lag.pyi"
     tree = ast.parse(stub.read_text())
-    declared = {n.name: [a.arg for a in n.args.args] for n in tree.body
-                if isinstance(n, ast.FunctionDef)}
+    declared = {
+        n.name: [a.arg for a in n.args.args] for n in tree.body if isinstance(n, ast.FunctionDef)
+    }
     public = {n for n in dir(_lag) if not n.startswith("_") and callable(getattr(_lag, n))}
     assert set(declared) == public
     for name, params in declared.items():
@@ -178,10 +209,21 @@ def test_stub_matches_the_module():
 
 def test_short_outputs_are_refused():
     with pytest.raises(ValueError):
-        _lag.partition_rows(*(np.zeros(1, np.int64),) * 2, np.array([0]), np.array([1]),
-                            np.array([0]), np.array([0]), True, 10, 10, 0,
-                            *(np.empty(0, np.int64),) * 4, np.empty(0), *(np.empty(0, np.int8),) * 2,
-                            np.empty(1, np.int64))
+        _lag.partition_rows(
+            *(np.zeros(1, np.int64),) * 2,
+            np.array([0]),
+            np.array([1]),
+            np.array([0]),
+            np.array([0]),
+            True,
+            10,
+            10,
+            0,
+            *(np.empty(0, np.int64),) * 4,
+            np.empty(0),
+            *(np.empty(0, np.int8),) * 2,
+            np.empty(1, np.int64),
+        )
 
 
 # -- the job fed in batches of a few rows ------------------------------------------------------
@@ -192,11 +234,17 @@ def test_job_on_batches_of_three_rows(spark):
     scale)."""
     from test_analyze_job import assert_tables, rules_tables, run_job
 
-    commits = [(g, t, p, ts * 500, (ts * 7 + len(g)) % 40) for g in ("g1", "g2", "g3")
-               for t in ("a", "b") for p in (0, 1) for ts in range(0, 12, 1 + (p + len(t)) % 3)]
+    commits = [
+        (g, t, p, ts * 500, (ts * 7 + len(g)) % 40)
+        for g in ("g1", "g2", "g3")
+        for t in ("a", "b")
+        for p in (0, 1)
+        for ts in range(0, 12, 1 + (p + len(t)) % 3)
+    ]
     commits += [("g1", "a", 0, 3000, 2)]  # a rewind at a time the key has a commit already
-    samples = [(t, p, ts * 500 + 250 * p, ts * 5) for t in ("a", "b") for p in (0, 1)
-               for ts in range(14)]
+    samples = [
+        (t, p, ts * 500 + 250 * p, ts * 5) for t in ("a", "b") for p in (0, 1) for ts in range(14)
+    ]
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "3")
     try:
         for burrow_compatible in (True, False):

@@ -11,12 +11,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
-
 from conftest import CorralProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
 
-from analyze_history import generate  # noqa: E402
+from analyze_history import generate
 
 
 def test_history_loads_in_corral(tmp_path):
@@ -35,8 +34,13 @@ def test_history_loads_in_corral(tmp_path):
             answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
             got = answer[group].result(timeout=20).topic_partitions
             assert {(tp.topic, tp.partition): tp.offset for tp in got} == offsets
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "history-check",
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "history-check",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.assign([TopicPartition("__corral_analytics", 0, 0)])
         read = []
         while len(read) < len(samples):
@@ -45,6 +49,7 @@ def test_history_loads_in_corral(tmp_path):
             read.append((msg.timestamp()[1], json.loads(msg.value())))
         consumer.close()
         assert [(t, v["topic"], v["partition"], v["log_end_offset"]) for t, v in read] == [
-            (s["time_ms"], s["topic"], s["partition"], s["log_end_offset"]) for s in samples]
+            (s["time_ms"], s["topic"], s["partition"], s["log_end_offset"]) for s in samples
+        ]
     finally:
         broker.stop()

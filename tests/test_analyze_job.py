@@ -16,11 +16,18 @@ from pyspark.testing import assertDataFrameEqual
 
 from corral.analyze.inputs import COMMITS_SCHEMA, SAMPLES_SCHEMA
 from corral.analyze.job import analyze
-from corral.analyze.rules import (STATUS_NAMES, commit_activity, group_status_timeline,
-                                  partition_lag, partition_status_timeline)
+from corral.analyze.rules import (
+    STATUS_NAMES,
+    commit_activity,
+    group_status_timeline,
+    partition_lag,
+    partition_status_timeline,
+)
 
-LAG = ("`group` string, topic string, partition int, time_ms long, committed_offset long, "
-       "log_end_offset long, lag_records long, lag_seconds double")
+LAG = (
+    "`group` string, topic string, partition int, time_ms long, committed_offset long, "
+    "log_end_offset long, lag_records long, lag_seconds double"
+)
 STATUS = "`group` string, topic string, partition int, time_ms long, status string"
 GROUP = "`group` string, time_ms long, status string"
 
@@ -31,14 +38,18 @@ def rules_tables(commits, samples, burrow_compatible=True):
     for key in dict.fromkeys((g, t, p) for g, t, p, _, _ in commits):
         g, t, p = key
         c = sorted([(ts, off) for *k, ts, off in commits if tuple(k) == key], key=lambda r: r[0])
-        s = sorted([(ts, off) for tp, pp, ts, off in samples if (tp, pp) == (t, p)],
-                   key=lambda r: r[0])
+        s = sorted(
+            [(ts, off) for tp, pp, ts, off in samples if (tp, pp) == (t, p)], key=lambda r: r[0]
+        )
         lag += [(*key, *row) for row in partition_lag(c, s)]
         rows = partition_status_timeline(c, s, burrow_compatible=burrow_compatible)
         status += [(*key, ts, STATUS_NAMES[st_]) for ts, st_ in rows]
         timelines.setdefault(g, []).append(rows)
-    group = [(g, ts, STATUS_NAMES[s]) for g, tl in timelines.items()
-             for ts, s in group_status_timeline(tl)]
+    group = [
+        (g, ts, STATUS_NAMES[s])
+        for g, tl in timelines.items()
+        for ts, s in group_status_timeline(tl)
+    ]
     return lag, status, group
 
 
@@ -46,10 +57,13 @@ def rules_counts(commits, bucket_ms):
     """rules.commit_activity's counts per group: (group, bucket, commits, noops, rewinds)."""
     rows = []
     for g in dict.fromkeys(c[0] for c in commits):
-        mine = sorted([(ts, t, p, off) for gg, t, p, ts, off in commits if gg == g],
-                      key=lambda r: r[0])
-        rows += [(g, r.bucket_start_ms, r.commits, r.noop_commits, r.rewinds)
-                 for r in commit_activity(mine, bucket_ms)]
+        mine = sorted(
+            [(ts, t, p, off) for gg, t, p, ts, off in commits if gg == g], key=lambda r: r[0]
+        )
+        rows += [
+            (g, r.bucket_start_ms, r.commits, r.noop_commits, r.rewinds)
+            for r in commit_activity(mine, bucket_ms)
+        ]
     return rows
 
 
@@ -57,10 +71,13 @@ def run_job(spark, commits, samples, burrow_compatible=True, bucket_ms=60_000):
     """Rows in input order: `seq` counts them as a log would. The job's Analyzed."""
     commits = [(*row, seq) for seq, row in enumerate(commits)]
     samples = [(*row, None, seq) for seq, row in enumerate(samples)]
-    return analyze(spark.createDataFrame(commits, COMMITS_SCHEMA),
-                   spark.createDataFrame(samples, SAMPLES_SCHEMA),
-                   tempfile.mkdtemp(prefix="corral-job-"), burrow_compatible=burrow_compatible,
-                   bucket_ms=bucket_ms)
+    return analyze(
+        spark.createDataFrame(commits, COMMITS_SCHEMA),
+        spark.createDataFrame(samples, SAMPLES_SCHEMA),
+        tempfile.mkdtemp(prefix="corral-job-"),
+        burrow_compatible=burrow_compatible,
+        bucket_ms=bucket_ms,
+    )
 
 
 def assert_tables(spark, tables, lag, status, group):
@@ -71,10 +88,20 @@ def assert_tables(spark, tables, lag, status, group):
 
 # Small times and offsets so that equal times, flat stretches, rewinds and stops all show up.
 _times = st.integers(0, 20).map(lambda t: t * 500)
-_commits = st.lists(st.tuples(st.sampled_from(["g1", "g2"]), st.sampled_from(["a", "b"]),
-                              st.integers(0, 1), _times, st.integers(0, 40)), max_size=25)
-_samples = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 1), _times,
-                              st.integers(0, 40)), max_size=25)
+_commits = st.lists(
+    st.tuples(
+        st.sampled_from(["g1", "g2"]),
+        st.sampled_from(["a", "b"]),
+        st.integers(0, 1),
+        _times,
+        st.integers(0, 40),
+    ),
+    max_size=25,
+)
+_samples = st.lists(
+    st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 1), _times, st.integers(0, 40)),
+    max_size=25,
+)
 
 
 @settings(derandomize=True, deadline=None, max_examples=15)
@@ -82,9 +109,13 @@ _samples = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 1), _t
 def test_job_gives_the_rules_results(spark, commits, samples, burrow_compatible):
     done = run_job(spark, commits, samples, burrow_compatible, bucket_ms=2000)
     assert_tables(spark, done.tables, *rules_tables(commits, samples, burrow_compatible))
-    assertDataFrameEqual(done.work["_commit_counts"], spark.createDataFrame(
-        rules_counts(commits, 2000), "`group` string, bucket long, commits long, "
-        "noop_commits long, rewinds long"))
+    assertDataFrameEqual(
+        done.work["_commit_counts"],
+        spark.createDataFrame(
+            rules_counts(commits, 2000),
+            "`group` string, bucket long, commits long, noop_commits long, rewinds long",
+        ),
+    )
     assert done.rows["commits"] == len(commits)
 
 
@@ -96,8 +127,13 @@ def test_known_history(spark):
         ("g1", "t", 1, 1000, 5),
         ("g2", "t", 0, 2000, 200),
     ]
-    samples = [("t", 0, 1000, 100), ("t", 0, 2000, 200), ("t", 0, 3000, 300),
-               ("t", 1, 1000, 10), ("t", 1, 3000, 20)]
+    samples = [
+        ("t", 0, 1000, 100),
+        ("t", 0, 2000, 200),
+        ("t", 0, 3000, 300),
+        ("t", 1, 1000, 10),
+        ("t", 1, 3000, 20),
+    ]
     lag = [
         ("g1", "t", 0, 1500, 100, 100, 0, 0.0),
         ("g1", "t", 0, 2000, 100, 200, 100, 1.0),  # offset 100 reached at 1000 ms
@@ -109,17 +145,20 @@ def test_known_history(spark):
         ("g2", "t", 0, 3000, 200, 300, 100, 1.0),
     ]
     status = [
-        ("g1", "t", 0, 1500, "OK"), ("g1", "t", 0, 2000, "OK"),
-        ("g1", "t", 0, 2500, "REWIND"), ("g1", "t", 0, 3000, "REWIND"),
-        ("g1", "t", 1, 1000, "STALL"), ("g1", "t", 1, 3000, "STOP"),
-        ("g2", "t", 0, 2000, "OK"), ("g2", "t", 0, 3000, "OK"),
+        ("g1", "t", 0, 1500, "OK"),
+        ("g1", "t", 0, 2000, "OK"),
+        ("g1", "t", 0, 2500, "REWIND"),
+        ("g1", "t", 0, 3000, "REWIND"),
+        ("g1", "t", 1, 1000, "STALL"),
+        ("g1", "t", 1, 3000, "STOP"),
+        ("g2", "t", 0, 2000, "OK"),
+        ("g2", "t", 0, 3000, "OK"),
     ]
     group = [("g1", t, "ERR") for t in (1000, 1500, 2000, 2500, 3000)]
     group += [("g2", 2000, "OK"), ("g2", 3000, "OK")]
     done = run_job(spark, commits, samples)
     assert_tables(spark, done.tables, lag, status, group)
-    assert done.rows == {"partition_lag": 8, "partition_status": 8, "group_status": 7,
-                         "commits": 5}
+    assert done.rows == {"partition_lag": 8, "partition_status": 8, "group_status": 7, "commits": 5}
     back = spark.read.parquet(f"{done.out_dir}/partition_lag")
     assert {r.date for r in back.select("date").collect()} == {datetime.date(1970, 1, 1)}
 
@@ -127,8 +166,9 @@ def test_known_history(spark):
 @pytest.mark.parametrize("burrow_compatible, last", [(True, "STOP"), (False, "STALL")])
 def test_quiet_partition_stop(spark, burrow_compatible, last):
     """corral's difference: no STOP while the log end has not moved since the last commit."""
-    done = run_job(spark, [("g", "t", 0, 1000, 5)], [("t", 0, 1000, 10), ("t", 0, 2000, 10)],
-                   burrow_compatible)
+    done = run_job(
+        spark, [("g", "t", 0, 1000, 5)], [("t", 0, 1000, 10), ("t", 0, 2000, 10)], burrow_compatible
+    )
     expected = [("g", "t", 0, 1000, "STALL"), ("g", "t", 0, 2000, last)]
     assertDataFrameEqual(done.tables.partition_status, spark.createDataFrame(expected, STATUS))
 
@@ -136,8 +176,13 @@ def test_quiet_partition_stop(spark, burrow_compatible, last):
 def test_rows_across_dates(spark):
     """A key whose rows span two UTC days: one file under each date."""
     day = 86_400_000
-    done = run_job(spark, [("g", "t", 0, day - 1000, 5), ("g", "t", 0, day + 1000, 7)],
-                   [("t", 0, day - 1000, 9)])
+    done = run_job(
+        spark,
+        [("g", "t", 0, day - 1000, 5), ("g", "t", 0, day + 1000, 7)],
+        [("t", 0, day - 1000, 9)],
+    )
     back = spark.read.parquet(f"{done.out_dir}/partition_lag")
     assert sorted((r.date, r.time_ms) for r in back.collect()) == [
-        (datetime.date(1970, 1, 1), day - 1000), (datetime.date(1970, 1, 2), day + 1000)]
+        (datetime.date(1970, 1, 1), day - 1000),
+        (datetime.date(1970, 1, 2), day + 1000),
+    ]

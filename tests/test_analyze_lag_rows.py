@@ -16,17 +16,26 @@ from corral.analyze import lag_rows as rows
 from corral.analyze.rules import STATUS_NAMES
 from corral.analyze.segments import COMMITS
 
-SAMPLES = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("time_ms", pa.int64()),
-                     ("log_end_offset", pa.int64()), ("seq", pa.int64())])
+SAMPLES = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("time_ms", pa.int64()),
+        ("log_end_offset", pa.int64()),
+        ("seq", pa.int64()),
+    ]
+)
 RANK = {name: code for code, name in STATUS_NAMES.items()}
 
 
 def tables(commits, samples, seqs=None):
     seqs = list(range(len(commits))) if seqs is None else seqs
-    c = pa.Table.from_pylist([dict(zip(COMMITS.names, (*row, seq)))
-                              for row, seq in zip(commits, seqs)], schema=COMMITS)
-    s = pa.Table.from_pylist([dict(zip(SAMPLES.names, (*row, seq)))
-                              for seq, row in enumerate(samples)], schema=SAMPLES)
+    c = pa.Table.from_pylist(
+        [dict(zip(COMMITS.names, (*row, seq))) for row, seq in zip(commits, seqs)], schema=COMMITS
+    )
+    s = pa.Table.from_pylist(
+        [dict(zip(SAMPLES.names, (*row, seq))) for seq, row in enumerate(samples)], schema=SAMPLES
+    )
     return c, rows.SampleIndex(s)
 
 
@@ -51,29 +60,47 @@ def expected_summaries(made: rows.LagRows):
         k = (r["group"], r["topic"], r["partition"])
         keys.setdefault(k, []).append(r["lag_records"])
         groups.setdefault(r["group"], []).append(r)
-    key_rows = [(*k, max((v for v in lags if v is not None), default=None))
-                for k, lags in keys.items()]
+    key_rows = [
+        (*k, max((v for v in lags if v is not None), default=None)) for k, lags in keys.items()
+    ]
     status = {}
     for r in made.group.to_pylist():
         status.setdefault(r["group"], []).append((r["time_ms"], r["status"]))
     group_rows = []
     for g, rs in groups.items():
         statuses = [s for _, s in sorted(status[g], key=lambda x: x[0])]
-        group_rows.append((
-            g, min(r["time_ms"] for r in rs), max(r["time_ms"] for r in rs),
-            len({(r["topic"], r["partition"]) for r in rs}),
-            p99([r["lag_seconds"] for r in rs]),
-            max((r["lag_seconds"] for r in rs if r["lag_seconds"] is not None), default=None),
-            max((r["lag_records"] for r in rs if r["lag_records"] is not None), default=None),
-            max(statuses, key=RANK.__getitem__), sum(s != "OK" for s in statuses), statuses[-1]))
+        group_rows.append(
+            (
+                g,
+                min(r["time_ms"] for r in rs),
+                max(r["time_ms"] for r in rs),
+                len({(r["topic"], r["partition"]) for r in rs}),
+                p99([r["lag_seconds"] for r in rs]),
+                max((r["lag_seconds"] for r in rs if r["lag_seconds"] is not None), default=None),
+                max((r["lag_records"] for r in rs if r["lag_records"] is not None), default=None),
+                max(statuses, key=RANK.__getitem__),
+                sum(s != "OK" for s in statuses),
+                statuses[-1],
+            )
+        )
     return sorted(key_rows), sorted(group_rows)
 
 
 _times = st.integers(0, 20).map(lambda t: t * 500)
-_commits = st.lists(st.tuples(st.sampled_from(["g1", "g2", "g3"]), st.sampled_from(["a", "b"]),
-                              st.integers(0, 2), _times, st.integers(0, 40)), max_size=30)
-_samples = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 2), _times,
-                              st.integers(0, 40)), max_size=25)
+_commits = st.lists(
+    st.tuples(
+        st.sampled_from(["g1", "g2", "g3"]),
+        st.sampled_from(["a", "b"]),
+        st.integers(0, 2),
+        _times,
+        st.integers(0, 40),
+    ),
+    max_size=30,
+)
+_samples = st.lists(
+    st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 2), _times, st.integers(0, 40)),
+    max_size=25,
+)
 
 
 @settings(derandomize=True, deadline=None, max_examples=200)
@@ -111,11 +138,17 @@ def test_wide_keys_fall_back_to_lexsort():
 
 def test_write_by_date(tmp_path):
     day = 86_400_000
-    table = pa.table({"time_ms": pa.array([day - 1, 5, day, 3 * day + 7], pa.int64()),
-                      "v": pa.array([1, 2, 3, 4], pa.int64())})
+    table = pa.table(
+        {
+            "time_ms": pa.array([day - 1, 5, day, 3 * day + 7], pa.int64()),
+            "v": pa.array([1, 2, 3, 4], pa.int64()),
+        }
+    )
     assert rows.write_by_date(table, tmp_path, "part-00001") == 4
-    found = {p.parent.name: pq.read_table(p)["v"].to_pylist()
-             for p in tmp_path.glob("*/part-00001.parquet")}
+    found = {
+        p.parent.name: pq.read_table(p)["v"].to_pylist()
+        for p in tmp_path.glob("*/part-00001.parquet")
+    }
     assert found == {"date=1970-01-01": [1, 2], "date=1970-01-02": [3], "date=1970-01-04": [4]}
     assert not list(tmp_path.rglob(".*"))  # no temporary file left
     assert rows.write_by_date(table.slice(0, 0), tmp_path / "empty", "x") == 0

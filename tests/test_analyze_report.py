@@ -10,15 +10,24 @@ from html.parser import HTMLParser
 
 import numpy as np
 from matplotlib import image
+from test_analyze_tables import make_inputs
 
 from corral.analyze import inputs as inp
 from corral.analyze.job import analyze
 from corral.analyze.report import write_report
 from corral.analyze.tables import derive
-from test_analyze_tables import make_inputs
 
-SECTIONS = ["lag-heatmap", "p99-lag", "status-ribbon", "rebalance-durations", "member-churn",
-            "worst-groups", "longest-rebalances", "skewed-assignments", "commit-activity"]
+SECTIONS = [
+    "lag-heatmap",
+    "p99-lag",
+    "status-ribbon",
+    "rebalance-durations",
+    "member-churn",
+    "worst-groups",
+    "longest-rebalances",
+    "skewed-assignments",
+    "commit-activity",
+]
 PLOTS = SECTIONS[:5]
 
 
@@ -64,7 +73,7 @@ def parse(path) -> tuple[str, Page]:
 def decode_png(src: str) -> np.ndarray:
     prefix = "data:image/png;base64,"
     assert src.startswith(prefix)
-    return image.imread(io.BytesIO(base64.b64decode(src[len(prefix):])), format="png")
+    return image.imread(io.BytesIO(base64.b64decode(src[len(prefix) :])), format="png")
 
 
 def self_contained(text: str, page: Page) -> None:
@@ -73,17 +82,24 @@ def self_contained(text: str, page: Page) -> None:
     assert all(ref.startswith("data:image/png;base64,") for ref in page.refs)
 
 
-SAMPLES = [("t", p, t, off) for p in (0, 1) for t, off in
-           [(1000, 10), (2000, 20), (30000, 30), (61000, 40), (62000, 45), (130000, 60)]]
+SAMPLES = [
+    ("t", p, t, off)
+    for p in (0, 1)
+    for t, off in [(1000, 10), (2000, 20), (30000, 30), (61000, 40), (62000, 45), (130000, 60)]
+]
 
 
 def test_report_of_a_history(spark, tmp_path):
     history = make_inputs(spark)
-    samples = spark.createDataFrame([(*s, None, seq) for seq, s in enumerate(SAMPLES)],
-                                    inp.SAMPLES_SCHEMA)
+    samples = spark.createDataFrame(
+        [(*s, None, seq) for seq, s in enumerate(SAMPLES)], inp.SAMPLES_SCHEMA
+    )
     done = analyze(history.commits, samples, str(tmp_path / "out"))
-    tables = {**done.tables._asdict(), **done.work,
-              **derive(history.events, done.tables.partition_lag, done.work["_commit_counts"])}
+    tables = {
+        **done.tables._asdict(),
+        **done.work,
+        **derive(history.events, done.tables.partition_lag, done.work["_commit_counts"]),
+    }
     # As `corral analyze` would pass them once written: each computed once, not per plot.
     tables = {name: df.cache() for name, df in tables.items()}
     path = tmp_path / "report.html"
@@ -98,13 +114,16 @@ def test_report_of_a_history(spark, tmp_path):
         assert pixels.shape[0] > 150 and pixels.shape[1] > 400, (sid, pixels.shape)
         assert np.ptp(pixels[..., :3]) > 0.5, sid  # something is drawn
     for sid in SECTIONS[5:]:
-        assert page.sections[sid]["tables"] == 1 and "no data" not in page.sections[sid]["text"], sid
+        assert page.sections[sid]["tables"] == 1 and "no data" not in page.sections[sid]["text"], (
+            sid
+        )
     # The longest rebalance first; the skewed classic generation (m2 idle) first of its table.
     longest = page.sections["longest-rebalances"]["text"]
     assert longest.index("adding member m2") < longest.index("adding member m1")
     assert page.sections["skewed-assignments"]["text"].startswith(
         "Most skewed assignmentsgroupprotocoltime (UTC)generationmembersidle membersmost partitionsskew (max/mean)"
-        "lag over its lifetime (records)gcclassic1970-01-01 00:01:012212")
+        "lag over its lifetime (records)gcclassic1970-01-01 00:01:012212"
+    )
     assert "ILLEGAL" not in text  # per-error detail stays in the table, the report sums
     assert "3 ended rebalances" in page.sections["rebalance-durations"]["text"]
     for df in tables.values():
@@ -114,8 +133,11 @@ def test_report_of_a_history(spark, tmp_path):
 def test_report_of_an_empty_history(spark, tmp_path):
     empty = inp.empty(spark)
     done = analyze(empty.commits, empty.samples, str(tmp_path / "out"))
-    tables = {**done.tables._asdict(), **done.work,
-              **derive(empty.events, done.tables.partition_lag, done.work["_commit_counts"])}
+    tables = {
+        **done.tables._asdict(),
+        **done.work,
+        **derive(empty.events, done.tables.partition_lag, done.work["_commit_counts"]),
+    }
     path = tmp_path / "empty.html"
     write_report(tables, str(path), "empty")
     text, page = parse(path)

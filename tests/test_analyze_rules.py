@@ -12,13 +12,34 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.analyze.rules import (ERR, OK, REWIND, STALL, STOP, WARN, ActivityRow, LagRow,
-                                  StatusRow, WindowCommit, commit_activity, group_status,
-                                  group_status_timeline, lag_always_not_zero, lag_not_decreasing,
-                                  lag_seconds, monotone_samples, offset_time, offsets_stalled,
-                                  offsets_stopped, partition_lag, partition_status,
-                                  partition_status_timeline, recent_lag_zero, rewind_index,
-                                  rewind_recovered)
+from corral.analyze.rules import (
+    ERR,
+    OK,
+    REWIND,
+    STALL,
+    STOP,
+    WARN,
+    ActivityRow,
+    LagRow,
+    StatusRow,
+    WindowCommit,
+    commit_activity,
+    group_status,
+    group_status_timeline,
+    lag_always_not_zero,
+    lag_not_decreasing,
+    lag_seconds,
+    monotone_samples,
+    offset_time,
+    offsets_stalled,
+    offsets_stopped,
+    partition_lag,
+    partition_status,
+    partition_status_timeline,
+    recent_lag_zero,
+    rewind_index,
+    rewind_recovered,
+)
 
 CHECKS = settings(derandomize=True, deadline=None, max_examples=200)
 
@@ -106,7 +127,9 @@ def test_monotone_samples(samples, expected):
     ],
 )
 def test_lag_seconds(samples, committed, now, expected):
-    assert lag_seconds(samples, committed, now) == (None if expected is None else pytest.approx(expected))
+    assert lag_seconds(samples, committed, now) == (
+        None if expected is None else pytest.approx(expected)
+    )
 
 
 # -- partition_lag ------------------------------------------------------------------------------
@@ -146,14 +169,20 @@ def test_lag_seconds(samples, committed, now, expected):
             [(1000, 5), (1000, 7)],
             [(0, 0), (1000, 10)],
             (2000, 100),
-            [LagRow(1000, 7, 10, 3, pytest.approx(0.3)), LagRow(2000, 7, 10, 3, pytest.approx(1.3))],
+            [
+                LagRow(1000, 7, 10, 3, pytest.approx(0.3)),
+                LagRow(2000, 7, 10, 3, pytest.approx(1.3)),
+            ],
         ),
         # the log end went down (unclean truncation): ignored until it passes its old high
         (
             [(1000, 90)],
             [(0, 0), (1000, 100), (2000, 50), (3000, 120)],
             (),
-            [LagRow(1000, 90, 100, 10, pytest.approx(0.1)), LagRow(3000, 90, 120, 30, pytest.approx(2.1))],
+            [
+                LagRow(1000, 90, 100, 10, pytest.approx(0.1)),
+                LagRow(3000, 90, 120, 30, pytest.approx(2.1)),
+            ],
         ),
         # a rewound commit: lag grows back
         (
@@ -176,18 +205,58 @@ def _window(*rows):
     return [WindowCommit(ts, off, lag) for off, ts, lag in rows]
 
 
-_B = _window((1000, 100000, 0), (2000, 200000, 50), (3000, 300000, 100), (4000, 400000, 150),
-             (5000, 500000, 200))
-_ALWAYS_LAG = _window((1000, 100000, 50), (2000, 200000, 100), (3000, 300000, 150),
-                      (4000, 400000, 200), (5000, 500000, 250))
-_STALL = _window((1000, 100000, 100), (1000, 200000, 150), (1000, 300000, 200),
-                 (1000, 400000, 250), (1000, 500000, 300))
-_REWOUND = _window((1000, 100000, 100), (2000, 200000, 150), (3000, 300000, 200),
-                   (2000, 400000, 1250), (4000, 500000, 300))
-_FAST = _window(*((792748079 + i, t, 0) for i, t in enumerate(
-    [1512224618356, 1512224619362, 1512224620366, 1512224621367, 1512224622370, 1512224623373,
-     1512224624378, 1512224625379, 1512224626383, 1512224627383, 1512224628383, 1512224629388,
-     1512224630391, 1512224631394, 1512224632397])))
+_B = _window(
+    (1000, 100000, 0),
+    (2000, 200000, 50),
+    (3000, 300000, 100),
+    (4000, 400000, 150),
+    (5000, 500000, 200),
+)
+_ALWAYS_LAG = _window(
+    (1000, 100000, 50),
+    (2000, 200000, 100),
+    (3000, 300000, 150),
+    (4000, 400000, 200),
+    (5000, 500000, 250),
+)
+_STALL = _window(
+    (1000, 100000, 100),
+    (1000, 200000, 150),
+    (1000, 300000, 200),
+    (1000, 400000, 250),
+    (1000, 500000, 300),
+)
+_REWOUND = _window(
+    (1000, 100000, 100),
+    (2000, 200000, 150),
+    (3000, 300000, 200),
+    (2000, 400000, 1250),
+    (4000, 500000, 300),
+)
+_FAST = _window(
+    *(
+        (792748079 + i, t, 0)
+        for i, t in enumerate(
+            [
+                1512224618356,
+                1512224619362,
+                1512224620366,
+                1512224621367,
+                1512224622370,
+                1512224623373,
+                1512224624378,
+                1512224625379,
+                1512224626383,
+                1512224627383,
+                1512224628383,
+                1512224629388,
+                1512224630391,
+                1512224631394,
+                1512224632397,
+            ]
+        )
+    )
+)
 
 # (window, broker offsets, current lag, timeNow in s, allowed lag, isLagAlwaysNotZero,
 #  checkIfOffsetsRewind, checkIfOffsetsStopped, checkIfOffsetsStalled, checkIfLagNotDecreasing,
@@ -197,35 +266,151 @@ BURROW = [
     (_B, [5200], 200, 900, 0, False, -1, False, False, True, False, OK),  # 1
     (_B, [5200], 200, 1000, 0, False, -1, True, False, True, False, STOP),  # 2
     (_ALWAYS_LAG, [5250], 250, 1000, 0, True, -1, True, False, True, False, STOP),  # 3
-    (_window((1000, 100000, 0), (1000, 200000, 50), (1000, 300000, 100), (1000, 400000, 150),
-             (1000, 500000, 200)), [1200], 200, 600, 0, False, -1, False, True, True, False, OK),
+    (
+        _window(
+            (1000, 100000, 0),
+            (1000, 200000, 50),
+            (1000, 300000, 100),
+            (1000, 400000, 150),
+            (1000, 500000, 200),
+        ),
+        [1200],
+        200,
+        600,
+        0,
+        False,
+        -1,
+        False,
+        True,
+        True,
+        False,
+        OK,
+    ),
     (_STALL, [1300], 300, 600, 0, True, -1, False, True, True, False, STALL),  # 5
-    (_window(*((1000, t, 100) for t in range(100000, 600000, 100000))), [1100], 100, 600, 0,
-     True, -1, False, True, True, False, STALL),  # 6
+    (
+        _window(*((1000, t, 100) for t in range(100000, 600000, 100000))),
+        [1100],
+        100,
+        600,
+        0,
+        True,
+        -1,
+        False,
+        True,
+        True,
+        False,
+        STALL,
+    ),  # 6
     (_REWOUND, [4300], 300, 600, 0, True, 3, False, False, False, False, OK),  # 7
     (_ALWAYS_LAG, [5250], 0, 1000, 0, True, -1, True, False, True, False, OK),  # 8
-    (_FAST, [792749024, 792749000, 792748800, 792748600, 792748500], 931, 1512224650, 0, False,
-     -1, True, False, True, False, STOP),  # 9
-    (_FAST, [792748094, 792748093, 792748093, 792748093], 1, 1512224650, 0, False, -1, True,
-     False, True, True, OK),  # 10
-    (_window((1000, 100000, 0), (1500, 150000, None), (2000, 200000, 50), (2500, 250000, None),
-             (3000, 300000, 100), (3500, 350000, None), (4000, 400000, 150),
-             (4500, 450000, None), (5000, 500000, 200), (5500, 550000, None)),
-     [5700], 200, 600, 0, False, -1, False, False, True, False, OK),  # 11
-    (_window((1000, 100000, 2), (2000, 200000, 1), (2000, 300000, 1)), [2001], 1, 550, 1, False,
-     -1, True, False, False, False, OK),  # 12
+    (
+        _FAST,
+        [792749024, 792749000, 792748800, 792748600, 792748500],
+        931,
+        1512224650,
+        0,
+        False,
+        -1,
+        True,
+        False,
+        True,
+        False,
+        STOP,
+    ),  # 9
+    (
+        _FAST,
+        [792748094, 792748093, 792748093, 792748093],
+        1,
+        1512224650,
+        0,
+        False,
+        -1,
+        True,
+        False,
+        True,
+        True,
+        OK,
+    ),  # 10
+    (
+        _window(
+            (1000, 100000, 0),
+            (1500, 150000, None),
+            (2000, 200000, 50),
+            (2500, 250000, None),
+            (3000, 300000, 100),
+            (3500, 350000, None),
+            (4000, 400000, 150),
+            (4500, 450000, None),
+            (5000, 500000, 200),
+            (5500, 550000, None),
+        ),
+        [5700],
+        200,
+        600,
+        0,
+        False,
+        -1,
+        False,
+        False,
+        True,
+        False,
+        OK,
+    ),  # 11
+    (
+        _window((1000, 100000, 2), (2000, 200000, 1), (2000, 300000, 1)),
+        [2001],
+        1,
+        550,
+        1,
+        False,
+        -1,
+        True,
+        False,
+        False,
+        False,
+        OK,
+    ),  # 12
     (_STALL, [1300], 300, 600, 99, True, -1, False, True, True, False, STALL),  # 13
     (_REWOUND, [4300], 300, 600, 99, True, 3, False, False, False, False, OK),  # 14
-    (_window((1000, 100000, 100), (2000, 200000, 150), (3000, 300000, 200), (2000, 400000, 1250),
-             (2500, 500000, 300)), [4300], 300, 600, 0, True, 3, False, False, False, False,
-     REWIND),  # 15
+    (
+        _window(
+            (1000, 100000, 100),
+            (2000, 200000, 150),
+            (3000, 300000, 200),
+            (2000, 400000, 1250),
+            (2500, 500000, 300),
+        ),
+        [4300],
+        300,
+        600,
+        0,
+        True,
+        3,
+        False,
+        False,
+        False,
+        False,
+        REWIND,
+    ),  # 15
 ]
 
 
 @pytest.mark.parametrize("case", BURROW, ids=[f"burrow-{i}" for i in range(len(BURROW))])
 def test_burrow_rules(case):
-    (window, log_ends, lag, now_s, allowed, always_lag, rewind, stopped, stalled, not_decreasing,
-     recent_zero, status) = case
+    (
+        window,
+        log_ends,
+        lag,
+        now_s,
+        allowed,
+        always_lag,
+        rewind,
+        stopped,
+        stalled,
+        not_decreasing,
+        recent_zero,
+        status,
+    ) = case
     assert lag_always_not_zero(window, allowed) == always_lag
     assert rewind_index(window) == rewind
     assert offsets_stopped(window, now_s * 1000) == stopped
@@ -237,8 +422,12 @@ def test_burrow_rules(case):
 
 @pytest.mark.parametrize(
     "window, index, recovered",
-    [(_REWOUND, 3, True), (BURROW[15][0], 3, False), (_window((10, 0, 0), (5, 1, 0)), 1, False),
-     (_window((10, 0, 0), (5, 1, 0), (10, 2, 0)), 1, True)],
+    [
+        (_REWOUND, 3, True),
+        (BURROW[15][0], 3, False),
+        (_window((10, 0, 0), (5, 1, 0)), 1, False),
+        (_window((10, 0, 0), (5, 1, 0), (10, 2, 0)), 1, True),
+    ],
 )
 def test_rewind_recovered(window, index, recovered):
     assert rewind_recovered(window, index) == recovered
@@ -274,10 +463,22 @@ def test_quiet_partition_timeline(burrow_compatible, at_20s):
     # producer pauses; produce resumes at 21 s. `at` evaluates the quiet period at 20 s.
     commits = [(1000 * i, 100 * i) for i in range(1, 6)]
     samples = [(1000 * i - 500, 460 + 90 * i) for i in range(1, 6)] + [(21000, 911)]
-    got = partition_status_timeline(commits, samples, burrow_compatible=burrow_compatible,
-                                    at=[20000])
-    assert [r.time_ms for r in got] == [1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000,
-                                        20000, 21000]
+    got = partition_status_timeline(
+        commits, samples, burrow_compatible=burrow_compatible, at=[20000]
+    )
+    assert [r.time_ms for r in got] == [
+        1000,
+        1500,
+        2000,
+        2500,
+        3000,
+        3500,
+        4000,
+        4500,
+        5000,
+        20000,
+        21000,
+    ]
     assert [r.status for r in got[-3:]] == [OK, at_20s, STOP]
 
 
@@ -287,7 +488,9 @@ def test_quiet_partition_timeline(burrow_compatible, at_20s):
 CORRAL_DIFFERS = {2: OK, 3: WARN}
 
 
-@pytest.mark.parametrize("index", range(len(BURROW)), ids=[f"burrow-{i}" for i in range(len(BURROW))])
+@pytest.mark.parametrize(
+    "index", range(len(BURROW)), ids=[f"burrow-{i}" for i in range(len(BURROW))]
+)
 def test_corral_mode_on_burrows_table(index):
     window, log_ends, lag, now_s, allowed, *_, status = BURROW[index]
     expected = CORRAL_DIFFERS.get(index, status)
@@ -303,8 +506,11 @@ def test_partition_status_timeline_window_and_sample_rows():
     commits = [(t, 10) for t in range(1000, 4000, 1000)] + [(4000, 40), (5000, 60)]
     samples = [(500, 20), (1500, 30), (2500, 40), (4500, 60), (9000, 70), (20000, 80)]
     assert partition_status_timeline(commits, samples) == [
-        StatusRow(1000, STALL), StatusRow(1500, STOP), StatusRow(2000, STALL),
-        StatusRow(2500, STALL), StatusRow(3000, STALL),
+        StatusRow(1000, STALL),
+        StatusRow(1500, STOP),
+        StatusRow(2000, STALL),
+        StatusRow(2500, STALL),
+        StatusRow(3000, STALL),
         StatusRow(4000, OK),  # lag 0 at this commit
         StatusRow(4500, OK),  # caught up: current lag 0
         StatusRow(5000, OK),
@@ -320,16 +526,31 @@ def test_partition_status_timeline_window_size():
     commits = [(1000, 100), (2000, 50), (3000, 60), (4000, 70)]
     samples = [(0, 200)]
     got = partition_status_timeline(commits, samples, window=2)
-    assert got == [StatusRow(1000, STALL), StatusRow(2000, REWIND), StatusRow(3000, OK),
-                   StatusRow(4000, OK)]
+    assert got == [
+        StatusRow(1000, STALL),
+        StatusRow(2000, REWIND),
+        StatusRow(3000, OK),
+        StatusRow(4000, OK),
+    ]
     assert [r.status for r in partition_status_timeline(commits, samples)] == [
-        STALL, REWIND, REWIND, REWIND]
+        STALL,
+        REWIND,
+        REWIND,
+        REWIND,
+    ]
 
 
 @pytest.mark.parametrize(
     "statuses, expected",
-    [([], OK), ([OK], OK), ([OK, WARN], WARN), ([WARN, STOP], ERR), ([STALL], ERR),
-     ([REWIND, OK], ERR), ([OK, OK, OK], OK)],
+    [
+        ([], OK),
+        ([OK], OK),
+        ([OK, WARN], WARN),
+        ([WARN, STOP], ERR),
+        ([STALL], ERR),
+        ([REWIND, OK], ERR),
+        ([OK, OK, OK], OK),
+    ],
 )
 def test_group_status(statuses, expected):
     assert group_status(statuses) == expected
@@ -339,8 +560,12 @@ def test_group_status_timeline():
     p0 = [StatusRow(1000, OK), StatusRow(3000, WARN), StatusRow(5000, OK)]
     p1 = [StatusRow(2000, STALL), StatusRow(3000, OK), StatusRow(4000, STOP)]
     assert group_status_timeline([p0, p1]) == [
-        StatusRow(1000, OK), StatusRow(2000, ERR), StatusRow(3000, WARN), StatusRow(4000, ERR),
-        StatusRow(5000, ERR)]
+        StatusRow(1000, OK),
+        StatusRow(2000, ERR),
+        StatusRow(3000, WARN),
+        StatusRow(4000, ERR),
+        StatusRow(5000, ERR),
+    ]
     assert group_status_timeline([]) == []
 
 
@@ -351,10 +576,20 @@ def test_group_status_timeline():
     "commits, expected",
     [
         (
-            [(0, "a", 0, 10), (100, "a", 0, 10), (200, "a", 1, 5), (900, "a", 0, 3),
-             (1000, "a", 0, 3), (1500, "b", 0, 3), (3100, "a", 1, 4)],
-            [ActivityRow(0, 4, 1, 1, 4.0), ActivityRow(1000, 2, 1, 0, 2.0),
-             ActivityRow(3000, 1, 0, 1, 1.0)],
+            [
+                (0, "a", 0, 10),
+                (100, "a", 0, 10),
+                (200, "a", 1, 5),
+                (900, "a", 0, 3),
+                (1000, "a", 0, 3),
+                (1500, "b", 0, 3),
+                (3100, "a", 1, 4),
+            ],
+            [
+                ActivityRow(0, 4, 1, 1, 4.0),
+                ActivityRow(1000, 2, 1, 0, 2.0),
+                ActivityRow(3000, 1, 0, 1, 1.0),
+            ],
         ),
         ([], []),
     ],
@@ -383,8 +618,9 @@ def _kle_lookup(points, offset):
     # MemoryTable.lookup's search as written in LookupTable.scala: the newest pair of points
     # around the offset, else the first and the last point.
     pairs = [(points[i - 1], points[i]) for i in range(len(points) - 1, 0, -1)]
-    left, right = next(((lo, hi) for lo, hi in pairs if lo[1] <= offset <= hi[1]),
-                       (points[0], points[-1]))
+    left, right = next(
+        ((lo, hi) for lo, hi in pairs if lo[1] <= offset <= hi[1]), (points[0], points[-1])
+    )
     return right[0] - (right[1] - offset) * (right[0] - left[0]) / (right[1] - left[1])
 
 

@@ -10,11 +10,11 @@ import json
 import time
 from collections import defaultdict
 
+import analyze_scenario as sc
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-import analyze_scenario as sc
 from corral.analytics_log import TOPIC as ANALYTICS
 from corral.analyze import rules
 from corral.groups.storage import records
@@ -22,15 +22,20 @@ from corral.groups.storage import records
 OFFSET_KEYS = (records.OFFSET_COMMIT_KEY_V0, records.OFFSET_COMMIT_KEY)
 
 
-def read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, int, bytes | None, bytes | None]]:
+def read_topic(
+    bootstrap: str, topic: str
+) -> list[tuple[int, int, int, bytes | None, bytes | None]]:
     """Every record of every partition: (partition, offset, timestamp, key, value), in each
     partition's log order."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scenario-reader",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "scenario-reader", "enable.auto.commit": False}
+    )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        high = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in partitions}
+        high = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         position = {p: 0 for p in partitions}
         out = []
@@ -64,13 +69,14 @@ def run(corral_scenario):
     """(truth, commits in __consumer_offsets, __corral_analytics records as (timestamp, key,
     value), committed offsets by OffsetFetch) of the session's scenario on corral."""
     broker, truth = corral_scenario
-    analytics = [(ts, k.decode(), json.loads(v))
-                 for _, _, ts, k, v in read_topic(broker.bootstrap, ANALYTICS)]
+    analytics = [
+        (ts, k.decode(), json.loads(v))
+        for _, _, ts, k, v in read_topic(broker.bootstrap, ANALYTICS)
+    ]
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     fetched = {}
     for group in sc.STATUS_GROUPS:
-        [future] = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)]).values()
+        [future] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
         for tp in future.result(timeout=20).topic_partitions:
             fetched[(group, tp.topic, tp.partition)] = tp.offset
     return truth, broker_commits(broker.bootstrap), analytics, fetched
@@ -91,7 +97,10 @@ def test_phases_follow_the_schedule(run):
     # The two status groups give each role a different partition.
     classic, consumer = sc.STATUS_GROUPS
     for p in range(sc.STATUS_PARTITIONS):
-        assert truth.roles[(classic, sc.STATUS_TOPIC, p)] != truth.roles[(consumer, sc.STATUS_TOPIC, p)]
+        assert (
+            truth.roles[(classic, sc.STATUS_TOPIC, p)]
+            != truth.roles[(consumer, sc.STATUS_TOPIC, p)]
+        )
 
 
 def test_commits_are_the_brokers(run):
@@ -118,7 +127,11 @@ def test_samples_are_the_log_ends(run):
     truth, _, analytics, _ = run
     seen = defaultdict(list)
     for ts, kind, v in analytics:
-        if kind == "log_end" and v["topic"] == sc.STATUS_TOPIC and truth.start_ms <= ts < truth.end_ms:
+        if (
+            kind == "log_end"
+            and v["topic"] == sc.STATUS_TOPIC
+            and truth.start_ms <= ts < truth.end_ms
+        ):
             seen[v["partition"]].append(ts)
             low, high = truth.log_end_bounds(sc.STATUS_TOPIC, v["partition"], ts)
             assert low <= v["log_end_offset"] <= high, (ts, v, low, high)
@@ -128,8 +141,14 @@ def test_samples_are_the_log_ends(run):
 
 
 def _events(analytics, truth, group: str, names: set[str]) -> list[tuple[int, dict]]:
-    return [(ts, v) for ts, kind, v in analytics if kind == "group_event" and v["group_id"] == group
-            and v["event"] in names and truth.start_ms <= ts < truth.end_ms]
+    return [
+        (ts, v)
+        for ts, kind, v in analytics
+        if kind == "group_event"
+        and v["group_id"] == group
+        and v["event"] in names
+        and truth.start_ms <= ts < truth.end_ms
+    ]
 
 
 def test_rebalances_and_membership_are_the_coordinators(run):
@@ -141,16 +160,22 @@ def test_rebalances_and_membership_are_the_coordinators(run):
         expected = [r for r in truth.rebalances if r.group == group]
         assert [r.phase for r in expected] == ["trouble", "recover", "settle"]
         ends = _events(analytics, truth, group, {"rebalance_end"})
-        assert [(v["members_before"], v["members"]) for _, v in ends] == \
-            [(r.members_before, r.members_after) for r in expected]
+        assert [(v["members_before"], v["members"]) for _, v in ends] == [
+            (r.members_before, r.members_after) for r in expected
+        ]
         for (ts, v), r in zip(ends, expected):
             assert r.requested_ms <= v["start_ms"] <= ts <= r.settled_ms, (v, r)
             assert ts == v["start_ms"] + v["duration_ms"], v  # the record is dated at its end
-        moves = _events(analytics, truth, group, {"member_joined", "member_left", "member_expired",
-                                                  "member_fenced"})
+        moves = _events(
+            analytics,
+            truth,
+            group,
+            {"member_joined", "member_left", "member_expired", "member_fenced"},
+        )
         wanted = [m for m in truth.memberships if m.group == group]
-        assert [(v["event"], v["client_id"]) for _, v in moves] == \
-            [(m.event, m.client_id) for m in wanted]
+        assert [(v["event"], v["client_id"]) for _, v in moves] == [
+            (m.event, m.client_id) for m in wanted
+        ]
         for (ts, v), m in zip(moves, wanted):
             assert m.requested_ms <= ts <= m.settled_ms, (v, m)
             assert v["protocol"] == protocol and v.get("instance_id") == m.instance_id
@@ -158,8 +183,15 @@ def test_rebalances_and_membership_are_the_coordinators(run):
         assert reasons["member_fenced"] == "static_member_replaced"
         assert reasons["member_expired"] == "session_timeout"
     for group in sc.STATUS_GROUPS:
-        assert _events(analytics, truth, group, {"rebalance_start", "rebalance_end",
-                                                 "member_joined", "member_left"}) == []
+        assert (
+            _events(
+                analytics,
+                truth,
+                group,
+                {"rebalance_start", "rebalance_end", "member_joined", "member_left"},
+            )
+            == []
+        )
 
 
 @pytest.mark.parametrize("burrow_compatible", [True, False])
@@ -169,8 +201,12 @@ def test_rules_give_the_expected_statuses(run, burrow_compatible):
     corral's own log-end samples, sampled on its own clock)."""
     truth, commits, analytics, _ = run
     expected = sc.expected_statuses(truth)
-    exact = sc.statuses_by_rules(truth, {k: truth.commit_rows(k) for k in truth.roles},
-                                 {tp: truth.samples(*tp) for tp in truth.ticks}, burrow_compatible)
+    exact = sc.statuses_by_rules(
+        truth,
+        {k: truth.commit_rows(k) for k in truth.roles},
+        {tp: truth.samples(*tp) for tp in truth.ticks},
+        burrow_compatible,
+    )
     assert exact == expected
     sampled = defaultdict(list)
     for ts, kind, v in analytics:
@@ -199,7 +235,10 @@ def test_lag_from_the_rules_is_the_truths(run):
             lagging += 1
             start, done = truth.reached_bounds(topic, partition, c.offset)
             # Interpolated between ticks' ends: the previous tick's end at the earliest.
-            assert (row.time_ms - done) / 1000 <= row.lag_seconds <= \
-                (row.time_ms - start + sc.TICK_MS) / 1000, (key, row, start, done)
+            assert (
+                (row.time_ms - done) / 1000
+                <= row.lag_seconds
+                <= (row.time_ms - start + sc.TICK_MS) / 1000
+            ), (key, row, start, done)
         # Only these commit behind the log end; keeping up and stopping never do.
         assert (lagging > 0) == (truth.roles[key] in (sc.BEHIND, sc.STALL, sc.REWIND)), key

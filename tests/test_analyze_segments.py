@@ -12,18 +12,23 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-
 from cgkit import CG_FAST
+from confluent_kafka import Consumer, Producer, TopicPartition
+from test_consumer_groups_clients import create_topics
+
 from corral import _core
 from corral.analyze import analytics_records, segments
-from test_consumer_groups_clients import create_topics
 
 TOPICS = {"seg-a": 3, "seg-b": 2}
 GROUPS = {"seg-classic": "classic", "seg-848": "consumer", "seg-simple": None}
 # Small segments, so that __consumer_offsets rolls (time indexes, several splits per partition).
-SETTINGS = {**CG_FAST, "corral.analytics.sample.interval.ms": 200, "log.segment.bytes": 512,
-            "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000}
+SETTINGS = {
+    **CG_FAST,
+    "corral.analytics.sample.interval.ms": 200,
+    "log.segment.bytes": 512,
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 1000,
+}
 PARTITIONS = [(t, p) for t, n in TOPICS.items() for p in range(n)]
 
 
@@ -73,8 +78,11 @@ def analytics(data_dir: Path) -> analytics_records.Split:
 def commits_of(data_dir: Path, from_ms: int | None = None, to_ms: int | None = None) -> list[tuple]:
     """(group, topic, partition, offset) per group in log order, groups by name, as the job's
     tasks read them (a split per __consumer_offsets partition)."""
-    rows = [r for _, paths in segments.commit_splits(str(data_dir), from_ms)
-            for r in segments.commits_table(paths, from_ms, to_ms).to_pylist()]
+    rows = [
+        r
+        for _, paths in segments.commit_splits(str(data_dir), from_ms)
+        for r in segments.commits_table(paths, from_ms, to_ms).to_pylist()
+    ]
     rows.sort(key=lambda r: (r["group"], r["seq"]))
     return [(r["group"], r["topic"], r["partition"], r["offset"]) for r in rows]
 
@@ -104,8 +112,10 @@ def history(tmp_path_factory):
     rounds, {(topic, partition): (log end, log start)}). `stop_cleanly` stops it for the tests
     that read a stopped broker's files."""
     from conftest import CorralProcess
-    broker = CorralProcess(tmp_path_factory.mktemp("segments") / "corral",
-                           {k: str(v) for k, v in SETTINGS.items()}).start()
+
+    broker = CorralProcess(
+        tmp_path_factory.mktemp("segments") / "corral", {k: str(v) for k, v in SETTINGS.items()}
+    ).start()
     consumers: dict[str, Consumer] = {}
     try:
         create_topics(broker.bootstrap, TOPICS)
@@ -122,7 +132,9 @@ def history(tmp_path_factory):
         expected += commit_round(consumers, 500)
         ends = {}
         for t, p in PARTITIONS:
-            low, high = consumers["seg-simple"].get_watermark_offsets(TopicPartition(t, p), timeout=10)
+            low, high = consumers["seg-simple"].get_watermark_offsets(
+                TopicPartition(t, p), timeout=10
+            )
             ends[(t, p)] = (high, low)
         yield broker, consumers, expected, split_ms, ends
     finally:
@@ -137,18 +149,28 @@ def test_reads_a_running_broker(history):
     broker, _, expected, _, ends = history
     data_dir = broker.data_dir
     # The analytics log is written every sample interval: wait for the end state in it.
-    wait_until(lambda: all(last_samples(analytics(data_dir)).get(tp) == ends[tp] for tp in ends),
-               15, "log-end samples equal to ListOffsets")
-    wanted = {"seg-classic": {("member_joined", "classic"), ("rebalance_end", "classic")},
-              "seg-848": {("member_joined", "consumer"), ("rebalance_end", "consumer")}}
-    wait_until(lambda: all(w <= event_kinds(analytics(data_dir)).get(g, set())
-                           for g, w in wanted.items()), 15, "group events")
+    wait_until(
+        lambda: all(last_samples(analytics(data_dir)).get(tp) == ends[tp] for tp in ends),
+        15,
+        "log-end samples equal to ListOffsets",
+    )
+    wanted = {
+        "seg-classic": {("member_joined", "classic"), ("rebalance_end", "classic")},
+        "seg-848": {("member_joined", "consumer"), ("rebalance_end", "consumer")},
+    }
+    wait_until(
+        lambda: all(w <= event_kinds(analytics(data_dir)).get(g, set()) for g, w in wanted.items()),
+        15,
+        "group events",
+    )
     assert commits_of(data_dir) == by_group(expected)
     inputs = segments.read_data_dir(str(data_dir))
     assert inputs.samples.schema == analytics_records.SAMPLES
     assert inputs.events.schema == analytics_records.EVENTS
-    samples = {(r["topic"], r["partition"]): (r["log_end_offset"], r["log_start_offset"])
-               for r in inputs.samples.sort_by("seq").to_pylist()}
+    samples = {
+        (r["topic"], r["partition"]): (r["log_end_offset"], r["log_start_offset"])
+        for r in inputs.samples.sort_by("seq").to_pylist()
+    }
     assert {tp: samples[tp] for tp in ends} == ends
     events = inputs.events.to_pylist()
     assert {e["event"] for e in events} >= {"member_joined", "rebalance_start", "rebalance_end"}
@@ -170,8 +192,9 @@ def test_window_keeps_commit_times_and_skips_old_segments(history):
     for path in set(everything) - set(kept):
         assert segments.newest_ms(Path(path)) < split_ms
     window = segments.read_data_dir(data_dir, from_ms=split_ms)
-    assert all(r["time_ms"] >= split_ms
-               for r in window.samples.to_pylist() + window.events.to_pylist())
+    assert all(
+        r["time_ms"] >= split_ms for r in window.samples.to_pylist() + window.events.to_pylist()
+    )
 
 
 def stop_cleanly(history) -> None:
@@ -182,9 +205,18 @@ def stop_cleanly(history) -> None:
     for c in consumers.values():
         c.close()
     consumers.clear()
-    wait_until(lambda: {"seg-classic", "seg-848"} <= {
-        e["group"] for e in analytics(broker.data_dir).events.to_pylist()
-        if e["event"] == "member_left"}, 15, "member_left events")
+    wait_until(
+        lambda: (
+            {"seg-classic", "seg-848"}
+            <= {
+                e["group"]
+                for e in analytics(broker.data_dir).events.to_pylist()
+                if e["event"] == "member_left"
+            }
+        ),
+        15,
+        "member_left events",
+    )
     assert broker.stop() == 0
 
 
@@ -192,7 +224,9 @@ def test_after_a_clean_stop(history):
     broker, _, expected, _, ends = history
     stop_cleanly(history)
     assert commits_of(broker.data_dir) == by_group(expected)
-    assert {tp: v for tp, v in last_samples(analytics(broker.data_dir)).items() if tp in ends} == ends
+    assert {
+        tp: v for tp, v in last_samples(analytics(broker.data_dir)).items() if tp in ends
+    } == ends
 
 
 def last_commit_segment(data_dir: Path) -> Path:
@@ -219,10 +253,14 @@ def test_torn_tails_end_a_segment(history, tmp_path):
     segment.write_bytes(whole[:-1])
     rows, _, at, why = _core.decode_offset_commits(str(segment))
     assert why == "torn" and at < len(whole)
-    base = int.from_bytes(whole[at:at + 8], "big")  # the cut batch's first offset
+    base = int.from_bytes(whole[at : at + 8], "big")  # the cut batch's first offset
     segment.write_bytes(whole)
-    lost = [(r["group"], r["topic"], r["partition"], r["offset"])
-            for b in segments.commit_batches(str(segment)) for r in b.to_pylist() if r["seq"] >= base]
+    lost = [
+        (r["group"], r["topic"], r["partition"], r["offset"])
+        for b in segments.commit_batches(str(segment))
+        for r in b.to_pylist()
+        if r["seq"] >= base
+    ]
     segment.write_bytes(whole[:-1])
     left = by_group(expected)
     for commit in lost:

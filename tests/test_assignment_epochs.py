@@ -25,13 +25,15 @@ def group_of(*records) -> ConsumerGroup:
 
 
 def member(member_id="m", classic=None) -> cr.MemberMetadata:
-    return cr.MemberMetadata("g", member_id, None, None, "c", "/127.0.0.1", ("t",), "", 45000, None,
-                             classic)
+    return cr.MemberMetadata(
+        "g", member_id, None, None, "c", "/127.0.0.1", ("t",), "", 45000, None, classic
+    )
 
 
 # Member at epoch 7: T1-0 assigned at 3, T1-1 at 7, T1-2 pending revocation since 5.
-CURRENT = cr.CurrentAssignment("g", "m", 7, 6, 1, {T1: (0, 1)}, {T1: (2,)},
-                               {T1: (3, 7)}, {T1: (5,)})
+CURRENT = cr.CurrentAssignment(
+    "g", "m", 7, 6, 1, {T1: (0, 1)}, {T1: (2,)}, {T1: (3, 7)}, {T1: (5,)}
+)
 
 # (name, request epoch, committed (topic id, partition), expected for a consumer member)
 CASES = [
@@ -58,8 +60,9 @@ def test_offset_commit_rule(case):
     assert group.validate_offset_commit("m", None, epoch, 9, lambda: committed) == expected
     # A classic member of the consumer group: the same rule, ILLEGAL_GENERATION.
     classic = group_of(member(classic=cr.ClassicMetadata(45000, [("range", b"")])), CURRENT)
-    assert classic.validate_offset_commit("m", None, epoch, 8, lambda: committed) == \
-        (ILLEGAL if expected == STALE else expected)
+    assert classic.validate_offset_commit("m", None, epoch, 8, lambda: committed) == (
+        ILLEGAL if expected == STALE else expected
+    )
 
 
 def test_partitions_asked_for_only_with_an_older_epoch():
@@ -67,6 +70,7 @@ def test_partitions_asked_for_only_with_an_older_epoch():
 
     def never():
         raise AssertionError("partitions asked for")
+
     for epoch in (7, 8):
         group.validate_offset_commit("m", None, epoch, 9, never)
     assert group.validate_offset_commit("x", None, 6, 9, never) == ErrorCode.UNKNOWN_MEMBER_ID
@@ -82,8 +86,9 @@ def test_offset_fetch_still_wants_the_current_epoch():
 def test_a_record_without_epochs_reads_as_the_member_epoch():
     """Kafka's assignmentFromTopicPartitions: no AssignmentEpochs (a record of Kafka < 4.3 or of
     an older corral), or a list of another length, is max(member epoch, 0) for each partition."""
-    old = cr.CurrentAssignment("g", "m", 7, 6, 0, {T1: (0, 1), T2: (4,)}, {},
-                               {T2: (1, 2)})  # T2: length mismatch
+    old = cr.CurrentAssignment(
+        "g", "m", 7, 6, 0, {T1: (0, 1), T2: (4,)}, {}, {T2: (1, 2)}
+    )  # T2: length mismatch
     group = group_of(member(), old)
     assert group.members["m"].current.held_epochs() == {T1: {0: 7, 1: 7}, T2: {4: 7}}
     assert group.validate_offset_commit("m", None, 6, 9, lambda: [(T1, 0)]) == STALE

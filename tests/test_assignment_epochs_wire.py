@@ -9,12 +9,14 @@ and does not hold, and for all of them at once. OffsetFetch with an older epoch 
 from __future__ import annotations
 
 import pytest
-
 from cgkit import CG_FAST, Script, kafka_reference
 from rawwire import RawClient
 
-SETTINGS = {**CG_FAST, "group.consumer.session.timeout.ms": 10000,
-            "group.initial.rebalance.delay.ms": 0}
+SETTINGS = {
+    **CG_FAST,
+    "group.consumer.session.timeout.ms": 10000,
+    "group.initial.rebalance.delay.ms": 0,
+}
 TOPIC, PARTITIONS, GROUP = "epochs", 4, "kip1251"
 
 
@@ -25,19 +27,42 @@ def kafka_ref():
 
 
 def commit(script: Script, name: str, epoch: int, partitions: list[int]) -> list[int]:
-    body = {"group_id": GROUP, "generation_id_or_member_epoch": epoch, "member_id": name,
-            "group_instance_id": None, "retention_time_ms": -1,
-            "topics": [{"name": TOPIC, "partitions": [
-                {"partition_index": p, "committed_offset": 10 + epoch, "committed_leader_epoch": -1,
-                 "committed_metadata": ""} for p in partitions]}]}
+    body = {
+        "group_id": GROUP,
+        "generation_id_or_member_epoch": epoch,
+        "member_id": name,
+        "group_instance_id": None,
+        "retention_time_ms": -1,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": 10 + epoch,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                    for p in partitions
+                ],
+            }
+        ],
+    }
     answer = script.client.call(8, 9, body)
     return [p["error_code"] for t in answer["topics"] for p in t["partitions"]]
 
 
 def fetch(script: Script, name: str, epoch: int) -> int:
-    answer = script.client.call(9, 9, {"groups": [{"group_id": GROUP, "member_id": name,
-                                                   "member_epoch": epoch, "topics": None}],
-                                       "require_stable": False})
+    answer = script.client.call(
+        9,
+        9,
+        {
+            "groups": [
+                {"group_id": GROUP, "member_id": name, "member_epoch": epoch, "topics": None}
+            ],
+            "require_stable": False,
+        },
+    )
     return answer["groups"][0]["error_code"]
 
 
@@ -46,9 +71,16 @@ def probe(script: Script, step: str, name: str) -> None:
     own to one above; then fetches one epoch below."""
     epoch = script.epoch[name]
     for e in range(epoch - 2, epoch + 2):
-        script.log.append((step, name, "commit", e - epoch,
-                           [commit(script, name, e, [p]) for p in range(PARTITIONS)],
-                           commit(script, name, e, list(range(PARTITIONS)))))
+        script.log.append(
+            (
+                step,
+                name,
+                "commit",
+                e - epoch,
+                [commit(script, name, e, [p]) for p in range(PARTITIONS)],
+                commit(script, name, e, list(range(PARTITIONS))),
+            )
+        )
     script.log.append((step, name, "fetch", -1, fetch(script, name, epoch - 1)))
 
 
@@ -67,8 +99,22 @@ def share(script: Script, holder: str, joining: str) -> None:
 def scenario(bootstrap: str) -> list:
     port = int(bootstrap.rsplit(":", 1)[1])
     with RawClient(port) as c:
-        c.call(19, 4, {"topics": [{"name": TOPIC, "num_partitions": PARTITIONS, "replication_factor": 1,
-                                   "assignments": [], "configs": []}], "timeout_ms": 10000})
+        c.call(
+            19,
+            4,
+            {
+                "topics": [
+                    {
+                        "name": TOPIC,
+                        "num_partitions": PARTITIONS,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout_ms": 10000,
+            },
+        )
     script = Script(bootstrap, GROUP)
     script.wait_assignable({TOPIC: PARTITIONS})
     # A joins and gets everything.
@@ -96,7 +142,9 @@ def test_commits_with_an_older_epoch_answer_as_kafka_does(corral_factory, kafka_
     # Member ids are the scripts' names on both brokers, so the logs compare as they are.
     assert len(ours) == len(theirs)
     for mine, kafka in zip(ours, theirs):
-        assert mine == kafka, f"corral: {mine}\nkafka:  {kafka}\nall corral: {ours}\nall kafka: {theirs}"
+        assert mine == kafka, (
+            f"corral: {mine}\nkafka:  {kafka}\nall corral: {ours}\nall kafka: {theirs}"
+        )
     # The scenario reaches what KIP-1251 is about: an older epoch accepted for some partitions
     # (kept ones), refused for others (got at the bump, or not held).
     older = [codes for entry in ours if entry[2] == "commit" and entry[3] < 0 for codes in entry[4]]

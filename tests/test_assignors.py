@@ -8,12 +8,24 @@ import pickle
 from collections.abc import Mapping
 
 import pytest
-
 from assignor_checks import check_assignment, topic_id
-from corral.assignors import (AssignorConfigError, AssignorError, AssignorRegistry, GroupSpec,
-                              MemberAssignment, MemberSpec, RangeAssignor, SubscriptionType,
-                              TargetAssignment, UniformAssignor, load_assignor, run_assignor,
-                              subscription_type_of, validate_assignment)
+
+from corral.assignors import (
+    AssignorConfigError,
+    AssignorError,
+    AssignorRegistry,
+    GroupSpec,
+    MemberAssignment,
+    MemberSpec,
+    RangeAssignor,
+    SubscriptionType,
+    TargetAssignment,
+    UniformAssignor,
+    load_assignor,
+    run_assignor,
+    subscription_type_of,
+    validate_assignment,
+)
 from corral.config import ConfigError, Settings
 
 T1, T2, T3 = topic_id(1), topic_id(2), topic_id(3)
@@ -22,7 +34,10 @@ HOMOGENEOUS, HETEROGENEOUS = SubscriptionType.HOMOGENEOUS, SubscriptionType.HETE
 
 def spec(members: dict, kind=None) -> GroupSpec:
     """members: id -> (topics, previous assignment or None, instance id or None)."""
-    built = {m: MemberSpec(frozenset(t), prev or {}, None, instance) for m, (t, prev, instance) in members.items()}
+    built = {
+        m: MemberSpec(frozenset(t), prev or {}, None, instance)
+        for m, (t, prev, instance) in members.items()
+    }
     return GroupSpec(built, kind) if kind else GroupSpec.of(built)
 
 
@@ -33,27 +48,45 @@ def plain(assignment: Mapping) -> dict:
 # Kafka's RangeAssignorTest (group-coordinator, 4.4): same inputs, same expected assignments.
 RANGE_CASES = {
     "two members, two topics, same subscriptions": (
-        {"A": ({T1, T3}, None, None), "B": ({T1, T3}, None, None)}, {T1: 3, T3: 2},
-        {"A": {T1: (0, 1), T3: (0,)}, "B": {T1: (2,), T3: (1,)}}),
+        {"A": ({T1, T3}, None, None), "B": ({T1, T3}, None, None)},
+        {T1: 3, T3: 2},
+        {"A": {T1: (0, 1), T3: (0,)}, "B": {T1: (2,), T3: (1,)}},
+    ),
     "three members, three topics, different subscriptions": (
         {"A": ({T1, T2}, None, None), "B": ({T3}, None, None), "C": ({T2, T3}, None, None)},
         {T1: 3, T2: 3, T3: 2},
-        {"A": {T1: (0, 1, 2), T2: (0, 1)}, "B": {T3: (0,)}, "C": {T2: (2,), T3: (1,)}}),
+        {"A": {T1: (0, 1, 2), T2: (0, 1)}, "B": {T3: (0,)}, "C": {T2: (2,), T3: (1,)}},
+    ),
     "more members than partitions": (
-        {m: ({T1, T3}, None, None) for m in "ABC"}, {T1: 3, T3: 2},
-        {"A": {T1: (0,), T3: (0,)}, "B": {T1: (1,), T3: (1,)}, "C": {T1: (2,)}}),
+        {m: ({T1, T3}, None, None) for m in "ABC"},
+        {T1: 3, T3: 2},
+        {"A": {T1: (0,), T3: (0,)}, "B": {T1: (1,), T3: (1,)}, "C": {T1: (2,)}},
+    ),
     "one member added after two members, two topics (range is stateless)": (
-        {"A": ({T1, T2}, {T1: (0, 1), T2: (0, 1)}, None), "B": ({T1, T2}, {T1: (2,), T2: (2,)}, None),
-         "C": ({T1, T2}, None, None)}, {T1: 3, T2: 3},
-        {"A": {T1: (0,), T2: (0,)}, "B": {T1: (1,), T2: (1,)}, "C": {T1: (2,), T2: (2,)}}),
+        {
+            "A": ({T1, T2}, {T1: (0, 1), T2: (0, 1)}, None),
+            "B": ({T1, T2}, {T1: (2,), T2: (2,)}, None),
+            "C": ({T1, T2}, None, None),
+        },
+        {T1: 3, T2: 3},
+        {"A": {T1: (0,), T2: (0,)}, "B": {T1: (1,), T2: (1,)}, "C": {T1: (2,), T2: (2,)}},
+    ),
     "static members by instance id first, then dynamic by member id": (
-        {"m-zz": ({T1}, None, "instance-a"), "m-aa": ({T1}, None, None), "m-bb": ({T1}, None, "instance-b")},
-        {T1: 5}, {"m-zz": {T1: (0, 1)}, "m-bb": {T1: (2, 3)}, "m-aa": {T1: (4,)}}),
+        {
+            "m-zz": ({T1}, None, "instance-a"),
+            "m-aa": ({T1}, None, None),
+            "m-bb": ({T1}, None, "instance-b"),
+        },
+        {T1: 5},
+        {"m-zz": {T1: (0, 1)}, "m-bb": {T1: (2, 3)}, "m-aa": {T1: (4,)}},
+    ),
     # Java compares strings by UTF-16 code unit: U+1F600 (a surrogate pair, 0xD83D...) sorts
     # before U+FF21 (0xFF21), where Python's code-point order puts it after.
     "member ids ordered as Java orders strings": (
-        {"\uff21": ({T1}, None, None), "\U0001F600": ({T1}, None, None)}, {T1: 2},
-        {"\U0001F600": {T1: (0,)}, "\uff21": {T1: (1,)}}),
+        {"\uff21": ({T1}, None, None), "\U0001f600": ({T1}, None, None)},
+        {T1: 2},
+        {"\U0001f600": {T1: (0,)}, "\uff21": {T1: (1,)}},
+    ),
 }
 
 
@@ -68,10 +101,12 @@ def test_range_gives_kafkas_assignment(case):
 
 def test_range_static_member_rejoining_with_a_new_member_id_keeps_its_partitions():
     # Kafka's testMixedStaticMembership
-    first = RangeAssignor().assign(spec({"A": ({T1}, None, "iA"), "C": ({T1}, None, "iC"),
-                                         "B": ({T1}, None, None)}), {T1: 5})
-    again = RangeAssignor().assign(spec({"C": ({T1}, None, "iC"), "B": ({T1}, None, None),
-                                         "A1": ({T1}, None, "iA")}), {T1: 5})
+    first = RangeAssignor().assign(
+        spec({"A": ({T1}, None, "iA"), "C": ({T1}, None, "iC"), "B": ({T1}, None, None)}), {T1: 5}
+    )
+    again = RangeAssignor().assign(
+        spec({"C": ({T1}, None, "iC"), "B": ({T1}, None, None), "A1": ({T1}, None, "iA")}), {T1: 5}
+    )
     assert again["A1"] == first["A"] and again["B"] == first["B"] and again["C"] == first["C"]
 
 
@@ -89,7 +124,9 @@ def test_uniform_small_group():
 def test_edge_cases(assignor):
     assert dict(assignor.assign(GroupSpec({}, HOMOGENEOUS), {})) == {}
     # Members without subscriptions, a topic without partitions, an unsubscribed topic's partitions.
-    group = spec({"a": (set(), {T1: (0,)}, None), "b": ({T2}, {T1: (0,)}, None), "c": ({T2, T3}, None, None)})
+    group = spec(
+        {"a": (set(), {T1: (0,)}, None), "b": ({T2}, {T1: (0,)}, None), "c": ({T2, T3}, None, None)}
+    )
     result = assignor.assign(group, {T1: 4, T2: 0, T3: 2})
     assert plain(result)["a"] == {} and T1 not in result["b"]
     check_assignment(group, {T1: 4, T2: 0, T3: 2}, result)
@@ -97,8 +134,10 @@ def test_edge_cases(assignor):
         assignor.assign(spec({"a": ({T1}, None, None)}), {T2: 3})
     # Subscriptions need not be sets (a list may even repeat a topic).
     listed = GroupSpec({"a": MemberSpec([T1, T1]), "b": MemberSpec([T1, T1])}, HOMOGENEOUS)
-    assert plain(assignor.assign(listed, {T1: 2})) in ({"a": {T1: (0,)}, "b": {T1: (1,)}},
-                                                      {"a": {T1: (1,)}, "b": {T1: (0,)}})
+    assert plain(assignor.assign(listed, {T1: 2})) in (
+        {"a": {T1: (0,)}, "b": {T1: (1,)}},
+        {"a": {T1: (1,)}, "b": {T1: (0,)}},
+    )
 
 
 def test_uniform_reads_a_previous_target_assignment_like_the_same_dicts():
@@ -108,11 +147,20 @@ def test_uniform_reads_a_previous_target_assignment_like_the_same_dicts():
     members = dict(group.members)
     del members["m0"]
     members["new"] = MemberSpec(frozenset({T1, T2}))
-    from_target = GroupSpec({m: MemberSpec(s.subscribed_topic_ids, first.get(m, {})) for m, s in members.items()},
-                            HOMOGENEOUS)
-    from_dicts = GroupSpec({m: MemberSpec(s.subscribed_topic_ids, plain(first).get(m, {})) for m, s in members.items()},
-                           HOMOGENEOUS)
-    assert UniformAssignor().assign(from_target, counts) == UniformAssignor().assign(from_dicts, counts)
+    from_target = GroupSpec(
+        {m: MemberSpec(s.subscribed_topic_ids, first.get(m, {})) for m, s in members.items()},
+        HOMOGENEOUS,
+    )
+    from_dicts = GroupSpec(
+        {
+            m: MemberSpec(s.subscribed_topic_ids, plain(first).get(m, {}))
+            for m, s in members.items()
+        },
+        HOMOGENEOUS,
+    )
+    assert UniformAssignor().assign(from_target, counts) == UniformAssignor().assign(
+        from_dicts, counts
+    )
 
 
 def test_results_are_read_only_mappings():
@@ -141,6 +189,7 @@ def test_subscription_type():
 
 # --- the registry and the setting -------------------------------------------------------------
 
+
 def test_default_setting_is_kafkas():
     settings = Settings.load(environ={})
     assert settings["group.consumer.assignors"] == "uniform,range"
@@ -153,8 +202,9 @@ def test_default_setting_is_kafkas():
 
 
 def test_setting_with_custom_assignor_first():
-    settings = Settings.load(overrides={"group.consumer.assignors": " assignor_plugins:RoundRobin , range"},
-                             environ={})
+    settings = Settings.load(
+        overrides={"group.consumer.assignors": " assignor_plugins:RoundRobin , range"}, environ={}
+    )
     assert settings["group.consumer.assignors"] == "assignor_plugins:RoundRobin,range"
     registry = AssignorRegistry.from_setting(settings["group.consumer.assignors"])
     assert registry.names == ["round-robin", "range"] and registry.default.name == "round-robin"
@@ -163,22 +213,26 @@ def test_setting_with_custom_assignor_first():
 def test_kafkas_class_names_of_the_built_ins_work():
     registry = AssignorRegistry.from_setting(
         "org.apache.kafka.coordinator.group.assignor.RangeAssignor,"
-        "org.apache.kafka.coordinator.group.assignor.UniformAssignor")
+        "org.apache.kafka.coordinator.group.assignor.UniformAssignor"
+    )
     assert registry.names == ["range", "uniform"]
 
 
-@pytest.mark.parametrize("value, message", [
-    ("", "comma-separated list"),
-    ("uniform,,range", "comma-separated list"),
-    ("uniform,uniform", "uniform listed twice"),
-    ("sticky", "'sticky' is neither a built-in assignor"),
-    ("no_such_module_here:X", "cannot import no_such_module_here"),
-    ("assignor_plugins:Missing", "assignor_plugins has no Missing"),
-    ("assignor_plugins:NamedUniform", "'uniform' is reserved by a built-in"),
-    ("assignor_plugins:NoName", "not an assignor"),
-    ("assignor_plugins:NeedsArguments", r"cannot create NeedsArguments\(\)"),
-    ("assignor_plugins:RoundRobin,assignor_plugins:RoundRobin", "listed twice"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("", "comma-separated list"),
+        ("uniform,,range", "comma-separated list"),
+        ("uniform,uniform", "uniform listed twice"),
+        ("sticky", "'sticky' is neither a built-in assignor"),
+        ("no_such_module_here:X", "cannot import no_such_module_here"),
+        ("assignor_plugins:Missing", "assignor_plugins has no Missing"),
+        ("assignor_plugins:NamedUniform", "'uniform' is reserved by a built-in"),
+        ("assignor_plugins:NoName", "not an assignor"),
+        ("assignor_plugins:NeedsArguments", r"cannot create NeedsArguments\(\)"),
+        ("assignor_plugins:RoundRobin,assignor_plugins:RoundRobin", "listed twice"),
+    ],
+)
 def test_bad_settings_are_refused_at_load_time(value, message):
     with pytest.raises(ConfigError, match=f"group.consumer.assignors: .*{message}"):
         Settings.load(overrides={"group.consumer.assignors": value}, environ={})
@@ -186,7 +240,12 @@ def test_bad_settings_are_refused_at_load_time(value, message):
 
 def test_two_entries_with_one_name_are_refused():
     with pytest.raises(AssignorConfigError, match="two assignors are named 'round-robin'"):
-        AssignorRegistry([load_assignor("assignor_plugins:RoundRobin"), load_assignor("assignor_plugins:RoundRobin")])
+        AssignorRegistry(
+            [
+                load_assignor("assignor_plugins:RoundRobin"),
+                load_assignor("assignor_plugins:RoundRobin"),
+            ]
+        )
 
 
 # --- running user assignors safely --------------------------------------------------------------
@@ -203,7 +262,10 @@ def test_a_correct_user_assignor_result_is_normalized():
 
 def test_a_user_assignor_that_raises_fails_this_computation_only(caplog):
     caplog.set_level(logging.ERROR, "corral.assignors")
-    assert run_assignor(load_assignor("assignor_plugins:Raises"), "orders-group", GROUP, COUNTS) is None
+    assert (
+        run_assignor(load_assignor("assignor_plugins:Raises"), "orders-group", GROUP, COUNTS)
+        is None
+    )
     [record] = caplog.records
     assert "group orders-group" in record.getMessage() and "'raises' failed" in record.getMessage()
     assert "this assignor is broken" in caplog.text  # the traceback is logged
@@ -211,17 +273,20 @@ def test_a_user_assignor_that_raises_fails_this_computation_only(caplog):
     assert run_assignor(UniformAssignor(), "orders-group", GROUP, COUNTS) is not None
 
 
-@pytest.mark.parametrize("result, problem", [
-    ({"a": {T1: [0]}, "b": {T1: [0]}}, "partition 0 is assigned twice"),
-    ({"a": {T2: [0]}}, "member a is not subscribed to topic"),
-    ({"b": {T2: [2]}}, "partition 2 is out of range"),
-    ({"b": {T2: [-1]}}, "partition -1 is out of range"),
-    ({"z": {T1: [0]}}, "member 'z' is not in the group"),
-    ({"a": {T1: ["0"]}}, "partition '0' is not an int"),
-    ({"a": {T1: 0}}, "partitions are not a collection"),
-    ({"a": [T1]}, "expected a mapping of topic id to partitions"),
-    ([("a", {})], "expected a mapping of member id"),
-])
+@pytest.mark.parametrize(
+    "result, problem",
+    [
+        ({"a": {T1: [0]}, "b": {T1: [0]}}, "partition 0 is assigned twice"),
+        ({"a": {T2: [0]}}, "member a is not subscribed to topic"),
+        ({"b": {T2: [2]}}, "partition 2 is out of range"),
+        ({"b": {T2: [-1]}}, "partition -1 is out of range"),
+        ({"z": {T1: [0]}}, "member 'z' is not in the group"),
+        ({"a": {T1: ["0"]}}, "partition '0' is not an int"),
+        ({"a": {T1: 0}}, "partitions are not a collection"),
+        ({"a": [T1]}, "expected a mapping of topic id to partitions"),
+        ([("a", {})], "expected a mapping of member id"),
+    ],
+)
 def test_invalid_user_assignments_are_rejected_and_logged(result, problem, caplog):
     caplog.set_level(logging.ERROR, "corral.assignors")
     assignor = load_assignor("assignor_plugins:Returns")
@@ -261,7 +326,9 @@ def test_the_cython_modules_stub_matches_it():
     for name, node in declared.items():
         runtime = getattr(_assign, name)
         if isinstance(node, ast.FunctionDef):
-            assert [a.arg for a in node.args.args] == list(inspect.signature(runtime).parameters), name
+            assert [a.arg for a in node.args.args] == list(inspect.signature(runtime).parameters), (
+                name
+            )
         else:
             for member in node.body:
                 if isinstance(member, ast.FunctionDef):

@@ -11,12 +11,20 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from assignor_checks import (class_imbalance, minimal_moves, moved, per_topic_imbalance,
-                             rebalancing_chain, topic_id, total_imbalance, with_previous)
-from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor
+from assignor_checks import (
+    class_imbalance,
+    minimal_moves,
+    moved,
+    per_topic_imbalance,
+    rebalancing_chain,
+    topic_id,
+    total_imbalance,
+    with_previous,
+)
 from kafka_assignors import KafkaAssignors
 from test_assignors_properties import _seeded_group, one_change
+
+from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor
 
 UNIFORM, RANGE = UniformAssignor(), RangeAssignor()
 
@@ -36,19 +44,29 @@ def random_range_group(rng: random.Random) -> tuple[GroupSpec, dict]:
     them, to exercise Java's string order), homogeneous or not, some topics without partitions."""
     topics = [topic_id(i) for i in range(rng.randint(1, 6))]
     counts = {t: rng.choice([0, 1, 2, 3, 5, 8, 13, rng.randint(0, 64)]) for t in topics}
-    alphabet = ["a", "b", "Z", "0", "-", "é", "\uff21", "\U0001F600", "\ue000"]
+    alphabet = ["a", "b", "Z", "0", "-", "é", "\uff21", "\U0001f600", "\ue000"]
+
     def ident():
         return "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+
     homogeneous = rng.random() < 0.5
-    subscriptions = [frozenset(topics)] if homogeneous else \
-        [frozenset(rng.sample(topics, rng.randint(0, len(topics)))) for _ in range(rng.randint(1, 4))]
+    subscriptions = (
+        [frozenset(topics)]
+        if homogeneous
+        else [
+            frozenset(rng.sample(topics, rng.randint(0, len(topics))))
+            for _ in range(rng.randint(1, 4))
+        ]
+    )
     members, instances = {}, set()
     for _ in range(rng.randint(1, 25)):
         instance = ident() if rng.random() < 0.4 else None
         if instance in instances:
             continue
         instances.add(instance)
-        members[f"{ident()}{len(members)}"] = MemberSpec(rng.choice(subscriptions), instance_id=instance)
+        members[f"{ident()}{len(members)}"] = MemberSpec(
+            rng.choice(subscriptions), instance_id=instance
+        )
     kind = SubscriptionType.HOMOGENEOUS if homogeneous else SubscriptionType.HETEROGENEOUS
     return GroupSpec(members, kind), counts
 
@@ -83,8 +101,9 @@ def test_uniform_against_kafkas_on_joins_and_leaves(kafka):
             ours_moved, kafka_moved = moved(ours, ours_next), moved(ours, theirs)
             assert ours_moved == minimal_moves(group, counts, ours), (seed, step)
             if ours_moved > kafka_moved:
-                assert per_topic_imbalance(group, theirs) > 1 or class_imbalance(group, theirs) > 1, \
-                    (seed, step, ours_moved, kafka_moved)
+                assert (
+                    per_topic_imbalance(group, theirs) > 1 or class_imbalance(group, theirs) > 1
+                ), (seed, step, ours_moved, kafka_moved)
                 excess += ours_moved - kafka_moved
             ours_total += ours_moved
             kafka_total += kafka_moved
@@ -104,9 +123,13 @@ def test_uniform_balances_totals_at_least_as_well_as_kafka_where_subscriptions_o
         rng = random.Random(seed)
         topics = [topic_id(i) for i in range(rng.randint(2, 8))]
         counts = {t: rng.randint(0, 40) for t in topics}
-        subscriptions = [frozenset(rng.sample(topics, rng.randint(1, len(topics))))
-                         for _ in range(rng.randint(2, 4))]
-        group = GroupSpec.of({f"m{i}": MemberSpec(rng.choice(subscriptions)) for i in range(rng.randint(2, 30))})
+        subscriptions = [
+            frozenset(rng.sample(topics, rng.randint(1, len(topics))))
+            for _ in range(rng.randint(2, 4))
+        ]
+        group = GroupSpec.of(
+            {f"m{i}": MemberSpec(rng.choice(subscriptions)) for i in range(rng.randint(2, 30))}
+        )
         ours, theirs = UNIFORM.assign(group, counts), kafka.assign("uniform", group, counts)
         assert per_topic_imbalance(group, ours) <= 1 and class_imbalance(group, ours) <= 1
         assert rebalancing_chain(group, counts, ours) is None, seed
@@ -126,15 +149,22 @@ def test_uniform_moves_no_more_than_kafka_on_benchmark_shaped_groups(kafka, kind
     topics = [topic_id(i) for i in range(n_topics)]
     counts = dict.fromkeys(topics, members * per_member // n_topics)
     if kind == "homogeneous":
-        group = GroupSpec({f"member{i}": MemberSpec(frozenset(topics)) for i in range(members)},
-                          SubscriptionType.HOMOGENEOUS)
+        group = GroupSpec(
+            {f"member{i}": MemberSpec(frozenset(topics)) for i in range(members)},
+            SubscriptionType.HOMOGENEOUS,
+        )
     else:
-        buckets = [frozenset(topics[b * 40:(b + 1) * 40]) for b in range(5)]
-        group = GroupSpec({f"member{i}": MemberSpec(buckets[i // 400]) for i in range(members)},
-                          SubscriptionType.HETEROGENEOUS)
+        buckets = [frozenset(topics[b * 40 : (b + 1) * 40]) for b in range(5)]
+        group = GroupSpec(
+            {f"member{i}": MemberSpec(buckets[i // 400]) for i in range(members)},
+            SubscriptionType.HETEROGENEOUS,
+        )
     ours, theirs = UNIFORM.assign(group, counts), kafka.assign("uniform", group, counts)
-    assert per_topic_imbalance(group, ours) <= 1 and total_imbalance(ours) <= total_imbalance(theirs)
+    assert per_topic_imbalance(group, ours) <= 1 and total_imbalance(ours) <= total_imbalance(
+        theirs
+    )
     for change in ("leave", "join"):
+
         def changed(previous):
             spec = dict(with_previous(group, previous).members)
             if change == "leave":
@@ -142,6 +172,7 @@ def test_uniform_moves_no_more_than_kafka_on_benchmark_shaped_groups(kafka, kind
             else:
                 spec["newMember"] = MemberSpec(group.members["member1999"].subscribed_topic_ids)
             return GroupSpec(spec, group.subscription_type)
+
         ours_next = UNIFORM.assign(changed(ours), counts)
         theirs_next = kafka.assign("uniform", changed(theirs), counts)
         assert moved(ours, ours_next) <= moved(theirs, theirs_next), change

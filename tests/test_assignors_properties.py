@@ -13,13 +13,23 @@ import sys
 from pathlib import Path
 
 import pytest
+from assignor_checks import (
+    check_assignment,
+    class_imbalance,
+    determinism_digest,
+    join,
+    leave,
+    minimal_moves,
+    moved,
+    per_topic_imbalance,
+    rebalancing_chain,
+    topic_id,
+    with_previous,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corral
-from assignor_checks import (check_assignment, class_imbalance, determinism_digest, join, leave,
-                             minimal_moves, moved, per_topic_imbalance, rebalancing_chain, topic_id,
-                             with_previous)
 from corral._core import _assign
 from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor
 
@@ -38,15 +48,27 @@ def groups(draw, max_members=12, max_topics=6, max_partitions=24, kind=None, dis
         subscriptions = [frozenset(topics)]
     elif disjoint:
         labels = draw(st.lists(st.integers(0, 3), min_size=len(topics), max_size=len(topics)))
-        subscriptions = [frozenset(t for t, label in zip(topics, labels) if label == c) for c in set(labels)]
+        subscriptions = [
+            frozenset(t for t, label in zip(topics, labels) if label == c) for c in set(labels)
+        ]
     else:
-        subscriptions = draw(st.lists(st.frozensets(st.sampled_from(topics)), min_size=1, max_size=4))
+        subscriptions = draw(
+            st.lists(st.frozensets(st.sampled_from(topics)), min_size=1, max_size=4)
+        )
     n = draw(st.integers(1, max_members))
     chosen = draw(st.lists(st.integers(0, len(subscriptions) - 1), min_size=n, max_size=n))
     statics = draw(st.lists(st.booleans(), min_size=n, max_size=n))
-    members = {f"m{i:04d}": MemberSpec(subscriptions[c], instance_id=f"i{(i * 7919) % 10007}" if s else None)
-               for i, (c, s) in enumerate(zip(chosen, statics))}
-    group = GroupSpec(members, SubscriptionType.HOMOGENEOUS) if kind == "homogeneous" else GroupSpec.of(members)
+    members = {
+        f"m{i:04d}": MemberSpec(
+            subscriptions[c], instance_id=f"i{(i * 7919) % 10007}" if s else None
+        )
+        for i, (c, s) in enumerate(zip(chosen, statics))
+    }
+    group = (
+        GroupSpec(members, SubscriptionType.HOMOGENEOUS)
+        if kind == "homogeneous"
+        else GroupSpec.of(members)
+    )
     return group, counts
 
 
@@ -58,10 +80,16 @@ def messy_previous(draw, group_and_counts):
     topics = list(counts) + [topic_id(999)]
     members = {}
     for member, spec in group.members.items():
-        previous = draw(st.dictionaries(st.sampled_from(topics),
-                                        st.lists(st.integers(-2, 30), max_size=6, unique=True).map(tuple),
-                                        max_size=3))
-        members[member] = MemberSpec(spec.subscribed_topic_ids, previous, spec.rack_id, spec.instance_id)
+        previous = draw(
+            st.dictionaries(
+                st.sampled_from(topics),
+                st.lists(st.integers(-2, 30), max_size=6, unique=True).map(tuple),
+                max_size=3,
+            )
+        )
+        members[member] = MemberSpec(
+            spec.subscribed_topic_ids, previous, spec.rack_id, spec.instance_id
+        )
     return GroupSpec(members, group.subscription_type), counts
 
 
@@ -97,7 +125,10 @@ def one_change(group: GroupSpec, rng: random.Random, step: int) -> GroupSpec:
 
 
 @CHECKS
-@given(groups(max_members=40, max_topics=8, max_partitions=60, disjoint=True), st.randoms(use_true_random=False))
+@given(
+    groups(max_members=40, max_topics=8, max_partitions=60, disjoint=True),
+    st.randoms(use_true_random=False),
+)
 def test_uniform_moves_exactly_what_balance_needs(case, rng):
     """From uniform's own assignment, members join and leave; each step moves exactly the fewest
     partitions any balanced assignment could (an exact min-cost flow over who gets each topic's
@@ -135,12 +166,20 @@ def test_uniform_moves_exactly_what_balance_needs_on_fixed_groups():
         before: dict = {member: {} for member in [*group.members, "left1", "left2"]}
         runs = rng.random() < 0.5
         for topic, count in counts.items():
-            subscribers = [m for m, spec in group.members.items() if topic in spec.subscribed_topic_ids]
+            subscribers = [
+                m for m, spec in group.members.items() if topic in spec.subscribed_topic_ids
+            ]
             for p in range(count):
                 r = rng.random()
-                owner = (None if r < 0.1 or not subscribers else rng.choice(["left1", "left2"]) if r < 0.2
-                         else subscribers[(p * 7 + rng.randint(0, 1)) % len(subscribers)] if runs
-                         else rng.choice(subscribers))
+                owner = (
+                    None
+                    if r < 0.1 or not subscribers
+                    else rng.choice(["left1", "left2"])
+                    if r < 0.2
+                    else subscribers[(p * 7 + rng.randint(0, 1)) % len(subscribers)]
+                    if runs
+                    else rng.choice(subscribers)
+                )
                 if owner:
                     before[owner].setdefault(topic, []).append(p)
         group = with_previous(group, before)
@@ -156,12 +195,16 @@ def _seeded_group(rng: random.Random):
     members = rng.randint(1, 40)
     if rng.random() < 0.5:
         subscription = frozenset(topics)
-        return GroupSpec({f"m{i}": MemberSpec(subscription) for i in range(members)},
-                         SubscriptionType.HOMOGENEOUS), counts
+        return GroupSpec(
+            {f"m{i}": MemberSpec(subscription) for i in range(members)},
+            SubscriptionType.HOMOGENEOUS,
+        ), counts
     rng.shuffle(topics)
     classes = rng.randint(1, 4)
     subscriptions = [frozenset(topics[c::classes]) for c in range(classes)]
-    return GroupSpec.of({f"m{i}": MemberSpec(rng.choice(subscriptions)) for i in range(members)}), counts
+    return GroupSpec.of(
+        {f"m{i}": MemberSpec(rng.choice(subscriptions)) for i in range(members)}
+    ), counts
 
 
 @pytest.mark.parametrize("kind", ["homogeneous", "heterogeneous"])
@@ -174,8 +217,10 @@ def test_a_member_joining_or_leaving_thousands_moves_only_its_share(kind):
         members = {f"member{i}": MemberSpec(frozenset(topics)) for i in range(5000)}
         group = GroupSpec(members, SubscriptionType.HOMOGENEOUS)
     else:
-        subscriptions = [frozenset(topics[b * 20:(b + 1) * 20]) for b in range(5)]
-        group = GroupSpec.of({f"member{i}": MemberSpec(subscriptions[i // 1000]) for i in range(5000)})
+        subscriptions = [frozenset(topics[b * 20 : (b + 1) * 20]) for b in range(5)]
+        group = GroupSpec.of(
+            {f"member{i}": MemberSpec(subscriptions[i // 1000]) for i in range(5000)}
+        )
     first = UNIFORM.assign(group, counts)
     assert_balanced(group, counts, first)
     group = with_previous(group, first)
@@ -206,8 +251,13 @@ def test_both_give_the_same_assignment_whatever_the_hash_seed():
     digests = set()
     for seed in ("0", "1", "2", "3", "4242"):
         env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=path)
-        run = subprocess.run([sys.executable, str(tests / "assignor_checks.py"), "determinism-digest"],
-                             env=env, capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            [sys.executable, str(tests / "assignor_checks.py"), "determinism-digest"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         digests.add(run.stdout.strip())
     digests.add(determinism_digest())  # this process's seed too
     assert len(digests) == 1, digests
@@ -229,4 +279,6 @@ def test_range_co_partitions_topics_with_equal_partition_counts(case, partitions
     counts = dict.fromkeys(counts, partitions)
     result = RANGE.assign(group, counts)
     for member, assignment in result.items():
-        assert len({tuple(p) for p in assignment.values()}) <= 1, member  # same partitions of every topic
+        assert len({tuple(p) for p in assignment.values()}) <= 1, (
+            member
+        )  # same partitions of every topic

@@ -13,11 +13,19 @@ import random
 import struct
 
 import pytest
-
 from classic_harness import FakeClock, join_request, patched_clock
-from classic_members_kit import (CLASSIC_FAST, ClassicClient, classic_group, classic_round,
-                                 converge, restart_under_other_protocol, setup, stable)
+from classic_members_kit import (
+    CLASSIC_FAST,
+    ClassicClient,
+    classic_group,
+    classic_round,
+    converge,
+    restart_under_other_protocol,
+    setup,
+    stable,
+)
 from consumer_harness import RecordingLog, Topics, make_coordinator
+
 from corral import _core
 from corral.errors import ErrorCode
 from corral.groups.classic import ClassicGroup, ClassicState
@@ -25,6 +33,7 @@ from corral.groups.consumer import ConsumerGroup, MemberState
 from corral.groups.storage import records
 
 # ================================================================ classic joins to a consumer group
+
 
 def test_classic_member_joins_a_consumer_group_as_a_follower():
     _, tid, c, d = setup()
@@ -49,7 +58,9 @@ def test_classic_member_joins_a_consumer_group_as_a_follower():
     converge(d)
     group = stable(d)
     # Both members got half, each owned once (stable() checked it).
-    assert sorted(len(ps) for m in group.members.values() for ps in m.current.assigned.values()) == [3, 3]
+    assert sorted(
+        len(ps) for m in group.members.values() for ps in m.current.assigned.values()
+    ) == [3, 3]
 
 
 def test_sync_answers_in_the_members_own_consumer_protocol_version():
@@ -67,8 +78,9 @@ def test_sync_answers_in_the_members_own_consumer_protocol_version():
     assert struct.unpack_from(">h", result["assignment"])[0] == 3
 
 
-@pytest.mark.parametrize("case", ["protocol type", "no shared protocol", "malformed subscription",
-                                  "policy disabled"])
+@pytest.mark.parametrize(
+    "case", ["protocol type", "no shared protocol", "malformed subscription", "policy disabled"]
+)
 def test_classic_join_refusals_are_inconsistent_group_protocol(case):
     settings = {"group.consumer.migration.policy": "disabled"} if case == "policy disabled" else {}
     _, _, c, d = setup(settings=settings)
@@ -78,7 +90,9 @@ def test_classic_join_refusals_are_inconsistent_group_protocol(case):
     if case == "policy disabled":
         assert x.errors == [ErrorCode.INCONSISTENT_GROUP_PROTOCOL]
         return
-    req = join_request("g", "", _core.encode_consumer_subscription(3, ["t"], []), protocols=["roundrobin"])
+    req = join_request(
+        "g", "", _core.encode_consumer_subscription(3, ["t"], []), protocols=["roundrobin"]
+    )
     if case == "protocol type":
         req.protocol_type = "connect"
     elif case == "malformed subscription":
@@ -105,7 +119,10 @@ def test_sync_and_heartbeat_checks():
     assert bad["error_code"] == ErrorCode.ILLEGAL_GENERATION
     assert x.sync()["error_code"] == ErrorCode.NONE
     # Offsets: classic members get ILLEGAL_GENERATION where consumer members get STALE_MEMBER_EPOCH.
-    assert c.offsets.commit_error("g", x.member_id, None, x.generation + 1, 8) == ErrorCode.ILLEGAL_GENERATION
+    assert (
+        c.offsets.commit_error("g", x.member_id, None, x.generation + 1, 8)
+        == ErrorCode.ILLEGAL_GENERATION
+    )
     assert c.offsets.commit_error("g", x.member_id, None, x.generation, 8) == ErrorCode.NONE
 
 
@@ -168,10 +185,17 @@ def test_classic_leave_fences_members_of_either_protocol():
     group = d.group
     epoch = group.group_epoch
     with c.log.for_request():
-        error, errors = c.leave("g", [(y.member_id, None), ("", "ix"), ("other", "ix"), ("nobody", None)])
+        error, errors = c.leave(
+            "g", [(y.member_id, None), ("", "ix"), ("other", "ix"), ("nobody", None)]
+        )
     assert error == ErrorCode.NONE
     # The admin removal by instance id alone works; a wrong member id for it is fenced.
-    assert errors == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.FENCED_INSTANCE_ID, ErrorCode.UNKNOWN_MEMBER_ID]
+    assert errors == [
+        ErrorCode.NONE,
+        ErrorCode.NONE,
+        ErrorCode.FENCED_INSTANCE_ID,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+    ]
     assert set(group.members) == {d.clients["a"].member_id}
     assert group.group_epoch == epoch + 1
     # A consumer member removed by a classic LeaveGroup.
@@ -201,6 +225,7 @@ def test_classic_join_to_an_empty_consumer_group_converts_it_keeping_offsets():
 
 # ========================================================================== online upgrade ===
 
+
 def test_first_consumer_heartbeat_upgrades_a_live_classic_group():
     topics, tid, c, d = setup()
     x = ClassicClient(d, "x", ["range"])
@@ -220,7 +245,9 @@ def test_first_consumer_heartbeat_upgrades_a_live_classic_group():
         assert member.epoch == generation or member.current.state is not MemberState.STABLE
     assert group.group_epoch == generation + 1
     assert c.list_groups(None, None)[0]["group_type"] == "consumer"
-    assert c.describe_group("g")["group_state"] == "Dead"  # not a classic group (DescribeGroups < v6)
+    assert (
+        c.describe_group("g")["group_state"] == "Dead"
+    )  # not a classic group (DescribeGroups < v6)
     # The classic members learn from their heartbeats and rejoin; everyone converges.
     converge(d)
     stable(d)
@@ -263,19 +290,31 @@ def test_upgrade_during_a_new_groups_first_rebalance(protocols):
     assert isinstance(d.group, ConsumerGroup)
     for later in parked:
         assert later.resolved and later.value["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
-    assert {m.member_id: m.topic_names for m in d.group.members.values()
-            if m.classic is not None} == {x.member_id: ("t",), y.member_id: ("t",)}
+    assert {
+        m.member_id: m.topic_names for m in d.group.members.values() if m.classic is not None
+    } == {x.member_id: ("t",), y.member_id: ("t",)}
     converge(d)
     stable(d)
     assert all(client.owned for client in (x, y)) and d.clients["a"].owned
 
 
-@pytest.mark.parametrize("case", ["policy disabled", "policy downgrade", "protocol type", "too big",
-                                  "malformed subscription", "custom assignor user data"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "policy disabled",
+        "policy downgrade",
+        "protocol type",
+        "too big",
+        "malformed subscription",
+        "custom assignor user data",
+    ],
+)
 def test_blocked_upgrades_are_group_id_not_found(case):
-    settings = {"policy disabled": {"group.consumer.migration.policy": "disabled"},
-                "policy downgrade": {"group.consumer.migration.policy": "downgrade"},
-                "too big": {"group.consumer.max.size": 1}}.get(case, {})
+    settings = {
+        "policy disabled": {"group.consumer.migration.policy": "disabled"},
+        "policy downgrade": {"group.consumer.migration.policy": "downgrade"},
+        "too big": {"group.consumer.max.size": 1},
+    }.get(case, {})
     topics, tid, c, d = setup(settings=settings)
     x = ClassicClient(d, "x", ["range"])
     y = ClassicClient(d, "y", ["range"])
@@ -299,6 +338,7 @@ def test_blocked_upgrades_are_group_id_not_found(case):
 
 
 # ======================================================================== online downgrade ===
+
 
 def upgraded(settings=None, log=None):
     topics, tid, c, d = setup(settings=settings, log=log)
@@ -385,7 +425,9 @@ def test_classic_static_member_replacing_the_last_consumer_member_downgrades():
     answer = z.join()
     classic = c.groups["g"]
     assert isinstance(classic, ClassicGroup)
-    assert set(classic.members) == {x.member_id, z.member_id} and classic.static_members == {"ia": z.member_id}
+    assert set(classic.members) == {x.member_id, z.member_id} and classic.static_members == {
+        "ia": z.member_id
+    }
     # The target was current: no rebalance; z holds a's partitions at the group's epoch.
     assert classic.state is ClassicState.STABLE and classic.generation_id == epoch
     assert answer["generation_id"] == epoch
@@ -395,6 +437,7 @@ def test_classic_static_member_replacing_the_last_consumer_member_downgrades():
 
 
 # ============================================================================ deadlines ===
+
 
 def test_classic_deadlines_fence():
     with patched_clock(FakeClock()) as clock:
@@ -432,19 +475,26 @@ def test_classic_deadlines_fence():
         clock.now += 6500
         d.heartbeat("a")
         c.timers.fire_due()
-        assert x.member_id not in group.members and list(group.members) == [d.clients["a"].member_id]
+        assert x.member_id not in group.members and list(group.members) == [
+            d.clients["a"].member_id
+        ]
 
 
 def test_classic_deadlines_bounded_by_the_broker():
     """corral.group.max.rebalance.timeout.ms bounds the sync and join deadlines of classic
     members that asked for an hour."""
     with patched_clock(FakeClock()) as clock:
-        _, _, c, d = setup(settings={"group.consumer.session.timeout.ms": 45000,
-                                     "corral.group.max.rebalance.timeout.ms": 5000})
+        _, _, c, d = setup(
+            settings={
+                "group.consumer.session.timeout.ms": 45000,
+                "corral.group.max.rebalance.timeout.ms": 5000,
+            }
+        )
         d.join("a")
         x = ClassicClient(d, "x", ["range"], rebalance_timeout_ms=3_600_000)
-        z = ClassicClient(d, "z", ["range"], rebalance_timeout_ms=3_600_000,
-                          session_timeout_ms=60000)
+        z = ClassicClient(
+            d, "z", ["range"], rebalance_timeout_ms=3_600_000, session_timeout_ms=60000
+        )
         for cl in (x, z):
             cl.join()
         group = d.group
@@ -471,6 +521,7 @@ def test_classic_deadlines_bounded_by_the_broker():
 
 
 # ====================================================================== replay and property ===
+
 
 def test_replaying_the_log_of_a_migration_rebuilds_the_same_groups():
     log = RecordingLog()
@@ -509,16 +560,20 @@ def test_random_rolling_migrations_keep_every_partition_owned_once(seed):
     topics, tid, c, d = setup(partitions=8)
     # Protocol lists a classic group accepts together (they share a name): eager ones, or
     # cooperative ones with the [cooperative-sticky, range] step of a rolling change between.
-    protocols = [["range"], ["cooperative-sticky", "range"]] if seed % 2 else \
-        [["cooperative-sticky"], ["cooperative-sticky", "range"]]
+    protocols = (
+        [["range"], ["cooperative-sticky", "range"]]
+        if seed % 2
+        else [["cooperative-sticky"], ["cooperative-sticky", "range"]]
+    )
     classic_group(d, [ClassicClient(d, f"m{i}", rng.choice(protocols)) for i in range(3)])
     names = sorted(d.clients)
     types = []
-    for step in range(40):
+    for _step in range(40):
         name = rng.choice(names)
         if rng.random() < 0.3:
-            restart_under_other_protocol(d, name, lambda driver, member: ClassicClient(
-                driver, member, rng.choice(protocols)))
+            restart_under_other_protocol(
+                d, name, lambda driver, member: ClassicClient(driver, member, rng.choice(protocols))
+            )
         group = c.groups.get("g")
         types.append(group.type if group is not None else None)
         if isinstance(group, ConsumerGroup):

@@ -14,23 +14,31 @@ import random
 import time
 
 import pytest
-
-from classic_members_kit import (ClassicClient, classic_group, classic_round, converge,
-                                 restart_under_other_protocol, setup, stable)
+from classic_members_kit import (
+    ClassicClient,
+    classic_group,
+    classic_round,
+    converge,
+    restart_under_other_protocol,
+    setup,
+    stable,
+)
 from consumer_harness import RecordingLog
+from python_handlers import record_python_calls
+from rawwire import RawClient
+from test_consumer_short_path import Member, create_topic, poll_for, settle, with_broker
+
 from corral import _core
 from corral.apis import ApiKey
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup, MemberState
-from python_handlers import record_python_calls
-from rawwire import RawClient
-from test_consumer_short_path import Member, create_topic, poll_for, settle, with_broker
 
 NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 0, 22, 25
 REBALANCE_IN_PROGRESS, GROUP_AUTHORIZATION_FAILED, FENCED_INSTANCE_ID = 27, 30, 82
 
 
 # ================================================================================ in process ===
+
 
 class Checked(ClassicClient):
     """A classic client whose every Heartbeat is first put to the view: when the view would
@@ -55,16 +63,25 @@ def test_the_view_answers_classic_members_only_as_the_coordinator_does(seed):
     rng = random.Random(seed)
     Checked.answered = 0
     topics, _, c, d = setup(partitions=8, log=RecordingLog())
-    protocols = [["range"], ["cooperative-sticky", "range"]] if seed % 2 else \
-        [["cooperative-sticky"], ["cooperative-sticky", "range"]]
-    classic_group(d, [Checked(d, f"m{i}", rng.choice(protocols),
-                              instance_id=rng.choice([None, f"i{i}"])) for i in range(3)])
+    protocols = (
+        [["range"], ["cooperative-sticky", "range"]]
+        if seed % 2
+        else [["cooperative-sticky"], ["cooperative-sticky", "range"]]
+    )
+    classic_group(
+        d,
+        [
+            Checked(d, f"m{i}", rng.choice(protocols), instance_id=rng.choice([None, f"i{i}"]))
+            for i in range(3)
+        ],
+    )
     names = sorted(d.clients)
     for _ in range(40):
         name = rng.choice(names)
         if rng.random() < 0.3:
             restart_under_other_protocol(
-                d, name, lambda driver, member: Checked(driver, member, rng.choice(protocols)))
+                d, name, lambda driver, member: Checked(driver, member, rng.choice(protocols))
+            )
         if not isinstance(c.groups.get("g"), ConsumerGroup):
             classic_round(d, [d.clients[n] for n in names])
             continue
@@ -89,6 +106,7 @@ def test_the_view_answers_classic_members_only_as_the_coordinator_does(seed):
 
 # ================================================================================= the wire ===
 
+
 @pytest.fixture
 def heartbeat_calls(monkeypatch):
     """The Heartbeats that reach the Python handler."""
@@ -98,8 +116,13 @@ def heartbeat_calls(monkeypatch):
 class Classic:
     """A classic member (eager "range": it owns nothing when it rejoins) over raw frames."""
 
-    def __init__(self, port: int, group_id: str, instance_id: str | None = None,
-                 session_timeout_ms: int = 10000):
+    def __init__(
+        self,
+        port: int,
+        group_id: str,
+        instance_id: str | None = None,
+        session_timeout_ms: int = 10000,
+    ):
         self.client = RawClient(port)
         self.group_id, self.instance_id = group_id, instance_id
         self.session_timeout_ms = session_timeout_ms
@@ -107,10 +130,16 @@ class Classic:
 
     def join(self) -> int:
         metadata = _core.encode_consumer_subscription(3, ["t"], [], self.generation)
-        body = {"group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
-                "rebalance_timeout_ms": 10000, "member_id": self.member_id,
-                "group_instance_id": self.instance_id, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": metadata}], "reason": None}
+        body = {
+            "group_id": self.group_id,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": 10000,
+            "member_id": self.member_id,
+            "group_instance_id": self.instance_id,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": metadata}],
+            "reason": None,
+        }
         answer = self.client.call(ApiKey.JOIN_GROUP, 9, body)
         if answer["error_code"] == 79:  # MEMBER_ID_REQUIRED
             self.member_id = body["member_id"] = answer["member_id"]
@@ -120,15 +149,28 @@ class Classic:
         return answer["error_code"]
 
     def sync(self) -> int:
-        return self.client.call(ApiKey.SYNC_GROUP, 5, {
-            "group_id": self.group_id, "generation_id": self.generation,
-            "member_id": self.member_id,
-            "group_instance_id": self.instance_id, "protocol_type": "consumer",
-            "protocol_name": "range", "assignments": []})["error_code"]
+        return self.client.call(
+            ApiKey.SYNC_GROUP,
+            5,
+            {
+                "group_id": self.group_id,
+                "generation_id": self.generation,
+                "member_id": self.member_id,
+                "group_instance_id": self.instance_id,
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "assignments": [],
+            },
+        )["error_code"]
 
     def heartbeat_body(self, **fields) -> dict:
-        return {"group_id": self.group_id, "generation_id": self.generation,
-                "member_id": self.member_id, "group_instance_id": self.instance_id, **fields}
+        return {
+            "group_id": self.group_id,
+            "generation_id": self.generation,
+            "member_id": self.member_id,
+            "group_instance_id": self.instance_id,
+            **fields,
+        }
 
     def heartbeat(self, **fields) -> int:
         return self.client.call(ApiKey.HEARTBEAT, 4, self.heartbeat_body(**fields))["error_code"]
@@ -147,7 +189,9 @@ def settle_mixed(broker, consumers: list[Member], classics: list[Classic]) -> Co
     def settled() -> bool:
         return group.state_name == "Stable" and all(
             group.members[x.member_id].epoch == group.assignment_epoch == x.generation
-            and group.members[x.member_id].current.state is MemberState.STABLE for x in classics)
+            and group.members[x.member_id].current.state is MemberState.STABLE
+            for x in classics
+        )
 
     for _ in range(20):
         for m in consumers:
@@ -165,7 +209,8 @@ def settle_mixed(broker, consumers: list[Member], classics: list[Classic]) -> Co
 
 
 def test_steady_classic_heartbeats_skip_python_and_the_rest_get_kafkas_answers(
-        tmp_path, heartbeat_calls):
+    tmp_path, heartbeat_calls
+):
     def scenario(broker) -> None:
         a, b = Member(broker.port, "mixed", "member-a"), Member(broker.port, "mixed", "member-b")
         x = Classic(broker.port, "mixed")
@@ -210,7 +255,8 @@ def test_steady_classic_heartbeats_skip_python_and_the_rest_get_kafkas_answers(
 
 
 def test_a_classic_session_lives_on_the_short_path_and_a_fenced_instance_reaches_python(
-        tmp_path, heartbeat_calls):
+    tmp_path, heartbeat_calls
+):
     def scenario(broker) -> None:
         a = Member(broker.port, "static", "member-a")
         x = Classic(broker.port, "static", instance_id="inst-x", session_timeout_ms=1000)
@@ -259,17 +305,35 @@ def test_classic_heartbeats_are_authorized_once_until_the_acls_change(tmp_path, 
             for _ in range(20):
                 assert x.heartbeat() == NONE
             assert len(heartbeat_calls) == calls, "an authorized steady heartbeat reached Python"
-            created = a.client.call(ApiKey.CREATE_ACLS, 3, {"creations": [{
-                "resource_type": 3, "resource_name": "acl", "resource_pattern_type": 3,
-                "principal": "User:ANONYMOUS", "host": "*", "operation": 3,
-                "permission_type": 2}]})  # GROUP "acl", LITERAL, READ, DENY
+            created = a.client.call(
+                ApiKey.CREATE_ACLS,
+                3,
+                {
+                    "creations": [
+                        {
+                            "resource_type": 3,
+                            "resource_name": "acl",
+                            "resource_pattern_type": 3,
+                            "principal": "User:ANONYMOUS",
+                            "host": "*",
+                            "operation": 3,
+                            "permission_type": 2,
+                        }
+                    ]
+                },
+            )  # GROUP "acl", LITERAL, READ, DENY
             assert created["results"][0]["error_code"] == 0
             assert x.heartbeat() == GROUP_AUTHORIZATION_FAILED
             assert len(heartbeat_calls) == calls + 1
 
-    with_broker(tmp_path, scenario, **{
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true"})
+    with_broker(
+        tmp_path,
+        scenario,
+        **{
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
+        },
+    )
 
 
 def test_librdkafka_classic_member_heartbeats_take_the_short_path(tmp_path, heartbeat_calls):
@@ -280,19 +344,32 @@ def test_librdkafka_classic_member_heartbeats_take_the_short_path(tmp_path, hear
     def scenario(broker) -> None:
         with RawClient(broker.port) as client:
             create_topic(client, "t", 4)
-        common = {"bootstrap.servers": f"127.0.0.1:{broker.port}", "group.id": "rdkafka-mixed",
-                  "auto.offset.reset": "earliest"}
+        common = {
+            "bootstrap.servers": f"127.0.0.1:{broker.port}",
+            "group.id": "rdkafka-mixed",
+            "auto.offset.reset": "earliest",
+        }
         modern = confluent_kafka.Consumer({**common, "group.protocol": "consumer"})
-        classic = confluent_kafka.Consumer({**common, "group.protocol": "classic",
-                                            "partition.assignment.strategy": "range",
-                                            "session.timeout.ms": 6000,
-                                            "heartbeat.interval.ms": 300})
+        classic = confluent_kafka.Consumer(
+            {
+                **common,
+                "group.protocol": "classic",
+                "partition.assignment.strategy": "range",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 300,
+            }
+        )
         consumers = [modern, classic]
         try:
+
             def settled() -> bool:
                 group = broker.groups.groups.get("rdkafka-mixed")
-                return isinstance(group, ConsumerGroup) and len(group.members) == 2 \
-                    and group.classic_members == 1 and group.state_name == "Stable"
+                return (
+                    isinstance(group, ConsumerGroup)
+                    and len(group.members) == 2
+                    and group.classic_members == 1
+                    and group.state_name == "Stable"
+                )
 
             modern.subscribe(["t"])
             poll_for(consumers, 1)

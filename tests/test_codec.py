@@ -26,15 +26,20 @@ MESSAGES = ROOT / "rust/vendor/kafka-protocol/src/messages"
 APIS_RS = ROOT / "rust/apis.rs"
 
 SCALARS = {"bool", "i8", "i16", "i32", "i64", "u16", "u32", "f64", "StrBytes", "Bytes", "Uuid"}
-NEWTYPES = {"BrokerId": "i32", "GroupId": "StrBytes", "ProducerId": "i64", "TopicName": "StrBytes",
-            "TransactionalId": "StrBytes"}
+NEWTYPES = {
+    "BrokerId": "i32",
+    "GroupId": "StrBytes",
+    "ProducerId": "i64",
+    "TopicName": "StrBytes",
+    "TransactionalId": "StrBytes",
+}
 INT_RANGES = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
 
 
 @dataclass(frozen=True)
 class Field:
-    key: str            # the Python dict key
-    type: str           # Rust type, `super::` stripped
+    key: str  # the Python dict key
+    type: str  # Rust type, `super::` stripped
     versions: tuple[int, int] | None  # None: in no version
 
     def in_version(self, version: int) -> bool:
@@ -57,10 +62,14 @@ def schema(module: str) -> dict[str, list[Field]]:
         elif name and line == "}":
             name = None
         elif name and (m := VERSIONS.search(line)):
-            versions = None if m.group(1) == "none" else (int(m.group(2)), int(m.group(3) or m.group(2)))
+            versions = (
+                None if m.group(1) == "none" else (int(m.group(2)), int(m.group(3) or m.group(2)))
+            )
         elif name and (m := FIELD.match(line)):
             if m.group(1) != "unknown_tagged_fields":
-                structs[name].append(Field(m.group(1).lstrip("_"), m.group(2).replace("super::", ""), versions))
+                structs[name].append(
+                    Field(m.group(1).lstrip("_"), m.group(2).replace("super::", ""), versions)
+                )
             versions = None
     return structs
 
@@ -204,7 +213,11 @@ def test_request_round_trip(key, version):
     sent = bodies.sample(defaults)
     request = request_through_server(key, version, sent, correlation_id=2**31 - 1)
     assert isinstance(request, _core.Request)
-    assert (request.api_key, request.api_version, request.correlation_id) == (key, version, 2**31 - 1)
+    assert (request.api_key, request.api_version, request.correlation_id) == (
+        key,
+        version,
+        2**31 - 1,
+    )
     assert request.client_id == "codec-test"
     assert request.body == overlay(defaults, sent)
     # The sample really differs from the defaults, so the comparison above could fail (some
@@ -231,11 +244,16 @@ def test_response_round_trip(key, version):
     assert through_client(sent) != defaults or not sent
 
 
-SHORT_PATHS = [(k, v) for k, v in PYTHON_OWNED
-               if k in (ApiKey.HEARTBEAT, ApiKey.OFFSET_COMMIT, ApiKey.CONSUMER_GROUP_HEARTBEAT)]
+SHORT_PATHS = [
+    (k, v)
+    for k, v in PYTHON_OWNED
+    if k in (ApiKey.HEARTBEAT, ApiKey.OFFSET_COMMIT, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+]
 
 
-@pytest.mark.parametrize("key, version", SHORT_PATHS, ids=[f"{k.name}-v{v}" for k, v in SHORT_PATHS])
+@pytest.mark.parametrize(
+    "key, version", SHORT_PATHS, ids=[f"{k.name}-v{v}" for k, v in SHORT_PATHS]
+)
 def test_short_paths_come_as_their_named_type(key, version):
     # rust/fast_paths.rs: decoded once into the Rust struct, handed over with named fields; the
     # dict (`body`, checked above) is made from the same struct.
@@ -270,7 +288,9 @@ def test_other_apis_come_as_a_dict_only():
 def test_api_versions_answered_by_the_core_in_every_version(version):
     body = Bodies("ApiVersionsRequest", version)
     request = body.sample(body.skeleton())
-    frame = ServerSide().receive(_core.encode_request(ApiKey.API_VERSIONS, version, 31, request, "c"))
+    frame = ServerSide().receive(
+        _core.encode_request(ApiKey.API_VERSIONS, version, 31, request, "c")
+    )
     assert isinstance(frame, bytes)
     correlation_id, response = _core.decode_response(ApiKey.API_VERSIONS, version, frame[4:])
     assert correlation_id == 31
@@ -287,13 +307,22 @@ def test_schema_parser_reads_fields_types_and_versions():
         "include_cluster_authorized_operations": ("bool", (8, 10)),
         "include_topic_authorized_operations": ("bool", (8, 13)),
     }
-    assert {f.key for f in schema("metadata_response")["MetadataResponseTopic"]} >= {"topic_id", "partitions"}
+    assert {f.key for f in schema("metadata_response")["MetadataResponseTopic"]} >= {
+        "topic_id",
+        "partitions",
+    }
 
 
 def test_every_advertised_api_is_covered():
     keys = {k for k, _ in CASES}
-    assert {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
-            ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_CLUSTER} <= keys
+    assert {
+        ApiKey.API_VERSIONS,
+        ApiKey.METADATA,
+        ApiKey.CREATE_TOPICS,
+        ApiKey.DELETE_TOPICS,
+        ApiKey.DESCRIBE_CONFIGS,
+        ApiKey.DESCRIBE_CLUSTER,
+    } <= keys
     assert keys == {ApiKey(k) for k, _, _ in api_table().advertised()}
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import time
 
-from corral.analyze.event_rules import rebalances
-from corral.errors import ErrorCode
-from corral.groups.events import MAX_REJECTED_KEYS, AnalyticsEvents
 from groupkit import FAST_GROUPS
 from rawwire import RawClient
 from test_analytics_log import group_events, wait_events
 from test_consumer_short_path import Member, create_topic
 from test_groups_protocol import commit, join, sync
+
+from corral.analyze.event_rules import rebalances
+from corral.errors import ErrorCode
+from corral.groups.events import MAX_REJECTED_KEYS, AnalyticsEvents
 
 INTERVAL_MS = 1000
 
@@ -40,27 +41,35 @@ def test_refused_commits_are_counted_per_group_and_error(corral_factory):
         assert commit(c, "rej-classic", generation, member, [("rej", 0, 5)]) == [0]
         started = time.monotonic()
         for _ in range(40):
-            assert commit(c, "rej-classic", generation + 1, member, [("rej", 0, 6), ("rej", 1, 6)]) \
+            assert (
+                commit(c, "rej-classic", generation + 1, member, [("rej", 0, 6), ("rej", 1, 6)])
                 == [ErrorCode.ILLEGAL_GENERATION] * 2
+            )
         elapsed = time.monotonic() - started
-        assert commit(c, "rej-classic", generation, "nobody", [("rej", 0, 7)]) == \
-            [ErrorCode.UNKNOWN_MEMBER_ID]
+        assert commit(c, "rej-classic", generation, "nobody", [("rej", 0, 7)]) == [
+            ErrorCode.UNKNOWN_MEMBER_ID
+        ]
 
     consumer = Member(broker.port, "rej-consumer", "m-1")
     try:
         assert consumer.join(["rej"])["error_code"] == 0
         epoch = consumer.epoch
-        assert commit(consumer.client, "rej-consumer", epoch, "m-1", [("rej", 0, 1)], version=9) == [0]
+        assert commit(
+            consumer.client, "rej-consumer", epoch, "m-1", [("rej", 0, 1)], version=9
+        ) == [0]
         for stale in (epoch + 1, epoch - 1):
-            assert commit(consumer.client, "rej-consumer", stale, "m-1", [("rej", 0, 2)],
-                          version=9) == [ErrorCode.STALE_MEMBER_EPOCH]
-        assert commit(consumer.client, "rej-consumer", epoch, "m-2", [("rej", 0, 2)],
-                      version=9) == [ErrorCode.UNKNOWN_MEMBER_ID]
+            assert commit(
+                consumer.client, "rej-consumer", stale, "m-1", [("rej", 0, 2)], version=9
+            ) == [ErrorCode.STALE_MEMBER_EPOCH]
+        assert commit(
+            consumer.client, "rej-consumer", epoch, "m-2", [("rej", 0, 2)], version=9
+        ) == [ErrorCode.UNKNOWN_MEMBER_ID]
     finally:
         consumer.close()
 
-    records = wait_events(broker.bootstrap, "rej-consumer",
-                          lambda events: sum(rejected(events).values()) == 3)
+    records = wait_events(
+        broker.bootstrap, "rej-consumer", lambda events: sum(rejected(events).values()) == 3
+    )
     classic = group_events(records, "rej-classic", "commit_rejected")
     assert rejected(classic) == {"ILLEGAL_GENERATION": 40, "UNKNOWN_MEMBER_ID": 1}
     assert {e["protocol"] for e in classic} == {"classic"}
@@ -80,8 +89,11 @@ def test_refused_commits_are_counted_per_group_and_error(corral_factory):
     # rebalance_start record's time (both read the wall clock in the same step, so only a
     # thread switch apart).
     for group in ("rej-classic", "rej-consumer"):
-        mine = [(ts, v["event"], v) for ts, key, v in records
-                if key == "group_event" and v["group_id"] == group]
+        mine = [
+            (ts, v["event"], v)
+            for ts, key, v in records
+            if key == "group_event" and v["group_id"] == group
+        ]
         [start_ms] = [ts for ts, event, _ in mine if event == "rebalance_start"]
         [row] = rebalances(mine)
         assert abs(row.start_ms - start_ms) <= 50 and row.starts == 1, (row, start_ms)

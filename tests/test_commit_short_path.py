@@ -10,27 +10,26 @@ import threading
 import time
 
 import pytest
-
-from corral import _core
-from corral import _core
-from corral.apis import ApiKey
-from corral.errors import ErrorCode
-from corral.groups import OFFSETS_TOPIC, partition_for
-from corral.groups.storage import records
-from corral.groups import OFFSETS_TOPIC, partition_for
-from corral.groups.storage import records
 from groupkit import FAST_GROUPS, wait_until
 from rawwire import RawClient
 from test_commit_verdicts_wire import commit_calls  # noqa: F401 (a fixture)
 from test_consumer_short_path import create_topic, with_broker
 from test_data_plane_protocol import fetch as data_fetch
-from test_data_plane_protocol import fetch as data_fetch
 from test_groups_protocol import fetch, join, sync
 from test_metrics import Scraper
 
+from corral import _core
+from corral.apis import ApiKey
+from corral.errors import ErrorCode
+from corral.groups import OFFSETS_TOPIC, partition_for
+from corral.groups.storage import records
+
 TOPIC = "sp"
-SETTINGS = {**FAST_GROUPS, "corral.metrics.listen": "127.0.0.1:0",
-            "corral.coordinator.snapshot.interval.ms": 100}
+SETTINGS = {
+    **FAST_GROUPS,
+    "corral.metrics.listen": "127.0.0.1:0",
+    "corral.coordinator.snapshot.interval.ms": 100,
+}
 
 
 @pytest.fixture
@@ -50,11 +49,24 @@ def member_of(client: RawClient, group: str) -> tuple[str, int]:
 
 
 def commit_body(group: str, member: str, generation: int, partition: int, offset: int) -> dict:
-    return {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": member,
-            "retention_time_ms": -1,
-            "topics": [{"name": TOPIC, "partitions": [
-                {"partition_index": partition, "committed_offset": offset,
-                 "committed_metadata": ""}]}]}
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": generation,
+        "member_id": member,
+        "retention_time_ms": -1,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": partition,
+                        "committed_offset": offset,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
 
 
 def error_of(response: dict) -> int:
@@ -155,6 +167,7 @@ def test_a_python_write_pending_keeps_the_group_commits_python(tmp_path, commit_
     """A commit through Python (v4) waits for its fsync pass; a v8 commit of the same partition
     arriving meanwhile goes to Python too, after it: memory ends as the log says (were the
     network thread to take it, the pass would apply it first and Python's older one over it)."""
+
     def scenario(broker) -> None:
         with RawClient(broker.port) as a, RawClient(broker.port) as b:
             create_topic(a, TOPIC, 2)
@@ -187,6 +200,7 @@ def test_a_group_deleted_while_its_commits_are_in_flight_keeps_none(tmp_path):
     """The member commits (the network thread's, waiting for its pass), leaves, and the empty
     group is deleted before the pass: the deletion waits for the commit, so its tombstones cover
     it and the group keeps no offset (nor would a log compacted as Kafka compacts it)."""
+
     def scenario(broker) -> None:
         with RawClient(broker.port) as a, RawClient(broker.port) as b:
             create_topic(a, TOPIC, 2)
@@ -195,8 +209,11 @@ def test_a_group_deleted_while_its_commits_are_in_flight_keeps_none(tmp_path):
             held = holding_passes(broker)
             a.send(ApiKey.OFFSET_COMMIT, 8, commit_body("gone", member, generation, 1, 7))
             wait_until(lambda: core.in_flight("gone") == 1, 10, "the commit in flight")
-            b.send(ApiKey.LEAVE_GROUP, 5, {"group_id": "gone", "members": [
-                {"member_id": member, "group_instance_id": None}]})
+            b.send(
+                ApiKey.LEAVE_GROUP,
+                5,
+                {"group_id": "gone", "members": [{"member_id": member, "group_instance_id": None}]},
+            )
             with RawClient(broker.port) as c:
                 c.send(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["gone"]})
                 time.sleep(0.2)
@@ -218,6 +235,7 @@ def test_a_group_deleted_while_its_commits_are_in_flight_keeps_none(tmp_path):
 def test_what_the_network_thread_leaves_to_python(tmp_path, commit_calls):  # noqa: F811
     """Unknown topics and partitions, metadata over offset.metadata.max.bytes, v2-4 and a
     "simple" commit: answered by Python, as Kafka answers them."""
+
     def scenario(broker) -> None:
         with RawClient(broker.port) as client:
             create_topic(client, TOPIC, 2)
@@ -225,8 +243,14 @@ def test_what_the_network_thread_leaves_to_python(tmp_path, commit_calls):  # no
             core = broker.groups.log.core_commits
             taken = core.committed()
 
-            def code(partition: int, topic: str = TOPIC, metadata: str = "", version: int = 8,
-                     member_id: str = member, generation_id: int = generation) -> int:
+            def code(
+                partition: int,
+                topic: str = TOPIC,
+                metadata: str = "",
+                version: int = 8,
+                member_id: str = member,
+                generation_id: int = generation,
+            ) -> int:
                 body = commit_body("left", member_id, generation_id, partition, 1)
                 body["topics"][0]["name"] = topic
                 body["topics"][0]["partitions"][0]["committed_metadata"] = metadata
@@ -241,8 +265,11 @@ def test_what_the_network_thread_leaves_to_python(tmp_path, commit_calls):  # no
             assert code(1, metadata="m" * 32) == ErrorCode.NONE  # within the limit: taken
             assert len(commit_calls) == 5 and core.committed()[0] == taken[0] + 1
 
-    with_broker(tmp_path, scenario, **{"group.initial.rebalance.delay.ms": 0,
-                                       "offset.metadata.max.bytes": 32})
+    with_broker(
+        tmp_path,
+        scenario,
+        **{"group.initial.rebalance.delay.ms": 0, "offset.metadata.max.bytes": 32},
+    )
 
 
 def test_off_when_disabled(tmp_path, commit_calls):  # noqa: F811
@@ -256,14 +283,21 @@ def test_off_when_disabled(tmp_path, commit_calls):  # noqa: F811
             assert len(commit_calls) == 1
             assert fetch(client, "python-only", TOPIC, [0]) == [(0, 3, "")]
 
-    with_broker(tmp_path, scenario, **{"group.initial.rebalance.delay.ms": 0,
-                                       "corral.group.offset.commit.short.path.enable": False})
+    with_broker(
+        tmp_path,
+        scenario,
+        **{
+            "group.initial.rebalance.delay.ms": 0,
+            "corral.group.offset.commit.short.path.enable": False,
+        },
+    )
 
 
 def test_with_an_authorizer_after_python_authorized_group_and_topics(tmp_path, commit_calls):  # noqa: F811
     """With ACLs, a connection's first commit is Python's (GROUP and TOPIC READ); its next ones
     to the same group and topics are the network thread's, until the ACLs change: a DENY of
     TOPIC READ then refuses the very next commit (Python's again)."""
+
     def scenario(broker) -> None:
         with RawClient(broker.port) as client, RawClient(broker.port) as other:
             create_topic(client, TOPIC, 2)
@@ -279,17 +313,37 @@ def test_with_an_authorizer_after_python_authorized_group_and_topics(tmp_path, c
             body = commit_body("acl", member, generation, 1, 4)
             assert error_of(other.call(ApiKey.OFFSET_COMMIT, 8, body)) == ErrorCode.NONE
             assert len(commit_calls) == 2
-            created = client.call(ApiKey.CREATE_ACLS, 3, {"creations": [{
-                "resource_type": 2, "resource_name": TOPIC, "resource_pattern_type": 3,
-                "principal": "User:ANONYMOUS", "host": "*", "operation": 3,
-                "permission_type": 2}]})
+            created = client.call(
+                ApiKey.CREATE_ACLS,
+                3,
+                {
+                    "creations": [
+                        {
+                            "resource_type": 2,
+                            "resource_name": TOPIC,
+                            "resource_pattern_type": 3,
+                            "principal": "User:ANONYMOUS",
+                            "host": "*",
+                            "operation": 3,
+                            "permission_type": 2,
+                        }
+                    ]
+                },
+            )
             assert created["results"][0]["error_code"] == ErrorCode.NONE
             body = commit_body("acl", member, generation, 0, 5)
-            assert error_of(client.call(ApiKey.OFFSET_COMMIT, 8, body)) == \
-                ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            assert (
+                error_of(client.call(ApiKey.OFFSET_COMMIT, 8, body))
+                == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            )
             assert len(commit_calls) == 3 and core.committed()[0] == taken + 2
 
-    with_broker(tmp_path, scenario, **{
-        "group.initial.rebalance.delay.ms": 0,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": True})
+    with_broker(
+        tmp_path,
+        scenario,
+        **{
+            "group.initial.rebalance.delay.ms": 0,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": True,
+        },
+    )

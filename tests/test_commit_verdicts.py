@@ -12,14 +12,20 @@ import random
 
 import pytest
 from classic_harness import S
-from classic_members_kit import (ClassicClient, classic_group, classic_round,
-                                 restart_under_other_protocol, setup)
+from classic_members_kit import (
+    ClassicClient,
+    classic_group,
+    classic_round,
+    restart_under_other_protocol,
+    setup,
+)
 from consumer_harness import ConsumerDriver, Topics, answer, make_coordinator
+from test_classic_state_machine import TABLES, run_case
+
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
 from corral.groups.coordinator import GroupCoordinator
 from corral.groups.offsets import Offsets
-from test_classic_state_machine import TABLES, run_case
 
 
 class Tally:
@@ -37,12 +43,14 @@ def tally(monkeypatch) -> Tally:
         init(self, *args, **kwargs)
         self.offsets._views = (self.heartbeat_view, self.consumer_heartbeat_view)
 
-    def checked(self, group_id, member_id, instance_id, generation_id, version,
-                partitions=lambda: ()):
+    def checked(
+        self, group_id, member_id, instance_id, generation_id, version, partitions=lambda: ()
+    ):
         classic, consumer = self._views
         says = classic.commit_verdict(group_id, member_id, instance_id, generation_id) or (
             consumer is not None
-            and consumer.commit_verdict(group_id, member_id, generation_id, version))
+            and consumer.commit_verdict(group_id, member_id, generation_id, version)
+        )
         got = decide(self, group_id, member_id, instance_id, generation_id, version, partitions)
         seen.asked += 1
         seen.accepted += got == ErrorCode.NONE
@@ -56,8 +64,14 @@ def tally(monkeypatch) -> Tally:
     return seen
 
 
-@pytest.mark.parametrize("steps", [pytest.param(steps, id=f"{table}-{name}")
-                                   for table, rows in TABLES.items() for name, steps in rows])
+@pytest.mark.parametrize(
+    "steps",
+    [
+        pytest.param(steps, id=f"{table}-{name}")
+        for table, rows in TABLES.items()
+        for name, steps in rows
+    ],
+)
 def test_classic_cases(steps, tally):
     run_case(steps)
 
@@ -66,13 +80,20 @@ def test_classic_views_accept_what_classic_groups_accept(tally):
     stable = [S.join(n, expect="parked") for n in "ab"] + [S.stabilize("a", "b")]
     run_case(stable + [S.commit("a", "NONE"), S.commit("b", "NONE", version=9)])
     assert tally.by_view == 2
-    run_case(stable + [S.join("c", expect="parked"), S.expect("PreparingRebalance"),
-                       S.commit("a", "NONE", generation=1)])
+    run_case(
+        stable
+        + [
+            S.join("c", expect="parked"),
+            S.expect("PreparingRebalance"),
+            S.commit("a", "NONE", generation=1),
+        ]
+    )
     assert tally.by_view == 3, "PreparingRebalance takes the generation's commits"
 
 
-def consumer_commit(c: GroupCoordinator, group_id: str, member_id: str, epoch: int,
-                    version: int, partitions) -> ErrorCode:
+def consumer_commit(
+    c: GroupCoordinator, group_id: str, member_id: str, epoch: int, version: int, partitions
+) -> ErrorCode:
     return c.offsets.commit_error(group_id, member_id, None, epoch, version, partitions)
 
 
@@ -88,8 +109,13 @@ def test_consumer_and_mixed_groups(seed, tally):
     for _ in range(40):
         name = rng.choice(names)
         if rng.random() < 0.3:
-            restart_under_other_protocol(d, name, lambda driver, member: ClassicClient(
-                driver, member, ["cooperative-sticky", "range"]))
+            restart_under_other_protocol(
+                d,
+                name,
+                lambda driver, member: ClassicClient(
+                    driver, member, ["cooperative-sticky", "range"]
+                ),
+            )
         group = c.groups.get("g")
         if not isinstance(group, ConsumerGroup):
             classic_round(d, [d.clients[n] for n in names])
@@ -132,8 +158,10 @@ def test_a_group_being_deleted_is_refused_at_once(tally):
     # alone must refuse).
     d.group.begin_delete()
     assert not view.commit_verdict("g", a.member_id, a.epoch, 9)
-    assert consumer_commit(c, "g", a.member_id, a.epoch, 9, lambda: ()) == \
-        ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert (
+        consumer_commit(c, "g", a.member_id, a.epoch, 9, lambda: ())
+        == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    )
     d.group.abort_delete()
     assert view.commit_verdict("g", a.member_id, a.epoch, 9)
     d.leave("a")

@@ -28,17 +28,47 @@ SETTINGS = {
 
 @pytest.fixture(scope="module")
 def driver() -> Path:
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "consumer-driver"],
-                   cwd=CRATE, check=True, timeout=600)
+    subprocess.run(
+        ["cargo", "build", "--release", "--quiet", "--bin", "consumer-driver"],
+        cwd=CRATE,
+        check=True,
+        timeout=600,
+    )
     return DRIVER
 
 
-def run_driver(driver: Path, port: int, members: int, group: str, topic: str, partitions: int,
-               commands: str, *extra: str, timeout: float = 90) -> dict[str, dict]:
+def run_driver(
+    driver: Path,
+    port: int,
+    members: int,
+    group: str,
+    topic: str,
+    partitions: int,
+    commands: str,
+    *extra: str,
+    timeout: float = 90,
+) -> dict[str, dict]:
     done = subprocess.run(
-        [str(driver), "--port", str(port), "--members", str(members), "--group", group,
-         "--topics", topic, "--partitions", str(partitions), "--commands", commands, *extra],
-        capture_output=True, text=True, timeout=timeout)
+        [
+            str(driver),
+            "--port",
+            str(port),
+            "--members",
+            str(members),
+            "--group",
+            group,
+            "--topics",
+            topic,
+            "--partitions",
+            str(partitions),
+            "--commands",
+            commands,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stderr
     phases = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(phases) == len(commands.split(";")), done.stdout
@@ -47,23 +77,38 @@ def run_driver(driver: Path, port: int, members: int, group: str, topic: str, pa
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
+
     client = AdminClient({"bootstrap.servers": bootstrap})
     client.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
 
 
 def test_ledger_unit_tests_pass():
     """ledger.rs: two owners at once counted, handed-over partitions not, unowned time added up."""
-    done = subprocess.run(["cargo", "test", "--release", "--bin", "consumer-driver"],
-                          cwd=CRATE, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        ["cargo", "test", "--release", "--bin", "consumer-driver"],
+        cwd=CRATE,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ledger::tests::two_owners_at_once_is_a_violation_until_one_releases ... ok" in done.stdout
+    assert (
+        "ledger::tests::two_owners_at_once_is_a_violation_until_one_releases ... ok" in done.stdout
+    )
 
 
 def test_join_churn_and_rolling_restart_without_violations(driver, corral_factory):
     broker = corral_factory(**SETTINGS)
     create_topic(broker.bootstrap, "scale", 120)
-    phases = run_driver(driver, broker.port, 300, "driver-dynamic", "scale", 120,
-                        "join 40; churn 3 5 0 30; roll 30 40; leave 20")
+    phases = run_driver(
+        driver,
+        broker.port,
+        300,
+        "driver-dynamic",
+        "scale",
+        120,
+        "join 40; churn 3 5 0 30; roll 30 40; leave 20",
+    )
     for name, phase in phases.items():
         assert phase["ok"], (name, phase)
         assert phase["violations"] == 0, (name, phase["violation_examples"])
@@ -85,9 +130,17 @@ def test_members_sharing_connections_without_violations(driver, corral_factory):
     each, answers matched by correlation id; restarts leave and rejoin on the shared connection."""
     broker = corral_factory(**SETTINGS)
     create_topic(broker.bootstrap, "mux", 120)
-    phases = run_driver(driver, broker.port, 300, "driver-mux", "mux", 120,
-                        "connect 20; join 40; churn 2 5 0 30; roll 30 40; leave 20",
-                        "--members-per-connection", "10")
+    phases = run_driver(
+        driver,
+        broker.port,
+        300,
+        "driver-mux",
+        "mux",
+        120,
+        "connect 20; join 40; churn 2 5 0 30; roll 30 40; leave 20",
+        "--members-per-connection",
+        "10",
+    )
     # `connect` opens every connection and joins no one (what the benchmark measures RSS after).
     connect = phases["connect"]
     assert connect["in_group"] == 0 and connect["join_ms"]["count"] == 0, connect
@@ -113,10 +166,22 @@ def test_static_rolling_restart_keeps_the_epoch(driver, corral_factory):
     partitions back without a new group epoch (KIP-848)."""
     broker = corral_factory(**SETTINGS)
     create_topic(broker.bootstrap, "static", 60)
-    phases = run_driver(driver, broker.port, 100, "driver-static", "static", 60,
-                        "join 40; roll 10 40; leave 20", "--static", "1",
-                        # Connections from 127.0.0.101-103, as past one address's ephemeral ports.
-                        "--sources", "3", "--first-source", "100")
+    phases = run_driver(
+        driver,
+        broker.port,
+        100,
+        "driver-static",
+        "static",
+        60,
+        "join 40; roll 10 40; leave 20",
+        "--static",
+        "1",
+        # Connections from 127.0.0.101-103, as past one address's ephemeral ports.
+        "--sources",
+        "3",
+        "--first-source",
+        "100",
+    )
     for name, phase in phases.items():
         assert phase["ok"] and phase["violations"] == 0, (name, phase)
     assert phases["roll"]["restarts"] == 100
@@ -124,6 +189,7 @@ def test_static_rolling_restart_keeps_the_epoch(driver, corral_factory):
 
 
 # ------------------------------------------------------------------ a coordinator that cheats
+
 
 class GreedyCoordinator(socketserver.ThreadingTCPServer):
     """Answers ApiVersions and ConsumerGroupHeartbeat, giving partition 0 of one topic to every
@@ -149,17 +215,19 @@ class GreedyHandler(socketserver.BaseRequestHandler):
             if frame is None:
                 return
             api, version, correlation = struct.unpack_from(">hhi", frame)
-            if api == 18:   # ApiVersions v3, response header v0
+            if api == 18:  # ApiVersions v3, response header v0
                 apis = [(18, 0, 3), (68, 0, 1)]
                 body = struct.pack(">ih", correlation, 0) + bytes([len(apis) + 1])
                 body += b"".join(struct.pack(">hhh", *a) + b"\x00" for a in apis)
                 body += struct.pack(">i", 0) + b"\x00"
-            else:           # ConsumerGroupHeartbeat: epoch 1, partition 0, interval 200 ms
+            else:  # ConsumerGroupHeartbeat: epoch 1, partition 0, interval 200 ms
                 member = b"m-" + str(threading.get_ident()).encode()
                 body = struct.pack(">i", correlation) + b"\x00"
                 body += struct.pack(">ih", 0, 0) + b"\x00" + bytes([len(member) + 1]) + member
                 body += struct.pack(">ii", 1, 200)
-                body += b"\x01" + b"\x02" + GreedyCoordinator.TOPIC_ID + b"\x02" + struct.pack(">i", 0)
+                body += (
+                    b"\x01" + b"\x02" + GreedyCoordinator.TOPIC_ID + b"\x02" + struct.pack(">i", 0)
+                )
                 body += b"\x00" + b"\x00" + b"\x00"
             sock.sendall(struct.pack(">i", len(body)) + body)
 
@@ -180,7 +248,7 @@ def test_the_driver_reports_a_partition_owned_twice(driver):
         phases = run_driver(driver, server.port, 3, "greedy", "t", 1, "join 3", timeout=30)
         server.shutdown()
     join = phases["join"]
-    assert not join["ok"]                      # never converged: partition 0 has three owners
+    assert not join["ok"]  # never converged: partition 0 has three owners
     assert join["violations"] == 2 and join["owned_twice_now"] == 1
     assert "owned by both" in join["violation_examples"][0]
 
@@ -191,7 +259,7 @@ class ClosingHandler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         sock: socket.socket = self.request
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)   # as brokers do
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as brokers do
         heartbeats = 0
         while True:
             head = GreedyHandler._read(sock, 4)
@@ -207,9 +275,14 @@ class ClosingHandler(socketserver.BaseRequestHandler):
             else:
                 heartbeats += 1
                 if heartbeats == 6:
-                    return   # socketserver closes the connection
-                body = struct.pack(">i", correlation) + b"\x00" + struct.pack(">ih", 0, 0) + b"\x00\x00"
-                body += struct.pack(">ii", 1, 200) + b"\x01\x01\x00"   # an empty assignment
+                    return  # socketserver closes the connection
+                body = (
+                    struct.pack(">i", correlation)
+                    + b"\x00"
+                    + struct.pack(">ih", 0, 0)
+                    + b"\x00\x00"
+                )
+                body += struct.pack(">ii", 1, 200) + b"\x01\x01\x00"  # an empty assignment
             sock.sendall(struct.pack(">i", len(body)) + body)
 
 
@@ -219,8 +292,18 @@ def test_a_shared_connection_the_broker_closes_is_reopened(driver):
     with GreedyCoordinator() as server:
         server.RequestHandlerClass = ClosingHandler
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        phases = run_driver(driver, server.port, 20, "closing", "t", 0, "join 30; steady 2",
-                            "--members-per-connection", "10", timeout=60)
+        phases = run_driver(
+            driver,
+            server.port,
+            20,
+            "closing",
+            "t",
+            0,
+            "join 30; steady 2",
+            "--members-per-connection",
+            "10",
+            timeout=60,
+        )
         server.shutdown()
     for name, phase in phases.items():
         assert phase["ok"] and phase["violations"] == 0, (name, phase)

@@ -13,19 +13,26 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from consumer_harness import (ConsumerDriver, RecordingLog, Topics, check_counts, check_view,
-                              make_coordinator, random_change, request)
-from corral import _core
-from corral.errors import ErrorCode
-from corral.groups.consumer import MemberState
-from corral.groups.consumer import incremental
-from corral.groups.consumer.answer import adaptive_interval_ms
+from consumer_harness import (
+    ConsumerDriver,
+    RecordingLog,
+    Topics,
+    check_counts,
+    check_view,
+    make_coordinator,
+    random_change,
+    request,
+)
 from python_handlers import record_python_calls
 from rawwire import RawClient
 from test_consumer_short_path import CLIENT, Member, create_topic, settle, with_broker
 from test_metrics import Scraper
+
+from corral import _core
 from corral.apis import ApiKey
+from corral.errors import ErrorCode
+from corral.groups.consumer import MemberState, incremental
+from corral.groups.consumer.answer import adaptive_interval_ms
 
 
 @pytest.fixture
@@ -35,11 +42,13 @@ def python_calls(monkeypatch):
 
 def judge(coordinator, d: ConsumerDriver, name: str):
     c = d.clients[name]
-    return coordinator.consumer_heartbeat_view.judge(d.group_id, c.member_id, c.instance_id,
-                                                     c.epoch, *CLIENT)
+    return coordinator.consumer_heartbeat_view.judge(
+        d.group_id, c.member_id, c.instance_id, c.epoch, *CLIENT
+    )
 
 
 # ================================================================================ in process ===
+
 
 @pytest.mark.parametrize("seed", range(6))
 def test_a_move_is_what_the_coordinator_would_answer_and_write(seed):
@@ -58,15 +67,20 @@ def test_a_move_is_what_the_coordinator_would_answer_and_write(seed):
         client = d.clients.get(name)
         action = rng.random()
         if client is None or not client.joined:
-            d.join(name, names=rng.choice([["t"], ["t"], ["u"], ["t", "u"]]),
-                   regex=rng.choice([None, None, "u", "n.*"]),
-                   instance_id=rng.choice([None, f"i{name}"]))
+            d.join(
+                name,
+                names=rng.choice([["t"], ["t"], ["u"], ["t", "u"]]),
+                regex=rng.choice([None, None, "u", "n.*"]),
+                instance_id=rng.choice([None, f"i{name}"]),
+            )
         elif action < 0.5:
             verdict = judge(coordinator, d, name)
             value = view.movable(d.group_id, client.member_id)
             before, epoch = len(log.pairs), client.epoch
-            result = d._send(client, request(d.group_id, client.member_id, client.epoch,
-                                             instance_id=client.instance_id))
+            result = d._send(
+                client,
+                request(d.group_id, client.member_id, client.epoch, instance_id=client.instance_id),
+            )
             if verdict is None:
                 continue
             if verdict[0] == "steady":
@@ -79,8 +93,9 @@ def test_a_move_is_what_the_coordinator_would_answer_and_write(seed):
             assert previous == epoch and new_epoch > epoch
             assert result["error_code"] == ErrorCode.NONE, (step, result)
             assert (result["member_epoch"], result["assignment"]) == (new_epoch, None), step
-            record = _core.moved_assignment_record(d.group_id, client.member_id, value, new_epoch,
-                                                   previous)
+            record = _core.moved_assignment_record(
+                d.group_id, client.member_id, value, new_epoch, previous
+            )
             assert log.pairs[before:] == [record], step
         else:
             random_change(d, rng, topics, step, name)
@@ -106,7 +121,11 @@ def test_members_are_movable_only_with_exactly_their_target():
     assert judge(coordinator, d, "a")[:3] == ("move", group.assignment_epoch, a.epoch)
     # d joins t: a's or b's target changes, and that member's move is the coordinator's.
     d.join("d", names=["t"])
-    changed = [c for c in (a, b) if group.target[c.member_id] != group.members[c.member_id].current.assigned]
+    changed = [
+        c
+        for c in (a, b)
+        if group.target[c.member_id] != group.members[c.member_id].current.assigned
+    ]
     assert changed and all(view.movable("g", c.member_id) is None for c in changed)
     assert all(judge(coordinator, d, c.name) is None for c in changed)
 
@@ -167,28 +186,38 @@ def test_members_without_partitions_move_too(monkeypatch):
     for c in empty:
         verdict = judge(coordinator, d, c.name)
         assert verdict is not None and verdict[0] == "move", verdict
-        value, before = coordinator.consumer_heartbeat_view.movable("g", c.member_id), len(log.pairs)
+        value, before = (
+            coordinator.consumer_heartbeat_view.movable("g", c.member_id),
+            len(log.pairs),
+        )
         result = d._send(c, request("g", c.member_id, c.epoch))
         assert result["member_epoch"] == verdict[1] and result["assignment"] is None
-        assert log.pairs[before:] == [_core.moved_assignment_record("g", c.member_id, value,
-                                                                    verdict[1], verdict[2])]
+        assert log.pairs[before:] == [
+            _core.moved_assignment_record("g", c.member_id, value, verdict[1], verdict[2])
+        ]
 
 
 @pytest.mark.parametrize("short_ms, max_rate", [(250, 2000), (0, 2000), (5000, 10), (100, 1)])
 def test_the_interval_rule_is_answer_pys(short_ms, max_rate):
     rng = random.Random(short_ms + max_rate)
     for _ in range(3000):
-        args = dict(stable=rng.random() < 0.5, behind=rng.random() < 0.5,
-                    reconciling=rng.choice([0, 1, 10, 999, 1000, 1001, 50_000]),
-                    due_in_ms=rng.choice([None, -5, 0, 100, 800, 4999, 20_000]),
-                    jitter=rng.random(), settling=rng.random() < 0.5,
-                    members=rng.choice([0, 5, 2000, 50_000]))
+        args = dict(
+            stable=rng.random() < 0.5,
+            behind=rng.random() < 0.5,
+            reconciling=rng.choice([0, 1, 10, 999, 1000, 1001, 50_000]),
+            due_in_ms=rng.choice([None, -5, 0, 100, 800, 4999, 20_000]),
+            jitter=rng.random(),
+            settling=rng.random() < 0.5,
+            members=rng.choice([0, 5, 2000, 50_000]),
+        )
         group_ms = rng.choice([500, 3000, 5000])
-        assert _core.adaptive_interval_ms(group_ms, short_ms, max_rate, **args) == \
-            adaptive_interval_ms(group_ms, short_ms, max_rate, **args), args
+        assert _core.adaptive_interval_ms(
+            group_ms, short_ms, max_rate, **args
+        ) == adaptive_interval_ms(group_ms, short_ms, max_rate, **args), args
 
 
 # ======================================================================== over the wire ===
+
 
 def test_members_whose_partitions_stay_move_without_python(tmp_path, python_calls):
     def scenario(broker) -> None:
@@ -214,8 +243,10 @@ def test_members_whose_partitions_stay_move_without_python(tmp_path, python_call
                 # What the next request would find (the dispatcher applies moves first).
                 broker.groups.apply_core_moves()
                 check_counts(group)
-                return {m.member_id: (m.current.epoch, m.current.previous_epoch, m.current.state)
-                        for m in group.members.values()}
+                return {
+                    m.member_id: (m.current.epoch, m.current.previous_epoch, m.current.state)
+                    for m in group.members.values()
+                }
 
             model = broker.run(memory)
             assert model["member-a"] == model["member-b"] == (target, before, MemberState.STABLE)
@@ -223,7 +254,9 @@ def test_members_whose_partitions_stay_move_without_python(tmp_path, python_call
             # The next heartbeats are steady ones, and the coordinator agrees on the epoch.
             assert a.steady()["member_epoch"] == target and len(python_calls) == calls
             r = a.acknowledge()  # owned partitions reported: the coordinator's
-            assert (r["error_code"], r["member_epoch"]) == (0, target) and len(python_calls) == calls + 1
+            assert (r["error_code"], r["member_epoch"]) == (0, target) and len(
+                python_calls
+            ) == calls + 1
 
     with_broker(tmp_path, scenario)
 
@@ -243,6 +276,7 @@ def a_new_target_keeping(broker, a: Member, c: Member) -> int:
 def test_no_move_while_python_writes_the_group(tmp_path, python_calls):
     """A Python write of the group in progress (flagged from before its records are applied
     until they are appended) leaves the member's heartbeat to Python."""
+
     def scenario(broker) -> None:
         a, c = Member(broker.port, "pw", "member-a"), Member(broker.port, "pw", "member-c")
         with a.client, c.client:
@@ -271,8 +305,9 @@ def test_off_when_disabled(tmp_path, python_calls):
 
 
 def test_acknowledged_moves_survive_kill_9(corral_factory):
-    broker = corral_factory(**{"corral.metrics.listen": "127.0.0.1:0",
-                               "group.consumer.assignment.interval.ms": 0})
+    broker = corral_factory(
+        **{"corral.metrics.listen": "127.0.0.1:0", "group.consumer.assignment.interval.ms": 0}
+    )
     members = []
     with RawClient(broker.port) as client:
         create_topic(client, "t", 8)

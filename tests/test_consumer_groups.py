@@ -7,15 +7,14 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from classic_harness import FakeClock, patched_clock
-from consumer_harness import (ConsumerDriver, RecordingLog, Topics, answer, make_coordinator,
-                              request)
+from consumer_harness import ConsumerDriver, RecordingLog, Topics, answer, make_coordinator, request
+
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
 from corral.groups.consumer.target import metadata_hash
-from corral.groups.storage import consumer_records as cr
 from corral.groups.handlers.consumer import _invalid
+from corral.groups.storage import consumer_records as cr
 
 
 def setup(partitions: int = 6, settings=None, **kwargs):
@@ -26,8 +25,12 @@ def setup(partitions: int = 6, settings=None, **kwargs):
 
 
 def parts(result, topic_id):
-    return sorted(p for t in result["assignment"]["topic_partitions"] if t["topic_id"] == topic_id
-                  for p in t["partitions"])
+    return sorted(
+        p
+        for t in result["assignment"]["topic_partitions"]
+        if t["topic_id"] == topic_id
+        for p in t["partitions"]
+    )
 
 
 def test_first_member_gets_everything_at_epoch_2():
@@ -81,34 +84,62 @@ def test_incremental_heartbeat_carries_no_assignment_when_unchanged():
 
 # ---------------------------------------------------------------------------------- errors
 
-@pytest.mark.parametrize("body, version, message", [
-    ({"member_epoch": 0, "member_id": "", "group_id": "g"}, 1, "MemberId can't be empty."),
-    ({"member_epoch": 3, "member_id": " "}, 0, "MemberId can't be empty."),
-    ({"member_epoch": -1, "member_id": ""}, 0, "MemberId can't be empty."),
-    ({"group_id": " "}, 1, "GroupId can't be empty."),
-    ({"instance_id": ""}, 1, "InstanceId can't be empty."),
-    ({"rack_id": " "}, 1, "RackId can't be empty."),
-    ({"rebalance_timeout_ms": -1}, 1, "RebalanceTimeoutMs must be provided in first request."),
-    ({"topic_partitions": None}, 1, "TopicPartitions must be empty when (re-)joining."),
-    ({"topic_partitions": [{"topic_id": b"x" * 16, "partitions": [0]}]}, 1,
-     "TopicPartitions must be empty when (re-)joining."),
-    ({"subscribed_topic_names": None}, 1,
-     "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."),
-    ({"member_epoch": -2}, 1, "InstanceId can't be null."),
-    ({"member_epoch": -3}, 1, "MemberEpoch is invalid."),
-])
+
+@pytest.mark.parametrize(
+    "body, version, message",
+    [
+        ({"member_epoch": 0, "member_id": "", "group_id": "g"}, 1, "MemberId can't be empty."),
+        ({"member_epoch": 3, "member_id": " "}, 0, "MemberId can't be empty."),
+        ({"member_epoch": -1, "member_id": ""}, 0, "MemberId can't be empty."),
+        ({"group_id": " "}, 1, "GroupId can't be empty."),
+        ({"instance_id": ""}, 1, "InstanceId can't be empty."),
+        ({"rack_id": " "}, 1, "RackId can't be empty."),
+        ({"rebalance_timeout_ms": -1}, 1, "RebalanceTimeoutMs must be provided in first request."),
+        ({"topic_partitions": None}, 1, "TopicPartitions must be empty when (re-)joining."),
+        (
+            {"topic_partitions": [{"topic_id": b"x" * 16, "partitions": [0]}]},
+            1,
+            "TopicPartitions must be empty when (re-)joining.",
+        ),
+        (
+            {"subscribed_topic_names": None},
+            1,
+            "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+        ),
+        ({"member_epoch": -2}, 1, "InstanceId can't be null."),
+        ({"member_epoch": -3}, 1, "MemberEpoch is invalid."),
+    ],
+)
 def test_invalid_requests(body, version, message):
-    full = {"group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None,
-            "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"],
-            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}
+    full = {
+        "group_id": "g",
+        "member_id": "m",
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": ["t"],
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": [],
+    }
     full.update(body)
     assert _invalid(full, version) == message
 
 
 def test_valid_join_is_not_invalid():
-    full = {"group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None,
-            "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"],
-            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}
+    full = {
+        "group_id": "g",
+        "member_id": "m",
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": ["t"],
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": [],
+    }
     assert _invalid(full, 1) is None
     # v0 lets the coordinator name a joining member.
     assert _invalid({**full, "member_id": ""}, 0) is None
@@ -118,12 +149,21 @@ def test_member_epoch_checks():
     _, tid, c, d = setup()
     d.join("a")
     mid = d.clients["a"].member_id
-    hb = lambda epoch, owned=None: answer(c.consumer_heartbeat(request("g", mid, epoch, owned=owned)))
-    assert hb(9)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH          # ahead
-    assert hb(1)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH          # behind, nothing owned reported
+
+    def hb(epoch, owned=None):
+        return answer(c.consumer_heartbeat(request("g", mid, epoch, owned=owned)))
+
+    assert hb(9)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH  # ahead
+    assert hb(1)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH  # behind, nothing owned reported
     # Epoch 0 always rejoins (a fenced member's recovery, KAFKA-19233).
-    assert answer(c.consumer_heartbeat(request("g", mid, 0, names=["t"], owned={},
-                                               rebalance_timeout_ms=1000)))["member_epoch"] == 2
+    assert (
+        answer(
+            c.consumer_heartbeat(
+                request("g", mid, 0, names=["t"], owned={}, rebalance_timeout_ms=1000)
+            )
+        )["member_epoch"]
+        == 2
+    )
     unknown = answer(c.consumer_heartbeat(request("g", "nobody", 2, owned={})))
     assert unknown["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     missing = answer(c.consumer_heartbeat(request("other", "m", 2, owned={})))
@@ -168,6 +208,7 @@ def test_invalid_regex_and_unknown_assignor_are_refused():
 
 
 # --------------------------------------------------------------------------- static members
+
 
 def test_static_member_temporary_leave_and_rejoin_keeps_its_assignment():
     _, tid, c, d = setup(6)
@@ -217,8 +258,13 @@ def test_static_instance_checks():
     _, _, c, d = setup()
     d.join("a", instance_id="ia")
     # Another member id claiming a live instance: UNRELEASED_INSTANCE_ID.
-    r = answer(c.consumer_heartbeat(request("g", "other", 0, names=["t"], owned={}, instance_id="ia",
-                                            rebalance_timeout_ms=1000)))
+    r = answer(
+        c.consumer_heartbeat(
+            request(
+                "g", "other", 0, names=["t"], owned={}, instance_id="ia", rebalance_timeout_ms=1000
+            )
+        )
+    )
     assert r["error_code"] == ErrorCode.UNRELEASED_INSTANCE_ID
     epoch = d.clients["a"].epoch
     r = answer(c.consumer_heartbeat(request("g", "other", epoch, owned={}, instance_id="ia")))
@@ -228,6 +274,7 @@ def test_static_instance_checks():
 
 
 # ---------------------------------------------------------------------------------- timeouts
+
 
 def test_session_timeout_fences_and_the_others_take_over():
     with patched_clock(FakeClock()) as clock:
@@ -247,10 +294,13 @@ def test_session_timeout_fences_and_the_others_take_over():
         assert d.clients["b"].owned[tid] == frozenset(range(4))
 
 
-@pytest.mark.parametrize("settings, deadline_ms", [
-    ({}, 60000),  # the member's own rebalance timeout
-    ({"corral.group.max.rebalance.timeout.ms": 10000}, 10000),  # the broker's bound, shorter
-])
+@pytest.mark.parametrize(
+    "settings, deadline_ms",
+    [
+        ({}, 60000),  # the member's own rebalance timeout
+        ({"corral.group.max.rebalance.timeout.ms": 10000}, 10000),  # the broker's bound, shorter
+    ],
+)
 def test_rebalance_timeout_fences_a_member_that_does_not_revoke(settings, deadline_ms):
     with patched_clock(FakeClock()) as clock:
         _, tid, c, d = setup(4, settings=settings)
@@ -270,25 +320,28 @@ def test_rebalance_timeout_fences_a_member_that_does_not_revoke(settings, deadli
 
 # -------------------------------------------------------------------------------- batching
 
+
 def test_assignment_interval_batches_epoch_bumps(monkeypatch):
     import corral.groups.consumer.protocol as protocol
+
     now = [1_000_000]
     monkeypatch.setattr(protocol, "wall_ms", lambda: now[0])
     _, tid, c, d = setup(6, settings={"group.consumer.assignment.interval.ms": 1000})
-    d.join("a")                      # no target yet: computed at once (epoch 2)
-    d.join("b")                      # epoch 3, but the interval has not passed
-    d.join("c")                      # epoch 4
+    d.join("a")  # no target yet: computed at once (epoch 2)
+    d.join("b")  # epoch 3, but the interval has not passed
+    d.join("c")  # epoch 4
     group = d.group
     assert (group.group_epoch, group.assignment_epoch) == (4, 2)
     assert group.state_name == "Assigning"
     now[0] += 1000
-    d.heartbeat("b")                 # one computation for both bumps
+    d.heartbeat("b")  # one computation for both bumps
     assert group.assignment_epoch == 4
     d.converge()
     assert group.state_name == "Stable"
 
 
 # --------------------------------------------------------------------------------- regexes
+
 
 def test_regex_subscription_follows_topic_creation():
     topics, tid, c, d = setup(2)
@@ -340,18 +393,23 @@ def test_subscription_change_revokes_dropped_topic():
     other = topics.add("u", 2)
     d.join("a", names=["t", "u"])
     mid = d.clients["a"].member_id
-    r = answer(c.consumer_heartbeat(request("g", mid, d.clients["a"].epoch, names=["t"],
-                                            owned=d.clients["a"].owned)))
+    r = answer(
+        c.consumer_heartbeat(
+            request("g", mid, d.clients["a"].epoch, names=["t"], owned=d.clients["a"].owned)
+        )
+    )
     assert r["error_code"] == ErrorCode.NONE
     d.clients["a"].names = ["t"]
     assert parts(r, tid) == [0, 1] and parts(r, other) == []
-    d.clients["a"].assigned = {t["topic_id"]: frozenset(t["partitions"])
-                               for t in r["assignment"]["topic_partitions"]}
+    d.clients["a"].assigned = {
+        t["topic_id"]: frozenset(t["partitions"]) for t in r["assignment"]["topic_partitions"]
+    }
     d.converge()
     assert other not in d.clients["a"].owned and d.clients["a"].owned[tid] == frozenset({0, 1})
 
 
 # ------------------------------------------------------------------------- offsets and admin
+
 
 def test_offset_commit_and_fetch_validation():
     _, _, c, d = setup()
@@ -377,7 +435,10 @@ def test_offset_delete_refuses_subscribed_topics():
     c.offsets.commit("g", [("t", [(0, 5, -1, "")]), ("old", [(0, 7, -1, "")])], 1, -1)
     error, result, written = c.offsets.delete("g", [("t", [0]), ("old", [0])])
     assert error == ErrorCode.NONE and written.value == ErrorCode.NONE
-    assert result == [("t", [(0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)]), ("old", [(0, ErrorCode.NONE)])]
+    assert result == [
+        ("t", [(0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)]),
+        ("old", [(0, ErrorCode.NONE)]),
+    ]
     assert c.offsets.fetch("g", [("old", [0]), ("t", [0])])[1][1][0][1] == 5
     assert c.offsets.fetch("g", [("old", [0])])[0][1][0][1] == -1
 
@@ -388,8 +449,10 @@ def test_offsets_of_subscribed_topics_never_expire():
     d.join("a")
     c.offsets.commit("g", [("t", [(0, 5, -1, "")]), ("old", [(0, 7, -1, "")])], 1, -1)
     assert c.offsets.expire(10**13).value == ErrorCode.NONE
-    assert c.offsets.fetch("g", [("t", [0]), ("old", [0])]) == \
-        [("t", [(0, 5, -1, "")]), ("old", [(0, -1, -1, "")])]
+    assert c.offsets.fetch("g", [("t", [0]), ("old", [0])]) == [
+        ("t", [(0, 5, -1, "")]),
+        ("old", [(0, -1, -1, "")]),
+    ]
     assert "g" in c.groups  # a live group stays
 
 
@@ -397,8 +460,14 @@ def test_list_describe_delete():
     _, _, c, d = setup()
     d.join("a")
     listed = c.list_groups(None, {"consumer"})
-    assert listed == [{"group_id": "g", "protocol_type": "consumer", "group_state": "Stable",
-                       "group_type": "consumer"}]
+    assert listed == [
+        {
+            "group_id": "g",
+            "protocol_type": "consumer",
+            "group_state": "Stable",
+            "group_type": "consumer",
+        }
+    ]
     assert c.list_groups(None, {"classic"}) == []
     assert c.delete_group("g").value == ErrorCode.NON_EMPTY_GROUP
     d.leave("a")
@@ -419,6 +488,7 @@ def test_empty_classic_group_converts_and_keeps_its_offsets():
 
 # ----------------------------------------------------------------------------------- replay
 
+
 def _durable_state(coordinator):
     out = {}
     for gid, group in coordinator.groups.items():
@@ -436,8 +506,12 @@ def _random_steps(rng, clock, coordinator, drivers, steps: int) -> None:
         client = d.clients.get(name)
         action = rng.random()
         if client is None or not client.joined:
-            d.join(name, names=rng.choice([["t"], ["t", "u"], None]),
-                   regex=rng.choice([None, "u"]), instance_id=rng.choice([None, f"i{name}"]))
+            d.join(
+                name,
+                names=rng.choice([["t"], ["t", "u"], None]),
+                regex=rng.choice([None, "u"]),
+                instance_id=rng.choice([None, f"i{name}"]),
+            )
         elif action < 0.6:
             d.heartbeat(name, acknowledge=rng.random() < 0.8)
         elif action < 0.75:

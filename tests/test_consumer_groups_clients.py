@@ -16,12 +16,22 @@ from __future__ import annotations
 import time
 
 import pytest
+from cgkit import (
+    CG_FAST,
+    MemberProcess,
+    Script,
+    all_partitions,
+    check_ownership,
+    describe,
+    describe_raw,
+    kafka_reference,
+    members_of,
+    run_tool,
+    stop_processes,
+    wait_stable,
+)
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from cgkit import (CG_FAST, MemberProcess, Script, all_partitions, check_ownership, describe,
-                   describe_raw, kafka_reference, members_of, run_tool, stop_processes,
-                   wait_stable)
 from groupkit import wait_until
 
 
@@ -36,12 +46,16 @@ def start_group(bootstrap: str, group: str, topics: dict[str, int], layout, **co
     """Creates `topics` and starts a member process per (client, member names) of `layout`,
     every member subscribed to them: (all their partitions, the processes, the members)."""
     create_topics(bootstrap, topics)
-    processes = [MemberProcess(client, bootstrap, group, names, topics=list(topics), **config)
-                 for client, names in layout]
+    processes = [
+        MemberProcess(client, bootstrap, group, names, topics=list(topics), **config)
+        for client, names in layout
+    ]
     return all_partitions(topics), processes, members_of(processes)
 
 
-def produce(bootstrap: str, topics: dict[str, int], per_partition: int) -> set[tuple[str, int, int]]:
+def produce(
+    bootstrap: str, topics: dict[str, int], per_partition: int
+) -> set[tuple[str, int, int]]:
     """`per_partition` records into every partition; returns the (topic, partition, offset) it
     wrote, counting from each partition's end before."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -66,14 +80,17 @@ def consumed(members) -> list[tuple[str, int, int]]:
 def wait_consumed(members, expected: set, timeout: float = 30) -> None:
     """Every expected record consumed, and none twice (the members commit before every poll, so
     a partition moving between members does not replay anything)."""
-    wait_until(lambda: expected <= set(consumed(members)), timeout,
-               f"{len(expected)} records consumed")
+    wait_until(
+        lambda: expected <= set(consumed(members)), timeout, f"{len(expected)} records consumed"
+    )
     got = consumed(members)
     twice = sorted(r for r in set(got) if got.count(r) > 1)
     assert not twice, f"consumed twice: {twice[:20]}; members {members}"
 
 
-def more_then_leave(bootstrap: str, topics: dict[str, int], processes, records: set, n: int) -> None:
+def more_then_leave(
+    bootstrap: str, topics: dict[str, int], processes, records: set, n: int
+) -> None:
     """The group goes on: `n` more records per partition consumed exactly once (with `records`
     before); then every member leaves and the ownership invariant held over the whole run."""
     members = members_of(processes)
@@ -87,7 +104,9 @@ def committed(bootstrap: str, group: str, partitions) -> dict[tuple[str, int], i
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in sorted(partitions)])
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(t, p) for t, p in sorted(partitions)]
+    )
     answer = admin.list_consumer_group_offsets([request])[group].result(timeout=10)
     return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
 
@@ -125,6 +144,7 @@ def broker(corral_factory):
 
 # ============================================== 1. join, consume, commit, leave ===
 
+
 @pytest.mark.parametrize("layout", ["3-members", "10-members-range"])
 def test_mixed_group_consumes_disjointly_commits_and_leaves(broker, layout):
     """confluent and Java members share a topic: each record consumed once, offsets committed to
@@ -135,8 +155,9 @@ def test_mixed_group_consumes_disjointly_commits_and_leaves(broker, layout):
         spec = [("confluent", ["c0"]), ("confluent", ["c1"]), ("java", ["j0"])]
     else:
         topics, group, assignor = {"mix10": 20}, "mix10", "range"
-        spec = [("confluent", [f"c{i}"]) for i in range(5)] + \
-            [("java", [f"j{i}" for i in range(5)])]
+        spec = [("confluent", [f"c{i}"]) for i in range(5)] + [
+            ("java", [f"j{i}" for i in range(5)])
+        ]
     partitions, processes, members = start_group(bootstrap, group, topics, spec, assignor=assignor)
     try:
         view = wait_stable(bootstrap, group, processes, partitions, timeout=60)
@@ -148,9 +169,16 @@ def test_mixed_group_consumes_disjointly_commits_and_leaves(broker, layout):
         records = produce(bootstrap, topics, 25)
         wait_consumed(members, records)
         for m in members:  # each consumed only what it owned
-            assert {(t, p) for t, p, _ in m.records} <= m.owned, (m, m.timeline, describe(bootstrap, group))
-        wait_until(lambda: committed(bootstrap, group, partitions) == {tp: 25 for tp in partitions},
-                   15, "offsets committed to the end")
+            assert {(t, p) for t, p, _ in m.records} <= m.owned, (
+                m,
+                m.timeline,
+                describe(bootstrap, group),
+            )
+        wait_until(
+            lambda: committed(bootstrap, group, partitions) == {tp: 25 for tp in partitions},
+            15,
+            "offsets committed to the end",
+        )
         assert admin_state(bootstrap, group).state.name == "STABLE", describe(bootstrap, group)
 
         # Every other member leaves (both libraries): the rest take their partitions over at
@@ -162,7 +190,9 @@ def test_mixed_group_consumes_disjointly_commits_and_leaves(broker, layout):
         wait_until(lambda: all(m.closed for m in leaving), 20, "members closed")
         wait_stable(bootstrap, group, processes, partitions, timeout=30)
         took = time.monotonic() - start
-        assert took < 4, f"the leave took {took:.1f}s: a leave must not wait for the session timeout (4 s)"
+        assert took < 4, (
+            f"the leave took {took:.1f}s: a leave must not wait for the session timeout (4 s)"
+        )
 
         more_then_leave(bootstrap, topics, processes, records, 5)
         assert all(m.closed and not m.owned for m in members)
@@ -179,13 +209,18 @@ def test_mixed_group_consumes_disjointly_commits_and_leaves(broker, layout):
 
 # ===================================================== 2. a member killed (kill -9) ===
 
+
 def test_killed_members_are_fenced_by_the_session_timeout(broker):
     """A SIGKILLed member sends no leave: its partitions move only once the coordinator's session
     timeout (4 s) fences it, first a confluent member, then a Java one."""
     bootstrap = broker.bootstrap
     topics = {"crash": 8}
     partitions, processes, members = start_group(
-        bootstrap, "crash", topics, [("confluent", ["c0"]), ("confluent", ["c1"]), ("java", ["j0"]), ("java", ["j1"])])
+        bootstrap,
+        "crash",
+        topics,
+        [("confluent", ["c0"]), ("confluent", ["c1"]), ("java", ["j0"]), ("java", ["j1"])],
+    )
     try:
         before = wait_stable(bootstrap, "crash", processes, partitions, timeout=60)
         records = produce(bootstrap, topics, 10)
@@ -214,6 +249,7 @@ def test_killed_members_are_fenced_by_the_session_timeout(broker):
 
 # ======================================== partitions added while the group consumes ===
 
+
 def test_partitions_added_while_consuming_are_assigned_and_consumed(broker):
     """CreatePartitions (4 -> 10) under a consuming group: the coordinator bumps the group epoch
     at the next heartbeat, the new partitions are assigned to members of both libraries without
@@ -222,7 +258,8 @@ def test_partitions_added_while_consuming_are_assigned_and_consumed(broker):
 
     bootstrap = broker.bootstrap
     partitions, processes, members = start_group(
-        bootstrap, "grow", {"grow": 4}, [("confluent", ["c0"]), ("java", ["j0", "j1"])])
+        bootstrap, "grow", {"grow": 4}, [("confluent", ["c0"]), ("java", ["j0", "j1"])]
+    )
     try:
         before = wait_stable(bootstrap, "grow", processes, partitions, timeout=60)
         records = produce(bootstrap, {"grow": 4}, 10)
@@ -239,16 +276,25 @@ def test_partitions_added_while_consuming_are_assigned_and_consumed(broker):
 
 # ================================================= 3. a regex picks up a new topic ===
 
+
 def test_regex_subscriptions_pick_up_a_topic_created_later(broker):
     """Broker-side regexes (librdkafka "^rx[.].*", Java SubscriptionPattern, RE2 full match) and
     a Java client-side Pattern (which sends topic names) in one group: a matching topic created
     later is assigned and consumed; a topic that does not match is not."""
     bootstrap = broker.bootstrap
     create_topics(bootstrap, {"rx.a": 3, "other": 2})
-    processes = [MemberProcess("confluent", bootstrap, "rx", ["c0"], regex="^rx[.].*"),
-                 MemberProcess("java", bootstrap, "rx", [{"name": "j0", "regex": "rx[.].*"},
-                                                         {"name": "j1", "regex": "rx[.].*",
-                                                          "regex_kind": "client"}])]
+    processes = [
+        MemberProcess("confluent", bootstrap, "rx", ["c0"], regex="^rx[.].*"),
+        MemberProcess(
+            "java",
+            bootstrap,
+            "rx",
+            [
+                {"name": "j0", "regex": "rx[.].*"},
+                {"name": "j1", "regex": "rx[.].*", "regex_kind": "client"},
+            ],
+        ),
+    ]
     members = members_of(processes)
     try:
         view = wait_stable(bootstrap, "rx", processes, all_partitions({"rx.a": 3}), timeout=60)
@@ -270,6 +316,7 @@ def test_regex_subscriptions_pick_up_a_topic_created_later(broker):
 
 # =========================================== 4. a static member restarts in place ===
 
+
 def test_static_members_restart_without_a_rebalance(corral_factory):
     """A static member (group.instance.id) that closes leaves with epoch -2 and keeps its
     partitions; restarted under the same instance id (a new member id) it gets them back at
@@ -281,8 +328,13 @@ def test_static_members_restart_without_a_rebalance(corral_factory):
     partitions = all_partitions(topics)
 
     def start(client: str, i: int) -> MemberProcess:
-        return MemberProcess(client, bootstrap, "static", [{"name": f"{client}{i}", "instance_id": f"i-{client}{i}"}],
-                             topics=list(topics))
+        return MemberProcess(
+            client,
+            bootstrap,
+            "static",
+            [{"name": f"{client}{i}", "instance_id": f"i-{client}{i}"}],
+            topics=list(topics),
+        )
 
     processes = [start("confluent", 0), start("confluent", 1), start("java", 0)]
     everyone = members_of(processes)
@@ -305,7 +357,9 @@ def test_static_members_restart_without_a_rebalance(corral_factory):
             processes[index] = start(member.client, int(member.name[-1]))
             everyone = [m for m in everyone if m is not member] + members_of([processes[index]])
             retired.append(member)
-            after = wait_stable(bootstrap, "static", processes, partitions, timeout=30, retired=retired)
+            after = wait_stable(
+                bootstrap, "static", processes, partitions, timeout=30, retired=retired
+            )
             back = next(iter(processes[index].members.values()))
             assert back.owned == owned
             assert back.changes == 1  # given its partitions once, never revoked
@@ -327,6 +381,7 @@ def test_static_members_restart_without_a_rebalance(corral_factory):
 
 # =============================================== 5. corral killed under a live group ===
 
+
 def test_corral_killed_and_restarted_under_a_live_group(broker):
     """kill -9 of the broker while the group is stable and consuming; restarted on the same data
     and port, the members carry on at their epochs: no rebalance, no lost partitions, the group
@@ -334,7 +389,11 @@ def test_corral_killed_and_restarted_under_a_live_group(broker):
     bootstrap = broker.bootstrap
     topics = {"durable": 8}
     partitions, processes, members = start_group(
-        bootstrap, "durable", topics, [("confluent", ["c0"]), ("confluent", ["c1"]), ("java", ["j0", "j1"])])
+        bootstrap,
+        "durable",
+        topics,
+        [("confluent", ["c0"]), ("confluent", ["c1"]), ("java", ["j0", "j1"])],
+    )
     try:
         before = wait_stable(bootstrap, "durable", processes, partitions, timeout=60)
         records = produce(bootstrap, topics, 10)
@@ -348,8 +407,9 @@ def test_corral_killed_and_restarted_under_a_live_group(broker):
         after = wait_stable(bootstrap, "durable", processes, partitions, timeout=30)
         assert after["group_epoch"] == before["group_epoch"]
         assert after["assignment_epoch"] == before["assignment_epoch"]
-        assert {(m["member_id"], m["member_epoch"]) for m in after["members"]} == \
-            {(m["member_id"], m["member_epoch"]) for m in before["members"]}
+        assert {(m["member_id"], m["member_epoch"]) for m in after["members"]} == {
+            (m["member_id"], m["member_epoch"]) for m in before["members"]
+        }
         assert {m.name: m.changes for m in members} == changes, "a member was rebalanced"
         assert not [m.name for m in members if "lost" in m.whys]
 
@@ -374,8 +434,14 @@ def kafka_ref():
 # ======================================= 6. kafka-consumer-groups against corral and Kafka ===
 
 CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
-LIVE_VIEWS = ["--members", "--members --verbose", "--offsets", "--offsets --verbose", "--state",
-              "--state --verbose"]
+LIVE_VIEWS = [
+    "--members",
+    "--members --verbose",
+    "--offsets",
+    "--offsets --verbose",
+    "--state",
+    "--state --verbose",
+]
 EMPTY_VIEWS = ["--members", "--offsets", "--state --verbose"]
 
 
@@ -396,14 +462,19 @@ def tool_views(bootstrap: str) -> dict[str, tuple[int, str]]:
     def describe_all(views: list[str], tag: str) -> dict[str, tuple[int, str]]:
         commands = [f"--bootstrap-server {bootstrap} --describe --group tools {v}" for v in views]
         out = run_tool(CONSUMER_GROUP_COMMAND, commands)
-        return {f"{tag} {v}": (out[c][0], _normalized(out[c][1], bootstrap, names))
-                for v, c in zip(views, commands)}
+        return {
+            f"{tag} {v}": (out[c][0], _normalized(out[c][1], bootstrap, names))
+            for v, c in zip(views, commands)
+        }
 
     try:
         wait_stable(bootstrap, "tools", processes, partitions, timeout=60)
         wait_consumed(members_of(processes), records)
-        wait_until(lambda: committed(bootstrap, "tools", partitions) == {tp: 10 for tp in partitions},
-                   15, "offsets committed")
+        wait_until(
+            lambda: committed(bootstrap, "tools", partitions) == {tp: 10 for tp in partitions},
+            15,
+            "offsets committed",
+        )
         processes.append(MemberProcess("confluent", bootstrap, "tools", ["beta"], topics=["tools"]))
         view = wait_stable(bootstrap, "tools", processes, partitions, timeout=60)
         names.update({m["member_id"]: f"<member {m['client_id']}>" for m in view["members"]})
@@ -411,7 +482,9 @@ def tool_views(bootstrap: str) -> dict[str, tuple[int, str]]:
         for p in processes:
             p.close_all()
         check_ownership(members_of(processes))
-        wait_until(lambda: describe(bootstrap, "tools")["group_state"] == "Empty", 10, "group Empty")
+        wait_until(
+            lambda: describe(bootstrap, "tools")["group_state"] == "Empty", 10, "group Empty"
+        )
         views.update(describe_all(EMPTY_VIEWS, "empty"))
         return views
     finally:
@@ -437,7 +510,9 @@ def _normalized(text: str, bootstrap: str, names: dict[str, str]) -> str:
 
 
 @pytest.mark.kafka
-def test_kafka_consumer_groups_describe_shows_what_it_shows_against_kafka(corral_factory, kafka_ref):
+def test_kafka_consumer_groups_describe_shows_what_it_shows_against_kafka(
+    corral_factory, kafka_ref
+):
     """kafka-consumer-groups (kafka-tools 4.3.1) --describe with --members, --offsets, --state
     (and --verbose: epochs, current and target assignments) of a live and then an empty consumer
     group prints the same on corral as on Kafka 4.4."""
@@ -452,6 +527,7 @@ def test_kafka_consumer_groups_describe_shows_what_it_shows_against_kafka(corral
 
 
 # ========================== 7. one scripted scenario, corral against Kafka, frame by frame ===
+
 
 def run_script(bootstrap: str) -> tuple[list, list]:
     """The scenario: joins (homogeneous, then heterogeneous), revocations acknowledged late, a
@@ -468,7 +544,9 @@ def run_script(bootstrap: str) -> tuple[list, list]:
     # B names range, now the group's preferred assignor (an epoch bump of its own, KAFKA-20434).
     # It stays so: corral's range is Kafka's, partition for partition, while corral's uniform
     # differs by design in heterogeneous groups (tests/test_assignors_kafka.py).
-    s.join("2 B joins da+db, range", "B", subscribed_topic_names=["da", "db"], server_assignor="range")
+    s.join(
+        "2 B joins da+db, range", "B", subscribed_topic_names=["da", "db"], server_assignor="range"
+    )
     s.snapshot("2")
     s.beat("3 A revokes", "A")
     s.snapshot("3")
@@ -477,7 +555,9 @@ def run_script(bootstrap: str) -> tuple[list, list]:
     s.snapshot("5")
     s.beat("6 settle", "A", "B", rounds=2)
     s.snapshot("6")
-    s.join("7 static C", "C", instance_id="ic", subscribed_topic_names=["da"], server_assignor="range")
+    s.join(
+        "7 static C", "C", instance_id="ic", subscribed_topic_names=["da"], server_assignor="range"
+    )
     s.snapshot("7")
     s.beat("8 settle", "A", "B", "C", rounds=3)
     s.snapshot("8")
@@ -487,12 +567,20 @@ def run_script(bootstrap: str) -> tuple[list, list]:
     s.heartbeat("9b unknown member", "Z", epoch=3)
     s.join("9c unknown assignor", "Y", subscribed_topic_names=["da"], server_assignor="nope")
     s.heartbeat("9d join without rebalance timeout", "Y", epoch=0, subscribed_topic_names=["da"])
-    s.heartbeat("9e join owning partitions", "Y", epoch=0, rebalance_timeout_ms=30000,
-                subscribed_topic_names=["da"], owned={"da": [0]})
+    s.heartbeat(
+        "9e join owning partitions",
+        "Y",
+        epoch=0,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=["da"],
+        owned={"da": [0]},
+    )
     s.heartbeat("9f join without subscription", "Y", epoch=0, rebalance_timeout_ms=30000)
     s.join("9g bad regex", "Y", subscribed_topic_names=None, subscribed_topic_regex="[")
     s.join("9h instance in use", "C2", instance_id="ic", subscribed_topic_names=["da"])
-    s.heartbeat("9i instance of another member", "C", "C-other", instance_id="ic", epoch=s.epoch["C"])
+    s.heartbeat(
+        "9i instance of another member", "C", "C-other", instance_id="ic", epoch=s.epoch["C"]
+    )
     s.heartbeat("9j missing group", "A", group="diff-missing", epoch=1)
     s.heartbeat("9k empty member id", "A", "", epoch=s.epoch["A"])
     s.heartbeat("9l epoch below -2", "A", epoch=-3)
@@ -502,8 +590,13 @@ def run_script(bootstrap: str) -> tuple[list, list]:
 
     s.leave("10 C leaves for a while (-2)", "C", epoch=-2, instance_id="ic")
     s.snapshot("10")
-    s.join("11 C2 takes over instance ic", "C2", instance_id="ic", subscribed_topic_names=["da"],
-           server_assignor="range")
+    s.join(
+        "11 C2 takes over instance ic",
+        "C2",
+        instance_id="ic",
+        subscribed_topic_names=["da"],
+        server_assignor="range",
+    )
     s.views["C2"] = s.views.pop("C")  # the same instance: its partitions pass on, not shared
     s.snapshot("11")
     s.beat("12 settle", "A", "B", "C2", rounds=2)
@@ -532,12 +625,18 @@ def run_script(bootstrap: str) -> tuple[list, list]:
     # A regex member: Kafka resolves a new regex in the background (corral at once, in the
     # heartbeat), so from here only the settled group is compared.
     frames, s.log = s.log, []
-    s.join("17 D joins with a regex", "D", subscribed_topic_names=None, subscribed_topic_regex="d[ab]")
+    s.join(
+        "17 D joins with a regex", "D", subscribed_topic_names=None, subscribed_topic_regex="d[ab]"
+    )
     previous = None
     for _ in range(40):
         s.beat("17 settle", "B", "C2", "D")
         g = describe(bootstrap, "diff")
-        state = (g["group_state"], g["group_epoch"], sorted((m["member_id"], m["member_epoch"]) for m in g["members"]))
+        state = (
+            g["group_state"],
+            g["group_epoch"],
+            sorted((m["member_id"], m["member_epoch"]) for m in g["members"]),
+        )
         if g["group_state"] == "Stable" and state == previous:
             break
         previous = state
@@ -561,11 +660,15 @@ def test_scripted_heartbeats_answer_as_kafka_does(corral_factory, kafka_ref):
     member's (error, epoch, assignment) sequence and every ConsumerGroupDescribe in between are
     the same; with corral's adaptive heartbeat interval on (its default), all but the interval,
     which is never longer than Kafka's."""
-    broker = corral_factory(**CG_COMPARED, **{"corral.consumer.reconciling.heartbeat.interval.ms": 0})
+    broker = corral_factory(
+        **CG_COMPARED, **{"corral.consumer.reconciling.heartbeat.interval.ms": 0}
+    )
     corral_log, corral_settled = run_script(broker.bootstrap)
     kafka_log, kafka_settled = run_script(kafka_ref)
     for i, (mine, theirs) in enumerate(zip(corral_log, kafka_log)):
-        assert mine == theirs, f"step {i}: corral {mine}\n  kafka {theirs}\n(before: {kafka_log[max(0, i - 4):i]})"
+        assert mine == theirs, (
+            f"step {i}: corral {mine}\n  kafka {theirs}\n(before: {kafka_log[max(0, i - 4) : i]})"
+        )
     assert len(corral_log) == len(kafka_log)
     assert corral_settled == kafka_settled
     adaptive_log, adaptive_settled = run_script(corral_factory("adaptive", **CG_COMPARED).bootstrap)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from cgkit import MemberProcess, Script, check_ownership, describe, stop_processes
 from groupkit import wait_until
 
@@ -31,8 +30,10 @@ def broker(request, tmp_path_factory):
     from conftest import CorralProcess
 
     short = {"adaptive": 250, "off": 0}[request.param]
-    broker = CorralProcess(tmp_path_factory.mktemp(f"interval-{request.param}"),
-                           {**SETTINGS, "corral.consumer.reconciling.heartbeat.interval.ms": short})
+    broker = CorralProcess(
+        tmp_path_factory.mktemp(f"interval-{request.param}"),
+        {**SETTINGS, "corral.consumer.reconciling.heartbeat.interval.ms": short},
+    )
     broker.start()
     broker.mode = request.param
     yield broker
@@ -59,16 +60,21 @@ def hand_over(bootstrap: str, client: str, group: str) -> float:
     member = process["x"]
     try:
         # The client joined: its target is half the partitions, all still the owner's.
-        wait_until(lambda: any(m["client_id"] == "x" and len(m["target_assignment"]) == 2
-                               for m in describe(bootstrap, group)["members"]),
-                   60, f"{client} joined")
+        wait_until(
+            lambda: any(
+                m["client_id"] == "x" and len(m["target_assignment"]) == 2
+                for m in describe(bootstrap, group)["members"]
+            ),
+            60,
+            f"{client} joined",
+        )
         assert not member.owned
         # Its join's acknowledgement (sent at once by every client) is in: from now on only
         # its interval brings it back.
         time.sleep(1)
-        told = script.heartbeat("revoke", "owner")       # told to revoke two
+        told = script.heartbeat("revoke", "owner")  # told to revoke two
         assert len(script.owned["owner"][topic]) == 2, told
-        script.heartbeat("release", "owner")             # revoked: the two are free
+        script.heartbeat("release", "owner")  # revoked: the two are free
         released = time.monotonic_ns()
         wait_until(lambda: len(member.owned) == 2, 20, f"{client} owns its two partitions")
         took = (member.timeline[-1][0] - released) / 1e9

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 import trio
-
 from consumer_harness import Topics, answer, make_coordinator, request
+
 from corral.errors import ErrorCode
 
 
@@ -23,22 +23,36 @@ async def _scenario(tmp_path):
     topics = Topics()
     big = topics.add("big", 40_000)
     topics.add("small", 4)
-    coordinator = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 0},
-                                   snapshot_path=tmp_path / "snapshot")
+    coordinator = make_coordinator(
+        topics, {"group.consumer.assignment.interval.ms": 0}, snapshot_path=tmp_path / "snapshot"
+    )
     served_while_computing = 0
     latencies = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(coordinator.run)
         while coordinator._nursery is None:  # trio may run this task first
             await trio.sleep(0)
-        small = answer(coordinator.consumer_heartbeat(
-            request("small", "s1", 0, names=["small"], owned={}, rebalance_timeout_ms=1000)))
+        small = answer(
+            coordinator.consumer_heartbeat(
+                request("small", "s1", 0, names=["small"], owned={}, rebalance_timeout_ms=1000)
+            )
+        )
         assert small["member_epoch"] == 2
         ids = [f"m{i}" for i in range(5000)]
         for member_id in ids:
-            r = answer(coordinator.consumer_heartbeat(
-                request("big", member_id, 0, names=["big"], owned={}, rebalance_timeout_ms=60000,
-                        assignor="range")))
+            r = answer(
+                coordinator.consumer_heartbeat(
+                    request(
+                        "big",
+                        member_id,
+                        0,
+                        names=["big"],
+                        owned={},
+                        rebalance_timeout_ms=60000,
+                        assignor="range",
+                    )
+                )
+            )
             assert r["error_code"] == ErrorCode.NONE
         group = coordinator.groups["big"]
         assert group.computing_epoch is not None  # started in a worker thread

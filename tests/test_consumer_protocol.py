@@ -24,8 +24,15 @@ def partitions(tps: dict[str, list[int]]) -> bytes:
 
 
 # Kafka's ConsumerProtocolSubscription v3 and ConsumerProtocolAssignment v3, laid out by hand.
-SUBSCRIPTION_V3 = (struct.pack(">hi", 3, 2) + s("a") + s("b") + struct.pack(">i", -1)
-                   + partitions({"a": [0, 2]}) + struct.pack(">i", 7) + struct.pack(">h", -1))
+SUBSCRIPTION_V3 = (
+    struct.pack(">hi", 3, 2)
+    + s("a")
+    + s("b")
+    + struct.pack(">i", -1)
+    + partitions({"a": [0, 2]})
+    + struct.pack(">i", 7)
+    + struct.pack(">h", -1)
+)
 ASSIGNMENT_V3 = struct.pack(">h", 3) + partitions({"a": [1], "b": [0, 3]}) + struct.pack(">i", -1)
 
 
@@ -52,9 +59,17 @@ def test_a_newer_version_is_read_as_the_newest_known():
     assert cp.decode_assignment(struct.pack(">h", 4) + ASSIGNMENT_V3[2:]) == {"a": [1], "b": [0, 3]}
 
 
-@pytest.mark.parametrize("data", [b"", b"\x00", struct.pack(">h", -1) + SUBSCRIPTION_V3[2:],
-                                  struct.pack(">hi", 0, 1000) + s("a"), SUBSCRIPTION_V3[:9],
-                                  struct.pack(">hi", 0, 1) + b"\x00\x05ab"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x00",
+        struct.pack(">h", -1) + SUBSCRIPTION_V3[2:],
+        struct.pack(">hi", 0, 1000) + s("a"),
+        SUBSCRIPTION_V3[:9],
+        struct.pack(">hi", 0, 1) + b"\x00\x05ab",
+    ],
+)
 def test_malformed_subscriptions_are_refused(data):
     with pytest.raises(ValueError):
         _core.decode_consumer_subscription(data)

@@ -12,12 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.groups.consumer.reconcile import (FencedMember, MemberState, Reconciled,
-                                              reconcile)
+from corral.groups.consumer.reconcile import FencedMember, MemberState, Reconciled, reconcile
 
 T1, T2 = b"\x01" * 16, b"\x02" * 16
-S, UR, UL, UK = (MemberState.STABLE, MemberState.UNREVOKED_PARTITIONS,
-                 MemberState.UNRELEASED_PARTITIONS, MemberState.UNKNOWN)
+S, UR, UL, UK = (
+    MemberState.STABLE,
+    MemberState.UNREVOKED_PARTITIONS,
+    MemberState.UNRELEASED_PARTITIONS,
+    MemberState.UNKNOWN,
+)
 
 
 def P(**topics):
@@ -39,61 +42,204 @@ BOTH = frozenset({T1, T2})
 
 # (name, member, target epoch, target, subscribed, subscription changed, owned, owners, expected)
 CASES = [
-    ("stable at the target: unchanged",
-     Reconciled(5, 4, S, P(t1=[0, 1]), {}), 5, P(t1=[0, 1]), BOTH, False, P(t1=[0, 1]), free,
-     "same"),
-    ("stable, new epoch, only additions: moves at once",
-     Reconciled(5, 4, S, P(t1=[0]), {}), 6, P(t1=[0, 1]), BOTH, False, P(t1=[0]), free,
-     Reconciled(6, 5, S, P(t1=[0, 1]), {})),
-    ("stable, new epoch, a revocation still owned: UNREVOKED at the same epoch",
-     Reconciled(5, 4, S, P(t1=[0, 1]), {}), 6, P(t1=[0]), BOTH, False, P(t1=[0, 1]), free,
-     Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1]))),
-    ("stable, new epoch, revocation already done by the client: straight to the target",
-     Reconciled(5, 4, S, P(t1=[0, 1]), {}), 6, P(t1=[0]), BOTH, False, P(t1=[0]), free,
-     Reconciled(6, 5, S, P(t1=[0]), {})),
-    ("owned unknown (null) counts as still owning the revoked partitions",
-     Reconciled(5, 4, S, P(t1=[0, 1]), {}), 6, P(t1=[0]), BOTH, False, None, free,
-     Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1]))),
-    ("unrevoked, still owns a revoked partition: unchanged",
-     Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])), 6, P(t1=[0]), BOTH, False, P(t1=[0, 1]), free,
-     "same"),
-    ("unrevoked, revocation acknowledged: to the target epoch",
-     Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])), 6, P(t1=[0]), BOTH, False, P(t1=[0]), free,
-     Reconciled(6, 5, S, P(t1=[0]), {})),
-    ("unrevoked, acknowledged, a new partition owned by another: UNRELEASED at the target",
-     Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])), 6, P(t1=[0, 2]), BOTH, False, P(t1=[0]),
-     owned_by_other((T1, 2)), Reconciled(6, 5, UL, P(t1=[0]), {})),
-    ("its own pending revocation is not unreleased (KAFKA-19449)",
-     Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])), 6, P(t1=[0, 1]), BOTH, False, P(t1=[0]),
-     owned_by_other((T1, 1)), Reconciled(6, 5, S, P(t1=[0, 1]), {})),
-    ("unreleased: gets the partition once it is free",
-     Reconciled(6, 5, UL, P(t1=[0]), {}), 6, P(t1=[0, 2]), BOTH, False, P(t1=[0]), free,
-     Reconciled(6, 6, S, P(t1=[0, 2]), {})),
-    ("unreleased: still held elsewhere, epoch unchanged, previous epoch moves",
-     Reconciled(6, 5, UL, P(t1=[0]), {}), 6, P(t1=[0, 2]), BOTH, False, P(t1=[0]),
-     owned_by_other((T1, 2)), Reconciled(6, 6, UL, P(t1=[0]), {})),
-    ("partly free, partly held: the free ones now, UNRELEASED for the rest",
-     Reconciled(5, 4, S, P(), {}), 6, P(t1=[0, 1]), BOTH, False, P(), owned_by_other((T1, 1)),
-     Reconciled(6, 5, UL, P(t1=[0]), {})),
-    ("an unsubscribed topic's target counts as empty",
-     Reconciled(5, 4, S, P(t1=[0], t2=[0]), {}), 6, P(t1=[0], t2=[0]), frozenset({T1}), False,
-     P(t1=[0], t2=[0]), free, Reconciled(5, 5, UR, P(t1=[0]), P(t2=[0]))),
-    ("stable at the target, subscription dropped a topic the client owns: UNREVOKED",
-     Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}), 6, P(t1=[0], t2=[1]), frozenset({T1}), True,
-     P(t1=[0], t2=[1]), free, Reconciled(6, 6, UR, P(t1=[0]), P(t2=[1]))),
-    ("stable at the target, dropped topic already released by the client: shrinks only",
-     Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}), 6, P(t1=[0], t2=[1]), frozenset({T1}), True,
-     P(t1=[0]), free, Reconciled(6, 6, S, P(t1=[0]), {})),
-    ("unrevoked with a subscription change: more to revoke, same epoch",
-     Reconciled(5, 5, UR, P(t1=[0], t2=[3]), P(t1=[1])), 6, P(t1=[0], t2=[3]),
-     frozenset({T1}), True, P(t1=[0, 1], t2=[3]), free,
-     Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1], t2=[3]))),
-    ("unknown state with an empty owned set: recomputed at the target epoch",
-     Reconciled(5, 4, UK, P(t1=[0]), {}), 7, P(t1=[0, 1]), BOTH, False, P(), free,
-     Reconciled(7, 5, S, P(t1=[0, 1]), {})),
-    ("subscription change to nothing: everything revoked",
-     Reconciled(6, 5, S, P(t1=[0, 1]), {}), 6, P(t1=[0, 1]), frozenset(), True, P(t1=[0, 1]),
-     free, Reconciled(6, 6, UR, {}, P(t1=[0, 1]))),
+    (
+        "stable at the target: unchanged",
+        Reconciled(5, 4, S, P(t1=[0, 1]), {}),
+        5,
+        P(t1=[0, 1]),
+        BOTH,
+        False,
+        P(t1=[0, 1]),
+        free,
+        "same",
+    ),
+    (
+        "stable, new epoch, only additions: moves at once",
+        Reconciled(5, 4, S, P(t1=[0]), {}),
+        6,
+        P(t1=[0, 1]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        free,
+        Reconciled(6, 5, S, P(t1=[0, 1]), {}),
+    ),
+    (
+        "stable, new epoch, a revocation still owned: UNREVOKED at the same epoch",
+        Reconciled(5, 4, S, P(t1=[0, 1]), {}),
+        6,
+        P(t1=[0]),
+        BOTH,
+        False,
+        P(t1=[0, 1]),
+        free,
+        Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])),
+    ),
+    (
+        "stable, new epoch, revocation already done by the client: straight to the target",
+        Reconciled(5, 4, S, P(t1=[0, 1]), {}),
+        6,
+        P(t1=[0]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        free,
+        Reconciled(6, 5, S, P(t1=[0]), {}),
+    ),
+    (
+        "owned unknown (null) counts as still owning the revoked partitions",
+        Reconciled(5, 4, S, P(t1=[0, 1]), {}),
+        6,
+        P(t1=[0]),
+        BOTH,
+        False,
+        None,
+        free,
+        Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])),
+    ),
+    (
+        "unrevoked, still owns a revoked partition: unchanged",
+        Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])),
+        6,
+        P(t1=[0]),
+        BOTH,
+        False,
+        P(t1=[0, 1]),
+        free,
+        "same",
+    ),
+    (
+        "unrevoked, revocation acknowledged: to the target epoch",
+        Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])),
+        6,
+        P(t1=[0]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        free,
+        Reconciled(6, 5, S, P(t1=[0]), {}),
+    ),
+    (
+        "unrevoked, acknowledged, a new partition owned by another: UNRELEASED at the target",
+        Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])),
+        6,
+        P(t1=[0, 2]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        owned_by_other((T1, 2)),
+        Reconciled(6, 5, UL, P(t1=[0]), {}),
+    ),
+    (
+        "its own pending revocation is not unreleased (KAFKA-19449)",
+        Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1])),
+        6,
+        P(t1=[0, 1]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        owned_by_other((T1, 1)),
+        Reconciled(6, 5, S, P(t1=[0, 1]), {}),
+    ),
+    (
+        "unreleased: gets the partition once it is free",
+        Reconciled(6, 5, UL, P(t1=[0]), {}),
+        6,
+        P(t1=[0, 2]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        free,
+        Reconciled(6, 6, S, P(t1=[0, 2]), {}),
+    ),
+    (
+        "unreleased: still held elsewhere, epoch unchanged, previous epoch moves",
+        Reconciled(6, 5, UL, P(t1=[0]), {}),
+        6,
+        P(t1=[0, 2]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        owned_by_other((T1, 2)),
+        Reconciled(6, 6, UL, P(t1=[0]), {}),
+    ),
+    (
+        "partly free, partly held: the free ones now, UNRELEASED for the rest",
+        Reconciled(5, 4, S, P(), {}),
+        6,
+        P(t1=[0, 1]),
+        BOTH,
+        False,
+        P(),
+        owned_by_other((T1, 1)),
+        Reconciled(6, 5, UL, P(t1=[0]), {}),
+    ),
+    (
+        "an unsubscribed topic's target counts as empty",
+        Reconciled(5, 4, S, P(t1=[0], t2=[0]), {}),
+        6,
+        P(t1=[0], t2=[0]),
+        frozenset({T1}),
+        False,
+        P(t1=[0], t2=[0]),
+        free,
+        Reconciled(5, 5, UR, P(t1=[0]), P(t2=[0])),
+    ),
+    (
+        "stable at the target, subscription dropped a topic the client owns: UNREVOKED",
+        Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}),
+        6,
+        P(t1=[0], t2=[1]),
+        frozenset({T1}),
+        True,
+        P(t1=[0], t2=[1]),
+        free,
+        Reconciled(6, 6, UR, P(t1=[0]), P(t2=[1])),
+    ),
+    (
+        "stable at the target, dropped topic already released by the client: shrinks only",
+        Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}),
+        6,
+        P(t1=[0], t2=[1]),
+        frozenset({T1}),
+        True,
+        P(t1=[0]),
+        free,
+        Reconciled(6, 6, S, P(t1=[0]), {}),
+    ),
+    (
+        "unrevoked with a subscription change: more to revoke, same epoch",
+        Reconciled(5, 5, UR, P(t1=[0], t2=[3]), P(t1=[1])),
+        6,
+        P(t1=[0], t2=[3]),
+        frozenset({T1}),
+        True,
+        P(t1=[0, 1], t2=[3]),
+        free,
+        Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1], t2=[3])),
+    ),
+    (
+        "unknown state with an empty owned set: recomputed at the target epoch",
+        Reconciled(5, 4, UK, P(t1=[0]), {}),
+        7,
+        P(t1=[0, 1]),
+        BOTH,
+        False,
+        P(),
+        free,
+        Reconciled(7, 5, S, P(t1=[0, 1]), {}),
+    ),
+    (
+        "subscription change to nothing: everything revoked",
+        Reconciled(6, 5, S, P(t1=[0, 1]), {}),
+        6,
+        P(t1=[0, 1]),
+        frozenset(),
+        True,
+        P(t1=[0, 1]),
+        free,
+        Reconciled(6, 6, UR, {}, P(t1=[0, 1])),
+    ),
 ]
 
 
@@ -123,35 +269,114 @@ def E(**topics):
 # assigned at; a partition the member gets is assigned at the target's epoch; partitions being
 # revoked keep theirs until revoked.
 EPOCH_CASES = [
-    ("kept keep theirs, new get the target's",
-     Reconciled(5, 4, S, P(t1=[0, 1]), {}, E(t1={0: 3, 1: 5})), 6, P(t1=[0, 1, 2]), BOTH, False,
-     P(t1=[0, 1]), free, 6, E(t1={0: 3, 1: 5, 2: 6})),
-    ("epoch bump without changes keeps them",
-     Reconciled(5, 4, S, P(t1=[0, 1]), {}, E(t1={0: 2, 1: 5})), 9, P(t1=[0, 1]), BOTH, False,
-     P(t1=[0, 1]), free, 9, E(t1={0: 2, 1: 5})),
-    ("revoking keeps the epochs of kept and revoked",
-     Reconciled(5, 4, S, P(t1=[0, 1], t2=[0]), {}, E(t1={0: 4, 1: 5}, t2={0: 3})), 6,
-     P(t1=[0], t2=[0, 1]), BOTH, False, P(t1=[0, 1], t2=[0]), free, 5,
-     E(t1={0: 4, 1: 5}, t2={0: 3})),
-    ("revocation acknowledged: the revoked lose theirs, new ones at the target's",
-     Reconciled(5, 5, UR, P(t1=[0], t2=[0]), P(t1=[1]), E(t1={0: 4, 1: 5}, t2={0: 3})), 6,
-     P(t1=[0], t2=[0, 1]), BOTH, False, P(t1=[0], t2=[0]), free, 6,
-     E(t1={0: 4}, t2={0: 3, 1: 6})),
-    ("unreleased, later released: at the epoch it is got",
-     Reconciled(6, 5, UL, P(t1=[0]), {}, E(t1={0: 2})), 7, P(t1=[0, 2]), BOTH, False,
-     P(t1=[0]), free, 7, E(t1={0: 2, 2: 7})),
-    ("taken back while pending revocation: at the target's",
-     Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1]), E(t1={0: 4, 1: 2})), 6, P(t1=[0, 1]), BOTH,
-     False, P(t1=[0]), free, 6, E(t1={0: 4, 1: 6})),
-    ("unsubscribed topic revoked at the same epoch, epochs kept",
-     Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}, E(t1={0: 6}, t2={1: 2})), 6, P(t1=[0], t2=[1]),
-     frozenset({T1}), True, P(t1=[0], t2=[1]), free, 6, E(t1={0: 6}, t2={1: 2})),
-    ("unsubscribed topic already revoked: its epochs go",
-     Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}, E(t1={0: 6}, t2={1: 2})), 6, P(t1=[0], t2=[1]),
-     frozenset({T1}), True, P(t1=[0]), free, 6, E(t1={0: 6})),
-    ("a record without epochs: max(member epoch, 0), then kept",
-     Reconciled(5, 4, S, P(t1=[0]), {}), 6, P(t1=[0, 1]), BOTH, False, P(t1=[0]), free, 6,
-     E(t1={0: 5, 1: 6})),
+    (
+        "kept keep theirs, new get the target's",
+        Reconciled(5, 4, S, P(t1=[0, 1]), {}, E(t1={0: 3, 1: 5})),
+        6,
+        P(t1=[0, 1, 2]),
+        BOTH,
+        False,
+        P(t1=[0, 1]),
+        free,
+        6,
+        E(t1={0: 3, 1: 5, 2: 6}),
+    ),
+    (
+        "epoch bump without changes keeps them",
+        Reconciled(5, 4, S, P(t1=[0, 1]), {}, E(t1={0: 2, 1: 5})),
+        9,
+        P(t1=[0, 1]),
+        BOTH,
+        False,
+        P(t1=[0, 1]),
+        free,
+        9,
+        E(t1={0: 2, 1: 5}),
+    ),
+    (
+        "revoking keeps the epochs of kept and revoked",
+        Reconciled(5, 4, S, P(t1=[0, 1], t2=[0]), {}, E(t1={0: 4, 1: 5}, t2={0: 3})),
+        6,
+        P(t1=[0], t2=[0, 1]),
+        BOTH,
+        False,
+        P(t1=[0, 1], t2=[0]),
+        free,
+        5,
+        E(t1={0: 4, 1: 5}, t2={0: 3}),
+    ),
+    (
+        "revocation acknowledged: the revoked lose theirs, new ones at the target's",
+        Reconciled(5, 5, UR, P(t1=[0], t2=[0]), P(t1=[1]), E(t1={0: 4, 1: 5}, t2={0: 3})),
+        6,
+        P(t1=[0], t2=[0, 1]),
+        BOTH,
+        False,
+        P(t1=[0], t2=[0]),
+        free,
+        6,
+        E(t1={0: 4}, t2={0: 3, 1: 6}),
+    ),
+    (
+        "unreleased, later released: at the epoch it is got",
+        Reconciled(6, 5, UL, P(t1=[0]), {}, E(t1={0: 2})),
+        7,
+        P(t1=[0, 2]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        free,
+        7,
+        E(t1={0: 2, 2: 7}),
+    ),
+    (
+        "taken back while pending revocation: at the target's",
+        Reconciled(5, 5, UR, P(t1=[0]), P(t1=[1]), E(t1={0: 4, 1: 2})),
+        6,
+        P(t1=[0, 1]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        free,
+        6,
+        E(t1={0: 4, 1: 6}),
+    ),
+    (
+        "unsubscribed topic revoked at the same epoch, epochs kept",
+        Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}, E(t1={0: 6}, t2={1: 2})),
+        6,
+        P(t1=[0], t2=[1]),
+        frozenset({T1}),
+        True,
+        P(t1=[0], t2=[1]),
+        free,
+        6,
+        E(t1={0: 6}, t2={1: 2}),
+    ),
+    (
+        "unsubscribed topic already revoked: its epochs go",
+        Reconciled(6, 5, S, P(t1=[0], t2=[1]), {}, E(t1={0: 6}, t2={1: 2})),
+        6,
+        P(t1=[0], t2=[1]),
+        frozenset({T1}),
+        True,
+        P(t1=[0]),
+        free,
+        6,
+        E(t1={0: 6}),
+    ),
+    (
+        "a record without epochs: max(member epoch, 0), then kept",
+        Reconciled(5, 4, S, P(t1=[0]), {}),
+        6,
+        P(t1=[0, 1]),
+        BOTH,
+        False,
+        P(t1=[0]),
+        free,
+        6,
+        E(t1={0: 5, 1: 6}),
+    ),
 ]
 
 
@@ -177,6 +402,7 @@ def test_state_byte_beyond_known_is_unknown():
 
 # ---------------------------------------------------------------------------------- property
 
+
 class World:
     """Members reconciling toward random targets, each client acknowledging revocations at its
     own pace; `owners` is the group's ownership index, updated as the coordinator's replay does."""
@@ -192,11 +418,12 @@ class World:
 
     def owner_epoch(self):
         def lookup(topic, p):
-            for m, st_ in self.state.items():
+            for _m, st_ in self.state.items():
                 for part in (st_.assigned, st_.pending_revocation):
                     if p in part.get(topic, ()):
                         return st_.epoch
             return -1
+
         return lookup
 
     def new_target(self):
@@ -211,7 +438,9 @@ class World:
     def heartbeat(self, m):
         before = self.state[m]
         owned = self.client[m]
-        after = reconcile(before, self.epoch, self.target[m], BOTH, False, owned, self.owner_epoch())
+        after = reconcile(
+            before, self.epoch, self.target[m], BOTH, False, owned, self.owner_epoch()
+        )
         self.state[m] = after
         # The client applies its answer: it keeps the assigned partitions (a revocation it
         # acknowledges by leaving them out of its next heartbeat).
@@ -252,8 +481,15 @@ def test_no_partition_ever_has_two_owners(members, partitions, seed, rounds):
     for _ in range(6):
         for m in world.state:
             world.client[m] = dict(world.state[m].assigned)
-            after = reconcile(world.state[m], world.epoch, world.target[m], BOTH, False,
-                              world.client[m], world.owner_epoch())
+            after = reconcile(
+                world.state[m],
+                world.epoch,
+                world.target[m],
+                BOTH,
+                False,
+                world.client[m],
+                world.owner_epoch(),
+            )
             world.state[m] = after
             world.client[m] = dict(after.assigned)
             world.check_single_owner()

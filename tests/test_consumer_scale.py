@@ -31,10 +31,11 @@ import statistics
 import sys
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from classic_harness import join_request, subscription
 from consumer_harness import EncodingLog, Topics, make_coordinator, request
+
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
@@ -44,8 +45,10 @@ from corral.groups.storage import consumer_records as cr
 
 SIZES = (1_000, 10_000, 50_000)
 HOUR_MS = 3_600_000
-SETTINGS = {"group.consumer.assignment.interval.ms": HOUR_MS,
-            "group.consumer.max.assignment.interval.ms": HOUR_MS}
+SETTINGS = {
+    "group.consumer.assignment.interval.ms": HOUR_MS,
+    "group.consumer.max.assignment.interval.ms": HOUR_MS,
+}
 NAMES = ["t0", "t1"]
 CLASSIC_PROTOCOLS = ["range", "cooperative-sticky"]
 # How far a big group's cost may be from the 1,000-member group's.
@@ -115,20 +118,34 @@ class Fleet:
             kind = i % 10
             if i % 20 == 10:
                 self.classic[member_id] = 2
-                classic = cr.ClassicMetadata(45000, [(name, subscription(NAMES))
-                                                     for name in CLASSIC_PROTOCOLS])
+                classic = cr.ClassicMetadata(
+                    45000, [(name, subscription(NAMES)) for name in CLASSIC_PROTOCOLS]
+                )
             elif kind in (3, 7):
                 names, regex = (), "t[0-3]" if kind == 3 else f"t0|own-{i}"
                 if regex not in regexes:
                     regexes[regex] = cr.RegexTopics(
-                        gid, regex, resolve_regex(regex, self.c.topics.names()), 0, now)
+                        gid, regex, resolve_regex(regex, self.c.topics.names()), 0, now
+                    )
             elif kind == 5:
                 instance_id = self.instances[member_id] = f"instance-{i}"
             if classic is None:
                 self.epochs[member_id] = 2
-            recs.append(cr.MemberMetadata(gid, member_id, instance_id, None, "client", "/127.0.0.1",
-                                          tuple(names), regex, 60000,
-                                          "range" if i % 25 == 1 else None, classic))
+            recs.append(
+                cr.MemberMetadata(
+                    gid,
+                    member_id,
+                    instance_id,
+                    None,
+                    "client",
+                    "/127.0.0.1",
+                    tuple(names),
+                    regex,
+                    60000,
+                    "range" if i % 25 == 1 else None,
+                    classic,
+                )
+            )
             recs.append(cr.CurrentAssignment(gid, member_id, 2, 1, 0, {}, {}))
         recs += regexes.values()
         hash_ = metadata_hash({*NAMES, "t2", "t3"}, self.c.topics)
@@ -144,22 +161,41 @@ class Fleet:
 
     def join(self, instance_id: str | None = None) -> str:
         member_id = str(uuid.uuid4())
-        answer = self._heartbeat(request(self.group_id, member_id, 0, names=NAMES, owned={},
-                                         instance_id=instance_id, rebalance_timeout_ms=60000))
+        answer = self._heartbeat(
+            request(
+                self.group_id,
+                member_id,
+                0,
+                names=NAMES,
+                owned={},
+                instance_id=instance_id,
+                rebalance_timeout_ms=60000,
+            )
+        )
         self.epochs[member_id] = answer["member_epoch"]
         if instance_id is not None:
             self.instances[member_id] = instance_id
         return member_id
 
     def heartbeat(self, member_id: str, **changes) -> None:
-        answer = self._heartbeat(request(self.group_id, member_id, self.epochs[member_id], owned={},
-                                         instance_id=self.instances.get(member_id), **changes))
+        answer = self._heartbeat(
+            request(
+                self.group_id,
+                member_id,
+                self.epochs[member_id],
+                owned={},
+                instance_id=self.instances.get(member_id),
+                **changes,
+            )
+        )
         self.epochs[member_id] = answer["member_epoch"]
 
     def commit(self, member_id: str) -> None:
         offsets = self.c.offsets
-        assert offsets.commit_error(self.group_id, member_id, None, self.epochs[member_id], 9) == \
-            ErrorCode.NONE
+        assert (
+            offsets.commit_error(self.group_id, member_id, None, self.epochs[member_id], 9)
+            == ErrorCode.NONE
+        )
         offsets.commit(self.group_id, [("t0", [(0, 42, -1, "")])], 0, -1)
 
     def leave(self, member_id: str) -> None:
@@ -184,18 +220,24 @@ class Fleet:
 
     def classic_join(self) -> str:
         member_id = str(uuid.uuid4())
-        answer = self.c.join(join_request(self.group_id, member_id, subscription(NAMES),
-                                          protocols=CLASSIC_PROTOCOLS)).value
+        answer = self.c.join(
+            join_request(self.group_id, member_id, subscription(NAMES), protocols=CLASSIC_PROTOCOLS)
+        ).value
         assert answer["error_code"] == ErrorCode.NONE, answer
         self.classic[member_id] = answer["generation_id"]
         return member_id
 
     def classic_heartbeat(self, member_id: str) -> None:
-        assert self.c.heartbeat(self.group_id, member_id, None, self.classic[member_id]) == \
-            ErrorCode.NONE
+        assert (
+            self.c.heartbeat(self.group_id, member_id, None, self.classic[member_id])
+            == ErrorCode.NONE
+        )
 
     def classic_leave(self, member_id: str) -> None:
-        assert self.c.leave(self.group_id, [(member_id, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+        assert self.c.leave(self.group_id, [(member_id, None)]) == (
+            ErrorCode.NONE,
+            [ErrorCode.NONE],
+        )
         del self.classic[member_id]
 
 
@@ -268,8 +310,10 @@ def excess(costs: dict[str, list[float]], limit: float, unit: str) -> list[str]:
         base = per_size[0]
         for size, cost in zip(SIZES[1:], per_size[1:]):
             if cost > limit * base:
-                out.append(f"{name}: {cost:.3g} {unit} at {size} members against {base:.3g} at "
-                           f"{SIZES[0]} ({cost / base:.1f}x)")
+                out.append(
+                    f"{name}: {cost:.3g} {unit} at {size} members against {base:.3g} at "
+                    f"{SIZES[0]} ({cost / base:.1f}x)"
+                )
     return out
 
 
@@ -301,8 +345,9 @@ def test_per_request_cost_does_not_grow_with_the_group():
         assert len(group.members) == size
         assert group.group_epoch > group.assignment_epoch == 2, "a target was computed again"
 
-    too_costly = excess(counted, MAX_OPCODE_RATIO, "instructions") + \
-        excess(timed, MAX_TIME_RATIO, "s")
+    too_costly = excess(counted, MAX_OPCODE_RATIO, "instructions") + excess(
+        timed, MAX_TIME_RATIO, "s"
+    )
     assert not too_costly, "cost grows with the group:\n" + "\n".join(too_costly)
 
 
@@ -345,18 +390,21 @@ def test_a_whole_group_expiring_costs_what_its_members_do():
         expire(small, members, SIZES[0] - 25)
         members = expiring(big)
         first = count(big, members, 25)
-        assert first <= MAX_OPCODE_RATIO * in_small, \
-            f"an expiry costs {first} instructions in a {SIZES[-1]}-member group, {in_small} in a " \
+        assert first <= MAX_OPCODE_RATIO * in_small, (
+            f"an expiry costs {first} instructions in a {SIZES[-1]}-member group, {in_small} in a "
             f"{SIZES[0]}-member one"
+        )
         time_first = expire(big, members, 5_000)
         expire(big, members, SIZES[-1] - 10_050)
         last, time_last = count(big, members, 25), expire(big, members, 5_000)
     finally:
         gc.enable()
     assert not small.group.members and not big.group.members
-    print(f"\nan expiry in a {SIZES[0]}-member group: {in_small:.0f} instructions; in a "
-          f"{SIZES[-1]}-member one, with {SIZES[-1]} to {SIZES[-1] - 5_025} members left: "
-          f"{first:.0f} instructions, {time_first * 1e6:.1f} us; with 5,025 to 0: {last:.0f} "
-          f"instructions, {time_last * 1e6:.1f} us")
+    print(
+        f"\nan expiry in a {SIZES[0]}-member group: {in_small:.0f} instructions; in a "
+        f"{SIZES[-1]}-member one, with {SIZES[-1]} to {SIZES[-1] - 5_025} members left: "
+        f"{first:.0f} instructions, {time_first * 1e6:.1f} us; with 5,025 to 0: {last:.0f} "
+        f"instructions, {time_last * 1e6:.1f} us"
+    )
     assert first <= MAX_OPCODE_RATIO * last
     assert time_first <= MAX_TIME_RATIO * time_last

@@ -16,17 +16,25 @@ import time
 
 import pytest
 import trio
+from consumer_harness import (
+    ConsumerDriver,
+    RecordingLog,
+    Topics,
+    answer,
+    check_view,
+    make_coordinator,
+    random_change,
+    request,
+)
+from python_handlers import record_python_calls
+from rawwire import RawClient
 
-from consumer_harness import (ConsumerDriver, RecordingLog, Topics, answer, check_view,
-                              make_coordinator, random_change, request)
 from corral.apis import ApiKey
 from corral.config import Settings
 from corral.errors import ErrorCode
 from corral.groups.consumer import MemberState
 from corral.groups.coordinator import GroupCoordinator
 from corral.server import Server
-from python_handlers import record_python_calls
-from rawwire import RawClient
 
 CLIENT = ("client", "/127.0.0.1")  # the client id and host consumer_harness.request sends
 
@@ -47,11 +55,14 @@ def one_group(partitions: int) -> tuple[Topics, GroupCoordinator, ConsumerDriver
 def steady(driver: ConsumerDriver, name: str) -> dict:
     """An incremental heartbeat that changes nothing (what the network thread answers)."""
     client = driver.clients[name]
-    return driver._send(client, request(driver.group_id, client.member_id, client.epoch,
-                                        instance_id=client.instance_id))
+    return driver._send(
+        client,
+        request(driver.group_id, client.member_id, client.epoch, instance_id=client.instance_id),
+    )
 
 
 # ================================================================================ in process ===
+
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_the_view_answers_only_what_the_coordinator_answers_without_a_change(seed):
@@ -69,8 +80,12 @@ def test_the_view_answers_only_what_the_coordinator_answers_without_a_change(see
         client = d.clients.get(name)
         action = rng.random()
         if client is None or not client.joined:
-            d.join(name, names=rng.choice([["t"], ["t", "u"]]), regex=rng.choice([None, "u"]),
-                   instance_id=rng.choice([None, f"i{name}"]))
+            d.join(
+                name,
+                names=rng.choice([["t"], ["t", "u"]]),
+                regex=rng.choice([None, "u"]),
+                instance_id=rng.choice([None, f"i{name}"]),
+            )
         elif action < 0.55:
             asked += 1
             interval = view_answer(coordinator, d.group_id, client)
@@ -78,9 +93,14 @@ def test_the_view_answers_only_what_the_coordinator_answers_without_a_change(see
             result = steady(d, name)
             if interval is not None:
                 answered += 1
-                assert result == {"error_code": ErrorCode.NONE, "error_message": None,
-                                  "member_id": client.member_id, "member_epoch": client.epoch,
-                                  "heartbeat_interval_ms": interval, "assignment": None}, step
+                assert result == {
+                    "error_code": ErrorCode.NONE,
+                    "error_message": None,
+                    "member_id": client.member_id,
+                    "member_epoch": client.epoch,
+                    "heartbeat_interval_ms": interval,
+                    "assignment": None,
+                }, step
                 assert len(log.pairs) == before, "the coordinator wrote for a steady heartbeat"
         else:
             random_change(d, rng, topics, step, name)
@@ -157,6 +177,7 @@ def test_a_fenced_member_leaves_the_view_and_its_session_timer_goes():
 
 # ================================================================================= the wire ===
 
+
 class InProcessBroker:
     """A broker served by the trio loop of this process: its coordinator and view are the
     test's to look at (`run` executes a function on the loop, from the scenario's thread)."""
@@ -180,8 +201,14 @@ class InProcessBroker:
 def with_broker(tmp_path, scenario, **settings) -> None:
     """Runs `scenario(broker)` in a worker thread while the broker serves on the main thread
     (where trio may take the shutdown signals)."""
-    config = Settings({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d"),
-                       "group.consumer.assignment.interval.ms": 0, **settings})
+    config = Settings(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(tmp_path / "d"),
+            "group.consumer.assignment.interval.ms": 0,
+            **settings,
+        }
+    )
     config.check_bounds()
     server = Server(config)
 
@@ -204,8 +231,13 @@ def python_calls(monkeypatch):
 
 
 def create_topic(client: RawClient, name: str, partitions: int) -> bytes:
-    topic = {"name": name, "num_partitions": partitions, "replication_factor": 1,
-             "assignments": [], "configs": []}
+    topic = {
+        "name": name,
+        "num_partitions": partitions,
+        "replication_factor": 1,
+        "assignments": [],
+        "configs": [],
+    }
     response = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [topic], "timeout_ms": 5000})
     assert response["topics"][0]["error_code"] == 0, response
     return response["topics"][0]["topic_id"]
@@ -221,8 +253,13 @@ class Member:
         self.owned: list[dict] = []
 
     def send(self, **fields) -> dict:
-        body = {"group_id": self.group_id, "member_id": self.member_id, "member_epoch": self.epoch,
-                "instance_id": self.instance_id, **fields}
+        body = {
+            "group_id": self.group_id,
+            "member_id": self.member_id,
+            "member_epoch": self.epoch,
+            "instance_id": self.instance_id,
+            **fields,
+        }
         response = self.client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
         if response["error_code"] == 0:
             self.epoch = response["member_epoch"]
@@ -231,8 +268,12 @@ class Member:
         return response
 
     def join(self, topics: list[str]) -> dict:
-        return self.send(member_epoch=0, rebalance_timeout_ms=30000, subscribed_topic_names=topics,
-                         topic_partitions=[])
+        return self.send(
+            member_epoch=0,
+            rebalance_timeout_ms=30000,
+            subscribed_topic_names=topics,
+            topic_partitions=[],
+        )
 
     def acknowledge(self) -> dict:
         """An incremental heartbeat reporting what it owns (a client's answer to a new
@@ -245,9 +286,16 @@ class Member:
 
     def steady_frame(self) -> bytes:
         """The raw response frame to a steady heartbeat, without its correlation id."""
-        self.client.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
-                         {"group_id": self.group_id, "member_id": self.member_id,
-                          "member_epoch": self.epoch, "instance_id": self.instance_id})
+        self.client.send(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            {
+                "group_id": self.group_id,
+                "member_id": self.member_id,
+                "member_epoch": self.epoch,
+                "instance_id": self.instance_id,
+            },
+        )
         return self.client.receive_frame()[4:]
 
     def close(self) -> None:
@@ -272,7 +320,10 @@ def settle(broker: InProcessBroker, *members: Member, rounds: int = 6) -> None:
 
 def test_steady_heartbeats_are_answered_without_python(tmp_path, python_calls):
     def scenario(broker: InProcessBroker) -> None:
-        a, b = Member(broker.port, "wire", "member-a"), Member(broker.port, "wire", "member-b", "inst-b")
+        a, b = (
+            Member(broker.port, "wire", "member-a"),
+            Member(broker.port, "wire", "member-b", "inst-b"),
+        )
         with a.client, b.client:
             create_topic(a.client, "t", 4)
             assert a.join(["t"])["error_code"] == 0 and b.join(["t"])["error_code"] == 0
@@ -282,9 +333,14 @@ def test_steady_heartbeats_are_answered_without_python(tmp_path, python_calls):
             for _ in range(50):
                 for m in (a, b):
                     r = m.steady()
-                    assert (r["error_code"], r["member_id"], r["member_epoch"], r["assignment"],
-                            r["heartbeat_interval_ms"], r["error_message"]) == \
-                        (0, m.member_id, m.epoch, None, 5000, None)
+                    assert (
+                        r["error_code"],
+                        r["member_id"],
+                        r["member_epoch"],
+                        r["assignment"],
+                        r["heartbeat_interval_ms"],
+                        r["error_message"],
+                    ) == (0, m.member_id, m.epoch, None, 5000, None)
             assert len(python_calls) == through_python, "a steady heartbeat reached Python"
             assert broker.view.answered == answered + 100
 
@@ -350,8 +406,12 @@ def test_heartbeats_that_are_not_steady_reach_python(tmp_path, python_calls):
             assert r["error_code"] == 0 and len(python_calls) == calls + 1
             assert broker.run(lambda: group.group_epoch) == before + 1
             # Any other non-null field goes to the coordinator as well.
-            for fields in ({"rebalance_timeout_ms": 30000}, {"server_assignor": "range"},
-                           {"rack_id": "r1"}, {"topic_partitions": a.owned}):
+            for fields in (
+                {"rebalance_timeout_ms": 30000},
+                {"server_assignor": "range"},
+                {"rack_id": "r1"},
+                {"topic_partitions": a.owned},
+            ):
                 calls = len(python_calls)
                 assert a.send(**fields)["error_code"] == 0
                 assert len(python_calls) == calls + 1, fields
@@ -394,10 +454,16 @@ def test_short_path_keeps_sessions_alive_and_fenced_members_reach_python(tmp_pat
             assert a.steady()["error_code"] == 0 and len(python_calls) == calls
             assert broker.run(lambda: group.members["member-a"].current.state) is MemberState.STABLE
 
-    with_broker(tmp_path, scenario, **{"group.consumer.session.timeout.ms": 1000,
-                                       "group.consumer.min.session.timeout.ms": 1000,
-                                       "group.consumer.heartbeat.interval.ms": 500,
-                                       "group.consumer.min.heartbeat.interval.ms": 500})
+    with_broker(
+        tmp_path,
+        scenario,
+        **{
+            "group.consumer.session.timeout.ms": 1000,
+            "group.consumer.min.session.timeout.ms": 1000,
+            "group.consumer.heartbeat.interval.ms": 500,
+            "group.consumer.min.heartbeat.interval.ms": 500,
+        },
+    )
 
 
 def test_the_short_path_can_be_turned_off(tmp_path, python_calls):
@@ -421,16 +487,26 @@ def test_librdkafka_steady_heartbeats_take_the_short_path(tmp_path, python_calls
     def scenario(broker: InProcessBroker) -> None:
         with RawClient(broker.port) as client:
             create_topic(client, "t", 4)
-        consumers = [confluent_kafka.Consumer({
-            "bootstrap.servers": f"127.0.0.1:{broker.port}", "group.id": "rdkafka",
-            "group.protocol": "consumer", "auto.offset.reset": "earliest"}) for _ in range(2)]
+        consumers = [
+            confluent_kafka.Consumer(
+                {
+                    "bootstrap.servers": f"127.0.0.1:{broker.port}",
+                    "group.id": "rdkafka",
+                    "group.protocol": "consumer",
+                    "auto.offset.reset": "earliest",
+                }
+            )
+            for _ in range(2)
+        ]
         try:
             for consumer in consumers:
                 consumer.subscribe(["t"])
 
             def stable() -> bool:
                 group = broker.groups.groups.get("rdkafka")
-                return group is not None and len(group.members) == 2 and group.state_name == "Stable"
+                return (
+                    group is not None and len(group.members) == 2 and group.state_name == "Stable"
+                )
 
             deadline = time.monotonic() + 20
             while not broker.run(stable):
@@ -445,5 +521,11 @@ def test_librdkafka_steady_heartbeats_take_the_short_path(tmp_path, python_calls
             for consumer in consumers:
                 consumer.close()
 
-    with_broker(tmp_path, scenario, **{"group.consumer.heartbeat.interval.ms": 500,
-                                       "group.consumer.min.heartbeat.interval.ms": 500})
+    with_broker(
+        tmp_path,
+        scenario,
+        **{
+            "group.consumer.heartbeat.interval.ms": 500,
+            "group.consumer.min.heartbeat.interval.ms": 500,
+        },
+    )

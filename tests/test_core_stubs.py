@@ -54,12 +54,17 @@ def _runtime_params(obj, method: bool) -> list[tuple[str, str, bool]]:
     if method:
         params = params[1:]
     kinds = {inspect.Parameter.KEYWORD_ONLY: "keyword"}
-    return [(p.name, kinds.get(p.kind, "positional"), p.default is not inspect.Parameter.empty) for p in params]
+    return [
+        (p.name, kinds.get(p.kind, "positional"), p.default is not inspect.Parameter.empty)
+        for p in params
+    ]
 
 
 def _stub_all() -> list[str]:
     for node in TREE.body:
-        if isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__all__"]:
+        if isinstance(node, ast.Assign) and [
+            t.id for t in node.targets if isinstance(t, ast.Name)
+        ] == ["__all__"]:
             return ast.literal_eval(node.value)
     raise AssertionError("the stub has no __all__")
 
@@ -106,7 +111,9 @@ def test_stub_members_exist_on_the_runtime_class(name):
         else:
             assert callable(attribute), f"{name}.{member} is not a method"
             if not member.startswith("__"):
-                assert _stub_params(node, method=True) == _runtime_params(attribute, method=True), f"{name}.{member}"
+                assert _stub_params(node, method=True) == _runtime_params(attribute, method=True), (
+                    f"{name}.{member}"
+                )
 
 
 def test_runtime_classes_have_no_undeclared_public_members():
@@ -121,14 +128,22 @@ def test_runtime_classes_have_no_undeclared_public_members():
 def _core_references():
     for path in sorted((ROOT / "src" / "corral").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "_core":
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "_core"
+            ):
                 yield path.relative_to(ROOT), node.lineno, node.attr
 
 
 def test_every_core_name_the_package_uses_is_in_the_stub():
     refs = list(_core_references())
     assert refs, "no _core.<name> found: did the scan break?"
-    missing = [f"{path}:{line}: _core.{attr}" for path, line, attr in refs if attr not in CLASSES and attr not in FUNCTIONS]
+    missing = [
+        f"{path}:{line}: _core.{attr}"
+        for path, line, attr in refs
+        if attr not in CLASSES and attr not in FUNCTIONS
+    ]
     assert not missing, missing
 
 
@@ -146,16 +161,30 @@ def test_results_are_frozen_and_made_only_by_the_core(name):
 
 
 def test_log_store_answers_with_named_results(tmp_path):
-    summary = _core.validate_batches(_core.build_batch([(b"k", b"v" * 50), (None, b"w")], 1000), 1 << 20)
-    assert (summary.batch_count, summary.producer_id, summary.producer_epoch, summary.base_sequence,
-            summary.offset_count) == (1, -1, -1, -1, 2)
+    summary = _core.validate_batches(
+        _core.build_batch([(b"k", b"v" * 50), (None, b"w")], 1000), 1 << 20
+    )
+    assert (
+        summary.batch_count,
+        summary.producer_id,
+        summary.producer_epoch,
+        summary.base_sequence,
+        summary.offset_count,
+    ) == (1, -1, -1, -1, 2)
 
     store = _core.LogStore(str(tmp_path))
     store.open_partition("t", 0, 100, 1, -1)  # 100-byte segments: a roll per batch
     for i in range(3):
-        appended = store.append("t", 0, _core.build_batch([(b"k", b"v" * 50), (None, b"w")], 1000), 5000 + i)
-        assert (appended.error_code, appended.base_offset, appended.last_offset, appended.log_append_time,
-                appended.unflushed) == (0, 2 * i, 2 * i + 1, 5000 + i, 2 * i + 2)
+        appended = store.append(
+            "t", 0, _core.build_batch([(b"k", b"v" * 50), (None, b"w")], 1000), 5000 + i
+        )
+        assert (
+            appended.error_code,
+            appended.base_offset,
+            appended.last_offset,
+            appended.log_append_time,
+            appended.unflushed,
+        ) == (0, 2 * i, 2 * i + 1, 5000 + i, 2 * i + 2)
     with pytest.raises(AttributeError):
         appended.base_offset = 7  # frozen
 

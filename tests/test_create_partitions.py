@@ -16,7 +16,9 @@ def admin(broker) -> AdminClient:
 
 def grow(client: AdminClient, name: str, count: int, validate_only: bool = False):
     """The error's name (None for success)."""
-    future = client.create_partitions([NewPartitions(name, count)], validate_only=validate_only)[name]
+    future = client.create_partitions([NewPartitions(name, count)], validate_only=validate_only)[
+        name
+    ]
     try:
         future.result(15)
         return None
@@ -49,16 +51,27 @@ def test_refusals_and_growth_survive_a_restart(corral):
 
 
 def test_consumer_group_takes_new_partitions(corral_factory):
-    broker = corral_factory(**{"group.consumer.assignment.interval.ms": 0,
-                               "group.consumer.heartbeat.interval.ms": 500,
-                               "group.consumer.min.heartbeat.interval.ms": 500})
+    broker = corral_factory(
+        **{
+            "group.consumer.assignment.interval.ms": 0,
+            "group.consumer.heartbeat.interval.ms": 500,
+            "group.consumer.min.heartbeat.interval.ms": 500,
+        }
+    )
     client = admin(broker)
     client.create_topics([NewTopic("elastic", 2, 1)])["elastic"].result(15)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "elastic-group",
-                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
-                         "topic.metadata.refresh.interval.ms": 1000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "elastic-group",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
     consumer.subscribe(["elastic"])
     try:
+
         def assigned() -> set[int]:
             consumer.poll(0.2)
             return {tp.partition for tp in consumer.assignment()}

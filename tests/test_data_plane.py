@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import fetch as kafka_jars  # noqa: E402
+from kafka_ref import fetch as kafka_jars
 
 
 def create_topic(broker, name: str, partitions: int, **configs: str) -> None:
@@ -24,11 +24,19 @@ def create_topic(broker, name: str, partitions: int, **configs: str) -> None:
     futures[name].result(timeout=10)
 
 
-def consume_all(broker, topic: str, partitions: int, expected: int, timeout: float = 60.0,
-                **config) -> list:
+def consume_all(
+    broker, topic: str, partitions: int, expected: int, timeout: float = 60.0, **config
+) -> list:
     """Every message of the topic, read with assign (no group) from the beginning."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest", **config})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            **config,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     messages = []
     deadline = time.monotonic() + timeout
@@ -50,15 +58,21 @@ def consume_all(broker, topic: str, partitions: int, expected: int, timeout: flo
 def test_confluent_idempotent_producer_and_assign_consumer_100k(corral):
     topic, partitions, count = "bulk", 8, 100_000
     create_topic(corral, topic, partitions)
-    producer = Producer({"bootstrap.servers": corral.bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5})
+    producer = Producer(
+        {"bootstrap.servers": corral.bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
     failures = []
     for i in range(count):
         while True:
             try:
-                producer.produce(topic, key=f"key-{i}".encode(), value=f"value-{i}".encode() * 4,
-                                 partition=i % partitions, headers=[("n", str(i).encode()), ("h2", b"")],
-                                 on_delivery=lambda err, msg: err and failures.append(err))
+                producer.produce(
+                    topic,
+                    key=f"key-{i}".encode(),
+                    value=f"value-{i}".encode() * 4,
+                    partition=i % partitions,
+                    headers=[("n", str(i).encode()), ("h2", b"")],
+                    on_delivery=lambda err, msg: err and failures.append(err),
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -80,24 +94,35 @@ def test_confluent_idempotent_producer_and_assign_consumer_100k(corral):
 
 
 def test_kafka_python_producer_and_aiokafka_consumer(corral):
-    from aiokafka import AIOKafkaConsumer, TopicPartition as AioTopicPartition
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioTopicPartition
     from kafka import KafkaProducer
 
     topic, partitions, count = "py-clients", 3, 3000
     create_topic(corral, topic, partitions)
     # kafka-python 3 is idempotent by default (InitProducerId, sequences).
     producer = KafkaProducer(bootstrap_servers=corral.bootstrap, acks="all", linger_ms=5)
-    futures = [producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
-                             partition=i % partitions, headers=[("i", str(i).encode())])
-               for i in range(count)]
+    futures = [
+        producer.send(
+            topic,
+            key=f"k{i}".encode(),
+            value=f"v{i}".encode(),
+            partition=i % partitions,
+            headers=[("i", str(i).encode())],
+        )
+        for i in range(count)
+    ]
     producer.flush(30)
     offsets = [f.get(timeout=10).offset for f in futures]
     producer.close()
     assert sorted(offsets) == sorted(i // partitions for i in range(count))
 
     async def consume() -> list:
-        consumer = AIOKafkaConsumer(bootstrap_servers=corral.bootstrap, enable_auto_commit=False,
-                                    auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=corral.bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
         await consumer.start()
         try:
             tps = [AioTopicPartition(topic, p) for p in range(partitions)]
@@ -122,8 +147,11 @@ def test_kafka_python_producer_and_aiokafka_consumer(corral):
         assert [r.offset for r in recs] == list(range(len(recs)))
         for r in recs:
             i = r.offset * partitions + p
-            assert (r.key, r.value, list(r.headers)) == (f"k{i}".encode(), f"v{i}".encode(),
-                                                          [("i", str(i).encode())])
+            assert (r.key, r.value, list(r.headers)) == (
+                f"k{i}".encode(),
+                f"v{i}".encode(),
+                [("i", str(i).encode())],
+            )
 
 
 def test_java_client_idempotent_producer_and_assign_consumer(corral):
@@ -131,9 +159,22 @@ def test_java_client_idempotent_producer_and_assign_consumer(corral):
     # assign + seekToBeginning, endOffsets and offsetsForTimes. Checks are in the Java program.
     create_topic(corral, "java", 3)
     program = Path(__file__).parent / "java" / "DataPlaneClients.java"
-    run = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
-                          f"{kafka_jars()}/*", str(program), corral.bootstrap, "java", "20000", "3"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            "java",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp",
+            f"{kafka_jars()}/*",
+            str(program),
+            corral.bootstrap,
+            "java",
+            "20000",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     result = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else {}
     assert result.get("ok") is True, (result, run.stderr[-2000:])
     assert result["consumed"] == 20000
@@ -141,11 +182,34 @@ def test_java_client_idempotent_producer_and_assign_consumer(corral):
 
 def test_kcat_produce_and_consume(corral):
     lines = [f"key{i}:line {i}" for i in range(500)]
-    subprocess.run(["kcat", "-P", "-b", corral.bootstrap, "-t", "kcat-topic", "-p", "0", "-K:"],
-                   input="\n".join(lines) + "\n", text=True, check=True, timeout=30)
-    out = subprocess.run(["kcat", "-C", "-b", corral.bootstrap, "-t", "kcat-topic", "-p", "0",
-                          "-o", "beginning", "-e", "-f", "%k:%s@%o\n"],
-                         capture_output=True, text=True, check=True, timeout=30).stdout
+    subprocess.run(
+        ["kcat", "-P", "-b", corral.bootstrap, "-t", "kcat-topic", "-p", "0", "-K:"],
+        input="\n".join(lines) + "\n",
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    out = subprocess.run(
+        [
+            "kcat",
+            "-C",
+            "-b",
+            corral.bootstrap,
+            "-t",
+            "kcat-topic",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%k:%s@%o\n",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
     assert out.splitlines() == [f"{line}@{i}" for i, line in enumerate(lines)]
 
 
@@ -178,9 +242,16 @@ def test_kill_9_during_acks_all_produce_loses_no_acknowledged_message(corral):
     def on_delivery(err, msg):
         (failed if err else acked).append(int(msg.key()))
 
-    producer = Producer({"bootstrap.servers": corral.bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 2,
-                         "message.timeout.ms": 60000, "reconnect.backoff.max.ms": 200})
+    producer = Producer(
+        {
+            "bootstrap.servers": corral.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 60000,
+            "reconnect.backoff.max.ms": 200,
+        }
+    )
     stop = threading.Event()
 
     def kill_soon():
@@ -194,8 +265,13 @@ def test_kill_9_during_acks_all_produce_loses_no_acknowledged_message(corral):
     deadline = time.monotonic() + 30
     while corral.alive() and time.monotonic() < deadline:
         try:
-            producer.produce(topic, key=str(sent).encode(), value=b"v" * 100,
-                             partition=sent % partitions, on_delivery=on_delivery)
+            producer.produce(
+                topic,
+                key=str(sent).encode(),
+                value=b"v" * 100,
+                partition=sent % partitions,
+                on_delivery=on_delivery,
+            )
             sent += 1
         except BufferError:
             pass
@@ -235,8 +311,14 @@ def test_torn_tail_is_truncated_on_start(corral):
 def test_long_poll_fetch_wakes_when_data_arrives(corral):
     create_topic(corral, "poll", 1)
     # A long max wait: a fetch that were not woken by the append would hold the message ~10 s.
-    consumer = Consumer({"bootstrap.servers": corral.bootstrap, "group.id": "unused",
-                         "fetch.wait.max.ms": 10000, "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": corral.bootstrap,
+            "group.id": "unused",
+            "fetch.wait.max.ms": 10000,
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition("poll", 0, 0)])
     producer = Producer({"bootstrap.servers": corral.bootstrap, "linger.ms": 0})
     latencies = []
@@ -260,12 +342,14 @@ def test_long_poll_fetch_wakes_when_data_arrives(corral):
 def test_compressed_batches_are_stored_as_sent(corral):
     create_topic(corral, "packed", 1)
     codecs = ["gzip", "snappy", "lz4", "zstd"]
-    for n, codec in enumerate(codecs):
-        producer = Producer({"bootstrap.servers": corral.bootstrap, "compression.type": codec,
-                             "linger.ms": 20})
+    for _n, codec in enumerate(codecs):
+        producer = Producer(
+            {"bootstrap.servers": corral.bootstrap, "compression.type": codec, "linger.ms": 20}
+        )
         for i in range(200):
-            producer.produce("packed", key=f"{codec}-{i}".encode(), value=b"compressible " * 20,
-                             partition=0)
+            producer.produce(
+                "packed", key=f"{codec}-{i}".encode(), value=b"compressible " * 20, partition=0
+            )
         assert producer.flush(10) == 0
     messages = consume_all(corral, "packed", 1, 200 * len(codecs))
     assert [m.key() for m in messages] == [f"{c}-{i}".encode() for c in codecs for i in range(200)]

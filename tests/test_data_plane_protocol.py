@@ -7,52 +7,108 @@ import struct
 import time
 
 import pytest
+from rawwire import RawClient, closed_within
 
 from corral import _core
 from corral.apis import ApiKey
 from corral.errors import ErrorCode
-from rawwire import RawClient, closed_within
 
 
 def produce_body(topic: str, partition: int, records: bytes | None, acks: int = -1) -> dict:
-    return {"acks": acks, "timeout_ms": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+    return {
+        "acks": acks,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+        ],
+    }
 
 
-def produce(client: RawClient, topic: str, partition: int, records: bytes | None, version: int = 9,
-            acks: int = -1) -> dict:
+def produce(
+    client: RawClient,
+    topic: str,
+    partition: int,
+    records: bytes | None,
+    version: int = 9,
+    acks: int = -1,
+) -> dict:
     response = client.call(ApiKey.PRODUCE, version, produce_body(topic, partition, records, acks))
     return response["responses"][0]["partition_responses"][0]
 
 
-def fetch(client: RawClient, topic: str, partition: int, offset: int, version: int = 12,
-          max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 1 << 20,
-          partition_max_bytes: int = 1 << 20) -> dict:
-    body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
-            "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": partition, "fetch_offset": offset, "log_start_offset": -1,
-                 "partition_max_bytes": partition_max_bytes}]}],
-            "forgotten_topics_data": [], "rack_id": ""}
+def fetch(
+    client: RawClient,
+    topic: str,
+    partition: int,
+    offset: int,
+    version: int = 12,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    max_bytes: int = 1 << 20,
+    partition_max_bytes: int = 1 << 20,
+) -> dict:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "fetch_offset": offset,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": partition_max_bytes,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
     return client.call(ApiKey.FETCH, version, body)
 
 
-def list_offset(client: RawClient, topic: str, partition: int, timestamp: int, version: int = 7) -> dict:
-    body = {"replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]}
+def list_offset(
+    client: RawClient, topic: str, partition: int, timestamp: int, version: int = 7
+) -> dict:
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}
+        ],
+    }
     return client.call(ApiKey.LIST_OFFSETS, version, body)["topics"][0]["partitions"][0]
 
 
 def create(client: RawClient, name: str, partitions: int = 1, **configs: str) -> None:
-    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                        "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-            "timeout_ms": 5000, "validate_only": False}
+    body = {
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in configs.items()],
+            }
+        ],
+        "timeout_ms": 5000,
+        "validate_only": False,
+    }
     result = client.call(ApiKey.CREATE_TOPICS, 7, body)["topics"][0]
     assert result["error_code"] == 0, result
 
 
 def batch(n: int, ts: int = 1000, **producer) -> bytes:
-    return _core.build_batch([(f"k{i}".encode(), f"v{i}".encode()) for i in range(n)], ts, **producer)
+    return _core.build_batch(
+        [(f"k{i}".encode(), f"v{i}".encode()) for i in range(n)], ts, **producer
+    )
 
 
 @pytest.fixture
@@ -78,8 +134,12 @@ def test_produce_fetch_round_trip_at_every_version(client):
 
 def test_produce_errors(client):
     create(client, "small", **{"max.message.bytes": "200"})
-    assert produce(client, "nope", 0, batch(1))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert produce(client, "small", 5, batch(1))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert (
+        produce(client, "nope", 0, batch(1))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    assert (
+        produce(client, "small", 5, batch(1))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
     big = produce(client, "small", 0, batch(30))
     assert big["error_code"] == ErrorCode.MESSAGE_TOO_LARGE and big["base_offset"] == -1
     corrupt = bytearray(batch(2))
@@ -89,7 +149,10 @@ def test_produce_errors(client):
     two = produce(client, "small", 0, batch(1) + batch(1))
     assert two["error_code"] == ErrorCode.INVALID_RECORD
     assert produce(client, "small", 0, None)["error_code"] == ErrorCode.INVALID_RECORD
-    assert produce(client, "small", 0, batch(1), acks=2)["error_code"] == ErrorCode.INVALID_REQUIRED_ACKS
+    assert (
+        produce(client, "small", 0, batch(1), acks=2)["error_code"]
+        == ErrorCode.INVALID_REQUIRED_ACKS
+    )
     # Nothing of that was appended.
     assert produce(client, "small", 0, batch(1))["base_offset"] == 0
 
@@ -105,9 +168,18 @@ def _legacy_produce(version: int, acks: int, correlation_id: int) -> bytes:
     """A Produce v0-2 request by hand (the codec starts at v3): two partitions of topic "old"."""
     header = struct.pack(">hhih", ApiKey.PRODUCE, version, correlation_id, 3) + b"raw"
     records = b"\x00" * 30
-    partition = lambda i: struct.pack(">ii", i, len(records)) + records
-    body = (struct.pack(">hii", acks, 1000, 1) + struct.pack(">h", 3) + b"old"
-            + struct.pack(">i", 2) + partition(0) + partition(1))
+
+    def partition(i):
+        return struct.pack(">ii", i, len(records)) + records
+
+    body = (
+        struct.pack(">hii", acks, 1000, 1)
+        + struct.pack(">h", 3)
+        + b"old"
+        + struct.pack(">i", 2)
+        + partition(0)
+        + partition(1)
+    )
     return struct.pack(">i", len(header + body)) + header + body
 
 
@@ -152,7 +224,11 @@ def test_fetch_sizes_and_out_of_range(client):
     create(client, "sizes")
     for i in range(5):
         produce(client, "sizes", 0, _core.build_batch([(None, b"x" * 1000)] * 3, 1000 + i))
-    one = len(batch_bytes := fetch(client, "sizes", 0, 0, partition_max_bytes=1)["responses"][0]["partitions"][0]["records"])
+    one = len(
+        batch_bytes := fetch(client, "sizes", 0, 0, partition_max_bytes=1)["responses"][0][
+            "partitions"
+        ][0]["records"]
+    )
     assert one > 1 and len(_core.decode_batches(batch_bytes)) == 3, "the first batch comes whole"
     two = fetch(client, "sizes", 0, 0, partition_max_bytes=2 * one)["responses"][0]["partitions"][0]
     assert len(two["records"]) == 2 * one
@@ -163,7 +239,11 @@ def test_fetch_sizes_and_out_of_range(client):
     beyond = fetch(client, "sizes", 0, 16)["responses"][0]["partitions"][0]
     assert beyond["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
     # As Kafka 4.4: an out-of-range answer carries no offsets.
-    assert (beyond["high_watermark"], beyond["last_stable_offset"], beyond["log_start_offset"]) == (-1, -1, -1)
+    assert (beyond["high_watermark"], beyond["last_stable_offset"], beyond["log_start_offset"]) == (
+        -1,
+        -1,
+        -1,
+    )
     unknown = fetch(client, "no-such-topic", 0, 0)["responses"][0]["partitions"][0]
     assert unknown["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -174,10 +254,21 @@ def test_fetch_waits_max_wait_for_min_bytes_and_declines_sessions(client):
     response = fetch(client, "waiting", 0, 0, max_wait_ms=300, min_bytes=1)
     waited = time.monotonic() - started
     assert 0.25 < waited < 5, waited
-    assert response["session_id"] == 0 and response["responses"][0]["partitions"][0]["records"] == b""
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1000,
-            "isolation_level": 0, "session_id": 1234, "session_epoch": 1, "topics": [],
-            "forgotten_topics_data": [], "rack_id": ""}
+    assert (
+        response["session_id"] == 0 and response["responses"][0]["partitions"][0]["records"] == b""
+    )
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1000,
+        "isolation_level": 0,
+        "session_id": 1234,
+        "session_epoch": 1,
+        "topics": [],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
     assert client.call(ApiKey.FETCH, 12, body)["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
 
 
@@ -187,8 +278,14 @@ def test_list_offsets(client):
         produce(client, "times", 0, batch(2, ts=ts))
     assert list_offset(client, "times", 0, -2)["offset"] == 0
     assert list_offset(client, "times", 0, -1)["offset"] == 6
-    assert (lambda r: (r["timestamp"], r["offset"]))(list_offset(client, "times", 0, 1500)) == (3000, 2)
-    assert (lambda r: (r["timestamp"], r["offset"]))(list_offset(client, "times", 0, 2000)) == (3000, 2)
+    assert (lambda r: (r["timestamp"], r["offset"]))(list_offset(client, "times", 0, 1500)) == (
+        3000,
+        2,
+    )
+    assert (lambda r: (r["timestamp"], r["offset"]))(list_offset(client, "times", 0, 2000)) == (
+        3000,
+        2,
+    )
     assert list_offset(client, "times", 0, 5000)["offset"] == -1
     top = list_offset(client, "times", 0, -3)
     assert (top["timestamp"], top["offset"]) == (3000, 2)
@@ -198,8 +295,13 @@ def test_list_offsets(client):
 
 
 def init_producer_id(client: RawClient, version: int = 4, **body) -> dict:
-    request = {"transactional_id": None, "transaction_timeout_ms": 60000,
-               "producer_id": -1, "producer_epoch": -1, **body}
+    request = {
+        "transactional_id": None,
+        "transaction_timeout_ms": 60000,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        **body,
+    }
     return client.call(ApiKey.INIT_PRODUCER_ID, version, request)
 
 
@@ -211,12 +313,16 @@ def test_idempotent_sequences(client):
     assert init_producer_id(client, version=0)["producer_id"] != pid
 
     def send(seq: int, n: int = 2, epoch: int = 0) -> dict:
-        return produce(client, "idem", 0, batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq))
+        return produce(
+            client, "idem", 0, batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+        )
 
     assert send(0)["base_offset"] == 0
     assert send(2)["base_offset"] == 2
     retry = send(2)
-    assert (retry["error_code"], retry["base_offset"]) == (0, 2), "a retried batch is acknowledged once"
+    assert (retry["error_code"], retry["base_offset"]) == (0, 2), (
+        "a retried batch is acknowledged once"
+    )
     assert send(5)["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert send(4)["base_offset"] == 4
     assert send(0, epoch=1)["base_offset"] == 6, "a new epoch starts at sequence 0"
@@ -256,8 +362,10 @@ def test_retention_deletes_old_segments(corral_factory):
             produce(c, "short", 0, batch(5, ts=now_ms))
         produce(c, "old", 0, batch(5, ts=now_ms - 120_000))
         deadline = time.monotonic() + 10
-        while ((list_offset(c, "short", 0, -2)["offset"] == 0 or list_offset(c, "old", 0, -2)["offset"] == 0)
-               and time.monotonic() < deadline):
+        while (
+            list_offset(c, "short", 0, -2)["offset"] == 0
+            or list_offset(c, "old", 0, -2)["offset"] == 0
+        ) and time.monotonic() < deadline:
             time.sleep(0.1)
         start = list_offset(c, "short", 0, -2)["offset"]
         assert 0 < start < 200
@@ -277,10 +385,15 @@ def test_deleted_topic_takes_its_log_along(corral):
         create(c, "doomed", 2)
         produce(c, "doomed", 1, batch(3))
         assert (corral.data_dir / "doomed-1").is_dir()
-        result = c.call(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "doomed", "topic_id": bytes(16)}],
-                                                  "timeout_ms": 5000})
+        result = c.call(
+            ApiKey.DELETE_TOPICS,
+            6,
+            {"topics": [{"name": "doomed", "topic_id": bytes(16)}], "timeout_ms": 5000},
+        )
         assert result["responses"][0]["error_code"] == 0
         assert not (corral.data_dir / "doomed-1").exists()
-        assert produce(c, "doomed", 1, batch(1))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (
+            produce(c, "doomed", 1, batch(1))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
         create(c, "doomed", 2)
         assert produce(c, "doomed", 1, batch(1))["base_offset"] == 0

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-
 from conftest import CorralProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import fetch as kafka_jars  # noqa: E402
+from kafka_ref import fetch as kafka_jars
 
 # A client must surface the error well within its retry budget (Java: max.block.ms 60 s).
 FAIL_FAST_S = 10
@@ -37,9 +36,19 @@ def test_librdkafka_transactional_producer_fails_at_once(corral):
 
 def test_java_transactional_producer_fails_at_once(corral):
     program = Path(__file__).parent / "java" / "TransactionalProducer.java"
-    run = subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
-                          f"{kafka_jars()}/*", str(program), corral.bootstrap],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            "java",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp",
+            f"{kafka_jars()}/*",
+            str(program),
+            corral.bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = run.stdout.strip().splitlines()
     result = json.loads(lines[-1]) if lines else {}
     assert result.get("failed") is True, (result, run.stderr[-2000:])
@@ -62,8 +71,9 @@ def test_second_broker_on_a_data_dir_exits_with_one_line(corral, tmp_path):
 
 
 def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "corral.cli", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "corral.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def one_line_error(run: subprocess.CompletedProcess) -> str:
@@ -92,19 +102,28 @@ def test_unusable_data_dir_is_one_line(tmp_path):
 
 
 def test_unreadable_config_is_one_line(tmp_path):
-    run = run_cli("serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
-                  "--config", str(tmp_path / "missing.toml"))
+    run = run_cli(
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--config",
+        str(tmp_path / "missing.toml"),
+    )
     assert "missing.toml" in one_line_error(run)
     bad = tmp_path / "bad.toml"
     bad.write_text("num.partitions = = 3\n")
-    run = run_cli("serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
-                  "--config", str(bad))
+    run = run_cli(
+        "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"), "--config", str(bad)
+    )
     assert "bad.toml" in one_line_error(run)
 
 
 def test_bad_log_level_is_one_line(tmp_path):
-    run = run_cli("serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
-                  "--log-level", "LOUD")
+    run = run_cli(
+        "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"), "--log-level", "LOUD"
+    )
     assert "log-level" in one_line_error(run)
 
 
@@ -133,7 +152,9 @@ def test_a_stopped_network_thread_shuts_the_broker_down(tmp_path):
     from corral.config import Settings
     from corral.server import Server
 
-    server = Server(Settings({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d")}))
+    server = Server(
+        Settings({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d")})
+    )
 
     async def main():
         with trio.fail_after(10):

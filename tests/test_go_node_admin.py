@@ -24,7 +24,9 @@ def bootstrap(request, tmp_path_factory):
     else:
         from conftest import CorralProcess
 
-        broker = CorralProcess(tmp_path_factory.mktemp("polyglot-admin"), {**FAST_GROUPS, "num.partitions": 3})
+        broker = CorralProcess(
+            tmp_path_factory.mktemp("polyglot-admin"), {**FAST_GROUPS, "num.partitions": 3}
+        )
         broker.start()
         try:
             yield from _prepared(broker.bootstrap)
@@ -43,12 +45,22 @@ def _prepared(address: str):
         committer = Consumer({"bootstrap.servers": address, "group.id": f"adm-empty-{client}"})
         committer.commit(offsets=[TopicPartition(SOURCE, 0, 5)], asynchronous=False)
         committer.close()
-    live = MemberProcess("confluent", address, LIVE, ["live-a"], topics=[SOURCE], protocol="classic",
-                         strategy="range")
+    live = MemberProcess(
+        "confluent",
+        address,
+        LIVE,
+        ["live-a"],
+        topics=[SOURCE],
+        protocol="classic",
+        strategy="range",
+    )
     try:
         member = live["live-a"]
-        wait_until(lambda: len(set(member.records)) == RECORDS and len(member.owned) == 3, 60,
-                   f"{LIVE} consuming all {RECORDS} records")
+        wait_until(
+            lambda: len(set(member.records)) == RECORDS and len(member.owned) == 3,
+            60,
+            f"{LIVE} consuming all {RECORDS} records",
+        )
         check_ownership([member])
         yield address
     finally:
@@ -58,14 +70,26 @@ def _prepared(address: str):
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_admin_calls(bootstrap, client):
-    report = admin(client, {"bootstrap": bootstrap, "topic": f"adm-new-{client}", "group": LIVE,
-                            "source": SOURCE, "empty_group": f"adm-empty-{client}"})
+    report = admin(
+        client,
+        {
+            "bootstrap": bootstrap,
+            "topic": f"adm-new-{client}",
+            "group": LIVE,
+            "source": SOURCE,
+            "empty_group": f"adm-empty-{client}",
+        },
+    )
     assert "error" not in report, report
     assert report["created"] is True
     assert report["retention_ms"] == "3600000"
     assert report["partitions"] == 3
     assert {LIVE, f"adm-empty-{client}"} <= set(report["groups"])
-    assert (report["state"], report["protocol_type"], report["protocol"]) == ("Stable", "consumer", "range")
+    assert (report["state"], report["protocol_type"], report["protocol"]) == (
+        "Stable",
+        "consumer",
+        "range",
+    )
     assert report["members"] == ["live-a"]
     assert report["offsets"] == report["end_offsets"] == {"0": 10, "1": 10, "2": 10}
     assert report["delete_error"] is None

@@ -13,8 +13,17 @@ from __future__ import annotations
 import time
 
 import pytest
-from cgkit import (CG_FAST, MemberProcess, all_partitions, check_ownership, describe_groups_raw,
-                   members_of, partitioned, stop_processes, wait_stable)
+from cgkit import (
+    CG_FAST,
+    MemberProcess,
+    all_partitions,
+    check_ownership,
+    describe_groups_raw,
+    members_of,
+    partitioned,
+    stop_processes,
+    wait_stable,
+)
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from groupkit import FAST_GROUPS, wait_until
@@ -43,7 +52,9 @@ def committed(broker, group: str, topic: str, partitions: int) -> dict[int, int]
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p) for p in range(partitions)]
+    )
     answer = admin.list_consumer_group_offsets([request])[group].result(timeout=10)
     return {tp.partition: tp.offset for tp in answer.topic_partitions}
 
@@ -79,8 +90,10 @@ def wait_classic_stable(broker, group: str, processes, partitions, timeout: floa
         wait_until(settled, timeout, f"classic group {group} stable")
     except AssertionError as e:
         logs = "".join(f"\n--- {p.client} log\n{p.log_tail()}" for p in processes)
-        raise AssertionError(f"{e}\nmembers: {members_of(processes)}\n"
-                             f"describe: {describe_groups_raw(broker.bootstrap, group)}{logs}") from None
+        raise AssertionError(
+            f"{e}\nmembers: {members_of(processes)}\n"
+            f"describe: {describe_groups_raw(broker.bootstrap, group)}{logs}"
+        ) from None
     return found[-1]
 
 
@@ -90,10 +103,14 @@ def test_one_client_produces_and_consumes_in_a_group(broker, client):
     a clean leave moves partitions at once, a crash after the session timeout."""
     topic, group, count = f"own-{client}", f"own-{client}", 60
     create_topic(broker, topic, 6)
-    assert produce(client, {"bootstrap": broker.bootstrap, "topic": topic, "count": count}) == {"produced": count}
+    assert produce(client, {"bootstrap": broker.bootstrap, "topic": topic, "count": count}) == {
+        "produced": count
+    }
     partitions = all_partitions({topic: 6})
-    processes = [MemberProcess(client, broker.bootstrap, group, [name], topics=[topic], **SESSION)
-                 for name in ("a", "b", "c")]
+    processes = [
+        MemberProcess(client, broker.bootstrap, group, [name], topics=[topic], **SESSION)
+        for name in ("a", "b", "c")
+    ]
     try:
         g = wait_classic_stable(broker, group, processes, partitions)
         expected = "RoundRobinAssigner" if client == "kafkajs" else "range"
@@ -116,7 +133,9 @@ def test_one_client_produces_and_consumes_in_a_group(broker, client):
         start = time.monotonic()
         crashing.kill()
         wait_classic_stable(broker, group, processes, partitions, timeout=20)
-        assert 2.5 < time.monotonic() - start < 3 + 5, "a crash is noticed by the 3 s session timeout"
+        assert 2.5 < time.monotonic() - start < 3 + 5, (
+            "a crash is noticed by the 3 s session timeout"
+        )
         assert last["c"].owned == partitions
         assert check_ownership(members) > 0
     finally:
@@ -128,9 +147,19 @@ def test_mixed_classic_group_agrees_on_range(broker):
     topic, group = "mixed-classic", "mixed-classic"
     create_topic(broker, topic, 9)
     partitions = all_partitions({topic: 9})
-    processes = [MemberProcess(client, broker.bootstrap, group, [client], topics=[topic],
-                               protocol="classic", strategy="range", **SESSION)
-                 for client in ("franz-go", "sarama", "confluent")]
+    processes = [
+        MemberProcess(
+            client,
+            broker.bootstrap,
+            group,
+            [client],
+            topics=[topic],
+            protocol="classic",
+            strategy="range",
+            **SESSION,
+        )
+        for client in ("franz-go", "sarama", "confluent")
+    ]
     try:
         g = wait_classic_stable(broker, group, processes, partitions)
         assert g["protocol_data"] == "range"
@@ -150,8 +179,18 @@ def test_cooperative_members_keep_their_partitions(broker):
     processes = []
     try:
         for client in ("franz-go", "sarama", "confluent"):
-            processes.append(MemberProcess(client, broker.bootstrap, group, [client], topics=[topic],
-                                           protocol="classic", strategy="cooperative-sticky", **SESSION))
+            processes.append(
+                MemberProcess(
+                    client,
+                    broker.bootstrap,
+                    group,
+                    [client],
+                    topics=[topic],
+                    protocol="classic",
+                    strategy="cooperative-sticky",
+                    **SESSION,
+                )
+            )
             g = wait_classic_stable(broker, group, processes, partitions)
             assert g["protocol_data"] == "cooperative-sticky"
         members = members_of(processes)
@@ -170,12 +209,20 @@ def test_static_members_restart_without_a_rebalance(broker):
     topic, group = "static", "static"
     create_topic(broker, topic, 6)
     partitions = all_partitions({topic: 6})
-    settings = {"protocol": "classic", "strategy": "range", "session_timeout_ms": 6000,
-                "heartbeat_interval_ms": 300}
-    specs = {"franz-go": {"name": "f", "instance_id": "static-f"},
-             "sarama": {"name": "s", "instance_id": "static-s"}}
-    processes = [MemberProcess(c, broker.bootstrap, group, [spec], topics=[topic], **settings)
-                 for c, spec in specs.items()]
+    settings = {
+        "protocol": "classic",
+        "strategy": "range",
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 300,
+    }
+    specs = {
+        "franz-go": {"name": "f", "instance_id": "static-f"},
+        "sarama": {"name": "s", "instance_id": "static-s"},
+    }
+    processes = [
+        MemberProcess(c, broker.bootstrap, group, [spec], topics=[topic], **settings)
+        for c, spec in specs.items()
+    ]
     retired = []
     try:
         before = wait_classic_stable(broker, group, processes, partitions)
@@ -184,11 +231,16 @@ def test_static_members_restart_without_a_rebalance(broker):
             owned = old[spec["name"]].owned
             old.kill()
             retired.extend(members_of([old]))
-            processes[i] = MemberProcess(client, broker.bootstrap, group, [spec], topics=[topic], **settings)
+            processes[i] = MemberProcess(
+                client, broker.bootstrap, group, [spec], topics=[topic], **settings
+            )
             after = wait_classic_stable(broker, group, processes, partitions, timeout=20)
             assert processes[i][spec["name"]].owned == owned
             assert after["protocol_data"] == before["protocol_data"]
-            assert sorted(m["group_instance_id"] for m in after["members"]) == ["static-f", "static-s"]
+            assert sorted(m["group_instance_id"] for m in after["members"]) == [
+                "static-f",
+                "static-s",
+            ]
         check_ownership([*retired, *members_of(processes)])
     finally:
         stop_processes(processes)
@@ -200,9 +252,15 @@ def test_franz_go_kip848_members_with_librdkafka(broker):
     topic, group = "kip848", "kip848"
     create_topic(broker, topic, 8)
     partitions = all_partitions({topic: 8})
-    processes = [MemberProcess("franz-go", broker.bootstrap, group, ["f1"], topics=[topic], protocol="consumer"),
-                 MemberProcess("franz-go", broker.bootstrap, group, ["f2"], topics=[topic], protocol="consumer"),
-                 MemberProcess("confluent", broker.bootstrap, group, ["c1"], topics=[topic])]
+    processes = [
+        MemberProcess(
+            "franz-go", broker.bootstrap, group, ["f1"], topics=[topic], protocol="consumer"
+        ),
+        MemberProcess(
+            "franz-go", broker.bootstrap, group, ["f2"], topics=[topic], protocol="consumer"
+        ),
+        MemberProcess("confluent", broker.bootstrap, group, ["c1"], topics=[topic]),
+    ]
     try:
         g = wait_stable(broker.bootstrap, group, processes, partitions)
         assert {m["member_epoch"] for m in g["members"]} == {g["group_epoch"]}

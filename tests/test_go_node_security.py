@@ -26,13 +26,23 @@ CREATE_ACLS, ALTER_SCRAM = 30, 51
 PASSWORDS = {"gopher": "gopher-secret", "mole": "mole-secret"}
 # How each client words GROUP_AUTHORIZATION_FAILED (30): franz-go names the code, sarama and
 # kafkajs (in its log) print Kafka's message for it.
-GROUP_REFUSED = ("group_authorization_failed", "not authorized to access this group",
-                 "not authorized to access group")
+GROUP_REFUSED = (
+    "group_authorization_failed",
+    "not authorized to access this group",
+    "not authorized to access group",
+)
 
 
 def _acl(principal: str, resource_type: int, operation: int) -> dict:
-    return {"resource_type": resource_type, "resource_name": "sec-", "resource_pattern_type": PREFIXED,
-            "principal": principal, "host": "*", "operation": operation, "permission_type": ALLOW}
+    return {
+        "resource_type": resource_type,
+        "resource_name": "sec-",
+        "resource_pattern_type": PREFIXED,
+        "principal": principal,
+        "host": "*",
+        "operation": operation,
+        "permission_type": ALLOW,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -41,29 +51,61 @@ def secure(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("polyglot-secure")
     certs = make_certs(root / "certs")
-    broker = CorralProcess(root / "corral", {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN", **FAST_GROUPS,
-        **tls_settings(certs)})
+    broker = CorralProcess(
+        root / "corral",
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            "authorizer.class.name": STANDARD_AUTHORIZER,
+            "super.users": "User:ANONYMOUS",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+            **FAST_GROUPS,
+            **tls_settings(certs),
+        },
+    )
     broker.start()
     with RawClient(broker.ports["PLAINTEXT"]) as admin:
         for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):  # one alteration per user and request
-            scram = admin.call(ALTER_SCRAM, 0, {"deletions": [], "upsertions": [
-                upsertion(user, mechanism, password) for user, password in PASSWORDS.items()]})
+            scram = admin.call(
+                ALTER_SCRAM,
+                0,
+                {
+                    "deletions": [],
+                    "upsertions": [
+                        upsertion(user, mechanism, password) for user, password in PASSWORDS.items()
+                    ],
+                },
+            )
             assert {r["error_code"] for r in scram["results"]} == {0}, scram
-        created = admin.call(CREATE_ACLS, 3, {"creations": [
-            _acl("User:gopher", TOPIC, ALL), _acl("User:gopher", GROUP, READ),
-            _acl("User:mole", TOPIC, DESCRIBE), _acl("User:mole", TOPIC, READ)]})
+        created = admin.call(
+            CREATE_ACLS,
+            3,
+            {
+                "creations": [
+                    _acl("User:gopher", TOPIC, ALL),
+                    _acl("User:gopher", GROUP, READ),
+                    _acl("User:mole", TOPIC, DESCRIBE),
+                    _acl("User:mole", TOPIC, READ),
+                ]
+            },
+        )
         assert {r["error_code"] for r in created["results"]} == {0}, created
     yield broker, certs
     broker.stop()
 
 
-def _security(broker, certs, user: str, password: str, mechanism: str, handshake_v0: bool = False) -> dict:
-    return {"bootstrap": f"127.0.0.1:{broker.ports['SASL_SSL']}", "tls": {"ca": str(certs.ca)},
-            "sasl": {"mechanism": mechanism, "user": user, "password": password,
-                     "handshake_v0": handshake_v0}}
+def _security(
+    broker, certs, user: str, password: str, mechanism: str, handshake_v0: bool = False
+) -> dict:
+    return {
+        "bootstrap": f"127.0.0.1:{broker.ports['SASL_SSL']}",
+        "tls": {"ca": str(certs.ca)},
+        "sasl": {
+            "mechanism": mechanism,
+            "user": user,
+            "password": password,
+            "handshake_v0": handshake_v0,
+        },
+    }
 
 
 def _plain_admin(broker) -> AdminClient:
@@ -71,12 +113,16 @@ def _plain_admin(broker) -> AdminClient:
 
 
 # sarama's SASLHandshakeV0: Kafka's flow before KIP-152, bare SASL tokens after the handshake.
-V0 = [pytest.param("sarama", "SCRAM-SHA-512", True, id="sarama-v0-SCRAM-SHA-512"),
-      pytest.param("sarama", "PLAIN", True, id="sarama-v0-PLAIN")]
+V0 = [
+    pytest.param("sarama", "SCRAM-SHA-512", True, id="sarama-v0-SCRAM-SHA-512"),
+    pytest.param("sarama", "PLAIN", True, id="sarama-v0-PLAIN"),
+]
 
 
-@pytest.mark.parametrize("client, mechanism, handshake_v0", [
-    *((c, m, False) for c in CLIENTS for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")), *V0])
+@pytest.mark.parametrize(
+    "client, mechanism, handshake_v0",
+    [*((c, m, False) for c in CLIENTS for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")), *V0],
+)
 def test_scram_over_sasl_ssl_end_to_end(secure, client, mechanism, handshake_v0):
     broker, certs = secure
     topic = group = f"sec-{client}-{mechanism.lower()}{'-v0' if handshake_v0 else ''}"
@@ -84,14 +130,29 @@ def test_scram_over_sasl_ssl_end_to_end(secure, client, mechanism, handshake_v0)
     admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(timeout=10)
     conf = _security(broker, certs, "gopher", PASSWORDS["gopher"], mechanism, handshake_v0)
     assert produce(client, {**conf, "topic": topic, "count": 40}) == {"produced": 40}
-    process = MemberProcess(client, conf["bootstrap"], group, ["m1", "m2"], topics=[topic],
-                            protocol="classic", session_timeout_ms=6000, heartbeat_interval_ms=500,
-                            tls=conf["tls"], sasl=conf["sasl"])
+    process = MemberProcess(
+        client,
+        conf["bootstrap"],
+        group,
+        ["m1", "m2"],
+        topics=[topic],
+        protocol="classic",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        tls=conf["tls"],
+        sasl=conf["sasl"],
+    )
     try:
         members = members_of([process])
-        wait_until(lambda: len({r for m in members for r in m.records}) == 40
-                   and sorted(tp for m in members for tp in m.owned) == sorted(all_partitions({topic: 4})),
-                   40, "40 records consumed over SASL_SSL by a group owning all 4 partitions")
+        wait_until(
+            lambda: (
+                len({r for m in members for r in m.records}) == 40
+                and sorted(tp for m in members for tp in m.owned)
+                == sorted(all_partitions({topic: 4}))
+            ),
+            40,
+            "40 records consumed over SASL_SSL by a group owning all 4 partitions",
+        )
         assert check_ownership(members) > 0
         assert not [e for m in members for e in m.errors], [m.errors for m in members]
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(4)])
@@ -117,8 +178,11 @@ def test_wrong_password_is_refused_after_a_v0_handshake(secure, mechanism):
     """A refused bare token is a closed connection (Kafka's answer before KIP-152): sarama
     reports the client out of brokers, and corral logs the failure."""
     broker, certs = secure
-    logged = ("Invalid username or password" if mechanism == "PLAIN"
-              else f"invalid credentials with SASL mechanism {mechanism}")
+    logged = (
+        "Invalid username or password"
+        if mechanism == "PLAIN"
+        else f"invalid credentials with SASL mechanism {mechanism}"
+    )
     before = broker.log().count(logged)
     conf = _security(broker, certs, "gopher", "not-the-password", mechanism, handshake_v0=True)
     answer = produce("sarama", {**conf, "topic": "sec-refused", "count": 1}, timeout=120)
@@ -134,9 +198,18 @@ def test_group_without_read_acl_is_refused(secure, client):
     admin = _plain_admin(broker)
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=10)
     conf = _security(broker, certs, "mole", PASSWORDS["mole"], "SCRAM-SHA-256")
-    process = MemberProcess(client, conf["bootstrap"], f"sec-noread-{client}", ["m"], topics=[topic],
-                            protocol="classic", session_timeout_ms=6000, heartbeat_interval_ms=500,
-                            tls=conf["tls"], sasl=conf["sasl"])
+    process = MemberProcess(
+        client,
+        conf["bootstrap"],
+        f"sec-noread-{client}",
+        ["m"],
+        topics=[topic],
+        protocol="classic",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        tls=conf["tls"],
+        sasl=conf["sasl"],
+    )
     try:
         member = process["m"]
 

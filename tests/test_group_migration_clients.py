@@ -51,18 +51,30 @@ import threading
 import time
 
 import pytest
+from cgkit import (
+    CG_FAST,
+    CgMember,
+    MemberProcess,
+    all_partitions,
+    check_ownership,
+    describe,
+    describe_groups_raw,
+    list_groups_raw,
+    partitioned,
+    stop_processes,
+)
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-from cgkit import (CG_FAST, CgMember, MemberProcess, all_partitions, check_ownership, describe,
-                   describe_groups_raw, list_groups_raw, partitioned, stop_processes)
 from groupkit import wait_until
 from test_consumer_groups_clients import committed, create_topics
 
 # Both brokers run with these settings: KIP-848 groups as in the other client tests, classic
 # groups without the initial rebalance delay, and migration allowed both ways (the default,
 # spelled out).
-MIGRATION_SETTINGS = {**CG_FAST, "group.initial.rebalance.delay.ms": 0,
-                      "group.consumer.migration.policy": "bidirectional"}
+MIGRATION_SETTINGS = {
+    **CG_FAST,
+    "group.initial.rebalance.delay.ms": 0,
+    "group.consumer.migration.policy": "bidirectional",
+}
 
 TOPIC = "migrate"
 PARTITIONS = 12
@@ -77,17 +89,37 @@ GROUP_ID_NOT_FOUND = 69
 # member's rebalance timeout (max.poll.interval.ms) is 30 s so that a stuck rebalance fails the
 # test rather than waiting 5 minutes.
 COMMON = {"max_poll_interval_ms": 30000}
-CLASSIC_UP = {"c0": "range", "c1": "range", "c2": "range",
-              "j0": "range", "j1": "cooperative-sticky,range", "j2": "cooperative-sticky,range"}
-CLASSIC_DOWN = {"c0": "cooperative-sticky", "c1": "cooperative-sticky", "c2": "cooperative-sticky",
-                "j0": "range,cooperative-sticky", "j1": "cooperative-sticky", "j2": "cooperative-sticky"}
-CLIENTS = {"c0": "confluent", "c1": "confluent", "c2": "confluent",
-           "j0": "java", "j1": "java", "j2": "java"}
+CLASSIC_UP = {
+    "c0": "range",
+    "c1": "range",
+    "c2": "range",
+    "j0": "range",
+    "j1": "cooperative-sticky,range",
+    "j2": "cooperative-sticky,range",
+}
+CLASSIC_DOWN = {
+    "c0": "cooperative-sticky",
+    "c1": "cooperative-sticky",
+    "c2": "cooperative-sticky",
+    "j0": "range,cooperative-sticky",
+    "j1": "cooperative-sticky",
+    "j2": "cooperative-sticky",
+}
+CLIENTS = {
+    "c0": "confluent",
+    "c1": "confluent",
+    "c2": "confluent",
+    "j0": "java",
+    "j1": "java",
+    "j2": "java",
+}
 ORDER = ["c0", "j0", "c1", "j1", "c2", "j2"]  # the order of the restarts, both legs
 
 # A member's error that it does not come back from (librdkafka's fatal errors; what the Java
 # consumer throws from poll when the broker refuses it).
-FATAL = re.compile(r"fatal|GroupIdNotFound|InconsistentGroupProtocol|UnsupportedVersion", re.IGNORECASE)
+FATAL = re.compile(
+    r"fatal|GroupIdNotFound|InconsistentGroupProtocol|UnsupportedVersion", re.IGNORECASE
+)
 
 # Each broker's record of the scenario, to compare the two when both run in one session.
 SEEN: dict[str, list] = {}
@@ -96,8 +128,14 @@ SEEN: dict[str, list] = {}
 def member_config(name: str, protocol: str, strategies: dict[str, str]) -> dict:
     if protocol == "consumer":
         return {"name": name, "protocol": "consumer", **COMMON}
-    return {"name": name, "protocol": "classic", "strategy": strategies[name],
-            "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, **COMMON}
+    return {
+        "name": name,
+        "protocol": "classic",
+        "strategy": strategies[name],
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 1000,
+        **COMMON,
+    }
 
 
 @pytest.fixture(scope="module", params=["kafka", "corral"])
@@ -106,8 +144,10 @@ def broker(request, tmp_path_factory):
     if request.param == "corral":
         from conftest import CorralProcess
 
-        corral = CorralProcess(tmp_path_factory.mktemp("migration") / "corral",
-                               {k: str(v) for k, v in MIGRATION_SETTINGS.items()}).start()
+        corral = CorralProcess(
+            tmp_path_factory.mktemp("migration") / "corral",
+            {k: str(v) for k, v in MIGRATION_SETTINGS.items()},
+        ).start()
         try:
             yield "corral", corral.bootstrap
         finally:
@@ -147,7 +187,9 @@ class ProducerThread:
     def _run(self) -> None:
         i, start = 0, time.monotonic()
         while not self.stopping.is_set():
-            self.producer.produce(TOPIC, f"r{i}".encode(), partition=i % PARTITIONS, on_delivery=self._done)
+            self.producer.produce(
+                TOPIC, f"r{i}".encode(), partition=i % PARTITIONS, on_delivery=self._done
+            )
             i += 1
             self.producer.poll(0)
             ahead = start + i / self.rate - time.monotonic()
@@ -177,8 +219,13 @@ class Scenario:
         self.closing = False  # every member leaving at the end
 
     def start(self, name: str, protocol: str, strategies: dict[str, str]) -> None:
-        proc = MemberProcess(CLIENTS[name], self.bootstrap, GROUP,
-                             [member_config(name, protocol, strategies)], topics=[TOPIC])
+        proc = MemberProcess(
+            CLIENTS[name],
+            self.bootstrap,
+            GROUP,
+            [member_config(name, protocol, strategies)],
+            topics=[TOPIC],
+        )
         self.procs[name] = proc
         self.protocol[name] = protocol
         self.all_procs.append(proc)
@@ -219,7 +266,11 @@ class Scenario:
         client reports."""
         listed = self.check()
         live = self.live
-        if listed is None or not partitioned(live, self.partitions) or listed["group_state"] != "Stable":
+        if (
+            listed is None
+            or not partitioned(live, self.partitions)
+            or listed["group_state"] != "Stable"
+        ):
             return None
         names = sorted(m.name for m in live)
         cgd = describe(self.bootstrap, GROUP)
@@ -232,8 +283,11 @@ class Scenario:
                 return None
             for m in live:
                 d = by_client[m.name]
-                if d["assignment"] != m.owned or d["target_assignment"] != m.owned \
-                        or d["member_epoch"] != cgd["group_epoch"]:
+                if (
+                    d["assignment"] != m.owned
+                    or d["target_assignment"] != m.owned
+                    or d["member_epoch"] != cgd["group_epoch"]
+                ):
                     return None
         else:
             if dg["error_code"] or dg["group_state"] != "Stable":
@@ -246,11 +300,20 @@ class Scenario:
         view = {
             "list_groups": (listed["group_type"], listed["group_state"], listed["protocol_type"]),
             # error, state, assignor, (member, MemberType) by member
-            "consumer_group_describe": (cgd["error_code"], cgd["group_state"], cgd["assignor_name"],
-                                        tuple(sorted((d["client_id"], d["member_type"]) for d in cgd["members"]))),
+            "consumer_group_describe": (
+                cgd["error_code"],
+                cgd["group_state"],
+                cgd["assignor_name"],
+                tuple(sorted((d["client_id"], d["member_type"]) for d in cgd["members"])),
+            ),
             # error, state, protocol type, protocol, members
-            "describe_groups": (dg["error_code"], dg["group_state"], dg["protocol_type"], dg["protocol_data"],
-                                tuple(sorted(d["client_id"] for d in dg["members"]))),
+            "describe_groups": (
+                dg["error_code"],
+                dg["group_state"],
+                dg["protocol_type"],
+                dg["protocol_data"],
+                tuple(sorted(d["client_id"] for d in dg["members"])),
+            ),
             "sizes": tuple(sorted(len(m.owned) for m in live)),
         }
         return view, (cgd["group_epoch"] if not cgd["error_code"] else None)
@@ -264,13 +327,19 @@ class Scenario:
             fatal = [f"{m.name}: {e}" for m in self.live for e in m.errors if FATAL.search(e)]
             if fatal or time.monotonic() > deadline:
                 raise AssertionError(
-                    (f"{step}: a member failed: {fatal}" if fatal else
-                     f"{step}: the group did not settle in {timeout}s")
+                    (
+                        f"{step}: a member failed: {fatal}"
+                        if fatal
+                        else f"{step}: the group did not settle in {timeout}s"
+                    )
                     + f"\nlive: {self.live}\nerrors: {[(m.name, m.errors[-5:]) for m in self.live if m.errors]}\n"
                     f"ListGroups: {list_groups_raw(self.bootstrap).get(GROUP)}\n"
                     f"ConsumerGroupDescribe: {describe(self.bootstrap, GROUP)}\n"
                     f"DescribeGroups: {describe_groups_raw(self.bootstrap, GROUP)}"
-                    + "".join(f"\n--- {n} ({p.client}) log\n{p.log_tail()}" for n, p in self.procs.items()))
+                    + "".join(
+                        f"\n--- {n} ({p.client}) log\n{p.log_tail()}" for n, p in self.procs.items()
+                    )
+                )
             time.sleep(0.1)
         view, group_epoch = settled
         self.observed.append({"step": step, **view})
@@ -287,15 +356,26 @@ class Scenario:
         self.settle(f"+{name}:{protocol}", start)
 
 
-def expected_types(observed: list[dict], protocols_after: list[dict[str, str]]) -> tuple[list, list]:
+def expected_types(
+    observed: list[dict], protocols_after: list[dict[str, str]]
+) -> tuple[list, list]:
     """(what was seen, what the rules say) of each step: (step, ListGroups type,
     ConsumerGroupDescribe error, member types)."""
-    seen = [(o["step"], o["list_groups"][0], o["consumer_group_describe"][0], o["consumer_group_describe"][3])
-            for o in observed]
+    seen = [
+        (
+            o["step"],
+            o["list_groups"][0],
+            o["consumer_group_describe"][0],
+            o["consumer_group_describe"][3],
+        )
+        for o in observed
+    ]
     wanted = []
     for o, protocols in zip(observed, protocols_after):
         if any(p == "consumer" for p in protocols.values()):
-            types = tuple(sorted((n, CONSUMER if p == "consumer" else CLASSIC) for n, p in protocols.items()))
+            types = tuple(
+                sorted((n, CONSUMER if p == "consumer" else CLASSIC) for n, p in protocols.items())
+            )
             wanted.append((o["step"], "consumer", 0, types))
         else:
             wanted.append((o["step"], "classic", GROUP_ID_NOT_FOUND, ()))
@@ -333,7 +413,10 @@ def test_rolling_upgrade_to_consumer_protocol_and_back(broker):
         ends = {p: max(o for q, o in acked if q == p) + 1 for p in range(PARTITIONS)}
         probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "migrate-probe"})
         try:
-            marks = {p: probe.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10) for p in range(PARTITIONS)}
+            marks = {
+                p: probe.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)
+                for p in range(PARTITIONS)
+            }
         finally:
             probe.close()
         assert {p: hi for p, (lo, hi) in marks.items()} == ends, (marks, ends)
@@ -342,19 +425,31 @@ def test_rolling_upgrade_to_consumer_protocol_and_back(broker):
         while True:
             scenario.check()
             got = {(p, o) for m in scenario.incarnations for t, p, o in m.records}
-            if acked <= got and committed(bootstrap, GROUP, scenario.partitions) == expected_committed:
+            if (
+                acked <= got
+                and committed(bootstrap, GROUP, scenario.partitions) == expected_committed
+            ):
                 break
             assert time.monotonic() < deadline, (
                 f"not consumed: {sorted(acked - got)[:20]} ({len(acked - got)}); committed "
-                f"{committed(bootstrap, GROUP, scenario.partitions)}, log end {expected_committed}")
+                f"{committed(bootstrap, GROUP, scenario.partitions)}, log end {expected_committed}"
+            )
             time.sleep(0.2)
         scenario.closing = True
         for member in list(scenario.procs):
             scenario.stop(member)
         check_ownership(scenario.incarnations)
         listed = list_groups_raw(bootstrap)[GROUP]
-        scenario.observed.append({"step": "end:all left", "list_groups": (
-            listed["group_type"], listed["group_state"], listed["protocol_type"])})
+        scenario.observed.append(
+            {
+                "step": "end:all left",
+                "list_groups": (
+                    listed["group_type"],
+                    listed["group_state"],
+                    listed["protocol_type"],
+                ),
+            }
+        )
     finally:
         stop_processes(scenario.all_procs)
         if not producer.stopping.is_set():
@@ -364,15 +459,21 @@ def test_rolling_upgrade_to_consumer_protocol_and_back(broker):
     # What happened, for the log (pytest -s) and the report.
     took = time.monotonic() - began
     records = [r for m in scenario.incarnations for r in m.records]
-    print(f"\n{name}: {took:.0f}s, {len(acked)} records acked, {len(records)} consumed "
-          f"({len(records) - len(set(records))} more than once)")
+    print(
+        f"\n{name}: {took:.0f}s, {len(acked)} records acked, {len(records)} consumed "
+        f"({len(records) - len(set(records))} more than once)"
+    )
     for (step, seconds, group_epoch), o in zip(scenario.timings, scenario.observed):
-        print(f"  {step:<14} settled after {seconds:4.1f}s, group epoch {group_epoch}: "
-              + ", ".join(f"{k} {v}" for k, v in o.items() if k != "step"))
+        print(
+            f"  {step:<14} settled after {seconds:4.1f}s, group epoch {group_epoch}: "
+            + ", ".join(f"{k} {v}" for k, v in o.items() if k != "step")
+        )
     print("  ", scenario.observed[-1])
     for m in scenario.incarnations:
-        print(f"  {m.client}:{m.name} {len(m.timeline)} callbacks, {m.changes} changes, epochs "
-              f"{m.epochs[:12]}, {len(m.errors)} errors {sorted({e[:90] for e in m.errors})[:4]}")
+        print(
+            f"  {m.client}:{m.name} {len(m.timeline)} callbacks, {m.changes} changes, epochs "
+            f"{m.epochs[:12]}, {len(m.errors)} errors {sorted({e[:90] for e in m.errors})[:4]}"
+        )
 
     seen, wanted = expected_types(scenario.observed[:-1], protocols_after)
     assert seen == wanted
@@ -396,7 +497,7 @@ def assignment_user_data(data: bytes) -> bytes | None:
         (partitions,) = struct.unpack_from(">i", data, pos)
         pos += 4 + 4 * partitions
     (length,) = struct.unpack_from(">i", data, pos)
-    return None if length < 0 else data[pos + 4:pos + 4 + length]
+    return None if length < 0 else data[pos + 4 : pos + 4 + length]
 
 
 def test_upgrade_refused_while_classic_assignments_carry_assignor_user_data(broker):
@@ -409,42 +510,59 @@ def test_upgrade_refused_while_classic_assignments_carry_assignor_user_data(brok
     topic, group = "sticky", "sticky"
     create_topics(bootstrap, {topic: 4})
     partitions = all_partitions({topic: 4})
-    spec = {"protocol": "classic", "strategy": "cooperative-sticky", "session_timeout_ms": 6000,
-            "heartbeat_interval_ms": 1000}
+    spec = {
+        "protocol": "classic",
+        "strategy": "cooperative-sticky",
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 1000,
+    }
     processes: list[MemberProcess] = []
     classic: list[CgMember] = []
     try:
+
         def stable() -> dict | None:
             check_ownership(classic)
             dg = describe_groups_raw(bootstrap, group)
-            if not partitioned(classic, partitions) or dg["group_state"] != "Stable" or \
-                    {m["client_id"]: m["assigned"] for m in dg["members"]} != {m.name: m.owned for m in classic}:
+            if (
+                not partitioned(classic, partitions)
+                or dg["group_state"] != "Stable"
+                or {m["client_id"]: m["assigned"] for m in dg["members"]}
+                != {m.name: m.owned for m in classic}
+            ):
                 return None
             return dg
 
         # One after the other: a member's sticky userData is its previous assignment, so "a"
         # joins the second rebalance with some (two joining the first one together have none).
         for n in ("a", "b"):
-            processes.append(MemberProcess("confluent", bootstrap, group, [{"name": n, **spec}], topics=[topic]))
+            processes.append(
+                MemberProcess("confluent", bootstrap, group, [{"name": n, **spec}], topics=[topic])
+            )
             classic.append(processes[-1][n])
             wait_until(lambda: stable() is not None, 60, f"classic group stable with {n}")
         dg = stable()
         assert dg is not None and dg["protocol_data"] == "cooperative-sticky"
-        assert any(assignment_user_data(m["member_assignment"]) for m in dg["members"]), dg  # the premise
+        assert any(assignment_user_data(m["member_assignment"]) for m in dg["members"]), (
+            dg
+        )  # the premise
         before = [len(m.timeline) for m in classic]
 
         processes.append(MemberProcess("confluent", bootstrap, group, ["c"], topics=[topic]))
         newcomer = processes[-1]["c"]
-        wait_until(lambda: any("group id does not exist" in e.lower() for e in newcomer.errors), 30,
-                   "the consumer member refused")
+        wait_until(
+            lambda: any("group id does not exist" in e.lower() for e in newcomer.errors),
+            30,
+            "the consumer member refused",
+        )
         time.sleep(2)  # two classic heartbeats: no rebalance follows
         assert not newcomer.timeline, newcomer.timeline
         assert [len(m.timeline) for m in classic] == before
         assert list_groups_raw(bootstrap)[group]["group_type"] == "classic"
         assert describe(bootstrap, group)["error_code"] == GROUP_ID_NOT_FOUND
         after = stable()
-        assert after is not None and {m["member_id"]: m["assigned"] for m in after["members"]} == \
-            {m["member_id"]: m["assigned"] for m in dg["members"]}
+        assert after is not None and {m["member_id"]: m["assigned"] for m in after["members"]} == {
+            m["member_id"]: m["assigned"] for m in dg["members"]
+        }
         for p in processes:
             p.close_all()
         check_ownership(classic)
@@ -464,15 +582,36 @@ def test_classic_and_consumer_members_starting_together_on_a_new_group(corral_fa
     group, topic, partitions = "together", "together", 8
     create_topics(broker.bootstrap, {topic: partitions})
     wanted = all_partitions({topic: partitions})
-    classic = {"protocol": "classic", "strategy": "range", "session_timeout_ms": 6000,
-               "heartbeat_interval_ms": 1000, **COMMON}
-    procs = [MemberProcess("confluent", broker.bootstrap, group, [{"name": "c0", **classic}], topics=[topic]),
-             MemberProcess("java", broker.bootstrap, group, [{"name": "j0", **classic}], topics=[topic])]
+    classic = {
+        "protocol": "classic",
+        "strategy": "range",
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 1000,
+        **COMMON,
+    }
+    procs = [
+        MemberProcess(
+            "confluent", broker.bootstrap, group, [{"name": "c0", **classic}], topics=[topic]
+        ),
+        MemberProcess("java", broker.bootstrap, group, [{"name": "j0", **classic}], topics=[topic]),
+    ]
     time.sleep(0.5)  # the classic members' joins first: the group exists, in its initial delay
-    procs += [MemberProcess("confluent", broker.bootstrap, group,
-                            [{"name": "c1", "protocol": "consumer", **COMMON}], topics=[topic]),
-              MemberProcess("java", broker.bootstrap, group,
-                            [{"name": "j1", "protocol": "consumer", **COMMON}], topics=[topic])]
+    procs += [
+        MemberProcess(
+            "confluent",
+            broker.bootstrap,
+            group,
+            [{"name": "c1", "protocol": "consumer", **COMMON}],
+            topics=[topic],
+        ),
+        MemberProcess(
+            "java",
+            broker.bootstrap,
+            group,
+            [{"name": "j1", "protocol": "consumer", **COMMON}],
+            topics=[topic],
+        ),
+    ]
     members = [m for p in procs for m in p.members.values()]
     try:
         producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
@@ -486,18 +625,24 @@ def test_classic_and_consumer_members_starting_together_on_a_new_group(corral_fa
             fatal = [f"{m.name}: {e}" for m in members for e in m.errors if FATAL.search(e)]
             assert not fatal, fatal
             consumed = {(t, p) for m in members for t, p, _ in m.records}
-            return partitioned(members, wanted) and all(m.owned for m in members) \
+            return (
+                partitioned(members, wanted)
+                and all(m.owned for m in members)
                 and consumed == wanted
+            )
 
         deadline = time.monotonic() + 60
         while not consuming():
             assert time.monotonic() < deadline, (
                 f"not every member consumes: {members}; errors: {[(m.name, m.errors[-3:]) for m in members]}; "
                 f"ConsumerGroupDescribe: {describe(broker.bootstrap, group)}"
-                + "".join(f"\n--- {p.client} log\n{p.log_tail()}" for p in procs))
+                + "".join(f"\n--- {p.client} log\n{p.log_tail()}" for p in procs)
+            )
             time.sleep(0.1)
         assert list_groups_raw(broker.bootstrap)[group]["group_type"] == "consumer"
-        by_client = {m["client_id"]: m["member_type"] for m in describe(broker.bootstrap, group)["members"]}
+        by_client = {
+            m["client_id"]: m["member_type"] for m in describe(broker.bootstrap, group)["members"]
+        }
         assert by_client == {"c0": CLASSIC, "j0": CLASSIC, "c1": CONSUMER, "j1": CONSUMER}
         check_ownership(members)
     finally:

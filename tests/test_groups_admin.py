@@ -9,18 +9,19 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from groupkit import FAST_GROUPS, Member, stop_all, wait_until
 from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
-
-from groupkit import FAST_GROUPS, Member, stop_all, wait_until
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     from conftest import CorralProcess
 
-    process = CorralProcess(tmp_path_factory.mktemp("groups-admin") / "corral",
-                            {k: str(v) for k, v in FAST_GROUPS.items()}).start()
+    process = CorralProcess(
+        tmp_path_factory.mktemp("groups-admin") / "corral",
+        {k: str(v) for k, v in FAST_GROUPS.items()},
+    ).start()
     admin = AdminClient({"bootstrap.servers": process.bootstrap})
     admin.create_topics([NewTopic("a", 4, 1)])["a"].result(timeout=10)
     yield process
@@ -38,8 +39,14 @@ def test_confluent_admin_list_describe_delete(broker):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     members = [Member("confluent", broker.bootstrap, "live", "a") for _ in range(2)]
     try:
-        wait_until(lambda: sorted(p for m in members for p in m.assigned) == [0, 1, 2, 3]
-                   and all(m.assigned for m in members), 30, "two members sharing a")
+        wait_until(
+            lambda: (
+                sorted(p for m in members for p in m.assigned) == [0, 1, 2, 3]
+                and all(m.assigned for m in members)
+            ),
+            30,
+            "two members sharing a",
+        )
         simple_commit(broker, "idle", {0: 3, 1: 4})
 
         listed = admin.list_consumer_groups().result(timeout=10)
@@ -48,7 +55,9 @@ def test_confluent_admin_list_describe_delete(broker):
 
         described = admin.describe_consumer_groups(["live"])["live"].result(timeout=10)
         assert described.partition_assignor == "range"
-        assigned = sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions)
+        assigned = sorted(
+            tp.partition for m in described.members for tp in m.assignment.topic_partitions
+        )
         assert assigned == [0, 1, 2, 3]
 
         offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("idle")])["idle"]
@@ -96,21 +105,34 @@ def test_kafka_python_admin(broker):
 
 
 def test_kcat_balanced_consumer(broker):
-    kcat = subprocess.Popen(["kcat", "-b", broker.bootstrap, "-G", "kcat-group", "a", "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kcat = subprocess.Popen(
+        ["kcat", "-b", broker.bootstrap, "-G", "kcat-group", "a", "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     try:
+
         def owns_all() -> bool:
             g = admin.describe_consumer_groups(["kcat-group"])["kcat-group"].result(timeout=10)
             return g.state.name == "STABLE" and sorted(
-                tp.partition for m in g.members for tp in m.assignment.topic_partitions) == [0, 1, 2, 3]
+                tp.partition for m in g.members for tp in m.assignment.topic_partitions
+            ) == [0, 1, 2, 3]
 
         wait_until(owns_all, 30, "kcat -G owning every partition of a")
         kcat.send_signal(signal.SIGTERM)
         kcat.wait(15)
         # kcat closes its consumer: LeaveGroup empties the group at once.
-        wait_until(lambda: admin.describe_consumer_groups(["kcat-group"])["kcat-group"]
-                   .result(timeout=10).state.name == "EMPTY", 10, "the group to empty")
+        wait_until(
+            lambda: (
+                admin.describe_consumer_groups(["kcat-group"])["kcat-group"]
+                .result(timeout=10)
+                .state.name
+                == "EMPTY"
+            ),
+            10,
+            "the group to empty",
+        )
     finally:
         if kcat.poll() is None:
             kcat.kill()

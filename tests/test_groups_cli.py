@@ -12,10 +12,18 @@ import subprocess
 import sys
 
 import pytest
+from cgkit import (
+    CG_FAST,
+    MemberProcess,
+    Script,
+    all_partitions,
+    kafka_reference,
+    members_of,
+    partitioned,
+    stop_processes,
+    wait_stable,
+)
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-from cgkit import (CG_FAST, MemberProcess, Script, all_partitions, kafka_reference, members_of,
-                   partitioned, stop_processes, wait_stable)
 from conftest import CorralProcess
 from groupkit import wait_until
 from test_consumer_groups_clients import create_topics
@@ -23,12 +31,16 @@ from test_consumer_groups_clients import create_topics
 SETTINGS = {**CG_FAST, "group.initial.rebalance.delay.ms": 0}
 CLASSIC, CONSUMER = "ops-classic", "ops-consumer"
 TOPICS = {CLASSIC: {"ops-classic-t": 3}, CONSUMER: {"ops-consumer-t": 4}}
-RECORDS = {p: 6 + p for p in range(4)}   # records in partition p of either topic
+RECORDS = {p: 6 + p for p in range(4)}  # records in partition p of either topic
 
 
 def groups_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "corral.cli", "groups", "--bootstrap", bootstrap,
-                           *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "corral.cli", "groups", "--bootstrap", bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def expected_commits(topics: dict[str, int]) -> dict[tuple[str, int], int]:
@@ -39,11 +51,13 @@ def expected_commits(topics: dict[str, int]) -> dict[tuple[str, int], int]:
 def commit_before_joining(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     """Offsets committed while the group has no member (generation -1, as kafka-consumer-groups
     --reset-offsets does); its members then never commit, so what they read leaves these alone."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
     try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                        asynchronous=False)
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+        )
     finally:
         consumer.close()
 
@@ -62,15 +76,32 @@ def build_groups(bootstrap: str) -> list[MemberProcess]:
         produce_counts(bootstrap, topics)
         commit_before_joining(bootstrap, group, expected_commits(topics))
     probe = Script(bootstrap, CONSUMER)
-    probe.wait_assignable(TOPICS[CONSUMER])   # else Kafka may bump the epoch once more later
+    probe.wait_assignable(TOPICS[CONSUMER])  # else Kafka may bump the epoch once more later
     probe.client.close()
     processes = [
-        MemberProcess("confluent", bootstrap, CLASSIC, ["c1", "c2"], topics=list(TOPICS[CLASSIC]),
-                      protocol="classic", commit=False),
-        MemberProcess("confluent", bootstrap, CONSUMER, ["k1", "k2"],
-                      topics=list(TOPICS[CONSUMER]), commit=False)]
-    wait_until(lambda: classic_stable(bootstrap, processes[:1], all_partitions(TOPICS[CLASSIC])),
-               60, "classic group stable")
+        MemberProcess(
+            "confluent",
+            bootstrap,
+            CLASSIC,
+            ["c1", "c2"],
+            topics=list(TOPICS[CLASSIC]),
+            protocol="classic",
+            commit=False,
+        ),
+        MemberProcess(
+            "confluent",
+            bootstrap,
+            CONSUMER,
+            ["k1", "k2"],
+            topics=list(TOPICS[CONSUMER]),
+            commit=False,
+        ),
+    ]
+    wait_until(
+        lambda: classic_stable(bootstrap, processes[:1], all_partitions(TOPICS[CLASSIC])),
+        60,
+        "classic group stable",
+    )
     wait_stable(bootstrap, CONSUMER, processes[1:], all_partitions(TOPICS[CONSUMER]), timeout=60)
     return processes
 
@@ -97,7 +128,10 @@ def check_described(bootstrap: str, processes: list[MemberProcess]) -> dict:
         seen.append(json.loads(done.stdout))
         for g in seen[-1]["groups"]:
             for row in g["partitions"]:
-                if row["client_id"] is None or (row["topic"], row["partition"]) not in owned[row["client_id"]]:
+                if (
+                    row["client_id"] is None
+                    or (row["topic"], row["partition"]) not in owned[row["client_id"]]
+                ):
                     return False
         return True
 
@@ -109,11 +143,12 @@ def check_described(bootstrap: str, processes: list[MemberProcess]) -> dict:
         g = by_group[group]
         assert g["type"] == ("classic" if group == CLASSIC else "consumer")
         assert g["state"] == "Stable" and g["protocol_type"] == "consumer"
-        assert sorted(m["client_id"] for m in g["members"]) == \
-            (["c1", "c2"] if group == CLASSIC else ["k1", "k2"])
+        assert sorted(m["client_id"] for m in g["members"]) == (
+            ["c1", "c2"] if group == CLASSIC else ["k1", "k2"]
+        )
         commits = expected_commits(topics)
         rows = {(r["topic"], r["partition"]): r for r in g["partitions"]}
-        assert set(rows) == all_partitions(topics)   # each exactly once (keys of one row each)
+        assert set(rows) == all_partitions(topics)  # each exactly once (keys of one row each)
         assert len(g["partitions"]) == len(rows)
         for tp, row in rows.items():
             assert row["committed_offset"] == commits.get(tp), row
@@ -138,10 +173,18 @@ def scenario(bootstrap: str) -> dict:
         listed = groups_cli(bootstrap, "--json", "list")
         assert listed.returncode == 0, listed.stderr
         groups = {g["group"]: g for g in json.loads(listed.stdout)["groups"]}
-        assert groups[CLASSIC] == {"group": CLASSIC, "type": "classic", "state": "Stable",
-                                   "protocol_type": "consumer"}
-        assert groups[CONSUMER] == {"group": CONSUMER, "type": "consumer", "state": "Stable",
-                                    "protocol_type": "consumer"}
+        assert groups[CLASSIC] == {
+            "group": CLASSIC,
+            "type": "classic",
+            "state": "Stable",
+            "protocol_type": "consumer",
+        }
+        assert groups[CONSUMER] == {
+            "group": CONSUMER,
+            "type": "consumer",
+            "state": "Stable",
+            "protocol_type": "consumer",
+        }
         table = groups_cli(bootstrap, "describe", CLASSIC)
         assert table.returncode == 0 and "LOG-END-OFFSET" in table.stdout, table.stderr
         return described
@@ -151,8 +194,9 @@ def scenario(bootstrap: str) -> dict:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = CorralProcess(tmp_path_factory.mktemp("groups") / "corral",
-                      {k: str(v) for k, v in SETTINGS.items()}).start()
+    b = CorralProcess(
+        tmp_path_factory.mktemp("groups") / "corral", {k: str(v) for k, v in SETTINGS.items()}
+    ).start()
     yield b
     b.proc.kill()
     b.proc.wait()
@@ -173,7 +217,10 @@ def test_missing_group_and_unreachable_broker(broker):
     assert done.returncode == 1
     assert "Consumer group 'no-such-group' does not exist." in done.stderr
     done = groups_cli(broker.bootstrap, "--json", "describe", "no-such-group")
-    assert done.returncode == 1 and json.loads(done.stdout) == {"groups": [], "missing": ["no-such-group"]}
+    assert done.returncode == 1 and json.loads(done.stdout) == {
+        "groups": [],
+        "missing": ["no-such-group"],
+    }
     # A port nobody listens on: the broker's port once it is gone.
     gone = CorralProcess(broker.data_dir.parent / "gone", {}).start()
     gone.kill()

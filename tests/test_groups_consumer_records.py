@@ -23,16 +23,33 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka_records import KafkaRecords, kafka_json, tools, uuid_text
 
 from corral import _core
-from corral.groups.storage.consumer_records import (
-    CURRENT_ASSIGNMENT, GROUP_EPOCH, MEMBER_METADATA, PARTITION_METADATA, REGEX, TARGET_EPOCH,
-    TARGET_MEMBER, ClassicMetadata, ConsumerTombstone, CurrentAssignment, GroupEpoch,
-    MemberMetadata, RegexTopics, TargetEpoch, TargetMember, decode, key_of, value_of)
-from corral.groups.storage.placement import OFFSETS_TOPIC, partition_for
 from corral.groups.consumer import ConsumerGroup
-from kafka_records import KafkaRecords, kafka_json, tools, uuid_text
+from corral.groups.storage.consumer_records import (
+    CURRENT_ASSIGNMENT,
+    GROUP_EPOCH,
+    MEMBER_METADATA,
+    PARTITION_METADATA,
+    REGEX,
+    TARGET_EPOCH,
+    TARGET_MEMBER,
+    ClassicMetadata,
+    ConsumerTombstone,
+    CurrentAssignment,
+    GroupEpoch,
+    MemberMetadata,
+    RegexTopics,
+    TargetEpoch,
+    TargetMember,
+    decode,
+    key_of,
+    value_of,
+)
+from corral.groups.storage.placement import OFFSETS_TOPIC, partition_for
 
 T1, T2, T3 = bytes(range(16)), b"\xff" * 16, b"\x00" * 15 + b"\x07"
 LONG = "ü" * 100  # 200 bytes: a two-byte varint length
@@ -46,26 +63,52 @@ def kafka():
 
 
 def member(**changes) -> MemberMetadata:
-    fields = dict(group_id="g", member_id="m-1", instance_id=None, rack_id=None, client_id="c",
-                  client_host="/127.0.0.1", topic_names=("t",), regex=None,
-                  rebalance_timeout_ms=300000, server_assignor=None)
+    fields = dict(
+        group_id="g",
+        member_id="m-1",
+        instance_id=None,
+        rack_id=None,
+        client_id="c",
+        client_host="/127.0.0.1",
+        topic_names=("t",),
+        regex=None,
+        rebalance_timeout_ms=300000,
+        server_assignor=None,
+    )
     return MemberMetadata(**(fields | changes))
 
 
-CURRENT_WITH_EPOCHS = CurrentAssignment("g", "m-1", 5, 4, 1, {T1: (0, 1, 2), T3: (7,)},
-                                        {T2: (3, 4)}, {T1: (5, 3, 1), T3: (0,)}, {T2: (4, 2)})
+CURRENT_WITH_EPOCHS = CurrentAssignment(
+    "g",
+    "m-1",
+    5,
+    4,
+    1,
+    {T1: (0, 1, 2), T3: (7,)},
+    {T2: (3, 4)},
+    {T1: (5, 3, 1), T3: (0,)},
+    {T2: (4, 2)},
+)
 
 CASES = {
     "epoch-no-hash": GroupEpoch("g", 0),
     "epoch-hash": GroupEpoch("grüppe", 7, metadata_hash=7980527202691353412),
     "epoch-negative-hash": GroupEpoch("g", 2**31 - 1, metadata_hash=-(2**63)),
     "member-nulls": member(client_id="", client_host="", topic_names=()),
-    "member-full": member(member_id="zMVavNJETNijrZ+lDhc1Qw", instance_id="instance-🐄",
-                          rack_id="rack-ß", client_id="日本語-client", topic_names=("a", "b", LONG),
-                          regex="^orders-.*", rebalance_timeout_ms=-1, server_assignor="uniform"),
+    "member-full": member(
+        member_id="zMVavNJETNijrZ+lDhc1Qw",
+        instance_id="instance-🐄",
+        rack_id="rack-ß",
+        client_id="日本語-client",
+        topic_names=("a", "b", LONG),
+        regex="^orders-.*",
+        rebalance_timeout_ms=-1,
+        server_assignor="uniform",
+    ),
     "member-many-topics": member(topic_names=tuple(f"t{i}" for i in range(130))),
-    "member-classic": member(classic=ClassicMetadata(45000, [("range", b"\x00\x01\x02"),
-                                                             ("cooperative-sticky", b"")])),
+    "member-classic": member(
+        classic=ClassicMetadata(45000, [("range", b"\x00\x01\x02"), ("cooperative-sticky", b"")])
+    ),
     "member-classic-no-protocols": member(classic=ClassicMetadata(0, [])),
     "member-classic-long": member(classic=ClassicMetadata(-1, [(LONG, bytes(300))])),
     "target-epoch": TargetEpoch("g", 3),
@@ -74,23 +117,34 @@ CASES = {
     "target-member": TargetMember("g", "m-1", {T1: (0, 1, 2), T2: (5,), T3: ()}),
     "target-member-big": TargetMember("g", "m-1", {T1: tuple(range(200))}),
     "current-stable": CurrentAssignment("g", "m-1", 3, 2, 0, {T1: (0, 1)}),
-    "current-revoking": CurrentAssignment("g", "m-1", 2, 2, 1, {T1: (0, 1), T3: (4,)},
-                                          {T1: (2, 3), T2: tuple(range(0, 400, 3))}),
+    "current-revoking": CurrentAssignment(
+        "g", "m-1", 2, 2, 1, {T1: (0, 1), T3: (4,)}, {T1: (2, 3), T2: tuple(range(0, 400, 3))}
+    ),
     "current-unreleased": CurrentAssignment("g", "m-1", 0, -1, 2, {}, {}),
     "current-negative-state": CurrentAssignment("g", "m-1", -2, -2, -128, {T2: (2**31 - 1,)}),
     # KIP-1251: tagged AssignmentEpochs per topic, as Kafka 4.3+ writes them (a topic without
     # them, as an older writer's, too; an empty list is Kafka's default, left out).
     "current-epochs": CURRENT_WITH_EPOCHS,
-    "current-epochs-partial": CurrentAssignment("g", "m-1", 9, 8, 0, {T1: (0, 1), T2: (5,), T3: ()},
-                                                {}, {T1: (-2, 2**31 - 1)}),
-    "current-epochs-big": CurrentAssignment("g", "m-1", 300, 299, 0, {T1: tuple(range(100))}, {},
-                                            {T1: tuple(range(200, 300))}),
+    "current-epochs-partial": CurrentAssignment(
+        "g", "m-1", 9, 8, 0, {T1: (0, 1), T2: (5,), T3: ()}, {}, {T1: (-2, 2**31 - 1)}
+    ),
+    "current-epochs-big": CurrentAssignment(
+        "g", "m-1", 300, 299, 0, {T1: tuple(range(100))}, {}, {T1: tuple(range(200, 300))}
+    ),
     "regex-empty": RegexTopics("g", "^nothing$", (), 0, 0),
     "regex": RegexTopics("g", "^tö.*", ("töpic-1", "topic-2", LONG), 42, 1795481968215),
-    **{f"tombstone-{kind}": ConsumerTombstone(kind, "g", name) for kind, name in [
-        (GROUP_EPOCH, None), (PARTITION_METADATA, None), (MEMBER_METADATA, "m-1"),
-        (TARGET_EPOCH, None), (TARGET_MEMBER, "m-1"), (CURRENT_ASSIGNMENT, "m-1"),
-        (REGEX, "^a|b$")]},
+    **{
+        f"tombstone-{kind}": ConsumerTombstone(kind, "g", name)
+        for kind, name in [
+            (GROUP_EPOCH, None),
+            (PARTITION_METADATA, None),
+            (MEMBER_METADATA, "m-1"),
+            (TARGET_EPOCH, None),
+            (TARGET_MEMBER, "m-1"),
+            (CURRENT_ASSIGNMENT, "m-1"),
+            (REGEX, "^a|b$"),
+        ]
+    },
 }
 
 
@@ -129,11 +183,19 @@ def test_assignment_epochs_as_kafka_replays_them(kafka):
         group = ConsumerGroup("g")
         group.replay(decode(key_of(record), value_of(record)))
         current = group.members["m-1"].current
-        mine = {"memberEpoch": current.epoch, "assignedPartitions": {}, "partitionsPendingRevocation": {}}
-        for name, partitions in (("assignedPartitions", current.assigned),
-                                 ("partitionsPendingRevocation", current.pending_revocation)):
+        mine = {
+            "memberEpoch": current.epoch,
+            "assignedPartitions": {},
+            "partitionsPendingRevocation": {},
+        }
+        for name, partitions in (
+            ("assignedPartitions", current.assigned),
+            ("partitionsPendingRevocation", current.pending_revocation),
+        ):
             for topic, ps in partitions.items():
-                mine[name][uuid_text(topic)] = {str(p): current.assignment_epoch(topic, p) for p in ps}
+                mine[name][uuid_text(topic)] = {
+                    str(p): current.assignment_epoch(topic, p) for p in ps
+                }
         assert mine == replayed, record
         # corral writes them back with every topic's epochs, as Kafka does; Kafka replays that
         # record to the same member.
@@ -159,30 +221,64 @@ def test_null_assignment_epochs_read_as_none(kafka):
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 long_texts = texts | st.text(st.characters(blacklist_categories=("Cs",)), min_size=60, max_size=90)
 maybe = st.none() | texts
-int8s, int32s, int64s = (st.integers(-(2**(n - 1)), 2**(n - 1) - 1) for n in (8, 32, 64))
-assignments = st.dictionaries(st.binary(min_size=16, max_size=16),
-                              st.lists(int32s, max_size=12).map(tuple), max_size=4)
-classics = st.none() | st.builds(ClassicMetadata, int32s, st.lists(
-    st.tuples(texts, st.binary(max_size=40)), max_size=3))
+int8s, int32s, int64s = (st.integers(-(2 ** (n - 1)), 2 ** (n - 1) - 1) for n in (8, 32, 64))
+assignments = st.dictionaries(
+    st.binary(min_size=16, max_size=16), st.lists(int32s, max_size=12).map(tuple), max_size=4
+)
+classics = st.none() | st.builds(
+    ClassicMetadata, int32s, st.lists(st.tuples(texts, st.binary(max_size=40)), max_size=3)
+)
 
 records = st.one_of(
     st.builds(GroupEpoch, long_texts, int32s, int64s | st.just(0)),
-    st.builds(MemberMetadata, texts, long_texts, maybe, maybe, long_texts, texts,
-              st.lists(texts, max_size=5).map(tuple), maybe, int32s, maybe, classics),
+    st.builds(
+        MemberMetadata,
+        texts,
+        long_texts,
+        maybe,
+        maybe,
+        long_texts,
+        texts,
+        st.lists(texts, max_size=5).map(tuple),
+        maybe,
+        int32s,
+        maybe,
+        classics,
+    ),
     st.builds(TargetEpoch, texts, int32s, int64s | st.just(0)),
     st.builds(TargetMember, texts, texts, assignments),
     st.builds(CurrentAssignment, texts, texts, int32s, int32s, int8s, assignments, assignments),
-    assignments.flatmap(lambda assigned: st.builds(
-        CurrentAssignment, texts, texts, int32s, int32s, int8s, st.just(assigned), assignments,
-        st.fixed_dictionaries({t: st.lists(int32s, min_size=len(ps), max_size=len(ps)).map(tuple)
-                               for t, ps in assigned.items() if ps}))),
-    st.builds(RegexTopics, texts, long_texts, st.lists(long_texts, max_size=5).map(tuple),
-              int64s, int64s),
+    assignments.flatmap(
+        lambda assigned: st.builds(
+            CurrentAssignment,
+            texts,
+            texts,
+            int32s,
+            int32s,
+            int8s,
+            st.just(assigned),
+            assignments,
+            st.fixed_dictionaries(
+                {
+                    t: st.lists(int32s, min_size=len(ps), max_size=len(ps)).map(tuple)
+                    for t, ps in assigned.items()
+                    if ps
+                }
+            ),
+        )
+    ),
+    st.builds(
+        RegexTopics, texts, long_texts, st.lists(long_texts, max_size=5).map(tuple), int64s, int64s
+    ),
 )
 tombstones = st.one_of(
     st.builds(ConsumerTombstone, st.sampled_from([GROUP_EPOCH, TARGET_EPOCH]), long_texts),
-    st.builds(ConsumerTombstone, st.sampled_from([MEMBER_METADATA, TARGET_MEMBER,
-                                                  CURRENT_ASSIGNMENT, REGEX]), texts, long_texts),
+    st.builds(
+        ConsumerTombstone,
+        st.sampled_from([MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, REGEX]),
+        texts,
+        long_texts,
+    ),
 )
 
 
@@ -208,15 +304,33 @@ def test_generated_records_match_kafka(kafka, record):
 # ---------------------------------------------------------------- Kafka's tools on the log
 
 GROUP, TOPIC = "kip848-formatters", "kip848-topic"
-CONSUMER_TYPES = {GROUP_EPOCH, MEMBER_METADATA, TARGET_EPOCH, TARGET_MEMBER, CURRENT_ASSIGNMENT,
-                  REGEX}
+CONSUMER_TYPES = {
+    GROUP_EPOCH,
+    MEMBER_METADATA,
+    TARGET_EPOCH,
+    TARGET_MEMBER,
+    CURRENT_ASSIGNMENT,
+    REGEX,
+}
 
 
 def run_tool(main: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", f"{tools()}/*", main, *args],
-        capture_output=True, text=True, timeout=120)
+        [
+            "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp",
+            f"{tools()}/*",
+            main,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def json_objects(text: str) -> list:
@@ -231,9 +345,18 @@ def json_objects(text: str) -> list:
 def form_group(bootstrap: str) -> list[tuple[int, int]]:
     """Two librdkafka members (group.protocol=consumer) share 4 partitions, commit offsets and
     leave; returns the commits (partition, offset)."""
-    consumers = [Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
-                           "group.protocol": "consumer", "client.id": f"member-{i}",
-                           "enable.auto.commit": False}) for i in range(2)]
+    consumers = [
+        Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": GROUP,
+                "group.protocol": "consumer",
+                "client.id": f"member-{i}",
+                "enable.auto.commit": False,
+            }
+        )
+        for i in range(2)
+    ]
     try:
         for consumer in consumers:
             consumer.subscribe([TOPIC])
@@ -247,8 +370,9 @@ def form_group(bootstrap: str) -> list[tuple[int, int]]:
             assert time.monotonic() < deadline, f"no stable assignment: {owned}"
         commits = []
         for consumer, partitions in zip(consumers, owned):
-            consumer.commit(offsets=[TopicPartition(TOPIC, p, 10 + p) for p in partitions],
-                            asynchronous=False)
+            consumer.commit(
+                offsets=[TopicPartition(TOPIC, p, 10 + p) for p in partitions], asynchronous=False
+            )
             commits += [(p, 10 + p) for p in partitions]
         return sorted(commits)
     finally:
@@ -257,9 +381,13 @@ def form_group(bootstrap: str) -> list[tuple[int, int]]:
 
 
 def test_kafka_tools_read_corral_log(corral_factory):
-    broker = corral_factory(**{"group.consumer.assignment.interval.ms": 0,
-                               "group.consumer.heartbeat.interval.ms": 500,
-                               "group.consumer.min.heartbeat.interval.ms": 100})
+    broker = corral_factory(
+        **{
+            "group.consumer.assignment.interval.ms": 0,
+            "group.consumer.heartbeat.interval.ms": 500,
+            "group.consumer.min.heartbeat.interval.ms": 100,
+        }
+    )
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(timeout=10)
     commits = form_group(broker.bootstrap)
@@ -269,8 +397,11 @@ def test_kafka_tools_read_corral_log(corral_factory):
     # corral's own reading of its log, record by record.
     directory = broker.data_dir / f"{OFFSETS_TOPIC}-{partition}"
     segments = sorted(directory.glob("*.log"))
-    log = [(offset, key, value) for segment in segments
-           for offset, _, key, value in _core.decode_batches(segment.read_bytes())]
+    log = [
+        (offset, key, value)
+        for segment in segments
+        for offset, _, key, value in _core.decode_batches(segment.read_bytes())
+    ]
     kinds = [int.from_bytes(key[:2], "big") for _, key, _ in log]
     assert CONSUMER_TYPES - {REGEX} <= set(kinds)
 
@@ -279,24 +410,45 @@ def test_kafka_tools_read_corral_log(corral_factory):
     # consumer group record: GroupMetadataMessageFormatter keeps type 2 only, classic groups.)
     printed = {}
     for formatter in ("GroupMetadataMessageFormatter", "OffsetsMessageFormatter"):
-        run = run_tool("org.apache.kafka.tools.consumer.ConsoleConsumer",
-                       "--bootstrap-server", broker.bootstrap, "--topic", OFFSETS_TOPIC,
-                       "--partition", str(partition), "--offset", "earliest",
-                       "--max-messages", str(len(log)), "--timeout-ms", "30000",
-                       "--formatter", f"org.apache.kafka.tools.consumer.{formatter}")
+        run = run_tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--topic",
+            OFFSETS_TOPIC,
+            "--partition",
+            str(partition),
+            "--offset",
+            "earliest",
+            "--max-messages",
+            str(len(log)),
+            "--timeout-ms",
+            "30000",
+            "--formatter",
+            f"org.apache.kafka.tools.consumer.{formatter}",
+        )
         assert run.returncode == 0, run.stderr
         assert f"Processed a total of {len(log)} messages" in run.stderr, run.stderr
         assert "ERROR" not in run.stderr and "Exception" not in run.stderr, run.stderr
         printed[formatter] = json_objects(run.stdout)
     assert printed["GroupMetadataMessageFormatter"] == []
-    assert sorted((r["key"]["data"]["partition"], r["value"]["data"]["offset"])
-                  for r in printed["OffsetsMessageFormatter"]
-                  if r["key"]["data"]["group"] == GROUP) == commits
+    assert (
+        sorted(
+            (r["key"]["data"]["partition"], r["value"]["data"]["offset"])
+            for r in printed["OffsetsMessageFormatter"]
+            if r["key"]["data"]["group"] == GROUP
+        )
+        == commits
+    )
 
     # DumpLogSegments on corral's segment files prints every record as corral decodes it.
     broker.stop()
-    run = run_tool("org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder", "--files",
-                   ",".join(map(str, segments)))
+    run = run_tool(
+        "org.apache.kafka.tools.DumpLogSegments",
+        "--offsets-decoder",
+        "--files",
+        ",".join(map(str, segments)),
+    )
     assert run.returncode == 0, run.stderr
     dumped = [line for line in run.stdout.splitlines() if line.startswith("| offset: ")]
     assert len(dumped) == len(log), run.stdout
@@ -316,7 +468,10 @@ def test_kafka_tools_read_corral_log(corral_factory):
             assert payload_text == "<DELETE>", line
         else:
             assert json.loads(payload_text) == {"version": "0", "data": expected["value"]}, line
-    members = {json.loads(line.split(" payload: ")[1])["data"]["clientId"]
-               for line in dumped if '"type":"5"' in line and not line.endswith("<DELETE>")}
+    members = {
+        json.loads(line.split(" payload: ")[1])["data"]["clientId"]
+        for line in dumped
+        if '"type":"5"' in line and not line.endswith("<DELETE>")
+    }
     assert members == {"member-0", "member-1"}
     assert any(line.endswith("<DELETE>") for line in dumped)  # the members left

@@ -18,13 +18,26 @@ def kafka_string(text: str) -> bytes:
 
 def kafka_key(group: str, topic: str, partition: int) -> bytes:
     """OffsetCommitKey v1, written out from Kafka's schema."""
-    return struct.pack(">h", 1) + kafka_string(group) + kafka_string(topic) + struct.pack(">i", partition)
+    return (
+        struct.pack(">h", 1)
+        + kafka_string(group)
+        + kafka_string(topic)
+        + struct.pack(">i", partition)
+    )
 
 
 def kafka_value(offset: int, epoch: int, metadata: str, commit_ms: int, expire_ms: int) -> bytes:
     if expire_ms >= 0:  # v1: no leader epoch, an expire timestamp
-        return struct.pack(">hq", 1, offset) + kafka_string(metadata) + struct.pack(">qq", commit_ms, expire_ms)
-    return struct.pack(">hqi", 3, offset, epoch) + kafka_string(metadata) + struct.pack(">q", commit_ms)
+        return (
+            struct.pack(">hq", 1, offset)
+            + kafka_string(metadata)
+            + struct.pack(">qq", commit_ms, expire_ms)
+        )
+    return (
+        struct.pack(">hqi", 3, offset, epoch)
+        + kafka_string(metadata)
+        + struct.pack(">q", commit_ms)
+    )
 
 
 @pytest.mark.parametrize("expire_ms", [-1, 99_000])
@@ -32,21 +45,33 @@ def test_offset_commit_batch_writes_kafka_records(expire_ms):
     batch = _core.offset_commit_batch("group-é", COMMITS, 1234, expire_ms)
     decoded = [(ts, key, value) for _, ts, key, value in _core.decode_batches(batch)]
     assert decoded == [
-        (1234, kafka_key("group-é", topic, p), kafka_value(offset, epoch, metadata, 1234, expire_ms))
-        for topic, partitions in COMMITS for p, offset, epoch, metadata in partitions]
+        (
+            1234,
+            kafka_key("group-é", topic, p),
+            kafka_value(offset, epoch, metadata, 1234, expire_ms),
+        )
+        for topic, partitions in COMMITS
+        for p, offset, epoch, metadata in partitions
+    ]
     record = records.decode(decoded[2][1], decoded[2][2])
     assert record == records.OffsetCommits(
-        "group-é", [("påyments", [(2, 9, 1 if expire_ms < 0 else -1, "ünïcode")])], 1234, expire_ms)
+        "group-é", [("påyments", [(2, 9, 1 if expire_ms < 0 else -1, "ünïcode")])], 1234, expire_ms
+    )
 
 
 def test_offset_map_records_and_tombstone_keys_are_kafka_records():
     offsets = _core.OffsetMap()
     offsets.commit("g", "b", [(1, 10, 2, "x")], 500)
     offsets.commit("g", "a", [(0, 7, -1, "")], 600, 9000)
-    assert offsets.records("g") == [(kafka_key("g", "a", 0), kafka_value(7, -1, "", 600, 9000)),
-                                    (kafka_key("g", "b", 1), kafka_value(10, 2, "x", 500, -1))]
+    assert offsets.records("g") == [
+        (kafka_key("g", "a", 0), kafka_value(7, -1, "", 600, 9000)),
+        (kafka_key("g", "b", 1), kafka_value(10, 2, "x", 500, -1)),
+    ]
     assert offsets.records("nobody") == []
-    assert _core.offset_keys("g", [("a", 0), ("b", 1)]) == [kafka_key("g", "a", 0), kafka_key("g", "b", 1)]
+    assert _core.offset_keys("g", [("a", 0), ("b", 1)]) == [
+        kafka_key("g", "a", 0),
+        kafka_key("g", "b", 1),
+    ]
     assert records.decode(kafka_key("g", "a", 0), None) == records.OffsetTombstones("g", [("a", 0)])
 
 

@@ -7,14 +7,14 @@ import time
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
+from groupkit import FAST_GROUPS
+from rawwire import RawClient
+from test_groups_protocol import commit, fetch, heartbeat, join, sync
 
 from corral import _core
 from corral.apis import ApiKey
 from corral.groups.storage import records
 from corral.groups.storage.placement import OFFSETS_TOPIC, partition_for
-from groupkit import FAST_GROUPS
-from rawwire import RawClient
-from test_groups_protocol import commit, fetch, heartbeat, join, sync
 
 
 def make_topic(broker, name: str, partitions: int) -> None:
@@ -23,8 +23,13 @@ def make_topic(broker, name: str, partitions: int) -> None:
 
 
 def consumer(broker, group: str, **extra) -> ck.Consumer:
-    conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+    conf = {
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000,
+    }
     conf.update(extra)
     return ck.Consumer(conf)
 
@@ -111,8 +116,9 @@ def test_group_state_survives_restart(corral_factory):
     with RawClient(broker.port) as c:
         described = c.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["kept"]})["groups"][0]
         assert described["group_state"] == "Stable"
-        assert [(m["member_id"], m["member_assignment"]) for m in described["members"]] == \
-            [(member, b"assignment-bytes")]
+        assert [(m["member_id"], m["member_assignment"]) for m in described["members"]] == [
+            (member, b"assignment-bytes")
+        ]
         # The member carries on with its generation, as it would after a Kafka coordinator move.
         assert heartbeat(c, "kept", gen, member) == 0
 
@@ -125,14 +131,19 @@ def test_offsets_topic_holds_kafka_records(corral_factory):
     c.close()
 
     partition = partition_for("recorded", 50)
-    reader = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reader",
-                          "enable.auto.commit": False})
+    reader = ck.Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "reader", "enable.auto.commit": False}
+    )
     reader.assign([ck.TopicPartition(OFFSETS_TOPIC, partition, 0)])
     found = None
     deadline = time.monotonic() + 15
     while found is None and time.monotonic() < deadline:
         m = reader.poll(0.2)
-        if m is not None and not m.error() and m.key() == _core.offset_keys("recorded", [("t", 1)])[0]:
+        if (
+            m is not None
+            and not m.error()
+            and m.key() == _core.offset_keys("recorded", [("t", 1)])[0]
+        ):
             found = m
     reader.close()
     assert found is not None, "the commit is not in its __consumer_offsets partition"
@@ -174,10 +185,18 @@ def test_expired_offsets_and_their_empty_group_are_removed(corral_factory):
     make_topic(broker, "exp", 1)
     with RawClient(broker.port) as c:
         # OffsetCommit v2-4 may carry its own retention: an explicit expiry.
-        body = {"group_id": "short-lived", "generation_id_or_member_epoch": -1, "member_id": "",
-                "retention_time_ms": 300,
-                "topics": [{"name": "exp", "partitions": [{"partition_index": 0, "committed_offset": 5}]}]}
-        assert c.call(ApiKey.OFFSET_COMMIT, 2, body)["topics"][0]["partitions"][0]["error_code"] == 0
+        body = {
+            "group_id": "short-lived",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "retention_time_ms": 300,
+            "topics": [
+                {"name": "exp", "partitions": [{"partition_index": 0, "committed_offset": 5}]}
+            ],
+        }
+        assert (
+            c.call(ApiKey.OFFSET_COMMIT, 2, body)["topics"][0]["partitions"][0]["error_code"] == 0
+        )
         assert commit(c, "kept", -1, "", [("exp", 0, 9)]) == [0]
         assert [o for _, o, _ in fetch(c, "short-lived", "exp", [0])] == [5]
 

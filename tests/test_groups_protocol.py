@@ -10,12 +10,12 @@ import threading
 import time
 
 import pytest
+from groupkit import FAST_GROUPS, Member, partitioned, stop_all, wait_until
+from rawwire import RawClient
 
 from corral import _core
 from corral.apis import ApiKey
 from corral.errors import ErrorCode
-from groupkit import FAST_GROUPS, Member, partitioned, stop_all, wait_until
-from rawwire import RawClient
 
 
 def subscription(*topics: str) -> bytes:
@@ -26,11 +26,24 @@ def subscription(*topics: str) -> bytes:
     return out + struct.pack(">i", -1)
 
 
-def join_body(group: str, member_id: str = "", *, session_ms: int = 6000, protocols=None,
-              instance_id: str | None = None, rebalance_ms: int = 5000) -> dict:
-    return {"group_id": group, "session_timeout_ms": session_ms, "rebalance_timeout_ms": rebalance_ms,
-            "member_id": member_id, "group_instance_id": instance_id, "protocol_type": "consumer",
-            "protocols": protocols or [{"name": "range", "metadata": subscription("t")}]}
+def join_body(
+    group: str,
+    member_id: str = "",
+    *,
+    session_ms: int = 6000,
+    protocols=None,
+    instance_id: str | None = None,
+    rebalance_ms: int = 5000,
+) -> dict:
+    return {
+        "group_id": group,
+        "session_timeout_ms": session_ms,
+        "rebalance_timeout_ms": rebalance_ms,
+        "member_id": member_id,
+        "group_instance_id": instance_id,
+        "protocol_type": "consumer",
+        "protocols": protocols or [{"name": "range", "metadata": subscription("t")}],
+    }
 
 
 def join(client: RawClient, group: str, version: int = 9, **kw) -> dict:
@@ -42,33 +55,69 @@ def join(client: RawClient, group: str, version: int = 9, **kw) -> dict:
     return first
 
 
-def sync(client: RawClient, group: str, generation: int, member_id: str, assignments=(), version: int = 5):
-    return client.call(ApiKey.SYNC_GROUP, version, {
-        "group_id": group, "generation_id": generation, "member_id": member_id,
-        "protocol_type": "consumer", "protocol_name": "range",
-        "assignments": [{"member_id": m, "assignment": a} for m, a in assignments]})
+def sync(
+    client: RawClient, group: str, generation: int, member_id: str, assignments=(), version: int = 5
+):
+    return client.call(
+        ApiKey.SYNC_GROUP,
+        version,
+        {
+            "group_id": group,
+            "generation_id": generation,
+            "member_id": member_id,
+            "protocol_type": "consumer",
+            "protocol_name": "range",
+            "assignments": [{"member_id": m, "assignment": a} for m, a in assignments],
+        },
+    )
 
 
 def heartbeat(client: RawClient, group: str, generation: int, member_id: str, version: int = 4):
-    return client.call(ApiKey.HEARTBEAT, version, {"group_id": group, "generation_id": generation,
-                                                   "member_id": member_id})["error_code"]
+    return client.call(
+        ApiKey.HEARTBEAT,
+        version,
+        {"group_id": group, "generation_id": generation, "member_id": member_id},
+    )["error_code"]
 
 
-def commit(client: RawClient, group: str, generation: int, member_id: str, offsets, version: int = 8,
-           metadata: str = ""):
-    body = {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
-            "topics": [{"name": t, "partitions": [{"partition_index": p, "committed_offset": o,
-                                                   "committed_metadata": metadata}]}
-                       for t, p, o in offsets]}
+def commit(
+    client: RawClient,
+    group: str,
+    generation: int,
+    member_id: str,
+    offsets,
+    version: int = 8,
+    metadata: str = "",
+):
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": generation,
+        "member_id": member_id,
+        "topics": [
+            {
+                "name": t,
+                "partitions": [
+                    {"partition_index": p, "committed_offset": o, "committed_metadata": metadata}
+                ],
+            }
+            for t, p, o in offsets
+        ],
+    }
     response = client.call(ApiKey.OFFSET_COMMIT, version, body)
     return [p["error_code"] for t in response["topics"] for p in t["partitions"]]
 
 
 def fetch(client: RawClient, group: str, topic: str, partitions, version: int = 7):
-    response = client.call(ApiKey.OFFSET_FETCH, version, {
-        "group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}]})
-    return [(p["partition_index"], p["committed_offset"], p["metadata"])
-            for t in response["topics"] for p in t["partitions"]]
+    response = client.call(
+        ApiKey.OFFSET_FETCH,
+        version,
+        {"group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}]},
+    )
+    return [
+        (p["partition_index"], p["committed_offset"], p["metadata"])
+        for t in response["topics"]
+        for p in t["partitions"]
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -76,24 +125,37 @@ def broker(tmp_path_factory):
     from conftest import CorralProcess
 
     settings = dict(FAST_GROUPS, **{"group.max.size": 3})
-    process = CorralProcess(tmp_path_factory.mktemp("groups") / "corral",
-                            {k: str(v) for k, v in settings.items()}).start()
+    process = CorralProcess(
+        tmp_path_factory.mktemp("groups") / "corral", {k: str(v) for k, v in settings.items()}
+    ).start()
     with RawClient(process.port) as c:
-        c.call(ApiKey.CREATE_TOPICS, 4, {"topics": [
-            {"name": name, "num_partitions": 4, "replication_factor": 1} for name in ("t", "u")],
-            "timeout_ms": 5000})
+        c.call(
+            ApiKey.CREATE_TOPICS,
+            4,
+            {
+                "topics": [
+                    {"name": name, "num_partitions": 4, "replication_factor": 1}
+                    for name in ("t", "u")
+                ],
+                "timeout_ms": 5000,
+            },
+        )
     yield process
     process.proc.kill()
     process.proc.wait()
 
 
-def stable_single_member(broker, group: str, assignment: bytes = b"A") -> tuple[RawClient, str, int]:
+def stable_single_member(
+    broker, group: str, assignment: bytes = b"A"
+) -> tuple[RawClient, str, int]:
     client = RawClient(broker.port)
     joined = join(client, group)
     assert joined["error_code"] == ErrorCode.NONE
     member, generation = joined["member_id"], joined["generation_id"]
     assert joined["leader"] == member
-    assert sync(client, group, generation, member, [(member, assignment)])["assignment"] == assignment
+    assert (
+        sync(client, group, generation, member, [(member, assignment)])["assignment"] == assignment
+    )
     return client, member, generation
 
 
@@ -105,16 +167,21 @@ def test_find_coordinator_single_and_batched(broker):
         r = c.call(ApiKey.FIND_COORDINATOR, 3, {"key": "tx", "key_type": 1})
         assert r["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         r = c.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
-        assert [(x["key"], x["error_code"], x["port"]) for x in r["coordinators"]] == \
-            [("a", 0, broker.port), ("b", 0, broker.port)]
+        assert [(x["key"], x["error_code"], x["port"]) for x in r["coordinators"]] == [
+            ("a", 0, broker.port),
+            ("b", 0, broker.port),
+        ]
         r = c.call(ApiKey.FIND_COORDINATOR, 5, {"key_type": 1, "coordinator_keys": ["tx"]})
         assert r["coordinators"][0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def test_offsets_topic_is_internal_in_metadata(broker):
     with RawClient(broker.port) as c:
-        r = c.call(ApiKey.METADATA, 12, {"topics": [{"name": "__consumer_offsets"}],
-                                         "allow_auto_topic_creation": False})
+        r = c.call(
+            ApiKey.METADATA,
+            12,
+            {"topics": [{"name": "__consumer_offsets"}], "allow_auto_topic_creation": False},
+        )
     topic = r["topics"][0]
     assert topic["error_code"] == 0 and topic["is_internal"]
     assert len(topic["partitions"]) == 50
@@ -132,8 +199,14 @@ def test_join_sync_heartbeat_and_versions(broker):
             assert first["generation_id"] == 1
             assert first["protocol_name"] == "range"
             assert [m["member_id"] for m in first["members"]] == [first["member_id"]]
-            synced = sync(c, group, 1, first["member_id"], [(first["member_id"], b"x" * 10)],
-                          version=min(version, 5))
+            synced = sync(
+                c,
+                group,
+                1,
+                first["member_id"],
+                [(first["member_id"], b"x" * 10)],
+                version=min(version, 5),
+            )
             assert synced["error_code"] == 0 and synced["assignment"] == b"x" * 10
             assert heartbeat(c, group, 1, first["member_id"], version=min(version, 4)) == 0
 
@@ -166,8 +239,11 @@ def test_two_members_rebalance_and_big_assignments_arrive_intact(broker):
         out = {}
         t = threading.Thread(target=lambda: out.update(b=sync(b, group, gen2, member_b)))
         t.start()
-        mine = sync(a, group, gen2, member_a, [(member_a, big_a), (member_b, big_b)]) \
-            if leader is again else None
+        mine = (
+            sync(a, group, gen2, member_a, [(member_a, big_a), (member_b, big_b)])
+            if leader is again
+            else None
+        )
         if mine is None:
             raise AssertionError("member a was expected to stay leader")
         t.join(10)
@@ -188,8 +264,13 @@ def test_protocol_mismatch_session_bounds_and_max_size(broker):
     c, member, gen = stable_single_member(broker, "strict")
     try:
         with RawClient(broker.port) as other:
-            r = other.call(ApiKey.JOIN_GROUP, 9, join_body(
-                "strict", protocols=[{"name": "roundrobin", "metadata": subscription("t")}]))
+            r = other.call(
+                ApiKey.JOIN_GROUP,
+                9,
+                join_body(
+                    "strict", protocols=[{"name": "roundrobin", "metadata": subscription("t")}]
+                ),
+            )
             assert r["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
             for session in (100, 1_800_001):
                 r = other.call(ApiKey.JOIN_GROUP, 9, join_body("strict", session_ms=session))
@@ -203,10 +284,15 @@ def test_protocol_mismatch_session_bounds_and_max_size(broker):
 
 def test_group_max_size(broker):
     # group.max.size is 3 for this broker: with three members stable, a fourth is turned away.
-    members = [Member("confluent", broker.bootstrap, "capped", "t", session_ms=6000) for _ in range(3)]
+    members = [
+        Member("confluent", broker.bootstrap, "capped", "t", session_ms=6000) for _ in range(3)
+    ]
     try:
-        wait_until(lambda: partitioned(members, 4) and all(m.assigned for m in members), 30,
-                   "three members sharing t")
+        wait_until(
+            lambda: partitioned(members, 4) and all(m.assigned for m in members),
+            30,
+            "three members sharing t",
+        )
         with RawClient(broker.port) as c:
             r = c.call(ApiKey.JOIN_GROUP, 9, join_body("capped"))
             assert r["error_code"] == ErrorCode.GROUP_MAX_SIZE_REACHED
@@ -228,15 +314,31 @@ def test_static_member_fencing(broker):
             assert again["error_code"] == 0 and again["member_id"] != old
             assert again["generation_id"] == first["generation_id"], "no rebalance"
             # The replaced id is fenced.
-            r = a.call(ApiKey.HEARTBEAT, 4, {"group_id": "fence", "generation_id": first["generation_id"],
-                                             "member_id": old, "group_instance_id": "i1"})
+            r = a.call(
+                ApiKey.HEARTBEAT,
+                4,
+                {
+                    "group_id": "fence",
+                    "generation_id": first["generation_id"],
+                    "member_id": old,
+                    "group_instance_id": "i1",
+                },
+            )
             assert r["error_code"] == ErrorCode.FENCED_INSTANCE_ID
             synced = sync(b, "fence", again["generation_id"], again["member_id"])
             assert synced["assignment"] == b"mine"
             # Admin removal by instance id (LeaveGroup v3+ with an empty member id).
-            r = b.call(ApiKey.LEAVE_GROUP, 5, {"group_id": "fence", "members": [
-                {"member_id": "", "group_instance_id": "i1"},
-                {"member_id": "", "group_instance_id": "nobody"}]})
+            r = b.call(
+                ApiKey.LEAVE_GROUP,
+                5,
+                {
+                    "group_id": "fence",
+                    "members": [
+                        {"member_id": "", "group_instance_id": "i1"},
+                        {"member_id": "", "group_instance_id": "nobody"},
+                    ],
+                },
+            )
             assert [m["error_code"] for m in r["members"]] == [0, ErrorCode.UNKNOWN_MEMBER_ID]
     finally:
         a.close()
@@ -247,15 +349,26 @@ def test_offset_commit_errors_and_fetch(broker):
     try:
         assert commit(c, "commits", gen, member, [("t", 0, 42)], metadata="m") == [0]
         assert fetch(c, "commits", "t", [0, 1]) == [(0, 42, "m"), (1, -1, "")]
-        assert commit(c, "commits", gen + 1, member, [("t", 0, 43)]) == [ErrorCode.ILLEGAL_GENERATION]
-        assert commit(c, "commits", gen, "stranger", [("t", 0, 43)]) == [ErrorCode.UNKNOWN_MEMBER_ID]
-        assert commit(c, "commits", gen, member, [("t", 0, 43)], metadata="x" * 100_000) == \
-            [ErrorCode.OFFSET_METADATA_TOO_LARGE]
-        assert commit(c, "commits", gen, member, [("nope", 0, 1), ("t", 99, 1)]) == \
-            [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 2
+        assert commit(c, "commits", gen + 1, member, [("t", 0, 43)]) == [
+            ErrorCode.ILLEGAL_GENERATION
+        ]
+        assert commit(c, "commits", gen, "stranger", [("t", 0, 43)]) == [
+            ErrorCode.UNKNOWN_MEMBER_ID
+        ]
+        assert commit(c, "commits", gen, member, [("t", 0, 43)], metadata="x" * 100_000) == [
+            ErrorCode.OFFSET_METADATA_TOO_LARGE
+        ]
+        assert (
+            commit(c, "commits", gen, member, [("nope", 0, 1), ("t", 99, 1)])
+            == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 2
+        )
         # A generation for a group that does not exist: ILLEGAL_GENERATION before v9, then GROUP_ID_NOT_FOUND.
-        assert commit(c, "ghost", 3, "m", [("t", 0, 1)], version=8) == [ErrorCode.ILLEGAL_GENERATION]
-        assert commit(c, "ghost", 3, "m", [("t", 0, 1)], version=9) == [ErrorCode.GROUP_ID_NOT_FOUND]
+        assert commit(c, "ghost", 3, "m", [("t", 0, 1)], version=8) == [
+            ErrorCode.ILLEGAL_GENERATION
+        ]
+        assert commit(c, "ghost", 3, "m", [("t", 0, 1)], version=9) == [
+            ErrorCode.GROUP_ID_NOT_FOUND
+        ]
         # A simple commit (generation -1) to a group with live members is refused...
         assert commit(c, "commits", -1, "", [("t", 0, 1)]) == [ErrorCode.UNKNOWN_MEMBER_ID]
         # ...and creates a simple group when there is none.
@@ -265,12 +378,30 @@ def test_offset_commit_errors_and_fetch(broker):
         assert fetch(c, "commits", "t", [0]) == [(0, 42, "m")]
         assert heartbeat(c, "commits", gen, member) == 0
         # OffsetFetch v8+: several groups, null topics = everything.
-        r = c.call(ApiKey.OFFSET_FETCH, 9, {"groups": [
-            {"group_id": "commits", "member_id": member, "member_epoch": gen, "topics": None},
-            {"group_id": "simple", "topics": [{"name": "t", "partition_indexes": [2, 3]}]}],
-            "require_stable": True})
-        got = {g["group_id"]: [(t["name"], p["partition_index"], p["committed_offset"])
-                               for t in g["topics"] for p in t["partitions"]] for g in r["groups"]}
+        r = c.call(
+            ApiKey.OFFSET_FETCH,
+            9,
+            {
+                "groups": [
+                    {
+                        "group_id": "commits",
+                        "member_id": member,
+                        "member_epoch": gen,
+                        "topics": None,
+                    },
+                    {"group_id": "simple", "topics": [{"name": "t", "partition_indexes": [2, 3]}]},
+                ],
+                "require_stable": True,
+            },
+        )
+        got = {
+            g["group_id"]: [
+                (t["name"], p["partition_index"], p["committed_offset"])
+                for t in g["topics"]
+                for p in t["partitions"]
+            ]
+            for g in r["groups"]
+        }
         assert got == {"commits": [("t", 0, 42)], "simple": [("t", 2, 7), ("t", 3, -1)]}
     finally:
         c.close()
@@ -281,18 +412,30 @@ def test_delete_groups_and_offsets_rules(broker):
     try:
         commit(c, "busy", gen, member, [("t", 0, 5)])
         r = c.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["busy", "never-existed"]})
-        assert [x["error_code"] for x in r["results"]] == [ErrorCode.NON_EMPTY_GROUP, ErrorCode.GROUP_ID_NOT_FOUND]
-        r = c.call(ApiKey.OFFSET_DELETE, 0, {"group_id": "busy", "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0}]}]})
-        assert r["topics"][0]["partitions"][0]["error_code"] == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, r
+        assert [x["error_code"] for x in r["results"]] == [
+            ErrorCode.NON_EMPTY_GROUP,
+            ErrorCode.GROUP_ID_NOT_FOUND,
+        ]
+        r = c.call(
+            ApiKey.OFFSET_DELETE,
+            0,
+            {"group_id": "busy", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+        )
+        assert (
+            r["topics"][0]["partitions"][0]["error_code"] == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+        ), r
         # Leave: the group is empty, its subscription no longer protects its offsets.
         r = c.call(ApiKey.LEAVE_GROUP, 2, {"group_id": "busy", "member_id": member})
         assert r["error_code"] == 0
         r = c.call(ApiKey.LIST_GROUPS, 4, {"states_filter": ["Empty"]})
         assert ("busy", "consumer", "Empty") in [
-            (g["group_id"], g["protocol_type"], g["group_state"]) for g in r["groups"]]
-        r = c.call(ApiKey.OFFSET_DELETE, 0, {"group_id": "busy", "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0}]}]})
+            (g["group_id"], g["protocol_type"], g["group_state"]) for g in r["groups"]
+        ]
+        r = c.call(
+            ApiKey.OFFSET_DELETE,
+            0,
+            {"group_id": "busy", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+        )
         assert r["error_code"] == 0
         assert fetch(c, "busy", "t", [0]) == [(0, -1, "")]
         r = c.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["busy"]})
@@ -308,12 +451,22 @@ def test_offset_delete_refuses_subscribed_topics(broker):
     try:
         assert commit(c, "subscribed", gen, member, [("t", 0, 5), ("u", 0, 6)]) == [0, 0]
         # A live "consumer" group may drop offsets of topics it does not subscribe to (u), not of t.
-        r = c.call(ApiKey.OFFSET_DELETE, 0, {"group_id": "subscribed", "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0}]},
-            {"name": "u", "partitions": [{"partition_index": 0}]}]})
+        r = c.call(
+            ApiKey.OFFSET_DELETE,
+            0,
+            {
+                "group_id": "subscribed",
+                "topics": [
+                    {"name": "t", "partitions": [{"partition_index": 0}]},
+                    {"name": "u", "partitions": [{"partition_index": 0}]},
+                ],
+            },
+        )
         assert r["error_code"] == 0
-        assert [(t["name"], p["error_code"]) for t in r["topics"] for p in t["partitions"]] == \
-            [("t", ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC), ("u", 0)]
+        assert [(t["name"], p["error_code"]) for t in r["topics"] for p in t["partitions"]] == [
+            ("t", ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC),
+            ("u", 0),
+        ]
         assert fetch(c, "subscribed", "t", [0]) == [(0, 5, "")]
         assert fetch(c, "subscribed", "u", [0]) == [(0, -1, "")]
         r = c.call(ApiKey.OFFSET_DELETE, 0, {"group_id": "no-such", "topics": []})
@@ -325,19 +478,34 @@ def test_offset_delete_refuses_subscribed_topics(broker):
 def test_describe_and_list_groups(broker):
     c, member, gen = stable_single_member(broker, "described", assignment=b"assign")
     try:
-        r = c.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["described"], "include_authorized_operations": True})
+        r = c.call(
+            ApiKey.DESCRIBE_GROUPS,
+            5,
+            {"groups": ["described"], "include_authorized_operations": True},
+        )
         g = r["groups"][0]
-        assert (g["error_code"], g["group_state"], g["protocol_type"], g["protocol_data"]) == \
-            (0, "Stable", "consumer", "range")
-        assert [(m["member_id"], m["client_id"], m["member_assignment"]) for m in g["members"]] == \
-            [(member, "rawwire", b"assign")]
+        assert (g["error_code"], g["group_state"], g["protocol_type"], g["protocol_data"]) == (
+            0,
+            "Stable",
+            "consumer",
+            "range",
+        )
+        assert [(m["member_id"], m["client_id"], m["member_assignment"]) for m in g["members"]] == [
+            (member, "rawwire", b"assign")
+        ]
         assert g["members"][0]["member_metadata"] == subscription("t")
         for version in range(0, 6):
             r = c.call(ApiKey.LIST_GROUPS, version, {})
             assert "described" in [x["group_id"] for x in r["groups"]]
-        r = c.call(ApiKey.LIST_GROUPS, 5, {"states_filter": ["stable"], "types_filter": ["classic"]})
-        assert {"group_id": "described", "protocol_type": "consumer", "group_state": "Stable",
-                "group_type": "classic"} in r["groups"]
+        r = c.call(
+            ApiKey.LIST_GROUPS, 5, {"states_filter": ["stable"], "types_filter": ["classic"]}
+        )
+        assert {
+            "group_id": "described",
+            "protocol_type": "consumer",
+            "group_state": "Stable",
+            "group_type": "classic",
+        } in r["groups"]
         r = c.call(ApiKey.LIST_GROUPS, 5, {"types_filter": ["consumer"]})
         assert r["groups"] == []
     finally:
@@ -375,10 +543,15 @@ def test_heartbeats_keep_a_session_alive_past_its_timeout(broker):
         assert described["members"][0]["client_host"] == "/127.0.0.1"
         # A second member's join: the first hears of the rebalance from its heartbeat, and only
         # members of the current generation are answered as such.
-        parked = threading.Thread(target=join, args=(other, "kept"), kwargs=dict(session_ms=600, rebalance_ms=3000))
+        parked = threading.Thread(
+            target=join, args=(other, "kept"), kwargs=dict(session_ms=600, rebalance_ms=3000)
+        )
         parked.start()
-        wait_until(lambda: heartbeat(c, "kept", gen, member) == ErrorCode.REBALANCE_IN_PROGRESS, 5,
-                   "REBALANCE_IN_PROGRESS from a heartbeat")
+        wait_until(
+            lambda: heartbeat(c, "kept", gen, member) == ErrorCode.REBALANCE_IN_PROGRESS,
+            5,
+            "REBALANCE_IN_PROGRESS from a heartbeat",
+        )
         assert heartbeat(c, "kept", gen + 1, member) == ErrorCode.ILLEGAL_GENERATION
         assert heartbeat(c, "kept", gen, "nobody") == ErrorCode.UNKNOWN_MEMBER_ID
         rejoined = join(c, "kept", member_id=member, session_ms=600, rebalance_ms=3000)
@@ -398,13 +571,25 @@ def test_pipelined_requests_are_answered_in_order(broker):
         member, gen = joined["member_id"], joined["generation_id"]
         assert sync(c, "ordered", gen, member, [(member, b"a")])["error_code"] == 0
         hb = {"group_id": "ordered", "generation_id": gen, "member_id": member}
-        sent = [(ApiKey.HEARTBEAT, 4, hb), (ApiKey.METADATA, 12, {"topics": None}),
-                (ApiKey.HEARTBEAT, 4, hb), (ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["ordered"]}),
-                (ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}),
-                (ApiKey.HEARTBEAT, 4, dict(hb, generation_id=gen + 5))]
-        c.sock.sendall(b"".join(_core.encode_request(key, version, i, body, "rawwire")
-                                for i, (key, version, body) in enumerate(sent)))
+        sent = [
+            (ApiKey.HEARTBEAT, 4, hb),
+            (ApiKey.METADATA, 12, {"topics": None}),
+            (ApiKey.HEARTBEAT, 4, hb),
+            (ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["ordered"]}),
+            (ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}),
+            (ApiKey.HEARTBEAT, 4, dict(hb, generation_id=gen + 5)),
+        ]
+        c.sock.sendall(
+            b"".join(
+                _core.encode_request(key, version, i, body, "rawwire")
+                for i, (key, version, body) in enumerate(sent)
+            )
+        )
         answers = [c.receive(key, version) for key, version, _ in sent]
         assert [correlation_id for correlation_id, _ in answers] == list(range(len(sent)))
-        assert [answers[i][1]["error_code"] for i in (0, 2, 5)] == [0, 0, ErrorCode.ILLEGAL_GENERATION]
+        assert [answers[i][1]["error_code"] for i in (0, 2, 5)] == [
+            0,
+            0,
+            ErrorCode.ILLEGAL_GENERATION,
+        ]
         assert answers[3][1]["groups"][0]["group_state"] == "Stable"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import trio
-
 from classic_harness import FakeClock, join_request, patched_clock, subscription
+
 from corral.apis import Later
 from corral.broker import Broker
 from corral.clock import wall_ms
@@ -30,10 +30,13 @@ GROUPS = ["g0", "g1", "g2", "g3"]
 NAMES = ["a", "b", "c", "d", "e"]
 TOPICS = {"t0": 3, "t1": 2}
 SETTINGS = {
-    "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000,
-    "offsets.topic.num.partitions": 3, "offsets.retention.minutes": 1,
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 1000,
+    "offsets.topic.num.partitions": 3,
+    "offsets.retention.minutes": 1,
     # Timers are fired by hand; nothing periodic runs on its own.
-    "offsets.retention.check.interval.ms": 1 << 40, "corral.coordinator.snapshot.interval.ms": 1 << 40,
+    "offsets.retention.check.interval.ms": 1 << 40,
+    "corral.coordinator.snapshot.interval.ms": 1 << 40,
 }
 
 
@@ -71,7 +74,7 @@ class RandomGroups:
         self.clock = clock
         self.rng = rng
         self.wall_offset = 0  # how far the test moved wall time (offset expiry)
-        self.ids: dict[tuple[str, str], str] = {}      # (group, name) -> member id
+        self.ids: dict[tuple[str, str], str] = {}  # (group, name) -> member id
         self.joins: dict[tuple[str, str], Later] = {}
         self.writes: list[Later] = []
         self.counts: dict[str, int] = {}
@@ -81,9 +84,19 @@ class RandomGroups:
 
     def step(self) -> None:
         op = self.rng.choices(
-            ["join", "sync", "heartbeat", "leave", "advance", "commit", "offset_delete",
-             "delete_group", "expire"],
-            weights=[20, 25, 10, 4, 10, 25, 4, 2, 2])[0]
+            [
+                "join",
+                "sync",
+                "heartbeat",
+                "leave",
+                "advance",
+                "commit",
+                "offset_delete",
+                "delete_group",
+                "expire",
+            ],
+            weights=[20, 25, 10, 4, 10, 25, 4, 2, 2],
+        )[0]
         self.counts[op] = self.counts.get(op, 0) + 1
         getattr(self, op)(self.rng.choice(GROUPS))
 
@@ -91,10 +104,16 @@ class RandomGroups:
         name = self.rng.choice(NAMES)
         static = name in ("a", "b")
         member_id = self.ids.get((group_id, name), "") if self.rng.random() < 0.8 else ""
-        req = join_request(group_id, member_id, subscription(list(TOPICS)), n=NAMES.index(name),
-                           instance_id=f"{group_id}-{name}" if static else None,
-                           session_timeout_ms=20000, rebalance_timeout_ms=8000,
-                           require_known_member_id=False)
+        req = join_request(
+            group_id,
+            member_id,
+            subscription(list(TOPICS)),
+            n=NAMES.index(name),
+            instance_id=f"{group_id}-{name}" if static else None,
+            session_timeout_ms=20000,
+            rebalance_timeout_ms=8000,
+            require_known_member_id=False,
+        )
         answer = self.coordinator.join(req)
         self.joins[(group_id, name)] = answer
         answer.then(lambda value, key=(group_id, name): self._joined(key, value))
@@ -104,16 +123,27 @@ class RandomGroups:
             self.ids[key] = value["member_id"]
 
     def sync(self, group_id: str) -> None:
-        answered = [(name, later.value) for (g, name), later in self.joins.items()
-                    if g == group_id and later.value is not None and later.value["error_code"] == 0]
+        answered = [
+            (name, later.value)
+            for (g, name), later in self.joins.items()
+            if g == group_id and later.value is not None and later.value["error_code"] == 0
+        ]
         if not answered:
             return
         name, value = self.rng.choice(answered)
-        assignments = [(m["member_id"], self.rng.randbytes(self.rng.randrange(1, 12)))
-                       for m in value["members"]]
-        self.coordinator.sync(group_id, value["member_id"], f"{group_id}-{name}" if name in ("a", "b")
-                              else None, value["generation_id"], "consumer", value["protocol_name"],
-                              assignments)
+        assignments = [
+            (m["member_id"], self.rng.randbytes(self.rng.randrange(1, 12)))
+            for m in value["members"]
+        ]
+        self.coordinator.sync(
+            group_id,
+            value["member_id"],
+            f"{group_id}-{name}" if name in ("a", "b") else None,
+            value["generation_id"],
+            "consumer",
+            value["protocol_name"],
+            assignments,
+        )
 
     def _member(self, group_id: str) -> tuple[str, str] | None:
         known = [(name, mid) for (g, name), mid in self.ids.items() if g == group_id]
@@ -126,16 +156,21 @@ class RandomGroups:
             return
         for (g, name), mid in list(self.ids.items()):
             if g == group_id:
-                self.coordinator.heartbeat(group_id, mid, f"{group_id}-{name}" if name in ("a", "b")
-                                           else None, group.generation_id)
+                self.coordinator.heartbeat(
+                    group_id,
+                    mid,
+                    f"{group_id}-{name}" if name in ("a", "b") else None,
+                    group.generation_id,
+                )
 
     def leave(self, group_id: str) -> None:
         member = self._member(group_id)
         if member:
             name, mid = member
             with self.coordinator.log.for_request() as writes:
-                self.coordinator.leave(group_id, [(mid, f"{group_id}-{name}" if name in ("a", "b")
-                                                   else None)])
+                self.coordinator.leave(
+                    group_id, [(mid, f"{group_id}-{name}" if name in ("a", "b") else None)]
+                )
             self.writes.extend(writes)
 
     def advance(self, _: str) -> None:
@@ -159,8 +194,10 @@ class RandomGroups:
             return
         topic = self.rng.choice(list(TOPICS))
         partitions = self.rng.sample(range(TOPICS[topic]), self.rng.randrange(1, TOPICS[topic] + 1))
-        commits = [(p, self.rng.randrange(1000), self.rng.choice([-1, 3]), self.rng.choice(["", "m"]))
-                   for p in partitions]
+        commits = [
+            (p, self.rng.randrange(1000), self.rng.choice([-1, 3]), self.rng.choice(["", "m"]))
+            for p in partitions
+        ]
         expire = self.now_wall() + 30_000 if self.rng.random() < 0.1 else -1
         self.writes.append(offsets.commit(group_id, [(topic, commits)], self.now_wall(), expire))
 
@@ -204,8 +241,14 @@ def test_live_state_equals_loaded_state(tmp_path, seed):
                         # With writes in flight (commits of a group nothing else touches): the
                         # snapshot must not hold them, and must replay from the oldest of them.
                         for p in range(3):
-                            player.writes.append(broker.groups.offsets.commit(
-                                "snapshotted", [("t0", [(p, 42 + p, -1, "")])], wall_ms(), 1 << 60))
+                            player.writes.append(
+                                broker.groups.offsets.commit(
+                                    "snapshotted",
+                                    [("t0", [(p, 42 + p, -1, "")])],
+                                    wall_ms(),
+                                    1 << 60,
+                                )
+                            )
                         assert broker.groups.log._pending
                         await broker.groups.take_snapshot()
                 await player.settle()

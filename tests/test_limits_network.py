@@ -12,9 +12,10 @@ import struct
 import threading
 import time
 
+from rawwire import RawClient, closed_within
+
 from corral import _core
 from corral.apis import ApiKey
-from rawwire import RawClient, closed_within
 
 CLOSE_PROMPTLY = 3.0
 MiB = 1 << 20
@@ -22,8 +23,9 @@ REFUSAL = re.compile(r"refused \d+ connections?|accepting connections failed")
 
 
 def api_versions(client: RawClient) -> dict:
-    return client.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "limits",
-                                                "client_software_version": "1"})
+    return client.call(
+        ApiKey.API_VERSIONS, 3, {"client_software_name": "limits", "client_software_version": "1"}
+    )
 
 
 def served(port: int, attempts: int = 10) -> bool:
@@ -43,7 +45,7 @@ def log_lines(broker, pattern: re.Pattern, at_least: int = 1, timeout: float = 3
     deadline = time.monotonic() + timeout
     while True:
         text = broker.log()
-        text = text[:text.rfind("\n") + 1]  # whole lines only: the last may be half written
+        text = text[: text.rfind("\n") + 1]  # whole lines only: the last may be half written
         lines = [line for line in text.splitlines() if pattern.search(line)]
         if len(lines) >= at_least or time.monotonic() > deadline:
             return lines
@@ -95,7 +97,9 @@ def check_connection_cap(broker, expected_log: str) -> None:
 
 def test_max_connections_per_ip(corral_factory):
     broker = corral_factory(**{"max.connections.per.ip": 5})
-    check_connection_cap(broker, "refused 1 connection over max.connections.per.ip=5 from /127.0.0.1")
+    check_connection_cap(
+        broker, "refused 1 connection over max.connections.per.ip=5 from /127.0.0.1"
+    )
 
 
 def test_max_connections(corral_factory):
@@ -104,15 +108,29 @@ def test_max_connections(corral_factory):
 
 
 def test_idle_connections_close_but_active_and_busy_ones_stay(corral_factory):
-    broker = corral_factory(**{"connections.max.idle.ms": 1500, "group.initial.rebalance.delay.ms": 3000})
-    with RawClient(broker.port) as idle, RawClient(broker.port) as active, RawClient(broker.port) as busy:
+    broker = corral_factory(
+        **{"connections.max.idle.ms": 1500, "group.initial.rebalance.delay.ms": 3000}
+    )
+    with (
+        RawClient(broker.port) as idle,
+        RawClient(broker.port) as active,
+        RawClient(broker.port) as busy,
+    ):
         assert api_versions(idle)["error_code"] == 0
         # A JoinGroup of a new group waits out the 3 s initial rebalance delay: the connection has
         # a request with Python all along and must not expire.
-        busy.send(ApiKey.JOIN_GROUP, 3, {
-            "group_id": "idle-test", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
-            "member_id": "", "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}]})
+        busy.send(
+            ApiKey.JOIN_GROUP,
+            3,
+            {
+                "group_id": "idle-test",
+                "session_timeout_ms": 10000,
+                "rebalance_timeout_ms": 10000,
+                "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            },
+        )
         start = time.monotonic()
         while time.monotonic() - start < 4.5:
             assert api_versions(active)["error_code"] == 0
@@ -126,7 +144,10 @@ def test_idle_connections_close_but_active_and_busy_ones_stay(corral_factory):
 
 def test_partial_request_times_out(corral_factory):
     broker = corral_factory(**{"corral.socket.partial.request.timeout.ms": 1500})
-    with socket.create_connection(("127.0.0.1", broker.port)) as loris, RawClient(broker.port) as good:
+    with (
+        socket.create_connection(("127.0.0.1", broker.port)) as loris,
+        RawClient(broker.port) as good,
+    ):
         name = loris.getsockname()
         loris.sendall(struct.pack(">i", 100) + b"\x00\x12\x00")
         start = time.monotonic()
@@ -135,13 +156,17 @@ def test_partial_request_times_out(corral_factory):
         assert api_versions(good)["error_code"] == 0
     lines = log_lines(broker, re.compile(rf"{re.escape(f'{name[0]}:{name[1]}')}\b"))
     assert len(lines) == 1, lines
-    assert "corral.socket.partial.request.timeout.ms" in lines[0] and "7 of 104 bytes" in lines[0], lines[0]
+    assert (
+        "corral.socket.partial.request.timeout.ms" in lines[0] and "7 of 104 bytes" in lines[0]
+    ), lines[0]
     assert served(broker.port)
 
 
 def test_queued_request_bytes_bound_memory(corral_factory):
     cap = 32 * MiB
-    broker = corral_factory(**{"queued.max.request.bytes": cap, "socket.request.max.bytes": 100 * MiB})
+    broker = corral_factory(
+        **{"queued.max.request.bytes": cap, "socket.request.max.bytes": 100 * MiB}
+    )
     pid = broker.proc.pid
     assert served(broker.port)
     baseline = rss_bytes(pid)
@@ -155,7 +180,7 @@ def test_queued_request_bytes_bound_memory(corral_factory):
         view = payload
         try:
             while view:
-                n = sock.send(view[:1 << 20])
+                n = sock.send(view[: 1 << 20])
                 sent[i] += n
                 view = view[n:]
         except OSError:
@@ -175,11 +200,15 @@ def test_queued_request_bytes_bound_memory(corral_factory):
             assert api_versions(fresh)["error_code"] == 0
         peak = max(peak, rss_bytes(pid))
         bound = cap + 100 * MiB + 150 * MiB
-        assert peak < bound, (f"RSS {peak / MiB:.0f} MiB (baseline {baseline / MiB:.0f} MiB); "
-                              f"sent {[s // MiB for s in sent]} MiB")
+        assert peak < bound, (
+            f"RSS {peak / MiB:.0f} MiB (baseline {baseline / MiB:.0f} MiB); "
+            f"sent {[s // MiB for s in sent]} MiB"
+        )
         assert sum(sent) > 90 * MiB, "at least one large request went in"
-        print(f"RSS baseline {baseline / MiB:.0f} MiB, peak {peak / MiB:.0f} MiB, "
-              f"sent {[s // MiB for s in sent]} MiB")
+        print(
+            f"RSS baseline {baseline / MiB:.0f} MiB, peak {peak / MiB:.0f} MiB, "
+            f"sent {[s // MiB for s in sent]} MiB"
+        )
     finally:
         for sock in socks:
             try:
@@ -251,8 +280,11 @@ def test_limit_settings_and_the_descriptor_cap():
     assert s["connections.max.idle.ms"] == 600000
     assert s["corral.socket.partial.request.timeout.ms"] == 30000
     assert s["queued.max.request.bytes"] == physical_memory_tenth() > 0
-    for name in ("connections.max.idle.ms", "corral.socket.partial.request.timeout.ms",
-                 "queued.max.request.bytes"):
+    for name in (
+        "connections.max.idle.ms",
+        "corral.socket.partial.request.timeout.ms",
+        "queued.max.request.bytes",
+    ):
         assert Settings({name: "-1"})[name] == -1
         try:
             Settings({name: "0"})
@@ -260,8 +292,16 @@ def test_limit_settings_and_the_descriptor_cap():
             assert name in str(e)
         else:
             raise AssertionError(f"{name}=0 was accepted")
-    limits = network_limits(Settings({"queued.max.request.bytes": -1, "connections.max.idle.ms": -1,
-                                      "max.connections.per.ip": 3, "max.connections": 10}))
+    limits = network_limits(
+        Settings(
+            {
+                "queued.max.request.bytes": -1,
+                "connections.max.idle.ms": -1,
+                "max.connections.per.ip": 3,
+                "max.connections": 10,
+            }
+        )
+    )
     assert limits["queued_max_request_bytes"] is None and limits["idle_timeout_ms"] is None
     assert limits["max_connections_per_ip"] == 3 and limits["max_connections"] <= 10
     assert descriptor_cap(64, 14) == 64 - 14 - 32
@@ -271,10 +311,17 @@ def test_limit_settings_and_the_descriptor_cap():
 
 
 def test_a_stalled_request_holding_the_pool_times_out_and_frees_it(corral_factory):
-    broker = corral_factory(**{"queued.max.request.bytes": 32 * MiB, "socket.request.max.bytes": 100 * MiB,
-                               "corral.socket.partial.request.timeout.ms": 2000})
-    with socket.create_connection(("127.0.0.1", broker.port)) as holder, \
-            socket.create_connection(("127.0.0.1", broker.port)) as waiter:
+    broker = corral_factory(
+        **{
+            "queued.max.request.bytes": 32 * MiB,
+            "socket.request.max.bytes": 100 * MiB,
+            "corral.socket.partial.request.timeout.ms": 2000,
+        }
+    )
+    with (
+        socket.create_connection(("127.0.0.1", broker.port)) as holder,
+        socket.create_connection(("127.0.0.1", broker.port)) as waiter,
+    ):
         holder.sendall(struct.pack(">i", 100 * MiB) + bytes(50 * MiB))  # read in whole, then stalls
         time.sleep(0.5)
         # A whole 40 MiB frame of an unknown API: refused (and closed) only once it is all read,
@@ -293,7 +340,9 @@ def test_a_stalled_request_holding_the_pool_times_out_and_frees_it(corral_factor
 
         sender = threading.Thread(target=send, daemon=True)
         sender.start()
-        assert not closed_within(waiter, 1.0), "the waiting request was handled while the pool was full"
+        assert not closed_within(waiter, 1.0), (
+            "the waiting request was handled while the pool was full"
+        )
         assert closed_within(holder, 5.0), "the stalled request kept its reservation"
         assert closed_within(waiter, 5.0), "the waiting request was not read once the pool had room"
         sender.join(5)

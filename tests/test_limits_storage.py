@@ -9,42 +9,83 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import CorralProcess
+from rawwire import RawClient
+
 from corral import _core
 from corral.apis import ApiKey
 from corral.errors import ErrorCode
-from rawwire import RawClient
 
 LATEST, EARLIEST = -1, -2
 
 
 def create(client: RawClient, name: str, partitions: int, **configs: str) -> None:
-    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                        "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-            "timeout_ms": 30000, "validate_only": False}
+    body = {
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in configs.items()],
+            }
+        ],
+        "timeout_ms": 30000,
+        "validate_only": False,
+    }
     result = client.call(ApiKey.CREATE_TOPICS, 7, body)["topics"][0]
     assert result["error_code"] == 0, result
 
 
 def produce(client: RawClient, topic: str, batches: dict[int, bytes]) -> dict[int, tuple[int, int]]:
     """One Produce (v9, acks=all) of a batch per partition: {partition: (error, base offset)}."""
-    body = {"acks": -1, "timeout_ms": 30000, "topic_data": [{"name": topic, "partition_data": [
-        {"index": p, "records": b} for p, b in batches.items()]}]}
+    body = {
+        "acks": -1,
+        "timeout_ms": 30000,
+        "topic_data": [
+            {
+                "name": topic,
+                "partition_data": [{"index": p, "records": b} for p, b in batches.items()],
+            }
+        ],
+    }
     response = client.call(ApiKey.PRODUCE, 9, body)
-    return {r["index"]: (r["error_code"], r["base_offset"])
-            for t in response["responses"] for r in t["partition_responses"]}
+    return {
+        r["index"]: (r["error_code"], r["base_offset"])
+        for t in response["responses"]
+        for r in t["partition_responses"]
+    }
 
 
-def fetch(client: RawClient, topic: str, offsets: dict[int, int],
-          partition_max_bytes: int = 1 << 20) -> dict[int, tuple[int, int, list]]:
+def fetch(
+    client: RawClient, topic: str, offsets: dict[int, int], partition_max_bytes: int = 1 << 20
+) -> dict[int, tuple[int, int, list]]:
     """One Fetch (v12): {partition: (error, high watermark, [(offset, key, value)])}."""
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 64 << 20,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": p, "fetch_offset": o, "log_start_offset": -1,
-                 "partition_max_bytes": partition_max_bytes} for p, o in offsets.items()]}],
-            "forgotten_topics_data": [], "rack_id": ""}
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 64 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": p,
+                        "fetch_offset": o,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": partition_max_bytes,
+                    }
+                    for p, o in offsets.items()
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
     out = {}
     for t in client.call(ApiKey.FETCH, 12, body)["responses"]:
         for part in t["partitions"]:
@@ -53,34 +94,69 @@ def fetch(client: RawClient, topic: str, offsets: dict[int, int],
     return out
 
 
-def list_offsets(client: RawClient, topic: str, partitions: range, timestamp: int) -> dict[int, tuple[int, int]]:
-    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
-        {"partition_index": p, "timestamp": timestamp} for p in partitions]}]}
+def list_offsets(
+    client: RawClient, topic: str, partitions: range, timestamp: int
+) -> dict[int, tuple[int, int]]:
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [{"partition_index": p, "timestamp": timestamp} for p in partitions],
+            }
+        ],
+    }
     response = client.call(ApiKey.LIST_OFFSETS, 7, body)
-    return {p["partition_index"]: (p["error_code"], p["offset"])
-            for t in response["topics"] for p in t["partitions"]}
+    return {
+        p["partition_index"]: (p["error_code"], p["offset"])
+        for t in response["topics"]
+        for p in t["partitions"]
+    }
 
 
 def commit(client: RawClient, group: str, topic: str, offset: int, metadata: str = "") -> int:
-    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": 0, "committed_offset": offset, "committed_metadata": metadata}]}]}
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_metadata": metadata,
+                    }
+                ],
+            }
+        ],
+    }
     response = client.call(ApiKey.OFFSET_COMMIT, 8, body)
     return response["topics"][0]["partitions"][0]["error_code"]
 
 
 def committed(client: RawClient, group: str, topic: str) -> int:
-    response = client.call(ApiKey.OFFSET_FETCH, 7, {
-        "group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]})
+    response = client.call(
+        ApiKey.OFFSET_FETCH,
+        7,
+        {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]},
+    )
     return response["topics"][0]["partitions"][0]["committed_offset"]
 
 
 def still_serving(broker: CorralProcess, topic: str) -> None:
     with RawClient(broker.port) as client:
-        versions = client.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "check",
-                                                        "client_software_version": "1"})
+        versions = client.call(
+            ApiKey.API_VERSIONS,
+            3,
+            {"client_software_name": "check", "client_software_version": "1"},
+        )
         assert versions["error_code"] == 0 and versions["api_keys"]
-        metadata = client.call(ApiKey.METADATA, 12, {"topics": [{"name": topic, "topic_id": bytes(16)}]})
+        metadata = client.call(
+            ApiKey.METADATA, 12, {"topics": [{"name": topic, "topic_id": bytes(16)}]}
+        )
         assert metadata["topics"][0]["error_code"] == 0, metadata
 
 
@@ -102,9 +178,11 @@ def _check_all(broker: CorralProcess, rounds: int) -> None:
     """Every partition holds `rounds` records, readable by Fetch and counted by ListOffsets."""
     with RawClient(broker.port, timeout=60) as client:
         assert list_offsets(client, "many", range(PARTITIONS), LATEST) == {
-            p: (0, rounds) for p in range(PARTITIONS)}
+            p: (0, rounds) for p in range(PARTITIONS)
+        }
         assert list_offsets(client, "many", range(PARTITIONS), EARLIEST) == {
-            p: (0, 0) for p in range(PARTITIONS)}
+            p: (0, 0) for p in range(PARTITIONS)
+        }
         fetched = fetch(client, "many", {p: 0 for p in range(PARTITIONS)})
         for p in range(PARTITIONS):
             error, hw, records = fetched[p]
@@ -114,8 +192,10 @@ def _check_all(broker: CorralProcess, rounds: int) -> None:
 
 def _produce_round(broker: CorralProcess, round_: int) -> None:
     with RawClient(broker.port, timeout=60) as client:
-        batches = {p: _core.build_batch([(b"k", _value(p, round_))], 1000 + round_)
-                   for p in range(PARTITIONS)}
+        batches = {
+            p: _core.build_batch([(b"k", _value(p, round_))], 1000 + round_)
+            for p in range(PARTITIONS)
+        }
         assert produce(client, "many", batches) == {p: (0, round_) for p in range(PARTITIONS)}
 
 
@@ -157,11 +237,16 @@ def small_disk(tmp_path):
     """A 20 MB tmpfs, unmounted afterwards."""
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mount_point)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs for the disk-full test (needs root or CAP_SYS_ADMIN): "
-                    f"{result.stderr.strip()}")
+        pytest.skip(
+            f"cannot mount a tmpfs for the disk-full test (needs root or CAP_SYS_ADMIN): "
+            f"{result.stderr.strip()}"
+        )
     try:
         yield mount_point
     finally:
@@ -199,11 +284,14 @@ def test_a_huge_topic_costs_no_files_until_written(corral_factory):
 def test_disk_full_answers_storage_errors_and_recovers(tmp_path, small_disk):
     filler = small_disk / "filler"
     filler.write_bytes(b"\0" * (5 << 20))
-    broker = CorralProcess(small_disk / "corral", {
-        "log.segment.bytes": str(1 << 20),
-        "offsets.topic.num.partitions": "2",
-        "corral.coordinator.snapshot.interval.ms": "300",
-    })
+    broker = CorralProcess(
+        small_disk / "corral",
+        {
+            "log.segment.bytes": str(1 << 20),
+            "offsets.topic.num.partitions": "2",
+            "corral.coordinator.snapshot.interval.ms": "300",
+        },
+    )
     # The broker's own log goes elsewhere: it must not share the full disk.
     broker.log_path = tmp_path / "corral.log"
     try:
@@ -256,15 +344,27 @@ def _disk_full_scenario(broker: CorralProcess, filler) -> None:
         creates = 300
         refused_creates = 0
         for i in range(creates):
-            body = {"topics": [{"name": f"late{i}", "num_partitions": 1, "replication_factor": 1,
-                                "assignments": [], "configs": []}],
-                    "timeout_ms": 30000, "validate_only": False}
+            body = {
+                "topics": [
+                    {
+                        "name": f"late{i}",
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout_ms": 30000,
+                "validate_only": False,
+            }
             result = client.call(ApiKey.CREATE_TOPICS, 7, body)["topics"][0]
             refused_creates += result["error_code"] != 0
         assert refused_creates > creates // 2, refused_creates
 
         # Reads still work on a full disk.
-        fetched = fetch(client, "fill", {0: min(acked[0]), 1: min(acked[1])}, partition_max_bytes=2 * RECORD)
+        fetched = fetch(
+            client, "fill", {0: min(acked[0]), 1: min(acked[1])}, partition_max_bytes=2 * RECORD
+        )
         assert all(error == 0 and records for error, _, records in fetched.values()), fetched
     time.sleep(1)  # a coordinator snapshot attempt or two on the full disk
     assert broker.alive()

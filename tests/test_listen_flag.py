@@ -11,15 +11,13 @@ import sys
 import time
 
 import pytest
-
 from conftest import LISTENER
 
 
 def serve(tmp_path, *args: str, env: dict[str, str] | None = None) -> tuple[int | None, str]:
     """Runs `corral serve` until it exits or says where it listens: (exit code or None, output)."""
     log_path = tmp_path / "serve.log"
-    cmd = [sys.executable, "-m", "corral.cli", "serve", "--data-dir", str(tmp_path / "data"),
-           *args]
+    cmd = [sys.executable, "-m", "corral.cli", "serve", "--data-dir", str(tmp_path / "data"), *args]
     environ = {k: v for k, v in os.environ.items() if k != "CORRAL_LISTENERS"} | (env or {})
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=environ)
@@ -55,21 +53,25 @@ def test_listen_with_listeners_elsewhere_is_refused(tmp_path, source):
         named = str(config)
     code, output = serve(tmp_path, *args, env=env)
     assert code == 2, output
-    assert output == (f"corral: --listen 127.0.0.1:0 would replace listeners={SASL} "
-                      f"(from {named}); name every listener in listeners instead, e.g. --set "
-                      f"listeners=PLAINTEXT://127.0.0.1:0,{SASL}\n")
+    assert output == (
+        f"corral: --listen 127.0.0.1:0 would replace listeners={SASL} "
+        f"(from {named}); name every listener in listeners instead, e.g. --set "
+        f"listeners=PLAINTEXT://127.0.0.1:0,{SASL}\n"
+    )
     assert not (tmp_path / "data").exists()
 
 
 def test_the_suggestion_moves_a_plaintext_listener_to_the_listen_address(tmp_path):
-    code, output = serve(tmp_path, "--listen", "127.0.0.1:0", "--set",
-                         f"listeners=PLAINTEXT://0.0.0.0:9092,{SASL}")
+    code, output = serve(
+        tmp_path, "--listen", "127.0.0.1:0", "--set", f"listeners=PLAINTEXT://0.0.0.0:9092,{SASL}"
+    )
     assert code == 2, output
     assert output.rstrip().endswith(f"e.g. --set listeners=PLAINTEXT://127.0.0.1:0,{SASL}")
 
 
 def test_listen_saying_what_listeners_says_starts(tmp_path):
-    code, output = serve(tmp_path, "--listen", "127.0.0.1:0", "--set",
-                         "listeners=PLAINTEXT://127.0.0.1:0")
+    code, output = serve(
+        tmp_path, "--listen", "127.0.0.1:0", "--set", "listeners=PLAINTEXT://127.0.0.1:0"
+    )
     assert code is None, output
     assert [m.group(1) for m in LISTENER.finditer(output)] == ["PLAINTEXT"]

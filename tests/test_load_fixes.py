@@ -12,17 +12,18 @@ import sys
 import pytest
 import trio
 from confluent_kafka import Consumer, TopicPartition
-
 from conftest import CorralProcess
-from corral.ops.admin import Admin
 from test_consumer_groups_clients import create_topics
 from test_load_generator import run_scenario
+
+from corral.ops.admin import Admin
 
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory):
-    broker = CorralProcess(tmp_path_factory.mktemp("loadfix") / "corral",
-                           {"group.initial.rebalance.delay.ms": "0"}).start()
+    broker = CorralProcess(
+        tmp_path_factory.mktemp("loadfix") / "corral", {"group.initial.rebalance.delay.ms": "0"}
+    ).start()
     yield broker.bootstrap
     broker.proc.kill()
     broker.proc.wait()
@@ -31,8 +32,11 @@ def bootstrap(tmp_path_factory):
 def groups_and_topics(bootstrap: str) -> tuple[set[str], set[str]]:
     async def ask():
         async with Admin(bootstrap) as admin:
-            return ({g["group_id"] for g in await admin.list_groups()},
-                    set(await admin.metadata(None)))
+            return (
+                {g["group_id"] for g in await admin.list_groups()},
+                set(await admin.metadata(None)),
+            )
+
     return trio.run(ask)
 
 
@@ -41,9 +45,29 @@ def test_ramp_out_of_time_exits_3(bootstrap, tmp_path):
     step measured, nothing saturated."""
     out = tmp_path / "r.json"
     done = subprocess.run(
-        [sys.executable, "-m", "corral.cli", "load", "--bootstrap", bootstrap, "--scenario",
-         "heartbeat", "--members", "5", "--duration", "3", "--settle-seconds", "30", "--quiet",
-         "--json", str(out)], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "corral.cli",
+            "load",
+            "--bootstrap",
+            bootstrap,
+            "--scenario",
+            "heartbeat",
+            "--members",
+            "5",
+            "--duration",
+            "3",
+            "--settle-seconds",
+            "30",
+            "--quiet",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 3, done.stderr
     assert "ran out of time (--duration 3 s) after 0 step(s)" in done.stderr
     result = json.loads(out.read_text())
@@ -62,13 +86,30 @@ def test_ramp_stopping_itself_for_time(bootstrap):
     Each member heartbeats every 0.5 s: an answer delayed by a busy machine costs a heartbeat
     only when it is 0.5 s late. (At 200/s, every 50 ms, a machine busy with other builds had
     the step at 155/s, p99 200 ms: rate_not_achieved, the ramp saturated before its time.)"""
-    result = run_scenario(bootstrap, "heartbeat", "--members", "10", "--duration", "8",
-                          "--settle-seconds", "0", "--start-rate", "20", "--step-seconds", "3",
-                          "--p99-bound-ms", "10000", "--heartbeat-interval-ms", "500")
+    result = run_scenario(
+        bootstrap,
+        "heartbeat",
+        "--members",
+        "10",
+        "--duration",
+        "8",
+        "--settle-seconds",
+        "0",
+        "--start-rate",
+        "20",
+        "--step-seconds",
+        "3",
+        "--p99-bound-ms",
+        "10000",
+        "--heartbeat-interval-ms",
+        "500",
+    )
     metrics = result["metrics"]
     assert metrics["stopped_by"] == "duration", metrics["steps"]
     assert len(metrics["steps"]) == 1 and metrics["sustained_per_s"] > 0
-    assert result["unfinished"].startswith("the ramp ran out of time (--duration 8 s) after 1 step(s)")
+    assert result["unfinished"].startswith(
+        "the ramp ran out of time (--duration 8 s) after 1 step(s)"
+    )
 
 
 def test_heartbeat_ramp_with_its_defaults_in_10_s(bootstrap, tmp_path):
@@ -79,9 +120,26 @@ def test_heartbeat_ramp_with_its_defaults_in_10_s(bootstrap, tmp_path):
     exit 0 (a machine too busy for the 3rd step gets a lower bound, exit 3)."""
     out = tmp_path / "r.json"
     done = subprocess.run(
-        [sys.executable, "-m", "corral.cli", "load", "--bootstrap", bootstrap, "--scenario",
-         "heartbeat", "--members", "200", "--duration", "10", "--json", str(out)],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "corral.cli",
+            "load",
+            "--bootstrap",
+            bootstrap,
+            "--scenario",
+            "heartbeat",
+            "--members",
+            "200",
+            "--duration",
+            "10",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     result = json.loads(out.read_text())
     metrics, lines = result["metrics"], done.stderr.splitlines()
     steps = metrics["steps"]
@@ -90,17 +148,19 @@ def test_heartbeat_ramp_with_its_defaults_in_10_s(bootstrap, tmp_path):
     assert steps, done.stderr
     plan = metrics["plan"]
     assert plan["factor"] == 16 and plan["rates"][:2] == [66.7, 1066.7], plan
-    assert [s["target"] for s in steps if s["phase"] == "climb"] == plan["rates"][:len(
-        [s for s in steps if s["phase"] == "climb"])], steps
+    assert [s["target"] for s in steps if s["phase"] == "climb"] == plan["rates"][
+        : len([s for s in steps if s["phase"] == "climb"])
+    ], steps
     # Up front, the plan; when the ramp starts, the plan for the time left; a line per step.
     assert "] ramp plan: x16 per step from 67/s: 67, 1.1k" in lines[0], done.stderr
     assert "] ramp starts" in lines[1], done.stderr
     reported = [line for line in lines if "] step " in line]
     planned = len(plan["rates"]) + plan["confirm_steps"] + plan["refine_steps"]
-    assert [line.split("] step ")[1].split()[0] for line in reported] == \
-        [f"{i + 1}/{max(planned, i + 1)}" for i in range(len(steps))], done.stderr
+    assert [line.split("] step ")[1].split()[0] for line in reported] == [
+        f"{i + 1}/{max(planned, i + 1)}" for i in range(len(steps))
+    ], done.stderr
     assert f"{steps[0]['target']:,.0f}/s -> {steps[0]['achieved']:,.0f}/s achieved" in reported[0]
-    if done.returncode == 3:   # no time for the step that saturates: a lower bound, said so
+    if done.returncode == 3:  # no time for the step that saturates: a lower bound, said so
         assert metrics["stopped_by"] == "duration" and "lower bound" in lines[-1], done.stderr
     else:
         assert metrics["saturation_reached"], done.stderr
@@ -109,12 +169,23 @@ def test_heartbeat_ramp_with_its_defaults_in_10_s(bootstrap, tmp_path):
 
 def test_cleanup_keeps_what_existed_before(bootstrap):
     create_topics(bootstrap, {"kept-topic": 4})
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kept-group",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "kept-group", "enable.auto.commit": False}
+    )
     consumer.commit(offsets=[TopicPartition("kept-topic", 0, 1)], asynchronous=False)
     consumer.close()
-    result = run_scenario(bootstrap, "join-storm", "--members", "4", "--group", "kept-group",
-                          "--topic", "kept-topic", "--duration", "30")
+    result = run_scenario(
+        bootstrap,
+        "join-storm",
+        "--members",
+        "4",
+        "--group",
+        "kept-group",
+        "--topic",
+        "kept-topic",
+        "--duration",
+        "30",
+    )
     assert result["metrics"]["stable"] is True
     assert result["cleanup"] == {"deleted_groups": [], "deleted_topics": [], "not_deleted": {}}
     groups, topics = groups_and_topics(bootstrap)
@@ -122,16 +193,29 @@ def test_cleanup_keeps_what_existed_before(bootstrap):
 
 
 def test_cleanup_of_a_named_new_group_and_no_cleanup(bootstrap):
-    result = run_scenario(bootstrap, "join-storm", "--members", "4", "--group", "fresh",
-                          "--duration", "30")
+    result = run_scenario(
+        bootstrap, "join-storm", "--members", "4", "--group", "fresh", "--duration", "30"
+    )
     assert result["parameters"]["topic"] == "corral-load-fresh"
-    assert result["cleanup"] == {"deleted_groups": ["fresh"],
-                                 "deleted_topics": ["corral-load-fresh"], "not_deleted": {}}
+    assert result["cleanup"] == {
+        "deleted_groups": ["fresh"],
+        "deleted_topics": ["corral-load-fresh"],
+        "not_deleted": {},
+    }
     groups, topics = groups_and_topics(bootstrap)
     assert "fresh" not in groups and "corral-load-fresh" not in topics
 
-    result = run_scenario(bootstrap, "join-storm", "--members", "4", "--group", "kept-after",
-                          "--duration", "30", "--no-cleanup")
+    result = run_scenario(
+        bootstrap,
+        "join-storm",
+        "--members",
+        "4",
+        "--group",
+        "kept-after",
+        "--duration",
+        "30",
+        "--no-cleanup",
+    )
     assert "cleanup" not in result
     groups, topics = groups_and_topics(bootstrap)
     assert "kept-after" in groups and "corral-load-kept-after" in topics

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 import trio
+from conftest import CorralProcess
 
 from corral import _core
 from corral.load import consumer_protocol as cp
 from corral.load.cli import parse
 from corral.load.runner import LoadError, run
 from corral.load.scenarios import SCENARIOS
-from conftest import CorralProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from kafka_ref import kafka_broker  # noqa: E402
+from kafka_ref import kafka_broker
 
 
 def run_scenario(bootstrap: str, scenario: str, *args: str) -> dict:
@@ -31,9 +31,11 @@ def run_scenario(bootstrap: str, scenario: str, *args: str) -> dict:
 # No initial rebalance delay: the tests measure the generator, not Kafka's 3 s wait. KIP-848
 # members heartbeat every 500 ms rather than 5 s: a consumer group converges, and is seen to,
 # within a few of the broker's heartbeat intervals.
-GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": 0,
-                  "group.consumer.heartbeat.interval.ms": 500,
-                  "group.consumer.min.heartbeat.interval.ms": 500}
+GROUP_SETTINGS = {
+    "group.initial.rebalance.delay.ms": 0,
+    "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.min.heartbeat.interval.ms": 500,
+}
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +46,9 @@ def kafka():
 
 @pytest.fixture(scope="module")
 def corral_broker(tmp_path_factory):
-    broker = CorralProcess(tmp_path_factory.mktemp("load") / "corral",
-                           {k: str(v) for k, v in GROUP_SETTINGS.items()}).start()
+    broker = CorralProcess(
+        tmp_path_factory.mktemp("load") / "corral", {k: str(v) for k, v in GROUP_SETTINGS.items()}
+    ).start()
     yield broker.bootstrap
     broker.proc.kill()
     broker.proc.wait()
@@ -76,17 +79,21 @@ def test_join_storm_of_50_members(broker):
     assert (rejoins > 0) == (result["metrics"]["generations_seen"] > 1), result["counts"]
     assert result["errors"] == {}
     group = result["parameters"]["group"]
-    assert result["parameters"]["topic"] == group   # corral-load-<id>, not corral-load-corral-load-
-    assert result["cleanup"] == {"deleted_groups": [group], "deleted_topics": [group],
-                                 "not_deleted": {}}
+    assert result["parameters"]["topic"] == group  # corral-load-<id>, not corral-load-corral-load-
+    assert result["cleanup"] == {
+        "deleted_groups": [group],
+        "deleted_topics": [group],
+        "not_deleted": {},
+    }
 
 
 @pytest.mark.kafka
 def test_consumer_join_storm_of_50_members(broker):
     """KIP-848 members: every member at one epoch, the partitions owned once between them, and
     never a partition owned by two members on the way."""
-    result = run_scenario(broker, "join-storm", "--group-protocol", "consumer", "--members", "50",
-                          "--duration", "60")
+    result = run_scenario(
+        broker, "join-storm", "--group-protocol", "consumer", "--members", "50", "--duration", "60"
+    )
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     metrics = result["metrics"]
@@ -98,15 +105,35 @@ def test_consumer_join_storm_of_50_members(broker):
     assert result["latency_ms"]["CONSUMER_GROUP_HEARTBEAT"]["count"] >= 100
     assert result["errors"] == {}
     group = result["parameters"]["group"]
-    assert result["cleanup"] == {"deleted_groups": [group, f"{group}-probe"],
-                                 "deleted_topics": [group], "not_deleted": {}}
+    assert result["cleanup"] == {
+        "deleted_groups": [group, f"{group}-probe"],
+        "deleted_topics": [group],
+        "not_deleted": {},
+    }
 
 
 @pytest.mark.kafka
 def test_consumer_commits_with_member_epochs(broker):
-    result = run_scenario(broker, "commit", "--group-protocol", "consumer", "--members", "10",
-                          "--partitions-per-member", "3", "--duration", "6", "--step-seconds", "2",
-                          "--start-rate", "50", "--verify-every", "2", "--settle-seconds", "1")
+    result = run_scenario(
+        broker,
+        "commit",
+        "--group-protocol",
+        "consumer",
+        "--members",
+        "10",
+        "--partitions-per-member",
+        "3",
+        "--duration",
+        "6",
+        "--step-seconds",
+        "2",
+        "--start-rate",
+        "50",
+        "--verify-every",
+        "2",
+        "--settle-seconds",
+        "1",
+    )
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     assert result["broker"]["versions_used"]["OFFSET_COMMIT"] == 9
@@ -124,10 +151,26 @@ def test_heartbeat_ramp(broker):
     # What is checked is that the scenario runs and checks every answer on both brokers, not a
     # limit: a bound far above these rates' latency, so that one JIT or GC stall of a freshly
     # started Kafka (a first step's p99 of 72-112 ms was seen) cannot make its only step "saturated".
-    result = run_scenario(broker, "heartbeat", "--members", "30", "--duration", "6",
-                          "--step-seconds", "2", "--start-rate", "60", "--ramp-factor", "2",
-                          "--heartbeat-interval-ms", "500", "--settle-seconds", "1",
-                          "--p99-bound-ms", "2000")
+    result = run_scenario(
+        broker,
+        "heartbeat",
+        "--members",
+        "30",
+        "--duration",
+        "6",
+        "--step-seconds",
+        "2",
+        "--start-rate",
+        "60",
+        "--ramp-factor",
+        "2",
+        "--heartbeat-interval-ms",
+        "500",
+        "--settle-seconds",
+        "1",
+        "--p99-bound-ms",
+        "2000",
+    )
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     steps = result["metrics"]["steps"]
@@ -142,9 +185,24 @@ def test_consumer_heartbeat_ramp(broker):
     """KIP-848 members ramp their incremental ConsumerGroupHeartbeat from the broker's interval
     (500 ms: 60/s for 30 members) once the group is stable, every answer checked. A KIP-848
     group is seen stable only after a quiet heartbeat round: a longer run than the classic one."""
-    result = run_scenario(broker, "heartbeat", "--group-protocol", "consumer", "--members", "30",
-                          "--duration", "10", "--step-seconds", "2", "--ramp-factor", "2",
-                          "--settle-seconds", "1", "--p99-bound-ms", "2000")
+    result = run_scenario(
+        broker,
+        "heartbeat",
+        "--group-protocol",
+        "consumer",
+        "--members",
+        "30",
+        "--duration",
+        "10",
+        "--step-seconds",
+        "2",
+        "--ramp-factor",
+        "2",
+        "--settle-seconds",
+        "1",
+        "--p99-bound-ms",
+        "2000",
+    )
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     metrics = result["metrics"]
@@ -159,10 +217,26 @@ def test_consumer_heartbeat_ramp(broker):
 
 @pytest.mark.kafka
 def test_commit_offsets_read_back(broker):
-    result = run_scenario(broker, "commit", "--members", "10", "--partitions-per-member", "3",
-                          "--duration", "6", "--step-seconds", "2", "--start-rate", "50",
-                          "--verify-every", "2", "--heartbeat-interval-ms", "500",
-                          "--settle-seconds", "1")
+    result = run_scenario(
+        broker,
+        "commit",
+        "--members",
+        "10",
+        "--partitions-per-member",
+        "3",
+        "--duration",
+        "6",
+        "--step-seconds",
+        "2",
+        "--start-rate",
+        "50",
+        "--verify-every",
+        "2",
+        "--heartbeat-interval-ms",
+        "500",
+        "--settle-seconds",
+        "1",
+    )
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     assert result["latency_ms"]["OFFSET_FETCH"]["count"] > 0
@@ -219,15 +293,38 @@ class FakeCoordinator:
     async def _answer(self, request) -> dict:
         key, body = request.api_key, request.body
         if key == 3:
-            return {"brokers": [{"node_id": 1, "host": "127.0.0.1", "port": self.port}],
-                    "topics": [{"error_code": 0, "name": body["topics"][0]["name"],
-                                "topic_id": b"\x01" * 16, "partitions": [
-                                    {"error_code": 0, "partition_index": p, "leader_id": 1,
-                                     "replica_nodes": [1], "isr_nodes": [1]}
-                                    for p in range(self.TOPIC_PARTITIONS)]}]}
+            return {
+                "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": self.port}],
+                "topics": [
+                    {
+                        "error_code": 0,
+                        "name": body["topics"][0]["name"],
+                        "topic_id": b"\x01" * 16,
+                        "partitions": [
+                            {
+                                "error_code": 0,
+                                "partition_index": p,
+                                "leader_id": 1,
+                                "replica_nodes": [1],
+                                "isr_nodes": [1],
+                            }
+                            for p in range(self.TOPIC_PARTITIONS)
+                        ],
+                    }
+                ],
+            }
         if key == 10:
-            return {"coordinators": [{"key": body["coordinator_keys"][0], "node_id": 1,
-                                      "host": "127.0.0.1", "port": self.port, "error_code": 0}]}
+            return {
+                "coordinators": [
+                    {
+                        "key": body["coordinator_keys"][0],
+                        "node_id": 1,
+                        "host": "127.0.0.1",
+                        "port": self.port,
+                        "error_code": 0,
+                    }
+                ]
+            }
         if key == 11:
             if not body["member_id"]:
                 self.ids_given += 1
@@ -237,15 +334,31 @@ class FakeCoordinator:
                 self.all_joined.set()
             await self.all_joined.wait()
             leader = self.joined[0]
-            members = ([{"member_id": m, "metadata": body["protocols"][0]["metadata"]}
-                        for m in self.joined] if body["member_id"] == leader else [])
-            return {"error_code": 0, "generation_id": 1, "protocol_type": "consumer",
-                    "protocol_name": "range", "leader": leader, "member_id": body["member_id"],
-                    "members": members}
+            members = (
+                [
+                    {"member_id": m, "metadata": body["protocols"][0]["metadata"]}
+                    for m in self.joined
+                ]
+                if body["member_id"] == leader
+                else []
+            )
+            return {
+                "error_code": 0,
+                "generation_id": 1,
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "leader": leader,
+                "member_id": body["member_id"],
+                "members": members,
+            }
         if key == 14:
             topic = "t"
-            return {"error_code": 0, "protocol_type": "consumer", "protocol_name": "range",
-                    "assignment": cp.encode_assignment({topic: [0]})}
+            return {
+                "error_code": 0,
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "assignment": cp.encode_assignment({topic: [0]}),
+            }
         if key in (12, 13):
             return {"error_code": 0}
         raise AssertionError(f"unexpected api {key}")
@@ -256,8 +369,16 @@ GROUP_APIS = {18: (0, 4), 3: (0, 12), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0
 
 def test_duplicated_partition_is_a_violation():
     with FakeCoordinator(GROUP_APIS) as fake:
-        result = run_scenario(f"127.0.0.1:{fake.port}", "join-storm", "--members", "2",
-                              "--topic", "t", "--duration", "20")
+        result = run_scenario(
+            f"127.0.0.1:{fake.port}",
+            "join-storm",
+            "--members",
+            "2",
+            "--topic",
+            "t",
+            "--duration",
+            "20",
+        )
     assert result["failures"] == []
     assert result["metrics"]["stable"] is True
     assert result["violations"] >= 1
@@ -278,22 +399,39 @@ class FakeConsumerCoordinator(FakeCoordinator):
         epoch, partitions = body["member_epoch"], [0]
         if body["group_id"].endswith("-probe"):
             partitions = list(range(self.TOPIC_PARTITIONS))
-        return {"error_code": 0, "member_id": body["member_id"],
-                "member_epoch": -1 if epoch == -1 else 1, "heartbeat_interval_ms": 500,
-                "assignment": None if epoch == -1 else {"topic_partitions": [
-                    {"topic_id": b"\x01" * 16, "partitions": partitions}]}}
+        return {
+            "error_code": 0,
+            "member_id": body["member_id"],
+            "member_epoch": -1 if epoch == -1 else 1,
+            "heartbeat_interval_ms": 500,
+            "assignment": None
+            if epoch == -1
+            else {"topic_partitions": [{"topic_id": b"\x01" * 16, "partitions": partitions}]},
+        }
 
 
 def test_consumer_partition_owned_twice_and_unowned_are_violations():
     with FakeConsumerCoordinator({**GROUP_APIS, 68: (0, 1)}) as fake:
-        result = run_scenario(f"127.0.0.1:{fake.port}", "heartbeat", "--group-protocol",
-                              "consumer", "--members", "2", "--topic", "t", "--duration", "4",
-                              "--no-cleanup")
+        result = run_scenario(
+            f"127.0.0.1:{fake.port}",
+            "heartbeat",
+            "--group-protocol",
+            "consumer",
+            "--members",
+            "2",
+            "--topic",
+            "t",
+            "--duration",
+            "4",
+            "--no-cleanup",
+        )
     assert result["failures"] == []
     assert any("t-0 owned by both" in v for v in result["violation_examples"]), result
-    assert any("epoch 1: every member stable, 1 partitions owned by no member (t-1)" in v
-               for v in result["violation_examples"]), result
-    assert result["metrics"]["steps"] == []   # a group never seen stable is not ramped
+    assert any(
+        "epoch 1: every member stable, 1 partitions owned by no member (t-1)" in v
+        for v in result["violation_examples"]
+    ), result
+    assert result["metrics"]["steps"] == []  # a group never seen stable is not ramped
 
 
 def test_broker_without_group_apis_is_refused_clearly():
@@ -305,12 +443,33 @@ def test_broker_without_group_apis_is_refused_clearly():
 def test_cli_writes_json_and_plot_and_fails_on_violations(tmp_path):
     import json
     import subprocess
+
     with FakeCoordinator(GROUP_APIS) as fake:
         done = subprocess.run(
-            [sys.executable, "-m", "corral.cli", "load", "--bootstrap", f"127.0.0.1:{fake.port}",
-             "--scenario", "join-storm", "--members", "2", "--topic", "t", "--duration", "20",
-             "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")],
-            capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "-m",
+                "corral.cli",
+                "load",
+                "--bootstrap",
+                f"127.0.0.1:{fake.port}",
+                "--scenario",
+                "join-storm",
+                "--members",
+                "2",
+                "--topic",
+                "t",
+                "--duration",
+                "20",
+                "--json",
+                str(tmp_path / "r.json"),
+                "--plot",
+                str(tmp_path / "r.png"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 1, done.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["violations"] == 2
@@ -323,10 +482,12 @@ def test_cli_writes_json_and_plot_and_fails_on_violations(tmp_path):
 def ceiling_server():
     """benches/heartbeat-ceiling, built and started on a free port."""
     import subprocess
+
     crate = Path(__file__).resolve().parent.parent / "benches" / "heartbeat-ceiling"
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=crate, check=True, timeout=600)
-    proc = subprocess.Popen([str(crate / "target" / "release" / "heartbeat-ceiling")],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(crate / "target" / "release" / "heartbeat-ceiling")], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline()
         yield line.split()[-1]
@@ -338,9 +499,23 @@ def ceiling_server():
 def test_heartbeat_against_the_ceiling_server(ceiling_server):
     # A p99 bound a busy machine keeps (the default 50 ms failed 2 runs in 10 at load 5-11: a
     # first step over it sustains nothing); what is checked is the ramp, not the latency.
-    result = run_scenario(ceiling_server, "heartbeat", "--skip-join", "--members", "50",
-                          "--duration", "6", "--step-seconds", "2", "--start-rate", "500",
-                          "--settle-seconds", "0", "--p99-bound-ms", "2000")
+    result = run_scenario(
+        ceiling_server,
+        "heartbeat",
+        "--skip-join",
+        "--members",
+        "50",
+        "--duration",
+        "6",
+        "--step-seconds",
+        "2",
+        "--start-rate",
+        "500",
+        "--settle-seconds",
+        "0",
+        "--p99-bound-ms",
+        "2000",
+    )
     assert result["failures"] == [] and result["errors"] == {}
     assert result["violations"] == 0
     assert result["broker"]["versions_used"]["HEARTBEAT"] == 4
@@ -352,9 +527,20 @@ def test_churn_rebalances_without_violations(broker):
     # Members leave only while the group is stable (about half the time here), in what is left
     # of --duration once it first was: 2 a second over ~7 s makes a run without one leave a
     # ~1e-6 event, where 1 a second over a slow start's ~3 s made it one in ~20.
-    result = run_scenario(broker, "churn", "--members", "12", "--churn-rate", "2",
-                          "--rejoin-delay", "0.5", "--duration", "8",
-                          "--heartbeat-interval-ms", "500")
+    result = run_scenario(
+        broker,
+        "churn",
+        "--members",
+        "12",
+        "--churn-rate",
+        "2",
+        "--rejoin-delay",
+        "0.5",
+        "--duration",
+        "8",
+        "--heartbeat-interval-ms",
+        "500",
+    )
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     metrics = result["metrics"]
@@ -367,13 +553,30 @@ def test_churn_rebalances_without_violations(broker):
 def test_consumer_churn_without_violations(broker):
     """KIP-848 members leave (epoch -1) and rejoin (epoch 0, same id): no partition ever owned by
     two members, epochs at which the members in the group met with every partition owned."""
-    result = run_scenario(broker, "churn", "--group-protocol", "consumer", "--members", "12",
-                          "--churn-rate", "1", "--rejoin-delay", "0.5", "--duration", "9")
+    result = run_scenario(
+        broker,
+        "churn",
+        "--group-protocol",
+        "consumer",
+        "--members",
+        "12",
+        "--churn-rate",
+        "1",
+        "--rejoin-delay",
+        "0.5",
+        "--duration",
+        "9",
+    )
     assert result["failures"] == []
     assert result["violations"] == 0, result["violation_examples"]
     metrics = result["metrics"]
-    assert {"members", "rebalances_completed", "generations_seen", "time_in_rebalance_share",
-            "left_and_rejoined"} <= set(metrics)   # the classic run's figures
+    assert {
+        "members",
+        "rebalances_completed",
+        "generations_seen",
+        "time_in_rebalance_share",
+        "left_and_rejoined",
+    } <= set(metrics)  # the classic run's figures
     assert metrics["left_and_rejoined"] > 0
     assert 0 < metrics["rebalances_completed"] <= metrics["generations_seen"]
     assert 0 <= metrics["time_in_rebalance_share"] <= 1
@@ -386,7 +589,9 @@ def test_failover_after_kill_9_loses_no_acknowledged_commit(tmp_path, protocol):
     answered again, and no offset a member saw acknowledged reads back lower (a violation).
     KIP-848 members keep their partitions meanwhile and are taken back at their epochs; the run
     ends with the group stable again, every partition owned once."""
-    broker = CorralProcess(tmp_path / "corral", {k: str(v) for k, v in GROUP_SETTINGS.items()}).start()
+    broker = CorralProcess(
+        tmp_path / "corral", {k: str(v) for k, v in GROUP_SETTINGS.items()}
+    ).start()
     restarted = threading.Event()
 
     def start_again_once_killed() -> None:
@@ -404,13 +609,28 @@ def test_failover_after_kill_9_loses_no_acknowledged_commit(tmp_path, protocol):
         "    try:\n"
         f"        socket.create_connection(('127.0.0.1', {broker.port}), 1).close(); break\n"
         "    except OSError:\n"
-        "        time.sleep(0.05)\n")
+        "        time.sleep(0.05)\n"
+    )
     restart_cmd = f"kill -9 {broker.proc.pid}; sleep 0.2; {sys.executable} {wait_port}"
     try:
-        result = run_scenario(broker.bootstrap, "failover", "--members", "10", "--restart-at", "2",
-                              "--commit-interval", "0.5", "--duration", "60",
-                              "--heartbeat-interval-ms", "500", "--restart-cmd", restart_cmd,
-                              "--group-protocol", protocol)
+        result = run_scenario(
+            broker.bootstrap,
+            "failover",
+            "--members",
+            "10",
+            "--restart-at",
+            "2",
+            "--commit-interval",
+            "0.5",
+            "--duration",
+            "60",
+            "--heartbeat-interval-ms",
+            "500",
+            "--restart-cmd",
+            restart_cmd,
+            "--group-protocol",
+            protocol,
+        )
         assert restarted.is_set()
         assert result["failures"] == []
         assert result["violations"] == 0, result["violation_examples"]
@@ -440,19 +660,26 @@ def test_consumer_member_fenced_drops_everything_and_rejoins(corral_broker):
     from corral.load.stats import Recorder
 
     async def main():
-        info = await probe(corral_broker, {ApiKey.CONSUMER_GROUP_HEARTBEAT}, "fenced", "fenced-t",
-                           2, False, True)
-        config = MemberConfig(group="fenced", host=info.coordinator[0], port=info.coordinator[1],
-                              versions=info.versions, topics=["fenced-t"],
-                              partitions=info.partitions, topic_ids=info.topic_ids)
+        info = await probe(
+            corral_broker, {ApiKey.CONSUMER_GROUP_HEARTBEAT}, "fenced", "fenced-t", 2, False, True
+        )
+        config = MemberConfig(
+            group="fenced",
+            host=info.coordinator[0],
+            port=info.coordinator[1],
+            versions=info.versions,
+            topics=["fenced-t"],
+            partitions=info.partitions,
+            topic_ids=info.topic_ids,
+        )
         recorder, events = Recorder(), Events()
         member = ConsumerMember(config, recorder, Violations(), events)
         member_id = member.member_id
         await member.join()
         assert member.assignment == {"fenced-t": [0, 1]} and member.generation > 0
-        assert member.next_heartbeat_in(3.0) == 0   # the new partitions are acknowledged at once
+        assert member.next_heartbeat_in(3.0) == 0  # the new partitions are acknowledged at once
         assert await member.heartbeat()
-        member.generation += 5                      # an epoch the coordinator never gave
+        member.generation += 5  # an epoch the coordinator never gave
         assert await member.heartbeat() is False
         assert member.assignment == {} and not member.stable
         assert recorder.errors["CONSUMER_GROUP_HEARTBEAT:FENCED_MEMBER_EPOCH"] == 1

@@ -11,15 +11,15 @@ import uuid
 from pathlib import Path
 
 import pytest
+from cgkit import kafka_reference, run_tool
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from rawwire import RawClient
+from test_data_plane_protocol import create, fetch, produce
 
-from cgkit import kafka_reference, run_tool
 from corral import _core
 from corral.apis import ApiKey
 from corral.errors import ErrorCode
-from rawwire import RawClient
-from test_data_plane_protocol import create, fetch, produce
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
@@ -28,35 +28,62 @@ def batch(n: int, ts: int) -> bytes:
     return _core.build_batch([(f"k{i}".encode(), b"v" * 100) for i in range(n)], ts)
 
 
-def delete_records(client: RawClient, topics: list[tuple[str, list[tuple[int, int]]]],
-                   version: int = 2) -> list[tuple[str, int, int, int]]:
+def delete_records(
+    client: RawClient, topics: list[tuple[str, list[tuple[int, int]]]], version: int = 2
+) -> list[tuple[str, int, int, int]]:
     """[(topic, partition, error code, low watermark)] in answer order."""
-    body = {"timeout_ms": 5000, "topics": [
-        {"name": name, "partitions": [{"partition_index": p, "offset": o} for p, o in parts]}
-        for name, parts in topics]}
+    body = {
+        "timeout_ms": 5000,
+        "topics": [
+            {"name": name, "partitions": [{"partition_index": p, "offset": o} for p, o in parts]}
+            for name, parts in topics
+        ],
+    }
     answer = client.call(ApiKey.DELETE_RECORDS, version, body)
-    return [(t["name"], p["partition_index"], p["error_code"], p["low_watermark"])
-            for t in answer["topics"] for p in t["partitions"]]
+    return [
+        (t["name"], p["partition_index"], p["error_code"], p["low_watermark"])
+        for t in answer["topics"]
+        for p in t["partitions"]
+    ]
 
 
-def list_offsets(client: RawClient, topic: str, queries: list[tuple[int, int]],
-                 version: int = 9) -> list[tuple[int, int, int, int, int]]:
+def list_offsets(
+    client: RawClient, topic: str, queries: list[tuple[int, int]], version: int = 9
+) -> list[tuple[int, int, int, int, int]]:
     """[(partition, error code, timestamp, offset, leader epoch)] in answer order."""
-    body = {"replica_id": -1, "isolation_level": 0, "timeout_ms": 5000, "topics": [
-        {"name": topic, "partitions": [{"partition_index": p, "timestamp": t} for p, t in queries]}]}
-    return [(p["partition_index"], p["error_code"], p["timestamp"], p["offset"], p["leader_epoch"])
-            for t in client.call(ApiKey.LIST_OFFSETS, version, body)["topics"] for p in t["partitions"]]
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "timeout_ms": 5000,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [{"partition_index": p, "timestamp": t} for p, t in queries],
+            }
+        ],
+    }
+    return [
+        (p["partition_index"], p["error_code"], p["timestamp"], p["offset"], p["leader_epoch"])
+        for t in client.call(ApiKey.LIST_OFFSETS, version, body)["topics"]
+        for p in t["partitions"]
+    ]
 
 
-def one_offset(client: RawClient, topic: str, partition: int, timestamp: int,
-               version: int = 9) -> tuple[int, int, int, int]:
+def one_offset(
+    client: RawClient, topic: str, partition: int, timestamp: int, version: int = 9
+) -> tuple[int, int, int, int]:
     """(error code, timestamp, offset, leader epoch)."""
     return list_offsets(client, topic, [(partition, timestamp)], version)[0][1:]
 
 
-def describe_log_dirs(client: RawClient, topics: dict[str, list[int]] | None, version: int = 4) -> dict:
-    body = {"topics": None if topics is None else
-            [{"topic": name, "partitions": parts} for name, parts in topics.items()]}
+def describe_log_dirs(
+    client: RawClient, topics: dict[str, list[int]] | None, version: int = 4
+) -> dict:
+    body = {
+        "topics": None
+        if topics is None
+        else [{"topic": name, "partitions": parts} for name, parts in topics.items()]
+    }
     return client.call(ApiKey.DESCRIBE_LOG_DIRS, version, body)
 
 
@@ -80,38 +107,59 @@ def test_delete_records_moves_the_log_start_durably(corral):
         # Offset 31 is inside the batch (30, 31, 32) at timestamp 1010, and inside a segment.
         assert delete_records(c, [("logs", [(0, 31)])], version=0) == [("logs", 0, 0, 31)]
         left = segment_files(part_dir)
-        assert 0 < len(left) < len(segments) and left == segments[-len(left):], "whole segments below go"
+        assert 0 < len(left) < len(segments) and left == segments[-len(left) :], (
+            "whole segments below go"
+        )
         assert int(left[0][:-4]) <= 31
         assert one_offset(c, "logs", 0, EARLIEST) == (0, -1, 31, 0)
         assert one_offset(c, "logs", 0, EARLIEST_LOCAL) == (0, -1, 31, 0)
-        assert one_offset(c, "logs", 0, 0) == (0, 1010, 31, 0), "timestamps are looked up from the start"
+        assert one_offset(c, "logs", 0, 0) == (0, 1010, 31, 0), (
+            "timestamps are looked up from the start"
+        )
         below = fetch(c, "logs", 0, 30)["responses"][0]["partitions"][0]
         assert (below["error_code"], below["high_watermark"], below["log_start_offset"]) == (
-            ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1)
+            ErrorCode.OFFSET_OUT_OF_RANGE,
+            -1,
+            -1,
+        )
         at = fetch(c, "logs", 0, 31)["responses"][0]["partitions"][0]
         assert at["error_code"] == 0 and at["log_start_offset"] == 31
         assert _core.decode_batches(at["records"])[0][0] == 30, "whole batches, as Kafka sends them"
         # Never backwards; -1 is the high watermark; past it, or another negative, is out of range.
         assert delete_records(c, [("logs", [(0, 5)])], version=1) == [("logs", 0, 0, 31)]
         out = ErrorCode.OFFSET_OUT_OF_RANGE
-        assert delete_records(c, [("logs", [(0, 91), (1, -2)])]) == [("logs", 0, out, -1), ("logs", 1, out, -1)]
+        assert delete_records(c, [("logs", [(0, 91), (1, -2)])]) == [
+            ("logs", 0, out, -1),
+            ("logs", 1, out, -1),
+        ]
         assert delete_records(c, [("logs", [(0, 2**63 - 1), (1, -(2**63))])]) == [
-            ("logs", 0, out, -1), ("logs", 1, out, -1)]
+            ("logs", 0, out, -1),
+            ("logs", 1, out, -1),
+        ]
         assert delete_records(c, [("logs", [(1, -1)])]) == [("logs", 1, 0, 0)], "an empty partition"
         # A partition named twice is answered once, with the offset named last, as Kafka's map.
-        assert delete_records(c, [("logs", [(0, 40), (0, 45)]), ("logs", [(0, 44)])]) == [("logs", 0, 0, 44)]
+        assert delete_records(c, [("logs", [(0, 40), (0, 45)]), ("logs", [(0, 44)])]) == [
+            ("logs", 0, 0, 44)
+        ]
         unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert delete_records(c, [("logs", [(2, 0), (-1, 0)]), ("nope", [(0, 0)])]) == [
-            ("logs", 2, unknown, -1), ("logs", -1, unknown, -1), ("nope", 0, unknown, -1)]
+            ("logs", 2, unknown, -1),
+            ("logs", -1, unknown, -1),
+            ("nope", 0, unknown, -1),
+        ]
         assert delete_records(c, [("__consumer_offsets", [(0, -1)])]) == [
-            ("__consumer_offsets", 0, ErrorCode.INVALID_TOPIC_EXCEPTION, -1)]
+            ("__consumer_offsets", 0, ErrorCode.INVALID_TOPIC_EXCEPTION, -1)
+        ]
         assert delete_records(c, [("logs", [(0, 60)])]) == [("logs", 0, 0, 60)]
     corral.kill()  # right after the answer
     corral.start()
     with RawClient(corral.port) as c:
         assert one_offset(c, "logs", 0, EARLIEST) == (0, -1, 60, 0)
         assert one_offset(c, "logs", 0, LATEST) == (0, -1, 90, 0)
-        assert fetch(c, "logs", 0, 59)["responses"][0]["partitions"][0]["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert (
+            fetch(c, "logs", 0, 59)["responses"][0]["partitions"][0]["error_code"]
+            == ErrorCode.OFFSET_OUT_OF_RANGE
+        )
         # Up to the end: the log is empty from there, and goes on.
         assert delete_records(c, [("logs", [(0, -1)])]) == [("logs", 0, 0, 90)]
         assert len(segment_files(part_dir)) == 1
@@ -161,10 +209,17 @@ def test_list_offsets_earliest_local_and_latest_tiered(shared_corral):
         assert one_offset(c, "tiers", 0, LATEST_TIERED, 8) == unsupported
         assert one_offset(c, "tiers", 0, MAX_TIMESTAMP, 6) == unsupported
         assert one_offset(c, "tiers", 0, -6, 10) == unsupported, "EARLIEST_PENDING_UPLOAD is v11"
-        assert one_offset(c, "nope", 0, LATEST_TIERED) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
+        assert one_offset(c, "nope", 0, LATEST_TIERED) == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            -1,
+            -1,
+            -1,
+        )
         # A partition asked twice is answered once, INVALID_REQUEST; the others normally.
         assert list_offsets(c, "tiers", [(0, LATEST), (1, LATEST), (0, EARLIEST)]) == [
-            (0, ErrorCode.INVALID_REQUEST, -1, -1, -1), (1, 0, -1, 0, 0)]
+            (0, ErrorCode.INVALID_REQUEST, -1, -1, -1),
+            (1, 0, -1, 0, 0),
+        ]
 
 
 # --- DescribeLogDirs --------------------------------------------------------------------------
@@ -177,7 +232,9 @@ def test_describe_log_dirs(shared_corral):
         for i in range(20):
             produce(c, "dirs", 0, batch(3, 1000 + i))
         produce(c, "dirs", 1, batch(1, 1000))
-        on_disk = {p: sum(f.stat().st_size for f in (data_dir / f"dirs-{p}").glob("*.log")) for p in (0, 1)}
+        on_disk = {
+            p: sum(f.stat().st_size for f in (data_dir / f"dirs-{p}").glob("*.log")) for p in (0, 1)
+        }
         assert on_disk[0] > 4000 and on_disk[1] > 0
         for version in (1, 2, 3, 4):
             answer = describe_log_dirs(c, {"dirs": [0, 1, 2, 7], "nope": [0]}, version)
@@ -185,9 +242,10 @@ def test_describe_log_dirs(shared_corral):
             assert result["error_code"] == 0 and result["log_dir"] == os.path.abspath(data_dir)
             [topic] = result["topics"]
             assert topic["name"] == "dirs", "partitions and topics that do not exist are left out"
-            assert {p["partition_index"]: (p["partition_size"], p["offset_lag"], p["is_future_key"])
-                    for p in topic["partitions"]} == {0: (on_disk[0], 0, False), 1: (on_disk[1], 0, False),
-                                                      2: (0, 0, False)}
+            assert {
+                p["partition_index"]: (p["partition_size"], p["offset_lag"], p["is_future_key"])
+                for p in topic["partitions"]
+            } == {0: (on_disk[0], 0, False), 1: (on_disk[1], 0, False), 2: (0, 0, False)}
             if version >= 4:
                 fs = os.statvfs(data_dir)
                 assert result["total_bytes"] == fs.f_blocks * fs.f_frsize
@@ -209,7 +267,9 @@ def test_kafka_tools(corral, tmp_path):
             produce(c, "tooled", 0, batch(5, 1000 + i))
     server = f"--bootstrap-server {corral.bootstrap}"
     spec = tmp_path / "delete.json"
-    spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": "tooled", "partition": 0, "offset": 7}]}))
+    spec.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": "tooled", "partition": 0, "offset": 7}]})
+    )
     command = f"{server} --offset-json-file {spec}"
     code, out = run_tool("org.apache.kafka.tools.DeleteRecordsCommand", [command])[command]
     assert code == 0 and "partition: tooled-0\tlow_watermark: 7" in out, out
@@ -219,7 +279,9 @@ def test_kafka_tools(corral, tmp_path):
     [broker] = json.loads(out.splitlines()[-1])["brokers"]
     [log_dir] = broker["logDirs"]
     assert log_dir["logDir"] == os.path.abspath(corral.data_dir) and log_dir["error"] is None
-    sizes = {p["partition"]: (p["size"], p["offsetLag"], p["isFuture"]) for p in log_dir["partitions"]}
+    sizes = {
+        p["partition"]: (p["size"], p["offsetLag"], p["isFuture"]) for p in log_dir["partitions"]
+    }
     size = (corral.data_dir / "tooled-0" / "00000000000000000000.log").stat().st_size
     assert sizes == {"tooled-0": (size, 0, False), "tooled-1": (0, 0, False)}
     times = ["earliest", "earliest-local", "latest-tiered", "latest", "max-timestamp"]
@@ -241,20 +303,31 @@ def test_confluent_delete_records_and_consumers_resume_at_the_start(corral):
     for i in range(30):
         producer.produce("resume", f"v{i}".encode(), partition=i % 2, timestamp=1000 + i)
     assert producer.flush(10) == 0
-    futures = admin.delete_records([TopicPartition("resume", 0, 10), TopicPartition("resume", 1, 20)])
+    futures = admin.delete_records(
+        [TopicPartition("resume", 0, 10), TopicPartition("resume", 1, 20)]
+    )
     results = {(tp.partition): f for tp, f in futures.items()}
     assert results[0].result(10).low_watermark == 10
     with pytest.raises(KafkaException) as error:
         results[1].result(10)
     assert error.value.args[0].code() == ErrorCode.OFFSET_OUT_OF_RANGE
-    specs = {TopicPartition("resume", 0): OffsetSpec.earliest(), TopicPartition("resume", 1): OffsetSpec.latest()}
+    specs = {
+        TopicPartition("resume", 0): OffsetSpec.earliest(),
+        TopicPartition("resume", 1): OffsetSpec.latest(),
+    }
     offsets = {tp.partition: f.result(10).offset for tp, f in admin.list_offsets(specs).items()}
     assert offsets == {0: 10, 1: 15}
     late = admin.list_offsets({TopicPartition("resume", 0): OffsetSpec.max_timestamp()})
     assert [f.result(10).offset for f in late.values()] == [14]
     # A new group with auto.offset.reset=earliest starts at the log start; records below are gone.
-    consumer = Consumer({"bootstrap.servers": corral.bootstrap, "group.id": f"g-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": corral.bootstrap,
+            "group.id": f"g-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         consumer.assign([TopicPartition("resume", 0)])
         got: list[int] = []
@@ -300,11 +373,17 @@ def scenario(port: int) -> dict:
         for t in (LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, -6, 1002, 9999):
             for version in (7, 8, 9, 10):
                 seen[f"list {t} v{version}"] = one_offset(c, "side", 0, t, version)
-        seen["list empty"] = [one_offset(c, "side", 1, t) for t in (LATEST, EARLIEST, MAX_TIMESTAMP,
-                                                                     EARLIEST_LOCAL, LATEST_TIERED)]
+        seen["list empty"] = [
+            one_offset(c, "side", 1, t)
+            for t in (LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED)
+        ]
         # Sorted: Kafka answers partitions in its map's order.
-        seen["list dup"] = sorted(list_offsets(c, "side", [(0, LATEST), (1, LATEST), (0, EARLIEST)]))
-        seen["delete"] = sorted(delete_records(c, [("side", [(0, 6), (1, 1), (9, 1)]), ("nope", [(0, 1)])]))
+        seen["list dup"] = sorted(
+            list_offsets(c, "side", [(0, LATEST), (1, LATEST), (0, EARLIEST)])
+        )
+        seen["delete"] = sorted(
+            delete_records(c, [("side", [(0, 6), (1, 1), (9, 1)]), ("nope", [(0, 1)])])
+        )
         seen["delete dup"] = delete_records(c, [("side", [(0, 9), (0, 8)]), ("side", [(0, 7)])])
         seen["delete back"] = delete_records(c, [("side", [(0, 2)])], version=0)
         for bad in (21, -2, 2**63 - 1):
@@ -315,16 +394,36 @@ def scenario(port: int) -> dict:
         for offset in (6, 7, 20, 21):
             part = fetch(c, "side", 0, offset)["responses"][0]["partitions"][0]
             records = _core.decode_batches(part["records"]) if part["records"] else []
-            seen[f"fetch {offset}"] = (part["error_code"], part["high_watermark"],
-                                       part["log_start_offset"], [r[0] for r in records][:1])
+            seen[f"fetch {offset}"] = (
+                part["error_code"],
+                part["high_watermark"],
+                part["log_start_offset"],
+                [r[0] for r in records][:1],
+            )
         seen["delete all"] = delete_records(c, [("side", [(0, -1)])])
         seen["after all"] = [one_offset(c, "side", 0, t) for t in (LATEST, EARLIEST, 1000)]
         for version in (1, 4):
             [result] = describe_log_dirs(c, {"side": [0, 1, 5], "nope": [0]}, version)["results"]
-            seen[f"dirs v{version}"] = (result["error_code"], [
-                (t["name"], sorted((p["partition_index"], p["partition_size"] > 0, p["offset_lag"],
-                                    p["is_future_key"]) for p in t["partitions"]))
-                for t in result["topics"]], result["total_bytes"] > 0, result["usable_bytes"] > 0)
+            seen[f"dirs v{version}"] = (
+                result["error_code"],
+                [
+                    (
+                        t["name"],
+                        sorted(
+                            (
+                                p["partition_index"],
+                                p["partition_size"] > 0,
+                                p["offset_lag"],
+                                p["is_future_key"],
+                            )
+                            for p in t["partitions"]
+                        ),
+                    )
+                    for t in result["topics"]
+                ],
+                result["total_bytes"] > 0,
+                result["usable_bytes"] > 0,
+            )
         everything = describe_log_dirs(c, None)["results"][0]["topics"]
         seen["dirs all"] = sorted(t["name"] for t in everything)
     return seen
@@ -334,10 +433,17 @@ def test_same_answers_as_kafka(corral_factory):
     broker = corral_factory(**{"offsets.topic.num.partitions": 1})  # as the reference's
     ours = scenario(broker.port)
     # Not trivially equal: what corral answered is what Kafka's rules say.
-    assert ours["delete"] == [("nope", 0, 3, -1), ("side", 0, 0, 6), ("side", 1, 1, -1), ("side", 9, 3, -1)]
+    assert ours["delete"] == [
+        ("nope", 0, 3, -1),
+        ("side", 0, 0, 6),
+        ("side", 1, 1, -1),
+        ("side", 9, 3, -1),
+    ]
     assert ours["delete dup"] == [("side", 0, 0, 7)] and ours["after -4"] == (0, -1, 7, 0)
     assert ours["fetch 6"] == (ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, [])
-    assert ours["delete internal"] == [("__consumer_offsets", 0, ErrorCode.INVALID_TOPIC_EXCEPTION, -1)]
+    assert ours["delete internal"] == [
+        ("__consumer_offsets", 0, ErrorCode.INVALID_TOPIC_EXCEPTION, -1)
+    ]
     # corral's own internal topic (docs/analytics.md) is in its log dir; Kafka has none.
     assert "__corral_analytics" in ours["dirs all"]
     ours["dirs all"].remove("__corral_analytics")

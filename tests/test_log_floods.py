@@ -11,15 +11,17 @@ import struct
 import time
 
 import pytest
+from rawwire import closed_within, frame
 
 from corral import _core
 from corral.summarised_warnings import SummarisedWarnings
-from rawwire import closed_within, frame
 
 CONNECTIONS = 1000
-SASL_SETTINGS = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-                 "sasl.enabled.mechanisms": "PLAIN",
-                 "corral.socket.partial.request.timeout.ms": 300}
+SASL_SETTINGS = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "PLAIN",
+    "corral.socket.partial.request.timeout.ms": 300,
+}
 
 
 def _request(api_key: int, version: int, body: dict) -> bytes:
@@ -35,13 +37,21 @@ def _negative_size() -> bytes:
 
 
 def _metadata() -> bytes:
-    return _request(3, 12, {"topics": [], "allow_auto_topic_creation": False,
-                            "include_topic_authorized_operations": False})
+    return _request(
+        3,
+        12,
+        {
+            "topics": [],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        },
+    )
 
 
 def _bad_password() -> bytes:
-    return (_request(17, 1, {"mechanism": "PLAIN"})
-            + _request(36, 2, {"auth_bytes": b"\0nobody\0wrong"}))
+    return _request(17, 1, {"mechanism": "PLAIN"}) + _request(
+        36, 2, {"auth_bytes": b"\0nobody\0wrong"}
+    )
 
 
 def _half_sent() -> bytes:
@@ -66,8 +76,11 @@ def _flood(port: int, payload: bytes, count: int, wait_close: float) -> int:
 
 def _warnings(broker) -> list[str]:
     """The WARNING lines, and the INFO lines of failed authentications."""
-    return [line for line in broker.log().splitlines()
-            if "WARNING" in line or ("INFO corral.security.sasl" in line and "authenticat" in line)]
+    return [
+        line
+        for line in broker.log().splitlines()
+        if "WARNING" in line or ("INFO corral.security.sasl" in line and "authenticat" in line)
+    ]
 
 
 def test_a_thousand_bad_connections_of_each_kind_log_a_bounded_number_of_lines(corral_factory):
@@ -145,7 +158,10 @@ def test_first_of_a_kind_in_full_then_one_summary_per_window(records):
     assert records.lines == ["closing a:1", "slow c:1"]
     clock.now = 110.5
     warn.flush()
-    assert records.lines[2] == "bad: 500 more from /b (400), /a (100) in the last 10s; the last: closing b:499"
+    assert (
+        records.lines[2]
+        == "bad: 500 more from /b (400), /a (100) in the last 10s; the last: closing b:499"
+    )
     assert len(records.lines) == 3  # "slow" counted nothing more: no summary
     clock.now = 111
     warn.flush()

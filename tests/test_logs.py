@@ -10,13 +10,13 @@ import sys
 
 import pytest
 from confluent_kafka import Consumer
-
 from conftest import CorralProcess
-from corral.apis import ApiKey
-from corral.errors import ErrorCode
 from groupkit import FAST_GROUPS, wait_until
 from rawwire import RawClient
 from test_groups_protocol import heartbeat, join, sync
+
+from corral.apis import ApiKey
+from corral.errors import ErrorCode
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def json_broker(tmp_path):
 def lines(broker) -> list[dict]:
     text = broker.log()
     # Only whole lines: the broker may be writing one.
-    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
 def about(broker, group: str) -> list[dict]:
@@ -42,27 +42,50 @@ def about(broker, group: str) -> list[dict]:
 def test_json_lines_with_group_fields(json_broker):
     broker = json_broker
     with RawClient(broker.port) as c:
-        c.call(ApiKey.CREATE_TOPICS, 4, {"topics": [
-            {"name": "t", "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 5000})
+        c.call(
+            ApiKey.CREATE_TOPICS,
+            4,
+            {
+                "topics": [{"name": "t", "num_partitions": 2, "replication_factor": 1}],
+                "timeout_ms": 5000,
+            },
+        )
         joined = join(c, "classic-g")
         member, generation = joined["member_id"], joined["generation_id"]
         assert sync(c, "classic-g", generation, member, [(member, b"A")])["error_code"] == 0
         assert heartbeat(c, "classic-g", generation, member) == ErrorCode.NONE
-        left = c.call(ApiKey.LEAVE_GROUP, 5, {"group_id": "classic-g", "members": [
-            {"member_id": member, "group_instance_id": None, "reason": "done"}]})
+        left = c.call(
+            ApiKey.LEAVE_GROUP,
+            5,
+            {
+                "group_id": "classic-g",
+                "members": [{"member_id": member, "group_instance_id": None, "reason": "done"}],
+            },
+        )
         assert left["error_code"] == ErrorCode.NONE
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "consumer-g",
-                         "group.protocol": "consumer"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "consumer-g",
+            "group.protocol": "consumer",
+        }
+    )
     consumer.subscribe(["t"])
     try:
-        wait_until(lambda: consumer.poll(0.2) is None and len(consumer.assignment()) == 2, 30,
-                   "the consumer assigned both partitions")
+        wait_until(
+            lambda: consumer.poll(0.2) is None and len(consumer.assignment()) == 2,
+            30,
+            "the consumer assigned both partitions",
+        )
     finally:
         consumer.close()
 
     def logged(group: str, needle: str, level: str = "DEBUG") -> list[dict]:
-        return [line for line in about(broker, group)
-                if needle in line["message"] and line["level"] == level]
+        return [
+            line
+            for line in about(broker, group)
+            if needle in line["message"] and line["level"] == level
+        ]
 
     wait_until(lambda: logged("consumer-g", "removed"), 20, "the consumer member's removal logged")
     for line in lines(broker):
@@ -78,13 +101,21 @@ def test_json_lines_with_group_fields(json_broker):
     assert joined and joined[0]["member_id"]
     consumer_member = joined[0]["member_id"]
     assert logged("consumer-g", "target assignment for epoch")
-    assert any(line["member_id"] == consumer_member and line["epoch"] >= 1
-               for line in logged("consumer-g", "(stable)"))
+    assert any(
+        line["member_id"] == consumer_member and line["epoch"] >= 1
+        for line in logged("consumer-g", "(stable)")
+    )
     assert logged("consumer-g", f"member {consumer_member} leaves", "INFO")
-    assert logged("consumer-g", f"member {consumer_member} removed")[0]["member_id"] == consumer_member
+    assert (
+        logged("consumer-g", f"member {consumer_member} removed")[0]["member_id"] == consumer_member
+    )
 
 
 def test_version():
-    out = subprocess.run([sys.executable, "-m", "corral.cli", "--version"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "corral.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.startswith("corral ") and out.split()[1][0].isdigit()

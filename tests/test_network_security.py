@@ -5,9 +5,15 @@ SASL state Python keeps for a connection is dropped when it closes, however earl
 
 from __future__ import annotations
 
+from test_consumer_short_path import (
+    Member,
+    create_topic,
+    python_calls,  # noqa: F401 (a fixture, used by name)
+    settle,
+    with_broker,
+)
+
 from corral.apis import ApiKey
-from test_consumer_short_path import Member, create_topic, settle, with_broker
-from test_consumer_short_path import python_calls  # noqa: F401 (a fixture, used by name)
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 GROUP, LITERAL, READ, DENY = 3, 3, 3, 2
@@ -15,7 +21,9 @@ GROUP_AUTHORIZATION_FAILED = 30
 
 
 def test_heartbeats_are_authorized_once_per_connection_until_the_acls_change(
-        tmp_path, python_calls):  # noqa: F811 (the fixture)
+    tmp_path,
+    python_calls,  # noqa: F811 (the fixture)
+):
     def scenario(broker) -> None:
         a, b = Member(broker.port, "wire", "member-a"), Member(broker.port, "wire", "member-b")
         with a.client, b.client:
@@ -26,20 +34,38 @@ def test_heartbeats_are_authorized_once_per_connection_until_the_acls_change(
             for _ in range(50):
                 for m in (a, b):
                     assert m.steady()["error_code"] == 0
-            assert len(python_calls) == through_python, "an authorized steady heartbeat reached Python"
+            assert len(python_calls) == through_python, (
+                "an authorized steady heartbeat reached Python"
+            )
 
             # No ACL names the cluster, so (allow.everyone.if.no.acl.found) anyone may add one.
-            created = a.client.call(ApiKey.CREATE_ACLS, 3, {"creations": [{
-                "resource_type": GROUP, "resource_name": "wire", "resource_pattern_type": LITERAL,
-                "principal": "User:ANONYMOUS", "host": "*", "operation": READ,
-                "permission_type": DENY}]})
+            created = a.client.call(
+                ApiKey.CREATE_ACLS,
+                3,
+                {
+                    "creations": [
+                        {
+                            "resource_type": GROUP,
+                            "resource_name": "wire",
+                            "resource_pattern_type": LITERAL,
+                            "principal": "User:ANONYMOUS",
+                            "host": "*",
+                            "operation": READ,
+                            "permission_type": DENY,
+                        }
+                    ]
+                },
+            )
             assert created["results"][0]["error_code"] == 0
             for m in (a, b):
                 assert m.steady()["error_code"] == GROUP_AUTHORIZATION_FAILED
             assert len(python_calls) == through_python + 2
 
-    with_broker(tmp_path, scenario, **{"authorizer.class.name": STANDARD_AUTHORIZER,
-                                       "allow.everyone.if.no.acl.found": "true"})
+    with_broker(
+        tmp_path,
+        scenario,
+        **{"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true"},
+    )
 
 
 def test_sasl_state_of_connections_that_close_at_once_is_forgotten(tmp_path):

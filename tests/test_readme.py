@@ -8,12 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corral.apis import ApiKey
-from corral.errors import ErrorCode
 from rawwire import RawClient
 from test_acls_wire import EVERYTHING, creation
 from test_data_plane_protocol import _legacy_produce, batch, create, fetch, produce
 from test_log_admin import delete_records
+
+from corral.apis import ApiKey
+from corral.errors import ErrorCode
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -26,7 +27,9 @@ def test_client_example_runs_against_corral(corral):
     [example] = [b for b in code_blocks("python") if "AdminClient" in b]
     assert "127.0.0.1:9092" in example
     script = example.replace("127.0.0.1:9092", corral.bootstrap)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert "orders" in result.stdout
     assert "created topic orders (8 partitions" in corral.log()
@@ -54,13 +57,18 @@ def api_table() -> list[tuple[str, dict[str, tuple[int, int]], str]]:
     start = lines.index("| API | versions |")
     assert lines[start + 1] == "| --- | --- |"
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         apis, versions = (cell.strip() for cell in line.strip().strip("|").split("|", 1))
-        ranges, notes = re.fullmatch(r"(\d+(?:-\d+)?(?: / \d+(?:-\d+)?)*)(.*)", versions.strip()).groups()
+        ranges, notes = re.fullmatch(
+            r"(\d+(?:-\d+)?(?: / \d+(?:-\d+)?)*)(.*)", versions.strip()
+        ).groups()
         names = apis.split(" / ")
-        spans = [tuple(map(int, r.split("-"))) if "-" in r else (int(r), int(r)) for r in ranges.split(" / ")]
+        spans = [
+            tuple(map(int, r.split("-"))) if "-" in r else (int(r), int(r))
+            for r in ranges.split(" / ")
+        ]
         assert len(names) == len(spans), line
         advertised_from = re.search(r"advertised from (\d+)", notes)
         table = {}
@@ -74,12 +82,17 @@ def api_table() -> list[tuple[str, dict[str, tuple[int, int]], str]]:
 
 def advertised(port: int) -> dict[str, tuple[int, int]]:
     with RawClient(port) as raw:
-        answer = raw.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "readme",
-                                                     "client_software_version": "1"})
+        answer = raw.call(
+            ApiKey.API_VERSIONS,
+            3,
+            {"client_software_name": "readme", "client_software_version": "1"},
+        )
     assert answer["error_code"] == 0
     names = {int(key): key.name for key in ApiKey}
-    return {names.get(k["api_key"], str(k["api_key"])): (k["min_version"], k["max_version"])
-            for k in answer["api_keys"]}
+    return {
+        names.get(k["api_key"], str(k["api_key"])): (k["min_version"], k["max_version"])
+        for k in answer["api_keys"]
+    }
 
 
 def test_the_api_table_is_what_corral_advertises(shared_corral):
@@ -120,9 +133,15 @@ def _fetch_below_deleted_records(broker) -> set[int]:
 
 def _acls_without_authorizer(broker) -> set[int]:
     with RawClient(broker.port) as raw:
-        return {raw.call(ApiKey.DESCRIBE_ACLS, 3, EVERYTHING)["error_code"],
-                raw.call(ApiKey.CREATE_ACLS, 3, {"creations": [creation("t")]})["results"][0]["error_code"],
-                raw.call(ApiKey.DELETE_ACLS, 3, {"filters": [EVERYTHING]})["filter_results"][0]["error_code"]}
+        return {
+            raw.call(ApiKey.DESCRIBE_ACLS, 3, EVERYTHING)["error_code"],
+            raw.call(ApiKey.CREATE_ACLS, 3, {"creations": [creation("t")]})["results"][0][
+                "error_code"
+            ],
+            raw.call(ApiKey.DELETE_ACLS, 3, {"filters": [EVERYTHING]})["filter_results"][0][
+                "error_code"
+            ],
+        }
 
 
 # The answers the table's rows name, each asked of a real corral: (row, error code) -> the codes
@@ -138,11 +157,18 @@ ANSWERS = {
 def test_the_error_codes_the_api_table_names_are_what_corral_answers(shared_corral):
     """Each error code a row names is checked by asking corral (ANSWERS); a row naming a code
     without a check here fails, so a new claim comes with its check."""
-    claims = {(apis, word) for apis, _, notes in api_table()
-              for word in re.findall(r"\b[A-Z][A-Z0-9_]+\b", notes) if word in ErrorCode.__members__}
+    claims = {
+        (apis, word)
+        for apis, _, notes in api_table()
+        for word in re.findall(r"\b[A-Z][A-Z0-9_]+\b", notes)
+        if word in ErrorCode.__members__
+    }
     assert not claims - set(ANSWERS), "the table names answers no test checks"
     assert not set(ANSWERS) - claims, "checks of answers the table no longer names"
     answered = {claim: ANSWERS[claim](shared_corral) for claim in sorted(claims)}
-    wrong = {claim: sorted(ErrorCode(c).name for c in codes) for claim, codes in answered.items()
-             if codes != {ErrorCode[claim[1]]}}
+    wrong = {
+        claim: sorted(ErrorCode(c).name for c in codes)
+        for claim, codes in answered.items()
+        if codes != {ErrorCode[claim[1]]}
+    }
     assert not wrong

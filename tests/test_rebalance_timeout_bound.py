@@ -6,10 +6,9 @@ test_consumer_groups.py."""
 from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaConsumer
-
 from conftest import CorralProcess
 from groupkit import FAST_GROUPS, wait_until
+from kafka import KafkaConsumer
 from test_consumer_groups_clients import create_topics
 
 BOUND_MS = 3000
@@ -17,9 +16,15 @@ HOUR_MS = 3_600_000
 
 
 def consumer(bootstrap: str) -> KafkaConsumer:
-    return KafkaConsumer("bounded", bootstrap_servers=bootstrap, group_id="g",
-                         max_poll_interval_ms=HOUR_MS, session_timeout_ms=10000,
-                         heartbeat_interval_ms=500, enable_auto_commit=False)
+    return KafkaConsumer(
+        "bounded",
+        bootstrap_servers=bootstrap,
+        group_id="g",
+        max_poll_interval_ms=HOUR_MS,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=500,
+        enable_auto_commit=False,
+    )
 
 
 def assigned(c: KafkaConsumer) -> list[int]:
@@ -30,8 +35,10 @@ def assigned(c: KafkaConsumer) -> list[int]:
 def owners(admin: AdminClient) -> dict[str, list[int]]:
     """The coordinator's view: each member's partitions (DescribeGroups)."""
     group = admin.describe_consumer_groups(["g"])["g"].result(timeout=10)
-    return {m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions)
-            for m in group.members}
+    return {
+        m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions)
+        for m in group.members
+    }
 
 
 def test_a_stuck_member_holds_its_group_only_as_long_as_the_bound(tmp_path):
@@ -46,13 +53,23 @@ def test_a_stuck_member_holds_its_group_only_as_long_as_the_bound(tmp_path):
         # `stuck` stops polling (its heartbeat thread goes on, so its session never expires)
         # and so never rejoins: without the bound the group would wait its hour.
         late = consumer(broker.bootstrap)
-        took = wait_until(lambda: assigned(late) == [0, 1, 2, 3], 30,
-                          "the second member's assignment, once the bound passed")
+        took = wait_until(
+            lambda: assigned(late) == [0, 1, 2, 3],
+            30,
+            "the second member's assignment, once the bound passed",
+        )
         assert took >= BOUND_MS / 1000 - 0.5  # it did wait for `stuck`, as long as the bound
         assert list(owners(admin).values()) == [[0, 1, 2, 3]]  # `stuck` was removed
         # Polling again, `stuck` finds itself out, rejoins, and the two share the partitions.
-        wait_until(lambda: sorted(assigned(stuck) + assigned(late)) == [0, 1, 2, 3]
-                   and assigned(stuck) and assigned(late), 30, "both members assigned")
+        wait_until(
+            lambda: (
+                sorted(assigned(stuck) + assigned(late)) == [0, 1, 2, 3]
+                and assigned(stuck)
+                and assigned(late)
+            ),
+            30,
+            "both members assigned",
+        )
         view = owners(admin)
         assert len(view) == 2 and sorted(p for ps in view.values() for p in ps) == [0, 1, 2, 3]
     finally:

@@ -16,9 +16,15 @@ FAST = {"group.consumer.assignment.interval.ms": 0}
 
 
 def heartbeat(epoch: int, regex: str | None = "t.*") -> dict:
-    return {"group_id": "g", "member_id": "m1", "member_epoch": epoch, "rebalance_timeout_ms": 1000,
-            "subscribed_topic_names": None, "subscribed_topic_regex": regex,
-            "topic_partitions": [] if epoch == 0 else None}
+    return {
+        "group_id": "g",
+        "member_id": "m1",
+        "member_epoch": epoch,
+        "rebalance_timeout_ms": 1000,
+        "subscribed_topic_names": None,
+        "subscribed_topic_regex": regex,
+        "topic_partitions": [] if epoch == 0 else None,
+    }
 
 
 async def assigned_topics(broker, epoch: int) -> tuple[int, set[str]]:
@@ -31,7 +37,9 @@ async def assigned_topics(broker, epoch: int) -> tuple[int, set[str]]:
         group = broker.groups.groups["g"]
         current = group.members["m1"].current
         if epoch == group.group_epoch and not current.pending_revocation:
-            return epoch, {broker.groups.topics.name_of(t) for t, ps in current.assigned.items() if ps}
+            return epoch, {
+                broker.groups.topics.name_of(t) for t, ps in current.assigned.items() if ps
+            }
         await trio.sleep(0.01)
     raise AssertionError("the assignment did not settle")
 
@@ -62,8 +70,12 @@ def test_a_regex_resolves_to_the_topics_the_member_may_describe(tmp_path):
         assert group.regexes["t.*"].topics == ("tables", "tasks")
         assert group.group_epoch == before + 1
 
-    secured(tmp_path, scenario, [acl(GROUP, "g", Op.READ),
-                                 acl(TOPIC, "ta", Op.DESCRIBE, pattern=PatternType.PREFIXED)], **FAST)
+    secured(
+        tmp_path,
+        scenario,
+        [acl(GROUP, "g", Op.READ), acl(TOPIC, "ta", Op.DESCRIBE, pattern=PatternType.PREFIXED)],
+        **FAST,
+    )
 
 
 def test_without_an_authorizer_a_regex_gets_every_match_at_once(tmp_path):
@@ -126,6 +138,10 @@ def test_a_periodic_refresh_brings_an_acl_change_to_the_regex(tmp_path, monkeypa
         assert group.regexes["t.*"].timestamp_ms >= stamped + interval, "renewed"
         assert group.group_epoch == before + 1, "the same topics: no rebalance"
 
-    secured(tmp_path, scenario, [acl(GROUP, "g", Op.READ),
-                                 acl(TOPIC, "ta", Op.DESCRIBE, pattern=PatternType.PREFIXED)],
-            **FAST, **{"group.consumer.regex.refresh.interval.ms": interval})
+    secured(
+        tmp_path,
+        scenario,
+        [acl(GROUP, "g", Op.READ), acl(TOPIC, "ta", Op.DESCRIBE, pattern=PatternType.PREFIXED)],
+        **FAST,
+        **{"group.consumer.regex.refresh.interval.ms": interval},
+    )

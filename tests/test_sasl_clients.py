@@ -12,22 +12,31 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.admin import ScramMechanism as KpScramMechanism, UserScramCredentialUpsertion as KpUpsertion
-from kafka.errors import KafkaError as KpKafkaError
-
 from cgkit import CONFIG_COMMAND, run_tool
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from conftest import CorralProcess
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import ScramMechanism as KpScramMechanism
+from kafka.admin import UserScramCredentialUpsertion as KpUpsertion
+from kafka.errors import KafkaError as KpKafkaError
 from rawwire import RawClient, closed_within
 from scramkit import ScramClient, upsertion
 
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
-SETTINGS = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "sasl.enabled.mechanisms": ",".join(MECHANISMS),
-            "group.initial.rebalance.delay.ms": "0"}
-GENERIC = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+SETTINGS = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+    "group.initial.rebalance.delay.ms": "0",
+}
+GENERIC = (
+    "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+)
 PLAIN_REFUSED = "Authentication failed: Invalid username or password"
 COUNT = 10
 
@@ -39,8 +48,18 @@ def start(tmp_path_factory, name: str, **settings) -> CorralProcess:
 def debug_sasl(broker: CorralProcess) -> None:
     """corral.security.sasl at DEBUG (broker-loggers), so that successful authentications are
     logged."""
-    body = {"validate_only": False, "resources": [{"resource_type": 8, "resource_name": "1", "configs": [
-        {"name": "corral.security.sasl", "config_operation": 0, "value": "DEBUG"}]}]}
+    body = {
+        "validate_only": False,
+        "resources": [
+            {
+                "resource_type": 8,
+                "resource_name": "1",
+                "configs": [
+                    {"name": "corral.security.sasl", "config_operation": 0, "value": "DEBUG"}
+                ],
+            }
+        ],
+    }
     with RawClient(broker.ports["PLAINTEXT"]) as raw:
         assert raw.call(44, 1, body)["responses"][0]["error_code"] == 0
 
@@ -51,14 +70,19 @@ def add_users(broker: CorralProcess) -> None:
     plaintext = f"127.0.0.1:{broker.ports['PLAINTEXT']}"
     admin = AdminClient({"bootstrap.servers": plaintext})
     # One request per credential: as in Kafka, a user altered twice in a request is refused.
-    for mechanism, iterations in ((ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 8192)):
+    for mechanism, iterations in (
+        (ScramMechanism.SCRAM_SHA_256, 4096),
+        (ScramMechanism.SCRAM_SHA_512, 8192),
+    ):
         info = ScramCredentialInfo(mechanism, iterations)
-        futures = admin.alter_user_scram_credentials([
-            UserScramCredentialUpsertion("alice", info, b"alice-secret")])
+        futures = admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("alice", info, b"alice-secret")]
+        )
         futures["alice"].result(timeout=20)
     kp_admin = KafkaAdminClient(bootstrap_servers=plaintext)
-    assert kp_admin.alter_user_scram_credentials([
-        KpUpsertion("bob", KpScramMechanism.SCRAM_SHA_512, "bob-secret", iterations=4096)]) == {"bob": None}
+    assert kp_admin.alter_user_scram_credentials(
+        [KpUpsertion("bob", KpScramMechanism.SCRAM_SHA_512, "bob-secret", iterations=4096)]
+    ) == {"bob": None}
     kp_admin.close()
 
 
@@ -87,12 +111,17 @@ def sasl_port(broker: CorralProcess) -> str:
 def test_admin_clients_describe_the_credentials(sasl_corral):
     plaintext = f"127.0.0.1:{sasl_corral.ports['PLAINTEXT']}"
     admin = AdminClient({"bootstrap.servers": plaintext})
-    described = {user: future.result(timeout=20) for user, future in
-                 admin.describe_user_scram_credentials(["alice", "bob"]).items()}
-    assert {user: sorted((i.mechanism, i.iterations) for i in d.scram_credential_infos)
-            for user, d in described.items()} == {
+    described = {
+        user: future.result(timeout=20)
+        for user, future in admin.describe_user_scram_credentials(["alice", "bob"]).items()
+    }
+    assert {
+        user: sorted((i.mechanism, i.iterations) for i in d.scram_credential_infos)
+        for user, d in described.items()
+    } == {
         "alice": [(ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 8192)],
-        "bob": [(ScramMechanism.SCRAM_SHA_512, 4096)]}
+        "bob": [(ScramMechanism.SCRAM_SHA_512, 4096)],
+    }
     kp_admin = KafkaAdminClient(bootstrap_servers=plaintext)
     everyone = kp_admin.describe_user_scram_credentials()
     kp_admin.close()
@@ -103,13 +132,21 @@ def test_admin_clients_describe_the_credentials(sasl_corral):
 
 # Good credentials: produce, consume in a group, commit.
 
+
 def confluent_round_trip(bootstrap: str, security: dict, topic: str) -> list[bytes]:
     producer = Producer({"bootstrap.servers": bootstrap, **security})
     for i in range(COUNT):
         producer.produce(topic, f"v{i}".encode())
     assert producer.flush(20) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **security})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **security,
+        }
+    )
     consumer.subscribe([topic])
     values: list[bytes] = []
     deadline = time.monotonic() + 30
@@ -130,9 +167,15 @@ def kafka_python_round_trip(bootstrap: str, security: dict, topic: str) -> list[
         producer.send(topic, f"v{i}".encode())
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"g-{topic}",
-                             auto_offset_reset="earliest", enable_auto_commit=False,
-                             consumer_timeout_ms=20000, **security)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"g-{topic}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=20000,
+        **security,
+    )
     values = []
     for message in consumer:
         values.append(message.value)
@@ -154,8 +197,14 @@ def aiokafka_round_trip(bootstrap: str, security: dict, topic: str) -> list[byte
                 await producer.send_and_wait(topic, f"v{i}".encode())
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"g-{topic}",
-                                    auto_offset_reset="earliest", enable_auto_commit=False, **security)
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=f"g-{topic}",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            **security,
+        )
         await consumer.start()
         values = []
         try:
@@ -175,14 +224,22 @@ def aiokafka_round_trip(bootstrap: str, security: dict, topic: str) -> list[byte
 
 
 def confluent_security(mechanism: str, user: str, password: str) -> dict:
-    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-            "sasl.username": user, "sasl.password": password}
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
 
 
 def python_security(mechanism: str, user: str, password: str) -> dict:
     """kafka-python's and aiokafka's names."""
-    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-            "sasl_plain_username": user, "sasl_plain_password": password}
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
 
 
 CLIENTS = {
@@ -204,17 +261,27 @@ def test_good_credentials_produce_consume_and_commit(sasl_corral, client, mechan
 
 # Refusals, as each client reports them.
 
-REFUSED = [("SCRAM-SHA-256", "alice", "wrong", GENERIC.format("SCRAM-SHA-256")),
-           ("SCRAM-SHA-512", "nobody", "alice-secret", GENERIC.format("SCRAM-SHA-512")),
-           ("PLAIN", "alice", "wrong", PLAIN_REFUSED),
-           ("PLAIN", "nobody", "alice-secret", PLAIN_REFUSED)]
+REFUSED = [
+    ("SCRAM-SHA-256", "alice", "wrong", GENERIC.format("SCRAM-SHA-256")),
+    ("SCRAM-SHA-512", "nobody", "alice-secret", GENERIC.format("SCRAM-SHA-512")),
+    ("PLAIN", "alice", "wrong", PLAIN_REFUSED),
+    ("PLAIN", "nobody", "alice-secret", PLAIN_REFUSED),
+]
 
 
 @pytest.mark.parametrize("mechanism,user,password,message", REFUSED)
-def test_confluent_kafka_reports_the_authentication_failure(sasl_corral, mechanism, user, password, message):
+def test_confluent_kafka_reports_the_authentication_failure(
+    sasl_corral, mechanism, user, password, message
+):
     errors: list[KafkaError] = []
-    producer = Producer({"bootstrap.servers": sasl_port(sasl_corral), "error_cb": errors.append,
-                         "reconnect.backoff.ms": 1000, **confluent_security(mechanism, user, password)})
+    producer = Producer(
+        {
+            "bootstrap.servers": sasl_port(sasl_corral),
+            "error_cb": errors.append,
+            "reconnect.backoff.ms": 1000,
+            **confluent_security(mechanism, user, password),
+        }
+    )
     producer.produce("refused", b"x")
     assert producer.flush(1.5) == 1
     producer.purge()
@@ -223,10 +290,15 @@ def test_confluent_kafka_reports_the_authentication_failure(sasl_corral, mechani
 
 
 @pytest.mark.parametrize("mechanism,user,password,message", REFUSED)
-def test_aiokafka_reports_the_authentication_failure(sasl_corral, caplog, mechanism, user, password, message):
+def test_aiokafka_reports_the_authentication_failure(
+    sasl_corral, caplog, mechanism, user, password, message
+):
     async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=sasl_port(sasl_corral), request_timeout_ms=5000,
-                                    **python_security(mechanism, user, password))
+        producer = AIOKafkaProducer(
+            bootstrap_servers=sasl_port(sasl_corral),
+            request_timeout_ms=5000,
+            **python_security(mechanism, user, password),
+        )
         try:
             with pytest.raises(Exception, match="Unable to bootstrap"):
                 await producer.start()
@@ -239,29 +311,41 @@ def test_aiokafka_reports_the_authentication_failure(sasl_corral, caplog, mechan
 
 
 @pytest.mark.parametrize("mechanism,user,password,message", REFUSED)
-def test_kafka_python_reports_the_authentication_failure(sasl_corral, caplog, mechanism, user,
-                                                         password, message):
+def test_kafka_python_reports_the_authentication_failure(
+    sasl_corral, caplog, mechanism, user, password, message
+):
     """kafka-python reads the SASL error (the close comes connection.failed.authentication.delay.ms
     after the answer, as in Kafka; a close in the same read as the answer, it would drop the
     answer) and gives up bootstrapping."""
     with caplog.at_level(logging.WARNING, logger="kafka"):
         with pytest.raises(KpKafkaError, match="Unable to bootstrap"):
-            KafkaProducer(bootstrap_servers=sasl_port(sasl_corral), bootstrap_timeout_ms=2000,
-                          **python_security(mechanism, user, password))
-    assert f"[Error 58] SaslAuthenticationFailedError: SaslAuthenticationFailedError: {message}" \
+            KafkaProducer(
+                bootstrap_servers=sasl_port(sasl_corral),
+                bootstrap_timeout_ms=2000,
+                **python_security(mechanism, user, password),
+            )
+    assert (
+        f"[Error 58] SaslAuthenticationFailedError: SaslAuthenticationFailedError: {message}"
         in caplog.text
+    )
 
 
 def test_the_wire_answer_then_the_close(sasl_corral):
     with RawClient(sasl_corral.ports["SASL_PLAINTEXT"]) as raw:
-        assert raw.call(17, 1, {"mechanism": "GSSAPI"}) == {"error_code": 33, "mechanisms": MECHANISMS}
+        assert raw.call(17, 1, {"mechanism": "GSSAPI"}) == {
+            "error_code": 33,
+            "mechanisms": MECHANISMS,
+        }
         assert closed_within(raw.sock, 5)
     with RawClient(sasl_corral.ports["SASL_PLAINTEXT"]) as raw:
         assert raw.call(17, 1, {"mechanism": "SCRAM-SHA-256"})["error_code"] == 0
         client = ScramClient("SCRAM-SHA-256", "alice", "wrong")
         first = raw.call(36, 2, {"auth_bytes": client.first()})
         final = raw.call(36, 2, {"auth_bytes": client.final(first["auth_bytes"])})
-        assert (final["error_code"], final["error_message"]) == (58, GENERIC.format("SCRAM-SHA-256"))
+        assert (final["error_code"], final["error_message"]) == (
+            58,
+            GENERIC.format("SCRAM-SHA-256"),
+        )
         assert closed_within(raw.sock, 5)
     # On the PLAINTEXT listener SASL requests are Kafka's KafkaApis answers.
     with RawClient(sasl_corral.ports["PLAINTEXT"]) as raw:
@@ -285,7 +369,11 @@ def _receive_bare(sock) -> bytes:
 
 
 def _metadata_answers(raw: RawClient) -> bool:
-    body = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    body = {
+        "topics": [],
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False,
+    }
     return raw.call(3, 12, body)["brokers"] != []
 
 
@@ -295,7 +383,10 @@ def test_handshake_v0_then_bare_tokens(sasl_corral):
     refused one is closed without an answer, as Kafka closes it."""
     port = sasl_corral.ports["SASL_PLAINTEXT"]
     with RawClient(port) as raw:
-        assert raw.call(17, 0, {"mechanism": "SCRAM-SHA-512"}) == {"error_code": 0, "mechanisms": MECHANISMS}
+        assert raw.call(17, 0, {"mechanism": "SCRAM-SHA-512"}) == {
+            "error_code": 0,
+            "mechanisms": MECHANISMS,
+        }
         client = ScramClient("SCRAM-SHA-512", "alice", "alice-secret")
         _send_bare(raw.sock, client.first())
         server_first = _receive_bare(raw.sock)
@@ -307,8 +398,10 @@ def test_handshake_v0_then_bare_tokens(sasl_corral):
         _send_bare(raw.sock, b"\0alice\0alice-secret")
         assert _receive_bare(raw.sock) == b""  # PLAIN's empty challenge: four zero bytes
         assert _metadata_answers(raw)
-    for mechanism, token in (("PLAIN", b"\0alice\0wrong"),
-                             ("SCRAM-SHA-256", ScramClient("SCRAM-SHA-256", "nobody", "x").first())):
+    for mechanism, token in (
+        ("PLAIN", b"\0alice\0wrong"),
+        ("SCRAM-SHA-256", ScramClient("SCRAM-SHA-256", "nobody", "x").first()),
+    ):
         with RawClient(port) as raw:
             assert raw.call(17, 0, {"mechanism": mechanism})["error_code"] == 0
             _send_bare(raw.sock, token)
@@ -345,6 +438,7 @@ def test_requests_before_authentication_are_bounded_by_sasl_server_max_receive_s
 
 # Sessions that end: connections.max.reauth.ms
 
+
 @pytest.fixture(scope="module")
 def reauth_corral(tmp_path_factory):
     yield from prepared(start(tmp_path_factory, "reauth", **{"connections.max.reauth.ms": "2000"}))
@@ -378,7 +472,9 @@ def test_a_session_ends_unless_renewed(reauth_corral):
         first = raw.call(36, 2, {"auth_bytes": client.first()})
         final = raw.call(36, 2, {"auth_bytes": client.final(first["auth_bytes"])})
         assert (final["error_code"], final["error_message"]) == (
-            58, "Cannot change principals during re-authentication from User.alice: User.bob")
+            58,
+            "Cannot change principals during re-authentication from User.alice: User.bob",
+        )
         assert closed_within(raw.sock, 5)
 
 
@@ -389,15 +485,21 @@ def test_clients_renew_their_sessions(reauth_corral, client):
     bootstrap = sasl_port(reauth_corral)
     before = reauth_corral.log().count("re-authenticated as User:bob")
     if client == "confluent-kafka":
-        producer = Producer({"bootstrap.servers": bootstrap,
-                             **confluent_security("SCRAM-SHA-512", "bob", "bob-secret")})
-        for i in range(12):
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                **confluent_security("SCRAM-SHA-512", "bob", "bob-secret"),
+            }
+        )
+        for _i in range(12):
             producer.produce(f"reauth-{client}", b"x")
             assert producer.flush(10) == 0
             time.sleep(0.5)
     else:
-        kp = KafkaProducer(bootstrap_servers=bootstrap, **python_security("SCRAM-SHA-512", "bob", "bob-secret"))
-        for i in range(12):
+        kp = KafkaProducer(
+            bootstrap_servers=bootstrap, **python_security("SCRAM-SHA-512", "bob", "bob-secret")
+        )
+        for _i in range(12):
             kp.send(f"reauth-{client}", b"x").get(timeout=10)
             time.sleep(0.5)
         kp.close()
@@ -413,16 +515,23 @@ def test_kafka_configs_manages_users(sasl_corral):
     describe = f"{b} --describe"
     done = run_tool(CONFIG_COMMAND, [add, describe])
     assert done[add] == (0, "Completed updating config for user carol.")
-    assert done[describe] == (0, "SCRAM credential configs for user-principal 'carol' are "
-                                 "SCRAM-SHA-256=iterations=8192"), done[describe]
+    assert done[describe] == (
+        0,
+        "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192",
+    ), done[describe]
     carol = confluent_security("SCRAM-SHA-256", "carol", "carol-secret")
     producer = Producer({"bootstrap.servers": sasl_port(sasl_corral), **carol})
     producer.produce("carol", b"x")
     assert producer.flush(20) == 0
     delete = f"{b} --alter --delete-config SCRAM-SHA-256"
-    assert run_tool(CONFIG_COMMAND, [delete])[delete] == (0, "Completed updating config for user carol.")
+    assert run_tool(CONFIG_COMMAND, [delete])[delete] == (
+        0,
+        "Completed updating config for user carol.",
+    )
     errors: list[KafkaError] = []
-    producer = Producer({"bootstrap.servers": sasl_port(sasl_corral), "error_cb": errors.append, **carol})
+    producer = Producer(
+        {"bootstrap.servers": sasl_port(sasl_corral), "error_cb": errors.append, **carol}
+    )
     producer.produce("carol", b"x")
     assert producer.flush(1.5) == 1
     producer.purge()
@@ -432,8 +541,14 @@ def test_kafka_configs_manages_users(sasl_corral):
 def test_credentials_survive_a_restart(corral_factory):
     broker = corral_factory(**SETTINGS)
     with RawClient(broker.ports["PLAINTEXT"]) as raw:
-        answer = raw.call(51, 0, {"deletions": [], "upsertions": [
-            upsertion("dora", "SCRAM-SHA-512", "dora-secret", 4096)]})
+        answer = raw.call(
+            51,
+            0,
+            {
+                "deletions": [],
+                "upsertions": [upsertion("dora", "SCRAM-SHA-512", "dora-secret", 4096)],
+            },
+        )
         assert answer["results"] == [{"user": "dora", "error_code": 0, "error_message": None}]
     broker.kill()  # acknowledged means durable
     broker.start()

@@ -8,12 +8,12 @@ import sys
 import time
 
 import pytest
-
-from corral.cli import main
-from corral.config import ConfigError, ConfigSource, Settings
-from corral.apis import ApiKey
 from conftest import LISTENING
 from rawwire import RawClient
+
+from corral.apis import ApiKey
+from corral.cli import main
+from corral.config import ConfigError, ConfigSource, Settings
 
 
 def write(tmp_path, text: str):
@@ -32,36 +32,54 @@ def test_defaults_are_kafkas_except_num_partitions():
 
 
 def test_toml_file_flat_and_nested_keys(tmp_path):
-    path = write(tmp_path, '"num.partitions" = 8\n"auto.create.topics.enable" = false\n'
-                           '[socket]\n"request.max.bytes" = 4096\n')
+    path = write(
+        tmp_path,
+        '"num.partitions" = 8\n"auto.create.topics.enable" = false\n'
+        '[socket]\n"request.max.bytes" = 4096\n',
+    )
     s = Settings.load(path, environ={})
-    assert (s["num.partitions"], s["auto.create.topics.enable"], s["socket.request.max.bytes"]) == (8, False, 4096)
+    assert (s["num.partitions"], s["auto.create.topics.enable"], s["socket.request.max.bytes"]) == (
+        8,
+        False,
+        4096,
+    )
     assert s.explicit == {"num.partitions", "auto.create.topics.enable", "socket.request.max.bytes"}
 
 
 def test_environment_names(tmp_path):
-    s = Settings.load(environ={"CORRAL_NUM_PARTITIONS": "12", "CORRAL_AUTO_CREATE_TOPICS_ENABLE": "FALSE",
-                               "CORRAL_UNRELATED": "x", "NUM_PARTITIONS": "99"})
+    s = Settings.load(
+        environ={
+            "CORRAL_NUM_PARTITIONS": "12",
+            "CORRAL_AUTO_CREATE_TOPICS_ENABLE": "FALSE",
+            "CORRAL_UNRELATED": "x",
+            "NUM_PARTITIONS": "99",
+        }
+    )
     assert (s["num.partitions"], s["auto.create.topics.enable"]) == (12, False)
 
 
 def test_precedence_flags_over_environment_over_file_over_defaults(tmp_path):
-    path = write(tmp_path, '"num.partitions" = 2\n"log.retention.ms" = 5\n"message.max.bytes" = 7\n')
+    path = write(
+        tmp_path, '"num.partitions" = 2\n"log.retention.ms" = 5\n"message.max.bytes" = 7\n'
+    )
     env = {"CORRAL_NUM_PARTITIONS": "3", "CORRAL_LOG_RETENTION_MS": "6"}
     s = Settings.load(path, {"num.partitions": "9"}, environ=env)
-    assert s["num.partitions"] == 9          # flag beats env and file
-    assert s["log.retention.ms"] == 6        # env beats file
-    assert s["message.max.bytes"] == 7       # file beats default
+    assert s["num.partitions"] == 9  # flag beats env and file
+    assert s["log.retention.ms"] == 6  # env beats file
+    assert s["message.max.bytes"] == 7  # file beats default
     assert s["log.segment.bytes"] == 1073741824
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("num.partitions", "many", "num.partitions: expected an integer, got 'many'"),
-    ("num.partitions", "0", r"num.partitions: 0 is outside \[1, 100000\]"),
-    ("auto.create.topics.enable", "yes", "auto.create.topics.enable: expected true or false"),
-    ("socket.request.max.bytes", "-1", "socket.request.max.bytes: -1 is outside"),
-    ("log.message.timestamp.type", "Now", "'Now' is not one of CreateTime, LogAppendTime"),
-])
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("num.partitions", "many", "num.partitions: expected an integer, got 'many'"),
+        ("num.partitions", "0", r"num.partitions: 0 is outside \[1, 100000\]"),
+        ("auto.create.topics.enable", "yes", "auto.create.topics.enable: expected true or false"),
+        ("socket.request.max.bytes", "-1", "socket.request.max.bytes: -1 is outside"),
+        ("log.message.timestamp.type", "Now", "'Now' is not one of CreateTime, LogAppendTime"),
+    ],
+)
 def test_bad_values_are_rejected_with_the_setting_named(name, value, message):
     with pytest.raises(ConfigError, match=message):
         Settings.load(overrides={name: value}, environ={})
@@ -78,13 +96,25 @@ def test_bad_environment_value_names_the_setting():
         Settings.load(environ={"CORRAL_NODE_ID": "one"})
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--set", "num.partitions=lots"], "corral: num.partitions: expected an integer, got 'lots'"),
-    (["--set", "num.partitions"], "corral: --set wants NAME=VALUE, got 'num.partitions'"),
-    (["--config", "/nonexistent/corral.toml"], "corral: [Errno 2] No such file or directory"),
-    (["--listen", "nowhere"], "corral: listeners: listener 'PLAINTEXT://nowhere' is not NAME://HOST:PORT"),
-    (["--set", "advertised.listeners=x:y"], "corral: advertised.listeners: listener 'x:y' is not NAME://HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--set", "num.partitions=lots"],
+            "corral: num.partitions: expected an integer, got 'lots'",
+        ),
+        (["--set", "num.partitions"], "corral: --set wants NAME=VALUE, got 'num.partitions'"),
+        (["--config", "/nonexistent/corral.toml"], "corral: [Errno 2] No such file or directory"),
+        (
+            ["--listen", "nowhere"],
+            "corral: listeners: listener 'PLAINTEXT://nowhere' is not NAME://HOST:PORT",
+        ),
+        (
+            ["--set", "advertised.listeners=x:y"],
+            "corral: advertised.listeners: listener 'x:y' is not NAME://HOST:PORT",
+        ),
+    ],
+)
 def test_cli_rejects_bad_settings_with_exit_code_2(capsys, tmp_path, argv, message):
     assert main(["serve", "--data-dir", str(tmp_path / "d"), *argv]) == 2
     err = capsys.readouterr().err
@@ -99,8 +129,13 @@ def test_cli_rejects_a_malformed_toml_file(capsys, tmp_path):
 
 
 def test_cli_exit_code_in_a_real_process(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "corral.cli", "serve", "--set", "num.partitions=-3"],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "corral.cli", "serve", "--set", "num.partitions=-3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "corral: num.partitions: -3 is outside [1, 100000]"
     assert not (tmp_path / "corral-data").exists()
@@ -108,10 +143,21 @@ def test_cli_exit_code_in_a_real_process(tmp_path):
 
 def start_broker(tmp_path, args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, int]:
     log_path = tmp_path / "serve.log"
-    cmd = [sys.executable, "-m", "corral.cli", "serve", "--listen", "127.0.0.1:0",
-           "--data-dir", str(tmp_path / "data"), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "corral.cli",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        str(tmp_path / "data"),
+        *args,
+    ]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}
+        )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and proc.poll() is None:
         if match := LISTENING.search(log_path.read_text()):
@@ -124,12 +170,20 @@ def start_broker(tmp_path, args: list[str], env: dict[str, str]) -> tuple[subpro
 def test_file_environment_and_flags_reach_the_running_broker(tmp_path):
     """The values a client reads back through DescribeConfigs are the loaded ones."""
     path = write(tmp_path, '"num.partitions" = 2\n"log.retention.ms" = 1234\n')
-    proc, port = start_broker(tmp_path, ["--config", path, "--set", "log.segment.bytes=1048576"],
-                              {"CORRAL_NUM_PARTITIONS": "3"})
+    proc, port = start_broker(
+        tmp_path,
+        ["--config", path, "--set", "log.segment.bytes=1048576"],
+        {"CORRAL_NUM_PARTITIONS": "3"},
+    )
     try:
         with RawClient(port) as client:
-            body = {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
-                    "include_synonyms": False, "include_documentation": False}
+            body = {
+                "resources": [
+                    {"resource_type": 4, "resource_name": "1", "configuration_keys": None}
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            }
             [result] = client.call(ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
             [topic] = client.call(ApiKey.METADATA, 12, {"topics": [{"name": "fresh"}]})["topics"]
     finally:
@@ -144,18 +198,34 @@ def test_file_environment_and_flags_reach_the_running_broker(tmp_path):
     assert len(topic["partitions"]) == 3
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"group.consumer.session.timeout.ms": 1000},
-     "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
-    ({"group.consumer.session.timeout.ms": 90000},
-     "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
-    ({"group.consumer.min.heartbeat.interval.ms": 20000},
-     "group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
-    ({"group.consumer.assignment.interval.ms": 20000},
-     "group.consumer.assignment.interval.ms must be less than or equal to group.consumer.max.assignment.interval.ms"),
-    ({"group.consumer.session.timeout.ms": 5000, "group.consumer.min.session.timeout.ms": 5000},
-     "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            {"group.consumer.session.timeout.ms": 1000},
+            "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms",
+        ),
+        (
+            {"group.consumer.session.timeout.ms": 90000},
+            "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms",
+        ),
+        (
+            {"group.consumer.min.heartbeat.interval.ms": 20000},
+            "group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            {"group.consumer.assignment.interval.ms": 20000},
+            "group.consumer.assignment.interval.ms must be less than or equal to group.consumer.max.assignment.interval.ms",
+        ),
+        (
+            {
+                "group.consumer.session.timeout.ms": 5000,
+                "group.consumer.min.session.timeout.ms": 5000,
+            },
+            "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
+        ),
+    ],
+)
 def test_consumer_group_settings_bounds(overrides, message):
     with pytest.raises(ConfigError, match=message):
         Settings.load(overrides=overrides, environ={})
@@ -167,20 +237,25 @@ def test_an_unknown_setting_is_a_warning_naming_it(caplog):
         s = Settings.load(overrides={"no.such.setting": "1", "num.partitions": "6"}, environ={})
     assert s["num.partitions"] == 6 and s.unknown == {"no.such.setting": "1"}
     assert [r.getMessage() for r in caplog.records] == [
-        "The configuration 'no.such.setting' was supplied but isn't a known config (ignored)"]
+        "The configuration 'no.such.setting' was supplied but isn't a known config (ignored)"
+    ]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("a=1\nb = 2\nc:3\nd 4\n", {"a": "1", "b": "2", "c": "3", "d": "4"}),
-    ("# comment\n! also\n   \n\tkey=value  \n", {"key": "value  "}),
-    ("long=first, \\\n    second\n", {"long": "first, second"}),
-    ("e==x\nf\\ g=h\\u0041\\t\\=\n", {"e": "=x", "f g": "hA\t="}),
-    ("only.key\nempty=\n", {"only.key": "", "empty": ""}),
-    ("odd=ends\\\\\nnext=1\n", {"odd": "ends\\", "next": "1"}),
-    ("last=cut\\", {"last": "cut"}),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("a=1\nb = 2\nc:3\nd 4\n", {"a": "1", "b": "2", "c": "3", "d": "4"}),
+        ("# comment\n! also\n   \n\tkey=value  \n", {"key": "value  "}),
+        ("long=first, \\\n    second\n", {"long": "first, second"}),
+        ("e==x\nf\\ g=h\\u0041\\t\\=\n", {"e": "=x", "f g": "hA\t="}),
+        ("only.key\nempty=\n", {"only.key": "", "empty": ""}),
+        ("odd=ends\\\\\nnext=1\n", {"odd": "ends\\", "next": "1"}),
+        ("last=cut\\", {"last": "cut"}),
+    ],
+)
 def test_java_properties_are_read_as_java_reads_them(text, expected):
     from corral.config import parse_properties
+
     assert parse_properties(text) == expected
 
 
@@ -200,16 +275,22 @@ def test_kafka_server_properties_load_with_warnings_for_what_corral_does_not_kno
 def test_retention_synonyms_take_kafkas_precedence():
     hours = Settings.load(overrides={"log.retention.hours": "2"}, environ={})
     assert hours["log.retention.ms"] == 7_200_000
-    minutes = Settings.load(overrides={"log.retention.hours": "2", "log.retention.minutes": "3"},
-                            environ={})
+    minutes = Settings.load(
+        overrides={"log.retention.hours": "2", "log.retention.minutes": "3"}, environ={}
+    )
     assert minutes["log.retention.ms"] == 180_000
-    ms = Settings.load(overrides={"log.retention.minutes": "3", "log.retention.ms": "5"}, environ={})
+    ms = Settings.load(
+        overrides={"log.retention.minutes": "3", "log.retention.ms": "5"}, environ={}
+    )
     assert ms["log.retention.ms"] == 5
-    assert Settings.load(overrides={"log.retention.hours": "-1"}, environ={})["log.retention.ms"] == -1
+    assert (
+        Settings.load(overrides={"log.retention.hours": "-1"}, environ={})["log.retention.ms"] == -1
+    )
 
 
 def test_dynamic_layers_win_over_static_and_refuse_static_settings():
     from corral.config import DynamicConfigRefused
+
     s = Settings.load(overrides={"log.retention.ms": "1000"}, environ={})
     changed: list[set[str]] = []
     s.on_change.append(changed.append)
@@ -218,13 +299,20 @@ def test_dynamic_layers_win_over_static_and_refuse_static_settings():
     s.apply_dynamic(True, s.check_dynamic(True, {"log.retention.ms": "3000"}))
     assert s["log.retention.ms"] == 3000
     assert [src for _, src in s.layers("log.retention.ms")] == [
-        ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-        ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG]
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        ConfigSource.STATIC_BROKER_CONFIG,
+        ConfigSource.DEFAULT_CONFIG,
+    ]
     s.apply_dynamic(True, s.check_dynamic(True, {}))
     assert s["log.retention.ms"] == 2000
-    with pytest.raises(DynamicConfigRefused, match=r"Cannot update these configs dynamically: \[num.partitions\]"):
+    with pytest.raises(
+        DynamicConfigRefused, match=r"Cannot update these configs dynamically: \[num.partitions\]"
+    ):
         s.check_dynamic(True, {"num.partitions": "3"})
-    with pytest.raises(ConfigError, match="must be less than or equal to group.consumer.max.assignment"):
+    with pytest.raises(
+        ConfigError, match="must be less than or equal to group.consumer.max.assignment"
+    ):
         s.check_dynamic(True, {"group.consumer.assignment.interval.ms": "20000"})
     with pytest.raises(ConfigError, match="Unknown broker config: nope"):
         s.check_dynamic(False, {"nope": "1"})

@@ -20,9 +20,9 @@ import time
 import uuid
 
 import pytest
-
 from consumer_harness import ConsumerDriver, EncodingLog, Topics, make_coordinator, request
 from test_consumer_scale import opcodes
+
 from corral.assignors import GroupSpec, MemberSpec, SubscriptionType, UniformAssignor
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
@@ -60,7 +60,9 @@ class Model:
         """The uniform assignor over everyone (how a group's first target is made)."""
         ids = frozenset(self.universe)
         specs = {m: MemberSpec(ids, self.targets.get(m, {})) for m in self.members}
-        result = UniformAssignor().assign(GroupSpec(specs, SubscriptionType.HOMOGENEOUS), self.universe)
+        result = UniformAssignor().assign(
+            GroupSpec(specs, SubscriptionType.HOMOGENEOUS), self.universe
+        )
         for m in self.members:
             self.set(m, {t: frozenset(ps) for t, ps in result[m].items() if ps})
 
@@ -99,8 +101,12 @@ class Model:
 def moved(before: dict, after: dict) -> int:
     """Partitions whose target changed owner (or got one)."""
     owner = {(t, p): m for m, target in before.items() for t, ps in target.items() for p in ps}
-    return sum(owner.get((t, p)) != m for m, target in after.items() for t, ps in target.items()
-               for p in ps)
+    return sum(
+        owner.get((t, p)) != m
+        for m, target in after.items()
+        for t, ps in target.items()
+        for p in ps
+    )
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -178,12 +184,27 @@ class Group:
             member_id = str(uuid.uuid4())
             self.epochs[member_id] = 2
             parts = {topic_id: (2 * i, 2 * i + 1)}
-            recs += [cr.MemberMetadata(gid, member_id, None, None, "client", "/127.0.0.1",
-                                       (self.topic,), "", 60000, None, None),
-                     cr.TargetMember(gid, member_id, parts),
-                     cr.CurrentAssignment(gid, member_id, 2, 1, 0, parts, {})]
-        recs += [cr.GroupEpoch(gid, 2, metadata_hash({self.topic}, self.c.topics)),
-                 cr.TargetEpoch(gid, 2, now)]
+            recs += [
+                cr.MemberMetadata(
+                    gid,
+                    member_id,
+                    None,
+                    None,
+                    "client",
+                    "/127.0.0.1",
+                    (self.topic,),
+                    "",
+                    60000,
+                    None,
+                    None,
+                ),
+                cr.TargetMember(gid, member_id, parts),
+                cr.CurrentAssignment(gid, member_id, 2, 1, 0, parts, {}),
+            ]
+        recs += [
+            cr.GroupEpoch(gid, 2, metadata_hash({self.topic}, self.c.topics)),
+            cr.TargetEpoch(gid, 2, now),
+        ]
         for record in recs:
             self.c.replay(record)
         self.c._arm_loaded_consumer_timers(self.group)
@@ -195,8 +216,11 @@ class Group:
 
     def join(self) -> str:
         member_id = str(uuid.uuid4())
-        answer = self.heartbeat(request(self.gid, member_id, 0, names=[self.topic], owned={},
-                                        rebalance_timeout_ms=60000))
+        answer = self.heartbeat(
+            request(
+                self.gid, member_id, 0, names=[self.topic], owned={}, rebalance_timeout_ms=60000
+            )
+        )
         self.epochs[member_id] = answer["member_epoch"]
         self.assert_target_now()
         return member_id
@@ -225,8 +249,10 @@ def test_a_join_and_a_leave_cost_what_moves_in_groups_of_1k_10k_50k():
     def join_and_leave(g):
         g.leave(g.join())
 
-    counts = {size: statistics.median(opcodes(lambda g=g: join_and_leave(g)) for _ in range(3))
-              for size, g in groups.items()}
+    counts = {
+        size: statistics.median(opcodes(lambda g=g: join_and_leave(g)) for _ in range(3))
+        for size, g in groups.items()
+    }
     gc.disable()
     try:
         best = {size: float("inf") for size in SIZES}
@@ -274,13 +300,15 @@ def test_members_joining_and_leaving_a_big_group_reconcile_to_incremental_target
     group = d.group
     assert group.state_name == "Stable"
     assert all(incremental), "a join waited for its target"
-    owned = sorted(p for m in group.members.values() for ps in m.current.assigned.values() for p in ps)
+    owned = sorted(
+        p for m in group.members.values() for ps in m.current.assigned.values() for p in ps
+    )
     assert owned == list(range(1000))
     targets = [e for e in events if e["event"] == "target_assignment"]
     ends = [i for i, e in enumerate(events) if e["event"] == "rebalance_end"]
     assert ends and len(targets) < group.assignment_epoch - 1
     last_end = events[ends[-1]]
-    described = [e for e in events[:ends[-1]] if e["event"] == "target_assignment"][-1]
+    described = [e for e in events[: ends[-1]] if e["event"] == "target_assignment"][-1]
     assert described["group_epoch"] == last_end["group_epoch"] == group.assignment_epoch
     assert len(described["assignment"]) == len(group.members)
 

@@ -15,7 +15,9 @@ from corral.topics import TopicError, TopicStore
 
 
 def state(store: TopicStore) -> dict:
-    return {name: (str(t.id), t.partitions, t.configs, t.internal) for name, t in store.by_name.items()}
+    return {
+        name: (str(t.id), t.partitions, t.configs, t.internal) for name, t in store.by_name.items()
+    }
 
 
 async def with_writer(store: TopicStore, work) -> None:
@@ -38,9 +40,13 @@ def test_changes_are_durable_and_reload_identically(tmp_path, monkeypatch):
     async def work():
         for round_ in range(4):
             # One batch of creations queued together: one writer pass.
-            pending = [store.create(f"t{round_}-{i}", 1 + i % 3, {"retention.ms": "1000"} if i % 2 else {})
-                       for i in range(40)]
-            assert all(store.get(f"t{round_}-{i}") is None for i in range(40)), "visible before durable"
+            pending = [
+                store.create(f"t{round_}-{i}", 1 + i % 3, {"retention.ms": "1000"} if i % 2 else {})
+                for i in range(40)
+            ]
+            assert all(store.get(f"t{round_}-{i}") is None for i in range(40)), (
+                "visible before durable"
+            )
             with pytest.raises(TopicError) as taken:
                 store.check_new(f"t{round_}-0", 1, 1, {})
             assert taken.value.code == ErrorCode.TOPIC_ALREADY_EXISTS

@@ -113,23 +113,43 @@ pub struct Summary {
 /// summarises them. Err carries (Kafka error code, message).
 pub fn validate(data: &[u8], max_batch_bytes: usize) -> Result<Summary, (i16, String)> {
     let mut pos = 0;
-    let mut summary = Summary { batches: 0, producer_id: -1, producer_epoch: -1, base_sequence: -1, offset_count: 0 };
+    let mut summary = Summary {
+        batches: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+        offset_count: 0,
+    };
     if data.is_empty() {
         return Err((INVALID_RECORD, "empty record set".into()));
     }
     while pos < data.len() {
         let rest = &data[pos..];
         if rest.len() > 16 && rest[16] as i8 != 2 {
-            return Err((UNSUPPORTED_FOR_MESSAGE_FORMAT, format!("record batch magic {} is not 2", rest[16] as i8)));
+            return Err((
+                UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                format!("record batch magic {} is not 2", rest[16] as i8),
+            ));
         }
-        let header = Header::parse(rest).ok_or((CORRUPT_MESSAGE, "truncated record batch header".to_string()))?;
+        let header = Header::parse(rest)
+            .ok_or((CORRUPT_MESSAGE, "truncated record batch header".to_string()))?;
         if header.size > rest.len() {
-            return Err((CORRUPT_MESSAGE, format!("record batch of {} bytes is cut at {}", header.size, rest.len())));
+            return Err((
+                CORRUPT_MESSAGE,
+                format!(
+                    "record batch of {} bytes is cut at {}",
+                    header.size,
+                    rest.len()
+                ),
+            ));
         }
         if header.size > max_batch_bytes {
             return Err((
                 MESSAGE_TOO_LARGE,
-                format!("The record batch is {} bytes, larger than max.message.bytes {}", header.size, max_batch_bytes),
+                format!(
+                    "The record batch is {} bytes, larger than max.message.bytes {}",
+                    header.size, max_batch_bytes
+                ),
             ));
         }
         let batch = &rest[..header.size];
@@ -139,10 +159,16 @@ pub fn validate(data: &[u8], max_batch_bytes: usize) -> Result<Summary, (i16, St
         // Clients write dense batches (offset deltas 0..count-1); anything else would make the
         // log skip offsets.
         if header.records_count <= 0 || header.last_offset_delta != header.records_count - 1 {
-            return Err((INVALID_RECORD, "record count and last offset delta disagree".into()));
+            return Err((
+                INVALID_RECORD,
+                "record count and last offset delta disagree".into(),
+            ));
         }
         if header.attributes & ATTR_CONTROL != 0 {
-            return Err((INVALID_RECORD, "Clients are not allowed to write control records".into()));
+            return Err((
+                INVALID_RECORD,
+                "Clients are not allowed to write control records".into(),
+            ));
         }
         if summary.batches == 0 {
             summary.producer_id = header.producer_id;
@@ -160,7 +186,11 @@ pub fn validate(data: &[u8], max_batch_bytes: usize) -> Result<Summary, (i16, St
 /// sets the leader epoch to 0 and, when `log_append_time` is given, the LogAppendTime type and
 /// timestamp (recomputing the CRC, which covers them). Returns the offset after the last batch
 /// and the largest max_timestamp seen with the offset of its batch.
-pub fn assign_offsets(data: &mut [u8], mut next_offset: i64, log_append_time: Option<i64>) -> (i64, Vec<(usize, Header)>) {
+pub fn assign_offsets(
+    data: &mut [u8],
+    mut next_offset: i64,
+    log_append_time: Option<i64>,
+) -> (i64, Vec<(usize, Header)>) {
     let mut pos = 0;
     let mut headers = Vec::new();
     while pos + HEADER_LEN <= data.len() {
@@ -294,14 +324,25 @@ pub fn records(batch: &[u8]) -> Option<Vec<Record>> {
     };
     for _ in 0..header.records_count {
         let len = get_varint(&batch[..end], &mut pos)?;
-        let rec_end = pos.checked_add(usize::try_from(len).ok()?).filter(|&e| e <= end)?;
+        let rec_end = pos
+            .checked_add(usize::try_from(len).ok()?)
+            .filter(|&e| e <= end)?;
         pos += 1; // attributes
         let ts_delta = get_varint(&batch[..rec_end], &mut pos)?;
         let offset_delta = get_varint(&batch[..rec_end], &mut pos)?;
         let key = take(&mut pos)?;
         let value = take(&mut pos)?;
-        let timestamp = if header.log_append_time() { header.max_timestamp } else { header.base_timestamp + ts_delta };
-        out.push(Record { offset: header.base_offset + offset_delta, timestamp, key, value });
+        let timestamp = if header.log_append_time() {
+            header.max_timestamp
+        } else {
+            header.base_timestamp + ts_delta
+        };
+        out.push(Record {
+            offset: header.base_offset + offset_delta,
+            timestamp,
+            key,
+            value,
+        });
         pos = rec_end;
     }
     Some(out)
@@ -315,12 +356,19 @@ pub fn find_timestamp(batch: &[u8], target: Option<i64>, min_offset: i64) -> Opt
     let header = Header::parse(batch)?;
     let wanted = target.unwrap_or(header.max_timestamp);
     if header.compressed() {
-        return (header.last_offset() >= min_offset).then(|| (header.max_timestamp, header.base_offset.max(min_offset)));
+        return (header.last_offset() >= min_offset)
+            .then(|| (header.max_timestamp, header.base_offset.max(min_offset)));
     }
     let recs = records(batch)?;
     recs.iter()
         .filter(|r| r.offset >= min_offset)
-        .find(|r| if target.is_some() { r.timestamp >= wanted } else { r.timestamp == wanted })
+        .find(|r| {
+            if target.is_some() {
+                r.timestamp >= wanted
+            } else {
+                r.timestamp == wanted
+            }
+        })
         .map(|r| (r.timestamp, r.offset))
 }
 
@@ -329,7 +377,9 @@ mod tests {
     use super::*;
 
     fn recs(n: usize) -> Vec<KeyValue> {
-        (0..n).map(|i| (Some(format!("k{i}").into_bytes()), Some(vec![i as u8; 10]))).collect()
+        (0..n)
+            .map(|i| (Some(format!("k{i}").into_bytes()), Some(vec![i as u8; 10])))
+            .collect()
     }
 
     #[test]
@@ -366,7 +416,11 @@ mod tests {
     fn sparse_offsets_and_control_batches_are_invalid() {
         let gap = with_header_field(build(&recs(2), 5, NO_PRODUCER), 23, &5i32.to_be_bytes());
         assert_eq!(validate(&gap, 1 << 20).unwrap_err().0, INVALID_RECORD);
-        let control = with_header_field(build(&recs(1), 5, NO_PRODUCER), 21, &ATTR_CONTROL.to_be_bytes());
+        let control = with_header_field(
+            build(&recs(1), 5, NO_PRODUCER),
+            21,
+            &ATTR_CONTROL.to_be_bytes(),
+        );
         assert_eq!(validate(&control, 1 << 20).unwrap_err().0, INVALID_RECORD);
     }
 
@@ -386,7 +440,19 @@ mod tests {
 
     #[test]
     fn varints_round_trip() {
-        for v in [0i64, 1, -1, 63, -64, 64, 300, -300, i32::MAX as i64, i64::MIN, i64::MAX] {
+        for v in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            300,
+            -300,
+            i32::MAX as i64,
+            i64::MIN,
+            i64::MAX,
+        ] {
             let mut out = Vec::new();
             put_varint(&mut out, v);
             let mut pos = 0;

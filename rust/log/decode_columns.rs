@@ -40,7 +40,10 @@ pub enum Stop {
 
 /// Walks the whole, valid batches of the segment at `path`, as its size was when opened, calling
 /// `each(batch bytes, header)`. Err on I/O errors, on a compressed batch, or what `each` returns.
-fn walk(path: &str, mut each: impl FnMut(&[u8], &Header) -> Result<(), String>) -> io::Result<Result<Stop, String>> {
+fn walk(
+    path: &str,
+    mut each: impl FnMut(&[u8], &Header) -> Result<(), String>,
+) -> io::Result<Result<Stop, String>> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
     let mut reader = BufReader::with_capacity(READ_BUFFER, file.take(size));
@@ -115,8 +118,10 @@ impl Columns {
     fn push(&mut self, commit: &Commit, seq: i64) -> Result<(), String> {
         push_string(&mut self.group_data, &mut self.group_offsets, commit.group)?;
         push_string(&mut self.topic_data, &mut self.topic_offsets, commit.topic)?;
-        self.partition.extend_from_slice(&commit.partition.to_le_bytes());
-        self.time_ms.extend_from_slice(&commit.time_ms.to_le_bytes());
+        self.partition
+            .extend_from_slice(&commit.partition.to_le_bytes());
+        self.time_ms
+            .extend_from_slice(&commit.time_ms.to_le_bytes());
         self.offset.extend_from_slice(&commit.offset.to_le_bytes());
         self.seq.extend_from_slice(&seq.to_le_bytes());
         self.rows += 1;
@@ -127,7 +132,8 @@ impl Columns {
 fn push_string(data: &mut Vec<u8>, offsets: &mut Vec<u8>, text: &[u8]) -> Result<(), String> {
     std::str::from_utf8(text).map_err(|_| "a group or topic name is not utf-8".to_string())?;
     data.extend_from_slice(text);
-    let end = i32::try_from(data.len()).map_err(|_| "more than 2 GiB of names in one segment".to_string())?;
+    let end = i32::try_from(data.len())
+        .map_err(|_| "more than 2 GiB of names in one segment".to_string())?;
     offsets.extend_from_slice(&end.to_le_bytes());
     Ok(())
 }
@@ -166,7 +172,11 @@ impl<'a> Cursor<'a> {
     /// A non-flexible string (int16 length; null as empty).
     fn string(&mut self) -> Option<&'a [u8]> {
         let n = self.i16()?;
-        if n < 0 { Some(&[]) } else { self.take(n as usize) }
+        if n < 0 {
+            Some(&[])
+        } else {
+            self.take(n as usize)
+        }
     }
     fn uvarint(&mut self) -> Option<u64> {
         let mut v = 0u64;
@@ -198,7 +208,11 @@ pub fn commit<'a>(key: &'a [u8], value: Option<&'a [u8]>) -> Result<Option<Commi
         return Ok(None);
     }
     let bad_key = || "malformed OffsetCommitKey".to_string();
-    let (group, topic, partition) = (k.string().ok_or_else(bad_key)?, k.string().ok_or_else(bad_key)?, k.i32().ok_or_else(bad_key)?);
+    let (group, topic, partition) = (
+        k.string().ok_or_else(bad_key)?,
+        k.string().ok_or_else(bad_key)?,
+        k.i32().ok_or_else(bad_key)?,
+    );
     let mut v = Cursor { b: value, pos: 0 };
     let mut fields = || -> Option<(i64, i64)> {
         let version = v.i16()?;
@@ -213,18 +227,35 @@ pub fn commit<'a>(key: &'a [u8], value: Option<&'a [u8]>) -> Result<Option<Commi
         };
         Some((offset, v.i64()?))
     };
-    let (offset, time_ms) = fields().ok_or("malformed OffsetCommitValue (or a version newer than 4)")?;
-    Ok(Some(Commit { group, topic, partition, time_ms, offset }))
+    let (offset, time_ms) =
+        fields().ok_or("malformed OffsetCommitValue (or a version newer than 4)")?;
+    Ok(Some(Commit {
+        group,
+        topic,
+        partition,
+        time_ms,
+        offset,
+    }))
 }
 
 /// Appends the commits of one whole uncompressed batch whose commit time is in [from, to).
-fn batch_commits(batch: &[u8], header: &Header, from_ms: i64, to_ms: i64, out: &mut Columns) -> Result<(), String> {
+fn batch_commits(
+    batch: &[u8],
+    header: &Header,
+    from_ms: i64,
+    to_ms: i64,
+    out: &mut Columns,
+) -> Result<(), String> {
     let end = header.size;
     let mut pos = HEADER_LEN;
     let malformed = || "malformed record".to_string();
     for _ in 0..header.records_count {
         let len = batch::get_varint(&batch[..end], &mut pos).ok_or_else(malformed)?;
-        let rec_end = usize::try_from(len).ok().and_then(|l| pos.checked_add(l)).filter(|&e| e <= end).ok_or_else(malformed)?;
+        let rec_end = usize::try_from(len)
+            .ok()
+            .and_then(|l| pos.checked_add(l))
+            .filter(|&e| e <= end)
+            .ok_or_else(malformed)?;
         let rec = &batch[..rec_end];
         pos += 1; // attributes
         batch::get_varint(rec, &mut pos).ok_or_else(malformed)?; // timestamp delta
@@ -256,7 +287,11 @@ fn bytes_field<'a>(rec: &'a [u8], pos: &mut usize) -> Option<Option<&'a [u8]>> {
 /// The commits of one `__consumer_offsets` segment file with from_ms <= commit time < to_ms, and
 /// where reading stopped. Batches whose max timestamp is before `from_ms` are not decoded
 /// (corral stamps a commit's batch with its commit time).
-pub fn offset_commits(path: &str, from_ms: i64, to_ms: i64) -> io::Result<Result<(Columns, Stop), String>> {
+pub fn offset_commits(
+    path: &str,
+    from_ms: i64,
+    to_ms: i64,
+) -> io::Result<Result<(Columns, Stop), String>> {
     let mut out = Columns::new();
     let stop = walk(path, |b, h| {
         if h.max_timestamp < from_ms {
@@ -283,12 +318,33 @@ type OffsetColumns<'py> = (usize, Vec<Bound<'py, PyBytes>>, Option<u64>, &'stati
 /// ValueError names the file for a compressed or undecodable batch; OSError if it cannot be read.
 #[pyfunction]
 #[pyo3(signature = (path, from_ms=None, to_ms=None))]
-pub fn decode_offset_commits<'py>(py: Python<'py>, path: &str, from_ms: Option<i64>, to_ms: Option<i64>) -> PyResult<OffsetColumns<'py>> {
+pub fn decode_offset_commits<'py>(
+    py: Python<'py>,
+    path: &str,
+    from_ms: Option<i64>,
+    to_ms: Option<i64>,
+) -> PyResult<OffsetColumns<'py>> {
     let (from_ms, to_ms) = (from_ms.unwrap_or(i64::MIN), to_ms.unwrap_or(i64::MAX));
-    let (c, stop) = py.detach(|| offset_commits(path, from_ms, to_ms))?.map_err(PyValueError::new_err)?;
-    let buffers = [c.group_offsets, c.group_data, c.topic_offsets, c.topic_data, c.partition, c.time_ms, c.offset, c.seq];
+    let (c, stop) = py
+        .detach(|| offset_commits(path, from_ms, to_ms))?
+        .map_err(PyValueError::new_err)?;
+    let buffers = [
+        c.group_offsets,
+        c.group_data,
+        c.topic_offsets,
+        c.topic_data,
+        c.partition,
+        c.time_ms,
+        c.offset,
+        c.seq,
+    ];
     let (at, why) = stopped_at(stop);
-    Ok((c.rows, buffers.iter().map(|b| PyBytes::new(py, b)).collect(), at, why))
+    Ok((
+        c.rows,
+        buffers.iter().map(|b| PyBytes::new(py, b)).collect(),
+        at,
+        why,
+    ))
 }
 
 /// (offset, timestamp ms, key, value) of each record.
@@ -306,21 +362,29 @@ pub struct LogEndLines {
     pub timestamps: Vec<u8>,
 }
 
+/// An analytics segment's records: its `log_end` lines and every other record.
+type AnalyticsRecords = (LogEndLines, Vec<RecordTuple>);
+
 /// One `__corral_analytics` segment: its `log_end` records as lines of JSON (most of the topic:
 /// one per changed partition per sample interval, parsed in bulk by pyarrow rather than one by
 /// one), every other record as a (offset, timestamp, key, value) tuple, in log order, and where
 /// reading stopped (as above).
-pub fn analytics_records(path: &str) -> io::Result<Result<((LogEndLines, Vec<RecordTuple>), Stop), String>> {
+pub fn analytics_records(path: &str) -> io::Result<Result<(AnalyticsRecords, Stop), String>> {
     let mut samples = LogEndLines::default();
     let mut others = Vec::new();
     let stop = walk(path, |b, _| {
         for r in batch::records(b).ok_or("malformed record")? {
             match (&r.key, &r.value) {
-                (Some(k), Some(v)) if k.as_slice() == LOG_END_KEY && !v.iter().any(|&c| c == b'\n' || c == b'\r') => {
+                (Some(k), Some(v))
+                    if k.as_slice() == LOG_END_KEY
+                        && !v.iter().any(|&c| c == b'\n' || c == b'\r') =>
+                {
                     samples.lines.extend_from_slice(v);
                     samples.lines.push(b'\n');
                     samples.offsets.extend_from_slice(&r.offset.to_le_bytes());
-                    samples.timestamps.extend_from_slice(&r.timestamp.to_le_bytes());
+                    samples
+                        .timestamps
+                        .extend_from_slice(&r.timestamp.to_le_bytes());
                     samples.rows += 1;
                 }
                 _ => others.push((r.offset, r.timestamp, r.key, r.value)),
@@ -333,15 +397,29 @@ pub fn analytics_records(path: &str) -> io::Result<Result<((LogEndLines, Vec<Rec
 
 /// (log_end rows, [lines, offsets, timestamps] as bytes, the other records, byte where reading
 /// stopped or None, "torn"/"invalid"/"").
-type AnalyticsColumns<'py> = (usize, Vec<Bound<'py, PyBytes>>, Vec<RecordTuple>, Option<u64>, &'static str);
+type AnalyticsColumns<'py> = (
+    usize,
+    Vec<Bound<'py, PyBytes>>,
+    Vec<RecordTuple>,
+    Option<u64>,
+    &'static str,
+);
 
 /// `analytics_records` for Python: ValueError names the file for a compressed or undecodable
 /// batch; OSError if it cannot be read.
 #[pyfunction]
-pub fn decode_analytics_records<'py>(py: Python<'py>, path: &str) -> PyResult<AnalyticsColumns<'py>> {
-    let ((s, others), stop) = py.detach(|| analytics_records(path))?.map_err(PyValueError::new_err)?;
+pub fn decode_analytics_records<'py>(
+    py: Python<'py>,
+    path: &str,
+) -> PyResult<AnalyticsColumns<'py>> {
+    let ((s, others), stop) = py
+        .detach(|| analytics_records(path))?
+        .map_err(PyValueError::new_err)?;
     let (at, why) = stopped_at(stop);
-    let buffers = [s.lines, s.offsets, s.timestamps].iter().map(|b| PyBytes::new(py, b)).collect();
+    let buffers = [s.lines, s.offsets, s.timestamps]
+        .iter()
+        .map(|b| PyBytes::new(py, b))
+        .collect();
     Ok((s.rows, buffers, others, at, why))
 }
 
@@ -353,7 +431,10 @@ mod tests {
     use std::io::Write;
 
     fn commit_record(group: &str, topic: &str, partition: i32, offset: i64, ms: i64) -> KeyValue {
-        (Some(offset_key(group, topic, partition).unwrap()), Some(offset_value(offset, 5, "meta", ms, -1).unwrap()))
+        (
+            Some(offset_key(group, topic, partition).unwrap()),
+            Some(offset_value(offset, 5, "meta", ms, -1).unwrap()),
+        )
     }
 
     /// A batch placed at `base` (the store's offset assignment, CRC recomputed).
@@ -364,18 +445,29 @@ mod tests {
     }
 
     fn write(name: &str, bytes: &[u8]) -> String {
-        let path = std::env::temp_dir().join(format!("corral-decode-{name}-{}.log", std::process::id()));
-        std::fs::File::create(&path).unwrap().write_all(bytes).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("corral-decode-{name}-{}.log", std::process::id()));
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
         path.to_string_lossy().into_owned()
     }
 
     fn i64s(b: &[u8]) -> Vec<i64> {
-        b.chunks(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
+        b.chunks(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
     }
 
     fn strings(offsets: &[u8], data: &[u8]) -> Vec<String> {
-        let ends: Vec<usize> = offsets.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as usize).collect();
-        ends.windows(2).map(|w| String::from_utf8(data[w[0]..w[1]].to_vec()).unwrap()).collect()
+        let ends: Vec<usize> = offsets
+            .chunks(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as usize)
+            .collect();
+        ends.windows(2)
+            .map(|w| String::from_utf8(data[w[0]..w[1]].to_vec()).unwrap())
+            .collect()
     }
 
     /// A v0 key with a v1 value (Kafka's oldest layout), a v4 value (flexible), a tombstone and
@@ -392,7 +484,10 @@ mod tests {
         let group_key = [&2i16.to_be_bytes()[..], &2i16.to_be_bytes(), b"gx"].concat();
         placed(
             &[
-                (Some(key0), Some(offset_value(11, -1, "", 800, 5000).unwrap())),
+                (
+                    Some(key0),
+                    Some(offset_value(11, -1, "", 800, 5000).unwrap()),
+                ),
                 (Some(offset_key("g1", "topic-b", 0).unwrap()), Some(v4)),
                 (Some(offset_key("g1", "topic-b", 1).unwrap()), None),
                 (Some(group_key), Some(vec![0, 3, 0, 0])),
@@ -404,15 +499,32 @@ mod tests {
 
     #[test]
     fn decodes_commits_into_arrow_columns() {
-        let mut seg = placed(&[commit_record("grp", "t", 2, 100, 500), commit_record("grp", "u", 0, 7, 500)], 500, 0);
+        let mut seg = placed(
+            &[
+                commit_record("grp", "t", 2, 100, 500),
+                commit_record("grp", "u", 0, 7, 500),
+            ],
+            500,
+            0,
+        );
         seg.extend(mixed_batch(2));
         let path = write("columns", &seg);
         let (c, stop) = offset_commits(&path, i64::MIN, i64::MAX).unwrap().unwrap();
         assert_eq!(stop, Stop::End);
         assert_eq!(c.rows, 4);
-        assert_eq!(strings(&c.group_offsets, &c.group_data), ["grp", "grp", "g0", "g1"]);
-        assert_eq!(strings(&c.topic_offsets, &c.topic_data), ["t", "u", "t0", "topic-b"]);
-        let parts: Vec<i32> = c.partition.chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(
+            strings(&c.group_offsets, &c.group_data),
+            ["grp", "grp", "g0", "g1"]
+        );
+        assert_eq!(
+            strings(&c.topic_offsets, &c.topic_data),
+            ["t", "u", "t0", "topic-b"]
+        );
+        let parts: Vec<i32> = c
+            .partition
+            .chunks(4)
+            .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
         assert_eq!(parts, [2, 0, 7, 0]);
         assert_eq!(i64s(&c.offset), [100, 7, 11, 42]);
         assert_eq!(i64s(&c.time_ms), [500, 500, 800, 900]);
@@ -429,7 +541,11 @@ mod tests {
         for cut in [1, HEADER_LEN - 1, HEADER_LEN + 3, second.len() - 1] {
             let path = write("torn", &[&first[..], &second[..cut]].concat());
             let (c, stop) = offset_commits(&path, i64::MIN, i64::MAX).unwrap().unwrap();
-            assert_eq!((c.rows, stop), (1, Stop::Torn(first.len() as u64)), "cut at {cut}");
+            assert_eq!(
+                (c.rows, stop),
+                (1, Stop::Torn(first.len() as u64)),
+                "cut at {cut}"
+            );
         }
         let mut bad = second.clone();
         *bad.last_mut().unwrap() ^= 1;
@@ -437,7 +553,13 @@ mod tests {
         let (c, stop) = offset_commits(&path, i64::MIN, i64::MAX).unwrap().unwrap();
         assert_eq!((c.rows, stop), (1, Stop::Invalid(first.len() as u64)));
         let path = write("zeros", &[&first[..], &[0u8; 100][..]].concat());
-        assert_eq!(offset_commits(&path, i64::MIN, i64::MAX).unwrap().unwrap().1, Stop::Invalid(first.len() as u64));
+        assert_eq!(
+            offset_commits(&path, i64::MIN, i64::MAX)
+                .unwrap()
+                .unwrap()
+                .1,
+            Stop::Invalid(first.len() as u64)
+        );
     }
 
     #[test]
@@ -447,7 +569,9 @@ mod tests {
         let crc = crc32c::crc32c(&b[21..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         let path = write("gzip", &b);
-        let err = offset_commits(&path, i64::MIN, i64::MAX).unwrap().unwrap_err();
+        let err = offset_commits(&path, i64::MIN, i64::MAX)
+            .unwrap()
+            .unwrap_err();
         assert!(err.contains(&path) && err.contains("compressed"), "{err}");
     }
 
@@ -455,26 +579,50 @@ mod tests {
     fn log_end_samples_become_lines_and_the_rest_tuples() {
         let kv = |k: &[u8], v: &[u8]| (Some(k.to_vec()), Some(v.to_vec()));
         let records = [
-            kv(b"log_end", br#"{"v":1,"topic":"t","partition":0,"log_end_offset":5}"#),
+            kv(
+                b"log_end",
+                br#"{"v":1,"topic":"t","partition":0,"log_end_offset":5}"#,
+            ),
             kv(b"group_event", br#"{"v":1,"event":"member_joined"}"#),
             kv(b"log_end", b"{\"v\":1,\n\"topic\":\"u\"}"), // a line break: left to Python
-            kv(b"log_end", br#"{"v":1,"topic":"t","partition":1,"log_end_offset":9}"#),
+            kv(
+                b"log_end",
+                br#"{"v":1,"topic":"t","partition":1,"log_end_offset":9}"#,
+            ),
         ];
         let path = write("analytics", &placed(&records, 70, 10));
         let ((s, others), stop) = analytics_records(&path).unwrap().unwrap();
         assert_eq!((s.rows, stop), (2, Stop::End));
         let text = String::from_utf8(s.lines).unwrap();
-        assert_eq!(text.lines().collect::<Vec<_>>(), [
-            r#"{"v":1,"topic":"t","partition":0,"log_end_offset":5}"#,
-            r#"{"v":1,"topic":"t","partition":1,"log_end_offset":9}"#,
-        ]);
-        assert_eq!((i64s(&s.offsets), i64s(&s.timestamps)), (vec![10, 13], vec![70, 70]));
-        let others: Vec<(i64, Vec<u8>)> = others.into_iter().map(|(o, _, k, _)| (o, k.unwrap())).collect();
-        assert_eq!(others, [(11, b"group_event".to_vec()), (12, b"log_end".to_vec())]);
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            [
+                r#"{"v":1,"topic":"t","partition":0,"log_end_offset":5}"#,
+                r#"{"v":1,"topic":"t","partition":1,"log_end_offset":9}"#,
+            ]
+        );
+        assert_eq!(
+            (i64s(&s.offsets), i64s(&s.timestamps)),
+            (vec![10, 13], vec![70, 70])
+        );
+        let others: Vec<(i64, Vec<u8>)> = others
+            .into_iter()
+            .map(|(o, _, k, _)| (o, k.unwrap()))
+            .collect();
+        assert_eq!(
+            others,
+            [(11, b"group_event".to_vec()), (12, b"log_end".to_vec())]
+        );
     }
 
     #[test]
     fn missing_file_is_an_io_error() {
-        assert_eq!(offset_commits("/nonexistent/0.log", 0, 1).map(|_| ()).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(
+            offset_commits("/nonexistent/0.log", 0, 1)
+                .map(|_| ())
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::NotFound
+        );
     }
 }

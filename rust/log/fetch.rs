@@ -3,7 +3,9 @@
 //! most of a consumer's traffic. Python decides what to read and whether to wait (long-poll).
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::fetch_response::{FetchResponse, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    FetchResponse, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -42,17 +44,28 @@ pub fn fetch(
     for (name, partitions) in topics {
         let mut out = Vec::with_capacity(partitions.len());
         for &(index, error, offset, partition_max) in partitions {
-            let mut data = PartitionData::default().with_partition_index(index).with_records(Some(Bytes::new()));
-            let shared = if error == 0 { lookup(name, index) } else { None };
+            let mut data = PartitionData::default()
+                .with_partition_index(index)
+                .with_records(Some(Bytes::new()));
+            let shared = if error == 0 {
+                lookup(name, index)
+            } else {
+                None
+            };
             let Some(shared) = shared else {
                 any_error = true;
-                out.push(data.with_error_code(if error == 0 { UNKNOWN_TOPIC_OR_PARTITION } else { error }));
+                out.push(data.with_error_code(if error == 0 {
+                    UNKNOWN_TOPIC_OR_PARTITION
+                } else {
+                    error
+                }));
                 continue;
             };
             let limit = (partition_max.max(0) as usize).min(budget);
             let read = {
                 let p = super::lock(&shared);
-                p.read(offset, limit, record_bytes == 0).map(|read| (read, p.next_offset(), p.log_start_offset()))
+                p.read(offset, limit, record_bytes == 0)
+                    .map(|read| (read, p.next_offset(), p.log_start_offset()))
             };
             // A file that cannot be read (I/O error, out of descriptors) fails this partition only.
             let Ok((read, hw, log_start)) = read else {
@@ -65,7 +78,11 @@ pub fn fetch(
                 // createLogReadResult), the offsets are -1 too.
                 None => {
                     any_error = true;
-                    data = data.with_error_code(OFFSET_OUT_OF_RANGE).with_high_watermark(-1).with_last_stable_offset(-1).with_log_start_offset(-1);
+                    data = data
+                        .with_error_code(OFFSET_OUT_OF_RANGE)
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1);
                 }
                 Some(bytes) => {
                     data = data.with_high_watermark(hw).with_last_stable_offset(hw);
@@ -79,12 +96,24 @@ pub fn fetch(
             }
             out.push(data);
         }
-        responses.push(FetchableTopicResponse::default().with_topic(TopicName(StrBytes::from_string(name.clone()))).with_partitions(out));
+        responses.push(
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_string(name.clone())))
+                .with_partitions(out),
+        );
     }
     let response = FetchResponse::default().with_responses(responses);
     let mut frame = BytesMut::with_capacity(record_bytes + 256);
-    crate::header::begin_response(&mut frame, correlation_id, crate::apis::response_header_version(FETCH, version));
+    crate::header::begin_response(
+        &mut frame,
+        correlation_id,
+        crate::apis::response_header_version(FETCH, version),
+    );
     response.encode(&mut frame, version)?;
     crate::header::finish_frame(&mut frame);
-    Ok(Encoded { frame, record_bytes, any_error })
+    Ok(Encoded {
+        frame,
+        record_bytes,
+        any_error,
+    })
 }

@@ -28,7 +28,10 @@ pub struct FileCache {
 impl FileCache {
     pub fn new(capacity: usize) -> Arc<FileCache> {
         let capacity = NonZeroUsize::new(capacity.max(1)).unwrap();
-        Arc::new(FileCache { files: Mutex::new(LruCache::new(capacity)), next_id: AtomicU64::new(1) })
+        Arc::new(FileCache {
+            files: Mutex::new(LruCache::new(capacity)),
+            next_id: AtomicU64::new(1),
+        })
     }
 
     /// A new key for a segment file (keys are never reused).
@@ -51,7 +54,10 @@ impl FileCache {
                 Ok(file) => break file,
                 // Out of descriptors (sockets, or a limit lowered since the capacity was set):
                 // close some of ours and try again.
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) && attempts < 3 => {
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+                        && attempts < 3 =>
+                {
                     attempts += 1;
                     let evicted: Vec<_> = {
                         let mut files = self.lock();

@@ -29,9 +29,19 @@ pub struct SparseIndex {
 
 impl SparseIndex {
     /// Records that a batch of `size` bytes was written at `position`; indexes it if due.
-    pub fn on_batch(&mut self, rel_offset: u32, position: u64, size: u64, max_timestamp_so_far: i64) {
+    pub fn on_batch(
+        &mut self,
+        rel_offset: u32,
+        position: u64,
+        size: u64,
+        max_timestamp_so_far: i64,
+    ) {
         if self.entries.is_empty() || self.bytes_since_last >= INTERVAL_BYTES {
-            self.entries.push(Entry { rel_offset, position: position as u32, max_timestamp: max_timestamp_so_far });
+            self.entries.push(Entry {
+                rel_offset,
+                position: position as u32,
+                max_timestamp: max_timestamp_so_far,
+            });
             self.bytes_since_last = 0;
         }
         self.bytes_since_last += size;
@@ -40,26 +50,39 @@ impl SparseIndex {
     /// Adds an entry for the last batch so the final entry carries the segment's max timestamp.
     pub fn seal(&mut self, rel_offset: u32, position: u64, max_timestamp: i64) {
         match self.entries.last() {
-            Some(last) if last.position as u64 >= position && last.max_timestamp == max_timestamp => {}
+            Some(last)
+                if last.position as u64 >= position && last.max_timestamp == max_timestamp => {}
             Some(last) if last.position as u64 >= position => {
                 let i = self.entries.len() - 1;
                 self.entries[i].max_timestamp = max_timestamp;
             }
-            _ => self.entries.push(Entry { rel_offset, position: position as u32, max_timestamp }),
+            _ => self.entries.push(Entry {
+                rel_offset,
+                position: position as u32,
+                max_timestamp,
+            }),
         }
     }
 
     /// Position from which to scan for the batch holding relative offset `rel`.
     pub fn position_for_offset(&self, rel: u32) -> u64 {
         let i = self.entries.partition_point(|e| e.rel_offset <= rel);
-        if i == 0 { 0 } else { self.entries[i - 1].position as u64 }
+        if i == 0 {
+            0
+        } else {
+            self.entries[i - 1].position as u64
+        }
     }
 
     /// Position from which to scan for the first batch whose max timestamp is >= `ts`: every
     /// batch up to the entry before the first entry reaching `ts` is older.
     pub fn position_for_timestamp(&self, ts: i64) -> u64 {
         let i = self.entries.partition_point(|e| e.max_timestamp < ts);
-        if i == 0 { 0 } else { self.entries[i - 1].position as u64 }
+        if i == 0 {
+            0
+        } else {
+            self.entries[i - 1].position as u64
+        }
     }
 
     /// Forgets entries at or after `position` (a truncated tail).
@@ -91,7 +114,8 @@ impl SparseIndex {
     pub fn read(offset_path: &Path, time_path: &Path, log_size: u64) -> Option<SparseIndex> {
         let offsets = fs::read(offset_path).ok()?;
         let times = fs::read(time_path).ok()?;
-        if offsets.len() % 8 != 0 || times.len() % 12 != 0 || offsets.len() / 8 != times.len() / 12 {
+        if offsets.len() % 8 != 0 || times.len() % 12 != 0 || offsets.len() / 8 != times.len() / 12
+        {
             return None;
         }
         let mut entries = Vec::with_capacity(offsets.len() / 8);
@@ -104,19 +128,29 @@ impl SparseIndex {
             }
             if let Some(prev) = entries.last() {
                 let prev: &Entry = prev;
-                if position <= prev.position || rel_offset < prev.rel_offset || max_timestamp < prev.max_timestamp {
+                if position <= prev.position
+                    || rel_offset < prev.rel_offset
+                    || max_timestamp < prev.max_timestamp
+                {
                     return None;
                 }
             }
             if position as u64 >= log_size {
                 return None;
             }
-            entries.push(Entry { rel_offset, position, max_timestamp });
+            entries.push(Entry {
+                rel_offset,
+                position,
+                max_timestamp,
+            });
         }
         if log_size > 0 && entries.is_empty() {
             return None;
         }
-        Some(SparseIndex { entries, bytes_since_last: INTERVAL_BYTES })
+        Some(SparseIndex {
+            entries,
+            bytes_since_last: INTERVAL_BYTES,
+        })
     }
 }
 
@@ -132,7 +166,10 @@ mod tests {
             idx.on_batch(i * 10, i as u64 * 1000, 1000, (i as i64 + 1) * 100);
         }
         // entries at batch 0, then every 5th batch (bytes since last reaches 4096 after 5).
-        assert_eq!(idx.entries.iter().map(|e| e.position).collect::<Vec<_>>(), vec![0, 5000]);
+        assert_eq!(
+            idx.entries.iter().map(|e| e.position).collect::<Vec<_>>(),
+            vec![0, 5000]
+        );
         assert_eq!(idx.position_for_offset(0), 0);
         assert_eq!(idx.position_for_offset(49), 0);
         assert_eq!(idx.position_for_offset(50), 5000);
@@ -158,7 +195,10 @@ mod tests {
         idx.write(&o, &t, false).unwrap();
         let back = SparseIndex::read(&o, &t, 20 * 2048).unwrap();
         assert_eq!(back.entries, idx.entries);
-        assert!(SparseIndex::read(&o, &t, 1000).is_none(), "positions past the log end");
+        assert!(
+            SparseIndex::read(&o, &t, 1000).is_none(),
+            "positions past the log end"
+        );
         fs::write(&t, b"short").unwrap();
         assert!(SparseIndex::read(&o, &t, 20 * 2048).is_none());
         fs::remove_dir_all(&dir).unwrap();

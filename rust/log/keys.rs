@@ -86,8 +86,15 @@ pub fn keyless_records(data: &[u8], max_batch_bytes: usize) -> Result<Vec<i32>, 
         GZIP => walk_decoded(flate2::bufread::MultiGzDecoder::new(records), limit, count),
         SNAPPY => walk_decoded(Snappy::new(records, limit), limit, count),
         LZ4 => walk_decoded(lz4_flex::frame::FrameDecoder::new(records), limit, count),
-        ZSTD => zstd_decoder(records, limit).map_err(Bad::from).and_then(|d| walk_decoded(d, limit, count)),
-        _ => return Err((INVALID_RECORD, format!("Unknown compression type id: {codec}"))),
+        ZSTD => zstd_decoder(records, limit)
+            .map_err(Bad::from)
+            .and_then(|d| walk_decoded(d, limit, count)),
+        _ => {
+            return Err((
+                INVALID_RECORD,
+                format!("Unknown compression type id: {codec}"),
+            ))
+        }
     };
     walked.map_err(|bad| match bad {
         Bad::TooLarge => (
@@ -104,7 +111,10 @@ pub fn keyless_records(data: &[u8], max_batch_bytes: usize) -> Result<Vec<i32>, 
     })
 }
 
-fn zstd_decoder(records: &[u8], limit: usize) -> io::Result<zstd::stream::read::Decoder<'static, &[u8]>> {
+fn zstd_decoder(
+    records: &[u8],
+    limit: usize,
+) -> io::Result<zstd::stream::read::Decoder<'static, &[u8]>> {
     // The decoder allocates the window a frame asks for before it produces a byte.
     // ceil(log2(limit)): the window that holds the whole bound.
     let needed = usize::BITS - limit.saturating_sub(1).leading_zeros();
@@ -114,7 +124,16 @@ fn zstd_decoder(records: &[u8], limit: usize) -> io::Result<zstd::stream::read::
 }
 
 fn walk_decoded<R: Read>(decoder: R, limit: usize, count: i32) -> Result<Vec<i32>, Bad> {
-    walk(&mut BufReader::with_capacity(READ_BUFFER, Bounded { inner: decoder, left: limit }), count)
+    walk(
+        &mut BufReader::with_capacity(
+            READ_BUFFER,
+            Bounded {
+                inner: decoder,
+                left: limit,
+            },
+        ),
+        count,
+    )
 }
 
 /// A reader that fails with `TooLarge` instead of producing more than `left` bytes.
@@ -171,7 +190,9 @@ fn walk<R: BufRead>(r: &mut R, count: i32) -> Result<Vec<i32>, Bad> {
         skip(r, size - used)?;
     }
     if !r.fill_buf()?.is_empty() {
-        return Err(Bad::Invalid("Incorrect declared batch size, records still remaining in file".into()));
+        return Err(Bad::Invalid(
+            "Incorrect declared batch size, records still remaining in file".into(),
+        ));
     }
     Ok(keyless)
 }
@@ -193,7 +214,9 @@ fn varint<R: BufRead>(r: &mut R, max_len: usize) -> Result<(i64, usize), Bad> {
             return Ok((((v >> 1) as i64) ^ -((v & 1) as i64), i + 1));
         }
     }
-    Err(Bad::Invalid(format!("Varint is too long: more than {max_len} bytes")))
+    Err(Bad::Invalid(format!(
+        "Varint is too long: more than {max_len} bytes"
+    )))
 }
 
 fn skip<R: BufRead>(r: &mut R, mut n: usize) -> Result<(), Bad> {
@@ -228,7 +251,13 @@ struct Snappy<'a> {
 impl<'a> Snappy<'a> {
     fn new(input: &'a [u8], budget: usize) -> Snappy<'a> {
         let xerial = input.len() >= XERIAL_HEADER_LEN && input.starts_with(XERIAL_MAGIC);
-        Snappy { input, xerial, block: Vec::new(), pos: 0, budget }
+        Snappy {
+            input,
+            xerial,
+            block: Vec::new(),
+            pos: 0,
+            budget,
+        }
     }
 
     /// Decompresses the next block into `self.block`; false at the end of the input.
@@ -241,7 +270,8 @@ impl<'a> Snappy<'a> {
             if self.input.is_empty() {
                 return Ok(false);
             }
-            let truncated = || io::Error::new(io::ErrorKind::UnexpectedEof, "truncated snappy block");
+            let truncated =
+                || io::Error::new(io::ErrorKind::UnexpectedEof, "truncated snappy block");
             let len = self.input.get(..4).ok_or_else(truncated)?;
             let len = u32::from_be_bytes(len.try_into().unwrap()) as usize;
             let block = self.input[4..].get(..len).ok_or_else(truncated)?;
@@ -303,7 +333,8 @@ mod tests {
     fn compress(codec: i16, raw: &[u8]) -> Vec<u8> {
         match codec {
             GZIP => {
-                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                let mut e =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
                 e.write_all(raw).unwrap();
                 e.finish().unwrap()
             }
@@ -354,32 +385,60 @@ mod tests {
     fn uncompressed_keyless_records_are_found_by_index() {
         let b = build(&mixed(), 1000, NO_PRODUCER);
         assert_eq!(keyless_records(&b, MAX), Ok(vec![1, 3]));
-        let keyed: Vec<KeyValue> = (0..100).map(|i| (Some(vec![i]), Some(vec![i; 100]))).collect();
-        assert_eq!(keyless_records(&build(&keyed, 1000, NO_PRODUCER), MAX), Ok(vec![]));
+        let keyed: Vec<KeyValue> = (0..100)
+            .map(|i| (Some(vec![i]), Some(vec![i; 100])))
+            .collect();
+        assert_eq!(
+            keyless_records(&build(&keyed, 1000, NO_PRODUCER), MAX),
+            Ok(vec![])
+        );
     }
 
     #[test]
     fn every_codec_is_decompressed_to_find_keyless_records() {
         for codec in [GZIP, SNAPPY, LZ4, ZSTD] {
             let b = compressed(&mixed(), codec);
-            assert_eq!(keyless_records(&b, MAX), Ok(vec![1, 3]), "{}", CODECS[codec as usize]);
-            let keyed: Vec<KeyValue> = (0..500).map(|i| (Some(format!("k{i}").into_bytes()), Some(vec![7; 300]))).collect();
-            assert_eq!(keyless_records(&compressed(&keyed, codec), MAX), Ok(vec![]), "{}", CODECS[codec as usize]);
+            assert_eq!(
+                keyless_records(&b, MAX),
+                Ok(vec![1, 3]),
+                "{}",
+                CODECS[codec as usize]
+            );
+            let keyed: Vec<KeyValue> = (0..500)
+                .map(|i| (Some(format!("k{i}").into_bytes()), Some(vec![7; 300])))
+                .collect();
+            assert_eq!(
+                keyless_records(&compressed(&keyed, codec), MAX),
+                Ok(vec![]),
+                "{}",
+                CODECS[codec as usize]
+            );
         }
     }
 
     #[test]
     fn snappy_raw_and_concatenated_xerial_streams_are_read() {
         let plain = build(&mixed(), 1000, NO_PRODUCER);
-        let raw = snap::raw::Encoder::new().compress_vec(&plain[HEADER_LEN..]).unwrap();
-        assert_eq!(keyless_records(&with_payload(&plain, SNAPPY, &raw), MAX), Ok(vec![1, 3]));
+        let raw = snap::raw::Encoder::new()
+            .compress_vec(&plain[HEADER_LEN..])
+            .unwrap();
+        assert_eq!(
+            keyless_records(&with_payload(&plain, SNAPPY, &raw), MAX),
+            Ok(vec![1, 3])
+        );
         // Blocks of 7 bytes: records cross block boundaries.
         let small_blocks = xerial(&plain[HEADER_LEN..], 7);
-        assert_eq!(keyless_records(&with_payload(&plain, SNAPPY, &small_blocks), MAX), Ok(vec![1, 3]));
+        assert_eq!(
+            keyless_records(&with_payload(&plain, SNAPPY, &small_blocks), MAX),
+            Ok(vec![1, 3])
+        );
         let (first, second) = plain[HEADER_LEN..].split_at(10);
         let mut two = xerial(first, 1024);
         two.extend(xerial(second, 1024));
-        assert_eq!(keyless_records(&with_payload(&plain, SNAPPY, &two), MAX), Ok(vec![1, 3]));
+        assert_eq!(
+            keyless_records(&with_payload(&plain, SNAPPY, &two), MAX),
+            Ok(vec![1, 3])
+        );
     }
 
     /// Many records, all keyless, with values of zeros: a few KiB that inflate a thousandfold.
@@ -409,7 +468,10 @@ mod tests {
             let b = compressed(&records, codec);
             let uncompressed = build(&records, 1000, NO_PRODUCER).len();
             assert_eq!(keyless_records(&b, uncompressed).unwrap().len(), 4);
-            assert_eq!(keyless_records(&b, uncompressed - 1).unwrap_err().0, MESSAGE_TOO_LARGE);
+            assert_eq!(
+                keyless_records(&b, uncompressed - 1).unwrap_err().0,
+                MESSAGE_TOO_LARGE
+            );
         }
     }
 
@@ -428,13 +490,18 @@ mod tests {
         // decoder would allocate it before producing a byte. zstd's default limit is 128 MiB.
         let plain = build(&mixed(), 1000, NO_PRODUCER);
         let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
-        encoder.set_parameter(zstd::zstd_safe::CParameter::WindowLog(26)).unwrap();
+        encoder
+            .set_parameter(zstd::zstd_safe::CParameter::WindowLog(26))
+            .unwrap();
         encoder.include_contentsize(false).unwrap();
         encoder.write_all(&plain[HEADER_LEN..]).unwrap();
         let b = with_payload(&plain, ZSTD, &encoder.finish().unwrap());
         let (code, message) = keyless_records(&b, MAX).unwrap_err();
         assert_eq!(code, INVALID_RECORD, "{message}");
-        assert!(message.starts_with("Failed to decompress the zstd record batch"), "{message}");
+        assert!(
+            message.starts_with("Failed to decompress the zstd record batch"),
+            "{message}"
+        );
         // A bound of 64 MiB allows the window.
         assert_eq!(keyless_records(&b, 64 << 20), Ok(vec![1, 3]));
     }
@@ -450,18 +517,30 @@ mod tests {
         long.push(0);
         assert_eq!(
             keyless_records(&with_payload(&plain, 0, &long), MAX),
-            Err((INVALID_RECORD, "Incorrect declared batch size, records still remaining in file".into()))
+            Err((
+                INVALID_RECORD,
+                "Incorrect declared batch size, records still remaining in file".into()
+            ))
         );
         for codec in [GZIP, SNAPPY, LZ4, ZSTD] {
             let name = CODECS[codec as usize];
             let payload = compress(codec, &plain[HEADER_LEN..]);
-            let (code, message) = keyless_records(&with_payload(&plain, codec, &payload[..payload.len() / 2]), MAX).unwrap_err();
+            let (code, message) = keyless_records(
+                &with_payload(&plain, codec, &payload[..payload.len() / 2]),
+                MAX,
+            )
+            .unwrap_err();
             assert_eq!(code, INVALID_RECORD, "{name}: {message}");
             let not_compressed = b"\x82SNAPPY\x00 this is not compressed at all, in any codec";
-            let (code, message) = keyless_records(&with_payload(&plain, codec, not_compressed), MAX).unwrap_err();
+            let (code, message) =
+                keyless_records(&with_payload(&plain, codec, not_compressed), MAX).unwrap_err();
             assert_eq!(code, INVALID_RECORD, "{name}: {message}");
         }
-        let (code, message) = keyless_records(&with_payload(&plain, 6, &plain[HEADER_LEN..]), MAX).unwrap_err();
-        assert_eq!((code, message.as_str()), (INVALID_RECORD, "Unknown compression type id: 6"));
+        let (code, message) =
+            keyless_records(&with_payload(&plain, 6, &plain[HEADER_LEN..]), MAX).unwrap_err();
+        assert_eq!(
+            (code, message.as_str()),
+            (INVALID_RECORD, "Unknown compression type id: 6")
+        );
     }
 }

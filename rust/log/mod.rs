@@ -46,7 +46,12 @@ use files::FileCache;
 use partition::{Appended, Config, Partition};
 use results::{AppendResult, BatchSummary, FetchResult, ReadResult, RetentionResult};
 
-create_exception!(_core, InvalidBatch, PyException, "A record batch Kafka would refuse: args are (error_code, message).");
+create_exception!(
+    _core,
+    InvalidBatch,
+    PyException,
+    "A record batch Kafka would refuse: args are (error_code, message)."
+);
 create_exception!(
     _core,
     StorageError,
@@ -98,16 +103,26 @@ fn lock(p: &Shared) -> std::sync::MutexGuard<'_, Partition> {
 
 impl LogStore {
     fn lookup(&self, topic: &str, partition: i32) -> Option<Shared> {
-        self.partitions.lock().unwrap().get(&(topic.to_string(), partition)).cloned()
+        self.partitions
+            .lock()
+            .unwrap()
+            .get(&(topic.to_string(), partition))
+            .cloned()
     }
 
     fn get(&self, topic: &str, partition: i32) -> PyResult<Shared> {
-        self.lookup(topic, partition)
-            .ok_or_else(|| PyKeyError::new_err(format!("partition {topic}-{partition} is not open")))
+        self.lookup(topic, partition).ok_or_else(|| {
+            PyKeyError::new_err(format!("partition {topic}-{partition} is not open"))
+        })
     }
 
     fn all(&self) -> Vec<(Key, Shared)> {
-        self.partitions.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.partitions
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
@@ -117,12 +132,22 @@ impl LogStore {
     /// `append` without Python, for the network thread's commit path (commit_path.rs); None
     /// when the partition is not open.
     /// Returns (error code, base offset, records waiting for an fsync in the partition).
-    pub(crate) fn append_open(&self, topic: &str, partition: i32, data: Vec<u8>) -> Option<io::Result<(i16, i64, u64)>> {
+    pub(crate) fn append_open(
+        &self,
+        topic: &str,
+        partition: i32,
+        data: Vec<u8>,
+    ) -> Option<io::Result<(i16, i64, u64)>> {
         let appended = self.append_to(&self.lookup(topic, partition)?, data, None);
         Some(appended.map(|r| (r.error_code, r.base_offset, r.unflushed)))
     }
 
-    fn append_to(&self, shared: &Shared, data: Vec<u8>, log_append_time: Option<i64>) -> io::Result<AppendResult> {
+    fn append_to(
+        &self,
+        shared: &Shared,
+        data: Vec<u8>,
+        log_append_time: Option<i64>,
+    ) -> io::Result<AppendResult> {
         let mut p = lock(shared);
         let was_flushed = p.unflushed == 0;
         let appended = p.append(data, log_append_time)?;
@@ -134,7 +159,13 @@ impl LogStore {
             Appended::Duplicate(meta) => (0, meta.first_offset, meta.last_offset, meta.timestamp),
             Appended::Refused(code, _) => (code, -1, -1, -1),
         };
-        Ok(AppendResult { error_code, base_offset, last_offset, log_append_time, unflushed: p.unflushed })
+        Ok(AppendResult {
+            error_code,
+            base_offset,
+            last_offset,
+            log_append_time,
+            unflushed: p.unflushed,
+        })
     }
 
     /// `flush` without Python (see there).
@@ -149,7 +180,11 @@ impl LogStore {
                 if p.unflushed == 0 {
                     continue;
                 }
-                (p.active_file(), p.unflushed, p.dir_unsynced.then(|| p.dir.clone()))
+                (
+                    p.active_file(),
+                    p.unflushed,
+                    p.dir_unsynced.then(|| p.dir.clone()),
+                )
             };
             // A partition's first records: its directory entries must be durable too.
             let file = match &new_dir {
@@ -220,10 +255,12 @@ impl LogStore {
     fn totals(&self, py: Python<'_>) -> (usize, usize, u64) {
         let parts = self.all();
         py.detach(|| {
-            parts.iter().fold((0, 0, 0), |(n, segments, bytes), (_, p)| {
-                let p = lock(p);
-                (n + 1, segments + p.segment_files(), bytes + p.size())
-            })
+            parts
+                .iter()
+                .fold((0, 0, 0), |(n, segments, bytes), (_, p)| {
+                    let p = lock(p);
+                    (n + 1, segments + p.segment_files(), bytes + p.size())
+                })
         })
     }
 
@@ -244,14 +281,24 @@ impl LogStore {
         retention_ms: i64,
         retention_bytes: i64,
     ) -> PyResult<Vec<String>> {
-        let config = Config { segment_bytes, retention_ms, retention_bytes };
+        let config = Config {
+            segment_bytes,
+            retention_ms,
+            retention_bytes,
+        };
         if let Ok(p) = self.get(topic, partition) {
             py.detach(|| lock(&p).config = config);
             return Ok(Vec::new());
         }
         let dir = self.partition_dir(topic, partition);
-        let (opened, notes) = py.detach(|| Partition::open(&dir, config, self.clean, &self.files)).map_err(storage_error)?;
-        self.partitions.lock().unwrap().entry((topic.to_string(), partition)).or_insert_with(|| Arc::new(Mutex::new(opened)));
+        let (opened, notes) = py
+            .detach(|| Partition::open(&dir, config, self.clean, &self.files))
+            .map_err(storage_error)?;
+        self.partitions
+            .lock()
+            .unwrap()
+            .entry((topic.to_string(), partition))
+            .or_insert_with(|| Arc::new(Mutex::new(opened)));
         Ok(notes)
     }
 
@@ -261,10 +308,18 @@ impl LogStore {
     /// for an fsync in this partition). A retried batch gets error 0 and its original offsets,
     /// as in Kafka; a refused one INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER and -1s.
     #[pyo3(signature = (topic, partition, data, log_append_time=None))]
-    fn append(&self, py: Python<'_>, topic: &str, partition: i32, data: &[u8], log_append_time: Option<i64>) -> PyResult<AppendResult> {
+    fn append(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        data: &[u8],
+        log_append_time: Option<i64>,
+    ) -> PyResult<AppendResult> {
         let shared = self.get(topic, partition)?;
         let data = data.to_vec();
-        py.detach(|| self.append_to(&shared, data, log_append_time)).map_err(storage_error)
+        py.detach(|| self.append_to(&shared, data, log_append_time))
+            .map_err(storage_error)
     }
 
     /// Whole batches from the one holding `offset`, at most `max_bytes` unless the first batch
@@ -280,12 +335,21 @@ impl LogStore {
         min_one: bool,
     ) -> PyResult<ReadResult> {
         let p = self.get(topic, partition)?;
-        let (data, hw, start) = py.detach(|| -> io::Result<_> {
-            let p = lock(&p);
-            Ok((p.read(offset, max_bytes, min_one)?, p.next_offset(), p.log_start_offset()))
+        let (data, hw, start) = py
+            .detach(|| -> io::Result<_> {
+                let p = lock(&p);
+                Ok((
+                    p.read(offset, max_bytes, min_one)?,
+                    p.next_offset(),
+                    p.log_start_offset(),
+                ))
+            })
+            .map_err(storage_error)?;
+        Ok(ReadResult {
+            data: data.map(|d| PyBytes::new(py, &d).unbind()),
+            high_watermark: hw,
+            log_start_offset: start,
         })
-        .map_err(storage_error)?;
-        Ok(ReadResult { data: data.map(|d| PyBytes::new(py, &d).unbind()), high_watermark: hw, log_start_offset: start })
     }
 
     /// Reads and encodes a whole Fetch response frame (see fetch.rs), record bytes never
@@ -301,9 +365,21 @@ impl LogStore {
         max_bytes: i32,
     ) -> PyResult<FetchResult> {
         let encoded = py
-            .detach(|| fetch::fetch(|t, p| self.lookup(t, p), correlation_id, version, &topics, max_bytes))
+            .detach(|| {
+                fetch::fetch(
+                    |t, p| self.lookup(t, p),
+                    correlation_id,
+                    version,
+                    &topics,
+                    max_bytes,
+                )
+            })
             .map_err(|e| PyOSError::new_err(e.to_string()))?;
-        Ok(FetchResult { frame: PyBytes::new(py, &encoded.frame).unbind(), record_bytes: encoded.record_bytes, any_error: encoded.any_error })
+        Ok(FetchResult {
+            frame: PyBytes::new(py, &encoded.frame).unbind(),
+            record_bytes: encoded.record_bytes,
+            any_error: encoded.any_error,
+        })
     }
 
     /// (log start offset, high watermark).
@@ -316,26 +392,49 @@ impl LogStore {
     }
 
     /// (timestamp, offset) of the first record with a timestamp >= `timestamp`, or None.
-    fn offset_for_timestamp(&self, py: Python<'_>, topic: &str, partition: i32, timestamp: i64) -> PyResult<Option<(i64, i64)>> {
+    fn offset_for_timestamp(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+    ) -> PyResult<Option<(i64, i64)>> {
         let p = self.get(topic, partition)?;
-        py.detach(|| lock(&p).offset_for_timestamp(timestamp)).map_err(storage_error)
+        py.detach(|| lock(&p).offset_for_timestamp(timestamp))
+            .map_err(storage_error)
     }
 
     /// (timestamp, offset) of the record with the largest timestamp, or None when empty.
-    fn max_timestamp(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<Option<(i64, i64)>> {
+    fn max_timestamp(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+    ) -> PyResult<Option<(i64, i64)>> {
         let p = self.get(topic, partition)?;
-        py.detach(|| lock(&p).max_timestamp()).map_err(storage_error)
+        py.detach(|| lock(&p).max_timestamp())
+            .map_err(storage_error)
     }
 
     /// DeleteRecords on one partition: moves its log start offset to `offset` (-1: the high
     /// watermark), durably, and deletes the segments wholly below it. Returns the low watermark,
     /// or None when `offset` is out of range (negative, or past the high watermark). Blocks on
     /// fsyncs (without the GIL): call it from a worker thread.
-    fn delete_records(&self, py: Python<'_>, topic: &str, partition: i32, offset: i64) -> PyResult<Option<i64>> {
+    fn delete_records(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> PyResult<Option<i64>> {
         let p = self.get(topic, partition)?;
         py.detach(|| -> io::Result<_> {
             let mut p = lock(&p);
-            let offset = if offset == -1 { p.next_offset() } else { offset };
+            let offset = if offset == -1 {
+                p.next_offset()
+            } else {
+                offset
+            };
             if !(0..=p.next_offset()).contains(&offset) {
                 return Ok(None);
             }
@@ -367,7 +466,12 @@ impl LogStore {
                 let mut p = lock(&p);
                 let n = p.apply_retention(now_ms)?;
                 if n > 0 {
-                    out.push(RetentionResult { topic, partition, segments_deleted: n, log_start_offset: p.log_start_offset() });
+                    out.push(RetentionResult {
+                        topic,
+                        partition,
+                        segments_deleted: n,
+                        log_start_offset: p.log_start_offset(),
+                    });
                 }
             }
             Ok(out)
@@ -377,7 +481,11 @@ impl LogStore {
 
     /// Closes the partition and removes its directory.
     fn delete_partition(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<()> {
-        let removed = self.partitions.lock().unwrap().remove(&(topic.to_string(), partition));
+        let removed = self
+            .partitions
+            .lock()
+            .unwrap()
+            .remove(&(topic.to_string(), partition));
         let dir = self.partition_dir(topic, partition);
         py.detach(|| -> io::Result<()> {
             // Holding the lock while deleting waits out an append or read in progress.
@@ -414,7 +522,13 @@ impl LogStore {
                         })
                     })
                     .collect();
-                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(io::Error::other("a close thread panicked")))).collect()
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(io::Error::other("a close thread panicked")))
+                    })
+                    .collect()
             });
             if let Some(e) = results.into_iter().find_map(Result::err) {
                 return Err(e);
@@ -442,7 +556,8 @@ fn validate_batches(data: &[u8], max_batch_bytes: usize) -> PyResult<BatchSummar
 /// more than `max_batch_bytes` uncompressed, INVALID_RECORD when its records cannot be read.
 #[pyfunction]
 fn keyless_records(py: Python<'_>, data: &[u8], max_batch_bytes: usize) -> PyResult<Vec<i32>> {
-    py.detach(|| keys::keyless_records(data, max_batch_bytes)).map_err(|(code, msg)| InvalidBatch::new_err((code, msg)))
+    py.detach(|| keys::keyless_records(data, max_batch_bytes))
+        .map_err(|(code, msg)| InvalidBatch::new_err((code, msg)))
 }
 
 /// An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`, optionally
@@ -458,9 +573,18 @@ fn build_batch<'py>(
     base_sequence: i32,
 ) -> PyResult<Bound<'py, PyBytes>> {
     if records.is_empty() {
-        return Err(pyo3::exceptions::PyValueError::new_err("a batch needs at least one record"));
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "a batch needs at least one record",
+        ));
     }
-    Ok(PyBytes::new(py, &batch::build(&records, timestamp_ms, (producer_id, producer_epoch, base_sequence))))
+    Ok(PyBytes::new(
+        py,
+        &batch::build(
+            &records,
+            timestamp_ms,
+            (producer_id, producer_epoch, base_sequence),
+        ),
+    ))
 }
 
 /// The records of consecutive uncompressed batches as (offset, timestamp, key, value).
@@ -471,10 +595,17 @@ fn decode_batches(data: &[u8]) -> PyResult<Vec<(i64, i64, Option<Vec<u8>>, Optio
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < data.len() {
-        let bad = || pyo3::exceptions::PyValueError::new_err(format!("no readable uncompressed batch at byte {pos}"));
+        let bad = || {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "no readable uncompressed batch at byte {pos}"
+            ))
+        };
         let header = batch::Header::parse(&data[pos..]).ok_or_else(bad)?;
         let recs = batch::records(&data[pos..]).ok_or_else(bad)?;
-        out.extend(recs.into_iter().map(|r| (r.offset, r.timestamp, r.key, r.value)));
+        out.extend(
+            recs.into_iter()
+                .map(|r| (r.offset, r.timestamp, r.key, r.value)),
+        );
         pos += header.size;
     }
     Ok(out)
@@ -496,7 +627,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(offset_records::offset_commit_batch, m)?)?;
     m.add_function(wrap_pyfunction!(offset_records::offset_keys, m)?)?;
     m.add_function(wrap_pyfunction!(decode_columns::decode_offset_commits, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_columns::decode_analytics_records, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        decode_columns::decode_analytics_records,
+        m
+    )?)?;
     Ok(())
 }
 
@@ -507,7 +641,11 @@ mod tests {
     use std::io::Write;
 
     fn config(segment_bytes: u64) -> Config {
-        Config { segment_bytes, retention_ms: -1, retention_bytes: -1 }
+        Config {
+            segment_bytes,
+            retention_ms: -1,
+            retention_bytes: -1,
+        }
     }
 
     /// A small cache, so that the tests also reopen evicted files.
@@ -535,7 +673,10 @@ mod tests {
         let dir = tmp("unborn");
         for clean in [true, false] {
             let (mut p, _) = Partition::open(&dir, config(4000), clean, &files()).unwrap();
-            assert!(!dir.exists(), "opening, reading and closing an empty partition touch no file");
+            assert!(
+                !dir.exists(),
+                "opening, reading and closing an empty partition touch no file"
+            );
             assert_eq!((p.log_start_offset(), p.next_offset()), (0, 0));
             assert_eq!(p.read(0, 100, true).unwrap(), Some(vec![]));
             assert_eq!(p.read(1, 100, true).unwrap(), None);
@@ -546,8 +687,14 @@ mod tests {
             assert!(!dir.exists());
         }
         let (mut p, _) = Partition::open(&dir, config(4000), false, &files()).unwrap();
-        assert_eq!(p.append(batch_of(2, 5), None).unwrap(), Appended::New(0, 1, 2));
-        assert!(p.dir_unsynced && p.active_log_path().exists(), "the first append makes the files");
+        assert_eq!(
+            p.append(batch_of(2, 5), None).unwrap(),
+            Appended::New(0, 1, 2)
+        );
+        assert!(
+            p.dir_unsynced && p.active_log_path().exists(),
+            "the first append makes the files"
+        );
         p.close().unwrap();
         assert!(!p.dir_unsynced);
         let (p, _) = Partition::open(&dir, config(4000), true, &files()).unwrap();
@@ -566,7 +713,10 @@ mod tests {
         assert!(p.segment_count() >= 4, "segments rolled by size");
         let got = p.read(31, 1 << 20, true).unwrap().unwrap();
         let recs = super::batch::records(&got).unwrap();
-        assert_eq!(recs[0].offset, 30, "reads start at the batch holding the offset");
+        assert_eq!(
+            recs[0].offset, 30,
+            "reads start at the batch holding the offset"
+        );
         assert_eq!(p.read(150, 100, true).unwrap(), Some(vec![]));
         assert_eq!(p.read(151, 100, true).unwrap(), None);
         assert_eq!(p.offset_for_timestamp(1020).unwrap(), Some((1020, 60)));
@@ -596,12 +746,20 @@ mod tests {
         let good = std::fs::metadata(&path).unwrap().len();
         // A torn write: half of a valid batch, then garbage.
         let half = batch_of(2, 99);
-        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&half[..half.len() / 2]).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&half[..half.len() / 2])
+            .unwrap();
         let (mut p, notes) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
         assert_eq!(p.next_offset(), 20);
-        assert_eq!(p.append(batch_of(1, 5), None).unwrap(), Appended::New(20, 20, 1));
+        assert_eq!(
+            p.append(batch_of(1, 5), None).unwrap(),
+            Appended::New(20, 20, 1)
+        );
         // A flipped bit inside the last batch: CRC catches it.
         drop(p);
         let mut bytes = std::fs::read(&path).unwrap();
@@ -642,29 +800,53 @@ mod tests {
     fn producer_state_survives_reopen() {
         let dir = tmp("producers");
         let (mut p, _) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
-        assert_eq!(p.append(idempotent(3, 9, 0, 0), None).unwrap(), Appended::New(0, 2, 3));
-        assert_eq!(p.append(idempotent(2, 9, 0, 3), None).unwrap(), Appended::New(3, 4, 2));
+        assert_eq!(
+            p.append(idempotent(3, 9, 0, 0), None).unwrap(),
+            Appended::New(0, 2, 3)
+        );
+        assert_eq!(
+            p.append(idempotent(2, 9, 0, 3), None).unwrap(),
+            Appended::New(3, 4, 2)
+        );
         drop(p);
         let (mut p, _) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
         match p.append(idempotent(2, 9, 0, 3), None).unwrap() {
             Appended::Duplicate(meta) => assert_eq!((meta.first_offset, meta.last_offset), (3, 4)),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(p.append(idempotent(1, 9, 0, 7), None).unwrap(), Appended::Refused(45, _)));
-        assert_eq!(p.append(idempotent(1, 9, 0, 5), None).unwrap(), Appended::New(5, 5, 1));
+        assert!(matches!(
+            p.append(idempotent(1, 9, 0, 7), None).unwrap(),
+            Appended::Refused(45, _)
+        ));
+        assert_eq!(
+            p.append(idempotent(1, 9, 0, 5), None).unwrap(),
+            Appended::New(5, 5, 1)
+        );
         assert_eq!(p.next_offset(), 6);
         // A clean close leaves a snapshot; the next open starts from it.
         p.close().unwrap();
         drop(p);
         assert!(dir.join(super::segment::file_name(6, "snapshot")).exists());
         let (mut p, _) = Partition::open(&dir, config(1 << 20), true, &files()).unwrap();
-        assert!(matches!(p.append(idempotent(1, 9, 0, 5), None).unwrap(), Appended::Duplicate(_)));
-        assert_eq!(p.append(idempotent(1, 9, 0, 6), None).unwrap(), Appended::New(6, 6, 1));
+        assert!(matches!(
+            p.append(idempotent(1, 9, 0, 5), None).unwrap(),
+            Appended::Duplicate(_)
+        ));
+        assert_eq!(
+            p.append(idempotent(1, 9, 0, 6), None).unwrap(),
+            Appended::New(6, 6, 1)
+        );
         // After an unclean stop, the snapshot plus the batches after it.
         drop(p);
         let (mut p, _) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
-        assert!(matches!(p.append(idempotent(1, 9, 0, 6), None).unwrap(), Appended::Duplicate(_)));
-        assert!(matches!(p.append(idempotent(1, 9, 0, 9), None).unwrap(), Appended::Refused(45, _)));
+        assert!(matches!(
+            p.append(idempotent(1, 9, 0, 6), None).unwrap(),
+            Appended::Duplicate(_)
+        ));
+        assert!(matches!(
+            p.append(idempotent(1, 9, 0, 9), None).unwrap(),
+            Appended::Refused(45, _)
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -683,10 +865,21 @@ mod tests {
         p.config.retention_bytes = -1;
         p.config.retention_ms = 1;
         p.apply_retention(10_000_000).unwrap();
-        assert_eq!(p.segment_count(), 1, "everything expired, the active segment too");
+        assert_eq!(
+            p.segment_count(),
+            1,
+            "everything expired, the active segment too"
+        );
         assert_eq!((p.log_start_offset(), p.next_offset()), (80, 80));
-        assert_eq!(p.read(0, 100, true).unwrap(), None, "offsets before the log start are out of range");
-        assert_eq!(p.append(batch_of(1, 0), None).unwrap(), Appended::New(80, 80, 1));
+        assert_eq!(
+            p.read(0, 100, true).unwrap(),
+            None,
+            "offsets before the log start are out of range"
+        );
+        assert_eq!(
+            p.append(batch_of(1, 0), None).unwrap(),
+            Appended::New(80, 80, 1)
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -698,15 +891,38 @@ mod tests {
             p.append(batch_of(2, i * 10), None).unwrap();
         }
         let segments = p.segment_count();
-        assert_eq!(p.delete_records(0).unwrap(), 0, "not past the start: nothing changes");
+        assert_eq!(
+            p.delete_records(0).unwrap(),
+            0,
+            "not past the start: nothing changes"
+        );
         // Offset 31 is inside a batch (30, 31) and inside a segment.
         assert_eq!(p.delete_records(31).unwrap(), 31);
-        assert!(p.segment_count() < segments, "whole segments below the start are gone");
-        assert_eq!(p.read(30, 100, true).unwrap(), None, "below the start is out of range");
+        assert!(
+            p.segment_count() < segments,
+            "whole segments below the start are gone"
+        );
+        assert_eq!(
+            p.read(30, 100, true).unwrap(),
+            None,
+            "below the start is out of range"
+        );
         let got = p.read(31, 1 << 20, true).unwrap().unwrap();
-        assert_eq!(super::batch::records(&got).unwrap()[0].offset, 30, "whole batches, as Kafka");
-        assert_eq!(p.offset_for_timestamp(0).unwrap(), Some((150, 31)), "timestamps from the start on");
-        assert_eq!(p.delete_records(20).unwrap(), 31, "the start never moves back");
+        assert_eq!(
+            super::batch::records(&got).unwrap()[0].offset,
+            30,
+            "whole batches, as Kafka"
+        );
+        assert_eq!(
+            p.offset_for_timestamp(0).unwrap(),
+            Some((150, 31)),
+            "timestamps from the start on"
+        );
+        assert_eq!(
+            p.delete_records(20).unwrap(),
+            31,
+            "the start never moves back"
+        );
         drop(p);
         for clean in [false, true] {
             let (mut p, notes) = Partition::open(&dir, config(1000), clean, &files()).unwrap();
@@ -719,7 +935,10 @@ mod tests {
         assert_eq!(p.delete_records(80).unwrap(), 80);
         assert_eq!(p.segment_count(), 1);
         assert_eq!(p.read(80, 100, true).unwrap(), Some(vec![]));
-        assert_eq!(p.append(batch_of(1, 0), None).unwrap(), Appended::New(80, 80, 1));
+        assert_eq!(
+            p.append(batch_of(1, 0), None).unwrap(),
+            Appended::New(80, 80, 1)
+        );
         drop(p);
         // A start file left ahead of segments that were not deleted (a stop in between): the
         // next retention pass deletes them.
@@ -743,7 +962,8 @@ mod tests {
         let files = super::files::FileCache::new(3);
         let mut parts = Vec::new();
         for i in 0..20 {
-            let (p, _) = Partition::open(&root.join(format!("t-{i}")), config(600), false, &files).unwrap();
+            let (p, _) =
+                Partition::open(&root.join(format!("t-{i}")), config(600), false, &files).unwrap();
             parts.push(p);
             assert!(files.len() <= 3);
         }
@@ -765,7 +985,12 @@ mod tests {
                 }
                 let mut pos = 0;
                 while pos < data.len() {
-                    offsets.extend(super::batch::records(&data[pos..]).unwrap().iter().map(|r| r.offset));
+                    offsets.extend(
+                        super::batch::records(&data[pos..])
+                            .unwrap()
+                            .iter()
+                            .map(|r| r.offset),
+                    );
                     pos += super::batch::Header::parse(&data[pos..]).unwrap().size;
                 }
             }
@@ -777,7 +1002,8 @@ mod tests {
         drop(parts);
         assert_eq!(files.len(), 0, "dropped segments leave the cache");
         for (i, clean) in (0..20).map(|i| (i, i < 10)) {
-            let (p, notes) = Partition::open(&root.join(format!("t-{i}")), config(600), clean, &files).unwrap();
+            let (p, notes) =
+                Partition::open(&root.join(format!("t-{i}")), config(600), clean, &files).unwrap();
             assert!(notes.is_empty(), "{notes:?}");
             assert_eq!(p.next_offset(), 10);
             assert!(files.len() <= 3);

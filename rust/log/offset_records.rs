@@ -16,7 +16,8 @@ const OFFSET_COMMIT_KEY: i16 = 1;
 pub type TopicCommits = (String, Vec<(i32, i64, i32, String)>);
 
 fn put_string(out: &mut Vec<u8>, text: &str) -> PyResult<()> {
-    let len = i16::try_from(text.len()).map_err(|_| PyValueError::new_err("string longer than 32767 bytes"))?;
+    let len = i16::try_from(text.len())
+        .map_err(|_| PyValueError::new_err("string longer than 32767 bytes"))?;
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(text.as_bytes());
     Ok(())
@@ -34,7 +35,13 @@ pub fn offset_key(group_id: &str, topic: &str, partition: i32) -> PyResult<Vec<u
 
 /// OffsetCommitValue v3, or v1 when the commit carries an explicit expiry (`expire_ms` >= 0), as
 /// Kafka writes them.
-pub fn offset_value(offset: i64, epoch: i32, metadata: &str, commit_ms: i64, expire_ms: i64) -> PyResult<Vec<u8>> {
+pub fn offset_value(
+    offset: i64,
+    epoch: i32,
+    metadata: &str,
+    commit_ms: i64,
+    expire_ms: i64,
+) -> PyResult<Vec<u8>> {
     let mut value = Vec::with_capacity(32 + metadata.len());
     if expire_ms >= 0 {
         value.extend_from_slice(&1i16.to_be_bytes());
@@ -52,7 +59,12 @@ pub fn offset_value(offset: i64, epoch: i32, metadata: &str, commit_ms: i64, exp
     Ok(value)
 }
 
-fn records(group_id: &str, topics: &[TopicCommits], commit_ms: i64, expire_ms: i64) -> PyResult<Vec<KeyValue>> {
+fn records(
+    group_id: &str,
+    topics: &[TopicCommits],
+    commit_ms: i64,
+    expire_ms: i64,
+) -> PyResult<Vec<KeyValue>> {
     let mut out = Vec::new();
     for (topic, partitions) in topics {
         for (partition, offset, epoch, metadata) in partitions {
@@ -84,11 +96,21 @@ pub fn offset_commit_batch<'py>(
     if recs.is_empty() {
         return Err(PyValueError::new_err("a batch needs at least one record"));
     }
-    Ok(PyBytes::new(py, &batch::build(&recs, commit_ms, NO_PRODUCER)))
+    Ok(PyBytes::new(
+        py,
+        &batch::build(&recs, commit_ms, NO_PRODUCER),
+    ))
 }
 
 /// The OffsetCommitKey of each (topic, partition) of a group: the keys of its tombstones.
 #[pyfunction]
-pub fn offset_keys<'py>(py: Python<'py>, group_id: &str, partitions: Vec<(String, i32)>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    partitions.iter().map(|(topic, p)| Ok(PyBytes::new(py, &offset_key(group_id, topic, *p)?))).collect()
+pub fn offset_keys<'py>(
+    py: Python<'py>,
+    group_id: &str,
+    partitions: Vec<(String, i32)>,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    partitions
+        .iter()
+        .map(|(topic, p)| Ok(PyBytes::new(py, &offset_key(group_id, topic, *p)?)))
+        .collect()
 }

@@ -1,9 +1,9 @@
 //! One topic-partition's log: its segments, offsets, appends, reads, roll and retention.
 
 use std::fs;
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::fs::File;
 use std::sync::Arc;
 
 use super::batch::{self, Header};
@@ -64,9 +64,18 @@ impl Partition {
     /// After an unclean shutdown the whole active segment is validated; after a clean one only
     /// its tail past the last index entry is. Returns the partition and a description of
     /// anything repaired.
-    pub fn open(dir: &Path, config: Config, clean: bool, files: &Arc<FileCache>) -> io::Result<(Partition, Vec<String>)> {
+    pub fn open(
+        dir: &Path,
+        config: Config,
+        clean: bool,
+        files: &Arc<FileCache>,
+    ) -> io::Result<(Partition, Vec<String>)> {
         let mut notes = Vec::new();
-        let bases = if dir.is_dir() { recovery::segment_bases(dir)? } else { Vec::new() };
+        let bases = if dir.is_dir() {
+            recovery::segment_bases(dir)?
+        } else {
+            Vec::new()
+        };
         let on_disk = !bases.is_empty();
         let mut segments = Vec::with_capacity(bases.len().max(1));
         if !on_disk {
@@ -82,13 +91,19 @@ impl Partition {
             } else {
                 let mut from = 0;
                 if clean {
-                    if let Some(index) = super::index::SparseIndex::read(&seg.index_path(), &seg.time_index_path(), seg.size) {
+                    if let Some(index) = super::index::SparseIndex::read(
+                        &seg.index_path(),
+                        &seg.time_index_path(),
+                        seg.size,
+                    ) {
                         from = index.entries.last().map_or(0, |e| e.position as u64);
                         seg.max_timestamp = index.entries.last().map_or(-1, |e| e.max_timestamp);
                         seg.index = index;
                     }
                 }
-                let min_offset = segments.last().map_or(base, |s: &Segment| s.next_offset.max(base));
+                let min_offset = segments
+                    .last()
+                    .map_or(base, |s: &Segment| s.next_offset.max(base));
                 let found = recovery::recover_active(&mut seg, from, min_offset)?;
                 if found.truncated_bytes > 0 {
                     notes.push(format!(
@@ -104,7 +119,11 @@ impl Partition {
         }
         let first_base = segments[0].base_offset;
         let end = segments.last().map_or(first_base, |s| s.next_offset);
-        let stored = if on_disk { read_log_start(dir, &mut notes) } else { None };
+        let stored = if on_disk {
+            read_log_start(dir, &mut notes)
+        } else {
+            None
+        };
         // Never past the end: DeleteRecords makes the records durable before the offset.
         let log_start = stored.map_or(first_base, |s| s.max(first_base)).min(end);
         let mut partition = Partition {
@@ -139,7 +158,9 @@ impl Partition {
             }
         }
         for seg in self.segments.iter().filter(|s| s.next_offset > from) {
-            let position = seg.index.position_for_offset((from - seg.base_offset).max(0) as u32);
+            let position = seg
+                .index
+                .position_for_offset((from - seg.base_offset).max(0) as u32);
             seg.headers_from(position, |_, h| {
                 if h.last_offset() >= from {
                     self.producers.update(h);
@@ -157,7 +178,11 @@ impl Partition {
         for entry in fs::read_dir(&self.dir)? {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "snapshot") {
-                if let Some(offset) = path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse().ok()) {
+                if let Some(offset) = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .and_then(|s| s.parse().ok())
+                {
                     found.push((offset, path));
                 }
             }
@@ -199,7 +224,11 @@ impl Partition {
 
     /// Appends validated batches, assigning offsets, after the idempotent-producer checks of
     /// the first batch (a produce request carries one batch per partition).
-    pub fn append(&mut self, mut data: Vec<u8>, log_append_time: Option<i64>) -> io::Result<Appended> {
+    pub fn append(
+        &mut self,
+        mut data: Vec<u8>,
+        log_append_time: Option<i64>,
+    ) -> io::Result<Appended> {
         if let Some(first) = Header::parse(&data) {
             match self.producers.check(&first) {
                 Check::Append => {}
@@ -210,14 +239,20 @@ impl Partition {
         let base = self.next_offset();
         let (next, headers) = batch::assign_offsets(&mut data, base, log_append_time);
         if headers.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no record batch to append"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no record batch to append",
+            ));
         }
         self.make_files()?;
         let active = self.active();
         if active.size > 0 && active.size + data.len() as u64 > self.config.segment_bytes {
             self.roll()?;
         }
-        let records: u64 = headers.iter().map(|(_, h)| h.last_offset_delta as u64 + 1).sum();
+        let records: u64 = headers
+            .iter()
+            .map(|(_, h)| h.last_offset_delta as u64 + 1)
+            .sum();
         self.segments.last_mut().unwrap().append(&data, &headers)?;
         for (_, h) in &headers {
             self.producers.update(h);
@@ -267,12 +302,19 @@ impl Partition {
     }
 
     fn segment_for(&self, offset: i64) -> usize {
-        self.segments.partition_point(|s| s.base_offset <= offset).saturating_sub(1)
+        self.segments
+            .partition_point(|s| s.base_offset <= offset)
+            .saturating_sub(1)
     }
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (the first batch whole
     /// even when bigger, if `min_one`). None when `offset` is out of range.
-    pub fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> io::Result<Option<Vec<u8>>> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+    ) -> io::Result<Option<Vec<u8>>> {
         if offset < self.log_start_offset() || offset > self.next_offset() {
             return Ok(None);
         }
@@ -281,10 +323,16 @@ impl Partition {
             let seg = &self.segments[i];
             let rel = (offset - seg.base_offset).max(0) as u32;
             let from = seg.index.position_for_offset(rel);
-            if let Some((start, first)) = seg.headers_from(from, |_, h| h.last_offset() >= offset)? {
+            if let Some((start, first)) =
+                seg.headers_from(from, |_, h| h.last_offset() >= offset)?
+            {
                 let mut end = start + first.size as u64;
                 if first.size > max_bytes {
-                    return Ok(Some(if min_one { seg.read_at(first.size, start)? } else { Vec::new() }));
+                    return Ok(Some(if min_one {
+                        seg.read_at(first.size, start)?
+                    } else {
+                        Vec::new()
+                    }));
                 }
                 seg.headers_from(end, |_, h| {
                     if (end - start) as usize + h.size > max_bytes {
@@ -337,13 +385,20 @@ impl Partition {
 
     /// The record with the largest timestamp (the first such), as (timestamp, offset).
     pub fn max_timestamp(&self) -> io::Result<Option<(i64, i64)>> {
-        let Some(seg) = self.segments.iter().filter(|s| s.size > 0).reduce(|a, b| if b.max_timestamp > a.max_timestamp { b } else { a }) else {
+        let Some(seg) = self.segments.iter().filter(|s| s.size > 0).reduce(|a, b| {
+            if b.max_timestamp > a.max_timestamp {
+                b
+            } else {
+                a
+            }
+        }) else {
             return Ok(None);
         };
         let wanted = seg.max_timestamp;
         if let Some((pos, h)) = seg.headers_from(0, |_, h| h.max_timestamp == wanted)? {
             let bytes = seg.read_at(h.size, pos)?;
-            return Ok(batch::find_timestamp(&bytes, None, i64::MIN).or(Some((h.max_timestamp, h.last_offset()))));
+            return Ok(batch::find_timestamp(&bytes, None, i64::MIN)
+                .or(Some((h.max_timestamp, h.last_offset()))));
         }
         Ok(None)
     }
@@ -353,15 +408,21 @@ impl Partition {
     /// Returns how many went.
     pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<usize> {
         let retention_ms = self.config.retention_ms;
-        let expired = |seg: &Segment| retention_ms >= 0 && seg.max_timestamp >= 0 && now_ms - seg.max_timestamp > retention_ms;
+        let expired = |seg: &Segment| {
+            retention_ms >= 0 && seg.max_timestamp >= 0 && now_ms - seg.max_timestamp > retention_ms
+        };
         let mut total = self.size() as i64;
         // Segments wholly below the log start first (left by a stop between DeleteRecords'
         // checkpoint and its deletions), as Kafka's deleteLogStartOffsetBreachedSegments.
         let mut remove = self.below_start();
-        total -= self.segments[..remove].iter().map(|s| s.size as i64).sum::<i64>();
+        total -= self.segments[..remove]
+            .iter()
+            .map(|s| s.size as i64)
+            .sum::<i64>();
         while remove + 1 < self.segments.len() {
             let seg = &self.segments[remove];
-            let oversize = self.config.retention_bytes >= 0 && total - seg.size as i64 >= self.config.retention_bytes;
+            let oversize = self.config.retention_bytes >= 0
+                && total - seg.size as i64 >= self.config.retention_bytes;
             if !(expired(seg) || oversize) {
                 break;
             }
@@ -396,7 +457,10 @@ impl Partition {
 
     /// How many segments lie wholly below the log start (the next one starts at or before it).
     fn below_start(&self) -> usize {
-        self.segments.windows(2).take_while(|w| w[1].base_offset <= self.log_start).count()
+        self.segments
+            .windows(2)
+            .take_while(|w| w[1].base_offset <= self.log_start)
+            .count()
     }
 
     /// Deletes the oldest `n` segments (never the active one); the log then starts at least at
@@ -432,7 +496,9 @@ impl Partition {
         active.write_index(true)?;
         // The producer state as of the log end, so the next open need not walk the log.
         let old = self.snapshots()?;
-        let path = self.dir.join(super::segment::file_name(self.next_offset(), "snapshot"));
+        let path = self
+            .dir
+            .join(super::segment::file_name(self.next_offset(), "snapshot"));
         let tmp = path.with_extension("snapshot.tmp");
         let written = File::create(&tmp).and_then(|mut file| {
             std::io::Write::write_all(&mut file, &self.producers.encode())?;
@@ -475,7 +541,10 @@ fn read_log_start(dir: &Path, notes: &mut Vec<String>) -> Option<i64> {
         Ok(text) => {
             let parsed = text.trim().parse().ok();
             if parsed.is_none() {
-                notes.push(format!("ignored {LOG_START_FILE}: {:?} is not an offset", text.trim()));
+                notes.push(format!(
+                    "ignored {LOG_START_FILE}: {:?} is not an offset",
+                    text.trim()
+                ));
             }
             parsed
         }

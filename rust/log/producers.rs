@@ -69,7 +69,10 @@ impl Producers {
         if h.producer_epoch < entry.epoch {
             return Check::Error(
                 INVALID_PRODUCER_EPOCH,
-                format!("Epoch of producer {} is {}, which is smaller than the last seen epoch {}", h.producer_id, h.producer_epoch, entry.epoch),
+                format!(
+                    "Epoch of producer {} is {}, which is smaller than the last seen epoch {}",
+                    h.producer_id, h.producer_epoch, entry.epoch
+                ),
             );
         }
         if h.producer_epoch > entry.epoch {
@@ -82,7 +85,11 @@ impl Producers {
             return Check::Append;
         }
         let last = last_seq(h);
-        if let Some(dup) = entry.batches.iter().find(|b| b.first_seq == h.base_sequence && b.last_seq == last) {
+        if let Some(dup) = entry
+            .batches
+            .iter()
+            .find(|b| b.first_seq == h.base_sequence && b.last_seq == last)
+        {
             return Check::Duplicate(*dup);
         }
         match entry.batches.back() {
@@ -112,13 +119,18 @@ impl Producers {
             last_seq: last_seq(h),
             first_offset: h.base_offset,
             last_offset: h.last_offset(),
-            timestamp: if h.log_append_time() { h.max_timestamp } else { -1 },
+            timestamp: if h.log_append_time() {
+                h.max_timestamp
+            } else {
+                -1
+            },
         });
     }
 
     /// Forgets producers whose batches all lie before `log_start` (deleted by retention).
     pub fn forget_before(&mut self, log_start: i64) {
-        self.entries.retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start));
+        self.entries
+            .retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start));
     }
 
     /// The snapshot bytes: per producer (id i64, epoch i16, batch count u8, then per batch
@@ -159,7 +171,10 @@ impl Producers {
         while let Some(head) = take(11) {
             let pid = i64::from_be_bytes(head[0..8].try_into().ok()?);
             let epoch = i16::from_be_bytes(head[8..10].try_into().ok()?);
-            let mut entry = Entry { epoch, batches: VecDeque::new() };
+            let mut entry = Entry {
+                epoch,
+                batches: VecDeque::new(),
+            };
             for _ in 0..head[10] {
                 let b = take(32)?;
                 let i32_at = |at: usize| i32::from_be_bytes(b[at..at + 4].try_into().unwrap());
@@ -210,17 +225,32 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(p.check(&header(7, 0, 5, 0, 1)), Check::Append);
-        assert!(matches!(p.check(&header(7, 0, 6, 0, 1)), Check::Error(OUT_OF_ORDER_SEQUENCE_NUMBER, _)));
-        assert!(matches!(p.check(&header(7, 1, 3, 0, 1)), Check::Error(OUT_OF_ORDER_SEQUENCE_NUMBER, _)));
+        assert!(matches!(
+            p.check(&header(7, 0, 6, 0, 1)),
+            Check::Error(OUT_OF_ORDER_SEQUENCE_NUMBER, _)
+        ));
+        assert!(matches!(
+            p.check(&header(7, 1, 3, 0, 1)),
+            Check::Error(OUT_OF_ORDER_SEQUENCE_NUMBER, _)
+        ));
         assert_eq!(p.check(&header(7, 1, 0, 0, 1)), Check::Append);
         p.update(&header(7, 1, 0, 5, 1));
-        assert!(matches!(p.check(&header(7, 0, 5, 0, 1)), Check::Error(INVALID_PRODUCER_EPOCH, _)));
+        assert!(matches!(
+            p.check(&header(7, 0, 5, 0, 1)),
+            Check::Error(INVALID_PRODUCER_EPOCH, _)
+        ));
         // Only the last five batches are remembered.
         for i in 1..=6 {
             p.update(&header(7, 1, i, 5 + i as i64, 1));
         }
-        assert!(matches!(p.check(&header(7, 1, 0, 0, 1)), Check::Error(OUT_OF_ORDER_SEQUENCE_NUMBER, _)));
-        assert!(matches!(p.check(&header(7, 1, 2, 0, 1)), Check::Duplicate(_)));
+        assert!(matches!(
+            p.check(&header(7, 1, 0, 0, 1)),
+            Check::Error(OUT_OF_ORDER_SEQUENCE_NUMBER, _)
+        ));
+        assert!(matches!(
+            p.check(&header(7, 1, 2, 0, 1)),
+            Check::Duplicate(_)
+        ));
         // Unknown producers and non-idempotent batches go through.
         assert_eq!(p.check(&header(8, 3, 42, 0, 1)), Check::Append);
         assert_eq!(p.check(&header(-1, -1, -1, 0, 1)), Check::Append);
@@ -237,9 +267,15 @@ mod tests {
         p.update(&header(4, 0, 0, 100, 1));
         let bytes = p.encode();
         let back = Producers::decode(&bytes).unwrap();
-        assert!(matches!(back.check(&header(3, 1, 12, 0, 2)), Check::Duplicate(_)));
+        assert!(matches!(
+            back.check(&header(3, 1, 12, 0, 2)),
+            Check::Duplicate(_)
+        ));
         assert_eq!(back.check(&header(3, 1, 14, 0, 1)), Check::Append);
-        assert!(matches!(back.check(&header(4, 0, 5, 0, 1)), Check::Error(OUT_OF_ORDER_SEQUENCE_NUMBER, _)));
+        assert!(matches!(
+            back.check(&header(4, 0, 5, 0, 1)),
+            Check::Error(OUT_OF_ORDER_SEQUENCE_NUMBER, _)
+        ));
         let mut damaged = bytes.clone();
         damaged[3] ^= 1;
         assert!(Producers::decode(&damaged).is_none());

@@ -81,7 +81,10 @@ pub fn recover_active(seg: &mut Segment, from: u64, min_offset: i64) -> io::Resu
     let mut found = Vec::new();
     while position < file_size {
         if file_size - position < HEADER_LEN as u64 {
-            reason = Some(format!("{} trailing bytes are shorter than a batch header", file_size - position));
+            reason = Some(format!(
+                "{} trailing bytes are shorter than a batch header",
+                file_size - position
+            ));
             break;
         }
         batch.resize(HEADER_LEN, 0);
@@ -95,7 +98,10 @@ pub fn recover_active(seg: &mut Segment, from: u64, min_offset: i64) -> io::Resu
             break;
         }
         if position + h.size as u64 > file_size {
-            reason = Some(format!("batch of {} bytes is cut at the end of the file", h.size));
+            reason = Some(format!(
+                "batch of {} bytes is cut at the end of the file",
+                h.size
+            ));
             break;
         }
         batch.resize(h.size, 0);
@@ -105,7 +111,10 @@ pub fn recover_active(seg: &mut Segment, from: u64, min_offset: i64) -> io::Resu
             break;
         }
         if h.base_offset < expected || h.last_offset_delta < 0 {
-            reason = Some(format!("batch offset {} goes backwards (expected >= {expected})", h.base_offset));
+            reason = Some(format!(
+                "batch offset {} goes backwards (expected >= {expected})",
+                h.base_offset
+            ));
             break;
         }
         expected = h.last_offset() + 1;
@@ -121,5 +130,9 @@ pub fn recover_active(seg: &mut Segment, from: u64, min_offset: i64) -> io::Resu
         file.sync_all()?;
     }
     seg.size = position;
-    Ok(Recovered { valid_bytes: position, truncated_bytes: truncated, reason: if truncated > 0 { reason } else { None } })
+    Ok(Recovered {
+        valid_bytes: position,
+        truncated_bytes: truncated,
+        reason: if truncated > 0 { reason } else { None },
+    })
 }

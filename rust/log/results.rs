@@ -44,7 +44,10 @@ impl ReadResult {
             Some(d) => format!("<{} bytes>", d.bind(py).as_bytes().len()),
             None => "None".into(),
         };
-        format!("ReadResult(data={data}, high_watermark={}, log_start_offset={})", self.high_watermark, self.log_start_offset)
+        format!(
+            "ReadResult(data={data}, high_watermark={}, log_start_offset={})",
+            self.high_watermark, self.log_start_offset
+        )
     }
 }
 

@@ -51,7 +51,12 @@ impl Segment {
 
     pub fn create(dir: &Path, base_offset: i64, files: &Arc<FileCache>) -> io::Result<Segment> {
         let path = dir.join(file_name(base_offset, "log"));
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
         let seg = Segment::new(dir, base_offset, files, 0);
         files.insert(seg.id, Arc::new(file));
         Ok(seg)
@@ -127,7 +132,8 @@ impl Segment {
     pub fn note_batch(&mut self, position: u64, h: &Header) {
         let rel = (h.base_offset - self.base_offset) as u32;
         self.max_timestamp = self.max_timestamp.max(h.max_timestamp);
-        self.index.on_batch(rel, position, h.size as u64, self.max_timestamp);
+        self.index
+            .on_batch(rel, position, h.size as u64, self.max_timestamp);
         self.next_offset = h.last_offset() + 1;
         self.last_batch = Some((position, rel));
     }
@@ -172,7 +178,8 @@ impl Segment {
         if let Some((pos, rel)) = self.last_batch {
             self.index.seal(rel, pos, self.max_timestamp);
         }
-        self.index.write(&self.index_path(), &self.time_index_path(), sync)
+        self.index
+            .write(&self.index_path(), &self.time_index_path(), sync)
     }
 
     pub fn remove_files(&self) -> io::Result<()> {

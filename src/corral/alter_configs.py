@@ -5,17 +5,27 @@ change durable before it is answered and in effect at once."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from . import broker_loggers
 from .apis import ApiKey, handles
 from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigError, DynamicConfigRefused, render
 from .config_types import ConfigType, Setting
-from . import broker_loggers
-from .describe_configs import (BROKER, BROKER_LOGGER, GROUP, REFUSED_MESSAGES, TOPIC, Refused,
-                               broker_resource, logger_resource, refusal)
-from .security.acls import AclOperation
+from .describe_configs import (
+    BROKER,
+    BROKER_LOGGER,
+    GROUP,
+    REFUSED_MESSAGES,
+    TOPIC,
+    Refused,
+    broker_resource,
+    logger_resource,
+    refusal,
+)
 from .errors import ErrorCode
 from .group_settings import GROUP_SETTINGS
+from .security.acls import AclOperation
 from .topics import TopicError, validate_configs
 
 log = logging.getLogger("corral.configs")
@@ -40,11 +50,14 @@ async def alter_configs(broker, request) -> dict[str, Any]:
                 raise Refused(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             nulls = sorted(n for n, v in configs.items() if v is None)
             if nulls:
-                raise Refused(ErrorCode.INVALID_REQUEST,
-                              f"Null value not supported for : {','.join(nulls)}")
+                raise Refused(
+                    ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}"
+                )
             return dict(configs)
 
-        responses.append(await _alter(broker, request, resource, replace_all, body["validate_only"]))
+        responses.append(
+            await _alter(broker, request, resource, replace_all, body["validate_only"])
+        )
     return {"responses": responses}
 
 
@@ -68,7 +81,9 @@ async def incremental_alter_configs(broker, request) -> dict[str, Any]:
             for name, op, value in ops:
                 if op == SET:
                     if value is None:
-                        raise Refused(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+                        raise Refused(
+                            ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}"
+                        )
                     layer[name] = value
                 elif op == DELETE:
                     layer.pop(name, None)
@@ -84,8 +99,12 @@ async def incremental_alter_configs(broker, request) -> dict[str, Any]:
 
 def _alter_loggers(broker, request, resource: dict, ops, validate_only: bool) -> dict[str, Any]:
     name = resource["resource_name"]
-    response = {"resource_type": BROKER_LOGGER, "resource_name": name,
-                "error_code": ErrorCode.NONE, "error_message": None}
+    response = {
+        "resource_type": BROKER_LOGGER,
+        "resource_name": name,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+    }
     code = refusal(broker, request, AclOperation.ALTER_CONFIGS, BROKER_LOGGER, name)
     if code is not None:
         return {**response, "error_code": code, "error_message": REFUSED_MESSAGES[code]}
@@ -113,7 +132,9 @@ def _list_op(setting: Setting | None, op: int, current: str | None, value: str |
     if setting is None or setting.type != ConfigType.LIST:
         verb = "append" if op == APPEND else "subtract"
         name = setting.name if setting else "unknown"
-        raise Refused(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
+        raise Refused(
+            ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}"
+        )
     items = [i.strip() for i in (current or "").split(",") if i.strip()]
     given = [i.strip() for i in (value or "").split(",") if i.strip()]
     if op == APPEND:
@@ -121,10 +142,16 @@ def _list_op(setting: Setting | None, op: int, current: str | None, value: str |
     return ",".join(i for i in items if i not in given)
 
 
-async def _alter(broker, request, resource: dict, change: Change, validate_only: bool) -> dict[str, Any]:
+async def _alter(
+    broker, request, resource: dict, change: Change, validate_only: bool
+) -> dict[str, Any]:
     kind, name = resource["resource_type"], resource["resource_name"]
-    response = {"resource_type": kind, "resource_name": name,
-                "error_code": ErrorCode.NONE, "error_message": None}
+    response = {
+        "resource_type": kind,
+        "resource_name": name,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+    }
     code = refusal(broker, request, AclOperation.ALTER_CONFIGS, kind, name)
     if code is not None:
         return {**response, "error_code": code, "error_message": REFUSED_MESSAGES[code]}
@@ -144,8 +171,10 @@ async def _alter(broker, request, resource: dict, change: Change, validate_only:
     except ConfigError as e:
         response.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(e))
     except OSError as e:
-        response.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR,
-                        error_message=f"Could not write the change: {e}")
+        response.update(
+            error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+            error_message=f"Could not write the change: {e}",
+        )
     return response
 
 
@@ -176,6 +205,8 @@ async def _alter_group(broker, name: str, change: Change, validate_only: bool) -
 
     def effective(n: str) -> str | None:
         setting = GROUP_SETTINGS.get(n)
-        return current.get(n) or (render(broker.settings[setting.broker_synonym]) if setting else None)
+        return current.get(n) or (
+            render(broker.settings[setting.broker_synonym]) if setting else None
+        )
 
     await dynamic.alter_group(name, change(current, effective), validate_only)

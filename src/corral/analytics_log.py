@@ -19,7 +19,8 @@ from __future__ import annotations
 import collections
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -110,8 +111,16 @@ class AnalyticsLog:
                 if self._last_end.get(key) == end:
                     continue
                 self._last_end[key] = end
-                self._add(LOG_END, {"topic": topic.name, "partition": partition,
-                                    "log_start_offset": start, "log_end_offset": end}, now_ms)
+                self._add(
+                    LOG_END,
+                    {
+                        "topic": topic.name,
+                        "partition": partition,
+                        "log_start_offset": start,
+                        "log_end_offset": end,
+                    },
+                    now_ms,
+                )
         for key in self._last_end.keys() - seen:  # deleted topics (or partitions)
             del self._last_end[key]
 
@@ -127,16 +136,24 @@ class AnalyticsLog:
         except StorageError as e:
             error = e
         if error:
-            storage_warning("analytics", "appending %d records to %s failed (kept in memory, "
-                            "at most %d; %d dropped so far): %s", len(records), TOPIC,
-                            MAX_BUFFERED, self.dropped, error)
+            storage_warning(
+                "analytics",
+                "appending %d records to %s failed (kept in memory, "
+                "at most %d; %d dropped so far): %s",
+                len(records),
+                TOPIC,
+                MAX_BUFFERED,
+                self.dropped,
+                error,
+            )
             return False
         for _ in records:
             self.buffer.popleft()
         self.appended += len(records)
         if self.dropped:
-            log.warning("%d analytics records were dropped while appends to %s failed",
-                        self.dropped, TOPIC)
+            log.warning(
+                "%d analytics records were dropped while appends to %s failed", self.dropped, TOPIC
+            )
             self.dropped = 0
         if needs_flush:
             self.logs.request_flush()  # durable soon, without anyone waiting for it
@@ -162,7 +179,7 @@ class AnalyticsLog:
             collect()
 
 
-def analytics_log_for(broker: "Broker") -> AnalyticsLog:
+def analytics_log_for(broker: Broker) -> AnalyticsLog:
     """The broker's analytics log, `__corral_analytics` created when missing (internal, like
     `__consumer_offsets`: clients may read it, not write to it), its retention.ms kept equal to
     corral.analytics.retention.ms. The coordinator's events go to it from now on: after
@@ -170,11 +187,14 @@ def analytics_log_for(broker: "Broker") -> AnalyticsLog:
     retention = str(broker.settings["corral.analytics.retention.ms"])
     topic = broker.topics.get(TOPIC)
     if topic is None:
-        topic = broker.topics.create_at_startup(TOPIC, 1, {"retention.ms": retention}, internal=True)
+        topic = broker.topics.create_at_startup(
+            TOPIC, 1, {"retention.ms": retention}, internal=True
+        )
     elif topic.configs.get("retention.ms") != retention:
         broker.topics.reconfigure_at_startup(topic, {**topic.configs, "retention.ms": retention})
-    analytics = AnalyticsLog(broker.logs, broker.topics, topic,
-                             broker.settings["corral.analytics.sample.interval.ms"])
+    analytics = AnalyticsLog(
+        broker.logs, broker.topics, topic, broker.settings["corral.analytics.sample.interval.ms"]
+    )
     broker.groups.events.sink = analytics.add
     analytics.before_append.append(broker.groups.events.flush_rejected)
     return analytics

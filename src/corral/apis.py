@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Awaitable, Callable
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from . import _core
 from .errors import ErrorCode
@@ -73,7 +74,7 @@ class Later:
         self._callbacks: list[Callable[[Any], None]] | None = None
 
     @classmethod
-    def of(cls, value: Any) -> "Later":
+    def of(cls, value: Any) -> Later:
         """A Later resolved already."""
         later = cls()
         later.resolve(value)
@@ -104,14 +105,14 @@ class Later:
         else:
             self._callbacks.append(callback)
 
-    def map(self, fn: Callable[[Any], Any]) -> "Later":
+    def map(self, fn: Callable[[Any], Any]) -> Later:
         """A Later resolved with `fn(value)` once this one is resolved."""
         out = Later()
         self.then(lambda value: out.resolve(fn(value)))
         return out
 
 
-def first_error(laters: "list[Later]") -> Later:
+def first_error(laters: list[Later]) -> Later:
     """Resolved once every Later (each resolving to an ErrorCode) is, with the first failure in
     list order, or NONE: a request whose several writes must all be durable."""
     out = Later()

@@ -7,19 +7,21 @@ import logging
 import os
 from pathlib import Path
 
-from .analytics_log import analytics_log_for
 from . import listeners
+from .analytics_log import analytics_log_for
 from .config import ConfigError, Settings
-from .listeners import Listener, advertised
 from .dynamic_configs import DynamicConfigs
 from .groups import coordinator_for
+from .listeners import Listener, advertised
 from .log import PartitionLogs
-from .uuids import random_uuid_text
 from .producers import ProducerIdAllocator
-from .security.authorizer import FILE as ACLS_FILE, authorizer_for
-from .security.credentials import FILE as CREDENTIALS_FILE, Credentials
+from .security.authorizer import FILE as ACLS_FILE
+from .security.authorizer import authorizer_for
+from .security.credentials import FILE as CREDENTIALS_FILE
+from .security.credentials import Credentials
 from .security.sessions import Sessions
 from .topics import TopicStore
+from .uuids import random_uuid_text
 
 log = logging.getLogger("corral.broker")
 
@@ -43,8 +45,10 @@ def lock_data_dir(data_dir: Path) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise StartupError(f"data directory {data_dir} is in use by another corral (its {LOCK_FILE} "
-                           "is locked); stop it or choose another --data-dir") from None
+        raise StartupError(
+            f"data directory {data_dir} is in use by another corral (its {LOCK_FILE} "
+            "is locked); stop it or choose another --data-dir"
+        ) from None
     return fd
 
 
@@ -63,16 +67,21 @@ class Broker:
             # Topic-partition logs; the server runs `self.logs.run`, which closes them at shutdown.
             self.logs = PartitionLogs(self.data_dir, settings, self.topics)
         except OSError as e:
-            raise StartupError(f"data directory {self.data_dir}: {e.strerror or e}"
-                               + (f" ({e.filename})" if e.filename else "")) from None
+            raise StartupError(
+                f"data directory {self.data_dir}: {e.strerror or e}"
+                + (f" ({e.filename})" if e.filename else "")
+            ) from None
         except (ValueError, ConfigError) as e:
-            raise StartupError(f"data directory {self.data_dir}: unreadable dynamic settings: {e}") from None
+            raise StartupError(
+                f"data directory {self.data_dir}: unreadable dynamic settings: {e}"
+            ) from None
         # ACLs (None: no authorizer configured, everything allowed); acls.json read now.
         try:
             self.authorizer = authorizer_for(settings, self.data_dir)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise StartupError(f"{self.data_dir / ACLS_FILE}: unreadable ACLs: "
-                               f"{type(e).__name__}: {e}") from None
+            raise StartupError(
+                f"{self.data_dir / ACLS_FILE}: unreadable ACLs: {type(e).__name__}: {e}"
+            ) from None
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)
@@ -84,8 +93,9 @@ class Broker:
         try:
             self.credentials = Credentials(self.data_dir)
         except (OSError, ValueError) as e:
-            raise StartupError(f"{self.data_dir / CREDENTIALS_FILE}: unreadable SCRAM credentials: "
-                               f"{e}") from None
+            raise StartupError(
+                f"{self.data_dir / CREDENTIALS_FILE}: unreadable SCRAM credentials: {e}"
+            ) from None
         # The listeners, as configured until bound (a port may be 0 until then).
         try:
             configured = listeners.configured(settings)
@@ -115,8 +125,14 @@ class Broker:
         self.listeners = {listener.name: listener for listener in listeners}
         self.endpoints = advertised(self.settings, listeners)
         for listener in listeners:
-            log.info("listener %s (%s) listening on %s:%d, advertising %s:%d", listener.name,
-                     listener.protocol, listener.host, listener.port, *self.endpoints[listener.name])
+            log.info(
+                "listener %s (%s) listening on %s:%d, advertising %s:%d",
+                listener.name,
+                listener.protocol,
+                listener.host,
+                listener.port,
+                *self.endpoints[listener.name],
+            )
 
     def endpoint(self, listener: str) -> tuple[str, int]:
         """The advertised (host, port) of a listener (the first one's for an unknown name: a

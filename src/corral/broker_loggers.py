@@ -12,9 +12,16 @@ from .config_types import ConfigSource, ConfigType, Setting
 ROOT = "root"
 
 # Kafka's (log4j's) level names and Python's levels.
-_TO_PYTHON = {"OFF": logging.CRITICAL + 10, "FATAL": logging.CRITICAL, "ERROR": logging.ERROR,
-              "WARN": logging.WARNING, "INFO": logging.INFO, "DEBUG": logging.DEBUG,
-              "TRACE": logging.DEBUG - 5, "ALL": logging.NOTSET + 1}
+_TO_PYTHON = {
+    "OFF": logging.CRITICAL + 10,
+    "FATAL": logging.CRITICAL,
+    "ERROR": logging.ERROR,
+    "WARN": logging.WARNING,
+    "INFO": logging.INFO,
+    "DEBUG": logging.DEBUG,
+    "TRACE": logging.DEBUG - 5,
+    "ALL": logging.NOTSET + 1,
+}
 _TO_KAFKA = {level: name for name, level in _TO_PYTHON.items()}
 
 
@@ -26,8 +33,11 @@ class LoggerRefused(Exception):
 
 def _loggers() -> dict[str, logging.Logger]:
     """corral's loggers (those created so far) and the root logger."""
-    found = {name: logger for name, logger in logging.root.manager.loggerDict.items()
-             if isinstance(logger, logging.Logger) and name.split(".")[0] == "corral"}
+    found = {
+        name: logger
+        for name, logger in logging.root.manager.loggerDict.items()
+        if isinstance(logger, logging.Logger) and name.split(".")[0] == "corral"
+    }
     return {ROOT: logging.root, **dict(sorted(found.items()))}
 
 
@@ -42,7 +52,9 @@ def describe() -> list[tuple[Setting, Any, list, bool]]:
     for name, logger in _loggers().items():
         level = _level_name(logger)
         setting = Setting(name, ConfigType.STRING, level, str, "The logger's level.")
-        out.append((setting, level, [(name, level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG)], False))
+        out.append(
+            (setting, level, [(name, level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG)], False)
+        )
     return out
 
 
@@ -57,17 +69,25 @@ def alter(ops: list[tuple[str, int, str | None]], validate_only: bool) -> None:
         if op == 0:
             level = _TO_PYTHON.get((value or "").upper())
             if level is None:
-                raise LoggerRefused(True, f"Cannot set the log level of {name} to {value} as it is "
-                                          f"not a supported log level. Valid log levels are "
-                                          f"{', '.join(_TO_PYTHON)}")
+                raise LoggerRefused(
+                    True,
+                    f"Cannot set the log level of {name} to {value} as it is "
+                    f"not a supported log level. Valid log levels are "
+                    f"{', '.join(_TO_PYTHON)}",
+                )
             changes.append((loggers[name], level))
         elif op == 1:
             if name == ROOT:
-                raise LoggerRefused(False, "Removing the log level of the root logger is not allowed")
+                raise LoggerRefused(
+                    False, "Removing the log level of the root logger is not allowed"
+                )
             changes.append((loggers[name], logging.NOTSET))
         else:
-            raise LoggerRefused(False, f"{'APPEND' if op == 2 else 'SUBTRACT'} operation is not "
-                                       "allowed for the BROKER_LOGGER resource")
+            raise LoggerRefused(
+                False,
+                f"{'APPEND' if op == 2 else 'SUBTRACT'} operation is not "
+                "allowed for the BROKER_LOGGER resource",
+            )
     if not validate_only:
         for logger, level in changes:
             logger.setLevel(level)

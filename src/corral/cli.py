@@ -23,31 +23,49 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the broker")
-    serve.add_argument("--listen", metavar="HOST:PORT",
-                       help="address to listen on (default 127.0.0.1:9092; port 0 picks one): "
-                            "short for --set listeners=PLAINTEXT://HOST:PORT, refused when "
-                            "listeners is also set (--set, CORRAL_LISTENERS or --config)")
+    serve.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="address to listen on (default 127.0.0.1:9092; port 0 picks one): "
+        "short for --set listeners=PLAINTEXT://HOST:PORT, refused when "
+        "listeners is also set (--set, CORRAL_LISTENERS or --config)",
+    )
     serve.add_argument("--data-dir", metavar="DIR", help="data directory (default ./corral-data)")
     serve.add_argument("--config", metavar="FILE", help="TOML file of settings, by Kafka's names")
-    serve.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
-                       help="set any setting, e.g. --set num.partitions=8 (repeatable)")
-    serve.add_argument("--log-level", default="INFO",
-                       help="DEBUG, INFO (default), WARNING, ERROR or CRITICAL")
-    serve.add_argument("--log-format", choices=("text", "json"), default="text",
-                       help="text (default) or json: one object per line (docs/operations.md)")
+    serve.add_argument(
+        "--set",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="set any setting, e.g. --set num.partitions=8 (repeatable)",
+    )
+    serve.add_argument(
+        "--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR or CRITICAL"
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text (default) or json: one object per line (docs/operations.md)",
+    )
 
     from .load.cli import add_parser as add_load_parser
+
     add_load_parser(sub)
     from .ops.groups import add_parser as add_groups_parser
+
     add_groups_parser(sub)
     from .analyze.cli import add_parser as add_analyze_parser
+
     add_analyze_parser(sub)
 
     args = parser.parse_args(argv)
     level = args.log_level.upper()
     if level not in LOG_LEVELS:
-        print(f"corral: --log-level {args.log_level} is not one of {', '.join(LOG_LEVELS)}",
-              file=sys.stderr)
+        print(
+            f"corral: --log-level {args.log_level} is not one of {', '.join(LOG_LEVELS)}",
+            file=sys.stderr,
+        )
         return 2
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(getattr(args, "log_format", "text")))
@@ -57,18 +75,22 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "load":
         from .load.cli import main as load_main
+
         return load_main(args)
     if args.command == "groups":
         from .ops.groups import main as groups_main
+
         return groups_main(args)
     if args.command == "analyze":
         from .analyze.cli import main as analyze_main
+
         return analyze_main(args)
     return 2
 
 
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("corral")
     except PackageNotFoundError:
@@ -103,9 +125,11 @@ def _listen(settings: Settings, address: str, source: str) -> None:
         items[plaintext[0]] = wanted
     else:
         items.insert(0, wanted)
-    raise ConfigError(f"--listen {address} would replace listeners={given} (from {source}); "
-                      f"name every listener in listeners instead, e.g. "
-                      f"--set listeners={','.join(items)}")
+    raise ConfigError(
+        f"--listen {address} would replace listeners={given} (from {source}); "
+        f"name every listener in listeners instead, e.g. "
+        f"--set listeners={','.join(items)}"
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:

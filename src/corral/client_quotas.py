@@ -25,35 +25,50 @@ def check_filter(components: list[dict[str, Any]]) -> None:
     """Kafka's ClientQuotasImage.describe checks, with its messages."""
     seen: set[str] = set()
     for component in components:
-        kind, match, match_type = component["entity_type"], component["match"], component["match_type"]
+        kind, match, match_type = (
+            component["entity_type"],
+            component["match"],
+            component["match_type"],
+        )
         if not kind:
             raise InvalidFilter(ErrorCode.INVALID_REQUEST, "Invalid empty entity type.")
         if kind in seen:
-            raise InvalidFilter(ErrorCode.INVALID_REQUEST,
-                                f"Entity type {kind} cannot appear more than once in the filter.")
+            raise InvalidFilter(
+                ErrorCode.INVALID_REQUEST,
+                f"Entity type {kind} cannot appear more than once in the filter.",
+            )
         seen.add(kind)
         if kind not in ENTITY_TYPES:
             raise InvalidFilter(ErrorCode.UNSUPPORTED_VERSION, f"Unsupported entity type {kind}")
         if match_type == MATCH_EXACT and match is None:
-            raise InvalidFilter(ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, "
-                                                           "but set match string to null.")
+            raise InvalidFilter(
+                ErrorCode.INVALID_REQUEST,
+                "Request specified MATCH_TYPE_EXACT, but set match string to null.",
+            )
         if match_type in (MATCH_DEFAULT, MATCH_SPECIFIED) and match is not None:
             name = "MATCH_TYPE_DEFAULT" if match_type == MATCH_DEFAULT else "MATCH_TYPE_SPECIFIED"
-            raise InvalidFilter(ErrorCode.INVALID_REQUEST,
-                                f"Request specified {name}, but also specified a match string.")
+            raise InvalidFilter(
+                ErrorCode.INVALID_REQUEST,
+                f"Request specified {name}, but also specified a match string.",
+            )
         if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
             raise InvalidFilter(ErrorCode.INVALID_REQUEST, f"Unknown match type {match_type}")
     if "ip" in seen and seen & {"user", "client-id"}:
-        raise InvalidFilter(ErrorCode.INVALID_REQUEST,
-                            "Invalid entity filter component combination. IP filter component "
-                            "should not be used with user or clientId filter component.")
+        raise InvalidFilter(
+            ErrorCode.INVALID_REQUEST,
+            "Invalid entity filter component combination. IP filter component "
+            "should not be used with user or clientId filter component.",
+        )
 
 
 @handles(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1)
 def describe_client_quotas(broker, request) -> dict[str, Any]:
     if not cluster_allowed(broker, request, AclOperation.DESCRIBE_CONFIGS):
-        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": None, "entries": None}
+        return {
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": None,
+            "entries": None,
+        }
     try:
         check_filter(request.body["components"])
     except InvalidFilter as e:

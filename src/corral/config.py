@@ -15,25 +15,49 @@ import logging
 import os
 import re
 import tomllib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .broker_settings import BROKER_SETTINGS, LISTENER_PREFIX_ONLY, PER_BROKER, STARTUP_ONLY
-from .config_types import (INT32_MAX, INT64_MAX, ConfigError, ConfigSource, ConfigType, Setting,
-                           parse_listener, physical_memory_tenth, render)
+from .config_types import (
+    INT32_MAX,
+    INT64_MAX,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    Setting,
+    parse_listener,
+    physical_memory_tenth,
+    render,
+)
 from .listener_settings import PER_LISTENER
 from .topic_settings import TOPIC_SETTINGS
 
-__all__ = ["BROKER_SETTINGS", "TOPIC_SETTINGS", "INT32_MAX", "INT64_MAX", "ConfigError",
-           "ConfigSource", "ConfigType", "Setting", "Settings", "parse_listener",
-           "physical_memory_tenth", "render"]
+__all__ = [
+    "BROKER_SETTINGS",
+    "TOPIC_SETTINGS",
+    "INT32_MAX",
+    "INT64_MAX",
+    "ConfigError",
+    "ConfigSource",
+    "ConfigType",
+    "Setting",
+    "Settings",
+    "parse_listener",
+    "physical_memory_tenth",
+    "render",
+]
 
 log = logging.getLogger("corral.config")
 
 _LISTENER_PREFIX = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 
 # log.retention.ms wins over log.retention.minutes, which wins over log.retention.hours.
-_RETENTION_UNITS = (("log.retention.ms", 1), ("log.retention.minutes", 60_000),
-                    ("log.retention.hours", 3_600_000))
+_RETENTION_UNITS = (
+    ("log.retention.ms", 1),
+    ("log.retention.minutes", 60_000),
+    ("log.retention.hours", 3_600_000),
+)
 
 
 class Settings:
@@ -71,8 +95,9 @@ class Settings:
         setting = BROKER_SETTINGS.get(name)
         if setting is None:
             if name not in self.unknown:
-                log.warning("The configuration '%s' was supplied but isn't a known config "
-                            "(ignored)", name)
+                log.warning(
+                    "The configuration '%s' was supplied but isn't a known config (ignored)", name
+                )
             self.unknown[name] = value
             return
         self.static[name] = parse(setting, value)
@@ -96,7 +121,9 @@ class Settings:
     def _recompute(self) -> None:
         self.values = self._layered(self.dynamic_default, self.dynamic_broker)
 
-    def _layered(self, dynamic_default: dict[str, Any], dynamic_broker: dict[str, Any]) -> dict[str, Any]:
+    def _layered(
+        self, dynamic_default: dict[str, Any], dynamic_broker: dict[str, Any]
+    ) -> dict[str, Any]:
         set_somewhere = {**self.static, **dynamic_default, **dynamic_broker}
         values = {name: s.default for name, s in BROKER_SETTINGS.items()} | set_somewhere
         for name, unit in _RETENTION_UNITS:
@@ -109,10 +136,15 @@ class Settings:
     def layers(self, name: str) -> list[tuple[Any, ConfigSource]]:
         """Where `name` is set, most significant first, ending with its default (Kafka's
         DescribeConfigs synonyms)."""
-        found = [(layer[name], source) for layer, source in (
-            (self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
-            (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-            (self.static, ConfigSource.STATIC_BROKER_CONFIG)) if name in layer]
+        found = [
+            (layer[name], source)
+            for layer, source in (
+                (self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                (self.static, ConfigSource.STATIC_BROKER_CONFIG),
+            )
+            if name in layer
+        ]
         return found + [(BROKER_SETTINGS[name].default, ConfigSource.DEFAULT_CONFIG)]
 
     def dynamic_layer(self, per_broker: bool) -> dict[str, Any]:
@@ -126,19 +158,35 @@ class Settings:
         setting without a listener prefix; a bad value or a name corral does not know; then
         DynamicConfigRefused for a per-broker setting as the cluster-wide default; then the
         bounds between settings."""
-        scoped = [n for n in layer if (m := _LISTENER_PREFIX.match(n)) and m.group(2) in BROKER_SETTINGS]
-        static = scoped + [n for n in layer if n in BROKER_SETTINGS and not BROKER_SETTINGS[n].dynamic
-                           and n not in LISTENER_PREFIX_ONLY]
+        scoped = [
+            n for n in layer if (m := _LISTENER_PREFIX.match(n)) and m.group(2) in BROKER_SETTINGS
+        ]
+        static = scoped + [
+            n
+            for n in layer
+            if n in BROKER_SETTINGS
+            and not BROKER_SETTINGS[n].dynamic
+            and n not in LISTENER_PREFIX_ONLY
+        ]
         if static:
-            why = sorted({STARTUP_ONLY[n] for n in static if n in STARTUP_ONLY}
-                         | ({"a listener's own settings (listener.name.<name>.*) are read at startup"}
-                            if scoped else set()))
-            raise DynamicConfigRefused(f"Cannot update these configs dynamically: {set_repr(static)}"
-                                       + (f" (corral: {'; '.join(why)})" if why else ""))
+            why = sorted(
+                {STARTUP_ONLY[n] for n in static if n in STARTUP_ONLY}
+                | (
+                    {"a listener's own settings (listener.name.<name>.*) are read at startup"}
+                    if scoped
+                    else set()
+                )
+            )
+            raise DynamicConfigRefused(
+                f"Cannot update these configs dynamically: {set_repr(static)}"
+                + (f" (corral: {'; '.join(why)})" if why else "")
+            )
         prefix_only = [n for n in layer if n in LISTENER_PREFIX_ONLY]
         if prefix_only:
-            raise DynamicConfigRefused("These security configs can be dynamically updated only "
-                                       f"per-listener using the listener prefix: {set_repr(prefix_only)}")
+            raise DynamicConfigRefused(
+                "These security configs can be dynamically updated only "
+                f"per-listener using the listener prefix: {set_repr(prefix_only)}"
+            )
         parsed = {}
         for name, value in layer.items():
             setting = BROKER_SETTINGS.get(name)
@@ -147,8 +195,10 @@ class Settings:
             parsed[name] = parse(setting, value)
         per_broker_only = [n for n in layer if n in PER_BROKER]
         if not per_broker and per_broker_only:
-            raise DynamicConfigRefused("Cannot update these configs at default cluster level, "
-                                       f"broker id must be specified: {set_repr(per_broker_only)}")
+            raise DynamicConfigRefused(
+                "Cannot update these configs at default cluster level, "
+                f"broker id must be specified: {set_repr(per_broker_only)}"
+            )
         other = self.dynamic_default if per_broker else self.dynamic_broker
         candidate = self._layered(*((other, parsed) if per_broker else (parsed, other)))
         check_bounds(candidate)
@@ -173,8 +223,12 @@ class Settings:
     # Loading
 
     @classmethod
-    def load(cls, config_file: str | None = None, overrides: dict[str, Any] | None = None,
-             environ: dict[str, str] | None = None) -> "Settings":
+    def load(
+        cls,
+        config_file: str | None = None,
+        overrides: dict[str, Any] | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> Settings:
         settings = cls()
         if config_file:
             for name, value in read_config_file(config_file).items():
@@ -214,21 +268,36 @@ def check_bounds(values: dict[str, Any]) -> None:
     """Kafka's GroupCoordinatorConfig checks between settings: each group.consumer value
     within its min and max, and the heartbeat interval below the session timeout."""
     for name, lo, hi in (
-            ("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
-             "group.consumer.max.session.timeout.ms"),
-            ("group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms",
-             "group.consumer.max.heartbeat.interval.ms"),
-            ("group.consumer.assignment.interval.ms", "group.consumer.min.assignment.interval.ms",
-             "group.consumer.max.assignment.interval.ms")):
+        (
+            "group.consumer.session.timeout.ms",
+            "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
+        ),
+        (
+            "group.consumer.heartbeat.interval.ms",
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+        ),
+        (
+            "group.consumer.assignment.interval.ms",
+            "group.consumer.min.assignment.interval.ms",
+            "group.consumer.max.assignment.interval.ms",
+        ),
+    ):
         if values[hi] < values[lo]:
             raise ConfigError(f"{hi} must be greater than or equal to {lo}")
         if values[name] < values[lo]:
             raise ConfigError(f"{name} must be greater than or equal to {lo}")
         if values[name] > values[hi]:
             raise ConfigError(f"{name} must be less than or equal to {hi}")
-    if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
-        raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
-                          "group.consumer.session.timeout.ms")
+    if (
+        values["group.consumer.heartbeat.interval.ms"]
+        >= values["group.consumer.session.timeout.ms"]
+    ):
+        raise ConfigError(
+            "group.consumer.heartbeat.interval.ms must be less than "
+            "group.consumer.session.timeout.ms"
+        )
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -316,7 +385,7 @@ def _unescape(text: str) -> str:
             continue
         nxt = text[i + 1]
         if nxt == "u":
-            digits = text[i + 2:i + 6]
+            digits = text[i + 2 : i + 6]
             if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
                 raise ConfigError(f"Malformed \\uxxxx encoding: \\u{digits}")
             out.append(chr(int(digits, 16)))

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import IntEnum
-from typing import Any, Callable
+from typing import Any
 
 
 class ConfigType(IntEnum):
@@ -111,8 +112,9 @@ def protocol_list(value: Any) -> str:
     entries = [str(item).strip().lower() for item in items if str(item).strip()]
     unknown = sorted(set(entries) - {"classic", "consumer", "streams", "share"})
     if unknown or "classic" not in entries:
-        raise ConfigError(f"expected a list holding classic and any of consumer, streams, share; "
-                          f"got {value!r}")
+        raise ConfigError(
+            f"expected a list holding classic and any of consumer, streams, share; got {value!r}"
+        )
     return ",".join(entries)
 
 
@@ -186,18 +188,38 @@ def _double(value: Any) -> float:
 
 
 _LENIENT_PARSERS: dict[ConfigType, Callable[[Any], Any]] = {
-    ConfigType.BOOLEAN: parse_bool, ConfigType.STRING: string_value, ConfigType.INT: _any_int,
-    ConfigType.SHORT: _any_int, ConfigType.LONG: _any_int, ConfigType.DOUBLE: _double,
-    ConfigType.LIST: string_value, ConfigType.PASSWORD: string_value, ConfigType.CLASS: string_value,
+    ConfigType.BOOLEAN: parse_bool,
+    ConfigType.STRING: string_value,
+    ConfigType.INT: _any_int,
+    ConfigType.SHORT: _any_int,
+    ConfigType.LONG: _any_int,
+    ConfigType.DOUBLE: _double,
+    ConfigType.LIST: string_value,
+    ConfigType.PASSWORD: string_value,
+    ConfigType.CLASS: string_value,
 }
 
 
-def inert(name: str, type: ConfigType, default: Any, why: str, *,
-          broker_synonym: str | None = None, dynamic: bool = False) -> Setting:
+def inert(
+    name: str,
+    type: ConfigType,
+    default: Any,
+    why: str,
+    *,
+    broker_synonym: str | None = None,
+    dynamic: bool = False,
+) -> Setting:
     """A Kafka setting corral accepts (checked for its type only) and does not act on."""
-    return Setting(name, type, default, _LENIENT_PARSERS[type],
-                   f"Accepted for compatibility with Kafka; no effect in corral: {why}.",
-                   broker_synonym, dynamic=dynamic, inert=True)
+    return Setting(
+        name,
+        type,
+        default,
+        _LENIENT_PARSERS[type],
+        f"Accepted for compatibility with Kafka; no effect in corral: {why}.",
+        broker_synonym,
+        dynamic=dynamic,
+        inert=True,
+    )
 
 
 def parse_listener(listener: str) -> tuple[str, int]:

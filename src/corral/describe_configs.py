@@ -20,14 +20,18 @@ GROUP = 32
 
 
 # Which ACL resource guards a config resource type, and the code that says it was refused.
-GUARDS = {TOPIC: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-          GROUP: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
-          BROKER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-          BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)}
+GUARDS = {
+    TOPIC: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    GROUP: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    BROKER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+}
 # The messages of Kafka's authorization errors.
-REFUSED_MESSAGES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
-                    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
+REFUSED_MESSAGES = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+}
 
 
 def refusal(broker, request, operation: int, kind: int, name: str) -> ErrorCode | None:
@@ -53,15 +57,19 @@ def broker_resource(broker, name: str) -> bool:
         return False
     if name == str(broker.node_id):
         return True
-    raise Refused(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} "
-                                             f"or empty string, but received {name}")
+    raise Refused(
+        ErrorCode.INVALID_REQUEST,
+        f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}",
+    )
 
 
 def logger_resource(broker, name: str) -> None:
     """A BROKER_LOGGER resource names a broker: this one."""
     if name != str(broker.node_id):
-        raise Refused(ErrorCode.INVALID_REQUEST,
-                      f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+        raise Refused(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {broker.node_id}, but received {name}",
+        )
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
@@ -69,9 +77,18 @@ def describe_configs(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     results, refused = [], []
     for resource in body["resources"]:
-        kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
-        result: dict[str, Any] = {"resource_type": kind, "resource_name": name, "configs": [],
-                                  "error_code": ErrorCode.NONE, "error_message": None}
+        kind, name, keys = (
+            resource["resource_type"],
+            resource["resource_name"],
+            resource["configuration_keys"],
+        )
+        result: dict[str, Any] = {
+            "resource_type": kind,
+            "resource_name": name,
+            "configs": [],
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
         code = refusal(broker, request, AclOperation.DESCRIBE_CONFIGS, kind, name)
         if code is not None:
             # Kafka answers these after the others.
@@ -79,8 +96,11 @@ def describe_configs(broker, request) -> dict[str, Any]:
             refused.append(result)
             continue
         try:
-            result["configs"] = [_entry(d, body, version) for d in _describe(broker, kind, name)
-                                 if keys is None or d[0].name in keys]
+            result["configs"] = [
+                _entry(d, body, version)
+                for d in _describe(broker, kind, name)
+                if keys is None or d[0].name in keys
+            ]
         except Refused as e:
             result.update(error_code=e.code, error_message=e.message)
         results.append(result)
@@ -97,17 +117,27 @@ def _describe(broker, kind: int, name: str) -> list[Described]:
         topic = broker.topics.get(name)
         if topic is None:
             raise Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        return [(s, topic.configs.get(s.name, settings.topic_default(s.name)),
-                 _own(s, topic.configs, ConfigSource.DYNAMIC_TOPIC_CONFIG) + _synonyms(broker, s),
-                 False) for s in TOPIC_SETTINGS.values()]
+        return [
+            (
+                s,
+                topic.configs.get(s.name, settings.topic_default(s.name)),
+                _own(s, topic.configs, ConfigSource.DYNAMIC_TOPIC_CONFIG) + _synonyms(broker, s),
+                False,
+            )
+            for s in TOPIC_SETTINGS.values()
+        ]
     if kind == BROKER:
         if broker_resource(broker, name):
             # Kafka: a broker setting is read-only unless it is dynamic.
-            return [(s, settings[s.name], _broker_synonyms(settings, s.name), not s.dynamic)
-                    for s in BROKER_SETTINGS.values()]
+            return [
+                (s, settings[s.name], _broker_synonyms(settings, s.name), not s.dynamic)
+                for s in BROKER_SETTINGS.values()
+            ]
         # The cluster-wide default: only what was set there, as Kafka shows it.
-        return [(BROKER_SETTINGS[n], v, [(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)], False)
-                for n, v in settings.dynamic_default.items()]
+        return [
+            (BROKER_SETTINGS[n], v, [(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)], False)
+            for n, v in settings.dynamic_default.items()
+        ]
     if kind == BROKER_LOGGER:
         logger_resource(broker, name)
         return broker_loggers.describe()
@@ -115,9 +145,15 @@ def _describe(broker, kind: int, name: str) -> list[Described]:
         if not name:
             raise Refused(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
         own = broker.dynamic_configs.groups.get(name, {})
-        return [(s, own.get(s.name, settings[s.broker_synonym]),
-                 _own(s, own, ConfigSource.GROUP_CONFIG) + _synonyms(broker, s), False)
-                for s in GROUP_SETTINGS.values()]
+        return [
+            (
+                s,
+                own.get(s.name, settings[s.broker_synonym]),
+                _own(s, own, ConfigSource.GROUP_CONFIG) + _synonyms(broker, s),
+                False,
+            )
+            for s in GROUP_SETTINGS.values()
+        ]
     raise Refused(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
 
@@ -140,8 +176,12 @@ def _broker_synonyms(settings, name: str) -> list[Synonym]:
     names = [name]
     if name == "log.retention.ms":
         names += ["log.retention.minutes", "log.retention.hours"]
-    found = [(n, value, source) for n in names for value, source in settings.layers(n)
-             if source != ConfigSource.DEFAULT_CONFIG or value is not None]
+    found = [
+        (n, value, source)
+        for n in names
+        for value, source in settings.layers(n)
+        if source != ConfigSource.DEFAULT_CONFIG or value is not None
+    ]
     set_ones = [f for f in found if f[2] != ConfigSource.DEFAULT_CONFIG]
     return set_ones + [f for f in found if f[2] == ConfigSource.DEFAULT_CONFIG][-1:]
 
@@ -152,11 +192,18 @@ def _entry(described: Described, body, version) -> dict[str, Any]:
     source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
     # Passwords and PEM keys are never shown, as Kafka answers them: null and sensitive.
     sensitive = setting.type == ConfigType.PASSWORD
-    entry = {"name": setting.name, "value": None if sensitive else render(value),
-             "config_source": source, "is_sensitive": sensitive, "read_only": read_only}
+    entry = {
+        "name": setting.name,
+        "value": None if sensitive else render(value),
+        "config_source": source,
+        "is_sensitive": sensitive,
+        "read_only": read_only,
+    }
     if body["include_synonyms"]:
-        entry["synonyms"] = [{"name": n, "value": None if sensitive else render(v), "source": s}
-                             for n, v, s in synonyms]
+        entry["synonyms"] = [
+            {"name": n, "value": None if sensitive else render(v), "source": s}
+            for n, v, s in synonyms
+        ]
     if version >= 3:
         entry["config_type"] = setting.type
         # Kafka sends null, not "", when documentation was not asked for.

@@ -44,8 +44,12 @@ def raise_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         except (OSError, ValueError) as e:
             log.warning("could not raise the open-files limit from %d to %d: %s", soft, target, e)
-    log.info("open-files limit (RLIMIT_NOFILE): soft %s (was %s), hard %s",
-             _shown(resource.getrlimit(resource.RLIMIT_NOFILE)[0]), _shown(soft), _shown(hard))
+    log.info(
+        "open-files limit (RLIMIT_NOFILE): soft %s (was %s), hard %s",
+        _shown(resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
+        _shown(soft),
+        _shown(hard),
+    )
 
 
 def segment_files(limit: int) -> int:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import trio
 
@@ -46,7 +47,9 @@ class DynamicConfigs:
         for per_broker, key in ((False, "broker_default"), (True, "broker")):
             layer = stored.get(key, {})
             try:
-                self.settings.apply_dynamic(per_broker, self.settings.check_dynamic(per_broker, layer))
+                self.settings.apply_dynamic(
+                    per_broker, self.settings.check_dynamic(per_broker, layer)
+                )
                 setattr(self, key, layer)
             except ConfigError as e:
                 # The static settings changed since (a bound moved): the stored layer stays on
@@ -60,7 +63,9 @@ class DynamicConfigs:
                 log.warning("settings of group %r in %s not applied: %s", group_id, self.path, e)
 
     def _parse_group(self, layer: dict[str, str]) -> dict[str, Any]:
-        return {name: check_group_config(name, value, self.settings) for name, value in layer.items()}
+        return {
+            name: check_group_config(name, value, self.settings) for name, value in layer.items()
+        }
 
     def group_value(self, group_id: str, name: str, broker_setting: str) -> Any:
         """A consumer group's setting: its own value, else the broker's."""
@@ -71,7 +76,9 @@ class DynamicConfigs:
 
     # Changes: `layer` is the whole new layer ({name: text}); validate_only checks and stops.
 
-    async def alter_broker(self, per_broker: bool, layer: dict[str, str], validate_only: bool) -> None:
+    async def alter_broker(
+        self, per_broker: bool, layer: dict[str, str], validate_only: bool
+    ) -> None:
         """Raises ConfigError (DynamicConfigRefused for a static setting) or OSError."""
         async with self._lock:
             parsed = self.settings.check_dynamic(per_broker, layer)
@@ -81,8 +88,11 @@ class DynamicConfigs:
             await self._write({**self._stored(), key: layer})
             setattr(self, key, layer)
             self.settings.apply_dynamic(per_broker, parsed)
-        log.info("dynamic broker settings (%s) now %s", "this broker" if per_broker
-                 else "cluster default", layer)
+        log.info(
+            "dynamic broker settings (%s) now %s",
+            "this broker" if per_broker else "cluster default",
+            layer,
+        )
 
     async def alter_group(self, group_id: str, layer: dict[str, str], validate_only: bool) -> None:
         async with self._lock:

@@ -29,29 +29,48 @@ async def fetch(broker, request) -> dict[str, Any] | bytes:
     body, version = request.body, request.api_version
     if version >= 7 and body["session_id"] != INVALID_SESSION_ID:
         # We never hand out a session id, so any other id is unknown.
-        return {"error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+        return {
+            "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            "session_id": 0,
+            "responses": [],
+        }
     # Consumers need READ on each topic (checked once: a fetch that waits keeps its answer).
     readable = None
     if broker.authorizer is not None:
-        readable = filter_allowed(broker, request, AclOperation.READ, TOPIC,
-                                  (t["topic"] for t in body["topics"]))
-    keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]
-            if readable is None or t["topic"] in readable]
+        readable = filter_allowed(
+            broker, request, AclOperation.READ, TOPIC, (t["topic"] for t in body["topics"])
+        )
+    keys = [
+        (t["topic"], p["partition"])
+        for t in body["topics"]
+        for p in t["partitions"]
+        if readable is None or t["topic"] in readable
+    ]
     deadline = trio.current_time() + max(body["max_wait_ms"], 0) / 1000
     while True:
         # In a worker thread (the store releases the GIL): a read that misses the page cache
         # must not hold up heartbeats and commits on the event loop.
         result = await trio.to_thread.run_sync(
-            broker.logs.fetch_response, request.correlation_id, version,
-            _plan(broker, body["topics"], readable), body["max_bytes"])
+            broker.logs.fetch_response,
+            request.correlation_id,
+            version,
+            _plan(broker, body["topics"], readable),
+            body["max_bytes"],
+        )
         remaining = deadline - trio.current_time()
-        if result.record_bytes >= body["min_bytes"] or result.any_error or remaining <= 0 or not keys:
+        if (
+            result.record_bytes >= body["min_bytes"]
+            or result.any_error
+            or remaining <= 0
+            or not keys
+        ):
             return result.frame
         await broker.logs.wait_for_data(keys, remaining)
 
 
-def _plan(broker, topics: list[dict[str, Any]], readable: set[str] | None
-          ) -> list[tuple[str, list[tuple[int, int, int, int]]]]:
+def _plan(
+    broker, topics: list[dict[str, Any]], readable: set[str] | None
+) -> list[tuple[str, list[tuple[int, int, int, int]]]]:
     """(topic, [(partition, known error or 0, fetch offset, partition max bytes)]), with the
     partitions that exist opened. Looked up on every pass: a topic may go while a fetch waits.
     `readable`: the topics the principal may READ (None: all)."""
@@ -72,8 +91,9 @@ def _plan(broker, topics: list[dict[str, Any]], readable: set[str] | None
                 try:
                     broker.logs.open(topic, index)
                 except StorageError as e:
-                    storage_warning("fetch", "Fetch from %s-%d answered KAFKA_STORAGE_ERROR: %s",
-                                    name, index, e)
+                    storage_warning(
+                        "fetch", "Fetch from %s-%d answered KAFKA_STORAGE_ERROR: %s", name, index, e
+                    )
                     error = ErrorCode.KAFKA_STORAGE_ERROR
             partitions.append((index, error, part["fetch_offset"], part["partition_max_bytes"]))
         plan.append((name, partitions))

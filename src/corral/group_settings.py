@@ -12,29 +12,55 @@ from .config_types import INT32_MAX, ConfigError, ConfigType, Setting, int_in, p
 GROUP_SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
-        Setting("consumer.session.timeout.ms", ConfigType.INT, 45000, int_in(1, INT32_MAX),
-                "A member of this consumer group is fenced when no heartbeat came for this long.",
-                "group.consumer.session.timeout.ms"),
-        Setting("consumer.heartbeat.interval.ms", ConfigType.INT, 5000, int_in(1, INT32_MAX),
-                "How often this consumer group's members are told to heartbeat.",
-                "group.consumer.heartbeat.interval.ms"),
-        Setting("consumer.assignment.interval.ms", ConfigType.INT, 1000, int_in(0, INT32_MAX),
-                "Least time between two target assignment computations of this group.",
-                "group.consumer.assignment.interval.ms"),
-        Setting("consumer.assignor.offload.enable", ConfigType.BOOLEAN, True, parse_bool,
-                "Whether this group's large target assignments run in a worker thread.",
-                "group.consumer.assignor.offload.enable"),
+        Setting(
+            "consumer.session.timeout.ms",
+            ConfigType.INT,
+            45000,
+            int_in(1, INT32_MAX),
+            "A member of this consumer group is fenced when no heartbeat came for this long.",
+            "group.consumer.session.timeout.ms",
+        ),
+        Setting(
+            "consumer.heartbeat.interval.ms",
+            ConfigType.INT,
+            5000,
+            int_in(1, INT32_MAX),
+            "How often this consumer group's members are told to heartbeat.",
+            "group.consumer.heartbeat.interval.ms",
+        ),
+        Setting(
+            "consumer.assignment.interval.ms",
+            ConfigType.INT,
+            1000,
+            int_in(0, INT32_MAX),
+            "Least time between two target assignment computations of this group.",
+            "group.consumer.assignment.interval.ms",
+        ),
+        Setting(
+            "consumer.assignor.offload.enable",
+            ConfigType.BOOLEAN,
+            True,
+            parse_bool,
+            "Whether this group's large target assignments run in a worker thread.",
+            "group.consumer.assignor.offload.enable",
+        ),
     ]
 }
 
 # (group setting, broker minimum, broker maximum)
 _BOUNDS = {
-    "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
-                                       "group.consumer.max.heartbeat.interval.ms"),
-    "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms",
-                                    "group.consumer.max.session.timeout.ms"),
-    "consumer.assignment.interval.ms": ("group.consumer.min.assignment.interval.ms",
-                                        "group.consumer.max.assignment.interval.ms"),
+    "consumer.heartbeat.interval.ms": (
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
+    ),
+    "consumer.session.timeout.ms": (
+        "group.consumer.min.session.timeout.ms",
+        "group.consumer.max.session.timeout.ms",
+    ),
+    "consumer.assignment.interval.ms": (
+        "group.consumer.min.assignment.interval.ms",
+        "group.consumer.max.assignment.interval.ms",
+    ),
 }
 
 

@@ -41,10 +41,22 @@ def list_offsets(broker, request) -> dict[str, Any]:
     for name, parts in wanted.items():
         if name not in describable:
             # Kafka answers these after the others, every partition asked for.
-            refused.append({"name": name, "partitions": [
-                {"partition_index": p["partition_index"], "timestamp": -1, "offset": -1,
-                 "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
-                for t in body["topics"] if t["name"] == name for p in t["partitions"]]})
+            refused.append(
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p["partition_index"],
+                            "timestamp": -1,
+                            "offset": -1,
+                            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        }
+                        for t in body["topics"]
+                        if t["name"] == name
+                        for p in t["partitions"]
+                    ],
+                }
+            )
             continue
         topic = broker.topics.get(name)
         partitions = []
@@ -63,8 +75,13 @@ def list_offsets(broker, request) -> dict[str, Any]:
             try:
                 found = _lookup(broker.logs, topic, index, timestamp)
             except StorageError as e:
-                storage_warning("list_offsets", "ListOffsets of %s-%d answered "
-                                "KAFKA_STORAGE_ERROR: %s", topic.name, index, e)
+                storage_warning(
+                    "list_offsets",
+                    "ListOffsets of %s-%d answered KAFKA_STORAGE_ERROR: %s",
+                    topic.name,
+                    index,
+                    e,
+                )
                 entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             if found is not None:
@@ -86,6 +103,9 @@ def _lookup(logs, topic, partition: int, timestamp: int) -> tuple[int, int, int]
     if timestamp == LATEST_TIERED:
         # Nothing is tiered: Kafka answers offset -1 with epoch -1.
         return -1, -1, NO_EPOCH
-    found = (logs.max_timestamp(topic, partition) if timestamp == MAX_TIMESTAMP
-             else logs.offset_for_timestamp(topic, partition, timestamp))
+    found = (
+        logs.max_timestamp(topic, partition)
+        if timestamp == MAX_TIMESTAMP
+        else logs.offset_for_timestamp(topic, partition, timestamp)
+    )
     return None if found is None else (*found, LEADER_EPOCH)

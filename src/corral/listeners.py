@@ -65,7 +65,9 @@ def parse_protocol_map(text: str) -> dict[str, str]:
         name, sep, protocol = item.partition(":")
         protocol = protocol.strip().upper()
         if not sep or protocol not in PROTOCOLS:
-            raise ConfigError(f"{item!r} is not NAME:PROTOCOL with PROTOCOL one of {', '.join(PROTOCOLS)}")
+            raise ConfigError(
+                f"{item!r} is not NAME:PROTOCOL with PROTOCOL one of {', '.join(PROTOCOLS)}"
+            )
         mapping[name.strip().upper()] = protocol
     return mapping
 
@@ -76,8 +78,9 @@ def configured(settings) -> list[Listener]:
     listeners = []
     for name, host, port in parse_endpoints(settings["listeners"]):
         if name not in protocols:
-            raise ConfigError(f"No security protocol defined for listener {name} "
-                              "(listener.security.protocol.map)")
+            raise ConfigError(
+                f"No security protocol defined for listener {name} (listener.security.protocol.map)"
+            )
         listeners.append(Listener(name, host or "0.0.0.0", port, protocols[name]))
     if not listeners:
         raise ConfigError("listeners names no listener")
@@ -87,10 +90,14 @@ def configured(settings) -> list[Listener]:
 def advertised(settings, bound: list[Listener]) -> dict[str, tuple[str, int]]:
     """Listener name -> (host, port) clients are told; a listener not in advertised.listeners is
     advertised as bound (0.0.0.0 as localhost)."""
-    given = {name: (host, port) for name, host, port in parse_endpoints(settings["advertised.listeners"])}
+    given = {
+        name: (host, port) for name, host, port in parse_endpoints(settings["advertised.listeners"])
+    }
     unknown = sorted(set(given) - {listener.name for listener in bound})
     if unknown:
-        raise ConfigError(f"advertised.listeners names listeners not in listeners: {', '.join(unknown)}")
+        raise ConfigError(
+            f"advertised.listeners names listeners not in listeners: {', '.join(unknown)}"
+        )
     out = {}
     for listener in bound:
         host, port = given.get(listener.name, (listener.host, listener.port))
@@ -110,8 +117,9 @@ def _pem(settings, listener: Listener, inline: str, location: str, what: str) ->
     try:
         return Path(path).read_bytes()
     except OSError as e:
-        raise ConfigError(f"listener {listener.name}: cannot read the {what} {path}: "
-                          f"{e.strerror or e}") from None
+        raise ConfigError(
+            f"listener {listener.name}: cannot read the {what} {path}: {e.strerror or e}"
+        ) from None
 
 
 def tls_config(settings, listener: Listener) -> _core.TlsServerConfig | None:
@@ -120,21 +128,31 @@ def tls_config(settings, listener: Listener) -> _core.TlsServerConfig | None:
         return None
     for kind in ("keystore", "truststore"):
         if settings.for_listener(listener.name, f"ssl.{kind}.type") != "PEM":
-            raise ConfigError(f"listener {listener.name}: corral reads PEM only (ssl.{kind}.type=PEM)")
-    keystore = _pem(settings, listener, "ssl.keystore.certificate.chain", "ssl.keystore.location",
-                    "keystore")
+            raise ConfigError(
+                f"listener {listener.name}: corral reads PEM only (ssl.{kind}.type=PEM)"
+            )
+    keystore = _pem(
+        settings, listener, "ssl.keystore.certificate.chain", "ssl.keystore.location", "keystore"
+    )
     key = _pem(settings, listener, "ssl.keystore.key", "ssl.keystore.location", "keystore")
     if keystore is None or key is None:
-        raise ConfigError(f"listener {listener.name} ({listener.protocol}) needs a keystore: "
-                          "ssl.keystore.location (PEM: private key and certificate chain) or "
-                          "ssl.keystore.key and ssl.keystore.certificate.chain")
-    trusted = _pem(settings, listener, "ssl.truststore.certificates", "ssl.truststore.location",
-                   "truststore")
+        raise ConfigError(
+            f"listener {listener.name} ({listener.protocol}) needs a keystore: "
+            "ssl.keystore.location (PEM: private key and certificate chain) or "
+            "ssl.keystore.key and ssl.keystore.certificate.chain"
+        )
+    trusted = _pem(
+        settings, listener, "ssl.truststore.certificates", "ssl.truststore.location", "truststore"
+    )
     client_auth = settings.for_listener(listener.name, "ssl.client.auth")
     try:
         return _core.TlsServerConfig(
-            keystore, key, trusted, client_auth,
+            keystore,
+            key,
+            trusted,
+            client_auth,
             settings.for_listener(listener.name, "ssl.enabled.protocols").split(","),
-            settings.for_listener(listener.name, "ssl.principal.mapping.rules"))
+            settings.for_listener(listener.name, "ssl.principal.mapping.rules"),
+        )
     except ValueError as e:
         raise ConfigError(f"listener {listener.name}: {e}") from None

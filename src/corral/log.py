@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import trio
 
@@ -52,7 +52,9 @@ storage_warning = SummarisedWarnings(log)
 
 def open_files_max(settings: Settings) -> int:
     """`corral.log.open.files.max`, or when 0, the log store's share of the descriptor budget."""
-    return settings["corral.log.open.files.max"] or descriptors.segment_files(descriptors.soft_limit())
+    return settings["corral.log.open.files.max"] or descriptors.segment_files(
+        descriptors.soft_limit()
+    )
 
 
 # Called after an fsync pass with its error (None: durable).
@@ -60,7 +62,12 @@ FlushCallback = Callable[[BaseException | None], None]
 
 
 # Broker settings whose change reconfigures the open partitions.
-_TOPIC_DEFAULTS = {"log.segment.bytes", "log.retention.ms", "log.retention.bytes", "log.cleanup.policy"}
+_TOPIC_DEFAULTS = {
+    "log.segment.bytes",
+    "log.retention.ms",
+    "log.retention.bytes",
+    "log.cleanup.policy",
+}
 
 
 class PartitionLogs:
@@ -69,8 +76,9 @@ class PartitionLogs:
         self.topics = topics
         open_files = open_files_max(settings)
         self.store = _core.LogStore(str(data_dir), open_files)
-        log.info("log store keeps at most %d segment files open (corral.log.open.files.max)",
-                 open_files)
+        log.info(
+            "log store keeps at most %d segment files open (corral.log.open.files.max)", open_files
+        )
         self.flush_messages: int = settings["log.flush.interval.messages"]
         self.flush_interval_ms: int = settings["log.flush.interval.ms"]
         self.flush_linger_s: float = settings["corral.log.flush.linger.ms"] / 1000
@@ -91,9 +99,14 @@ class PartitionLogs:
                     # Tried again on first use.
                     storage_warning("open", "could not open %s-%d: %s", topic.name, p, e)
         if self._open:
-            log.info("opened %d partitions in %.2fs (%s)", len(self._open), time.monotonic() - started,
-                     "clean shutdown before" if self.store.clean_start
-                     else "unclean shutdown before: active segments validated")
+            log.info(
+                "opened %d partitions in %.2fs (%s)",
+                len(self._open),
+                time.monotonic() - started,
+                "clean shutdown before"
+                if self.store.clean_start
+                else "unclean shutdown before: active segments validated",
+            )
 
     # Partitions
 
@@ -114,8 +127,11 @@ class PartitionLogs:
         cfg = self.topics.config
         if "delete" not in cfg(topic, "cleanup.policy").split(","):
             return int(cfg(topic, "segment.bytes")), -1, -1
-        return (int(cfg(topic, "segment.bytes")), int(cfg(topic, "retention.ms")),
-                int(cfg(topic, "retention.bytes")))
+        return (
+            int(cfg(topic, "segment.bytes")),
+            int(cfg(topic, "retention.ms")),
+            int(cfg(topic, "retention.bytes")),
+        )
 
     def reconfigure(self, topic: Topic) -> None:
         """Gives the topic's open partitions its settings as they are now (AlterConfigs)."""
@@ -146,8 +162,9 @@ class PartitionLogs:
 
     # Writes
 
-    def append(self, topic: Topic, partition: int, data: bytes,
-               log_append_time: int | None = None) -> tuple[_core.AppendResult, bool]:
+    def append(
+        self, topic: Topic, partition: int, data: bytes, log_append_time: int | None = None
+    ) -> tuple[_core.AppendResult, bool]:
         """Appends validated batches (written, not yet fsynced). Returns (the store's
         AppendResult, whether the flush policy wants an fsync before acknowledging: then
         `await flushed()` once for all of a request's appends). Raises StorageError when nothing
@@ -197,7 +214,9 @@ class PartitionLogs:
     async def _flusher(self) -> None:
         busy = False  # whether appenders queued up for a pass while the last one ran
         while True:
-            period = math.inf if self.flush_interval_ms >= INT64_MAX else self.flush_interval_ms / 1000
+            period = (
+                math.inf if self.flush_interval_ms >= INT64_MAX else self.flush_interval_ms / 1000
+            )
             with trio.move_on_after(period):
                 await self._flush_wanted.wait()
             if busy:
@@ -212,8 +231,9 @@ class PartitionLogs:
                 if await trio.to_thread.run_sync(self.store.flush):
                     self.flush_seconds.observe(time.monotonic() - started)
             except OSError as e:
-                storage_warning("fsync", "fsync failed, appends waiting for it are not "
-                                "acknowledged: %s", e)
+                storage_warning(
+                    "fsync", "fsync failed, appends waiting for it are not acknowledged: %s", e
+                )
                 error = e
             for callback in waiters:
                 try:
@@ -230,33 +250,46 @@ class PartitionLogs:
             try:
                 deleted = await trio.to_thread.run_sync(self.store.apply_retention, now_ms)
             except OSError as e:
-                storage_warning("retention", "retention check failed (next one in %gs): %s",
-                                interval, e)
+                storage_warning(
+                    "retention", "retention check failed (next one in %gs): %s", interval, e
+                )
                 continue
             for r in deleted:
-                log.info("retention deleted %d segments of %s-%d; log start offset now %d",
-                         r.segments_deleted, r.topic, r.partition, r.log_start_offset)
+                log.info(
+                    "retention deleted %d segments of %s-%d; log start offset now %d",
+                    r.segments_deleted,
+                    r.topic,
+                    r.partition,
+                    r.log_start_offset,
+                )
 
     def close(self) -> None:
         """Clean shutdown: everything fsynced, indexes written, next start skips full recovery."""
         try:
             self.store.close()
         except OSError as e:
-            log.warning("log store not closed cleanly (the next start validates every active "
-                        "segment): %s", e)
+            log.warning(
+                "log store not closed cleanly (the next start validates every active segment): %s",
+                e,
+            )
 
     # Reads
 
-    def read(self, topic: Topic, partition: int, offset: int, max_bytes: int,
-             min_one: bool) -> _core.ReadResult:
+    def read(
+        self, topic: Topic, partition: int, offset: int, max_bytes: int, min_one: bool
+    ) -> _core.ReadResult:
         """Whole batches from `offset` (`data`, None if out of range), the high watermark and
         the log start offset."""
         key = self.open(topic, partition)
         return self.store.read(key[0], partition, offset, max_bytes, min_one)
 
-    def fetch_response(self, correlation_id: int, version: int,
-                       plan: list[tuple[str, list[tuple[int, int, int, int]]]],
-                       max_bytes: int) -> _core.FetchResult:
+    def fetch_response(
+        self,
+        correlation_id: int,
+        version: int,
+        plan: list[tuple[str, list[tuple[int, int, int, int]]]],
+        max_bytes: int,
+    ) -> _core.FetchResult:
         """A whole Fetch response frame read and encoded by the store (with the record bytes in
         it and whether a partition had an error). `plan`: (topic, [(partition, known error or 0,
         fetch offset, partition max bytes)]), partitions opened with `open` beforehand."""
@@ -282,7 +315,9 @@ class PartitionLogs:
             log.info("DeleteRecords: log start offset of %s-%d is %d", topic.name, partition, start)
         return start
 
-    def offset_for_timestamp(self, topic: Topic, partition: int, timestamp: int) -> tuple[int, int] | None:
+    def offset_for_timestamp(
+        self, topic: Topic, partition: int, timestamp: int
+    ) -> tuple[int, int] | None:
         self.open(topic, partition)
         return self.store.offset_for_timestamp(topic.name, partition, timestamp)
 

@@ -49,11 +49,18 @@ def describe_log_dirs(broker, request) -> dict[str, Any]:
                 size = broker.logs.size(topic, index)
             except StorageError as e:
                 # Kafka lists only the logs it has online.
-                storage_warning("describe_log_dirs", "DescribeLogDirs left out %s-%d: %s",
-                                topic.name, index, e)
+                storage_warning(
+                    "describe_log_dirs", "DescribeLogDirs left out %s-%d: %s", topic.name, index, e
+                )
                 continue
-            partitions.append({"partition_index": index, "partition_size": size,
-                               "offset_lag": 0, "is_future_key": False})
+            partitions.append(
+                {
+                    "partition_index": index,
+                    "partition_size": size,
+                    "offset_lag": 0,
+                    "is_future_key": False,
+                }
+            )
         if partitions:
             topics.append({"name": topic.name, "partitions": partitions})
     log_dir = os.path.abspath(broker.data_dir)
@@ -111,20 +118,34 @@ async def delete_records(broker, request) -> dict[str, Any]:
         else:
             answer = (ErrorCode.NONE, outcome)
         answers[topic.name][index] = answer
-    return {"topics": [
-        {"name": name, "partitions": [
-            {"partition_index": index, "error_code": error, "low_watermark": low}
-            for index, (error, low) in partitions.items()]}
-        for name, partitions in answers.items()]}
+    return {
+        "topics": [
+            {
+                "name": name,
+                "partitions": [
+                    {"partition_index": index, "error_code": error, "low_watermark": low}
+                    for index, (error, low) in partitions.items()
+                ],
+            }
+            for name, partitions in answers.items()
+        ]
+    }
 
 
 def _storage_error(topic: Topic, index: int, error: StorageError) -> tuple[int, int]:
-    storage_warning("delete_records", "DeleteRecords on %s-%d answered KAFKA_STORAGE_ERROR: %s",
-                    topic.name, index, error)
+    storage_warning(
+        "delete_records",
+        "DeleteRecords on %s-%d answered KAFKA_STORAGE_ERROR: %s",
+        topic.name,
+        index,
+        error,
+    )
     return ErrorCode.KAFKA_STORAGE_ERROR, INVALID_LOW_WATERMARK
 
 
-def _delete(logs: PartitionLogs, todo: list[tuple[Topic, int, int]]) -> list[int | None | Exception]:
+def _delete(
+    logs: PartitionLogs, todo: list[tuple[Topic, int, int]]
+) -> list[int | None | Exception]:
     """Per (topic, partition, offset), each opened before: the new log start offset, None when
     the offset is out of range, or the StorageError or KeyError (topic gone) it raised."""
     out: list[int | None | Exception] = []

@@ -16,8 +16,12 @@ import logging
 import time
 
 # Control characters (and Unicode line breaks) a client could put in a group, member or client id.
-_UNPRINTABLE = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", 0x85: "\\x85",
-                                                          0x2028: "\\u2028", 0x2029: "\\u2029"}
+_UNPRINTABLE = {c: f"\\x{c:02x}" for c in range(32)} | {
+    0x7F: "\\x7f",
+    0x85: "\\x85",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
 FIELDS = ("group_id", "member_id", "epoch")
 
 
@@ -40,8 +44,12 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        line = {"ts": f"{ts}.{int(record.msecs):03d}Z", "level": record.levelname,
-                "logger": record.name, "message": record.getMessage()}
+        line = {
+            "ts": f"{ts}.{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
         for name in FIELDS:
             value = getattr(record, name, None)
             if value is not None:

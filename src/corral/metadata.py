@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import trio
 
@@ -13,8 +14,14 @@ from .apis import ApiKey, handles
 from .errors import ErrorCode
 from .log import storage_warning
 from .security.acls import CLUSTER_NAME, AclOperation
-from .security.authorize import (CLUSTER, TOPIC, allowed, authorized_operations, cluster_allowed,
-                                 filter_allowed)
+from .security.authorize import (
+    CLUSTER,
+    TOPIC,
+    allowed,
+    authorized_operations,
+    cluster_allowed,
+    filter_allowed,
+)
 from .topics import Topic, TopicError, validate_name
 
 log = logging.getLogger("corral.metadata")
@@ -37,9 +44,15 @@ def _topic_entry(broker, topic: Topic, ops: Operations) -> dict[str, Any]:
         "topic_id": topic.id.bytes,
         "is_internal": topic.internal,
         "partitions": [
-            {"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": node,
-             "leader_epoch": 0, "replica_nodes": [node], "isr_nodes": [node],
-             "offline_replicas": []}
+            {
+                "error_code": ErrorCode.NONE,
+                "partition_index": p,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
             for p in range(topic.partitions)
         ],
     }
@@ -49,8 +62,13 @@ def _topic_entry(broker, topic: Topic, ops: Operations) -> dict[str, Any]:
 
 
 def _error_entry(code: ErrorCode, name: str | None, topic_id: bytes = NIL_UUID) -> dict[str, Any]:
-    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
-            "partitions": []}
+    return {
+        "error_code": code,
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+    }
 
 
 @handles(ApiKey.METADATA, 0, 12)
@@ -64,21 +82,35 @@ async def metadata(broker, request) -> dict[str, Any]:
     all_topics = requested is None or (version == 0 and not requested)
     # v0-3 have no flag: auto-creation is allowed.
     may_create = broker.settings["auto.create.topics.enable"] and (
-        version < 4 or body["allow_auto_topic_creation"])
+        version < 4 or body["allow_auto_topic_creation"]
+    )
     topics = []
     if all_topics:
         # Only the topics the principal may DESCRIBE, without a word about the others.
-        visible = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, broker.topics.by_name)
-        topics = [_topic_entry(broker, t, ops) for t in broker.topics.by_name.values()
-                  if t.name in visible]
+        visible = filter_allowed(
+            broker, request, AclOperation.DESCRIBE, TOPIC, broker.topics.by_name
+        )
+        topics = [
+            _topic_entry(broker, t, ops)
+            for t in broker.topics.by_name.values()
+            if t.name in visible
+        ]
     else:
         refused = []
         if broker.authorizer is not None:
             # Named topics the principal may not DESCRIBE: refused whether they exist or not.
-            visible = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC,
-                                     (w["name"] for w in requested if not _by_id(w)))
-            refused = [_error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, w["name"])
-                       for w in requested if not _by_id(w) and w["name"] not in visible]
+            visible = filter_allowed(
+                broker,
+                request,
+                AclOperation.DESCRIBE,
+                TOPIC,
+                (w["name"] for w in requested if not _by_id(w)),
+            )
+            refused = [
+                _error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, w["name"])
+                for w in requested
+                if not _by_id(w) and w["name"] not in visible
+            ]
             requested = [w for w in requested if _by_id(w) or w["name"] in visible]
         topics = [None] * len(requested)
 
@@ -146,8 +178,10 @@ async def _lookup(broker, request, wanted: dict[str, Any], ops: Operations, may_
         return _error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name)
     if not may_create or broker.topics.changing(name) is not None:
         return _error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
-    if not (cluster_allowed(broker, request, AclOperation.CREATE, log_denied=False)
-            or allowed(broker, request, AclOperation.CREATE, TOPIC, name)):
+    if not (
+        cluster_allowed(broker, request, AclOperation.CREATE, log_denied=False)
+        or allowed(broker, request, AclOperation.CREATE, TOPIC, name)
+    ):
         return _error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     try:
         topic = await broker.topics.create(name, broker.settings["num.partitions"])
@@ -167,7 +201,9 @@ def describe_cluster(broker, request) -> dict[str, Any]:
     # Endpoint type 1 is brokers; asking a broker for controllers (2) is refused, as in Kafka.
     if body["endpoint_type"] != 1:
         response["error_code"] = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
-        response["error_message"] = "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+        response["error_message"] = (
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+        )
         return response
     host, port = broker.endpoint(request.listener)
     response["brokers"] = [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}]

@@ -15,17 +15,22 @@ has the mapping. The HTTP side is a trio task in the broker's nursery: no thread
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import trio
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                    HistogramMetricFamily, Metric)
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from .apis import ApiKey
-from .errors import ErrorCode
 from .durations import DURATION_BOUNDS, Durations
+from .errors import ErrorCode
 
 if TYPE_CHECKING:
     from .server import Server
@@ -68,7 +73,7 @@ class PythonErrors:
         elif api_key == ApiKey.HEARTBEAT and isinstance(body, bytes):
             # size, correlation id, [tagged fields (v4+)], [throttle time (v1+)], error code.
             at = 8 + (api_version >= 4) + 4 * (api_version >= 1)
-            code = int.from_bytes(body[at:at + 2], "big", signed=True)
+            code = int.from_bytes(body[at : at + 2], "big", signed=True)
             if code:
                 self._add(api_key, code)
 
@@ -111,7 +116,7 @@ def _add_durations(family: HistogramMetricFamily, labels: list[str], d: Duration
 class BrokerCollector:
     """Reads the server's state at scrape time."""
 
-    def __init__(self, server: "Server"):
+    def __init__(self, server: Server):
         self.server = server
 
     def collect(self) -> Iterator[Metric]:
@@ -124,12 +129,15 @@ class BrokerCollector:
         if reactor is None:
             return
         requests = CounterMetricFamily(
-            "kafka_network_requests", "Requests received (Kafka's RequestMetrics RequestsPerSec)",
-            labels=["request", "version"])
+            "kafka_network_requests",
+            "Requests received (Kafka's RequestMetrics RequestsPerSec)",
+            labels=["request", "version"],
+        )
         latency = _histogram(
             "kafka_network_request_total_time_seconds",
             "From taking a request to queueing its answer (Kafka's RequestMetrics TotalTimeMs)",
-            ["request", "version"])
+            ["request", "version"],
+        )
         errors: dict[tuple[int, int], int] = dict(self.server.errors.counts)
         bounds = reactor.latency_bounds()
         for key, version, count, buckets, total, core_errors in reactor.request_stats():
@@ -139,8 +147,10 @@ class BrokerCollector:
             for code, n in core_errors:
                 errors[(key, code)] = errors.get((key, code), 0) + n
         errors_family = CounterMetricFamily(
-            "kafka_network_errors", "Error codes in responses (Kafka's RequestMetrics ErrorsPerSec)",
-            labels=["request", "error"])
+            "kafka_network_errors",
+            "Error codes in responses (Kafka's RequestMetrics ErrorsPerSec)",
+            labels=["request", "error"],
+        )
         for (key, code), n in sorted(errors.items()):
             errors_family.add_metric([api_name(key), error_name(code)], n)
         connections, queued = reactor.network_stats()
@@ -148,12 +158,15 @@ class BrokerCollector:
         yield latency
         yield errors_family
         yield GaugeMetricFamily(
-            "kafka_server_socket_server_metrics_connection_count", "Open client connections",
-            value=connections)
+            "kafka_server_socket_server_metrics_connection_count",
+            "Open client connections",
+            value=connections,
+        )
         yield GaugeMetricFamily(
             "kafka_network_socket_server_memory_pool_used_bytes",
             "Bytes of requests held against queued.max.request.bytes (0 when it is -1)",
-            value=queued)
+            value=queued,
+        )
 
     def _groups(self) -> Iterator[Metric]:
         groups = self.server.broker.groups
@@ -167,75 +180,114 @@ class BrokerCollector:
             states = by_state.setdefault(kind, {})
             states[group.state_name] = states.get(group.state_name, 0) + 1
             members[kind] = members.get(kind, 0) + len(group.members)
-        family = GaugeMetricFamily(prefix + "group_count", "Groups per protocol",
-                                   labels=["protocol"])
+        family = GaugeMetricFamily(
+            prefix + "group_count", "Groups per protocol", labels=["protocol"]
+        )
         for kind, n in by_protocol.items():
             family.add_metric([kind], n)
         yield family
-        for kind, doc in (("classic", "Classic groups per state"),
-                          ("consumer", "Consumer (KIP-848) groups per state")):
+        for kind, doc in (
+            ("classic", "Classic groups per state"),
+            ("consumer", "Consumer (KIP-848) groups per state"),
+        ):
             family = GaugeMetricFamily(f"{prefix}{kind}_group_count", doc, labels=["state"])
             for state, n in sorted(by_state[kind].items()):
                 family.add_metric([state], n)
             yield family
-        family = GaugeMetricFamily("corral_group_members", "Members of groups per protocol",
-                                   labels=["protocol"])
+        family = GaugeMetricFamily(
+            "corral_group_members", "Members of groups per protocol", labels=["protocol"]
+        )
         for kind, n in members.items():
             family.add_metric([kind], n)
         yield family
-        yield GaugeMetricFamily(prefix + "offset_count", "Committed offsets",
-                                value=sum(groups.offsets.map.count(g) for g in groups.groups))
+        yield GaugeMetricFamily(
+            prefix + "offset_count",
+            "Committed offsets",
+            value=sum(groups.offsets.map.count(g) for g in groups.groups),
+        )
         m = groups.metrics
         core = groups.log.core_commits  # commits the network thread wrote
         core_requests, core_partitions = core.committed() if core is not None else (0, 0)
-        yield CounterMetricFamily("corral_offset_commit_short_path",
-                                  "OffsetCommit requests written and answered by the network "
-                                  "thread (rust/commit_path.rs)", value=core_requests)
+        yield CounterMetricFamily(
+            "corral_offset_commit_short_path",
+            "OffsetCommit requests written and answered by the network "
+            "thread (rust/commit_path.rs)",
+            value=core_requests,
+        )
         view = groups.consumer_heartbeat_view
-        yield CounterMetricFamily("corral_consumer_epoch_short_path",
-                                  "Consumer-group members moved to their group's new target epoch "
-                                  "by the network thread (rust/consumer_epoch_moves.rs)",
-                                  value=view.moved if view is not None else 0)
+        yield CounterMetricFamily(
+            "corral_consumer_epoch_short_path",
+            "Consumer-group members moved to their group's new target epoch "
+            "by the network thread (rust/consumer_epoch_moves.rs)",
+            value=view.moved if view is not None else 0,
+        )
         for name, doc, value in (
-                ("offset_commit", "Offsets committed (Kafka's offset-commit-count)",
-                 m.offset_commits + core_partitions),
-                ("offset_expiration", "Offsets expired (offset-expiration-count)",
-                 m.offset_expirations),
-                ("offset_deletion", "Offsets deleted by OffsetDelete (offset-deletion-count)",
-                 m.offset_deletions),
-                ("group_completed_rebalance",
-                 "Classic rebalances completed (group-completed-rebalance-count)",
-                 m.classic_rebalances),
-                ("consumer_group_rebalance",
-                 "Consumer group epoch bumps (consumer-group-rebalance-count)",
-                 m.consumer_rebalances)):
+            (
+                "offset_commit",
+                "Offsets committed (Kafka's offset-commit-count)",
+                m.offset_commits + core_partitions,
+            ),
+            (
+                "offset_expiration",
+                "Offsets expired (offset-expiration-count)",
+                m.offset_expirations,
+            ),
+            (
+                "offset_deletion",
+                "Offsets deleted by OffsetDelete (offset-deletion-count)",
+                m.offset_deletions,
+            ),
+            (
+                "group_completed_rebalance",
+                "Classic rebalances completed (group-completed-rebalance-count)",
+                m.classic_rebalances,
+            ),
+            (
+                "consumer_group_rebalance",
+                "Consumer group epoch bumps (consumer-group-rebalance-count)",
+                m.consumer_rebalances,
+            ),
+        ):
             yield CounterMetricFamily(prefix + name, doc, value=value)
-        family = _histogram("corral_group_rebalance_duration_seconds",
-                            "Classic groups' join phase: PreparingRebalance to the new generation",
-                            [])
+        family = _histogram(
+            "corral_group_rebalance_duration_seconds",
+            "Classic groups' join phase: PreparingRebalance to the new generation",
+            [],
+        )
         _add_durations(family, [], m.rebalance_seconds)
         yield family
-        family = _histogram("corral_group_assignor_time_seconds",
-                            "Computing a consumer group's target assignment", [])
+        family = _histogram(
+            "corral_group_assignor_time_seconds",
+            "Computing a consumer group's target assignment",
+            [],
+        )
         _add_durations(family, [], m.assignor_seconds)
         yield family
 
     def _log(self) -> Iterator[Metric]:
         logs = self.server.broker.logs
         partitions, segments, size = logs.store.totals()
-        yield GaugeMetricFamily("kafka_log_partitions", "Open partitions of the log store",
-                                value=partitions)
-        yield GaugeMetricFamily("kafka_log_num_log_segments", "Segment files (Kafka's Log "
-                                "NumLogSegments, summed)", value=segments)
-        yield GaugeMetricFamily("kafka_log_size_bytes", "Bytes in segment files (Kafka's Log Size, "
-                                "summed)", value=size)
-        family = _histogram("kafka_log_flush_time_seconds",
-                            "fsync passes of the log store (Kafka's LogFlushRateAndTimeMs)", [])
+        yield GaugeMetricFamily(
+            "kafka_log_partitions", "Open partitions of the log store", value=partitions
+        )
+        yield GaugeMetricFamily(
+            "kafka_log_num_log_segments",
+            "Segment files (Kafka's Log NumLogSegments, summed)",
+            value=segments,
+        )
+        yield GaugeMetricFamily(
+            "kafka_log_size_bytes", "Bytes in segment files (Kafka's Log Size, summed)", value=size
+        )
+        family = _histogram(
+            "kafka_log_flush_time_seconds",
+            "fsync passes of the log store (Kafka's LogFlushRateAndTimeMs)",
+            [],
+        )
         _add_durations(family, [], logs.flush_seconds)
         yield family
 
 
-def registry(server: "Server") -> CollectorRegistry:
+def registry(server: Server) -> CollectorRegistry:
     reg = CollectorRegistry(auto_describe=False)
     reg.register(BrokerCollector(server))
     ProcessCollector(registry=reg)  # process_cpu_seconds_total, resident memory, open fds
@@ -260,9 +312,16 @@ async def serve(listeners: list[trio.SocketListener], reg: CollectorRegistry) ->
         else:
             status, ctype, body = b"404 Not Found", b"text/plain", b"GET /metrics\n"
         try:
-            await stream.send_all(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype +
-                                  b"\r\nContent-Length: " + str(len(body)).encode() +
-                                  b"\r\nConnection: close\r\n\r\n" + body)
+            await stream.send_all(
+                b"HTTP/1.1 "
+                + status
+                + b"\r\nContent-Type: "
+                + ctype
+                + b"\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\nConnection: close\r\n\r\n"
+                + body
+            )
         except trio.BrokenResourceError:
             pass
         finally:

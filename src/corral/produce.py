@@ -36,8 +36,9 @@ async def produce(broker, request) -> dict[str, Any] | None:
     needs_flush = False
     writable = None
     if broker.authorizer is not None:
-        writable = filter_allowed(broker, request, AclOperation.WRITE, TOPIC,
-                                  (t["name"] for t in body["topic_data"]))
+        writable = filter_allowed(
+            broker, request, AclOperation.WRITE, TOPIC, (t["name"] for t in body["topic_data"])
+        )
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         topic = broker.topics.get(name)
@@ -70,8 +71,12 @@ async def produce(broker, request) -> dict[str, Any] | None:
                 continue
             if batches != 1:
                 entry["error_code"] = ErrorCode.INVALID_RECORD
-                _message(entry, version, f"Produce requests with version {version} are only "
-                                         "allowed to contain exactly one record batch")
+                _message(
+                    entry,
+                    version,
+                    f"Produce requests with version {version} are only "
+                    "allowed to contain exactly one record batch",
+                )
                 continue
             if "compact" in broker.topics.config(topic, "cleanup.policy").split(","):
                 # Only compacted topics read their records (decompressing them if need be).
@@ -93,8 +98,9 @@ async def produce(broker, request) -> dict[str, Any] | None:
                 result, flush = logs.append(topic, index, records, append_time)
             except StorageError as e:
                 # Nothing of it was kept; the producer retries (KAFKA_STORAGE_ERROR is retriable).
-                storage_warning("produce", "Produce to %s-%d answered KAFKA_STORAGE_ERROR: %s",
-                                name, index, e)
+                storage_warning(
+                    "produce", "Produce to %s-%d answered KAFKA_STORAGE_ERROR: %s", name, index, e
+                )
                 entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 _message(entry, version, str(e))
                 continue
@@ -129,7 +135,9 @@ def _message(entry: dict[str, Any], version: int, message: str) -> None:
         entry["error_message"] = message
 
 
-def _refuse_keyless(entry: dict[str, Any], version: int, partition: str, keyless: list[int]) -> None:
+def _refuse_keyless(
+    entry: dict[str, Any], version: int, partition: str, keyless: list[int]
+) -> None:
     """INVALID_RECORD for a compacted topic's batch with records without a key, as Kafka's
     LogValidator (validateKey, processRecordErrors) words it: one RecordError per keyless record
     (v8+), and a message naming how many and showing the first three."""
@@ -137,8 +145,12 @@ def _refuse_keyless(entry: dict[str, Any], version: int, partition: str, keyless
     if version < 8:
         return
     each = f"Compacted topic cannot accept message without key in topic partition {partition}"
-    entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": each} for i in keyless]
+    entry["record_errors"] = [
+        {"batch_index": i, "batch_index_error_message": each} for i in keyless
+    ]
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{each}')" for i in keyless[:3])
-    entry["error_message"] = (f"One or more records have been rejected due to {len(keyless)} record "
-                              "errors in total, and only showing the first three errors at most: "
-                              f"[{shown}]")
+    entry["error_message"] = (
+        f"One or more records have been rejected due to {len(keyless)} record "
+        "errors in total, and only showing the first three errors at most: "
+        f"[{shown}]"
+    )

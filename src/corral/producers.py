@@ -50,19 +50,31 @@ class ProducerIdAllocator:
 def init_producer_id(broker, request) -> dict[str, Any]:
     body = request.body
     if body["transactional_id"] is not None:
-        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
+        return {
+            "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "producer_id": NO_PRODUCER_ID,
+            "producer_epoch": NO_PRODUCER_EPOCH,
+        }
     if not _may_write_idempotently(broker, request):
-        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
+        return {
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "producer_id": NO_PRODUCER_ID,
+            "producer_epoch": NO_PRODUCER_EPOCH,
+        }
     # v3+ may name the current id and epoch (KIP-360): both or neither. Like Kafka, an idempotent
     # producer gets a fresh id either way.
     given = (body["producer_id"] != NO_PRODUCER_ID, body["producer_epoch"] != NO_PRODUCER_EPOCH)
     if given[0] != given[1]:
-        return {"error_code": ErrorCode.INVALID_REQUEST,
-                "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
-    return {"error_code": ErrorCode.NONE, "producer_id": broker.producer_ids.allocate(),
-            "producer_epoch": 0}
+        return {
+            "error_code": ErrorCode.INVALID_REQUEST,
+            "producer_id": NO_PRODUCER_ID,
+            "producer_epoch": NO_PRODUCER_EPOCH,
+        }
+    return {
+        "error_code": ErrorCode.NONE,
+        "producer_id": broker.producer_ids.allocate(),
+        "producer_epoch": 0,
+    }
 
 
 def _may_write_idempotently(broker, request) -> bool:
@@ -70,4 +82,5 @@ def _may_write_idempotently(broker, request) -> bool:
     if cluster_allowed(broker, request, AclOperation.IDEMPOTENT_WRITE, log_denied=False):
         return True
     return broker.authorizer.authorize_by_resource_type(
-        request.principal, client_address(request), AclOperation.WRITE, ResourceType.TOPIC)
+        request.principal, client_address(request), AclOperation.WRITE, ResourceType.TOPIC
+    )

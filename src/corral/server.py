@@ -38,15 +38,25 @@ def network_limits(settings: Settings) -> dict:
     idle = settings["connections.max.idle.ms"]
     partial = settings["corral.socket.partial.request.timeout.ms"]
     queued = settings["queued.max.request.bytes"]
-    log.info("connections: at most %d (max.connections=%d; RLIMIT_NOFILE=%s with %d open "
-             "leaves %d), "
-             "max.connections.per.ip=%d, connections.max.idle.ms=%d, "
-             "corral.socket.partial.request.timeout.ms=%d",
-             max_connections, settings["max.connections"],
-             "unlimited" if soft >= INT32_MAX else soft, open_now, fd_cap, per_ip,
-             idle, partial)
-    log.info("queued.max.request.bytes=%d (%s)", queued,
-             "unlimited" if queued < 0 else f"{queued / (1 << 20):.1f} MiB")
+    log.info(
+        "connections: at most %d (max.connections=%d; RLIMIT_NOFILE=%s with %d open "
+        "leaves %d), "
+        "max.connections.per.ip=%d, connections.max.idle.ms=%d, "
+        "corral.socket.partial.request.timeout.ms=%d",
+        max_connections,
+        settings["max.connections"],
+        "unlimited" if soft >= INT32_MAX else soft,
+        open_now,
+        fd_cap,
+        per_ip,
+        idle,
+        partial,
+    )
+    log.info(
+        "queued.max.request.bytes=%d (%s)",
+        queued,
+        "unlimited" if queued < 0 else f"{queued / (1 << 20):.1f} MiB",
+    )
     return {
         "sasl_max_receive_bytes": settings["sasl.server.max.receive.size"],
         "failed_authentication_delay_ms": settings["connection.failed.authentication.delay.ms"],
@@ -81,8 +91,10 @@ class Server:
             try:
                 opened = await trio.open_tcp_listeners(listener.port, host=listener.host)
             except OSError as e:
-                raise StartupError(f"cannot listen on {listener.host}:{listener.port} for "
-                                   f"listener {listener.name}: {e.strerror or e}") from None
+                raise StartupError(
+                    f"cannot listen on {listener.host}:{listener.port} for "
+                    f"listener {listener.name}: {e.strerror or e}"
+                ) from None
             bound_host, bound_port = opened[0].socket.getsockname()[:2]
             bound.append(replace(listener, host=bound_host, port=bound_port))
             sockets.append(opened)
@@ -92,14 +104,19 @@ class Server:
         short_paths = self.settings["corral.group.heartbeat.short.path.enable"]
         reactor = self.reactor = _core.Reactor(
             self.table,
-            [(socket.socket.detach(), listener.name, listener.sasl, config)
-             for listener, opened, config in zip(configured, sockets, tls) for socket in opened],
-            self.max_request_bytes, groups.heartbeat_view if short_paths else None,
+            [
+                (socket.socket.detach(), listener.name, listener.sasl, config)
+                for listener, opened, config in zip(configured, sockets, tls)
+                for socket in opened
+            ],
+            self.max_request_bytes,
+            groups.heartbeat_view if short_paths else None,
             consumer_heartbeat_view=groups.consumer_heartbeat_view if short_paths else None,
             commit_path=groups.log.core_commits,
             # With ACLs, the short paths answer only groups a handler authorized on the connection.
             authorize_short_paths=self.broker.authorizer is not None,
-            **network_limits(self.settings))
+            **network_limits(self.settings),
+        )
         self.broker.sessions.attach(reactor)
         try:
             async with trio.open_nursery() as nursery:
@@ -127,8 +144,9 @@ class Server:
         try:
             listeners = await trio.open_tcp_listeners(port, host=host)
         except OSError as e:
-            raise StartupError(f"cannot listen on {host}:{port} for metrics: {e.strerror or e}") \
-                from None
+            raise StartupError(
+                f"cannot listen on {host}:{port} for metrics: {e.strerror or e}"
+            ) from None
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
         log.info("metrics on http://%s:%d/metrics", bound_host, bound_port)
         return listeners
@@ -199,11 +217,20 @@ class Server:
     @staticmethod
     def _failed(reactor: _core.Reactor, request: _core.Request, error: Exception) -> None:
         if isinstance(error, _core.ProtocolError):
-            client_warnings("malformed request", "closing connection from %s: %s",
-                            request.client_host, error, address=request.client_host)
+            client_warnings(
+                "malformed request",
+                "closing connection from %s: %s",
+                request.client_host,
+                error,
+                address=request.client_host,
+            )
         else:
-            log.error("closing connection from %s after an internal error on %r",
-                      request.client_host, request, exc_info=error)
+            log.error(
+                "closing connection from %s after an internal error on %r",
+                request.client_host,
+                request,
+                exc_info=error,
+            )
         reactor.close(request.connection)
 
 

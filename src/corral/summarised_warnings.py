@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 WARNING_INTERVAL_S = 10.0
 # Addresses counted by name in one window; the others are counted together.
@@ -36,8 +36,13 @@ class _Window:
 
 
 class SummarisedWarnings:
-    def __init__(self, logger: logging.Logger, interval_s: float = WARNING_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic, level: int = logging.WARNING):
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval_s: float = WARNING_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+        level: int = logging.WARNING,
+    ):
         self.logger = logger
         self.level = level  # of the full line and the summary (INFO for failed authentications)
         self.interval_s = interval_s
@@ -57,8 +62,9 @@ class SummarisedWarnings:
         window.last = (message, args)
         # Each one in full for whoever debugs (corral.* at DEBUG, e.g. via broker-loggers).
         self.logger.debug(message, *args)
-        if address is not None and (address in window.by_address
-                                    or len(window.by_address) < MAX_ADDRESSES):
+        if address is not None and (
+            address in window.by_address or len(window.by_address) < MAX_ADDRESSES
+        ):
             window.by_address[address] = window.by_address.get(address, 0) + 1
         else:
             window.elsewhere += 1
@@ -74,9 +80,15 @@ class SummarisedWarnings:
             del self._windows[kind]
             if window.count:
                 message, args = window.last
-                self.logger.log(self.level, "%s: %d more%s in the last %.0fs; the last: %s",
-                                kind, window.count, _sources(window), now - window.opened,
-                                message % args if args else message)
+                self.logger.log(
+                    self.level,
+                    "%s: %d more%s in the last %.0fs; the last: %s",
+                    kind,
+                    window.count,
+                    _sources(window),
+                    now - window.opened,
+                    message % args if args else message,
+                )
 
 
 def _sources(window: _Window) -> str:

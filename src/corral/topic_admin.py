@@ -22,8 +22,11 @@ async def create_topics(broker, request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     counts = Counter(t["name"] for t in body["topics"])
     # CLUSTER CREATE, else CREATE on each topic; its configs are shown with DESCRIBE_CONFIGS.
-    creatable = counts.keys() if cluster_allowed(broker, request, AclOperation.CREATE, log_denied=False) else \
-        filter_allowed(broker, request, AclOperation.CREATE, TOPIC, counts)
+    creatable = (
+        counts.keys()
+        if cluster_allowed(broker, request, AclOperation.CREATE, log_denied=False)
+        else filter_allowed(broker, request, AclOperation.CREATE, TOPIC, counts)
+    )
     describable = filter_allowed(broker, request, AclOperation.DESCRIBE_CONFIGS, TOPIC, counts)
     results = []
     creating = []  # (result, topic creation under way, partitions, configs)
@@ -33,7 +36,10 @@ async def create_topics(broker, request) -> dict[str, Any]:
         results.append(result)
         try:
             if counts[name] > 1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "Create topics request from client contains a duplicate topic name")
+                raise TopicError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Create topics request from client contains a duplicate topic name",
+                )
             if name not in creatable:
                 raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             partitions, replication = wanted["num_partitions"], wanted["replication_factor"]
@@ -47,33 +53,51 @@ async def create_topics(broker, request) -> dict[str, Any]:
         if body["validate_only"]:
             _created(broker, result, version, name in describable, bytes(16), partitions, configs)
         else:
-            creating.append((result, broker.topics.create(name, partitions, configs), partitions, configs))
+            creating.append(
+                (result, broker.topics.create(name, partitions, configs), partitions, configs)
+            )
     # Every creation of the request was queued above: one fsync covers them all.
     for result, creation, partitions, configs in creating:
         try:
             topic = await creation
         except OSError as e:
-            _failed(result, version, ErrorCode.KAFKA_STORAGE_ERROR, f"Could not write the topic: {e}")
+            _failed(
+                result, version, ErrorCode.KAFKA_STORAGE_ERROR, f"Could not write the topic: {e}"
+            )
             continue
         log.info("created topic %s (%d partitions, configs %s)", topic.name, partitions, configs)
-        _created(broker, result, version, topic.name in describable, topic.id.bytes, partitions,
-                 configs)
+        _created(
+            broker, result, version, topic.name in describable, topic.id.bytes, partitions, configs
+        )
     return {"topics": results}
 
 
-def _created(broker, result: dict[str, Any], version: int, describable: bool, topic_id: bytes,
-             partitions: int, configs: dict[str, str]) -> None:
+def _created(
+    broker,
+    result: dict[str, Any],
+    version: int,
+    describable: bool,
+    topic_id: bytes,
+    partitions: int,
+    configs: dict[str, str],
+) -> None:
     """v5+ shows the new topic's configs to a principal that may DESCRIBE_CONFIGS it, and
     says TOPIC_AUTHORIZATION_FAILED in topic_config_error_code to the others."""
     result.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id)
     if version < 5:
         return
     if describable:
-        result.update(num_partitions=partitions, replication_factor=1,
-                      configs=_effective_configs(broker, configs))
+        result.update(
+            num_partitions=partitions,
+            replication_factor=1,
+            configs=_effective_configs(broker, configs),
+        )
     else:
-        result.update(topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                      num_partitions=-1, replication_factor=-1)
+        result.update(
+            topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            num_partitions=-1,
+            replication_factor=-1,
+        )
 
 
 def _failed(result: dict[str, Any], version: int, code: ErrorCode, message: str) -> None:
@@ -84,16 +108,22 @@ def _failed(result: dict[str, Any], version: int, code: ErrorCode, message: str)
 
 def _check_assignments(broker, wanted: dict[str, Any]) -> tuple[int, int]:
     if wanted["num_partitions"] != -1 or wanted["replication_factor"] != -1:
-        raise TopicError(ErrorCode.INVALID_REQUEST,
-                         "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+        raise TopicError(
+            ErrorCode.INVALID_REQUEST,
+            "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+        )
     indexes = sorted(a["partition_index"] for a in wanted["assignments"])
     if indexes != list(range(len(indexes))):
-        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                         "Partitions should be a consecutive 0-based integer sequence")
+        raise TopicError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "Partitions should be a consecutive 0-based integer sequence",
+        )
     for a in wanted["assignments"]:
         if a["broker_ids"] != [broker.node_id]:
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Broker(s) {a['broker_ids']} not available; this cluster has only broker {broker.node_id}")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Broker(s) {a['broker_ids']} not available; this cluster has only broker {broker.node_id}",
+            )
     return len(indexes), 1
 
 
@@ -105,10 +135,20 @@ def _effective_configs(broker, overrides: dict[str, str]) -> list[dict[str, Any]
             value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
         else:
             value = render(settings.topic_default(name))
-            source = (settings.layers(setting.broker_synonym)[0][1] if setting.broker_synonym
-                      else ConfigSource.DEFAULT_CONFIG)
-        configs.append({"name": name, "value": value, "read_only": False,
-                        "config_source": source, "is_sensitive": False})
+            source = (
+                settings.layers(setting.broker_synonym)[0][1]
+                if setting.broker_synonym
+                else ConfigSource.DEFAULT_CONFIG
+            )
+        configs.append(
+            {
+                "name": name,
+                "value": value,
+                "read_only": False,
+                "config_source": source,
+                "is_sensitive": False,
+            }
+        )
     return configs
 
 
@@ -137,8 +177,10 @@ async def create_partitions(broker, request) -> dict[str, Any]:
             await growth
             log.info("topic %s now has %d partitions", topic.name, topic.partitions)
         except OSError as e:
-            result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR,
-                          error_message=f"Could not write the change: {e}")
+            result.update(
+                error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                error_message=f"Could not write the change: {e}",
+            )
     return {"results": results}
 
 
@@ -151,33 +193,44 @@ def _check_growth(broker, wanted: dict[str, Any], times_named: int, alterable: b
         raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
     topic = broker.topics.get(name)
     if topic is None or broker.topics.changing(name) is not None:
-        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                         "This server does not host this topic-partition.")
+        raise TopicError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+        )
     if topic.internal:
         # Growing __consumer_offsets would move groups to other partitions.
-        raise TopicError(ErrorCode.INVALID_REQUEST,
-                         f"Cannot increase the number of partitions of the internal topic {name}.")
+        raise TopicError(
+            ErrorCode.INVALID_REQUEST,
+            f"Cannot increase the number of partitions of the internal topic {name}.",
+        )
     if count == topic.partitions:
         raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions.")
     if count < topic.partitions:
-        raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                         f"The topic {name} currently has {topic.partitions} partition(s); "
-                         f"{count} would not be an increase.")
+        raise TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {name} currently has {topic.partitions} partition(s); "
+            f"{count} would not be an increase.",
+        )
     if count > MAX_PARTITIONS:
-        raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                         f"Number of partitions {count} is above corral's limit of {MAX_PARTITIONS}.")
+        raise TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"Number of partitions {count} is above corral's limit of {MAX_PARTITIONS}.",
+        )
     assignments = wanted["assignments"]
     if assignments is not None:
         added = count - topic.partitions
         if len(assignments) != added:
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Attempted to add {added} additional partition(s), but only "
-                             f"{len(assignments)} assignment(s) were specified.")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {added} additional partition(s), but only "
+                f"{len(assignments)} assignment(s) were specified.",
+            )
         for a in assignments:
             if a["broker_ids"] != [broker.node_id]:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Broker(s) {a['broker_ids']} not available; this cluster has "
-                                 f"only broker {broker.node_id}")
+                raise TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Broker(s) {a['broker_ids']} not available; this cluster has "
+                    f"only broker {broker.node_id}",
+                )
     return topic
 
 
@@ -230,7 +283,9 @@ async def delete_topics(broker, request) -> dict[str, Any]:
 def _deletion_rights(broker, request, wanted) -> tuple[set[str], set[str]] | None:
     """(the topics the principal may DESCRIBE, those it may DELETE) among those named, directly
     or by id; None when it may delete them all (no authorizer, or CLUSTER DELETE)."""
-    if broker.authorizer is None or cluster_allowed(broker, request, AclOperation.DELETE, log_denied=False):
+    if broker.authorizer is None or cluster_allowed(
+        broker, request, AclOperation.DELETE, log_denied=False
+    ):
         return None
     names = set()
     for name, topic_id in wanted:
@@ -239,11 +294,15 @@ def _deletion_rights(broker, request, wanted) -> tuple[set[str], set[str]] | Non
             name = topic.name if topic is not None else None
         if name is not None:
             names.add(name)
-    return (filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, names),
-            filter_allowed(broker, request, AclOperation.DELETE, TOPIC, names))
+    return (
+        filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, names),
+        filter_allowed(broker, request, AclOperation.DELETE, TOPIC, names),
+    )
 
 
-def _refused(entry: dict[str, Any], name: str | None, topic, may: tuple[set[str], set[str]]) -> bool:
+def _refused(
+    entry: dict[str, Any], name: str | None, topic, may: tuple[set[str], set[str]]
+) -> bool:
     """Kafka's order: a name the principal may not DESCRIBE is refused whether it exists or not;
     an existing topic it may not DELETE is refused, named only when it may DESCRIBE it."""
     describable, deletable = may

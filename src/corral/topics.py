@@ -21,9 +21,9 @@ import logging
 import os
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
 
 import trio
 
@@ -62,27 +62,43 @@ class Topic:
     internal: bool = False
 
     def as_json(self) -> dict:
-        return {"name": self.name, "id": str(self.id), "partitions": self.partitions,
-                "configs": self.configs, "internal": self.internal}
+        return {
+            "name": self.name,
+            "id": str(self.id),
+            "partitions": self.partitions,
+            "configs": self.configs,
+            "internal": self.internal,
+        }
 
     @classmethod
-    def from_json(cls, raw: dict) -> "Topic":
-        return cls(raw["name"], uuid.UUID(raw["id"]), raw["partitions"], raw.get("configs", {}),
-                   raw.get("internal", False))
+    def from_json(cls, raw: dict) -> Topic:
+        return cls(
+            raw["name"],
+            uuid.UUID(raw["id"]),
+            raw["partitions"],
+            raw.get("configs", {}),
+            raw.get("internal", False),
+        )
 
 
 def validate_name(name: str | None) -> None:
     if not name:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty"
+        )
     if name in (".", ".."):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_NAME_LENGTH:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters")
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters",
+        )
     if not LEGAL_NAME.fullmatch(name):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name \"{name}\" is illegal, it contains a character other than "
-                         "ASCII alphanumerics, '.', '_' and '-'")
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f'Topic name "{name}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'",
+        )
 
 
 def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
@@ -97,8 +113,9 @@ def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
         try:
             setting.parse(value)
         except ConfigError as e:
-            raise TopicError(ErrorCode.INVALID_CONFIG,
-                             f"Invalid value {value} for configuration {name}: {e}") from None
+            raise TopicError(
+                ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {e}"
+            ) from None
         clean[name] = str(value)
     return clean
 
@@ -207,8 +224,9 @@ class TopicStore:
             return topic.configs[name]
         return render(self.settings.topic_default(name))
 
-    def check_new(self, name: str, partitions: int, replication_factor: int,
-                  configs: dict[str, str | None]) -> tuple[int, dict[str, str]]:
+    def check_new(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str | None]
+    ) -> tuple[int, dict[str, str]]:
         """Validates a creation; returns (partition count, clean configs) or raises TopicError."""
         validate_name(name)
         if name in self.by_name or name in self._changing:
@@ -216,26 +234,40 @@ class TopicStore:
         if partitions == -1:
             partitions = self.settings["num.partitions"]
         if partitions <= 0:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                "Number of partitions was set to an invalid non-positive value.",
+            )
         if partitions > MAX_PARTITIONS:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"Number of partitions {partitions} is above corral's limit of {MAX_PARTITIONS}.")
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Number of partitions {partitions} is above corral's limit of {MAX_PARTITIONS}.",
+            )
         if replication_factor == -1:
             replication_factor = self.settings["default.replication.factor"]
         if replication_factor <= 0:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             "Replication factor must be larger than 0, or -1 to use the default value.")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
         if replication_factor > 1:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Unable to replicate the partition {replication_factor} time(s): The target "
-                             f"replication factor of {replication_factor} cannot be reached because only "
-                             "1 broker(s) are registered.")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
+                f"replication factor of {replication_factor} cannot be reached because only "
+                "1 broker(s) are registered.",
+            )
         return partitions, validate_configs(configs)
 
     # Changing
 
-    def create_at_startup(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                          internal: bool = False) -> Topic:
+    def create_at_startup(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str] | None = None,
+        internal: bool = False,
+    ) -> Topic:
         """Creates a topic before the event loop runs (the broker's own `__consumer_offsets`),
         written and fsynced on the spot."""
         topic = Topic(name, random_uuid(), partitions, dict(configs or {}), internal)
@@ -246,11 +278,18 @@ class TopicStore:
     def reconfigure_at_startup(self, topic: Topic, configs: dict[str, str]) -> None:
         """Replaces a topic's overrides before the event loop runs (the broker's own topics
         follow their settings), written and fsynced on the spot."""
-        self._write([{"op": "configs", "name": topic.name, "id": str(topic.id), "configs": configs}])
+        self._write(
+            [{"op": "configs", "name": topic.name, "id": str(topic.id), "configs": configs}]
+        )
         topic.configs = configs
 
-    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-               internal: bool = False) -> Awaitable[Topic]:
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str] | None = None,
+        internal: bool = False,
+    ) -> Awaitable[Topic]:
         """Creates a topic (checked with `check_new` first). The name is taken and the creation
         queued at once; awaiting the result returns the topic once it is durable, or raises
         OSError if it could not be written."""
@@ -273,8 +312,10 @@ class TopicStore:
         """Grows `topic` to `count` partitions (CreatePartitions). Awaiting the result returns
         once it is durable and visible (the new partitions' logs open on first use), or raises
         OSError if it could not be written."""
-        change = self._queue_change(topic.name, {"op": "partitions", "name": topic.name,
-                                                 "id": str(topic.id), "partitions": count})
+        change = self._queue_change(
+            topic.name,
+            {"op": "partitions", "name": topic.name, "id": str(topic.id), "partitions": count},
+        )
         return self._grown(topic, count, change)
 
     async def _grown(self, topic: Topic, count: int, change: _Change) -> None:
@@ -291,8 +332,10 @@ class TopicStore:
         """Replaces `topic`'s overrides (checked with `validate_configs` first; AlterConfigs).
         Awaiting the result returns once they are durable and in effect (the `on_configs`
         hooks ran), or raises OSError if they could not be written."""
-        change = self._queue_change(topic.name, {"op": "configs", "name": topic.name,
-                                                 "id": str(topic.id), "configs": configs})
+        change = self._queue_change(
+            topic.name,
+            {"op": "configs", "name": topic.name, "id": str(topic.id), "configs": configs},
+        )
         return self._reconfigured(topic, configs, change)
 
     async def _reconfigured(self, topic: Topic, configs: dict[str, str], change: _Change) -> None:
@@ -312,7 +355,9 @@ class TopicStore:
         could not be written (the topic is back)."""
         self._unindex(topic)
         self._changed(topic.name)
-        change = self._queue_change(topic.name, {"op": "delete", "name": topic.name, "id": str(topic.id)})
+        change = self._queue_change(
+            topic.name, {"op": "delete", "name": topic.name, "id": str(topic.id)}
+        )
         return self._deleted(topic, change)
 
     async def _deleted(self, topic: Topic, change: _Change) -> None:
@@ -374,7 +419,10 @@ class TopicStore:
                 topics[entry["topic"]["name"]] = entry["topic"]
             elif entry["op"] == "partitions":
                 if entry["name"] in topics:
-                    topics[entry["name"]] = {**topics[entry["name"]], "partitions": entry["partitions"]}
+                    topics[entry["name"]] = {
+                        **topics[entry["name"]],
+                        "partitions": entry["partitions"],
+                    }
             elif entry["op"] == "configs":
                 if entry["name"] in topics:
                     topics[entry["name"]] = {**topics[entry["name"]], "configs": entry["configs"]}
@@ -386,8 +434,12 @@ class TopicStore:
         """Appends `entries` to the journal and fsyncs it; with `snapshot`, then replaces
         topics.json with it and empties the journal (a crash in between replays entries the
         snapshot already has, which is harmless)."""
-        data = "".join(json.dumps(entry, separators=(",", ":")) + "\n" for entry in entries).encode()
-        fd = os.open(self.journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        data = "".join(
+            json.dumps(entry, separators=(",", ":")) + "\n" for entry in entries
+        ).encode()
+        fd = os.open(
+            self.journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644
+        )
         try:
             size = os.fstat(fd).st_size
             try:
@@ -414,8 +466,12 @@ class TopicStore:
                     os.fsync(f.fileno())
                 self._journal_lines = 0
             except OSError as e:
-                log.warning("could not fold %s into %s (tried again later): %s",
-                            self.journal_path.name, self.path.name, e)
+                log.warning(
+                    "could not fold %s into %s (tried again later): %s",
+                    self.journal_path.name,
+                    self.path.name,
+                    e,
+                )
 
 
 # The journal is folded into topics.json once it has more lines than this and than there are topics.

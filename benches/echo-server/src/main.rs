@@ -27,7 +27,10 @@ fn main() {
     });
     let lifetime: u64 = args[3].parse().expect("LIFETIME_SECONDS");
     let listener = TcpListener::bind(&args[1]).expect("bind");
-    println!("listening on {}", listener.local_addr().expect("local addr"));
+    println!(
+        "listening on {}",
+        listener.local_addr().expect("local addr")
+    );
     thread::spawn(move || {
         thread::sleep(Duration::from_secs(lifetime));
         process::exit(0);
@@ -86,8 +89,11 @@ fn serve(mut stream: TcpStream, body: &[u8]) -> std::io::Result<()> {
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok()).collect()
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
 }

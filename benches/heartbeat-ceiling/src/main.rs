@@ -16,7 +16,10 @@ const UNSUPPORTED_VERSION: i16 = 35;
 const MAX_FRAME: usize = 1 << 20;
 
 fn main() -> io::Result<()> {
-    let port: u16 = std::env::args().nth(1).map(|p| p.parse().expect("PORT")).unwrap_or(0);
+    let port: u16 = std::env::args()
+        .nth(1)
+        .map(|p| p.parse().expect("PORT"))
+        .unwrap_or(0);
     let listener = TcpListener::bind(("127.0.0.1", port))?;
     println!("listening on {}", listener.local_addr()?);
     io::stdout().flush()?;
@@ -79,9 +82,15 @@ fn heartbeat(out: &mut Vec<u8>, version: i16) {
 
 /// ApiVersions: the response header is always v0; above our range, UNSUPPORTED_VERSION in a v0 body.
 fn api_versions(out: &mut Vec<u8>, version: i16) {
-    let apis = [(API_HEARTBEAT, 0, HEARTBEAT_MAX), (API_VERSIONS, 0, API_VERSIONS_MAX)];
-    let (error, version) =
-        if (0..=API_VERSIONS_MAX).contains(&version) { (0i16, version) } else { (UNSUPPORTED_VERSION, 0) };
+    let apis = [
+        (API_HEARTBEAT, 0, HEARTBEAT_MAX),
+        (API_VERSIONS, 0, API_VERSIONS_MAX),
+    ];
+    let (error, version) = if (0..=API_VERSIONS_MAX).contains(&version) {
+        (0i16, version)
+    } else {
+        (UNSUPPORTED_VERSION, 0)
+    };
     out.extend_from_slice(&error.to_be_bytes());
     if version >= 3 {
         out.push(apis.len() as u8 + 1); // compact array length (unsigned varint, n + 1)

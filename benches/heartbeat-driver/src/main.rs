@@ -77,9 +77,15 @@ fn main() {
         eprintln!("heartbeat-driver: setup: {e}");
         exit(1)
     });
-    let mut stats = Stats { latencies_ns: Vec::new(), errors: BTreeMap::new(), closed: 0 };
+    let mut stats = Stats {
+        latencies_ns: Vec::new(),
+        errors: BTreeMap::new(),
+        closed: 0,
+    };
     let mut out = io::stdout().lock();
-    writeln!(out, "started").and_then(|_| out.flush()).expect("stdout");
+    writeln!(out, "started")
+        .and_then(|_| out.flush())
+        .expect("stdout");
 
     let cpu_start = cpu_seconds();
     let start = Instant::now();
@@ -93,27 +99,42 @@ fn main() {
         driver.harvest(&mut stats);
         let mut due = (((now - start).as_secs_f64() * rate) as u64).saturating_sub(sent);
         while due > 0 {
-            let Some(i) = driver.idle.pop_front() else { break };
+            let Some(i) = driver.idle.pop_front() else {
+                break;
+            };
             if driver.send(i, &mut stats) {
                 sent += 1;
                 due -= 1;
             }
         }
         let next_due = start + Duration::from_secs_f64((sent + 1) as f64 / rate);
-        std::thread::sleep(next_due.saturating_duration_since(now).max(TICK).min(end - now));
+        std::thread::sleep(
+            next_due
+                .saturating_duration_since(now)
+                .max(TICK)
+                .min(end - now),
+        );
     }
     driver.harvest(&mut stats); // what arrived during the last sleep
     let elapsed = start.elapsed().as_secs_f64();
     let cpu_end = cpu_seconds();
-    let cpu = (cpu_end.user - cpu_start.user, cpu_end.total() - cpu_start.total());
-    writeln!(out, "{}", report(&mut stats, sent, elapsed, cpu)).and_then(|_| out.flush()).expect("stdout");
+    let cpu = (
+        cpu_end.user - cpu_start.user,
+        cpu_end.total() - cpu_start.total(),
+    );
+    writeln!(out, "{}", report(&mut stats, sent, elapsed, cpu))
+        .and_then(|_| out.flush())
+        .expect("stdout");
 
     // Let answers in flight arrive (untimed) so that the sockets are idle for the next step.
     let deadline = Instant::now() + DRAIN;
     while driver.in_flight > 0 {
         let now = Instant::now();
         if now >= deadline {
-            eprintln!("heartbeat-driver: {} answers still in flight after {DRAIN:?}", driver.in_flight);
+            eprintln!(
+                "heartbeat-driver: {} answers still in flight after {DRAIN:?}",
+                driver.in_flight
+            );
             break;
         }
         driver.poll((deadline - now).min(Duration::from_millis(10)), &mut stats);
@@ -138,7 +159,10 @@ impl Driver {
             check(unsafe { libc::fcntl(m.fd, libc::F_SETFL, m.flags | libc::O_NONBLOCK) })?;
             m.timestamps = get_int_option(m.fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS)?;
             set_int_option(m.fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
-            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: i as u64 };
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: i as u64,
+            };
             check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, m.fd, &mut ev) })?;
         }
         Ok(driver)
@@ -152,7 +176,8 @@ impl Driver {
         let mut pos = 0;
         while pos < m.frame.len() {
             let rest = &m.frame[pos..];
-            let n = unsafe { libc::send(m.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
+            let n =
+                unsafe { libc::send(m.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
             if n >= 0 {
                 pos += n as usize;
                 continue;
@@ -161,7 +186,11 @@ impl Driver {
                 Some(libc::EINTR) => {}
                 // A send buffer full with one small request in flight: rare, so just wait for room.
                 Some(libc::EAGAIN) => {
-                    let mut pfd = libc::pollfd { fd: m.fd, events: libc::POLLOUT, revents: 0 };
+                    let mut pfd = libc::pollfd {
+                        fd: m.fd,
+                        events: libc::POLLOUT,
+                        revents: 0,
+                    };
                     unsafe { libc::poll(&mut pfd, 1, 100) };
                 }
                 _ => {
@@ -179,7 +208,9 @@ impl Driver {
     /// Handles the answers that arrived since the last call, without waiting.
     fn harvest(&mut self, stats: &mut Stats) {
         loop {
-            let n = unsafe { libc::epoll_wait(self.epoll, self.events.as_mut_ptr(), MAX_EVENTS as i32, 0) };
+            let n = unsafe {
+                libc::epoll_wait(self.epoll, self.events.as_mut_ptr(), MAX_EVENTS as i32, 0)
+            };
             for k in 0..n.max(0) as usize {
                 let i = self.events[k].u64 as usize;
                 self.read(i, stats, true);
@@ -192,9 +223,18 @@ impl Driver {
 
     /// Waits up to `wait` for answers and handles them, untimed (after the paced phase).
     fn poll(&mut self, wait: Duration, stats: &mut Stats) {
-        let timeout = libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as _ };
+        let timeout = libc::timespec {
+            tv_sec: wait.as_secs() as libc::time_t,
+            tv_nsec: wait.subsec_nanos() as _,
+        };
         let n = unsafe {
-            libc::epoll_pwait2(self.epoll, self.events.as_mut_ptr(), MAX_EVENTS as i32, &timeout, std::ptr::null())
+            libc::epoll_pwait2(
+                self.epoll,
+                self.events.as_mut_ptr(),
+                MAX_EVENTS as i32,
+                &timeout,
+                std::ptr::null(),
+            )
         };
         for k in 0..n.max(0) as usize {
             let i = self.events[k].u64 as usize;
@@ -240,7 +280,9 @@ impl Driver {
                         None => "short_frame".to_string(),
                     };
                     *stats.errors.entry(code).or_default() += 1;
-                    stats.latencies_ns.push((received_at - m.sent_at).max(0) as u64);
+                    stats
+                        .latencies_ns
+                        .push((received_at - m.sent_at).max(0) as u64);
                 }
             }
             pos += 4 + size;
@@ -284,10 +326,20 @@ fn report(stats: &mut Stats, sent: u64, elapsed: f64, (user, cpu): (f64, f64)) -
         let ns = lat[((q * lat.len() as f64) as usize).min(lat.len() - 1)];
         format!("{:.2}", ns as f64 / 1e6)
     };
-    let max_ms = lat.last().map_or("null".into(), |&ns| format!("{:.2}", ns as f64 / 1e6));
-    let errors: Vec<String> = stats.errors.iter().map(|(code, n)| format!("\"{code}\":{n}")).collect();
+    let max_ms = lat
+        .last()
+        .map_or("null".into(), |&ns| format!("{:.2}", ns as f64 / 1e6));
+    let errors: Vec<String> = stats
+        .errors
+        .iter()
+        .map(|(code, n)| format!("\"{code}\":{n}"))
+        .collect();
     let answers = lat.len();
-    let us_per_answer = if answers > 0 { format!("{:.2}", cpu * 1e6 / answers as f64) } else { "null".into() };
+    let us_per_answer = if answers > 0 {
+        format!("{:.2}", cpu * 1e6 / answers as f64)
+    } else {
+        "null".into()
+    };
     format!(
         "{{\"achieved\":{},\"sent\":{sent},\"answers\":{answers},\"elapsed\":{elapsed:.3},\"p50_ms\":{},\"p99_ms\":{},\
          \"max_ms\":{max_ms},\"errors\":{{{}}},\"driver_cpu\":{:.3},\"driver_user_cpu\":{:.3},\"driver_us_per_answer\":{us_per_answer},\"closed\":{}}}",
@@ -303,7 +355,9 @@ fn report(stats: &mut Stats, sent: u64, elapsed: f64, (user, cpu): (f64, f64)) -
 
 fn parse_input() -> Result<(f64, f64, Vec<Member>), String> {
     let mut text = String::new();
-    io::stdin().read_to_string(&mut text).map_err(|e| e.to_string())?;
+    io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
     let mut lines = text.lines();
     let head: Vec<f64> = lines
         .next()
@@ -311,16 +365,30 @@ fn parse_input() -> Result<(f64, f64, Vec<Member>), String> {
         .split_whitespace()
         .map(|x| x.parse::<f64>().map_err(|e| format!("{x}: {e}")))
         .collect::<Result<_, _>>()?;
-    let [rate, seconds] = head[..] else { return Err("first line must be: RATE SECONDS".into()) };
+    let [rate, seconds] = head[..] else {
+        return Err("first line must be: RATE SECONDS".into());
+    };
     if !(rate > 0.0 && seconds > 0.0) {
         return Err("RATE and SECONDS must be positive".into());
     }
     let mut members = Vec::new();
     for line in lines.filter(|l| !l.trim().is_empty()) {
-        let (fd, hex) = line.trim().split_once(' ').ok_or_else(|| format!("expected FD FRAME_HEX: {line}"))?;
+        let (fd, hex) = line
+            .trim()
+            .split_once(' ')
+            .ok_or_else(|| format!("expected FD FRAME_HEX: {line}"))?;
         let fd: i32 = fd.parse().map_err(|e| format!("fd {fd}: {e}"))?;
         let frame = unhex(hex.trim()).ok_or_else(|| format!("frame of fd {fd} is not hex"))?;
-        members.push(Member { fd, frame, flags: 0, timestamps: 0, sent_at: 0, in_flight: false, open: true, buf: Vec::new() });
+        members.push(Member {
+            fd,
+            frame,
+            flags: 0,
+            timestamps: 0,
+            sent_at: 0,
+            in_flight: false,
+            open: true,
+            buf: Vec::new(),
+        });
     }
     if members.is_empty() {
         return Err("no members".into());
@@ -334,5 +402,8 @@ fn unhex(hex: &str) -> Option<Vec<u8>> {
     if !bytes.len().is_multiple_of(2) {
         return None;
     }
-    bytes.chunks(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
+    bytes
+        .chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
 }

@@ -41,7 +41,9 @@ pub struct Rng(u64);
 
 impl Rng {
     pub fn from_clock() -> Rng {
-        let seed = Instant::now().elapsed().as_nanos() as u64 ^ (std::process::id() as u64) << 32 ^ crate::sys::realtime_ns() as u64;
+        let seed = Instant::now().elapsed().as_nanos() as u64
+            ^ (std::process::id() as u64) << 32
+            ^ crate::sys::realtime_ns() as u64;
         Rng(seed | 1)
     }
 

@@ -9,16 +9,25 @@ pub fn sockaddr(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
     libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from_be_bytes(ip).to_be() },
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_be_bytes(ip).to_be(),
+        },
         sin_zero: [0; 8],
     }
 }
 
-pub const SOCKADDR_SIZE: libc::socklen_t = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+pub const SOCKADDR_SIZE: libc::socklen_t =
+    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
 
 /// A non-blocking TCP socket with TCP_NODELAY (requests are small and each waits for its answer).
 pub fn tcp_socket() -> io::Result<i32> {
-    let fd = check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
     let _ = set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
     Ok(fd)
 }
@@ -26,7 +35,13 @@ pub fn tcp_socket() -> io::Result<i32> {
 /// Starts connecting fd to 127.0.0.1:port; epoll says when it is done (EPOLLOUT, then SO_ERROR).
 pub fn start_connect(fd: i32, port: u16) -> io::Result<()> {
     let addr = sockaddr([127, 0, 0, 1], port);
-    let ret = unsafe { libc::connect(fd, (&addr as *const libc::sockaddr_in).cast(), SOCKADDR_SIZE) };
+    let ret = unsafe {
+        libc::connect(
+            fd,
+            (&addr as *const libc::sockaddr_in).cast(),
+            SOCKADDR_SIZE,
+        )
+    };
     if ret < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINPROGRESS) {
         return Err(io::Error::last_os_error());
     }
@@ -68,7 +83,11 @@ pub struct ConnectSlots {
 
 impl ConnectSlots {
     pub fn new(limit: usize) -> ConnectSlots {
-        ConnectSlots { limit, used: 0, line: VecDeque::new() }
+        ConnectSlots {
+            limit,
+            used: 0,
+            line: VecDeque::new(),
+        }
     }
 
     pub fn available(&self) -> bool {
@@ -104,7 +123,10 @@ impl ConnectSlots {
 
 /// epoll_ctl with the events and the u64 the drivers tell their sockets apart by.
 pub fn epoll_set(epoll: i32, op: i32, fd: i32, events: i32, data: u64) -> i32 {
-    let mut ev = libc::epoll_event { events: events as u32, u64: data };
+    let mut ev = libc::epoll_event {
+        events: events as u32,
+        u64: data,
+    };
     unsafe { libc::epoll_ctl(epoll, op, fd, &mut ev) }
 }
 
@@ -164,7 +186,10 @@ impl Outbox {
 /// One recvmsg into `buf`: its result, and the kernel's receive time of the data (CLOCK_REALTIME
 /// ns) if the socket has SO_TIMESTAMPNS on (`control` receives it).
 pub fn recv_stamped(fd: i32, buf: &mut [u8], control: &mut [u64; 16]) -> (isize, Option<i64>) {
-    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
@@ -204,15 +229,19 @@ pub fn read_available(
     }
 }
 
+/// A frame size no response can have: the stream is broken.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BrokenStream(pub i32);
+
 /// The end of the size-prefixed frame at `pos` of `buf` once all of it is there (None: not yet).
 /// Err: a size below a response header's 4 bytes or above `max`, a broken stream.
-pub fn frame_end(buf: &[u8], pos: usize, max: usize) -> Result<Option<usize>, ()> {
+pub fn frame_end(buf: &[u8], pos: usize, max: usize) -> Result<Option<usize>, BrokenStream> {
     if buf.len() - pos < 4 {
         return Ok(None);
     }
     let size = i32::from_be_bytes(buf[pos..pos + 4].try_into().unwrap());
     if size < 4 || size as usize > max {
-        return Err(());
+        return Err(BrokenStream(size));
     }
     let end = pos + 4 + size as usize;
     Ok((buf.len() >= end).then_some(end))
@@ -224,7 +253,8 @@ fn receive_timestamp(msg: &libc::msghdr) -> Option<i64> {
     while !cmsg.is_null() {
         let header = unsafe { &*cmsg };
         if header.cmsg_level == libc::SOL_SOCKET && header.cmsg_type == libc::SCM_TIMESTAMPNS {
-            let ts: libc::timespec = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+            let ts: libc::timespec =
+                unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
             return Some(ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64);
         }
         cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
@@ -234,7 +264,7 @@ fn receive_timestamp(msg: &libc::msghdr) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::frame_end;
+    use super::{frame_end, BrokenStream};
 
     #[test]
     fn frames_end_where_their_size_says_once_all_there() {
@@ -242,7 +272,7 @@ mod tests {
         assert_eq!(frame_end(&buf, 0, 100), Ok(Some(8)));
         assert_eq!(frame_end(&buf, 8, 100), Ok(None));
         assert_eq!(frame_end(&buf[..3], 0, 100), Ok(None));
-        assert_eq!(frame_end(&[0, 0, 0, 3], 0, 100), Err(()));
-        assert_eq!(frame_end(&buf, 0, 3), Err(()));
+        assert_eq!(frame_end(&[0, 0, 0, 3], 0, 100), Err(BrokenStream(3)));
+        assert_eq!(frame_end(&buf, 0, 3), Err(BrokenStream(4)));
     }
 }

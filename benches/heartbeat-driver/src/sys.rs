@@ -20,7 +20,8 @@ pub fn get_int_option(fd: i32, level: i32, name: i32) -> io::Result<i32> {
 
 pub fn set_int_option(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
     let size = std::mem::size_of::<i32>() as libc::socklen_t;
-    check(unsafe { libc::setsockopt(fd, level, name, (&value as *const i32).cast(), size) }).map(|_| ())
+    check(unsafe { libc::setsockopt(fd, level, name, (&value as *const i32).cast(), size) })
+        .map(|_| ())
 }
 
 pub fn set_nonblocking(fd: i32) -> io::Result<()> {
@@ -53,5 +54,8 @@ pub fn cpu_seconds() -> CpuTimes {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    CpuTimes { user: secs(usage.ru_utime), system: secs(usage.ru_stime) }
+    CpuTimes {
+        user: secs(usage.ru_utime),
+        system: secs(usage.ru_stime),
+    }
 }

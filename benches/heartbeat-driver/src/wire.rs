@@ -53,7 +53,13 @@ impl Writer {
 }
 
 /// A request frame (size prefix included) with request header v2.
-pub fn request(api_key: i16, version: i16, correlation_id: i32, client_id: &str, body: impl FnOnce(&mut Writer)) -> Vec<u8> {
+pub fn request(
+    api_key: i16,
+    version: i16,
+    correlation_id: i32,
+    client_id: &str,
+    body: impl FnOnce(&mut Writer),
+) -> Vec<u8> {
     let mut w = Writer(Vec::with_capacity(128));
     w.i32(0); // size, filled below
     w.i16(api_key);
@@ -70,11 +76,17 @@ pub fn request(api_key: i16, version: i16, correlation_id: i32, client_id: &str,
 /// ApiVersions v3, the first request on every connection; the drivers' client id is also their
 /// client software name.
 pub fn api_versions(correlation_id: i32, client_id: &str) -> Vec<u8> {
-    request(API_VERSIONS, API_VERSIONS_V, correlation_id, client_id, |w| {
-        w.compact_str(client_id); // client_software_name
-        w.compact_str(env!("CARGO_PKG_VERSION"));
-        w.no_tags();
-    })
+    request(
+        API_VERSIONS,
+        API_VERSIONS_V,
+        correlation_id,
+        client_id,
+        |w| {
+            w.compact_str(client_id); // client_software_name
+            w.compact_str(env!("CARGO_PKG_VERSION"));
+            w.no_tags();
+        },
+    )
 }
 
 pub type Parse<T> = Result<T, String>;
@@ -126,7 +138,8 @@ impl<'a> Reader<'a> {
         }
     }
     pub fn compact_str(&mut self) -> Parse<&'a str> {
-        self.compact_nullable_str()?.ok_or_else(|| "null string".to_string())
+        self.compact_nullable_str()?
+            .ok_or_else(|| "null string".to_string())
     }
     pub fn compact_bytes(&mut self) -> Parse<&'a [u8]> {
         match self.uvarint()? {

@@ -258,8 +258,14 @@ class Connection:
     """The server side of one connection without the network thread (tests, benches): frames in,
     core answers or `Request`s out."""
 
-    def __new__(cls, table: ApiTable, max_request_bytes: int, *, listener: str = "PLAINTEXT",
-                principal: str = "User:ANONYMOUS") -> Self:
+    def __new__(
+        cls,
+        table: ApiTable,
+        max_request_bytes: int,
+        *,
+        listener: str = "PLAINTEXT",
+        principal: str = "User:ANONYMOUS",
+    ) -> Self:
         """`listener` and `principal`: what the `Request`s it yields carry."""
     def feed(self, chunk: bytes) -> None:
         """Buffers received bytes; drain them with `next()`."""
@@ -281,7 +287,11 @@ class Frames:
         size outside 0..=max_frame_bytes."""
 
 def encode_request(
-    api_key: int, api_version: int, correlation_id: int, body: MessageBody, client_id: str | None = None
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    body: MessageBody,
+    client_id: str | None = None,
 ) -> bytes:
     """Encodes a request frame (size prefix, header of the right version, body)."""
 
@@ -302,17 +312,22 @@ ConsumerTopicPartitions = list[tuple[str, list[int]]]  # (topic, partitions), in
 # (version, topics, owned partitions, generation id, rack id)
 ConsumerSubscription = tuple[int, list[str], ConsumerTopicPartitions, int, str | None]
 
-def encode_consumer_subscription(version: int, topics: Sequence[str],
-                                 owned_partitions: Sequence[tuple[str, Sequence[int]]],
-                                 generation_id: int = -1, rack_id: str | None = None) -> bytes:
+def encode_consumer_subscription(
+    version: int,
+    topics: Sequence[str],
+    owned_partitions: Sequence[tuple[str, Sequence[int]]],
+    generation_id: int = -1,
+    rack_id: str | None = None,
+) -> bytes:
     """A subscription's bytes (version 0-3, no user data). Raises ValueError on a bad version."""
 
 def decode_consumer_subscription(data: bytes) -> ConsumerSubscription:
     """A subscription's fields; a version above 3 is read as 3. Raises ValueError when the bytes
     are not a subscription."""
 
-def encode_consumer_assignment(version: int,
-                               assigned: Sequence[tuple[str, Sequence[int]]]) -> bytes:
+def encode_consumer_assignment(
+    version: int, assigned: Sequence[tuple[str, Sequence[int]]]
+) -> bytes:
     """An assignment's bytes (version 0-3, no user data). Raises ValueError on a bad version."""
 
 def decode_consumer_assignment(data: bytes) -> tuple[ConsumerTopicPartitions, bytes | None]:
@@ -325,14 +340,19 @@ def decode_consumer_assignment(data: bytes) -> tuple[ConsumerTopicPartitions, by
 class TlsServerConfig:
     """A TLS listener's server configuration (rustls), checked when made."""
 
-    def __new__(cls, certificate_chain: bytes, private_key: bytes, trusted: bytes | None,
-                client_auth: str, protocols: Sequence[str],
-                principal_mapping_rules: str = "DEFAULT") -> Self:
+    def __new__(
+        cls,
+        certificate_chain: bytes,
+        private_key: bytes,
+        trusted: bytes | None,
+        client_auth: str,
+        protocols: Sequence[str],
+        principal_mapping_rules: str = "DEFAULT",
+    ) -> Self:
         """`certificate_chain` and `private_key`: PEM (the key unencrypted). `trusted`: PEM
         certificates that sign client certificates. `client_auth`: "none", "requested" or
         "required". `protocols`: "TLSv1.2" and/or "TLSv1.3". `principal_mapping_rules`:
         Kafka's ssl.principal.mapping.rules. Raises ValueError."""
-
 
 class SslPrincipalMapper:
     """Kafka's `ssl.principal.mapping.rules`: a client certificate's subject DN -> the
@@ -343,7 +363,6 @@ class SslPrincipalMapper:
 
     def name(self, dn: str) -> str:
         """The principal's name for `dn`. Raises ValueError when no rule applies."""
-
 
 class Reactor:
     """The network thread: sockets, framing and the answers given without Python."""
@@ -451,13 +470,24 @@ class Reactor:
 
 # --- Group coordinator state --------------------------------------------------------------------
 
-def adaptive_interval_ms(group_ms: int, short_ms: int, max_rate: int, *, stable: bool,
-                         behind: bool, reconciling: int, due_in_ms: int | None, jitter: float,
-                         settling: bool = False, members: int = 0) -> int:
+def adaptive_interval_ms(
+    group_ms: int,
+    short_ms: int,
+    max_rate: int,
+    *,
+    stable: bool,
+    behind: bool,
+    reconciling: int,
+    due_in_ms: int | None,
+    jitter: float,
+    settling: bool = False,
+    members: int = 0,
+) -> int:
     """The network thread's copy of answer.py's `adaptive_interval_ms` (for tests)."""
 
-def moved_assignment_record(group_id: str, member_id: str, value: bytes, epoch: int,
-                            previous: int) -> tuple[bytes, bytes] | None:
+def moved_assignment_record(
+    group_id: str, member_id: str, value: bytes, epoch: int, previous: int
+) -> tuple[bytes, bytes] | None:
     """The (key, value) the network thread writes when it moves a member whose current
     assignment record's value is `value` to `epoch` (for tests)."""
 
@@ -526,7 +556,9 @@ class ConsumerHeartbeatView:
     its instance id, client id and host and its session timer key (rust/consumer_heartbeat_view.rs).
     `ConsumerGroup` keeps it in step."""
 
-    def __new__(cls, wheel: TimerWheel, session_timeout_ms: int, heartbeat_interval_ms: int) -> Self:
+    def __new__(
+        cls, wheel: TimerWheel, session_timeout_ms: int, heartbeat_interval_ms: int
+    ) -> Self:
         """A view whose session deadlines live in `wheel`: a heartbeat it answers moves the
         member's deadline `session_timeout_ms` ahead and tells it to come back in
         `heartbeat_interval_ms`."""
@@ -552,7 +584,9 @@ class ConsumerHeartbeatView:
         """corral.consumer.reconciling.heartbeat.interval.ms and .max.rate (answer.py's rule),
         and whether the network thread moves members to a new target epoch."""
 
-    def set_group_timing(self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
+    def set_group_timing(
+        self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int
+    ) -> None:
         """The group's own session timeout and heartbeat interval (its settings changed); the
         broker's values remove the entry."""
 
@@ -570,8 +604,9 @@ class ConsumerHeartbeatView:
         """A member's metadata (ConsumerGroupMemberMetadata): `consumer` is False for a classic
         member of the group, whose own session timeout is `session_timeout_ms`."""
 
-    def set_member_epoch(self, group_id: str, member_id: str, epoch: int, stable: bool,
-                         movable: bytes | None = None) -> None:
+    def set_member_epoch(
+        self, group_id: str, member_id: str, epoch: int, stable: bool, movable: bytes | None = None
+    ) -> None:
         """A member's epoch and whether it is STABLE (ConsumerGroupCurrentMemberAssignment), and
         the record's value when the network thread may move the member to a new target epoch
         (STABLE, nothing pending, exactly its target, every assignment epoch written)."""
@@ -694,7 +729,6 @@ class OffsetMap:
         group became empty) or, without it, its commit time. `keep_topics` are left alone.
         Returns the expired (topic, partition)s, sorted; removes nothing."""
 
-
 class CommitPath:
     """OffsetCommits written by the network thread: it appends those it takes to
     `offsets_topic`, its own thread fsyncs, applies them to the offset map and answers
@@ -766,18 +800,27 @@ class LogStore:
         """Whether the previous run ended with `close()`."""
 
     def open_partition(
-        self, topic: str, partition: int, segment_bytes: int, retention_ms: int, retention_bytes: int
+        self,
+        topic: str,
+        partition: int,
+        segment_bytes: int,
+        retention_ms: int,
+        retention_bytes: int,
     ) -> list[str]:
         """Opens (creating, or recovering) a partition; if open already, updates its config.
         Returns notes on what recovery repaired, for the log."""
 
-    def append(self, topic: str, partition: int, data: bytes, log_append_time: int | None = None) -> AppendResult:
+    def append(
+        self, topic: str, partition: int, data: bytes, log_append_time: int | None = None
+    ) -> AppendResult:
         """Appends whole, validated batches (offsets assigned here; with `log_append_time`, the
         LogAppendTime timestamp too), checking idempotent producers' sequences first. A retried
         batch gets error 0 and its original offsets; a refused one INVALID_PRODUCER_EPOCH or
         OUT_OF_ORDER_SEQUENCE_NUMBER and -1s."""
 
-    def read(self, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> ReadResult:
+    def read(
+        self, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool
+    ) -> ReadResult:
         """Whole batches from the one holding `offset`, at most `max_bytes` unless the first
         batch alone is bigger and `min_one`; `data` is None when `offset` is out of range."""
 
@@ -795,7 +838,9 @@ class LogStore:
     def offsets(self, topic: str, partition: int) -> LogOffsets:
         """(log start offset, high watermark)."""
 
-    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset | None:
+    def offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int
+    ) -> TimestampOffset | None:
         """(timestamp, offset) of the first record with a timestamp >= `timestamp`, or None."""
 
     def max_timestamp(self, topic: str, partition: int) -> TimestampOffset | None:
@@ -926,7 +971,10 @@ def offset_keys(group_id: str, partitions: Sequence[TopicPartition]) -> list[byt
     """The OffsetCommitKey of each (topic, partition) of the group: its tombstones' keys."""
 
 def offset_commit_batch(
-    group_id: str, topics: Sequence[tuple[str, Sequence[PartitionCommit]]], commit_ms: int, expire_ms: int
+    group_id: str,
+    topics: Sequence[tuple[str, Sequence[PartitionCommit]]],
+    commit_ms: int,
+    expire_ms: int,
 ) -> bytes:
     """The `__consumer_offsets` batch (stamped `commit_ms`) of one group's offset commits:
     `topics` is [(topic, [(partition, offset, leader epoch, metadata)])]; `expire_ms` -1: none.

@@ -35,9 +35,11 @@ from ..groups.events import classic_partitions
 from ..groups.storage.records import GroupValue, MemberValue, read_group_value
 
 CLASSIC = "classic"
-SEQ_SHIFT = 20   # room for a million events per record (a member each)
+SEQ_SHIFT = 20  # room for a million events per record (a member each)
 
-Event = tuple[int, str, str, str, str, int]   # an events row: time_ms, group, event, protocol, value, seq
+Event = tuple[
+    int, str, str, str, str, int
+]  # an events row: time_ms, group, event, protocol, value, seq
 
 
 class ClassicEvents:
@@ -61,33 +63,73 @@ class ClassicEvents:
         events: list[tuple[str, dict[str, Any]]] = []
         if old is not None:
             generation_then = before.generation if before is not None else now.generation
-            events += [("member_left", {**_member(m, generation_then), "reason": None})
-                       for mid, m in old.items() if mid not in new]
-            events += [("member_joined", _member(m, now.generation))
-                       for mid, m in new.items() if mid not in old]
-        if (before is None and now.generation > 0) or \
-                (before is not None and before.generation != now.generation):
-            events.append(("rebalance_end", {
-                "generation_id": now.generation, "members": len(now.members),
-                "members_before": None if old is None else len(old), "cause": None,
-                "start_ms": None, "duration_ms": None}))
+            events += [
+                ("member_left", {**_member(m, generation_then), "reason": None})
+                for mid, m in old.items()
+                if mid not in new
+            ]
+            events += [
+                ("member_joined", _member(m, now.generation))
+                for mid, m in new.items()
+                if mid not in old
+            ]
+        if (before is None and now.generation > 0) or (
+            before is not None and before.generation != now.generation
+        ):
+            events.append(
+                (
+                    "rebalance_end",
+                    {
+                        "generation_id": now.generation,
+                        "members": len(now.members),
+                        "members_before": None if old is None else len(old),
+                        "cause": None,
+                        "start_ms": None,
+                        "duration_ms": None,
+                    },
+                )
+            )
             if now.members:
-                events.append(("generation_assignment", {
-                    "generation_id": now.generation, "protocol_type": now.protocol_type,
-                    "protocol_name": now.protocol,
-                    "assignment": {m.member_id: classic_partitions(now.protocol_type, m.assignment)
-                                   for m in now.members}}))
+                events.append(
+                    (
+                        "generation_assignment",
+                        {
+                            "generation_id": now.generation,
+                            "protocol_type": now.protocol_type,
+                            "protocol_name": now.protocol,
+                            "assignment": {
+                                m.member_id: classic_partitions(now.protocol_type, m.assignment)
+                                for m in now.members
+                            },
+                        },
+                    )
+                )
         return self._rows(group, time_ms, offset, events)
 
     @staticmethod
-    def _rows(group: str, time_ms: int, offset: int,
-              events: list[tuple[str, dict[str, Any]]]) -> list[Event]:
-        return [(time_ms, group, event, CLASSIC,
-                 json.dumps({"v": 1, "event": event, "group_id": group, "protocol": CLASSIC,
-                             **fields}), (offset << SEQ_SHIFT) + i)
-                for i, (event, fields) in enumerate(events)]
+    def _rows(
+        group: str, time_ms: int, offset: int, events: list[tuple[str, dict[str, Any]]]
+    ) -> list[Event]:
+        return [
+            (
+                time_ms,
+                group,
+                event,
+                CLASSIC,
+                json.dumps(
+                    {"v": 1, "event": event, "group_id": group, "protocol": CLASSIC, **fields}
+                ),
+                (offset << SEQ_SHIFT) + i,
+            )
+            for i, (event, fields) in enumerate(events)
+        ]
 
 
 def _member(m: MemberValue, generation: int) -> dict[str, Any]:
-    return {"member_id": m.member_id, "instance_id": m.group_instance_id,
-            "client_id": m.client_id, "client_host": m.client_host, "generation_id": generation}
+    return {
+        "member_id": m.member_id,
+        "instance_id": m.group_instance_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+        "generation_id": generation,
+    }

@@ -21,45 +21,100 @@ from pathlib import Path
 from typing import Any
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
-TABLE_ORDER = ("partition_lag", "partition_status", "group_status", "rebalances",
-               "member_churn", "assignment_skew", "commit_activity")
+TABLE_ORDER = (
+    "partition_lag",
+    "partition_status",
+    "group_status",
+    "rebalances",
+    "member_churn",
+    "assignment_skew",
+    "commit_activity",
+)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "analyze", help="consumer-lag and rebalance analytics (Spark; pip install corral[analyze])",
+        "analyze",
+        help="consumer-lag and rebalance analytics (Spark; pip install corral[analyze])",
         description="Lag in records and seconds, Burrow's statuses, rebalances, churn, assignment "
-                    "skew and commit activity of every group over the whole history, as Parquet "
-                    "tables and one HTML report. Exits 1 when the source cannot be read, 2 on "
-                    "bad usage or without pyspark.")
+        "skew and commit activity of every group over the whole history, as Parquet "
+        "tables and one HTML report. Exits 1 when the source cannot be read, 2 on "
+        "bad usage or without pyspark.",
+    )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--data-dir", metavar="DIR", help="a corral data directory")
-    source.add_argument("--bootstrap", metavar="HOST:PORT",
-                        help="a live cluster: corral or any Kafka-compatible broker")
+    source.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help="a live cluster: corral or any Kafka-compatible broker",
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="where tables and report go")
-    p.add_argument("--master", default="local[*]", metavar="URL",
-                   help="Spark master (default local[*]; e.g. spark://host:7077)")
-    p.add_argument("--conf", action="append", default=[], metavar="NAME=VALUE",
-                   help="a Spark setting, as spark-submit's --conf (repeatable), e.g. "
-                        "--conf spark.executor.memory=4g")
-    p.add_argument("--from", dest="from_time", metavar="TIME", type=parse_time,
-                   help="keep what happened at or after TIME (ISO 8601, UTC unless it says, or "
-                        "ms since the epoch)")
-    p.add_argument("--to", dest="to_time", metavar="TIME", type=parse_time,
-                   help="keep what happened before TIME")
-    p.add_argument("--sample-for", type=float, default=None, metavar="SECONDS",
-                   help="--bootstrap: sample log-end offsets live for this long (default 30, "
-                        "or 0 when the cluster keeps __corral_analytics)")
-    p.add_argument("--sample-interval", type=float, default=5.0, metavar="SECONDS",
-                   help="--bootstrap: seconds between live samples (default 5)")
-    p.add_argument("--bucket", type=float, default=60.0, metavar="SECONDS",
-                   help="time bucket of member_churn and commit_activity (default 60)")
-    p.add_argument("--burrow-compatible", action=argparse.BooleanOptionalAction, default=True,
-                   help="Burrow's STOP rule as Burrow has it (default); --no-burrow-compatible: "
-                        "no STOP while the log end has not moved (docs/analytics-rules.md)")
+    p.add_argument(
+        "--master",
+        default="local[*]",
+        metavar="URL",
+        help="Spark master (default local[*]; e.g. spark://host:7077)",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Spark setting, as spark-submit's --conf (repeatable), e.g. "
+        "--conf spark.executor.memory=4g",
+    )
+    p.add_argument(
+        "--from",
+        dest="from_time",
+        metavar="TIME",
+        type=parse_time,
+        help="keep what happened at or after TIME (ISO 8601, UTC unless it says, or "
+        "ms since the epoch)",
+    )
+    p.add_argument(
+        "--to",
+        dest="to_time",
+        metavar="TIME",
+        type=parse_time,
+        help="keep what happened before TIME",
+    )
+    p.add_argument(
+        "--sample-for",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="--bootstrap: sample log-end offsets live for this long (default 30, "
+        "or 0 when the cluster keeps __corral_analytics)",
+    )
+    p.add_argument(
+        "--sample-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="--bootstrap: seconds between live samples (default 5)",
+    )
+    p.add_argument(
+        "--bucket",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="time bucket of member_churn and commit_activity (default 60)",
+    )
+    p.add_argument(
+        "--burrow-compatible",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Burrow's STOP rule as Burrow has it (default); --no-burrow-compatible: "
+        "no STOP while the log end has not moved (docs/analytics-rules.md)",
+    )
     p.add_argument("--no-report", action="store_true", help="tables only, no report.html")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                   help="--bootstrap: seconds per request (default 30)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="--bootstrap: seconds per request (default 30)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--log-level", default="WARNING")
 
@@ -73,7 +128,7 @@ def parse_time(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a time: {text!r} (ISO 8601 or ms)") from None
     if t.tzinfo is None:
-        t = t.replace(tzinfo=datetime.timezone.utc)
+        t = t.replace(tzinfo=datetime.UTC)
     return int(t.timestamp() * 1000)
 
 
@@ -92,6 +147,7 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     args.conf = conf
     from .progress import Progress
+
     with Progress(enabled=not args.json) as progress:
         try:
             summary = run(args, progress)
@@ -118,8 +174,12 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
     started = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {"out": str(out.resolve()), "master": args.master,
-                               "from_ms": args.from_time, "to_ms": args.to_time}
+    summary: dict[str, Any] = {
+        "out": str(out.resolve()),
+        "master": args.master,
+        "from_ms": args.from_time,
+        "to_ms": args.to_time,
+    }
     if args.bootstrap:
         summary["source"] = {"bootstrap": args.bootstrap}
         with progress.step("consuming the cluster's history") as step:
@@ -127,13 +187,15 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
     else:
         data_dir = Path(args.data_dir)
         if not any(data_dir.glob("__consumer_offsets-*")):
-            raise SourceError(f"{data_dir} is not a corral data directory "
-                              "(no __consumer_offsets partitions)")
+            raise SourceError(
+                f"{data_dir} is not a corral data directory (no __consumer_offsets partitions)"
+            )
         summary["source"] = {"data_dir": str(data_dir.resolve())}
 
     reading = None
     if not args.bootstrap:  # __corral_analytics read on the driver while Spark starts
         from .segments import read_data_dir
+
         reader = ThreadPoolExecutor(1)
         reading = reader.submit(read_data_dir, args.data_dir, args.from_time, args.to_time)
         reader.shutdown(wait=False)
@@ -148,35 +210,54 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
             bucket_ms = int(args.bucket * 1000)
             options = {"burrow_compatible": args.burrow_compatible, "bucket_ms": bucket_ms}
             if reading is None:
-                read = inputs_mod.in_window(inputs_mod.read_landed(spark, str(out / "inputs")),
-                                            args.from_time, args.to_time)
+                read = inputs_mod.in_window(
+                    inputs_mod.read_landed(spark, str(out / "inputs")), args.from_time, args.to_time
+                )
                 analyzed = job.analyze(read.commits, read.samples, str(out), **options)
                 events = read.events
             else:
                 split = reading.result()
-                analyzed = job.analyze_data_dir(spark, args.data_dir, split.samples, str(out),
-                                                from_ms=args.from_time, to_ms=args.to_time,
-                                                **options)
+                analyzed = job.analyze_data_dir(
+                    spark,
+                    args.data_dir,
+                    split.samples,
+                    str(out),
+                    from_ms=args.from_time,
+                    to_ms=args.to_time,
+                    **options,
+                )
                 events = spark.createDataFrame(split.events)
             # Small tables (made of the events and the tasks' counts), used by the writes, the
             # summary and the report at once: each computed once, cached.
             lap("job")
-            derived = {name: df.cache() for name, df in tables.derive(
-                events, analyzed.tables.partition_lag, analyzed.work["_commit_counts"],
-                bucket_ms).items()}
+            derived = {
+                name: df.cache()
+                for name, df in tables.derive(
+                    events,
+                    analyzed.tables.partition_lag,
+                    analyzed.work["_commit_counts"],
+                    bucket_ms,
+                ).items()
+            }
             job.write_tables(derived, str(out))
             lap("small_tables")
         with progress.spark_step("writing the report", spark):
-            summary["groups"] = _group_summary(analyzed.work["_group_summary"],
-                                               derived["rebalances"])
+            summary["groups"] = _group_summary(
+                analyzed.work["_group_summary"], derived["rebalances"]
+            )
             lap("summary")
             if not args.no_report:
                 from .report import write_report
-                write_report({**analyzed.tables._asdict(), **derived, **analyzed.work},
-                             str(out / "report.html"), _title(summary))
+
+                write_report(
+                    {**analyzed.tables._asdict(), **derived, **analyzed.work},
+                    str(out / "report.html"),
+                    _title(summary),
+                )
                 lap("report")
-        summary["tables"] = {name: _rows(out / name)
-                             for name in (*analyzed.tables._fields, *derived)}
+        summary["tables"] = {
+            name: _rows(out / name) for name in (*analyzed.tables._fields, *derived)
+        }
         if not args.no_report:
             summary["report"] = str((out / "report.html").resolve())
         job.remove_work(str(out))
@@ -202,10 +283,18 @@ class _Lap:
 
 def _land(args: argparse.Namespace, directory: str, step) -> dict[str, Any]:
     from .ingest import IngestError, land
+
     try:
-        return land(args.bootstrap, directory, sample_for_s=args.sample_for,
-                    sample_interval_s=args.sample_interval, from_ms=args.from_time,
-                    to_ms=args.to_time, timeout_s=args.timeout, progress=step.update)
+        return land(
+            args.bootstrap,
+            directory,
+            sample_for_s=args.sample_for,
+            sample_interval_s=args.sample_interval,
+            from_ms=args.from_time,
+            to_ms=args.to_time,
+            timeout_s=args.timeout,
+            progress=step.update,
+        )
     except IngestError as e:
         raise SourceError(str(e)) from e
 
@@ -213,19 +302,32 @@ def _land(args: argparse.Namespace, directory: str, step) -> dict[str, Any]:
 def _rows(table_dir: Path) -> int:
     """Rows of a written table, from the Parquet footers only."""
     import pyarrow.dataset as ds
+
     return ds.dataset(str(table_dir), format="parquet", partitioning="hive").count_rows()
 
 
 def _group_summary(group_summary, rebalances) -> dict[str, dict[str, Any]]:
     """Per group: its last status, and the most lag it had (records, seconds)."""
     from pyspark.sql import functions as F
+
     counts = rebalances.groupBy("group").agg(F.count("*").alias("rebalances"))
-    rows = (group_summary.select("group", F.col("last_status").alias("status"),
-                                 "max_lag_records", "max_lag_seconds")
-            .join(counts, "group", "full").orderBy("group").collect())
-    return {r["group"]: {"status": r["status"], "max_lag_records": r["max_lag_records"],
-                         "max_lag_seconds": r["max_lag_seconds"],
-                         "rebalances": r["rebalances"] or 0} for r in rows}
+    rows = (
+        group_summary.select(
+            "group", F.col("last_status").alias("status"), "max_lag_records", "max_lag_seconds"
+        )
+        .join(counts, "group", "full")
+        .orderBy("group")
+        .collect()
+    )
+    return {
+        r["group"]: {
+            "status": r["status"],
+            "max_lag_records": r["max_lag_records"],
+            "max_lag_seconds": r["max_lag_seconds"],
+            "rebalances": r["rebalances"] or 0,
+        }
+        for r in rows
+    }
 
 
 def _title(summary: dict[str, Any]) -> str:
@@ -236,21 +338,30 @@ def _title(summary: dict[str, Any]) -> str:
 def _print_summary(summary: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+
     console = Console()
     tables = Table("table", "rows", box=None, header_style="bold")
     for name in sorted(summary["tables"], key=_table_rank):
         tables.add_row(name, f"{summary['tables'][name]:,}")
     console.print(tables)
-    groups = Table("group", "status", "max lag", "max lag (s)", "rebalances", box=None,
-                   header_style="bold")
+    groups = Table(
+        "group", "status", "max lag", "max lag (s)", "rebalances", box=None, header_style="bold"
+    )
     for name, g in summary["groups"].items():
         seconds = g["max_lag_seconds"]
-        groups.add_row(name, g["status"] or "-", _dash(g["max_lag_records"]),
-                       "-" if seconds is None else f"{seconds:.1f}", str(g["rebalances"]))
+        groups.add_row(
+            name,
+            g["status"] or "-",
+            _dash(g["max_lag_records"]),
+            "-" if seconds is None else f"{seconds:.1f}",
+            str(g["rebalances"]),
+        )
     console.print(groups)
-    console.print(f"tables in {summary['out']}"
-                  + (f", report {summary['report']}" if "report" in summary else "")
-                  + f" ({summary['elapsed_s']:.1f} s)")
+    console.print(
+        f"tables in {summary['out']}"
+        + (f", report {summary['report']}" if "report" in summary else "")
+        + f" ({summary['elapsed_s']:.1f} s)"
+    )
 
 
 def _table_rank(name: str) -> int:

@@ -7,7 +7,8 @@ An event is `(time_ms, event, value)`, `value` being the record's whole JSON obj
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Any, Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 Event = tuple[int, str, dict[str, Any]]
 
@@ -59,10 +60,19 @@ def rebalances(events: Iterable[Event]) -> list[RebalanceRow]:
             duration = v.get("duration_ms")
             if duration is None and start is not None:
                 duration = max(time_ms - start, 0)
-            rows.append(RebalanceRow(
-                v.get("protocol"), start, time_ms, duration, _epoch(v),
-                _first(v.get("members_before"), seen.get("members_before")), v.get("members"),
-                _first(v.get("cause"), seen.get("cause")), seen.get("starts", 0)))
+            rows.append(
+                RebalanceRow(
+                    v.get("protocol"),
+                    start,
+                    time_ms,
+                    duration,
+                    _epoch(v),
+                    _first(v.get("members_before"), seen.get("members_before")),
+                    v.get("members"),
+                    _first(v.get("cause"), seen.get("cause")),
+                    seen.get("starts", 0),
+                )
+            )
             open_ = None
         elif event == "group_deleted" and open_ is not None:
             rows.append(_under_way(open_, time_ms, 0))
@@ -81,9 +91,17 @@ def _next_epoch(start: dict[str, Any]) -> int | None:
 
 def _under_way(start: dict[str, Any], end_ms: int | None, members: int | None) -> RebalanceRow:
     t = start["time_ms"]
-    return RebalanceRow(start.get("protocol"), t, end_ms,
-                        None if end_ms is None else max(end_ms - t, 0), start["last_epoch"],
-                        start.get("members_before"), members, start.get("cause"), start["starts"])
+    return RebalanceRow(
+        start.get("protocol"),
+        t,
+        end_ms,
+        None if end_ms is None else max(end_ms - t, 0),
+        start["last_epoch"],
+        start.get("members_before"),
+        members,
+        start.get("cause"),
+        start["starts"],
+    )
 
 
 def _first(*values):
@@ -94,8 +112,15 @@ def _first(*values):
 
 EXPIRY_REASONS = ("session_timeout", "rebalance_timeout", "sync_timeout")
 STATIC_REPLACED = "static_member_replaced"
-CHURN_EVENTS = {"member_joined", "member_left", "member_expired", "member_fenced",
-                "rebalance_start", "rebalance_end", "group_deleted"}
+CHURN_EVENTS = {
+    "member_joined",
+    "member_left",
+    "member_expired",
+    "member_fenced",
+    "rebalance_start",
+    "rebalance_end",
+    "group_deleted",
+}
 
 
 class ChurnRow(NamedTuple):

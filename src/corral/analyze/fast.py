@@ -38,9 +38,16 @@ def _i64(a) -> np.ndarray:
 
 
 def partition_rows(
-    times, values, commit_start, commit_end, sample_start, sample_end,
-    burrow_compatible: bool = True, window: int = BURROW_INTERVALS,
-    intervals: int = BURROW_INTERVALS, allowed_lag: int = BURROW_ALLOWED_LAG,
+    times,
+    values,
+    commit_start,
+    commit_end,
+    sample_start,
+    sample_end,
+    burrow_compatible: bool = True,
+    window: int = BURROW_INTERVALS,
+    intervals: int = BURROW_INTERVALS,
+    allowed_lag: int = BURROW_ALLOWED_LAG,
 ) -> PartitionRows:
     """partition_lag and partition_status_timeline of key k: commits
     times/values[commit_start[k]:commit_end[k]], samples times/values[sample_start[k]:
@@ -48,14 +55,22 @@ def partition_rows(
     times, values = _i64(times), _i64(values)
     cs, ce, ss, se = (_i64(a) for a in (commit_start, commit_end, sample_start, sample_end))
     cap = int((ce - cs).sum() + (se - ss).sum())
-    out = PartitionRows(np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
-                        np.empty(cap, np.int64), np.empty(cap, np.float64),
-                        np.empty(cap, np.int8), np.empty(cap, np.int8),
-                        np.empty(len(cs), np.int64))
-    n = _lag.partition_rows(times, values, cs, ce, ss, se, burrow_compatible, window, intervals,
-                            allowed_lag, *out)
-    return PartitionRows(*(a[:n] for a in out[:5]), out.log_end_known[:n].view(np.bool_),
-                         out.status[:n], out.rows)
+    out = PartitionRows(
+        np.empty(cap, np.int64),
+        np.empty(cap, np.int64),
+        np.empty(cap, np.int64),
+        np.empty(cap, np.int64),
+        np.empty(cap, np.float64),
+        np.empty(cap, np.int8),
+        np.empty(cap, np.int8),
+        np.empty(len(cs), np.int64),
+    )
+    n = _lag.partition_rows(
+        times, values, cs, ce, ss, se, burrow_compatible, window, intervals, allowed_lag, *out
+    )
+    return PartitionRows(
+        *(a[:n] for a in out[:5]), out.log_end_known[:n].view(np.bool_), out.status[:n], out.rows
+    )
 
 
 def group_rows(times, partitions, statuses, group_start, group_end) -> GroupRows:
@@ -65,7 +80,8 @@ def group_rows(times, partitions, statuses, group_start, group_end) -> GroupRows
     statuses = np.ascontiguousarray(statuses, dtype=np.int8)
     gs, ge = _i64(group_start), _i64(group_end)
     count = int(partitions.max()) + 1 if len(partitions) else 0
-    out = GroupRows(np.empty(len(times), np.int64), np.empty(len(times), np.int8),
-                    np.empty(len(gs), np.int64))
+    out = GroupRows(
+        np.empty(len(times), np.int64), np.empty(len(times), np.int8), np.empty(len(gs), np.int64)
+    )
     n = _lag.group_rows(times, partitions, statuses, gs, ge, count, *out)
     return GroupRows(out.time_ms[:n], out.status[:n], out.rows)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import pyarrow as pa
 import trio
@@ -26,7 +26,7 @@ from ..apis import ApiKey
 from ..errors import ErrorCode
 from ..ops.admin import RETRY_EVERY_S, Admin, AdminError, error_name
 
-Record = tuple[int, int, bytes | None, bytes | None]   # (offset, timestamp ms, key, value)
+Record = tuple[int, int, bytes | None, bytes | None]  # (offset, timestamp ms, key, value)
 
 READ_COMMITTED = 1
 FETCH_MAX_BYTES = 16 << 20
@@ -50,8 +50,9 @@ CONTROL = 0x20
 CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
-def decode(data: bytes, start: int, skipped: Counter,
-           aborted: list[dict] | None = None) -> tuple[list[Record], int | None]:
+def decode(
+    data: bytes, start: int, skipped: Counter, aborted: list[dict] | None = None
+) -> tuple[list[Record], int | None]:
     """The records at offsets >= `start` of the whole batches in `data` (a Fetch answer may end
     in a partial one), and the offset after the last whole batch (None: no whole batch).
     `aborted`: the answer's aborted transactions (read_committed); their batches are left out,
@@ -60,7 +61,7 @@ def decode(data: bytes, start: int, skipped: Counter,
     out: list[Record] = []
     pending = sorted(((a["first_offset"], a["producer_id"]) for a in aborted or ()), reverse=True)
     aborting: set[int] = set()
-    run = -1   # where a run of plain batches starts: decoded in one call into the core
+    run = -1  # where a run of plain batches starts: decoded in one call into the core
     pos, after = 0, None
     while pos + 17 <= len(data):
         base, length = _HEAD.unpack_from(data, pos)
@@ -69,7 +70,7 @@ def decode(data: bytes, start: int, skipped: Counter,
             break
         magic = data[pos + 16]
         kind = "skip"
-        if magic != 2:   # message formats v0/v1: Kafka 4 and corral write none
+        if magic != 2:  # message formats v0/v1: Kafka 4 and corral write none
             skipped["batches in message format v0/v1"] += 1
             after = base + 1
         else:
@@ -102,7 +103,7 @@ def decode(data: bytes, start: int, skipped: Counter,
 
 def _is_abort_marker(data: bytes, pos: int, end: int) -> bool:
     """A control batch's record key: version int16, type int16 (0 abort, 1 commit)."""
-    records = _records(data[pos + HEADER:end], 0, 0, 1, False)
+    records = _records(data[pos + HEADER : end], 0, 0, 1, False)
     key = records[0][2] if records else None
     return key is not None and len(key) >= 4 and _I16.unpack_from(key, 2)[0] == 0
 
@@ -110,19 +111,26 @@ def _is_abort_marker(data: bytes, pos: int, end: int) -> bool:
 def _compressed(data: bytes, pos: int, end: int, attributes: int, skipped: Counter) -> list[Record]:
     codec = attributes & COMPRESSION
     name = CODECS.get(codec, f"codec {codec}")
-    payload = data[pos + HEADER:end]
+    payload = data[pos + HEADER : end]
     try:
         if codec == 1:
-            raw = zlib.decompress(payload, 16 + zlib.MAX_WBITS)   # a gzip stream
+            raw = zlib.decompress(payload, 16 + zlib.MAX_WBITS)  # a gzip stream
         elif codec in (3, 4):
             raw = pa.CompressedInputStream(pa.BufferReader(payload), name).read()
         else:
             skipped[f"{name} batches (no decompressor)"] += 1
             return []
         base = _I64.unpack_from(data, pos)[0]
-        timestamp = _I64.unpack_from(data, pos + (35 if attributes & TIMESTAMP_LOG_APPEND else 27))[0]
-        return _records(bytes(raw), base, timestamp, _I32.unpack_from(data, pos + 57)[0],
-                        bool(attributes & TIMESTAMP_LOG_APPEND))
+        timestamp = _I64.unpack_from(data, pos + (35 if attributes & TIMESTAMP_LOG_APPEND else 27))[
+            0
+        ]
+        return _records(
+            bytes(raw),
+            base,
+            timestamp,
+            _I32.unpack_from(data, pos + 57)[0],
+            bool(attributes & TIMESTAMP_LOG_APPEND),
+        )
     except (zlib.error, OSError, pa.ArrowException, IndexError, struct.error):
         skipped[f"undecodable {name} batches"] += 1
         return []
@@ -147,29 +155,34 @@ def _records(raw: bytes, base: int, timestamp: int, count: int, log_append: bool
     for _ in range(count):
         length, pos = _varint(raw, pos)
         after = pos + length
-        delta, pos = _varint(raw, pos + 1)   # after the attributes byte
+        delta, pos = _varint(raw, pos + 1)  # after the attributes byte
         offset_delta, pos = _varint(raw, pos)
         fields: list[bytes | None] = []
-        for _ in range(2):   # key, value
+        for _ in range(2):  # key, value
             n, pos = _varint(raw, pos)
-            fields.append(None if n < 0 else raw[pos:pos + n])
+            fields.append(None if n < 0 else raw[pos : pos + n])
             pos += max(n, 0)
         out.append((base + offset_delta, timestamp if log_append else timestamp + delta, *fields))
         pos = after
     return out
 
 
-async def consume(admin: Admin, topic: str, ranges: dict[int, tuple[int, int]],
-                  handle: Callable[[int, list[Record]], None], skipped: Counter,
-                  progress: Callable[[int], None] | None = None) -> int:
+async def consume(
+    admin: Admin,
+    topic: str,
+    ranges: dict[int, tuple[int, int]],
+    handle: Callable[[int, list[Record]], None],
+    skipped: Counter,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Fetches every partition p of `topic` from ranges[p][0] up to (not including) ranges[p][1],
     `handle(p, records)` called in offset order per partition; returns the bytes fetched.
     Records that retention removed meanwhile are skipped and counted."""
     positions = {p: s for p, (s, e) in ranges.items() if s < e}
     ends = {p: e for p, (_, e) in ranges.items()}
     leaders = (await admin.metadata([topic])).get(topic, {})
-    stalled: Counter = Counter()   # empty answers in a row, per partition
-    alone: set[int] = set()   # a batch larger than its share of a shared answer: asked alone
+    stalled: Counter = Counter()  # empty answers in a row, per partition
+    alone: set[int] = set()  # a batch larger than its share of a shared answer: asked alone
     fetched = retries = 0
     while positions:
         moved = False
@@ -177,26 +190,38 @@ async def consume(admin: Admin, topic: str, ranges: dict[int, tuple[int, int]],
             if leader < 0:
                 moved = True
                 continue
-            answer = await admin.call(await admin.node(leader), ApiKey.FETCH, fetch_body(topic, {
-                p: positions[p] for p in parts}))
+            answer = await admin.call(
+                await admin.node(leader),
+                ApiKey.FETCH,
+                fetch_body(topic, {p: positions[p] for p in parts}),
+            )
             if answer.get("error_code"):
                 raise AdminError(f"Fetch {topic}: {error_name(answer['error_code'])}")
             for part in (p for t in answer["responses"] for p in t["partitions"]):
                 p, code = part["partition_index"], part["error_code"]
-                if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
-                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH):
+                if code in (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    ErrorCode.FENCED_LEADER_EPOCH,
+                ):
                     moved = True
-                elif code == ErrorCode.OFFSET_OUT_OF_RANGE and part["log_start_offset"] > positions[p]:
-                    skipped[f"{topic} records removed by retention while reading"] += \
+                elif (
+                    code == ErrorCode.OFFSET_OUT_OF_RANGE
+                    and part["log_start_offset"] > positions[p]
+                ):
+                    skipped[f"{topic} records removed by retention while reading"] += (
                         part["log_start_offset"] - positions[p]
+                    )
                     positions[p] = part["log_start_offset"]
                 elif code:
                     raise AdminError(f"Fetch {topic}-{p} at {positions[p]}: {error_name(code)}")
                 else:
                     data = part["records"] or b""
                     fetched += len(data)
-                    records, after = decode(data, positions[p], skipped,
-                                            part.get("aborted_transactions"))
+                    records, after = decode(
+                        data, positions[p], skipped, part.get("aborted_transactions")
+                    )
                     handle(p, [r for r in records if r[0] < ends[p]])
                     if after is not None:
                         positions[p] = max(after, positions[p])
@@ -204,11 +229,12 @@ async def consume(admin: Admin, topic: str, ranges: dict[int, tuple[int, int]],
                         stalled.pop(p, None)
                     elif data:
                         alone.add(p)
-                    else:   # nothing below the end seen at the start: it went back, or a gap
+                    else:  # nothing below the end seen at the start: it went back, or a gap
                         stalled[p] += 1
                         if part["high_watermark"] <= positions[p] or stalled[p] > MAX_EMPTY_ANSWERS:
-                            skipped[f"{topic} offsets the leader no longer served"] += \
+                            skipped[f"{topic} offsets the leader no longer served"] += (
                                 ends[p] - positions[p]
+                            )
                             ends[p] = positions[p]
                 if positions[p] >= ends[p]:
                     positions.pop(p)
@@ -239,9 +265,29 @@ def _requests(positions: dict[int, int], leaders: dict[int, int], alone: set[int
 
 
 def fetch_body(topic: str, positions: dict[int, int]) -> dict:
-    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": FETCH_MAX_BYTES,
-            "isolation_level": READ_COMMITTED, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": p, "fetch_offset": o, "log_start_offset": -1, "current_leader_epoch": -1,
-                 "partition_max_bytes": PARTITION_MAX_BYTES} for p, o in positions.items()]}],
-            "forgotten_topics_data": [], "rack_id": ""}
+    return {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": FETCH_MAX_BYTES,
+        "isolation_level": READ_COMMITTED,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": p,
+                        "fetch_offset": o,
+                        "log_start_offset": -1,
+                        "current_leader_epoch": -1,
+                        "partition_max_bytes": PARTITION_MAX_BYTES,
+                    }
+                    for p, o in positions.items()
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }

@@ -25,8 +25,8 @@ import logging
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,22 +34,38 @@ import pyarrow.parquet as pq
 import trio
 
 from ..analytics_log import TOPIC as ANALYTICS_TOPIC
-from ..groups.storage.records import (GROUP_METADATA_KEY, OFFSET_COMMIT_KEY, OFFSET_COMMIT_KEY_V0,
-                                      read_key, read_offset_value)
+from ..groups.storage.records import (
+    GROUP_METADATA_KEY,
+    OFFSET_COMMIT_KEY,
+    OFFSET_COMMIT_KEY_V0,
+    read_key,
+    read_offset_value,
+)
 from ..ops.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin, AdminError
 from . import analytics_records
 from .classic_events import ClassicEvents
 from .fetching import READ_COMMITTED, Record, consume
 
 OFFSETS_TOPIC = "__consumer_offsets"
-COMMITS = pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-                     ("time_ms", pa.int64()), ("offset", pa.int64()), ("seq", pa.int64())])
+COMMITS = pa.schema(
+    [
+        ("group", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("time_ms", pa.int64()),
+        ("offset", pa.int64()),
+        ("seq", pa.int64()),
+    ]
+)
 log = logging.getLogger("corral.analyze")
 
 # Live samples' `seq` counts up from here: after any `__corral_analytics` offset.
 LIVE_SAMPLE_SEQ = 1 << 62
-SCHEMAS = {"commits": COMMITS, "samples": analytics_records.SAMPLES,
-           "events": analytics_records.EVENTS}
+SCHEMAS = {
+    "commits": COMMITS,
+    "samples": analytics_records.SAMPLES,
+    "events": analytics_records.EVENTS,
+}
 DEFAULT_SAMPLE_FOR_S = 30.0
 GROUP_ROWS = 100_000
 FILE_ROWS = 5_000_000
@@ -75,10 +91,17 @@ class IngestError(Exception):
     says which broker or request."""
 
 
-def land(bootstrap: str, directory: str, *, sample_for_s: float | None,
-         sample_interval_s: float = 5.0,
-         from_ms: int | None = None, to_ms: int | None = None, timeout_s: float = 30.0,
-         progress: Progress | None = None) -> dict:
+def land(
+    bootstrap: str,
+    directory: str,
+    *,
+    sample_for_s: float | None,
+    sample_interval_s: float = 5.0,
+    from_ms: int | None = None,
+    to_ms: int | None = None,
+    timeout_s: float = 30.0,
+    progress: Progress | None = None,
+) -> dict:
     """Reads the cluster at `bootstrap` and writes the inputs under `directory`; the summary:
     rows, files and bytes written per input, what was read from each source, what was skipped
     and why, seconds taken. `sample_for_s` None: DEFAULT_SAMPLE_FOR_S on a cluster without
@@ -91,13 +114,17 @@ def land(bootstrap: str, directory: str, *, sample_for_s: float | None,
         raise IngestError(str(e)) from e
     finally:
         written = {name: sink.close() for name, sink in landing.sinks.items()}
-    return {"bootstrap": bootstrap, "directory": directory,
-            "cluster": "corral" if landing.has_analytics else "kafka",
-            "window": {"from_ms": from_ms, "to_ms": to_ms},
-            "inputs": written, "sources": landing.sources,
-            "events_derived_from_group_metadata": not landing.has_analytics,
-            "skipped": {k: n for k, n in sorted(landing.skipped.items()) if n},
-            "elapsed_s": round(time.monotonic() - started, 3)}
+    return {
+        "bootstrap": bootstrap,
+        "directory": directory,
+        "cluster": "corral" if landing.has_analytics else "kafka",
+        "window": {"from_ms": from_ms, "to_ms": to_ms},
+        "inputs": written,
+        "sources": landing.sources,
+        "events_derived_from_group_metadata": not landing.has_analytics,
+        "skipped": {k: n for k, n in sorted(landing.skipped.items()) if n},
+        "elapsed_s": round(time.monotonic() - started, 3),
+    }
 
 
 class _Sink:
@@ -106,7 +133,7 @@ class _Sink:
     def __init__(self, directory: Path, schema: pa.Schema):
         self.directory, self.schema = directory, schema
         directory.mkdir(parents=True, exist_ok=True)
-        for old in directory.glob("part-*.parquet"):   # a landing again: replaced, never mixed
+        for old in directory.glob("part-*.parquet"):  # a landing again: replaced, never mixed
             old.unlink()
         self.rows: list[tuple] = []
         self.files: list[Path] = []
@@ -127,8 +154,11 @@ class _Sink:
         if self.rows:
             columns = list(zip(*self.rows))
             self.rows = []
-            self._write(pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, self.schema)],
-                                             schema=self.schema))
+            self._write(
+                pa.Table.from_arrays(
+                    [pa.array(c, f.type) for c, f in zip(columns, self.schema)], schema=self.schema
+                )
+            )
 
     def _write(self, table: pa.Table) -> None:
         if self.writer is None or self.in_file >= FILE_ROWS:
@@ -151,13 +181,18 @@ class _Sink:
         if not self.files:
             self._write(self.schema.empty_table())
         self._close_file()
-        return {"rows": self.total, "files": len(self.files),
-                "bytes": sum(f.stat().st_size for f in self.files)}
+        return {
+            "rows": self.total,
+            "files": len(self.files),
+            "bytes": sum(f.stat().st_size for f in self.files),
+        }
 
 
 class _Landing:
     def __init__(self, directory: str, from_ms: int | None, to_ms: int | None, progress: Progress):
-        self.sinks = {name: _Sink(Path(directory) / name, schema) for name, schema in SCHEMAS.items()}
+        self.sinks = {
+            name: _Sink(Path(directory) / name, schema) for name, schema in SCHEMAS.items()
+        }
         self.from_ms = -(1 << 63) if from_ms is None else from_ms
         self.to_ms = (1 << 63) - 1 if to_ms is None else to_ms
         self.windowed = from_ms is not None or to_ms is not None
@@ -172,8 +207,9 @@ class _Landing:
     def _in(self, time_ms: int) -> bool:
         return self.from_ms <= time_ms < self.to_ms
 
-    async def run(self, bootstrap: str, sample_for_s: float | None, interval_s: float,
-                  timeout_s: float) -> None:
+    async def run(
+        self, bootstrap: str, sample_for_s: float | None, interval_s: float, timeout_s: float
+    ) -> None:
         async with Admin(bootstrap, timeout_s) as admin:
             leaders = await admin.metadata(None)
             self.has_analytics = ANALYTICS_TOPIC in leaders
@@ -188,8 +224,13 @@ class _Landing:
             if self.has_analytics:
                 await self._read(admin, leaders, ANALYTICS_TOPIC, self._analytics_records)
 
-    async def _read(self, admin: Admin, leaders: dict[str, dict[int, int]], topic: str,
-                    handle: Callable[[int, list[Record]], None]) -> dict[int, int]:
+    async def _read(
+        self,
+        admin: Admin,
+        leaders: dict[str, dict[int, int]],
+        topic: str,
+        handle: Callable[[int, list[Record]], None],
+    ) -> dict[int, int]:
         """Every partition of `topic` from its log start to its last stable offset now (the high
         watermark when no transaction is open): the ends."""
         partitions = [(topic, p) for p in sorted(leaders.get(topic, {}))]
@@ -206,10 +247,20 @@ class _Landing:
             counted["records"] += len(records)
             handle(p, records)
 
-        fetched = await consume(admin, topic, ranges, counting, self.skipped,
-                                lambda _: self.progress(topic, counted["records"], total))
-        self.sources[topic] = {"partitions": len(ranges), "records": counted["records"],
-                               "offsets": total, "bytes_fetched": fetched}
+        fetched = await consume(
+            admin,
+            topic,
+            ranges,
+            counting,
+            self.skipped,
+            lambda _: self.progress(topic, counted["records"], total),
+        )
+        self.sources[topic] = {
+            "partitions": len(ranges),
+            "records": counted["records"],
+            "offsets": total,
+            "bytes_fetched": fetched,
+        }
         return {p: e for p, (_, e) in ranges.items()}
 
     def _offsets_records(self, _partition: int, records: list[Record]) -> None:
@@ -224,7 +275,7 @@ class _Landing:
                 kind, fields = known
                 if kind in (OFFSET_COMMIT_KEY_V0, OFFSET_COMMIT_KEY):
                     if value is None:
-                        continue   # an offset deleted or expired: not a commit
+                        continue  # an offset deleted or expired: not a commit
                     v = read_offset_value(value)
                     if self._in(v.commit_ms):
                         commits.add((*fields, v.commit_ms, v.offset, offset))
@@ -244,10 +295,13 @@ class _Landing:
         self.skipped[f"{ANALYTICS_TOPIC} records of an unknown kind or version"] += split.skipped
         for name, table in (("samples", split.samples), ("events", split.events)):
             if self.windowed:
-                kept = pc.and_(pc.greater_equal(table["time_ms"], self.from_ms),
-                               pc.less(table["time_ms"], self.to_ms))
-                self.skipped[f"{name} outside the window"] += table.num_rows - pc.sum(kept).as_py() \
-                    if table.num_rows else 0
+                kept = pc.and_(
+                    pc.greater_equal(table["time_ms"], self.from_ms),
+                    pc.less(table["time_ms"], self.to_ms),
+                )
+                self.skipped[f"{name} outside the window"] += (
+                    table.num_rows - pc.sum(kept).as_py() if table.num_rows else 0
+                )
                 table = table.filter(kept)
             self.sinks[name].add_table(table)
 
@@ -259,20 +313,30 @@ class _Landing:
         if time.time() * 1000 >= self.to_ms:
             self.skipped["live samples (the window ended before now)"] += 1
             return
-        rounds = int(sample_for_s / interval_s) + 1   # at 0, interval_s, ... sample_for_s
+        rounds = int(sample_for_s / interval_s) + 1  # at 0, interval_s, ... sample_for_s
         sampled = {"rounds": 0, "rows": 0, "interrupted": False}
         self.sources["live samples"] = sampled
         interrupted = trio.Event()
-        log.info("sampling log-end offsets every %g s for %g s (Ctrl-C ends it sooner)",
-                 interval_s, sample_for_s)
+        log.info(
+            "sampling log-end offsets every %g s for %g s (Ctrl-C ends it sooner)",
+            interval_s,
+            sample_for_s,
+        )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_on_interrupt, interrupted)
             await self._sample_rounds(admin, rounds, interval_s, seq, sampled, interrupted)
             nursery.cancel_scope.cancel()
         sampled["interrupted"] = interrupted.is_set()
 
-    async def _sample_rounds(self, admin: Admin, rounds: int, interval_s: float, seq: int,
-                             sampled: dict, interrupted: trio.Event) -> None:
+    async def _sample_rounds(
+        self,
+        admin: Admin,
+        rounds: int,
+        interval_s: float,
+        seq: int,
+        sampled: dict,
+        interrupted: trio.Event,
+    ) -> None:
         samples = self.sinks["samples"]
         next_at = trio.current_time()
         for i in range(rounds):
@@ -283,8 +347,12 @@ class _Landing:
                 return
             next_at += interval_s
             leaders = await admin.metadata(None)
-            partitions = [(t, p) for t, ps in sorted(leaders.items()) if t not in admin.internal
-                          for p in sorted(ps)]
+            partitions = [
+                (t, p)
+                for t, ps in sorted(leaders.items())
+                if t not in admin.internal
+                for p in sorted(ps)
+            ]
             latest = await admin.list_offsets(leaders, partitions, LATEST_TIMESTAMP)
             time_ms = int(time.time() * 1000)
             earliest = await admin.list_offsets(leaders, partitions, EARLIEST_TIMESTAMP)

@@ -23,16 +23,18 @@ from pyspark.sql import functions as F
 # One row per offset commit (OffsetCommitValue in __consumer_offsets; tombstones are not commits).
 # time_ms: the commit timestamp of the value; seq: the record's offset in its __consumer_offsets
 # partition.
-COMMITS_SCHEMA = ("`group` string, topic string, partition int, time_ms long, offset long, "
-                  "seq long")
+COMMITS_SCHEMA = "`group` string, topic string, partition int, time_ms long, offset long, seq long"
 # One row per log-end sample of a partition (`log_end` records of __corral_analytics, or
 # ListOffsets LATEST/EARLIEST sampled live); log_start_offset may be null.
-SAMPLES_SCHEMA = ("topic string, partition int, time_ms long, log_end_offset long, "
-                  "log_start_offset long, seq long")
+SAMPLES_SCHEMA = (
+    "topic string, partition int, time_ms long, log_end_offset long, "
+    "log_start_offset long, seq long"
+)
 # One row per `group_event` record of __corral_analytics (docs/analytics.md): the common fields
 # as columns, the whole JSON value in `value` for the event's own fields.
-EVENTS_SCHEMA = ("time_ms long, `group` string, event string, protocol string, value string, "
-                 "seq long")
+EVENTS_SCHEMA = (
+    "time_ms long, `group` string, event string, protocol string, value string, seq long"
+)
 
 NAMES = ("commits", "samples", "events")
 
@@ -44,8 +46,12 @@ class Inputs(NamedTuple):
 
 
 def empty(spark: SparkSession) -> Inputs:
-    return Inputs(*(spark.createDataFrame([], schema) for schema in
-                    (COMMITS_SCHEMA, SAMPLES_SCHEMA, EVENTS_SCHEMA)))
+    return Inputs(
+        *(
+            spark.createDataFrame([], schema)
+            for schema in (COMMITS_SCHEMA, SAMPLES_SCHEMA, EVENTS_SCHEMA)
+        )
+    )
 
 
 def in_window(inputs: Inputs, from_ms: int | None, to_ms: int | None) -> Inputs:
@@ -55,10 +61,13 @@ def in_window(inputs: Inputs, from_ms: int | None, to_ms: int | None) -> Inputs:
         if to_ms is not None:
             df = df.where(F.col("time_ms") < to_ms)
         return df
+
     return Inputs(*(keep(df) for df in inputs))
 
 
 def read_landed(spark: SparkSession, directory: str) -> Inputs:
     """Inputs landed as Parquet by `--bootstrap` (`<directory>/commits`, `/samples`, `/events`)."""
     schemas = (COMMITS_SCHEMA, SAMPLES_SCHEMA, EVENTS_SCHEMA)
-    return Inputs(*(spark.read.schema(s).parquet(f"{directory}/{n}") for n, s in zip(NAMES, schemas)))
+    return Inputs(
+        *(spark.read.schema(s).parquet(f"{directory}/{n}") for n, s in zip(NAMES, schemas))
+    )

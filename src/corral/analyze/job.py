@@ -24,10 +24,11 @@ import io
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, NamedTuple
+from typing import NamedTuple
 
 import pyarrow as pa
 from pyspark import Broadcast, TaskContext
@@ -43,23 +44,24 @@ LAG_TABLES = ("partition_lag", "partition_status", "group_status")
 # `remove_work`): the commit counts of commit_activity, and the lag tables' summaries per
 # (group, topic, partition) and per group (lag_rows.KEY_SUMMARY, GROUP_SUMMARY).
 WORK = {
-    "_commit_counts": "`group` string, bucket long, commits long, noop_commits long, "
-                      "rewinds long",
+    "_commit_counts": "`group` string, bucket long, commits long, noop_commits long, rewinds long",
     "_key_summary": "`group` string, topic string, partition int, max_lag_records long",
     "_group_summary": "`group` string, first_ms long, last_ms long, partitions long, "
-                      "p99_lag_seconds double, max_lag_seconds double, max_lag_records long, "
-                      "worst_status string, not_ok_rows long, last_status string",
+    "p99_lag_seconds double, max_lag_seconds double, max_lag_records long, "
+    "worst_status string, not_ok_rows long, last_status string",
 }
 _DDL = {
     "partition_lag": "`group` string, topic string, partition int, time_ms long, "
-                     "committed_offset long, log_end_offset long, lag_records long, "
-                     "lag_seconds double",
-    "partition_status": "`group` string, topic string, partition int, time_ms long, "
-                        "status string",
+    "committed_offset long, log_end_offset long, lag_records long, "
+    "lag_seconds double",
+    "partition_status": "`group` string, topic string, partition int, time_ms long, status string",
     "group_status": "`group` string, time_ms long, status string",
 }
-_COLUMNS = {"partition_lag": LAG_COLUMNS, "partition_status": STATUS_COLUMNS,
-            "group_status": ["group", "time_ms", "status"]}
+_COLUMNS = {
+    "partition_lag": LAG_COLUMNS,
+    "partition_status": STATUS_COLUMNS,
+    "group_status": ["group", "time_ms", "status"],
+}
 _DONE = pa.schema([(name, pa.int64()) for name in (*LAG_TABLES, "commits")])
 _DONE_DDL = ", ".join(f"{name} long" for name in _DONE.names)
 
@@ -89,34 +91,47 @@ def _samples(run: str, broadcast: Broadcast) -> rows.SampleIndex:
     if index is None:
         _sample_index.clear()
         index = _sample_index[run] = rows.SampleIndex(
-            pa.ipc.open_stream(broadcast.value).read_all(), sorted=True)
+            pa.ipc.open_stream(broadcast.value).read_all(), sorted=True
+        )
     return index
 
 
-def _work(commits: pa.Table, run: str, samples: Broadcast, out_dir: str, name: str,
-          bucket_ms: int, burrow_compatible: bool) -> dict[str, int]:
+def _work(
+    commits: pa.Table,
+    run: str,
+    samples: Broadcast,
+    out_dir: str,
+    name: str,
+    bucket_ms: int,
+    burrow_compatible: bool,
+) -> dict[str, int]:
     """Everything for the whole groups of `commits`, written as files called `name`."""
     c = rows.sort_commits(commits)
     made = rows.lag_rows(c, _samples(run, samples), burrow_compatible)
     out = Path(out_dir)
     written = {
-        "partition_lag": rows.write_by_date(made.partition.select(LAG_COLUMNS),
-                                            out / "partition_lag", name),
-        "partition_status": rows.write_by_date(made.partition.select(STATUS_COLUMNS),
-                                               out / "partition_status", name),
+        "partition_lag": rows.write_by_date(
+            made.partition.select(LAG_COLUMNS), out / "partition_lag", name
+        ),
+        "partition_status": rows.write_by_date(
+            made.partition.select(STATUS_COLUMNS), out / "partition_status", name
+        ),
         "group_status": rows.write_by_date(made.group, out / "group_status", name),
         "commits": commits.num_rows,
     }
-    for work, table in (("_commit_counts", rows.commit_counts(c, bucket_ms)),
-                        ("_key_summary", made.key_summary),
-                        ("_group_summary", made.group_summary)):
+    for work, table in (
+        ("_commit_counts", rows.commit_counts(c, bucket_ms)),
+        ("_key_summary", made.key_summary),
+        ("_group_summary", made.group_summary),
+    ):
         if table.num_rows:
             rows.write_file(table, out / work, name)
     return written
 
 
-def _split_task(split: tuple[int, list[str]], *, from_ms: int | None, to_ms: int | None,
-                **work) -> dict[str, int]:
+def _split_task(
+    split: tuple[int, list[str]], *, from_ms: int | None, to_ms: int | None, **work
+) -> dict[str, int]:
     number, paths = split
     return _work(segments.commits_table(paths, from_ms, to_ms), name=f"part-{number:05d}", **work)
 
@@ -131,20 +146,43 @@ def _shuffled_task(batches: Iterator[pa.RecordBatch], **work) -> Iterator[pa.Rec
 # -- the drivers --------------------------------------------------------------------------------
 
 
-def analyze_data_dir(spark: SparkSession, data_dir: str, samples: pa.Table, out_dir: str, *,
-                     from_ms: int | None = None, to_ms: int | None = None,
-                     burrow_compatible: bool = True, bucket_ms: int = 60_000) -> Analyzed:
+def analyze_data_dir(
+    spark: SparkSession,
+    data_dir: str,
+    samples: pa.Table,
+    out_dir: str,
+    *,
+    from_ms: int | None = None,
+    to_ms: int | None = None,
+    burrow_compatible: bool = True,
+    bucket_ms: int = 60_000,
+) -> Analyzed:
     """The lag tables of the commits in corral's data directory (the window [from_ms, to_ms)),
     one task per `__consumer_offsets` partition, largest first. `samples` as
     segments.read_data_dir gives them: sorted by lag_rows.sort_samples."""
     splits = segments.commit_splits(data_dir, from_ms)
-    return _run(spark, samples, out_dir, bucket_ms, burrow_compatible, lambda work: (
-        spark.sparkContext.parallelize(splits, max(1, len(splits)))
-        .map(partial(_split_task, from_ms=from_ms, to_ms=to_ms, **work)).collect()))
+    return _run(
+        spark,
+        samples,
+        out_dir,
+        bucket_ms,
+        burrow_compatible,
+        lambda work: (
+            spark.sparkContext.parallelize(splits, max(1, len(splits)))
+            .map(partial(_split_task, from_ms=from_ms, to_ms=to_ms, **work))
+            .collect()
+        ),
+    )
 
 
-def analyze(commits: DataFrame, samples: DataFrame | pa.Table, out_dir: str, *,
-            burrow_compatible: bool = True, bucket_ms: int = 60_000) -> Analyzed:
+def analyze(
+    commits: DataFrame,
+    samples: DataFrame | pa.Table,
+    out_dir: str,
+    *,
+    burrow_compatible: bool = True,
+    bucket_ms: int = 60_000,
+) -> Analyzed:
     """The lag tables of any commits DataFrame (corral.analyze.inputs.COMMITS_SCHEMA), shuffled
     by group so that each task holds whole groups."""
     if isinstance(samples, DataFrame):
@@ -155,14 +193,29 @@ def analyze(commits: DataFrame, samples: DataFrame | pa.Table, out_dir: str, *,
     # About a million commits per task (a task holds its groups whole in memory), at least a
     # few per core.
     tasks = max(2 * spark.sparkContext.defaultParallelism, -(-commits.count() // 1_000_000))
-    return _run(spark, samples, out_dir, bucket_ms, burrow_compatible,
-                lambda work: [r.asDict() for r in commits.repartition(tasks, "group")
-                              .mapInArrow(partial(_shuffled_task, **work), _DONE_DDL)
-                              .collect()])
+    return _run(
+        spark,
+        samples,
+        out_dir,
+        bucket_ms,
+        burrow_compatible,
+        lambda work: [
+            r.asDict()
+            for r in commits.repartition(tasks, "group")
+            .mapInArrow(partial(_shuffled_task, **work), _DONE_DDL)
+            .collect()
+        ],
+    )
 
 
-def _run(spark: SparkSession, samples: pa.Table, out_dir: str, bucket_ms: int,
-         burrow_compatible: bool, tasks: Callable[[dict], list[dict[str, int]]]) -> Analyzed:
+def _run(
+    spark: SparkSession,
+    samples: pa.Table,
+    out_dir: str,
+    bucket_ms: int,
+    burrow_compatible: bool,
+    tasks: Callable[[dict], list[dict[str, int]]],
+) -> Analyzed:
     """`samples` sorted (lag_rows.sort_samples), broadcast to `tasks`."""
     for name in (*LAG_TABLES, *WORK):
         shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
@@ -171,16 +224,33 @@ def _run(spark: SparkSession, samples: pa.Table, out_dir: str, bucket_ms: int,
         writer.write_table(samples)
     broadcast = spark.sparkContext.broadcast(sink.getvalue())
     try:
-        done = tasks({"run": uuid.uuid4().hex, "samples": broadcast, "out_dir": str(out_dir), "bucket_ms": bucket_ms,
-                      "burrow_compatible": burrow_compatible})
+        done = tasks(
+            {
+                "run": uuid.uuid4().hex,
+                "samples": broadcast,
+                "out_dir": str(out_dir),
+                "bucket_ms": bucket_ms,
+                "burrow_compatible": burrow_compatible,
+            }
+        )
     finally:
         broadcast.destroy()
     written = {name: sum(d[name] for d in done) for name in _DONE.names}
-    tables = Tables(*(read_table(spark, os.path.join(out_dir, name), _DDL[name], _COLUMNS[name])
-                      for name in LAG_TABLES))
-    work = {name: read_table(spark, os.path.join(out_dir, name), ddl,
-                             [f.name for f in spark.createDataFrame([], ddl).schema])
-            for name, ddl in WORK.items()}
+    tables = Tables(
+        *(
+            read_table(spark, os.path.join(out_dir, name), _DDL[name], _COLUMNS[name])
+            for name in LAG_TABLES
+        )
+    )
+    work = {
+        name: read_table(
+            spark,
+            os.path.join(out_dir, name),
+            ddl,
+            [f.name for f in spark.createDataFrame([], ddl).schema],
+        )
+        for name, ddl in WORK.items()
+    }
     return Analyzed(tables, work, written, str(out_dir))
 
 
@@ -208,7 +278,8 @@ def write_tables(tables: Tables | Mapping[str, DataFrame], out_dir: str) -> None
     def write(name: str, df: DataFrame) -> None:
         date = F.date_from_unix_date(F.floor(F.col("time_ms") / 86_400_000).cast("int"))
         df.withColumn("date", date).write.mode("overwrite").partitionBy("date").parquet(
-            f"{out_dir}/{name}")
+            f"{out_dir}/{name}"
+        )
 
     with ThreadPoolExecutor(max(1, len(named))) as pool:
         for done in [pool.submit(write, name, df) for name, df in named.items()]:

@@ -34,35 +34,78 @@ DAY_MS = 86_400_000
 # Status codes (rules.py) -> names, as the dictionary of the status column.
 _NAMES = pa.array([STATUS_NAMES.get(c, "") for c in range(max(STATUS_NAMES) + 1)], pa.string())
 
-PARTITION_ROWS = pa.schema([
-    ("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-    ("time_ms", pa.int64()), ("committed_offset", pa.int64()), ("log_end_offset", pa.int64()),
-    ("lag_records", pa.int64()), ("lag_seconds", pa.float64()), ("status", pa.string()),
-])
+PARTITION_ROWS = pa.schema(
+    [
+        ("group", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("time_ms", pa.int64()),
+        ("committed_offset", pa.int64()),
+        ("log_end_offset", pa.int64()),
+        ("lag_records", pa.int64()),
+        ("lag_seconds", pa.float64()),
+        ("status", pa.string()),
+    ]
+)
 GROUP_ROWS = pa.schema([("group", pa.string()), ("time_ms", pa.int64()), ("status", pa.string())])
 # Per (group, topic, partition) and per group, over all their rows: what the report and the run's
 # summary need, so that they never scan the big tables whole (p99 exact, as numpy's
 # "inverted_cdf": the smallest value with at least 99% of the values at or below it).
-KEY_SUMMARY = pa.schema([("group", pa.string()), ("topic", pa.string()),
-                         ("partition", pa.int32()), ("max_lag_records", pa.int64())])
-GROUP_SUMMARY = pa.schema([
-    ("group", pa.string()), ("first_ms", pa.int64()), ("last_ms", pa.int64()),
-    ("partitions", pa.int64()), ("p99_lag_seconds", pa.float64()),
-    ("max_lag_seconds", pa.float64()), ("max_lag_records", pa.int64()),
-    ("worst_status", pa.string()), ("not_ok_rows", pa.int64()), ("last_status", pa.string()),
-])
-COMMIT_COUNTS = pa.schema([("group", pa.string()), ("bucket", pa.int64()), ("commits", pa.int64()),
-                           ("noop_commits", pa.int64()), ("rewinds", pa.int64())])
-LAG_COLUMNS = ["group", "topic", "partition", "time_ms", "committed_offset", "log_end_offset",
-               "lag_records", "lag_seconds"]
+KEY_SUMMARY = pa.schema(
+    [
+        ("group", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("max_lag_records", pa.int64()),
+    ]
+)
+GROUP_SUMMARY = pa.schema(
+    [
+        ("group", pa.string()),
+        ("first_ms", pa.int64()),
+        ("last_ms", pa.int64()),
+        ("partitions", pa.int64()),
+        ("p99_lag_seconds", pa.float64()),
+        ("max_lag_seconds", pa.float64()),
+        ("max_lag_records", pa.int64()),
+        ("worst_status", pa.string()),
+        ("not_ok_rows", pa.int64()),
+        ("last_status", pa.string()),
+    ]
+)
+COMMIT_COUNTS = pa.schema(
+    [
+        ("group", pa.string()),
+        ("bucket", pa.int64()),
+        ("commits", pa.int64()),
+        ("noop_commits", pa.int64()),
+        ("rewinds", pa.int64()),
+    ]
+)
+LAG_COLUMNS = [
+    "group",
+    "topic",
+    "partition",
+    "time_ms",
+    "committed_offset",
+    "log_end_offset",
+    "lag_records",
+    "lag_seconds",
+]
 STATUS_COLUMNS = ["group", "topic", "partition", "time_ms", "status"]
 
 
 def sort_samples(samples: pa.Table) -> pa.Table:
     """Samples (topic, partition, time_ms, log_end_offset, seq, ...) as SampleIndex wants them:
     by partition, time and seq."""
-    return samples.sort_by([("topic", "ascending"), ("partition", "ascending"),
-                            ("time_ms", "ascending"), ("seq", "ascending")])
+    return samples.sort_by(
+        [
+            ("topic", "ascending"),
+            ("partition", "ascending"),
+            ("time_ms", "ascending"),
+            ("seq", "ascending"),
+        ]
+    )
 
 
 class SampleIndex:
@@ -80,8 +123,12 @@ class SampleIndex:
         starts = _starts([topic, partition])
         ends = np.append(starts[1:], len(topic))
         names = samples["topic"].take(starts).to_pylist() if len(starts) else []
-        self._range = {(name, p): (lo, hi) for name, p, lo, hi in
-                       zip(names, partition[starts].tolist(), starts.tolist(), ends.tolist())}
+        self._range = {
+            (name, p): (lo, hi)
+            for name, p, lo, hi in zip(
+                names, partition[starts].tolist(), starts.tolist(), ends.tolist()
+            )
+        }
 
     def __len__(self) -> int:
         return len(self.time_ms)
@@ -133,6 +180,7 @@ def _strings(dictionary: pa.Array, codes: np.ndarray) -> pa.DictionaryArray:
 
 class SortedCommits(NamedTuple):
     """Commits sorted by (group, topic, partition, time, seq), with their keys' runs."""
+
     group: pa.DictionaryArray
     topic: pa.DictionaryArray
     partition: np.ndarray
@@ -151,7 +199,8 @@ def _sorted_dictionary(column) -> pa.DictionaryArray:
     rank[order] = np.arange(len(order), dtype=np.int32)
     return pa.DictionaryArray.from_arrays(
         pa.array(rank[encoded.indices.to_numpy(zero_copy_only=False)]),
-        encoded.dictionary.take(pa.array(order)))
+        encoded.dictionary.take(pa.array(order)),
+    )
 
 
 def _commit_order(g, t, partition, time_ms, seq) -> np.ndarray:
@@ -176,40 +225,60 @@ def sort_commits(commits: pa.Table) -> SortedCommits:
     g = group.indices.to_numpy(zero_copy_only=False)
     t = topic.indices.to_numpy(zero_copy_only=False)
     partition, time_ms = _i64(commits["partition"]), _i64(commits["time_ms"])
-    order = _commit_order(g.astype(np.int64), t.astype(np.int64), partition, time_ms,
-                          _i64(commits["seq"]))
+    order = _commit_order(
+        g.astype(np.int64), t.astype(np.int64), partition, time_ms, _i64(commits["seq"])
+    )
     group, topic = group.take(pa.array(order)), topic.take(pa.array(order))
     g, t, partition = g[order], t[order], partition[order]
     starts = _starts([g, t, partition])
-    return SortedCommits(group, topic, partition, time_ms[order], _i64(commits["offset"])[order],
-                   starts, np.append(starts[1:], len(order)))
+    return SortedCommits(
+        group,
+        topic,
+        partition,
+        time_ms[order],
+        _i64(commits["offset"])[order],
+        starts,
+        np.append(starts[1:], len(order)),
+    )
 
 
 def lag_rows(c: SortedCommits, samples: SampleIndex, burrow_compatible: bool = True) -> LagRows:
     """The partition rows and group_status rows of the groups in `c`, which holds every commit
     of each of them."""
     if not len(c.time_ms):
-        return LagRows(*(s.empty_table() for s in (PARTITION_ROWS, GROUP_ROWS, KEY_SUMMARY,
-                                                   GROUP_SUMMARY)))
+        return LagRows(
+            *(s.empty_table() for s in (PARTITION_ROWS, GROUP_ROWS, KEY_SUMMARY, GROUP_SUMMARY))
+        )
     n = len(c.time_ms)
     topics = c.topic.dictionary.take(c.topic.indices.take(pa.array(c.starts))).to_pylist()
     sample_lo, sample_hi = samples.ranges(topics, c.partition[c.starts].tolist())
     # Commits and samples side by side in one pair of arrays, as the compiled rules want them.
-    out = fast.partition_rows(np.concatenate([c.time_ms, samples.time_ms]),
-                              np.concatenate([c.offset, samples.log_end_offset]),
-                              c.starts, c.ends, sample_lo + n, sample_hi + n, burrow_compatible)
+    out = fast.partition_rows(
+        np.concatenate([c.time_ms, samples.time_ms]),
+        np.concatenate([c.offset, samples.log_end_offset]),
+        c.starts,
+        c.ends,
+        sample_lo + n,
+        sample_hi + n,
+        burrow_compatible,
+    )
     at = np.repeat(c.starts, out.rows)
     group_codes = c.group.indices.to_numpy(zero_copy_only=False)[at].astype(np.int64)
     unknown = ~out.log_end_known
-    partition = pa.Table.from_arrays([
-        _strings(c.group.dictionary, group_codes),
-        _strings(c.topic.dictionary, c.topic.indices.to_numpy(zero_copy_only=False)[at]),
-        pa.array(c.partition[at].astype(np.int32)), pa.array(out.time_ms),
-        pa.array(out.committed_offset), pa.array(out.log_end_offset, mask=unknown),
-        pa.array(out.lag_records, mask=unknown),
-        pa.array(out.lag_seconds, mask=np.isnan(out.lag_seconds)),
-        _strings(_NAMES, out.status.astype(np.int64)),
-    ], names=PARTITION_ROWS.names)
+    partition = pa.Table.from_arrays(
+        [
+            _strings(c.group.dictionary, group_codes),
+            _strings(c.topic.dictionary, c.topic.indices.to_numpy(zero_copy_only=False)[at]),
+            pa.array(c.partition[at].astype(np.int32)),
+            pa.array(out.time_ms),
+            pa.array(out.committed_offset),
+            pa.array(out.log_end_offset, mask=unknown),
+            pa.array(out.lag_records, mask=unknown),
+            pa.array(out.lag_seconds, mask=np.isnan(out.lag_seconds)),
+            _strings(_NAMES, out.status.astype(np.int64)),
+        ],
+        names=PARTITION_ROWS.names,
+    )
     # group_status: each group's partition status rows by time, the key's index numbering them.
     key = np.repeat(np.arange(len(c.starts)), out.rows)
     order = _by_group_then_time(group_codes, out.time_ms)
@@ -217,10 +286,14 @@ def lag_rows(c: SortedCommits, samples: SampleIndex, burrow_compatible: bool = T
     group_start = _starts([row_group])
     group_end = np.append(group_start[1:], len(order))
     g = fast.group_rows(out.time_ms[order], key[order], out.status[order], group_start, group_end)
-    group = pa.Table.from_arrays([
-        _strings(c.group.dictionary, np.repeat(row_group[group_start], g.rows)),
-        pa.array(g.time_ms), _strings(_NAMES, g.status.astype(np.int64)),
-    ], names=GROUP_ROWS.names)
+    group = pa.Table.from_arrays(
+        [
+            _strings(c.group.dictionary, np.repeat(row_group[group_start], g.rows)),
+            pa.array(g.time_ms),
+            _strings(_NAMES, g.status.astype(np.int64)),
+        ],
+        names=GROUP_ROWS.names,
+    )
     return LagRows(partition, group, *_summaries(c, out, group_codes, g))
 
 
@@ -236,8 +309,9 @@ def _by_group_then_time(group_codes: np.ndarray, time_ms: np.ndarray) -> np.ndar
     return np.lexsort((time_ms, group_codes))
 
 
-def _summaries(c: SortedCommits, out: fast.PartitionRows, group_codes: np.ndarray,
-               g: fast.GroupRows) -> tuple[pa.Table, pa.Table]:
+def _summaries(
+    c: SortedCommits, out: fast.PartitionRows, group_codes: np.ndarray, g: fast.GroupRows
+) -> tuple[pa.Table, pa.Table]:
     """KEY_SUMMARY and GROUP_SUMMARY of lag_rows' rows (partition rows in key order, so by
     group; group rows by group then time)."""
     lag_records = np.where(out.log_end_known, out.lag_records, -1)
@@ -246,11 +320,15 @@ def _summaries(c: SortedCommits, out: fast.PartitionRows, group_codes: np.ndarra
     key_max = np.maximum.reduceat(lag_records, key_first)
     group_dict = c.group.dictionary
     key_group = c.group.indices.to_numpy(zero_copy_only=False)[keys].astype(np.int64)
-    key_summary = pa.Table.from_arrays([
-        _strings(group_dict, key_group),
-        _strings(c.topic.dictionary, c.topic.indices.to_numpy(zero_copy_only=False)[keys]),
-        pa.array(c.partition[keys].astype(np.int32)), pa.array(key_max, mask=key_max < 0),
-    ], names=KEY_SUMMARY.names)
+    key_summary = pa.Table.from_arrays(
+        [
+            _strings(group_dict, key_group),
+            _strings(c.topic.dictionary, c.topic.indices.to_numpy(zero_copy_only=False)[keys]),
+            pa.array(c.partition[keys].astype(np.int32)),
+            pa.array(key_max, mask=key_max < 0),
+        ],
+        names=KEY_SUMMARY.names,
+    )
     starts = _starts([group_codes])
     groups = group_codes[starts]
     seconds = out.lag_seconds
@@ -267,16 +345,21 @@ def _summaries(c: SortedCommits, out: fast.PartitionRows, group_codes: np.ndarra
     # The group rows: one run per group, in the same (ascending) group order.
     status = g.status.astype(np.int64)
     row_starts = np.cumsum(g.rows) - g.rows
-    group_summary = pa.Table.from_arrays([
-        _strings(group_dict, groups), pa.array(np.minimum.reduceat(out.time_ms, starts)),
-        pa.array(np.maximum.reduceat(out.time_ms, starts)),
-        pa.array(np.diff(np.append(_starts([key_group]), len(key_group)))),
-        pa.array(p99, mask=np.isnan(p99)), pa.array(max_seconds, mask=np.isinf(max_seconds)),
-        pa.array(max_records, mask=max_records < 0),
-        _strings(_NAMES, np.maximum.reduceat(status, row_starts)),
-        pa.array(np.add.reduceat((status > 1).astype(np.int64), row_starts)),
-        _strings(_NAMES, status[row_starts + g.rows - 1]),
-    ], names=GROUP_SUMMARY.names)
+    group_summary = pa.Table.from_arrays(
+        [
+            _strings(group_dict, groups),
+            pa.array(np.minimum.reduceat(out.time_ms, starts)),
+            pa.array(np.maximum.reduceat(out.time_ms, starts)),
+            pa.array(np.diff(np.append(_starts([key_group]), len(key_group)))),
+            pa.array(p99, mask=np.isnan(p99)),
+            pa.array(max_seconds, mask=np.isinf(max_seconds)),
+            pa.array(max_records, mask=max_records < 0),
+            _strings(_NAMES, np.maximum.reduceat(status, row_starts)),
+            pa.array(np.add.reduceat((status > 1).astype(np.int64), row_starts)),
+            _strings(_NAMES, status[row_starts + g.rows - 1]),
+        ],
+        names=GROUP_SUMMARY.names,
+    )
     return key_summary, group_summary
 
 
@@ -296,12 +379,16 @@ def commit_counts(c: SortedCommits, bucket_ms: int) -> pa.Table:
     order = np.lexsort((bucket, g))
     g, bucket = g[order], bucket[order]
     starts = _starts([g, bucket])
-    return pa.Table.from_arrays([
-        _strings(c.group.dictionary, g[starts]), pa.array(bucket[starts]),
-        pa.array(np.diff(np.append(starts, len(order)))),
-        pa.array(np.add.reduceat(noop[order].astype(np.int64), starts)),
-        pa.array(np.add.reduceat(rewind[order].astype(np.int64), starts)),
-    ], names=COMMIT_COUNTS.names)
+    return pa.Table.from_arrays(
+        [
+            _strings(c.group.dictionary, g[starts]),
+            pa.array(bucket[starts]),
+            pa.array(np.diff(np.append(starts, len(order)))),
+            pa.array(np.add.reduceat(noop[order].astype(np.int64), starts)),
+            pa.array(np.add.reduceat(rewind[order].astype(np.int64), starts)),
+        ],
+        names=COMMIT_COUNTS.names,
+    )
 
 
 def write_by_date(table: pa.Table, directory: str | Path, name: str) -> int:
@@ -328,12 +415,18 @@ def write_file(table: pa.Table, directory: Path, name: str) -> None:
     meanwhile, never sees half a file)."""
     directory.mkdir(parents=True, exist_ok=True)
     partial = directory / f".{name}.parquet.tmp"
-    strings = [f.name for f in table.schema if pa.types.is_string(f.type)
-               or pa.types.is_dictionary(f.type)]
+    strings = [
+        f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)
+    ]
     # Dictionary pages for the strings only: offsets and times are unique, and encoding them
     # cost as much as the rest of the write (for a bigger file). Statistics for what readers
     # filter on (group, time): the others' cost a tenth of the write.
     stats = [name for name in ("group", "time_ms", "bucket") if name in table.column_names]
-    pq.write_table(table, partial, row_group_size=ROW_GROUP_ROWS, use_dictionary=strings,
-                   write_statistics=stats or True)
+    pq.write_table(
+        table,
+        partial,
+        row_group_size=ROW_GROUP_ROWS,
+        use_dictionary=strings,
+        write_statistics=stats or True,
+    )
     os.replace(partial, directory / f"{name}.parquet")

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.progress import Progress as RichProgress
 
 SPARK_POLL_S = 0.5
@@ -26,12 +32,20 @@ class Progress:
 
     def __init__(self, enabled: bool = True):
         console = Console(stderr=True)
-        self._rich = (RichProgress(SpinnerColumn(), TextColumn("{task.description}"),
-                                   BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                   console=console)
-                      if enabled and console.is_terminal else None)
+        self._rich = (
+            RichProgress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            )
+            if enabled and console.is_terminal
+            else None
+        )
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self._rich is not None:
             self._rich.start()
         return self
@@ -51,8 +65,9 @@ class Progress:
         task = self._rich.add_task(description, total=None)
 
         def update(what: str, done: int, total: int | None) -> None:
-            self._rich.update(task, description=f"{description}: {what}", completed=done,
-                              total=total)
+            self._rich.update(
+                task, description=f"{description}: {what}", completed=done, total=total
+            )
 
         try:
             yield Step(update)
@@ -66,8 +81,9 @@ class Progress:
                 yield step
                 return
             stop = threading.Event()
-            poller = threading.Thread(target=_poll_spark, args=(spark, step.update, stop),
-                                      daemon=True)
+            poller = threading.Thread(
+                target=_poll_spark, args=(spark, step.update, stop), daemon=True
+            )
             poller.start()
             try:
                 yield step
@@ -76,8 +92,7 @@ class Progress:
                 poller.join()
 
 
-def _poll_spark(spark, show: Callable[[str, int, int | None], None],
-                stop: threading.Event) -> None:
+def _poll_spark(spark, show: Callable[[str, int, int | None], None], stop: threading.Event) -> None:
     tracker = spark.sparkContext.statusTracker()
     while not stop.wait(SPARK_POLL_S):
         try:
@@ -87,5 +102,8 @@ def _poll_spark(spark, show: Callable[[str, int, int | None], None],
             return
         infos = [i for i in infos if i is not None]
         if infos:
-            show(f"{len(infos)} Spark stage(s)", sum(i.numCompletedTasks for i in infos),
-                 sum(i.numTasks for i in infos))
+            show(
+                f"{len(infos)} Spark stage(s)",
+                sum(i.numCompletedTasks for i in infos),
+                sum(i.numTasks for i in infos),
+            )

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 # Burrow's StatusConstant (core/protocol/evaluator.go), ordered from best to worst.
 OK, WARN, ERR, STOP, STALL, REWIND = 1, 2, 3, 4, 5, 6

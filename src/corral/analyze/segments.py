@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,8 +39,16 @@ from .lag_rows import sort_samples
 log = logging.getLogger("corral.analyze.segments")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-COMMITS = pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-                     ("time_ms", pa.int64()), ("offset", pa.int64()), ("seq", pa.int64())])
+COMMITS = pa.schema(
+    [
+        ("group", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("time_ms", pa.int64()),
+        ("offset", pa.int64()),
+        ("seq", pa.int64()),
+    ]
+)
 _TIME_ENTRY = struct.Struct(">qI")  # .timeindex: max timestamp so far, relative offset
 
 
@@ -48,7 +56,7 @@ def partition_dirs(data_dir: str, topic: str) -> list[Path]:
     """The directories `<topic>-<n>` of a topic, by partition number."""
     found = []
     for entry in Path(data_dir).glob(f"{topic}-*"):
-        number = entry.name[len(topic) + 1:]
+        number = entry.name[len(topic) + 1 :]
         if number.isdigit() and entry.is_dir():
             found.append((int(number), entry))
     return [path for _, path in sorted(found)]
@@ -86,7 +94,7 @@ def commit_splits(data_dir: str, from_ms: int | None) -> list[tuple[int, list[st
                 continue
             paths.append(str(segment))
         if paths:
-            number = int(directory.name[len(OFFSETS_TOPIC) + 1:])
+            number = int(directory.name[len(OFFSETS_TOPIC) + 1 :])
             splits.append((sum(_size(p) for p in paths), number, paths))
     return [(number, paths) for _, number, paths in sorted(splits, key=lambda s: -s[0])]
 
@@ -105,8 +113,9 @@ def _size(path: str) -> int:
         return -1
 
 
-def commit_batches(path: str, from_ms: int | None = None,
-                   to_ms: int | None = None) -> Iterator[pa.RecordBatch]:
+def commit_batches(
+    path: str, from_ms: int | None = None, to_ms: int | None = None
+) -> Iterator[pa.RecordBatch]:
     """The commits of one `__consumer_offsets` segment as RecordBatches of the COMMITS schema
     (none if the file is gone)."""
     try:
@@ -117,10 +126,14 @@ def commit_batches(path: str, from_ms: int | None = None,
     if not rows:
         return
     b = [pa.py_buffer(x) for x in buffers]
-    columns = [pa.Array.from_buffers(pa.string(), rows, [None, b[0], b[1]]),
-               pa.Array.from_buffers(pa.string(), rows, [None, b[2], b[3]])]
-    columns += [pa.Array.from_buffers(t, rows, [None, buf])
-                for t, buf in zip((pa.int32(), pa.int64(), pa.int64(), pa.int64()), b[4:])]
+    columns = [
+        pa.Array.from_buffers(pa.string(), rows, [None, b[0], b[1]]),
+        pa.Array.from_buffers(pa.string(), rows, [None, b[2], b[3]]),
+    ]
+    columns += [
+        pa.Array.from_buffers(t, rows, [None, buf])
+        for t, buf in zip((pa.int32(), pa.int64(), pa.int64(), pa.int64()), b[4:])
+    ]
     yield pa.RecordBatch.from_arrays(columns, schema=COMMITS)
 
 
@@ -130,32 +143,41 @@ def read_analytics(data_dir: str) -> analytics_records.Split:
     for directory in partition_dirs(data_dir, ANALYTICS_TOPIC):
         for segment in segment_files(directory):
             try:
-                rows, (lines, offsets, times), others, at, why = \
-                    _core.decode_analytics_records(str(segment))
+                rows, (lines, offsets, times), others, at, why = _core.decode_analytics_records(
+                    str(segment)
+                )
             except FileNotFoundError:
                 continue
             _stopped(str(segment), at, why)
             table, bad = analytics_records.samples_of_lines(
-                lines, *(pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(b)])
-                         for b in (offsets, times)))
+                lines,
+                *(
+                    pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(b)])
+                    for b in (offsets, times)
+                ),
+            )
             rest = analytics_records.split(others)
             samples += [table, rest.samples]
             events.append(rest.events)
             skipped += bad + rest.skipped
     return analytics_records.Split(
         pa.concat_tables(samples) if samples else analytics_records.SAMPLES.empty_table(),
-        pa.concat_tables(events) if events else analytics_records.EVENTS.empty_table(), skipped)
+        pa.concat_tables(events) if events else analytics_records.EVENTS.empty_table(),
+        skipped,
+    )
 
 
-def commits_table(paths: list[str], from_ms: int | None = None,
-                  to_ms: int | None = None) -> pa.Table:
+def commits_table(
+    paths: list[str], from_ms: int | None = None, to_ms: int | None = None
+) -> pa.Table:
     """The commits of segments (in log order) as one table of the COMMITS schema."""
     batches = [b for path in paths for b in commit_batches(path, from_ms, to_ms)]
     return pa.Table.from_batches(batches, schema=COMMITS)
 
 
-def read_data_dir(data_dir: str, from_ms: int | None = None,
-                  to_ms: int | None = None) -> analytics_records.Split:
+def read_data_dir(
+    data_dir: str, from_ms: int | None = None, to_ms: int | None = None
+) -> analytics_records.Split:
     """The samples and events in corral's data directory `data_dir`, in the window
     [from_ms, to_ms), the samples sorted as the job wants them (lag_rows.sort_samples: this runs
     while Spark starts); the commits are read by the job's tasks (`commit_splits`)."""
@@ -163,13 +185,19 @@ def read_data_dir(data_dir: str, from_ms: int | None = None,
         raise FileNotFoundError(f"{data_dir} is not a directory")
     split = read_analytics(data_dir)
     if split.skipped:
-        log.info("%d %s records of an unknown kind or version skipped", split.skipped,
-                 ANALYTICS_TOPIC)
-    return analytics_records.Split(sort_samples(_in_window(split.samples, from_ms, to_ms)),
-                                   _in_window(split.events, from_ms, to_ms), split.skipped)
+        log.info(
+            "%d %s records of an unknown kind or version skipped", split.skipped, ANALYTICS_TOPIC
+        )
+    return analytics_records.Split(
+        sort_samples(_in_window(split.samples, from_ms, to_ms)),
+        _in_window(split.events, from_ms, to_ms),
+        split.skipped,
+    )
 
 
 def _in_window(table: pa.Table, from_ms: int | None, to_ms: int | None) -> pa.Table:
-    keep = pc.and_(pc.greater_equal(table["time_ms"], from_ms if from_ms is not None else -2**63),
-                   pc.less(table["time_ms"], to_ms if to_ms is not None else 2**63 - 1))
+    keep = pc.and_(
+        pc.greater_equal(table["time_ms"], from_ms if from_ms is not None else -(2**63)),
+        pc.less(table["time_ms"], to_ms if to_ms is not None else 2**63 - 1),
+    )
     return table.filter(keep)

@@ -9,10 +9,12 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 
-def start(master: str = "local[*]", app: str = "corral-analyze",
-          conf: dict[str, str] | None = None) -> SparkSession:
+def start(
+    master: str = "local[*]", app: str = "corral-analyze", conf: dict[str, str] | None = None
+) -> SparkSession:
     builder = (
-        SparkSession.builder.master(master).appName(app)
+        SparkSession.builder.master(master)
+        .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
@@ -34,8 +36,9 @@ def start(master: str = "local[*]", app: str = "corral-analyze",
         # installed `corral` run from a virtualenv that is not activated). PySpark takes the
         # workers' interpreter from PYSPARK_PYTHON when the context starts; the RDD path the job
         # uses ignores spark.pyspark.python. A user's own PYSPARK_PYTHON is kept.
-        builder = (builder.config("spark.driver.host", "127.0.0.1")
-                   .config("spark.driver.bindAddress", "127.0.0.1"))
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else a warning about the hostname
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for name, value in (conf or {}).items():
@@ -44,8 +47,9 @@ def start(master: str = "local[*]", app: str = "corral-analyze",
     if "spark.sql.shuffle.partitions" not in (conf or {}):
         # Spark's 200 is made for big shuffles; after the job's tasks (which never shuffle by
         # this setting) only small tables and the report's aggregates are left.
-        spark.conf.set("spark.sql.shuffle.partitions",
-                       str(4 * spark.sparkContext.defaultParallelism))
+        spark.conf.set(
+            "spark.sql.shuffle.partitions", str(4 * spark.sparkContext.defaultParallelism)
+        )
     return spark
 
 

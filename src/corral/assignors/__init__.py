@@ -18,17 +18,50 @@ result, so a large group can be assigned in a worker thread
 from corral._core._assign import MemberAssignment, TargetAssignment
 
 from .builtin import RangeAssignor, UniformAssignor
-from .registry import (BUILTIN_ASSIGNORS, DEFAULT_SETTING, AssignorConfigError, AssignorRegistry,
-                       is_builtin, load_assignor, setting_entries)
-from .spec import (Assignor, AssignorError, GroupAssignment, GroupSpec, MemberSpec, Partitions,
-                   SubscriptionType, TopicId, subscription_type_of)
+from .registry import (
+    BUILTIN_ASSIGNORS,
+    DEFAULT_SETTING,
+    AssignorConfigError,
+    AssignorRegistry,
+    is_builtin,
+    load_assignor,
+    setting_entries,
+)
+from .spec import (
+    Assignor,
+    AssignorError,
+    GroupAssignment,
+    GroupSpec,
+    MemberSpec,
+    Partitions,
+    SubscriptionType,
+    TopicId,
+    subscription_type_of,
+)
 from .validate import InvalidAssignment, run_assignor, validate_assignment
 
 __all__ = [
-    "Assignor", "AssignorConfigError", "AssignorError", "AssignorRegistry", "BUILTIN_ASSIGNORS",
-    "DEFAULT_SETTING", "GroupAssignment", "GroupSpec", "InvalidAssignment", "MemberAssignment",
-    "MemberSpec", "Partitions", "RangeAssignor", "SubscriptionType", "TargetAssignment", "TopicId",
+    "Assignor",
+    "AssignorConfigError",
+    "AssignorError",
+    "AssignorRegistry",
+    "BUILTIN_ASSIGNORS",
+    "DEFAULT_SETTING",
+    "GroupAssignment",
+    "GroupSpec",
+    "InvalidAssignment",
+    "MemberAssignment",
+    "MemberSpec",
+    "Partitions",
+    "RangeAssignor",
+    "SubscriptionType",
+    "TargetAssignment",
+    "TopicId",
     "UniformAssignor",
-    "is_builtin", "load_assignor", "run_assignor", "setting_entries", "subscription_type_of",
+    "is_builtin",
+    "load_assignor",
+    "run_assignor",
+    "setting_entries",
+    "subscription_type_of",
     "validate_assignment",
 ]

@@ -20,8 +20,10 @@ class _Builtin:
             return self._algorithm(group.members, homogeneous, partition_counts)
         except LookupError as e:
             topic = e.args[0] if e.args else "?"
-            raise AssignorError(f"members subscribe to topic {topic!r}, which has no partition "
-                                "count (does it exist?)") from None
+            raise AssignorError(
+                f"members subscribe to topic {topic!r}, which has no partition "
+                "count (does it exist?)"
+            ) from None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -50,7 +50,8 @@ def load_assignor(entry: str) -> Assignor:
     if not sep or not module_name or not class_name:
         raise AssignorConfigError(
             f"{entry!r} is neither a built-in assignor ({', '.join(BUILTIN_ASSIGNORS)}) "
-            "nor a `module:Class` path")
+            "nor a `module:Class` path"
+        )
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # any failure while importing user code is a configuration error
@@ -67,7 +68,8 @@ def load_assignor(entry: str) -> Assignor:
     name = getattr(assignor, "name", None)
     if not isinstance(name, str) or not name or not callable(getattr(assignor, "assign", None)):
         raise AssignorConfigError(
-            f"{entry}: not an assignor (needs a non-empty str `name` and an `assign` method)")
+            f"{entry}: not an assignor (needs a non-empty str `name` and an `assign` method)"
+        )
     return assignor
 
 
@@ -82,14 +84,15 @@ class AssignorRegistry:
             builtin = BUILTIN_ASSIGNORS.get(assignor.name)
             if builtin is not None and type(assignor) is not builtin:
                 raise AssignorConfigError(
-                    f"assignor name {assignor.name!r} is reserved by a built-in assignor")
+                    f"assignor name {assignor.name!r} is reserved by a built-in assignor"
+                )
             if assignor.name in self._by_name:
                 raise AssignorConfigError(f"two assignors are named {assignor.name!r}")
             self._by_name[assignor.name] = assignor
         self.default: Assignor = assignors[0]
 
     @classmethod
-    def from_setting(cls, value: str | Iterable[str] = DEFAULT_SETTING) -> "AssignorRegistry":
+    def from_setting(cls, value: str | Iterable[str] = DEFAULT_SETTING) -> AssignorRegistry:
         return cls([load_assignor(entry) for entry in setting_entries(value)])
 
     @property

@@ -15,9 +15,9 @@ every dict operation, which dominates the built-in assignors' time on large grou
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Hashable, Protocol, TypeAlias, runtime_checkable
+from typing import Protocol, TypeAlias, runtime_checkable
 
 TopicId: TypeAlias = Hashable
 """A topic id: 16 bytes in corral (uuid.UUID(bytes=...) in the topic registry)."""
@@ -26,6 +26,7 @@ Partitions: TypeAlias = tuple[int, ...]
 GroupAssignment: TypeAlias = Mapping[str, Mapping[TopicId, Partitions]]
 """member id -> topic id -> partitions (ascending, no duplicates); every member present. The
 built-ins return a TargetAssignment (compact, read lazily), validate_assignment a dict."""
+
 
 class SubscriptionType(enum.Enum):
     """Kafka's SubscriptionType: HOMOGENEOUS when every member subscribes to the same topics."""
@@ -60,7 +61,7 @@ class GroupSpec:
     subscription_type: SubscriptionType
 
     @classmethod
-    def of(cls, members: Mapping[str, MemberSpec]) -> "GroupSpec":
+    def of(cls, members: Mapping[str, MemberSpec]) -> GroupSpec:
         """A GroupSpec whose subscription type is computed from the members."""
         return cls(members, subscription_type_of(members.values()))
 
@@ -72,8 +73,9 @@ def subscription_type_of(members: Iterable[MemberSpec]) -> SubscriptionType:
         topics = member.subscribed_topic_ids
         if first is None:
             first = topics if isinstance(topics, (set, frozenset)) else frozenset(topics)
-        elif topics is not first and first != (topics if isinstance(topics, (set, frozenset))
-                                               else frozenset(topics)):
+        elif topics is not first and first != (
+            topics if isinstance(topics, (set, frozenset)) else frozenset(topics)
+        ):
             return SubscriptionType.HETEROGENEOUS
     return SubscriptionType.HOMOGENEOUS
 
@@ -95,5 +97,6 @@ class Assignor(Protocol):
 
     name: str
 
-    def assign(self, group: GroupSpec, partition_counts: Mapping[TopicId, int]
-               ) -> Mapping[str, Mapping[TopicId, Iterable[int]]]: ...
+    def assign(
+        self, group: GroupSpec, partition_counts: Mapping[TopicId, int]
+    ) -> Mapping[str, Mapping[TopicId, Iterable[int]]]: ...

@@ -16,36 +16,51 @@ from .storage import snapshot
 from .storage.placement import OFFSETS_TOPIC, partition_for
 from .storage.writer import CoordinatorLog, DurableLog
 
-
 # corral has no log compaction: the coordinator's snapshots (every
 # corral.coordinator.snapshot.interval.ms) hold everything older, so segments may go after a week
 # (Kafka's default retention). A classic group's record holds every member, so it may be far
 # above the 1 MB default batch size.
-OFFSETS_TOPIC_CONFIGS = {"retention.ms": str(7 * 24 * 3600 * 1000), "max.message.bytes": str(100 << 20)}
+OFFSETS_TOPIC_CONFIGS = {
+    "retention.ms": str(7 * 24 * 3600 * 1000),
+    "max.message.bytes": str(100 << 20),
+}
 
 
 def coordinator_for(broker) -> GroupCoordinator:
     """The broker's coordinator, rebuilt from `__consumer_offsets` (created when missing)."""
     topic = broker.topics.get(OFFSETS_TOPIC)
     if topic is None:
-        topic = broker.topics.create_at_startup(OFFSETS_TOPIC, broker.settings["offsets.topic.num.partitions"],
-                                                OFFSETS_TOPIC_CONFIGS, internal=True)
+        topic = broker.topics.create_at_startup(
+            OFFSETS_TOPIC,
+            broker.settings["offsets.topic.num.partitions"],
+            OFFSETS_TOPIC_CONFIGS,
+            internal=True,
+        )
     settings = broker.settings
     durable = DurableLog(broker.logs, topic, settings["corral.coordinator.write.delay.ms"])
-    coordinator = GroupCoordinator(settings, durable, broker.data_dir / snapshot.FILE_NAME,
-                                   broker.topics)
+    coordinator = GroupCoordinator(
+        settings, durable, broker.data_dir / snapshot.FILE_NAME, broker.topics
+    )
     # With a write delay (fault injection) every write waits in Python. With ACLs, the network
     # thread takes a connection's commits once Python authorized their group and topics on it.
     if settings["corral.group.offset.commit.short.path.enable"] and not durable.write_delay_s:
         durable.core_commits = _core.CommitPath(
-            broker.logs.store, topic.name, topic.partitions, coordinator.offsets.map,
-            settings["log.flush.interval.messages"], settings["offset.metadata.max.bytes"])
+            broker.logs.store,
+            topic.name,
+            topic.partitions,
+            coordinator.offsets.map,
+            settings["log.flush.interval.messages"],
+            settings["offset.metadata.max.bytes"],
+        )
         path = durable.core_commits
         settings.on_change.append(
-            lambda _names: path.set_flush_messages(settings["log.flush.interval.messages"]))
+            lambda _names: path.set_flush_messages(settings["log.flush.interval.messages"])
+        )
         for partition in range(topic.partitions):
             broker.logs.open(topic, partition)  # the network thread appends only to open ones
-        broker.topics.on_change.append(lambda names: _mirror_topics(broker.topics, durable.core_commits, names))
+        broker.topics.on_change.append(
+            lambda names: _mirror_topics(broker.topics, durable.core_commits, names)
+        )
         _mirror_topics(broker.topics, durable.core_commits, set(broker.topics.by_name))
     broker.topics.on_change.append(coordinator.on_topics_changed)
     coordinator.authorize_regexes = broker.authorizer is not None
@@ -56,9 +71,15 @@ def coordinator_for(broker) -> GroupCoordinator:
     started = time.monotonic()
     loaded = coordinator.load()
     if loaded["snapshot_records"] or loaded["log_records"]:
-        logger.info("loaded %d groups and %d offsets in %.2fs: %d records from the snapshot, "
-                    "%d from %s", loaded["groups"], loaded["offsets"], time.monotonic() - started,
-                    loaded["snapshot_records"], loaded["log_records"], OFFSETS_TOPIC)
+        logger.info(
+            "loaded %d groups and %d offsets in %.2fs: %d records from the snapshot, %d from %s",
+            loaded["groups"],
+            loaded["offsets"],
+            time.monotonic() - started,
+            loaded["snapshot_records"],
+            loaded["log_records"],
+            OFFSETS_TOPIC,
+        )
     return coordinator
 
 
@@ -71,4 +92,11 @@ def _mirror_topics(topics, core_commits, names: set[str]) -> None:
 
 logger = logging.getLogger("corral.groups")
 
-__all__ = ["CoordinatorLog", "DurableLog", "GroupCoordinator", "OFFSETS_TOPIC", "coordinator_for", "partition_for"]
+__all__ = [
+    "CoordinatorLog",
+    "DurableLog",
+    "GroupCoordinator",
+    "OFFSETS_TOPIC",
+    "coordinator_for",
+    "partition_for",
+]

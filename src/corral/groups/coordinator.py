@@ -37,14 +37,13 @@ from .consumer.classic_members import ClassicMembers
 from .consumer.members import regex_refresh_due
 from .consumer.migration import MigrationPolicy
 from .consumer.reconcile import MemberState
-from .group import Group
 from .events import AnalyticsEvents
+from .group import Group
 from .metrics import GroupMetrics
 from .offsets import Offsets
 from .storage import consumer_records as cr
 from .storage import records, snapshot
-from .storage.records import (GroupMetadata, GroupTombstone, OffsetCommits, OffsetTombstones,
-                              Record)
+from .storage.records import GroupMetadata, GroupTombstone, OffsetCommits, OffsetTombstones, Record
 from .storage.writer import CoordinatorLog
 from .timers import Timers
 
@@ -53,8 +52,15 @@ log = logging.getLogger("corral.groups")
 REGEX_REFRESH_CHECK_S = 10.0
 
 
-_CONSUMER_RECORDS = (cr.GroupEpoch, cr.MemberMetadata, cr.TargetEpoch, cr.TargetMember,
-                     cr.CurrentAssignment, cr.RegexTopics, cr.ConsumerTombstone)
+_CONSUMER_RECORDS = (
+    cr.GroupEpoch,
+    cr.MemberMetadata,
+    cr.TargetEpoch,
+    cr.TargetMember,
+    cr.CurrentAssignment,
+    cr.RegexTopics,
+    cr.ConsumerTombstone,
+)
 
 
 class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, ClassicMembers):
@@ -65,8 +71,9 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         self.topics = TopicImage(topics)
         self.assignors = AssignorRegistry.from_setting(settings["group.consumer.assignors"])
         # Whether ConsumerGroupHeartbeat/Describe are served (else UNSUPPORTED_VERSION).
-        self.consumer_protocol_enabled = \
-            "consumer" in settings["group.coordinator.rebalance.protocols"].split(",")
+        self.consumer_protocol_enabled = "consumer" in settings[
+            "group.coordinator.rebalance.protocols"
+        ].split(",")
         # Whether groups move between the protocols online (KIP-848 §5).
         self.migration = MigrationPolicy(settings["group.consumer.migration.policy"])
         self._nursery: trio.Nursery | None = None
@@ -85,8 +92,10 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         self.consumer_heartbeat_view: _core.ConsumerHeartbeatView | None = None
         if self.consumer_protocol_enabled:
             self.consumer_heartbeat_view = _core.ConsumerHeartbeatView(
-                self.timers.wheel, settings["group.consumer.session.timeout.ms"],
-                settings["group.consumer.heartbeat.interval.ms"])
+                self.timers.wheel,
+                settings["group.consumer.session.timeout.ms"],
+                settings["group.consumer.heartbeat.interval.ms"],
+            )
             self._view_rule()
             if hasattr(settings, "on_change"):  # dynamic broker settings
                 settings.on_change.append(self._view_rule)
@@ -121,15 +130,18 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         self.consumer_heartbeat_view.set_rule(
             s["corral.consumer.reconciling.heartbeat.interval.ms"],
             s["corral.consumer.reconciling.heartbeat.max.rate"],
-            s["corral.group.consumer.epoch.short.path.enable"])
+            s["corral.group.consumer.epoch.short.path.enable"],
+        )
 
     def group_configs_changed(self, group_id: str) -> None:
         """The network thread answers the group's steady heartbeats with its settings from now
         on (the Python path reads them at each use)."""
         if self.consumer_heartbeat_view is not None:
             self.consumer_heartbeat_view.set_group_timing(
-                group_id, self.group_setting(group_id, "consumer.session.timeout.ms"),
-                self.group_setting(group_id, "consumer.heartbeat.interval.ms"))
+                group_id,
+                self.group_setting(group_id, "consumer.session.timeout.ms"),
+                self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
+            )
 
     async def run(self) -> None:
         try:
@@ -208,10 +220,14 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
                 return
             if group is not None:
                 self._forget(group)  # an empty classic group converted
-            group = self.groups[group_id] = ConsumerGroup(group_id, self.consumer_heartbeat_view,
-                                                          self._assignment_interval_ms)
-        leaving = group.members.get(record.name or "") \
-            if tombstone and record.kind == cr.MEMBER_METADATA else None
+            group = self.groups[group_id] = ConsumerGroup(
+                group_id, self.consumer_heartbeat_view, self._assignment_interval_ms
+            )
+        leaving = (
+            group.members.get(record.name or "")
+            if tombstone and record.kind == cr.MEMBER_METADATA
+            else None
+        )
         if not self._loading:
             if isinstance(record, cr.GroupEpoch) and record.epoch > group.group_epoch:
                 self.metrics.consumer_rebalances += 1
@@ -249,8 +265,10 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         rewrites whatever changes while the thread reads (stored_records_later)."""
         self.apply_core_moves()  # memory holds every move the positions leave out
         positions = self.log.positions()
-        sources = [(self.offsets.map.records(group_id), group.stored_records_later())
-                   for group_id, group in self.groups.items()]
+        sources = [
+            (self.offsets.map.records(group_id), group.stored_records_later())
+            for group_id, group in self.groups.items()
+        ]
 
         def write() -> int:
             recs = []
@@ -274,12 +292,17 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
                 size = await self.take_snapshot()
             except OSError as e:
                 # The previous snapshot stays; tried again next interval.
-                storage_warning("snapshot", "coordinator snapshot failed (retried in %gs): %s",
-                                interval, e)
+                storage_warning(
+                    "snapshot", "coordinator snapshot failed (retried in %gs): %s", interval, e
+                )
                 continue
             written_at = appends
-            log.info("coordinator snapshot: %d groups, %d bytes in %.3fs", len(self.groups), size,
-                     time.monotonic() - started)
+            log.info(
+                "coordinator snapshot: %d groups, %d bytes in %.3fs",
+                len(self.groups),
+                size,
+                time.monotonic() - started,
+            )
 
     # ================================================================================= load ===
 
@@ -303,9 +326,12 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
                     self._schedule_heartbeat(member)
             elif isinstance(group, ConsumerGroup):
                 self._arm_loaded_consumer_timers(group)
-        return {"groups": len(self.groups),
-                "offsets": sum(self.offsets.map.count(g) for g in self.groups),
-                "snapshot_records": from_snapshot, "log_records": from_log}
+        return {
+            "groups": len(self.groups),
+            "offsets": sum(self.offsets.map.count(g) for g in self.groups),
+            "snapshot_records": from_snapshot,
+            "log_records": from_log,
+        }
 
     def _replay_all(self, pairs) -> int:
         count = 0
@@ -326,15 +352,27 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
                 continue
             if types and group.type not in types:
                 continue
-            listed.append({"group_id": group.group_id, "protocol_type": group.protocol_type_name,
-                           "group_state": state, "group_type": group.type})
+            listed.append(
+                {
+                    "group_id": group.group_id,
+                    "protocol_type": group.protocol_type_name,
+                    "group_state": state,
+                    "group_type": group.type,
+                }
+            )
         return listed
 
     def describe_group(self, group_id: str) -> dict[str, Any]:
         group = self.groups.get(group_id)
         if group is None:
-            return {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": "Dead",
-                    "protocol_type": "", "protocol_data": "", "members": []}
+            return {
+                "error_code": ErrorCode.NONE,
+                "group_id": group_id,
+                "group_state": "Dead",
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+            }
         return group.describe_view()
 
     def delete_group(self, group_id: str) -> Later:
@@ -381,8 +419,12 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
             for i, group in enumerate(list(self.groups.values())):
                 if i % 10_000 == 9_999:
                     await trio.sleep(0)  # a million groups do not hold the loop in one go
-                if isinstance(group, ConsumerGroup) and group.regexes and not group.metadata_expired \
-                        and regex_refresh_due(group, now, interval):
+                if (
+                    isinstance(group, ConsumerGroup)
+                    and group.regexes
+                    and not group.metadata_expired
+                    and regex_refresh_due(group, now, interval)
+                ):
                     group.metadata_expired = True
 
     async def _expire_offsets_periodically(self) -> None:
@@ -414,5 +456,8 @@ def _debug_consumer(record: cr.ConsumerRecord, known_member: bool) -> None:
 
 def _warn_if_failed(error: ErrorCode) -> None:
     if error:
-        log.warning("writing the tombstones of expired offsets or groups failed (%s): they stay "
-                    "and expire at the next check", error.name)
+        log.warning(
+            "writing the tombstones of expired offsets or groups failed (%s): they stay "
+            "and expire at the next check",
+            error.name,
+        )

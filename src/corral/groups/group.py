@@ -6,7 +6,8 @@ it is. Classic groups implement it in classic/state.py; KIP-848 consumer groups 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Protocol
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
 
 from ..errors import ErrorCode
 from .storage.records import Record
@@ -29,22 +30,26 @@ class Group(Protocol):
 
     # -- offsets ---------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int,
-                               version: int, partitions=lambda: ()) -> ErrorCode:
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        version: int,
+        partitions=lambda: (),
+    ) -> ErrorCode:
         """Whether this member may commit now (Kafka's Group.validateOffsetCommit). `partitions`
         gives the (topic id, partition) pairs the commit writes, for the groups that check them
         (a consumer group, for an older member epoch: KIP-1251)."""
         ...
 
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
-        ...
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode: ...
 
     def validate_offset_delete(self) -> ErrorCode:
         """Whether offsets may be deleted at all; per topic, `is_subscribed_to` decides."""
         ...
 
-    def is_subscribed_to(self, topic: str) -> bool:
-        ...
+    def is_subscribed_to(self, topic: str) -> bool: ...
 
     def offset_expiry_base(self) -> tuple[bool, int | None]:
         """(whether its offsets may expire now, the time retention counts from: None for each
@@ -61,8 +66,7 @@ class Group(Protocol):
         """Whether DeleteGroups (or expiry) may delete it now."""
         ...
 
-    def is_empty(self) -> bool:
-        ...
+    def is_empty(self) -> bool: ...
 
     def delete_records(self) -> list[Record]:
         """The records that delete it (its offsets' tombstones are the offsets' business)."""

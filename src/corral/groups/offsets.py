@@ -8,7 +8,7 @@ changes only in `replay_*`, once those records are durable (or when they are loa
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from .. import _core
 from ..apis import Later, first_error
@@ -25,9 +25,14 @@ TopicCommits = list[tuple[str, list[PartitionCommit]]]
 
 
 class Offsets:
-    def __init__(self, settings, groups: dict[str, Group], log_: CoordinatorLog,
-                 remove_group: Callable[[Group, list[tuple[str, int]]], Later],
-                 metrics: GroupMetrics):
+    def __init__(
+        self,
+        settings,
+        groups: dict[str, Group],
+        log_: CoordinatorLog,
+        remove_group: Callable[[Group, list[tuple[str, int]]], Later],
+        metrics: GroupMetrics,
+    ):
         self.map = _core.OffsetMap()
         self.metrics = metrics
         self.groups = groups
@@ -39,8 +44,15 @@ class Offsets:
 
     # -- commit ----------------------------------------------------------------------------------
 
-    def commit_error(self, group_id: str, member_id: str, instance_id: str | None,
-                     generation_id: int, version: int, partitions=lambda: ()) -> ErrorCode:
+    def commit_error(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        version: int,
+        partitions=lambda: (),
+    ) -> ErrorCode:
         """Kafka's OffsetMetadataManager.validateOffsetCommit, with its per-partition validator
         over `partitions` (the (topic id, partition) pairs the commit writes), which fails the
         whole commit as Kafka's does."""
@@ -50,8 +62,9 @@ class Offsets:
                 # Commits from outside group management create a "simple" group (at replay).
                 return ErrorCode.NONE
             return ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
-        return group.validate_offset_commit(member_id, instance_id, generation_id, version,
-                                            partitions)
+        return group.validate_offset_commit(
+            member_id, instance_id, generation_id, version, partitions
+        )
 
     def commit(self, group_id: str, topics: TopicCommits, commit_ms: int, expire_ms: int) -> Later:
         """Writes the commits; visible (replayed) and answered once durable."""
@@ -63,10 +76,15 @@ class Offsets:
     def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """Whether this fetch may read the group's offsets (v9+ names a member and its epoch)."""
         group = self.groups.get(group_id)
-        return ErrorCode.NONE if group is None else group.validate_offset_fetch(member_id, member_epoch)
+        return (
+            ErrorCode.NONE
+            if group is None
+            else group.validate_offset_fetch(member_id, member_epoch)
+        )
 
-    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
-              ) -> list[tuple[str, list[PartitionCommit]]]:
+    def fetch(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> list[tuple[str, list[PartitionCommit]]]:
         """[(topic, [(partition, offset, leader_epoch, metadata)])]; None asks for everything."""
         if topics is None:
             return self.map.fetch_all(group_id)
@@ -78,8 +96,9 @@ class Offsets:
 
     # -- delete ----------------------------------------------------------------------------------
 
-    def delete(self, group_id: str, topics: list[tuple[str, list[int]]]
-               ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, ErrorCode]]]], Later]:
+    def delete(
+        self, group_id: str, topics: list[tuple[str, list[int]]]
+    ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, ErrorCode]]]], Later]:
         """OffsetDelete: (group error, per-partition errors, the write of the tombstones)."""
         group = self.groups.get(group_id)
         error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_offset_delete()
@@ -88,18 +107,25 @@ class Offsets:
         result, tombstones = [], []
         for topic, partitions in topics:
             if group.is_subscribed_to(topic):
-                result.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions]))
+                result.append(
+                    (topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions])
+                )
                 continue
             tombstones.extend((topic, p) for p in partitions)
             result.append((topic, [(p, ErrorCode.NONE) for p in partitions]))
         if not tombstones:
             return ErrorCode.NONE, result, Later.of(ErrorCode.NONE)
         self.metrics.offset_deletions += len(tombstones)
-        return ErrorCode.NONE, result, self.log.write(group_id, [OffsetTombstones(group_id, tombstones)])
+        return (
+            ErrorCode.NONE,
+            result,
+            self.log.write(group_id, [OffsetTombstones(group_id, tombstones)]),
+        )
 
     def all_partitions(self, group_id: str) -> list[tuple[str, int]]:
-        return [(topic, p) for topic, partitions in self.map.fetch_all(group_id)
-                for p, *_ in partitions]
+        return [
+            (topic, p) for topic, partitions in self.map.fetch_all(group_id) for p, *_ in partitions
+        ]
 
     # -- expiry ----------------------------------------------------------------------------------
 
@@ -113,12 +139,14 @@ class Offsets:
             # A write in flight may commit what expiry would remove: decide at the next check.
             if not may_expire or self.log.writing(group_id):
                 continue
-            expired = self.map.expired(group_id, now_ms, self.retention_ms, base,
-                                       list(group.offset_expiry_kept_topics()))
+            expired = self.map.expired(
+                group_id, now_ms, self.retention_ms, base, list(group.offset_expiry_kept_topics())
+            )
             self.metrics.offset_expirations += len(expired)
             if expired:
-                log.debug("group %s: %d offsets expired", group_id, len(expired),
-                          extra=fields(group_id))
+                log.debug(
+                    "group %s: %d offsets expired", group_id, len(expired), extra=fields(group_id)
+                )
             if group.is_empty() and len(expired) == self.map.count(group_id):
                 writes.append(self._remove_group(group, expired))
             elif expired:

@@ -12,7 +12,8 @@ the task ticks whenever the wheel holds anything, whoever put it there.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import trio
 

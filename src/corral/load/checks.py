@@ -25,7 +25,7 @@ class Violations:
 
     def merge(self, other: Violations) -> None:
         self.count += other.count
-        self.examples.extend(other.examples[:MAX_DESCRIBED - len(self.examples)])
+        self.examples.extend(other.examples[: MAX_DESCRIBED - len(self.examples)])
 
 
 class AssignmentLedger:
@@ -42,7 +42,7 @@ class AssignmentLedger:
         self.synced: dict[int, set[str]] = defaultdict(set)
         self.size: dict[int, int] = {}
         self.checked_complete: set[int] = set()
-        self.last_change = 0.0   # when the newest assignment was received
+        self.last_change = 0.0  # when the newest assignment was received
 
     def generations_seen(self) -> int:
         return len(self.size)
@@ -61,8 +61,9 @@ class AssignmentLedger:
         self.size[generation] = member_count
         self._check_complete(generation)
 
-    def synced_member(self, generation: int, member_id: str, assignment: dict[str, list[int]],
-                      at: float = 0.0) -> None:
+    def synced_member(
+        self, generation: int, member_id: str, assignment: dict[str, list[int]], at: float = 0.0
+    ) -> None:
         if member_id in self.synced[generation]:
             return
         self.last_change = max(self.last_change, at)
@@ -72,22 +73,30 @@ class AssignmentLedger:
             for p in parts:
                 tp = (topic, p)
                 if tp in owners:
-                    self.violations.add(f"generation {generation}: {topic}-{p} assigned to both "
-                                        f"{owners[tp]} and {member_id}")
+                    self.violations.add(
+                        f"generation {generation}: {topic}-{p} assigned to both "
+                        f"{owners[tp]} and {member_id}"
+                    )
                 else:
                     owners[tp] = member_id
         self._check_complete(generation)
 
     def _check_complete(self, generation: int) -> None:
         size = self.size.get(generation)
-        if size is None or generation in self.checked_complete or len(self.synced[generation]) < size:
+        if (
+            size is None
+            or generation in self.checked_complete
+            or len(self.synced[generation]) < size
+        ):
             return
         self.checked_complete.add(generation)
         missing = self.all_partitions - self.owner[generation].keys()
         if missing:
             sample = ", ".join(f"{t}-{p}" for t, p in sorted(missing)[:5])
-            self.violations.add(f"generation {generation}: {len(missing)} partitions assigned to "
-                                f"no member ({sample})")
+            self.violations.add(
+                f"generation {generation}: {len(missing)} partitions assigned to "
+                f"no member ({sample})"
+            )
 
     def stable_generation(self, members: int) -> int | None:
         """The newest generation, if it has exactly `members` members that all hold their assignment."""
@@ -121,19 +130,19 @@ class ConsumerLedger:
     def __init__(self, partitions: dict[str, int], violations: Violations, workers: int):
         self.all_partitions = {(t, p) for t, n in partitions.items() for p in range(n)}
         self.violations = violations
-        self.shipped = {w: float("-inf") for w in range(workers)}   # each worker's watermark
+        self.shipped = {w: float("-inf") for w in range(workers)}  # each worker's watermark
         self.pending: list[tuple] = []
-        self.members: dict[str, tuple[int, frozenset]] = {}         # in the group: epoch, owned
-        self.at_epoch: Counter = Counter()                           # members in the group by epoch
+        self.members: dict[str, tuple[int, frozenset]] = {}  # in the group: epoch, owned
+        self.at_epoch: Counter = Counter()  # members in the group by epoch
         self.owner: dict[tuple[str, int], str] = {}
-        self.owned = 0            # partitions of all_partitions that have an owner
+        self.owned = 0  # partitions of all_partitions that have an owner
         self.last_change = 0.0
         self.epochs_seen: set[int] = set()
         # Epochs at which every member in the group met with every partition owned once: a
         # rebalance completed (the classic ledger's complete generation).
         self.converged: set[int] = set()
-        self.oldest_ok = 0.0      # every member in the group was last answered at or after this
-        self.interval_s = 0.0     # the longest heartbeat interval a member was given
+        self.oldest_ok = 0.0  # every member in the group was last answered at or after this
+        self.interval_s = 0.0  # the longest heartbeat interval a member was given
         self.checked_quiet: set[int] = set()
         self.incomplete: set[int] = set()
 
@@ -153,7 +162,9 @@ class ConsumerLedger:
             self._apply(member_id, epoch, assignment, at)
         del self.pending[:ready]
 
-    def _apply(self, member_id: str, epoch: int, assignment: dict[str, list[int]], at: float) -> None:
+    def _apply(
+        self, member_id: str, epoch: int, assignment: dict[str, list[int]], at: float
+    ) -> None:
         old_epoch, before = self.members.get(member_id, (None, frozenset()))
         after = frozenset((t, p) for t, ps in assignment.items() for p in ps)
         for tp in before - after:
@@ -163,8 +174,10 @@ class ConsumerLedger:
         for tp in after - before:
             other = self.owner.get(tp)
             if other is not None and other != member_id:
-                self.violations.add(f"{tp[0]}-{tp[1]} owned by both {other} (epoch "
-                                    f"{self.members[other][0]}) and {member_id} (epoch {epoch})")
+                self.violations.add(
+                    f"{tp[0]}-{tp[1]} owned by both {other} (epoch "
+                    f"{self.members[other][0]}) and {member_id} (epoch {epoch})"
+                )
             else:
                 self.owned += tp in self.all_partitions
             self.owner[tp] = member_id
@@ -216,8 +229,10 @@ class ConsumerLedger:
         if missing:
             self.incomplete.add(epoch)
             sample = ", ".join(f"{t}-{p}" for t, p in sorted(missing)[:5])
-            self.violations.add(f"epoch {epoch}: every member stable, {len(missing)} "
-                                f"partitions owned by no member ({sample})")
+            self.violations.add(
+                f"epoch {epoch}: every member stable, {len(missing)} "
+                f"partitions owned by no member ({sample})"
+            )
 
     def stable_generation(self, members: int) -> int | None:
         """The epoch every one of `members` members is stable at, once that is certain."""

@@ -23,8 +23,10 @@ async def existing_groups(bootstrap: str, groups: list[str]) -> set[str] | None:
             return None
         found = set()
         for group in groups:
-            if await admin.consumer_group_describe(group) is not None or \
-                    await admin.describe_groups(group) is not None:
+            if (
+                await admin.consumer_group_describe(group) is not None
+                or await admin.describe_groups(group) is not None
+            ):
                 found.add(group)
         return found
 
@@ -64,5 +66,8 @@ def run_cleanup(bootstrap: str, groups: list[str], topics: list[str]) -> dict:
     try:
         return trio.run(clean_up, bootstrap, groups, topics)
     except AdminError as e:
-        return {"deleted_groups": [], "deleted_topics": [],
-                "not_deleted": {name: str(e) for name in [*groups, *topics]}}
+        return {
+            "deleted_groups": [],
+            "deleted_topics": [],
+            "not_deleted": {name: str(e) for name in [*groups, *topics]},
+        }

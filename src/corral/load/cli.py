@@ -13,57 +13,101 @@ from .scenarios import SCENARIOS
 
 # Exit codes of `corral load`.
 EXIT_OK, EXIT_VIOLATIONS, EXIT_CANNOT_RUN, EXIT_UNFINISHED = 0, 1, 2, 3
-EXIT_CODES = (f"exit codes: {EXIT_OK} done; {EXIT_VIOLATIONS} violations or a worker failed; "
-              f"{EXIT_CANNOT_RUN} the run could not start (broker unreachable, APIs missing, bad "
-              f"parameters); {EXIT_UNFINISHED} a ramp (heartbeat, commit) ran out of --duration "
-              "before the broker reached saturation: its figure is only a lower bound")
+EXIT_CODES = (
+    f"exit codes: {EXIT_OK} done; {EXIT_VIOLATIONS} violations or a worker failed; "
+    f"{EXIT_CANNOT_RUN} the run could not start (broker unreachable, APIs missing, bad "
+    f"parameters); {EXIT_UNFINISHED} a ramp (heartbeat, commit) ran out of --duration "
+    "before the broker reached saturation: its figure is only a lower bound"
+)
 
 
 def add_parser(sub) -> None:
     load = sub.add_parser(
-        "load", help="generate consumer-group load against any Kafka-compatible broker",
+        "load",
+        help="generate consumer-group load against any Kafka-compatible broker",
         description="Simulates group members speaking raw Kafka frames; checks every answer. "
-                    "Scenarios: " + "; ".join(f"{n}: {m.HELP}" for n, m in SCENARIOS.items()),
-        epilog=EXIT_CODES)
+        "Scenarios: " + "; ".join(f"{n}: {m.HELP}" for n, m in SCENARIOS.items()),
+        epilog=EXIT_CODES,
+    )
     load.add_argument("--bootstrap", required=True, metavar="HOST:PORT")
     load.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     load.add_argument("--members", type=int, default=100)
-    load.add_argument("--duration", type=float, default=60.0,
-                      help="upper bound of the run in seconds (a ramp may stop earlier)")
+    load.add_argument(
+        "--duration",
+        type=float,
+        default=60.0,
+        help="upper bound of the run in seconds (a ramp may stop earlier)",
+    )
     load.add_argument("--workers", type=int, default=1, help="generator processes")
-    load.add_argument("--connects-in-flight", type=int, default=500,
-                      help="connections a worker opens at once (more overflow the broker's listen "
-                           "backlog: the dropped SYNs are retried only after 1-3 s)")
+    load.add_argument(
+        "--connects-in-flight",
+        type=int,
+        default=500,
+        help="connections a worker opens at once (more overflow the broker's listen "
+        "backlog: the dropped SYNs are retried only after 1-3 s)",
+    )
     load.add_argument("--group", default=None, help="group id (default: a fresh one)")
-    load.add_argument("--topic", default=None,
-                      help="topic (default: the group's name if it starts with corral-load-, "
-                           "else corral-load-<group>)")
-    load.add_argument("--cleanup", action=argparse.BooleanOptionalAction, default=True,
-                      help="at the end, delete the topic and groups the run created (DeleteGroups "
-                           "once members left, DeleteTopics); never ones that existed before "
-                           "(default: on; --no-cleanup keeps them)")
-    load.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"],
-                      help="as Kafka's group.protocol: classic (JoinGroup/SyncGroup, the leader "
-                           "assigns) or consumer (KIP-848 ConsumerGroupHeartbeat, the broker "
-                           "assigns); every scenario runs with either, with the same checks "
-                           "(heartbeat --skip-join: classic only)")
-    load.add_argument("--assignor", default="range", choices=["range", "roundrobin"],
-                      help="classic: the leader's assignor")
-    load.add_argument("--server-assignor", default=None,
-                      help="consumer: the ServerAssignor members ask for (uniform, range; "
-                           "default: none, the broker's first group.consumer.assignors)")
-    load.add_argument("--session-timeout-ms", type=int, default=45000,
-                      help="classic members' (consumer members: the broker's "
-                           "group.consumer.session.timeout.ms)")
+    load.add_argument(
+        "--topic",
+        default=None,
+        help="topic (default: the group's name if it starts with corral-load-, "
+        "else corral-load-<group>)",
+    )
+    load.add_argument(
+        "--cleanup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="at the end, delete the topic and groups the run created (DeleteGroups "
+        "once members left, DeleteTopics); never ones that existed before "
+        "(default: on; --no-cleanup keeps them)",
+    )
+    load.add_argument(
+        "--group-protocol",
+        default="classic",
+        choices=["classic", "consumer"],
+        help="as Kafka's group.protocol: classic (JoinGroup/SyncGroup, the leader "
+        "assigns) or consumer (KIP-848 ConsumerGroupHeartbeat, the broker "
+        "assigns); every scenario runs with either, with the same checks "
+        "(heartbeat --skip-join: classic only)",
+    )
+    load.add_argument(
+        "--assignor",
+        default="range",
+        choices=["range", "roundrobin"],
+        help="classic: the leader's assignor",
+    )
+    load.add_argument(
+        "--server-assignor",
+        default=None,
+        help="consumer: the ServerAssignor members ask for (uniform, range; "
+        "default: none, the broker's first group.consumer.assignors)",
+    )
+    load.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=45000,
+        help="classic members' (consumer members: the broker's group.consumer.session.timeout.ms)",
+    )
     load.add_argument("--rebalance-timeout-ms", type=int, default=300000)
-    load.add_argument("--heartbeat-interval-ms", type=int, default=3000,
-                      help="classic members' interval (consumer members use the broker's)")
+    load.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        default=3000,
+        help="classic members' interval (consumer members use the broker's)",
+    )
     load.add_argument("--json", metavar="PATH", help="write the result as JSON")
-    load.add_argument("--plot", metavar="PNG", type=png_path,
-                      help="plot latency and stable members over time (needs corral[load])")
-    load.add_argument("--quiet", action="store_true",
-                      help="no progress on stderr (the live display on a terminal, else the "
-                           "ramp's plan and steps as lines)")
+    load.add_argument(
+        "--plot",
+        metavar="PNG",
+        type=png_path,
+        help="plot latency and stable members over time (needs corral[load])",
+    )
+    load.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (the live display on a terminal, else the "
+        "ramp's plan and steps as lines)",
+    )
     load.add_argument("--log-level", default="WARNING")
     seen: set[str] = set()
     for scenario in SCENARIOS.values():
@@ -73,12 +117,14 @@ def add_parser(sub) -> None:
 
 def _add_once(add_arguments, group, seen: set[str]) -> None:
     """Scenarios may share an option (the ramp's): each is declared once."""
+
     class OnceGroup:
         def add_argument(self, *names, **kwargs):
             if names[0] in seen:
                 return
             seen.add(names[0])
             group.add_argument(*names, **kwargs)
+
     add_arguments(OnceGroup())
 
 
@@ -103,7 +149,8 @@ def main(args: argparse.Namespace) -> int:
             result = run(scenario, params)
         else:
             from .display import LineDisplay, LiveDisplay
-            with (LiveDisplay() if sys.stderr.isatty() else LineDisplay()) as display:
+
+            with LiveDisplay() if sys.stderr.isatty() else LineDisplay() as display:
                 result = run(scenario, params, display)
     except LoadError as e:
         print(f"corral load: {e}", file=sys.stderr)
@@ -114,9 +161,13 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(public, f, indent=2)
-    brief = {"scenario": public["scenario"], "metrics": _brief(public["metrics"]),
-             "generator": public["generator"], "errors": public["errors"],
-             "violations": public["violations"]}
+    brief = {
+        "scenario": public["scenario"],
+        "metrics": _brief(public["metrics"]),
+        "generator": public["generator"],
+        "errors": public["errors"],
+        "violations": public["violations"],
+    }
     for key in ("unfinished", "cleanup"):
         if key in public:
             brief[key] = public[key]

@@ -28,19 +28,19 @@ import uuid
 
 import trio
 
-from . import consumer_protocol as cp
-from .member import BACKOFF_MAX_S, BACKOFF_S, NONE, UNKNOWN_MEMBER_ID, GroupMember
-from .wire import CLIENT_ID, Connection
 from .. import _core
 from ..apis import ApiKey
 from ..errors import ErrorCode
 from ..uuids import random_uuid_text
+from . import consumer_protocol as cp
+from .member import BACKOFF_MAX_S, BACKOFF_S, NONE, UNKNOWN_MEMBER_ID, GroupMember
+from .wire import CLIENT_ID, Connection
 
 API = ApiKey.CONSUMER_GROUP_HEARTBEAT
 FENCED_MEMBER_EPOCH = ErrorCode.FENCED_MEMBER_EPOCH
 STALE_MEMBER_EPOCH = ErrorCode.STALE_MEMBER_EPOCH
 LEAVE_EPOCH = -1
-OUT_OF_GROUP = -1   # the epoch reported to the run for a member that holds nothing and is not in
+OUT_OF_GROUP = -1  # the epoch reported to the run for a member that holds nothing and is not in
 
 
 class ConsumerMember(GroupMember):
@@ -53,15 +53,15 @@ class ConsumerMember(GroupMember):
         self.member_id = random_uuid_text() if self.version >= 1 else ""
         self.generation = 0
         self.topic_names = {tid: name for name, tid in self.config.topic_ids.items()}
-        self.interval_s: float | None = None    # the broker's HeartbeatIntervalMs
-        self.changes = 0                         # times the partitions changed (ownership_mark)
-        self._full = True                        # the next request carries every field
-        self._reported: cp.TopicPartitions | None = None   # owned partitions last sent
+        self.interval_s: float | None = None  # the broker's HeartbeatIntervalMs
+        self.changes = 0  # times the partitions changed (ownership_mark)
+        self._full = True  # the next request carries every field
+        self._reported: cp.TopicPartitions | None = None  # owned partitions last sent
         self._sent_at = 0.0
-        self._retry_at = 0.0                     # after a failed request, no retry before this
+        self._retry_at = 0.0  # after a failed request, no retry before this
         self._frame_key: tuple[str, int] | None = None
-        self._frame = bytearray()                # the incremental heartbeat of _frame_key
-        self._unchanged: bytes | None = None     # the last answer that changed nothing
+        self._frame = bytearray()  # the incremental heartbeat of _frame_key
+        self._unchanged: bytes | None = None  # the last answer that changed nothing
 
     # ------------------------------------------------------------------ requests
 
@@ -70,14 +70,20 @@ class ConsumerMember(GroupMember):
         owned = self.assignment
         report = full or owned != self._reported
         body = {
-            "group_id": c.group, "member_id": self.member_id, "member_epoch": epoch,
-            "instance_id": None, "rack_id": None,
+            "group_id": c.group,
+            "member_id": self.member_id,
+            "member_epoch": epoch,
+            "instance_id": None,
+            "rack_id": None,
             "rebalance_timeout_ms": c.rebalance_timeout_ms if full else -1,
             "subscribed_topic_names": list(c.topics) if full else None,
             "subscribed_topic_regex": None,
             "server_assignor": c.server_assignor if full else None,
-            "topic_partitions": [{"topic_id": c.topic_ids[t], "partitions": ps}
-                                 for t, ps in sorted(owned.items())] if report else None,
+            "topic_partitions": [
+                {"topic_id": c.topic_ids[t], "partitions": ps} for t, ps in sorted(owned.items())
+            ]
+            if report
+            else None,
         }
         return body, (dict(owned) if report else None)
 
@@ -92,7 +98,7 @@ class ConsumerMember(GroupMember):
         return response
 
     def _failed(self) -> None:
-        self._full = True   # the answer may have been lost: say everything next time
+        self._full = True  # the answer may have been lost: say everything next time
         self._retry_at = time.monotonic() + BACKOFF_MAX_S
 
     # ------------------------------------------------------------------ steady heartbeats
@@ -112,13 +118,16 @@ class ConsumerMember(GroupMember):
     def _read(self, response: bytes) -> dict | None:
         """An answer to the incremental heartbeat (correlation id checked): None if it changes
         nothing, else decoded."""
-        if response[4:] == self._unchanged:   # after the correlation id
+        if response[4:] == self._unchanged:  # after the correlation id
             return None
         answer = Connection.decode(API, self.version, response)
-        if (answer["error_code"] == NONE and answer["assignment"] is None
-                and answer["member_epoch"] == self.generation
-                and answer["member_id"] == self.member_id
-                and answer["heartbeat_interval_ms"] / 1000 == self.interval_s):
+        if (
+            answer["error_code"] == NONE
+            and answer["assignment"] is None
+            and answer["member_epoch"] == self.generation
+            and answer["member_id"] == self.member_id
+            and answer["heartbeat_interval_ms"] / 1000 == self.interval_s
+        ):
             self._unchanged = bytes(response[4:])
             return None
         return answer
@@ -147,14 +156,14 @@ class ConsumerMember(GroupMember):
         response = await self._pumped(pump, API, self._steady_frame(), read)
         if response is None:
             self._failed()
-            return self.stable   # like Java: a lost coordinator is found again, no rejoin for it
+            return self.stable  # like Java: a lost coordinator is found again, no rejoin for it
         return self._took(response)
 
     def _assignment(self, answer: dict) -> cp.TopicPartitions:
         out: cp.TopicPartitions = {}
         for entry in answer["topic_partitions"]:
             name = self.topic_names.get(entry["topic_id"])
-            if name is None:   # not a topic this run created: keep it under its id
+            if name is None:  # not a topic this run created: keep it under its id
                 name = uuid.UUID(bytes=bytes(entry["topic_id"])).hex
             if entry["partitions"]:
                 out.setdefault(name, []).extend(entry["partitions"])
@@ -168,7 +177,7 @@ class ConsumerMember(GroupMember):
         if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
             self._drop(now)
             return False
-        if code != NONE:    # retriable (coordinator moving or loading) or not: try again later
+        if code != NONE:  # retriable (coordinator moving or loading) or not: try again later
             return self.stable
         self.last_ok_at = now
         self._full = False
@@ -179,8 +188,9 @@ class ConsumerMember(GroupMember):
         if response["assignment"] is not None:
             assignment = self._assignment(response["assignment"])
         if epoch < self.generation and self.stable:
-            self.violations.add(f"member {self.member_id}: epoch went from {self.generation} "
-                                f"to {epoch}")
+            self.violations.add(
+                f"member {self.member_id}: epoch went from {self.generation} to {epoch}"
+            )
         if epoch != self.generation or assignment != self.assignment or not self.stable:
             if assignment != self.assignment:
                 self.changes += 1
@@ -215,7 +225,7 @@ class ConsumerMember(GroupMember):
         if not self._steady():
             response = await self._heartbeat_request(self.generation, full=self._full)
             if response is None:
-                return self.stable   # like Java: a lost coordinator is found again, no rejoin
+                return self.stable  # like Java: a lost coordinator is found again, no rejoin
             return self._answered(response)
         frame = self._steady_frame()
         self._sent_at = time.monotonic()
@@ -273,11 +283,14 @@ async def wait_assignable(config, timeout_s: float = 120.0) -> tuple[float, floa
     with its partitions unowned).
     """
     from dataclasses import replace
+
     from .checks import Violations
     from .member import Events
     from .stats import Recorder
-    member = ConsumerMember(replace(config, group=probe_group(config.group)), Recorder(),
-                            Violations(), Events())
+
+    member = ConsumerMember(
+        replace(config, group=probe_group(config.group)), Recorder(), Violations(), Events()
+    )
     total = sum(config.partitions.values())
     start = time.monotonic()
     try:

@@ -18,7 +18,9 @@ TopicPartitions = dict[str, list[int]]
 
 
 def encode_subscription(topics: Iterable[str], owned: TopicPartitions, generation: int) -> bytes:
-    return _core.encode_consumer_subscription(VERSION, list(topics), list(owned.items()), generation)
+    return _core.encode_consumer_subscription(
+        VERSION, list(topics), list(owned.items()), generation
+    )
 
 
 def decode_subscription_topics(data: bytes) -> list[str]:
@@ -35,8 +37,9 @@ def decode_assignment(data: bytes) -> TopicPartitions:
     return dict(_core.decode_consumer_assignment(data)[0])
 
 
-def assign(strategy: str, subscriptions: dict[str, list[str]],
-           partitions_per_topic: dict[str, int]) -> dict[str, TopicPartitions]:
+def assign(
+    strategy: str, subscriptions: dict[str, list[str]], partitions_per_topic: dict[str, int]
+) -> dict[str, TopicPartitions]:
     """The leader's assignment: `range` (Kafka's RangeAssignor) or `roundrobin`."""
     members = sorted(subscriptions)
     out: dict[str, TopicPartitions] = {m: {} for m in members}

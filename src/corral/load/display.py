@@ -31,8 +31,9 @@ class LineDisplay:
 class LiveDisplay:
     def __init__(self):
         # On stderr, as the choice of a live display is made on stderr (stdout carries the JSON).
-        self.live = Live(Table(), console=Console(stderr=True), refresh_per_second=4,
-                         transient=False)
+        self.live = Live(
+            Table(), console=Console(stderr=True), refresh_per_second=4, transient=False
+        )
         self._last_counts: dict[str, int] = {}
 
     def __enter__(self):
@@ -46,33 +47,55 @@ class LiveDisplay:
         self.live.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def update(self, run) -> None:
-        table = Table(title=f"corral load: {run.scenario} against {run.broker.bootstrap}",
-                      show_header=False, expand=False)
+        table = Table(
+            title=f"corral load: {run.scenario} against {run.broker.bootstrap}",
+            show_header=False,
+            expand=False,
+        )
         table.add_column(style="bold")
         table.add_column()
         elapsed = run.elapsed()
         table.add_row("elapsed", f"{elapsed:6.1f} s")
-        table.add_row("members stable" if run.params.get("group_protocol") != "consumer"
-                      else "members in the group", f"{run.stable_members:,} / {run.members:,}")
+        table.add_row(
+            "members stable"
+            if run.params.get("group_protocol") != "consumer"
+            else "members in the group",
+            f"{run.stable_members:,} / {run.members:,}",
+        )
         newest = run.ledger.newest_generation()
         if newest is not None:
-            table.add_row("generation" if run.params.get("group_protocol") != "consumer"
-                          else "newest member epoch", str(newest))
+            table.add_row(
+                "generation"
+                if run.params.get("group_protocol") != "consumer"
+                else "newest member epoch",
+                str(newest),
+            )
         if run.phase:
-            table.add_row("phase", ", ".join(f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}"
-                                             for k, v in run.phase.items()))
+            table.add_row(
+                "phase",
+                ", ".join(
+                    f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in run.phase.items()
+                ),
+            )
         for api, samples in sorted(run.recorder.samples.items()):
             count = len(samples.latency)
             rate = (count - self._last_counts.get(api, 0)) / 0.5
             self._last_counts[api] = count
             recent = percentiles(samples.latency[-2000:])
-            table.add_row(api.lower(), f"{count:,} answered, ~{rate:,.0f}/s, recent p50 "
-                                       f"{recent.get('p50', 0):.1f} ms, p99 {recent.get('p99', 0):.1f} ms")
+            table.add_row(
+                api.lower(),
+                f"{count:,} answered, ~{rate:,.0f}/s, recent p50 "
+                f"{recent.get('p50', 0):.1f} ms, p99 {recent.get('p99', 0):.1f} ms",
+            )
         cpu = sum(run.cpu.values()) / max(elapsed, 1e-9)
         table.add_row("generator cpu", f"{cpu:.0%} of one core over {run.workers} worker(s)")
         errors = sum(run.recorder.errors.values())
-        table.add_row("errors", f"{errors:,}" + (f"  {dict(run.recorder.errors.most_common(3))}"
-                                                 if errors else ""))
-        table.add_row("violations", f"[{'red' if run.violations.count else 'green'}]"
-                                    f"{run.violations.count}[/]")
+        table.add_row(
+            "errors",
+            f"{errors:,}" + (f"  {dict(run.recorder.errors.most_common(3))}" if errors else ""),
+        )
+        table.add_row(
+            "violations", f"[{'red' if run.violations.count else 'green'}]{run.violations.count}[/]"
+        )
         self.live.update(table)

@@ -32,37 +32,60 @@ from .wire import BrokerError, Connection
 UNCHANGED = None
 
 TIMEOUT_SCAN_S = 1.0
-MAX_WAIT_S = 0.005   # members that start beating are due within this
+MAX_WAIT_S = 0.005  # members that start beating are due within this
 
 
 class _Beating:
     """A member whose heartbeats the pump sends."""
-    __slots__ = ("member", "conn", "frame", "api", "read", "fd", "next_at", "sent_at", "result",
-                 "done")
 
-    def __init__(self, member: GroupMember, conn: Connection, frame: bytearray, api: str,
-                 read: Callable[[bytes], Any]):
+    __slots__ = (
+        "member",
+        "conn",
+        "frame",
+        "api",
+        "read",
+        "fd",
+        "next_at",
+        "sent_at",
+        "result",
+        "done",
+    )
+
+    def __init__(
+        self,
+        member: GroupMember,
+        conn: Connection,
+        frame: bytearray,
+        api: str,
+        read: Callable[[bytes], Any],
+    ):
         self.member, self.conn, self.frame, self.api, self.read = member, conn, frame, api, read
         self.fd = conn.sock.fileno()
         self.next_at = 0.0
-        self.sent_at: float | None = None     # the heartbeat in flight, if any
-        self.result: Any = None               # what `read` made of the answer that ends it
+        self.sent_at: float | None = None  # the heartbeat in flight, if any
+        self.result: Any = None  # what `read` made of the answer that ends it
         self.done = trio.Event()
 
 
 class HeartbeatPump:
     def __init__(self, recorder: Recorder, member_rate: Callable[[], float]):
         self.recorder = recorder
-        self.member_rate = member_rate   # heartbeats/s each member sends now
+        self.member_rate = member_rate  # heartbeats/s each member sends now
         self._epoll = select.epoll()
         self._by_fd: dict[int, _Beating] = {}
         self._due: list[tuple[float, int, _Beating]] = []
         self._order = itertools.count()  # tie-breaker of the heap
         self._started = False
-        self._pace = 0.0   # the interval members were last scheduled at
+        self._pace = 0.0  # the interval members were last scheduled at
 
-    async def beat(self, member: GroupMember, conn: Connection, frame: bytearray, api: str,
-                   read: Callable[[bytes], Any]) -> Any:
+    async def beat(
+        self,
+        member: GroupMember,
+        conn: Connection,
+        frame: bytearray,
+        api: str,
+        read: Callable[[bytes], Any],
+    ) -> Any:
         """Heartbeats `member` on `conn` (latencies recorded under `api`) until `read` (given
         each answer frame; it checks the correlation id, BrokerError if wrong) makes of an answer
         something other than UNCHANGED, returned; or until the connection fails or an answer is
@@ -96,7 +119,7 @@ class HeartbeatPump:
     def _finish(self, b: _Beating, result: Any = None, error: str | None = None) -> None:
         if self._by_fd.get(b.fd) is b:
             self._forget(b)
-        if error is not None:   # "CONNECTION" or "TIMEOUT"
+        if error is not None:  # "CONNECTION" or "TIMEOUT"
             self.recorder.error(b.api, error)
         b.result = result
         b.done.set()
@@ -129,8 +152,11 @@ class HeartbeatPump:
                 b.sent_at = now
             if now >= next_scan:
                 next_scan = now + TIMEOUT_SCAN_S
-                for b in [b for b in self._by_fd.values()
-                          if b.sent_at is not None and now - b.sent_at > REQUEST_TIMEOUT_S]:
+                for b in [
+                    b
+                    for b in self._by_fd.values()
+                    if b.sent_at is not None and now - b.sent_at > REQUEST_TIMEOUT_S
+                ]:
                     self._finish(b, error="TIMEOUT")
             wait = min(self._due[0][0] - now if self._due else MAX_WAIT_S, MAX_WAIT_S)
             with trio.move_on_after(max(0.0, wait)):

@@ -18,13 +18,13 @@ from typing import TypeVar
 
 import trio
 
+from .. import _core
+from ..apis import ApiKey
+from ..errors import ErrorCode
 from . import consumer_protocol as cp
 from .checks import Violations
 from .stats import Recorder
-from ..apis import ApiKey
-from ..errors import ErrorCode
 from .wire import CLIENT_ID, BrokerError, Connection
-from .. import _core
 
 T = TypeVar("T")
 
@@ -49,17 +49,17 @@ BACKOFF_MAX_S = 1.0
 @dataclass
 class MemberConfig:
     group: str
-    host: str                       # the group's coordinator
+    host: str  # the group's coordinator
     port: int
     versions: dict[int, int]
     topics: list[str]
-    partitions: dict[str, int]      # partition count of each subscribed topic
+    partitions: dict[str, int]  # partition count of each subscribed topic
     session_timeout_ms: int = 45000
     rebalance_timeout_ms: int = 300000
     assignor: str = "range"
-    handshake: bool = True          # ApiVersions on each new connection, as clients do
-    topic_ids: dict[str, bytes] = field(default_factory=dict)   # Metadata v10+ (KIP-848 members)
-    server_assignor: str | None = None   # KIP-848 ServerAssignor (None: the broker's default)
+    handshake: bool = True  # ApiVersions on each new connection, as clients do
+    topic_ids: dict[str, bytes] = field(default_factory=dict)  # Metadata v10+ (KIP-848 members)
+    server_assignor: str | None = None  # KIP-848 ServerAssignor (None: the broker's default)
 
 
 class Events:
@@ -99,8 +99,14 @@ class Events:
 class GroupMember(abc.ABC):
     """One simulated consumer, independent of the group protocol it speaks."""
 
-    def __init__(self, config: MemberConfig, recorder: Recorder, violations: Violations,
-                 events: Events, connect_slots: trio.Semaphore | None = None):
+    def __init__(
+        self,
+        config: MemberConfig,
+        recorder: Recorder,
+        violations: Violations,
+        events: Events,
+        connect_slots: trio.Semaphore | None = None,
+    ):
         self.config = config
         self.recorder = recorder
         self.violations = violations
@@ -113,8 +119,10 @@ class GroupMember(abc.ABC):
         self.generation = -1
         self.assignment: cp.TopicPartitions = {}
         self.stable = False
-        self.last_ok_at = 0.0              # last heartbeat or sync answered without error
-        self._one_at_a_time = trio.Lock()   # heartbeats and commits of one member share its connection
+        self.last_ok_at = 0.0  # last heartbeat or sync answered without error
+        self._one_at_a_time = (
+            trio.Lock()
+        )  # heartbeats and commits of one member share its connection
 
     async def _connection(self) -> Connection:
         if self.conn is None:
@@ -126,11 +134,18 @@ class GroupMember(abc.ABC):
         return self.conn
 
     async def _open(self) -> Connection:
-        return await Connection.open(self.config.host, self.config.port, self.config.versions,
-                                     self.config.handshake)
+        return await Connection.open(
+            self.config.host, self.config.port, self.config.versions, self.config.handshake
+        )
 
-    async def request(self, api: ApiKey, body: dict, timeout: float = REQUEST_TIMEOUT_S,
-                      urgent: bool = False, steps: tuple[int, ...] = ()) -> dict | None:
+    async def request(
+        self,
+        api: ApiKey,
+        body: dict,
+        timeout: float = REQUEST_TIMEOUT_S,
+        urgent: bool = False,
+        steps: tuple[int, ...] = (),
+    ) -> dict | None:
         """One request with latency and error code recorded; None (and the connection dropped)
         on failure. See `_roundtrip` for `urgent`. `steps`: codes that are the protocol's normal
         answer at this point (KIP-394's MEMBER_ID_REQUIRED, REJOIN_STEPS), counted, not errors."""
@@ -139,8 +154,13 @@ class GroupMember(abc.ABC):
             self.recorder.answer(api.name, response["error_code"], steps)
         return response
 
-    async def _roundtrip(self, api: ApiKey, exchange: Callable[[Connection], Awaitable[T]],
-                         timeout: float = REQUEST_TIMEOUT_S, urgent: bool = False) -> T | None:
+    async def _roundtrip(
+        self,
+        api: ApiKey,
+        exchange: Callable[[Connection], Awaitable[T]],
+        timeout: float = REQUEST_TIMEOUT_S,
+        urgent: bool = False,
+    ) -> T | None:
         """`exchange` on the member's connection with its latency recorded; None (and the
         connection dropped) on failure.
 
@@ -169,7 +189,9 @@ class GroupMember(abc.ABC):
             finally:
                 lock.release()
         except (BrokerError, trio.TooSlowError) as e:
-            self.recorder.error(api.name, "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION")
+            self.recorder.error(
+                api.name, "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION"
+            )
             return None
         finally:
             if not answered:  # failed or cancelled mid-request: its answer must not be read later
@@ -183,8 +205,9 @@ class GroupMember(abc.ABC):
             with trio.CancelScope(shield=True):
                 await conn.aclose()
 
-    async def _pumped(self, pump, api: ApiKey, frame: bytearray,
-                      read: Callable[[Connection, bytes], object]) -> object:
+    async def _pumped(
+        self, pump, api: ApiKey, frame: bytearray, read: Callable[[Connection, bytes], object]
+    ) -> object:
         """Heartbeats `frame` through a HeartbeatPump (heartbeat_pump.py) until `read` makes of
         an answer something other than None, returned; None when the connection failed or an
         answer was late (the error is recorded and the connection dropped)."""
@@ -193,11 +216,13 @@ class GroupMember(abc.ABC):
             try:
                 with trio.fail_after(REQUEST_TIMEOUT_S):
                     conn = await self._connection()
-                outcome = await pump.beat(self, conn, frame, api.name,
-                                          lambda response: read(conn, response))
+                outcome = await pump.beat(
+                    self, conn, frame, api.name, lambda response: read(conn, response)
+                )
             except (BrokerError, trio.TooSlowError) as e:
-                self.recorder.error(api.name,
-                                    "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION")
+                self.recorder.error(
+                    api.name, "TIMEOUT" if isinstance(e, trio.TooSlowError) else "CONNECTION"
+                )
             finally:
                 if outcome is None:  # an answer may be in flight: it must not be read later
                     await self.disconnect()
@@ -205,8 +230,9 @@ class GroupMember(abc.ABC):
 
     def _saw_generation(self, generation: int) -> None:
         if generation < self.generation:
-            self.violations.add(f"member {self.member_id}: generation went from {self.generation} "
-                                f"to {generation}")
+            self.violations.add(
+                f"member {self.member_id}: generation went from {self.generation} to {generation}"
+            )
         self.generation = generation
 
     @abc.abstractmethod
@@ -241,12 +267,17 @@ class GroupMember(abc.ABC):
         by_topic: dict[str, list[dict]] = {}
         for (topic, p), offset in offsets.items():
             by_topic.setdefault(topic, []).append(
-                {"partition_index": p, "committed_offset": offset, "committed_metadata": ""})
-        response = await self.request(ApiKey.OFFSET_COMMIT, {
-            "group_id": self.config.group, "generation_id_or_member_epoch": self.generation,
-            "member_id": self.member_id,
-            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-        })
+                {"partition_index": p, "committed_offset": offset, "committed_metadata": ""}
+            )
+        response = await self.request(
+            ApiKey.OFFSET_COMMIT,
+            {
+                "group_id": self.config.group,
+                "generation_id_or_member_epoch": self.generation,
+                "member_id": self.member_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            },
+        )
         if response is None:
             return {}
         acknowledged = {}
@@ -260,16 +291,20 @@ class GroupMember(abc.ABC):
                     self._commit_failed(part["error_code"])
         return acknowledged
 
-    async def fetch_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
+    async def fetch_offsets(
+        self, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int] | None:
         """Committed offsets as the broker reports them (-1: none), or None on failure."""
         by_topic: dict[str, list[int]] = {}
         for topic, p in partitions:
             by_topic.setdefault(topic, []).append(p)
         topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
         multi_group = self.config.versions[ApiKey.OFFSET_FETCH] >= 8
-        body = ({"groups": [{"group_id": self.config.group, "topics": topics, **self._fetch_member()}]}
-                if multi_group
-                else {"group_id": self.config.group, "topics": topics})
+        body = (
+            {"groups": [{"group_id": self.config.group, "topics": topics, **self._fetch_member()}]}
+            if multi_group
+            else {"group_id": self.config.group, "topics": topics}
+        )
         response = await self.request(ApiKey.OFFSET_FETCH, body)
         if response is None:
             return None
@@ -310,18 +345,29 @@ class ClassicMember(GroupMember):
             attempt += 1
             owned = self.assignment
             self.assignment = {}
-            response = await self.request(ApiKey.JOIN_GROUP, {
-                "group_id": c.group, "session_timeout_ms": c.session_timeout_ms,
-                "rebalance_timeout_ms": c.rebalance_timeout_ms, "member_id": self.member_id,
-                "protocol_type": cp.PROTOCOL_TYPE,
-                "protocols": [{"name": c.assignor, "metadata": cp.encode_subscription(
-                    c.topics, owned, self.generation)}],
-            }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S, steps=(MEMBER_ID_REQUIRED,))
+            response = await self.request(
+                ApiKey.JOIN_GROUP,
+                {
+                    "group_id": c.group,
+                    "session_timeout_ms": c.session_timeout_ms,
+                    "rebalance_timeout_ms": c.rebalance_timeout_ms,
+                    "member_id": self.member_id,
+                    "protocol_type": cp.PROTOCOL_TYPE,
+                    "protocols": [
+                        {
+                            "name": c.assignor,
+                            "metadata": cp.encode_subscription(c.topics, owned, self.generation),
+                        }
+                    ],
+                },
+                timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S,
+                steps=(MEMBER_ID_REQUIRED,),
+            )
             if response is None:
                 await self._backoff(attempt)
                 continue
             code = response["error_code"]
-            if code == MEMBER_ID_REQUIRED:          # KIP-394: rejoin with the id handed out
+            if code == MEMBER_ID_REQUIRED:  # KIP-394: rejoin with the id handed out
                 self.member_id = response["member_id"]
                 continue
             if code == UNKNOWN_MEMBER_ID:
@@ -343,21 +389,32 @@ class ClassicMember(GroupMember):
 
     def _lead(self, join: dict) -> list[dict]:
         c = self.config
-        subscriptions = {m["member_id"]: cp.decode_subscription_topics(m["metadata"])
-                         for m in join["members"]}
+        subscriptions = {
+            m["member_id"]: cp.decode_subscription_topics(m["metadata"]) for m in join["members"]
+        }
         self.events.leader(join["generation_id"], len(subscriptions))
         plan = cp.assign(join["protocol_name"] or c.assignor, subscriptions, c.partitions)
-        return [{"member_id": m, "assignment": cp.encode_assignment(tps)} for m, tps in plan.items()]
+        return [
+            {"member_id": m, "assignment": cp.encode_assignment(tps)} for m, tps in plan.items()
+        ]
 
     async def _sync(self, join: dict, assignments: list[dict]) -> int | None:
         """SyncGroup; returns its error code (None if it got no answer)."""
         c = self.config
-        response = await self.request(ApiKey.SYNC_GROUP, {
-            "group_id": c.group, "generation_id": join["generation_id"],
-            "member_id": self.member_id, "protocol_type": cp.PROTOCOL_TYPE,
-            "protocol_name": join["protocol_name"], "assignments": assignments,
-        }, timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S, urgent=bool(assignments),
-            steps=REJOIN_STEPS)
+        response = await self.request(
+            ApiKey.SYNC_GROUP,
+            {
+                "group_id": c.group,
+                "generation_id": join["generation_id"],
+                "member_id": self.member_id,
+                "protocol_type": cp.PROTOCOL_TYPE,
+                "protocol_name": join["protocol_name"],
+                "assignments": assignments,
+            },
+            timeout=c.rebalance_timeout_ms / 1000 + REQUEST_TIMEOUT_S,
+            urgent=bool(assignments),
+            steps=REJOIN_STEPS,
+        )
         if response is None:
             return None
         code = response["error_code"]
@@ -377,10 +434,19 @@ class ClassicMember(GroupMember):
         key = (self.member_id, self.generation)
         if self._heartbeat_key != key:
             self._heartbeat_key = key
-            self._heartbeat = bytearray(_core.encode_request(
-                ApiKey.HEARTBEAT, self.config.versions[ApiKey.HEARTBEAT], 0,
-                {"group_id": self.config.group, "generation_id": self.generation,
-                 "member_id": self.member_id}, CLIENT_ID))
+            self._heartbeat = bytearray(
+                _core.encode_request(
+                    ApiKey.HEARTBEAT,
+                    self.config.versions[ApiKey.HEARTBEAT],
+                    0,
+                    {
+                        "group_id": self.config.group,
+                        "generation_id": self.generation,
+                        "member_id": self.member_id,
+                    },
+                    CLIENT_ID,
+                )
+            )
         return self._heartbeat
 
     async def heartbeat(self) -> bool:
@@ -397,7 +463,7 @@ class ClassicMember(GroupMember):
 
         def read(conn: Connection, response: bytes) -> int | None:
             code = conn.heartbeat_answer(version, response)
-            return None if code == NONE else code   # None: the pump's UNCHANGED
+            return None if code == NONE else code  # None: the pump's UNCHANGED
 
         code = await self._pumped(pump, ApiKey.HEARTBEAT, frame, read)
         if code is not None:
@@ -420,9 +486,14 @@ class ClassicMember(GroupMember):
     async def leave(self) -> None:
         if self.member_id and ApiKey.LEAVE_GROUP in self.config.versions:
             version = self.config.versions[ApiKey.LEAVE_GROUP]
-            body = ({"group_id": self.config.group,
-                     "members": [{"member_id": self.member_id, "reason": "corral load"}]}
-                    if version >= 3 else {"group_id": self.config.group, "member_id": self.member_id})
+            body = (
+                {
+                    "group_id": self.config.group,
+                    "members": [{"member_id": self.member_id, "reason": "corral load"}],
+                }
+                if version >= 3
+                else {"group_id": self.config.group, "member_id": self.member_id}
+            )
             await self.request(ApiKey.LEAVE_GROUP, body, timeout=5)
         self.member_id = ""
         self.stable = False

@@ -20,19 +20,19 @@ from typing import Any
 
 import trio
 
+from ..apis import ApiKey
+from ..ops.admin import AdminError
 from .checks import AssignmentLedger, ConsumerLedger, Violations
 from .cleanup import existing_groups, run_cleanup
 from .consumer_member import ConsumerMember, probe_group, wait_assignable
 from .member import ClassicMember, Events, GroupMember, MemberConfig
 from .stats import Recorder, percentiles
-from ..apis import ApiKey
 from .wire import BrokerError, Connection, negotiate
-from ..ops.admin import AdminError
 
 SHIP_INTERVAL_S = 0.5
 MAX_PARTITIONS_PER_TOPIC = 2000
 LEAVE_TIMEOUT_S = 10.0
-SATURATED_CPU = 0.85   # a worker busier than this (of one core) cannot be trusted to keep pace
+SATURATED_CPU = 0.85  # a worker busier than this (of one core) cannot be trusted to keep pace
 # What the classic protocol needs that a KIP-848 member does with ConsumerGroupHeartbeat.
 CLASSIC_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP}
 TOPIC_IDS_METADATA_VERSION = 10
@@ -51,7 +51,7 @@ class BrokerInfo:
     features: dict[str, Any]
     partitions: dict[str, int]
     topic_ids: dict[str, bytes] = field(default_factory=dict)
-    created_topics: list[str] = field(default_factory=list)   # by this run (--cleanup deletes them)
+    created_topics: list[str] = field(default_factory=list)  # by this run (--cleanup deletes them)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -66,8 +66,16 @@ class BrokerInfo:
 
 # ---------------------------------------------------------------- setup (parent, before forking)
 
-async def probe(bootstrap: str, required: set[ApiKey], group: str, topic: str, partitions: int,
-                skip_join: bool, need_topic_ids: bool = False) -> BrokerInfo:
+
+async def probe(
+    bootstrap: str,
+    required: set[ApiKey],
+    group: str,
+    topic: str,
+    partitions: int,
+    skip_join: bool,
+    need_topic_ids: bool = False,
+) -> BrokerInfo:
     host, _, port = bootstrap.rpartition(":")
     try:
         conn = await Connection.open(host, int(port), handshake=False)
@@ -79,31 +87,46 @@ async def probe(bootstrap: str, required: set[ApiKey], group: str, topic: str, p
     versions = negotiate(advertised)
     missing = sorted(api.name for api in required if api not in versions)
     if missing:
-        raise LoadError(f"{bootstrap} does not offer {', '.join(missing)} (in a version this "
-                        f"generator speaks): this scenario cannot run against it")
+        raise LoadError(
+            f"{bootstrap} does not offer {', '.join(missing)} (in a version this "
+            f"generator speaks): this scenario cannot run against it"
+        )
     if need_topic_ids and versions.get(ApiKey.METADATA, 0) < TOPIC_IDS_METADATA_VERSION:
-        raise LoadError(f"{bootstrap} offers no Metadata v{TOPIC_IDS_METADATA_VERSION}+: KIP-848 "
-                        "members need topic ids")
+        raise LoadError(
+            f"{bootstrap} offers no Metadata v{TOPIC_IDS_METADATA_VERSION}+: KIP-848 "
+            "members need topic ids"
+        )
     features = {
-        "supported_features": {f["name"]: [f["min_version"], f["max_version"]]
-                               for f in av.get("supported_features") or []},
-        "finalized_features": {f["name"]: f["max_version_level"]
-                               for f in av.get("finalized_features") or []},
+        "supported_features": {
+            f["name"]: [f["min_version"], f["max_version"]]
+            for f in av.get("supported_features") or []
+        },
+        "finalized_features": {
+            f["name"]: f["max_version_level"] for f in av.get("finalized_features") or []
+        },
     }
     coordinator = (host, int(port))
     conn.versions = versions
     with trio.fail_after(180):
         if not skip_join:
             coordinator = await _find_coordinator(conn, group)
-            found = {name: await _ensure_topic(conn, name, n)
-                     for name, n in topic_layout(topic, partitions).items()}
+            found = {
+                name: await _ensure_topic(conn, name, n)
+                for name, n in topic_layout(topic, partitions).items()
+            }
     await conn.aclose()
     if skip_join:
         found = {topic: (partitions, b"", False)}
-    return BrokerInfo(bootstrap, coordinator, advertised, versions, features,
-                      {name: n for name, (n, _, _) in found.items()},
-                      {name: tid for name, (_, tid, _) in found.items()},
-                      [name for name, (_, _, made) in found.items() if made])
+    return BrokerInfo(
+        bootstrap,
+        coordinator,
+        advertised,
+        versions,
+        features,
+        {name: n for name, (n, _, _) in found.items()},
+        {name: tid for name, (_, tid, _) in found.items()},
+        [name for name, (_, _, made) in found.items() if made],
+    )
 
 
 def topic_layout(topic: str, partitions: int) -> dict[str, int]:
@@ -123,8 +146,11 @@ async def _find_coordinator(conn: Connection, group_key: str) -> tuple[str, int]
         return host, port
     v = conn.versions[ApiKey.FIND_COORDINATOR]
     for _ in range(60):
-        body = ({"key_type": 0, "coordinator_keys": [group_key]} if v >= 4
-                else {"key": group_key, "key_type": 0})
+        body = (
+            {"key_type": 0, "coordinator_keys": [group_key]}
+            if v >= 4
+            else {"key": group_key, "key_type": 0}
+        )
         response = await conn.call(ApiKey.FIND_COORDINATOR, body)
         answer = response["coordinators"][0] if v >= 4 else response
         if answer["error_code"] == 0:
@@ -140,17 +166,32 @@ async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> tuple[
     created = made = False
     deadline = trio.current_time() + 60
     while trio.current_time() < deadline:
-        response = await conn.call(ApiKey.METADATA, {"topics": [{"name": topic}],
-                                                  "allow_auto_topic_creation": False})
+        response = await conn.call(
+            ApiKey.METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+        )
         entry = response["topics"][0]
         if entry["error_code"] == 0 and entry["partitions"]:
             return len(entry["partitions"]), bytes(entry.get("topic_id") or b""), made
         if not created:
             if ApiKey.CREATE_TOPICS not in conn.versions:
-                raise LoadError(f"topic {topic} does not exist and the broker offers no CreateTopics")
-            answer = await conn.call(ApiKey.CREATE_TOPICS, {
-                "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1,
-                            "assignments": [], "configs": []}], "timeout_ms": 60000})
+                raise LoadError(
+                    f"topic {topic} does not exist and the broker offers no CreateTopics"
+                )
+            answer = await conn.call(
+                ApiKey.CREATE_TOPICS,
+                {
+                    "topics": [
+                        {
+                            "name": topic,
+                            "num_partitions": partitions,
+                            "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [],
+                        }
+                    ],
+                    "timeout_ms": 60000,
+                },
+            )
             code = answer["topics"][0]["error_code"]
             if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
                 raise LoadError(f"CreateTopics {topic} ({partitions} partitions): error {code}")
@@ -160,6 +201,7 @@ async def _ensure_topic(conn: Connection, topic: str, partitions: int) -> tuple[
 
 
 # ---------------------------------------------------------------- worker processes
+
 
 @dataclass
 class WorkerPlan:
@@ -185,13 +227,14 @@ class WorkerContext:
         self.phase_changed = trio.Event()
         self.stopping = trio.Event()
         self.members: list[GroupMember] = []
-        self.scratch: dict[str, Any] = {}   # the scenario's own per-worker bookkeeping
+        self.scratch: dict[str, Any] = {}  # the scenario's own per-worker bookkeeping
         self.connect_slots = trio.Semaphore(max(1, self.params.get("connects_in_flight", 500)))
 
     def new_member(self) -> GroupMember:
         kind = ConsumerMember if self.params.get("group_protocol") == "consumer" else ClassicMember
-        member = kind(self.plan.member_config, self.recorder, self.violations, self.events,
-                      self.connect_slots)
+        member = kind(
+            self.plan.member_config, self.recorder, self.violations, self.events, self.connect_slots
+        )
         self.members.append(member)
         return member
 
@@ -208,6 +251,7 @@ class WorkerContext:
 
 def _worker_main(plan: WorkerPlan, commands, results) -> None:
     from .scenarios import SCENARIOS
+
     scenario = SCENARIOS[plan.scenario]
     try:
         # Each member holds a socket: lift the descriptor limit as far as allowed.
@@ -226,15 +270,29 @@ async def _worker(scenario, plan: WorkerPlan, commands, results) -> None:
 
     def ship(kind: str) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        results.send((kind, {
-            "recorder": ctx.recorder.take(), "violations": ctx.violations.take(),
-            "events": ctx.events.drain(), "stable": sum(m.stable for m in ctx.members),
-            "ok_since": sum(m.last_ok_at >= ctx.phase.get("since", float("inf")) for m in ctx.members),
-            # Of the members in the group (not those away in churn, or not yet joined).
-            "oldest_ok": min((m.last_ok_at for m in ctx.members if m.stable), default=float("inf")),
-            "interval": max((getattr(m, "interval_s", None) or 0.0 for m in ctx.members), default=0.0),
-            "cpu": usage.ru_utime + usage.ru_stime, "at": time.monotonic(),
-        }))
+        results.send(
+            (
+                kind,
+                {
+                    "recorder": ctx.recorder.take(),
+                    "violations": ctx.violations.take(),
+                    "events": ctx.events.drain(),
+                    "stable": sum(m.stable for m in ctx.members),
+                    "ok_since": sum(
+                        m.last_ok_at >= ctx.phase.get("since", float("inf")) for m in ctx.members
+                    ),
+                    # Of the members in the group (not those away in churn, or not yet joined).
+                    "oldest_ok": min(
+                        (m.last_ok_at for m in ctx.members if m.stable), default=float("inf")
+                    ),
+                    "interval": max(
+                        (getattr(m, "interval_s", None) or 0.0 for m in ctx.members), default=0.0
+                    ),
+                    "cpu": usage.ru_utime + usage.ru_stime,
+                    "at": time.monotonic(),
+                },
+            )
+        )
 
     async def shipper() -> None:
         while True:
@@ -245,7 +303,7 @@ async def _worker(scenario, plan: WorkerPlan, commands, results) -> None:
         while True:
             await trio.lowlevel.wait_readable(commands.fileno())
             try:
-                command = commands.recv()   # the parent writes whole messages: this does not block
+                command = commands.recv()  # the parent writes whole messages: this does not block
             except EOFError:
                 command = "stop"
             if command == "stop":
@@ -260,8 +318,9 @@ async def _worker(scenario, plan: WorkerPlan, commands, results) -> None:
             outer.start_soon(listen, members_scope)
             async with trio.open_nursery() as nursery:
                 for i in range(plan.member_count):
-                    nursery.start_soon(scenario.run_member, ctx, ctx.new_member(),
-                                       plan.first_member + i)
+                    nursery.start_soon(
+                        scenario.run_member, ctx, ctx.new_member(), plan.first_member + i
+                    )
         # Leave politely, so that a long-lived broker does not keep thousands of dead members.
         with trio.move_on_after(LEAVE_TIMEOUT_S) as leave_scope:
             leave_scope.shield = True
@@ -274,9 +333,11 @@ async def _worker(scenario, plan: WorkerPlan, commands, results) -> None:
 
 # ---------------------------------------------------------------- the run (parent)
 
+
 @dataclass
 class Run:
     """Everything the parent knows about a run in progress; scenarios read it to steer."""
+
     scenario: str
     params: dict[str, Any]
     broker: BrokerInfo
@@ -294,13 +355,13 @@ class Run:
     phases: list[dict[str, Any]] = field(default_factory=list)
     last_synced_at: float = 0.0
     marks: dict[str, float] = field(default_factory=dict)
-    state: dict[str, Any] = field(default_factory=dict)   # the scenario's own bookkeeping
+    state: dict[str, Any] = field(default_factory=dict)  # the scenario's own bookkeeping
     failures: list[str] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
 
     oldest_ok: dict[int, float] = field(default_factory=dict)
-    shipped_at: dict[int, float] = field(default_factory=dict)   # each worker's latest shipment
-    display: Any = None   # the live display or progress lines (cli.py), if any
+    shipped_at: dict[int, float] = field(default_factory=dict)  # each worker's latest shipment
+    display: Any = None  # the live display or progress lines (cli.py), if any
 
     def __post_init__(self):
         if self.params.get("group_protocol") == "consumer":
@@ -347,8 +408,12 @@ class Run:
 
 
 def machine() -> dict[str, Any]:
-    info: dict[str, Any] = {"hostname": socket.gethostname(), "platform": platform.platform(),
-                            "python": platform.python_version(), "cpus": os.cpu_count()}
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"):
@@ -374,8 +439,11 @@ def _machine_busy() -> tuple[float, float]:
 
 
 def required_apis(scenario, params: dict[str, Any]) -> set[ApiKey]:
-    apis = scenario.required_apis(params) if hasattr(scenario, "required_apis") \
+    apis = (
+        scenario.required_apis(params)
+        if hasattr(scenario, "required_apis")
         else set(scenario.REQUIRED_APIS)
+    )
     if params.get("group_protocol") == "consumer":
         apis = (apis - CLASSIC_APIS) | {ApiKey.CONSUMER_GROUP_HEARTBEAT}
     return apis
@@ -388,9 +456,16 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
     topic = params["topic"] or default_topic(params["group"])
     params = dict(params, topic=topic)
     protocol = params.setdefault("group_protocol", "classic")
-    broker = trio.run(probe, params["bootstrap"], required_apis(scenario, params), params["group"], topic,
-                      scenario.topic_partitions(params), params.get("skip_join", False),
-                      protocol == "consumer")
+    broker = trio.run(
+        probe,
+        params["bootstrap"],
+        required_apis(scenario, params),
+        params["group"],
+        topic,
+        scenario.topic_partitions(params),
+        params.get("skip_join", False),
+        protocol == "consumer",
+    )
     groups = [] if params.get("skip_join") else [params["group"]]
     if protocol == "consumer":
         groups.append(probe_group(params["group"]))
@@ -399,16 +474,19 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
         try:
             existed = trio.run(existing_groups, params["bootstrap"], groups)
         except AdminError as e:
-            raise LoadError(f"cannot tell whether group {params['group']} exists (--no-cleanup "
-                            f"skips this): {e}") from e
+            raise LoadError(
+                f"cannot tell whether group {params['group']} exists (--no-cleanup skips this): {e}"
+            ) from e
     try:
         result = _drive(scenario, params, broker, display)
     finally:
         if params.get("cleanup", True):
             # Groups that existed before the run, and a broker without DeleteGroups: left alone.
-            cleaned = run_cleanup(params["bootstrap"],
-                                  [] if existed is None else [g for g in groups if g not in existed],
-                                  broker.created_topics)
+            cleaned = run_cleanup(
+                params["bootstrap"],
+                [] if existed is None else [g for g in groups if g not in existed],
+                broker.created_topics,
+            )
     if params.get("cleanup", True):
         result["cleanup"] = cleaned
     return result
@@ -425,18 +503,25 @@ def _drive(scenario, params: dict[str, Any], broker: BrokerInfo, display) -> dic
     members, workers = params["members"], max(1, params["workers"])
     protocol = params["group_protocol"]
     config = MemberConfig(
-        group=params["group"], host=broker.coordinator[0], port=broker.coordinator[1],
-        versions=broker.versions, topics=sorted(broker.partitions), partitions=broker.partitions,
+        group=params["group"],
+        host=broker.coordinator[0],
+        port=broker.coordinator[1],
+        versions=broker.versions,
+        topics=sorted(broker.partitions),
+        partitions=broker.partitions,
         session_timeout_ms=params["session_timeout_ms"],
-        rebalance_timeout_ms=params["rebalance_timeout_ms"], assignor=params["assignor"],
-        topic_ids=broker.topic_ids, server_assignor=params.get("server_assignor"))
+        rebalance_timeout_ms=params["rebalance_timeout_ms"],
+        assignor=params["assignor"],
+        topic_ids=broker.topic_ids,
+        server_assignor=params.get("server_assignor"),
+    )
     state = Run(scenario.NAME, params, broker, members, workers, display=display)
     if protocol == "consumer":
         waited = trio.run(wait_assignable, config)
         if waited is None:
             raise LoadError("no KIP-848 member was assigned the topic's partitions within 120 s")
         state.metrics["topic_assignable_seconds"] = round(waited[0], 3)
-        state.metrics["heartbeat_interval_ms"] = round(waited[1] * 1000)   # the broker's
+        state.metrics["heartbeat_interval_ms"] = round(waited[1] * 1000)  # the broker's
     ctx = multiprocessing.get_context("fork")
     procs, command_pipes, result_pipes = [], [], {}
     per, extra = divmod(members, workers)
@@ -487,9 +572,13 @@ def _drive(scenario, params: dict[str, Any], broker: BrokerInfo, display) -> dic
             now = time.monotonic()
             if now - last_tick >= SHIP_INTERVAL_S:
                 last_tick = now
-                state.timeline.append({"t": round(state.elapsed(), 3),
-                                       "stable": state.stable_members,
-                                       "cpu": round(sum(state.cpu.values()), 3)})
+                state.timeline.append(
+                    {
+                        "t": round(state.elapsed(), 3),
+                        "stable": state.stable_members,
+                        "cpu": round(sum(state.cpu.values()), 3),
+                    }
+                )
                 if stopping_since is None:
                     decision = scenario.control(state) if not state.failures else "stop"
                     if now > deadline:
@@ -531,12 +620,14 @@ def _result(scenario, state: Run, wall: float, machine_busy: float) -> dict[str,
         "generator": {
             "workers": state.workers,
             "cpu_seconds": round(sum(state.cpu.values()), 3),
-            "cpu_per_worker": cpu_per_worker,    # share of one core, over the whole run
+            "cpu_per_worker": cpu_per_worker,  # share of one core, over the whole run
             "saturated": saturated,
-            "machine_cpu_busy": round(machine_busy, 3),   # all processes, all cores
+            "machine_cpu_busy": round(machine_busy, 3),  # all processes, all cores
         },
         "metrics": {**scenario.summary(state), **state.metrics},
-        "latency_ms": {api: percentiles(s.latency) for api, s in sorted(state.recorder.samples.items())},
+        "latency_ms": {
+            api: percentiles(s.latency) for api, s in sorted(state.recorder.samples.items())
+        },
         "counts": dict(state.recorder.counts),
         "errors": dict(sorted(state.recorder.errors.items())),
         "violations": state.violations.count,
@@ -546,16 +637,18 @@ def _result(scenario, state: Run, wall: float, machine_busy: float) -> dict[str,
     }
     if saturated or result["metrics"].get("generator_saturated_at_limit"):
         result["generator"]["saturated"] = True
-        result["warnings"] = [f"the generator saturated a core (>{SATURATED_CPU:.0%}): its figures "
-                              "are a lower bound of what the broker can do; add --workers"]
+        result["warnings"] = [
+            f"the generator saturated a core (>{SATURATED_CPU:.0%}): its figures "
+            "are a lower bound of what the broker can do; add --workers"
+        ]
     if result["metrics"].get("stopped_by") == "duration":
         steps = len(result["metrics"]["steps"])
         result["unfinished"] = (
             f"the ramp ran out of time (--duration {state.params['duration']:g} s) after {steps} "
             f"step(s), before the broker reached saturation: {result['metrics']['sustained_per_s']:g}"
-            "/s is a lower bound, not the broker's limit; give it a longer --duration")
+            "/s is a lower bound, not the broker's limit; give it a longer --duration"
+        )
     result["_timeline"] = state.timeline
     result["_samples"] = state.recorder.samples
     result["_started"] = state.started
     return result
-

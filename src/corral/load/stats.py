@@ -21,6 +21,7 @@ def error_name(code: int) -> str:
 @dataclass
 class Samples:
     """Latency samples (seconds) with the monotonic time at which each answer arrived."""
+
     at: array = field(default_factory=lambda: array("d"))
     latency: array = field(default_factory=lambda: array("d"))
 
@@ -36,6 +37,7 @@ class Samples:
 @dataclass
 class Recorder:
     """One worker's measurements; workers' recorders are merged by the parent."""
+
     samples: dict[str, Samples] = field(default_factory=dict)
     errors: Counter = field(default_factory=Counter)
     counts: Counter = field(default_factory=Counter)

@@ -31,9 +31,17 @@ SOFTWARE_VERSION = "0.1.0"
 
 # The highest version whose body this generator fills in; the codec may know more.
 MODEL_MAX_VERSION = {
-    ApiKey.METADATA: 12, ApiKey.OFFSET_COMMIT: 9, ApiKey.OFFSET_FETCH: 9, ApiKey.FIND_COORDINATOR: 4,
-    ApiKey.JOIN_GROUP: 9, ApiKey.HEARTBEAT: 4, ApiKey.LEAVE_GROUP: 5, ApiKey.SYNC_GROUP: 5,
-    ApiKey.API_VERSIONS: 3, ApiKey.CREATE_TOPICS: 7, ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
+    ApiKey.METADATA: 12,
+    ApiKey.OFFSET_COMMIT: 9,
+    ApiKey.OFFSET_FETCH: 9,
+    ApiKey.FIND_COORDINATOR: 4,
+    ApiKey.JOIN_GROUP: 9,
+    ApiKey.HEARTBEAT: 4,
+    ApiKey.LEAVE_GROUP: 5,
+    ApiKey.SYNC_GROUP: 5,
+    ApiKey.API_VERSIONS: 3,
+    ApiKey.CREATE_TOPICS: 7,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
 }
 
 
@@ -47,7 +55,7 @@ def heartbeat_error_code(version: int, frame: bytes) -> int | None:
     """The error code of a Heartbeat response (frame without its size prefix) read at its fixed
     offset, or None when the frame is not the plain shape (tagged fields, or anything else) and
     must be decoded in full. Decoding every answer costs more than the rest of a heartbeat."""
-    if version >= 4:   # correlation id, empty header tags, throttle_time_ms, error_code, empty tags
+    if version >= 4:  # correlation id, empty header tags, throttle_time_ms, error_code, empty tags
         if len(frame) == 12 and frame[4] == 0 and frame[11] == 0:
             return ERROR_CODE.unpack_from(frame, 9)[0]
     elif version >= 1:  # correlation id, throttle_time_ms, error_code
@@ -71,8 +79,9 @@ class Connection:
         self._correlation_id = 0
 
     @classmethod
-    async def open(cls, host: str, port: int, versions: dict[int, int] | None = None,
-                   handshake: bool = True) -> Connection:
+    async def open(
+        cls, host: str, port: int, versions: dict[int, int] | None = None, handshake: bool = True
+    ) -> Connection:
         """Connects; with `handshake`, sends ApiVersions first as every real client does."""
         try:
             sock = await _connect(host, port)
@@ -88,19 +97,30 @@ class Connection:
         return conn
 
     async def api_versions(self) -> dict[str, Any]:
-        version = min(MODEL_MAX_VERSION[ApiKey.API_VERSIONS], _core.codec_versions(ApiKey.API_VERSIONS)[1])
-        body = await self.call(ApiKey.API_VERSIONS, {
-            "client_software_name": SOFTWARE_NAME, "client_software_version": SOFTWARE_VERSION,
-        }, version=version)
+        version = min(
+            MODEL_MAX_VERSION[ApiKey.API_VERSIONS], _core.codec_versions(ApiKey.API_VERSIONS)[1]
+        )
+        body = await self.call(
+            ApiKey.API_VERSIONS,
+            {
+                "client_software_name": SOFTWARE_NAME,
+                "client_software_version": SOFTWARE_VERSION,
+            },
+            version=version,
+        )
         if body["error_code"] != 0:
             raise BrokerError(f"ApiVersions v{version}: error {body['error_code']}")
         return body
 
-    async def call(self, api: int, body: dict[str, Any], version: int | None = None) -> dict[str, Any]:
+    async def call(
+        self, api: int, body: dict[str, Any], version: int | None = None
+    ) -> dict[str, Any]:
         """Sends one request and returns the decoded response body."""
         if version is None:
             version = self.versions[api]
-        frame = await self.exchange(bytearray(_core.encode_request(api, version, 0, body, CLIENT_ID)))
+        frame = await self.exchange(
+            bytearray(_core.encode_request(api, version, 0, body, CLIENT_ID))
+        )
         return self.decode(api, version, frame)
 
     async def heartbeat(self, version: int, frame: bytearray) -> int:
@@ -144,7 +164,9 @@ class Connection:
 
     def check_correlation_id(self, response: bytes) -> None:
         if len(response) < 4 or CORRELATION_ID.unpack_from(response)[0] != self._correlation_id:
-            raise BrokerError(f"correlation id {response[:4].hex()}, expected {self._correlation_id}")
+            raise BrokerError(
+                f"correlation id {response[:4].hex()}, expected {self._correlation_id}"
+            )
 
     async def exchange(self, frame: bytearray) -> bytes:
         """Sends a request frame, its correlation id overwritten with the next one, and returns
@@ -155,7 +177,7 @@ class Connection:
             view = memoryview(frame)
             while view:
                 try:
-                    view = view[self.sock.send(view):]
+                    view = view[self.sock.send(view) :]
                 except BlockingIOError:
                     await trio.lowlevel.wait_writable(self.sock)
             while not self._pending:
@@ -183,7 +205,7 @@ class Connection:
             raise BrokerError(f"undecodable {ApiKey(api).name} v{version} response: {e}") from e
 
     async def aclose(self) -> None:
-        trio.lowlevel.notify_closing(self.sock)   # wakes (with an error) any task waiting on it
+        trio.lowlevel.notify_closing(self.sock)  # wakes (with an error) any task waiting on it
         self.sock.close()
         await trio.lowlevel.checkpoint()
 
@@ -203,7 +225,7 @@ async def _connect(host: str, port: int) -> socket.socket:
                 await trio.lowlevel.wait_writable(sock)
                 code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if code:
-                    raise OSError(code, os.strerror(code))
+                    raise OSError(code, os.strerror(code)) from None
             return sock
         except BaseException as e:
             trio.lowlevel.notify_closing(sock)
@@ -214,8 +236,9 @@ async def _connect(host: str, port: int) -> socket.socket:
     raise error
 
 
-def negotiate(advertised: dict[int, tuple[int, int]],
-              model: dict[int, int] = MODEL_MAX_VERSION) -> dict[int, int]:
+def negotiate(
+    advertised: dict[int, tuple[int, int]], model: dict[int, int] = MODEL_MAX_VERSION
+) -> dict[int, int]:
     """Per API in `model` (the generator's by default), the highest version the broker, the
     codec and the model all speak."""
     out: dict[int, int] = {}

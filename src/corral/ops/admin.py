@@ -17,14 +17,24 @@ from ..load.wire import BrokerError, Connection, negotiate
 
 # The highest version whose body this client fills in and reads.
 ADMIN_MAX_VERSION = {
-    ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 12, ApiKey.FIND_COORDINATOR: 4,
-    ApiKey.LIST_GROUPS: 5, ApiKey.DESCRIBE_GROUPS: 6, ApiKey.CONSUMER_GROUP_DESCRIBE: 1,
-    ApiKey.OFFSET_FETCH: 9, ApiKey.LIST_OFFSETS: 9, ApiKey.DELETE_TOPICS: 6,
-    ApiKey.DELETE_GROUPS: 2, ApiKey.FETCH: 12,
+    ApiKey.API_VERSIONS: 3,
+    ApiKey.METADATA: 12,
+    ApiKey.FIND_COORDINATOR: 4,
+    ApiKey.LIST_GROUPS: 5,
+    ApiKey.DESCRIBE_GROUPS: 6,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: 1,
+    ApiKey.OFFSET_FETCH: 9,
+    ApiKey.LIST_OFFSETS: 9,
+    ApiKey.DELETE_TOPICS: 6,
+    ApiKey.DELETE_GROUPS: 2,
+    ApiKey.FETCH: 12,
 }
 # Answers that mean "ask again in a moment" (the coordinator is loading, moving or not ready).
-RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-             ErrorCode.NOT_COORDINATOR}
+RETRIABLE = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+}
 RETRY_EVERY_S = 0.2
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -54,7 +64,7 @@ class Admin:
         self.address = (host, int(port))
         self.timeout_s = timeout_s
         self.brokers: dict[int, tuple[str, int]] = {}
-        self.internal: set[str] = set()   # internal topics seen in the last Metadata answer
+        self.internal: set[str] = set()  # internal topics seen in the last Metadata answer
         self._by_address: dict[tuple[str, int], Connection] = {}
         self._coordinators: dict[str, tuple[int, str, int]] = {}
 
@@ -82,8 +92,10 @@ class Admin:
                     raise
         except (BrokerError, OSError, trio.TooSlowError) as e:
             raise AdminError(f"cannot reach {where}: {str(e) or 'timed out'}") from e
-        conn.versions = negotiate({k["api_key"]: (k["min_version"], k["max_version"])
-                                   for k in answer["api_keys"]}, ADMIN_MAX_VERSION)
+        conn.versions = negotiate(
+            {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]},
+            ADMIN_MAX_VERSION,
+        )
         self._by_address[address] = conn
         return conn
 
@@ -110,12 +122,15 @@ class Admin:
         body: dict[str, Any] = {"allow_auto_topic_creation": False}
         body["topics"] = None if topics is None else [{"name": t} for t in topics]
         if topics is None and self.version(conn, ApiKey.METADATA) == 0:
-            body["topics"] = []   # v0: an empty list means every topic
+            body["topics"] = []  # v0: an empty list means every topic
         answer = await self.call(conn, ApiKey.METADATA, body)
         self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in answer["brokers"]}
         self.internal = {t["name"] for t in answer["topics"] if t.get("is_internal")}
-        return {t["name"]: {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
-                for t in answer["topics"] if t["error_code"] == 0}
+        return {
+            t["name"]: {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
+            for t in answer["topics"]
+            if t["error_code"] == 0
+        }
 
     async def node(self, node_id: int) -> Connection:
         if node_id not in self.brokers:
@@ -129,11 +144,17 @@ class Admin:
         that no longer exist, or whose leader answered an error, are left out."""
         if not partitions:
             return {}
-        return await self.list_offsets(await self.metadata(sorted({t for t, _ in partitions})),
-                                       partitions, LATEST_TIMESTAMP)
+        return await self.list_offsets(
+            await self.metadata(sorted({t for t, _ in partitions})), partitions, LATEST_TIMESTAMP
+        )
 
-    async def list_offsets(self, leaders: dict[str, dict[int, int]], partitions: list[TP],
-                           timestamp: int, isolation_level: int = 0) -> dict[TP, int]:
+    async def list_offsets(
+        self,
+        leaders: dict[str, dict[int, int]],
+        partitions: list[TP],
+        timestamp: int,
+        isolation_level: int = 0,
+    ) -> dict[TP, int]:
         """ListOffsets of `partitions` at `timestamp` (LATEST, EARLIEST...), one request per
         leader of `leaders` (a `metadata` answer); errors and leaderless partitions left out.
         LATEST is the high watermark, or with isolation_level 1 the last stable offset."""
@@ -144,14 +165,31 @@ class Admin:
                 by_leader.setdefault(leader, {}).setdefault(topic, []).append(p)
         out: dict[TP, int] = {}
         for leader, topics in sorted(by_leader.items()):
-            answer = await self.call(await self.node(leader), ApiKey.LIST_OFFSETS, {
-                "replica_id": -1, "isolation_level": isolation_level,
-                "topics": [{"name": t, "partitions": [
-                    {"partition_index": p, "timestamp": timestamp,
-                     "current_leader_epoch": -1} for p in ps]} for t, ps in topics.items()]})
+            answer = await self.call(
+                await self.node(leader),
+                ApiKey.LIST_OFFSETS,
+                {
+                    "replica_id": -1,
+                    "isolation_level": isolation_level,
+                    "topics": [
+                        {
+                            "name": t,
+                            "partitions": [
+                                {
+                                    "partition_index": p,
+                                    "timestamp": timestamp,
+                                    "current_leader_epoch": -1,
+                                }
+                                for p in ps
+                            ],
+                        }
+                        for t, ps in topics.items()
+                    ],
+                },
+            )
             for topic in answer["topics"]:
                 for part in topic["partitions"]:
-                    if part["error_code"] == 0:   # else unknown: shown as such, not a failure
+                    if part["error_code"] == 0:  # else unknown: shown as such, not a failure
                         out[(topic["name"], part["partition_index"])] = part["offset"]
         return out
 
@@ -174,15 +212,18 @@ class Admin:
         groups: dict[str, dict[str, Any]] = {}
         for node_id in sorted(self.brokers):
             conn = await self.node(node_id)
-            answer = await self._retrying(lambda: self.call(conn, ApiKey.LIST_GROUPS, {}),
-                                          lambda a: a["error_code"])
+            answer = await self._retrying(
+                lambda: self.call(conn, ApiKey.LIST_GROUPS, {}), lambda a: a["error_code"]
+            )
             if answer["error_code"]:
                 raise AdminError(f"ListGroups: {error_name(answer['error_code'])}")
             for g in answer["groups"]:
-                groups[g["group_id"]] = {"group_id": g["group_id"],
-                                         "protocol_type": g["protocol_type"],
-                                         "group_state": g.get("group_state"),
-                                         "group_type": g.get("group_type")}
+                groups[g["group_id"]] = {
+                    "group_id": g["group_id"],
+                    "protocol_type": g["protocol_type"],
+                    "group_state": g.get("group_state"),
+                    "group_type": g.get("group_type"),
+                }
         return [groups[g] for g in sorted(groups)]
 
     async def _retrying(self, ask, code_of):
@@ -201,18 +242,25 @@ class Admin:
             return self._coordinators[group]
         conn = await self.bootstrap_connection()
         v = self.version(conn, ApiKey.FIND_COORDINATOR)
-        body = ({"key_type": 0, "coordinator_keys": [group]} if v >= 4
-                else {"key": group, "key_type": 0})
+        body = (
+            {"key_type": 0, "coordinator_keys": [group]}
+            if v >= 4
+            else {"key": group, "key_type": 0}
+        )
         # Retried: Kafka creates __consumer_offsets on the first ask.
-        answer = await self._retrying(lambda: self.call(conn, ApiKey.FIND_COORDINATOR, body),
-                                      lambda a: (a["coordinators"][0] if v >= 4 else a)["error_code"])
+        answer = await self._retrying(
+            lambda: self.call(conn, ApiKey.FIND_COORDINATOR, body),
+            lambda a: (a["coordinators"][0] if v >= 4 else a)["error_code"],
+        )
         found = answer["coordinators"][0] if v >= 4 else answer
         if found["error_code"]:
             raise AdminError(f"FindCoordinator {group}: {error_name(found['error_code'])}")
         self._coordinators[group] = (found["node_id"], found["host"], found["port"])
         return self._coordinators[group]
 
-    async def group_call(self, group: str, api: ApiKey, body_of, code_of) -> tuple[dict, Connection]:
+    async def group_call(
+        self, group: str, api: ApiKey, body_of, code_of
+    ) -> tuple[dict, Connection]:
         """A request to the group's coordinator, retried while it loads or moves: `body_of(conn)`
         builds the body, `code_of(answer)` reads the group's error code."""
         asked: list[tuple[dict, Connection]] = []
@@ -236,9 +284,11 @@ class Admin:
         if ApiKey.CONSUMER_GROUP_DESCRIBE not in conn.versions:
             return None
         answer, _ = await self.group_call(
-            group, ApiKey.CONSUMER_GROUP_DESCRIBE,
+            group,
+            ApiKey.CONSUMER_GROUP_DESCRIBE,
             lambda c: {"group_ids": [group], "include_authorized_operations": False},
-            lambda a: a["groups"][0]["error_code"])
+            lambda a: a["groups"][0]["error_code"],
+        )
         g = answer["groups"][0]
         if g["error_code"] in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
             return None
@@ -250,12 +300,15 @@ class Admin:
         """DescribeGroups of a classic group; None if it does not exist (state Dead, or
         GROUP_ID_NOT_FOUND from v6)."""
         answer, _ = await self.group_call(
-            group, ApiKey.DESCRIBE_GROUPS,
+            group,
+            ApiKey.DESCRIBE_GROUPS,
             lambda c: {"groups": [group], "include_authorized_operations": False},
-            lambda a: a["groups"][0]["error_code"])
+            lambda a: a["groups"][0]["error_code"],
+        )
         g = answer["groups"][0]
-        if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND or \
-                (g["error_code"] == 0 and g["group_state"] == "Dead"):
+        if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND or (
+            g["error_code"] == 0 and g["group_state"] == "Dead"
+        ):
             return None
         if g["error_code"]:
             raise AdminError(f"DescribeGroups {group}: {error_name(g['error_code'])}")
@@ -263,26 +316,35 @@ class Admin:
 
     async def committed_offsets(self, group: str) -> dict[TP, int]:
         """Every offset the group committed (OffsetFetch of all topics); -1 entries left out."""
+
         def body(conn: Connection) -> dict:
             if self.version(conn, ApiKey.OFFSET_FETCH) >= 8:
                 return {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
             return {"group_id": group, "topics": None, "require_stable": False}
 
         def code(answer: dict) -> int:
-            return answer["groups"][0]["error_code"] if "groups" in answer and answer["groups"] \
+            return (
+                answer["groups"][0]["error_code"]
+                if "groups" in answer and answer["groups"]
                 else answer.get("error_code", 0)
+            )
 
         answer, conn = await self.group_call(group, ApiKey.OFFSET_FETCH, body, code)
         if code(answer):
             raise AdminError(f"OffsetFetch {group}: {error_name(code(answer))}")
-        topics = answer["groups"][0]["topics"] if self.version(conn, ApiKey.OFFSET_FETCH) >= 8 \
+        topics = (
+            answer["groups"][0]["topics"]
+            if self.version(conn, ApiKey.OFFSET_FETCH) >= 8
             else answer["topics"]
+        )
         out: dict[TP, int] = {}
         for topic in topics:
             for part in topic["partitions"]:
                 if part["error_code"]:
-                    raise AdminError(f"OffsetFetch {group} {topic['name']}-"
-                                     f"{part['partition_index']}: {error_name(part['error_code'])}")
+                    raise AdminError(
+                        f"OffsetFetch {group} {topic['name']}-"
+                        f"{part['partition_index']}: {error_name(part['error_code'])}"
+                    )
                 if part["committed_offset"] >= 0:
                     out[(topic["name"], part["partition_index"])] = part["committed_offset"]
         return out
@@ -291,8 +353,11 @@ class Admin:
         """DeleteGroups, each at its coordinator: {group: error code}."""
         out = {}
         for group in groups:
-            answer, _ = await self.group_call(group, ApiKey.DELETE_GROUPS,
-                                              lambda c: {"groups_names": [group]},
-                                              lambda a: a["results"][0]["error_code"])
+            answer, _ = await self.group_call(
+                group,
+                ApiKey.DELETE_GROUPS,
+                lambda c: {"groups_names": [group]},
+                lambda a: a["results"][0]["error_code"],
+            )
             out[group] = answer["results"][0]["error_code"]
         return out

@@ -10,8 +10,16 @@ from typing import Any
 from .. import _core
 from ..apis import ApiKey, handles
 from ..errors import ErrorCode
-from .acls import (AclBinding, AclFilter, AclOperation, AclRefused, Unbuildable, check_buildable,
-                   check_new, has_unknown)
+from .acls import (
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclRefused,
+    Unbuildable,
+    check_buildable,
+    check_new,
+    has_unknown,
+)
 from .authorize import cluster_allowed
 
 # Kafka 4 removed v0 of the three (its baseline is v1, with pattern types).
@@ -32,9 +40,15 @@ def _refuse_unknown(api: str, items: list[tuple[int, int, int, int]]) -> None:
 
 
 def _filter(body: dict[str, Any]) -> AclFilter:
-    return AclFilter(body["resource_type_filter"], body["resource_name_filter"],
-                     body["pattern_type_filter"], body["principal_filter"], body["host_filter"],
-                     body["operation"], body["permission_type"])
+    return AclFilter(
+        body["resource_type_filter"],
+        body["resource_name_filter"],
+        body["pattern_type_filter"],
+        body["principal_filter"],
+        body["host_filter"],
+        body["operation"],
+        body["permission_type"],
+    )
 
 
 def _filter_codes(f: AclFilter) -> tuple[int, int, int, int]:
@@ -46,29 +60,55 @@ def describe_acls(broker, request) -> dict[str, Any]:
     acl_filter = _filter(request.body)
     _refuse_unknown("DescribeAcls", [_filter_codes(acl_filter)])
     if not cluster_allowed(broker, request, AclOperation.DESCRIBE):
-        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": _needs("DescribeAcls", "DESCRIBE"), "resources": []}
+        return {
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": _needs("DescribeAcls", "DESCRIBE"),
+            "resources": [],
+        }
     if broker.authorizer is None:
-        return {"error_code": ErrorCode.SECURITY_DISABLED,
-                "error_message": "No Authorizer is configured on the broker", "resources": []}
+        return {
+            "error_code": ErrorCode.SECURITY_DISABLED,
+            "error_message": "No Authorizer is configured on the broker",
+            "resources": [],
+        }
     # One entry per resource pattern, with its ACLs (DescribeAclsResponse.aclsResources).
     by_pattern: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
     for acl in broker.authorizer.matching(acl_filter):
         by_pattern.setdefault((acl.resource_type, acl.name, acl.pattern_type), []).append(
-            {"principal": acl.principal, "host": acl.host, "operation": acl.operation,
-             "permission_type": acl.permission})
-    return {"error_code": ErrorCode.NONE, "error_message": None, "resources": [
-        {"resource_type": rtype, "resource_name": name, "pattern_type": pattern, "acls": acls}
-        for (rtype, name, pattern), acls in by_pattern.items()]}
+            {
+                "principal": acl.principal,
+                "host": acl.host,
+                "operation": acl.operation,
+                "permission_type": acl.permission,
+            }
+        )
+    return {
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "resources": [
+            {"resource_type": rtype, "resource_name": name, "pattern_type": pattern, "acls": acls}
+            for (rtype, name, pattern), acls in by_pattern.items()
+        ],
+    }
 
 
 @handles(ApiKey.CREATE_ACLS, MIN_VERSION, MAX_VERSION)
 async def create_acls(broker, request) -> dict[str, Any]:
-    wanted = [AclBinding(c["resource_type"], c["resource_name"], c["resource_pattern_type"],
-                         c["principal"], c["host"], c["operation"], c["permission_type"])
-              for c in request.body["creations"]]
-    _refuse_unknown("CreateAcls", [(a.resource_type, a.pattern_type, a.operation, a.permission)
-                                   for a in wanted])
+    wanted = [
+        AclBinding(
+            c["resource_type"],
+            c["resource_name"],
+            c["resource_pattern_type"],
+            c["principal"],
+            c["host"],
+            c["operation"],
+            c["permission_type"],
+        )
+        for c in request.body["creations"]
+    ]
+    _refuse_unknown(
+        "CreateAcls", [(a.resource_type, a.pattern_type, a.operation, a.permission) for a in wanted]
+    )
 
     def everyone(code: ErrorCode, message: str | None) -> dict[str, Any]:
         return {"results": [{"error_code": code, "error_message": message} for _ in wanted]}
@@ -107,8 +147,11 @@ async def delete_acls(broker, request) -> dict[str, Any]:
     _refuse_unknown("DeleteAcls", [_filter_codes(f) for f in filters])
 
     def everyone(code: ErrorCode, message: str) -> dict[str, Any]:
-        return {"filter_results": [{"error_code": code, "error_message": message,
-                                    "matching_acls": []} for _ in filters]}
+        return {
+            "filter_results": [
+                {"error_code": code, "error_message": message, "matching_acls": []} for _ in filters
+            ]
+        }
 
     if not cluster_allowed(broker, request, AclOperation.ALTER):
         return everyone(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _needs("DeleteAcls", "ALTER"))
@@ -120,11 +163,26 @@ async def delete_acls(broker, request) -> dict[str, Any]:
         return everyone(ErrorCode.KAFKA_STORAGE_ERROR, f"Could not write the ACLs: {e}")
     if any(matched):
         broker.sessions.forget_authorizations()
-    return {"filter_results": [
-        {"error_code": ErrorCode.NONE, "error_message": None, "matching_acls": [
-            {"error_code": ErrorCode.NONE, "error_message": None,
-             "resource_type": acl.resource_type, "resource_name": acl.name,
-             "pattern_type": acl.pattern_type, "principal": acl.principal, "host": acl.host,
-             "operation": acl.operation, "permission_type": acl.permission}
-            for acl in acls]}
-        for acls in matched]}
+    return {
+        "filter_results": [
+            {
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "matching_acls": [
+                    {
+                        "error_code": ErrorCode.NONE,
+                        "error_message": None,
+                        "resource_type": acl.resource_type,
+                        "resource_name": acl.name,
+                        "pattern_type": acl.pattern_type,
+                        "principal": acl.principal,
+                        "host": acl.host,
+                        "operation": acl.operation,
+                        "permission_type": acl.permission,
+                    }
+                    for acl in acls
+                ],
+            }
+            for acls in matched
+        ]
+    }

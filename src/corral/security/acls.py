@@ -63,11 +63,26 @@ WILDCARD_PRINCIPAL = "User:*"
 
 # AclEntry.supportedOperations: what a resource type's authorized-operations bit field covers.
 SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
-    ResourceType.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
-                         Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    ResourceType.TOPIC: (
+        Op.READ,
+        Op.WRITE,
+        Op.CREATE,
+        Op.DESCRIBE,
+        Op.DELETE,
+        Op.ALTER,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    ),
     ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
-    ResourceType.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
-                           Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE),
+    ResourceType.CLUSTER: (
+        Op.CREATE,
+        Op.CLUSTER_ACTION,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+        Op.IDEMPOTENT_WRITE,
+        Op.ALTER,
+        Op.DESCRIBE,
+    ),
     ResourceType.TRANSACTIONAL_ID: (Op.DESCRIBE, Op.WRITE, Op.TWO_PHASE_COMMIT),
     ResourceType.DELEGATION_TOKEN: (Op.DESCRIBE,),
     ResourceType.USER: (Op.CREATE_TOKENS, Op.DESCRIBE_TOKENS),
@@ -153,7 +168,9 @@ class Unbuildable(Exception):
     needed): its constructor throws, and the whole request fails with UNKNOWN_SERVER_ERROR."""
 
 
-def has_unknown(*codes: int, enums=(ResourceType, PatternType, AclOperation, AclPermission)) -> bool:
+def has_unknown(
+    *codes: int, enums=(ResourceType, PatternType, AclOperation, AclPermission)
+) -> bool:
     """Whether a code is UNKNOWN or not one of its enum's (Kafka's fromCode maps those to
     UNKNOWN): such a request fails to parse in Kafka, which closes the connection."""
     return any(code == 0 or code not in enum._value2member_map_ for code, enum in zip(codes, enums))
@@ -179,8 +196,10 @@ def check_new(acl: AclBinding) -> None:
     if not acl.name:
         raise AclRefused("Invalid empty resource name")
     if ":" not in acl.principal:
-        raise AclRefused(f"Could not parse principal from `{acl.principal}` (no colon is present "
-                         "separating the principal type from the principal name)")
+        raise AclRefused(
+            f"Could not parse principal from `{acl.principal}` (no colon is present "
+            "separating the principal type from the principal name)"
+        )
     if not acl.host:
         raise AclRefused("Host pattern cannot be null or empty")
     if "/" in acl.host:

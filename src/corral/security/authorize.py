@@ -4,7 +4,7 @@ is configured (`broker.authorizer` is None: everything is allowed)."""
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 from .acls import ALL_SUPPORTED_BITS, CLUSTER_NAME, AclOperation, ResourceType
 
@@ -23,12 +23,14 @@ def client_address(request) -> str:
     return host[1:] if host.startswith("/") else host
 
 
-def allowed(broker, request, operation: int, resource_type: int, name: str, *,
-            log_denied: bool = True) -> bool:
+def allowed(
+    broker, request, operation: int, resource_type: int, name: str, *, log_denied: bool = True
+) -> bool:
     """`log_denied=False` for a check with a fallback (CLUSTER CREATE before TOPIC CREATE)."""
     authorizer = broker.authorizer
     if authorizer is None or authorizer.authorize(
-            request.principal, client_address(request), operation, resource_type, name):
+        request.principal, client_address(request), operation, resource_type, name
+    ):
         return True
     if log_denied:
         _log_denied(request, operation, resource_type, name)
@@ -38,24 +40,35 @@ def allowed(broker, request, operation: int, resource_type: int, name: str, *,
 def _log_denied(request, operation: int, resource_type: int, name: str) -> None:
     # Kafka's authorizer logger: an explicit check that is denied is one INFO line (filtering,
     # as of Metadata's topic list, is not logged).
-    log.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:%s "
-             "for request = %s", request.principal, AclOperation(operation).name,
-             client_address(request), ResourceType(resource_type).name, name, request.api_key)
+    log.info(
+        "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s "
+        "for request = %s",
+        request.principal,
+        AclOperation(operation).name,
+        client_address(request),
+        ResourceType(resource_type).name,
+        name,
+        request.api_key,
+    )
 
 
 def cluster_allowed(broker, request, operation: int, *, log_denied: bool = True) -> bool:
     return allowed(broker, request, operation, CLUSTER, CLUSTER_NAME, log_denied=log_denied)
 
 
-def filter_allowed(broker, request, operation: int, resource_type: int,
-                   names: Iterable[str]) -> set[str]:
+def filter_allowed(
+    broker, request, operation: int, resource_type: int, names: Iterable[str]
+) -> set[str]:
     """The names of `names` the request may do `operation` on (each checked once)."""
     authorizer = broker.authorizer
     if authorizer is None:
         return set(names)
     principal, host = request.principal, client_address(request)
-    return {name for name in set(names)
-            if authorizer.authorize(principal, host, operation, resource_type, name)}
+    return {
+        name
+        for name in set(names)
+        if authorizer.authorize(principal, host, operation, resource_type, name)
+    }
 
 
 def authorized_operations(broker, request, resource_type: int, name: str) -> int:
@@ -64,8 +77,9 @@ def authorized_operations(broker, request, resource_type: int, name: str) -> int
     authorizer = broker.authorizer
     if authorizer is None:
         return ALL_SUPPORTED_BITS[resource_type]
-    return authorizer.authorized_operations(request.principal, client_address(request),
-                                            resource_type, name)
+    return authorizer.authorized_operations(
+        request.principal, client_address(request), resource_type, name
+    )
 
 
 def group_read(broker, request, group_id: str) -> bool:
@@ -75,7 +89,9 @@ def group_read(broker, request, group_id: str) -> bool:
     authorizer = broker.authorizer
     if authorizer is None:
         return True
-    if not authorizer.authorize(request.principal, client_address(request), Op.READ, GROUP, group_id):
+    if not authorizer.authorize(
+        request.principal, client_address(request), Op.READ, GROUP, group_id
+    ):
         _log_denied(request, Op.READ, GROUP, group_id)
         return False
     broker.sessions.authorize_group(request.connection, group_id)

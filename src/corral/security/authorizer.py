@@ -15,29 +15,47 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import trio
 
 from ..config import Settings
 from ..files import replace_durably
-from .acls import (ALL_SUPPORTED_BITS, IMPLIES_DESCRIBE, IMPLIES_DESCRIBE_CONFIGS,
-                   SUPPORTED_OPERATIONS, WILDCARD, WILDCARD_PRINCIPAL, AclBinding, AclFilter,
-                   AclOperation, AclPermission, PatternType, ResourceType, host_matches)
+from .acls import (
+    ALL_SUPPORTED_BITS,
+    IMPLIES_DESCRIBE,
+    IMPLIES_DESCRIBE_CONFIGS,
+    SUPPORTED_OPERATIONS,
+    WILDCARD,
+    WILDCARD_PRINCIPAL,
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermission,
+    PatternType,
+    ResourceType,
+    host_matches,
+)
 
 log = logging.getLogger("corral.security.authorizer")
 
 FILE = "acls.json"
 # authorizer.class.name values that mean Kafka's ACL authorizer (KRaft's, and ZooKeeper-era's).
-AUTHORIZER_CLASSES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                      "kafka.security.authorizer.AclAuthorizer")
+AUTHORIZER_CLASSES = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+)
 
-DESCRIBE, DESCRIBE_CONFIGS, ALL = AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALL
+DESCRIBE, DESCRIBE_CONFIGS, ALL = (
+    AclOperation.DESCRIBE,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALL,
+)
 ALLOW, DENY = AclPermission.ALLOW, AclPermission.DENY
 
 
-def authorizer_for(settings: Settings, data_dir: Path) -> "Authorizer | None":
+def authorizer_for(settings: Settings, data_dir: Path) -> Authorizer | None:
     """The configured authorizer, or None when `authorizer.class.name` is empty (everything is
     allowed; the setting's check refused other classes). Raises OSError or ValueError for an
     unreadable acls.json."""
@@ -62,13 +80,18 @@ class Authorizer:
         if path.exists():
             stored = json.loads(path.read_text())
             self._index(AclBinding(*fields) for fields in stored["acls"])
-        log.info("ACL authorizer on: %d ACL(s), super.users=%s, allow.everyone.if.no.acl.found=%s",
-                 len(self.acls), ",".join(sorted(self.super_users)) or "(none)", allow_if_no_acl)
+        log.info(
+            "ACL authorizer on: %d ACL(s), super.users=%s, allow.everyone.if.no.acl.found=%s",
+            len(self.acls),
+            ",".join(sorted(self.super_users)) or "(none)",
+            allow_if_no_acl,
+        )
 
     # -------------------------------------------------------------------------------- checks
 
-    def authorize(self, principal: str, host: str, operation: int, resource_type: int,
-                  name: str) -> bool:
+    def authorize(
+        self, principal: str, host: str, operation: int, resource_type: int, name: str
+    ) -> bool:
         """Whether `principal` from `host` may do `operation` on the literal resource."""
         if principal in self.super_users:
             return True
@@ -105,7 +128,9 @@ class Authorizer:
                 if acls:
                     yield acls
 
-    def authorized_operations(self, principal: str, host: str, resource_type: int, name: str) -> int:
+    def authorized_operations(
+        self, principal: str, host: str, resource_type: int, name: str
+    ) -> int:
         """The bit field of the resource type's supported operations the principal may do."""
         if principal in self.super_users:
             return ALL_SUPPORTED_BITS[resource_type]
@@ -115,8 +140,9 @@ class Authorizer:
                 bits |= 1 << op
         return bits
 
-    def authorize_by_resource_type(self, principal: str, host: str, operation: int,
-                                   resource_type: int) -> bool:
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: int, resource_type: int
+    ) -> bool:
         """Authorizer.authorizeByResourceType: whether some resource of the type may be the
         object of `operation` (an ALLOW not dominated by a DENY), e.g. WRITE on any topic."""
         # A made-up name first, so that super users and allow.everyone.if.no.acl.found count.
@@ -125,10 +151,12 @@ class Authorizer:
         deny = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
         allow = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
         for acl in self.acls:
-            if (acl.resource_type != resource_type
-                    or not host_matches(acl.host, host)
-                    or acl.principal not in (principal, WILDCARD_PRINCIPAL)
-                    or acl.operation not in (operation, ALL)):
+            if (
+                acl.resource_type != resource_type
+                or not host_matches(acl.host, host)
+                or acl.principal not in (principal, WILDCARD_PRINCIPAL)
+                or acl.operation not in (operation, ALL)
+            ):
                 continue
             if acl.permission == DENY:
                 if acl.pattern_type == PatternType.LITERAL and acl.name == WILDCARD:
@@ -180,7 +208,9 @@ class Authorizer:
             if acl.pattern_type == PatternType.LITERAL:
                 self._literal.setdefault((acl.resource_type, acl.name), []).append(acl)
             else:
-                self._prefixed.setdefault(acl.resource_type, {}).setdefault(acl.name, []).append(acl)
+                self._prefixed.setdefault(acl.resource_type, {}).setdefault(acl.name, []).append(
+                    acl
+                )
         self._lengths()
 
     def _unindex(self, acls: set[AclBinding]) -> None:
@@ -196,8 +226,9 @@ class Authorizer:
         self._lengths()
 
     def _lengths(self) -> None:
-        self._prefix_lengths = {rtype: sorted({len(p) for p in prefixes})
-                                for rtype, prefixes in self._prefixed.items()}
+        self._prefix_lengths = {
+            rtype: sorted({len(p) for p in prefixes}) for rtype, prefixes in self._prefixed.items()
+        }
 
     async def _write(self, acls: set[AclBinding]) -> None:
         text = json.dumps({"acls": [acl.as_json() for acl in sorted(acls)]}, indent=1)
@@ -229,6 +260,8 @@ def _result(acl: AclBinding, principal: str, host: str, operation: int) -> AclPe
 
 def describe(acl: AclBinding) -> str:
     """One ACL as kafka-acls prints it."""
-    return (f"{ResourceType(acl.resource_type).name}:{PatternType(acl.pattern_type).name}:"
-            f"{acl.name} {acl.principal} has {AclPermission(acl.permission).name} permission for "
-            f"{AclOperation(acl.operation).name} from host {acl.host}")
+    return (
+        f"{ResourceType(acl.resource_type).name}:{PatternType(acl.pattern_type).name}:"
+        f"{acl.name} {acl.principal} has {AclPermission(acl.permission).name} permission for "
+        f"{AclOperation(acl.operation).name} from host {acl.host}"
+    )

@@ -25,15 +25,21 @@ FILE = "scram-credentials.json"
 
 
 def _encode(stored: Credential) -> dict:
-    return {"salt": base64.b64encode(stored.salt).decode(),
-            "stored_key": base64.b64encode(stored.stored_key).decode(),
-            "server_key": base64.b64encode(stored.server_key).decode(),
-            "iterations": stored.iterations}
+    return {
+        "salt": base64.b64encode(stored.salt).decode(),
+        "stored_key": base64.b64encode(stored.stored_key).decode(),
+        "server_key": base64.b64encode(stored.server_key).decode(),
+        "iterations": stored.iterations,
+    }
 
 
 def _decode(entry: dict) -> Credential:
-    return Credential(base64.b64decode(entry["salt"]), base64.b64decode(entry["stored_key"]),
-                      base64.b64decode(entry["server_key"]), int(entry["iterations"]))
+    return Credential(
+        base64.b64decode(entry["salt"]),
+        base64.b64decode(entry["stored_key"]),
+        base64.b64decode(entry["server_key"]),
+        int(entry["iterations"]),
+    )
 
 
 # PLAIN checks waiting for the one thread that runs them; more fail at once.
@@ -52,9 +58,14 @@ class Credentials:
         if self.path.exists():
             stored = json.loads(self.path.read_text())
             try:
-                self.users = {user: {name: _decode(entry) for name, entry in mechanisms.items()
-                                     if name in MECHANISMS}
-                              for user, mechanisms in stored["users"].items()}
+                self.users = {
+                    user: {
+                        name: _decode(entry)
+                        for name, entry in mechanisms.items()
+                        if name in MECHANISMS
+                    }
+                    for user, mechanisms in stored["users"].items()
+                }
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise ValueError(f"malformed entry ({type(e).__name__}: {e})") from None
 
@@ -72,8 +83,10 @@ class Credentials:
         if not stored:
             password_matches(MECHANISMS["SCRAM-SHA-256"], _UNKNOWN_USER, password)
             return False
-        return any(password_matches(MECHANISMS[name], credential, password)
-                   for name, credential in stored.items())
+        return any(
+            password_matches(MECHANISMS[name], credential, password)
+            for name, credential in stored.items()
+        )
 
     async def check_password(self, user: str, password: str) -> bool:
         """password_matches off the event loop (hashlib releases the GIL), one check at a time:
@@ -81,11 +94,15 @@ class Credentials:
         waiting, a check fails at once, so a flood cannot queue real logins behind it for ever."""
         if self._checks.statistics().tasks_waiting >= PLAIN_BACKLOG:
             return False
-        return await trio.to_thread.run_sync(self.password_matches, user, password,
-                                             limiter=self._checks)
+        return await trio.to_thread.run_sync(
+            self.password_matches, user, password, limiter=self._checks
+        )
 
-    async def alter(self, deletions: list[tuple[str, Mechanism]],
-                    upsertions: list[tuple[str, Mechanism, Credential]]) -> None:
+    async def alter(
+        self,
+        deletions: list[tuple[str, Mechanism]],
+        upsertions: list[tuple[str, Mechanism, Credential]],
+    ) -> None:
         """Applies the changes once they are durable (raises OSError, leaving them unapplied)."""
         async with self._lock:
             users = {user: dict(mechanisms) for user, mechanisms in self.users.items()}
@@ -94,12 +111,24 @@ class Credentials:
             for user, mechanism, stored in upsertions:
                 users.setdefault(user, {})[mechanism.name] = stored
             users = {user: mechanisms for user, mechanisms in users.items() if mechanisms}
-            text = json.dumps({"users": {user: {name: _encode(stored) for name, stored in m.items()}
-                                         for user, m in users.items()}}, indent=1, sort_keys=True)
+            text = json.dumps(
+                {
+                    "users": {
+                        user: {name: _encode(stored) for name, stored in m.items()}
+                        for user, m in users.items()
+                    }
+                },
+                indent=1,
+                sort_keys=True,
+            )
             await trio.to_thread.run_sync(replace_durably, self.path, text, 0o600)
             self.users = users
         for user, mechanism in deletions:
             log.info("SCRAM credential of user %s for %s deleted", user, mechanism.name)
         for user, mechanism, stored in upsertions:
-            log.info("SCRAM credential of user %s for %s set (%d iterations)", user,
-                     mechanism.name, stored.iterations)
+            log.info(
+                "SCRAM credential of user %s for %s set (%d iterations)",
+                user,
+                mechanism.name,
+                stored.iterations,
+            )

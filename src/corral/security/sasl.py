@@ -62,8 +62,10 @@ class PlainServer:
             text = "Authentication failed: Invalid username or password"
             raise scram.Failed(text, public=text)
         if authzid and authzid != user:
-            text = ("Authentication failed: Client requested an authorization id that is "
-                    "different from username")
+            text = (
+                "Authentication failed: Client requested an authorization id that is "
+                "different from username"
+            )
             raise scram.Failed(text, public=text)
         self.user, self.complete = user, True
         return b""
@@ -147,20 +149,30 @@ def sasl_handshake(broker, request) -> dict[str, Any]:
         previous = state
     elif isinstance(state, Exchange):
         # Kafka: "Unexpected Kafka request of type SASL_HANDSHAKE during SASL authentication."
-        failures("failed authentication",
-                 "connection from %s: a second SaslHandshake during SASL authentication; closing",
-                 request.client_host, address=request.client_host)
+        failures(
+            "failed authentication",
+            "connection from %s: a second SaslHandshake during SASL authentication; closing",
+            request.client_host,
+            address=request.client_host,
+        )
         sessions.failed(connection)
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": enabled}
     if mechanism not in enabled:
-        failures("failed authentication", "connection from %s: SASL mechanism %r is not enabled; "
-                 "closing", request.client_host, mechanism[:64], address=request.client_host)
+        failures(
+            "failed authentication",
+            "connection from %s: SASL mechanism %r is not enabled; closing",
+            request.client_host,
+            mechanism[:64],
+            address=request.client_host,
+        )
         sessions.failed(connection)
         return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled}
     exchange = Exchange(_server(broker, mechanism), previous)
     if previous is not None and previous.mechanism != mechanism:
-        exchange.refusal = (f"SASL mechanism '{mechanism}' requested by client is not supported "
-                            f"for re-authentication of mechanism '{previous.mechanism}'")
+        exchange.refusal = (
+            f"SASL mechanism '{mechanism}' requested by client is not supported "
+            f"for re-authentication of mechanism '{previous.mechanism}'"
+        )
     sessions.begin_exchange(connection, exchange)
     if request.api_version == 0 and previous is None:
         sessions.raw_tokens(connection)
@@ -173,20 +185,26 @@ async def sasl_authenticate(broker, request) -> dict[str, Any]:
     state = sessions.exchange(connection) if _is_sasl(broker, request) else None
     if not _is_sasl(broker, request) or isinstance(state, Authenticated):
         # Kafka's KafkaApis answer (no close): the connection is authenticated already.
-        return _answer(ErrorCode.ILLEGAL_SASL_STATE,
-                       "SaslAuthenticate request received after successful authentication")
+        return _answer(
+            ErrorCode.ILLEGAL_SASL_STATE,
+            "SaslAuthenticate request received after successful authentication",
+        )
     if state is None:
         sessions.failed(connection)
-        return _answer(ErrorCode.ILLEGAL_SASL_STATE,
-                       "Unexpected Kafka request of type SASL_AUTHENTICATE during SASL handshake.")
+        return _answer(
+            ErrorCode.ILLEGAL_SASL_STATE,
+            "Unexpected Kafka request of type SASL_AUTHENTICATE during SASL handshake.",
+        )
     if state.refusal is not None:
         return _refuse(broker, request, state, state.refusal)
     server = state.server
     try:
         token = await server.step(request.body["auth_bytes"])
     except scram.Failed as e:
-        message = e.public or (f"Authentication failed during {state.what} due to invalid "
-                               f"credentials with SASL mechanism {server.mechanism}")
+        message = e.public or (
+            f"Authentication failed during {state.what} due to invalid "
+            f"credentials with SASL mechanism {server.mechanism}"
+        )
         return _refuse(broker, request, state, message, reason=str(e))
     if sessions.exchange(connection) is not state:
         # The connection closed while the password was checked: nothing to keep.
@@ -196,29 +214,57 @@ async def sasl_authenticate(broker, request) -> dict[str, Any]:
     principal = f"User:{server.user}"
     if state.previous is not None and state.previous.principal != principal:
         old, new = (p.replace(":", ".", 1) for p in (state.previous.principal, principal))
-        return _refuse(broker, request, state,
-                       f"Cannot change principals during re-authentication from {old}: {new}")
+        return _refuse(
+            broker,
+            request,
+            state,
+            f"Cannot change principals during re-authentication from {old}: {new}",
+        )
     reauth_ms = broker.settings.for_listener(request.listener, "connections.max.reauth.ms")
     lifetime_ms = min(max(reauth_ms, 0), MAX_SESSION_MS)
     sessions.authenticated(connection, principal, lifetime_ms)
-    sessions.begin_exchange(connection, Authenticated(
-        server.mechanism, principal, lifetime_ms > 0,
-        reauthenticated=state.began if state.previous is not None else 0.0))
+    sessions.begin_exchange(
+        connection,
+        Authenticated(
+            server.mechanism,
+            principal,
+            lifetime_ms > 0,
+            reauthenticated=state.began if state.previous is not None else 0.0,
+        ),
+    )
     # DEBUG, as Kafka's: one line per connection (and per renewal) would flood a big fleet's log.
-    log.debug("connection from %s %s as %s with %s", request.client_host,
-              "re-authenticated" if state.previous else "authenticated", principal, server.mechanism)
+    log.debug(
+        "connection from %s %s as %s with %s",
+        request.client_host,
+        "re-authenticated" if state.previous else "authenticated",
+        principal,
+        server.mechanism,
+    )
     return _answer(ErrorCode.NONE, token=token, lifetime_ms=lifetime_ms)
 
 
-def _refuse(broker, request, state: Exchange, message: str, reason: str | None = None) -> dict[str, Any]:
-    failures("failed authentication", "connection from %s: SASL %s failed: %s%s; closing",
-             request.client_host, state.what, message,
-             f" ({reason})" if reason and reason != message else "", address=request.client_host)
+def _refuse(
+    broker, request, state: Exchange, message: str, reason: str | None = None
+) -> dict[str, Any]:
+    failures(
+        "failed authentication",
+        "connection from %s: SASL %s failed: %s%s; closing",
+        request.client_host,
+        state.what,
+        message,
+        f" ({reason})" if reason and reason != message else "",
+        address=request.client_host,
+    )
     broker.sessions.failed(request.connection)
     return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, message)
 
 
-def _answer(code: ErrorCode, message: str | None = None, token: bytes = b"",
-            lifetime_ms: int = 0) -> dict[str, Any]:
-    return {"error_code": code, "error_message": message, "auth_bytes": token,
-            "session_lifetime_ms": lifetime_ms}
+def _answer(
+    code: ErrorCode, message: str | None = None, token: bytes = b"", lifetime_ms: int = 0
+) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "auth_bytes": token,
+        "session_lifetime_ms": lifetime_ms,
+    }

@@ -16,8 +16,8 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -57,15 +57,20 @@ def credential(mechanism: Mechanism, salt: bytes, salted: bytes, iterations: int
     """What is stored, from the salted password AlterUserScramCredentials sends (Kafka's
     ScramFormatter.generateCredential)."""
     client_key = _hmac(mechanism, salted, b"Client Key")
-    return Credential(salt, hashlib.new(mechanism.hash, client_key).digest(),
-                      _hmac(mechanism, salted, b"Server Key"), iterations)
+    return Credential(
+        salt,
+        hashlib.new(mechanism.hash, client_key).digest(),
+        _hmac(mechanism, salted, b"Server Key"),
+        iterations,
+    )
 
 
 def password_matches(mechanism: Mechanism, stored: Credential, password: str) -> bool:
     """Whether `password` is the one `stored` was made from (SASL/PLAIN checks this way)."""
     salted = salted_password(mechanism, password, stored.salt, stored.iterations)
-    return hmac.compare_digest(credential(mechanism, stored.salt, salted, stored.iterations).stored_key,
-                               stored.stored_key)
+    return hmac.compare_digest(
+        credential(mechanism, stored.salt, salted, stored.iterations).stored_key, stored.stored_key
+    )
 
 
 class Failed(Exception):
@@ -86,9 +91,11 @@ _B64 = r"(?:[a-zA-Z0-9/+]{4})*(?:[a-zA-Z0-9/+]{3}=|[a-zA-Z0-9/+]{2}==)?"
 _EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
 _CLIENT_FIRST = re.compile(
     rf"(?P<gs2>n,(?:a=(?P<authzid>{_SASLNAME}))?,)(?P<bare>(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
-    rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS}))")
+    rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS}))"
+)
 _CLIENT_FINAL = re.compile(
-    rf"(?P<without_proof>c=(?P<channel>{_B64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS}),p=(?P<proof>{_B64})")
+    rf"(?P<without_proof>c=(?P<channel>{_B64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS}),p=(?P<proof>{_B64})"
+)
 
 
 def username(sasl_name: str) -> str:
@@ -98,7 +105,7 @@ def username(sasl_name: str) -> str:
 
 
 def _extensions(text: str) -> dict[str, str]:
-    """",a=1,b=2" -> {"a": "1", "b": "2"} (Utils.parseMap)."""
+    """ ",a=1,b=2" -> {"a": "1", "b": "2"} (Utils.parseMap)."""
     pairs = (item.partition("=") for item in text.split(",") if item)
     return {key: value for key, _, value in pairs}
 
@@ -117,8 +124,12 @@ class ScramServer:
     """One SCRAM exchange: `step(client first)` -> server first, `step(client final)` -> server
     final; then `user` is who authenticated. Raises Failed."""
 
-    def __init__(self, mechanism: Mechanism, lookup: Callable[[str], Credential | None],
-                 nonce: Callable[[], str] = lambda: secrets.token_urlsafe(18)):
+    def __init__(
+        self,
+        mechanism: Mechanism,
+        lookup: Callable[[str], Credential | None],
+        nonce: Callable[[], str] = lambda: secrets.token_urlsafe(18),
+    ):
         self.mechanism = mechanism
         self._lookup = lookup
         self._nonce = nonce
@@ -149,17 +160,23 @@ class ScramServer:
         if stored is None:
             raise Failed("Authentication failed: Invalid user credentials")
         if first["authzid"] is not None and first["authzid"] != user:
-            message = ("Authentication failed: Client requested an authorization id that is "
-                       "different from username")
+            message = (
+                "Authentication failed: Client requested an authorization id that is "
+                "different from username"
+            )
             raise Failed(message, public=message)
         if stored.iterations < self.mechanism.min_iterations:
-            raise Failed(f"Iterations {stored.iterations} is less than the minimum "
-                         f"{self.mechanism.min_iterations} for {self.mechanism.name}")
+            raise Failed(
+                f"Iterations {stored.iterations} is less than the minimum "
+                f"{self.mechanism.min_iterations} for {self.mechanism.name}"
+            )
         self.user, self._stored = user, stored
         self._gs2, self._first_bare = first["gs2"], first["bare"]
         self._combined_nonce = first["nonce"] + self._nonce()
-        self._server_first = (f"r={self._combined_nonce},s={base64.b64encode(stored.salt).decode()},"
-                              f"i={stored.iterations}")
+        self._server_first = (
+            f"r={self._combined_nonce},s={base64.b64encode(stored.salt).decode()},"
+            f"i={stored.iterations}"
+        )
         self._step = self._client_final
         return self._server_first.encode()
 
@@ -185,8 +202,9 @@ class ScramServer:
         if len(proof) != len(signature):
             raise Failed("Invalid client credentials")
         client_key = bytes(a ^ b for a, b in zip(signature, proof))
-        if not hmac.compare_digest(hashlib.new(self.mechanism.hash, client_key).digest(),
-                                   stored.stored_key):
+        if not hmac.compare_digest(
+            hashlib.new(self.mechanism.hash, client_key).digest(), stored.stored_key
+        ):
             raise Failed("Invalid client credentials")
         server_signature = _hmac(self.mechanism, stored.server_key, auth_message)
         self._stored = None

@@ -21,30 +21,53 @@ def describe_user_scram_credentials(broker, request) -> dict[str, Any]:
     if not cluster_allowed(broker, request, AclOperation.DESCRIBE):
         # Kafka: the error at the top and on one result per user asked for.
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return {"throttle_time_ms": 0, "error_code": refused, "error_message": None,
-                "results": [{"user": "", "error_code": refused, "error_message": None,
-                             "credential_infos": []} for _ in request.body["users"] or ()]}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": refused,
+            "error_message": None,
+            "results": [
+                {"user": "", "error_code": refused, "error_message": None, "credential_infos": []}
+                for _ in request.body["users"] or ()
+            ],
+        }
     credentials = broker.credentials
     asked = [user["name"] for user in request.body["users"] or ()]
     results = []
     # No users named (null or empty): every user that has a credential.
     for user in dict.fromkeys(asked) if asked else sorted(credentials.users):
-        result: dict[str, Any] = {"user": user, "error_code": ErrorCode.NONE,
-                                  "error_message": None, "credential_infos": []}
+        result: dict[str, Any] = {
+            "user": user,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "credential_infos": [],
+        }
         if asked.count(user) > 1:
-            result.update(error_code=ErrorCode.DUPLICATE_RESOURCE, error_message=(
-                f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}"))
+            result.update(
+                error_code=ErrorCode.DUPLICATE_RESOURCE,
+                error_message=(
+                    f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}"
+                ),
+            )
         elif user not in credentials.users:
-            result.update(error_code=ErrorCode.RESOURCE_NOT_FOUND, error_message=(
-                f"Attempt to describe a user credential that does not exist: {user}"))
+            result.update(
+                error_code=ErrorCode.RESOURCE_NOT_FOUND,
+                error_message=(
+                    f"Attempt to describe a user credential that does not exist: {user}"
+                ),
+            )
         else:
             result["credential_infos"] = [
                 {"mechanism": mechanism.type, "iterations": stored.iterations}
                 for mechanism in scram.MECHANISMS.values()
-                if (stored := credentials.get(user, mechanism)) is not None]
+                if (stored := credentials.get(user, mechanism)) is not None
+            ]
         results.append(result)
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-            "results": results}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "results": results,
+    }
 
 
 class _Refused(Exception):
@@ -70,10 +93,17 @@ async def alter_user_scram_credentials(broker, request) -> dict[str, Any]:
     body = request.body
     if not cluster_allowed(broker, request, AclOperation.ALTER):
         users = sorted({change["name"] for change in body["deletions"] + body["upsertions"]})
-        return {"throttle_time_ms": 0, "results": [
-            {"user": user, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-             "error_message": "Request AlterUserScramCredentials needs ALTER permission."}
-            for user in users]}
+        return {
+            "throttle_time_ms": 0,
+            "results": [
+                {
+                    "user": user,
+                    "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": "Request AlterUserScramCredentials needs ALTER permission.",
+                }
+                for user in users
+            ],
+        }
     credentials = broker.credentials
     errors: dict[str, tuple[ErrorCode, str]] = {}
     deletions: dict[str, scram.Mechanism] = {}
@@ -90,8 +120,10 @@ async def alter_user_scram_credentials(broker, request) -> dict[str, Any]:
         try:
             mechanism = _mechanism(name, deletion["mechanism"])
             if not credentials.has(name, mechanism):
-                raise _Refused(ErrorCode.RESOURCE_NOT_FOUND,
-                               "Attempt to delete a user credential that does not exist")
+                raise _Refused(
+                    ErrorCode.RESOURCE_NOT_FOUND,
+                    "Attempt to delete a user credential that does not exist",
+                )
             deletions[name] = mechanism
         except _Refused as e:
             errors[name] = (e.code, e.message)
@@ -112,19 +144,33 @@ async def alter_user_scram_credentials(broker, request) -> dict[str, Any]:
             upsertions[name] = (mechanism, upsertion)
         except _Refused as e:
             errors[name] = (e.code, e.message)
-    changes = [(name, mechanism, scram.credential(mechanism, u["salt"], u["salted_password"],
-                                                  u["iterations"]))
-               for name, (mechanism, u) in upsertions.items()]
+    changes = [
+        (
+            name,
+            mechanism,
+            scram.credential(mechanism, u["salt"], u["salted_password"], u["iterations"]),
+        )
+        for name, (mechanism, u) in upsertions.items()
+    ]
     done = [*deletions, *upsertions]
     if done:
         try:
             await credentials.alter(list(deletions.items()), changes)
         except OSError as e:
             log.error("SCRAM credentials not changed: %s", e)
-            errors.update({name: (ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot write the credentials: "
-                                  f"{e.strerror or e}") for name in done})
+            errors.update(
+                {
+                    name: (
+                        ErrorCode.UNKNOWN_SERVER_ERROR,
+                        f"cannot write the credentials: {e.strerror or e}",
+                    )
+                    for name in done
+                }
+            )
             done = []
     results = [{"user": name, "error_code": ErrorCode.NONE, "error_message": None} for name in done]
-    results += [{"user": name, "error_code": code, "error_message": message}
-                for name, (code, message) in errors.items()]
+    results += [
+        {"user": name, "error_code": code, "error_message": message}
+        for name, (code, message) in errors.items()
+    ]
     return {"throttle_time_ms": 0, "results": results}

@@ -6,5 +6,14 @@ from .membership import ClassicMembership
 from .protocol import ClassicProtocol, JoinRequest, join_error, sync_error
 from .state import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicMember, ClassicState
 
-__all__ = ["CONSUMER_PROTOCOL_TYPE", "ClassicGroup", "ClassicMember", "ClassicMembership",
-           "ClassicProtocol", "ClassicState", "JoinRequest", "join_error", "sync_error"]
+__all__ = [
+    "CONSUMER_PROTOCOL_TYPE",
+    "ClassicGroup",
+    "ClassicMember",
+    "ClassicMembership",
+    "ClassicProtocol",
+    "ClassicState",
+    "JoinRequest",
+    "join_error",
+    "sync_error",
+]

@@ -14,8 +14,9 @@ class ClassicMembership:
     # Given by GroupCoordinator, ClassicProtocol and ClassicMembers.
     groups: dict
 
-    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
-                  generation_id: int) -> ErrorCode:
+    def heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -33,8 +34,9 @@ class ClassicMembership:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]
-              ) -> tuple[ErrorCode, list[ErrorCode]]:
+    def leave(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
         """Removes members [(member_id, group_instance_id)]; returns (group error, member errors)."""
         group = self.groups.get(group_id)
         if group is None:

@@ -16,7 +16,8 @@ version.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ...apis import Later
 from ...errors import ErrorCode
@@ -34,9 +35,16 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
 def join_error(code: ErrorCode, member_id: str = "") -> dict[str, Any]:
-    return {"error_code": code, "generation_id": -1, "protocol_type": None,
-            "protocol_name": None, "leader": "", "skip_assignment": False,
-            "member_id": member_id, "members": []}
+    return {
+        "error_code": code,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None,
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": member_id,
+        "members": [],
+    }
 
 
 def sync_error(code: ErrorCode) -> dict[str, Any]:
@@ -46,15 +54,24 @@ def sync_error(code: ErrorCode) -> dict[str, Any]:
 class JoinRequest:
     """What JoinGroup asks, independent of its version."""
 
-    __slots__ = ("group_id", "member_id", "group_instance_id", "client_id", "client_host",
-                 "session_timeout_ms", "rebalance_timeout_ms", "protocol_type", "protocols",
-                 "require_known_member_id", "supports_skip_assignment", "reason")
+    __slots__ = (
+        "group_id",
+        "member_id",
+        "group_instance_id",
+        "client_id",
+        "client_host",
+        "session_timeout_ms",
+        "rebalance_timeout_ms",
+        "protocol_type",
+        "protocols",
+        "require_known_member_id",
+        "supports_skip_assignment",
+        "reason",
+    )
 
     def __init__(self, **fields: Any):
         for name in self.__slots__:
             setattr(self, name, fields[name])
-
-
 
 
 class ClassicProtocol:
@@ -97,15 +114,24 @@ class ClassicProtocol:
         group.protocol_type = value.protocol_type or None
         group.protocol_name = value.protocol
         for m in value.members:
-            member = ClassicMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                   m.rebalance_timeout_ms, m.session_timeout_ms,
-                                   value.protocol_type, [(value.protocol or "", m.subscription)])
+            member = ClassicMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                value.protocol_type,
+                [(value.protocol or "", m.subscription)],
+            )
             member.assignment = m.assignment
             member.timer_key = self.timers.register(self._expire_member, group, member)
             group.add(member, None)
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
         group.transition(ClassicState.STABLE if group.members else ClassicState.EMPTY)
-        group.state_timestamp_ms = value.state_timestamp_ms if value.state_timestamp_ms >= 0 else None
+        group.state_timestamp_ms = (
+            value.state_timestamp_ms if value.state_timestamp_ms >= 0 else None
+        )
         group.subscribed_topics = group.compute_subscribed_topics()
         group.stored = stored
         return group
@@ -134,11 +160,13 @@ class ClassicProtocol:
                 member.sync_waiter = None
 
     def _schedule_heartbeat(self, member: ClassicMember, timeout_ms: int | None = None) -> None:
-        self.timers.schedule(member.timer_key,
-                             member.session_timeout_ms if timeout_ms is None else timeout_ms)
+        self.timers.schedule(
+            member.timer_key, member.session_timeout_ms if timeout_ms is None else timeout_ms
+        )
 
-    def _validate_generation(self, group: ClassicGroup, member_id: str, instance_id: str | None,
-                             generation_id: int) -> ErrorCode:
+    def _validate_generation(
+        self, group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
         """SyncGroup's and Heartbeat's first checks: a live group, a known member, its generation."""
         if group.state is ClassicState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -194,8 +222,9 @@ class ClassicProtocol:
             member = group.members.get(member_id)
             # Counting awaiting members (not members) lets the last rejoiners be kicked out when
             # the maximum was lowered.
-            return (member is not None and member.awaiting_join) or \
-                group.num_awaiting_join < self.max_size
+            return (
+                member is not None and member.awaiting_join
+            ) or group.num_awaiting_join < self.max_size
         return member_id in group.members or group.size() < self.max_size
 
     def _join_new_member(self, group: ClassicGroup, req: JoinRequest, waiter: Later) -> None:
@@ -209,8 +238,13 @@ class ClassicProtocol:
         if req.group_instance_id is not None:
             old_id = group.static_members.get(req.group_instance_id)
             if old_id is not None:
-                log.info("static member %s of group %s rejoins with a new member id; replacing %s",
-                         req.group_instance_id, group.group_id, old_id, extra=fields(group.group_id, new_id))
+                log.info(
+                    "static member %s of group %s rejoins with a new member id; replacing %s",
+                    req.group_instance_id,
+                    group.group_id,
+                    old_id,
+                    extra=fields(group.group_id, new_id),
+                )
                 self._update_static_member(group, req, old_id, new_id, waiter)
             else:
                 self._add_member(group, req, new_id, waiter)
@@ -249,8 +283,13 @@ class ClassicProtocol:
         elif state is ClassicState.COMPLETING_REBALANCE:
             if member.matches(req.protocols):
                 # A lost JoinGroup response: answer again with the current generation.
-                waiter.resolve(self._join_response(
-                    group, member_id, group.leader_members_list() if group.is_leader(member_id) else []))
+                waiter.resolve(
+                    self._join_response(
+                        group,
+                        member_id,
+                        group.leader_members_list() if group.is_leader(member_id) else [],
+                    )
+                )
             else:
                 self._update_member(group, member, req, waiter)
         elif state is ClassicState.STABLE:
@@ -262,21 +301,43 @@ class ClassicProtocol:
         else:
             waiter.resolve(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
 
-    def _join_response(self, group: ClassicGroup, member_id: str, members: list,
-                       skip_assignment: bool = False, leader: str | None = None) -> dict[str, Any]:
-        return {"error_code": ErrorCode.NONE, "generation_id": group.generation_id,
-                "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
-                "leader": group.leader_id if leader is None else leader,
-                "skip_assignment": skip_assignment, "member_id": member_id, "members": members}
+    def _join_response(
+        self,
+        group: ClassicGroup,
+        member_id: str,
+        members: list,
+        skip_assignment: bool = False,
+        leader: str | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "error_code": ErrorCode.NONE,
+            "generation_id": group.generation_id,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "leader": group.leader_id if leader is None else leader,
+            "skip_assignment": skip_assignment,
+            "member_id": member_id,
+            "members": members,
+        }
 
-    def _add_member(self, group: ClassicGroup, req: JoinRequest, member_id: str,
-                    waiter: Later) -> None:
-        member = ClassicMember(member_id, req.group_instance_id, req.client_id, req.client_host,
-                               req.rebalance_timeout_ms, req.session_timeout_ms,
-                               req.protocol_type, req.protocols)
+    def _add_member(
+        self, group: ClassicGroup, req: JoinRequest, member_id: str, waiter: Later
+    ) -> None:
+        member = ClassicMember(
+            member_id,
+            req.group_instance_id,
+            req.client_id,
+            req.client_host,
+            req.rebalance_timeout_ms,
+            req.session_timeout_ms,
+            req.protocol_type,
+            req.protocols,
+        )
         member.is_new = True
-        if group.state is ClassicState.PREPARING_REBALANCE and \
-                group.previous_state is ClassicState.EMPTY:
+        if (
+            group.state is ClassicState.PREPARING_REBALANCE
+            and group.previous_state is ClassicState.EMPTY
+        ):
             group.new_member_added = True
         pending_key = group.pending_members.get(member_id)
         if pending_key is not None:
@@ -288,52 +349,70 @@ class ClassicProtocol:
         # defunct joiners (clients that gave up and retried under another id).
         self._schedule_heartbeat(member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance_or_complete_join(
-            group, f"adding member {member_id}; client reason: {req.reason or 'not provided'}")
+            group, f"adding member {member_id}; client reason: {req.reason or 'not provided'}"
+        )
 
-    def _update_member(self, group: ClassicGroup, member: ClassicMember, req: JoinRequest,
-                       waiter: Later) -> None:
-        group.update(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
-                     waiter)
+    def _update_member(
+        self, group: ClassicGroup, member: ClassicMember, req: JoinRequest, waiter: Later
+    ) -> None:
+        group.update(
+            member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter
+        )
         self._maybe_prepare_rebalance_or_complete_join(group, f"member {member.member_id} rejoined")
 
-    def _update_static_member(self, group: ClassicGroup, req: JoinRequest, old_id: str,
-                              new_id: str, waiter: Later) -> None:
+    def _update_static_member(
+        self, group: ClassicGroup, req: JoinRequest, old_id: str, new_id: str, waiter: Later
+    ) -> None:
         current_leader = group.leader_id
-        member = group.replace_static_member(req.group_instance_id, old_id, new_id,
-                                             join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        member = group.replace_static_member(
+            req.group_instance_id, old_id, new_id, join_error(ErrorCode.FENCED_INSTANCE_ID, old_id)
+        )
         self.events.classic_static_replaced(group, member, old_id)
         self._schedule_heartbeat(member)
-        group.update(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
-                     waiter)
+        group.update(
+            member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter
+        )
         state = group.state
         if state is ClassicState.STABLE:
             if group.protocol_name == group.select_protocol():
                 # The same member is back: keep the group stable and give it its old assignment.
-                self._write(group).then(lambda error: self._static_member_persisted(
-                    group, member, req, current_leader, error))
+                self._write(group).then(
+                    lambda error: self._static_member_persisted(
+                        group, member, req, current_leader, error
+                    )
+                )
             else:
                 self._maybe_prepare_rebalance_or_complete_join(
-                    group, f"static member {req.group_instance_id} changed the selected protocol")
+                    group, f"static member {req.group_instance_id} changed the selected protocol"
+                )
         elif state is ClassicState.COMPLETING_REBALANCE:
             # The leader may have assigned under the old id: rebalance so the new id gets partitions.
             self._prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
         else:
             self._maybe_complete_join_phase(group)
 
-    def _static_member_persisted(self, group: ClassicGroup, member: ClassicMember,
-                                 req: JoinRequest, previous_leader: str | None,
-                                 error: ErrorCode) -> None:
+    def _static_member_persisted(
+        self,
+        group: ClassicGroup,
+        member: ClassicMember,
+        req: JoinRequest,
+        previous_leader: str | None,
+        error: ErrorCode,
+    ) -> None:
         if error:
             group.complete_join(member, join_error(error))
             return
         if req.supports_skip_assignment:
             is_leader = group.is_leader(member.member_id)
             members = group.leader_members_list() if is_leader else []
-            group.complete_join(member, self._join_response(
-                group, member.member_id, members, skip_assignment=is_leader))
+            group.complete_join(
+                member,
+                self._join_response(group, member.member_id, members, skip_assignment=is_leader),
+            )
         else:
-            group.complete_join(member, self._join_response(
-                group, member.member_id, [], leader=previous_leader))
+            group.complete_join(
+                member, self._join_response(group, member.member_id, [], leader=previous_leader)
+            )
 
     # -- rebalance ------------------------------------------------------------------------------
 
@@ -345,8 +424,11 @@ class ClassicProtocol:
 
     def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
         # The initial rebalance of a new group waits for its delay even when everyone is in.
-        if group.state is ClassicState.PREPARING_REBALANCE and group.has_all_members_joined() \
-                and group.previous_state is not ClassicState.EMPTY:
+        if (
+            group.state is ClassicState.PREPARING_REBALANCE
+            and group.has_all_members_joined()
+            and group.previous_state is not ClassicState.EMPTY
+        ):
             self._complete_join_phase(group)
 
     def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
@@ -402,12 +484,19 @@ class ClassicProtocol:
             self.events.classic_rebalance_end(group)
             self._write(group)
             return
-        log.info("stabilized group %s generation %d (%s) with %d members", group.group_id, group.generation_id,
-                 group.protocol_name, group.size(), extra=fields(group.group_id, epoch=group.generation_id))
+        log.info(
+            "stabilized group %s generation %d (%s) with %d members",
+            group.group_id,
+            group.generation_id,
+            group.protocol_name,
+            group.size(),
+            extra=fields(group.group_id, epoch=group.generation_id),
+        )
         # The leader's answer goes out first: its SyncGroup is the rebalance's critical path.
         leader = group.members[group.leader_id]
-        group.complete_join(leader, self._join_response(group, leader.member_id,
-                                                        group.leader_members_list()))
+        group.complete_join(
+            leader, self._join_response(group, leader.member_id, group.leader_members_list())
+        )
         for member in group.members.values():
             if member is not leader:
                 group.complete_join(member, self._join_response(group, member.member_id, []))
@@ -420,8 +509,10 @@ class ClassicProtocol:
     def _on_sync_timer(self, group: ClassicGroup) -> None:
         if group.sync_generation != group.generation_id:
             return
-        if group.state in (ClassicState.COMPLETING_REBALANCE, ClassicState.STABLE) and \
-                group.pending_sync:
+        if (
+            group.state in (ClassicState.COMPLETING_REBALANCE, ClassicState.STABLE)
+            and group.pending_sync
+        ):
             missing = list(group.pending_sync)
             self.events.classic_members_expired(group, missing, "sync_timeout")
             for member_id in missing:
@@ -448,7 +539,8 @@ class ClassicProtocol:
         self._drop_member(group, member.member_id)
         if group.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance_or_complete_join(
-                group, f"member {member.member_id} left or expired")
+                group, f"member {member.member_id} left or expired"
+            )
         elif group.state is ClassicState.PREPARING_REBALANCE and group.has_all_members_joined():
             self._complete_join_phase(group)
 
@@ -460,29 +552,42 @@ class ClassicProtocol:
     def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
         ok = error == ErrorCode.NONE
         for member in group.members.values():
-            response = {"error_code": error,
-                        "protocol_type": group.protocol_type if ok else None,
-                        "protocol_name": group.protocol_name if ok else None,
-                        "assignment": member.assignment}
+            response = {
+                "error_code": error,
+                "protocol_type": group.protocol_type if ok else None,
+                "protocol_name": group.protocol_name if ok else None,
+                "assignment": member.assignment,
+            }
             if group.complete_sync(member, response):
                 self._schedule_heartbeat(member)
 
     # -- SyncGroup ------------------------------------------------------------------------------
 
-    def sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
-             protocol_type: str | None, protocol_name: str | None,
-             assignments: list[tuple[str, bytes]]) -> Later:
+    def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: list[tuple[str, bytes]],
+    ) -> Later:
         waiter = Later()
         group = self.groups.get(group_id)
         if group is None or group.is_empty():
             waiter.resolve(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
             return waiter
         if not isinstance(group, ClassicGroup):  # a consumer group
-            waiter.resolve(self.classic_sync_consumer(group, member_id, instance_id, generation_id,
-                                                      protocol_type, protocol_name))
+            waiter.resolve(
+                self.classic_sync_consumer(
+                    group, member_id, instance_id, generation_id, protocol_type, protocol_name
+                )
+            )
             return waiter
-        error = self._validate_sync(group, member_id, instance_id, generation_id,
-                                    protocol_type, protocol_name)
+        error = self._validate_sync(
+            group, member_id, instance_id, generation_id, protocol_type, protocol_name
+        )
         state = group.state
         if error:
             waiter.resolve(sync_error(error))
@@ -497,45 +602,72 @@ class ClassicProtocol:
                 by_member = dict(assignments)
                 for member in group.members.values():
                     member.assignment = by_member.get(member.member_id, b"")
-                log.info("assignment received from leader %s of group %s for generation %d",
-                         member_id, group_id, generation_id, extra=fields(group_id, member_id, generation_id))
-                self._write(group).then(lambda err: self._assignment_persisted(group, generation_id, err))
+                log.info(
+                    "assignment received from leader %s of group %s for generation %d",
+                    member_id,
+                    group_id,
+                    generation_id,
+                    extra=fields(group_id, member_id, generation_id),
+                )
+                self._write(group).then(
+                    lambda err: self._assignment_persisted(group, generation_id, err)
+                )
         else:  # Stable
             self._remove_pending_sync(group, member_id)
-            waiter.resolve({"error_code": ErrorCode.NONE, "protocol_type": group.protocol_type,
-                             "protocol_name": group.protocol_name,
-                             "assignment": group.members[member_id].assignment})
+            waiter.resolve(
+                {
+                    "error_code": ErrorCode.NONE,
+                    "protocol_type": group.protocol_type,
+                    "protocol_name": group.protocol_name,
+                    "assignment": group.members[member_id].assignment,
+                }
+            )
         return waiter
 
-    def _assignment_persisted(self, group: ClassicGroup, generation_id: int,
-                              error: ErrorCode) -> None:
+    def _assignment_persisted(
+        self, group: ClassicGroup, generation_id: int, error: ErrorCode
+    ) -> None:
         # Another join may have moved the group on while the record was being written.
-        if group.state is not ClassicState.COMPLETING_REBALANCE or \
-                group.generation_id != generation_id:
+        if (
+            group.state is not ClassicState.COMPLETING_REBALANCE
+            or group.generation_id != generation_id
+        ):
             return
         if error:
             self._reset_and_propagate_assignment(group, error)
-            self._maybe_prepare_rebalance_or_complete_join(group, f"storing the assignment failed: {error.name}")
+            self._maybe_prepare_rebalance_or_complete_join(
+                group, f"storing the assignment failed: {error.name}"
+            )
             return
         self._propagate_assignment(group, ErrorCode.NONE)
         group.transition(ClassicState.STABLE)
         self.events.classic_rebalance_end(group)
 
-    def _validate_sync(self, group: ClassicGroup, member_id: str, instance_id: str | None,
-                       generation_id: int, protocol_type: str | None,
-                       protocol_name: str | None) -> ErrorCode:
+    def _validate_sync(
+        self,
+        group: ClassicGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> ErrorCode:
         error = self._validate_generation(group, member_id, instance_id, generation_id)
         if error:
             return error
-        if _inconsistent(protocol_type, group.protocol_type) or \
-                _inconsistent(protocol_name, group.protocol_name):
+        if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(
+            protocol_name, group.protocol_name
+        ):
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         return ErrorCode.NONE
 
     def _remove_pending_sync(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync.discard(member_id)
         if not group.pending_sync or group.state in (
-                ClassicState.DEAD, ClassicState.EMPTY, ClassicState.PREPARING_REBALANCE):
+            ClassicState.DEAD,
+            ClassicState.EMPTY,
+            ClassicState.PREPARING_REBALANCE,
+        ):
             self.timers.cancel(group.sync_key)
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
+from collections.abc import Callable, Iterable
 from enum import Enum
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ... import _core
 from ...apis import Later
@@ -57,13 +58,33 @@ def vote(protocol_lists: Iterable[list[str]]) -> str:
 
 
 class ClassicMember:
-    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host",
-                 "rebalance_timeout_ms", "session_timeout_ms", "protocol_type", "protocols",
-                 "assignment", "join_waiter", "sync_waiter", "is_new", "timer_key")
+    __slots__ = (
+        "member_id",
+        "group_instance_id",
+        "client_id",
+        "client_host",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
+        "protocol_type",
+        "protocols",
+        "assignment",
+        "join_waiter",
+        "sync_waiter",
+        "is_new",
+        "timer_key",
+    )
 
-    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str,
-                 client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
-                 protocol_type: str, protocols: list[tuple[str, bytes]]):
+    def __init__(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -106,10 +127,12 @@ class ClassicMember:
 
 # What a member of the current generation hears from a Heartbeat in each state; None: the
 # coordinator answers (Empty, and every error).
-HEARTBEAT_ANSWERS = {ClassicState.STABLE: ErrorCode.NONE,
-                     ClassicState.COMPLETING_REBALANCE: ErrorCode.NONE,
-                     ClassicState.PREPARING_REBALANCE: ErrorCode.REBALANCE_IN_PROGRESS,
-                     ClassicState.EMPTY: None}
+HEARTBEAT_ANSWERS = {
+    ClassicState.STABLE: ErrorCode.NONE,
+    ClassicState.COMPLETING_REBALANCE: ErrorCode.NONE,
+    ClassicState.PREPARING_REBALANCE: ErrorCode.REBALANCE_IN_PROGRESS,
+    ClassicState.EMPTY: None,
+}
 # The states whose members of the current generation may commit offsets (validate_offset_commit).
 COMMITTING = (ClassicState.STABLE, ClassicState.PREPARING_REBALANCE)
 
@@ -121,8 +144,13 @@ class ClassicGroup:
 
     type = "classic"
 
-    def __init__(self, group_id: str, heartbeat_view: _core.HeartbeatView | None = None,
-                 join_key: int = 0, sync_key: int = 0):
+    def __init__(
+        self,
+        group_id: str,
+        heartbeat_view: _core.HeartbeatView | None = None,
+        join_key: int = 0,
+        sync_key: int = 0,
+    ):
         self.group_id = group_id
         self.heartbeat_view = heartbeat_view
         self.state = ClassicState.EMPTY
@@ -155,8 +183,14 @@ class ClassicGroup:
     # -- state ---------------------------------------------------------------------------------
 
     def transition(self, state: ClassicState) -> None:
-        log.debug("group %s: %s -> %s at generation %d", self.group_id, self.state.value,
-                  state.value, self.generation_id, extra=fields(self.group_id, epoch=self.generation_id))
+        log.debug(
+            "group %s: %s -> %s at generation %d",
+            self.group_id,
+            self.state.value,
+            state.value,
+            self.generation_id,
+            extra=fields(self.group_id, epoch=self.generation_id),
+        )
         self.previous_state = self.state
         self.state = state
         self.state_timestamp_ms = wall_ms()
@@ -165,22 +199,30 @@ class ClassicGroup:
                 self.heartbeat_view.remove_group(self.group_id)
             else:
                 # Members of the generation may commit unless they await their assignment.
-                self.heartbeat_view.set_group(self.group_id, self.generation_id,
-                                              HEARTBEAT_ANSWERS[state], state in COMMITTING)
+                self.heartbeat_view.set_group(
+                    self.group_id, self.generation_id, HEARTBEAT_ANSWERS[state], state in COMMITTING
+                )
 
-    def _mirror_member(self, member: "ClassicMember") -> None:
+    def _mirror_member(self, member: ClassicMember) -> None:
         if self.heartbeat_view is not None:
-            self.heartbeat_view.set_member(self.group_id, member.member_id,
-                                           member.group_instance_id, member.timer_key,
-                                           member.session_timeout_ms)
+            self.heartbeat_view.set_member(
+                self.group_id,
+                member.member_id,
+                member.group_instance_id,
+                member.timer_key,
+                member.session_timeout_ms,
+            )
 
     def _unmirror_member(self, member_id: str) -> None:
         if self.heartbeat_view is not None:
             self.heartbeat_view.remove_member(self.group_id, member_id)
 
     def can_rebalance(self) -> bool:
-        return self.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE,
-                              ClassicState.EMPTY)
+        return self.state in (
+            ClassicState.STABLE,
+            ClassicState.COMPLETING_REBALANCE,
+            ClassicState.EMPTY,
+        )
 
     def size(self) -> int:
         return len(self.members)
@@ -212,8 +254,13 @@ class ClassicGroup:
         self.members[member.member_id] = member
         self.pending_members.pop(member.member_id, None)
         self._mirror_member(member)
-        log.debug("group %s: member %s added (%d members)", self.group_id, member.member_id,
-                  len(self.members), extra=fields(self.group_id, member.member_id, self.generation_id))
+        log.debug(
+            "group %s: member %s added (%d members)",
+            self.group_id,
+            member.member_id,
+            len(self.members),
+            extra=fields(self.group_id, member.member_id, self.generation_id),
+        )
 
     def remove(self, member_id: str) -> ClassicMember | None:
         self.pending_members.pop(member_id, None)
@@ -221,22 +268,35 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
-        log.debug("group %s: member %s removed (%d members)", self.group_id, member_id,
-                  len(self.members), extra=fields(self.group_id, member_id, self.generation_id))
+        log.debug(
+            "group %s: member %s removed (%d members)",
+            self.group_id,
+            member_id,
+            len(self.members),
+            extra=fields(self.group_id, member_id, self.generation_id),
+        )
         self._unmirror_member(member_id)
         for name, _ in member.protocols:
             self._drop_support(name)
         if member.awaiting_join:
             self.num_awaiting_join -= 1
-        if member.group_instance_id is not None and \
-                self.static_members.get(member.group_instance_id) == member_id:
+        if (
+            member.group_instance_id is not None
+            and self.static_members.get(member.group_instance_id) == member_id
+        ):
             del self.static_members[member.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member
 
-    def update(self, member: ClassicMember, protocols: list[tuple[str, bytes]],
-               rebalance_timeout_ms: int, session_timeout_ms: int, waiter: Later | None) -> None:
+    def update(
+        self,
+        member: ClassicMember,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        waiter: Later | None,
+    ) -> None:
         for name, _ in member.protocols:
             self._drop_support(name)
         for name, _ in protocols:
@@ -251,8 +311,9 @@ class ClassicGroup:
             self.num_awaiting_join -= 1
         member.join_waiter = waiter
 
-    def replace_static_member(self, instance_id: str, old_id: str, new_id: str,
-                              fenced: dict[str, Any]) -> ClassicMember:
+    def replace_static_member(
+        self, instance_id: str, old_id: str, new_id: str, fenced: dict[str, Any]
+    ) -> ClassicMember:
         """The same static member under a new member id; the old id's parked requests are fenced."""
         member = self.members.pop(old_id)
         if member.join_waiter is not None:
@@ -306,7 +367,8 @@ class ClassicGroup:
             return bool(protocol_type) and bool(protocols)
         n = len(self.members)
         return protocol_type == self.protocol_type and any(
-            self.protocol_support.get(name, 0) == n for name, _ in protocols)
+            self.protocol_support.get(name, 0) == n for name, _ in protocols
+        )
 
     def select_protocol(self) -> str:
         """The protocol every member supports that most members prefer (Kafka's vote)."""
@@ -365,11 +427,13 @@ class ClassicGroup:
         """The JoinGroup response's member list, sent to the leader only."""
         protocol = self.protocol_name
         return [
-            {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-             "metadata": m.metadata(protocol)}
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata(protocol),
+            }
             for m in self.members.values()
         ]
-
 
     # -- the Group interface (group.py) --------------------------------------------------------
 
@@ -392,8 +456,14 @@ class ClassicGroup:
             return ErrorCode.NONE
         return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int,
-                               version: int, partitions=lambda: ()) -> ErrorCode:
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        version: int,
+        partitions=lambda: (),
+    ) -> ErrorCode:
         """Kafka's ClassicGroup.validateOffsetCommit (simple groups included; no per-partition
         check, so `partitions` is not asked for)."""
         state = self.state
@@ -467,15 +537,24 @@ class ClassicGroup:
         stable = self.state is ClassicState.STABLE
         members = []
         for m in self.members.values():
-            members.append({
-                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                "client_id": m.client_id, "client_host": m.client_host,
-                "member_metadata": m.metadata(self.protocol_name) if stable else b"",
-                "member_assignment": m.assignment if stable else b"",
-            })
-        return {"error_code": ErrorCode.NONE, "group_id": self.group_id,
-                "group_state": self.state.value, "protocol_type": self.protocol_type or "",
-                "protocol_data": self.protocol_name if stable else "", "members": members}
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata(self.protocol_name) if stable else b"",
+                    "member_assignment": m.assignment if stable else b"",
+                }
+            )
+        return {
+            "error_code": ErrorCode.NONE,
+            "group_id": self.group_id,
+            "group_state": self.state.value,
+            "protocol_type": self.protocol_type or "",
+            "protocol_data": self.protocol_name if stable else "",
+            "members": members,
+        }
 
     def stored_records(self) -> list[tuple[bytes, bytes]]:
         return [] if self.stored is None else [(records.group_key(self.group_id), self.stored)]
@@ -490,12 +569,23 @@ class ClassicGroup:
         """The group's GroupMetadata record as of now (members with their assignments)."""
         protocol = self.protocol_name
         value = records.GroupValue(
-            protocol_type=self.protocol_type or "", generation=self.generation_id,
-            protocol=protocol, leader=self.leader_id if self.members else None,
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=protocol,
+            leader=self.leader_id if self.members else None,
             state_timestamp_ms=self.state_timestamp_ms or -1,
-            members=[records.MemberValue(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                m.rebalance_timeout_ms, m.session_timeout_ms,
-                m.metadata(protocol) if protocol else b"", m.assignment)
-                for m in self.members.values()])
+            members=[
+                records.MemberValue(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(protocol) if protocol else b"",
+                    m.assignment,
+                )
+                for m in self.members.values()
+            ],
+        )
         return records.GroupMetadata(self.group_id, records.group_value(value))

@@ -7,5 +7,14 @@ from .reconcile import MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember
 from .target import TopicImage
 
-__all__ = ["ConsumerGroup", "ConsumerMember", "ConsumerProtocol", "GroupError", "HeartbeatRequest",
-           "MemberState", "Reconciled", "TopicImage", "reconcile"]
+__all__ = [
+    "ConsumerGroup",
+    "ConsumerMember",
+    "ConsumerProtocol",
+    "GroupError",
+    "HeartbeatRequest",
+    "MemberState",
+    "Reconciled",
+    "TopicImage",
+    "reconcile",
+]

@@ -30,18 +30,37 @@ if TYPE_CHECKING:
 
 
 def error_answer(code: ErrorCode, message: str = "") -> dict[str, Any]:
-    return {"error_code": code, "error_message": message or None, "member_id": None,
-            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+    return {
+        "error_code": code,
+        "error_message": message or None,
+        "member_id": None,
+        "member_epoch": 0,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }
 
 
 def assignment_answer(assigned) -> dict[str, Any]:
-    return {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
-                                 for t, ps in sorted(assigned.items())]}
+    return {
+        "topic_partitions": [
+            {"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assigned.items())
+        ]
+    }
 
 
-def adaptive_interval_ms(group_ms: int, short_ms: int, max_rate: int, *, stable: bool,
-                         behind: bool, reconciling: int, due_in_ms: int | None,
-                         jitter: float, settling: bool = False, members: int = 0) -> int:
+def adaptive_interval_ms(
+    group_ms: int,
+    short_ms: int,
+    max_rate: int,
+    *,
+    stable: bool,
+    behind: bool,
+    reconciling: int,
+    due_in_ms: int | None,
+    jitter: float,
+    settling: bool = False,
+    members: int = 0,
+) -> int:
     """The interval to answer, the rule as a pure function. `group_ms`: the group's interval;
     `short_ms`, `max_rate`: the two settings (`short_ms` 0, or not below `group_ms`, turns the
     rule off); `stable`: the member is STABLE after this heartbeat; `behind`: its epoch is below
@@ -66,8 +85,9 @@ def adaptive_interval_ms(group_ms: int, short_ms: int, max_rate: int, *, stable:
     return min(interval, group_ms)
 
 
-def heartbeat_interval_ms(group: "ConsumerGroup", member: "ConsumerMember", moved: bool,
-                          settings, group_setting, now: int) -> int:
+def heartbeat_interval_ms(
+    group: ConsumerGroup, member: ConsumerMember, moved: bool, settings, group_setting, now: int
+) -> int:
     """The interval of `member`'s answer, from the group as this heartbeat left it (its
     records applied, any offloaded computation started); `moved`: the heartbeat changed the
     member's assignment or epoch. O(1): the group counts the members STABLE at each epoch;
@@ -86,9 +106,15 @@ def heartbeat_interval_ms(group: "ConsumerGroup", member: "ConsumerMember", move
         last = max(group.assignment_timestamp_ms, group.assignment_failed_ms)
         due_in_ms = last + interval - now
     reconciling = len(group.members) - group.stable_counts.get(group.group_epoch, 0)
-    return adaptive_interval_ms(group_ms, short_ms,
-                                settings["corral.consumer.reconciling.heartbeat.max.rate"],
-                                stable=current.state is MemberState.STABLE, behind=behind,
-                                reconciling=reconciling, due_in_ms=due_in_ms,
-                                jitter=random.random(), settling=settling,
-                                members=len(group.members))
+    return adaptive_interval_ms(
+        group_ms,
+        short_ms,
+        settings["corral.consumer.reconciling.heartbeat.max.rate"],
+        stable=current.state is MemberState.STABLE,
+        behind=behind,
+        reconciling=reconciling,
+        due_in_ms=due_in_ms,
+        jitter=random.random(),
+        settling=settling,
+        members=len(group.members),
+    )

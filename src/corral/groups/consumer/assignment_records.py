@@ -3,7 +3,8 @@ tuples <-> frozensets, KIP-1251 assignment epochs, and the records that rebuild 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ..storage import consumer_records as cr
 from .reconcile import NO_EPOCHS, Epochs, Reconciled
@@ -26,8 +27,10 @@ def as_sets(partitions: cr.Assignment) -> dict[bytes, frozenset[int]]:
 
 
 def epochs_record(current: Reconciled, partitions: cr.Assignment) -> cr.AssignmentEpochs:
-    return {topic: tuple(current.assignment_epoch(topic, p) for p in ps)  # type: ignore[misc]
-            for topic, ps in partitions.items()}
+    return {
+        topic: tuple(current.assignment_epoch(topic, p) for p in ps)  # type: ignore[misc]
+        for topic, ps in partitions.items()
+    }
 
 
 def epochs_of_record(record: cr.CurrentAssignment) -> Epochs:
@@ -36,8 +39,10 @@ def epochs_of_record(record: cr.CurrentAssignment) -> Epochs:
     its partitions, has max(member epoch, 0) for each (a static member's -2 among them)."""
     default = max(record.epoch, 0)
     out: dict[bytes, dict[int, int]] = {}
-    for partitions, epochs in ((record.assigned, record.assigned_epochs),
-                               (record.pending_revocation, record.pending_epochs)):
+    for partitions, epochs in (
+        (record.assigned, record.assigned_epochs),
+        (record.pending_revocation, record.pending_epochs),
+    ):
         for topic, ps in partitions.items():
             given = epochs.get(topic)
             if given is None or len(given) != len(ps):
@@ -46,9 +51,13 @@ def epochs_of_record(record: cr.CurrentAssignment) -> Epochs:
     return out or NO_EPOCHS  # most members of a big group own nothing: one shared empty map
 
 
-def group_records(gid: str, epochs: tuple[int, int, int, int], members: Iterable["ConsumerMember"],
-                   regexes: Iterable[cr.RegexTopics], targets: Iterable[tuple[str, Mapping]]
-                   ) -> list[cr.ConsumerRecord]:
+def group_records(
+    gid: str,
+    epochs: tuple[int, int, int, int],
+    members: Iterable[ConsumerMember],
+    regexes: Iterable[cr.RegexTopics],
+    targets: Iterable[tuple[str, Mapping]],
+) -> list[cr.ConsumerRecord]:
     """Every record that rebuilds a group: `epochs` (group epoch, metadata hash, assignment
     epoch and its time), its members, regex resolutions and targets."""
     group_epoch, metadata_hash, assignment_epoch, assignment_ms = epochs

@@ -18,7 +18,8 @@ group is a consumer group (classic/protocol.py).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ...apis import Later
 from ...clock import wall_ms
@@ -28,8 +29,16 @@ from ...uuids import random_uuid_text
 from ..classic.protocol import JoinRequest, join_error, sync_error
 from ..storage import consumer_records as cr
 from .members import GroupError, copy_member
-from .migration import (PROTOCOL_TYPE, MigrationPolicy, by_id, downgrade_record, encode_assignment,
-                        protocol_version, read_subscription, supports_classic_protocols)
+from .migration import (
+    PROTOCOL_TYPE,
+    MigrationPolicy,
+    by_id,
+    downgrade_record,
+    encode_assignment,
+    protocol_version,
+    read_subscription,
+    supports_classic_protocols,
+)
 from .reconcile import MemberState
 from .state import ConsumerGroup, ConsumerMember
 
@@ -44,16 +53,18 @@ log = logging.getLogger("corral.groups")
 class ClassicMembers:
     # Given by GroupCoordinator (and ConsumerProtocol).
     groups: dict
-    timers: "Timers"
+    timers: Timers
     settings: Any
     rebalance_wait_ms: Callable[[int], int]
-    topics: "TopicImage"
+    topics: TopicImage
     migration: MigrationPolicy
     max_size: int
 
     # ========================================================================= JoinGroup ===
 
-    def classic_join_consumer(self, group: ConsumerGroup, req: JoinRequest) -> dict[str, Any] | Later:
+    def classic_join_consumer(
+        self, group: ConsumerGroup, req: JoinRequest
+    ) -> dict[str, Any] | Later:
         """A JoinGroup to a non-empty consumer group (Kafka's classicGroupJoinToConsumerGroup):
         answered once the member's records are durable."""
         group_id = group.group_id
@@ -80,11 +91,16 @@ class ClassicMembers:
         now = wall_ms()
         records: list = []
         try:
-            member, replaced = self._classic_member_for(group, member_id, instance_id, unknown, records)
+            member, replaced = self._classic_member_for(
+                group, member_id, instance_id, unknown, records
+            )
         except GroupError as e:
             return join_error(e.code, req.member_id)
-        existing = group.members.get(group.static_members.get(instance_id, "")) \
-            if instance_id is not None else None
+        existing = (
+            group.members.get(group.static_members.get(instance_id, ""))
+            if instance_id is not None
+            else None
+        )
         downgrade = existing is not None and self._may_downgrade_replacing(group, existing)
 
         updated = copy_member(member, member.member_id)
@@ -109,15 +125,24 @@ class ClassicMembers:
             rebalance = group.assignment_epoch < group_epoch
             current = updated.current
             if not rebalance:
-                current = self._reconcile_member(group, group_epoch, member, updated, changed,
-                                                 owned, records, now)
+                current = self._reconcile_member(
+                    group, group_epoch, member, updated, changed, owned, records, now
+                )
             records += self._downgrade_replacing(group, existing, updated, now)
         else:
-            current = self._reconcile_member(group, group_epoch, member, updated, changed, owned,
-                                             records, now)
-        answer = {"error_code": ErrorCode.NONE, "generation_id": current.epoch,
-                  "protocol_type": PROTOCOL_TYPE, "protocol_name": names[0], "leader": "",
-                  "skip_assignment": False, "member_id": updated.member_id, "members": []}
+            current = self._reconcile_member(
+                group, group_epoch, member, updated, changed, owned, records, now
+            )
+        answer = {
+            "error_code": ErrorCode.NONE,
+            "generation_id": current.epoch,
+            "protocol_type": PROTOCOL_TYPE,
+            "protocol_name": names[0],
+            "leader": "",
+            "skip_assignment": False,
+            "member_id": updated.member_id,
+            "members": [],
+        }
         written = self._write_consumer(group_id, records, downgrade_rebalance=rebalance)
         joined = self.groups.get(group_id)
         if isinstance(joined, ConsumerGroup):  # not downgraded
@@ -128,15 +153,25 @@ class ClassicMembers:
                 self._arm_sync_deadline(joined, now_member, req.rebalance_timeout_ms)
         return written.map(lambda error: join_error(error, req.member_id) if error else answer)
 
-    def _classic_member_for(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
-                            unknown: bool, records: list) -> tuple[ConsumerMember, bool]:
+    def _classic_member_for(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        unknown: bool,
+        records: list,
+    ) -> tuple[ConsumerMember, bool]:
         """The member a JoinGroup is from: known, new, or a static member replacing its old
         self (and whether it did, the replacement's records appended). Raises GroupError."""
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
-                log.info("group %s: member %s joins with the classic protocol", group.group_id, member_id,
-                         extra=fields(group.group_id, member_id))
+                log.info(
+                    "group %s: member %s joins with the classic protocol",
+                    group.group_id,
+                    member_id,
+                    extra=fields(group.group_id, member_id),
+                )
                 member = ConsumerMember(member_id)
             return member, False
         old_id = group.static_members.get(instance_id)
@@ -148,9 +183,11 @@ class ClassicMembers:
         if old is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if old.member_id != member_id:
-            raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
-                             f"Static member {member_id} with instance id {instance_id} is fenced "
-                             f"by existing member {old.member_id}.")
+            raise GroupError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} is fenced "
+                f"by existing member {old.member_id}.",
+            )
         return old, False
 
     def _may_downgrade_replacing(self, group: ConsumerGroup, replaced: ConsumerMember) -> bool:
@@ -162,8 +199,9 @@ class ClassicMembers:
             return False
         return True
 
-    def _downgrade_replacing(self, group: ConsumerGroup, replaced: ConsumerMember,
-                             joining: ConsumerMember, now: int) -> list:
+    def _downgrade_replacing(
+        self, group: ConsumerGroup, replaced: ConsumerMember, joining: ConsumerMember, now: int
+    ) -> list:
         """The downgrade records when `joining` (a classic static member) takes the place of
         `replaced`, the replacement's records coming first: every consumer record tombstoned
         (under the joining id) and the classic group record, `joining` holding the replaced
@@ -171,14 +209,19 @@ class ClassicMembers:
         members = [joining if m is replaced else m for m in group.members.values()]
         targets = dict(group.target)
         targets[joining.member_id] = group.target.get(replaced.member_id, {})
-        log.info("group %s: a classic static member replaces the last consumer-protocol member; "
-                 "it becomes a classic group", group.group_id)
-        return [*group.tombstones(renamed=(replaced.member_id, joining.member_id)),
-                downgrade_record(group, members, targets, self.topics, now)]
+        log.info(
+            "group %s: a classic static member replaces the last consumer-protocol member; "
+            "it becomes a classic group",
+            group.group_id,
+        )
+        return [
+            *group.tombstones(renamed=(replaced.member_id, joining.member_id)),
+            downgrade_record(group, members, targets, self.topics, now),
+        ]
 
     # ================================================================ group conversions ===
 
-    def _answer_parked(self, group: "ClassicGroup", error: ErrorCode) -> None:
+    def _answer_parked(self, group: ClassicGroup, error: ErrorCode) -> None:
         """Answers every parked JoinGroup and SyncGroup with `error` (the group is upgraded)."""
         for member in group.members.values():
             group.complete_join(member, join_error(error, member.member_id))
@@ -194,9 +237,15 @@ class ClassicMembers:
 
     # ========================================================================= SyncGroup ===
 
-    def classic_sync_consumer(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
-                              generation_id: int, protocol_type: str | None,
-                              protocol_name: str | None) -> dict[str, Any]:
+    def classic_sync_consumer(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> dict[str, Any]:
         """A SyncGroup to a consumer group (Kafka's classicGroupSyncToConsumerGroup): the
         member's assigned partitions, unless it must rejoin first."""
         member, error = self._classic_member(group, member_id, instance_id, generation_id)
@@ -204,25 +253,33 @@ class ClassicMembers:
             return sync_error(error)
         assert member is not None and member.classic is not None
         first = member.classic.protocols[0]
-        if (protocol_type is not None and protocol_type != PROTOCOL_TYPE) or \
-                (protocol_name is not None and protocol_name != first[0]):
+        if (protocol_type is not None and protocol_type != PROTOCOL_TYPE) or (
+            protocol_name is not None and protocol_name != first[0]
+        ):
             return sync_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        if group.assignment_epoch > member.epoch and \
-                member.current.state is not MemberState.UNREVOKED_PARTITIONS:
+        if (
+            group.assignment_epoch > member.epoch
+            and member.current.state is not MemberState.UNREVOKED_PARTITIONS
+        ):
             # A newer target: rejoin to catch up (a member revoking finishes that first).
             self._arm_join_deadline(group, member)
             return sync_error(ErrorCode.REBALANCE_IN_PROGRESS)
         self.timers.cancel(member.sync_key)
         self._arm_session(group, member)
-        return {"error_code": ErrorCode.NONE, "protocol_type": protocol_type,
-                "protocol_name": protocol_name,
-                "assignment": encode_assignment(member.current.assigned, protocol_version(first[1]),
-                                                self.topics)}
+        return {
+            "error_code": ErrorCode.NONE,
+            "protocol_type": protocol_type,
+            "protocol_name": protocol_name,
+            "assignment": encode_assignment(
+                member.current.assigned, protocol_version(first[1]), self.topics
+            ),
+        }
 
     # ========================================================================= Heartbeat ===
 
-    def classic_heartbeat_consumer(self, group: ConsumerGroup, member_id: str,
-                                   instance_id: str | None, generation_id: int) -> ErrorCode:
+    def classic_heartbeat_consumer(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
         """A Heartbeat to a consumer group (Kafka's classicGroupHeartbeatToConsumerGroup):
         REBALANCE_IN_PROGRESS when the member must rejoin to move on: a newer target, partitions
         to revoke, or partitions it waited for that are now free."""
@@ -231,7 +288,9 @@ class ClassicMembers:
             return error
         assert member is not None
         self._arm_session(group, member)
-        if group.group_epoch > group.assignment_epoch and group.classic_members == len(group.members):
+        if group.group_epoch > group.assignment_epoch and group.classic_members == len(
+            group.members
+        ):
             # No consumer-protocol member heartbeats to compute the next target (Kafka waits for
             # a rejoin that nothing asks for): a classic heartbeat does.
             records: list = []
@@ -240,14 +299,21 @@ class ClassicMembers:
                 self._write_consumer(group.group_id, records)
             self._maybe_offload(group)
         state = member.current.state
-        if member.epoch < group.assignment_epoch or state is MemberState.UNREVOKED_PARTITIONS or \
-                (state is MemberState.UNRELEASED_PARTITIONS and not group.waiting_on_unreleased(member)):
+        if (
+            member.epoch < group.assignment_epoch
+            or state is MemberState.UNREVOKED_PARTITIONS
+            or (
+                state is MemberState.UNRELEASED_PARTITIONS
+                and not group.waiting_on_unreleased(member)
+            )
+        ):
             self._arm_join_deadline(group, member)
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
-                        generation_id: int) -> tuple[ConsumerMember | None, ErrorCode]:
+    def _classic_member(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int
+    ) -> tuple[ConsumerMember | None, ErrorCode]:
         """SyncGroup's and Heartbeat's checks: a known classic member at that generation."""
         if group.deleting:
             return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -265,8 +331,9 @@ class ClassicMembers:
 
     # ======================================================================== LeaveGroup ===
 
-    def classic_leave_consumer(self, group: ConsumerGroup, leaving: list[tuple[str, str | None]]
-                               ) -> tuple[ErrorCode, list[ErrorCode]]:
+    def classic_leave_consumer(
+        self, group: ConsumerGroup, leaving: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
         """A LeaveGroup to a consumer group (Kafka's classicGroupLeaveToConsumerGroup): the
         listed members, of either protocol, are fenced; an admin may name a static member by
         its instance id alone."""
@@ -300,15 +367,21 @@ class ClassicMembers:
         if member.join_key and member.join_key in self.timers.wheel:
             return
         if not member.join_key:
-            member.join_key = self.timers.register(self._on_classic_deadline, group, member,
-                                                   "the classic member failed to join within the rebalance timeout")
-        self.timers.schedule(member.join_key,
-                             self.rebalance_wait_ms(member.rebalance_timeout_ms))
+            member.join_key = self.timers.register(
+                self._on_classic_deadline,
+                group,
+                member,
+                "the classic member failed to join within the rebalance timeout",
+            )
+        self.timers.schedule(member.join_key, self.rebalance_wait_ms(member.rebalance_timeout_ms))
 
-    def _arm_sync_deadline(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
+    def _arm_sync_deadline(
+        self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int
+    ) -> None:
         if not member.sync_key:
-            member.sync_key = self.timers.register(self._on_classic_deadline, group, member,
-                                                   "the member failed to sync within timeout")
+            member.sync_key = self.timers.register(
+                self._on_classic_deadline, group, member, "the member failed to sync within timeout"
+            )
         self.timers.schedule(member.sync_key, self.rebalance_wait_ms(timeout_ms))
 
     def _on_classic_deadline(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Mapping
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from ..storage import consumer_records as cr
 
@@ -60,8 +61,9 @@ class TargetIndex:
     def member_removed(self, member_id: str) -> None:
         self.untargeted.pop(member_id, None)
 
-    def target_set(self, member_id: str, old: Target | None, new: Target | None,
-                   is_member: bool) -> None:
+    def target_set(
+        self, member_id: str, old: Target | None, new: Target | None, is_member: bool
+    ) -> None:
         """A member's target replaced (`new` None: its target tombstoned)."""
         if old is not None:
             self._resize(member_id, None)
@@ -136,16 +138,20 @@ class TargetIndex:
         return sum(size * len(members) for size, members in self.by_size.items())
 
 
-def homogeneous_universe(group: "ConsumerGroup", topics: "TopicImage",
-                         member: "ConsumerMember | None" = None,
-                         updated: "ConsumerMember | None" = None) -> dict[bytes, int] | None:
+def homogeneous_universe(
+    group: ConsumerGroup,
+    topics: TopicImage,
+    member: ConsumerMember | None = None,
+    updated: ConsumerMember | None = None,
+) -> dict[bytes, int] | None:
     """The subscribed partitions (topic id -> count) if every member subscribes to the same
     topic names and none to a regex, once `updated` (if given) takes `member`'s place; else
     None. From the group's counts: O(topics)."""
     in_group = member is not None and member.member_id in group.members
     own_regex = member.regex if in_group else ""
-    if (updated is not None and updated.regex) or \
-            any(n for r, n in group.regex_counts.items() if not (r == own_regex and n == 1)):
+    if (updated is not None and updated.regex) or any(
+        n for r, n in group.regex_counts.items() if not (r == own_regex and n == 1)
+    ):
         return None
     counts = group.topic_name_counts
     if updated is None:
@@ -167,34 +173,48 @@ def homogeneous_universe(group: "ConsumerGroup", topics: "TopicImage",
     return universe
 
 
-def incremental_records(group: "ConsumerGroup", epoch: int, topics: "TopicImage", now: int,
-                        member: "ConsumerMember | None" = None,
-                        updated: "ConsumerMember | None" = None) -> list[cr.ConsumerRecord] | None:
+def incremental_records(
+    group: ConsumerGroup,
+    epoch: int,
+    topics: TopicImage,
+    now: int,
+    member: ConsumerMember | None = None,
+    updated: ConsumerMember | None = None,
+) -> list[cr.ConsumerRecord] | None:
     """The records of the group's target at `epoch`, moving only what the balance needs, when
     that applies (a big homogeneous group whose index covers its topics; `updated`: a heartbeat's
     member, its records not applied yet); else None (the assignor runs over every member)."""
-    if updated is not None and updated.instance_id is not None and \
-            group.static_members.get(updated.instance_id, updated.member_id) != updated.member_id:
+    if (
+        updated is not None
+        and updated.instance_id is not None
+        and group.static_members.get(updated.instance_id, updated.member_id) != updated.member_id
+    ):
         return None  # a static member replacing its old self: records not applied yet
     universe = homogeneous_universe(group, topics, member, updated)
     if universe is None:
         return None
     joining = None if updated is None or updated.member_id in group.members else updated.member_id
     members = len(group.members) + (joining is not None)
-    if members + sum(universe.values()) <= INCREMENTAL_ABOVE or \
-            not group.target_index.covers(universe, len(group.members)):
+    if members + sum(universe.values()) <= INCREMENTAL_ABOVE or not group.target_index.covers(
+        universe, len(group.members)
+    ):
         return None
     gid = group.group_id
     changes = rebalance(group.target_index, group.target, universe, joining)
     out: list[cr.ConsumerRecord] = [
         cr.TargetMember(gid, member_id, {t: tuple(sorted(ps)) for t, ps in target.items()})
-        for member_id, target in changes.items()]
+        for member_id, target in changes.items()
+    ]
     out.append(cr.TargetEpoch(gid, epoch, now))
     return out
 
 
-def rebalance(index: TargetIndex, targets: Mapping[str, Target], universe: Mapping[bytes, int],
-              joining: str | None) -> dict[str, dict[bytes, frozenset[int]]]:
+def rebalance(
+    index: TargetIndex,
+    targets: Mapping[str, Target],
+    universe: Mapping[bytes, int],
+    joining: str | None,
+) -> dict[str, dict[bytes, frozenset[int]]]:
     """The targets that change (member id -> its whole new target) to balance the group: the
     index's members plus `joining` (a new member with no target), `universe` covered by the
     index (`TargetIndex.covers`). Costs what moves: the members that give or take partitions."""
@@ -204,14 +224,18 @@ def rebalance(index: TargetIndex, targets: Mapping[str, Target], universe: Mappi
     n = len(index.sizes) + len(zero)
     total = sum(universe.values())
     quota, extra = divmod(total, n)
-    pool: list[tuple[bytes, int]] = [(t, p) for t in universe for p in sorted(index.free.get(t, ()))]
+    pool: list[tuple[bytes, int]] = [
+        (t, p) for t in universe for p in sorted(index.free.get(t, ()))
+    ]
     changed: dict[str, dict[bytes, set[int]]] = {}
     sizes: dict[str, int] = {}  # the changed members' sizes as they move
 
     def change(member_id: str) -> dict[bytes, set[int]]:
         target = changed.get(member_id)
         if target is None:
-            target = changed[member_id] = {t: set(ps) for t, ps in targets.get(member_id, {}).items()}
+            target = changed[member_id] = {
+                t: set(ps) for t, ps in targets.get(member_id, {}).items()
+            }
             sizes[member_id] = index.sizes.get(member_id, 0)
         return target
 
@@ -256,13 +280,18 @@ def rebalance(index: TargetIndex, targets: Mapping[str, Target], universe: Mappi
     # 4. What is left (one for each extra member still missing) goes one each to members at
     #    quota: those already changing first.
     if pool:
-        at_quota = chain([m for m, size in sizes.items() if size == quota],
-                         index.by_size.get(quota, ()), zero if not quota else ())
+        at_quota = chain(
+            [m for m, size in sizes.items() if size == quota],
+            index.by_size.get(quota, ()),
+            zero if not quota else (),
+        )
         for member_id in at_quota:
             if not pool:
                 break
             take(member_id, 1)
     assert not pool, "a balanced target leaves no partition unassigned"
-    return {member_id: {t: frozenset(ps) for t, ps in target.items() if ps}
-            for member_id, target in changed.items()
-            if target != targets.get(member_id, {}) or member_id not in targets}
+    return {
+        member_id: {t: frozenset(ps) for t, ps in target.items() if ps}
+        for member_id, target in changed.items()
+        if target != targets.get(member_id, {}) or member_id not in targets
+    }

@@ -6,13 +6,15 @@ take the heartbeat's own records into account before they are applied."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from ...errors import ErrorCode
 from ..storage import consumer_records as cr
 from .reconcile import Reconciled
 from .state import ConsumerGroup, ConsumerMember, preferred_of
+
 
 class GroupError(Exception):
     """A heartbeat refused with Kafka's error code and message."""
@@ -30,9 +32,21 @@ class HeartbeatRequest:
     heartbeat resolves keep only those (Kafka's TopicRegexResolver, with the heartbeat's
     context)."""
 
-    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id",
-                 "rebalance_timeout_ms", "topic_names", "regex", "server_assignor", "owned",
-                 "client_id", "client_host", "topic_filter")
+    __slots__ = (
+        "group_id",
+        "member_id",
+        "member_epoch",
+        "instance_id",
+        "rack_id",
+        "rebalance_timeout_ms",
+        "topic_names",
+        "regex",
+        "server_assignor",
+        "owned",
+        "client_id",
+        "client_host",
+        "topic_filter",
+    )
 
     def __init__(self, **fields: Any):
         for name in self.__slots__:
@@ -40,8 +54,11 @@ class HeartbeatRequest:
 
     @property
     def is_full(self) -> bool:
-        return self.rebalance_timeout_ms != -1 and self.owned is not None and \
-            (self.topic_names is not None or self.regex is not None)
+        return (
+            self.rebalance_timeout_ms != -1
+            and self.owned is not None
+            and (self.topic_names is not None or self.regex is not None)
+        )
 
 
 def compile_regex(regex: str):
@@ -50,8 +67,10 @@ def compile_regex(regex: str):
     try:
         return re2.compile(regex)
     except re2.error as e:
-        raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                         f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.") from None
+        raise GroupError(
+            ErrorCode.INVALID_REGULAR_EXPRESSION,
+            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.",
+        ) from None
 
 
 def resolve_regex(regex: str, names, topic_filter=None) -> tuple[str, ...]:
@@ -71,16 +90,23 @@ def check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
     if received == 0 or received == stored:
         return
     if received > stored:
-        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
-                         f"The consumer group member has a greater member epoch ({received}) than "
-                         f"the one known by the group coordinator ({stored}). The member must "
-                         "abandon all its partitions and rejoin.")
-    if received != member.current.previous_epoch or req.owned is None or \
-            not _is_subset(req.owned, member.current.assigned):
-        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
-                         f"The consumer group member has a smaller member epoch ({received}) than "
-                         f"the one known by the group coordinator ({stored}). The member must "
-                         "abandon all its partitions and rejoin.")
+        raise GroupError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a greater member epoch ({received}) than "
+            f"the one known by the group coordinator ({stored}). The member must "
+            "abandon all its partitions and rejoin.",
+        )
+    if (
+        received != member.current.previous_epoch
+        or req.owned is None
+        or not _is_subset(req.owned, member.current.assigned)
+    ):
+        raise GroupError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a smaller member epoch ({received}) than "
+            f"the one known by the group coordinator ({stored}). The member must "
+            "abandon all its partitions and rejoin.",
+        )
 
 
 def _is_subset(owned, assigned) -> bool:
@@ -114,7 +140,10 @@ def copy_member(member: ConsumerMember, member_id: str) -> ConsumerMember:
     copy.instance_id, copy.rack_id = member.instance_id, member.rack_id
     copy.client_id, copy.client_host = member.client_id, member.client_host
     copy.topic_names, copy.regex = member.topic_names, member.regex
-    copy.rebalance_timeout_ms, copy.server_assignor = member.rebalance_timeout_ms, member.server_assignor
+    copy.rebalance_timeout_ms, copy.server_assignor = (
+        member.rebalance_timeout_ms,
+        member.server_assignor,
+    )
     copy.classic, copy.current = member.classic, member.current
     if member_id != member.member_id:
         c = member.current
@@ -123,24 +152,46 @@ def copy_member(member: ConsumerMember, member_id: str) -> ConsumerMember:
 
 
 def metadata_differs(a: ConsumerMember, b: ConsumerMember) -> bool:
-    return (a.instance_id, a.rack_id, a.client_id, a.client_host, a.topic_names, a.regex,
-            a.rebalance_timeout_ms, a.server_assignor, a.classic) != \
-        (b.instance_id, b.rack_id, b.client_id, b.client_host, b.topic_names, b.regex,
-         b.rebalance_timeout_ms, b.server_assignor, b.classic)
+    return (
+        a.instance_id,
+        a.rack_id,
+        a.client_id,
+        a.client_host,
+        a.topic_names,
+        a.regex,
+        a.rebalance_timeout_ms,
+        a.server_assignor,
+        a.classic,
+    ) != (
+        b.instance_id,
+        b.rack_id,
+        b.client_id,
+        b.client_host,
+        b.topic_names,
+        b.regex,
+        b.rebalance_timeout_ms,
+        b.server_assignor,
+        b.classic,
+    )
 
 
 def removal_records(group_id: str, member_id: str) -> list:
-    return [cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, group_id, member_id),
-            cr.ConsumerTombstone(cr.TARGET_MEMBER, group_id, member_id),
-            cr.ConsumerTombstone(cr.MEMBER_METADATA, group_id, member_id)]
+    return [
+        cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, group_id, member_id),
+        cr.ConsumerTombstone(cr.TARGET_MEMBER, group_id, member_id),
+        cr.ConsumerTombstone(cr.MEMBER_METADATA, group_id, member_id),
+    ]
 
 
 def others_than(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMember]:
     """The group's members but `member` (and the old self a static member replaces): the
     members of a target computation."""
     instance_id = member.instance_id
-    return [m for m in group.members.values() if m.member_id != member.member_id
-            and (instance_id is None or m.instance_id != instance_id)]
+    return [
+        m
+        for m in group.members.values()
+        if m.member_id != member.member_id and (instance_id is None or m.instance_id != instance_id)
+    ]
 
 
 def replaced_members(group: ConsumerGroup, member: ConsumerMember) -> list[ConsumerMember]:
@@ -153,7 +204,9 @@ def replaced_members(group: ConsumerGroup, member: ConsumerMember) -> list[Consu
         out.append(own)
     if member.instance_id is not None:
         old_id = group.static_members.get(member.instance_id)
-        old = group.members.get(old_id) if old_id is not None and old_id != member.member_id else None
+        old = (
+            group.members.get(old_id) if old_id is not None and old_id != member.member_id else None
+        )
         if old is not None:
             out.append(old)
     return out
@@ -164,8 +217,9 @@ def regex_users_after(group: ConsumerGroup, regex: str, leaving: Iterable[Consum
     return group.regex_counts.get(regex, 0) - sum(1 for m in leaving if m.regex == regex)
 
 
-def preferred_assignor_after(group: ConsumerGroup, leaving: Iterable[ConsumerMember],
-                             joining: ConsumerMember) -> str | None:
+def preferred_assignor_after(
+    group: ConsumerGroup, leaving: Iterable[ConsumerMember], joining: ConsumerMember
+) -> str | None:
     """The group's preferred assignor once `joining` takes the place of the `leaving` members,
     from the group's per-assignor counts."""
     counts = Counter(group.assignor_counts)
@@ -175,8 +229,12 @@ def preferred_assignor_after(group: ConsumerGroup, leaving: Iterable[ConsumerMem
     return preferred_of({name: n for name, n in counts.items() if n > 0})
 
 
-def names_after(group: ConsumerGroup, leaving: Iterable[ConsumerMember], joining: Iterable[str],
-                regexes: "RegexesAfter") -> set[str]:
+def names_after(
+    group: ConsumerGroup,
+    leaving: Iterable[ConsumerMember],
+    joining: Iterable[str],
+    regexes: RegexesAfter,
+) -> set[str]:
     """The topic names the group subscribes to once the `leaving` members' names are gone,
     the `joining` names are there, and `regexes` (its resolutions after a heartbeat's records)
     resolve as they say. From the group's per-topic counts and the change: a join or a leave
@@ -192,8 +250,11 @@ def names_after(group: ConsumerGroup, leaving: Iterable[ConsumerMember], joining
         if resolution is not None:
             delta.update(resolution.topics)
     by_name, by_regex = group.topic_name_counts, group.regex_topic_counts
-    return {n for n in chain(by_name, by_regex, delta)
-            if by_name.get(n, 0) + by_regex.get(n, 0) + delta.get(n, 0) > 0}
+    return {
+        n
+        for n in chain(by_name, by_regex, delta)
+        if by_name.get(n, 0) + by_regex.get(n, 0) + delta.get(n, 0) > 0
+    }
 
 
 def regex_topics(regexes: Mapping[str, cr.RegexTopics], users: Mapping[str, int]) -> set[str]:
@@ -205,8 +266,9 @@ def regex_topics(regexes: Mapping[str, cr.RegexTopics], users: Mapping[str, int]
     return out
 
 
-def refresh_regexes(group: ConsumerGroup, records: list, resolve, version: int, now: int,
-                    renew_all: bool = False) -> bool:
+def refresh_regexes(
+    group: ConsumerGroup, records: list, resolve, version: int, now: int, renew_all: bool = False
+) -> bool:
     """Kafka's refresh (when topics changed under an authorizer, or periodically): the group's
     regexes resolved again by `resolve` (with the heartbeat's context), a record appended for
     each changed result, or for every one when `renew_all` (the periodic refresh renews their
@@ -234,7 +296,9 @@ class RegexesAfter(Mapping[str, cr.RegexTopics]):
 
     __slots__ = ("base", "changed")
 
-    def __init__(self, base: Mapping[str, cr.RegexTopics], changed: dict[str, cr.RegexTopics | None]):
+    def __init__(
+        self, base: Mapping[str, cr.RegexTopics], changed: dict[str, cr.RegexTopics | None]
+    ):
         self.base = base
         self.changed = changed
 

@@ -59,9 +59,11 @@ class MigrationPolicy:
 
 # ============================================================== the embedded protocol ===
 
+
 @dataclass(frozen=True, slots=True)
 class Subscription:
     """What a classic member's ConsumerProtocolSubscription says."""
+
     topics: tuple[str, ...]
     owned: dict[str, list[int]]  # topic name -> partitions
     rack_id: str | None
@@ -119,20 +121,27 @@ def supports_classic_protocols(group: ConsumerGroup, protocol_type: str, names: 
 
 # ============================================================================ upgrade ===
 
-def upgrade_records(classic: "ClassicGroup", topics: TopicImage, max_size: int) -> list[cr.ConsumerRecord]:
+
+def upgrade_records(
+    classic: ClassicGroup, topics: TopicImage, max_size: int
+) -> list[cr.ConsumerRecord]:
     """The records of the consumer group a live classic group becomes (Kafka's
     ConsumerGroup.fromClassicGroup): group epoch = target epoch = the classic generation, every
     member STABLE at it with its classic assignment as current and target. Raises GroupError
     (GROUP_ID_NOT_FOUND) when the group cannot be upgraded. The migration policy is the caller's."""
     gid = classic.group_id
     if classic.protocol_type != PROTOCOL_TYPE:
-        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
-                         f"Cannot upgrade classic group {gid} to consumer group because the group "
-                         "does not use the consumer embedded protocol.")
+        raise GroupError(
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            f"Cannot upgrade classic group {gid} to consumer group because the group "
+            "does not use the consumer embedded protocol.",
+        )
     if len(classic.members) > max_size:
-        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
-                         f"Cannot upgrade classic group {gid} to consumer group because the group "
-                         "size exceeds the consumer group maximum size.")
+        raise GroupError(
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            f"Cannot upgrade classic group {gid} to consumer group because the group "
+            "size exceeds the consumer group maximum size.",
+        )
     generation = classic.generation_id
     metadata, targets, currents, names = [], [], [], set()
     for m in classic.members.values():
@@ -140,27 +149,51 @@ def upgrade_records(classic: "ClassicGroup", topics: TopicImage, max_size: int) 
             assigned = _classic_assignment(m.assignment, gid)
             subscription = _subscription_of(m, classic.protocol_name)
         except (ValueError, KeyError):
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
-                             f"Cannot upgrade classic group {gid} to consumer group because the "
-                             "embedded consumer protocol is malformed.") from None
+            raise GroupError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {gid} to consumer group because the "
+                "embedded consumer protocol is malformed.",
+            ) from None
         partitions = {t: tuple(sorted(ps)) for t, ps in by_id(assigned, topics).items()}
-        member = cr.MemberMetadata(gid, m.member_id, m.group_instance_id, subscription.rack_id,
-                                   m.client_id, m.client_host,
-                                   tuple(sorted(set(subscription.topics))), "",
-                                   m.rebalance_timeout_ms, None,
-                                   cr.ClassicMetadata(m.session_timeout_ms, list(m.protocols)))
+        member = cr.MemberMetadata(
+            gid,
+            m.member_id,
+            m.group_instance_id,
+            subscription.rack_id,
+            m.client_id,
+            m.client_host,
+            tuple(sorted(set(subscription.topics))),
+            "",
+            m.rebalance_timeout_ms,
+            None,
+            cr.ClassicMetadata(m.session_timeout_ms, list(m.protocols)),
+        )
         names.update(member.topic_names)
         metadata.append(member)
         targets.append(cr.TargetMember(gid, m.member_id, partitions))
         # Each partition assigned at the classic generation (Kafka's toAssignmentWithEpochs).
-        currents.append(cr.CurrentAssignment(
-            gid, m.member_id, generation, generation, int(MemberState.STABLE), partitions, {},
-            {t: (generation,) * len(ps) for t, ps in partitions.items()}))
-    return [*metadata, cr.GroupEpoch(gid, generation, metadata_hash(names, topics)), *targets,
-            cr.TargetEpoch(gid, generation, 0), *currents]
+        currents.append(
+            cr.CurrentAssignment(
+                gid,
+                m.member_id,
+                generation,
+                generation,
+                int(MemberState.STABLE),
+                partitions,
+                {},
+                {t: (generation,) * len(ps) for t, ps in partitions.items()},
+            )
+        )
+    return [
+        *metadata,
+        cr.GroupEpoch(gid, generation, metadata_hash(names, topics)),
+        *targets,
+        cr.TargetEpoch(gid, generation, 0),
+        *currents,
+    ]
 
 
-def _subscription_of(member: "ClassicMember", chosen: str | None) -> Subscription:
+def _subscription_of(member: ClassicMember, chosen: str | None) -> Subscription:
     """The member's subscription, read through the group's protocol. In a new group's first
     rebalance none is chosen yet (a consumer-protocol member may arrive during
     group.initial.rebalance.delay.ms): then through the member's own protocols, in its order of
@@ -181,10 +214,12 @@ def _classic_assignment(data: bytes, group_id: str) -> dict[str, list[int]]:
         return {}  # a member that joined but never synced
     partitions, user_data = _core.decode_consumer_assignment(data)
     if user_data:
-        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
-                         f"Cannot upgrade classic group {group_id} to consumer group because an "
-                         "unsupported custom assignor is in use. Please refer to the documentation "
-                         "or switch to a default assignor before re-attempting the upgrade.")
+        raise GroupError(
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            f"Cannot upgrade classic group {group_id} to consumer group because an "
+            "unsupported custom assignor is in use. Please refer to the documentation "
+            "or switch to a default assignor before re-attempting the upgrade.",
+        )
     merged: dict[str, list[int]] = {}
     for topic, ps in partitions:
         merged.setdefault(topic, []).extend(ps)
@@ -193,21 +228,34 @@ def _classic_assignment(data: bytes, group_id: str) -> dict[str, list[int]]:
 
 # ========================================================================== downgrade ===
 
-def may_downgrade(group: ConsumerGroup, leaving: list[ConsumerMember], staying: int,
-                  policy: MigrationPolicy, max_size: int) -> bool:
+
+def may_downgrade(
+    group: ConsumerGroup,
+    leaving: list[ConsumerMember],
+    staying: int,
+    policy: MigrationPolicy,
+    max_size: int,
+) -> bool:
     """Kafka's validateOnlineDowngrade: members remain (`staying` once `leaving` are gone), all
     of them classic, downgrades are allowed and a classic group (group.max.size) may hold them.
     From the group's classic member count, never walking its members."""
-    if not staying or \
-            group.classic_members - sum(m.classic is not None for m in leaving) != staying:
+    if (
+        not staying
+        or group.classic_members - sum(m.classic is not None for m in leaving) != staying
+    ):
         return False
     if not policy.downgrades:
-        log.info("group %s: not downgraded to a classic group: online downgrade is disabled",
-                 group.group_id)
+        log.info(
+            "group %s: not downgraded to a classic group: online downgrade is disabled",
+            group.group_id,
+        )
         return False
     if staying > max_size:
-        log.info("group %s: not downgraded to a classic group: %d members is more than "
-                 "group.max.size", group.group_id, staying)
+        log.info(
+            "group %s: not downgraded to a classic group: %d members is more than group.max.size",
+            group.group_id,
+            staying,
+        )
         return False
     return True
 
@@ -215,16 +263,26 @@ def may_downgrade(group: ConsumerGroup, leaving: list[ConsumerMember], staying: 
 def classic_protocols(group, records: list) -> dict[str, list[tuple[str, bytes]]]:
     """Every classic member's protocols, as the group and `records` have them (a downgrade's
     record keeps only the chosen protocol; the classic group gets them all back)."""
-    out = {m.member_id: m.classic.protocols for m in getattr(group, "members", {}).values()
-           if m.classic is not None}
-    out.update((r.member_id, r.classic.protocols) for r in records
-               if isinstance(r, cr.MemberMetadata) and r.classic is not None)
+    out = {
+        m.member_id: m.classic.protocols
+        for m in getattr(group, "members", {}).values()
+        if m.classic is not None
+    }
+    out.update(
+        (r.member_id, r.classic.protocols)
+        for r in records
+        if isinstance(r, cr.MemberMetadata) and r.classic is not None
+    )
     return out
 
 
-def downgrade_record(group: ConsumerGroup, members: list[ConsumerMember],
-                     targets: dict[str, dict[bytes, frozenset[int]]], topics: TopicImage,
-                     now_ms: int) -> classic_records.GroupMetadata:
+def downgrade_record(
+    group: ConsumerGroup,
+    members: list[ConsumerMember],
+    targets: dict[str, dict[bytes, frozenset[int]]],
+    topics: TopicImage,
+    now_ms: int,
+) -> classic_records.GroupMetadata:
     """The classic group record a consumer group of only classic members becomes (Kafka's
     ClassicGroup.fromConsumerGroup): generation = the group epoch, the protocol chosen by vote,
     each member's target serialized in its own ConsumerProtocol version; the first member leads."""
@@ -234,10 +292,22 @@ def downgrade_record(group: ConsumerGroup, members: list[ConsumerMember],
         classic = m.classic
         assert classic is not None
         subscription = next(data for name, data in classic.protocols if name == protocol)
-        assignment = encode_assignment(targets.get(m.member_id, {}), protocol_version(subscription), topics)
-        values.append(classic_records.MemberValue(m.member_id, m.instance_id, m.client_id,
-                                                  m.client_host, m.rebalance_timeout_ms,
-                                                  classic.session_timeout_ms, subscription, assignment))
-    value = classic_records.GroupValue(PROTOCOL_TYPE, group.group_epoch, protocol,
-                                       members[0].member_id, now_ms, values)
+        assignment = encode_assignment(
+            targets.get(m.member_id, {}), protocol_version(subscription), topics
+        )
+        values.append(
+            classic_records.MemberValue(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                classic.session_timeout_ms,
+                subscription,
+                assignment,
+            )
+        )
+    value = classic_records.GroupValue(
+        PROTOCOL_TYPE, group.group_epoch, protocol, members[0].member_id, now_ms, values
+    )
     return classic_records.GroupMetadata(group.group_id, classic_records.group_value(value))

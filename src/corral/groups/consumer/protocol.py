@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -31,19 +32,37 @@ from ..storage import consumer_records as cr
 from ..storage.records import GroupMetadata, GroupTombstone
 from ..timers import Timers
 from .answer import assignment_answer, error_answer, heartbeat_interval_ms
-from .members import (GroupError, HeartbeatRequest, check_epoch, copy_member,
-                      metadata_differs, names_after, preferred_assignor_after,
-                      refresh_regexes, regex_refresh_due, regex_topics, regex_users_after,
-                      regexes_after, removal_records, replaced_members, resolve_regex,
-                      updated_member)
-from .migration import (MigrationPolicy, classic_protocols, downgrade_record, may_downgrade,
-                        upgrade_records)
-from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .assignment_records import EMPTY_ASSIGNMENT, as_record
+from .members import (
+    GroupError,
+    HeartbeatRequest,
+    check_epoch,
+    copy_member,
+    metadata_differs,
+    names_after,
+    preferred_assignor_after,
+    refresh_regexes,
+    regex_refresh_due,
+    regex_topics,
+    regex_users_after,
+    regexes_after,
+    removal_records,
+    replaced_members,
+    resolve_regex,
+    updated_member,
+)
+from .migration import (
+    MigrationPolicy,
+    classic_protocols,
+    downgrade_record,
+    may_downgrade,
+    upgrade_records,
+)
+from .reconcile import FencedMember, MemberState, Reconciled, reconcile
 from .state import ConsumerGroup, ConsumerMember
-from .view_mirror import apply_moves
 from .target import TopicImage, member_topic_ids, metadata_hash
 from .target_computation import TargetComputation
+from .view_mirror import apply_moves
 
 if TYPE_CHECKING:
     from ...assignors import AssignorRegistry
@@ -55,15 +74,17 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 # Records whose write pauses the network thread's moves of the group's members (above).
 _PAUSING_MOVES = (cr.TargetEpoch, cr.TargetMember, GroupMetadata, GroupTombstone)
+
+
 class ConsumerProtocol(TargetComputation):
     # Given by GroupCoordinator.
     groups: dict
-    log: "CoordinatorLog"
+    log: CoordinatorLog
     timers: Timers
     settings: Any
     rebalance_wait_ms: Callable[[int], int]
     topics: TopicImage
-    assignors: "AssignorRegistry"
+    assignors: AssignorRegistry
     migration: MigrationPolicy
     max_size: int
     _nursery: trio.Nursery | None
@@ -72,8 +93,13 @@ class ConsumerProtocol(TargetComputation):
 
     # =========================================================================== writing ===
 
-    def _write_consumer(self, group_id: str, records: list, batch: bytes | None = None,
-                        downgrade_rebalance: bool = True) -> Later:
+    def _write_consumer(
+        self,
+        group_id: str,
+        records: list,
+        batch: bytes | None = None,
+        downgrade_rebalance: bool = True,
+    ) -> Later:
         """Applies `records` now (through `replay`) and appends them (as `batch` when they come
         encoded); resolves with the write's error once durable. Records ending with a classic
         group record downgrade the group, with a rebalance unless `downgrade_rebalance` is
@@ -87,8 +113,11 @@ class ConsumerProtocol(TargetComputation):
         if path is None:
             return self._write_consumer_now(group_id, records, batch, downgrade_rebalance)
         group = self.groups.get(group_id)
-        pause = group is None or getattr(group, "needs_rewrite", True) or \
-            any(isinstance(r, _PAUSING_MOVES) for r in records)
+        pause = (
+            group is None
+            or getattr(group, "needs_rewrite", True)
+            or any(isinstance(r, _PAUSING_MOVES) for r in records)
+        )
         if not pause:
             self.apply_core_moves()
             return self._write_consumer_now(group_id, records, batch, downgrade_rebalance)
@@ -99,8 +128,9 @@ class ConsumerProtocol(TargetComputation):
         finally:
             path.python_writing_group(group_id, False)
 
-    def _write_consumer_now(self, group_id: str, records: list, batch: bytes | None,
-                            downgrade_rebalance: bool) -> Later:
+    def _write_consumer_now(
+        self, group_id: str, records: list, batch: bytes | None, downgrade_rebalance: bool
+    ) -> Later:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and group.needs_rewrite:
             records = [*group.all_records(), *records]
@@ -147,16 +177,24 @@ class ConsumerProtocol(TargetComputation):
             if isinstance(group, ConsumerGroup):
                 group.needs_rewrite = True
 
-    def _downgraded(self, classic: ClassicGroup, protocols: dict[str, list[tuple[str, bytes]]],
-                    rebalance: bool) -> None:
+    def _downgraded(
+        self, classic: ClassicGroup, protocols: dict[str, list[tuple[str, bytes]]], rebalance: bool
+    ) -> None:
         """After a downgrade's records: the classic group's members support every protocol
         they joined with (the record keeps only the chosen one), and rejoin if `rebalance`."""
         for member in classic.members.values():
             if member.member_id in protocols:
-                classic.update(member, protocols[member.member_id], member.rebalance_timeout_ms,
-                               member.session_timeout_ms, None)
+                classic.update(
+                    member,
+                    protocols[member.member_id],
+                    member.rebalance_timeout_ms,
+                    member.session_timeout_ms,
+                    None,
+                )
         if rebalance:
-            self._prepare_rebalance(classic, "the group moved from the consumer to the classic protocol")
+            self._prepare_rebalance(
+                classic, "the group moved from the consumer to the classic protocol"
+            )
 
     # ========================================================================= heartbeat ===
 
@@ -188,14 +226,17 @@ class ConsumerProtocol(TargetComputation):
             moved = False
             if member is not None and answer["member_epoch"] >= 0:
                 self._arm_session(group, member)
-                moved = any(isinstance(r, cr.CurrentAssignment) and r.member_id == member.member_id
-                            for r in records)
+                moved = any(
+                    isinstance(r, cr.CurrentAssignment) and r.member_id == member.member_id
+                    for r in records
+                )
                 if moved:
                     self._rebalance_timer(group_id, member, member.current)
             self._maybe_offload(group)
             if member is not None and answer["member_epoch"] >= 0:  # adaptive (answer.py)
                 answer["heartbeat_interval_ms"] = heartbeat_interval_ms(
-                    group, member, moved, self.settings, self.group_setting, wall_ms())
+                    group, member, moved, self.settings, self.group_setting, wall_ms()
+                )
         return written.map(lambda error: error_answer(error) if error else answer)
 
     def _heartbeat(self, req: HeartbeatRequest) -> tuple[list, dict[str, Any]]:
@@ -207,19 +248,25 @@ class ConsumerProtocol(TargetComputation):
         self._check_size(group, member_id, req.instance_id)
         member, replaced = self._member_for(group, req, member_id, records)
         updated = updated_member(member, req)
-        group_epoch, subscription_changed = self._subscribe(group, member, updated, replaced,
-                                                            records, now, req.topic_filter)
-        current = self._reconcile_member(group, group_epoch, member, updated, subscription_changed,
-                                         req.owned, records, now)
+        group_epoch, subscription_changed = self._subscribe(
+            group, member, updated, replaced, records, now, req.topic_filter
+        )
+        current = self._reconcile_member(
+            group, group_epoch, member, updated, subscription_changed, req.owned, records, now
+        )
         group.regexes_stale &= req.topic_filter is None  # else refreshed in `records`
         if converted:
             # After the consumer records, so its replay finds a consumer group and keeps the
             # group's offsets (KIP-848 §5).
             records.append(GroupTombstone(group_id))
-        answer = {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
-                  "member_epoch": current.epoch,
-                  "heartbeat_interval_ms": self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
-                  "assignment": None}
+        answer = {
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "member_id": member_id,
+            "member_epoch": current.epoch,
+            "heartbeat_interval_ms": self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
+            "assignment": None,
+        }
         if req.member_epoch == 0 or req.is_full or current.assigned != member.current.assigned:
             answer["assignment"] = assignment_answer(current.assigned)
         return records, answer
@@ -235,7 +282,9 @@ class ConsumerProtocol(TargetComputation):
         if req.member_epoch != 0:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if isinstance(existing, ConsumerGroup):  # its deletion is being written
-            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"Group {group_id} is being deleted.")
+            raise GroupError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"Group {group_id} is being deleted."
+            )
         if isinstance(existing, ClassicGroup):
             if existing.is_empty():
                 log.info("group %s: the empty classic group becomes a consumer group", group_id)
@@ -247,10 +296,15 @@ class ConsumerProtocol(TargetComputation):
         """GROUP_MAX_SIZE_REACHED for a new member of a full group (a static member's instance
         id already in the group replaces or is refused, never grows it)."""
         max_size = self.settings["group.consumer.max.size"]
-        if len(group.members) >= max_size and member_id not in group.members and \
-                (instance_id is None or instance_id not in group.static_members):
-            raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                             f"The consumer group has reached its maximum capacity of {max_size} members.")
+        if (
+            len(group.members) >= max_size
+            and member_id not in group.members
+            and (instance_id is None or instance_id not in group.static_members)
+        ):
+            raise GroupError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {max_size} members.",
+            )
 
     def _upgrade(self, classic: ClassicGroup, records: list) -> ConsumerGroup:
         """An online upgrade (KIP-848 §5): the consumer group a live classic group becomes, as
@@ -258,9 +312,11 @@ class ConsumerProtocol(TargetComputation):
         Its parked JoinGroup and SyncGroup requests are answered REBALANCE_IN_PROGRESS."""
         gid = classic.group_id
         if not self.migration.upgrades:
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
-                             f"Cannot upgrade classic group {gid} to consumer group because online "
-                             "upgrade is disabled.")
+            raise GroupError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {gid} to consumer group because online "
+                "upgrade is disabled.",
+            )
         if classic.state is ClassicState.DEAD:
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"Group {gid} is being deleted.")
         converted = upgrade_records(classic, self.topics, self.settings["group.consumer.max.size"])
@@ -269,12 +325,24 @@ class ConsumerProtocol(TargetComputation):
         for record in converted:
             group.replay(record)
         records += converted
-        log.info("group %s: the classic group (generation %d, %d members) becomes a consumer group",
-                 gid, classic.generation_id, len(classic.members))
+        log.info(
+            "group %s: the classic group (generation %d, %d members) becomes a consumer group",
+            gid,
+            classic.generation_id,
+            len(classic.members),
+        )
         return group
 
-    def _subscribe(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
-                   replaced: bool, records: list, now: int, topic_filter=None) -> tuple[int, bool]:
+    def _subscribe(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        updated: ConsumerMember,
+        replaced: bool,
+        records: list,
+        now: int,
+        topic_filter=None,
+    ) -> tuple[int, bool]:
         """Kafka's step 1: the member's metadata record if it changed, its regex, and a group
         epoch bump when the group's subscriptions (names, regexes, preferred assignor, the
         subscribed topics' metadata) changed. Returns (the group epoch, whether the member's
@@ -286,12 +354,16 @@ class ConsumerProtocol(TargetComputation):
             records.append(updated.metadata_record(group_id))
         # The members `updated` takes the place of: itself, a static member's old self.
         previous = replaced_members(group, member)
-        regex_bump, regex_changed = self._update_regexes(group, member, updated, previous, records,
-                                                         now, topic_filter)
+        regex_bump, regex_changed = self._update_regexes(
+            group, member, updated, previous, records, now, topic_filter
+        )
         assignor_changed = False
-        if updated.server_assignor != member.server_assignor or (is_new and updated.server_assignor):
-            assignor_changed = group.preferred_assignor() != \
-                preferred_assignor_after(group, previous, updated)
+        if updated.server_assignor != member.server_assignor or (
+            is_new and updated.server_assignor
+        ):
+            assignor_changed = group.preferred_assignor() != preferred_assignor_after(
+                group, previous, updated
+            )
         bump = names_changed or regex_bump or assignor_changed
         group_epoch = group.group_epoch
         if bump or group.metadata_expired:
@@ -303,29 +375,54 @@ class ConsumerProtocol(TargetComputation):
             if bump:
                 group_epoch += 1
                 records.append(cr.GroupEpoch(group_id, group_epoch, new_hash))
-                log.info("group %s: epoch %d", group_id, group_epoch, extra=fields(group_id, epoch=group_epoch))
+                log.info(
+                    "group %s: epoch %d",
+                    group_id,
+                    group_epoch,
+                    extra=fields(group_id, epoch=group_epoch),
+                )
         return group_epoch, names_changed or regex_changed
 
-    def _reconcile_member(self, group: ConsumerGroup, group_epoch: int, member: ConsumerMember,
-                          updated: ConsumerMember, subscription_changed: bool, owned,
-                          records: list, now: int) -> Reconciled:
+    def _reconcile_member(
+        self,
+        group: ConsumerGroup,
+        group_epoch: int,
+        member: ConsumerMember,
+        updated: ConsumerMember,
+        subscription_changed: bool,
+        owned,
+        records: list,
+        now: int,
+    ) -> Reconciled:
         """Kafka's steps 2 and 3: the target (computed now if due) and the member's next
         assignment toward it, its record appended when it changed. `owned`: what the client
         says it owns (None: not said)."""
-        target_epoch, target = self._maybe_compute_target(group, group_epoch, member, updated,
-                                                          records, now)
+        target_epoch, target = self._maybe_compute_target(
+            group, group_epoch, member, updated, records, now
+        )
         current = updated.current
-        if subscription_changed or current.state is not MemberState.STABLE or \
-                current.epoch != target_epoch:
+        if (
+            subscription_changed
+            or current.state is not MemberState.STABLE
+            or current.epoch != target_epoch
+        ):
             subscribed = member_topic_ids(updated, regexes_after(group, records), self.topics)
-            current = reconcile(current, target_epoch, target, subscribed, subscription_changed,
-                                owned, group.owner_epoch)
+            current = reconcile(
+                current,
+                target_epoch,
+                target,
+                subscribed,
+                subscription_changed,
+                owned,
+                group.owner_epoch,
+            )
             if current != updated.current:
                 records.append(updated.assignment_record(group.group_id, current))
         return current
 
-    def _member_for(self, group: ConsumerGroup, req: HeartbeatRequest, member_id: str,
-                    records: list) -> tuple[ConsumerMember, bool]:
+    def _member_for(
+        self, group: ConsumerGroup, req: HeartbeatRequest, member_id: str, records: list
+    ) -> tuple[ConsumerMember, bool]:
         """The member the heartbeat is from (a new one on epoch 0), epoch checked, and whether it
         replaced a static member's old self (its records appended)."""
         instance_id = req.instance_id
@@ -333,8 +430,10 @@ class ConsumerProtocol(TargetComputation):
             member = group.members.get(member_id)
             if member is None:
                 if req.member_epoch != 0:
-                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                     f"Member {member_id} is not a member of group {group.group_id}.")
+                    raise GroupError(
+                        ErrorCode.UNKNOWN_MEMBER_ID,
+                        f"Member {member_id} is not a member of group {group.group_id}.",
+                    )
                 return ConsumerMember(member_id), False
             check_epoch(member, req)
             return member, False
@@ -344,48 +443,68 @@ class ConsumerProtocol(TargetComputation):
             if old is None:
                 return group.members.get(member_id) or ConsumerMember(member_id), False
             if old.classic is None and old.epoch != STATIC_LEAVE_EPOCH:
-                raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
-                                 f"Static member {member_id} with instance id {instance_id} cannot "
-                                 f"join the group because the instance id is owned by {old.member_id} member.")
+                raise GroupError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} cannot "
+                    f"join the group because the instance id is owned by {old.member_id} member.",
+                )
             return self._replace_static(group, old, member_id, records), True
         if old is None:
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                             f"Instance id {instance_id} is unknown.")
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if old.member_id != member_id:
-            raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
-                             f"Static member {member_id} with instance id {instance_id} is fenced "
-                             f"by existing member {old.member_id}.")
+            raise GroupError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} is fenced "
+                f"by existing member {old.member_id}.",
+            )
         check_epoch(old, req)
         return old, False
 
-    def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, member_id: str,
-                        records: list) -> ConsumerMember:
+    def _replace_static(
+        self, group: ConsumerGroup, old: ConsumerMember, member_id: str, records: list
+    ) -> ConsumerMember:
         """A static member rejoining under a new id takes its old self's place (Kafka's
         replaceMember): the records that move its metadata, target and assignment."""
         new = copy_member(old, member_id)
         gid = group.group_id
         records += removal_records(gid, old.member_id)
-        records += [new.metadata_record(gid),
-                    cr.TargetMember(gid, member_id, as_record(group.target.get(old.member_id, {}))),
-                    new.assignment_record(gid)]
+        records += [
+            new.metadata_record(gid),
+            cr.TargetMember(gid, member_id, as_record(group.target.get(old.member_id, {}))),
+            new.assignment_record(gid),
+        ]
         self.events.static_member_replaced(group, old, member_id)
         return new
 
     # ===================================================================== regular exprs ===
 
-    def _update_regexes(self, group: ConsumerGroup, member: ConsumerMember,
-                        updated: ConsumerMember, previous: list[ConsumerMember], records: list,
-                        now: int, topic_filter=None) -> tuple[bool, bool]:
+    def _update_regexes(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        updated: ConsumerMember,
+        previous: list[ConsumerMember],
+        records: list,
+        now: int,
+        topic_filter=None,
+    ) -> tuple[bool, bool]:
         """(whether the epoch must bump, whether the member's regex changed). A new regex is
         compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics the
         heartbeat may describe (Kafka resolves it asynchronously, then bumps); a regex nobody
         uses once `updated` replaces the `previous` members is tombstoned. Stale (see
         on_topics_changed) or due regexes are resolved again."""
         old, new = member.regex, updated.regex
-        due = regex_refresh_due(group, now, self.settings["group.consumer.regex.refresh.interval.ms"])
+        due = regex_refresh_due(
+            group, now, self.settings["group.consumer.regex.refresh.interval.ms"]
+        )
         refreshed = (due or group.regexes_stale and topic_filter is not None) and refresh_regexes(
-            group, records, lambda r: resolve_regex(r, self.topics.names(), topic_filter),
-            self._topics_version(), now, renew_all=due)
+            group,
+            records,
+            lambda r: resolve_regex(r, self.topics.names(), topic_filter),
+            self._topics_version(),
+            now,
+            renew_all=due,
+        )
         if old == new:
             return refreshed, False
         if new and new not in group.regexes:
@@ -407,29 +526,51 @@ class ConsumerProtocol(TargetComputation):
         if req.instance_id is None:
             member = group.members.get(req.member_id)
             if member is None:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member {req.member_id} is not a member of group {group.group_id}.")
+                raise GroupError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {group.group_id}.",
+                )
         else:
             member_id = group.static_members.get(req.instance_id)
             member = group.members.get(member_id) if member_id is not None else None
             if member is None:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+                raise GroupError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                )
             if member.member_id != req.member_id:
-                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {req.member_id} with instance id {req.instance_id} "
-                                 f"is fenced by existing member {member.member_id}.")
-        answer = {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member.member_id,
-                  "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0, "assignment": None}
+                raise GroupError(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"Static member {req.member_id} with instance id {req.instance_id} "
+                    f"is fenced by existing member {member.member_id}.",
+                )
+        answer = {
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "member_id": member.member_id,
+            "member_epoch": req.member_epoch,
+            "heartbeat_interval_ms": 0,
+            "assignment": None,
+        }
         if req.member_epoch == STATIC_LEAVE_EPOCH:
             # A temporary leave: the partitions stay owned (at epoch -2) until the instance
             # rejoins or its session ends; no epoch bump.
             c = member.current
             # Its assignment epochs go to 0: commits under this member id are fenced, and the
             # instance rejoining under a new id holds them from epoch 0 (Kafka 4.3+).
-            leaving = Reconciled(STATIC_LEAVE_EPOCH, c.previous_epoch, c.state, c.assigned,
-                                 EMPTY_ASSIGNMENT, c.reset_epochs())
-            log.info("group %s: static member %s (%s) leaves temporarily", group.group_id,
-                     member.instance_id, member.member_id)
+            leaving = Reconciled(
+                STATIC_LEAVE_EPOCH,
+                c.previous_epoch,
+                c.state,
+                c.assigned,
+                EMPTY_ASSIGNMENT,
+                c.reset_epochs(),
+            )
+            log.info(
+                "group %s: static member %s (%s) leaves temporarily",
+                group.group_id,
+                member.instance_id,
+                member.member_id,
+            )
             return [member.assignment_record(group.group_id, leaving)], answer
         self.events.consumer_member_gone(group, member, "leaves")
         return self._fence_records(group, [member]), answer
@@ -445,8 +586,10 @@ class ConsumerProtocol(TargetComputation):
             log.info("group %s: only classic members remain; it becomes a classic group", gid)
             leaving = {m.member_id for m in members}
             remaining = [m for m in group.members.values() if m.member_id not in leaving]
-            return [*group.tombstones(), downgrade_record(group, remaining, group.target,
-                                                         self.topics, wall_ms())]
+            return [
+                *group.tombstones(),
+                downgrade_record(group, remaining, group.target, self.topics, wall_ms()),
+            ]
         records: list = []
         for member in members:
             records += removal_records(gid, member.member_id)
@@ -463,8 +606,11 @@ class ConsumerProtocol(TargetComputation):
 
     def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         """Removes a member the coordinator gave up on (session or rebalance timeout)."""
-        if self.groups.get(group.group_id) is not group or member.member_id not in group.members \
-                or group.deleting:
+        if (
+            self.groups.get(group.group_id) is not group
+            or member.member_id not in group.members
+            or group.deleting
+        ):
             return
         self.events.consumer_member_gone(group, member, why)
         self._write_consumer(group.group_id, self._fence_records(group, [member]))
@@ -493,11 +639,13 @@ class ConsumerProtocol(TargetComputation):
         UNREVOKED_PARTITIONS, for the epoch it is at; cancels it otherwise."""
         if current.state is MemberState.UNREVOKED_PARTITIONS:
             if not member.rebalance_key:
-                member.rebalance_key = self.timers.register(self._on_rebalance_timeout, group_id,
-                                                            member.member_id)
+                member.rebalance_key = self.timers.register(
+                    self._on_rebalance_timeout, group_id, member.member_id
+                )
             member.rebalance_epoch = current.epoch
-            self.timers.schedule(member.rebalance_key,
-                                 self.rebalance_wait_ms(member.rebalance_timeout_ms))
+            self.timers.schedule(
+                member.rebalance_key, self.rebalance_wait_ms(member.rebalance_timeout_ms)
+            )
         elif member.rebalance_key:
             self.timers.cancel(member.rebalance_key)
 
@@ -507,9 +655,14 @@ class ConsumerProtocol(TargetComputation):
             return
         member = group.members.get(member_id)
         # Fenced only if still revoking at the epoch the deadline was armed for.
-        if member is not None and member.epoch == member.rebalance_epoch and \
-                member.current.state is MemberState.UNREVOKED_PARTITIONS:
-            self._fence(group, member, "it did not revoke its partitions within the rebalance timeout")
+        if (
+            member is not None
+            and member.epoch == member.rebalance_epoch
+            and member.current.state is MemberState.UNREVOKED_PARTITIONS
+        ):
+            self._fence(
+                group, member, "it did not revoke its partitions within the rebalance timeout"
+            )
 
     def _cancel_member_timers(self, member: ConsumerMember) -> None:
         for key in (member.session_key, member.rebalance_key, member.join_key, member.sync_key):
@@ -545,12 +698,16 @@ class ConsumerProtocol(TargetComputation):
             for regex, resolution in group.regexes.items():
                 topics = resolve_regex(regex, self.topics.names())
                 if topics != resolution.topics:
-                    records.append(cr.RegexTopics(group.group_id, regex, topics,
-                                                  self._topics_version(), now))
+                    records.append(
+                        cr.RegexTopics(group.group_id, regex, topics, self._topics_version(), now)
+                    )
             if records:
                 names_now = group.subscribed_topic_names(False)
                 names_now |= regex_topics(regexes_after(group, records), group.regex_counts)
-                records.append(cr.GroupEpoch(group.group_id, group.group_epoch + 1,
-                                             metadata_hash(names_now, self.topics)))
+                records.append(
+                    cr.GroupEpoch(
+                        group.group_id, group.group_epoch + 1, metadata_hash(names_now, self.topics)
+                    )
+                )
                 self._write_consumer(group.group_id, records)
                 self._maybe_offload(group)

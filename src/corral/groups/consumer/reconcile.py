@@ -10,9 +10,9 @@ partitions out of the partitions it reports). So no partition ever has two owner
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Callable, Collection, Mapping
 
 from ...errors import ErrorCode
 
@@ -25,13 +25,14 @@ NO_EPOCHS: Epochs = MappingProxyType({})
 
 class MemberState(enum.IntEnum):
     """The `State` int8 of ConsumerGroupCurrentMemberAssignment (any other byte is UNKNOWN)."""
+
     STABLE = 0
     UNREVOKED_PARTITIONS = 1
     UNRELEASED_PARTITIONS = 2
     UNKNOWN = 127
 
     @classmethod
-    def of(cls, value: int) -> "MemberState":
+    def of(cls, value: int) -> MemberState:
         try:
             return cls(value)
         except ValueError:
@@ -44,6 +45,7 @@ class Reconciled:
     assignment epoch of each partition assigned or pending revocation (KIP-1251: kept while the
     member keeps the partition, the target's epoch when it gets it); a partition left out has
     max(epoch, 0), as Kafka reads a record without them."""
+
     epoch: int
     previous_epoch: int
     state: MemberState
@@ -51,23 +53,33 @@ class Reconciled:
     pending_revocation: Partitions
     epochs: Epochs = field(default_factory=lambda: NO_EPOCHS)
 
-    def moved_to(self, epoch: int, state: MemberState, assigned: Partitions,
-                 pending_revocation: Partitions, epochs: Epochs) -> "Reconciled":
+    def moved_to(
+        self,
+        epoch: int,
+        state: MemberState,
+        assigned: Partitions,
+        pending_revocation: Partitions,
+        epochs: Epochs,
+    ) -> Reconciled:
         # Kafka's updateMemberEpoch: the previous epoch is the old one, even when unchanged.
         return Reconciled(epoch, self.epoch, state, assigned, pending_revocation, epochs)
 
     def assignment_epoch(self, topic: bytes, partition: int) -> int | None:
         """When the member got a partition it holds (assigned or pending revocation); None when
         it holds neither (Kafka's assignmentEpoch, then pendingRevocationEpoch)."""
-        if partition not in self.assigned.get(topic, ()) and \
-                partition not in self.pending_revocation.get(topic, ()):
+        if partition not in self.assigned.get(
+            topic, ()
+        ) and partition not in self.pending_revocation.get(topic, ()):
             return None
         return self.epochs.get(topic, NO_EPOCHS).get(partition, max(self.epoch, 0))
 
     def epochs_of(self, partitions: Partitions) -> dict[bytes, dict[int, int]]:
         """The assignment epochs of `partitions` (ones the member holds)."""
-        return {topic: {p: self.assignment_epoch(topic, p) for p in ps}  # type: ignore[misc]
-                for topic, ps in partitions.items() if ps}
+        return {
+            topic: {p: self.assignment_epoch(topic, p) for p in ps}  # type: ignore[misc]
+            for topic, ps in partitions.items()
+            if ps
+        }
 
     def held_epochs(self) -> dict[bytes, dict[int, int]]:
         """The assignment epoch of every partition the member holds, each one explicit."""
@@ -85,9 +97,15 @@ class FencedMember(Exception):
     code = ErrorCode.FENCED_MEMBER_EPOCH
 
 
-def reconcile(member: Reconciled, target_epoch: int, target: Partitions,
-              subscribed: Collection[bytes], subscription_changed: bool,
-              owned: Partitions | None, owner_epoch: Callable[[bytes, int], int]) -> Reconciled:
+def reconcile(
+    member: Reconciled,
+    target_epoch: int,
+    target: Partitions,
+    subscribed: Collection[bytes],
+    subscription_changed: bool,
+    owned: Partitions | None,
+    owner_epoch: Callable[[bytes, int], int],
+) -> Reconciled:
     """The member's next state. `target` is its target assignment at `target_epoch`;
     `subscribed` the topic ids it subscribes to now; `owned` what the client reported owning
     (None: not reported, counted as still owning everything); `owner_epoch(topic, partition)`
@@ -97,24 +115,30 @@ def reconcile(member: Reconciled, target_epoch: int, target: Partitions,
     state = member.state
     if state is MemberState.STABLE:
         if member.epoch != target_epoch:
-            return _next_assignment(member, member.epoch, target_epoch, target, subscribed, owned,
-                                    owner_epoch)
+            return _next_assignment(
+                member, member.epoch, target_epoch, target, subscribed, owned, owner_epoch
+            )
         if subscription_changed:
             return _drop_unsubscribed(member, subscribed, owned)
         return member
     if state is MemberState.UNREVOKED_PARTITIONS:
         if _owns_any(owned, member.pending_revocation):
             return _drop_unsubscribed(member, subscribed, owned) if subscription_changed else member
-        return _next_assignment(member, member.epoch, target_epoch, target, subscribed, owned,
-                                owner_epoch)
+        return _next_assignment(
+            member, member.epoch, target_epoch, target, subscribed, owned, owner_epoch
+        )
     if state is MemberState.UNRELEASED_PARTITIONS:
-        return _next_assignment(member, member.epoch, target_epoch, target, subscribed, owned,
-                                owner_epoch)
+        return _next_assignment(
+            member, member.epoch, target_epoch, target, subscribed, owned, owner_epoch
+        )
     if owned is None or any(owned.values()):
-        raise FencedMember("The consumer group member is in a unknown state. "
-                           "The member must abandon all its partitions and rejoin.")
-    return _next_assignment(member, target_epoch, target_epoch, target, subscribed, owned,
-                            owner_epoch)
+        raise FencedMember(
+            "The consumer group member is in a unknown state. "
+            "The member must abandon all its partitions and rejoin."
+        )
+    return _next_assignment(
+        member, target_epoch, target_epoch, target, subscribed, owned, owner_epoch
+    )
 
 
 def _owns_any(owned: Partitions | None, partitions: Partitions) -> bool:
@@ -124,8 +148,9 @@ def _owns_any(owned: Partitions | None, partitions: Partitions) -> bool:
     return any(not partitions.get(topic, frozenset()).isdisjoint(ps) for topic, ps in owned.items())
 
 
-def _drop_unsubscribed(member: Reconciled, subscribed: Collection[bytes],
-                       owned: Partitions | None) -> Reconciled:
+def _drop_unsubscribed(
+    member: Reconciled, subscribed: Collection[bytes], owned: Partitions | None
+) -> Reconciled:
     """Kafka's updateCurrentAssignment: partitions of topics no longer subscribed are revoked at
     the same epoch (the target has not caught up with the subscription yet)."""
     dropped = {t: ps for t, ps in member.assigned.items() if t not in subscribed}
@@ -135,11 +160,21 @@ def _drop_unsubscribed(member: Reconciled, subscribed: Collection[bytes],
     pending = _merged(member.pending_revocation, dropped)
     # Partitions keep their assignment epochs, assigned or pending revocation.
     if _owns_any(owned, pending):
-        return member.moved_to(member.epoch, MemberState.UNREVOKED_PARTITIONS, assigned, pending,
-                               member.epochs_of(_merged(assigned, pending)))
+        return member.moved_to(
+            member.epoch,
+            MemberState.UNREVOKED_PARTITIONS,
+            assigned,
+            pending,
+            member.epochs_of(_merged(assigned, pending)),
+        )
     # Already revoked by the client: shrink the assignment, keep the state.
-    return member.moved_to(member.epoch, member.state, assigned, member.pending_revocation,
-                           member.epochs_of(_merged(assigned, member.pending_revocation)))
+    return member.moved_to(
+        member.epoch,
+        member.state,
+        assigned,
+        member.pending_revocation,
+        member.epochs_of(_merged(assigned, member.pending_revocation)),
+    )
 
 
 def _merged(a: Partitions, b: Partitions) -> dict[bytes, frozenset[int]]:
@@ -149,9 +184,15 @@ def _merged(a: Partitions, b: Partitions) -> dict[bytes, frozenset[int]]:
     return out
 
 
-def _next_assignment(member: Reconciled, epoch: int, target_epoch: int, target: Partitions,
-                     subscribed: Collection[bytes], owned: Partitions | None,
-                     owner_epoch: Callable[[bytes, int], int]) -> Reconciled:
+def _next_assignment(
+    member: Reconciled,
+    epoch: int,
+    target_epoch: int,
+    target: Partitions,
+    subscribed: Collection[bytes],
+    owned: Partitions | None,
+    owner_epoch: Callable[[bytes, int], int],
+) -> Reconciled:
     """Kafka's computeNextAssignment."""
     assigned: dict[bytes, frozenset[int]] = {}
     revoking: dict[bytes, frozenset[int]] = {}

@@ -14,19 +14,26 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from sys import intern
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ... import _core
 from ...errors import ErrorCode
 from ..storage import consumer_records as cr
 from ..storage.records import GroupTombstone, Record
-from .assignment_records import (EMPTY_ASSIGNMENT, as_record, as_sets, encoded, epochs_of_record,
-                                 epochs_record, group_records)
+from .assignment_records import (
+    EMPTY_ASSIGNMENT,
+    as_record,
+    as_sets,
+    encoded,
+    epochs_of_record,
+    epochs_record,
+    group_records,
+)
 from .incremental import TargetIndex
 from .reconcile import MemberState, Reconciled
 from .view_mirror import mirror_epoch, mirror_group, mirror_metadata
-
 
 # The (topic id, partition) pairs an OffsetCommit would write, asked for only when the member
 # epoch is older than the member's (the commits that reach the group: known topics and
@@ -46,9 +53,24 @@ class ConsumerMember:
     """One member: its subscription (ConsumerGroupMemberMetadata) and its current assignment
     (ConsumerGroupCurrentMemberAssignment). Timer keys are the coordinator's."""
 
-    __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "topic_names",
-                 "regex", "rebalance_timeout_ms", "server_assignor", "classic", "current",
-                 "session_key", "rebalance_key", "rebalance_epoch", "join_key", "sync_key")
+    __slots__ = (
+        "member_id",
+        "instance_id",
+        "rack_id",
+        "client_id",
+        "client_host",
+        "topic_names",
+        "regex",
+        "rebalance_timeout_ms",
+        "server_assignor",
+        "classic",
+        "current",
+        "session_key",
+        "rebalance_key",
+        "rebalance_epoch",
+        "join_key",
+        "sync_key",
+    )
 
     def __init__(self, member_id: str):
         self.member_id = member_id
@@ -80,18 +102,37 @@ class ConsumerMember:
         return None if self.classic is None else self.classic.session_timeout_ms
 
     def metadata_record(self, group_id: str) -> cr.MemberMetadata:
-        return cr.MemberMetadata(group_id, self.member_id, self.instance_id, self.rack_id,
-                                 self.client_id, self.client_host, self.topic_names, self.regex,
-                                 self.rebalance_timeout_ms, self.server_assignor, self.classic)
+        return cr.MemberMetadata(
+            group_id,
+            self.member_id,
+            self.instance_id,
+            self.rack_id,
+            self.client_id,
+            self.client_host,
+            self.topic_names,
+            self.regex,
+            self.rebalance_timeout_ms,
+            self.server_assignor,
+            self.classic,
+        )
 
-    def assignment_record(self, group_id: str, current: Reconciled | None = None
-                          ) -> cr.CurrentAssignment:
+    def assignment_record(
+        self, group_id: str, current: Reconciled | None = None
+    ) -> cr.CurrentAssignment:
         c = current or self.current
         assigned, pending = as_record(c.assigned), as_record(c.pending_revocation)
         # Every topic's AssignmentEpochs, as Kafka 4.3+ writes them (KIP-1251).
-        return cr.CurrentAssignment(group_id, self.member_id, c.epoch, c.previous_epoch,
-                                    int(c.state), assigned, pending, epochs_record(c, assigned),
-                                    epochs_record(c, pending))
+        return cr.CurrentAssignment(
+            group_id,
+            self.member_id,
+            c.epoch,
+            c.previous_epoch,
+            int(c.state),
+            assigned,
+            pending,
+            epochs_record(c, assigned),
+            epochs_record(c, pending),
+        )
 
 
 def preferred_of(counts: Mapping[str, int]) -> str | None:
@@ -115,8 +156,12 @@ class ConsumerGroup:
     type = "consumer"
     protocol_type_name = "consumer"
 
-    def __init__(self, group_id: str, view: _core.ConsumerHeartbeatView | None = None,
-                 assignment_interval_ms: Callable[[str], int] | None = None):
+    def __init__(
+        self,
+        group_id: str,
+        view: _core.ConsumerHeartbeatView | None = None,
+        assignment_interval_ms: Callable[[str], int] | None = None,
+    ):
         self.group_id = group_id
         # The group's consumer.assignment.interval.ms (None: 0), for the view's batching.
         self._assignment_interval_ms = assignment_interval_ms
@@ -234,15 +279,21 @@ class ConsumerGroup:
         elif isinstance(record, cr.MemberMetadata):
             member = self.member(record.member_id)
             self._count_subscription(member, -1)
-            if member.instance_id is not None and member.instance_id != record.instance_id \
-                    and self.static_members.get(member.instance_id) == member.member_id:
+            if (
+                member.instance_id is not None
+                and member.instance_id != record.instance_id
+                and self.static_members.get(member.instance_id) == member.member_id
+            ):
                 del self.static_members[member.instance_id]
             if record.instance_id is not None:
                 self.static_members[record.instance_id] = record.member_id
             member.instance_id, member.rack_id = record.instance_id, record.rack_id
             # Interned: every member of a big group would otherwise keep its own copy of the
             # same few strings, as decoded from its request.
-            member.client_id, member.client_host = intern(record.client_id), intern(record.client_host)
+            member.client_id, member.client_host = (
+                intern(record.client_id),
+                intern(record.client_host),
+            )
             names = tuple(map(intern, record.topic_names))
             if names == self._last_names:
                 names = self._last_names
@@ -257,10 +308,15 @@ class ConsumerGroup:
             mirror_metadata(self, member)
         elif isinstance(record, cr.TargetMember):
             member = self.members.get(record.member_id)
-            target = self._shared(as_sets(record.partitions),
-                                  None if member is None else member.current.assigned)
+            target = self._shared(
+                as_sets(record.partitions), None if member is None else member.current.assigned
+            )
             self._set_target(record.member_id, target)
-            if member is not None and self.view is not None and target is not member.current.assigned:
+            if (
+                member is not None
+                and self.view is not None
+                and target is not member.current.assigned
+            ):
                 self.view.target_changed(self.group_id, record.member_id)
         elif isinstance(record, cr.TargetEpoch):
             self.assignment_epoch, self.assignment_timestamp_ms = record.epoch, record.timestamp_ms
@@ -268,12 +324,17 @@ class ConsumerGroup:
         elif isinstance(record, cr.CurrentAssignment):
             member = self.member(record.member_id)
             self._release(member)
-            self._set_current(member, Reconciled(record.epoch, record.previous_epoch,
-                                                 MemberState.of(record.state),
-                                                 self._shared(as_sets(record.assigned),
-                                                              self.target.get(record.member_id)),
-                                                 as_sets(record.pending_revocation),
-                                                 epochs_of_record(record)))
+            self._set_current(
+                member,
+                Reconciled(
+                    record.epoch,
+                    record.previous_epoch,
+                    MemberState.of(record.state),
+                    self._shared(as_sets(record.assigned), self.target.get(record.member_id)),
+                    as_sets(record.pending_revocation),
+                    epochs_of_record(record),
+                ),
+            )
             self._own(member)
             mirror_epoch(self, member, record)
         elif isinstance(record, cr.RegexTopics):
@@ -287,8 +348,9 @@ class ConsumerGroup:
             member = self.members.get(name or "")
             if member is not None:
                 self._release(member)
-                self._set_current(member, Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT,
-                                                     EMPTY_ASSIGNMENT))
+                self._set_current(
+                    member, Reconciled(0, 0, MemberState.STABLE, EMPTY_ASSIGNMENT, EMPTY_ASSIGNMENT)
+                )
                 mirror_epoch(self, member)
         elif kind == cr.TARGET_MEMBER:
             self._set_target(name or "", None)
@@ -304,8 +366,10 @@ class ConsumerGroup:
                 self._count_subscription(member, -1)
                 self._count_current(member.current, -1)
                 self._count_classic(member.classic, -1)
-                if member.instance_id is not None and \
-                        self.static_members.get(member.instance_id) == member.member_id:
+                if (
+                    member.instance_id is not None
+                    and self.static_members.get(member.instance_id) == member.member_id
+                ):
                     del self.static_members[member.instance_id]
         elif kind == cr.TARGET_EPOCH:
             self.assignment_epoch, self.assignment_timestamp_ms = -1, 0
@@ -314,8 +378,9 @@ class ConsumerGroup:
             self._set_regex(name or "", None)
 
     @staticmethod
-    def _shared(partitions: dict[bytes, frozenset[int]], same: dict[bytes, frozenset[int]] | None
-                ) -> dict[bytes, frozenset[int]]:
+    def _shared(
+        partitions: dict[bytes, frozenset[int]], same: dict[bytes, frozenset[int]] | None
+    ) -> dict[bytes, frozenset[int]]:
         """`same` when equal: a reconciled member's assignment and target are one object (half
         the memory of a big group). Safe because neither is ever changed in place."""
         return same if same is not None and same == partitions else partitions
@@ -421,11 +486,21 @@ class ConsumerGroup:
 
     def all_records(self) -> list[cr.ConsumerRecord]:
         """Every record that rebuilds the group as it is (a snapshot, a rewrite after a failure)."""
-        return group_records(self.group_id, self._epochs(), self.members.values(),
-                              self.regexes.values(), self.target.items())
+        return group_records(
+            self.group_id,
+            self._epochs(),
+            self.members.values(),
+            self.regexes.values(),
+            self.target.items(),
+        )
 
     def _epochs(self) -> tuple[int, int, int, int]:
-        return self.group_epoch, self.metadata_hash, self.assignment_epoch, self.assignment_timestamp_ms
+        return (
+            self.group_epoch,
+            self.metadata_hash,
+            self.assignment_epoch,
+            self.assignment_timestamp_ms,
+        )
 
     def stored_records(self) -> list[tuple[bytes, bytes]]:
         return encoded(self.all_records())
@@ -454,8 +529,12 @@ class ConsumerGroup:
         ids = list(self.members)
         if renamed is not None:
             ids = [renamed[1] if m == renamed[0] else m for m in ids]
-        targets = [renamed[1] if renamed is not None and m == renamed[0] else m for m in self.target]
-        out: list[cr.ConsumerRecord] = [cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, gid, m) for m in ids]
+        targets = [
+            renamed[1] if renamed is not None and m == renamed[0] else m for m in self.target
+        ]
+        out: list[cr.ConsumerRecord] = [
+            cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, gid, m) for m in ids
+        ]
         out += [cr.ConsumerTombstone(cr.TARGET_MEMBER, gid, m) for m in targets]
         out.append(cr.ConsumerTombstone(cr.TARGET_EPOCH, gid))
         out += [cr.ConsumerTombstone(cr.MEMBER_METADATA, gid, m) for m in ids]
@@ -506,13 +585,25 @@ class ConsumerGroup:
     def describe_view(self) -> dict[str, Any]:
         """DescribeGroups on a consumer group: "not a classic group" (v6+ answers
         GROUP_ID_NOT_FOUND; corral's DescribeGroups stops at v5, which shows it Dead)."""
-        return {"error_code": ErrorCode.NONE, "group_id": self.group_id, "group_state": "Dead",
-                "protocol_type": "", "protocol_data": "", "members": []}
+        return {
+            "error_code": ErrorCode.NONE,
+            "group_id": self.group_id,
+            "group_state": "Dead",
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+        }
 
     # ========================================================================== offsets ===
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int,
-                               version: int, partitions: Committed = lambda: ()) -> ErrorCode:
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        version: int,
+        partitions: Committed = lambda: (),
+    ) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetCommit, generation_id being the member epoch, with
         its per-partition check (KIP-1251, Kafka 4.3+) of an older epoch over `partitions`."""
         if self.deleting:
@@ -526,8 +617,11 @@ class ConsumerGroup:
             return ErrorCode.UNSUPPORTED_VERSION
         if generation_id == member.epoch:
             return ErrorCode.NONE
-        stale = ErrorCode.ILLEGAL_GENERATION if member.classic is not None \
+        stale = (
+            ErrorCode.ILLEGAL_GENERATION
+            if member.classic is not None
             else ErrorCode.STALE_MEMBER_EPOCH
+        )
         if generation_id > member.epoch:
             return stale
         # An older epoch (a bump the client has not seen yet): each partition must be one the
@@ -546,8 +640,11 @@ class ConsumerGroup:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.epoch:
-            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None \
+            return (
+                ErrorCode.ILLEGAL_GENERATION
+                if member.classic is not None
                 else ErrorCode.STALE_MEMBER_EPOCH
+            )
         return ErrorCode.NONE
 
     def validate_offset_delete(self) -> ErrorCode:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import struct
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ...assignors import GroupSpec, MemberSpec, run_assignor, subscription_type_of
 from ..storage import consumer_records as cr
@@ -64,8 +65,9 @@ class TopicImage:
         return () if self.store is None else list(self.store.by_name)
 
 
-def member_topic_ids(member: ConsumerMember, regexes: Mapping[str, cr.RegexTopics],
-                     topics: TopicImage) -> frozenset[bytes]:
+def member_topic_ids(
+    member: ConsumerMember, regexes: Mapping[str, cr.RegexTopics], topics: TopicImage
+) -> frozenset[bytes]:
     """The ids of the existing topics a member subscribes to: its names and its regex's topics
     (`regexes`: the group's resolutions)."""
     names: Iterable[str] = member.topic_names
@@ -96,17 +98,25 @@ def metadata_hash(names: Iterable[str], topics: TopicImage) -> int:
 class TargetInputs:
     """One computation's inputs: members in join order with (topic ids, previous target, rack,
     instance id), and the partition count of every subscribed topic."""
+
     group_id: str
     epoch: int
-    members: list[tuple[str, frozenset[bytes], Mapping[bytes, frozenset[int]], str | None, str | None]]
+    members: list[
+        tuple[str, frozenset[bytes], Mapping[bytes, frozenset[int]], str | None, str | None]
+    ]
     partition_counts: dict[bytes, int]
     # Each member's TargetMember as it stands (None: it has none), to write only what changes.
     stored_targets: dict[str, Mapping[bytes, frozenset[int]] | None]
 
     @classmethod
-    def of(cls, group: ConsumerGroup, epoch: int, members: Iterable[ConsumerMember],
-           topics: TopicImage, regexes: Mapping[str, cr.RegexTopics] | None = None
-           ) -> "TargetInputs":
+    def of(
+        cls,
+        group: ConsumerGroup,
+        epoch: int,
+        members: Iterable[ConsumerMember],
+        topics: TopicImage,
+        regexes: Mapping[str, cr.RegexTopics] | None = None,
+    ) -> TargetInputs:
         """`regexes`: the resolutions to read (default the group's; a heartbeat passes those
         its own records will add)."""
         regexes = group.regexes if regexes is None else regexes
@@ -123,39 +133,46 @@ class TargetInputs:
             for topic_id in ids:
                 if topic_id not in counts:
                     counts[topic_id] = topics.by_id(topic_id).partitions
-            rows.append((member.member_id, ids, group.target_of(member),
-                         member.rack_id, member.instance_id))
+            rows.append(
+                (member.member_id, ids, group.target_of(member), member.rack_id, member.instance_id)
+            )
         stored = {row[0]: group.target.get(row[0]) for row in rows}
         return cls(group.group_id, epoch, rows, counts, stored)
 
-    def compute(self, assignor: "Assignor") -> dict[str, dict[bytes, frozenset[int]]] | None:
+    def compute(self, assignor: Assignor) -> dict[str, dict[bytes, frozenset[int]]] | None:
         """The new target (member -> topic id -> partitions), or None if the assignor failed
         (logged; the group keeps its target). Safe in a worker thread."""
-        specs = {member_id: MemberSpec(ids, previous, rack, instance)
-                 for member_id, ids, previous, rack, instance in self.members}
+        specs = {
+            member_id: MemberSpec(ids, previous, rack, instance)
+            for member_id, ids, previous, rack, instance in self.members
+        }
         spec = GroupSpec(specs, subscription_type_of(specs.values()))
         result = run_assignor(assignor, self.group_id, spec, self.partition_counts)
         if result is None:
             return None
-        return {member_id: {t: frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}
-                for member_id in specs}
+        return {
+            member_id: {t: frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}
+            for member_id in specs
+        }
 
-
-    def records(self, target: Mapping[str, Mapping[bytes, frozenset[int]]], now_ms: int
-                ) -> list[cr.ConsumerRecord]:
+    def records(
+        self, target: Mapping[str, Mapping[bytes, frozenset[int]]], now_ms: int
+    ) -> list[cr.ConsumerRecord]:
         """The records of a new target: a TargetMember per member whose target changed since
         the inputs were taken, then the TargetEpoch."""
         gid = self.group_id
         out: list[cr.ConsumerRecord] = [
             cr.TargetMember(gid, member_id, {t: tuple(sorted(ps)) for t, ps in partitions.items()})
             for member_id, partitions in target.items()
-            if self.stored_targets.get(member_id) != partitions]
+            if self.stored_targets.get(member_id) != partitions
+        ]
         out.append(cr.TargetEpoch(gid, self.epoch, now_ms))
         return out
 
 
-def encoded_result(inputs: TargetInputs, assignor: "Assignor", now_ms: int
-                   ) -> tuple[list[cr.ConsumerRecord], bytes] | None:
+def encoded_result(
+    inputs: TargetInputs, assignor: Assignor, now_ms: int
+) -> tuple[list[cr.ConsumerRecord], bytes] | None:
     """An offloaded computation's whole result, in the worker thread: its records and their
     RecordBatch, so the event loop only applies them. None if the assignor failed."""
     target = inputs.compute(assignor)

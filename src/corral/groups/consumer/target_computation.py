@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -37,15 +38,21 @@ class TargetComputation:
     # Given by GroupCoordinator and ConsumerProtocol.
     groups: dict
     topics: TopicImage
-    assignors: "AssignorRegistry"
+    assignors: AssignorRegistry
     metrics: Any
     _nursery: trio.Nursery | None
     group_setting: Callable[[str, str], Any]
-    _write_consumer: Callable[..., "Later"]
+    _write_consumer: Callable[..., Later]
 
-    def _maybe_compute_target(self, group: ConsumerGroup, group_epoch: int,
-                              member: ConsumerMember, updated: ConsumerMember,
-                              records: list, now: int) -> tuple[int, dict[bytes, frozenset[int]]]:
+    def _maybe_compute_target(
+        self,
+        group: ConsumerGroup,
+        group_epoch: int,
+        member: ConsumerMember,
+        updated: ConsumerMember,
+        records: list,
+        now: int,
+    ) -> tuple[int, dict[bytes, frozenset[int]]]:
         """The target the member reconciles toward: a new one computed now when the epoch moved
         and batching allows it (small groups, inline), else the current one."""
         current = (group.assignment_epoch, group.target_of(updated))
@@ -62,13 +69,15 @@ class TargetComputation:
             return group_epoch, group.target_of(updated)
         # A new (or emptied) group's first target is computed at once, however many
         # partitions: one member's costs O(partitions), and it gets them in this answer.
-        first = group.assignment_timestamp_ms == 0 and \
-            len(group.members) <= (member.member_id in group.members)  # no other member
+        first = group.assignment_timestamp_ms == 0 and len(group.members) <= (
+            member.member_id in group.members
+        )  # no other member
         if not first and self._offloads(group, extra=1):
             return current  # _maybe_offload starts it once these records are applied
         members = [*others_than(group, member), updated]
-        inputs = TargetInputs.of(group, group_epoch, members, self.topics,
-                                 regexes_after(group, records))
+        inputs = TargetInputs.of(
+            group, group_epoch, members, self.topics, regexes_after(group, records)
+        )
         preferred = preferred_assignor_after(group, replaced_members(group, member), updated)
         assignor = self.assignors.get(preferred) or self.assignors.default
         started = time.monotonic()
@@ -78,25 +87,44 @@ class TargetComputation:
             group.assignment_failed_ms = now  # retried after the assignment interval
             return current
         records += inputs.records(target, now)
-        log.info("group %s: target assignment for epoch %d (%d members, %s)", group.group_id,
-                 group_epoch, len(members), assignor.name, extra=fields(group.group_id, epoch=group_epoch))
+        log.info(
+            "group %s: target assignment for epoch %d (%d members, %s)",
+            group.group_id,
+            group_epoch,
+            len(members),
+            assignor.name,
+            extra=fields(group.group_id, epoch=group_epoch),
+        )
         return group_epoch, target.get(updated.member_id, EMPTY_ASSIGNMENT)
 
-    def _incremental(self, group: ConsumerGroup, epoch: int, now: int,
-                     member: ConsumerMember | None = None, updated: ConsumerMember | None = None
-                     ) -> list | None:
+    def _incremental(
+        self,
+        group: ConsumerGroup,
+        epoch: int,
+        now: int,
+        member: ConsumerMember | None = None,
+        updated: ConsumerMember | None = None,
+    ) -> list | None:
         """The records of a target that moves only what the balance needs (incremental.py),
         when the group is a big homogeneous one on the built-in uniform assignor."""
-        preferred = group.preferred_assignor() if updated is None else \
-            preferred_assignor_after(group, replaced_members(group, updated), updated)
+        preferred = (
+            group.preferred_assignor()
+            if updated is None
+            else preferred_assignor_after(group, replaced_members(group, updated), updated)
+        )
         if not isinstance(self.assignors.get(preferred) or self.assignors.default, UniformAssignor):
             return None
         started = time.monotonic()
         moved = incremental_records(group, epoch, self.topics, now, member, updated)
         if moved is not None:
             self.metrics.assignor_seconds.observe(time.monotonic() - started)
-            log.info("group %s: target assignment for epoch %d (%d members changed, incremental)",
-                     group.group_id, epoch, len(moved) - 1, extra=fields(group.group_id, epoch=epoch))
+            log.info(
+                "group %s: target assignment for epoch %d (%d members changed, incremental)",
+                group.group_id,
+                epoch,
+                len(moved) - 1,
+                extra=fields(group.group_id, epoch=epoch),
+            )
         return moved
 
     def _may_compute(self, group: ConsumerGroup, now: int) -> bool:
@@ -107,8 +135,10 @@ class TargetComputation:
     def _offloads(self, group: ConsumerGroup, extra: int = 0) -> bool:
         """Whether the group's next target is computed in a worker thread: offload is on and
         its members plus subscribed partitions (what the built-ins are linear in) are many."""
-        if not self.group_setting(group.group_id, "consumer.assignor.offload.enable") \
-                or self._nursery is None:
+        if (
+            not self.group_setting(group.group_id, "consumer.assignor.offload.enable")
+            or self._nursery is None
+        ):
             return False
         topics = (self.topics.topic(name) for name in group.subscribed_topic_names())
         size = len(group.members) + extra + sum(t.partitions for t in topics if t is not None)
@@ -118,8 +148,11 @@ class TargetComputation:
         """A due target without waiting for a heartbeat: moved at once when that costs what
         moves (a leave from a big homogeneous group), or computed in a worker thread for a big
         group."""
-        if group.assignment_epoch >= group.group_epoch or group.computing_epoch is not None \
-                or not self._may_compute(group, wall_ms()):
+        if (
+            group.assignment_epoch >= group.group_epoch
+            or group.computing_epoch is not None
+            or not self._may_compute(group, wall_ms())
+        ):
             return  # up to date, running or batched
         moved = self._incremental(group, group.group_epoch, wall_ms())
         if moved is not None:
@@ -133,7 +166,9 @@ class TargetComputation:
         assignor = self.assignors.get(group.preferred_assignor()) or self.assignors.default
         self._nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
 
-    async def _compute_offloaded(self, group: ConsumerGroup, inputs: TargetInputs, assignor) -> None:
+    async def _compute_offloaded(
+        self, group: ConsumerGroup, inputs: TargetInputs, assignor
+    ) -> None:
         """The computation, its records and their bytes in a worker thread; the loop only applies
         them (or, if members left meanwhile, makes the records again without them)."""
         started = time.monotonic()
@@ -142,20 +177,31 @@ class TargetComputation:
         finally:
             group.computing_epoch = None
             self.metrics.assignor_seconds.observe(time.monotonic() - started)
-        if self.groups.get(group.group_id) is not group or group.deleting or \
-                group.assignment_epoch >= inputs.epoch:
+        if (
+            self.groups.get(group.group_id) is not group
+            or group.deleting
+            or group.assignment_epoch >= inputs.epoch
+        ):
             return
         if result is None:
             group.assignment_failed_ms = wall_ms()
             mirror_group(group)  # the retry's due time
             return
         records, batch = result
-        log.info("group %s: target assignment for epoch %d (%d members, %s, worker thread)",
-                 group.group_id, inputs.epoch, len(inputs.members), assignor.name,
-                 extra=fields(group.group_id, epoch=inputs.epoch))
+        log.info(
+            "group %s: target assignment for epoch %d (%d members, %s, worker thread)",
+            group.group_id,
+            inputs.epoch,
+            len(inputs.members),
+            assignor.name,
+            extra=fields(group.group_id, epoch=inputs.epoch),
+        )
         if any(member_id not in group.members for member_id, *_ in inputs.members):
-            records = [r for r in records
-                       if not isinstance(r, cr.TargetMember) or r.member_id in group.members]
+            records = [
+                r
+                for r in records
+                if not isinstance(r, cr.TargetMember) or r.member_id in group.members
+            ]
             batch = None
         self._write_consumer(group.group_id, records, batch)
         # Epoch bumps while it ran: the next computation, if batching allows it now.

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .state import ConsumerGroup, ConsumerMember
 
 
-def mirror_group(group: "ConsumerGroup") -> None:
+def mirror_group(group: ConsumerGroup) -> None:
     """The epochs; whether heartbeats must reach the coordinator whatever they say (a
     subscribed topic changed so the next heartbeat may bump the epoch, or the group is being
     deleted; not while a target is computed in a worker thread: meanwhile members reconcile
@@ -31,21 +31,36 @@ def mirror_group(group: "ConsumerGroup") -> None:
     interval = group.assignment_interval_ms()
     due = None if last == 0 or interval == 0 else last + interval
     busy = group.metadata_expired or group.deleting
-    view.set_group(group.group_id, group.group_epoch, group.assignment_epoch, busy,
-                   group.deleting, due, group.assignment_timestamp_ms, group.moves_from)
+    view.set_group(
+        group.group_id,
+        group.group_epoch,
+        group.assignment_epoch,
+        busy,
+        group.deleting,
+        due,
+        group.assignment_timestamp_ms,
+        group.moves_from,
+    )
 
 
-def mirror_metadata(group: "ConsumerGroup", member: "ConsumerMember") -> None:
+def mirror_metadata(group: ConsumerGroup, member: ConsumerMember) -> None:
     if group.view is not None:
         # A classic member's Heartbeat moves its session by its own timeout (none: Python's).
         timeout = member.session_timeout_ms
-        group.view.set_member(group.group_id, member.member_id, member.instance_id,
-                              member.client_id, member.client_host, member.classic is None,
-                              timeout if timeout is not None and timeout > 0 else None)
+        group.view.set_member(
+            group.group_id,
+            member.member_id,
+            member.instance_id,
+            member.client_id,
+            member.client_host,
+            member.classic is None,
+            timeout if timeout is not None and timeout > 0 else None,
+        )
 
 
-def mirror_epoch(group: "ConsumerGroup", member: "ConsumerMember",
-                 record: cr.CurrentAssignment | None = None) -> None:
+def mirror_epoch(
+    group: ConsumerGroup, member: ConsumerMember, record: cr.CurrentAssignment | None = None
+) -> None:
     """The member's epoch and state, and its record's value when the network thread may move
     it to a new target epoch: STABLE, nothing pending, exactly its target, every assignment
     epoch written (then a move rewrites only the record's two epochs)."""
@@ -57,14 +72,22 @@ def mirror_epoch(group: "ConsumerGroup", member: "ConsumerMember",
     # No target yet is an empty one (ConsumerGroup.target_of): most members of a group bigger
     # than its partition count have none, and move as often as the others.
     target = group.target.get(member.member_id, EMPTY_ASSIGNMENT)
-    if record is not None and stable and not current.pending_revocation and \
-            current.assigned is target and \
-            all(len(record.assigned_epochs.get(t, ())) == len(ps) for t, ps in record.assigned.items()):
+    if (
+        record is not None
+        and stable
+        and not current.pending_revocation
+        and current.assigned is target
+        and all(
+            len(record.assigned_epochs.get(t, ())) == len(ps) for t, ps in record.assigned.items()
+        )
+    ):
         movable = cr.value_of(record)
     group.view.set_member_epoch(group.group_id, member.member_id, current.epoch, stable, movable)
 
 
-def apply_moves(group: "ConsumerGroup", moves: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+def apply_moves(
+    group: ConsumerGroup, moves: list[tuple[str, int, int]]
+) -> list[tuple[str, int, int]]:
     """The network thread moved these members (member id, epoch, previous epoch), their
     records written and the view up to date: memory follows, the counts once for all (a
     target moves most of a big group's members). Returns the moves applied (a member no
@@ -79,8 +102,9 @@ def apply_moves(group: "ConsumerGroup", moves: list[tuple[str, int, int]]) -> li
         c = member.current
         if c.epoch != previous or c.state is not stable:
             continue
-        member.current = Reconciled(epoch, previous, stable, c.assigned, c.pending_revocation,
-                                    c.epochs)
+        member.current = Reconciled(
+            epoch, previous, stable, c.assigned, c.pending_revocation, c.epochs
+        )
         if c.assigned:  # the epochs of the partitions it owns
             group._own(member)
         applied.append(move)

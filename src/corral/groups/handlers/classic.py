@@ -12,8 +12,8 @@ from ...security.acls import AclOperation, ResourceType
 from ...security.authorize import allowed, group_read
 from ..classic import JoinRequest, join_error, sync_error
 
-
 # ------------------------------------------------------------------------------------ JoinGroup
+
 
 @handles(ApiKey.JOIN_GROUP, 0, 9)
 def join_group(broker, request) -> dict[str, Any] | Later:
@@ -24,9 +24,11 @@ def join_group(broker, request) -> dict[str, Any] | Later:
         return _shape_join(join_error(ErrorCode.INVALID_GROUP_ID, body["member_id"]), version)
     session = body["session_timeout_ms"]
     req = JoinRequest(
-        group_id=body["group_id"], member_id=body["member_id"],
+        group_id=body["group_id"],
+        member_id=body["member_id"],
         group_instance_id=body["group_instance_id"] if version >= 5 else None,
-        client_id=request.client_id or "", client_host=request.client_host,
+        client_id=request.client_id or "",
+        client_host=request.client_host,
         session_timeout_ms=session,
         # v0 has no rebalance timeout: the session timeout stands in for it.
         rebalance_timeout_ms=body["rebalance_timeout_ms"] if version >= 1 else session,
@@ -40,8 +42,12 @@ def join_group(broker, request) -> dict[str, Any] | Later:
 
 
 def _shape_join(result: dict[str, Any], version: int) -> dict[str, Any]:
-    response = {"error_code": result["error_code"], "generation_id": result["generation_id"],
-                "leader": result["leader"] or "", "member_id": result["member_id"]}
+    response = {
+        "error_code": result["error_code"],
+        "generation_id": result["generation_id"],
+        "leader": result["leader"] or "",
+        "member_id": result["member_id"],
+    }
     members = result["members"]
     if members and version < 5:
         members = [{"member_id": m["member_id"], "metadata": m["metadata"]} for m in members]
@@ -58,6 +64,7 @@ def _shape_join(result: dict[str, Any], version: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------ SyncGroup
 
+
 @handles(ApiKey.SYNC_GROUP, 0, 5)
 def sync_group(broker, request) -> dict[str, Any] | Later:
     body, version = request.body, request.api_version
@@ -66,7 +73,8 @@ def sync_group(broker, request) -> dict[str, Any] | Later:
     if not body["group_id"]:
         return _shape_sync(sync_error(ErrorCode.INVALID_GROUP_ID), version)
     answer = broker.groups.sync(
-        body["group_id"], body["member_id"],
+        body["group_id"],
+        body["member_id"],
         body["group_instance_id"] if version >= 3 else None,
         body["generation_id"],
         body["protocol_type"] if version >= 5 else None,
@@ -86,6 +94,7 @@ def _shape_sync(result: dict[str, Any], version: int) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------- Heartbeat, LeaveGroup
 
+
 @handles(ApiKey.HEARTBEAT, 0, 4)
 def heartbeat(broker, request) -> bytes:
     # A short path (rust/fast_paths.rs): decoded by the core, which answers the steady state from
@@ -96,8 +105,9 @@ def heartbeat(broker, request) -> bytes:
         return hb.respond(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not group_id:
         return hb.respond(ErrorCode.INVALID_GROUP_ID)
-    return hb.respond(broker.groups.heartbeat(
-        group_id, hb.member_id, hb.group_instance_id, hb.generation_id))
+    return hb.respond(
+        broker.groups.heartbeat(group_id, hb.member_id, hb.group_instance_id, hb.generation_id)
+    )
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
@@ -115,12 +125,14 @@ def leave_group(broker, request) -> Later:
     with coordinator.log.for_request() as writes:
         group_error, errors = coordinator.leave(body["group_id"], leaving)
     # The last member leaving writes the empty group's record: answered once it is durable.
-    return first_error(writes).map(lambda error: _shape_leave(
-        version, leaving, error or group_error, [] if error else errors))
+    return first_error(writes).map(
+        lambda error: _shape_leave(version, leaving, error or group_error, [] if error else errors)
+    )
 
 
-def _shape_leave(version: int, leaving: list, group_error: ErrorCode,
-                 errors: list[ErrorCode]) -> dict[str, Any]:
+def _shape_leave(
+    version: int, leaving: list, group_error: ErrorCode, errors: list[ErrorCode]
+) -> dict[str, Any]:
     if version < 3:
         # One member: its error is the response's error.
         code = group_error or (errors[0] if errors else ErrorCode.NONE)
@@ -132,5 +144,3 @@ def _shape_leave(version: int, leaving: list, group_error: ErrorCode,
             for (member_id, instance_id), error in zip(leaving, errors)
         ]
     return response
-
-

@@ -6,13 +6,13 @@ from typing import Any
 
 from ... import _core
 from ...apis import ApiKey, Later, handles
-from ...errors import ErrorCode
 from ...clock import wall_ms
+from ...errors import ErrorCode
 from ...security.acls import AclOperation
 from ...security.authorize import GROUP, TOPIC, allowed, filter_allowed, group_read
 
-
 # --------------------------------------------------------------------------------- OffsetCommit
+
 
 @handles(ApiKey.OFFSET_COMMIT, 2, 9)
 def offset_commit(broker, request) -> bytes | Later:
@@ -51,8 +51,13 @@ def offset_commit(broker, request) -> bytes | Later:
         group_error = ErrorCode.INVALID_GROUP_ID
     else:
         group_error = offsets.commit_error(
-            group_id, commit.member_id, commit.group_instance_id,
-            commit.generation_id_or_member_epoch, request.api_version, committed)
+            group_id,
+            commit.member_id,
+            commit.group_instance_id,
+            commit.generation_id_or_member_epoch,
+            request.api_version,
+            committed,
+        )
     if group_error and group_id:
         group = offsets.groups.get(group_id)
         broker.groups.events.commit_rejected(group_id, group and group.type, group_error)
@@ -66,26 +71,39 @@ def offset_commit(broker, request) -> bytes | Later:
 
 def _every_partition(request, code: ErrorCode) -> dict[str, Any]:
     """OffsetCommitRequest.getErrorResponse: `code` on every partition."""
-    return {"topics": [{"name": t["name"], "partitions": [
-        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
-        for t in request.body["topics"]]}
+    return {
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": code}
+                    for p in t["partitions"]
+                ],
+            }
+            for t in request.body["topics"]
+        ]
+    }
 
 
 def _with_topic_errors(request, answer, unauthorized: set[str]):
     """The answer's frame with TOPIC_AUTHORIZATION_FAILED on the partitions of the topics the
     principal may not READ (which `split` saw as unknown, so that none of them was accepted)."""
+
     def frame(write_error: int = 0) -> bytes:
-        _, body = _core.decode_response(ApiKey.OFFSET_COMMIT, request.api_version,
-                                        answer.frame(write_error)[4:])
+        _, body = _core.decode_response(
+            ApiKey.OFFSET_COMMIT, request.api_version, answer.frame(write_error)[4:]
+        )
         for topic in body["topics"]:
             if topic["name"] in unauthorized:
                 for partition in topic["partitions"]:
                     partition["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return request.respond(body)
+
     return frame
 
 
 # ---------------------------------------------------------------------------------- OffsetFetch
+
 
 @handles(ApiKey.OFFSET_FETCH, 1, 9)
 def offset_fetch(broker, request) -> dict[str, Any]:
@@ -93,15 +111,26 @@ def offset_fetch(broker, request) -> dict[str, Any]:
     if version >= 8:
         groups = []
         for g in body["groups"]:
-            topics = None if g["topics"] is None else \
-                [(t["name"], t["partition_indexes"]) for t in g["topics"]]
+            topics = (
+                None
+                if g["topics"] is None
+                else [(t["name"], t["partition_indexes"]) for t in g["topics"]]
+            )
             member = (g["member_id"], g["member_epoch"]) if version >= 9 else (None, -1)
             error, fetched = _fetch_group(broker, request, g["group_id"], topics, *member)
-            groups.append({"group_id": g["group_id"], "error_code": error,
-                           "topics": _shape_fetched(fetched, version)})
+            groups.append(
+                {
+                    "group_id": g["group_id"],
+                    "error_code": error,
+                    "topics": _shape_fetched(fetched, version),
+                }
+            )
         return {"groups": groups}
-    topics = None if body["topics"] is None else \
-        [(t["name"], t["partition_indexes"]) for t in body["topics"]]
+    topics = (
+        None
+        if body["topics"] is None
+        else [(t["name"], t["partition_indexes"]) for t in body["topics"]]
+    )
     error, fetched = _fetch_group(broker, request, body["group_id"], topics)
     if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2:
         # v1 has no group error: Kafka's groupError puts it on every partition asked for.
@@ -112,8 +141,14 @@ def offset_fetch(broker, request) -> dict[str, Any]:
     return response
 
 
-def _fetch_group(broker, request, group_id: str, topics: list[tuple[str, list[int]]] | None,
-                 member_id: str | None = None, member_epoch: int = -1):
+def _fetch_group(
+    broker,
+    request,
+    group_id: str,
+    topics: list[tuple[str, list[int]]] | None,
+    member_id: str | None = None,
+    member_epoch: int = -1,
+):
     """(group error, [(topic, [(partition, offset, epoch, metadata[, error])])]). As Kafka, the
     group needs DESCRIBE, and topics the principal may not DESCRIBE are left out of a fetch of
     everything, or answered TOPIC_AUTHORIZATION_FAILED (after the others) when asked for."""
@@ -129,27 +164,43 @@ def _fetch_group(broker, request, group_id: str, topics: list[tuple[str, list[in
         return ErrorCode.NONE, offsets.fetch(group_id, topics)
     if topics is None:
         fetched = offsets.fetch(group_id, None)
-        visible = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, (t for t, _ in fetched))
+        visible = filter_allowed(
+            broker, request, AclOperation.DESCRIBE, TOPIC, (t for t, _ in fetched)
+        )
         return ErrorCode.NONE, [(t, ps) for t, ps in fetched if t in visible]
     visible = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, (t for t, _ in topics))
-    refused = [(t, [(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in ps])
-               for t, ps in topics if t not in visible]
-    return ErrorCode.NONE, offsets.fetch(group_id, [(t, ps) for t, ps in topics if t in visible]) + refused
+    refused = [
+        (t, [(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in ps])
+        for t, ps in topics
+        if t not in visible
+    ]
+    return ErrorCode.NONE, offsets.fetch(
+        group_id, [(t, ps) for t, ps in topics if t in visible]
+    ) + refused
 
 
 def _shape_fetched(fetched, version: int) -> list[dict[str, Any]]:
     with_epoch = version >= 5
     return [
-        {"name": topic, "partitions": [
-            {"partition_index": p, "committed_offset": offset,
-             "committed_leader_epoch": epoch if with_epoch else -1,
-             "metadata": metadata, "error_code": error[0] if error else ErrorCode.NONE}
-            for p, offset, epoch, metadata, *error in partitions]}
+        {
+            "name": topic,
+            "partitions": [
+                {
+                    "partition_index": p,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": epoch if with_epoch else -1,
+                    "metadata": metadata,
+                    "error_code": error[0] if error else ErrorCode.NONE,
+                }
+                for p, offset, epoch, metadata, *error in partitions
+            ],
+        }
         for topic, partitions in fetched
     ]
 
 
 # --------------------------------------------------------------------------------- OffsetDelete
+
 
 @handles(ApiKey.OFFSET_DELETE, 0, 0)
 def offset_delete(broker, request) -> dict[str, Any] | Later:
@@ -159,8 +210,9 @@ def offset_delete(broker, request) -> dict[str, Any] | Later:
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     if not body["group_id"]:
         return {"error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
-    readable = filter_allowed(broker, request, AclOperation.READ, TOPIC,
-                              (t["name"] for t in body["topics"]))
+    readable = filter_allowed(
+        broker, request, AclOperation.READ, TOPIC, (t["name"] for t in body["topics"])
+    )
     known_topics, unknown, refused = [], [], []
     for t in body["topics"]:
         partitions = [p["partition_index"] for p in t["partitions"]]
@@ -178,21 +230,30 @@ def offset_delete(broker, request) -> dict[str, Any] | Later:
     error, deleted, written = offsets.delete(body["group_id"], known_topics)
     if error:
         return {"error_code": error, "topics": []}
-    return written.map(lambda error: {"error_code": error, "topics": []} if error
-                       else _shape_offset_delete(deleted, unknown, refused))
+    return written.map(
+        lambda error: (
+            {"error_code": error, "topics": []}
+            if error
+            else _shape_offset_delete(deleted, unknown, refused)
+        )
+    )
 
 
 def _shape_offset_delete(deleted: list, unknown: list, refused: list) -> dict[str, Any]:
     out: dict[str, list] = {}
     for topic, parts in deleted:
         out.setdefault(topic, []).extend(
-            {"partition_index": p, "error_code": code} for p, code in parts)
-    for topics, code in ((unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                         (refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)):
+            {"partition_index": p, "error_code": code} for p, code in parts
+        )
+    for topics, code in (
+        (unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ):
         for topic, parts in topics:
             out.setdefault(topic, []).extend(
-                {"partition_index": p, "error_code": code} for p in parts)
-    return {"error_code": ErrorCode.NONE,
-            "topics": [{"name": t, "partitions": parts} for t, parts in out.items()]}
-
-
+                {"partition_index": p, "error_code": code} for p in parts
+            )
+    return {
+        "error_code": ErrorCode.NONE,
+        "topics": [{"name": t, "partitions": parts} for t, parts in out.items()],
+    }

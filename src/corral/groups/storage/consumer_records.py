@@ -22,8 +22,17 @@ TARGET_EPOCH = 6
 TARGET_MEMBER = 7
 CURRENT_ASSIGNMENT = 8
 REGEX = 16
-TYPES = frozenset({GROUP_EPOCH, PARTITION_METADATA, MEMBER_METADATA, TARGET_EPOCH, TARGET_MEMBER,
-                   CURRENT_ASSIGNMENT, REGEX})
+TYPES = frozenset(
+    {
+        GROUP_EPOCH,
+        PARTITION_METADATA,
+        MEMBER_METADATA,
+        TARGET_EPOCH,
+        TARGET_MEMBER,
+        CURRENT_ASSIGNMENT,
+        REGEX,
+    }
+)
 
 # topic id (16 bytes) -> partitions, ascending.
 Assignment = dict[bytes, tuple[int, ...]]
@@ -39,6 +48,7 @@ _I64 = struct.Struct(">q")
 
 # ------------------------------------------------------------------------------------ records
 
+
 @dataclass(slots=True)
 class GroupEpoch:
     group_id: str
@@ -50,6 +60,7 @@ class GroupEpoch:
 class ClassicMetadata:
     """A classic protocol member of a consumer group (KIP-848 §5): its JoinGroup's timeout and
     protocols."""
+
     session_timeout_ms: int
     protocols: list[tuple[str, bytes]]
 
@@ -114,16 +125,25 @@ class RegexTopics:
 class ConsumerTombstone:
     """The tombstone of one key: `kind` is the record type, `name` the member id (types 5, 7, 8),
     the regex (16) or None (3, 4, 6)."""
+
     kind: int
     group_id: str
     name: str | None = None
 
 
-ConsumerRecord = (GroupEpoch | MemberMetadata | TargetEpoch | TargetMember | CurrentAssignment
-                  | RegexTopics | ConsumerTombstone)
+ConsumerRecord = (
+    GroupEpoch
+    | MemberMetadata
+    | TargetEpoch
+    | TargetMember
+    | CurrentAssignment
+    | RegexTopics
+    | ConsumerTombstone
+)
 
 
 # ------------------------------------------------------------------------------------- writing
+
 
 def _uvarint(n: int) -> bytes:
     out = bytearray()
@@ -184,16 +204,25 @@ def value_of(record: ConsumerRecord) -> bytes | None:
     if isinstance(record, ConsumerTombstone):
         return None
     if isinstance(record, GroupEpoch):
-        tags = b"\x00" if not record.metadata_hash else \
-            b"\x01\x00\x08" + _I64.pack(record.metadata_hash)
+        tags = (
+            b"\x00"
+            if not record.metadata_hash
+            else b"\x01\x00\x08" + _I64.pack(record.metadata_hash)
+        )
         return head + _I32.pack(record.epoch) + tags
     if isinstance(record, MemberMetadata):
-        parts = [head, _compact_string(record.instance_id), _compact_string(record.rack_id),
-                 _compact_string(record.client_id), _compact_string(record.client_host),
-                 _uvarint(len(record.topic_names) + 1),
-                 *(_compact_string(t) for t in record.topic_names),
-                 _compact_string(record.regex), _I32.pack(record.rebalance_timeout_ms),
-                 _compact_string(record.server_assignor)]
+        parts = [
+            head,
+            _compact_string(record.instance_id),
+            _compact_string(record.rack_id),
+            _compact_string(record.client_id),
+            _compact_string(record.client_host),
+            _uvarint(len(record.topic_names) + 1),
+            *(_compact_string(t) for t in record.topic_names),
+            _compact_string(record.regex),
+            _I32.pack(record.rebalance_timeout_ms),
+            _compact_string(record.server_assignor),
+        ]
         # Tag 0, ClassicMemberMetadata, as Kafka's generated code writes it: its default is an
         # empty struct (timeout 0, no protocols), left out; null is the tag with the marker 0, and
         # a struct follows the marker 1. (Kafka reads a missing tag as that empty struct, that is
@@ -203,8 +232,11 @@ def value_of(record: ConsumerRecord) -> bytes | None:
         elif not record.classic.session_timeout_ms and not record.classic.protocols:
             parts.append(b"\x00")
         else:
-            classic = [b"\x01", _I32.pack(record.classic.session_timeout_ms),
-                       _uvarint(len(record.classic.protocols) + 1)]
+            classic = [
+                b"\x01",
+                _I32.pack(record.classic.session_timeout_ms),
+                _uvarint(len(record.classic.protocols) + 1),
+            ]
             for name, metadata in record.classic.protocols:
                 classic += [_compact_string(name), _compact_bytes(metadata), b"\x00"]
             classic.append(b"\x00")
@@ -212,34 +244,61 @@ def value_of(record: ConsumerRecord) -> bytes | None:
             parts += [b"\x01\x00", _uvarint(len(body)), body]
         return b"".join(parts)
     if isinstance(record, TargetEpoch):
-        tags = b"\x00" if not record.timestamp_ms else \
-            b"\x01\x00\x08" + _I64.pack(record.timestamp_ms)
+        tags = (
+            b"\x00" if not record.timestamp_ms else b"\x01\x00\x08" + _I64.pack(record.timestamp_ms)
+        )
         return head + _I32.pack(record.epoch) + tags
     if isinstance(record, TargetMember):
         return head + _topic_partitions(record.partitions) + b"\x00"
     if isinstance(record, CurrentAssignment):
         if record.encoded is not None:
             return record.encoded
-        record.encoded = b"".join([
-            head, _I32.pack(record.epoch), _I32.pack(record.previous_epoch),
-            struct.pack(">b", record.state), _topic_partitions(record.assigned, record.assigned_epochs),
-            _topic_partitions(record.pending_revocation, record.pending_epochs), b"\x00"])
+        record.encoded = b"".join(
+            [
+                head,
+                _I32.pack(record.epoch),
+                _I32.pack(record.previous_epoch),
+                struct.pack(">b", record.state),
+                _topic_partitions(record.assigned, record.assigned_epochs),
+                _topic_partitions(record.pending_revocation, record.pending_epochs),
+                b"\x00",
+            ]
+        )
         return record.encoded
     if isinstance(record, RegexTopics):
-        return b"".join([head, _uvarint(len(record.topics) + 1),
-                         *(_compact_string(t) for t in record.topics),
-                         _I64.pack(record.version), _I64.pack(record.timestamp_ms), b"\x00"])
+        return b"".join(
+            [
+                head,
+                _uvarint(len(record.topics) + 1),
+                *(_compact_string(t) for t in record.topics),
+                _I64.pack(record.version),
+                _I64.pack(record.timestamp_ms),
+                b"\x00",
+            ]
+        )
     raise TypeError(f"not a consumer group record: {record!r}")
 
 
-_KIND = {GroupEpoch: GROUP_EPOCH, MemberMetadata: MEMBER_METADATA, TargetEpoch: TARGET_EPOCH,
-         TargetMember: TARGET_MEMBER, CurrentAssignment: CURRENT_ASSIGNMENT, RegexTopics: REGEX}
-_NAME_OF = {GroupEpoch: lambda r: None, TargetEpoch: lambda r: None,
-            MemberMetadata: lambda r: r.member_id, TargetMember: lambda r: r.member_id,
-            CurrentAssignment: lambda r: r.member_id, RegexTopics: lambda r: r.regex}
+_KIND = {
+    GroupEpoch: GROUP_EPOCH,
+    MemberMetadata: MEMBER_METADATA,
+    TargetEpoch: TARGET_EPOCH,
+    TargetMember: TARGET_MEMBER,
+    CurrentAssignment: CURRENT_ASSIGNMENT,
+    RegexTopics: REGEX,
+}
+_NAME_OF = {
+    GroupEpoch: lambda r: None,
+    TargetEpoch: lambda r: None,
+    MemberMetadata: lambda r: r.member_id,
+    TargetMember: lambda r: r.member_id,
+    CurrentAssignment: lambda r: r.member_id,
+    RegexTopics: lambda r: r.regex,
+}
 
 
 # ------------------------------------------------------------------------------------- reading
+
 
 class FlexibleReader:
     __slots__ = ("data", "pos")
@@ -267,7 +326,7 @@ class FlexibleReader:
     def raw(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise ValueError("truncated record")
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -313,7 +372,9 @@ def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
     r = FlexibleReader(key)
     kind = r.unpack(_I16)
     group_id = r.string()
-    name = r.string() if kind in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, REGEX) else None
+    name = (
+        r.string() if kind in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, REGEX) else None
+    )
     if kind == PARTITION_METADATA:
         return None
     if value is None:
@@ -343,8 +404,19 @@ def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
                 protocols.append((c.compact_string() or "", c.compact_bytes()))
                 c.tags()
             classic = ClassicMetadata(session, protocols)
-        return MemberMetadata(group_id, name or "", instance_id, rack_id, client_id, client_host,
-                              topics, regex, rebalance_timeout_ms, assignor, classic)
+        return MemberMetadata(
+            group_id,
+            name or "",
+            instance_id,
+            rack_id,
+            client_id,
+            client_host,
+            topics,
+            regex,
+            rebalance_timeout_ms,
+            assignor,
+            classic,
+        )
     if kind == TARGET_EPOCH:
         epoch = v.unpack(_I32)
         tags = v.tags()
@@ -358,8 +430,17 @@ def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
         pending_epochs: AssignmentEpochs = {}
         assigned = v.topic_partitions(assigned_epochs)
         pending = v.topic_partitions(pending_epochs)
-        return CurrentAssignment(group_id, name or "", epoch, previous, state, assigned, pending,
-                                 assigned_epochs, pending_epochs)
+        return CurrentAssignment(
+            group_id,
+            name or "",
+            epoch,
+            previous,
+            state,
+            assigned,
+            pending,
+            assigned_epochs,
+            pending_epochs,
+        )
     if kind == REGEX:
         topics = tuple(v.compact_string() or "" for _ in range(v.count()))
         return RegexTopics(group_id, name or "", topics, v.unpack(_I64), v.unpack(_I64))

@@ -71,7 +71,7 @@ class Reader:
         n = self.i16()
         if n < 0:
             return None
-        text = self.data[self.pos:self.pos + n].decode()
+        text = self.data[self.pos : self.pos + n].decode()
         self.pos += n
         return text
 
@@ -79,12 +79,13 @@ class Reader:
         n = self.i32()
         if n < 0:
             return b""
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
 
 
 # ----------------------------------------------------------------------------------- offsets
+
 
 @dataclass
 class OffsetValue:
@@ -115,6 +116,7 @@ def read_offset_value(data: bytes) -> OffsetValue:
 
 # ------------------------------------------------------------------------------ group metadata
 
+
 def group_key(group: str) -> bytes:
     return _I16.pack(GROUP_METADATA_KEY) + _string(group)
 
@@ -142,12 +144,26 @@ class GroupValue:
 
 
 def group_value(g: GroupValue) -> bytes:
-    parts = [_I16.pack(3), _string(g.protocol_type), _I32.pack(g.generation), _string(g.protocol),
-             _string(g.leader), _I64.pack(g.state_timestamp_ms), _I32.pack(len(g.members))]
+    parts = [
+        _I16.pack(3),
+        _string(g.protocol_type),
+        _I32.pack(g.generation),
+        _string(g.protocol),
+        _string(g.leader),
+        _I64.pack(g.state_timestamp_ms),
+        _I32.pack(len(g.members)),
+    ]
     for m in g.members:
-        parts += [_string(m.member_id), _string(m.group_instance_id), _string(m.client_id),
-                  _string(m.client_host), _I32.pack(m.rebalance_timeout_ms),
-                  _I32.pack(m.session_timeout_ms), _bytes(m.subscription), _bytes(m.assignment)]
+        parts += [
+            _string(m.member_id),
+            _string(m.group_instance_id),
+            _string(m.client_id),
+            _string(m.client_host),
+            _I32.pack(m.rebalance_timeout_ms),
+            _I32.pack(m.session_timeout_ms),
+            _bytes(m.subscription),
+            _bytes(m.assignment),
+        ]
     return b"".join(parts)
 
 
@@ -169,9 +185,18 @@ def read_group_value(data: bytes) -> GroupValue:
         client_host = r.string() or ""
         rebalance = r.i32() if version >= 1 else -1
         session = r.i32()
-        members.append(MemberValue(member_id, instance, client_id, client_host,
-                                   session if rebalance == -1 else rebalance, session,
-                                   r.bytes(), r.bytes()))
+        members.append(
+            MemberValue(
+                member_id,
+                instance,
+                client_id,
+                client_host,
+                session if rebalance == -1 else rebalance,
+                session,
+                r.bytes(),
+                r.bytes(),
+            )
+        )
     return GroupValue(protocol_type, generation, protocol, leader, state_ts, members)
 
 
@@ -196,6 +221,7 @@ KeyValue = tuple[bytes, bytes | None]
 @dataclass(slots=True)
 class OffsetCommits:
     """One request's offset commits for one group (one record per partition in the log)."""
+
     group_id: str
     topics: list[tuple[str, list[PartitionCommit]]]
     commit_ms: int
@@ -211,6 +237,7 @@ class OffsetTombstones:
 @dataclass(slots=True)
 class GroupMetadata:
     """A classic group's GroupMetadataValue (kept encoded: it is stored as is)."""
+
     group_id: str
     value: bytes
 
@@ -255,8 +282,12 @@ def decode(key: bytes, value: bytes | None) -> Record | None:
         if value is None:
             return OffsetTombstones(group_id, [(topic, partition)])
         v = read_offset_value(value)
-        return OffsetCommits(group_id, [(topic, [(partition, v.offset, v.leader_epoch, v.metadata)])],
-                             v.commit_ms, v.expire_ms)
+        return OffsetCommits(
+            group_id,
+            [(topic, [(partition, v.offset, v.leader_epoch, v.metadata)])],
+            v.commit_ms,
+            v.expire_ms,
+        )
     if kind == GROUP_METADATA_KEY:
         (group_id,) = fields
         return GroupTombstone(group_id) if value is None else GroupMetadata(group_id, value)

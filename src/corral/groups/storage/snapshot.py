@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ...files import replace_durably
 
@@ -49,7 +49,7 @@ def read(path: Path) -> tuple[dict[int, int], Iterator[Record]] | None:
     pos = len(MAGIC)
     (size,) = struct.unpack_from(">I", data, pos)
     pos += 4
-    header = json.loads(data[pos:pos + size])
+    header = json.loads(data[pos : pos + size])
     pos += size
     positions = {int(p): o for p, o in header["positions"].items()}
 
@@ -57,10 +57,10 @@ def read(path: Path) -> tuple[dict[int, int], Iterator[Record]] | None:
         at = pos
         while at < len(data):
             (klen,) = struct.unpack_from(">i", data, at)
-            key = data[at + 4:at + 4 + klen]
+            key = data[at + 4 : at + 4 + klen]
             at += 4 + klen
             (vlen,) = struct.unpack_from(">i", data, at)
-            value = data[at + 4:at + 4 + vlen]
+            value = data[at + 4 : at + 4 + vlen]
             at += 4 + vlen
             yield key, value
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -45,7 +46,7 @@ class CoordinatorLog:
     # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
     appends = 0
     # The network thread's OffsetCommit writer (rust/commit_path.rs), if this log has one.
-    core_commits: "_core.CommitPath | None" = None
+    core_commits: _core.CommitPath | None = None
     # While a request is handled (`for_request`), the writes it caused, wherever they were made.
     _request: list[Later] | None = None
 
@@ -60,8 +61,13 @@ class CoordinatorLog:
         finally:
             self._request = outer
 
-    def write(self, group_id: str, records: list[Record], applied: bool = False,
-              batch: bytes | None = None) -> Later:
+    def write(
+        self,
+        group_id: str,
+        records: list[Record],
+        applied: bool = False,
+        batch: bytes | None = None,
+    ) -> Later:
         """Appends `records` (all of one group) now; once durable replays them and resolves the
         returned Later with NONE, or with WRITE_FAILED (nothing replayed). `applied`: the
         caller replayed them already (consumer groups, whose next request must see them).
@@ -71,8 +77,9 @@ class CoordinatorLog:
             self._request.append(done)
         return done
 
-    def _write(self, group_id: str, records: list[Record], applied: bool,
-               batch: bytes | None) -> Later:
+    def _write(
+        self, group_id: str, records: list[Record], applied: bool, batch: bytes | None
+    ) -> Later:
         raise NotImplementedError
 
     def writing(self, group_id: str) -> bool:
@@ -102,11 +109,26 @@ _OFFSET_RECORDS = (OffsetCommits, OffsetTombstones, GroupTombstone)
 class _Pending:
     """One appended write waiting for its fsync."""
 
-    __slots__ = ("group_id", "partition", "base", "records", "done", "durable", "error",
-                 "touches_offsets")
+    __slots__ = (
+        "group_id",
+        "partition",
+        "base",
+        "records",
+        "done",
+        "durable",
+        "error",
+        "touches_offsets",
+    )
 
-    def __init__(self, group_id: str, partition: int, base: int, records: list[Record], done: Later,
-                 touches_offsets: bool):
+    def __init__(
+        self,
+        group_id: str,
+        partition: int,
+        base: int,
+        records: list[Record],
+        done: Later,
+        touches_offsets: bool,
+    ):
         self.group_id = group_id
         self.partition = partition
         self.base = base
@@ -118,7 +140,7 @@ class _Pending:
 
 
 class DurableLog(CoordinatorLog):
-    def __init__(self, logs: "PartitionLogs", topic: "Topic", write_delay_ms: int = 0):
+    def __init__(self, logs: PartitionLogs, topic: Topic, write_delay_ms: int = 0):
         self.logs = logs
         self.topic = topic
         # Fault injection (corral.coordinator.write.delay.ms): durable writes are applied and
@@ -137,25 +159,37 @@ class DurableLog(CoordinatorLog):
         # Java's String.hashCode in Python is costly per commit: remember each group's partition.
         partition = self._partition_of.get(group_id)
         if partition is None:
-            partition = self._partition_of[group_id] = partition_for(group_id, self.topic.partitions)
+            partition = self._partition_of[group_id] = partition_for(
+                group_id, self.topic.partitions
+            )
         return partition
 
-    def _write(self, group_id: str, records: list[Record], applied: bool,
-               batch: bytes | None) -> Later:
+    def _write(
+        self, group_id: str, records: list[Record], applied: bool, batch: bytes | None
+    ) -> Later:
         done = Later()
         partition = self.partition_of(group_id)
         # Flagged before the append: a network-thread commit of the group is then either
         # appended before ours or not taken at all.
-        touches_offsets = self.core_commits is not None and \
-            any(isinstance(record, _OFFSET_RECORDS) for record in records)
+        touches_offsets = self.core_commits is not None and any(
+            isinstance(record, _OFFSET_RECORDS) for record in records
+        )
         if touches_offsets:
             self._offset_write_begins(group_id)
         try:
             result, needs_flush = self.logs.append(
-                self.topic, partition, batch if batch is not None else encode_batch(records, wall_ms()))
+                self.topic,
+                partition,
+                batch if batch is not None else encode_batch(records, wall_ms()),
+            )
         except StorageError as e:
-            storage_warning("coordinator", "write to %s-%d failed, answered NOT_COORDINATOR: %s",
-                            self.topic.name, partition, e)
+            storage_warning(
+                "coordinator",
+                "write to %s-%d failed, answered NOT_COORDINATOR: %s",
+                self.topic.name,
+                partition,
+                e,
+            )
             result = None
         if result is None or result.error_code:
             if touches_offsets:
@@ -163,8 +197,14 @@ class DurableLog(CoordinatorLog):
             done.resolve(WRITE_FAILED)
             return done
         self.appends += 1
-        pending = _Pending(group_id, partition, result.base_offset, [] if applied else records, done,
-                           touches_offsets)
+        pending = _Pending(
+            group_id,
+            partition,
+            result.base_offset,
+            [] if applied else records,
+            done,
+            touches_offsets,
+        )
         self._pending.append(pending)
         self._groups_pending[group_id] = self._groups_pending.get(group_id, 0) + 1
         if needs_flush:
@@ -243,17 +283,23 @@ class DurableLog(CoordinatorLog):
             return then()
         done = Later()
         # A pass that starts after this call covers them; the path applies them inside it.
-        self.logs.after_flush(lambda _error: self.after_core_commits(group_id, then).then(done.resolve))
+        self.logs.after_flush(
+            lambda _error: self.after_core_commits(group_id, then).then(done.resolve)
+        )
         return done
 
     def positions(self) -> dict[int, int]:
         # Memory holds exactly the writes before the oldest pending one of each partition.
-        oldest: dict[int, int] = dict(self.core_commits.oldest_in_flight()) if self.core_commits else {}
+        oldest: dict[int, int] = (
+            dict(self.core_commits.oldest_in_flight()) if self.core_commits else {}
+        )
         for write in self._pending:
             if write.base < oldest.get(write.partition, write.base + 1):
                 oldest[write.partition] = write.base
-        return {partition: oldest.get(partition, self.logs.offsets(self.topic, partition)[1])
-                for partition in range(self.topic.partitions)}
+        return {
+            partition: oldest.get(partition, self.logs.offsets(self.topic, partition)[1])
+            for partition in range(self.topic.partitions)
+        }
 
     def read(self, positions: dict[int, int] | None = None) -> Iterator[KeyValue]:
         """The topic's records from `positions` (default: the log start), partition by partition:
@@ -263,9 +309,14 @@ class DurableLog(CoordinatorLog):
             offset = start
             if positions is not None and partition in positions:
                 if positions[partition] < start:
-                    log.error("%s-%d starts at %d but the snapshot needs records from %d: the "
-                              "records in between are lost", self.topic.name, partition, start,
-                              positions[partition])
+                    log.error(
+                        "%s-%d starts at %d but the snapshot needs records from %d: the "
+                        "records in between are lost",
+                        self.topic.name,
+                        partition,
+                        start,
+                        positions[partition],
+                    )
                 offset = max(start, positions[partition])
             while offset < end:
                 data = self.logs.read(self.topic, partition, offset, 8 << 20, True).data
@@ -277,4 +328,3 @@ class DurableLog(CoordinatorLog):
                     offset = rec_offset + 1
                     if key is not None:
                         yield key, value
-

@@ -20,13 +20,23 @@ from .common import stay_in_group
 
 NAME = "churn"
 HELP = "members leave and rejoin at a rate while the rest heartbeat; rebalances and their cost"
-REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.METADATA}
+REQUIRED_APIS = {
+    ApiKey.JOIN_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.LEAVE_GROUP,
+    ApiKey.METADATA,
+}
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--churn-rate", type=float, default=1.0, help="members leaving per second")
-    parser.add_argument("--rejoin-delay", type=float, default=1.0,
-                        help="seconds a member stays away before joining again")
+    parser.add_argument(
+        "--rejoin-delay",
+        type=float,
+        default=1.0,
+        help="seconds a member stays away before joining again",
+    )
 
 
 def topic_partitions(params) -> int:
@@ -69,7 +79,7 @@ async def _churn_driver(ctx) -> None:
 def _rebalancing(run) -> bool:
     if isinstance(run.ledger, ConsumerLedger):
         return not run.ledger.converged_now()
-    return run.stable_members < run.members   # a classic member rejoining holds nothing
+    return run.stable_members < run.members  # a classic member rejoining holds nothing
 
 
 def control(run):
@@ -82,7 +92,7 @@ def control(run):
         return {"churn": True}
     run.state["ticks"] += 1
     run.state["rebalancing_ticks"] += _rebalancing(run)
-    return None   # churn goes on until --duration, the bound of the whole run, runs out
+    return None  # churn goes on until --duration, the bound of the whole run, runs out
 
 
 def summary(run) -> dict:
@@ -96,6 +106,8 @@ def summary(run) -> dict:
         "churn_seconds": round(min(run.elapsed(), run.params["duration"]) - start, 3),
         "rebalances_completed": len([g for g in run.ledger.completed() if g > at_start]),
         "generations_seen": len([g for g in run.ledger.generations() if g > at_start]),
-        "time_in_rebalance_share": round(run.state["rebalancing_ticks"] / ticks, 3) if ticks else None,
+        "time_in_rebalance_share": round(run.state["rebalancing_ticks"] / ticks, 3)
+        if ticks
+        else None,
         "left_and_rejoined": run.recorder.counts.get("left_and_rejoined", 0),
     }

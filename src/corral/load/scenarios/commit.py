@@ -17,15 +17,25 @@ from .common import Ramp, add_ramp_arguments, member_rate, paced, stay_in_group
 
 NAME = "commit"
 HELP = "members commit offsets of P partitions each at a ramping rate; commits/s and latency"
-REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA, ApiKey.OFFSET_COMMIT,
-                 ApiKey.OFFSET_FETCH}
+REQUIRED_APIS = {
+    ApiKey.JOIN_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.METADATA,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+}
 
 
 def add_arguments(parser) -> None:
     add_ramp_arguments(parser)
     parser.add_argument("--partitions-per-member", type=int, default=10)
-    parser.add_argument("--verify-every", type=int, default=10,
-                        help="read offsets back after every Nth commit of a member")
+    parser.add_argument(
+        "--verify-every",
+        type=int,
+        default=10,
+        help="read offsets back after every Nth commit of a member",
+    )
 
 
 def topic_partitions(params) -> int:
@@ -41,8 +51,9 @@ async def verify(ctx, member, acknowledged: dict, mark) -> None:
         got = fetched.get(tp, -1)
         # Partitions not moved since: nobody else may have committed this partition since.
         if got < offset or (got != offset and member.ownership_mark() == mark):
-            ctx.violations.add(f"{member.member_id}: {tp[0]}-{tp[1]} read back {got}, "
-                               f"acknowledged {offset}")
+            ctx.violations.add(
+                f"{member.member_id}: {tp[0]}-{tp[1]} read back {got}, acknowledged {offset}"
+            )
 
 
 async def run_member(ctx, member, index: int) -> None:
@@ -70,18 +81,22 @@ async def run_member(ctx, member, index: int) -> None:
 
 def _ramp(run) -> Ramp:
     if "ramp" not in run.state:
-        run.state["ramp"] = Ramp("OFFSET_COMMIT", run, run.params["start_rate"] or run.members,
-                                 default_bound_ms=100)
+        run.state["ramp"] = Ramp(
+            "OFFSET_COMMIT", run, run.params["start_rate"] or run.members, default_bound_ms=100
+        )
     return run.state["ramp"]
 
 
 def control(run):
-    ramp = _ramp(run)   # made, and its plan said, as the run starts
+    ramp = _ramp(run)  # made, and its plan said, as the run starts
     if "rate" not in run.phase and run.ledger.stable_generation(run.members) is None:
         return None
     return ramp.control(run)
 
 
 def summary(run) -> dict:
-    return {"members": run.members, "partitions_per_member": run.params["partitions_per_member"],
-            **_ramp(run).summary(run)}
+    return {
+        "members": run.members,
+        "partitions_per_member": run.params["partitions_per_member"],
+        **_ramp(run).summary(run),
+    }

@@ -52,8 +52,9 @@ class Ramp:
     plan is said up front (run.note), made again for the time actually left when the ramp
     starts, and each step is reported as it ends."""
 
-    def __init__(self, api: str, run, start_rate: float, default_bound_ms: float,
-                 joins: bool = True):
+    def __init__(
+        self, api: str, run, start_rate: float, default_bound_ms: float, joins: bool = True
+    ):
         params = run.params
         self.api = api
         self.bound_ms = params["p99_bound_ms"] or default_bound_ms
@@ -108,21 +109,33 @@ class Ramp:
     def _begin(self, run, now: float) -> dict:
         planned = self.plan
         params = run.params
-        self.plan = ramp.plan(self.start_rate, params["max_rate"],
-                              params["duration"] - run.elapsed(), params["ramp_factor"],
-                              params["step_seconds"], run.members)
+        self.plan = ramp.plan(
+            self.start_rate,
+            params["max_rate"],
+            params["duration"] - run.elapsed(),
+            params["ramp_factor"],
+            params["step_seconds"],
+            run.members,
+        )
         self.search.factor = self.plan.factor
         if not self.plan.rates:
             # Members still do the scenario's work (and its checks) at the first rate until the
             # run ends, unmeasured.
             run.note(f"ramp starts: {self.plan.text()}; the first rate runs until the end")
-        elif (self.plan.factor, self.plan.rates, self.plan.refine) != \
-                (planned.factor, planned.rates, planned.refine):
-            run.note(f"ramp starts, planned again for the {self.plan.seconds:.1f} s left: "
-                     f"{self.plan.text()}")
+        elif (self.plan.factor, self.plan.rates, self.plan.refine) != (
+            planned.factor,
+            planned.rates,
+            planned.refine,
+        ):
+            run.note(
+                f"ramp starts, planned again for the {self.plan.seconds:.1f} s left: "
+                f"{self.plan.text()}"
+            )
         else:
-            run.note(f"ramp starts: {self.plan.steps} steps of {self.plan.step_s:.1f} s measured "
-                     f"fit in the {self.plan.seconds:.1f} s left")
+            run.note(
+                f"ramp starts: {self.plan.steps} steps of {self.plan.step_s:.1f} s measured "
+                f"fit in the {self.plan.seconds:.1f} s left"
+            )
         self.rate = self.search.next_rate()[0]
         return self._next(now)
 
@@ -130,7 +143,7 @@ class Ramp:
         self.step += 1
         warmup = self.plan.first_warmup_s if self.step == 0 else ramp.WARMUP_S
         self.window = (now + warmup, now + warmup + self.plan.step_s)
-        self.cpu_at_step_start = None   # taken at the first look after the warm-up
+        self.cpu_at_step_start = None  # taken at the first look after the warm-up
         return {"step": self.step, "rate": self.rate}
 
     def _finish(self, run, why: str) -> str:
@@ -140,90 +153,140 @@ class Ramp:
 
     def _measure(self, run, start: float, end: float) -> dict[str, Any]:
         samples = run.recorder.samples.get(self.api)
-        window = [lat for at, lat in zip(samples.at, samples.latency) if start <= at < end] \
-            if samples else []
+        window = (
+            [lat for at, lat in zip(samples.at, samples.latency) if start <= at < end]
+            if samples
+            else []
+        )
         pct = percentiles(window)
         achieved = len(window) / max(1e-9, end - start)
         # The busiest generator process during the step, as a share of one core.
         cpu = 0.0
         if self.cpu_at_step_start is not None:
             at, before = self.cpu_at_step_start
-            cpu = max((run.cpu[w] - before.get(w, 0.0)) / max(1e-9, time.monotonic() - at)
-                      for w in run.cpu) if run.cpu else 0.0
+            cpu = (
+                max(
+                    (run.cpu[w] - before.get(w, 0.0)) / max(1e-9, time.monotonic() - at)
+                    for w in run.cpu
+                )
+                if run.cpu
+                else 0.0
+            )
         within = bool(window) and pct["p99"] <= self.bound_ms
         judged = self.rate * (end - start) >= JUDGED_ROUNDS * run.members
-        self.steps.append({"step": self.step, "phase": self.search.phase,
-                           "target": round(self.rate, 1), "achieved": round(achieved, 1),
-                           "latency_ms": pct, "within_bound": within,
-                           "good": within and (achieved >= 0.9 * self.rate or not judged),
-                           "generator_cpu_busiest_worker": round(cpu, 3)})
+        self.steps.append(
+            {
+                "step": self.step,
+                "phase": self.search.phase,
+                "target": round(self.rate, 1),
+                "achieved": round(achieved, 1),
+                "latency_ms": pct,
+                "within_bound": within,
+                "good": within and (achieved >= 0.9 * self.rate or not judged),
+                "generator_cpu_busiest_worker": round(cpu, 3),
+            }
+        )
         return self.steps[-1]
 
     def _step_line(self, step: dict[str, Any]) -> str:
         pct = step["latency_ms"]
-        verdict = ("ok" if step["good"] else
-                   f"saturated (p99 over {self.bound_ms:g} ms)" if not step["within_bound"] else
-                   "saturated (under 90 % of the target achieved)")
+        verdict = (
+            "ok"
+            if step["good"]
+            else f"saturated (p99 over {self.bound_ms:g} ms)"
+            if not step["within_bound"]
+            else "saturated (under 90 % of the target achieved)"
+        )
         if self.search.suspect is not None:
             verdict += ": once more, to tell a stall from saturation"
-        return (f"step {step['step'] + 1}/{max(self.plan.steps, step['step'] + 1)} "
-                f"({step['phase']}): "
-                f"{step['target']:,.0f}/s -> {step['achieved']:,.0f}/s achieved, "
-                f"p50 {pct.get('p50', 0):.1f} ms, p99 {pct.get('p99', 0):.1f} ms: {verdict}")
+        return (
+            f"step {step['step'] + 1}/{max(self.plan.steps, step['step'] + 1)} "
+            f"({step['phase']}): "
+            f"{step['target']:,.0f}/s -> {step['achieved']:,.0f}/s achieved, "
+            f"p50 {pct.get('p50', 0):.1f} ms, p99 {pct.get('p99', 0):.1f} ms: {verdict}"
+        )
 
     def _end_line(self) -> str:
         best = self._best()
         sustained = f"{best['achieved']:,.0f}/s" if best else "nothing"
         if self.search.saturated is not None:
-            return (f"ramp done: {sustained} sustained within p99 {self.bound_ms:g} ms; "
-                    f"{self.search.saturated:,.0f}/s saturated the broker")
+            return (
+                f"ramp done: {sustained} sustained within p99 {self.bound_ms:g} ms; "
+                f"{self.search.saturated:,.0f}/s saturated the broker"
+            )
         if self.stopped_by == "max_rate":
             return f"ramp done: {sustained} sustained, --max-rate reached without saturation"
-        return (f"ramp out of time after {len(self.steps)} step(s): {sustained} is a lower bound "
-                "of the broker's limit")
+        return (
+            f"ramp out of time after {len(self.steps)} step(s): {sustained} is a lower bound "
+            "of the broker's limit"
+        )
 
     def _best(self) -> dict[str, Any] | None:
-        return max((s for s in self.steps if s["good"]), key=lambda s: s["achieved"],
-                   default=None)
+        return max((s for s in self.steps if s["good"]), key=lambda s: s["achieved"], default=None)
 
     def summary(self, run) -> dict[str, Any]:
         # Not stopped by the ramp itself: the run's --duration ran out (or a failure stopped it).
-        stopped_by = self.saturated_by or self.stopped_by or (
-            "duration" if run.metrics.get("timed_out") else "failure")
+        stopped_by = (
+            self.saturated_by
+            or self.stopped_by
+            or ("duration" if run.metrics.get("timed_out") else "failure")
+        )
         best = self._best()
         last = self.steps[-1] if self.steps else None
-        return {"sustained_per_s": best["achieved"] if best else 0.0,
-                "stopped_by": stopped_by,
-                "saturation_reached": stopped_by in ("p99_bound", "rate_not_achieved"),
-                # The broker's limit lies between these targets (when both are known).
-                "limit_between": [self.search.good, self.search.saturated],
-                "at_latency_ms": best["latency_ms"] if best else None,
-                "p99_bound_ms": self.bound_ms,
-                # If the generator was this busy when the ramp stopped, the limit may be its own.
-                "generator_saturated_at_limit": bool(
-                    last and last["generator_cpu_busiest_worker"] > SATURATED_CPU),
-                "plan": self.plan.describe(),
-                "steps": self.steps}
+        return {
+            "sustained_per_s": best["achieved"] if best else 0.0,
+            "stopped_by": stopped_by,
+            "saturation_reached": stopped_by in ("p99_bound", "rate_not_achieved"),
+            # The broker's limit lies between these targets (when both are known).
+            "limit_between": [self.search.good, self.search.saturated],
+            "at_latency_ms": best["latency_ms"] if best else None,
+            "p99_bound_ms": self.bound_ms,
+            # If the generator was this busy when the ramp stopped, the limit may be its own.
+            "generator_saturated_at_limit": bool(
+                last and last["generator_cpu_busiest_worker"] > SATURATED_CPU
+            ),
+            "plan": self.plan.describe(),
+            "steps": self.steps,
+        }
 
 
 def add_ramp_arguments(parser) -> None:
-    parser.add_argument("--step-seconds", type=float, default=None,
-                        help="measured length of a ramp step (after its warm-up); default: "
-                             "the time left divided by the plan's steps, 1-5 s")
-    parser.add_argument("--ramp-factor", type=float, default=None,
-                        help="rate multiplier per step of the climb; default: the smallest of "
-                             "2, 3, 4, 8, 16 whose plan fits in --duration")
-    parser.add_argument("--p99-bound-ms", type=float, default=None,
-                        help="a step whose p99 latency passes this saturates the broker "
-                             "(default: heartbeat 50, commit 100)")
-    parser.add_argument("--max-rate", type=float, default=1e6,
-                        help="highest rate tried (per s)")
-    parser.add_argument("--settle-seconds", type=float, default=None,
-                        help="seconds between the group becoming stable and the first step; "
-                             "default: 1 per 500 members, at most a tenth of --duration and 10")
-    parser.add_argument("--start-rate", type=float, default=None,
-                        help="first step's rate (per s); default: heartbeat one per member per "
-                             "heartbeat interval, commit one per member per second")
+    parser.add_argument(
+        "--step-seconds",
+        type=float,
+        default=None,
+        help="measured length of a ramp step (after its warm-up); default: "
+        "the time left divided by the plan's steps, 1-5 s",
+    )
+    parser.add_argument(
+        "--ramp-factor",
+        type=float,
+        default=None,
+        help="rate multiplier per step of the climb; default: the smallest of "
+        "2, 3, 4, 8, 16 whose plan fits in --duration",
+    )
+    parser.add_argument(
+        "--p99-bound-ms",
+        type=float,
+        default=None,
+        help="a step whose p99 latency passes this saturates the broker "
+        "(default: heartbeat 50, commit 100)",
+    )
+    parser.add_argument("--max-rate", type=float, default=1e6, help="highest rate tried (per s)")
+    parser.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=None,
+        help="seconds between the group becoming stable and the first step; "
+        "default: 1 per 500 members, at most a tenth of --duration and 10",
+    )
+    parser.add_argument(
+        "--start-rate",
+        type=float,
+        default=None,
+        help="first step's rate (per s); default: heartbeat one per member per "
+        "heartbeat interval, commit one per member per second",
+    )
 
 
 async def paced(ctx, rate_of_phase, action) -> None:

@@ -26,17 +26,32 @@ from .common import stay_in_group
 
 NAME = "failover"
 HELP = "restart the broker mid-run; time until all members are stable, offsets never go back"
-REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.METADATA, ApiKey.OFFSET_COMMIT,
-                 ApiKey.OFFSET_FETCH}
+REQUIRED_APIS = {
+    ApiKey.JOIN_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.METADATA,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+}
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--restart-cmd", required=False, default=None,
-                        help="shell command that restarts the broker (required for failover)")
-    parser.add_argument("--restart-at", type=float, default=5.0,
-                        help="seconds after the group is stable to run the restart command")
-    parser.add_argument("--commit-interval", type=float, default=1.0,
-                        help="seconds between a member's commits")
+    parser.add_argument(
+        "--restart-cmd",
+        required=False,
+        default=None,
+        help="shell command that restarts the broker (required for failover)",
+    )
+    parser.add_argument(
+        "--restart-at",
+        type=float,
+        default=5.0,
+        help="seconds after the group is stable to run the restart command",
+    )
+    parser.add_argument(
+        "--commit-interval", type=float, default=1.0, help="seconds between a member's commits"
+    )
 
 
 def topic_partitions(params) -> int:
@@ -54,7 +69,8 @@ async def run_member(ctx, member, index: int) -> None:
             mark = member.ownership_mark()
             offset = int(time.monotonic() * 1e6)
             acknowledged = await member.commit(
-                {(t, p): offset for t, ps in member.assignment.items() for p in ps})
+                {(t, p): offset for t, ps in member.assignment.items() for p in ps}
+            )
             if acknowledged and "since" in ctx.phase and not checked_after_restart:
                 await verify(ctx, member, acknowledged, mark)
                 checked_after_restart = True
@@ -83,7 +99,10 @@ def control(run):
     if "restarted_at" in st:
         if sum(run.ok_since.values()) >= run.members and "recovered_at" not in st:
             st["recovered_at"] = time.monotonic()
-        if "recovered_at" in st and time.monotonic() - st["recovered_at"] > 2 * run.params["commit_interval"] + 1:
+        if (
+            "recovered_at" in st
+            and time.monotonic() - st["recovered_at"] > 2 * run.params["commit_interval"] + 1
+        ):
             # Every member has had the chance to read its offsets back. KIP-848: and the group
             # is stable again (a classic generation is checked as its members sync).
             generation = run.ledger.stable_generation(run.members)
@@ -95,8 +114,11 @@ def control(run):
 
 def summary(run) -> dict:
     st = run.state
-    out = {"members": run.members, "restart_exit_code": st.get("restart_exit"),
-           "stable_generation": None}   # set when the run stops with the group stable
+    out = {
+        "members": run.members,
+        "restart_exit_code": st.get("restart_exit"),
+        "stable_generation": None,
+    }  # set when the run stops with the group stable
     if "restarted_at" in st:
         out["restart_command_seconds"] = round(st["restarted_at"] - st["restart_started"], 3)
     if "recovered_at" in st:

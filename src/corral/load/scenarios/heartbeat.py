@@ -27,14 +27,18 @@ JOIN_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.METADATA}
 
 def add_arguments(parser) -> None:
     add_ramp_arguments(parser)
-    parser.add_argument("--skip-join", action="store_true",
-                        help="do not join: heartbeat with a fixed member id (ceiling server)")
+    parser.add_argument(
+        "--skip-join",
+        action="store_true",
+        help="do not join: heartbeat with a fixed member id (ceiling server)",
+    )
 
 
 def required_apis(params) -> set:
     if params.get("skip_join") and params.get("group_protocol") == "consumer":
-        raise LoadError("--skip-join heartbeats classic Heartbeat frames: not with "
-                        "--group-protocol consumer")
+        raise LoadError(
+            "--skip-join heartbeats classic Heartbeat frames: not with --group-protocol consumer"
+        )
     return REQUIRED_APIS if params.get("skip_join") else REQUIRED_APIS | JOIN_APIS
 
 
@@ -57,7 +61,9 @@ async def run_member(ctx, member, index: int) -> None:
                 waiting.cancel()
 
     if "pump" not in ctx.scratch:
-        ctx.scratch["pump"] = HeartbeatPump(ctx.recorder, lambda: member_rate(ctx, ctx.phase["rate"]))
+        ctx.scratch["pump"] = HeartbeatPump(
+            ctx.recorder, lambda: member_rate(ctx, ctx.phase["rate"])
+        )
     while True:
         if member.stable or ctx.params["skip_join"]:
             # Returns at an answer that changes something (an error; KIP-848: an epoch or
@@ -78,16 +84,20 @@ def start_rate(params, interval_ms: int | None = None) -> float:
 
 def _ramp(run) -> Ramp:
     if "ramp" not in run.state:
-        api = (ApiKey.CONSUMER_GROUP_HEARTBEAT if run.params["group_protocol"] == "consumer"
-               else ApiKey.HEARTBEAT)
+        api = (
+            ApiKey.CONSUMER_GROUP_HEARTBEAT
+            if run.params["group_protocol"] == "consumer"
+            else ApiKey.HEARTBEAT
+        )
         rate = start_rate(run.params, run.metrics.get("heartbeat_interval_ms"))
-        run.state["ramp"] = Ramp(api.name, run, rate, default_bound_ms=50,
-                                 joins=not run.params["skip_join"])
+        run.state["ramp"] = Ramp(
+            api.name, run, rate, default_bound_ms=50, joins=not run.params["skip_join"]
+        )
     return run.state["ramp"]
 
 
 def control(run):
-    ramp = _ramp(run)   # made, and its plan said, as the run starts
+    ramp = _ramp(run)  # made, and its plan said, as the run starts
     if not run.params["skip_join"] and "rate" not in run.phase:
         if run.ledger.stable_generation(run.members) is None:
             return None

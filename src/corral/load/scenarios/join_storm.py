@@ -18,8 +18,12 @@ REQUIRED_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--partitions", type=int, default=None,
-                        help="partitions of the topic (default: one per member)")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="partitions of the topic (default: one per member)",
+    )
 
 
 def topic_partitions(params) -> int:

@@ -45,7 +45,15 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn new(total: usize, now: Instant) -> Ledger {
-        Ledger { owner: Vec::new(), more: HashMap::new(), owned: 0, total, violations: 0, unowned_seconds: 0.0, at: now }
+        Ledger {
+            owner: Vec::new(),
+            more: HashMap::new(),
+            owned: 0,
+            total,
+            violations: 0,
+            unowned_seconds: 0.0,
+            at: now,
+        }
     }
 
     /// Member `m` owns `tp` from `now`; returns the member that already owned it (a violation).
@@ -80,7 +88,13 @@ impl Ledger {
     /// Member `m` no longer owns `tp` from `now`.
     pub fn release(&mut self, m: u32, (topic, p): Tp, now: Instant) {
         self.advance(now);
-        let Some(slot) = self.owner.get_mut(topic as usize).and_then(|s| s.get_mut(p as usize)) else { return };
+        let Some(slot) = self
+            .owner
+            .get_mut(topic as usize)
+            .and_then(|s| s.get_mut(p as usize))
+        else {
+            return;
+        };
         if *slot == m {
             // Another owner (a violation in progress) becomes the owner.
             match self.more.get_mut(&(topic, p)).and_then(|v| v.pop()) {

@@ -224,7 +224,9 @@ impl Driver {
         let mut driver = Driver {
             epoll,
             members: Vec::with_capacity(cfg.members),
-            conns: (0..cfg.members.div_ceil(cfg.members_per_connection)).map(|_| Connection::default()).collect(),
+            conns: (0..cfg.members.div_ceil(cfg.members_per_connection))
+                .map(|_| Connection::default())
+                .collect(),
             slots: heartbeat_driver::socket::ConnectSlots::new(cfg.connects_in_flight),
             next_source: 0,
             ready_conns: 0,
@@ -255,7 +257,10 @@ impl Driver {
             cfg,
         };
         for k in 0..driver.cfg.members {
-            let instance_id = driver.cfg.static_members.then(|| format!("{}-instance-{k}", driver.cfg.group));
+            let instance_id = driver
+                .cfg
+                .static_members
+                .then(|| format!("{}-instance-{k}", driver.cfg.group));
             let member = Member {
                 in_flight: None,
                 pending: None,
@@ -283,7 +288,10 @@ impl Driver {
         }
         if driver.stdin_open {
             set_nonblocking(0)?;
-            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: u64::MAX };
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: u64::MAX,
+            };
             check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, 0, &mut ev) })?;
         }
         Ok(driver)
@@ -304,9 +312,18 @@ impl Driver {
                 wake = wake.min(next.max(now + Duration::from_micros(200)));
             }
             let wait = wake.saturating_duration_since(now);
-            let timeout = libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as _ };
+            let timeout = libc::timespec {
+                tv_sec: wait.as_secs() as libc::time_t,
+                tv_nsec: wait.subsec_nanos() as _,
+            };
             let n = unsafe {
-                libc::epoll_pwait2(self.epoll, events.as_mut_ptr(), MAX_EVENTS as i32, &timeout, std::ptr::null())
+                libc::epoll_pwait2(
+                    self.epoll,
+                    events.as_mut_ptr(),
+                    MAX_EVENTS as i32,
+                    &timeout,
+                    std::ptr::null(),
+                )
             };
             for ev in &events[..n.max(0) as usize] {
                 if ev.u64 == u64::MAX {
@@ -384,18 +401,29 @@ fn parse_args() -> Result<Config, String> {
         return Err("--members-per-connection must be positive".into());
     }
     let sources = match opts.num::<usize>("sources", Some(0))? {
-        0 => members.div_ceil(members_per_connection).div_ceil(CONNECTIONS_PER_SOURCE).max(1),
+        0 => members
+            .div_ceil(members_per_connection)
+            .div_ceil(CONNECTIONS_PER_SOURCE)
+            .max(1),
         n => n,
     };
     let cfg = Config {
         port: opts.num("port", None)?,
         members,
         group: opts.get("group").ok_or("--group is required")?.to_string(),
-        topics: opts.get("topics").ok_or("--topics NAME,... is required")?.split(',').map(String::from).collect(),
+        topics: opts
+            .get("topics")
+            .ok_or("--topics NAME,... is required")?
+            .split(',')
+            .map(String::from)
+            .collect(),
         partitions: opts.num("partitions", None)?,
         // Java's max.poll.interval.ms default.
         rebalance_timeout_ms: opts.num("rebalance-timeout-ms", Some(300_000))?,
-        server_assignor: opts.get("server-assignor").map(|s| s.to_string()).filter(|s| !s.is_empty()),
+        server_assignor: opts
+            .get("server-assignor")
+            .map(|s| s.to_string())
+            .filter(|s| !s.is_empty()),
         static_members: opts.num::<u8>("static", Some(0))? != 0,
         max_version: opts.num("max-version", Some(1))?,
         connects_in_flight: opts.num("connects-in-flight", Some(500))?,
@@ -404,7 +432,12 @@ fn parse_args() -> Result<Config, String> {
         first_source: opts.num::<usize>("first-source", Some(0))?.min(253),
         request_timeout: Duration::from_millis(opts.num("request-timeout-ms", Some(30_000))?),
         session_timeout: Duration::from_millis(opts.num("session-timeout-ms", Some(45_000))?),
-        commands: opts.get("commands").map(|c| c.split(';').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()),
+        commands: opts.get("commands").map(|c| {
+            c.split(';')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        }),
     };
     if cfg.members == 0 || cfg.connects_in_flight == 0 || cfg.members >= u32::MAX as usize {
         return Err("--members and --connects-in-flight must be positive".into());
@@ -418,7 +451,10 @@ fn raise_nofile(wanted: usize) {
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
     let want = wanted as libc::rlim_t;
     if lim.rlim_max < want {
-        let raised = libc::rlimit { rlim_cur: want, rlim_max: want };
+        let raised = libc::rlimit {
+            rlim_cur: want,
+            rlim_max: want,
+        };
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
             return;
         }
@@ -426,6 +462,9 @@ fn raise_nofile(wanted: usize) {
     lim.rlim_cur = lim.rlim_max;
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
     if lim.rlim_max < want {
-        eprintln!("consumer-driver: RLIMIT_NOFILE is {}, below the {wanted} descriptors wanted", lim.rlim_max);
+        eprintln!(
+            "consumer-driver: RLIMIT_NOFILE is {}, below the {wanted} descriptors wanted",
+            lim.rlim_max
+        );
     }
 }

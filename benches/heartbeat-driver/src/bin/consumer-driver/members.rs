@@ -21,7 +21,11 @@ impl Driver {
         let v1 = self.version.unwrap_or(self.cfg.max_version) >= 1;
         // KIP-1082: from v1 the client names itself, once per process; on v0 the broker does.
         if self.members[i].member_id.is_empty() || self.members[i].restarting {
-            let id = if v1 { self.new_member_id() } else { String::new() };
+            let id = if v1 {
+                self.new_member_id()
+            } else {
+                String::new()
+            };
             self.members[i].member_id = id;
         }
         let m = &mut self.members[i];
@@ -48,7 +52,9 @@ impl Driver {
         let m = &mut self.members[i];
         let owned = match req {
             Req::Join => Some(Vec::new()),
-            Req::Heartbeat if m.full || m.report => Some(group_by_topic(&m.owned, &self.topic_ids.ids)),
+            Req::Heartbeat if m.full || m.report => {
+                Some(group_by_topic(&m.owned, &self.topic_ids.ids))
+            }
             _ => None,
         };
         let epoch = match req {
@@ -62,14 +68,19 @@ impl Driver {
             topics: &self.cfg.topics,
             server_assignor: self.cfg.server_assignor.as_deref(),
         });
-        let frame = p::consumer_group_heartbeat(version, correlation, CLIENT_ID, &p::Heartbeat {
-            group: &self.cfg.group,
-            member_id: &m.member_id,
-            epoch,
-            instance_id: m.instance_id.as_deref(),
-            full,
-            owned: owned.as_deref(),
-        });
+        let frame = p::consumer_group_heartbeat(
+            version,
+            correlation,
+            CLIENT_ID,
+            &p::Heartbeat {
+                group: &self.cfg.group,
+                member_id: &m.member_id,
+                epoch,
+                instance_id: m.instance_id.as_deref(),
+                full,
+                owned: owned.as_deref(),
+            },
+        );
         if owned.is_some() {
             m.report = false;
         }
@@ -115,7 +126,9 @@ impl Driver {
 
     pub fn on_answer(&mut self, i: usize, a: Answer, now: Instant) {
         let m = &mut self.members[i];
-        let Some(req) = m.in_flight.take() else { return };
+        let Some(req) = m.in_flight.take() else {
+            return;
+        };
         let latency = ((self.received_ns - m.sent_ns).max(0) / 1000).min(u32::MAX as i64) as u32;
         self.cancel_timer(i);
         self.stats.answers += 1;
@@ -128,7 +141,9 @@ impl Driver {
             *self.stats.errors.entry(p::error_name(a.error)).or_default() += 1;
             if self.stats.error_messages.len() < 5 {
                 if let Some(text) = a.error_message {
-                    self.stats.error_messages.push(format!("{}: {text}", p::error_name(a.error)));
+                    self.stats
+                        .error_messages
+                        .push(format!("{}: {text}", p::error_name(a.error)));
                 }
             }
         }
@@ -166,7 +181,10 @@ impl Driver {
         let m = &mut self.members[i];
         m.last_ok = now;
         let mut changed = false;
-        if let Some(id) = a.member_id.filter(|id| !id.is_empty() && *id != m.member_id) {
+        if let Some(id) = a
+            .member_id
+            .filter(|id| !id.is_empty() && *id != m.member_id)
+        {
             m.member_id = id.to_string(); // v0: the broker named the member
         }
         m.interval = Duration::from_millis(a.heartbeat_interval_ms.max(0) as u64);
@@ -264,8 +282,17 @@ impl Driver {
             let expired = now.saturating_duration_since(o.last_ok) >= self.cfg.session_timeout;
             let what = format!(
                 "partition {}-{} owned by both {} (epoch {}{}) and {} (epoch {})",
-                hex(&self.topic_ids.ids[tp.0 as usize]), tp.1, o.member_id, o.epoch,
-                if expired { ", unanswered for a session timeout" } else { "" }, m.member_id, m.epoch
+                hex(&self.topic_ids.ids[tp.0 as usize]),
+                tp.1,
+                o.member_id,
+                o.epoch,
+                if expired {
+                    ", unanswered for a session timeout"
+                } else {
+                    ""
+                },
+                m.member_id,
+                m.epoch
             );
             if expired {
                 self.ledger.violations -= 1;

@@ -123,11 +123,22 @@ impl Driver {
         let _ = set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         // Source 127.0.0.k, its port chosen at connect() by the whole 4-tuple.
         let _ = set_int_option(fd, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1);
-        let source = ((self.cfg.first_source + self.next_source % self.cfg.sources) % 254) as u8 + 1;
+        let source =
+            ((self.cfg.first_source + self.next_source % self.cfg.sources) % 254) as u8 + 1;
         self.next_source += 1;
         let local = socket::sockaddr([127, 0, 0, source], 0);
-        if unsafe { libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), socket::SOCKADDR_SIZE) } < 0 {
-            eprintln!("consumer-driver: bind 127.0.0.{source}: {}", io::Error::last_os_error());
+        if unsafe {
+            libc::bind(
+                fd,
+                (&local as *const libc::sockaddr_in).cast(),
+                socket::SOCKADDR_SIZE,
+            )
+        } < 0
+        {
+            eprintln!(
+                "consumer-driver: bind 127.0.0.{source}: {}",
+                io::Error::last_os_error()
+            );
         }
         let conn = &mut self.conns[c];
         conn.fd = fd;
@@ -138,7 +149,14 @@ impl Driver {
         if socket::start_connect(fd, self.cfg.port).is_err() {
             return self.fail_connection(c, "CONNECTION");
         }
-        if socket::epoll_set(self.epoll, libc::EPOLL_CTL_ADD, fd, libc::EPOLLOUT, self.event_data(c)) < 0 {
+        if socket::epoll_set(
+            self.epoll,
+            libc::EPOLL_CTL_ADD,
+            fd,
+            libc::EPOLLOUT,
+            self.event_data(c),
+        ) < 0
+        {
             self.fail_connection(c, "CONNECTION");
         }
     }
@@ -217,9 +235,14 @@ impl Driver {
     pub fn release_connection(&mut self, i: usize) {
         let c = self.conn_of(i);
         let idle = |m: &crate::Member| {
-            m.state == State::Out && m.in_flight.is_none() && m.pending.is_none() && m.timer != Timer::Rejoin
+            m.state == State::Out
+                && m.in_flight.is_none()
+                && m.pending.is_none()
+                && m.timer != Timer::Rejoin
         };
-        if self.cfg.members_per_connection == 1 || self.members_of(c).all(|j| idle(&self.members[j])) {
+        if self.cfg.members_per_connection == 1
+            || self.members_of(c).all(|j| idle(&self.members[j]))
+        {
             self.close(c);
         }
     }
@@ -227,8 +250,15 @@ impl Driver {
     /// The connection failed (or was closed by the broker): closed, and each member with a
     /// request on it or waiting for it goes on as after a lost request (members.rs `lost`).
     pub fn fail_connection(&mut self, c: usize, what: &str) {
-        let mut hit: Vec<usize> = self.conns[c].in_flight.drain().map(|i| i as usize).collect();
-        hit.extend(self.members_of(c).filter(|&i| self.members[i].pending.is_some()));
+        let mut hit: Vec<usize> = self.conns[c]
+            .in_flight
+            .drain()
+            .map(|i| i as usize)
+            .collect();
+        hit.extend(
+            self.members_of(c)
+                .filter(|&i| self.members[i].pending.is_some()),
+        );
         self.close(c);
         for i in hit {
             self.lost(i, what);
@@ -274,7 +304,11 @@ impl Driver {
             self.read(c);
         }
         let conn = &self.conns[c];
-        if flags & libc::EPOLLOUT as u32 != 0 && conn.serial == serial && conn.fd >= 0 && conn.out.polling_out {
+        if flags & libc::EPOLLOUT as u32 != 0
+            && conn.serial == serial
+            && conn.fd >= 0
+            && conn.out.polling_out
+        {
             self.flush(c);
         }
     }
@@ -286,10 +320,15 @@ impl Driver {
         self.stamps.clear();
         let conn = &mut self.conns[c];
         let (inbuf, stamps) = (&mut conn.inbuf, &mut self.stamps);
-        let read = socket::read_available(conn.fd, &mut self.read_buf, &mut self.control, |data, at| {
-            inbuf.extend_from_slice(data);
-            stamps.push((inbuf.len(), at.unwrap_or_else(realtime_ns)));
-        });
+        let read = socket::read_available(
+            conn.fd,
+            &mut self.read_buf,
+            &mut self.control,
+            |data, at| {
+                inbuf.extend_from_slice(data);
+                stamps.push((inbuf.len(), at.unwrap_or_else(realtime_ns)));
+            },
+        );
         if read.is_err() {
             return self.fail_connection(c, "CONNECTION");
         }
@@ -303,7 +342,7 @@ impl Driver {
             let end = match socket::frame_end(&conn.inbuf, pos, MAX_FRAME) {
                 Ok(Some(end)) => end,
                 Ok(None) => break,
-                Err(()) => return self.fail_connection(c, "CONNECTION"),
+                Err(_) => return self.fail_connection(c, "CONNECTION"),
             };
             while stamp + 1 < self.stamps.len() && self.stamps[stamp].0 < end {
                 stamp += 1;
@@ -323,7 +362,9 @@ impl Driver {
     }
 
     fn on_frame(&mut self, c: usize, frame: &[u8], now: Instant) {
-        let Ok(correlation) = p::correlation_id(frame) else { return self.fail_connection(c, "CONNECTION") };
+        let Ok(correlation) = p::correlation_id(frame) else {
+            return self.fail_connection(c, "CONNECTION");
+        };
         if self.conns[c].state == Conn::Handshake {
             if correlation != self.conns[c].handshake {
                 return self.fail_connection(c, "CONNECTION");
@@ -348,7 +389,13 @@ impl Driver {
     }
 
     fn interest(&mut self, c: usize, events: i32) {
-        socket::epoll_set(self.epoll, libc::EPOLL_CTL_MOD, self.conns[c].fd, events, self.event_data(c));
+        socket::epoll_set(
+            self.epoll,
+            libc::EPOLL_CTL_MOD,
+            self.conns[c].fd,
+            events,
+            self.event_data(c),
+        );
     }
 
     /// Commands from stdin, one per line; end of input quits once the phases queued are done.
@@ -357,12 +404,15 @@ impl Driver {
         loop {
             let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
             if n > 0 {
-                self.stdin_buf.push_str(&String::from_utf8_lossy(&buf[..n as usize]));
+                self.stdin_buf
+                    .push_str(&String::from_utf8_lossy(&buf[..n as usize]));
                 continue;
             }
             if n == 0 {
                 self.stdin_open = false;
-                unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_DEL, 0, std::ptr::null_mut()) };
+                unsafe {
+                    libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_DEL, 0, std::ptr::null_mut())
+                };
             }
             break;
         }

@@ -1,20 +1,43 @@
 //! Phases: each command runs until its end condition and then prints one JSON line.
 
-use heartbeat_driver::sys::cpu_seconds;
 use crate::{AfterLeave, Driver, State};
+use heartbeat_driver::sys::cpu_seconds;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
 pub enum Phase {
     Idle,
-    Connect { deadline: Instant },
-    Join { deadline: Instant, sent_at: Option<Instant> },
-    Steady { end: Instant },
-    Churn { end: Instant, rate: f64, delay: Duration, started: u64, settle_deadline: Duration, unowned_at_end: Option<f64> },
-    Roll { queue: VecDeque<usize>, concurrency: usize, deadline: Instant, rolled_at: Option<Instant> },
-    WaitOwned { deadline: Instant },
-    Leave { deadline: Instant },
+    Connect {
+        deadline: Instant,
+    },
+    Join {
+        deadline: Instant,
+        sent_at: Option<Instant>,
+    },
+    Steady {
+        end: Instant,
+    },
+    Churn {
+        end: Instant,
+        rate: f64,
+        delay: Duration,
+        started: u64,
+        settle_deadline: Duration,
+        unowned_at_end: Option<f64>,
+    },
+    Roll {
+        queue: VecDeque<usize>,
+        concurrency: usize,
+        deadline: Instant,
+        rolled_at: Option<Instant>,
+    },
+    WaitOwned {
+        deadline: Instant,
+    },
+    Leave {
+        deadline: Instant,
+    },
 }
 
 /// What one phase saw.
@@ -85,7 +108,9 @@ impl Driver {
     /// Quiet, yet some partitions have no owner: once per change, a violation (except while
     /// waiting for partitions just added, which the broker may take a while to see).
     fn check_quiet_unowned(&mut self) {
-        let quiet = self.in_group == self.cfg.members && self.epochs.len() == 1 && self.confirmed >= self.in_group;
+        let quiet = self.in_group == self.cfg.members
+            && self.epochs.len() == 1
+            && self.confirmed >= self.in_group;
         let unowned = self.ledger.unowned();
         if !quiet || unowned == 0 || self.stats.quiet_unowned == self.change_mark as usize + 1 {
             return;
@@ -93,7 +118,9 @@ impl Driver {
         self.stats.quiet_unowned = self.change_mark as usize + 1;
         if !matches!(self.phase, Phase::WaitOwned { .. }) {
             let epoch = self.epochs.keys().next().copied().unwrap_or(0);
-            self.violation(format!("quiet at epoch {epoch} with {unowned} partitions owned by no member"));
+            self.violation(format!(
+                "quiet at epoch {epoch} with {unowned} partitions owned by no member"
+            ));
         }
     }
 
@@ -115,7 +142,13 @@ impl Driver {
             Phase::Idle => {}
             Phase::Connect { deadline } => {
                 if self.ready_conns == self.conns.len() {
-                    done = Some((true, vec![("seconds", format!("{:.3}", (now - self.stats.started).as_secs_f64()))]));
+                    done = Some((
+                        true,
+                        vec![(
+                            "seconds",
+                            format!("{:.3}", (now - self.stats.started).as_secs_f64()),
+                        )],
+                    ));
                 } else if now >= *deadline {
                     done = Some((false, vec![]));
                 }
@@ -129,11 +162,22 @@ impl Driver {
                     for i in 0..members {
                         self.start_join(i);
                     }
-                    self.stats.extra.push(("connect_seconds", format!("{connect:.3}")));
+                    self.stats
+                        .extra
+                        .push(("connect_seconds", format!("{connect:.3}")));
                 } else if sent_at.is_some() && self.converged() {
                     let from = self.stats.first_request.unwrap_or(now);
-                    let seconds = self.last_change.saturating_duration_since(from).as_secs_f64();
-                    done = Some((true, vec![("seconds", format!("{seconds:.3}")), ("converged_at_s", at(self.stats.started, self.last_change))]));
+                    let seconds = self
+                        .last_change
+                        .saturating_duration_since(from)
+                        .as_secs_f64();
+                    done = Some((
+                        true,
+                        vec![
+                            ("seconds", format!("{seconds:.3}")),
+                            ("converged_at_s", at(self.stats.started, self.last_change)),
+                        ],
+                    ));
                 } else if now >= *deadline {
                     done = Some((false, vec![]));
                 }
@@ -142,12 +186,28 @@ impl Driver {
                 if now >= *end {
                     let elapsed = (now - self.stats.started).as_secs_f64();
                     let rate = self.stats.heartbeat_us.len() as f64 / elapsed;
-                    let target = self.pace.as_ref().map_or("null".into(), |p| format!("{:.0}", p.0));
+                    let target = self
+                        .pace
+                        .as_ref()
+                        .map_or("null".into(), |p| format!("{:.0}", p.0));
                     self.stop_pacing(now);
-                    done = Some((true, vec![("achieved_per_s", format!("{rate:.1}")), ("target_per_s", target)]));
+                    done = Some((
+                        true,
+                        vec![
+                            ("achieved_per_s", format!("{rate:.1}")),
+                            ("target_per_s", target),
+                        ],
+                    ));
                 }
             }
-            Phase::Churn { end, rate, delay, started, settle_deadline, unowned_at_end } => {
+            Phase::Churn {
+                end,
+                rate,
+                delay,
+                started,
+                settle_deadline,
+                unowned_at_end,
+            } => {
                 if now < *end {
                     let due = ((now - self.stats.started).as_secs_f64() * *rate) as u64;
                     let (count, delay) = (due.saturating_sub(*started), *delay);
@@ -166,16 +226,41 @@ impl Driver {
                     let settled = self.converged();
                     let limit = *end + *settle_deadline;
                     if unowned_at_end.is_none() {
-                        *unowned_at_end = Some(self.ledger.unowned_seconds(now) - self.stats.unowned_seconds_before);
+                        *unowned_at_end = Some(
+                            self.ledger.unowned_seconds(now) - self.stats.unowned_seconds_before,
+                        );
                     }
                     if settled || now >= limit {
                         let churn_only = unowned_at_end.unwrap_or(0.0);
-                        let settle = if settled { format!("{:.3}", self.last_change.saturating_duration_since(*end).as_secs_f64()) } else { "null".into() };
-                        done = Some((settled, vec![("unowned_partition_seconds_churning", format!("{churn_only:.3}")), ("settle_seconds", settle)]));
+                        let settle = if settled {
+                            format!(
+                                "{:.3}",
+                                self.last_change
+                                    .saturating_duration_since(*end)
+                                    .as_secs_f64()
+                            )
+                        } else {
+                            "null".into()
+                        };
+                        done = Some((
+                            settled,
+                            vec![
+                                (
+                                    "unowned_partition_seconds_churning",
+                                    format!("{churn_only:.3}"),
+                                ),
+                                ("settle_seconds", settle),
+                            ],
+                        ));
                     }
                 }
             }
-            Phase::Roll { queue, concurrency, deadline, rolled_at } => {
+            Phase::Roll {
+                queue,
+                concurrency,
+                deadline,
+                rolled_at,
+            } => {
                 let concurrency = *concurrency;
                 if rolled_at.is_none() && queue.is_empty() && self.restarts_in_progress == 0 {
                     *rolled_at = Some(now);
@@ -183,19 +268,31 @@ impl Driver {
                 let rolled = *rolled_at;
                 let limit = *deadline;
                 self.roll_more(queue, concurrency);
-                if rolled.is_some() && self.converged() {
-                    let end = self.last_change.max(rolled.unwrap());
-                    done = Some((true, vec![
-                        ("seconds", format!("{:.3}", (end - self.stats.started).as_secs_f64())),
-                        ("rolled_seconds", format!("{:.3}", (rolled.unwrap() - self.stats.started).as_secs_f64())),
-                    ]));
+                if let Some(rolled) = rolled.filter(|_| self.converged()) {
+                    let end = self.last_change.max(rolled);
+                    done = Some((
+                        true,
+                        vec![
+                            (
+                                "seconds",
+                                format!("{:.3}", (end - self.stats.started).as_secs_f64()),
+                            ),
+                            (
+                                "rolled_seconds",
+                                format!("{:.3}", (rolled - self.stats.started).as_secs_f64()),
+                            ),
+                        ],
+                    ));
                 } else if now >= limit {
                     done = Some((false, vec![]));
                 }
             }
             Phase::WaitOwned { deadline } => {
                 if self.converged() {
-                    let seconds = self.last_change.saturating_duration_since(self.stats.started).as_secs_f64();
+                    let seconds = self
+                        .last_change
+                        .saturating_duration_since(self.stats.started)
+                        .as_secs_f64();
                     done = Some((true, vec![("seconds", format!("{seconds:.3}"))]));
                 } else if now >= *deadline {
                     done = Some((false, vec![]));
@@ -204,7 +301,10 @@ impl Driver {
             Phase::Leave { deadline } => {
                 if self.leaves_pending == 0 || now >= *deadline {
                     let seconds = (now - self.stats.started).as_secs_f64();
-                    done = Some((self.leaves_pending == 0, vec![("seconds", format!("{seconds:.3}"))]));
+                    done = Some((
+                        self.leaves_pending == 0,
+                        vec![("seconds", format!("{seconds:.3}"))],
+                    ));
                 }
             }
         }
@@ -228,7 +328,9 @@ impl Driver {
 
     fn start(&mut self, command: &str, now: Instant) {
         let words: Vec<&str> = command.split_whitespace().collect();
-        let arg = |k: usize, default: f64| -> f64 { words.get(k).and_then(|w| w.parse().ok()).unwrap_or(default) };
+        let arg = |k: usize, default: f64| -> f64 {
+            words.get(k).and_then(|w| w.parse().ok()).unwrap_or(default)
+        };
         let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
         self.stats = Stats::new(now);
         self.stats.name = words.first().copied().unwrap_or("").to_string();
@@ -239,13 +341,18 @@ impl Driver {
                 for c in 0..self.conns.len() {
                     self.want_connection(c);
                 }
-                Phase::Connect { deadline: now + secs(arg(1, 600.0)) }
+                Phase::Connect {
+                    deadline: now + secs(arg(1, 600.0)),
+                }
             }
             Some("join") => {
                 for c in 0..self.conns.len() {
                     self.want_connection(c);
                 }
-                Phase::Join { deadline: now + secs(arg(1, 600.0)), sent_at: None }
+                Phase::Join {
+                    deadline: now + secs(arg(1, 600.0)),
+                    sent_at: None,
+                }
             }
             Some("steady") => {
                 if words.len() > 2 {
@@ -253,7 +360,9 @@ impl Driver {
                 } else {
                     self.spread_heartbeats(now);
                 }
-                Phase::Steady { end: now + secs(arg(1, 10.0)) }
+                Phase::Steady {
+                    end: now + secs(arg(1, 10.0)),
+                }
             }
             Some("churn") => Phase::Churn {
                 end: now + secs(arg(1, 10.0)),
@@ -273,7 +382,9 @@ impl Driver {
                 let total = arg(1, self.ledger.total as f64) as usize;
                 self.ledger.set_total(total, now);
                 self.change(now);
-                Phase::WaitOwned { deadline: now + secs(arg(2, 300.0)) }
+                Phase::WaitOwned {
+                    deadline: now + secs(arg(2, 300.0)),
+                }
             }
             Some("leave") => {
                 for i in 0..self.cfg.members {
@@ -285,7 +396,9 @@ impl Driver {
                         }
                     }
                 }
-                Phase::Leave { deadline: now + secs(arg(1, 120.0)) }
+                Phase::Leave {
+                    deadline: now + secs(arg(1, 120.0)),
+                }
             }
             Some("quit") => {
                 self.quit = true;
@@ -323,7 +436,9 @@ impl Driver {
 
     /// Back to each member's own interval, spread over it as independent clients are.
     fn stop_pacing(&mut self, now: Instant) {
-        let Some((_, _, _, idle)) = self.pace.take() else { return };
+        let Some((_, _, _, idle)) = self.pace.take() else {
+            return;
+        };
         for i in idle {
             let i = i as usize;
             let at = now + self.members[i].interval.mul_f64(self.uniform());
@@ -333,10 +448,14 @@ impl Driver {
 
     /// Forced rate: heartbeats due by now go to the members that waited longest.
     pub fn paced_sends(&mut self) {
-        let Some((rate, start, sent, _)) = &self.pace else { return };
+        let Some((rate, start, sent, _)) = &self.pace else {
+            return;
+        };
         let due = ((start.elapsed().as_secs_f64() * rate) as u64).saturating_sub(*sent);
         for _ in 0..due {
-            let Some((_, _, sent, idle)) = &mut self.pace else { return };
+            let Some((_, _, sent, idle)) = &mut self.pace else {
+                return;
+            };
             let Some(i) = idle.pop_front() else { return };
             *sent += 1;
             let i = i as usize;
@@ -361,13 +480,21 @@ impl Driver {
         );
         if matches!(s.name.as_str(), "churn" | "roll") {
             // How a restart went: a new connection per new process, or on the shared one.
-            let how = if self.cfg.members_per_connection == 1 { "new connection" } else { "leave and rejoin on the shared connection" };
+            let how = if self.cfg.members_per_connection == 1 {
+                "new connection"
+            } else {
+                "leave and rejoin on the shared connection"
+            };
             let _ = write!(out, ",\"restart\":\"{how}\"");
         }
         for (k, v) in fields.iter().chain(s.extra.iter()) {
             let _ = write!(out, ",\"{k}\":{v}");
         }
-        let epoch = if self.epochs.len() == 1 { self.epochs.keys().next().unwrap().to_string() } else { "null".into() };
+        let epoch = if self.epochs.len() == 1 {
+            self.epochs.keys().next().unwrap().to_string()
+        } else {
+            "null".into()
+        };
         let _ = write!(
             out,
             ",\"wall_seconds\":{:.3},\"first_request_at_s\":{},\"epoch\":{epoch},\"epochs_now\":{},\"in_group\":{},\

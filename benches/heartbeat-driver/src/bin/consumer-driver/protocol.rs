@@ -4,10 +4,10 @@
 //! Field order as in Kafka's ConsumerGroupHeartbeatRequest/Response.json. The wire primitives are
 //! the crate's (wire.rs).
 
-pub use heartbeat_driver::wire::{api_versions, correlation_id, Parse};
-use heartbeat_driver::wire::{flexible_body, request};
 #[cfg(test)]
 use heartbeat_driver::wire::Writer;
+pub use heartbeat_driver::wire::{api_versions, correlation_id, Parse};
+use heartbeat_driver::wire::{flexible_body, request};
 
 pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 
@@ -32,45 +32,62 @@ pub struct Full<'a> {
     pub server_assignor: Option<&'a str>,
 }
 
-pub fn consumer_group_heartbeat(version: i16, correlation_id: i32, client_id: &str, h: &Heartbeat) -> Vec<u8> {
-    request(CONSUMER_GROUP_HEARTBEAT, version, correlation_id, client_id, |w| {
-        w.compact_str(h.group);
-        w.compact_str(h.member_id);
-        w.i32(h.epoch);
-        w.compact_nullable_str(h.instance_id);
-        w.compact_nullable_str(None); // rack id
-        w.i32(h.full.as_ref().map_or(-1, |f| f.rebalance_timeout_ms));
-        match &h.full {
-            Some(f) => {
-                w.uvarint(f.topics.len() as u32 + 1);
-                f.topics.iter().for_each(|t| w.compact_str(t));
-            }
-            None => w.uvarint(0),
-        }
-        if version >= 1 {
-            w.compact_nullable_str(None); // subscribed topic regex
-        }
-        w.compact_nullable_str(h.full.as_ref().and_then(|f| f.server_assignor));
-        match h.owned {
-            Some(owned) => {
-                w.uvarint(owned.len() as u32 + 1);
-                for (topic_id, partitions) in owned {
-                    w.0.extend_from_slice(topic_id);
-                    w.uvarint(partitions.len() as u32 + 1);
-                    partitions.iter().for_each(|&p| w.i32(p));
-                    w.no_tags();
+pub fn consumer_group_heartbeat(
+    version: i16,
+    correlation_id: i32,
+    client_id: &str,
+    h: &Heartbeat,
+) -> Vec<u8> {
+    request(
+        CONSUMER_GROUP_HEARTBEAT,
+        version,
+        correlation_id,
+        client_id,
+        |w| {
+            w.compact_str(h.group);
+            w.compact_str(h.member_id);
+            w.i32(h.epoch);
+            w.compact_nullable_str(h.instance_id);
+            w.compact_nullable_str(None); // rack id
+            w.i32(h.full.as_ref().map_or(-1, |f| f.rebalance_timeout_ms));
+            match &h.full {
+                Some(f) => {
+                    w.uvarint(f.topics.len() as u32 + 1);
+                    f.topics.iter().for_each(|t| w.compact_str(t));
                 }
+                None => w.uvarint(0),
             }
-            None => w.uvarint(0),
-        }
-        w.no_tags();
-    })
+            if version >= 1 {
+                w.compact_nullable_str(None); // subscribed topic regex
+            }
+            w.compact_nullable_str(h.full.as_ref().and_then(|f| f.server_assignor));
+            match h.owned {
+                Some(owned) => {
+                    w.uvarint(owned.len() as u32 + 1);
+                    for (topic_id, partitions) in owned {
+                        w.0.extend_from_slice(topic_id);
+                        w.uvarint(partitions.len() as u32 + 1);
+                        partitions.iter().for_each(|&p| w.i32(p));
+                        w.no_tags();
+                    }
+                }
+                None => w.uvarint(0),
+            }
+            w.no_tags();
+        },
+    )
 }
 
 /// ApiVersions v3 answer: error code and the highest version of `api` (None: not offered).
 pub fn api_versions_answer(frame: &[u8], api: i16) -> Parse<(i16, Option<i16>)> {
     let (error, apis) = heartbeat_driver::wire::api_versions_answer(frame)?;
-    Ok((error, apis.iter().rev().find(|&&(key, _)| key == api).map(|&(_, max)| max)))
+    Ok((
+        error,
+        apis.iter()
+            .rev()
+            .find(|&&(key, _)| key == api)
+            .map(|&(_, max)| max),
+    ))
 }
 
 pub struct Answer<'a> {
@@ -108,7 +125,14 @@ pub fn heartbeat_answer(frame: &[u8]) -> Parse<Answer<'_>> {
             Some(topics)
         }
     };
-    Ok(Answer { error, error_message, member_id, epoch, heartbeat_interval_ms, assignment })
+    Ok(Answer {
+        error,
+        error_message,
+        member_id,
+        epoch,
+        heartbeat_interval_ms,
+        assignment,
+    })
 }
 
 /// Kafka's error names for the codes a ConsumerGroupHeartbeat can answer.
@@ -160,13 +184,23 @@ mod tests {
         w.no_tags();
         w.no_tags();
         let a = heartbeat_answer(&w.0).unwrap();
-        assert_eq!((a.error, a.member_id, a.epoch, a.heartbeat_interval_ms), (0, Some("m-1"), 3, 5000));
+        assert_eq!(
+            (a.error, a.member_id, a.epoch, a.heartbeat_interval_ms),
+            (0, Some("m-1"), 3, 5000)
+        );
         assert_eq!(a.assignment, Some(vec![([9; 16], vec![4, 5])]));
     }
 
     #[test]
     fn incremental_heartbeat_is_small() {
-        let h = Heartbeat { group: "g", member_id: "m", epoch: 4, instance_id: None, full: None, owned: None };
+        let h = Heartbeat {
+            group: "g",
+            member_id: "m",
+            epoch: 4,
+            instance_id: None,
+            full: None,
+            owned: None,
+        };
         let frame = consumer_group_heartbeat(1, 1, "c", &h);
         // header 4+2+2+4+(2+1)+1, body 2+2+4+1+1+4+1+1+1+1+1
         assert_eq!(frame.len(), 16 + 19);

@@ -23,7 +23,8 @@ impl Storm {
     fn transmit(&mut self, i: usize, frame: Vec<u8>) {
         let m = &mut self.members[i];
         m.expected = i32::from_be_bytes(frame[8..12].try_into().unwrap());
-        if m.in_flight == Some(Api::Join) && m.conn == Conn::Ready && self.first_join_sent.is_none() {
+        if m.in_flight == Some(Api::Join) && m.conn == Conn::Ready && self.first_join_sent.is_none()
+        {
             self.first_join_sent = Some(Instant::now());
         }
         m.out.push(frame);
@@ -52,7 +53,9 @@ impl Storm {
     }
 
     fn open(&mut self, i: usize) {
-        let Ok(fd) = socket::tcp_socket() else { return self.fail(i, "CONNECTION") };
+        let Ok(fd) = socket::tcp_socket() else {
+            return self.fail(i, "CONNECTION");
+        };
         self.connects += 1;
         let m = &mut self.members[i];
         m.fd = fd;
@@ -63,7 +66,14 @@ impl Storm {
         if socket::start_connect(fd, self.cfg.port).is_err() {
             return self.fail(i, "CONNECTION");
         }
-        if socket::epoll_set(self.epoll, libc::EPOLL_CTL_ADD, fd, libc::EPOLLOUT, self.event_data(i)) < 0 {
+        if socket::epoll_set(
+            self.epoll,
+            libc::EPOLL_CTL_ADD,
+            fd,
+            libc::EPOLLOUT,
+            self.event_data(i),
+        ) < 0
+        {
             self.fail(i, "CONNECTION");
         }
     }
@@ -145,7 +155,11 @@ impl Storm {
             self.read(i);
         }
         let m = &self.members[i];
-        if flags & libc::EPOLLOUT as u32 != 0 && m.serial == serial && m.fd >= 0 && m.out.polling_out {
+        if flags & libc::EPOLLOUT as u32 != 0
+            && m.serial == serial
+            && m.fd >= 0
+            && m.out.polling_out
+        {
             self.flush(i);
         }
     }
@@ -154,7 +168,11 @@ impl Storm {
         let serial = self.members[i].serial;
         let m = &mut self.members[i];
         let inbuf = &mut m.inbuf;
-        if socket::read_available(m.fd, &mut self.read_buf, &mut self.control, |data, _| inbuf.extend_from_slice(data)).is_err() {
+        if socket::read_available(m.fd, &mut self.read_buf, &mut self.control, |data, _| {
+            inbuf.extend_from_slice(data)
+        })
+        .is_err()
+        {
             return self.fail(i, "CONNECTION");
         }
         loop {
@@ -165,7 +183,7 @@ impl Storm {
             let end = match socket::frame_end(&m.inbuf, 0, MAX_FRAME) {
                 Ok(Some(end)) => end,
                 Ok(None) => return,
-                Err(()) => return self.fail(i, "CONNECTION"),
+                Err(_) => return self.fail(i, "CONNECTION"),
             };
             let frame: Vec<u8> = m.inbuf.drain(..end).skip(4).collect();
             self.on_frame(i, &frame);
@@ -180,7 +198,9 @@ impl Storm {
         if m.conn == Conn::Handshake {
             return self.on_handshake(i, frame);
         }
-        let Some(api) = m.in_flight else { return self.fail(i, "CONNECTION") };
+        let Some(api) = m.in_flight else {
+            return self.fail(i, "CONNECTION");
+        };
         let outcome = match api {
             Api::Join => p::join_answer(frame).map(|a| (a.error, Some(a), None)),
             Api::Sync => p::sync_answer(frame).map(|(e, b)| (e, None, Some(b))),
@@ -194,7 +214,10 @@ impl Storm {
         m.in_flight = None;
         m.timer = Timer::None; // its timeout
         if error != NONE {
-            *self.errors.entry(format!("{}:{error}", api.name())).or_default() += 1;
+            *self
+                .errors
+                .entry(format!("{}:{error}", api.name()))
+                .or_default() += 1;
         }
         match api {
             Api::Join => self.on_join(i, join.unwrap()),
@@ -208,6 +231,12 @@ impl Storm {
     }
 
     fn interest(&mut self, i: usize, events: i32) {
-        socket::epoll_set(self.epoll, libc::EPOLL_CTL_MOD, self.members[i].fd, events, self.event_data(i));
+        socket::epoll_set(
+            self.epoll,
+            libc::EPOLL_CTL_MOD,
+            self.members[i].fd,
+            events,
+            self.event_data(i),
+        );
     }
 }

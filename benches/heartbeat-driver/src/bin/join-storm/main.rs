@@ -134,7 +134,12 @@ impl Ledger {
     }
 
     fn synced_member(&mut self, generation: i32, member_id: &str, assignment: &TopicPartitions) {
-        if !self.synced.entry(generation).or_default().insert(member_id.to_string()) {
+        if !self
+            .synced
+            .entry(generation)
+            .or_default()
+            .insert(member_id.to_string())
+        {
             return;
         }
         let owned = self.owner.entry(generation).or_default();
@@ -142,7 +147,9 @@ impl Ledger {
         for (topic, parts) in assignment {
             for &p in parts {
                 if !owned.insert((topic.clone(), p)) {
-                    doubles.push(format!("generation {generation}: {topic}-{p} assigned twice"));
+                    doubles.push(format!(
+                        "generation {generation}: {topic}-{p} assigned twice"
+                    ));
                 }
             }
         }
@@ -192,7 +199,13 @@ fn main() {
     let cpu_start = cpu_seconds();
     storm.run();
     let cpu_end = cpu_seconds();
-    println!("{}", storm.report((cpu_end.user - cpu_start.user, cpu_end.total() - cpu_start.total())));
+    println!(
+        "{}",
+        storm.report((
+            cpu_end.user - cpu_start.user,
+            cpu_end.total() - cpu_start.total()
+        ))
+    );
     // Exiting closes every connection; the broker is stopped by the caller.
 }
 
@@ -260,9 +273,17 @@ impl Storm {
             if now >= deadline {
                 return;
             }
-            let next = self.timers.next_at().map_or(deadline, |at| at.min(deadline));
-            let wait_ms = next.saturating_duration_since(now).as_micros().div_ceil(1000) as i32;
-            let n = unsafe { libc::epoll_wait(self.epoll, events.as_mut_ptr(), MAX_EVENTS as i32, wait_ms) };
+            let next = self
+                .timers
+                .next_at()
+                .map_or(deadline, |at| at.min(deadline));
+            let wait_ms = next
+                .saturating_duration_since(now)
+                .as_micros()
+                .div_ceil(1000) as i32;
+            let n = unsafe {
+                libc::epoll_wait(self.epoll, events.as_mut_ptr(), MAX_EVENTS as i32, wait_ms)
+            };
             for ev in &events[..n.max(0) as usize] {
                 let (i, serial) = socket::event_source(ev.u64);
                 self.on_event(i, serial, ev.events);
@@ -285,14 +306,18 @@ impl Storm {
         let owned = std::mem::take(&mut m.assignment);
         let subscription = p::subscription(&self.topic_names, &owned, m.generation);
         m.correlation += 1;
-        let frame = p::join_group(m.correlation, CLIENT_ID, &p::Join {
-            group: &self.cfg.group,
-            session_timeout_ms: self.cfg.session_timeout_ms,
-            rebalance_timeout_ms: self.cfg.rebalance_timeout_ms,
-            member_id: &m.member_id,
-            assignor: "range",
-            subscription: &subscription,
-        });
+        let frame = p::join_group(
+            m.correlation,
+            CLIENT_ID,
+            &p::Join {
+                group: &self.cfg.group,
+                session_timeout_ms: self.cfg.session_timeout_ms,
+                rebalance_timeout_ms: self.cfg.rebalance_timeout_ms,
+                member_id: &m.member_id,
+                assignor: "range",
+                subscription: &subscription,
+            },
+        );
         let timeout = Duration::from_millis(self.cfg.rebalance_timeout_ms as u64) + REQUEST_TIMEOUT;
         self.request(i, Api::Join, frame, timeout);
     }
@@ -313,14 +338,21 @@ impl Storm {
         }
         m.member_id = answer.member_id;
         if answer.generation < m.generation {
-            let what = format!("member {}: generation went from {} to {}", m.member_id, m.generation, answer.generation);
+            let what = format!(
+                "member {}: generation went from {} to {}",
+                m.member_id, m.generation, answer.generation
+            );
             self.ledger.violation(what);
         }
         let m = &mut self.members[i];
         m.generation = answer.generation;
         m.sync_generation = answer.generation;
         m.protocol_name = answer.protocol_name;
-        let assignments = if answer.leader == m.member_id { self.lead(&answer.members, answer.generation) } else { Vec::new() };
+        let assignments = if answer.leader == m.member_id {
+            self.lead(&answer.members, answer.generation)
+        } else {
+            Vec::new()
+        };
         let m = &mut self.members[i];
         m.correlation += 1;
         let frame = p::sync_group(
@@ -341,14 +373,18 @@ impl Storm {
         let mut subscriptions = Vec::with_capacity(members.len());
         for (id, metadata) in members {
             let topics = p::subscription_topics(metadata).unwrap_or_else(|e| {
-                self.ledger.violation(format!("member {id}: undecodable subscription: {e}"));
+                self.ledger
+                    .violation(format!("member {id}: undecodable subscription: {e}"));
                 Vec::new()
             });
             subscriptions.push((id.clone(), topics));
         }
         self.ledger.size.insert(generation, members.len());
         self.check_stable();
-        p::range_assign(&subscriptions, &self.cfg.topics).into_iter().map(|(id, tps)| (id, p::assignment(&tps))).collect()
+        p::range_assign(&subscriptions, &self.cfg.topics)
+            .into_iter()
+            .map(|(id, tps)| (id, p::assignment(&tps)))
+            .collect()
     }
 
     fn on_sync(&mut self, i: usize, error: i16, assignment: &[u8]) {
@@ -363,7 +399,8 @@ impl Storm {
             return self.backoff_then_join(i);
         }
         m.assignment = p::decode_assignment(assignment).unwrap_or_else(|e| {
-            self.ledger.violation(format!("undecodable assignment: {e}"));
+            self.ledger
+                .violation(format!("undecodable assignment: {e}"));
             Vec::new()
         });
         let m = &self.members[i];
@@ -380,7 +417,13 @@ impl Storm {
     fn heartbeat(&mut self, i: usize) {
         let m = &mut self.members[i];
         m.correlation += 1;
-        let frame = p::heartbeat(m.correlation, CLIENT_ID, &self.cfg.group, m.generation, &m.member_id);
+        let frame = p::heartbeat(
+            m.correlation,
+            CLIENT_ID,
+            &self.cfg.group,
+            m.generation,
+            &m.member_id,
+        );
         self.request(i, Api::Heartbeat, frame, REQUEST_TIMEOUT);
     }
 
@@ -388,7 +431,10 @@ impl Storm {
         if error == UNKNOWN_MEMBER_ID {
             self.members[i].member_id.clear();
         }
-        if matches!(error, REBALANCE_IN_PROGRESS | UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION) {
+        if matches!(
+            error,
+            REBALANCE_IN_PROGRESS | UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION
+        ) {
             return self.start_join(i);
         }
         let at = Instant::now() + self.cfg.heartbeat_interval;
@@ -398,7 +444,11 @@ impl Storm {
     fn backoff_then_join(&mut self, i: usize) {
         let attempt = self.members[i].attempt.min(8) as i32;
         let seconds = BACKOFF_MAX_S.min(BACKOFF_S * 2f64.powi(attempt));
-        self.set_timer(i, Timer::Join, Instant::now() + Duration::from_secs_f64(seconds));
+        self.set_timer(
+            i,
+            Timer::Join,
+            Instant::now() + Duration::from_secs_f64(seconds),
+        );
     }
 
     /// The request failed at the connection level (or timed out): the connection is dropped,
@@ -408,7 +458,10 @@ impl Storm {
         self.members[i].pending = None;
         self.disconnect(i);
         let Some(api) = api else { return };
-        *self.errors.entry(format!("{}:{what}", api.name())).or_default() += 1;
+        *self
+            .errors
+            .entry(format!("{}:{what}", api.name()))
+            .or_default() += 1;
         match api {
             Api::Join | Api::Sync => self.backoff_then_join(i),
             // A heartbeat without an answer keeps the member in the group; the next reconnects.
@@ -423,12 +476,23 @@ impl Storm {
         if self.stable_generation.is_none() {
             self.stable_generation = self.ledger.stable_generation(self.cfg.members);
             if let Some(generation) = self.stable_generation {
-                let all: HashSet<(String, i32)> =
-                    self.cfg.topics.iter().flat_map(|(t, n)| (0..*n).map(move |p| (t.clone(), p))).collect();
-                let owned = self.ledger.owner.get(&generation).cloned().unwrap_or_default();
+                let all: HashSet<(String, i32)> = self
+                    .cfg
+                    .topics
+                    .iter()
+                    .flat_map(|(t, n)| (0..*n).map(move |p| (t.clone(), p)))
+                    .collect();
+                let owned = self
+                    .ledger
+                    .owner
+                    .get(&generation)
+                    .cloned()
+                    .unwrap_or_default();
                 let missing = all.difference(&owned).count();
                 if missing > 0 {
-                    self.ledger.violation(format!("generation {generation}: {missing} partitions assigned to no member"));
+                    self.ledger.violation(format!(
+                        "generation {generation}: {missing} partitions assigned to no member"
+                    ));
                 }
             }
         }
@@ -460,12 +524,25 @@ impl Storm {
     }
 
     fn report(&self, (user, cpu): (f64, f64)) -> String {
-        let secs = |t: Option<Instant>, from: Option<Instant>| match (t, from, self.stable_generation) {
-            (Some(t), Some(from), Some(_)) => format!("{:.3}", t.saturating_duration_since(from).as_secs_f64()),
-            _ => "null".into(),
+        let secs =
+            |t: Option<Instant>, from: Option<Instant>| match (t, from, self.stable_generation) {
+                (Some(t), Some(from), Some(_)) => {
+                    format!("{:.3}", t.saturating_duration_since(from).as_secs_f64())
+                }
+                _ => "null".into(),
+            };
+        let map = |m: Vec<(String, u64)>| {
+            m.iter()
+                .map(|(k, n)| format!("\"{k}\":{n}"))
+                .collect::<Vec<_>>()
+                .join(",")
         };
-        let map = |m: Vec<(String, u64)>| m.iter().map(|(k, n)| format!("\"{k}\":{n}")).collect::<Vec<_>>().join(",");
-        let examples: Vec<String> = self.ledger.examples.iter().map(|e| format!("{e:?}")).collect();
+        let examples: Vec<String> = self
+            .ledger
+            .examples
+            .iter()
+            .map(|e| format!("{e:?}"))
+            .collect();
         format!(
             "{{\"members\":{},\"join_seconds\":{},\"from_start_seconds\":{},\"connect_seconds\":{},\
              \"generations_seen\":{},\"stable_generation\":{},\"stable\":{},\"errors\":{{{}}},\"requests\":{{{}}},\
@@ -490,7 +567,11 @@ impl Storm {
 
 /// The versions this driver speaks must be offered (corral load would otherwise pick older ones).
 fn check_versions(apis: &[(i16, i16)]) {
-    for (key, version) in [(p::JOIN_GROUP, p::JOIN_GROUP_V), (p::SYNC_GROUP, p::SYNC_GROUP_V), (p::HEARTBEAT, p::HEARTBEAT_V)] {
+    for (key, version) in [
+        (p::JOIN_GROUP, p::JOIN_GROUP_V),
+        (p::SYNC_GROUP, p::SYNC_GROUP_V),
+        (p::HEARTBEAT, p::HEARTBEAT_V),
+    ] {
         if !apis.iter().any(|&(k, max)| k == key && max >= version) {
             eprintln!("join-storm: the broker does not offer API {key} v{version}");
             exit(1);
@@ -505,8 +586,14 @@ fn parse_args() -> Result<Config, String> {
         .ok_or("--topics NAME:PARTITIONS,... is required")?
         .split(',')
         .map(|t| {
-            let (name, n) = t.rsplit_once(':').ok_or(format!("--topics: {t} is not NAME:PARTITIONS"))?;
-            Ok((name.to_string(), n.parse().map_err(|_| format!("--topics: bad count in {t}"))?))
+            let (name, n) = t
+                .rsplit_once(':')
+                .ok_or(format!("--topics: {t} is not NAME:PARTITIONS"))?;
+            Ok((
+                name.to_string(),
+                n.parse()
+                    .map_err(|_| format!("--topics: bad count in {t}"))?,
+            ))
         })
         .collect::<Result<Vec<(String, i32)>, String>>()?;
     let cfg = Config {

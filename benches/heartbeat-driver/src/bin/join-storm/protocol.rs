@@ -72,7 +72,13 @@ pub fn sync_group(
     })
 }
 
-pub fn heartbeat(correlation_id: i32, client_id: &str, group: &str, generation: i32, member_id: &str) -> Vec<u8> {
+pub fn heartbeat(
+    correlation_id: i32,
+    client_id: &str,
+    group: &str,
+    generation: i32,
+    member_id: &str,
+) -> Vec<u8> {
     request(HEARTBEAT, HEARTBEAT_V, correlation_id, client_id, |w| {
         w.compact_str(group);
         w.i32(generation);
@@ -145,7 +151,14 @@ pub fn join_answer(frame: &[u8]) -> Parse<JoinAnswer> {
         r.skip_tags()?;
         members.push((id, metadata));
     }
-    Ok(JoinAnswer { error, generation, protocol_name, leader, member_id, members })
+    Ok(JoinAnswer {
+        error,
+        generation,
+        protocol_name,
+        leader,
+        member_id,
+        members,
+    })
 }
 
 /// SyncGroup v5 answer: error code and the assignment bytes.
@@ -169,7 +182,9 @@ pub fn subscription_topics(data: &[u8]) -> Parse<Vec<String>> {
     let mut r = Reader::new(data);
     r.i16()?;
     let n = r.i32()?.max(0);
-    (0..n).map(|_| Ok(r.str16()?.unwrap_or_default().to_string())).collect()
+    (0..n)
+        .map(|_| Ok(r.str16()?.unwrap_or_default().to_string()))
+        .collect()
 }
 
 pub fn decode_assignment(data: &[u8]) -> Parse<TopicPartitions> {
@@ -196,21 +211,34 @@ fn read_topic_partitions(r: &mut Reader) -> Parse<TopicPartitions> {
 /// Kafka's RangeAssignor as consumer_protocol.assign("range") runs it: members sorted by id, per
 /// topic consecutive ranges, the first `count % members` members one partition more; a topic a
 /// member gets nothing of is left out of its assignment.
-pub fn range_assign(subscriptions: &[(String, Vec<String>)], partitions: &[(String, i32)]) -> Vec<(String, TopicPartitions)> {
+pub fn range_assign(
+    subscriptions: &[(String, Vec<String>)],
+    partitions: &[(String, i32)],
+) -> Vec<(String, TopicPartitions)> {
     let mut members: Vec<&(String, Vec<String>)> = subscriptions.iter().collect();
     members.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut out: Vec<(String, TopicPartitions)> = members.iter().map(|m| (m.0.clone(), Vec::new())).collect();
-    let mut topics: Vec<&(String, i32)> =
-        partitions.iter().filter(|(t, _)| members.iter().any(|m| m.1.contains(t))).collect();
+    let mut out: Vec<(String, TopicPartitions)> =
+        members.iter().map(|m| (m.0.clone(), Vec::new())).collect();
+    let mut topics: Vec<&(String, i32)> = partitions
+        .iter()
+        .filter(|(t, _)| members.iter().any(|m| m.1.contains(t)))
+        .collect();
     topics.sort();
     for (topic, count) in topics {
-        let subscribers: Vec<usize> = (0..members.len()).filter(|&k| members[k].1.contains(topic)).collect();
-        let (per, extra) = (*count as usize / subscribers.len(), *count as usize % subscribers.len());
+        let subscribers: Vec<usize> = (0..members.len())
+            .filter(|&k| members[k].1.contains(topic))
+            .collect();
+        let (per, extra) = (
+            *count as usize / subscribers.len(),
+            *count as usize % subscribers.len(),
+        );
         let mut start = 0;
         for (i, &k) in subscribers.iter().enumerate() {
             let n = per + usize::from(i < extra);
             if n > 0 {
-                out[k].1.push((topic.clone(), (start as i32..(start + n) as i32).collect()));
+                out[k]
+                    .1
+                    .push((topic.clone(), (start as i32..(start + n) as i32).collect()));
             }
             start += n;
         }
