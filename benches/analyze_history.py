@@ -30,13 +30,13 @@ from pathlib import Path
 import numpy as np
 
 from corral import _core
-from corral.analytics_log import LOG_END, VERSION
-from corral.analytics_log import TOPIC as ANALYTICS_TOPIC
-from corral.config import Settings
+from corral.config.settings import Settings
 from corral.groups import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from corral.groups.storage.placement import partition_for
-from corral.log import PartitionLogs
-from corral.topics import TopicStore
+from corral.observability.analytics_topic import LOG_END, VERSION
+from corral.observability.analytics_topic import TOPIC as ANALYTICS_TOPIC
+from corral.partitions.store import PartitionLogs
+from corral.topics.registry import TopicStore
 
 PARTITIONS = 8
 SAMPLE_MS = 5000

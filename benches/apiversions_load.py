@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corral import _core
-from corral.apis import ApiKey, api_table
+from corral.network.apis import ApiKey, api_table
 
 HERE = Path(__file__).resolve().parent
 ECHO_DIR = HERE / "echo-server"

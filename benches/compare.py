@@ -139,7 +139,7 @@ class CorralBroker:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> str:
-        from corral.config import BROKER_SETTINGS
+        from corral.config.settings import BROKER_SETTINGS
 
         known = (
             {s.name for s in BROKER_SETTINGS}

@@ -31,7 +31,7 @@ import trio  # noqa: E402
 # once; JoinRequests with fresh strings as decoded off the wire) is shared with the tests.
 from classic_harness import InstantLog, join_request  # noqa: E402
 
-from corral.config import Settings  # noqa: E402
+from corral.config.settings import Settings  # noqa: E402
 from corral.groups.coordinator import GroupCoordinator  # noqa: E402
 from corral.load import consumer_protocol as cp  # noqa: E402
 

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from corral import _core
-from corral.apis import ApiKey, api_table
+from corral.network.apis import ApiKey, api_table
 
 TOPICS, PARTITIONS = 50, 8
 TABLE = api_table()

@@ -17,14 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from corral.apis import Later
-from corral.config import Settings
+from corral.config.settings import Settings
 from corral.errors import ErrorCode
 from corral.groups import timers as timers_module
 from corral.groups.classic import ClassicGroup, ClassicState, JoinRequest
 from corral.groups.coordinator import GroupCoordinator
 from corral.groups.storage import records
 from corral.groups.storage.writer import CoordinatorLog
+from corral.later import Later
 from corral.load import consumer_protocol as cp
 
 

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from corral import _core
-from corral.apis import Later
-from corral.config import Settings
+from corral.config.settings import Settings
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup, HeartbeatRequest, MemberState
 from corral.groups.coordinator import GroupCoordinator
 from corral.groups.storage import records
 from corral.groups.storage.writer import CoordinatorLog
-from corral.topics import Topic
+from corral.later import Later
+from corral.topics.registry import Topic
 
 
 class RecordingLog(CoordinatorLog):

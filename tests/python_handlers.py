@@ -3,7 +3,7 @@ on its own count what still gets through to Python."""
 
 from __future__ import annotations
 
-from corral.apis import HANDLERS, api_table
+from corral.network.apis import HANDLERS, api_table
 
 
 def record_python_calls(monkeypatch, api_key) -> list:

@@ -13,9 +13,9 @@ import secrets
 import trio
 
 from corral import _core
-from corral.apis import HANDLERS, api_table
 from corral.broker import Broker
-from corral.config import Settings
+from corral.config.settings import Settings
+from corral.network.apis import HANDLERS, api_table
 
 HANDSHAKE, AUTHENTICATE, ALTER = 17, 36, 51
 NONE = 0

@@ -11,10 +11,11 @@ import pytest
 import trio
 
 from corral import _core
-from corral.apis import HANDLERS, ApiKey, Later, api_table
 from corral.broker import Broker
-from corral.config import Settings
+from corral.config.settings import Settings
 from corral.errors import ErrorCode
+from corral.later import Later
+from corral.network.apis import HANDLERS, ApiKey, api_table
 from corral.security.acls import AclBinding, AclPermission, PatternType, ResourceType
 from corral.security.acls import AclOperation as Op
 

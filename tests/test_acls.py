@@ -10,7 +10,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.config import ConfigError, Settings
+from corral.config.settings import ConfigError, Settings
 from corral.security.acls import (
     AclBinding,
     AclFilter,

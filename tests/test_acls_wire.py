@@ -7,8 +7,8 @@ from __future__ import annotations
 from cgkit import run_tool
 from rawwire import RawClient, closed_within
 
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SECURED = {"authorizer.class.name": STANDARD, "super.users": "User:ANONYMOUS"}

@@ -12,8 +12,8 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
 from rawwire import RawClient
 
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 
 def admin(broker) -> AdminClient:

@@ -15,8 +15,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from test_consumer_groups_clients import create_topics
 
 from corral import _core
-from corral.analytics_log import FLUSH_EVENTS, MAX_BUFFERED, TOPIC, AnalyticsLog, encode
-from corral.log import StorageError
+from corral.observability.analytics_topic import (
+    FLUSH_EVENTS,
+    MAX_BUFFERED,
+    TOPIC,
+    AnalyticsLog,
+    encode,
+)
+from corral.partitions.store import StorageError
 
 INTERVAL_MS = 300
 SETTINGS = {

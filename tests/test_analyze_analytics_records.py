@@ -9,8 +9,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.analytics_log import LOG_END
 from corral.analyze.analytics_records import samples_of_lines, split
+from corral.observability.analytics_topic import LOG_END
 
 
 def bulk(values: list[bytes], first_offset: int = 100):

@@ -24,11 +24,11 @@ from conftest import CorralProcess
 from groupkit import wait_until
 from test_consumer_groups_clients import create_topics
 
-from corral.analytics_log import TOPIC as ANALYTICS_TOPIC
 from corral.analyze import analytics_records, inputs
 from corral.analyze.fetching import consume, fetch_body
 from corral.analyze.ingest import LIVE_SAMPLE_SEQ, IngestError, land
-from corral.apis import ApiKey
+from corral.network.apis import ApiKey
+from corral.observability.analytics_topic import TOPIC as ANALYTICS_TOPIC
 from corral.ops.admin import Admin
 
 TOPICS = {"ia": 3, "ib": 2}

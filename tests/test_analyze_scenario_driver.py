@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from corral.analytics_log import TOPIC as ANALYTICS
 from corral.analyze import rules
 from corral.groups.storage import records
+from corral.observability.analytics_topic import TOPIC as ANALYTICS
 
 OFFSET_KEYS = (records.OFFSET_COMMIT_KEY_V0, records.OFFSET_COMMIT_KEY)
 

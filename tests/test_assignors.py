@@ -26,7 +26,7 @@ from corral.assignors import (
     subscription_type_of,
     validate_assignment,
 )
-from corral.config import ConfigError, Settings
+from corral.config.settings import ConfigError, Settings
 
 T1, T2, T3 = topic_id(1), topic_id(2), topic_id(3)
 HOMOGENEOUS, HETEROGENEOUS = SubscriptionType.HOMOGENEOUS, SubscriptionType.HETEROGENEOUS

@@ -12,8 +12,8 @@ import pytest
 from rawwire import RawClient, closed_within, frame
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 MAX_REQUEST_BYTES = 65536
 CLOSE_PROMPTLY = 3.0

@@ -29,9 +29,9 @@ from rawwire import RawClient
 from test_consumer_short_path import Member, create_topic, poll_for, settle, with_broker
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup, MemberState
+from corral.network.apis import ApiKey
 
 NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 0, 22, 25
 REBALANCE_IN_PROGRESS, GROUP_AUTHORIZATION_FAILED, FENCED_INSTANCE_ID = 27, 30, 82

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from corral.client_quotas import InvalidFilter, check_filter
+from corral.config.client_quotas import InvalidFilter, check_filter
 from corral.errors import ErrorCode
 
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from corral import _core
-from corral.apis import ApiKey, api_table
+from corral.network.apis import ApiKey, api_table
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = ROOT / "rust/vendor/kafka-protocol/src/messages"

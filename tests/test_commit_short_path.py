@@ -19,10 +19,10 @@ from test_groups_protocol import fetch, join, sync
 from test_metrics import Scraper
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
 from corral.groups import OFFSETS_TOPIC, partition_for
 from corral.groups.storage import records
+from corral.network.apis import ApiKey
 
 TOPIC = "sp"
 SETTINGS = {

@@ -16,7 +16,7 @@ from test_classic_members_short_path import Classic, settle_mixed
 from test_consumer_short_path import Member, create_topic, settle, with_broker
 
 from corral import _core
-from corral.apis import ApiKey
+from corral.network.apis import ApiKey
 
 NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION = 0, 22, 25, 35
 REBALANCE_IN_PROGRESS, STALE_MEMBER_EPOCH = 27, 113

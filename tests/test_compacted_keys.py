@@ -18,8 +18,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from rawwire import RawClient
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 KEYLESS = "Compacted topic cannot accept message without key in topic partition {}"
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

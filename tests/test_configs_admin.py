@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 from rawwire import RawClient
 from test_consumer_short_path import Member, create_topic, settle, with_broker
 
-from corral.apis import ApiKey
+from corral.network.apis import ApiKey
 
 
 def admin(broker) -> AdminClient:

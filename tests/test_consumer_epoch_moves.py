@@ -29,10 +29,10 @@ from test_consumer_short_path import CLIENT, Member, create_topic, settle, with_
 from test_metrics import Scraper
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
 from corral.groups.consumer import MemberState, incremental
 from corral.groups.consumer.answer import adaptive_interval_ms
+from corral.network.apis import ApiKey
 
 
 @pytest.fixture

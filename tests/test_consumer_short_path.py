@@ -29,11 +29,11 @@ from consumer_harness import (
 from python_handlers import record_python_calls
 from rawwire import RawClient
 
-from corral.apis import ApiKey
-from corral.config import Settings
+from corral.config.settings import Settings
 from corral.errors import ErrorCode
 from corral.groups.consumer import MemberState
 from corral.groups.coordinator import GroupCoordinator
+from corral.network.apis import ApiKey
 from corral.server import Server
 
 CLIENT = ("client", "/127.0.0.1")  # the client id and host consumer_harness.request sends

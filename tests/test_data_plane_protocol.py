@@ -10,8 +10,8 @@ import pytest
 from rawwire import RawClient, closed_within
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 
 def produce_body(topic: str, partition: int, records: bytes | None, acks: int = -1) -> dict:

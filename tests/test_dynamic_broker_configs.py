@@ -13,8 +13,8 @@ from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 from rawwire import RawClient
 from test_configs_admin import admin, described, incremental
 
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 # Values to try for the settings Kafka describes without one (each valid for Kafka).
 SAMPLES = {

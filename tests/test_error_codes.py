@@ -9,8 +9,8 @@ from pathlib import Path
 from rawwire import RawClient
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ci"))
 import gen_error_codes

@@ -149,7 +149,7 @@ def test_a_stopped_network_thread_shuts_the_broker_down(tmp_path):
     import trio
 
     from corral.broker import BrokerFailed
-    from corral.config import Settings
+    from corral.config.settings import Settings
     from corral.server import Server
 
     server = Server(

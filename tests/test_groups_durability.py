@@ -13,8 +13,8 @@ from groupkit import FAST_GROUPS
 from rawwire import RawClient
 from test_groups_protocol import commit, join, sync
 
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 SLOW_WRITES = {"corral.coordinator.write.delay.ms": 400, **FAST_GROUPS}
 TOPIC = "durable-t"

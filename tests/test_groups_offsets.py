@@ -12,9 +12,9 @@ from rawwire import RawClient
 from test_groups_protocol import commit, fetch, heartbeat, join, sync
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.groups.storage import records
 from corral.groups.storage.placement import OFFSETS_TOPIC, partition_for
+from corral.network.apis import ApiKey
 
 
 def make_topic(broker, name: str, partitions: int) -> None:

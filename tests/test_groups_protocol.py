@@ -14,8 +14,8 @@ from groupkit import FAST_GROUPS, Member, partitioned, stop_all, wait_until
 from rawwire import RawClient
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 
 def subscription(*topics: str) -> bytes:

@@ -17,14 +17,14 @@ import pytest
 import trio
 from classic_harness import FakeClock, join_request, patched_clock, subscription
 
-from corral.apis import Later
 from corral.broker import Broker
 from corral.clock import wall_ms
-from corral.config import Settings
+from corral.config.settings import Settings
 from corral.errors import ErrorCode
 from corral.groups.classic import ClassicGroup
 from corral.groups.storage import records, snapshot
 from corral.groups.storage.writer import WRITE_FAILED
+from corral.later import Later
 
 GROUPS = ["g0", "g1", "g2", "g3"]
 NAMES = ["a", "b", "c", "d", "e"]

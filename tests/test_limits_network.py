@@ -15,7 +15,7 @@ import time
 from rawwire import RawClient, closed_within
 
 from corral import _core
-from corral.apis import ApiKey
+from corral.network.apis import ApiKey
 
 CLOSE_PROMPTLY = 3.0
 MiB = 1 << 20
@@ -271,8 +271,8 @@ def test_accept_out_of_descriptors_closes_on_the_spare_and_logs_rate_limited(cor
 
 
 def test_limit_settings_and_the_descriptor_cap():
-    from corral.config import ConfigError, Settings, physical_memory_tenth
-    from corral.descriptors import connections as descriptor_cap
+    from corral.config.settings import ConfigError, Settings, physical_memory_tenth
+    from corral.network.descriptors import connections as descriptor_cap
     from corral.server import network_limits
 
     s = Settings()

@@ -13,8 +13,8 @@ from conftest import CorralProcess
 from rawwire import RawClient
 
 from corral import _core
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 LATEST, EARLIEST = -1, -2
 

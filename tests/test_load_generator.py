@@ -652,12 +652,12 @@ def test_failover_after_kill_9_loses_no_acknowledged_commit(tmp_path, protocol):
 def test_consumer_member_fenced_drops_everything_and_rejoins(corral_broker):
     """FENCED_MEMBER_EPOCH: the member gives every partition up (reported to the run), rejoins at
     epoch 0 under the same id and is assigned again; leaving is epoch -1."""
-    from corral.apis import ApiKey
     from corral.load.checks import Violations
     from corral.load.consumer_member import ConsumerMember
     from corral.load.member import Events, MemberConfig
     from corral.load.runner import probe
     from corral.load.stats import Recorder
+    from corral.network.apis import ApiKey
 
     async def main():
         info = await probe(

@@ -1,7 +1,7 @@
 """Clients cannot flood corral's log: a thousand connections closed for each kind of bad input
 (malformed frames, unknown APIs, requests before SASL authentication, requests left half-sent)
 give a bounded number of WARNING lines, the first in full and the rest as counts per kind and
-client address (src/corral/summarised_warnings.py). Plus the summariser's rules in process."""
+client address (src/corral/observability/summarised_warnings.py). Plus the summariser's rules in process."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from rawwire import closed_within, frame
 
 from corral import _core
-from corral.summarised_warnings import SummarisedWarnings
+from corral.observability.summarised_warnings import SummarisedWarnings
 
 CONNECTIONS = 1000
 SASL_SETTINGS = {

@@ -15,8 +15,8 @@ from groupkit import FAST_GROUPS, wait_until
 from rawwire import RawClient
 from test_groups_protocol import heartbeat, join, sync
 
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from rawwire import RawClient
 from test_groups_protocol import commit, heartbeat, join, sync
 
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 ROOT = Path(__file__).resolve().parent.parent
 METRICS_AT = re.compile(r"metrics on http://(\S+):(\d+)/metrics")

@@ -13,7 +13,7 @@ from test_consumer_short_path import (
     with_broker,
 )
 
-from corral.apis import ApiKey
+from corral.network.apis import ApiKey
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 GROUP, LITERAL, READ, DENY = 3, 3, 3, 2

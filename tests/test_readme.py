@@ -13,8 +13,8 @@ from test_acls_wire import EVERYTHING, creation
 from test_data_plane_protocol import _legacy_produce, batch, create, fetch, produce
 from test_log_admin import delete_records
 
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import trio
 from test_acl_enforcement import ALICE, GROUP, TOPIC, acl, call, secured, with_broker
 
-from corral.apis import ApiKey
 from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
 from corral.security.acls import AclOperation as Op
 from corral.security.acls import PatternType
 

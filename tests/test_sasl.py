@@ -11,7 +11,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from scramkit import ScramClient, hi, nodes, upsertion
 
-from corral.config import ConfigError, Settings
+from corral.config.settings import ConfigError, Settings
 from corral.security import sasl, scram
 
 NONE, UNSUPPORTED, ILLEGAL, FAILED = 0, 33, 34, 58

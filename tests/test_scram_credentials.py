@@ -12,7 +12,7 @@ import pytest
 from scramkit import NONE, Node, nodes, upsertion
 
 from corral.broker import Broker, StartupError
-from corral.config import Settings
+from corral.config.settings import Settings
 from corral.security.credentials import FILE, Credentials
 from corral.security.scram import SCRAM_SHA_256, SCRAM_SHA_512
 

@@ -11,9 +11,9 @@ import pytest
 from conftest import LISTENING
 from rawwire import RawClient
 
-from corral.apis import ApiKey
 from corral.cli import main
-from corral.config import ConfigError, ConfigSource, Settings
+from corral.config.settings import ConfigError, ConfigSource, Settings
+from corral.network.apis import ApiKey
 
 
 def write(tmp_path, text: str):
@@ -254,7 +254,7 @@ def test_an_unknown_setting_is_a_warning_naming_it(caplog):
     ],
 )
 def test_java_properties_are_read_as_java_reads_them(text, expected):
-    from corral.config import parse_properties
+    from corral.config.settings import parse_properties
 
     assert parse_properties(text) == expected
 
@@ -289,7 +289,7 @@ def test_retention_synonyms_take_kafkas_precedence():
 
 
 def test_dynamic_layers_win_over_static_and_refuse_static_settings():
-    from corral.config import DynamicConfigRefused
+    from corral.config.settings import DynamicConfigRefused
 
     s = Settings.load(overrides={"log.retention.ms": "1000"}, environ={})
     changed: list[set[str]] = []

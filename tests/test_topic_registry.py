@@ -8,10 +8,10 @@ import json
 import pytest
 import trio
 
-from corral import topics as topics_module
-from corral.config import Settings
+from corral.config.settings import Settings
 from corral.errors import ErrorCode
-from corral.topics import TopicError, TopicStore
+from corral.topics import registry as topics_module
+from corral.topics.registry import TopicError, TopicStore
 
 
 def state(store: TopicStore) -> dict:

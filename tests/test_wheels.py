@@ -18,7 +18,7 @@ from packaging.tags import Tag, cpython_tags
 from packaging.utils import parse_wheel_filename
 from rawwire import RawClient
 
-from corral.apis import ApiKey
+from corral.network.apis import ApiKey
 
 ROOT = Path(__file__).resolve().parents[1]
 # An aarch64 Debian 12 Python 3.11 (its .debs unpacked, no dpkg install) and qemu: ci/setup.sh.

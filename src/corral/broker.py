@@ -7,21 +7,21 @@ import logging
 import os
 from pathlib import Path
 
-from . import listeners
-from .analytics_log import analytics_log_for
-from .config import ConfigError, Settings
-from .dynamic_configs import DynamicConfigs
-from .groups import coordinator_for
-from .listeners import Listener, advertised
-from .log import PartitionLogs
-from .producers import ProducerIdAllocator
-from .security.authorizer import FILE as ACLS_FILE
-from .security.authorizer import authorizer_for
-from .security.credentials import FILE as CREDENTIALS_FILE
-from .security.credentials import Credentials
-from .security.sessions import Sessions
-from .topics import TopicStore
-from .uuids import random_uuid_text
+from corral.config.dynamic import DynamicConfigs
+from corral.config.settings import ConfigError, Settings
+from corral.groups import coordinator_for
+from corral.network import listeners as listeners
+from corral.network.listeners import Listener, advertised
+from corral.observability.analytics_topic import analytics_log_for
+from corral.partitions.producer_ids import ProducerIdAllocator
+from corral.partitions.store import PartitionLogs
+from corral.security.authorizer import FILE as ACLS_FILE
+from corral.security.authorizer import authorizer_for
+from corral.security.credentials import FILE as CREDENTIALS_FILE
+from corral.security.credentials import Credentials
+from corral.security.sessions import Sessions
+from corral.topics.registry import TopicStore
+from corral.uuids import random_uuid_text
 
 log = logging.getLogger("corral.broker")
 

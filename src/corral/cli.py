@@ -10,9 +10,9 @@ import sys
 
 import trio
 
-from . import __version__
-from .config import ConfigError, Settings
-from .logformat import formatter
+from corral import __version__
+from corral.config.settings import ConfigError, Settings
+from corral.observability.log_lines import formatter
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -49,13 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         help="text (default) or json: one object per line (docs/operations.md)",
     )
 
-    from .load.cli import add_parser as add_load_parser
+    from corral.load.cli import add_parser as add_load_parser
 
     add_load_parser(sub)
-    from .ops.groups import add_parser as add_groups_parser
+    from corral.ops.groups import add_parser as add_groups_parser
 
     add_groups_parser(sub)
-    from .analyze.cli import add_parser as add_analyze_parser
+    from corral.analyze.cli import add_parser as add_analyze_parser
 
     add_analyze_parser(sub)
 
@@ -74,15 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "load":
-        from .load.cli import main as load_main
+        from corral.load.cli import main as load_main
 
         return load_main(args)
     if args.command == "groups":
-        from .ops.groups import main as groups_main
+        from corral.ops.groups import main as groups_main
 
         return groups_main(args)
     if args.command == "analyze":
-        from .analyze.cli import main as analyze_main
+        from corral.analyze.cli import main as analyze_main
 
         return analyze_main(args)
     return 2
@@ -110,7 +110,7 @@ def _listen(settings: Settings, address: str, source: str) -> None:
     """`--listen HOST:PORT` is `listeners=PLAINTEXT://HOST:PORT`. When `listeners` is set as
     well, one of them would be dropped without a word: refused, naming the value that would
     keep both (unless they already say the same)."""
-    from .listeners import parse_endpoints
+    from corral.network.listeners import parse_endpoints
 
     wanted = f"PLAINTEXT://{address}"
     if "listeners" not in settings.explicit:
@@ -133,9 +133,9 @@ def _listen(settings: Settings, address: str, source: str) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from . import descriptors
-    from .broker import BrokerFailed, StartupError
-    from .server import Server
+    from corral.broker import BrokerFailed, StartupError
+    from corral.network import descriptors as descriptors
+    from corral.server import Server
 
     overrides: dict[str, str] = {}
     for item in args.set:

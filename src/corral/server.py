@@ -16,12 +16,15 @@ from dataclasses import replace
 
 import trio
 
-from . import _core, descriptors, metrics
-from .apis import ASYNC_HANDLERS, HANDLERS, Later, api_table
-from .broker import Broker, BrokerFailed, StartupError
-from .config import INT32_MAX, ConfigError, Settings, parse_listener
-from .listeners import tls_config
-from .summarised_warnings import SummarisedWarnings, flush_all
+from corral import _core
+from corral.broker import Broker, BrokerFailed, StartupError
+from corral.config.settings import INT32_MAX, ConfigError, Settings, parse_listener
+from corral.later import Later
+from corral.network import descriptors as descriptors
+from corral.network.apis import ASYNC_HANDLERS, HANDLERS, api_table
+from corral.network.listeners import tls_config
+from corral.observability import metrics as metrics
+from corral.observability.summarised_warnings import SummarisedWarnings, flush_all
 
 log = logging.getLogger("corral.server")
 # Connections closed for what their clients sent: a line for the first of each kind, then counts.

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from ..analytics_log import GROUP_EVENT, LOG_END, VERSION
+from corral.observability.analytics_topic import GROUP_EVENT, LOG_END, VERSION
 
 SAMPLES = pa.schema(
     [

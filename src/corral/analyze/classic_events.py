@@ -31,8 +31,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..groups.events import classic_partitions
-from ..groups.storage.records import GroupValue, MemberValue, read_group_value
+from corral.groups.events import classic_partitions
+from corral.groups.storage.records import GroupValue, MemberValue, read_group_value
 
 CLASSIC = "classic"
 SEQ_SHIFT = 20  # room for a million events per record (a member each)

@@ -146,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
         print("corral analyze: --conf wants NAME=VALUE", file=sys.stderr)
         return EXIT_USAGE
     args.conf = conf
-    from .progress import Progress
+    from corral.analyze.progress import Progress
 
     with Progress(enabled=not args.json) as progress:
         try:
@@ -168,8 +168,8 @@ class SourceError(Exception):
 
 def run(args: argparse.Namespace, progress) -> dict[str, Any]:
     """The whole pipeline; returns the summary `--json` prints."""
-    from . import inputs as inputs_mod
-    from . import job, session, tables
+    from corral.analyze import inputs as inputs_mod
+    from corral.analyze import job, session, tables
 
     started = time.monotonic()
     out = Path(args.out)
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
 
     reading = None
     if not args.bootstrap:  # __corral_analytics read on the driver while Spark starts
-        from .segments import read_data_dir
+        from corral.analyze.segments import read_data_dir
 
         reader = ThreadPoolExecutor(1)
         reading = reader.submit(read_data_dir, args.data_dir, args.from_time, args.to_time)
@@ -247,7 +247,7 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
             )
             lap("summary")
             if not args.no_report:
-                from .report import write_report
+                from corral.analyze.report import write_report
 
                 write_report(
                     {**analyzed.tables._asdict(), **derived, **analyzed.work},
@@ -282,7 +282,7 @@ class _Lap:
 
 
 def _land(args: argparse.Namespace, directory: str, step) -> dict[str, Any]:
-    from .ingest import IngestError, land
+    from corral.analyze.ingest import IngestError, land
 
     try:
         return land(

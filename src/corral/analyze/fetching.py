@@ -21,10 +21,10 @@ from collections.abc import Callable
 import pyarrow as pa
 import trio
 
-from .. import _core
-from ..apis import ApiKey
-from ..errors import ErrorCode
-from ..ops.admin import RETRY_EVERY_S, Admin, AdminError, error_name
+from corral import _core
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
+from corral.ops.admin import RETRY_EVERY_S, Admin, AdminError, error_name
 
 Record = tuple[int, int, bytes | None, bytes | None]  # (offset, timestamp ms, key, value)
 

@@ -33,18 +33,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import trio
 
-from ..analytics_log import TOPIC as ANALYTICS_TOPIC
-from ..groups.storage.records import (
+from corral.analyze import analytics_records
+from corral.analyze.classic_events import ClassicEvents
+from corral.analyze.fetching import READ_COMMITTED, Record, consume
+from corral.groups.storage.records import (
     GROUP_METADATA_KEY,
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_KEY_V0,
     read_key,
     read_offset_value,
 )
-from ..ops.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin, AdminError
-from . import analytics_records
-from .classic_events import ClassicEvents
-from .fetching import READ_COMMITTED, Record, consume
+from corral.observability.analytics_topic import TOPIC as ANALYTICS_TOPIC
+from corral.ops.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin, AdminError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 COMMITS = pa.schema(

@@ -31,10 +31,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import _core
-from ..analytics_log import TOPIC as ANALYTICS_TOPIC
-from . import analytics_records
-from .lag_rows import sort_samples
+from corral import _core
+from corral.analyze import analytics_records
+from corral.analyze.lag_rows import sort_samples
+from corral.observability.analytics_topic import TOPIC as ANALYTICS_TOPIC
 
 log = logging.getLogger("corral.analyze.segments")
 

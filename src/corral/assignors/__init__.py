@@ -16,9 +16,8 @@ result, so a large group can be assigned in a worker thread
 """
 
 from corral._core._assign import MemberAssignment, TargetAssignment
-
-from .builtin import RangeAssignor, UniformAssignor
-from .registry import (
+from corral.assignors.builtin import RangeAssignor, UniformAssignor
+from corral.assignors.registry import (
     BUILTIN_ASSIGNORS,
     DEFAULT_SETTING,
     AssignorConfigError,
@@ -27,7 +26,7 @@ from .registry import (
     load_assignor,
     setting_entries,
 )
-from .spec import (
+from corral.assignors.spec import (
     Assignor,
     AssignorError,
     GroupAssignment,
@@ -38,7 +37,7 @@ from .spec import (
     TopicId,
     subscription_type_of,
 )
-from .validate import InvalidAssignment, run_assignor, validate_assignment
+from corral.assignors.validate import InvalidAssignment, run_assignor, validate_assignment
 
 __all__ = [
     "Assignor",

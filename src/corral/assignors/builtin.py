@@ -6,8 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from corral._core import _assign
-
-from .spec import AssignorError, GroupAssignment, GroupSpec, SubscriptionType, TopicId
+from corral.assignors.spec import (
+    AssignorError,
+    GroupAssignment,
+    GroupSpec,
+    SubscriptionType,
+    TopicId,
+)
 
 
 class _Builtin:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Iterator, Sequence
 
-from .builtin import RangeAssignor, UniformAssignor
-from .spec import Assignor
+from corral.assignors.builtin import RangeAssignor, UniformAssignor
+from corral.assignors.spec import Assignor
 
 DEFAULT_SETTING = "uniform,range"
 

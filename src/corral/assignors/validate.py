@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from .registry import is_builtin
-from .spec import Assignor, GroupAssignment, GroupSpec, TopicId
+from corral.assignors.registry import is_builtin
+from corral.assignors.spec import Assignor, GroupAssignment, GroupSpec, TopicId
 
 log = logging.getLogger("corral.assignors")
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import time
 
-from .. import _core
-from .coordinator import GroupCoordinator
-from .storage import snapshot
-from .storage.placement import OFFSETS_TOPIC, partition_for
-from .storage.writer import CoordinatorLog, DurableLog
+from corral import _core
+from corral.groups.coordinator import GroupCoordinator
+from corral.groups.storage import snapshot
+from corral.groups.storage.placement import OFFSETS_TOPIC, partition_for
+from corral.groups.storage.writer import CoordinatorLog, DurableLog
 
 # corral has no log compaction: the coordinator's snapshots (every
 # corral.coordinator.snapshot.interval.ms) hold everything older, so segments may go after a week

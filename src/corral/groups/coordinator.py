@@ -23,29 +23,35 @@ from typing import Any
 
 import trio
 
-from .. import _core
-from ..apis import Later
-from ..assignors import AssignorRegistry
-from ..clock import wall_ms
-from ..errors import ErrorCode
-from ..group_settings import GROUP_SETTINGS
-from ..log import storage_warning
-from ..logformat import fields
-from .classic import ClassicGroup, ClassicMembership, ClassicProtocol
-from .consumer import ConsumerGroup, ConsumerProtocol, TopicImage
-from .consumer.classic_members import ClassicMembers
-from .consumer.members import regex_refresh_due
-from .consumer.migration import MigrationPolicy
-from .consumer.reconcile import MemberState
-from .events import AnalyticsEvents
-from .group import Group
-from .metrics import GroupMetrics
-from .offsets import Offsets
-from .storage import consumer_records as cr
-from .storage import records, snapshot
-from .storage.records import GroupMetadata, GroupTombstone, OffsetCommits, OffsetTombstones, Record
-from .storage.writer import CoordinatorLog
-from .timers import Timers
+from corral import _core
+from corral.assignors import AssignorRegistry
+from corral.clock import wall_ms
+from corral.config.groups import GROUP_SETTINGS
+from corral.errors import ErrorCode
+from corral.groups.classic import ClassicGroup, ClassicMembership, ClassicProtocol
+from corral.groups.consumer import ConsumerGroup, ConsumerProtocol, TopicImage
+from corral.groups.consumer.classic_members import ClassicMembers
+from corral.groups.consumer.members import regex_refresh_due
+from corral.groups.consumer.migration import MigrationPolicy
+from corral.groups.consumer.reconcile import MemberState
+from corral.groups.events import AnalyticsEvents
+from corral.groups.group import Group
+from corral.groups.metrics import GroupMetrics
+from corral.groups.offsets import Offsets
+from corral.groups.storage import consumer_records as cr
+from corral.groups.storage import records, snapshot
+from corral.groups.storage.records import (
+    GroupMetadata,
+    GroupTombstone,
+    OffsetCommits,
+    OffsetTombstones,
+    Record,
+)
+from corral.groups.storage.writer import CoordinatorLog
+from corral.groups.timers import Timers
+from corral.later import Later
+from corral.observability.log_lines import fields
+from corral.partitions.store import storage_warning
 
 log = logging.getLogger("corral.groups")
 # How often groups are checked for a periodic regex refresh (Kafka refreshes at most this often).

@@ -15,17 +15,17 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import _core
-from ..clock import wall_ms
-from ..errors import ErrorCode
-from ..logformat import fields
-from .consumer.reconcile import MemberState
-from .storage import consumer_records as cr
+from corral import _core
+from corral.clock import wall_ms
+from corral.errors import ErrorCode
+from corral.groups.consumer.reconcile import MemberState
+from corral.groups.storage import consumer_records as cr
+from corral.observability.log_lines import fields
 
 if TYPE_CHECKING:
-    from .classic.state import ClassicGroup, ClassicMember
-    from .consumer.state import ConsumerGroup, ConsumerMember
-    from .consumer.target import TopicImage
+    from corral.groups.classic.state import ClassicGroup, ClassicMember
+    from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+    from corral.groups.consumer.target import TopicImage
 
 log = logging.getLogger("corral.groups")
 

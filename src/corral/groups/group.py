@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
-from ..errors import ErrorCode
-from .storage.records import Record
+from corral.errors import ErrorCode
+from corral.groups.storage.records import Record
 
 
 class Group(Protocol):

@@ -1,11 +1,11 @@
 """The group coordinator's event counters (Kafka's GroupCoordinatorMetrics sensors), counted where
-the events happen and read when /metrics is scraped (corral/metrics.py). Gauges (groups by
+the events happen and read when /metrics is scraped (corral/observability/metrics.py). Gauges (groups by
 state, members, offsets) are not kept here: they are computed from the groups at scrape time."""
 
 from __future__ import annotations
 
-from ..clock import wall_ms
-from ..durations import Durations
+from corral.clock import wall_ms
+from corral.observability.durations import Durations
 
 
 class GroupMetrics:

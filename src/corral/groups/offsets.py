@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from .. import _core
-from ..apis import Later, first_error
-from ..errors import ErrorCode
-from ..logformat import fields
-from .group import Group
-from .metrics import GroupMetrics
-from .storage.records import OffsetCommits, OffsetTombstones, PartitionCommit
-from .storage.writer import CoordinatorLog
+from corral import _core
+from corral.errors import ErrorCode
+from corral.groups.group import Group
+from corral.groups.metrics import GroupMetrics
+from corral.groups.storage.records import OffsetCommits, OffsetTombstones, PartitionCommit
+from corral.groups.storage.writer import CoordinatorLog
+from corral.later import Later, first_error
+from corral.observability.log_lines import fields
 
 log = logging.getLogger("corral.groups")
 

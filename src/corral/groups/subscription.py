@@ -6,7 +6,7 @@ and for offset expiry. The compiled core decodes it with the kafka-protocol crat
 
 from __future__ import annotations
 
-from .. import _core
+from corral import _core
 
 
 def subscribed_topics(metadata: bytes) -> set[str] | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from .. import _core
+from corral import _core
 
 log = logging.getLogger("corral.groups.timers")
 

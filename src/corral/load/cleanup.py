@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import trio
 
-from ..apis import ApiKey
-from ..errors import ErrorCode
-from ..ops.admin import Admin, AdminError, error_name
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
+from corral.ops.admin import Admin, AdminError, error_name
 
 # Members leave at the end of a run; a member whose LeaveGroup was lost stays until its session
 # times out, and DeleteGroups answers NON_EMPTY_GROUP until then.

@@ -7,9 +7,9 @@ import json
 import sys
 import uuid
 
-from .plot import plot, png_path
-from .runner import LoadError, run
-from .scenarios import SCENARIOS
+from corral.load.plot import plot, png_path
+from corral.load.runner import LoadError, run
+from corral.load.scenarios import SCENARIOS
 
 # Exit codes of `corral load`.
 EXIT_OK, EXIT_VIOLATIONS, EXIT_CANNOT_RUN, EXIT_UNFINISHED = 0, 1, 2, 3
@@ -148,7 +148,7 @@ def main(args: argparse.Namespace) -> int:
         if args.quiet:
             result = run(scenario, params)
         else:
-            from .display import LineDisplay, LiveDisplay
+            from corral.load.display import LineDisplay, LiveDisplay
 
             with LiveDisplay() if sys.stderr.isatty() else LineDisplay() as display:
                 result = run(scenario, params, display)

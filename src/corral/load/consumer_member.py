@@ -28,13 +28,13 @@ import uuid
 
 import trio
 
-from .. import _core
-from ..apis import ApiKey
-from ..errors import ErrorCode
-from ..uuids import random_uuid_text
-from . import consumer_protocol as cp
-from .member import BACKOFF_MAX_S, BACKOFF_S, NONE, UNKNOWN_MEMBER_ID, GroupMember
-from .wire import CLIENT_ID, Connection
+from corral import _core
+from corral.errors import ErrorCode
+from corral.load import consumer_protocol as cp
+from corral.load.member import BACKOFF_MAX_S, BACKOFF_S, NONE, UNKNOWN_MEMBER_ID, GroupMember
+from corral.load.wire import CLIENT_ID, Connection
+from corral.network.apis import ApiKey
+from corral.uuids import random_uuid_text
 
 API = ApiKey.CONSUMER_GROUP_HEARTBEAT
 FENCED_MEMBER_EPOCH = ErrorCode.FENCED_MEMBER_EPOCH
@@ -284,9 +284,9 @@ async def wait_assignable(config, timeout_s: float = 120.0) -> tuple[float, floa
     """
     from dataclasses import replace
 
-    from .checks import Violations
-    from .member import Events
-    from .stats import Recorder
+    from corral.load.checks import Violations
+    from corral.load.member import Events
+    from corral.load.stats import Recorder
 
     member = ConsumerMember(
         replace(config, group=probe_group(config.group)), Recorder(), Violations(), Events()

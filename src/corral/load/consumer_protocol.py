@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .. import _core
+from corral import _core
 
 PROTOCOL_TYPE = "consumer"
 VERSION = 3

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .stats import percentiles
+from corral.load.stats import percentiles
 
 
 class LineDisplay:

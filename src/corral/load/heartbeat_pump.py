@@ -24,9 +24,9 @@ from typing import Any
 
 import trio
 
-from .member import REQUEST_TIMEOUT_S, GroupMember
-from .stats import Recorder
-from .wire import BrokerError, Connection
+from corral.load.member import REQUEST_TIMEOUT_S, GroupMember
+from corral.load.stats import Recorder
+from corral.load.wire import BrokerError, Connection
 
 # What a member's answer reader returns for an answer that changes nothing: the member beats on.
 UNCHANGED = None

@@ -18,13 +18,13 @@ from typing import TypeVar
 
 import trio
 
-from .. import _core
-from ..apis import ApiKey
-from ..errors import ErrorCode
-from . import consumer_protocol as cp
-from .checks import Violations
-from .stats import Recorder
-from .wire import CLIENT_ID, BrokerError, Connection
+from corral import _core
+from corral.errors import ErrorCode
+from corral.load import consumer_protocol as cp
+from corral.load.checks import Violations
+from corral.load.stats import Recorder
+from corral.load.wire import CLIENT_ID, BrokerError, Connection
+from corral.network.apis import ApiKey
 
 T = TypeVar("T")
 

@@ -20,14 +20,14 @@ from typing import Any
 
 import trio
 
-from ..apis import ApiKey
-from ..ops.admin import AdminError
-from .checks import AssignmentLedger, ConsumerLedger, Violations
-from .cleanup import existing_groups, run_cleanup
-from .consumer_member import ConsumerMember, probe_group, wait_assignable
-from .member import ClassicMember, Events, GroupMember, MemberConfig
-from .stats import Recorder, percentiles
-from .wire import BrokerError, Connection, negotiate
+from corral.load.checks import AssignmentLedger, ConsumerLedger, Violations
+from corral.load.cleanup import existing_groups, run_cleanup
+from corral.load.consumer_member import ConsumerMember, probe_group, wait_assignable
+from corral.load.member import ClassicMember, Events, GroupMember, MemberConfig
+from corral.load.stats import Recorder, percentiles
+from corral.load.wire import BrokerError, Connection, negotiate
+from corral.network.apis import ApiKey
+from corral.ops.admin import AdminError
 
 SHIP_INTERVAL_S = 0.5
 MAX_PARTITIONS_PER_TOPIC = 2000
@@ -250,7 +250,7 @@ class WorkerContext:
 
 
 def _worker_main(plan: WorkerPlan, commands, results) -> None:
-    from .scenarios import SCENARIOS
+    from corral.load.scenarios import SCENARIOS
 
     scenario = SCENARIOS[plan.scenario]
     try:

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from ..errors import ErrorCode
+from corral.errors import ErrorCode
 
 
 def error_name(code: int) -> str:

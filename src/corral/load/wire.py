@@ -20,8 +20,8 @@ from typing import Any
 
 import trio
 
-from .. import _core
-from ..apis import ApiKey
+from corral import _core
+from corral.network.apis import ApiKey
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 CLIENT_ID = "corral-load"

@@ -11,9 +11,9 @@ from typing import Any
 
 import trio
 
-from ..apis import ApiKey
-from ..errors import ErrorCode
-from ..load.wire import BrokerError, Connection, negotiate
+from corral.errors import ErrorCode
+from corral.load.wire import BrokerError, Connection, negotiate
+from corral.network.apis import ApiKey
 
 # The highest version whose body this client fills in and reads.
 ADMIN_MAX_VERSION = {

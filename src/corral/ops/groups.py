@@ -16,8 +16,8 @@ from typing import Any
 
 import trio
 
-from ..load import consumer_protocol as cp
-from .admin import TP, Admin, AdminError
+from corral.load import consumer_protocol as cp
+from corral.ops.admin import TP, Admin, AdminError
 
 EXIT_ERROR = 1
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _core
-from ..apis import ApiKey, handles
-from ..errors import ErrorCode
-from .acls import (
+from corral import _core
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.security.acls import (
     AclBinding,
     AclFilter,
     AclOperation,
@@ -20,7 +20,7 @@ from .acls import (
     check_new,
     has_unknown,
 )
-from .authorize import cluster_allowed
+from corral.security.authorize import cluster_allowed
 
 # Kafka 4 removed v0 of the three (its baseline is v1, with pattern types).
 MIN_VERSION, MAX_VERSION = 1, 3

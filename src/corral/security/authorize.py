@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from .acls import ALL_SUPPORTED_BITS, CLUSTER_NAME, AclOperation, ResourceType
+from corral.security.acls import ALL_SUPPORTED_BITS, CLUSTER_NAME, AclOperation, ResourceType
 
 log = logging.getLogger("corral.security.authorizer")
 

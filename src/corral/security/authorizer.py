@@ -20,9 +20,9 @@ from pathlib import Path
 
 import trio
 
-from ..config import Settings
-from ..files import replace_durably
-from .acls import (
+from corral.config.settings import Settings
+from corral.partitions.files import replace_durably
+from corral.security.acls import (
     ALL_SUPPORTED_BITS,
     IMPLIES_DESCRIBE,
     IMPLIES_DESCRIBE_CONFIGS,

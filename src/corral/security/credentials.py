@@ -16,8 +16,8 @@ from pathlib import Path
 
 import trio
 
-from ..files import replace_durably
-from .scram import MECHANISMS, Credential, Mechanism, password_matches
+from corral.partitions.files import replace_durably
+from corral.security.scram import MECHANISMS, Credential, Mechanism, password_matches
 
 log = logging.getLogger("corral.security.credentials")
 

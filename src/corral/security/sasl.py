@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..apis import ApiKey, handles
-from ..errors import ErrorCode
-from ..summarised_warnings import SummarisedWarnings
-from . import scram
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.observability.summarised_warnings import SummarisedWarnings
+from corral.security import scram
 
 log = logging.getLogger("corral.security.sasl")
 # Failed authentications, at INFO as Kafka logs them: a client retrying a bad password (or a

@@ -7,11 +7,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..apis import ApiKey, handles
-from ..errors import ErrorCode
-from . import scram
-from .acls import AclOperation
-from .authorize import cluster_allowed
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.security import scram
+from corral.security.acls import AclOperation
+from corral.security.authorize import cluster_allowed
 
 log = logging.getLogger("corral.security.scram_admin")
 

@@ -2,9 +2,14 @@
 members, `protocol` the state machine that runs them (joins, rebalances, syncs), `membership`
 heartbeats and leaves."""
 
-from .membership import ClassicMembership
-from .protocol import ClassicProtocol, JoinRequest, join_error, sync_error
-from .state import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicMember, ClassicState
+from corral.groups.classic.membership import ClassicMembership
+from corral.groups.classic.protocol import ClassicProtocol, JoinRequest, join_error, sync_error
+from corral.groups.classic.state import (
+    CONSUMER_PROTOCOL_TYPE,
+    ClassicGroup,
+    ClassicMember,
+    ClassicState,
+)
 
 __all__ = [
     "CONSUMER_PROTOCOL_TYPE",

@@ -5,9 +5,9 @@ it uses; a consumer group's classic members go to consumer/classic_members.py.""
 
 from __future__ import annotations
 
-from ...errors import ErrorCode
-from .protocol import join_error
-from .state import ClassicGroup, ClassicState
+from corral.errors import ErrorCode
+from corral.groups.classic.protocol import join_error
+from corral.groups.classic.state import ClassicGroup, ClassicState
 
 
 class ClassicMembership:

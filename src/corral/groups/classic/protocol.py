@@ -19,13 +19,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ...apis import Later
-from ...errors import ErrorCode
-from ...logformat import fields
-from ..storage import records
-from ..storage.writer import CoordinatorLog
-from ..timers import Timers
-from .state import ClassicGroup, ClassicMember, ClassicState
+from corral.errors import ErrorCode
+from corral.groups.classic.state import ClassicGroup, ClassicMember, ClassicState
+from corral.groups.storage import records
+from corral.groups.storage.writer import CoordinatorLog
+from corral.groups.timers import Timers
+from corral.later import Later
+from corral.observability.log_lines import fields
 
 log = logging.getLogger("corral.groups")
 

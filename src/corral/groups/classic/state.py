@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any
 
-from ... import _core
-from ...apis import Later
-from ...clock import wall_ms
-from ...errors import ErrorCode
-from ...logformat import fields
-from ..storage import records
-from ..subscription import subscribed_topics
+from corral import _core
+from corral.clock import wall_ms
+from corral.errors import ErrorCode
+from corral.groups.storage import records
+from corral.groups.subscription import subscribed_topics
+from corral.later import Later
+from corral.observability.log_lines import fields
 
 log = logging.getLogger("corral.groups")
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ErrorCode
-from .reconcile import MemberState
+from corral.errors import ErrorCode
+from corral.groups.consumer.reconcile import MemberState
 
 if TYPE_CHECKING:
-    from .state import ConsumerGroup, ConsumerMember
+    from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
 
 
 def error_answer(code: ErrorCode, message: str = "") -> dict[str, Any]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ..storage import consumer_records as cr
-from .reconcile import NO_EPOCHS, Epochs, Reconciled
+from corral.groups.consumer.reconcile import NO_EPOCHS, Epochs, Reconciled
+from corral.groups.storage import consumer_records as cr
 
 if TYPE_CHECKING:
-    from .state import ConsumerMember
+    from corral.groups.consumer.state import ConsumerMember
 
 # Shared by every empty assignment: none of these dicts is ever changed in place.
 EMPTY_ASSIGNMENT: dict[bytes, frozenset[int]] = {}

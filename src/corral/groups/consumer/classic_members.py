@@ -21,15 +21,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...apis import Later
-from ...clock import wall_ms
-from ...errors import ErrorCode
-from ...logformat import fields
-from ...uuids import random_uuid_text
-from ..classic.protocol import JoinRequest, join_error, sync_error
-from ..storage import consumer_records as cr
-from .members import GroupError, copy_member
-from .migration import (
+from corral.clock import wall_ms
+from corral.errors import ErrorCode
+from corral.groups.classic.protocol import JoinRequest, join_error, sync_error
+from corral.groups.consumer.members import GroupError, copy_member
+from corral.groups.consumer.migration import (
     PROTOCOL_TYPE,
     MigrationPolicy,
     by_id,
@@ -39,13 +35,17 @@ from .migration import (
     read_subscription,
     supports_classic_protocols,
 )
-from .reconcile import MemberState
-from .state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.reconcile import MemberState
+from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.storage import consumer_records as cr
+from corral.later import Later
+from corral.observability.log_lines import fields
+from corral.uuids import random_uuid_text
 
 if TYPE_CHECKING:
-    from ..classic import ClassicGroup
-    from ..timers import Timers
-    from .target import TopicImage
+    from corral.groups.classic import ClassicGroup
+    from corral.groups.consumer.target import TopicImage
+    from corral.groups.timers import Timers
 
 log = logging.getLogger("corral.groups")
 

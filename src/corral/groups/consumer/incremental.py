@@ -26,11 +26,11 @@ from collections.abc import Mapping
 from itertools import chain, islice
 from typing import TYPE_CHECKING
 
-from ..storage import consumer_records as cr
+from corral.groups.storage import consumer_records as cr
 
 if TYPE_CHECKING:
-    from .state import ConsumerGroup, ConsumerMember
-    from .target import TopicImage
+    from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+    from corral.groups.consumer.target import TopicImage
 
 Target = Mapping[bytes, frozenset[int]]
 # Members plus subscribed partitions above which a join or leave moves partitions incrementally

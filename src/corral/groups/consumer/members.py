@@ -10,10 +10,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from typing import Any
 
-from ...errors import ErrorCode
-from ..storage import consumer_records as cr
-from .reconcile import Reconciled
-from .state import ConsumerGroup, ConsumerMember, preferred_of
+from corral.errors import ErrorCode
+from corral.groups.consumer.reconcile import Reconciled
+from corral.groups.consumer.state import ConsumerGroup, ConsumerMember, preferred_of
+from corral.groups.storage import consumer_records as cr
 
 
 class GroupError(Exception):

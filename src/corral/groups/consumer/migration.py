@@ -16,22 +16,22 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ... import _core
-from ...errors import ErrorCode
-from ..classic.state import CONSUMER_PROTOCOL_TYPE as PROTOCOL_TYPE
-from ..classic.state import vote
-from ..storage import consumer_records as cr
-from ..storage import records as classic_records
-from .members import GroupError
-from .reconcile import MemberState
-from .state import ConsumerGroup, ConsumerMember
-from .target import TopicImage, metadata_hash
+from corral import _core
+from corral.errors import ErrorCode
+from corral.groups.classic.state import CONSUMER_PROTOCOL_TYPE as PROTOCOL_TYPE
+from corral.groups.classic.state import vote
+from corral.groups.consumer.members import GroupError
+from corral.groups.consumer.reconcile import MemberState
+from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.target import TopicImage, metadata_hash
+from corral.groups.storage import consumer_records as cr
+from corral.groups.storage import records as classic_records
 
 log = logging.getLogger("corral.groups")
 
 if TYPE_CHECKING:
-    from ..classic import ClassicGroup
-    from ..classic.state import ClassicMember
+    from corral.groups.classic import ClassicGroup
+    from corral.groups.classic.state import ClassicMember
 # The newest ConsumerProtocol version; a member's newer one is answered in this one (Kafka's
 # ConsumerProtocol.checkAssignmentVersion).
 NEWEST_VERSION = 3

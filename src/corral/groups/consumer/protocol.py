@@ -22,18 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...apis import Later
-from ...clock import wall_ms
-from ...errors import ErrorCode
-from ...logformat import fields
-from ...uuids import random_uuid_text
-from ..classic import ClassicGroup, ClassicState
-from ..storage import consumer_records as cr
-from ..storage.records import GroupMetadata, GroupTombstone
-from ..timers import Timers
-from .answer import assignment_answer, error_answer, heartbeat_interval_ms
-from .assignment_records import EMPTY_ASSIGNMENT, as_record
-from .members import (
+from corral.clock import wall_ms
+from corral.errors import ErrorCode
+from corral.groups.classic import ClassicGroup, ClassicState
+from corral.groups.consumer.answer import assignment_answer, error_answer, heartbeat_interval_ms
+from corral.groups.consumer.assignment_records import EMPTY_ASSIGNMENT, as_record
+from corral.groups.consumer.members import (
     GroupError,
     HeartbeatRequest,
     check_epoch,
@@ -51,22 +45,28 @@ from .members import (
     resolve_regex,
     updated_member,
 )
-from .migration import (
+from corral.groups.consumer.migration import (
     MigrationPolicy,
     classic_protocols,
     downgrade_record,
     may_downgrade,
     upgrade_records,
 )
-from .reconcile import FencedMember, MemberState, Reconciled, reconcile
-from .state import ConsumerGroup, ConsumerMember
-from .target import TopicImage, member_topic_ids, metadata_hash
-from .target_computation import TargetComputation
-from .view_mirror import apply_moves
+from corral.groups.consumer.reconcile import FencedMember, MemberState, Reconciled, reconcile
+from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.target import TopicImage, member_topic_ids, metadata_hash
+from corral.groups.consumer.target_computation import TargetComputation
+from corral.groups.consumer.view_mirror import apply_moves
+from corral.groups.storage import consumer_records as cr
+from corral.groups.storage.records import GroupMetadata, GroupTombstone
+from corral.groups.timers import Timers
+from corral.later import Later
+from corral.observability.log_lines import fields
+from corral.uuids import random_uuid_text
 
 if TYPE_CHECKING:
-    from ...assignors import AssignorRegistry
-    from ..storage.writer import CoordinatorLog
+    from corral.assignors import AssignorRegistry
+    from corral.groups.storage.writer import CoordinatorLog
 
 log = logging.getLogger("corral.groups")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ...errors import ErrorCode
+from corral.errors import ErrorCode
 
 # topic id -> partitions
 Partitions = Mapping[bytes, frozenset[int]]

@@ -18,11 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from sys import intern
 from typing import Any
 
-from ... import _core
-from ...errors import ErrorCode
-from ..storage import consumer_records as cr
-from ..storage.records import GroupTombstone, Record
-from .assignment_records import (
+from corral import _core
+from corral.errors import ErrorCode
+from corral.groups.consumer.assignment_records import (
     EMPTY_ASSIGNMENT,
     as_record,
     as_sets,
@@ -31,9 +29,11 @@ from .assignment_records import (
     epochs_record,
     group_records,
 )
-from .incremental import TargetIndex
-from .reconcile import MemberState, Reconciled
-from .view_mirror import mirror_epoch, mirror_group, mirror_metadata
+from corral.groups.consumer.incremental import TargetIndex
+from corral.groups.consumer.reconcile import MemberState, Reconciled
+from corral.groups.consumer.view_mirror import mirror_epoch, mirror_group, mirror_metadata
+from corral.groups.storage import consumer_records as cr
+from corral.groups.storage.records import GroupTombstone, Record
 
 # The (topic id, partition) pairs an OffsetCommit would write, asked for only when the member
 # epoch is older than the member's (the commits that reach the group: known topics and

@@ -16,13 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...assignors import GroupSpec, MemberSpec, run_assignor, subscription_type_of
-from ..storage import consumer_records as cr
-from ..storage.records import encode_batch
-from .state import ConsumerGroup, ConsumerMember
+from corral.assignors import GroupSpec, MemberSpec, run_assignor, subscription_type_of
+from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.storage import consumer_records as cr
+from corral.groups.storage.records import encode_batch
 
 if TYPE_CHECKING:
-    from ...assignors import Assignor
+    from corral.assignors import Assignor
 
 EMPTY: frozenset = frozenset()
 

@@ -12,20 +12,25 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...assignors.builtin import UniformAssignor
-from ...clock import wall_ms
-from ...logformat import fields
-from ..storage import consumer_records as cr
-from .assignment_records import EMPTY_ASSIGNMENT, as_sets
-from .incremental import incremental_records
-from .members import others_than, preferred_assignor_after, regexes_after, replaced_members
-from .state import ConsumerGroup, ConsumerMember
-from .target import TargetInputs, TopicImage, encoded_result
-from .view_mirror import mirror_group
+from corral.assignors.builtin import UniformAssignor
+from corral.clock import wall_ms
+from corral.groups.consumer.assignment_records import EMPTY_ASSIGNMENT, as_sets
+from corral.groups.consumer.incremental import incremental_records
+from corral.groups.consumer.members import (
+    others_than,
+    preferred_assignor_after,
+    regexes_after,
+    replaced_members,
+)
+from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.target import TargetInputs, TopicImage, encoded_result
+from corral.groups.consumer.view_mirror import mirror_group
+from corral.groups.storage import consumer_records as cr
+from corral.observability.log_lines import fields
 
 if TYPE_CHECKING:
-    from ...apis import Later
-    from ...assignors import AssignorRegistry
+    from corral.assignors import AssignorRegistry
+    from corral.later import Later
 
 log = logging.getLogger("corral.groups")
 

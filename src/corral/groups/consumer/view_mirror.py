@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..storage import consumer_records as cr
-from .assignment_records import EMPTY_ASSIGNMENT
-from .reconcile import MemberState, Reconciled
+from corral.groups.consumer.assignment_records import EMPTY_ASSIGNMENT
+from corral.groups.consumer.reconcile import MemberState, Reconciled
+from corral.groups.storage import consumer_records as cr
 
 if TYPE_CHECKING:
-    from .state import ConsumerGroup, ConsumerMember
+    from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
 
 
 def mirror_group(group: ConsumerGroup) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...apis import ApiKey, Later, first_error, handles
-from ...errors import ErrorCode
-from ...security.acls import AclOperation
-from ...security.authorize import (
+from corral.errors import ErrorCode
+from corral.later import Later, first_error
+from corral.network.apis import ApiKey, handles
+from corral.security.acls import AclOperation
+from corral.security.authorize import (
     GROUP,
     allowed,
     authorized_operations,

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...apis import ApiKey, Later, first_error, handles
-from ...errors import ErrorCode
-from ...security.acls import AclOperation, ResourceType
-from ...security.authorize import allowed, group_read
-from ..classic import JoinRequest, join_error, sync_error
+from corral.errors import ErrorCode
+from corral.groups.classic import JoinRequest, join_error, sync_error
+from corral.later import Later, first_error
+from corral.network.apis import ApiKey, handles
+from corral.security.acls import AclOperation, ResourceType
+from corral.security.authorize import allowed, group_read
 
 # ------------------------------------------------------------------------------------ JoinGroup
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...apis import ApiKey, Later, handles
-from ...errors import ErrorCode
-from ...security.acls import AclOperation
-from ...security.authorize import (
+from corral.errors import ErrorCode
+from corral.groups.consumer import ConsumerGroup, HeartbeatRequest
+from corral.groups.consumer.protocol import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, error_answer
+from corral.groups.consumer.state import MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER
+from corral.later import Later
+from corral.network.apis import ApiKey, handles
+from corral.security.acls import AclOperation
+from corral.security.authorize import (
     GROUP,
     OPERATIONS_NOT_REQUESTED,
     TOPIC,
@@ -18,9 +22,6 @@ from ...security.authorize import (
     filter_allowed,
     group_read,
 )
-from ..consumer import ConsumerGroup, HeartbeatRequest
-from ..consumer.protocol import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, error_answer
-from ..consumer.state import MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER
 
 # ---------------------------------------------------------------------- ConsumerGroupHeartbeat
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import _core
-from ...apis import ApiKey, Later, handles
-from ...clock import wall_ms
-from ...errors import ErrorCode
-from ...security.acls import AclOperation
-from ...security.authorize import GROUP, TOPIC, allowed, filter_allowed, group_read
+from corral import _core
+from corral.clock import wall_ms
+from corral.errors import ErrorCode
+from corral.later import Later
+from corral.network.apis import ApiKey, handles
+from corral.security.acls import AclOperation
+from corral.security.authorize import GROUP, TOPIC, allowed, filter_allowed, group_read
 
 # --------------------------------------------------------------------------------- OffsetCommit
 

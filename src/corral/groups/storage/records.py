@@ -21,9 +21,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ... import _core
-from . import consumer_records
-from .consumer_records import ConsumerRecord
+from corral import _core
+from corral.groups.storage import consumer_records
+from corral.groups.storage.consumer_records import ConsumerRecord
 
 OFFSET_COMMIT_KEY_V0 = 0
 OFFSET_COMMIT_KEY = 1

@@ -19,7 +19,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from ...files import replace_durably
+from corral.partitions.files import replace_durably
 
 MAGIC = b"corral-coordinator-snapshot-1\n"
 FILE_NAME = "__consumer_offsets.snapshot"

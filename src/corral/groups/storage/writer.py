@@ -19,17 +19,24 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ... import _core
-from ...apis import Later
-from ...clock import wall_ms
-from ...errors import ErrorCode
-from ...log import StorageError, storage_warning
-from .placement import partition_for
-from .records import GroupTombstone, KeyValue, OffsetCommits, OffsetTombstones, Record, encode_batch
+from corral import _core
+from corral.clock import wall_ms
+from corral.errors import ErrorCode
+from corral.groups.storage.placement import partition_for
+from corral.groups.storage.records import (
+    GroupTombstone,
+    KeyValue,
+    OffsetCommits,
+    OffsetTombstones,
+    Record,
+    encode_batch,
+)
+from corral.later import Later
+from corral.partitions.store import StorageError, storage_warning
 
 if TYPE_CHECKING:
-    from ...log import PartitionLogs
-    from ...topics import Topic
+    from corral.partitions.store import PartitionLogs
+    from corral.topics.registry import Topic
 
 log = logging.getLogger("corral.groups")
 

@@ -14,9 +14,9 @@ import random
 
 import trio
 
-from ...apis import ApiKey
-from ..checks import ConsumerLedger
-from .common import stay_in_group
+from corral.load.checks import ConsumerLedger
+from corral.load.scenarios.common import stay_in_group
+from corral.network.apis import ApiKey
 
 NAME = "churn"
 HELP = "members leave and rejoin at a rate while the rest heartbeat; rebalances and their cost"

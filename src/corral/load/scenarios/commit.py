@@ -12,8 +12,8 @@ import time
 
 import trio
 
-from ...apis import ApiKey
-from .common import Ramp, add_ramp_arguments, member_rate, paced, stay_in_group
+from corral.load.scenarios.common import Ramp, add_ramp_arguments, member_rate, paced, stay_in_group
+from corral.network.apis import ApiKey
 
 NAME = "commit"
 HELP = "members commit offsets of P partitions each at a ramping rate; commits/s and latency"

@@ -8,10 +8,10 @@ from typing import Any
 
 import trio
 
-from .. import ramp
-from ..member import GroupMember
-from ..runner import SATURATED_CPU
-from ..stats import percentiles
+from corral.load import ramp
+from corral.load.member import GroupMember
+from corral.load.runner import SATURATED_CPU
+from corral.load.stats import percentiles
 
 # A step's samples are waited for at most this long after its end (a worker that stopped
 # shipping must not hold the ramp up).

@@ -20,9 +20,9 @@ import time
 
 import trio
 
-from ...apis import ApiKey
-from .commit import verify
-from .common import stay_in_group
+from corral.load.scenarios.commit import verify
+from corral.load.scenarios.common import stay_in_group
+from corral.network.apis import ApiKey
 
 NAME = "failover"
 HELP = "restart the broker mid-run; time until all members are stable, offsets never go back"

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import trio
 
-from ...apis import ApiKey
-from ..heartbeat_pump import HeartbeatPump
-from ..runner import LoadError
-from .common import Ramp, add_ramp_arguments, member_rate, stay_in_group
+from corral.load.heartbeat_pump import HeartbeatPump
+from corral.load.runner import LoadError
+from corral.load.scenarios.common import Ramp, add_ramp_arguments, member_rate, stay_in_group
+from corral.network.apis import ApiKey
 
 NAME = "heartbeat"
 HELP = "stable members heartbeat at a ramping rate; sustained heartbeats/s within a p99 bound"

@@ -9,8 +9,8 @@ JoinGroup of the first member connected, partly overlapping the join; from the s
 
 from __future__ import annotations
 
-from ...apis import ApiKey
-from .common import stay_in_group
+from corral.load.scenarios.common import stay_in_group
+from corral.network.apis import ApiKey
 
 NAME = "join-storm"
 HELP = "N members join one group at once; time until all hold their assignment"

@@ -1,4 +1,5 @@
-"""The broker's settings: what corral acts on, and Kafka's names it accepts without effect.
+"""The broker's settings: what corral acts on (Kafka's names it accepts without effect are in
+`corral.config.inert`).
 
 Each has Kafka's name, type and default unless its doc says otherwise (corral-only settings start
 with `corral.`). A name in neither table is unknown: a WARNING at startup, as Kafka's "supplied
@@ -9,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .config_types import (
+from corral.config.inert import INERT, INERT_DYNAMIC
+from corral.config.listeners import LISTENER_SETTINGS
+from corral.config.security import SECURITY_SETTINGS
+from corral.config.types import (
     INT32_MAX,
     INT64_MAX,
-    ConfigError,
     ConfigType,
     Setting,
     assignor_list,
     cleanup_policy,
-    inert,
     int_in,
     minus_one_or_positive,
     one_of,
@@ -27,31 +29,6 @@ from .config_types import (
     protocol_list,
     string_value,
 )
-from .listener_settings import LISTENER_SETTINGS
-from .security.sasl_settings import SASL_SETTINGS
-
-
-def _authorizer_class(value) -> str:
-    from .security.authorizer import AUTHORIZER_CLASSES
-
-    text = str(value).strip()
-    if text and text not in AUTHORIZER_CLASSES:
-        raise ConfigError(
-            f"{text!r} is not available in corral; it has Kafka's ACL authorizer: "
-            f"{' or '.join(AUTHORIZER_CLASSES)}"
-        )
-    return text
-
-
-def _principals(value) -> str:
-    from .security.acls import principal_of
-
-    entries = [p.strip() for p in str(value).split(";") if p.strip()]
-    try:
-        return ";".join(principal_of(p) for p in entries)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
 
 _CORRAL: list[Setting] = [
     Setting(
@@ -529,324 +506,6 @@ _CORRAL: list[Setting] = [
         "corral only: retention.ms of the __corral_analytics topic (log-end samples and "
         "group events); -1 keeps them forever.",
     ),
-    Setting(
-        "authorizer.class.name",
-        ConfigType.STRING,
-        "",
-        _authorizer_class,
-        "ACLs: empty (the default) allows every request, and CreateAcls, DescribeAcls and "
-        "DeleteAcls answer SECURITY_DISABLED. Kafka's ACL authorizer, "
-        "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "
-        "kafka.security.authorizer.AclAuthorizer, the same to corral), checks every request "
-        "against the ACLs kafka-acls manages, which corral keeps in acls.json in the data "
-        "directory. Other classes are refused at startup.",
-    ),
-    Setting(
-        "super.users",
-        ConfigType.LIST,
-        "",
-        _principals,
-        "Principals (User:NAME, separated by ;) allowed everything whatever the ACLs say.",
-    ),
-    Setting(
-        "allow.everyone.if.no.acl.found",
-        ConfigType.BOOLEAN,
-        False,
-        parse_bool,
-        "With the authorizer on: whether a resource without any ACL is open to everyone "
-        "(else only super users may use it).",
-    ),
-]
-
-_SINGLE_NODE = "corral is a single node, with no replicas, controllers or inter-broker traffic"
-_NO_THREADS = "corral's network thread and one event loop replace Kafka's thread pools"
-_NO_SHARE = "corral has no share groups"
-_NO_STREAMS = "corral has no streams groups"
-_NO_TXN = "corral has no transactions"
-_NO_ROLL_BY_TIME = "segments roll by size only"
-_NO_COMPACTION = "corral does not compact; compacted topics are kept whole"
-_NO_TIERS = "corral has no tiered storage"
-_NOT_RECOMPRESSED = "batches are stored as the producer sent them, never recompressed"
-_CONNECTION_LIMITS = "corral limits connections by max.connections and max.connections.per.ip only"
-
-# Kafka 4.4's group coordinator settings (GroupCoordinatorConfig, ShareGroupConfig), and the other
-# names of Kafka's own config/server.properties, that corral does not act on.
-_INERT: list[Setting] = [
-    inert("process.roles", ConfigType.LIST, "", _SINGLE_NODE),
-    inert("controller.quorum.voters", ConfigType.LIST, "", _SINGLE_NODE),
-    inert("controller.quorum.bootstrap.servers", ConfigType.LIST, "", _SINGLE_NODE),
-    inert("controller.listener.names", ConfigType.LIST, "", _SINGLE_NODE),
-    inert("inter.broker.listener.name", ConfigType.STRING, "", _SINGLE_NODE),
-    inert("broker.id", ConfigType.INT, -1, "node.id names the broker"),
-    inert("num.network.threads", ConfigType.INT, 3, _NO_THREADS, dynamic=True),
-    inert("num.io.threads", ConfigType.INT, 8, _NO_THREADS, dynamic=True),
-    inert("num.recovery.threads.per.data.dir", ConfigType.INT, 2, _NO_THREADS, dynamic=True),
-    inert("background.threads", ConfigType.INT, 10, _NO_THREADS, dynamic=True),
-    inert("socket.send.buffer.bytes", ConfigType.INT, 102400, "the kernel's buffer sizes are kept"),
-    inert(
-        "socket.receive.buffer.bytes", ConfigType.INT, 102400, "the kernel's buffer sizes are kept"
-    ),
-    inert("min.insync.replicas", ConfigType.INT, 1, _SINGLE_NODE, dynamic=True),
-    inert("unclean.leader.election.enable", ConfigType.BOOLEAN, False, _SINGLE_NODE, dynamic=True),
-    inert(
-        "compression.type",
-        ConfigType.STRING,
-        "producer",
-        "batches are stored as the producer sent them (Kafka's `producer`)",
-        dynamic=True,
-    ),
-    inert("log.roll.ms", ConfigType.LONG, None, _NO_ROLL_BY_TIME, dynamic=True),
-    inert("log.roll.hours", ConfigType.INT, 168, _NO_ROLL_BY_TIME, dynamic=True),
-    inert(
-        "log.index.size.max.bytes",
-        ConfigType.INT,
-        10485760,
-        "corral's index is its own",
-        dynamic=True,
-    ),
-    inert(
-        "log.index.interval.bytes", ConfigType.INT, 4096, "corral's index is its own", dynamic=True
-    ),
-    inert("log.preallocate", ConfigType.BOOLEAN, False, "segments grow as written", dynamic=True),
-    inert("transaction.state.log.replication.factor", ConfigType.SHORT, 3, _NO_TXN),
-    inert("transaction.state.log.min.isr", ConfigType.INT, 2, _NO_TXN),
-    inert("share.coordinator.state.topic.replication.factor", ConfigType.SHORT, 3, _NO_SHARE),
-    inert("share.coordinator.state.topic.min.isr", ConfigType.SHORT, 2, _NO_SHARE),
-    inert("group.coordinator.threads", ConfigType.INT, 4, _NO_THREADS),
-    inert("group.coordinator.background.threads", ConfigType.INT, 2, _NO_THREADS),
-    inert(
-        "group.coordinator.append.linger.ms",
-        ConfigType.INT,
-        -1,
-        "the coordinator's writes are group-committed at each fsync",
-    ),
-    inert(
-        "group.coordinator.cached.buffer.max.bytes",
-        ConfigType.INT,
-        1048588,
-        "records are encoded by the compiled core",
-        dynamic=True,
-    ),
-    inert("offsets.load.buffer.size", ConfigType.INT, 5242880, "loading reads whole segments"),
-    inert(
-        "offsets.commit.timeout.ms",
-        ConfigType.INT,
-        5000,
-        "a commit waits for its own fsync only, never for replicas",
-    ),
-    inert(
-        "offsets.topic.segment.bytes",
-        ConfigType.INT,
-        104857600,
-        "__consumer_offsets segments follow log.segment.bytes",
-    ),
-    inert("offsets.topic.replication.factor", ConfigType.SHORT, 3, _SINGLE_NODE),
-    inert(
-        "offsets.topic.compression.codec",
-        ConfigType.INT,
-        0,
-        "the coordinator's records are written uncompressed",
-    ),
-    inert(
-        "errors.deadletterqueue.auto.create.topics.enable",
-        ConfigType.BOOLEAN,
-        False,
-        _NO_SHARE,
-        dynamic=True,
-    ),
-    inert(
-        "errors.deadletterqueue.topic.name.prefix",
-        ConfigType.STRING,
-        "dlq.",
-        _NO_SHARE,
-        dynamic=True,
-    ),
-    *(
-        inert(
-            f"group.share.{name}",
-            type,
-            default,
-            _NO_SHARE,
-            dynamic=name in ("assignment.interval.ms", "assignor.offload.enable"),
-        )
-        for name, type, default in [
-            ("max.size", ConfigType.INT, 200),
-            ("session.timeout.ms", ConfigType.INT, 45000),
-            ("min.session.timeout.ms", ConfigType.INT, 45000),
-            ("max.session.timeout.ms", ConfigType.INT, 60000),
-            ("heartbeat.interval.ms", ConfigType.INT, 5000),
-            ("min.heartbeat.interval.ms", ConfigType.INT, 5000),
-            ("max.heartbeat.interval.ms", ConfigType.INT, 15000),
-            ("assignors", ConfigType.LIST, "simple"),
-            ("assignment.interval.ms", ConfigType.INT, 1000),
-            ("min.assignment.interval.ms", ConfigType.INT, 0),
-            ("max.assignment.interval.ms", ConfigType.INT, 15000),
-            ("assignor.offload.enable", ConfigType.BOOLEAN, True),
-            ("initialize.retry.interval.ms", ConfigType.INT, 30000),
-            ("delivery.count.limit", ConfigType.INT, 5),
-            ("min.delivery.count.limit", ConfigType.INT, 2),
-            ("max.delivery.count.limit", ConfigType.INT, 10),
-            ("record.lock.duration.ms", ConfigType.INT, 30000),
-            ("min.record.lock.duration.ms", ConfigType.INT, 15000),
-            ("max.record.lock.duration.ms", ConfigType.INT, 60000),
-            ("partition.max.record.locks", ConfigType.INT, 2000),
-            ("min.partition.max.record.locks", ConfigType.INT, 100),
-            ("max.partition.max.record.locks", ConfigType.INT, 4000),
-            ("max.share.sessions", ConfigType.INT, 2000),
-        ]
-    ),
-    *(
-        inert(
-            f"group.streams.{name}",
-            type,
-            default,
-            _NO_STREAMS,
-            dynamic=name in ("assignment.interval.ms", "assignor.offload.enable"),
-        )
-        for name, type, default in [
-            ("session.timeout.ms", ConfigType.INT, 45000),
-            ("min.session.timeout.ms", ConfigType.INT, 45000),
-            ("max.session.timeout.ms", ConfigType.INT, 60000),
-            ("heartbeat.interval.ms", ConfigType.INT, 5000),
-            ("min.heartbeat.interval.ms", ConfigType.INT, 5000),
-            ("max.heartbeat.interval.ms", ConfigType.INT, 15000),
-            ("max.size", ConfigType.INT, INT32_MAX),
-            ("num.standby.replicas", ConfigType.INT, 0),
-            ("max.standby.replicas", ConfigType.INT, 2),
-            ("initial.rebalance.delay.ms", ConfigType.INT, 3000),
-            ("assignment.interval.ms", ConfigType.INT, 1000),
-            ("min.assignment.interval.ms", ConfigType.INT, 0),
-            ("max.assignment.interval.ms", ConfigType.INT, 15000),
-            ("assignors", ConfigType.LIST, "sticky"),
-            ("rack.aware.assignment.tags", ConfigType.LIST, ""),
-            ("assignor.offload.enable", ConfigType.BOOLEAN, True),
-            ("task.offset.interval.ms", ConfigType.INT, 60000),
-            ("min.task.offset.interval.ms", ConfigType.INT, 15000),
-            ("num.warmup.replicas", ConfigType.INT, 2),
-            ("max.warmup.replicas", ConfigType.INT, 20),
-            ("topology.description.plugin.class", ConfigType.STRING, None),
-            ("acceptable.recovery.lag", ConfigType.LONG, 10000),
-        ]
-    ),
-]
-
-# The rest of Kafka 4.4's dynamic broker settings (DynamicBrokerConfig.AllDynamicConfigs) that
-# corral has no use for: changed while corral runs as in Kafka, and without effect.
-_INERT_DYNAMIC: list[Setting] = [
-    *(
-        inert(f"log.cleaner.{name}", type, default, _NO_COMPACTION, dynamic=True)
-        for name, type, default in [
-            ("threads", ConfigType.INT, 1),
-            ("backoff.ms", ConfigType.LONG, 15000),
-            ("dedupe.buffer.size", ConfigType.LONG, 134217728),
-            ("io.buffer.size", ConfigType.INT, 524288),
-            ("io.buffer.load.factor", ConfigType.DOUBLE, 0.9),
-            ("io.max.bytes.per.second", ConfigType.DOUBLE, 1.7976931348623157e308),
-            ("min.cleanable.ratio", ConfigType.DOUBLE, 0.5),
-            ("delete.retention.ms", ConfigType.LONG, 86400000),
-            ("min.compaction.lag.ms", ConfigType.LONG, 0),
-            ("max.compaction.lag.ms", ConfigType.LONG, INT64_MAX),
-        ]
-    ),
-    *(
-        inert(name, type, default, _NO_TIERS, dynamic=True)
-        for name, type, default in [
-            ("log.local.retention.ms", ConfigType.LONG, -2),
-            ("log.local.retention.bytes", ConfigType.LONG, -2),
-            ("log.remote.copy.lag.ms", ConfigType.LONG, 0),
-            ("log.remote.copy.lag.bytes", ConfigType.LONG, -1),
-            ("follower.fetch.last.tiered.offset.enable", ConfigType.BOOLEAN, False),
-            ("remote.fetch.max.wait.ms", ConfigType.INT, 500),
-            ("remote.list.offsets.request.timeout.ms", ConfigType.LONG, 30000),
-            ("remote.log.index.file.cache.total.size.bytes", ConfigType.LONG, 1073741824),
-            ("remote.log.manager.copier.thread.pool.size", ConfigType.INT, 10),
-            ("remote.log.manager.expiration.thread.pool.size", ConfigType.INT, 10),
-            ("remote.log.manager.follower.thread.pool.size", ConfigType.INT, 2),
-            ("remote.log.manager.copy.max.bytes.per.second", ConfigType.LONG, INT64_MAX),
-            ("remote.log.manager.fetch.max.bytes.per.second", ConfigType.LONG, INT64_MAX),
-            ("remote.log.reader.threads", ConfigType.INT, 10),
-        ]
-    ),
-    *(
-        inert(
-            f"compression.{codec}.level", ConfigType.INT, default, _NOT_RECOMPRESSED, dynamic=True
-        )
-        for codec, default in [("gzip", -1), ("lz4", 9), ("zstd", 3)]
-    ),
-    inert(
-        "max.decompressed.message.bytes",
-        ConfigType.INT,
-        2147483639,
-        "batches are stored as sent, never decompressed",
-        dynamic=True,
-    ),
-    inert(
-        "log.message.timestamp.before.max.ms",
-        ConfigType.LONG,
-        INT64_MAX,
-        "timestamps are not range-checked",
-        dynamic=True,
-    ),
-    inert(
-        "log.message.timestamp.after.max.ms",
-        ConfigType.LONG,
-        3600000,
-        "timestamps are not range-checked",
-        dynamic=True,
-    ),
-    inert("log.roll.jitter.ms", ConfigType.LONG, None, _NO_ROLL_BY_TIME, dynamic=True),
-    inert(
-        "log.segment.delete.delay.ms",
-        ConfigType.LONG,
-        60000,
-        "a deleted segment goes at once",
-        dynamic=True,
-    ),
-    inert(
-        "cordoned.log.dirs",
-        ConfigType.LIST,
-        "",
-        "corral has one data directory, log.dirs",
-        dynamic=True,
-    ),
-    inert(
-        "max.connection.creation.rate", ConfigType.INT, INT32_MAX, _CONNECTION_LIMITS, dynamic=True
-    ),
-    inert(
-        "max.connections.per.ip.overrides", ConfigType.STRING, "", _CONNECTION_LIMITS, dynamic=True
-    ),
-    inert("num.replica.fetchers", ConfigType.INT, 1, _SINGLE_NODE, dynamic=True),
-    inert(
-        "producer.id.expiration.ms",
-        ConfigType.INT,
-        86400000,
-        "a producer's state goes when its batches leave the log, not after a time",
-        dynamic=True,
-    ),
-    inert(
-        "transaction.partition.verification.enable", ConfigType.BOOLEAN, True, _NO_TXN, dynamic=True
-    ),
-    inert(
-        "share.coordinator.cached.buffer.max.bytes",
-        ConfigType.INT,
-        1048588,
-        _NO_SHARE,
-        dynamic=True,
-    ),
-    inert(
-        "metric.reporters",
-        ConfigType.LIST,
-        "org.apache.kafka.common.metrics.JmxReporter",
-        "corral's metrics are served for Prometheus (corral.metrics.listen), not by Java reporters",
-        dynamic=True,
-    ),
-    inert(
-        "config.providers",
-        ConfigType.LIST,
-        "",
-        "corral does not resolve ${provider:path:key} references in settings",
-        dynamic=True,
-    ),
 ]
 
 # Kafka's dynamic broker configs that corral applies while it runs: the topic defaults (open
@@ -870,7 +529,7 @@ _DYNAMIC = {
 
 BROKER_SETTINGS: dict[str, Setting] = {
     s.name: replace(s, dynamic=True) if s.name in _DYNAMIC else s
-    for s in LISTENER_SETTINGS + SASL_SETTINGS + _CORRAL + _INERT + _INERT_DYNAMIC
+    for s in LISTENER_SETTINGS + SECURITY_SETTINGS + _CORRAL + INERT + INERT_DYNAMIC
 }
 
 # Dynamic in Kafka, read at startup only by corral (a restart applies them): a change answers

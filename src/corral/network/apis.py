@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from . import _core
-from .errors import ErrorCode
+from corral import _core
+from corral.later import Later
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from corral.broker import Broker
 
 
 class ApiKey(IntEnum):
@@ -59,79 +59,6 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
 
 
-class Later:
-    """An answer known later, without a task waiting for it: the one deferred-answer primitive.
-    A parked JoinGroup or SyncGroup, an OffsetCommit until its records are fsynced, a coordinator
-    write until it is durable. Whoever knows the answer calls `resolve(value)` (the first value
-    wins); whoever waits registers `then(callback)`, called at once if the value is already there.
-    A handler may return one; the server sends its value when it is resolved."""
-
-    __slots__ = ("_value", "_resolved", "_callbacks")
-
-    def __init__(self) -> None:
-        self._resolved = False
-        self._value: Any = None
-        self._callbacks: list[Callable[[Any], None]] | None = None
-
-    @classmethod
-    def of(cls, value: Any) -> Later:
-        """A Later resolved already."""
-        later = cls()
-        later.resolve(value)
-        return later
-
-    @property
-    def resolved(self) -> bool:
-        return self._resolved
-
-    @property
-    def value(self) -> Any:
-        """The value, or None while unresolved (in-process tests read answers this way)."""
-        return self._value
-
-    def resolve(self, value: Any) -> None:
-        if self._resolved:
-            return
-        self._value, self._resolved = value, True
-        callbacks, self._callbacks = self._callbacks, None
-        for callback in callbacks or ():
-            callback(value)
-
-    def then(self, callback: Callable[[Any], None]) -> None:
-        if self._resolved:
-            callback(self._value)
-        elif self._callbacks is None:
-            self._callbacks = [callback]
-        else:
-            self._callbacks.append(callback)
-
-    def map(self, fn: Callable[[Any], Any]) -> Later:
-        """A Later resolved with `fn(value)` once this one is resolved."""
-        out = Later()
-        self.then(lambda value: out.resolve(fn(value)))
-        return out
-
-
-def first_error(laters: list[Later]) -> Later:
-    """Resolved once every Later (each resolving to an ErrorCode) is, with the first failure in
-    list order, or NONE: a request whose several writes must all be durable."""
-    out = Later()
-    left = len(laters)
-    if not left:
-        out.resolve(ErrorCode.NONE)
-        return out
-
-    def one_done(_: Any) -> None:
-        nonlocal left
-        left -= 1
-        if left == 0:
-            out.resolve(next((e for e in (w.value for w in laters) if e), ErrorCode.NONE))
-
-    for later in laters:
-        later.then(one_done)
-    return out
-
-
 # A handler gets the broker and the decoded request; it returns the response body as a dict, or
 # None when no response is sent (Produce with acks=0), or a whole response frame the compiled core
 # encoded itself (Fetch: record bytes never become Python objects), or a `Later` for one of those.
@@ -145,23 +72,26 @@ RUST_OWNED: dict[ApiKey, tuple[int, int]] = {ApiKey.API_VERSIONS: (0, 4)}
 
 # Modules whose import registers handlers: each concern adds its module here.
 HANDLER_MODULES = [
-    "metadata",
-    "topic_admin",
-    "describe_configs",
-    "alter_configs",
-    "groups.handlers.classic",
-    "groups.handlers.offsets",
-    "groups.handlers.admin",
-    "groups.handlers.consumer",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "log_admin",
-    "client_quotas",
-    "producers",
-    "security.sasl",
-    "security.scram_admin",
-    "security.acl_apis",
+    "corral.topics.metadata",
+    "corral.topics.create_topics",
+    "corral.topics.create_partitions",
+    "corral.topics.delete_topics",
+    "corral.config.describe_configs",
+    "corral.config.alter_configs",
+    "corral.config.client_quotas",
+    "corral.groups.handlers.classic",
+    "corral.groups.handlers.offsets",
+    "corral.groups.handlers.admin",
+    "corral.groups.handlers.consumer",
+    "corral.partitions.produce",
+    "corral.partitions.fetch",
+    "corral.partitions.list_offsets",
+    "corral.partitions.describe_log_dirs",
+    "corral.partitions.delete_records",
+    "corral.partitions.producer_ids",
+    "corral.security.sasl",
+    "corral.security.scram_admin",
+    "corral.security.acl_apis",
 ]
 
 HANDLERS: dict[int, Handler] = {}
@@ -184,5 +114,5 @@ def handles(key: ApiKey, min_version: int, max_version: int) -> Callable[[Handle
 
 def api_table() -> _core.ApiTable:
     for name in HANDLER_MODULES:
-        importlib.import_module(f".{name}", __package__)
+        importlib.import_module(name)
     return _core.ApiTable(sorted((int(k), lo, hi) for k, (lo, hi) in VERSIONS.items()))

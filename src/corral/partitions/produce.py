@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core
-from .apis import ApiKey, handles
-from .clock import wall_ms
-from .errors import ErrorCode
-from .log import StorageError, storage_warning
-from .security.acls import AclOperation
-from .security.authorize import TOPIC, filter_allowed
+from corral import _core
+from corral.clock import wall_ms
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.partitions.store import StorageError, storage_warning
+from corral.security.acls import AclOperation
+from corral.security.authorize import TOPIC, filter_allowed
 
 LOG_APPEND_TIME = "LogAppendTime"
 

@@ -5,7 +5,7 @@ corral does not have the behaviour (README, "Topic settings")."""
 
 from __future__ import annotations
 
-from .config_types import (
+from corral.config.types import (
     INT32_MAX,
     INT64_MAX,
     ConfigType,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .config_types import ConfigSource, ConfigType, Setting
+from corral.config.types import ConfigSource, ConfigType, Setting
 
 ROOT = "root"
 

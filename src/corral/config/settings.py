@@ -18,8 +18,10 @@ import tomllib
 from collections.abc import Callable
 from typing import Any
 
-from .broker_settings import BROKER_SETTINGS, LISTENER_PREFIX_ONLY, PER_BROKER, STARTUP_ONLY
-from .config_types import (
+from corral.config.broker import BROKER_SETTINGS, LISTENER_PREFIX_ONLY, PER_BROKER, STARTUP_ONLY
+from corral.config.listeners import PER_LISTENER
+from corral.config.topics import TOPIC_SETTINGS
+from corral.config.types import (
     INT32_MAX,
     INT64_MAX,
     ConfigError,
@@ -30,8 +32,6 @@ from .config_types import (
     physical_memory_tenth,
     render,
 )
-from .listener_settings import PER_LISTENER
-from .topic_settings import TOPIC_SETTINGS
 
 __all__ = [
     "BROKER_SETTINGS",

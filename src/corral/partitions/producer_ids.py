@@ -15,11 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .apis import ApiKey, handles
-from .errors import ErrorCode
-from .files import replace_durably
-from .security.acls import AclOperation, ResourceType
-from .security.authorize import client_address, cluster_allowed
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.partitions.files import replace_durably
+from corral.security.acls import AclOperation, ResourceType
+from corral.security.authorize import client_address, cluster_allowed
 
 BLOCK_SIZE = 1000
 NO_PRODUCER_ID = -1

@@ -15,11 +15,11 @@ from typing import Any
 
 import trio
 
-from .apis import ApiKey, handles
-from .errors import ErrorCode
-from .log import StorageError, storage_warning
-from .security.acls import AclOperation
-from .security.authorize import TOPIC, filter_allowed
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.partitions.store import StorageError, storage_warning
+from corral.security.acls import AclOperation
+from corral.security.authorize import TOPIC, filter_allowed
 
 INVALID_SESSION_ID = 0
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config_types import ConfigError, ConfigType, Setting, inert, one_of, string_value
+from corral.config.types import ConfigError, ConfigType, Setting, inert, one_of, string_value
 
 _PEM_ONLY = "corral reads PEM keystores and truststores only: PEM files need no password"
 _RUSTLS = "TLS is rustls's, set up from PEM stores, not a Java security provider's"
 
 
 def _listeners(value: Any) -> str:
-    from .listeners import parse_endpoints
+    from corral.network.listeners import parse_endpoints
 
     text = str(value).strip()
     if not parse_endpoints(text):
@@ -24,7 +24,7 @@ def _listeners(value: Any) -> str:
 
 
 def _advertised(value: Any) -> str:
-    from .listeners import parse_endpoints
+    from corral.network.listeners import parse_endpoints
 
     text = str(value).strip()
     parse_endpoints(text)
@@ -32,7 +32,7 @@ def _advertised(value: Any) -> str:
 
 
 def _protocol_map(value: Any) -> str:
-    from .listeners import parse_protocol_map
+    from corral.network.listeners import parse_protocol_map
 
     text = str(value).strip()
     parse_protocol_map(text)
@@ -59,7 +59,7 @@ def _tls_protocols(value: Any) -> str:
 
 
 def _principal_mapping_rules(value: Any) -> str:
-    from . import _core
+    from corral import _core
 
     text = str(value)
     try:

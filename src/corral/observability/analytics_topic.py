@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from . import _core
-from .clock import wall_ms
-from .log import StorageError, storage_warning
+from corral import _core
+from corral.clock import wall_ms
+from corral.partitions.store import StorageError, storage_warning
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from corral.broker import Broker
 
 log = logging.getLogger("corral.analytics")
 

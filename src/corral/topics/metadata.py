@@ -10,11 +10,11 @@ from typing import Any
 
 import trio
 
-from .apis import ApiKey, handles
-from .errors import ErrorCode
-from .log import storage_warning
-from .security.acls import CLUSTER_NAME, AclOperation
-from .security.authorize import (
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.partitions.store import storage_warning
+from corral.security.acls import CLUSTER_NAME, AclOperation
+from corral.security.authorize import (
     CLUSTER,
     TOPIC,
     allowed,
@@ -22,7 +22,7 @@ from .security.authorize import (
     cluster_allowed,
     filter_allowed,
 )
-from .topics import Topic, TopicError, validate_name
+from corral.topics.registry import Topic, TopicError, validate_name
 
 log = logging.getLogger("corral.metadata")
 

@@ -8,11 +8,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from . import broker_loggers
-from .apis import ApiKey, handles
-from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigError, DynamicConfigRefused, render
-from .config_types import ConfigType, Setting
-from .describe_configs import (
+from corral.config import loggers as broker_loggers
+from corral.config.describe_configs import (
     BROKER,
     BROKER_LOGGER,
     GROUP,
@@ -23,10 +20,19 @@ from .describe_configs import (
     logger_resource,
     refusal,
 )
-from .errors import ErrorCode
-from .group_settings import GROUP_SETTINGS
-from .security.acls import AclOperation
-from .topics import TopicError, validate_configs
+from corral.config.groups import GROUP_SETTINGS
+from corral.config.settings import (
+    BROKER_SETTINGS,
+    TOPIC_SETTINGS,
+    ConfigError,
+    DynamicConfigRefused,
+    render,
+)
+from corral.config.types import ConfigType, Setting
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.security.acls import AclOperation
+from corral.topics.registry import TopicError, validate_configs
 
 log = logging.getLogger("corral.configs")
 

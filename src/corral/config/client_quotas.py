@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .apis import ApiKey, handles
-from .errors import ErrorCode
-from .security.acls import AclOperation
-from .security.authorize import cluster_allowed
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.security.acls import AclOperation
+from corral.security.authorize import cluster_allowed
 
 ENTITY_TYPES = ("user", "client-id", "ip")
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2

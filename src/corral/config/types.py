@@ -97,7 +97,7 @@ def optional_listener(value: Any) -> str:
 def assignor_list(value: Any) -> str:
     """group.consumer.assignors: entries checked (and custom classes imported) now, at load time;
     the value stays the comma-separated list (corral.assignors.AssignorRegistry.from_setting)."""
-    from .assignors import AssignorConfigError, AssignorRegistry, setting_entries
+    from corral.assignors import AssignorConfigError, AssignorRegistry, setting_entries
 
     try:
         entries = setting_entries(value)

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import trio
 
-from .config import TOPIC_SETTINGS, ConfigError, Settings, render
-from .errors import ErrorCode
-from .files import fsync_dir, replace_durably
-from .summarised_warnings import SummarisedWarnings
-from .uuids import random_uuid
+from corral.config.settings import TOPIC_SETTINGS, ConfigError, Settings, render
+from corral.errors import ErrorCode
+from corral.observability.summarised_warnings import SummarisedWarnings
+from corral.partitions.files import fsync_dir, replace_durably
+from corral.uuids import random_uuid
 
 # Kafka's org.apache.kafka.common.internals.Topic rules.
 MAX_NAME_LENGTH = 249

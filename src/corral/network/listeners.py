@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _core
-from .config_types import ConfigError
+from corral import _core
+from corral.config.types import ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .apis import ApiKey, handles
-from .errors import ErrorCode
-from .log import StorageError, storage_warning
-from .security.acls import AclOperation
-from .security.authorize import TOPIC, filter_allowed
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.partitions.store import StorageError, storage_warning
+from corral.security.acls import AclOperation
+from corral.security.authorize import TOPIC, filter_allowed
 
 LATEST = -1
 EARLIEST = -2

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config_types import INT32_MAX, ConfigError, ConfigType, Setting, int_in, parse_bool
+from corral.config.types import INT32_MAX, ConfigError, ConfigType, Setting, int_in, parse_bool
 
 GROUP_SETTINGS: dict[str, Setting] = {
     s.name: s

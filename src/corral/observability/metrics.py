@@ -28,12 +28,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from .apis import ApiKey
-from .durations import DURATION_BOUNDS, Durations
-from .errors import ErrorCode
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey
+from corral.observability.durations import DURATION_BOUNDS, Durations
 
 if TYPE_CHECKING:
-    from .server import Server
+    from corral.server import Server
 
 log = logging.getLogger("corral.metrics")
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import trio
 
-from .config import ConfigError, Settings
-from .files import replace_durably
-from .group_settings import check_group_config
+from corral.config.groups import check_group_config
+from corral.config.settings import ConfigError, Settings
+from corral.partitions.files import replace_durably
 
 log = logging.getLogger("corral.dynamic_configs")
 

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import broker_loggers
-from .apis import ApiKey, handles
-from .config import BROKER_SETTINGS, TOPIC_SETTINGS, ConfigSource, ConfigType, Setting, render
-from .errors import ErrorCode
-from .group_settings import GROUP_SETTINGS
-from .security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from .security.authorize import allowed
+from corral.config import loggers as broker_loggers
+from corral.config.groups import GROUP_SETTINGS
+from corral.config.settings import (
+    BROKER_SETTINGS,
+    TOPIC_SETTINGS,
+    ConfigSource,
+    ConfigType,
+    Setting,
+    render,
+)
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from corral.security.authorize import allowed
 
 TOPIC = 2
 BROKER = 4

@@ -1,11 +1,12 @@
-"""The SASL settings, by Kafka's names. Both may be set for one listener only with Kafka's prefix
-`listener.name.<listener lower-cased>.` (listener_settings.PER_LISTENER)."""
+"""The security settings, by Kafka's names: SASL (both may be set for one listener only with
+Kafka's prefix `listener.name.<listener lower-cased>.`, config/listeners.py PER_LISTENER) and the
+ACL authorizer's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..config_types import ConfigError, ConfigType, Setting, inert, int_in
+from corral.config.types import ConfigError, ConfigType, Setting, inert, int_in, parse_bool
 
 SUPPORTED = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 _NOT_SUPPORTED = {"GSSAPI": "Kerberos", "OAUTHBEARER": "OAuth bearer tokens"}
@@ -97,3 +98,58 @@ SASL_SETTINGS: list[Setting] = [
         ]
     ),
 ]
+
+
+def _authorizer_class(value) -> str:
+    from corral.security.authorizer import AUTHORIZER_CLASSES
+
+    text = str(value).strip()
+    if text and text not in AUTHORIZER_CLASSES:
+        raise ConfigError(
+            f"{text!r} is not available in corral; it has Kafka's ACL authorizer: "
+            f"{' or '.join(AUTHORIZER_CLASSES)}"
+        )
+    return text
+
+
+def _principals(value) -> str:
+    from corral.security.acls import principal_of
+
+    entries = [p.strip() for p in str(value).split(";") if p.strip()]
+    try:
+        return ";".join(principal_of(p) for p in entries)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+_AUTHORIZER_SETTINGS: list[Setting] = [
+    Setting(
+        "authorizer.class.name",
+        ConfigType.STRING,
+        "",
+        _authorizer_class,
+        "ACLs: empty (the default) allows every request, and CreateAcls, DescribeAcls and "
+        "DeleteAcls answer SECURITY_DISABLED. Kafka's ACL authorizer, "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "
+        "kafka.security.authorizer.AclAuthorizer, the same to corral), checks every request "
+        "against the ACLs kafka-acls manages, which corral keeps in acls.json in the data "
+        "directory. Other classes are refused at startup.",
+    ),
+    Setting(
+        "super.users",
+        ConfigType.LIST,
+        "",
+        _principals,
+        "Principals (User:NAME, separated by ;) allowed everything whatever the ACLs say.",
+    ),
+    Setting(
+        "allow.everyone.if.no.acl.found",
+        ConfigType.BOOLEAN,
+        False,
+        parse_bool,
+        "With the authorizer on: whether a resource without any ACL is open to everyone "
+        "(else only super users may use it).",
+    ),
+]
+
+SECURITY_SETTINGS = SASL_SETTINGS + _AUTHORIZER_SETTINGS

@@ -29,12 +29,13 @@ from pathlib import Path
 
 import trio
 
-from . import _core, descriptors
-from .clock import wall_ms
-from .config import INT64_MAX, Settings
-from .durations import Durations
-from .summarised_warnings import SummarisedWarnings
-from .topics import Topic, TopicStore
+from corral import _core
+from corral.clock import wall_ms
+from corral.config.settings import INT64_MAX, Settings
+from corral.network import descriptors as descriptors
+from corral.observability.durations import Durations
+from corral.observability.summarised_warnings import SummarisedWarnings
+from corral.topics.registry import Topic, TopicStore
 
 log = logging.getLogger("corral.log")
 

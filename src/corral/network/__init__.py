@@ -1,0 +1,1 @@
+"""The network front: listeners, the file-descriptor budget, and the API table."""

@@ -1,0 +1,1 @@
+"""What corral tells operators: /metrics, log lines, the analytics topic, summarised warnings."""

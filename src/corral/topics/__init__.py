@@ -1,0 +1,1 @@
+"""Topics: the registry (names, ids, partitions, configs), Metadata, and the topic admin APIs."""
