@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_target_incremental import Group, coordinator  # noqa: E402
+from consumer_harness import Group, coordinator  # noqa: E402
 
 
 def main() -> None:

@@ -4,10 +4,12 @@ change of membership moved."""
 
 from __future__ import annotations
 
+import random
+import sys
 from collections import defaultdict
 from collections.abc import Mapping
 
-from corral.assignors import GroupSpec, MemberSpec, SubscriptionType
+from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor
 
 
 def topic_id(i: int) -> bytes:
@@ -194,8 +196,6 @@ def determinism_digest(groups: int = 150) -> str:
     import hashlib
     import random
 
-    from corral.assignors import RangeAssignor, UniformAssignor
-
     digest = hashlib.sha256()
     assignors = (UniformAssignor(), RangeAssignor())
 
@@ -269,3 +269,27 @@ if __name__ == "__main__":
 
     if sys.argv[1:] == ["determinism-digest"]:
         print(determinism_digest())
+
+
+def one_change(group: GroupSpec, rng: random.Random, step: int) -> GroupSpec:
+    if len(group.members) > 1 and rng.random() < 0.5:
+        return leave(group, rng.choice(list(group.members)))
+    return join(group, f"new{step}", rng.choice(list(group.members.values())).subscribed_topic_ids)
+
+
+def _seeded_group(rng: random.Random):
+    topics = [topic_id(i) for i in range(rng.randint(1, 8))]
+    counts = {t: rng.randint(0, 60) for t in topics}
+    members = rng.randint(1, 40)
+    if rng.random() < 0.5:
+        subscription = frozenset(topics)
+        return GroupSpec(
+            {f"m{i}": MemberSpec(subscription) for i in range(members)},
+            SubscriptionType.HOMOGENEOUS,
+        ), counts
+    rng.shuffle(topics)
+    classes = rng.randint(1, 4)
+    subscriptions = [frozenset(topics[c::classes]) for c in range(classes)]
+    return GroupSpec.of(
+        {f"m{i}": MemberSpec(rng.choice(subscriptions)) for i in range(members)}
+    ), counts

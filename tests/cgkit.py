@@ -30,6 +30,8 @@ import polyglot
 from groupkit import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_ref import DEFAULT_VERSION, compile_java
 from kafka_ref import fetch as kafka_jars
 
@@ -683,3 +685,21 @@ if __name__ == "__main__":
         kafka_jars(TOOLS_VERSION),
         compile_java(TOOL_RUNNER),
     )
+
+
+def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()])
+    for f in futures.values():
+        f.result(timeout=20)
+
+
+def committed(bootstrap: str, group: str, partitions) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(t, p) for t, p in sorted(partitions)]
+    )
+    answer = admin.list_consumer_group_offsets([request])[group].result(timeout=10)
+    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}

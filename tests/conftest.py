@@ -205,3 +205,24 @@ def corral_scenario(tmp_path_factory):
         if broker.alive():
             broker.proc.kill()
             broker.proc.wait()
+
+
+# What reaches corral's Python handlers (tests of what the network thread answers on its own).
+@pytest.fixture
+def python_calls(monkeypatch):
+    """The ConsumerGroupHeartbeats that reach the Python handler."""
+    from python_handlers import record_python_calls
+
+    from corral.network.apis import ApiKey
+
+    return record_python_calls(monkeypatch, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+
+
+@pytest.fixture
+def commit_calls(monkeypatch):
+    """The OffsetCommits that reached the Python handler."""
+    from python_handlers import record_python_calls
+
+    from corral.network.apis import ApiKey
+
+    return record_python_calls(monkeypatch, ApiKey.OFFSET_COMMIT)

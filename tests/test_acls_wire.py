@@ -4,6 +4,7 @@ listener's principal is User:ANONYMOUS, made a super user here."""
 
 from __future__ import annotations
 
+from aclkit import EVERYTHING, creation
 from cgkit import run_tool
 from rawwire import RawClient, closed_within
 
@@ -12,27 +13,6 @@ from corral.network.apis import ApiKey
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SECURED = {"authorizer.class.name": STANDARD, "super.users": "User:ANONYMOUS"}
-EVERYTHING = {
-    "resource_type_filter": 1,
-    "resource_name_filter": None,
-    "pattern_type_filter": 1,
-    "principal_filter": None,
-    "host_filter": None,
-    "operation": 1,
-    "permission_type": 1,
-}
-
-
-def creation(name: str, principal: str = "User:alice", pattern: int = 3, op: int = 3) -> dict:
-    return {
-        "resource_type": 2,
-        "resource_name": name,
-        "resource_pattern_type": pattern,
-        "principal": principal,
-        "host": "*",
-        "operation": op,
-        "permission_type": 3,
-    }
 
 
 def described(client: RawClient, version: int = 3) -> set[tuple]:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from analyzekit import BURROW, CORRAL_DIFFERS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_analyze_rules import BURROW, CORRAL_DIFFERS
 
 from corral._core import _lag
 from corral.analyze import fast
@@ -232,7 +232,7 @@ def test_short_outputs_are_refused():
 def test_job_on_batches_of_three_rows(spark):
     """Groups cut by Arrow batches' ends are put back together whole (the usual case at
     scale)."""
-    from test_analyze_job import assert_tables, rules_tables, run_job
+    from analyzekit import assert_tables, rules_tables, run_job
 
     commits = [
         (g, t, p, ts * 500, (ts * 7 + len(g)) % 40)

@@ -7,50 +7,16 @@ The `spark` fixture (conftest.py) is one local[2] session for the whole run."""
 from __future__ import annotations
 
 import datetime
-import tempfile
 
 import pytest
+from analyzekit import STATUS, assert_tables, rules_tables, run_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from corral.analyze.inputs import COMMITS_SCHEMA, SAMPLES_SCHEMA
-from corral.analyze.job import analyze
 from corral.analyze.rules import (
-    STATUS_NAMES,
     commit_activity,
-    group_status_timeline,
-    partition_lag,
-    partition_status_timeline,
 )
-
-LAG = (
-    "`group` string, topic string, partition int, time_ms long, committed_offset long, "
-    "log_end_offset long, lag_records long, lag_seconds double"
-)
-STATUS = "`group` string, topic string, partition int, time_ms long, status string"
-GROUP = "`group` string, time_ms long, status string"
-
-
-def rules_tables(commits, samples, burrow_compatible=True):
-    """The three tables from the rules run directly: rows in input order, stable-sorted by time."""
-    lag, status, timelines = [], [], {}
-    for key in dict.fromkeys((g, t, p) for g, t, p, _, _ in commits):
-        g, t, p = key
-        c = sorted([(ts, off) for *k, ts, off in commits if tuple(k) == key], key=lambda r: r[0])
-        s = sorted(
-            [(ts, off) for tp, pp, ts, off in samples if (tp, pp) == (t, p)], key=lambda r: r[0]
-        )
-        lag += [(*key, *row) for row in partition_lag(c, s)]
-        rows = partition_status_timeline(c, s, burrow_compatible=burrow_compatible)
-        status += [(*key, ts, STATUS_NAMES[st_]) for ts, st_ in rows]
-        timelines.setdefault(g, []).append(rows)
-    group = [
-        (g, ts, STATUS_NAMES[s])
-        for g, tl in timelines.items()
-        for ts, s in group_status_timeline(tl)
-    ]
-    return lag, status, group
 
 
 def rules_counts(commits, bucket_ms):
@@ -65,25 +31,6 @@ def rules_counts(commits, bucket_ms):
             for r in commit_activity(mine, bucket_ms)
         ]
     return rows
-
-
-def run_job(spark, commits, samples, burrow_compatible=True, bucket_ms=60_000):
-    """Rows in input order: `seq` counts them as a log would. The job's Analyzed."""
-    commits = [(*row, seq) for seq, row in enumerate(commits)]
-    samples = [(*row, None, seq) for seq, row in enumerate(samples)]
-    return analyze(
-        spark.createDataFrame(commits, COMMITS_SCHEMA),
-        spark.createDataFrame(samples, SAMPLES_SCHEMA),
-        tempfile.mkdtemp(prefix="corral-job-"),
-        burrow_compatible=burrow_compatible,
-        bucket_ms=bucket_ms,
-    )
-
-
-def assert_tables(spark, tables, lag, status, group):
-    assertDataFrameEqual(tables.partition_lag, spark.createDataFrame(lag, LAG))
-    assertDataFrameEqual(tables.partition_status, spark.createDataFrame(status, STATUS))
-    assertDataFrameEqual(tables.group_status, spark.createDataFrame(group, GROUP))
 
 
 # Small times and offsets so that equal times, flat stretches, rewinds and stops all show up.

@@ -8,9 +8,9 @@ import math
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from analyzekit import rules_tables
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_analyze_job import rules_tables
 
 from corral.analyze import lag_rows as rows
 from corral.analyze.rules import STATUS_NAMES

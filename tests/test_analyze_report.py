@@ -9,8 +9,8 @@ import io
 from html.parser import HTMLParser
 
 import numpy as np
+from analyzekit import make_inputs
 from matplotlib import image
-from test_analyze_tables import make_inputs
 
 from corral.analyze import inputs as inp
 from corral.analyze.job import analyze

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from analyzekit import _REWOUND, BURROW, CORRAL_DIFFERS, _window
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,6 @@ from corral.analyze.rules import (
     ActivityRow,
     LagRow,
     StatusRow,
-    WindowCommit,
     commit_activity,
     group_status,
     group_status_timeline,
@@ -201,200 +201,6 @@ def test_partition_lag(commits, samples, at, expected):
 # -- Burrow's evaluator: caching_test.go's table -------------------------------------------------
 
 
-def _window(*rows):
-    return [WindowCommit(ts, off, lag) for off, ts, lag in rows]
-
-
-_B = _window(
-    (1000, 100000, 0),
-    (2000, 200000, 50),
-    (3000, 300000, 100),
-    (4000, 400000, 150),
-    (5000, 500000, 200),
-)
-_ALWAYS_LAG = _window(
-    (1000, 100000, 50),
-    (2000, 200000, 100),
-    (3000, 300000, 150),
-    (4000, 400000, 200),
-    (5000, 500000, 250),
-)
-_STALL = _window(
-    (1000, 100000, 100),
-    (1000, 200000, 150),
-    (1000, 300000, 200),
-    (1000, 400000, 250),
-    (1000, 500000, 300),
-)
-_REWOUND = _window(
-    (1000, 100000, 100),
-    (2000, 200000, 150),
-    (3000, 300000, 200),
-    (2000, 400000, 1250),
-    (4000, 500000, 300),
-)
-_FAST = _window(
-    *(
-        (792748079 + i, t, 0)
-        for i, t in enumerate(
-            [
-                1512224618356,
-                1512224619362,
-                1512224620366,
-                1512224621367,
-                1512224622370,
-                1512224623373,
-                1512224624378,
-                1512224625379,
-                1512224626383,
-                1512224627383,
-                1512224628383,
-                1512224629388,
-                1512224630391,
-                1512224631394,
-                1512224632397,
-            ]
-        )
-    )
-)
-
-# (window, broker offsets, current lag, timeNow in s, allowed lag, isLagAlwaysNotZero,
-#  checkIfOffsetsRewind, checkIfOffsetsStopped, checkIfOffsetsStalled, checkIfLagNotDecreasing,
-#  checkIfRecentLagZero, status), indexed as in caching_test.go
-BURROW = [
-    (_B, [5200], 200, 600, 0, False, -1, False, False, True, False, OK),  # 0
-    (_B, [5200], 200, 900, 0, False, -1, False, False, True, False, OK),  # 1
-    (_B, [5200], 200, 1000, 0, False, -1, True, False, True, False, STOP),  # 2
-    (_ALWAYS_LAG, [5250], 250, 1000, 0, True, -1, True, False, True, False, STOP),  # 3
-    (
-        _window(
-            (1000, 100000, 0),
-            (1000, 200000, 50),
-            (1000, 300000, 100),
-            (1000, 400000, 150),
-            (1000, 500000, 200),
-        ),
-        [1200],
-        200,
-        600,
-        0,
-        False,
-        -1,
-        False,
-        True,
-        True,
-        False,
-        OK,
-    ),
-    (_STALL, [1300], 300, 600, 0, True, -1, False, True, True, False, STALL),  # 5
-    (
-        _window(*((1000, t, 100) for t in range(100000, 600000, 100000))),
-        [1100],
-        100,
-        600,
-        0,
-        True,
-        -1,
-        False,
-        True,
-        True,
-        False,
-        STALL,
-    ),  # 6
-    (_REWOUND, [4300], 300, 600, 0, True, 3, False, False, False, False, OK),  # 7
-    (_ALWAYS_LAG, [5250], 0, 1000, 0, True, -1, True, False, True, False, OK),  # 8
-    (
-        _FAST,
-        [792749024, 792749000, 792748800, 792748600, 792748500],
-        931,
-        1512224650,
-        0,
-        False,
-        -1,
-        True,
-        False,
-        True,
-        False,
-        STOP,
-    ),  # 9
-    (
-        _FAST,
-        [792748094, 792748093, 792748093, 792748093],
-        1,
-        1512224650,
-        0,
-        False,
-        -1,
-        True,
-        False,
-        True,
-        True,
-        OK,
-    ),  # 10
-    (
-        _window(
-            (1000, 100000, 0),
-            (1500, 150000, None),
-            (2000, 200000, 50),
-            (2500, 250000, None),
-            (3000, 300000, 100),
-            (3500, 350000, None),
-            (4000, 400000, 150),
-            (4500, 450000, None),
-            (5000, 500000, 200),
-            (5500, 550000, None),
-        ),
-        [5700],
-        200,
-        600,
-        0,
-        False,
-        -1,
-        False,
-        False,
-        True,
-        False,
-        OK,
-    ),  # 11
-    (
-        _window((1000, 100000, 2), (2000, 200000, 1), (2000, 300000, 1)),
-        [2001],
-        1,
-        550,
-        1,
-        False,
-        -1,
-        True,
-        False,
-        False,
-        False,
-        OK,
-    ),  # 12
-    (_STALL, [1300], 300, 600, 99, True, -1, False, True, True, False, STALL),  # 13
-    (_REWOUND, [4300], 300, 600, 99, True, 3, False, False, False, False, OK),  # 14
-    (
-        _window(
-            (1000, 100000, 100),
-            (2000, 200000, 150),
-            (3000, 300000, 200),
-            (2000, 400000, 1250),
-            (2500, 500000, 300),
-        ),
-        [4300],
-        300,
-        600,
-        0,
-        True,
-        3,
-        False,
-        False,
-        False,
-        False,
-        REWIND,
-    ),  # 15
-]
-
-
 @pytest.mark.parametrize("case", BURROW, ids=[f"burrow-{i}" for i in range(len(BURROW))])
 def test_burrow_rules(case):
     (
@@ -480,12 +286,6 @@ def test_quiet_partition_timeline(burrow_compatible, at_20s):
         21000,
     ]
     assert [r.status for r in got[-3:]] == [OK, at_20s, STOP]
-
-
-# Burrow's table in corral's mode: rows 2 and 3 are STOPs of a log end that has not moved since
-# the last commit (broker offset = last commit + its lag), which corral does not call STOP; row 9's
-# log end moved (lag 0 at the last commit, 931 now), so it stays STOP.
-CORRAL_DIFFERS = {2: OK, 3: WARN}
 
 
 @pytest.mark.parametrize(

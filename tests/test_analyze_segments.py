@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cgkit import CG_FAST
+from cgkit import CG_FAST, create_topics
 from confluent_kafka import Consumer, Producer, TopicPartition
-from test_consumer_groups_clients import create_topics
 
 from corral import _core
 from corral.analyze import analytics_records, segments

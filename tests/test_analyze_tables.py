@@ -4,14 +4,12 @@ the run (the `spark` fixture of conftest.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pyarrow as pa
+from analyzekit import COMMITS, EVENTS, C, K, event, make_inputs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from corral.analyze import inputs as inp
 from corral.analyze import lag_rows
 from corral.analyze.event_rules import skew
 from corral.analyze.job import write_tables
@@ -32,162 +30,6 @@ LAG = (
 MINUTE = 60_000
 
 
-def event(t, group, name, protocol, **value):
-    return (
-        t,
-        group,
-        name,
-        protocol,
-        {"v": 1, "event": name, "group_id": group, "protocol": protocol, **value},
-    )
-
-
-def rebalance_end(t, group, protocol, members, before, cause, start_ms, **epoch):
-    return event(
-        t,
-        group,
-        "rebalance_end",
-        protocol,
-        members=members,
-        members_before=before,
-        cause=cause,
-        start_ms=start_ms,
-        duration_ms=None if start_ms is None else t - start_ms,
-        **epoch,
-    )
-
-
-C, K = "classic", "consumer"
-EVENTS = [
-    # A classic group: m1 joins, m2 joins (and gets nothing), m2 expires mid-history.
-    event(1000, "gc", "member_joined", C, member_id="m1", generation_id=0),
-    event(
-        1000,
-        "gc",
-        "rebalance_start",
-        C,
-        generation_id=0,
-        members_before=0,
-        members=1,
-        cause="adding member m1",
-    ),
-    rebalance_end(1200, "gc", C, 1, 0, "adding member m1", 1000, generation_id=1),
-    event(
-        1200,
-        "gc",
-        "generation_assignment",
-        C,
-        generation_id=1,
-        protocol_type="consumer",
-        protocol_name="range",
-        assignment={"m1": [["t", 0], ["t", 1]]},
-    ),
-    event(61000, "gc", "member_joined", C, member_id="m2", generation_id=1),
-    event(
-        61000,
-        "gc",
-        "rebalance_start",
-        C,
-        generation_id=1,
-        members_before=1,
-        members=2,
-        cause="adding member m2",
-    ),
-    rebalance_end(61500, "gc", C, 2, 1, "adding member m2", 61000, generation_id=2),
-    event(
-        61500,
-        "gc",
-        "generation_assignment",
-        C,
-        generation_id=2,
-        protocol_type="consumer",
-        protocol_name="range",
-        assignment={"m1": [["t", 0], ["t", 1]], "m2": []},
-    ),
-    event(62000, "gc", "member_expired", C, member_id="m2", reason="session_timeout"),
-    event(
-        62000,
-        "gc",
-        "rebalance_start",
-        C,
-        generation_id=2,
-        members_before=2,
-        members=1,
-        cause="member m2 expired",
-    ),
-    event(
-        62500,
-        "gc",
-        "commit_rejected",
-        C,
-        error_code=22,
-        error="ILLEGAL_GENERATION",
-        count=3,
-        last_ms=62600,
-    ),
-    # A consumer group seen from a broker restart on: its first end has no start.
-    rebalance_end(5000, "gk", K, 2, None, None, None, group_epoch=4),
-    event(
-        5000,
-        "gk",
-        "target_assignment",
-        K,
-        group_epoch=4,
-        assignment={"a": [["t", 0]], "b": [["t", 1]]},
-    ),
-    event(7000, "gk", "member_left", K, member_id="b", reason="left", group_epoch=4),
-    event(
-        7000,
-        "gk",
-        "rebalance_start",
-        K,
-        group_epoch=5,
-        members_before=2,
-        members=1,
-        cause="member_left",
-    ),
-    event(
-        7100, "gk", "target_assignment", K, group_epoch=5, assignment={"a": [["t", 0], ["t", 1]]}
-    ),
-    event(
-        7100,
-        "gk",
-        "member_epoch",
-        K,
-        member_id="a",
-        member_epoch=5,
-        previous_member_epoch=4,
-        state="stable",
-    ),
-    rebalance_end(7200, "gk", K, 1, 2, "member_left", 7000, group_epoch=5),
-    event(
-        130000,
-        "gk",
-        "commit_rejected",
-        K,
-        error_code=113,
-        error="STALE_MEMBER_EPOCH",
-        count=2,
-        last_ms=130100,
-    ),
-    event(
-        130500,
-        "gk",
-        "commit_rejected",
-        K,
-        error_code=25,
-        error="UNKNOWN_MEMBER_ID",
-        count=1,
-        last_ms=130500,
-    ),
-]
-COMMITS = [
-    ("gc", "t", 0, 1100, 10),
-    ("gc", "t", 1, 1100, 3),
-    ("gc", "t", 0, 1300, 10),
-    ("gc", "t", 0, 61100, 5),
-    ("gk", "t", 0, 5100, 20),
-]
 # partition_lag as the job makes it; only time, lag_records and lag_seconds matter here.
 LAG_ROWS = [
     ("gc", "t", 0, 1100, 5, 1.0),
@@ -198,17 +40,6 @@ LAG_ROWS = [
     ("gk", "t", 0, 5100, 7, 0.7),
     ("gk", "t", 0, 7150, 3, 0.3),
 ]
-
-
-def make_inputs(spark, commits=COMMITS, events=EVENTS):
-    commits = spark.createDataFrame(
-        [(*c, seq) for seq, c in enumerate(commits)], inp.COMMITS_SCHEMA
-    )
-    events = spark.createDataFrame(
-        [(t, g, name, p, json.dumps(v), seq) for seq, (t, g, name, p, v) in enumerate(events)],
-        inp.EVENTS_SCHEMA,
-    )
-    return inp.Inputs(commits, spark.createDataFrame([], inp.SAMPLES_SCHEMA), events)
 
 
 def partition_lag(spark, rows=LAG_ROWS):

@@ -12,9 +12,11 @@ import random
 
 import pytest
 from assignor_checks import (
+    _seeded_group,
     class_imbalance,
     minimal_moves,
     moved,
+    one_change,
     per_topic_imbalance,
     rebalancing_chain,
     topic_id,
@@ -22,7 +24,6 @@ from assignor_checks import (
     with_previous,
 )
 from kafka_assignors import KafkaAssignors
-from test_assignors_properties import _seeded_group, one_change
 
 from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor
 

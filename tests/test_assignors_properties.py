@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from assignor_checks import (
+    _seeded_group,
     check_assignment,
     class_imbalance,
     determinism_digest,
@@ -21,6 +22,7 @@ from assignor_checks import (
     leave,
     minimal_moves,
     moved,
+    one_change,
     per_topic_imbalance,
     rebalancing_chain,
     topic_id,
@@ -118,12 +120,6 @@ def test_uniform_on_thousands_of_members(case):
     assert moved(first, UNIFORM.assign(again, counts)) == 0  # nothing to change: nothing moves
 
 
-def one_change(group: GroupSpec, rng: random.Random, step: int) -> GroupSpec:
-    if len(group.members) > 1 and rng.random() < 0.5:
-        return leave(group, rng.choice(list(group.members)))
-    return join(group, f"new{step}", rng.choice(list(group.members.values())).subscribed_topic_ids)
-
-
 @CHECKS
 @given(
     groups(max_members=40, max_topics=8, max_partitions=60, disjoint=True),
@@ -187,24 +183,6 @@ def test_uniform_moves_exactly_what_balance_needs_on_fixed_groups():
         assert_balanced(group, counts, after)
         assert moved(before, after) == minimal_moves(group, counts, before), seed
     assert _assign.fallback_count() == fallbacks
-
-
-def _seeded_group(rng: random.Random):
-    topics = [topic_id(i) for i in range(rng.randint(1, 8))]
-    counts = {t: rng.randint(0, 60) for t in topics}
-    members = rng.randint(1, 40)
-    if rng.random() < 0.5:
-        subscription = frozenset(topics)
-        return GroupSpec(
-            {f"m{i}": MemberSpec(subscription) for i in range(members)},
-            SubscriptionType.HOMOGENEOUS,
-        ), counts
-    rng.shuffle(topics)
-    classes = rng.randint(1, 4)
-    subscriptions = [frozenset(topics[c::classes]) for c in range(classes)]
-    return GroupSpec.of(
-        {f"m{i}": MemberSpec(rng.choice(subscriptions)) for i in range(members)}
-    ), counts
 
 
 @pytest.mark.parametrize("kind", ["homogeneous", "heterogeneous"])

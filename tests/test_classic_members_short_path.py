@@ -26,16 +26,25 @@ from classic_members_kit import (
 from consumer_harness import RecordingLog
 from python_handlers import record_python_calls
 from rawwire import RawClient
-from test_consumer_short_path import Member, create_topic, poll_for, settle, with_broker
+from shortpath import (
+    FENCED_INSTANCE_ID,
+    GROUP_AUTHORIZATION_FAILED,
+    ILLEGAL_GENERATION,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    Classic,
+    Member,
+    create_topic,
+    poll_for,
+    settle,
+    settle_mixed,
+    with_broker,
+)
 
-from corral import _core
 from corral.errors import ErrorCode
-from corral.groups.consumer import ConsumerGroup, MemberState
+from corral.groups.consumer import ConsumerGroup
 from corral.network.apis import ApiKey
-
-NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 0, 22, 25
-REBALANCE_IN_PROGRESS, GROUP_AUTHORIZATION_FAILED, FENCED_INSTANCE_ID = 27, 30, 82
-
 
 # ================================================================================ in process ===
 
@@ -111,101 +120,6 @@ def test_the_view_answers_classic_members_only_as_the_coordinator_does(seed):
 def heartbeat_calls(monkeypatch):
     """The Heartbeats that reach the Python handler."""
     return record_python_calls(monkeypatch, ApiKey.HEARTBEAT)
-
-
-class Classic:
-    """A classic member (eager "range": it owns nothing when it rejoins) over raw frames."""
-
-    def __init__(
-        self,
-        port: int,
-        group_id: str,
-        instance_id: str | None = None,
-        session_timeout_ms: int = 10000,
-    ):
-        self.client = RawClient(port)
-        self.group_id, self.instance_id = group_id, instance_id
-        self.session_timeout_ms = session_timeout_ms
-        self.member_id, self.generation = "", -1
-
-    def join(self) -> int:
-        metadata = _core.encode_consumer_subscription(3, ["t"], [], self.generation)
-        body = {
-            "group_id": self.group_id,
-            "session_timeout_ms": self.session_timeout_ms,
-            "rebalance_timeout_ms": 10000,
-            "member_id": self.member_id,
-            "group_instance_id": self.instance_id,
-            "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": metadata}],
-            "reason": None,
-        }
-        answer = self.client.call(ApiKey.JOIN_GROUP, 9, body)
-        if answer["error_code"] == 79:  # MEMBER_ID_REQUIRED
-            self.member_id = body["member_id"] = answer["member_id"]
-            answer = self.client.call(ApiKey.JOIN_GROUP, 9, body)
-        if answer["error_code"] == 0:
-            self.member_id, self.generation = answer["member_id"], answer["generation_id"]
-        return answer["error_code"]
-
-    def sync(self) -> int:
-        return self.client.call(
-            ApiKey.SYNC_GROUP,
-            5,
-            {
-                "group_id": self.group_id,
-                "generation_id": self.generation,
-                "member_id": self.member_id,
-                "group_instance_id": self.instance_id,
-                "protocol_type": "consumer",
-                "protocol_name": "range",
-                "assignments": [],
-            },
-        )["error_code"]
-
-    def heartbeat_body(self, **fields) -> dict:
-        return {
-            "group_id": self.group_id,
-            "generation_id": self.generation,
-            "member_id": self.member_id,
-            "group_instance_id": self.instance_id,
-            **fields,
-        }
-
-    def heartbeat(self, **fields) -> int:
-        return self.client.call(ApiKey.HEARTBEAT, 4, self.heartbeat_body(**fields))["error_code"]
-
-    def heartbeat_frame(self) -> bytes:
-        """The raw response frame to a Heartbeat, without its correlation id."""
-        self.client.send(ApiKey.HEARTBEAT, 4, self.heartbeat_body())
-        return self.client.receive_frame()[4:]
-
-
-def settle_mixed(broker, consumers: list[Member], classics: list[Classic]) -> ConsumerGroup:
-    """Acknowledgements and heartbeats (a classic member told to rejoin rejoins and syncs) until
-    the group is Stable with every classic member STABLE at the assignment epoch."""
-    group = broker.groups.groups[classics[0].group_id]
-
-    def settled() -> bool:
-        return group.state_name == "Stable" and all(
-            group.members[x.member_id].epoch == group.assignment_epoch == x.generation
-            and group.members[x.member_id].current.state is MemberState.STABLE
-            for x in classics
-        )
-
-    for _ in range(20):
-        for m in consumers:
-            assert m.acknowledge()["error_code"] == 0
-        for x in classics:
-            code = x.heartbeat()
-            if code == REBALANCE_IN_PROGRESS:
-                assert x.join() == 0 and x.sync() == 0
-            else:
-                assert code == NONE
-        if broker.run(settled):
-            return group
-        time.sleep(0.05)
-    raise AssertionError("the mixed group did not settle")
 
 
 def test_steady_classic_heartbeats_skip_python_and_the_rest_get_kafkas_answers(

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 
+from analyticskit import group_events, wait_events
 from groupkit import FAST_GROUPS
 from rawwire import RawClient
-from test_analytics_log import group_events, wait_events
-from test_consumer_short_path import Member, create_topic
-from test_groups_protocol import commit, join, sync
+from shortpath import Member, create_topic
+from wire_groups import commit, join, sync
 
 from corral.analyze.event_rules import rebalances
 from corral.errors import ErrorCode

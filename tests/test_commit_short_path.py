@@ -12,11 +12,10 @@ import time
 import pytest
 from groupkit import FAST_GROUPS, wait_until
 from rawwire import RawClient
-from test_commit_verdicts_wire import commit_calls  # noqa: F401 (a fixture)
-from test_consumer_short_path import create_topic, with_broker
-from test_data_plane_protocol import fetch as data_fetch
-from test_groups_protocol import fetch, join, sync
-from test_metrics import Scraper
+from scraper import Scraper
+from shortpath import create_topic, with_broker
+from wire_data import fetch as data_fetch
+from wire_groups import fetch, join, sync
 
 from corral import _core
 from corral.errors import ErrorCode
@@ -163,7 +162,7 @@ def last_in_log(client: RawClient, group: str) -> dict[int, int | None]:
     return last
 
 
-def test_a_python_write_pending_keeps_the_group_commits_python(tmp_path, commit_calls):  # noqa: F811
+def test_a_python_write_pending_keeps_the_group_commits_python(tmp_path, commit_calls):
     """A commit through Python (v4) waits for its fsync pass; a v8 commit of the same partition
     arriving meanwhile goes to Python too, after it: memory ends as the log says (were the
     network thread to take it, the pass would apply it first and Python's older one over it)."""
@@ -232,7 +231,7 @@ def test_a_group_deleted_while_its_commits_are_in_flight_keeps_none(tmp_path):
     with_broker(tmp_path, scenario, **{"group.initial.rebalance.delay.ms": 0})
 
 
-def test_what_the_network_thread_leaves_to_python(tmp_path, commit_calls):  # noqa: F811
+def test_what_the_network_thread_leaves_to_python(tmp_path, commit_calls):
     """Unknown topics and partitions, metadata over offset.metadata.max.bytes, v2-4 and a
     "simple" commit: answered by Python, as Kafka answers them."""
 
@@ -272,7 +271,7 @@ def test_what_the_network_thread_leaves_to_python(tmp_path, commit_calls):  # no
     )
 
 
-def test_off_when_disabled(tmp_path, commit_calls):  # noqa: F811
+def test_off_when_disabled(tmp_path, commit_calls):
     def scenario(broker) -> None:
         assert broker.groups.log.core_commits is None
         with RawClient(broker.port) as client:
@@ -293,7 +292,7 @@ def test_off_when_disabled(tmp_path, commit_calls):  # noqa: F811
     )
 
 
-def test_with_an_authorizer_after_python_authorized_group_and_topics(tmp_path, commit_calls):  # noqa: F811
+def test_with_an_authorizer_after_python_authorized_group_and_topics(tmp_path, commit_calls):
     """With ACLs, a connection's first commit is Python's (GROUP and TOPIC READ); its next ones
     to the same group and topics are the network thread's, until the ACLs change: a DENY of
     TOPIC READ then refuses the very next commit (Python's again)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from classic_harness import S
+from classic_harness import TABLES, S, run_case
 from classic_members_kit import (
     ClassicClient,
     classic_group,
@@ -20,7 +20,6 @@ from classic_members_kit import (
     setup,
 )
 from consumer_harness import ConsumerDriver, Topics, answer, make_coordinator
-from test_classic_state_machine import TABLES, run_case
 
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup

@@ -10,22 +10,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from python_handlers import record_python_calls
 from rawwire import RawClient
-from test_classic_members_short_path import Classic, settle_mixed
-from test_consumer_short_path import Member, create_topic, settle, with_broker
+from shortpath import Classic, Member, create_topic, settle, settle_mixed, with_broker
 
 from corral import _core
 from corral.network.apis import ApiKey
 
 NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION = 0, 22, 25, 35
 REBALANCE_IN_PROGRESS, STALE_MEMBER_EPOCH = 27, 113
-
-
-@pytest.fixture
-def commit_calls(monkeypatch):
-    """The OffsetCommits that reached the Python handler."""
-    return record_python_calls(monkeypatch, ApiKey.OFFSET_COMMIT)
 
 
 def commit(

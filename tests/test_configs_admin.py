@@ -9,44 +9,19 @@ import time
 
 import pytest
 from cgkit import CONFIG_COMMAND, run_tool
+from configkit import admin, described, incremental
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewTopic,
     ResourceType,
 )
 from rawwire import RawClient
-from test_consumer_short_path import Member, create_topic, settle, with_broker
+from shortpath import Member, create_topic, settle, with_broker
 
 from corral.network.apis import ApiKey
-
-
-def admin(broker) -> AdminClient:
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
-
-
-def described(client: AdminClient, resource: ConfigResource) -> dict[str, tuple[str, int]]:
-    configs = client.describe_configs([resource])[resource].result(timeout=10)
-    return {name: (entry.value, entry.source) for name, entry in configs.items()}
-
-
-def incremental(client: AdminClient, resource: ConfigResource, **ops) -> None:
-    entries = [
-        ConfigEntry(
-            name.replace("_", "."),
-            value,
-            incremental_operation=AlterConfigOpType.DELETE
-            if value is None
-            else AlterConfigOpType.SET,
-        )
-        for name, value in ops.items()
-    ]
-    resource = ConfigResource(resource.restype, resource.name, incremental_configs=entries)
-    client.incremental_alter_configs([resource])[resource].result(timeout=10)
 
 
 def test_kafka_configs_alters_topics_brokers_and_groups_durably(corral_factory):

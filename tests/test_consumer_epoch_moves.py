@@ -25,8 +25,8 @@ from consumer_harness import (
 )
 from python_handlers import record_python_calls
 from rawwire import RawClient
-from test_consumer_short_path import CLIENT, Member, create_topic, settle, with_broker
-from test_metrics import Scraper
+from scraper import Scraper
+from shortpath import CLIENT, Member, create_topic, settle, with_broker
 
 from corral import _core
 from corral.errors import ErrorCode

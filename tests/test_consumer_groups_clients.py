@@ -22,6 +22,8 @@ from cgkit import (
     Script,
     all_partitions,
     check_ownership,
+    committed,
+    create_topics,
     describe,
     describe_raw,
     kafka_reference,
@@ -30,16 +32,9 @@ from cgkit import (
     stop_processes,
     wait_stable,
 )
-from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 from groupkit import wait_until
-
-
-def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()])
-    for f in futures.values():
-        f.result(timeout=20)
 
 
 def start_group(bootstrap: str, group: str, topics: dict[str, int], layout, **config):
@@ -98,17 +93,6 @@ def more_then_leave(
     for p in processes:
         p.close_all()
     check_ownership(members)
-
-
-def committed(bootstrap: str, group: str, partitions) -> dict[tuple[str, int], int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(t, p) for t, p in sorted(partitions)]
-    )
-    answer = admin.list_consumer_group_offsets([request])[group].result(timeout=10)
-    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
 
 
 def admin_state(bootstrap: str, group: str):

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import gc
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Callable
 
 from classic_harness import join_request, subscription
-from consumer_harness import EncodingLog, Topics, make_coordinator, request
+from consumer_harness import EncodingLog, Topics, make_coordinator, opcodes, request
 
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
@@ -65,27 +64,6 @@ def coordinator():
     c = make_coordinator(topics, SETTINGS, log=EncodingLog())
     c.events.sink = lambda event, time_ms: None
     return c
-
-
-def opcodes(operation: Callable[[], object]) -> int:
-    """How many Python bytecode instructions `operation` executes."""
-    count = 0
-
-    def trace(frame, event, arg):
-        nonlocal count
-        if event == "call":
-            frame.f_trace_opcodes = True
-            frame.f_trace_lines = False
-        elif event == "opcode":
-            count += 1
-        return trace
-
-    sys.settrace(trace)
-    try:
-        operation()
-    finally:
-        sys.settrace(None)
-    return count
 
 
 class Fleet:

@@ -15,7 +15,6 @@ import random
 import time
 
 import pytest
-import trio
 from consumer_harness import (
     ConsumerDriver,
     RecordingLog,
@@ -26,17 +25,12 @@ from consumer_harness import (
     random_change,
     request,
 )
-from python_handlers import record_python_calls
 from rawwire import RawClient
+from shortpath import CLIENT, InProcessBroker, Member, create_topic, poll_for, settle, with_broker
 
-from corral.config.settings import Settings
 from corral.errors import ErrorCode
 from corral.groups.consumer import MemberState
 from corral.groups.coordinator import GroupCoordinator
-from corral.network.apis import ApiKey
-from corral.server import Server
-
-CLIENT = ("client", "/127.0.0.1")  # the client id and host consumer_harness.request sends
 
 
 def view_answer(coordinator, group_id, client) -> int | None:
@@ -176,146 +170,6 @@ def test_a_fenced_member_leaves_the_view_and_its_session_timer_goes():
 
 
 # ================================================================================= the wire ===
-
-
-class InProcessBroker:
-    """A broker served by the trio loop of this process: its coordinator and view are the
-    test's to look at (`run` executes a function on the loop, from the scenario's thread)."""
-
-    def __init__(self, server: Server, port: int):
-        self.server, self.port = server, port
-
-    @property
-    def groups(self):
-        return self.server.broker.groups
-
-    @property
-    def view(self):
-        return self.groups.consumer_heartbeat_view
-
-    @staticmethod
-    def run(fn, *args):
-        return trio.from_thread.run_sync(fn, *args)
-
-
-def with_broker(tmp_path, scenario, **settings) -> None:
-    """Runs `scenario(broker)` in a worker thread while the broker serves on the main thread
-    (where trio may take the shutdown signals)."""
-    config = Settings(
-        {
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "log.dirs": str(tmp_path / "d"),
-            "group.consumer.assignment.interval.ms": 0,
-            **settings,
-        }
-    )
-    config.check_bounds()
-    server = Server(config)
-
-    async def main():
-        with trio.fail_after(60):
-            async with trio.open_nursery() as nursery:
-                port = await nursery.start(server.serve)
-                try:
-                    await trio.to_thread.run_sync(scenario, InProcessBroker(server, port))
-                finally:
-                    nursery.cancel_scope.cancel()
-
-    trio.run(main)
-
-
-@pytest.fixture
-def python_calls(monkeypatch):
-    """The ConsumerGroupHeartbeats that reach the Python handler."""
-    return record_python_calls(monkeypatch, ApiKey.CONSUMER_GROUP_HEARTBEAT)
-
-
-def create_topic(client: RawClient, name: str, partitions: int) -> bytes:
-    topic = {
-        "name": name,
-        "num_partitions": partitions,
-        "replication_factor": 1,
-        "assignments": [],
-        "configs": [],
-    }
-    response = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [topic], "timeout_ms": 5000})
-    assert response["topics"][0]["error_code"] == 0, response
-    return response["topics"][0]["topic_id"]
-
-
-class Member:
-    """One KIP-848 member over raw frames (ConsumerGroupHeartbeat v1)."""
-
-    def __init__(self, port: int, group_id: str, member_id: str, instance_id: str | None = None):
-        self.client = RawClient(port)
-        self.group_id, self.member_id, self.instance_id = group_id, member_id, instance_id
-        self.epoch = 0
-        self.owned: list[dict] = []
-
-    def send(self, **fields) -> dict:
-        body = {
-            "group_id": self.group_id,
-            "member_id": self.member_id,
-            "member_epoch": self.epoch,
-            "instance_id": self.instance_id,
-            **fields,
-        }
-        response = self.client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
-        if response["error_code"] == 0:
-            self.epoch = response["member_epoch"]
-            if response["assignment"] is not None:
-                self.owned = response["assignment"]["topic_partitions"]
-        return response
-
-    def join(self, topics: list[str]) -> dict:
-        return self.send(
-            member_epoch=0,
-            rebalance_timeout_ms=30000,
-            subscribed_topic_names=topics,
-            topic_partitions=[],
-        )
-
-    def acknowledge(self) -> dict:
-        """An incremental heartbeat reporting what it owns (a client's answer to a new
-        assignment)."""
-        return self.send(topic_partitions=self.owned)
-
-    def steady(self, epoch: int | None = None) -> dict:
-        """An incremental heartbeat that changes nothing."""
-        return self.send(**({} if epoch is None else {"member_epoch": epoch}))
-
-    def steady_frame(self) -> bytes:
-        """The raw response frame to a steady heartbeat, without its correlation id."""
-        self.client.send(
-            ApiKey.CONSUMER_GROUP_HEARTBEAT,
-            1,
-            {
-                "group_id": self.group_id,
-                "member_id": self.member_id,
-                "member_epoch": self.epoch,
-                "instance_id": self.instance_id,
-            },
-        )
-        return self.client.receive_frame()[4:]
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def poll_for(consumers: list, seconds: float) -> None:
-    """Polls every (librdkafka) consumer in turn, 50 ms each, for `seconds`."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        for consumer in consumers:
-            consumer.poll(0.05)
-
-
-def settle(broker: InProcessBroker, *members: Member, rounds: int = 6) -> None:
-    for _ in range(rounds):
-        for m in members:
-            assert m.acknowledge()["error_code"] == 0
-    group = broker.groups.groups[members[0].group_id]
-    assert broker.run(lambda: group.state_name) == "Stable"
 
 
 def test_steady_heartbeats_are_answered_without_python(tmp_path, python_calls):

@@ -8,70 +8,11 @@ import time
 
 import pytest
 from rawwire import RawClient, closed_within
+from wire_data import _legacy_produce, batch, create, fetch, produce, produce_body
 
 from corral import _core
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey
-
-
-def produce_body(topic: str, partition: int, records: bytes | None, acks: int = -1) -> dict:
-    return {
-        "acks": acks,
-        "timeout_ms": 5000,
-        "topic_data": [
-            {"name": topic, "partition_data": [{"index": partition, "records": records}]}
-        ],
-    }
-
-
-def produce(
-    client: RawClient,
-    topic: str,
-    partition: int,
-    records: bytes | None,
-    version: int = 9,
-    acks: int = -1,
-) -> dict:
-    response = client.call(ApiKey.PRODUCE, version, produce_body(topic, partition, records, acks))
-    return response["responses"][0]["partition_responses"][0]
-
-
-def fetch(
-    client: RawClient,
-    topic: str,
-    partition: int,
-    offset: int,
-    version: int = 12,
-    max_wait_ms: int = 0,
-    min_bytes: int = 0,
-    max_bytes: int = 1 << 20,
-    partition_max_bytes: int = 1 << 20,
-) -> dict:
-    body = {
-        "replica_id": -1,
-        "max_wait_ms": max_wait_ms,
-        "min_bytes": min_bytes,
-        "max_bytes": max_bytes,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "fetch_offset": offset,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": partition_max_bytes,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
-    return client.call(ApiKey.FETCH, version, body)
 
 
 def list_offset(
@@ -85,30 +26,6 @@ def list_offset(
         ],
     }
     return client.call(ApiKey.LIST_OFFSETS, version, body)["topics"][0]["partitions"][0]
-
-
-def create(client: RawClient, name: str, partitions: int = 1, **configs: str) -> None:
-    body = {
-        "topics": [
-            {
-                "name": name,
-                "num_partitions": partitions,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [{"name": k, "value": v} for k, v in configs.items()],
-            }
-        ],
-        "timeout_ms": 5000,
-        "validate_only": False,
-    }
-    result = client.call(ApiKey.CREATE_TOPICS, 7, body)["topics"][0]
-    assert result["error_code"] == 0, result
-
-
-def batch(n: int, ts: int = 1000, **producer) -> bytes:
-    return _core.build_batch(
-        [(f"k{i}".encode(), f"v{i}".encode()) for i in range(n)], ts, **producer
-    )
 
 
 @pytest.fixture
@@ -162,25 +79,6 @@ def test_acks_0_gets_no_response(client):
     client.send(ApiKey.PRODUCE, 9, produce_body("fire", 0, batch(3), acks=0))
     # The next response on the connection answers the next request.
     assert list_offset(client, "fire", 0, -1)["offset"] == 3
-
-
-def _legacy_produce(version: int, acks: int, correlation_id: int) -> bytes:
-    """A Produce v0-2 request by hand (the codec starts at v3): two partitions of topic "old"."""
-    header = struct.pack(">hhih", ApiKey.PRODUCE, version, correlation_id, 3) + b"raw"
-    records = b"\x00" * 30
-
-    def partition(i):
-        return struct.pack(">ii", i, len(records)) + records
-
-    body = (
-        struct.pack(">hii", acks, 1000, 1)
-        + struct.pack(">h", 3)
-        + b"old"
-        + struct.pack(">i", 2)
-        + partition(0)
-        + partition(1)
-    )
-    return struct.pack(">i", len(header + body)) + header + body
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

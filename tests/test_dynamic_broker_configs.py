@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 from cgkit import kafka_reference
+from configkit import admin, described, incremental
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 from rawwire import RawClient
-from test_configs_admin import admin, described, incremental
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey

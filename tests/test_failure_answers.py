@@ -129,7 +129,7 @@ def test_bad_log_level_is_one_line(tmp_path):
 
 def test_ids_in_log_lines_cannot_forge_lines(corral):
     from rawwire import RawClient
-    from test_groups_protocol import join
+    from wire_groups import join
 
     forged = "g\n2026-01-01 00:00:00,000 ERROR corral.forged member was never here\r"
     with RawClient(corral.port) as client:

@@ -57,6 +57,8 @@ from cgkit import (
     MemberProcess,
     all_partitions,
     check_ownership,
+    committed,
+    create_topics,
     describe,
     describe_groups_raw,
     list_groups_raw,
@@ -65,7 +67,6 @@ from cgkit import (
 )
 from confluent_kafka import Consumer, Producer, TopicPartition
 from groupkit import wait_until
-from test_consumer_groups_clients import committed, create_topics
 
 # Both brokers run with these settings: KIP-848 groups as in the other client tests, classic
 # groups without the initial rebalance delay, and migration allowed both ways (the default,

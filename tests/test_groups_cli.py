@@ -17,6 +17,7 @@ from cgkit import (
     MemberProcess,
     Script,
     all_partitions,
+    create_topics,
     kafka_reference,
     members_of,
     partitioned,
@@ -26,7 +27,6 @@ from cgkit import (
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import CorralProcess
 from groupkit import wait_until
-from test_consumer_groups_clients import create_topics
 
 SETTINGS = {**CG_FAST, "group.initial.rebalance.delay.ms": 0}
 CLASSIC, CONSUMER = "ops-classic", "ops-consumer"

@@ -11,7 +11,7 @@ import time
 import pytest
 from groupkit import FAST_GROUPS
 from rawwire import RawClient
-from test_groups_protocol import commit, join, sync
+from wire_groups import commit, join, sync
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey

@@ -9,7 +9,7 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 from groupkit import FAST_GROUPS
 from rawwire import RawClient
-from test_groups_protocol import commit, fetch, heartbeat, join, sync
+from wire_groups import commit, fetch, heartbeat, join, sync
 
 from corral import _core
 from corral.groups.storage import records

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 import trio
+from cgkit import create_topics
 from confluent_kafka import Consumer, TopicPartition
 from conftest import CorralProcess
-from test_consumer_groups_clients import create_topics
-from test_load_generator import run_scenario
+from loadkit import run_scenario
 
 from corral.ops.admin import Admin
 

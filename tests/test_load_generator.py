@@ -15,18 +15,11 @@ from conftest import CorralProcess
 
 from corral import _core
 from corral.load import consumer_protocol as cp
-from corral.load.cli import parse
-from corral.load.runner import LoadError, run
-from corral.load.scenarios import SCENARIOS
+from corral.load.runner import LoadError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
 from kafka_ref import kafka_broker
-
-
-def run_scenario(bootstrap: str, scenario: str, *args: str) -> dict:
-    params = parse(["--bootstrap", bootstrap, "--scenario", scenario, "--quiet", *args])
-    return run(SCENARIOS[scenario], params)
-
+from loadkit import run_scenario
 
 # No initial rebalance delay: the tests measure the generator, not Kafka's 3 s wait. KIP-848
 # members heartbeat every 500 ms rather than 5 s: a consumer group converges, and is seen to,

@@ -15,7 +15,7 @@ from cgkit import kafka_reference, run_tool
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from rawwire import RawClient
-from test_data_plane_protocol import create, fetch, produce
+from wire_data import create, delete_records, fetch, produce
 
 from corral import _core
 from corral.errors import ErrorCode
@@ -26,25 +26,6 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4,
 
 def batch(n: int, ts: int) -> bytes:
     return _core.build_batch([(f"k{i}".encode(), b"v" * 100) for i in range(n)], ts)
-
-
-def delete_records(
-    client: RawClient, topics: list[tuple[str, list[tuple[int, int]]]], version: int = 2
-) -> list[tuple[str, int, int, int]]:
-    """[(topic, partition, error code, low watermark)] in answer order."""
-    body = {
-        "timeout_ms": 5000,
-        "topics": [
-            {"name": name, "partitions": [{"partition_index": p, "offset": o} for p, o in parts]}
-            for name, parts in topics
-        ],
-    }
-    answer = client.call(ApiKey.DELETE_RECORDS, version, body)
-    return [
-        (t["name"], p["partition_index"], p["error_code"], p["low_watermark"])
-        for t in answer["topics"]
-        for p in t["partitions"]
-    ]
 
 
 def list_offsets(

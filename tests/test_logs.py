@@ -13,7 +13,7 @@ from confluent_kafka import Consumer
 from conftest import CorralProcess
 from groupkit import FAST_GROUPS, wait_until
 from rawwire import RawClient
-from test_groups_protocol import heartbeat, join, sync
+from wire_groups import heartbeat, join, sync
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey

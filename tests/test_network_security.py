@@ -5,10 +5,9 @@ SASL state Python keeps for a connection is dropped when it closes, however earl
 
 from __future__ import annotations
 
-from test_consumer_short_path import (
+from shortpath import (
     Member,
     create_topic,
-    python_calls,  # noqa: F401 (a fixture, used by name)
     settle,
     with_broker,
 )
@@ -22,7 +21,7 @@ GROUP_AUTHORIZATION_FAILED = 30
 
 def test_heartbeats_are_authorized_once_per_connection_until_the_acls_change(
     tmp_path,
-    python_calls,  # noqa: F811 (the fixture)
+    python_calls,
 ):
     def scenario(broker) -> None:
         a, b = Member(broker.port, "wire", "member-a"), Member(broker.port, "wire", "member-b")

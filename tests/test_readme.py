@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aclkit import EVERYTHING, creation
 from rawwire import RawClient
-from test_acls_wire import EVERYTHING, creation
-from test_data_plane_protocol import _legacy_produce, batch, create, fetch, produce
-from test_log_admin import delete_records
+from wire_data import _legacy_produce, batch, create, delete_records, fetch, produce
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey

@@ -5,11 +5,11 @@ test_consumer_groups.py."""
 
 from __future__ import annotations
 
+from cgkit import create_topics
 from confluent_kafka.admin import AdminClient
 from conftest import CorralProcess
 from groupkit import FAST_GROUPS, wait_until
 from kafka import KafkaConsumer
-from test_consumer_groups_clients import create_topics
 
 BOUND_MS = 3000
 HOUR_MS = 3_600_000

@@ -5,7 +5,7 @@ an authorizer nothing changes."""
 from __future__ import annotations
 
 import trio
-from test_acl_enforcement import ALICE, GROUP, TOPIC, acl, call, secured, with_broker
+from aclkit import ALICE, GROUP, TOPIC, acl, call, secured, with_broker
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey

@@ -20,16 +20,17 @@ import time
 import uuid
 
 import pytest
-from consumer_harness import ConsumerDriver, EncodingLog, Topics, make_coordinator, request
-from test_consumer_scale import opcodes
+from consumer_harness import (
+    ConsumerDriver,
+    Group,
+    Topics,
+    coordinator,
+    make_coordinator,
+    opcodes,
+)
 
 from corral.assignors import GroupSpec, MemberSpec, SubscriptionType, UniformAssignor
-from corral.clock import wall_ms
-from corral.errors import ErrorCode
-from corral.groups.consumer import ConsumerGroup
 from corral.groups.consumer.incremental import TargetIndex, rebalance
-from corral.groups.consumer.target import metadata_hash
-from corral.groups.storage import consumer_records as cr
 
 SIZES = (1_000, 10_000, 50_000)
 MAX_OPCODE_RATIO = 1.25
@@ -154,85 +155,6 @@ def test_the_index_sees_a_partition_no_target_holds():
 
 
 # ------------------------------------------------------------------------------------ the cost
-
-
-def coordinator(sizes):
-    topics = Topics()
-    for size in sizes:
-        topics.add(f"t{size}", 2 * size)
-    c = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 0}, log=EncodingLog())
-    c.events.sink = lambda event, time_ms: None
-    return c
-
-
-class Group:
-    def __init__(self, c, size: int):
-        self.c, self.gid, self.topic = c, f"g{size}", f"t{size}"
-        self.epochs: dict[str, int] = {}
-
-    @property
-    def group(self) -> ConsumerGroup:
-        return self.c.groups[self.gid]
-
-    def load(self, size: int) -> None:
-        """A settled group as loading leaves it: every member STABLE at epoch 2 with two
-        partitions, its target equal to its assignment."""
-        gid, now = self.gid, wall_ms()
-        topic_id = self.c.topics.id_of(self.topic)
-        recs: list = []
-        for i in range(size):
-            member_id = str(uuid.uuid4())
-            self.epochs[member_id] = 2
-            parts = {topic_id: (2 * i, 2 * i + 1)}
-            recs += [
-                cr.MemberMetadata(
-                    gid,
-                    member_id,
-                    None,
-                    None,
-                    "client",
-                    "/127.0.0.1",
-                    (self.topic,),
-                    "",
-                    60000,
-                    None,
-                    None,
-                ),
-                cr.TargetMember(gid, member_id, parts),
-                cr.CurrentAssignment(gid, member_id, 2, 1, 0, parts, {}),
-            ]
-        recs += [
-            cr.GroupEpoch(gid, 2, metadata_hash({self.topic}, self.c.topics)),
-            cr.TargetEpoch(gid, 2, now),
-        ]
-        for record in recs:
-            self.c.replay(record)
-        self.c._arm_loaded_consumer_timers(self.group)
-
-    def heartbeat(self, req) -> dict:
-        answer = self.c.consumer_heartbeat(req).value
-        assert answer["error_code"] == ErrorCode.NONE, answer
-        return answer
-
-    def join(self) -> str:
-        member_id = str(uuid.uuid4())
-        answer = self.heartbeat(
-            request(
-                self.gid, member_id, 0, names=[self.topic], owned={}, rebalance_timeout_ms=60000
-            )
-        )
-        self.epochs[member_id] = answer["member_epoch"]
-        self.assert_target_now()
-        return member_id
-
-    def leave(self, member_id: str) -> None:
-        self.heartbeat(request(self.gid, member_id, -1))
-        del self.epochs[member_id]
-        self.assert_target_now()
-
-    def assert_target_now(self) -> None:
-        group = self.group
-        assert group.assignment_epoch == group.group_epoch, "the target waits"
 
 
 def test_a_join_and_a_leave_cost_what_moves_in_groups_of_1k_10k_50k():
