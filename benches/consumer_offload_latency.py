@@ -25,7 +25,7 @@ from pathlib import Path
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kits"))
 from consumer_harness import Topics, answer, make_coordinator, request
 
 

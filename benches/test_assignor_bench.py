@@ -10,7 +10,7 @@ group had members - 1, "newMember" takes the last member's subscription) or leav
 
 corral: `assign()` through corral.assignors (Python wrapper, Cython, the result), timed by
 pytest-benchmark (median of warmed rounds). Kafka: UniformAssignor / RangeAssignor of
-kafka-group-coordinator 4.4.0 through tests/java/AssignorHarness.java on the same inputs, timed
+kafka-group-coordinator 4.4.0 through tests/clients/java/AssignorHarness.java on the same inputs, timed
 inside the JVM (5 warm-up calls, median of 15). Incremental rows start, on each side, from that
 side's own full assignment. corral's result is read lazily: "read all" is the extra time to
 materialize every member's {topic: partitions} afterwards, not part of the ratio. The table goes
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "kits"))
 from kafka_assignors import KafkaAssignors  # noqa: E402
 
 from corral.assignors import GroupSpec, MemberSpec, RangeAssignor, SubscriptionType, UniformAssignor  # noqa: E402

@@ -1,7 +1,7 @@
 """What TLS costs the broker: CPU per heartbeat and per OffsetCommit over an SSL listener against
 a PLAINTEXT one, measured in one run on one broker.
 
-One corral listens on PLAINTEXT and SSL (PEM certificates made for the run by tests/tlscerts.py).
+One corral listens on PLAINTEXT and SSL (PEM certificates made for the run by tests/kits/tlscerts.py).
 Two groups of N members join, one over each listener (the TLS members use Python's ssl, TLS 1.3).
 Then rounds alternate, at the same offered rate: a paced heartbeat step on each group
 (heartbeat_capacity.step), then a paced commit step on each (OffsetCommit v8 of P partitions per
@@ -27,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "kits"))
 from commit_capacity import commit_errors, commit_topics, send_and_read  # noqa: E402
 from groups_scale import cpu_seconds, free_port, stop_broker, wait_port  # noqa: E402
 from heartbeat_capacity import (  # noqa: E402

@@ -1,6 +1,6 @@
 """Regenerate src/corral/errors.py from the compiled core's error table (the kafka-protocol
 crate's `ResponseError`), so Rust and Python share one table of Kafka's error codes. Run after
-bumping kafka-protocol (tests/test_core_stubs.py checks the file is current):
+bumping kafka-protocol (tests/unit/test_core_stubs.py checks the file is current):
 
     python ci/gen_error_codes.py > src/corral/errors.py
 """

@@ -10,7 +10,7 @@ if ! command -v kcat >/dev/null 2>&1; then
     apt-get install -y -qq kcat >/dev/null
 fi
 
-# Java 17: the Kafka reference broker, the Java test programs (javac) and pyspark 4 (tests/test_analyze_job.py).
+# Java 17: the Kafka reference broker, the Java test programs (javac) and pyspark 4 (tests/unit/analyze/test_job.py).
 if ! command -v javac >/dev/null 2>&1; then
     echo "== apt: openjdk-17-jdk-headless"
     export DEBIAN_FRONTEND=noninteractive
@@ -33,7 +33,7 @@ CARGO_TARGET_DIR=~/.cache/corral/target \
 echo "== release wheels (ci/build_wheels.sh; cached by source hash in ~/.cache/corral/wheels)"
 bash ci/build_wheels.sh >/dev/null
 
-# tests/test_wheels.py runs the aarch64 wheel under qemu-user with Debian 12's aarch64 Python 3.11:
+# tests/wire/test_wheels.py runs the aarch64 wheel under qemu-user with Debian 12's aarch64 Python 3.11:
 # its packages are unpacked into a directory (qemu -L), not installed, so the system stays amd64.
 if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
     echo "== apt: qemu-user-static"
@@ -62,14 +62,14 @@ fi
 echo "== Apache Kafka reference broker jars (cached in ~/.cache/corral, so a second run is quick)"
 python benches/kafka_ref.py fetch
 
-echo "== Kafka's assignors behind tests/java/AssignorHarness.java (compiled once into the same cache)"
-python tests/kafka_assignors.py compile
+echo "== Kafka's assignors behind tests/clients/java/AssignorHarness.java (compiled once into the same cache)"
+python tests/kits/kafka_assignors.py compile
 
-echo "== Kafka's record classes behind tests/java/ConsumerRecordsGolden.java, and kafka-tools (same cache)"
-python tests/kafka_records.py compile
+echo "== Kafka's record classes behind tests/clients/java/ConsumerRecordsGolden.java, and kafka-tools (same cache)"
+python tests/kits/kafka_records.py compile
 
-echo "== the Java programs of the consumer group tests (tests/cgkit.py, same cache)"
-python tests/cgkit.py compile
+echo "== the Java programs of the consumer group tests (tests/kits/cgkit.py, same cache)"
+python tests/kits/cgkit.py compile
 
-echo "== the Go (franz-go, sarama) and Node (kafkajs) client programs (tests/polyglot.py, same cache)"
-python tests/polyglot.py build
+echo "== the Go (franz-go, sarama) and Node (kafkajs) client programs (tests/kits/polyglot.py, same cache)"
+python tests/kits/polyglot.py build

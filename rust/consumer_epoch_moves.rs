@@ -255,7 +255,7 @@ pub(crate) fn response(
     out.freeze()
 }
 
-/// answer.py's `adaptive_interval_ms`, the same rule (tests/test_consumer_epoch_moves.py compares
+/// answer.py's `adaptive_interval_ms`, the same rule (tests/wire/test_consumer_epoch_moves.py compares
 /// them; Python calls it with keywords after `max_rate`).
 #[pyfunction]
 #[pyo3(signature = (group_ms, short_ms, max_rate, *, stable, behind, reconciling, due_in_ms, jitter, settling=false, members=0))]

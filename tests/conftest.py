@@ -11,6 +11,13 @@ from pathlib import Path
 
 import pytest
 
+# Kits (helper modules, tests/kits/) and the benches' and ci's modules import by name in every
+# test, whichever folder it sits in (tests/unit/..., tests/wire, tests/clients/<family>).
+_KITS = Path(__file__).resolve().parent / "kits"
+for _path in (_KITS.parent.parent / "ci", _KITS.parent.parent / "benches", _KITS):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
 LISTENER = re.compile(r"listener (\w+) \(\w+\) listening on \S+:(\d+)")
 
@@ -42,7 +49,7 @@ class CorralProcess:
         command: list[str] | None = None,
     ):
         self.data_dir = data_dir
-        # What runs `corral` (an installed wheel's, tests/test_wheels.py); default this checkout's.
+        # What runs `corral` (an installed wheel's, tests/wire/test_wheels.py); default this checkout's.
         self.command = command or [sys.executable, "-m", "corral.cli"]
         self.settings = dict(settings or {})
         # When set, the broker runs with RLIMIT_NOFILE (soft and hard) set to this.
@@ -188,7 +195,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def corral_scenario(tmp_path_factory):
-    """One run of tests/analyze_scenario.py on one corral for the whole session (the driver's
+    """One run of tests/kits/analyze_scenario.py on one corral for the whole session (the driver's
     own checks and `corral analyze`'s share it): (broker, truth). The broker stays up, its
     analytics written up to after the scenario's end."""
     import analyze_scenario as sc

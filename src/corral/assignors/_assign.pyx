@@ -28,7 +28,7 @@ thread while the event loop serves other groups.
      members still short, rotating over the topics, and where no member with room lacks an open
      topic, along cheapest augmenting paths. Then everyone keeps its previous partitions up to
      its target, and only the partitions over a target, and unowned ones, move: the fewest any
-     assignment balanced this way can move (tests/test_assignors_properties.py checks it
+     assignment balanced this way can move (tests/unit/assignors/test_properties.py checks it
      against an exact min-cost flow).
 Kafka's UniformAssignor balances members' totals only (heterogeneous: as well as it can), so one
 member may hold a whole topic while another holds none of it; corral keeps each topic spread too.

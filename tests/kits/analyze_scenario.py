@@ -1,0 +1,688 @@
+"""A scripted run of consumer groups whose ground truth is known exactly, for `corral analyze`.
+
+`run(bootstrap)` drives, against any Kafka-compatible bootstrap (a fresh corral from conftest.py
+started with CORRAL_SETTINGS, or the Apache Kafka reference, `cgkit.kafka_reference(SETTINGS)`),
+on one clock of ticks (TICK_MS each, counted, so a slow machine stretches the run but changes no
+count):
+
+- a producer appending RATES[p] records per tick to partition p of STATUS_TOPIC, every record
+  acknowledged before anything else happens in the tick (the log end is known exactly);
+- two status groups, one classic and one KIP-848 (`group.protocol=consumer`), each a single
+  confluent-kafka member in this process owning every partition of STATUS_TOPIC (paused: it
+  fetches nothing) and committing explicit offsets (`commit(offsets=[...],
+  asynchronous=False)`, one OffsetCommit per tick) by a role per partition (ROLES, rotated per
+  group so that no reader can mix the groups up): keep up, fall behind, stall, rewind, stop;
+- two membership groups, classic and KIP-848, of tests/kits/cg_member.py processes on IDLE_TOPIC
+  (nothing produced, nothing committed), whose membership changes at each phase's start: a static
+  member replaced under a new member id, a member joining, the same member leaving, a member
+  killed (its session expires).
+
+Phases (PHASES): `steady` (everyone keeps up), `trouble` (each role misbehaves), `recover` (all
+catch up but the laggard), `settle` (all caught up). A phase lasts at least its `min_ticks`, and
+ends only once its membership changes are settled (the coordinator shows the expected members,
+Stable, every assignment handed out); phases with a `tail` keep it after that (the rewind happens
+at the start of `trouble`'s tail, so it is within the last 10 commits at the phase's end).
+
+The truth (`Truth`): every commit (offset, and the times around its request: the broker's commit
+timestamp is within [sent_ms, acked_ms]), every tick's log end, each phase's times and the Burrow
+status expected of each (group, topic, partition) and group at the phase's end (the status of the
+last evaluation before `Phase.end_ms`, docs/analytics-rules.md: `status_before`), the rebalances and
+membership events with the times they were asked for and seen settled. The phases are
+[Phase.start_ms, Phase.end_ms), together [Truth.start_ms, Truth.end_ms); the setup (topics
+created, every group formed: the status groups of 1 member, the membership groups of 3) is
+before Truth.start_ms, the teardown (every member closing) after Truth.end_ms.
+
+What the expected statuses assume of the log-end samples an analysis uses: one at least every
+MAX_SAMPLE_INTERVAL_MS while the scenario runs (corral's `corral.analytics.sample.interval.ms`
+is 300 in CORRAL_SETTINGS; a live sampler must be as frequent). Then they hold exactly, whatever
+the samples' phase against the ticks: the laggard commits every BEHIND_EVERY ticks (1 s) so a
+newer sample always comes between two of its commits (WARN needs its lag never to decrease);
+STOP and STALL have many samples and commits to spare. Tolerances: commit times (broker's within
+[sent_ms, acked_ms]); rebalance and membership times (the coordinator's within [requested_ms,
+settled_ms], the expiry's start about a session timeout after requested_ms); lag in seconds
+(the time the log end reached an offset is known within one tick: `Truth.reached_bounds`).
+Events after `Truth.end_ms` (members leaving at teardown, a closed static member's session
+running out) are not part of the truth.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from cgkit import CG_FAST, MemberProcess, describe, describe_groups_raw, stop_processes
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from corral.analyze import rules
+
+TICK_MS = 250
+STATUS_TOPIC, STATUS_PARTITIONS = "sc-status", 5
+IDLE_TOPIC, IDLE_PARTITIONS = "sc-idle", 4
+RATES = (4, 6, 8, 10, 12)  # records per tick, by partition of STATUS_TOPIC
+BEHIND_EVERY = 4  # the laggard commits every 4th tick, one record further each time
+MAX_SAMPLE_INTERVAL_MS = 500
+SETUP_TIMEOUT_S = 60.0  # Kafka creates __consumer_offsets at the first FindCoordinator
+ACTION_TIMEOUT_S = 30.0
+
+# Kafka's names: for corral and the reference broker alike (KIP-848 sessions of 4 s, classic
+# sessions down to 1 s, no initial rebalance delay).
+SETTINGS = {**CG_FAST, "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000}
+CORRAL_SETTINGS = {**SETTINGS, "corral.analytics.sample.interval.ms": 300}
+
+KEEP, BEHIND, STALL, REWIND, STOP = "keep", "behind", "stall", "rewind", "stop"
+ROLES = (KEEP, BEHIND, STALL, REWIND, STOP)
+STATUS_GROUPS = {"sc-status-classic": "classic", "sc-status-consumer": "consumer"}
+# Partition p of STATUS_TOPIC has role ROLES[(p + rotation) % 5] in each status group.
+ROTATION = {"sc-status-classic": 0, "sc-status-consumer": 2}
+MEMBER_GROUPS = {"sc-members-classic": "classic", "sc-members-consumer": "consumer"}
+CLASSIC_SESSION_MS = 4000  # the killed classic member's session, as the broker's KIP-848 one
+STATIC_SESSION_MS = 10000  # a closed static classic member is kept this long for its successor
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    name: str
+    min_ticks: int
+    tail: int  # ticks kept after the membership changes settled
+    action: str  # membership change at the phase's start
+    acts: dict[str, str]  # role -> what it does in this phase (REWIND: keep up, rewind in the tail)
+    expect: dict[str, str]  # role -> status at the phase's end
+
+
+_ALL_KEEP = {r: KEEP for r in ROLES}
+_ALL_OK = {r: "OK" for r in ROLES}
+PHASES = (
+    PhasePlan("steady", 12, 0, "replace_static", _ALL_KEEP, _ALL_OK),
+    # 44 ticks: ten laggard commits (WARN needs the whole window lagging) and STOP well past
+    # its window's span and ten samples.
+    PhasePlan(
+        "trouble",
+        44,
+        6,
+        "join",
+        {r: r for r in ROLES},
+        {KEEP: "OK", BEHIND: "WARN", STALL: "STALL", REWIND: "REWIND", STOP: "STOP"},
+    ),
+    PhasePlan(
+        "recover", 16, 0, "leave", {**_ALL_KEEP, BEHIND: BEHIND}, {**_ALL_OK, BEHIND: "WARN"}
+    ),
+    PhasePlan("settle", 16, 0, "expire", _ALL_KEEP, _ALL_OK),
+)
+
+Key = tuple[str, str, int]  # (group, topic, partition)
+
+
+@dataclass(frozen=True)
+class Commit:
+    sent_ms: int  # before the OffsetCommit request
+    acked_ms: int  # after its answer: the broker's commit timestamp is in [sent_ms, acked_ms]
+    offset: int
+    log_end: int  # the partition's log end then (nothing is produced while a commit is in flight)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One production step of one partition."""
+
+    start_ms: int  # before its first record was sent
+    done_ms: int  # after every record was acknowledged
+    log_end: int
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    start_ms: int  # the start of its first tick
+    end_ms: int  # the start of the next phase's first tick: the phase is [start_ms, end_ms)
+    ticks: int
+    expected: dict[Key, str]  # status of every status-group partition at its end (status_before)
+    expected_group: dict[str, str]  # status of each status group at its end
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    group: str
+    protocol: str
+    phase: str
+    cause: str  # member_joined, member_left or member_expired
+    members_before: int
+    members_after: int
+    requested_ms: int  # the change was made (a process started, closed, killed)
+    settled_ms: int  # the coordinator was seen Stable with members_after members
+
+
+@dataclass(frozen=True)
+class Membership:
+    group: str
+    protocol: str
+    phase: str
+    event: str  # member_joined, member_left, member_expired, member_fenced
+    client_id: str
+    instance_id: str | None
+    requested_ms: int
+    settled_ms: int
+
+
+@dataclass
+class Truth:
+    bootstrap: str
+    start_ms: int = 0
+    end_ms: int = 0
+    topics: dict[str, int] = field(
+        default_factory=lambda: {STATUS_TOPIC: STATUS_PARTITIONS, IDLE_TOPIC: IDLE_PARTITIONS}
+    )
+    groups: dict[str, str] = field(default_factory=lambda: {**STATUS_GROUPS, **MEMBER_GROUPS})
+    roles: dict[Key, str] = field(default_factory=dict)
+    phases: list[Phase] = field(default_factory=list)
+    commits: dict[Key, list[Commit]] = field(default_factory=dict)
+    ticks: dict[tuple[str, int], list[Tick]] = field(default_factory=dict)
+    rebalances: list[Rebalance] = field(default_factory=list)
+    memberships: list[Membership] = field(default_factory=list)
+
+    def phase(self, name: str) -> Phase:
+        return next(p for p in self.phases if p.name == name)
+
+    def commit_rows(self, key: Key) -> list[tuple[int, int]]:
+        """(acked_ms, offset) of every commit of the key: the rules' commits input."""
+        return [(c.acked_ms, c.offset) for c in self.commits[key]]
+
+    def samples(self, topic: str, partition: int) -> list[tuple[int, int]]:
+        """(done_ms, log_end) of every tick: exact log-end samples."""
+        return [(t.done_ms, t.log_end) for t in self.ticks[(topic, partition)]]
+
+    def log_end_bounds(self, topic: str, partition: int, time_ms: int) -> tuple[int, int]:
+        """What the log end can have been at `time_ms`: at least the last tick done by then, at
+        most the last tick started by then."""
+        ticks = self.ticks[(topic, partition)]
+        done = bisect_right(ticks, time_ms, key=lambda t: t.done_ms)
+        started = bisect_right(ticks, time_ms, key=lambda t: t.start_ms)
+        return (
+            ticks[done - 1].log_end if done else 0,
+            ticks[started - 1].log_end if started else 0,
+        )
+
+    def reached_bounds(self, topic: str, partition: int, offset: int) -> tuple[int, int] | None:
+        """When the log end reached `offset`, within one tick: (start_ms, done_ms) of the tick
+        that took it there; None if it never did."""
+        for t in self.ticks[(topic, partition)]:
+            if t.log_end >= offset:
+                return t.start_ms, t.done_ms
+        return None
+
+
+def now_ms() -> int:
+    return math.floor(time.time() * 1000)
+
+
+def after_ms() -> int:
+    return math.ceil(time.time() * 1000)
+
+
+class ScenarioError(AssertionError):
+    pass
+
+
+def status_before(rows: list[tuple[int, int | str]], time_ms: int) -> str | None:
+    """The status name of the last evaluation before `time_ms` (None before the first), from
+    rows `(time_ms, status)` sorted by time: the rules' StatusRows (codes) or a table's rows
+    (names)."""
+    i = bisect_left(rows, time_ms, key=lambda r: r[0])
+    return rules.STATUS_NAMES.get(rows[i - 1][1], rows[i - 1][1]) if i else None
+
+
+def phase_statuses(
+    truth: Truth, partitions: dict[Key, list], groups: dict[str, list]
+) -> tuple[dict, dict]:
+    """The status at every phase's end (status_before its end_ms) of each status-group
+    partition and group, from their timelines `[(time_ms, status)]` (the rules' rows, or rows of
+    `corral analyze`'s partition_status and group_status tables, sorted by time): ({(phase,
+    key): status}, {(phase, group): status}), expected_statuses' shape."""
+    return (
+        {
+            (p.name, key): status_before(partitions[key], p.end_ms)
+            for p in truth.phases
+            for key in truth.roles
+        },
+        {
+            (p.name, g): status_before(groups[g], p.end_ms)
+            for p in truth.phases
+            for g in STATUS_GROUPS
+        },
+    )
+
+
+def statuses_by_rules(
+    truth: Truth,
+    commits: dict[Key, list[tuple[int, int]]],
+    samples: dict[tuple[str, int], list[tuple[int, int]]],
+    burrow_compatible: bool = True,
+) -> tuple[dict, dict]:
+    """phase_statuses of the rules' timelines from the given commits `[(time_ms, offset)]` per
+    key and log-end samples `[(time_ms, log_end)]` per partition."""
+    partitions = {
+        key: rules.partition_status_timeline(
+            commits[key], samples[key[1:]], burrow_compatible=burrow_compatible
+        )
+        for key in truth.roles
+    }
+    groups = {
+        g: rules.group_status_timeline([rows for key, rows in partitions.items() if key[0] == g])
+        for g in STATUS_GROUPS
+    }
+    return phase_statuses(truth, partitions, groups)
+
+
+def expected_statuses(truth: Truth) -> tuple[dict, dict]:
+    """The truth's expectations: ({(phase, key): status}, {(phase, group): status})."""
+    return (
+        {(p.name, k): s for p in truth.phases for k, s in p.expected.items()},
+        {(p.name, g): s for p in truth.phases for g, s in p.expected_group.items()},
+    )
+
+
+# ------------------------------------------------------------------------- the status groups
+
+
+class _Partition:
+    """What one role does on one partition of one status group, tick by tick."""
+
+    def __init__(self, role: str):
+        self.role = role
+        self.last: int | None = None  # last committed offset
+        self.stall_at: int | None = None
+        self.before_rewind: int | None = None
+
+    def offset(self, act: str, log_end: int, tick: int, in_tail: bool) -> int | None:
+        """The offset to commit at this tick, or None."""
+        if act != STALL:
+            self.stall_at = None
+        if act != REWIND or not in_tail:
+            self.before_rewind = None
+        if act == KEEP or (act == REWIND and not in_tail) or self.last is None:
+            return log_end
+        if act == STOP:
+            return None
+        if act == STALL:
+            if self.stall_at is None:
+                self.stall_at = self.last
+            return self.stall_at
+        if act == BEHIND:
+            return self.last + 1 if tick % BEHIND_EVERY == 0 else None
+        if self.before_rewind is None:  # REWIND, first tick of the tail
+            self.before_rewind = self.last
+            return self.last // 2
+        offset = self.last + 1  # reprocessing, still below where it was
+        if offset >= self.before_rewind:
+            raise ScenarioError(f"rewind caught up too soon: {offset} >= {self.before_rewind}")
+        return offset
+
+
+# --------------------------------------------------------------------------------- the driver
+
+
+def _member(name: str, group: str, **extra) -> dict:
+    protocol = MEMBER_GROUPS[group]
+    spec = {"name": name, "group": group, "protocol": protocol, **extra}
+    if protocol == "classic":
+        spec.setdefault("session_timeout_ms", 6000)
+        spec.setdefault("heartbeat_interval_ms", 500)
+    else:
+        spec.pop("session_timeout_ms", None)  # KIP-848: the broker's session timeout
+    return spec
+
+
+def _instance(protocol: str) -> str:
+    return f"sc-static-{protocol}"
+
+
+class _Driver:
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+        self.truth = Truth(bootstrap)
+        self.processes: list[MemberProcess] = []
+        self.consumers: dict[str, Consumer] = {}
+        self.parts: dict[Key, _Partition] = {}
+        self.log_end = [0] * STATUS_PARTITIONS
+        self.delivered: list[tuple[int, int]] = []
+        self.errors: list[str] = []
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+
+    # -- setup ----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        futures = admin.create_topics([NewTopic(t, n, 1) for t, n in self.truth.topics.items()])
+        for f in futures.values():
+            f.result(timeout=20)
+        groups = list(MEMBER_GROUPS)
+        # base: a steady member and a static one of each membership group; victim: killed in
+        # `settle`; spare: the static member's successor, held until `steady` starts it.
+        self.base = self._process(
+            [_member(f"a-{MEMBER_GROUPS[g]}", g) for g in groups]
+            + [
+                _member(
+                    f"s-{MEMBER_GROUPS[g]}",
+                    g,
+                    instance_id=_instance(MEMBER_GROUPS[g]),
+                    session_timeout_ms=STATIC_SESSION_MS,
+                )
+                for g in groups
+            ]
+        )
+        self.victim = self._process(
+            [
+                _member(f"c-{MEMBER_GROUPS[g]}", g, session_timeout_ms=CLASSIC_SESSION_MS)
+                for g in groups
+            ]
+        )
+        # A restarted instance: same instance id and client id, a new member id.
+        self.spare = self._process(
+            [
+                _member(
+                    f"s2-{MEMBER_GROUPS[g]}",
+                    g,
+                    hold=True,
+                    client_id=f"s-{MEMBER_GROUPS[g]}",
+                    instance_id=_instance(MEMBER_GROUPS[g]),
+                    session_timeout_ms=STATIC_SESSION_MS,
+                )
+                for g in groups
+            ]
+        )
+        for group, protocol in STATUS_GROUPS.items():
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": group,
+                    "group.protocol": protocol,
+                    "enable.auto.commit": False,
+                    "client.id": f"{group}-member",
+                    "log_level": 4,
+                    "error_cb": lambda err: self.errors.append(str(err)),
+                }
+            )
+            consumer.subscribe([STATUS_TOPIC])
+            self.consumers[group] = consumer
+            for p in range(STATUS_PARTITIONS):
+                key = (group, STATUS_TOPIC, p)
+                role = ROLES[(p + ROTATION[group]) % len(ROLES)]
+                self.truth.roles[key] = role
+                self.truth.commits[key] = []
+                self.parts[key] = _Partition(role)
+        for p in range(STATUS_PARTITIONS):
+            self.truth.ticks[(STATUS_TOPIC, p)] = []
+        everything = set(range(STATUS_PARTITIONS))
+
+        def ready() -> bool:
+            self._poll()
+            return all(
+                {tp.partition for tp in c.assignment()} == everything
+                for c in self.consumers.values()
+            ) and all(self._settled(g, 3) for g in MEMBER_GROUPS)
+
+        self._wait(ready, SETUP_TIMEOUT_S, "status groups assigned, membership groups of 3")
+        for c in self.consumers.values():
+            c.pause(c.assignment())  # nothing to fetch: commits are all they do
+
+    def _process(self, specs: list[dict]) -> MemberProcess:
+        p = MemberProcess(
+            "confluent", self.bootstrap, specs[0]["group"], specs, topics=[IDLE_TOPIC]
+        )
+        self.processes.append(p)
+        return p
+
+    def _poll(self) -> None:
+        for c in self.consumers.values():
+            c.poll(0)
+
+    def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise ScenarioError(
+                    f"timed out after {timeout}s waiting for {what}: {self._state()}"
+                )
+            time.sleep(0.1)
+
+    def _state(self) -> str:
+        groups = {g: self._describe(g) for g in MEMBER_GROUPS}
+        logs = "".join(
+            f"\n--- member process {i}\n{p.log_tail()}" for i, p in enumerate(self.processes)
+        )
+        return f"groups: {groups}; client errors: {self.errors[-10:]}{logs}"
+
+    # -- membership groups -----------------------------------------------------------------
+
+    def _describe(self, group: str) -> tuple[str, list[tuple[str, str | None, frozenset]]] | None:
+        """(state, [(member id, instance id, assigned)]); None on an error. A consumer group
+        shows "Reconciling" until every member is at the group epoch with its target."""
+        if MEMBER_GROUPS[group] == "classic":
+            g = describe_groups_raw(self.bootstrap, group)
+            if g["error_code"]:
+                return None
+            return g["group_state"], [
+                (m["member_id"], m["group_instance_id"], m["assigned"]) for m in g["members"]
+            ]
+        g = describe(self.bootstrap, group)
+        if g["error_code"]:
+            return None
+        if any(
+            m["member_epoch"] != g["group_epoch"] or m["assignment"] != m["target_assignment"]
+            for m in g["members"]
+        ):
+            return "Reconciling", []
+        return g["group_state"], [
+            (m["member_id"], m["instance_id"], m["assignment"]) for m in g["members"]
+        ]
+
+    def _settled(
+        self, group: str, members: int, check: Callable[[list], bool] = lambda _: True
+    ) -> bool:
+        d = self._describe(group)
+        if d is None or d[0] != "Stable" or len(d[1]) != members:
+            return False
+        owned = [tp for _, _, assigned in d[1] for tp in assigned or ()]
+        idle = {(IDLE_TOPIC, p) for p in range(IDLE_PARTITIONS)}
+        return len(owned) == len(set(owned)) and set(owned) == idle and check(d[1])
+
+    def _static_id(self, group: str) -> str | None:
+        d = self._describe(group)
+        instance = _instance(MEMBER_GROUPS[group])
+        return next((mid for mid, inst, _ in (d[1] if d else []) if inst == instance), None)
+
+    def _until(
+        self, group: str, members: int, phase: str, check: Callable[[list], bool] = lambda _: True
+    ) -> Iterator[None]:
+        deadline = time.monotonic() + ACTION_TIMEOUT_S
+        while not self._settled(group, members, check):
+            if time.monotonic() > deadline:
+                raise ScenarioError(
+                    f"{phase}: {group} not settled with {members} members within "
+                    f"{ACTION_TIMEOUT_S}s: {self._state()}"
+                )
+            yield
+
+    def _actions(self, plan: PhasePlan) -> list[Iterator[None]]:
+        """One generator per membership group, advanced once per tick until it is settled."""
+        requested = now_ms()
+        if plan.action == "join":
+            self.joiner = self._process([_member(f"b-{p}", g) for g, p in MEMBER_GROUPS.items()])
+        elif plan.action == "expire":
+            self.victim.kill()
+        return [
+            getattr(self, f"_{plan.action}")(group, protocol, plan.name, requested)
+            for group, protocol in MEMBER_GROUPS.items()
+        ]
+
+    def _replace_static(self, group, protocol, phase, requested):
+        old = self._static_id(group)
+        self.base.close(f"s-{protocol}")
+        deadline = time.monotonic() + ACTION_TIMEOUT_S
+        while not self.base[f"s-{protocol}"].closed:  # its leave (or no leave, classic) is done
+            if time.monotonic() > deadline:
+                raise ScenarioError(f"{phase}: s-{protocol} did not close: {self._state()}")
+            yield
+        self.spare.start(f"s2-{protocol}")
+        yield from self._until(
+            group,
+            3,
+            phase,
+            lambda ms: any(inst == _instance(protocol) and mid != old for mid, inst, _ in ms),
+        )
+        settled = after_ms()
+        for event in ("member_fenced", "member_joined"):
+            self.truth.memberships.append(
+                Membership(
+                    group,
+                    protocol,
+                    phase,
+                    event,
+                    f"s-{protocol}",
+                    _instance(protocol),
+                    requested,
+                    settled,
+                )
+            )
+
+    def _change(self, group, protocol, phase, requested, event, name, before, after):
+        yield from self._until(group, after, phase)
+        settled = after_ms()
+        self.truth.memberships.append(
+            Membership(
+                group, protocol, phase, event, f"{name}-{protocol}", None, requested, settled
+            )
+        )
+        self.truth.rebalances.append(
+            Rebalance(group, protocol, phase, event, before, after, requested, settled)
+        )
+
+    def _join(self, group, protocol, phase, requested):
+        return self._change(group, protocol, phase, requested, "member_joined", "b", 3, 4)
+
+    def _leave(self, group, protocol, phase, requested):
+        self.joiner.close(f"b-{protocol}")
+        return self._change(group, protocol, phase, requested, "member_left", "b", 4, 3)
+
+    def _expire(self, group, protocol, phase, requested):
+        return self._change(group, protocol, phase, requested, "member_expired", "c", 3, 2)
+
+    # -- ticks -----------------------------------------------------------------------------
+
+    def _produce(self, start: int) -> None:
+        def done(err, msg):
+            if err is not None:
+                self.errors.append(f"produce: {err}")
+            else:
+                self.delivered.append((msg.partition(), msg.offset()))
+
+        self.delivered.clear()
+        for p, rate in enumerate(RATES):
+            for _ in range(rate):
+                self.producer.produce(STATUS_TOPIC, b"x", partition=p, on_delivery=done)
+        if self.producer.flush(30) or len(self.delivered) != sum(RATES):
+            raise ScenarioError(f"produce failed: {self.errors[-5:]}")
+        for p, offset in self.delivered:
+            self.log_end[p] = max(self.log_end[p], offset + 1)
+        finished = after_ms()
+        for p in range(STATUS_PARTITIONS):
+            self.truth.ticks[(STATUS_TOPIC, p)].append(Tick(start, finished, self.log_end[p]))
+
+    def _commit(self, plan: PhasePlan, tick: int, in_tail: bool) -> None:
+        for group, consumer in self.consumers.items():
+            chosen = []
+            for p in range(STATUS_PARTITIONS):
+                part = self.parts[(group, STATUS_TOPIC, p)]
+                offset = part.offset(plan.acts[part.role], self.log_end[p], tick, in_tail)
+                if offset is not None:
+                    chosen.append((p, offset))
+            if not chosen:
+                continue
+            sent = now_ms()
+            answer = consumer.commit(
+                offsets=[TopicPartition(STATUS_TOPIC, p, off) for p, off in chosen],
+                asynchronous=False,
+            )
+            acked = after_ms()
+            failed = [tp for tp in answer if tp.error is not None]
+            if failed:
+                raise ScenarioError(f"{group}: commit failed: {failed}")
+            for p, offset in chosen:
+                key = (group, STATUS_TOPIC, p)
+                self.parts[key].last = offset
+                self.truth.commits[key].append(Commit(sent, acked, offset, self.log_end[p]))
+
+    def run(self) -> Truth:
+        """Ticks until the last phase ended; a phase ends at the start of the tick after its
+        last one, which is the next phase's start."""
+        tick = 0  # all ticks so far: the laggard's clock
+        phases = iter(PHASES)
+        plan = next(phases)
+        start = tail_from = None
+        n = 0
+        actions: list[Iterator[None]] = []
+        next_start = time.monotonic()
+        while True:
+            time.sleep(max(0.0, next_start - time.monotonic()))
+            tick_start = now_ms()
+            next_start = time.monotonic() + TICK_MS / 1000
+            if tail_from is not None and n >= max(plan.min_ticks, tail_from + plan.tail):
+                self.truth.phases.append(self._phase(plan, start, tick_start, n))
+                plan = next(phases, None)
+                if plan is None:
+                    break
+                start = tail_from = None
+                n = 0
+            if start is None:
+                start = tick_start
+            self._produce(tick_start)
+            self._commit(plan, tick, tail_from is not None)
+            self._poll()
+            if n == 0:
+                actions = self._actions(plan)
+            actions = [a for a in actions if next(a, StopIteration) is not StopIteration]
+            n += 1
+            tick += 1
+            if tail_from is None and not actions and n >= plan.min_ticks - plan.tail:
+                tail_from = n
+        self.truth.start_ms = self.truth.phases[0].start_ms
+        self.truth.end_ms = tick_start
+        while now_ms() <= tick_start:  # whatever comes next (the teardown) is after the end
+            time.sleep(0.001)
+        return self.truth
+
+    def _phase(self, plan: PhasePlan, start: int, end: int, ticks: int) -> Phase:
+        expected = {key: plan.expect[role] for key, role in self.truth.roles.items()}
+        codes = {name: code for code, name in rules.STATUS_NAMES.items()}
+        group = {
+            g: rules.STATUS_NAMES[
+                rules.group_status(codes[s] for k, s in expected.items() if k[0] == g)
+            ]
+            for g in STATUS_GROUPS
+        }
+        return Phase(plan.name, start, end, ticks, expected, group)
+
+    def close(self, failed: bool) -> None:
+        for c in self.consumers.values():
+            c.close()
+        if failed:
+            stop_processes(self.processes)
+        for p in self.processes:
+            p.close_all()
+
+
+def run(bootstrap: str) -> Truth:
+    """Runs the whole scenario on a fresh cluster (its topics and groups must not exist) and
+    returns the truth; member processes are gone when it returns, even on failure."""
+    driver = _Driver(bootstrap)
+    failed = True
+    try:
+        driver.setup()
+        truth = driver.run()
+        failed = False
+        return truth
+    finally:
+        driver.close(failed)

@@ -1,0 +1,1207 @@
+"""The classic group coordinator in process, without sockets: a log that acknowledges at once, a
+clock the test moves, JoinGroup requests, and a driver that plays named members through
+JoinGroup/SyncGroup/Heartbeat/LeaveGroup/OffsetCommit validation, checking the group's invariants
+after every step.
+
+Used by tests/unit/groups/classic/test_state_machine.py and benches/groups_inprocess.py.
+
+Every coordinator method is synchronous: a parked request's `Later` has its `value` as soon as
+the coordinator answers, so the driver reads answers without awaiting anything. The log replays
+each write at once, through the coordinator's `replay`, as the durable log does after its fsync.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import trio
+
+from corral.config.settings import Settings
+from corral.errors import ErrorCode
+from corral.groups import timers as timers_module
+from corral.groups.classic import ClassicGroup, ClassicState, JoinRequest
+from corral.groups.coordinator import GroupCoordinator
+from corral.groups.storage import records
+from corral.groups.storage.writer import CoordinatorLog
+from corral.later import Later
+from corral.load import consumer_protocol as cp
+
+
+class InstantLog(CoordinatorLog):
+    """Encodes every write as the durable log does, replays it and acknowledges at once."""
+
+    def __init__(self) -> None:
+        self.group_writes = 0
+        self.tombstone_writes = 0
+
+    def _write(self, group_id, recs, applied=False, batch=None):
+        records.encode_batch(recs, 0)
+        for record in recs:
+            if isinstance(record, records.GroupMetadata):
+                self.group_writes += 1
+            elif isinstance(record, (records.GroupTombstone, records.OffsetTombstones)):
+                self.tombstone_writes += 1
+            if not applied:
+                self.replay(record)
+        return Later.of(ErrorCode.NONE)
+
+
+def fresh(value: str) -> str:
+    """A new object equal to `value`: a request decoded off the wire brings its own strings."""
+    return (value + " ")[:-1]
+
+
+def subscription(topics=("topic",)) -> bytes:
+    """ConsumerProtocolSubscription v3 bytes for `topics`."""
+    return cp.encode_subscription(list(topics), {}, -1)
+
+
+def join_request(
+    group_id: str,
+    member_id: str,
+    metadata: bytes,
+    *,
+    n: int = 0,
+    instance_id: str | None = None,
+    session_timeout_ms: int = 45000,
+    rebalance_timeout_ms: int = 300000,
+    protocol_type: str = "consumer",
+    protocols: list[str] | None = None,
+    require_known_member_id: bool = True,
+    supports_skip_assignment: bool = True,
+    reason: str | None = None,
+) -> JoinRequest:
+    """A JoinRequest as the handlers build it from the wire (fresh strings and bytes)."""
+    names = protocols or ["range"]
+    return JoinRequest(
+        group_id=group_id,
+        member_id=member_id,
+        group_instance_id=instance_id,
+        client_id=f"client-{n}",
+        client_host=fresh("/127.0.0.1"),
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        protocol_type=fresh(protocol_type),
+        protocols=[(fresh(name), bytes(bytearray(metadata))) for name in names],
+        require_known_member_id=require_known_member_id,
+        supports_skip_assignment=supports_skip_assignment,
+        reason=reason,
+    )
+
+
+class FakeClock:
+    """The monotonic clock of the coordinator's timers (corral.groups.timers.now_ms), moved by hand."""
+
+    def __init__(self, start_ms: int = 1_000_000):
+        self.now = start_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@contextlib.contextmanager
+def patched_clock(clock: FakeClock) -> Iterator[FakeClock]:
+    """Makes `clock` the timers' clock; a coordinator must be built inside the block."""
+    saved = timers_module.now_ms
+    timers_module.now_ms = clock
+    try:
+        yield clock
+    finally:
+        timers_module.now_ms = saved
+
+
+def code(value: ErrorCode | str | int) -> ErrorCode:
+    return ErrorCode[value] if isinstance(value, str) else ErrorCode(value)
+
+
+class InvariantError(AssertionError):
+    pass
+
+
+class ClassicDriver:
+    """Plays named members ("a", "b", ...) against one classic group of a coordinator.
+
+    Every step runs `check_invariants()` afterwards: structural invariants always, and in a Stable
+    group the assignment invariants (each member holds exactly what the leader of this generation
+    sent it; the partitions of the subscribed topics are each assigned exactly once)."""
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "group.initial.rebalance.delay.ms": 3000,
+        "group.min.session.timeout.ms": 1000,
+        "group.max.session.timeout.ms": 60000,
+    }
+
+    def __init__(
+        self,
+        clock: FakeClock,
+        settings: dict[str, Any] | None = None,
+        group_id: str = "g",
+        partitions: dict[str, int] | None = None,
+        tick_ms: int = 10,
+    ):
+        self.clock = clock
+        self.coordinator = GroupCoordinator(
+            Settings({**self.DEFAULTS, **(settings or {})}), InstantLog(), Path("/nonexistent")
+        )
+        self.group_id = group_id
+        self.partitions = partitions or {"topic": 6}
+        self.tick_ms = tick_ms
+        self.ids: dict[str, str] = {}  # name -> member id
+        self.instances: dict[str, str | None] = {}
+        self.joins: dict[str, Later] = {}  # name -> last JoinGroup
+        self.syncs: dict[str, Later] = {}  # name -> last SyncGroup
+        self.sync_generations: dict[str, int] = {}
+        # identity (instance id, else member id) -> (generation, assignment bytes) the leader sent
+        self.sent: dict[str, tuple[int, bytes]] = {}
+        self.stable_checks = 0
+        self.n = 0
+
+    # -- observation ---------------------------------------------------------------------------
+
+    @property
+    def group(self) -> ClassicGroup | None:
+        return self.coordinator._classic(self.group_id)
+
+    def name_of(self, member_id: str) -> str:
+        for name, mid in self.ids.items():
+            if mid == member_id:
+                return name
+        return member_id
+
+    def check_invariants(self) -> None:
+        group = self.group
+        if group is None:
+            return
+        members = group.members
+        _require(
+            group.num_awaiting_join == sum(m.join_waiter is not None for m in members.values()),
+            "num_awaiting_join out of step with the members' parked JoinGroups",
+        )
+        _require(group.pending_sync <= set(members), "pending_sync holds non-members")
+        _require(
+            not set(group.pending_members) & set(members), "a member id is both pending and joined"
+        )
+        for instance, mid in group.static_members.items():
+            _require(
+                mid in members and members[mid].group_instance_id == instance,
+                f"static member {instance} maps to {mid}, not a member with that instance id",
+            )
+        support: dict[str, int] = {}
+        for m in members.values():
+            for name, _ in m.protocols:
+                support[name] = support.get(name, 0) + 1
+        _require(support == group.protocol_support, "protocol support counts out of step")
+        if members:
+            _require(group.leader_id in members, f"leader {group.leader_id} is not a member")
+        if group.state is ClassicState.EMPTY:
+            _require(not members, "an Empty group has members")
+        if group.state is ClassicState.STABLE:
+            self._check_stable(group)
+
+    def _check_stable(self, group: ClassicGroup) -> None:
+        self.stable_checks += 1
+        owner: dict[tuple[str, int], str] = {}
+        for m in group.members.values():
+            identity = m.group_instance_id or m.member_id
+            _require(
+                identity in self.sent,
+                f"member {m.member_id} of a Stable group got no assignment from a leader",
+            )
+            generation, data = self.sent[identity]
+            _require(
+                generation == group.generation_id,
+                f"member {m.member_id} holds the assignment of generation {generation}, "
+                f"group is at {group.generation_id}",
+            )
+            _require(
+                m.assignment == data,
+                f"member {m.member_id} holds an assignment other than the one its leader sent",
+            )
+            for topic, partitions in cp.decode_assignment(m.assignment).items():
+                for p in partitions:
+                    _require(
+                        (topic, p) not in owner,
+                        f"{topic}-{p} assigned to both {owner.get((topic, p))} and {m.member_id}",
+                    )
+                    owner[(topic, p)] = m.member_id
+        subscribed = group.subscribed_topics or set()
+        expected = {
+            (t, p) for t in subscribed if t in self.partitions for p in range(self.partitions[t])
+        }
+        _require(
+            set(owner) == expected,
+            f"assigned {sorted(owner)}, expected each of {sorted(expected)} once",
+        )
+        # What the members heard from SyncGroup in this generation is what they hold.
+        for name, waiter in self.syncs.items():
+            mid = self.ids.get(name)
+            value = waiter.value
+            if (
+                mid in group.members
+                and value is not None
+                and value["error_code"] == 0
+                and self.sync_generations.get(name) == group.generation_id
+            ):
+                _require(
+                    value["assignment"] == group.members[mid].assignment,
+                    f"{name} was answered an assignment other than the one it holds",
+                )
+
+    def _expect(self, what: str, waiter: Later, expect: str | None) -> None:
+        if expect is None:
+            return
+        if expect == "parked":
+            assert waiter.value is None, f"{what}: expected to wait, answered {_show(waiter.value)}"
+            return
+        assert waiter.value is not None, f"{what}: expected {expect}, still waiting"
+        assert code(waiter.value["error_code"]) == code(expect), (
+            f"{what}: expected {expect}, answered {_show(waiter.value)}"
+        )
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def run(self, steps) -> None:
+        for i, step in enumerate(steps):
+            try:
+                step(self)
+                self.check_invariants()
+            except AssertionError as e:
+                raise AssertionError(f"step {i} {step!r}: {e}") from None
+
+    def advance(self, ms: int) -> None:
+        """Moves the clock `ms` forward a tick at a time, firing the timers due at each tick."""
+        target = self.clock.now + ms
+        while self.clock.now < target:
+            self.clock.now = min(self.clock.now + self.tick_ms, target)
+            self.coordinator.timers.fire_due()
+            self.check_invariants()
+
+    def join(
+        self,
+        name: str,
+        *,
+        instance: str | None = None,
+        new_id: bool = False,
+        first_only: bool = False,
+        member_id: str | None = None,
+        require_known: bool = True,
+        session: int = 10000,
+        rebalance: int = 20000,
+        protocols: list[str] | None = None,
+        topics=("topic",),
+        protocol_type: str = "consumer",
+        group_id: str | None = None,
+        expect: str | None = None,
+        **response: Any,
+    ) -> Later:
+        """JoinGroup as a client does: a new member (no id yet, or `new_id`) joins with "" and,
+        answered MEMBER_ID_REQUIRED, again with the id it got (unless `first_only`)."""
+        if instance is not None:
+            self.instances[name] = instance
+        instance = self.instances.get(name)
+        if member_id is None:
+            member_id = "" if new_id or name not in self.ids else self.ids[name]
+        self.n += 1
+        metadata = subscription(topics)
+
+        def send(mid: str) -> Later:
+            return self.coordinator.join(
+                join_request(
+                    group_id or self.group_id,
+                    mid,
+                    metadata,
+                    n=self.n,
+                    instance_id=instance,
+                    session_timeout_ms=session,
+                    rebalance_timeout_ms=rebalance,
+                    protocol_type=protocol_type,
+                    protocols=protocols,
+                    require_known_member_id=require_known,
+                )
+            )
+
+        waiter = send(member_id)
+        value = waiter.value
+        if value is not None and value["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
+            self.ids[name] = value["member_id"]
+            if not first_only:
+                waiter = send(value["member_id"])
+        group = self.group
+        if group is not None:
+            for m in group.members.values():
+                if m.join_waiter is waiter:
+                    self.ids[name] = m.member_id
+        if waiter.value is not None and waiter.value["error_code"] == 0:
+            self.ids[name] = waiter.value["member_id"]
+        self.joins[name] = waiter
+        self._expect(f"JoinGroup of {name}", waiter, expect)
+        if response:
+            self.expect_join(name, **response)
+        return waiter
+
+    def expect_join(
+        self,
+        name: str,
+        code: str | None = None,
+        generation: int | None = None,
+        leader: str | None = None,
+        members: list[str] | None = None,
+        skip_assignment: bool | None = None,
+        member: str | None = None,
+    ) -> None:
+        waiter = self.joins[name]
+        self._expect(f"JoinGroup of {name}", waiter, code)
+        value = waiter.value
+        if value is None:
+            assert generation is leader is members is None, f"JoinGroup of {name} still waiting"
+            return
+        if generation is not None:
+            assert value["generation_id"] == generation, f"{name}: generation {_show(value)}"
+        if leader is not None:
+            assert value["leader"] == self.ids[leader], f"{name}: leader {_show(value)}"
+        if members is not None:
+            got = sorted(self.name_of(m["member_id"]) for m in value["members"])
+            assert got == sorted(members), f"{name}: members list {got}, expected {sorted(members)}"
+        if skip_assignment is not None:
+            assert value["skip_assignment"] is skip_assignment, f"{name}: {_show(value)}"
+        if member is not None:
+            assert value["member_id"] == self.ids[member], f"{name}: member id {_show(value)}"
+
+    def assignments_for(self, name: str) -> list[tuple[str, bytes]]:
+        """The leader's range assignment, computed from its JoinGroup answer's member list."""
+        value = self.joins[name].value
+        subscriptions = {
+            m["member_id"]: cp.decode_subscription_topics(m["metadata"]) for m in value["members"]
+        }
+        strategy = (
+            value["protocol_name"] if value["protocol_name"] in ("range", "roundrobin") else "range"
+        )
+        plan = cp.assign(strategy, subscriptions, self.partitions)
+        return [(mid, cp.encode_assignment(plan[mid])) for mid in subscriptions]
+
+    def sync(
+        self,
+        name: str,
+        *,
+        generation: int | None = None,
+        member_id: str | None = None,
+        as_leader: bool | None = None,
+        expect: str | None = None,
+        tamper=None,
+    ) -> Later:
+        """SyncGroup; as the leader (by default when its JoinGroup answer says so) with the range
+        assignment computed from its member list, passed through `tamper` if given."""
+        join = self.joins.get(name)
+        answered = join is not None and join.value is not None and join.value["error_code"] == 0
+        if generation is None:
+            generation = join.value["generation_id"] if answered else self.group.generation_id
+        mid = member_id or self.ids[name]
+        if as_leader is None:
+            as_leader = answered and join.value["leader"] == mid and bool(join.value["members"])
+        assignments = self.assignments_for(name) if as_leader else []
+        if tamper is not None:
+            assignments = tamper(assignments)
+        members = (
+            {m["member_id"]: m.get("group_instance_id") for m in join.value["members"]}
+            if as_leader
+            else {}
+        )
+        waiter = self.coordinator.sync(
+            self.group_id, mid, self.instances.get(name), generation, "consumer", None, assignments
+        )
+        self.sync_generations[name] = generation
+        if as_leader and (waiter.value is None or waiter.value["error_code"] == 0):
+            # The coordinator gives a member the leader left out empty bytes.
+            by_member = dict(assignments)
+            for m, instance in members.items():
+                self.sent[instance or m] = (generation, by_member.get(m, b""))
+        self.syncs[name] = waiter
+        self._expect(f"SyncGroup of {name}", waiter, expect)
+        return waiter
+
+    def expect_sync(self, name: str, code: str) -> None:
+        self._expect(f"SyncGroup of {name}", self.syncs[name], code)
+
+    def until(self, state: str, limit_ms: int = 600_000) -> None:
+        """Advances tick by tick until the group is in `state`."""
+        waited = 0
+        while self.group.state.value != state:
+            assert waited < limit_ms, f"still {self.group.state.value} after {limit_ms} ms"
+            self.advance(self.tick_ms)
+            waited += self.tick_ms
+
+    def sync_all(self) -> None:
+        """Every member answered for this generation syncs, followers first (they must wait for
+        the leader's assignment), then the leader; everyone must then be answered NONE."""
+        group = self.group
+        assert group.state is ClassicState.COMPLETING_REBALANCE, f"state {group.state.value}"
+        names = [
+            n
+            for n, mid in self.ids.items()
+            if mid in group.members
+            and self.joins.get(n) is not None
+            and self.joins[n].value is not None
+            and self.joins[n].value["error_code"] == 0
+            and self.joins[n].value["generation_id"] == group.generation_id
+        ]
+        leader = [n for n in names if self.ids[n] == group.leader_id]
+        assert leader, "the leader has no JoinGroup answer of this generation"
+        followers = [n for n in names if n not in leader]
+        for n in followers:
+            self.sync(n, expect="parked")
+        self.sync(leader[0], expect="NONE")
+        for n in names:
+            self._expect(f"SyncGroup of {n}", self.syncs[n], "NONE")
+
+    def heartbeat(
+        self,
+        name: str,
+        expect: str = "NONE",
+        *,
+        generation: int | None = None,
+        member_id: str | None = None,
+    ) -> None:
+        if generation is None:
+            join = self.joins.get(name)
+            generation = (
+                join.value["generation_id"]
+                if join is not None and join.value
+                else self.group.generation_id
+            )
+        got = self.coordinator.heartbeat(
+            self.group_id, member_id or self.ids[name], self.instances.get(name), generation
+        )
+        assert got == code(expect), f"Heartbeat of {name}: expected {expect}, got {code(got).name}"
+
+    def keepalive(self, names: list[str], ms: int, every: int = 1000) -> None:
+        """Advances `ms`, the named members heartbeating every `every` ms."""
+        done = 0
+        while done < ms:
+            step = min(every, ms - done)
+            self.advance(step)
+            done += step
+            for name in names:
+                self.heartbeat(name, expect="NONE")
+
+    def leave(self, name: str, expect: str = "NONE", *, by_instance: bool = False) -> None:
+        mid = "" if by_instance else self.ids[name]
+        error, errors = self.coordinator.leave(self.group_id, [(mid, self.instances.get(name))])
+        assert error == ErrorCode.NONE, f"LeaveGroup: {code(error).name}"
+        assert [code(e) for e in errors] == [code(expect)], (
+            f"LeaveGroup of {name}: expected {expect}, got {[code(e).name for e in errors]}"
+        )
+
+    def commit(
+        self,
+        name: str | None,
+        expect: str,
+        *,
+        generation: int | None = None,
+        member_id: str | None = None,
+        instance: str | None = None,
+        version: int = 8,
+        group_id: str | None = None,
+    ) -> None:
+        if member_id is None:
+            member_id = self.ids[name] if name else ""
+        if instance is None and name:
+            instance = self.instances.get(name)
+        if generation is None:
+            generation = self.group.generation_id if self.group is not None else -1
+        got = self.coordinator.offsets.commit_error(
+            group_id or self.group_id, member_id, instance, generation, version
+        )
+        assert got == code(expect), f"commit of {name}: expected {expect}, got {code(got).name}"
+
+    def delete(self, expect: str) -> None:
+        got = self.coordinator.delete_group(self.group_id).value
+        assert got == code(expect), f"DeleteGroups: expected {expect}, got {code(got).name}"
+
+    def expect(
+        self,
+        state: str | None = None,
+        *,
+        generation: int | None = None,
+        members: list[str] | None = None,
+        leader: str | None = None,
+        pending: int | None = None,
+        protocol: str | None = None,
+        exists: bool = True,
+    ) -> None:
+        group = self.group
+        if not exists:
+            assert group is None, f"group exists in state {group.state.value}"
+            return
+        assert group is not None, "no such group"
+        if state is not None:
+            assert group.state.value == state, f"state {group.state.value}, expected {state}"
+        if generation is not None:
+            assert group.generation_id == generation, (
+                f"generation {group.generation_id}, expected {generation}"
+            )
+        if members is not None:
+            got = sorted(self.name_of(m) for m in group.members)
+            assert got == sorted(members), f"members {got}, expected {sorted(members)}"
+        if leader is not None:
+            assert group.leader_id == self.ids[leader], (
+                f"leader {self.name_of(group.leader_id)}, expected {leader}"
+            )
+        if pending is not None:
+            assert len(group.pending_members) == pending, (
+                f"{len(group.pending_members)} pending members, expected {pending}"
+            )
+        if protocol is not None:
+            assert group.protocol_name == protocol, f"protocol {group.protocol_name}"
+
+    def stabilize(self, *names: str) -> None:
+        """From a group whose members all joined: wait out the join phase, then everyone syncs."""
+        waited = 0
+        while self.group.state is ClassicState.PREPARING_REBALANCE and waited < 600_000:
+            self.advance(self.tick_ms)
+            waited += self.tick_ms
+        self.sync_all()
+        assert self.group.state is ClassicState.STABLE, self.group.state.value
+        if names:
+            self.expect("Stable", members=list(names))
+
+
+class Step:
+    """One step of a scenario: a ClassicDriver method with its arguments (`S.join("a")`)."""
+
+    def __init__(self, name: str, args: tuple, kwargs: dict[str, Any]):
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+    def __call__(self, driver: ClassicDriver) -> None:
+        getattr(driver, self.name)(*self.args, **self.kwargs)
+
+    def __repr__(self) -> str:
+        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{self.name}({', '.join(parts)})"
+
+
+class _Steps:
+    def __getattr__(self, name: str):
+        if not hasattr(ClassicDriver, name):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: Step(name, args, kwargs)
+
+
+S = _Steps()
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise InvariantError("invariant: " + message)
+
+
+def _show(value: dict[str, Any] | None) -> str:
+    if value is None:
+        return "nothing yet"
+    shown = dict(value)
+    shown["error_code"] = code(value["error_code"]).name
+    shown.pop("members", None)
+    return repr(shown)
+
+
+def stable(*names, **join):
+    """Steps: the named members join a new group and it stabilizes at generation 1."""
+    return [S.join(n, expect="parked", **join) for n in names] + [
+        S.stabilize(*names),
+        S.expect("Stable", generation=1, leader=names[0]),
+    ]
+
+
+def run_case(steps, settings=None, partitions=None) -> ClassicDriver:
+    async def main():
+        with patched_clock(FakeClock()) as clock:
+            driver = ClassicDriver(clock, settings, partitions=partitions)
+            driver.run(steps)
+            return driver
+
+    return trio.run(main)
+
+
+MEMBERSHIP = [
+    (
+        "kip394_member_id_required_then_join",
+        [
+            S.join("a", first_only=True, expect="MEMBER_ID_REQUIRED"),
+            S.expect("Empty", members=[], pending=1),
+            S.join("a", expect="parked"),
+            S.expect("PreparingRebalance", members=["a"], pending=0, generation=0),
+        ],
+    ),
+    (
+        "old_client_joins_without_member_id_required",
+        [
+            S.join("a", require_known=False, expect="parked"),
+            S.expect("PreparingRebalance", members=["a"], pending=0),
+        ],
+    ),
+    (
+        "unknown_member_id_on_unknown_group",
+        [S.join("x", member_id="made-up", expect="UNKNOWN_MEMBER_ID"), S.expect(exists=False)],
+    ),
+    (
+        "unknown_member_id_on_stable_group",
+        stable("a")
+        + [
+            S.join("x", member_id="made-up", expect="UNKNOWN_MEMBER_ID"),
+            S.expect("Stable", generation=1, members=["a"]),
+        ],
+    ),
+    (
+        "session_timeout_below_min",
+        [
+            S.join("a", first_only=True, session=999, expect="INVALID_SESSION_TIMEOUT"),
+            S.expect(exists=False),
+        ],
+    ),
+    (
+        "session_timeout_at_min",
+        [S.join("a", first_only=True, session=1000, expect="MEMBER_ID_REQUIRED")],
+    ),
+    (
+        "session_timeout_at_max",
+        [S.join("a", first_only=True, session=60000, expect="MEMBER_ID_REQUIRED")],
+    ),
+    (
+        "session_timeout_above_max",
+        [S.join("a", first_only=True, session=60001, expect="INVALID_SESSION_TIMEOUT")],
+    ),
+    (
+        "rejoin_with_bad_session_leaves_group_alone",
+        stable("a")
+        + [
+            S.join("a", session=60001, expect="INVALID_SESSION_TIMEOUT"),
+            S.expect("Stable", generation=1, members=["a"]),
+        ],
+    ),
+    (
+        "pending_member_expires_after_session",
+        [
+            S.join("a", first_only=True, session=5000, expect="MEMBER_ID_REQUIRED"),
+            S.advance(4990),
+            S.expect("Empty", pending=1),
+            S.advance(10),
+            S.expect("Empty", pending=0),
+            S.join("a", expect="UNKNOWN_MEMBER_ID"),
+        ],
+    ),
+    (
+        "pending_member_holds_join_phase_until_it_expires",
+        stable("a")
+        + [
+            S.advance(1000),
+            S.join("b", first_only=True, expect="MEMBER_ID_REQUIRED"),
+            S.expect("Stable", generation=1, pending=1),
+            S.join("a", expect="parked"),  # the leader rejoining starts a rebalance
+            S.expect("PreparingRebalance"),
+            S.advance(9990),
+            S.expect("PreparingRebalance", pending=1),
+            S.advance(10),
+            S.expect("CompletingRebalance", generation=2, members=["a"], pending=0),
+            S.sync_all(),
+            S.expect("Stable", generation=2),
+        ],
+    ),
+    (
+        "static_member_may_not_use_a_pending_id",
+        [
+            S.join("a", first_only=True, expect="MEMBER_ID_REQUIRED"),
+            S.join("a", instance="ia", expect="UNKNOWN_MEMBER_ID"),
+        ],
+    ),
+    (
+        "inconsistent_protocol_type",
+        stable("a")
+        + [
+            S.join("b", protocol_type="connect", expect="INCONSISTENT_GROUP_PROTOCOL"),
+            S.expect("Stable", members=["a"], pending=0),
+        ],
+    ),
+    (
+        "no_protocol_in_common",
+        stable("a") + [S.join("b", protocols=["roundrobin"], expect="INCONSISTENT_GROUP_PROTOCOL")],
+    ),
+    (
+        "leave_pending_member",
+        [
+            S.join("a", first_only=True, expect="MEMBER_ID_REQUIRED"),
+            S.leave("a"),
+            S.expect("Empty", pending=0),
+        ],
+    ),
+    ("leave_twice", stable("a") + [S.leave("a"), S.leave("a", expect="UNKNOWN_MEMBER_ID")]),
+]
+
+
+REBALANCE = [
+    (
+        "initial_delay",
+        [
+            S.join("a", expect="parked"),
+            S.advance(2990),
+            S.expect("PreparingRebalance", generation=0),
+            S.expect_join("a", code="parked"),
+            S.advance(10),
+            S.expect("CompletingRebalance", generation=1, leader="a"),
+            S.expect_join("a", code="NONE", generation=1, leader="a", members=["a"]),
+            S.sync_all(),
+            S.expect("Stable", generation=1),
+        ],
+    ),
+    (
+        "initial_delay_extended_by_a_new_member",
+        [
+            S.join("a", expect="parked"),
+            S.advance(2000),
+            S.join("b", expect="parked"),
+            S.advance(3990),
+            S.expect("PreparingRebalance", generation=0),
+            S.advance(10),
+            S.expect("CompletingRebalance", generation=1, members=["a", "b"], leader="a"),
+            S.expect_join("b", code="NONE", generation=1, leader="a", members=[]),
+            S.sync_all(),
+            S.expect("Stable", generation=1),
+        ],
+    ),
+    (
+        "second_member_joins_stable_group",
+        stable("a")
+        + [
+            S.join("b", expect="parked"),
+            S.expect("PreparingRebalance", generation=1, members=["a", "b"]),
+            S.heartbeat("a", "REBALANCE_IN_PROGRESS"),
+            S.join("a", expect="NONE", generation=2, leader="a", members=["a", "b"]),
+            S.expect("CompletingRebalance", generation=2, leader="a"),
+            S.expect_join("b", code="NONE", generation=2, leader="a", members=[]),
+            S.heartbeat("a", "NONE"),
+            S.heartbeat("b", "NONE"),
+            S.sync_all(),
+            S.expect("Stable", generation=2, members=["a", "b"]),
+        ],
+    ),
+    (
+        "follower_sync_waits_for_leader_assignment",
+        [
+            S.join("a"),
+            S.join("b"),
+            S.until("CompletingRebalance"),
+            S.sync("b", expect="parked"),
+            S.expect("CompletingRebalance"),
+            S.sync("a", expect="NONE"),
+            S.expect_sync("b", "NONE"),
+            S.expect("Stable", generation=1),
+        ],
+    ),
+    (
+        "stale_generation_is_illegal",
+        stable("a")
+        + [
+            S.join("b"),
+            S.join("a", expect="NONE", generation=2),
+            S.sync("a", generation=1, expect="ILLEGAL_GENERATION"),
+            S.heartbeat("a", "ILLEGAL_GENERATION", generation=1),
+            S.sync_all(),
+            S.expect("Stable", generation=2),
+            S.heartbeat("b", "ILLEGAL_GENERATION", generation=3),
+            S.heartbeat("b", "NONE", generation=2),
+        ],
+    ),
+    (
+        "sync_and_heartbeat_while_preparing",
+        stable("a", "b")
+        + [
+            S.join("c", expect="parked"),
+            S.sync("b", generation=1, expect="REBALANCE_IN_PROGRESS"),
+            S.heartbeat("b", "REBALANCE_IN_PROGRESS", generation=1),
+            S.join("a"),
+            S.join("b"),
+            S.expect("CompletingRebalance", generation=2, members=["a", "b", "c"]),
+            S.sync_all(),
+        ],
+    ),
+    (
+        "leader_leaves_and_a_rejoiner_leads",
+        stable("a", "b")
+        + [
+            S.leave("a"),
+            S.expect("PreparingRebalance", members=["b"]),
+            S.join("b", expect="NONE", generation=2, leader="b", members=["b"]),
+            S.sync_all(),
+            S.expect("Stable", generation=2, members=["b"], leader="b"),
+            S.heartbeat("a", "UNKNOWN_MEMBER_ID"),
+        ],
+    ),
+    (
+        "leader_not_rejoining_in_rebalance_timeout_is_replaced",
+        stable("a", "b", session=30000)
+        + [
+            S.join("c", session=30000, expect="parked"),
+            S.join("b", session=30000, expect="parked"),
+            S.advance(19990),
+            S.expect("PreparingRebalance", members=["a", "b", "c"]),
+            S.advance(10),
+            S.expect("CompletingRebalance", generation=2, members=["b", "c"], leader="b"),
+            S.sync_all(),
+            S.expect("Stable", generation=2),
+        ],
+    ),
+    (
+        "follower_not_rejoining_in_rebalance_timeout_is_removed",
+        stable("a", "b", session=30000)
+        + [
+            S.join("c", session=30000),
+            S.join("a", session=30000),
+            S.advance(19990),
+            S.expect("PreparingRebalance"),
+            S.advance(10),
+            S.expect("CompletingRebalance", generation=2, members=["a", "c"], leader="a"),
+            S.sync_all(),
+            S.heartbeat("b", "UNKNOWN_MEMBER_ID"),
+        ],
+    ),
+    (
+        "follower_rejoin_with_same_protocols_keeps_stable",
+        stable("a", "b")
+        + [
+            S.join("b", expect="NONE", generation=1, leader="a", members=[]),
+            S.expect("Stable", generation=1),
+        ],
+    ),
+    (
+        "leader_rejoin_rebalances",
+        stable("a", "b")
+        + [
+            S.join("a", expect="parked"),
+            S.expect("PreparingRebalance", generation=1),
+            S.join("b", expect="NONE", generation=2),
+            S.sync_all(),
+            S.expect("Stable", generation=2, leader="a"),
+        ],
+    ),
+    (
+        "lost_join_response_answered_again_in_completing",
+        [
+            S.join("a"),
+            S.join("b"),
+            S.until("CompletingRebalance"),
+            S.join("b", expect="NONE", generation=1, leader="a", members=[]),
+            S.join("a", expect="NONE", generation=1, leader="a", members=["a", "b"]),
+            S.expect("CompletingRebalance", generation=1),
+            S.sync_all(),
+            S.expect("Stable", generation=1),
+        ],
+    ),
+    (
+        "member_that_never_syncs_is_removed_after_rebalance_timeout",
+        [
+            S.join("a"),
+            S.join("b"),
+            S.until("CompletingRebalance"),
+            S.sync("a", expect="NONE"),
+            S.expect("Stable", generation=1),
+            S.keepalive(["a", "b"], 19000),
+            S.advance(990),
+            S.expect("Stable"),
+            S.advance(10),
+            S.expect("PreparingRebalance", members=["a"]),
+            S.join("a", expect="NONE", generation=2, members=["a"]),
+            S.sync_all(),
+            S.expect("Stable", generation=2),
+        ],
+    ),
+    (
+        "last_member_leaving_empties_group",
+        stable("a")
+        + [
+            S.leave("a"),
+            S.expect("Empty", generation=2, members=[]),
+            S.delete("NONE"),
+            S.expect(exists=False),
+            S.delete("GROUP_ID_NOT_FOUND"),
+        ],
+    ),
+    (
+        "delete_non_empty_group_refused",
+        stable("a") + [S.delete("NON_EMPTY_GROUP"), S.expect("Stable")],
+    ),
+]
+
+
+STATIC = [
+    (
+        "static_leader_rejoins_with_new_id_group_stays_stable",
+        [
+            S.join("a", instance="ia"),
+            S.join("b"),
+            S.stabilize("a", "b"),
+            S.join(
+                "a2",
+                instance="ia",
+                expect="NONE",
+                generation=1,
+                skip_assignment=True,
+                members=["a2", "b"],
+            ),
+            S.expect("Stable", generation=1, members=["a2", "b"], leader="a2"),
+            S.heartbeat("a", "FENCED_INSTANCE_ID"),
+            S.sync("a", generation=1, expect="FENCED_INSTANCE_ID"),
+            S.commit("a", "FENCED_INSTANCE_ID", generation=1),
+            S.leave("a", expect="FENCED_INSTANCE_ID"),
+            S.sync("a2", as_leader=False, expect="NONE"),
+            S.heartbeat("a2", "NONE"),
+            S.commit("a2", "NONE"),
+        ],
+    ),
+    (
+        "static_follower_rejoins_with_new_id",
+        [
+            S.join("a"),
+            S.join("b", instance="ib"),
+            S.stabilize("a", "b"),
+            S.join(
+                "b2",
+                instance="ib",
+                expect="NONE",
+                generation=1,
+                leader="a",
+                members=[],
+                skip_assignment=False,
+            ),
+            S.expect("Stable", generation=1, members=["a", "b2"]),
+            S.heartbeat("b", "FENCED_INSTANCE_ID"),
+            S.sync("b2", expect="NONE"),
+        ],
+    ),
+    (
+        "static_rejoin_with_changed_protocol_rebalances",
+        [
+            S.join("a", instance="ia", protocols=["range", "roundrobin"]),
+            S.join("b", protocols=["range", "roundrobin"]),
+            S.stabilize("a", "b"),
+            S.expect(protocol="range"),
+            S.join("a2", instance="ia", protocols=["roundrobin", "range"], expect="parked"),
+            S.expect("PreparingRebalance", generation=1),
+            S.join("b", protocols=["range", "roundrobin"], expect="NONE", generation=2),
+            S.expect("CompletingRebalance", protocol="roundrobin"),
+            S.sync_all(),
+            S.expect("Stable", generation=2, members=["a2", "b"]),
+        ],
+    ),
+    (
+        "static_rejoin_while_completing_fences_parked_sync_and_rebalances",
+        [
+            S.join("a"),
+            S.join("b", instance="ib"),
+            S.until("CompletingRebalance"),
+            S.sync("b", expect="parked"),
+            S.join("b2", instance="ib", expect="parked"),
+            S.expect_sync("b", "FENCED_INSTANCE_ID"),
+            S.expect("PreparingRebalance", generation=1, members=["a", "b2"]),
+            S.join("a", expect="NONE", generation=2),
+            S.sync_all(),
+            S.expect("Stable", generation=2, members=["a", "b2"]),
+        ],
+    ),
+    (
+        "static_member_not_rejoining_stays_in_next_generation",
+        [
+            S.join("a", session=30000),
+            S.join("b", instance="ib", session=30000),
+            S.stabilize("a", "b"),
+            S.join("c", session=30000, expect="parked"),
+            S.join("a", session=30000),
+            S.advance(20000),
+            S.expect("CompletingRebalance", generation=2, members=["a", "b", "c"]),
+            S.sync_all(),
+            S.expect("Stable", generation=2),
+            S.heartbeat("b", "ILLEGAL_GENERATION", generation=1),
+            S.heartbeat("b", "NONE", generation=2),
+        ],
+    ),
+    (
+        "static_member_removed_by_instance_id",
+        [
+            S.join("a"),
+            S.join("b", instance="ib"),
+            S.stabilize("a", "b"),
+            S.leave("b", by_instance=True),
+            S.expect("PreparingRebalance", members=["a"]),
+            S.join("a", expect="NONE", generation=2),
+            S.sync_all(),
+        ],
+    ),
+    (
+        "static_member_expires_on_session_timeout",
+        [
+            S.join("a", session=30000),
+            S.join("b", instance="ib"),
+            S.stabilize("a", "b"),
+            S.keepalive(["a"], 9000),
+            S.advance(990),
+            S.expect("Stable", members=["a", "b"]),
+            S.advance(10),
+            S.expect("PreparingRebalance", members=["a"]),
+            S.heartbeat("b", "UNKNOWN_MEMBER_ID"),
+        ],
+    ),
+]
+
+
+EXPIRY = [
+    (
+        "session_timeout_removes_member_and_rebalances",
+        stable("a", "b")
+        + [
+            S.keepalive(["b"], 9000),
+            S.advance(990),
+            S.expect("Stable", members=["a", "b"]),
+            S.advance(10),
+            S.expect("PreparingRebalance", generation=1, members=["b"]),
+            S.heartbeat("b", "REBALANCE_IN_PROGRESS"),
+            S.join("b", expect="NONE", generation=2, leader="b", members=["b"]),
+            S.sync_all(),
+            S.expect("Stable", generation=2),
+        ],
+    ),
+    (
+        "every_member_expires_group_empty",
+        stable("a")
+        + [
+            S.advance(9990),
+            S.expect("Stable"),
+            S.advance(10),
+            S.expect("Empty", generation=2, members=[]),
+            S.heartbeat("a", "UNKNOWN_MEMBER_ID"),
+        ],
+    ),
+    (
+        "member_awaiting_join_outlives_its_session",
+        stable("a", "b")
+        + [
+            S.advance(1000),
+            S.heartbeat("b"),
+            S.join("a", expect="parked"),
+            S.advance(9000),
+            S.expect("PreparingRebalance", members=["a", "b"]),  # a's deadline passed
+            S.advance(990),
+            S.expect("PreparingRebalance", members=["a", "b"]),
+            S.advance(10),  # b's deadline
+            S.expect("CompletingRebalance", generation=2, members=["a"]),
+            S.expect_join("a", code="NONE", generation=2, members=["a"]),
+            S.sync_all(),
+        ],
+    ),
+    (
+        "heartbeats_keep_a_stable_group",
+        stable("a", "b") + [S.keepalive(["a", "b"], 60000), S.expect("Stable", generation=1)],
+    ),
+]
+
+
+# Found by these tests: when two deadlines fall on the same millisecond, the first callback can
+# complete the join phase (answering a member's parked JoinGroup and rescheduling its session);
+# the second, now stale deadline of the same batch must not fire (it used to, expiring the member
+# just answered). Members that synced together share their session deadline, so this is the
+# ordinary case. Kafka cancels the old heartbeat expiration when it schedules the next.
+SAME_DEADLINE = [
+    (
+        "member_awaiting_join_outlives_its_session_same_deadline",
+        stable("a", "b")
+        + [
+            S.join("a", expect="parked"),
+            S.advance(9990),
+            S.expect("PreparingRebalance", members=["a", "b"]),
+            S.advance(10),
+            S.expect("CompletingRebalance", generation=2, members=["a"]),
+        ],
+    ),
+    (
+        "pending_member_expiry_same_deadline_as_rejoined_leader",
+        stable("a")
+        + [
+            S.join("b", first_only=True, expect="MEMBER_ID_REQUIRED"),
+            S.join("a", expect="parked"),
+            S.advance(10000),
+            S.expect("CompletingRebalance", generation=2, members=["a"], pending=0),
+        ],
+    ),
+]
+
+
+COMMITS = [
+    (
+        "simple_commit_without_group",
+        [S.commit(None, "NONE", generation=-1), S.expect(exists=False)],
+    ),
+    (
+        "generation_for_unknown_group_before_v9",
+        [S.commit(None, "ILLEGAL_GENERATION", generation=3, member_id="m", version=8)],
+    ),
+    (
+        "generation_for_unknown_group_v9",
+        [S.commit(None, "GROUP_ID_NOT_FOUND", generation=3, member_id="m", version=9)],
+    ),
+    (
+        "stable_member_commits",
+        stable("a", "b") + [S.commit("a", "NONE"), S.commit("b", "NONE", version=9)],
+    ),
+    ("stale_generation", stable("a") + [S.commit("a", "ILLEGAL_GENERATION", generation=0)]),
+    (
+        "unknown_member",
+        stable("a") + [S.commit(None, "UNKNOWN_MEMBER_ID", member_id="made-up", generation=1)],
+    ),
+    (
+        "simple_commit_into_live_group",
+        stable("a") + [S.commit(None, "UNKNOWN_MEMBER_ID", generation=-1)],
+    ),
+    (
+        "completing_rebalance",
+        [
+            S.join("a"),
+            S.join("b"),
+            S.until("CompletingRebalance"),
+            S.commit("a", "REBALANCE_IN_PROGRESS"),
+            S.commit("b", "REBALANCE_IN_PROGRESS"),
+            S.commit("b", "ILLEGAL_GENERATION", generation=0),
+            S.sync_all(),
+            S.commit("b", "NONE"),
+        ],
+    ),
+    (
+        "preparing_rebalance_accepts_current_generation",
+        stable("a", "b")
+        + [
+            S.join("c", expect="parked"),
+            S.expect("PreparingRebalance"),
+            S.commit("a", "NONE", generation=1),
+            S.commit("c", "ILLEGAL_GENERATION", generation=0),
+        ],
+    ),
+    (
+        "empty_group_takes_simple_commits_only",
+        stable("a")
+        + [
+            S.leave("a"),
+            S.expect("Empty"),
+            S.commit(None, "NONE", generation=-1),
+            S.commit("a", "UNKNOWN_MEMBER_ID", generation=2),
+        ],
+    ),
+]
+
+
+# Every table above runs with default settings, one case per row.
+TABLES = {
+    "membership": MEMBERSHIP,
+    "rebalance": REBALANCE,
+    "static": STATIC,
+    "expiry": EXPIRY,
+    "same_deadline": SAME_DEADLINE,
+    "commits": COMMITS,
+}

@@ -1,0 +1,17 @@
+"""Helpers shared by tests (moved out of test_load_generator.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from corral.load.cli import parse
+from corral.load.runner import run
+from corral.load.scenarios import SCENARIOS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
+
+
+def run_scenario(bootstrap: str, scenario: str, *args: str) -> dict:
+    params = parse(["--bootstrap", bootstrap, "--scenario", scenario, "--quiet", *args])
+    return run(SCENARIOS[scenario], params)
