@@ -26,7 +26,7 @@ from pathlib import Path
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kits"))
-from consumer_harness import Topics, answer, make_coordinator, request
+from harness import Topics, answer, make_coordinator, request
 
 
 async def run(members: int, partitions: int, offload: bool, snapshot: Path) -> dict:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests" / "kits"))
 
-from consumer_harness import Group, coordinator  # noqa: E402
+from harness import Group, coordinator  # noqa: E402
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ import trio  # noqa: E402
 
 # The in-process fixture (InstantLog: a log that encodes the group record and acknowledges at
 # once; JoinRequests with fresh strings as decoded off the wire) is shared with the tests.
-from classic_harness import InstantLog, join_request  # noqa: E402
+from harness import InstantLog, join_request  # noqa: E402
 
 from corral.config.settings import Settings  # noqa: E402
 from corral.groups.coordinator import GroupCoordinator  # noqa: E402
@@ -118,7 +118,7 @@ async def storm(members: int, trace: bool) -> dict:
 def consumer_storm(members: int, trace: bool) -> dict:
     """KIP-848 joins into one group of a 1,000-partition topic (targets batched an hour apart, so
     what is measured is the joins and the members, not an assignment)."""
-    from consumer_harness import EncodingLog, Topics, make_coordinator, request
+    from harness import EncodingLog, Topics, make_coordinator, request
 
     topics = Topics()
     topics.add("topic", 1000)

@@ -157,13 +157,13 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--instance-id")
     args = parser.parse_args()
-    # kafka-python's and aiokafka's coordinator logs go to stderr (groupkit keeps them for failures).
+    # kafka-python's and aiokafka's coordinator logs go to stderr (cgkit's Member keeps them for failures).
     logging.basicConfig(
         level=os.environ.get("GROUP_MEMBER_LOG_LEVEL", "INFO"),
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    # SIGUSR1 dumps every thread's stack to stderr (groupkit asks for it when a wait times out).
+    # SIGUSR1 dumps every thread's stack to stderr (cgkit's Member asks for it when a wait times out).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threading.Thread(target=watch_stdin, daemon=True).start()

@@ -13,7 +13,7 @@ from corral.groups.consumer import ConsumerGroup, MemberState
 from corral.network.apis import ApiKey
 from corral.server import Server
 
-CLIENT = ("client", "/127.0.0.1")  # the client id and host consumer_harness.request sends
+CLIENT = ("client", "/127.0.0.1")  # the client id and host harness.request sends
 
 
 class InProcessBroker:

@@ -14,16 +14,16 @@ import random
 import time
 
 import pytest
-from classic_members_kit import (
+from harness import (
     ClassicClient,
+    RecordingLog,
     classic_group,
     classic_round,
     converge,
     restart_under_other_protocol,
     setup,
-    stable,
+    stable_group,
 )
-from consumer_harness import RecordingLog
 from python_handlers import record_python_calls
 from rawwire import RawClient
 from shortpath import (
@@ -106,7 +106,7 @@ def test_the_view_answers_classic_members_only_as_the_coordinator_does(seed):
                 d.heartbeat(other, acknowledge=rng.random() < 0.7)
     if isinstance(c.groups.get("g"), ConsumerGroup):
         converge(d, 12)
-        stable(d)
+        stable_group(d)
         for client in d.clients.values():
             if isinstance(client, ClassicClient):
                 assert client.heartbeat() == ErrorCode.NONE

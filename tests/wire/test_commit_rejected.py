@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from analyticskit import group_events, wait_events
-from groupkit import FAST_GROUPS
+from cgkit import FAST_GROUPS
 from rawwire import RawClient
 from shortpath import Member, create_topic
 from wire_groups import commit, join, sync

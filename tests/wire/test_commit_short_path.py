@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from groupkit import FAST_GROUPS, wait_until
+from cgkit import FAST_GROUPS, wait_until
 from rawwire import RawClient
 from scraper import Scraper
 from shortpath import create_topic, with_broker

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from consumer_harness import (
+from harness import (
     ConsumerDriver,
     RecordingLog,
     Topics,

@@ -15,7 +15,7 @@ import random
 import time
 
 import pytest
-from consumer_harness import (
+from harness import (
     ConsumerDriver,
     RecordingLog,
     Topics,

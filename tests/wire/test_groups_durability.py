@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from groupkit import FAST_GROUPS
+from cgkit import FAST_GROUPS
 from rawwire import RawClient
 from wire_groups import commit, join, sync
 

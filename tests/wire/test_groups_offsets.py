@@ -6,8 +6,8 @@ import threading
 import time
 
 import confluent_kafka as ck
+from cgkit import FAST_GROUPS
 from confluent_kafka.admin import AdminClient, NewTopic
-from groupkit import FAST_GROUPS
 from rawwire import RawClient
 from wire_groups import commit, fetch, heartbeat, join, sync
 

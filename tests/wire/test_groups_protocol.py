@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from groupkit import FAST_GROUPS, Member, partitioned, stop_all, wait_until
+from cgkit import FAST_GROUPS, Member, assigned_once, stop_all, wait_until
 from rawwire import RawClient
 from wire_groups import commit, fetch, heartbeat, join, join_body, subscription, sync
 
@@ -187,7 +187,7 @@ def test_group_max_size(broker):
     ]
     try:
         wait_until(
-            lambda: partitioned(members, 4) and all(m.assigned for m in members),
+            lambda: assigned_once(members, 4) and all(m.assigned for m in members),
             30,
             "three members sharing t",
         )

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from cgkit import FAST_GROUPS, wait_until
 from confluent_kafka import Consumer
 from conftest import CorralProcess
-from groupkit import FAST_GROUPS, wait_until
 from rawwire import RawClient
 from wire_groups import heartbeat, join, sync
 

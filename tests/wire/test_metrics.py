@@ -12,9 +12,9 @@ import urllib.error
 import urllib.request
 
 import pytest
+from cgkit import FAST_GROUPS, wait_until
 from checkout import ROOT
 from confluent_kafka import Consumer, Producer
-from groupkit import FAST_GROUPS, wait_until
 from rawwire import RawClient
 from scraper import Scraper
 from wire_groups import commit, heartbeat, join, sync

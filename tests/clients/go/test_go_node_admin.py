@@ -7,9 +7,16 @@ delete an empty group (tests/clients/go/admin.go, tests/clients/node/member.js).
 from __future__ import annotations
 
 import pytest
-from cgkit import MemberProcess, check_ownership, kafka_reference, members_of, stop_processes
+from cgkit import (
+    FAST_GROUPS,
+    MemberProcess,
+    check_ownership,
+    kafka_reference,
+    members_of,
+    stop_processes,
+    wait_until,
+)
 from confluent_kafka import Consumer, Producer, TopicPartition
-from groupkit import FAST_GROUPS, wait_until
 from polyglot import CLIENTS, admin
 
 SOURCE, LIVE = "adm-source", "adm-live"

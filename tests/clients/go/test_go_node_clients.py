@@ -15,6 +15,7 @@ import time
 import pytest
 from cgkit import (
     CG_FAST,
+    FAST_GROUPS,
     MemberProcess,
     all_partitions,
     check_ownership,
@@ -23,10 +24,10 @@ from cgkit import (
     partitioned,
     stop_processes,
     wait_stable,
+    wait_until,
 )
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from groupkit import FAST_GROUPS, wait_until
 from polyglot import CLIENTS, produce
 
 # Classic members: sessions of 3 s, heartbeats every 300 ms (a crash is noticed after 3 s).

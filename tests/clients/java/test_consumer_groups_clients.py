@@ -31,10 +31,10 @@ from cgkit import (
     run_tool,
     stop_processes,
     wait_stable,
+    wait_until,
 )
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from groupkit import wait_until
 
 
 def start_group(bootstrap: str, group: str, topics: dict[str, int], layout, **config):

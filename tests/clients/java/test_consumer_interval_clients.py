@@ -16,8 +16,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from cgkit import MemberProcess, Script, check_ownership, describe, stop_processes
-from groupkit import wait_until
+from cgkit import MemberProcess, Script, check_ownership, describe, stop_processes, wait_until
 
 GROUP_INTERVAL_MS = 5000  # Kafka's default group.consumer.heartbeat.interval.ms
 # Targets computed at every epoch bump, so that only the heartbeat interval is measured.

@@ -64,9 +64,9 @@ from cgkit import (
     list_groups_raw,
     partitioned,
     stop_processes,
+    wait_until,
 )
 from confluent_kafka import Consumer, Producer, TopicPartition
-from groupkit import wait_until
 
 # Both brokers run with these settings: KIP-848 groups as in the other client tests, classic
 # groups without the initial rebalance delay, and migration allowed both ways (the default,

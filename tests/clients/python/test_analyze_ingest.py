@@ -17,11 +17,10 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 import trio
-from cgkit import create_topics, kafka_reference
+from cgkit import create_topics, kafka_reference, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from conftest import CorralProcess
-from groupkit import wait_until
 
 from corral.analyze import analytics_records, inputs
 from corral.analyze.fetching import consume, fetch_body

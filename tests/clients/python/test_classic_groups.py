@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from cgkit import FAST_GROUPS, Member, assigned_once, stop_all, wait_until
 from confluent_kafka.admin import AdminClient, NewTopic
-from groupkit import FAST_GROUPS, Member, partitioned, stop_all, wait_until
 
 PARTITIONS = 12
 
@@ -37,7 +37,9 @@ def test_four_confluent_consumers_share_twelve_partitions(broker, strategy):
     ]
     try:
         wait_until(
-            lambda: partitioned(members, PARTITIONS) and all(len(m.assigned) == 3 for m in members),
+            lambda: (
+                assigned_once(members, PARTITIONS) and all(len(m.assigned) == 3 for m in members)
+            ),
             30,
             "4 members with 3 partitions each",
             members,
@@ -51,14 +53,14 @@ def test_four_confluent_consumers_share_twelve_partitions(broker, strategy):
         leaving, rest = members[0], members[1:]
         start = time.monotonic()
         leaving.close()
-        wait_until(lambda: partitioned(rest, PARTITIONS), 10, "3 members covering 12 partitions")
+        wait_until(lambda: assigned_once(rest, PARTITIONS), 10, "3 members covering 12 partitions")
         assert time.monotonic() - start < 2.5, "a leave must not wait for the session timeout"
 
         # A crash is noticed by the session timeout (3 s here).
         crashed, rest = rest[0], rest[1:]
         crashed.kill()
         took = wait_until(
-            lambda: partitioned(rest, PARTITIONS), 15, "2 members covering 12 partitions"
+            lambda: assigned_once(rest, PARTITIONS), 15, "2 members covering 12 partitions"
         )
         assert took < 3 + 4, f"partitions moved after {took:.1f}s, session timeout is 3 s"
         assert len(describe(broker, group).members) == 2
@@ -75,7 +77,7 @@ def test_mixed_clients_agree_on_a_protocol(broker):
     ]
     try:
         wait_until(
-            lambda: partitioned(members, PARTITIONS) and all(m.assigned for m in members),
+            lambda: assigned_once(members, PARTITIONS) and all(m.assigned for m in members),
             40,
             "three different clients covering 12 partitions",
             members,
@@ -102,7 +104,9 @@ def test_static_member_restart_keeps_the_group_stable(broker):
     ]
     try:
         wait_until(
-            lambda: partitioned(members, PARTITIONS) and all(len(m.assigned) == 4 for m in members),
+            lambda: (
+                assigned_once(members, PARTITIONS) and all(len(m.assigned) == 4 for m in members)
+            ),
             30,
             "3 static members with 4 partitions each",
         )

@@ -7,9 +7,9 @@ import subprocess
 
 import confluent_kafka as ck
 import pytest
+from cgkit import FAST_GROUPS, Member, stop_all, wait_until
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
-from groupkit import FAST_GROUPS, Member, stop_all, wait_until
 from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
 

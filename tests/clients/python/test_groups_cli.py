@@ -23,10 +23,10 @@ from cgkit import (
     partitioned,
     stop_processes,
     wait_stable,
+    wait_until,
 )
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import CorralProcess
-from groupkit import wait_until
 
 SETTINGS = {**CG_FAST, "group.initial.rebalance.delay.ms": 0}
 CLASSIC, CONSUMER = "ops-classic", "ops-consumer"

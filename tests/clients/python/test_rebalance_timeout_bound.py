@@ -5,10 +5,9 @@ test_consumer_groups.py."""
 
 from __future__ import annotations
 
-from cgkit import create_topics
+from cgkit import FAST_GROUPS, create_topics, wait_until
 from confluent_kafka.admin import AdminClient
 from conftest import CorralProcess
-from groupkit import FAST_GROUPS, wait_until
 from kafka import KafkaConsumer
 
 BOUND_MS = 3000

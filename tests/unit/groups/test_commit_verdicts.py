@@ -11,15 +11,20 @@ from __future__ import annotations
 import random
 
 import pytest
-from classic_harness import TABLES, S, run_case
-from classic_members_kit import (
+from harness import (
+    TABLES,
     ClassicClient,
+    ConsumerDriver,
+    S,
+    Topics,
+    answer,
     classic_group,
     classic_round,
+    make_coordinator,
     restart_under_other_protocol,
+    run_case,
     setup,
 )
-from consumer_harness import ConsumerDriver, Topics, answer, make_coordinator
 
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from classic_harness import FakeClock, join_request, patched_clock, subscription
+from harness import FakeClock, join_request, patched_clock, subscription
 
 from corral.broker import Broker
 from corral.clock import wall_ms

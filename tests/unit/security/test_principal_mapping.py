@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 import pytest
+from cgkit import wait_until
 from confluent_kafka import Producer
-from groupkit import wait_until
 from rawwire import RawClient
 from tlscerts import make_certs, refusal_errors, tls_settings
 

@@ -13,18 +13,22 @@ import random
 import struct
 
 import pytest
-from classic_harness import FakeClock, join_request, patched_clock
-from classic_members_kit import (
+from harness import (
     CLASSIC_FAST,
     ClassicClient,
+    FakeClock,
+    RecordingLog,
+    Topics,
     classic_group,
     classic_round,
     converge,
+    join_request,
+    make_coordinator,
+    patched_clock,
     restart_under_other_protocol,
     setup,
-    stable,
+    stable_group,
 )
-from consumer_harness import RecordingLog, Topics, make_coordinator
 
 from corral import _core
 from corral.errors import ErrorCode
@@ -56,8 +60,8 @@ def test_classic_member_joins_a_consumer_group_as_a_follower():
     x.joined_with(answer)
     x.sync()
     converge(d)
-    group = stable(d)
-    # Both members got half, each owned once (stable() checked it).
+    group = stable_group(d)
+    # Both members got half, each owned once (stable_group() checked it).
     assert sorted(
         len(ps) for m in group.members.values() for ps in m.current.assigned.values()
     ) == [3, 3]
@@ -133,7 +137,7 @@ def test_heartbeat_asks_to_rejoin_exactly_when_kip848_says():
     x.join()
     x.sync()
     converge(d)
-    group = stable(d)
+    group = stable_group(d)
     assert x.heartbeat() == ErrorCode.NONE
     # A new member: the target moves past x's epoch -> rebalance in progress.
     d.join("b")
@@ -150,7 +154,7 @@ def test_heartbeat_asks_to_rejoin_exactly_when_kip848_says():
     assert group.members[x.member_id].current.state is not MemberState.UNREVOKED_PARTITIONS
     x.sync()
     converge(d)
-    stable(d)
+    stable_group(d)
     assert x.heartbeat() == ErrorCode.NONE
 
 
@@ -171,7 +175,7 @@ def test_unreleased_partitions_rejoin_once_they_are_free():
     assert not group.waiting_on_unreleased(member)
     assert x.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
     converge(d)
-    stable(d)
+    stable_group(d)
 
 
 def test_classic_leave_fences_members_of_either_protocol():
@@ -250,7 +254,7 @@ def test_first_consumer_heartbeat_upgrades_a_live_classic_group():
     )  # not a classic group (DescribeGroups < v6)
     # The classic members learn from their heartbeats and rejoin; everyone converges.
     converge(d)
-    stable(d)
+    stable_group(d)
     assert x.errors == [] and y.errors == []
     # Their sessions run with their own session timeout.
     assert all(m.session_key for m in group.members.values())
@@ -294,7 +298,7 @@ def test_upgrade_during_a_new_groups_first_rebalance(protocols):
         m.member_id: m.topic_names for m in d.group.members.values() if m.classic is not None
     } == {x.member_id: ("t",), y.member_id: ("t",)}
     converge(d)
-    stable(d)
+    stable_group(d)
     assert all(client.owned for client in (x, y)) and d.clients["a"].owned
 
 
@@ -347,7 +351,7 @@ def upgraded(settings=None, log=None):
     classic_group(d, [x, y])
     d.join("a")
     converge(d)
-    stable(d)
+    stable_group(d)
     return topics, tid, c, d, x, y
 
 
@@ -389,7 +393,7 @@ def test_downgrade_refused_by_the_policy_keeps_a_consumer_group(policy):
         assert x.join()["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         return
     converge(d)
-    stable(d)
+    stable_group(d)
 
 
 def test_downgrade_refused_above_group_max_size():
@@ -416,7 +420,7 @@ def test_classic_static_member_replacing_the_last_consumer_member_downgrades():
     classic_group(d, [x])
     d.join("a", instance_id="ia")
     converge(d)
-    stable(d)
+    stable_group(d)
     a = d.clients["a"]
     epoch = d.group.group_epoch
     d.leave("a", epoch=-2)  # the consumer instance restarts as a classic one
@@ -589,4 +593,4 @@ def test_random_rolling_migrations_keep_every_partition_owned_once(seed):
     assert "consumer" in types
     if isinstance(c.groups.get("g"), ConsumerGroup):
         converge(d, 12)
-        stable(d)
+        stable_group(d)

@@ -7,8 +7,16 @@ from __future__ import annotations
 import random
 
 import pytest
-from classic_harness import FakeClock, patched_clock
-from consumer_harness import ConsumerDriver, RecordingLog, Topics, answer, make_coordinator, request
+from harness import (
+    ConsumerDriver,
+    FakeClock,
+    RecordingLog,
+    Topics,
+    answer,
+    make_coordinator,
+    patched_clock,
+    request,
+)
 
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup

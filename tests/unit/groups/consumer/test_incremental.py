@@ -20,7 +20,7 @@ import time
 import uuid
 
 import pytest
-from consumer_harness import (
+from harness import (
     ConsumerDriver,
     Group,
     Topics,

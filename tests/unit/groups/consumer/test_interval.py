@@ -5,14 +5,14 @@ is told `corral.consumer.reconciling.heartbeat.interval.ms`, bounded by the memb
 over `corral.consumer.reconciling.heartbeat.max.rate`; any other heartbeat of a member STABLE at
 the group epoch the group's interval (what the network thread answers). Also: a new group's first target is computed at once (even one that
 would be offloaded), later ones are batched as Kafka batches them. The rule as a table, then
-through the coordinator in process (tests/kits/consumer_harness.py); the clients that follow it on
+through the coordinator in process (tests/kits/harness.py); the clients that follow it on
 the wire are in tests/clients/java/test_consumer_interval_clients.py."""
 
 from __future__ import annotations
 
 import pytest
 import trio
-from consumer_harness import ConsumerDriver, Topics, answer, make_coordinator, request
+from harness import ConsumerDriver, Topics, answer, make_coordinator, request
 
 import corral.groups.consumer.answer as answer_module
 import corral.groups.consumer.protocol as protocol

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import trio
-from consumer_harness import Topics, answer, make_coordinator, request
+from harness import Topics, answer, make_coordinator, request
 
 from corral.errors import ErrorCode
 

@@ -32,8 +32,15 @@ import time
 import uuid
 from collections.abc import Callable
 
-from classic_harness import join_request, subscription
-from consumer_harness import EncodingLog, Topics, make_coordinator, opcodes, request
+from harness import (
+    EncodingLog,
+    Topics,
+    join_request,
+    make_coordinator,
+    opcodes,
+    request,
+    subscription,
+)
 
 from corral.clock import wall_ms
 from corral.errors import ErrorCode

@@ -1,33 +1,54 @@
-"""The classic group coordinator in process, without sockets: a log that acknowledges at once, a
-clock the test moves, JoinGroup requests, and a driver that plays named members through
+"""The group coordinator in process, without sockets: the harness of the classic and KIP-848
+group tests (tests/unit/groups/...) and of benches/groups_inprocess.py, consumer_target.py and
+consumer_offload_latency.py.
+
+Classic groups (was classic_harness.py): a log that acknowledges at once, a clock the test moves,
+JoinGroup requests, and a driver that plays named members through
 JoinGroup/SyncGroup/Heartbeat/LeaveGroup/OffsetCommit validation, checking the group's invariants
+after every step; the state machine's scripted cases (`TABLES`, `run_case`). Every coordinator
+method is synchronous: a parked request's `Later` has its `value` as soon as the coordinator
+answers, so the driver reads answers without awaiting anything. The log replays each write at
+once, through the coordinator's `replay`, as the durable log does after its fsync.
+
+KIP-848 consumer groups (was consumer_harness.py): a coordinator on a recording log, a topic
+store, and a driver playing named clients ("a", "b", ...) that heartbeat as the Java client does
+(full on join, then incremental with their owned partitions) and check the group's invariants
 after every step.
 
-Used by tests/unit/groups/classic/test_state_machine.py and benches/groups_inprocess.py.
-
-Every coordinator method is synchronous: a parked request's `Later` has its `value` as soon as
-the coordinator answers, so the driver reads answers without awaiting anything. The log replays
-each write at once, through the coordinator's `replay`, as the durable log does after its fsync.
+Classic members inside KIP-848 consumer groups (was classic_members_kit.py): a classic client as
+Java's ConsumerCoordinator behaves, a coordinator with one topic, classic rebalances run by hand,
+and a member switching group protocols.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import struct
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import trio
 
+from corral import _core
+from corral.clock import wall_ms
 from corral.config.settings import Settings
 from corral.errors import ErrorCode
 from corral.groups import timers as timers_module
 from corral.groups.classic import ClassicGroup, ClassicState, JoinRequest
+from corral.groups.consumer import ConsumerGroup, HeartbeatRequest, MemberState
+from corral.groups.consumer.target import metadata_hash
 from corral.groups.coordinator import GroupCoordinator
+from corral.groups.storage import consumer_records as cr
 from corral.groups.storage import records
 from corral.groups.storage.writer import CoordinatorLog
 from corral.later import Later
 from corral.load import consumer_protocol as cp
+from corral.topics.registry import Topic
 
 
 class InstantLog(CoordinatorLog):
@@ -1205,3 +1226,763 @@ TABLES = {
     "same_deadline": SAME_DEADLINE,
     "commits": COMMITS,
 }
+
+
+# ================ KIP-848 consumer groups in process (was consumer_harness.py) ================
+
+
+class RecordingLog(CoordinatorLog):
+    """Encodes every write as the durable log does, keeps the bytes (the "log"), replays what
+    the caller did not apply and acknowledges at once; `fail_next` fails writes."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[bytes, bytes | None]] = []
+        self.fail_next = 0
+
+    def _write(self, group_id, recs, applied=False, batch=None):
+        if self.fail_next:
+            self.fail_next -= 1
+            return Later.of(ErrorCode.NOT_COORDINATOR)
+        if batch is None:
+            batch = records.encode_batch(recs, 0)
+        self.pairs.extend((k, v) for _, _, k, v in _core.decode_batches(batch))
+        if not applied:
+            for record in recs:
+                self.replay(record)
+        return Later.of(ErrorCode.NONE)
+
+
+class EncodingLog(CoordinatorLog):
+    """Encodes every write as the durable log does (part of a request's cost), applies what the
+    caller did not, acknowledges at once; keeps nothing."""
+
+    def _write(self, group_id, recs, applied=False, batch=None):
+        if batch is None:
+            records.encode_batch(recs, 0)
+        if not applied:
+            for record in recs:
+                self.replay(record)
+        return Later.of(ErrorCode.NONE)
+
+
+class Topics:
+    """The broker's topic store as the coordinator reads it."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+
+    def get(self, name: str) -> Topic | None:
+        return self.by_name.get(name)
+
+    def add(self, name: str, partitions: int) -> bytes:
+        topic = Topic(name, uuid.uuid4(), partitions)
+        self.by_name[name], self.by_id[topic.id] = topic, topic
+        return topic.id.bytes
+
+    def remove(self, name: str) -> None:
+        topic = self.by_name.pop(name)
+        del self.by_id[topic.id]
+
+
+FAST = {"group.consumer.assignment.interval.ms": 0}
+
+
+def make_coordinator(
+    topics: Topics,
+    settings: dict[str, Any] | None = None,
+    log: RecordingLog | None = None,
+    snapshot_path: Path = Path("/nonexistent/snapshot"),
+) -> GroupCoordinator:
+    """A coordinator; pass a real `snapshot_path` if it will `run` (it snapshots on exit)."""
+    return GroupCoordinator(
+        Settings({**FAST, **(settings or {})}), log or RecordingLog(), snapshot_path, topics
+    )
+
+
+def request(
+    group_id: str,
+    member_id: str,
+    epoch: int,
+    *,
+    names=None,
+    regex=None,
+    owned=None,
+    instance_id=None,
+    rack_id=None,
+    rebalance_timeout_ms=-1,
+    assignor=None,
+    client_id="client",
+) -> HeartbeatRequest:
+    return HeartbeatRequest(
+        group_id=group_id,
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=instance_id,
+        rack_id=rack_id,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        topic_names=names,
+        regex=regex,
+        server_assignor=assignor,
+        owned=owned,
+        client_id=client_id,
+        client_host="/127.0.0.1",
+    )
+
+
+def answer(later: Later) -> dict[str, Any]:
+    assert later.resolved, "the write is acknowledged at once in process"
+    return later.value
+
+
+class Client:
+    """What one consumer knows: its id, epoch and the partitions it owns."""
+
+    def __init__(
+        self, name: str, names: list[str] | None, regex: str | None, instance_id: str | None
+    ):
+        self.name = name
+        self.member_id = str(uuid.uuid4())
+        self.epoch = 0
+        self.names = names
+        self.regex = regex
+        self.instance_id = instance_id
+        self.owned: dict[bytes, frozenset[int]] = {}
+        # The assignment of the last answer that carried one (what it should own).
+        self.assigned: dict[bytes, frozenset[int]] = {}
+        self.joined = False
+        self.errors: list[ErrorCode] = []
+
+
+class ConsumerDriver:
+    def __init__(self, topics: Topics, coordinator: GroupCoordinator, group_id: str = "g"):
+        self.topics = topics
+        self.coordinator = coordinator
+        self.group_id = group_id
+        self.clients: dict[str, Client] = {}
+        self.checks = 0
+
+    @property
+    def group(self) -> ConsumerGroup | None:
+        group = self.coordinator.groups.get(self.group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    def join(
+        self,
+        name: str,
+        names: list[str] | None = None,
+        regex: str | None = None,
+        instance_id: str | None = None,
+    ) -> dict[str, Any]:
+        client = self.clients.get(name)
+        if client is None:
+            client = self.clients[name] = Client(
+                name, names if names is not None or regex else ["t"], regex, instance_id
+            )
+        client.epoch = 0
+        client.owned, client.assigned = {}, {}
+        client.joined = True
+        return self._send(
+            client,
+            request(
+                self.group_id,
+                client.member_id,
+                0,
+                names=client.names,
+                regex=client.regex,
+                owned={},
+                instance_id=instance_id,
+                rebalance_timeout_ms=60000,
+            ),
+        )
+
+    def heartbeat(self, name: str, *, acknowledge: bool = True) -> dict[str, Any]:
+        """An incremental heartbeat; the client reports what it owns (having revoked what it
+        was told to, unless `acknowledge` is False)."""
+        client = self.clients[name]
+        if acknowledge:
+            client.owned = dict(client.assigned)
+        return self._send(
+            client,
+            request(
+                self.group_id,
+                client.member_id,
+                client.epoch,
+                owned=dict(client.owned),
+                instance_id=client.instance_id,
+            ),
+            acknowledge,
+        )
+
+    def leave(self, name: str, epoch: int = -1) -> dict[str, Any]:
+        client = self.clients[name]
+        result = answer(
+            self.coordinator.consumer_heartbeat(
+                request(self.group_id, client.member_id, epoch, instance_id=client.instance_id)
+            )
+        )
+        client.joined = False
+        client.owned, client.assigned = {}, {}
+        self.check()
+        return result
+
+    def _send(
+        self, client: Client, req: HeartbeatRequest, acknowledge: bool = True
+    ) -> dict[str, Any]:
+        result = answer(self.coordinator.consumer_heartbeat(req))
+        if result["error_code"]:
+            client.errors.append(ErrorCode(result["error_code"]))
+            if result["error_code"] in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+                client.owned, client.assigned, client.joined = {}, {}, False  # gives up all
+        else:
+            client.epoch = result["member_epoch"]
+            if result["assignment"] is not None:
+                # The client drops what it no longer has and takes what it was given.
+                given = {
+                    t["topic_id"]: frozenset(t["partitions"])
+                    for t in result["assignment"]["topic_partitions"]
+                }
+                client.assigned = dict(given)
+                if not acknowledge:  # a slow client still holds what it should revoke
+                    for topic, ps in client.owned.items():
+                        given[topic] = given.get(topic, frozenset()) | ps
+                client.owned = given
+        self.check()
+        return result
+
+    def converge(self, rounds: int = 8) -> None:
+        for _ in range(rounds):
+            for name, client in self.clients.items():
+                if client.joined:
+                    self.heartbeat(name)
+
+    # -- invariants ------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Never one partition owned by two members (server side and client side); the
+        ownership index matches the members; once Stable, every subscribed partition is owned
+        exactly once."""
+        self.checks += 1
+        check_view(self.coordinator)
+        held: dict[tuple[bytes, int], str] = {}
+        for client in self.clients.values():
+            for topic, ps in client.owned.items():
+                for p in ps:
+                    assert (topic, p) not in held, (
+                        f"clients {held[(topic, p)]} and {client.name} both own {p}"
+                    )
+                    held[(topic, p)] = client.name
+        group = self.group
+        if group is None:
+            return
+        owners: dict[tuple[bytes, int], str] = {}
+        for member in group.members.values():
+            for part in (member.current.assigned, member.current.pending_revocation):
+                for topic, ps in part.items():
+                    for p in ps:
+                        assert (topic, p) not in owners, (
+                            f"{member.member_id} and {owners[(topic, p)]} own {p}"
+                        )
+                        owners[(topic, p)] = member.member_id
+                        assert group.owner_epoch(topic, p) == member.current.epoch
+        indexed = {(t, p) for t, ps in group.owner_epochs.items() for p in ps}
+        assert indexed == set(owners), "the ownership index is out of step with the members"
+        if group.state_name == "Stable":
+            names = {name for member in group.members.values() for name in member.topic_names}
+            for regex in {m.regex for m in group.members.values() if m.regex}:
+                names.update(group.regexes[regex].topics)
+            subscribed = set()
+            for name in names:  # each topic once: its id's bytes are made on every access
+                topic = self.topics.get(name)
+                if topic is not None:
+                    topic_id = topic.id.bytes
+                    subscribed.update((topic_id, p) for p in range(topic.partitions))
+            assert set(owners) == subscribed, "a Stable group leaves partitions unowned"
+            for member in group.members.values():
+                assert member.current.state is MemberState.STABLE
+
+
+def check_counts(group: ConsumerGroup) -> None:
+    """The counts a consumer group keeps so that no request walks its members (per topic name,
+    regex, regex topic, assignor, classic protocol, stable epoch) say what its members and
+    regexes say, and its state is the one Kafka finds by looking at every member."""
+    members = list(group.members.values())
+
+    def counted(values) -> Counter:
+        return Counter(v for v in values if v)
+
+    assert group.topic_name_counts == Counter(n for m in members for n in m.topic_names)
+    assert group.regex_counts == counted(m.regex for m in members)
+    assert group.assignor_counts == counted(m.server_assignor for m in members)
+    assert group.regex_topic_counts == Counter(t for r in group.regexes.values() for t in r.topics)
+    assert group.unused_regexes == set(group.regexes) - set(group.regex_counts)
+    assert not group.unused_regexes, "a regex nobody uses is kept"
+    classic = [m.classic for m in members if m.classic is not None]
+    assert group.classic_members == len(classic)
+    assert group.classic_protocol_counts == Counter(
+        name for c in classic for name in {name for name, _ in c.protocols}
+    )
+    assert group.stable_counts == Counter(
+        m.current.epoch for m in members if m.current.state is MemberState.STABLE
+    )
+    oldest = min((r.timestamp_ms for r in group.regexes.values()), default=None)
+    assert group.oldest_regex_ms() == oldest
+    if group.deleting or not members or group.group_epoch > group.assignment_epoch:
+        return
+    reconciled = all(
+        m.current.epoch == group.assignment_epoch and m.current.state is MemberState.STABLE
+        for m in members
+    )
+    assert group.state_name == ("Stable" if reconciled else "Reconciling")
+
+
+def check_view(coordinator: GroupCoordinator) -> None:
+    """The network thread's view of the consumer groups (rust/consumer_heartbeat_view.rs) says
+    what the groups say: `ConsumerGroup` mirrors every change into it; and each group's counts
+    say what its members say."""
+    expected = {}
+    for group_id, group in coordinator.groups.items():
+        if not isinstance(group, ConsumerGroup):
+            continue
+        check_counts(group)
+        busy = group.metadata_expired or group.deleting
+        members = {
+            m.member_id: (
+                m.epoch,
+                m.current.state is MemberState.STABLE,
+                m.classic is None,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.session_key,
+            )
+            for m in group.members.values()
+        }
+        expected[group_id] = (group.group_epoch, group.assignment_epoch, busy, members)
+    assert coordinator.consumer_heartbeat_view.contents() == expected
+
+
+def random_change(d: ConsumerDriver, rng, topics: Topics, step: int, name: str) -> None:
+    """One of the changes a randomized run makes between the heartbeats it checks: a heartbeat
+    (acknowledging or not), a leave, a topic created or deleted (regexes "n.*" see both), a
+    subscription change, or rounds of convergence."""
+    client = d.clients[name]
+    action = rng.random()
+    if action < 0.5:
+        d.heartbeat(name, acknowledge=rng.random() < 0.8)
+    elif action < 0.65:
+        d.leave(name, epoch=-2 if client.instance_id else -1)
+    elif action < 0.75:
+        new = f"n{step}"
+        topics.add(new, rng.randint(1, 3))
+        d.coordinator.on_topics_changed({new})
+        d.check()
+    elif action < 0.8:
+        created = [n for n in topics.by_name if n.startswith("n")]
+        if created:  # a regex's topic deleted: its partitions are revoked
+            gone = rng.choice(created)
+            topics.remove(gone)
+            d.coordinator.on_topics_changed({gone})
+    elif action < 0.88:
+        names = rng.choice([["t"], ["u"], ["t", "u"]])
+        client.names = names
+        d._send(
+            client,
+            request(
+                d.group_id,
+                client.member_id,
+                client.epoch,
+                names=names,
+                owned=dict(client.owned),
+                instance_id=client.instance_id,
+            ),
+        )
+    else:
+        d.converge(2)
+
+
+def opcodes(operation: Callable[[], object]) -> int:
+    """How many Python bytecode instructions `operation` executes."""
+    count = 0
+
+    def trace(frame, event, arg):
+        nonlocal count
+        if event == "call":
+            frame.f_trace_opcodes = True
+            frame.f_trace_lines = False
+        elif event == "opcode":
+            count += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        operation()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def coordinator(sizes):
+    topics = Topics()
+    for size in sizes:
+        topics.add(f"t{size}", 2 * size)
+    c = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 0}, log=EncodingLog())
+    c.events.sink = lambda event, time_ms: None
+    return c
+
+
+class Group:
+    def __init__(self, c, size: int):
+        self.c, self.gid, self.topic = c, f"g{size}", f"t{size}"
+        self.epochs: dict[str, int] = {}
+
+    @property
+    def group(self) -> ConsumerGroup:
+        return self.c.groups[self.gid]
+
+    def load(self, size: int) -> None:
+        """A settled group as loading leaves it: every member STABLE at epoch 2 with two
+        partitions, its target equal to its assignment."""
+        gid, now = self.gid, wall_ms()
+        topic_id = self.c.topics.id_of(self.topic)
+        recs: list = []
+        for i in range(size):
+            member_id = str(uuid.uuid4())
+            self.epochs[member_id] = 2
+            parts = {topic_id: (2 * i, 2 * i + 1)}
+            recs += [
+                cr.MemberMetadata(
+                    gid,
+                    member_id,
+                    None,
+                    None,
+                    "client",
+                    "/127.0.0.1",
+                    (self.topic,),
+                    "",
+                    60000,
+                    None,
+                    None,
+                ),
+                cr.TargetMember(gid, member_id, parts),
+                cr.CurrentAssignment(gid, member_id, 2, 1, 0, parts, {}),
+            ]
+        recs += [
+            cr.GroupEpoch(gid, 2, metadata_hash({self.topic}, self.c.topics)),
+            cr.TargetEpoch(gid, 2, now),
+        ]
+        for record in recs:
+            self.c.replay(record)
+        self.c._arm_loaded_consumer_timers(self.group)
+
+    def heartbeat(self, req) -> dict:
+        answer = self.c.consumer_heartbeat(req).value
+        assert answer["error_code"] == ErrorCode.NONE, answer
+        return answer
+
+    def join(self) -> str:
+        member_id = str(uuid.uuid4())
+        answer = self.heartbeat(
+            request(
+                self.gid, member_id, 0, names=[self.topic], owned={}, rebalance_timeout_ms=60000
+            )
+        )
+        self.epochs[member_id] = answer["member_epoch"]
+        self.assert_target_now()
+        return member_id
+
+    def leave(self, member_id: str) -> None:
+        self.heartbeat(request(self.gid, member_id, -1))
+        del self.epochs[member_id]
+        self.assert_target_now()
+
+    def assert_target_now(self) -> None:
+        group = self.group
+        assert group.assignment_epoch == group.group_epoch, "the target waits"
+
+
+# ======== classic members inside KIP-848 consumer groups (was classic_members_kit.py) ========
+
+
+CLASSIC_FAST = {"group.initial.rebalance.delay.ms": 0}
+
+
+class ClassicClient:
+    """A classic consumer as Java's ConsumerCoordinator behaves: eager ("range") gives up
+    everything before it rejoins, cooperative ("cooperative-sticky") reports what it owns and
+    drops what its SyncGroup answer leaves out. `owned` is by topic id, as the driver checks."""
+
+    def __init__(
+        self,
+        driver: ConsumerDriver,
+        name: str,
+        protocols: list[str],
+        topics=("t",),
+        instance_id: str | None = None,
+        version: int = 3,
+        session_timeout_ms: int = 10000,
+        rebalance_timeout_ms: int = 30000,
+    ):
+        self.driver = driver
+        self.name = name
+        self.protocols = protocols
+        self.topics = list(topics)
+        self.instance_id = instance_id
+        self.version = version
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.member_id = ""
+        self.generation = -1
+        self.protocol_name: str | None = None
+        self.owned: dict[bytes, frozenset[int]] = {}
+        self.joined = False
+        self.errors: list[ErrorCode] = []
+        driver.clients[name] = self  # type: ignore[assignment]
+
+    @property
+    def c(self):
+        return self.driver.coordinator
+
+    @property
+    def eager(self) -> bool:
+        # Java's ConsumerCoordinator: cooperative only if every configured assignor is.
+        return any(name != "cooperative-sticky" for name in self.protocols)
+
+    def metadata(self) -> bytes:
+        owned = (
+            []
+            if self.eager
+            else [(self.driver.topics.by_id_name(t), sorted(ps)) for t, ps in self.owned.items()]
+        )
+        data = _core.encode_consumer_subscription(
+            min(self.version, 3), self.topics, owned, self.generation
+        )
+        return struct.pack(">h", self.version) + data[2:]  # a newer version adds fields at the end
+
+    def join_later(self):
+        if self.eager:
+            self.owned = {}  # onPartitionsRevoked(all) before rejoining
+            self.driver.check()
+        return self.c.join(
+            join_request(
+                "g",
+                self.member_id,
+                self.metadata(),
+                protocols=self.protocols,
+                instance_id=self.instance_id,
+                session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.rebalance_timeout_ms,
+            )
+        )
+
+    def joined_with(self, result) -> ErrorCode:
+        code = ErrorCode(result["error_code"])
+        if code == ErrorCode.MEMBER_ID_REQUIRED:
+            self.member_id = result["member_id"]
+        elif code:
+            self.errors.append(code)
+            if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
+                self.reset()
+        else:
+            self.member_id, self.generation = result["member_id"], result["generation_id"]
+            self.protocol_name = result["protocol_name"]
+            self.joined = True
+        return code
+
+    def join(self) -> dict:
+        """JoinGroup until answered (a first MEMBER_ID_REQUIRED is followed by the rejoin)."""
+        for _ in range(2):
+            later = self.join_later()
+            assert later.resolved, "a join to a consumer group is answered once written"
+            if self.joined_with(later.value) != ErrorCode.MEMBER_ID_REQUIRED:
+                return later.value
+        raise AssertionError("MEMBER_ID_REQUIRED twice")
+
+    def sync(self, assignments=()) -> dict:
+        later = self.c.sync(
+            "g",
+            self.member_id,
+            self.instance_id,
+            self.generation,
+            "consumer",
+            self.protocol_name,
+            list(assignments),
+        )
+        assert later.resolved
+        return self.synced_with(later.value)
+
+    def synced_with(self, result) -> dict:
+        if result["error_code"] == ErrorCode.NONE:
+            named, _ = (
+                _core.decode_consumer_assignment(result["assignment"])
+                if result["assignment"]
+                else ([], None)
+            )
+            # Cooperative: revokes what is not there any more, adds the rest; eager: takes it.
+            self.owned = {self.driver.topics.add_id(t): frozenset(ps) for t, ps in named if ps}
+        else:
+            self.errors.append(ErrorCode(result["error_code"]))
+            if result["error_code"] in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+                self.reset(keep_id=result["error_code"] == ErrorCode.ILLEGAL_GENERATION)
+        self.driver.check()
+        return result
+
+    def heartbeat(self) -> ErrorCode:
+        code = ErrorCode(self.c.heartbeat("g", self.member_id, self.instance_id, self.generation))
+        if code in (
+            ErrorCode.UNKNOWN_MEMBER_ID,
+            ErrorCode.ILLEGAL_GENERATION,
+            ErrorCode.FENCED_INSTANCE_ID,
+        ):
+            self.errors.append(code)
+            self.reset(keep_id=code == ErrorCode.ILLEGAL_GENERATION)
+        return code
+
+    def cycle(self) -> ErrorCode:
+        """A poll: heartbeat, and rejoin and sync when told a rebalance is in progress (or
+        after losing the membership)."""
+        code = self.heartbeat() if self.joined else ErrorCode.REBALANCE_IN_PROGRESS
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            if self.join()["error_code"] == ErrorCode.NONE:
+                self.sync()
+        self.driver.check()
+        return code
+
+    def leave(self) -> None:
+        with self.c.log.for_request():
+            self.c.leave("g", [(self.member_id, self.instance_id)])
+        self.reset()
+        self.joined = False
+        self.driver.check()
+
+    def reset(self, keep_id: bool = False) -> None:
+        """onPartitionsLost: the membership is gone (after ILLEGAL_GENERATION Java keeps its
+        member id and rejoins with it)."""
+        self.owned, self.generation, self.joined = {}, -1, False
+        if self.instance_id is None and not keep_id:
+            self.member_id = ""
+
+
+class MixedTopics(Topics):
+    def by_id_name(self, topic_id: bytes) -> str:
+        return next(t.name for t in self.by_name.values() if t.id.bytes == topic_id)
+
+    def add_id(self, name: str) -> bytes:
+        return self.by_name[name].id.bytes
+
+
+def setup(partitions: int = 6, settings=None, log=None):
+    topics = MixedTopics()
+    tid = topics.add("t", partitions)
+    coordinator = make_coordinator(topics, {**CLASSIC_FAST, **(settings or {})}, log=log)
+    return topics, tid, coordinator, ConsumerDriver(topics, coordinator)
+
+
+def converge(driver: ConsumerDriver, rounds: int = 10) -> None:
+    for _ in range(rounds):
+        for name, client in list(driver.clients.items()):
+            if isinstance(client, ClassicClient):
+                client.cycle()
+            elif client.joined:
+                driver.heartbeat(name)
+
+
+def stable_group(driver: ConsumerDriver) -> ConsumerGroup:
+    group = driver.group
+    assert group is not None and group.state_name == "Stable", group and group.state_name
+    owned = [(t, p) for c in driver.clients.values() for t, ps in c.owned.items() for p in ps]
+    assert (
+        len(owned) == len(set(owned)) == sum(t.partitions for t in driver.topics.by_name.values())
+    )
+    return group
+
+
+def classic_group(driver: ConsumerDriver, clients: list[ClassicClient]) -> ClassicGroup:
+    """A live classic group of `clients`, stable."""
+    classic_round(driver, clients)
+    group = driver.coordinator.groups["g"]
+    assert isinstance(group, ClassicGroup) and group.state is ClassicState.STABLE
+    return group
+
+
+def classic_round(driver: ConsumerDriver, clients: list[ClassicClient]) -> None:
+    """Classic rebalances of `clients` until settled: all join (new ones after
+    MEMBER_ID_REQUIRED), the leader assigns with range but, as cooperative assignors do, not a
+    partition another member still owns (it is revoked first, then assigned next round), all
+    sync."""
+    for _ in range(3):
+        if not _classic_round(driver, clients):
+            return
+    raise AssertionError("classic rebalances did not settle")
+
+
+def _classic_round(driver: ConsumerDriver, clients: list[ClassicClient]) -> bool:
+    """One rebalance; whether a partition was held back (another round needed)."""
+    from corral.load import consumer_protocol as cp
+
+    c = driver.coordinator
+    waiting = []
+    # New members first: the rebalance they start then waits for everyone.
+    for client in sorted(
+        clients, key=lambda cl: cl.member_id in c.groups["g"].members if "g" in c.groups else False
+    ):
+        later = client.join_later()
+        if later.resolved and later.value["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
+            client.joined_with(later.value)
+            later = client.join_later()
+        waiting.append((client, later))
+    # The initial rebalance delay (0 ms) ends at the timer wheel's next tick.
+    for _ in range(100):
+        if all(later.resolved for _, later in waiting):
+            break
+        time.sleep(0.01)
+        c.timers.fire_due()
+    for client, later in waiting:
+        assert later.resolved and client.joined_with(later.value) == ErrorCode.NONE, later.value
+    group = c.groups["g"]
+    leader = next(cl for cl in clients if cl.member_id == group.leader_id)
+    plan = cp.assign(
+        "range",
+        {cl.member_id: cl.topics for cl in clients},
+        {n: t.partitions for n, t in driver.topics.by_name.items()},
+    )
+    owner = {
+        (driver.topics.by_id_name(t), p): cl.member_id
+        for cl in clients
+        for t, ps in cl.owned.items()
+        for p in ps
+    }
+    held_back = False
+    for member_id, assigned in plan.items():
+        for topic, ps in assigned.items():
+            free = [p for p in ps if owner.get((topic, p), member_id) == member_id]
+            held_back |= len(free) < len(ps)
+            assigned[topic] = free
+    for cl in [leader] + [cl for cl in clients if cl is not leader]:
+        later = c.sync(
+            "g",
+            cl.member_id,
+            cl.instance_id,
+            cl.generation,
+            "consumer",
+            cl.protocol_name,
+            [(m, cp.encode_assignment(a)) for m, a in plan.items()] if cl is leader else [],
+        )
+        assert later.resolved
+        cl.synced_with(later.value)
+    return held_back
+
+
+def restart_under_other_protocol(driver: ConsumerDriver, name: str, new_classic) -> None:
+    """Member `name` restarts under the other group protocol: a classic member leaves and joins
+    as a KIP-848 member (which upgrades a classic group), a KIP-848 member leaves (which may
+    downgrade the group) and comes back as `new_classic(driver, name)`, a ClassicClient."""
+    client = driver.clients[name]
+    if isinstance(client, ClassicClient):
+        client.leave()
+        del driver.clients[name]
+        driver.join(name)
+    else:
+        driver.leave(name)
+        del driver.clients[name]
+        new_classic(driver, name)
