@@ -1,4 +1,5 @@
-"""Helpers shared by tests (moved out of test_acls_wire.py)."""
+"""ACLs for the security tests: the bindings and CreateAcls bodies of the wire tests, and a real
+Broker in process answering requests that carry a principal (`with_broker`, `call`, `secured`)."""
 
 from __future__ import annotations
 

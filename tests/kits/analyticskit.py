@@ -1,4 +1,4 @@
-"""Helpers shared by tests (moved out of test_analytics_log.py)."""
+"""Reading `__corral_analytics` back with a real consumer: the group events a test waits for."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Helpers shared by tests (moved out of test_rules.py)."""
+"""Shared cases and checks of the `corral analyze` tests: Burrow's table and where corral differs,
+the Spark job run against the pure rules (`run_job`, `rules_tables`, `assert_tables`), and a
+hand-built history (`make_inputs`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Helpers shared by tests (moved out of test_configs_admin.py)."""
+"""Config admin helpers: a confluent-kafka AdminClient on a broker, DescribeConfigs as a dict of
+(value, source), and IncrementalAlterConfigs with SET (or DELETE for None) per setting."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests (moved out of test_load_generator.py)."""
+"""Running `corral load` scenarios in the test's process against a broker (`run_scenario`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests (moved out of test_metrics.py)."""
+"""Scraping a corral's /metrics endpoint (`Scraper`), read with prometheus_client's text parser."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Helpers shared by tests (moved out of test_consumer_short_path.py)."""
+"""A broker in the test's own process on a real TCP port (`with_broker`), so that a test can count
+what reaches the Python handlers, and raw-frame members of it: KIP-848 (`Member`) and classic
+(`Classic`) ones, settled by hand. The kit of the network thread's short-path tests (tests/wire)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Helpers shared by tests (moved out of test_data_plane_protocol.py)."""
+"""Data-plane requests as raw frames (CreateTopics, Produce with its record batches, Fetch,
+DeleteRecords) on a `rawwire.RawClient`, at the versions a test asks for."""
 
 from __future__ import annotations
 

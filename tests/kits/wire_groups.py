@@ -1,4 +1,5 @@
-"""Helpers shared by tests (moved out of test_groups_protocol.py)."""
+"""Classic group requests as raw frames (JoinGroup, SyncGroup, Heartbeat, OffsetCommit,
+OffsetFetch) on a `rawwire.RawClient`, at the versions a test asks for."""
 
 from __future__ import annotations
 
