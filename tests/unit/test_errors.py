@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import gen_error_codes
 from checkout import ROOT
-from rawwire import RawClient
 
 from corral import _core
 from corral.errors import ErrorCode
-from corral.network.apis import ApiKey
 
 # A few codes as org.apache.kafka.common.protocol.Errors numbers them (Kafka 4.x), written out here
 # as the reference the generated table must match.
@@ -42,15 +40,3 @@ def test_errors_py_is_generated_from_the_core():
 
 def test_codes_are_kafkas():
     assert {name: ErrorCode[name].value for name in KAFKA} == KAFKA
-
-
-def test_describe_cluster_for_controllers_answers_unsupported_endpoint_type(shared_corral):
-    # corral's hand-written table had 119 (Kafka's INVALID_REGISTRATION) for this until the
-    # table came from the crate.
-    with RawClient(shared_corral.port) as client:
-        response = client.call(
-            ApiKey.DESCRIBE_CLUSTER,
-            1,
-            {"endpoint_type": 2, "include_cluster_authorized_operations": False},
-        )
-    assert response["error_code"] == 115

@@ -99,26 +99,6 @@ def test_a_failed_write_fails_the_change_and_keeps_the_registry(tmp_path, monkey
     assert sorted(TopicStore(tmp_path, Settings()).by_name) == ["kept"]
 
 
-def test_acknowledged_topic_changes_survive_kill_9(corral):
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": corral.bootstrap})
-    names = [f"reg-{i}" for i in range(200)]
-    for future in admin.create_topics([NewTopic(n, 2) for n in names]).values():
-        future.result(timeout=30)
-    gone = names[::2]
-    for future in admin.delete_topics(gone).values():
-        future.result(timeout=30)
-    # A deleted name is free again once its deletion was acknowledged.
-    admin.create_topics([NewTopic("reg-0", 5)])["reg-0"].result(timeout=30)
-    corral.kill()
-    corral.start()
-    listed = AdminClient({"bootstrap.servers": corral.bootstrap}).list_topics(timeout=10).topics
-    expected = (set(names) - set(gone)) | {"reg-0"}
-    assert {n for n in listed if n.startswith("reg-")} == expected
-    assert len(listed["reg-0"].partitions) == 5
-
-
 def test_a_failed_fold_keeps_the_journal_and_the_changes(tmp_path, monkeypatch):
     monkeypatch.setattr(topics_module, "COMPACT_AFTER", 3)
 
