@@ -1,7 +1,8 @@
 """`commit_rejected` group events (docs/analytics.md): OffsetCommits refused as a whole, by a real
 corral over TCP (raw wire clients: a classic member and a KIP-848 member commit with a wrong
 generation, an unknown member id, a stale member epoch), read back from `__corral_analytics` with
-a real Kafka consumer; and the per-interval aggregation in process. The same history checks that
+a real Kafka consumer (the per-interval aggregation in process: tests/unit/groups/test_events.py).
+The same history checks that
 the rebalances rule's start and duration (the rebalance_end's own) agree with the
 rebalance_start records."""
 
@@ -17,7 +18,6 @@ from wire_groups import commit, join, sync
 
 from corral.analyze.event_rules import rebalances
 from corral.errors import ErrorCode
-from corral.groups.events import MAX_REJECTED_KEYS, AnalyticsEvents
 
 INTERVAL_MS = 1000
 
@@ -99,23 +99,3 @@ def test_refused_commits_are_counted_per_group_and_error(corral_factory):
         assert abs(row.start_ms - start_ms) <= 50 and row.starts == 1, (row, start_ms)
         assert abs(row.end_ms - row.start_ms - row.duration_ms) <= 50, row
         assert (row.members_before, row.members_after) == (0, 1)
-
-
-def test_aggregation_is_bounded(caplog):
-    events = AnalyticsEvents(None)
-    written: list[tuple[dict, int]] = []
-    events.sink = lambda event, time_ms=None: written.append((event, time_ms))
-    for i in range(MAX_REJECTED_KEYS + 5):
-        events.commit_rejected(f"g{i}", "classic", ErrorCode.ILLEGAL_GENERATION)
-    for _ in range(3):
-        events.commit_rejected("g0", "classic", ErrorCode.ILLEGAL_GENERATION)
-    events.commit_rejected("nowhere", None, ErrorCode.GROUP_ID_NOT_FOUND)  # over the bound too
-    events.flush_rejected()
-    assert len(written) == MAX_REJECTED_KEYS
-    first, time_ms = written[0]
-    assert first["group_id"] == "g0" and first["count"] == 4 and first["protocol"] == "classic"
-    assert time_ms <= first["last_ms"]
-    assert "6 refused offset commits were not recorded" in caplog.text
-    written.clear()
-    events.flush_rejected()
-    assert written == []

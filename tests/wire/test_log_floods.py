@@ -1,20 +1,18 @@
 """Clients cannot flood corral's log: a thousand connections closed for each kind of bad input
 (malformed frames, unknown APIs, requests before SASL authentication, requests left half-sent)
 give a bounded number of WARNING lines, the first in full and the rest as counts per kind and
-client address (src/corral/observability/summarised_warnings.py). Plus the summariser's rules in process."""
+client address (src/corral/observability/summarised_warnings.py). The summariser's rules in
+process: tests/unit/observability/test_summarised_warnings.py."""
 
 from __future__ import annotations
 
-import logging
 import socket
 import struct
 import time
 
-import pytest
 from rawwire import closed_within, frame
 
 from corral import _core
-from corral.observability.summarised_warnings import SummarisedWarnings
 
 CONNECTIONS = 1000
 SASL_SETTINGS = {
@@ -118,67 +116,3 @@ def test_a_thousand_bad_connections_of_each_kind_log_a_bounded_number_of_lines(c
     bound = 2 * len(floods) * (int(elapsed // 10) + 2)
     assert len(lines) <= bound, (len(lines), bound, lines[:30])
     assert "Traceback" not in broker.log()
-
-
-@pytest.fixture
-def records():
-    handler = _Records()
-    logger = logging.getLogger("test.summarised")
-    logger.addHandler(handler)
-    logger.propagate = False
-    yield handler
-    logger.removeHandler(handler)
-
-
-class _Records(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-class _Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_first_of_a_kind_in_full_then_one_summary_per_window(records):
-    clock = _Clock()
-    warn = SummarisedWarnings(logging.getLogger("test.summarised"), 10.0, clock)
-    warn("bad", "closing %s", "a:1", address="/a")
-    for i in range(500):
-        clock.now += 0.01
-        warn("bad", "closing %s", f"b:{i}", address="/b" if i % 5 else "/a")
-    warn("slow", "slow %s", "c:1", address="/c")
-    assert records.lines == ["closing a:1", "slow c:1"]
-    clock.now = 110.5
-    warn.flush()
-    assert (
-        records.lines[2]
-        == "bad: 500 more from /b (400), /a (100) in the last 10s; the last: closing b:499"
-    )
-    assert len(records.lines) == 3  # "slow" counted nothing more: no summary
-    clock.now = 111
-    warn.flush()
-    assert len(records.lines) == 3
-    warn("bad", "closing %s", "again", address="/a")  # a new window: in full again
-    assert records.lines[-1] == "closing again"
-
-
-def test_addresses_beyond_the_named_ones_are_counted_together(records):
-    clock = _Clock()
-    warn = SummarisedWarnings(logging.getLogger("test.summarised"), 10.0, clock)
-    warn("bad", "first")
-    for i in range(100):
-        warn("bad", "x", address=f"/10.0.0.{i}")
-    warn("bad", "no address")
-    clock.now += 10
-    warn.flush()
-    summary = records.lines[-1]
-    assert summary.startswith("bad: 101 more from /10.0.0.0 (1), ")
-    assert "96 from other addresses in the last 10s; the last: no address" in summary
