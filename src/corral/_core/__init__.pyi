@@ -1,7 +1,7 @@
 """Type stubs for `corral._core`, the compiled half of corral (rust/lib.rs registers it).
 
 Written by hand from the #[pyfunction]/#[pymethods] definitions in rust/*.rs and rust/log/*.rs;
-tests/test_core_stubs.py checks them against the runtime module. Wide results come back as
+tests/unit/test_core_stubs.py checks them against the runtime module. Wide results come back as
 small frozen classes with read-only fields (`AppendResult`, `ReadResult`, `FetchResult`,
 `RetentionResult`, `BatchSummary`); the narrow tuples that cross the boundary (pairs, and the
 offset-commit inputs) are named below with plain aliases (the Rust takes and returns bare
