@@ -1,4 +1,7 @@
-"""Fixtures: a real `corral serve` subprocess on a free port with a temporary data dir."""
+"""The root conftest of every tier (tests/unit: in process, mirroring src/corral; tests/wire: raw
+frames over TCP; tests/clients/<family>: real client libraries and programs; tests/kits: the
+helpers they share). Fixtures: a real `corral serve` subprocess on a free port with a temporary
+data dir, and the handlers' call recorders of the network thread's short-path tests."""
 
 from __future__ import annotations
 
