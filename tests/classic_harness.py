@@ -161,7 +161,8 @@ class ClassicDriver:
 
     @property
     def group(self) -> ClassicGroup | None:
-        return self.coordinator._classic(self.group_id)
+        group = self.coordinator.groups.get(self.group_id)
+        return group if isinstance(group, ClassicGroup) else None
 
     def name_of(self, member_id: str) -> str:
         for name, mid in self.ids.items():

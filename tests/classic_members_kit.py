@@ -160,7 +160,7 @@ class ClassicClient:
         return code
 
     def leave(self) -> None:
-        with self.c.log.for_request():
+        with self.c.writer.for_request():
             self.c.leave("g", [(self.member_id, self.instance_id)])
         self.reset()
         self.joined = False

@@ -281,7 +281,7 @@ def test_no_move_while_python_writes_the_group(tmp_path, python_calls):
         a, c = Member(broker.port, "pw", "member-a"), Member(broker.port, "pw", "member-c")
         with a.client, c.client:
             a_new_target_keeping(broker, a, c)
-            path = broker.groups.log.core_commits
+            path = broker.groups.writer.core_commits
             broker.run(path.python_writing_group, "pw", True)
             calls = len(python_calls)
             r = a.steady()

@@ -582,7 +582,7 @@ def test_a_snapshot_made_while_the_groups_change_plus_the_log_after_it_rebuilds_
 
 def test_failed_write_answers_not_coordinator_and_the_next_write_rewrites_the_group():
     topics, tid, c, d = setup()
-    log = c.log
+    log = c.writer
     d.join("a")
     log.fail_next = 1
     r = d.join("b")

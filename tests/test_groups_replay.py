@@ -167,7 +167,7 @@ class RandomGroups:
         member = self._member(group_id)
         if member:
             name, mid = member
-            with self.coordinator.log.for_request() as writes:
+            with self.coordinator.writer.for_request() as writes:
                 self.coordinator.leave(
                     group_id, [(mid, f"{group_id}-{name}" if name in ("a", "b") else None)]
                 )
@@ -215,7 +215,7 @@ class RandomGroups:
     async def settle(self) -> None:
         """Waits until every write made so far is durable and applied."""
         with trio.fail_after(10):
-            while any(not w.resolved for w in self.writes) or self.broker.groups.log._pending:
+            while any(not w.resolved for w in self.writes) or self.broker.groups.writer._pending:
                 await trio.sleep(0.001)
         # DeleteGroups answers refusals (NON_EMPTY_GROUP...) this way too; a write never fails here.
         failed = [w.value for w in self.writes if w.value == WRITE_FAILED]
@@ -249,7 +249,7 @@ def test_live_state_equals_loaded_state(tmp_path, seed):
                                     1 << 60,
                                 )
                             )
-                        assert broker.groups.log._pending
+                        assert broker.groups.writer._pending
                         await broker.groups.take_snapshot()
                 await player.settle()
                 nursery.cancel_scope.cancel()

@@ -207,7 +207,7 @@ class Group:
         ]
         for record in recs:
             self.c.replay(record)
-        self.c._arm_loaded_consumer_timers(self.group)
+        self.c.consumer.arm_loaded_timers(self.group)
 
     def heartbeat(self, req) -> dict:
         answer = self.c.consumer_heartbeat(req).value

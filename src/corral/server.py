@@ -115,7 +115,7 @@ class Server:
             self.max_request_bytes,
             groups.heartbeat_view if short_paths else None,
             consumer_heartbeat_view=groups.consumer_heartbeat_view if short_paths else None,
-            commit_path=groups.log.core_commits,
+            commit_path=groups.writer.core_commits,
             # With ACLs, the short paths answer only groups a handler authorized on the connection.
             authorize_short_paths=self.broker.authorizer is not None,
             **network_limits(self.settings),

@@ -1,17 +1,18 @@
 """The group coordinator: every group of the broker, their committed offsets and deadlines.
 
-The facade of the groups layer. It holds the group map (classic groups now, KIP-848 "consumer"
-groups beside them, keyed by group id like Kafka's single group namespace), routes by group type,
-owns the services (timers, the log's writer, offset expiry, snapshots) in one nursery, and
-applies records to memory in `replay`, the one function used both for durable live writes and
-for loading (snapshot, then the log after it). The rooms:
-
-- classic/: the classic protocol (`ClassicProtocol`, part of this class) and its group state;
-- offsets.py: commit, fetch, delete, expiry (`self.offsets`);
-- storage/: records and their bytes, the writer, snapshots;
-- handlers/: the wire (decode requests, shape answers per version).
-
-Offsets, admin and expiry see groups only through the `Group` interface (group.py).
+The facade of the groups layer, made of explicit parts, each constructed with what it uses:
+- `classic` (classic/protocol.py): classic requests to classic groups, their machine over time in
+  `rebalance` (classic/rebalance.py);
+- `consumer` (consumer/protocol.py): ConsumerGroupHeartbeat; its targets in `targets`
+  (consumer/target_computation.py), its write path in `writes` (consumer/writes.py);
+- `classic_members` (consumer/classic_members.py): classic requests to consumer groups;
+- `offsets` (offsets.py): commit, fetch, delete, expiry;
+- `writer` (storage/writer.py): the log's writer; storage/ also holds records and snapshots.
+It holds the group map (classic and consumer groups keyed by group id, Kafka's single group
+namespace), owns the services (timers, the writer, offset expiry, snapshots) in one nursery, and
+applies records to memory in `replay`, the one function used both for durable live writes and for
+loading (snapshot, then the log after it). handlers/ is the wire (decode requests, shape answers
+per version). Offsets, admin and expiry see groups only through the `Group` interface (group.py).
 """
 
 from __future__ import annotations
@@ -28,14 +29,20 @@ from corral.assignors import AssignorRegistry
 from corral.clock import wall_ms
 from corral.config.groups import GROUP_SETTINGS
 from corral.errors import ErrorCode
-from corral.groups.classic import ClassicGroup, ClassicMembership, ClassicProtocol
-from corral.groups.consumer import ConsumerGroup, ConsumerProtocol, TopicImage
+from corral.groups.classic import ClassicGroup, JoinRequest
+from corral.groups.classic.protocol import ClassicGroups
+from corral.groups.classic.rebalance import ClassicRebalance
+from corral.groups.consumer import ConsumerGroup, HeartbeatRequest, TopicImage
 from corral.groups.consumer.classic_members import ClassicMembers
 from corral.groups.consumer.members import regex_refresh_due
 from corral.groups.consumer.migration import MigrationPolicy
+from corral.groups.consumer.protocol import ConsumerGroups
 from corral.groups.consumer.reconcile import MemberState
+from corral.groups.consumer.target_computation import TargetComputation
+from corral.groups.consumer.writes import ConsumerWrites
 from corral.groups.events import AnalyticsEvents
 from corral.groups.group import Group
+from corral.groups.limits import GroupLimits
 from corral.groups.metrics import GroupMetrics
 from corral.groups.offsets import Offsets
 from corral.groups.storage import consumer_records as cr
@@ -69,8 +76,8 @@ _CONSUMER_RECORDS = (
 )
 
 
-class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, ClassicMembers):
-    def __init__(self, settings, log_store: CoordinatorLog, snapshot_path: Path, topics=None):
+class GroupCoordinator:
+    def __init__(self, settings, writer: CoordinatorLog, snapshot_path: Path, topics=None):
         self.settings = settings
         # The broker's topic store (None in tests without topics): consumer groups subscribe by
         # name and are assigned by topic id.
@@ -83,13 +90,14 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         # Whether groups move between the protocols online (KIP-848 §5).
         self.migration = MigrationPolicy(settings["group.consumer.migration.policy"])
         self._nursery: trio.Nursery | None = None
-        self.log = log_store
-        self.log.replay = self.replay
+        self.writer = writer
+        self.writer.replay = self.replay
         self.snapshot_path = snapshot_path
         self.groups: dict[str, Group] = {}
+        self.limits = GroupLimits.of(settings)
         self.metrics = GroupMetrics()
-        self.events = AnalyticsEvents(self.topics)  # for __corral_analytics (analytics_log.py)
-        self.offsets = Offsets(settings, self.groups, log_store, self._remove_group, self.metrics)
+        self.events = AnalyticsEvents(self.topics)  # for __corral_analytics (analytics_topic.py)
+        self.offsets = Offsets(settings, self.groups, writer, self._remove_group, self.metrics)
         self.timers = Timers()
         # Mirrors the classic groups for the network thread's Heartbeat answers (server.py).
         self.heartbeat_view = self.timers.heartbeat_view
@@ -108,17 +116,95 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         # Per-group settings (kafka-configs --entity-type groups): the broker's DynamicConfigs,
         # set by coordinator_for; None (in-process tests) means the broker's values for all.
         self.group_configs = None
-        self.min_session_ms = settings["group.min.session.timeout.ms"]
-        self.max_session_ms = settings["group.max.session.timeout.ms"]
-        self.max_rebalance_ms = settings["corral.group.max.rebalance.timeout.ms"]
-        self.initial_delay_ms = settings["group.initial.rebalance.delay.ms"]
-        self.max_size = settings["group.max.size"]
         self._loading = False
+        # The parts (module docstring), each given what it uses.
+        self.rebalance = ClassicRebalance(
+            self.groups, writer, self.timers, self.limits, self.events, self.metrics
+        )
+        self.writes = ConsumerWrites(self.groups, writer, self.replay, self.rebalance, self.events)
+        self.targets = TargetComputation(
+            self.groups, self.topics, self.assignors, self.metrics, self.group_setting, self.writes
+        )
+        self.consumer = ConsumerGroups(
+            self.groups,
+            self.writes,
+            self.targets,
+            self.rebalance,
+            self.timers,
+            settings,
+            self.limits,
+            self.topics,
+            self.migration,
+            self.events,
+            self.group_setting,
+        )
+        self.classic_members = ClassicMembers(
+            self.consumer,
+            self.writes,
+            self.targets,
+            self.rebalance,
+            self.groups,
+            self.timers,
+            self.limits,
+            self.topics,
+            self.migration,
+            self.events,
+        )
+        self.classic = ClassicGroups(
+            self.rebalance, self.classic_members, self.groups, self.timers, self.limits, self.events
+        )
 
-    def rebalance_wait_ms(self, timeout_ms: int) -> int:
-        """How long a rebalance waits on a member that asked for `timeout_ms` (its rebalance
-        timeout): at most corral.group.max.rebalance.timeout.ms."""
-        return min(max(timeout_ms, 0), self.max_rebalance_ms)
+    # ============================================================================ requests ===
+
+    def join(self, req: JoinRequest) -> Later:
+        return self.classic.join(req)
+
+    def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: list[tuple[str, bytes]],
+    ) -> Later:
+        return self.classic.sync(
+            group_id,
+            member_id,
+            instance_id,
+            generation_id,
+            protocol_type,
+            protocol_name,
+            assignments,
+        )
+
+    def heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        return self.classic.heartbeat(group_id, member_id, instance_id, generation_id)
+
+    def leave(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        return self.classic.leave(group_id, leaving)
+
+    def consumer_heartbeat(self, req: HeartbeatRequest) -> Later:
+        return self.consumer.heartbeat(req)
+
+    def on_topics_changed(self, names: set[str]) -> None:
+        self.consumer.on_topics_changed(names)
+
+    def apply_core_moves(self) -> None:
+        self.writes.apply_core_moves()
+
+    @property
+    def authorize_regexes(self) -> bool:
+        return self.consumer.authorize_regexes
+
+    @authorize_regexes.setter
+    def authorize_regexes(self, on: bool) -> None:
+        self.consumer.authorize_regexes = on
 
     def group_setting(self, group_id: str, name: str) -> Any:
         """A consumer group's setting (group_settings.py): its own value, else the broker's."""
@@ -152,9 +238,9 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
     async def run(self) -> None:
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery  # offloaded target assignments run in it
+                self._nursery = self.targets.nursery = nursery  # offloaded targets run in it
                 nursery.start_soon(self.timers.run)
-                nursery.start_soon(self.log.run)
+                nursery.start_soon(self.writer.run)
                 nursery.start_soon(self._expire_offsets_periodically)
                 nursery.start_soon(self._snapshot_periodically)
                 nursery.start_soon(self._refresh_regexes_periodically)
@@ -162,7 +248,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
             # A clean shutdown leaves a fresh snapshot: the next start replays (almost) nothing.
             try:
                 self.apply_core_moves()
-                snapshot.write(self.snapshot_path, self.log.positions(), self.snapshot_records())
+                snapshot.write(self.snapshot_path, self.writer.positions(), self.snapshot_records())
             except OSError as e:
                 # Disk full, say: the previous snapshot stays, the next start replays more log.
                 log.warning("coordinator snapshot at shutdown failed: %s", e)
@@ -175,7 +261,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         """Applies one durable record to memory: live once its write is fsynced, and at load."""
         if isinstance(record, OffsetCommits):
             if record.group_id not in self.groups:
-                self._new_classic_group(record.group_id)  # a "simple" group
+                self.rebalance.new_group(record.group_id)  # a "simple" group
             self.offsets.replay_commits(record)
         elif isinstance(record, OffsetTombstones):
             self.offsets.replay_tombstones(record)
@@ -192,10 +278,10 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
             else:
                 if group is not None:
                     self._forget(group)
-                group = self._classic_from_record(record.group_id, record.value)
+                group = self.rebalance.from_record(record.group_id, record.value)
                 if not self._loading:
                     for member in group.members.values():
-                        self._schedule_heartbeat(member)
+                        self.rebalance.schedule_heartbeat(member)
         elif isinstance(record, GroupTombstone):
             group = self.groups.get(record.group_id)
             if isinstance(group, ConsumerGroup):
@@ -219,7 +305,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
                 if self._loading and self.offsets.map.count(group_id):
                     # It became a classic group that wrote no record yet: its offsets stay
                     # with an empty classic group, as a live conversion leaves them.
-                    self._new_classic_group(group_id)
+                    self.rebalance.new_group(group_id)
             return
         if not isinstance(group, ConsumerGroup):
             if tombstone:
@@ -244,15 +330,15 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         if leaving is not None:
             # After the replay: the network thread no longer finds the member, so it cannot
             # schedule the session timer again once it is cancelled.
-            self._cancel_member_timers(leaving)
+            self.consumer.cancel_member_timers(leaving)
 
     def _forget(self, group: Group) -> None:
         if isinstance(group, ClassicGroup):
-            self._forget_classic(group)
+            self.rebalance.forget(group)
         elif isinstance(group, ConsumerGroup):
             group.detach()
             for member in group.members.values():
-                self._cancel_member_timers(member)
+                self.consumer.cancel_member_timers(member)
 
     # ============================================================================ snapshot ===
 
@@ -270,7 +356,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         group's records take seconds to make and encode). Positions first: the log after them
         rewrites whatever changes while the thread reads (stored_records_later)."""
         self.apply_core_moves()  # memory holds every move the positions leave out
-        positions = self.log.positions()
+        positions = self.writer.positions()
         sources = [
             (self.offsets.map.records(group_id), group.stored_records_later())
             for group_id, group in self.groups.items()
@@ -290,7 +376,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         written_at = -1
         while True:
             await trio.sleep(interval)
-            appends = self.log.appends
+            appends = self.writer.appends
             if appends == written_at:
                 continue
             started = time.monotonic()
@@ -319,19 +405,19 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         self._loading = True
         try:
             if saved is None:
-                from_snapshot, from_log = 0, self._replay_all(self.log.read())
+                from_snapshot, from_log = 0, self._replay_all(self.writer.read())
             else:
                 positions, snapshot_records = saved
                 from_snapshot = self._replay_all(snapshot_records)
-                from_log = self._replay_all(self.log.read(positions))
+                from_log = self._replay_all(self.writer.read(positions))
         finally:
             self._loading = False
         for group in self.groups.values():
             if isinstance(group, ClassicGroup):
                 for member in group.members.values():
-                    self._schedule_heartbeat(member)
+                    self.rebalance.schedule_heartbeat(member)
             elif isinstance(group, ConsumerGroup):
-                self._arm_loaded_consumer_timers(group)
+                self.consumer.arm_loaded_timers(group)
         return {
             "groups": len(self.groups),
             "offsets": sum(self.offsets.map.count(g) for g in self.groups),
@@ -384,7 +470,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
     def delete_group(self, group_id: str) -> Later:
         """DeleteGroups for one group: resolves to its error once its tombstones are durable."""
         # The tombstones list the map's offsets: commits the network thread wrote come first.
-        return self.log.after_core_commits(group_id, lambda: self._delete_group(group_id))
+        return self.writer.after_core_commits(group_id, lambda: self._delete_group(group_id))
 
     def _delete_group(self, group_id: str) -> Later:
         group = self.groups.get(group_id)
@@ -400,7 +486,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         group.begin_delete()
         recs: list[Record] = [OffsetTombstones(group_id, offsets)] if offsets else []
         recs.extend(group.delete_records())
-        written = self.log.write(group_id, recs)
+        written = self.writer.write(group_id, recs)
 
         def done(error: ErrorCode) -> ErrorCode:
             if error:
@@ -418,7 +504,7 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         """Kafka resolves a group's regexes again every group.consumer.regex.refresh.interval.ms
         (so that ACL changes reach them) at a heartbeat. Steady heartbeats do not reach Python
         here: a group that is due is sent to it, and its next heartbeat refreshes (see
-        ConsumerProtocol._update_regexes). Checked every 10 s, Kafka's least refresh interval."""
+        ConsumerGroups._update_regexes). Checked every 10 s, Kafka's least refresh interval."""
         while True:
             await trio.sleep(REGEX_REFRESH_CHECK_S)
             interval, now = self.settings["group.consumer.regex.refresh.interval.ms"], wall_ms()

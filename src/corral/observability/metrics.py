@@ -206,7 +206,7 @@ class BrokerCollector:
             value=sum(groups.offsets.map.count(g) for g in groups.groups),
         )
         m = groups.metrics
-        core = groups.log.core_commits  # commits the network thread wrote
+        core = groups.writer.core_commits  # commits the network thread wrote
         core_requests, core_partitions = core.committed() if core is not None else (0, 0)
         yield CounterMetricFamily(
             "corral_offset_commit_short_path",

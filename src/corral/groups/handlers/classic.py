@@ -123,7 +123,7 @@ def leave_group(broker, request) -> Later:
         return _shape_leave(version, leaving, ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     if not body["group_id"]:
         return _shape_leave(version, leaving, ErrorCode.INVALID_GROUP_ID, [])
-    with coordinator.log.for_request() as writes:
+    with coordinator.writer.for_request() as writes:
         group_error, errors = coordinator.leave(body["group_id"], leaving)
     # The last member leaving writes the empty group's record: answered once it is durable.
     return first_error(writes).map(
