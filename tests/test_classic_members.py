@@ -542,7 +542,7 @@ def test_replaying_the_log_of_a_migration_rebuilds_the_same_groups():
 def restarted(topics: Topics, log: RecordingLog):
     """A coordinator loaded from what `log` holds, as after a restart."""
     reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
-    reloaded.writer.read = lambda positions=None: iter(log.pairs)
+    reloaded.writer.read = lambda positions=None, only=None: iter(log.pairs)
     reloaded.load()
     return reloaded
 

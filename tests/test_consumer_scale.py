@@ -152,7 +152,7 @@ class Fleet:
         recs += [cr.GroupEpoch(gid, size + 1, hash_), cr.TargetEpoch(gid, 2, now)]
         for record in recs:
             self.c.replay(record)
-        self.c.consumer.arm_loaded_timers(self.group)
+        self.c.shard_of(self.group.group_id).consumer.arm_loaded_timers(self.group)
 
     def _heartbeat(self, req) -> dict:
         answer = self.c.consumer_heartbeat(req).value

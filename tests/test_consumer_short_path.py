@@ -169,7 +169,7 @@ def test_a_fenced_member_leaves_the_view_and_its_session_timer_goes():
     member = d.group.members[a.member_id]
     key = member.session_key
     assert key and coordinator.consumer_heartbeat_view.contents()["g"][3][a.member_id][6] == key
-    coordinator.consumer.fence(d.group, member, "test")
+    coordinator.shard_of(d.group.group_id).consumer.fence(d.group, member, "test")
     assert a.member_id not in coordinator.consumer_heartbeat_view.contents()["g"][3]
     assert view_answer(coordinator, "g", a) is None
     assert key not in coordinator.timers.wheel and key not in coordinator.timers.callbacks

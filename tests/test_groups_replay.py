@@ -22,7 +22,7 @@ from corral.clock import wall_ms
 from corral.config.settings import Settings
 from corral.errors import ErrorCode
 from corral.groups.classic import ClassicGroup
-from corral.groups.storage import records, snapshot
+from corral.groups.storage import records
 from corral.groups.storage.writer import WRITE_FAILED
 from corral.later import Later
 
@@ -264,7 +264,8 @@ def test_live_state_equals_loaded_state(tmp_path, seed):
 
     for from_snapshot in (True, False):
         if not from_snapshot:
-            (tmp_path / snapshot.FILE_NAME).unlink()
+            for shard_snapshot in tmp_path.glob("__consumer_offsets-*.snapshot"):
+                shard_snapshot.unlink()
         with patched_clock(FakeClock()):
             loaded_broker = start_broker(tmp_path)
         loaded = durable_state(loaded_broker)

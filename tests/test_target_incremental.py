@@ -207,7 +207,7 @@ class Group:
         ]
         for record in recs:
             self.c.replay(record)
-        self.c.consumer.arm_loaded_timers(self.group)
+        self.c.shard_of(self.group.group_id).consumer.arm_loaded_timers(self.group)
 
     def heartbeat(self, req) -> dict:
         answer = self.c.consumer_heartbeat(req).value

@@ -580,7 +580,6 @@ class ConsumerGroups:
         result changed) and groups subscribed by name recompute their metadata hash at their
         next heartbeat (Kafka's onMetadataUpdate)."""
         now = wall_ms()
-        self.topics.version += 1
         for group in list(self.groups.values()):
             if not isinstance(group, ConsumerGroup) or group.deleting:
                 continue

@@ -28,6 +28,29 @@ if TYPE_CHECKING:
 _PAUSING_MOVES = (cr.TargetEpoch, cr.TargetMember, GroupMetadata, GroupTombstone)
 
 
+def apply_core_moves(writer: CoordinatorLog, groups, events: AnalyticsEvents) -> None:
+    """Memory follows the members the network thread moved to their group's target epoch since
+    the last call (before any request is handled, and in every write of a consumer group): the
+    moves of every group of the process, whatever its shard (`groups` maps ids to groups); a group
+    one of whose moves did not become durable is rewritten whole by its next write."""
+    path = writer.core_commits
+    drained = path.drain_moves() if path is not None else None
+    if drained is None:
+        return
+    moved, failed = drained
+    by_group: dict[str, list[tuple[str, int, int]]] = {}
+    for group_id, member_id, epoch, previous in moved:
+        by_group.setdefault(group_id, []).append((member_id, epoch, previous))
+    for group_id, moves in by_group.items():
+        group = groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            events.members_moved(group, apply_moves(group, moves))
+    for group_id in failed:
+        group = groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            group.needs_rewrite = True
+
+
 class ConsumerWrites:
     def __init__(
         self,
@@ -36,6 +59,7 @@ class ConsumerWrites:
         replay: Callable[[Record], None],
         rebalance: ClassicRebalance,
         events: AnalyticsEvents,
+        apply_core_moves: Callable[[], None],
     ):
         self.groups = groups
         self.writer = writer
@@ -43,6 +67,8 @@ class ConsumerWrites:
         # A downgrade's classic group rebalances (its members rejoin with every protocol).
         self.rebalance = rebalance
         self.events = events
+        # The process's: drains the network thread's moves for every shard (above).
+        self.apply_core_moves = apply_core_moves
 
     def write(
         self,
@@ -105,28 +131,6 @@ class ConsumerWrites:
 
         written.then(failed)
         return written
-
-    def apply_core_moves(self) -> None:
-        """Memory follows the members the network thread moved to their group's target epoch
-        since the last call (before any request is handled, and in every write of a consumer
-        group); a group one of whose moves did not become durable is rewritten whole by its
-        next write."""
-        path = self.writer.core_commits
-        drained = path.drain_moves() if path is not None else None
-        if drained is None:
-            return
-        moved, failed = drained
-        by_group: dict[str, list[tuple[str, int, int]]] = {}
-        for group_id, member_id, epoch, previous in moved:
-            by_group.setdefault(group_id, []).append((member_id, epoch, previous))
-        for group_id, moves in by_group.items():
-            group = self.groups.get(group_id)
-            if isinstance(group, ConsumerGroup):
-                self.events.members_moved(group, apply_moves(group, moves))
-        for group_id in failed:
-            group = self.groups.get(group_id)
-            if isinstance(group, ConsumerGroup):
-                group.needs_rewrite = True
 
     def _downgraded(
         self, classic: ClassicGroup, protocols: dict[str, list[tuple[str, bytes]]], rebalance: bool

@@ -50,6 +50,8 @@ class CoordinatorLog:
     """What the coordinator writes to and loads from. `replay` is set by the coordinator."""
 
     replay: Replay
+    # The log's partitions: one coordinator shard each.
+    partitions = 1
     # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
     appends = 0
     # The network thread's OffsetCommit writer (rust/commit_path.rs), if this log has one.
@@ -97,12 +99,22 @@ class CoordinatorLog:
         """`then()`, once commits of the group written outside Python are applied."""
         return then()
 
+    def partition_of(self, group_id: str) -> int:
+        return 0
+
+    def pending_in(self, partition: int) -> bool:
+        """Whether writes to `partition` await their fsync."""
+        return False
+
     def positions(self) -> dict[int, int]:
         """Per partition, where replay must start for a snapshot of the current state."""
         return {}
 
-    def read(self, positions: dict[int, int] | None = None) -> Iterator[KeyValue]:
-        """The records from `positions` (default: the log start)."""
+    def read(
+        self, positions: dict[int, int] | None = None, only: int | None = None
+    ) -> Iterator[KeyValue]:
+        """The records from `positions` (default: the log start), of every partition or of
+        partition `only`."""
         return iter(())
 
     async def run(self) -> None:
@@ -161,6 +173,17 @@ class DurableLog(CoordinatorLog):
         # `core_commits` takes a group's commits only while no write of ours touching its
         # offsets is pending, so the offset map is applied in log order (counted here).
         self._offset_writes: dict[str, int] = {}
+
+    @property
+    def partitions(self) -> int:
+        return self.topic.partitions
+
+    def pending_in(self, partition: int) -> bool:
+        if any(write.partition == partition for write in self._pending):
+            return True
+        return self.core_commits is not None and partition in dict(
+            self.core_commits.oldest_in_flight()
+        )
 
     def partition_of(self, group_id: str) -> int:
         # Java's String.hashCode in Python is costly per commit: remember each group's partition.
@@ -308,10 +331,12 @@ class DurableLog(CoordinatorLog):
             for partition in range(self.topic.partitions)
         }
 
-    def read(self, positions: dict[int, int] | None = None) -> Iterator[KeyValue]:
-        """The topic's records from `positions` (default: the log start), partition by partition:
-        (key, value or None)."""
-        for partition in range(self.topic.partitions):
+    def read(
+        self, positions: dict[int, int] | None = None, only: int | None = None
+    ) -> Iterator[KeyValue]:
+        """The topic's records from `positions` (default: the log start), partition by partition
+        (or of partition `only`): (key, value or None)."""
+        for partition in range(self.topic.partitions) if only is None else (only,):
             start, end = self.logs.offsets(self.topic, partition)
             offset = start
             if positions is not None and partition in positions:
