@@ -10,6 +10,7 @@ child processes and reach it over TCP.
 
 from __future__ import annotations
 
+import os
 import time
 
 import trio
@@ -30,6 +31,7 @@ from test_groups_protocol import commit, fetch, heartbeat, join, sync
 
 from corral.config.settings import Settings
 from corral.errors import ErrorCode
+from corral.groups.storage import snapshot
 from corral.network.apis import ApiKey
 from corral.server import Server
 
@@ -77,6 +79,8 @@ def serve(tmp_path, scenario, timeout: float, **settings) -> None:
                     nursery.cancel_scope.cancel()
 
     trio.run(main)
+    # A process holds its data dir's lock until it exits; this one serves the dir again.
+    os.close(server.broker._lock_fd)
 
 
 def test_an_unloaded_shard_answers_not_coordinator_and_comes_back_whole(tmp_path):
@@ -227,3 +231,64 @@ def test_real_clients_keep_consuming_across_an_unload_and_reload(tmp_path):
                 process.kill()
 
     serve(tmp_path, scenario, 240, **{k: str(v) for k, v in CG_FAST.items()})
+
+
+def test_a_data_dir_with_the_single_snapshot_of_before_shards_loads_and_moves_on(tmp_path, caplog):
+    """A data dir written before shards holds one snapshot of every partition
+    (`__consumer_offsets.snapshot`): it is loaded (offsets and groups of every shard back, the
+    log after its positions replayed), then replaced by one snapshot per shard."""
+    data = tmp_path / "d"
+    groups = [f"legacy-{i}" for i in range(12)]
+    settings = {"corral.coordinator.snapshot.interval.ms": "200"}
+
+    def first(broker: Served) -> None:
+        with RawClient(broker.port) as c:
+            create = {
+                "name": "t",
+                "num_partitions": 1,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [],
+            }
+            c.call(ApiKey.CREATE_TOPICS, 5, {"topics": [create], "timeout_ms": 10000})
+            for i, g in enumerate(groups):
+                assert commit(c, g, -1, "", [("t", 0, 100 + i)]) == [0]
+
+    serve(tmp_path, first, 60, **settings)  # a clean stop: one snapshot per shard
+    shard_files = sorted(data.glob("__consumer_offsets-*.snapshot"))
+    assert len(shard_files) == 8, shard_files
+    positions, pairs = {}, []
+    for path in shard_files:
+        shard_positions, records = snapshot.read(path)
+        positions.update(shard_positions)
+        pairs.extend(records)
+        path.unlink()
+    snapshot.write(data / snapshot.FILE_NAME, positions, pairs)
+    caplog.set_level("INFO", logger="corral.groups")
+    caplog.clear()
+
+    def second(broker: Served) -> None:
+        with RawClient(broker.port) as c:
+            for i, g in enumerate(groups):
+                assert [o for _, o, _ in fetch(c, g, "t", [0])] == [100 + i]
+            assert commit(c, groups[0], -1, "", [("t", 0, 500)]) == [0]
+        wait_until(
+            lambda: (
+                not (data / snapshot.FILE_NAME).exists()
+                and len(list(data.glob("__consumer_offsets-*.snapshot"))) == 8
+            ),
+            10,
+            "one snapshot per shard in place of the single one",
+        )
+
+    serve(tmp_path, second, 60, **settings)
+    loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("loaded ")]
+    assert loaded and "12 records from the snapshot, 0 from" in loaded[0], loaded
+
+    def third(broker: Served) -> None:
+        with RawClient(broker.port) as c:
+            assert [o for _, o, _ in fetch(c, groups[0], "t", [0])] == [500]
+            for i, g in enumerate(groups[1:], 1):
+                assert [o for _, o, _ in fetch(c, g, "t", [0])] == [100 + i]
+
+    serve(tmp_path, third, 60, **settings)
