@@ -16,7 +16,8 @@ from conftest import CorralProcess
 from corral import _core
 from corral.load import consumer_protocol as cp
 from corral.load.cli import parse
-from corral.load.runner import LoadError, run
+from corral.load.probe import LoadError
+from corral.load.runner import run
 from corral.load.scenarios import SCENARIOS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
@@ -655,7 +656,7 @@ def test_consumer_member_fenced_drops_everything_and_rejoins(corral_broker):
     from corral.load.checks import Violations
     from corral.load.consumer_member import ConsumerMember
     from corral.load.member import Events, MemberConfig
-    from corral.load.runner import probe
+    from corral.load.probe import probe
     from corral.load.stats import Recorder
     from corral.network.apis import ApiKey
 

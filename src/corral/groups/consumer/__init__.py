@@ -2,9 +2,10 @@
 (target.py, target_computation.py), the write path (writes.py), ConsumerGroupHeartbeat
 (protocol.py) and classic members of consumer groups (classic_members.py)."""
 
+from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError, HeartbeatRequest
 from corral.groups.consumer.reconcile import MemberState, Reconciled, reconcile
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TopicImage
 
 __all__ = [

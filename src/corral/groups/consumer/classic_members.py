@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
 from corral.groups.classic.protocol import JoinRequest, join_error, sync_error
+from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError, copy_member
 from corral.groups.consumer.migration import (
     PROTOCOL_TYPE,
@@ -35,7 +36,7 @@ from corral.groups.consumer.migration import (
     supports_classic_protocols,
 )
 from corral.groups.consumer.reconcile import MemberState
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.storage import consumer_records as cr
 from corral.later import Later
 from corral.observability.log_lines import fields

@@ -21,6 +21,7 @@ from corral.errors import ErrorCode
 from corral.groups.classic import ClassicGroup, ClassicState
 from corral.groups.consumer.answer import assignment_answer, error_answer, heartbeat_interval_ms
 from corral.groups.consumer.assignment_records import EMPTY_ASSIGNMENT, as_record
+from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import (
     GroupError,
     HeartbeatRequest,
@@ -29,14 +30,12 @@ from corral.groups.consumer.members import (
     metadata_differs,
     names_after,
     preferred_assignor_after,
-    refresh_regexes,
-    regex_refresh_due,
     regex_topics,
-    regex_users_after,
     regexes_after,
     removal_records,
     replaced_members,
     resolve_regex,
+    update_regexes,
     updated_member,
 )
 from corral.groups.consumer.migration import (
@@ -46,7 +45,7 @@ from corral.groups.consumer.migration import (
     upgrade_records,
 )
 from corral.groups.consumer.reconcile import FencedMember, MemberState, Reconciled, reconcile
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TopicImage, member_topic_ids, metadata_hash
 from corral.groups.consumer.target_computation import TargetComputation
 from corral.groups.storage import consumer_records as cr
@@ -257,8 +256,16 @@ class ConsumerGroups:
             records.append(updated.metadata_record(group_id))
         # The members `updated` takes the place of: itself, a static member's old self.
         previous = replaced_members(group, member)
-        regex_bump, regex_changed = self._update_regexes(
-            group, member, updated, previous, records, now, topic_filter
+        regex_bump, regex_changed = update_regexes(
+            group,
+            member,
+            updated,
+            previous,
+            records,
+            now,
+            self.topics,
+            self.settings["group.consumer.regex.refresh.interval.ms"],
+            topic_filter,
         )
         assignor_changed = False
         if updated.server_assignor != member.server_assignor or (
@@ -378,45 +385,6 @@ class ConsumerGroups:
         ]
         self.events.static_member_replaced(group, old, member_id)
         return new
-
-    def _update_regexes(
-        self,
-        group: ConsumerGroup,
-        member: ConsumerMember,
-        updated: ConsumerMember,
-        previous: list[ConsumerMember],
-        records: list,
-        now: int,
-        topic_filter=None,
-    ) -> tuple[bool, bool]:
-        """(whether the epoch must bump, whether the member's regex changed). A new regex is
-        compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics the
-        heartbeat may describe (Kafka resolves it asynchronously, then bumps); a regex nobody
-        uses once `updated` replaces the `previous` members is tombstoned. Stale (see
-        on_topics_changed) or due regexes are resolved again."""
-        old, new = member.regex, updated.regex
-        due = regex_refresh_due(
-            group, now, self.settings["group.consumer.regex.refresh.interval.ms"]
-        )
-        refreshed = (due or group.regexes_stale and topic_filter is not None) and refresh_regexes(
-            group,
-            records,
-            lambda r: resolve_regex(r, self.topics.names(), topic_filter),
-            self._topics_version(),
-            now,
-            renew_all=due,
-        )
-        if old == new:
-            return refreshed, False
-        if new and new not in group.regexes:
-            topics = resolve_regex(new, self.topics.names(), topic_filter)
-            records.append(cr.RegexTopics(group.group_id, new, topics, self._topics_version(), now))
-        if old and regex_users_after(group, old, previous) <= 0:
-            records.append(cr.ConsumerTombstone(cr.REGEX, group.group_id, old))
-        return True, True
-
-    def _topics_version(self) -> int:
-        return self.topics.version
 
     def _leave(self, req: HeartbeatRequest) -> tuple[list, dict[str, Any]]:
         group = self.groups.get(req.group_id)
@@ -593,7 +561,7 @@ class ConsumerGroups:
                 topics = resolve_regex(regex, self.topics.names())
                 if topics != resolution.topics:
                     records.append(
-                        cr.RegexTopics(group.group_id, regex, topics, self._topics_version(), now)
+                        cr.RegexTopics(group.group_id, regex, topics, self.topics.version, now)
                     )
             if records:
                 names_now = group.subscribed_topic_names(False)

@@ -16,13 +16,14 @@ from corral.assignors.builtin import UniformAssignor
 from corral.clock import wall_ms
 from corral.groups.consumer.assignment_records import EMPTY_ASSIGNMENT, as_sets
 from corral.groups.consumer.incremental import incremental_records
+from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import (
     others_than,
     preferred_assignor_after,
     regexes_after,
     replaced_members,
 )
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TargetInputs, TopicImage, encoded_result
 from corral.groups.consumer.view_mirror import mirror_group
 from corral.groups.storage import consumer_records as cr

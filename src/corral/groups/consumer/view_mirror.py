@@ -14,7 +14,8 @@ from corral.groups.consumer.reconcile import MemberState, Reconciled
 from corral.groups.storage import consumer_records as cr
 
 if TYPE_CHECKING:
-    from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+    from corral.groups.consumer.member_state import ConsumerMember
+    from corral.groups.consumer.state import ConsumerGroup
 
 
 def mirror_group(group: ConsumerGroup) -> None:
