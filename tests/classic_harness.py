@@ -487,7 +487,9 @@ class ClassicDriver:
 
     def leave(self, name: str, expect: str = "NONE", *, by_instance: bool = False) -> None:
         mid = "" if by_instance else self.ids[name]
-        error, errors = self.coordinator.leave(self.group_id, [(mid, self.instances.get(name))])
+        left = self.coordinator.leave(self.group_id, [(mid, self.instances.get(name))])
+        assert left.resolved, "LeaveGroup not answered"
+        error, errors = left.value
         assert error == ErrorCode.NONE, f"LeaveGroup: {code(error).name}"
         assert [code(e) for e in errors] == [code(expect)], (
             f"LeaveGroup of {name}: expected {expect}, got {[code(e).name for e in errors]}"

@@ -160,8 +160,7 @@ class ClassicClient:
         return code
 
     def leave(self) -> None:
-        with self.c.writer.for_request():
-            self.c.leave("g", [(self.member_id, self.instance_id)])
+        self.c.leave("g", [(self.member_id, self.instance_id)])
         self.reset()
         self.joined = False
         self.driver.check()

@@ -167,11 +167,10 @@ class RandomGroups:
         member = self._member(group_id)
         if member:
             name, mid = member
-            with self.coordinator.writer.for_request() as writes:
-                self.coordinator.leave(
-                    group_id, [(mid, f"{group_id}-{name}" if name in ("a", "b") else None)]
-                )
-            self.writes.extend(writes)
+            left = self.coordinator.leave(
+                group_id, [(mid, f"{group_id}-{name}" if name in ("a", "b") else None)]
+            )
+            self.writes.append(left.map(lambda answer: answer[0]))  # the group or write error
 
     def advance(self, _: str) -> None:
         ms = self.rng.choice([10, 100, 500, 2000, 2000, 25000])

@@ -224,13 +224,12 @@ class GroupCoordinator:
             group_id, member_id, instance_id, generation_id
         )
 
-    def leave(
-        self, group_id: str, leaving: list[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
+    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> Later:
+        """Resolves to (group error, member errors) once what the leave wrote is durable."""
         shard = self.shard_of(group_id)
         error = shard.availability()
         if error:
-            return error, []
+            return Later.of((error, []))
         return shard.classic.leave(group_id, leaving)
 
     def consumer_heartbeat(self, req: HeartbeatRequest) -> Later:

@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
-from corral.groups.classic.requests import JoinRequest, join_error, sync_error
+from corral.groups.classic.requests import JoinRequest, join_error, left, sync_error
 from corral.groups.classic.state import ClassicGroup, ClassicMember, ClassicState
 from corral.later import Later
 from corral.observability.log_lines import fields
@@ -418,17 +418,17 @@ class ClassicGroups:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave(
-        self, group_id: str, leaving: list[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """Removes members [(member_id, group_instance_id)]; returns (group error, member errors)."""
+    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> Later:
+        """Removes members [(member_id, group_instance_id)]: resolves to (group error, member
+        errors) once the write it caused (the last member leaving empties the group) is durable,
+        or to (the write's error, [])."""
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID, []
+            return Later.of((ErrorCode.UNKNOWN_MEMBER_ID, []))
         if not isinstance(group, ClassicGroup):  # a consumer group
             return self.to_consumer_groups.leave(group, leaving)
         if group.state is ClassicState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+            return Later.of((ErrorCode.COORDINATOR_NOT_AVAILABLE, []))
         errors = []
         for member_id, instance_id in leaving:
             if member_id == "":
@@ -447,14 +447,15 @@ class ClassicGroups:
                 if not error:
                     self._remove_current_member(group, member_id)
                 errors.append(error)
+        written = None
         if any(e == ErrorCode.NONE for e in errors):
             if group.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE):
-                self.rebalance.maybe_prepare_rebalance_or_complete_join(
+                written = self.rebalance.maybe_prepare_rebalance_or_complete_join(
                     group, "members left the group"
                 )
             elif group.state is ClassicState.PREPARING_REBALANCE:
-                self.rebalance.maybe_complete_join_phase(group)
-        return ErrorCode.NONE, errors
+                written = self.rebalance.maybe_complete_join_phase(group)
+        return left(errors, written)
 
     def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
         member = group.members[member_id]

@@ -140,22 +140,27 @@ class ClassicRebalance:
             "members": members,
         }
 
-    def maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
-        if group.can_rebalance():
-            self.prepare_rebalance(group, reason)
-        else:
-            self.maybe_complete_join_phase(group)
+    # The methods below return the write of the group's record they made, if one (the group
+    # became Empty): a LeaveGroup is answered once it is durable.
 
-    def maybe_complete_join_phase(self, group: ClassicGroup) -> None:
+    def maybe_prepare_rebalance_or_complete_join(
+        self, group: ClassicGroup, reason: str
+    ) -> Later | None:
+        if group.can_rebalance():
+            return self.prepare_rebalance(group, reason)
+        return self.maybe_complete_join_phase(group)
+
+    def maybe_complete_join_phase(self, group: ClassicGroup) -> Later | None:
         # The initial rebalance of a new group waits for its delay even when everyone is in.
         if (
             group.state is ClassicState.PREPARING_REBALANCE
             and group.has_all_members_joined()
             and group.previous_state is not ClassicState.EMPTY
         ):
-            self.complete_join_phase(group)
+            return self.complete_join_phase(group)
+        return None
 
-    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> Later | None:
         if group.state is ClassicState.COMPLETING_REBALANCE:
             self.reset_and_propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS)
         group.pending_sync.clear()
@@ -168,15 +173,16 @@ class ClassicRebalance:
             self.timers.schedule(group.join_key, delay)
         group.transition(ClassicState.PREPARING_REBALANCE)
         self.events.classic_rebalance_start(group, reason)
-        if not initial:
-            self._maybe_complete_join_else_schedule(group)
+        if initial:
+            return None
+        return self._maybe_complete_join_else_schedule(group)
 
-    def _maybe_complete_join_else_schedule(self, group: ClassicGroup) -> None:
+    def _maybe_complete_join_else_schedule(self, group: ClassicGroup) -> Later | None:
         if group.has_all_members_joined():
-            self.complete_join_phase(group)
-        else:
-            group.join_action = ("complete",)
-            self.schedule_rebalance_wait(group.join_key, group)
+            return self.complete_join_phase(group)
+        group.join_action = ("complete",)
+        self.schedule_rebalance_wait(group.join_key, group)
+        return None
 
     def _on_join_timer(self, group: ClassicGroup) -> None:
         if group.join_action[0] == "initial":
@@ -189,25 +195,24 @@ class ClassicRebalance:
                 return
         self.complete_join_phase(group)
 
-    def complete_join_phase(self, group: ClassicGroup) -> None:
+    def complete_join_phase(self, group: ClassicGroup) -> Later | None:
         self.timers.cancel(group.join_key)
         gone = [m.member_id for m in group.not_yet_rejoined() if m.group_instance_id is None]
         self.events.classic_members_expired(group, gone, "rebalance_timeout")
         for member_id in gone:
             self.drop_member(group, member_id)
         if group.state is ClassicState.DEAD:
-            return
+            return None
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined: wait for the session timeouts to clear the group out.
             group.join_action = ("complete",)
             self.schedule_rebalance_wait(group.join_key, group)
-            return
+            return None
         self.metrics.classic_rebalanced(group.state_timestamp_ms, bool(group.members))
         group.init_next_generation()
         if group.state is ClassicState.EMPTY:
             self.events.classic_rebalance_end(group)
-            self.write(group)
-            return
+            return self.write(group)
         log.info(
             "stabilized group %s generation %d (%s) with %d members",
             group.group_id,
@@ -229,6 +234,7 @@ class ClassicRebalance:
             group.pending_sync.add(member.member_id)
         group.sync_generation = group.generation_id
         self.schedule_rebalance_wait(group.sync_key, group)
+        return None
 
     def _on_sync_timer(self, group: ClassicGroup) -> None:
         if group.sync_generation != group.generation_id:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from corral.errors import ErrorCode
+from corral.later import Later
 
 
 def join_error(code: ErrorCode, member_id: str = "") -> dict[str, Any]:
@@ -46,3 +47,10 @@ class JoinRequest:
     def __init__(self, **fields: Any):
         for name in self.__slots__:
             setattr(self, name, fields[name])
+
+
+def left(errors: list[ErrorCode], written: Later | None) -> Later:
+    """A LeaveGroup's answer, (group error, member errors), once `written` (if any) is durable."""
+    if written is None:
+        return Later.of((ErrorCode.NONE, errors))
+    return written.map(lambda error: (error, []) if error else (ErrorCode.NONE, errors))

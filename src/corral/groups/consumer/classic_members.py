@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
-from corral.groups.classic.protocol import JoinRequest, join_error, sync_error
+from corral.groups.classic.requests import JoinRequest, join_error, left, sync_error
 from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError, copy_member
 from corral.groups.consumer.migration import (
@@ -341,14 +341,12 @@ class ClassicMembers:
             return None, ErrorCode.ILLEGAL_GENERATION
         return member, ErrorCode.NONE
 
-    def leave(
-        self, group: ConsumerGroup, leaving: list[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
+    def leave(self, group: ConsumerGroup, leaving: list[tuple[str, str | None]]) -> Later:
         """A LeaveGroup to a consumer group (Kafka's classicGroupLeaveToConsumerGroup): the
         listed members, of either protocol, are fenced; an admin may name a static member by
         its instance id alone."""
         if group.deleting:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+            return Later.of((ErrorCode.COORDINATOR_NOT_AVAILABLE, []))
         errors: list[ErrorCode] = []
         fenced: dict[str, ConsumerMember] = {}
         for member_id, instance_id in leaving:
@@ -365,11 +363,12 @@ class ClassicMembers:
             self.events.consumer_member_gone(group, member, "leaves (LeaveGroup)")
             fenced[member.member_id] = member
             errors.append(ErrorCode.NONE)
+        written = None
         if fenced:
-            self.writes.write(
+            written = self.writes.write(
                 group.group_id, self.consumer.fence_records(group, list(fenced.values()))
             )
-        return ErrorCode.NONE, errors
+        return left(errors, written)
 
     def _arm_join_deadline(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """A member told to rejoin must within its rebalance timeout (armed once, not moved by

@@ -8,7 +8,7 @@ from typing import Any
 
 from corral.errors import ErrorCode
 from corral.groups.classic import JoinRequest, join_error, sync_error
-from corral.later import Later, first_error
+from corral.later import Later
 from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation, ResourceType
 from corral.security.authorize import allowed, group_read
@@ -123,11 +123,9 @@ def leave_group(broker, request) -> Later:
         return _shape_leave(version, leaving, ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     if not body["group_id"]:
         return _shape_leave(version, leaving, ErrorCode.INVALID_GROUP_ID, [])
-    with coordinator.writer.for_request() as writes:
-        group_error, errors = coordinator.leave(body["group_id"], leaving)
     # The last member leaving writes the empty group's record: answered once it is durable.
-    return first_error(writes).map(
-        lambda error: _shape_leave(version, leaving, error or group_error, [] if error else errors)
+    return coordinator.leave(body["group_id"], leaving).map(
+        lambda answer: _shape_leave(version, leaving, *answer)
     )
 
 

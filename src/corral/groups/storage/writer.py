@@ -12,7 +12,6 @@ flusher: every write waiting when a pass starts is covered by it.
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -56,19 +55,6 @@ class CoordinatorLog:
     appends = 0
     # The network thread's OffsetCommit writer (rust/commit_path.rs), if this log has one.
     core_commits: _core.CommitPath | None = None
-    # While a request is handled (`for_request`), the writes it caused, wherever they were made.
-    _request: list[Later] | None = None
-
-    @contextlib.contextmanager
-    def for_request(self) -> Iterator[list[Later]]:
-        """Collects the writes made inside the block (a LeaveGroup that empties its group writes
-        from deep in the classic machine); `first_error(writes)` answers once all are durable."""
-        outer, writes = self._request, []
-        self._request = writes
-        try:
-            yield writes
-        finally:
-            self._request = outer
 
     def write(
         self,
@@ -81,10 +67,7 @@ class CoordinatorLog:
         returned Later with NONE, or with WRITE_FAILED (nothing replayed). `applied`: the
         caller replayed them already (consumer groups, whose next request must see them).
         `batch`: their RecordBatch, when the caller encoded them (in a worker thread)."""
-        done = self._write(group_id, records, applied, batch)
-        if self._request is not None:
-            self._request.append(done)
-        return done
+        return self._write(group_id, records, applied, batch)
 
     def _write(
         self, group_id: str, records: list[Record], applied: bool, batch: bytes | None
