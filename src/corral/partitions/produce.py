@@ -4,7 +4,7 @@ Records stay bytes end to end: the compiled core checks the batch (sizes, magic,
 producer's sequence, assigns offsets in place and writes it; no record is decoded here. Only for a
 compacted topic (cleanup.policy with `compact`) does the core read the records, decompressing them
 if need be, to refuse records without a key as Kafka does. All of a request's appends share one
-group-committed fsync before the response (see log.py). A partition whose append or fsync fails
+group-committed fsync before the response (see store.py). A partition whose append or fsync fails
 (disk full, I/O error) is answered KAFKA_STORAGE_ERROR.
 """
 
