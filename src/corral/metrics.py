@@ -2,7 +2,7 @@
 
 Everything is read when a scrape comes (a custom Collector), nothing is pushed on the hot path:
 - requests, their latency and the errors of what the core answers: the network thread counts
-  them per API key and version (rust/request_stats.rs; it sees every request, including the
+  them per API key and version (rust/network/request_stats.rs; it sees every request, including the
   heartbeats and ApiVersions it answers without Python);
 - the errors of what Python answers: `note_errors`, called once per response (the rule is there);
 - connections and queued request bytes: published by the network thread each loop turn;

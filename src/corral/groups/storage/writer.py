@@ -45,7 +45,8 @@ class CoordinatorLog:
     replay: Replay
     # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
     appends = 0
-    # The network thread's OffsetCommit writer (rust/commit_path.rs), if this log has one.
+    # The network thread's OffsetCommit writer (rust/short_paths/commit_path.rs), if this log has
+    # one.
     core_commits: _core.CommitPath | None = None
     # While a request is handled (`for_request`), the writes it caused, wherever they were made.
     _request: list[Later] | None = None
