@@ -327,8 +327,8 @@ def check_counts(group: ConsumerGroup) -> None:
 
 
 def check_view(coordinator: GroupCoordinator) -> None:
-    """The network thread's view of the consumer groups (rust/consumer_heartbeat_view.rs) says
-    what the groups say: `ConsumerGroup` mirrors every change into it; and each group's counts
+    """The network thread's view of the consumer groups (rust/groups/consumer_heartbeat_view.rs)
+    says what the groups say: `ConsumerGroup` mirrors every change into it; and each group's counts
     say what its members say."""
     expected = {}
     for group_id, group in coordinator.groups.items():

@@ -1,5 +1,5 @@
 """The network thread's short path for Heartbeats of classic members inside KIP-848 consumer
-groups (rust/heartbeat.rs falling back to `ConsumerHeartbeatView.classic_answer`).
+groups (rust/short_paths/heartbeat.rs falling back to `ConsumerHeartbeatView.classic_answer`).
 
 In process: in random rolling migrations, whenever the view would answer a classic member's
 Heartbeat, the coordinator answers NONE to it too and writes nothing. Over the wire, against a

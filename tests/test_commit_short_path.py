@@ -1,4 +1,4 @@
-"""OffsetCommits written and answered by the network thread (rust/commit_path.rs,
+"""OffsetCommits written and answered by the network thread (rust/short_paths/commit_path.rs,
 docs/offset-commit-short-path.md), over TCP: what it acknowledged survives kill -9 (snapshots
 taken meanwhile included); while a Python write of the group is pending its commits are Python's,
 so memory ends as the log says; a group deleted while its commits wait for their fsync keeps

@@ -1,7 +1,7 @@
-"""The network thread's verdict on OffsetCommits over the wire (rust/offset_commit.rs,
+"""The network thread's verdict on OffsetCommits over the wire (rust/short_paths/offset_commit.rs,
 docs/offset-commit-short-path.md): each commit it takes is counted on the view of its group's
-type (`commits_takeable`), written and answered by the commit path (rust/commit_path.rs) without
-reaching the Python handler, and read back at once; every commit Kafka refuses at the group
+type (`commits_takeable`), written and answered by the commit path (rust/short_paths/commit_path.rs)
+without reaching the Python handler, and read back at once; every commit Kafka refuses at the group
 level is not counted and reaches Python, whatever the client. A broker in this process, raw
 frames and librdkafka clients."""
 

@@ -1,5 +1,5 @@
 """The network thread's short path for steady-state ConsumerGroupHeartbeats
-(rust/consumer_heartbeat.rs, rust/consumer_heartbeat_view.rs).
+(rust/short_paths/consumer_heartbeat.rs, rust/groups/consumer_heartbeat_view.rs).
 
 In process, against the coordinator: whenever the view would answer a heartbeat, the coordinator
 would have answered the same and written nothing (a randomized differential run), and the view

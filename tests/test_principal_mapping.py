@@ -1,7 +1,7 @@
 """`ssl.principal.mapping.rules`: a client certificate's subject DN -> the principal's name.
 
 In process: Kafka's own SslPrincipalMapperTest cases (which rule texts are taken or refused, how
-a list is split, what each DN maps to) on rust/principal_mapping.rs, and Java's replacement
+a list is split, what each DN maps to) on rust/network/principal_mapping.rs, and Java's replacement
 rules. On the wire: an mTLS listener whose rules map alice's certificate to `User:ALICE` (the
 ACLs name that principal, so a delivered record proves the mapping) and no rule for bob's
 (his connection is closed, as Kafka closes it); a rule that does not parse stops startup."""

@@ -25,7 +25,7 @@ LOG_APPEND_TIME = "LogAppendTime"
 
 # Advertised from v0 because older librdkafka stops compressing when the minimum is 3
 # (KAFKA-18659); v0-2 (message formats 0 and 1) get UNSUPPORTED_VERSION on every partition,
-# answered inside the core (rust/connection.rs) before a handler sees the request.
+# answered inside the core (rust/codec/requests.rs) before a handler sees the request.
 @handles(ApiKey.PRODUCE, 0, 12)
 async def produce(broker, request) -> dict[str, Any] | None:
     body, version = request.body, request.api_version

@@ -2,7 +2,7 @@
 partition, changed only by `replay` of its records (storage/consumer_records.py), live and at
 load, as Kafka replays a consumer group's records into its in-memory state.
 
-What decides whether a heartbeat is a steady-state one (rust/consumer_heartbeat_view.rs) is
+What decides whether a heartbeat is a steady-state one (rust/groups/consumer_heartbeat_view.rs) is
 mirrored, as it changes, into the coordinator's `ConsumerHeartbeatView`, from which the network
 thread answers those heartbeats without Python.
 

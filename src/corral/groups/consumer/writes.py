@@ -3,7 +3,7 @@ coordinator's `replay` (the function loading uses) and appended to the log; the 
 they are durable. As in Kafka, later requests of the group see the records' effect before the
 fsync; a failed write answers NOT_COORDINATOR and makes the group's next write rewrite the whole
 group, so the log again describes memory. The moves the network thread made (members moved to
-their group's target epoch, rust/consumer_epoch_moves.rs) are applied here first."""
+their group's target epoch, rust/groups/consumer_epoch_moves.rs) are applied here first."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ class ConsumerWrites:
         encoded); resolves with the write's error once durable. Records ending with a classic
         group record downgrade the group, with a rebalance unless `downgrade_rebalance` is
         False. The moves the network thread made before are applied first
-        (rust/consumer_epoch_moves.rs); while a write changes what a move is decided on (a new
+        (rust/groups/consumer_epoch_moves.rs); while a write changes what a move is decided on (a new
         target, the whole group rewritten, a conversion) the network thread moves none of the
         group's members, so that none is moved to a target before the target is in the log.
         Other writes (a member's own records) need no such pause: the view's lock orders a

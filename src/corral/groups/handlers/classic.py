@@ -98,8 +98,8 @@ def _shape_sync(result: dict[str, Any], version: int) -> dict[str, Any]:
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
 def heartbeat(broker, request) -> bytes:
-    # A short path (rust/fast_paths.rs): decoded by the core, which answers the steady state from
-    # the HeartbeatView itself; the rest comes here as a HeartbeatRequest (no dicts).
+    # A short path (rust/short_paths/mod.rs): decoded by the core, which answers the steady state
+    # from the HeartbeatView itself; the rest comes here as a HeartbeatRequest (no dicts).
     hb = request.typed
     group_id = hb.group_id
     if not group_read(broker, request, group_id):

@@ -53,7 +53,8 @@ class CoordinatorLog:
     partitions = 1
     # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
     appends = 0
-    # The network thread's OffsetCommit writer (rust/commit_path.rs), if this log has one.
+    # The network thread's OffsetCommit writer (rust/short_paths/commit_path.rs), if this log has
+    # one.
     core_commits: _core.CommitPath | None = None
 
     def write(
