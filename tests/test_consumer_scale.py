@@ -234,7 +234,7 @@ class Fleet:
         )
 
     def classic_leave(self, member_id: str) -> None:
-        assert self.c.leave(self.group_id, [(member_id, None)]) == (
+        assert self.c.leave(self.group_id, [(member_id, None)]).value == (
             ErrorCode.NONE,
             [ErrorCode.NONE],
         )
