@@ -170,7 +170,6 @@ class GroupCoordinator:
             offset_map=offset_map,
             consumer_heartbeat_view=self.consumer_heartbeat_view,
             group_setting=self.group_setting,
-            all_groups=self.groups,
             apply_core_moves=self.apply_core_moves,
         )
         self.shards = [CoordinatorShard(p, self.shared) for p in range(writer.partitions)]
@@ -258,9 +257,8 @@ class GroupCoordinator:
 
     def delete_group(self, group_id: str) -> Later:
         shard = self.shard_of(group_id)
-        return (
-            Later.of(shard.availability()) if shard.availability() else shard.delete_group(group_id)
-        )
+        error = shard.availability()
+        return Later.of(error) if error else shard.delete_group(group_id)
 
     def on_topics_changed(self, names: set[str]) -> None:
         """Topics were created or deleted: every shard's consumer groups look again."""
@@ -468,12 +466,11 @@ class GroupCoordinator:
                     by_shard.setdefault(self.writer.partition_of(record.group_id), []).append(
                         record
                     )
-            for shard in self.shards:
-                shard.state = ShardState.LOADING
-                shard.load_records(by_shard.get(shard.partition, ()))
         for shard in self.shards:
             shard.state = ShardState.LOADING
-            if legacy is None:
+            if legacy is not None:
+                shard.load_records(by_shard.get(shard.partition, ()))
+            else:
                 saved = snapshot.read(self._snapshot_of(shard))
                 if saved is not None:
                     shard_positions, pairs = saved

@@ -93,8 +93,6 @@ class SharedServices:
     offset_map: _core.OffsetMap
     consumer_heartbeat_view: _core.ConsumerHeartbeatView | None
     group_setting: Callable[[str, str], Any]
-    # Every group of the process by id (moves drained from the network thread reach any shard).
-    all_groups: Any
     apply_core_moves: Callable[[], None]
 
 
