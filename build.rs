@@ -2,7 +2,7 @@
 //!
 //! Each `.pyx` below is translated to C by `python -m cython` (the interpreter maturin builds for,
 //! `$PYO3_PYTHON`, else `python3`), compiled by the `cc` crate against that interpreter's headers
-//! for the limited API, and linked into the cdylib; rust/lib.rs calls its `PyInit_<name>()`.
+//! for the limited API, and linked into the cdylib; rust/cython.rs calls its `PyInit_<name>()`.
 //! Cross-compiled wheels (ci/build_wheels.sh: aarch64 on x86-64) use the build interpreter's
 //! headers too; see `check_headers_fit_target`.
 

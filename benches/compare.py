@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT / "benches"))
 from kafka_ref import DEFAULT_VERSION, KafkaBroker, free_port  # noqa: E402
 
 from corral.load.cli import parse  # noqa: E402
-from corral.load.runner import LoadError, machine, run  # noqa: E402
+from corral.load.probe import LoadError  # noqa: E402
+from corral.load.runner import machine, run  # noqa: E402
 from corral.load.scenarios import SCENARIOS  # noqa: E402
 
 BEGIN = "<!-- corral-load-compare:begin -->"

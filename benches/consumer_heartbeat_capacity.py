@@ -1,6 +1,6 @@
 """Steady-state ConsumerGroupHeartbeats (KIP-848) per second that corral answers, through the
-network thread's short path (rust/consumer_heartbeat.rs) and through the Python coordinator
-(`corral.group.heartbeat.short.path.enable=false`), each on a fresh broker.
+network thread's short path (rust/short_paths/consumer_heartbeat.rs) and through the Python
+coordinator (`corral.group.heartbeat.short.path.enable=false`), each on a fresh broker.
 
 For each mode: N members join one consumer group over N blocking sockets (ConsumerGroupHeartbeat
 v1, epoch 0, then incremental heartbeats acknowledging their partitions until the group is

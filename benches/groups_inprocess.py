@@ -82,7 +82,7 @@ async def storm(members: int, trace: bool) -> dict:
     group = coordinator.groups["storm"]
     started = time.perf_counter()
     coordinator.timers.fire_due()  # no-op unless due
-    coordinator._complete_join_phase(group)
+    coordinator.shard_of("storm").rebalance.complete_join_phase(group)
     out["complete_join_s"] = time.perf_counter() - started
     await trio.sleep(0.01)  # the followers' JoinGroups are woken one scheduling round later
     assert all(w.value is not None for w in waiters)

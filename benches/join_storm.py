@@ -32,7 +32,8 @@ from groups_scale import cpu_seconds, free_port, rss_kb, wait_port
 from heartbeat_capacity import DRIVER_DIR, build_driver, lean_broker, wait_for_coordinator
 
 from corral.errors import ErrorCode
-from corral.load.runner import default_topic, topic_layout
+from corral.load.probe import topic_layout
+from corral.load.runner import default_topic
 
 JOIN_STORM_BIN = DRIVER_DIR / "target" / "release" / "join-storm"
 

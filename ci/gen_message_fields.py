@@ -1,10 +1,10 @@
-"""Regenerate rust/message_fields.rs from the kafka-protocol crate's sources.
+"""Regenerate rust/codec/message_fields.rs from the kafka-protocol crate's sources.
 
 kafka-protocol gives every message a plain struct but no reflection, so the Python bridge
 (rust/pyconv.rs) needs each struct's field list. This script reads them off the crate source once;
 run it again after bumping kafka-protocol:
 
-    python ci/gen_message_fields.py ~/.cargo/registry/src/*/kafka-protocol-X.Y.Z > rust/message_fields.rs
+    python ci/gen_message_fields.py ~/.cargo/registry/src/*/kafka-protocol-X.Y.Z > rust/codec/message_fields.rs
 """
 import pathlib
 import re

@@ -5,7 +5,8 @@
 //! response dict take the schema default, so handlers only write what they mean. Scalars map to
 //! int/bool/float/str/bytes; UUIDs are 16-byte `bytes`; nullable fields map to None.
 //!
-//! Each struct's field list comes from `message_fields.rs`, generated from the crate's sources.
+//! Each struct's field list comes from `codec/message_fields.rs`, generated from the crate's
+//! sources.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{BrokerId, GroupId, ProducerId, TopicName, TransactionalId};

@@ -104,13 +104,13 @@ pub fn fetch(
     }
     let response = FetchResponse::default().with_responses(responses);
     let mut frame = BytesMut::with_capacity(record_bytes + 256);
-    crate::header::begin_response(
+    crate::codec::header::begin_response(
         &mut frame,
         correlation_id,
-        crate::apis::response_header_version(FETCH, version),
+        crate::codec::apis::response_header_version(FETCH, version),
     );
     response.encode(&mut frame, version)?;
-    crate::header::finish_frame(&mut frame);
+    crate::codec::header::finish_frame(&mut frame);
     Ok(Encoded {
         frame,
         record_bytes,

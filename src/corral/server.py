@@ -1,7 +1,7 @@
 """The broker's front: a compiled network thread for the sockets, trio for the handlers.
 
-Every client socket belongs to the core's network thread (`_core.Reactor`, rust/reactor.rs): it
-reads, splits frames, answers ApiVersions and steady-state Heartbeats and ConsumerGroupHeartbeats
+Every client socket belongs to the core's network thread (`_core.Reactor`, rust/network/reactor/):
+it reads, splits frames, answers ApiVersions and steady-state Heartbeats and ConsumerGroupHeartbeats
 itself and writes every response. The requests Python owns arrive here in batches: one trio task
 waits on the reactor's eventfd, drains what is queued and starts one handler task per request; a
 handler's answer goes back with `respond`. Like Kafka, a connection has one request in a handler
@@ -115,7 +115,7 @@ class Server:
             self.max_request_bytes,
             groups.heartbeat_view if short_paths else None,
             consumer_heartbeat_view=groups.consumer_heartbeat_view if short_paths else None,
-            commit_path=groups.log.core_commits,
+            commit_path=groups.writer.core_commits,
             # With ACLs, the short paths answer only groups a handler authorized on the connection.
             authorize_short_paths=self.broker.authorizer is not None,
             **network_limits(self.settings),

@@ -184,7 +184,8 @@ class ClassicDriver:
 
     @property
     def group(self) -> ClassicGroup | None:
-        return self.coordinator._classic(self.group_id)
+        group = self.coordinator.groups.get(self.group_id)
+        return group if isinstance(group, ClassicGroup) else None
 
     def name_of(self, member_id: str) -> str:
         for name, mid in self.ids.items():
@@ -509,7 +510,9 @@ class ClassicDriver:
 
     def leave(self, name: str, expect: str = "NONE", *, by_instance: bool = False) -> None:
         mid = "" if by_instance else self.ids[name]
-        error, errors = self.coordinator.leave(self.group_id, [(mid, self.instances.get(name))])
+        left = self.coordinator.leave(self.group_id, [(mid, self.instances.get(name))])
+        assert left.resolved, "LeaveGroup not answered"
+        error, errors = left.value
         assert error == ErrorCode.NONE, f"LeaveGroup: {code(error).name}"
         assert [code(e) for e in errors] == [code(expect)], (
             f"LeaveGroup of {name}: expected {expect}, got {[code(e).name for e in errors]}"
@@ -1537,8 +1540,8 @@ def check_counts(group: ConsumerGroup) -> None:
 
 
 def check_view(coordinator: GroupCoordinator) -> None:
-    """The network thread's view of the consumer groups (rust/consumer_heartbeat_view.rs) says
-    what the groups say: `ConsumerGroup` mirrors every change into it; and each group's counts
+    """The network thread's view of the consumer groups (rust/groups/consumer_heartbeat_view.rs)
+    says what the groups say: `ConsumerGroup` mirrors every change into it; and each group's counts
     say what its members say."""
     expected = {}
     for group_id, group in coordinator.groups.items():
@@ -1673,7 +1676,7 @@ class Group:
         ]
         for record in recs:
             self.c.replay(record)
-        self.c._arm_loaded_consumer_timers(self.group)
+        self.c.shard_of(self.group.group_id).consumer.arm_loaded_timers(self.group)
 
     def heartbeat(self, req) -> dict:
         answer = self.c.consumer_heartbeat(req).value
@@ -1849,8 +1852,7 @@ class ClassicClient:
         return code
 
     def leave(self) -> None:
-        with self.c.log.for_request():
-            self.c.leave("g", [(self.member_id, self.instance_id)])
+        self.c.leave("g", [(self.member_id, self.instance_id)])
         self.reset()
         self.joined = False
         self.driver.check()

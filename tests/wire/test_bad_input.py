@@ -190,7 +190,7 @@ SHORT_PATH_BODIES = [
 
 @pytest.mark.parametrize("api_key, version, body", SHORT_PATH_BODIES)
 def test_truncated_short_path_body(broker, api_key, version, body):
-    # Decoded where it is read (rust/fast_paths.rs), refused like any other body.
+    # Decoded where it is read (rust/short_paths/mod.rs), refused like any other body.
     payload = _core.encode_request(api_key, version, 1, body, "bad")[4:-2]
     send_and_expect_close(broker, frame(payload), rf"api key {int(api_key)} v{version}: .*\S$")
 

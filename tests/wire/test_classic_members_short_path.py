@@ -1,5 +1,5 @@
 """The network thread's short path for Heartbeats of classic members inside KIP-848 consumer
-groups (rust/heartbeat.rs falling back to `ConsumerHeartbeatView.classic_answer`).
+groups (rust/short_paths/heartbeat.rs falling back to `ConsumerHeartbeatView.classic_answer`).
 
 Over the wire, against a broker running in this process: a classic member STABLE at the group's
 settled epoch is answered without Python (the coordinator's exact bytes) and its session lives on

@@ -1,4 +1,4 @@
-"""OffsetCommits written and answered by the network thread (rust/commit_path.rs,
+"""OffsetCommits written and answered by the network thread (rust/short_paths/commit_path.rs,
 docs/offset-commit-short-path.md), over TCP: what it acknowledged survives kill -9 (snapshots
 taken meanwhile included); while a Python write of the group is pending its commits are Python's,
 so memory ends as the log says; a group deleted while its commits wait for their fsync keeps
@@ -139,7 +139,7 @@ class HeldPasses:
 
 def holding_passes(broker) -> HeldPasses:
     logs = broker.server.broker.logs
-    held = HeldPasses(logs.store, broker.groups.log.core_commits)
+    held = HeldPasses(logs.store, broker.groups.writer.core_commits)
     broker.run(setattr, logs, "store", held)
     return held
 
@@ -179,17 +179,17 @@ def test_a_python_write_pending_keeps_the_group_commits_python(tmp_path, commit_
             # Were the network thread's commit in flight, it would be applied first, then
             # Python's older one over it.
             held.release_core()
-            wait_until(lambda: broker.groups.log.core_commits.in_flight("g") == 0, 10, "applied")
+            wait_until(lambda: broker.groups.writer.core_commits.in_flight("g") == 0, 10, "applied")
             held.release_python()
             assert error_of(a.receive(ApiKey.OFFSET_COMMIT, 4)[1]) == ErrorCode.NONE
             assert error_of(b.receive(ApiKey.OFFSET_COMMIT, 8)[1]) == ErrorCode.NONE
             assert fetch(a, "g", TOPIC, [0]) == [(0, 11, "")]
             assert last_in_log(a, "g") == {0: 11}
             # No Python write pending: the network thread's again.
-            taken = broker.groups.log.core_commits.committed()[0]
+            taken = broker.groups.writer.core_commits.committed()[0]
             body = commit_body("g", member, generation, 0, 12)
             assert error_of(b.call(ApiKey.OFFSET_COMMIT, 8, body)) == ErrorCode.NONE
-            assert broker.groups.log.core_commits.committed()[0] == taken + 1
+            assert broker.groups.writer.core_commits.committed()[0] == taken + 1
             assert fetch(a, "g", TOPIC, [0]) == [(0, 12, "")] and last_in_log(a, "g") == {0: 12}
 
     with_broker(tmp_path, scenario, **{"group.initial.rebalance.delay.ms": 0})
@@ -204,7 +204,7 @@ def test_a_group_deleted_while_its_commits_are_in_flight_keeps_none(tmp_path):
         with RawClient(broker.port) as a, RawClient(broker.port) as b:
             create_topic(a, TOPIC, 2)
             member, generation = member_of(a, "gone")
-            core = broker.groups.log.core_commits
+            core = broker.groups.writer.core_commits
             held = holding_passes(broker)
             a.send(ApiKey.OFFSET_COMMIT, 8, commit_body("gone", member, generation, 1, 7))
             wait_until(lambda: core.in_flight("gone") == 1, 10, "the commit in flight")
@@ -239,7 +239,7 @@ def test_what_the_network_thread_leaves_to_python(tmp_path, commit_calls):
         with RawClient(broker.port) as client:
             create_topic(client, TOPIC, 2)
             member, generation = member_of(client, "left")
-            core = broker.groups.log.core_commits
+            core = broker.groups.writer.core_commits
             taken = core.committed()
 
             def code(
@@ -273,7 +273,7 @@ def test_what_the_network_thread_leaves_to_python(tmp_path, commit_calls):
 
 def test_off_when_disabled(tmp_path, commit_calls):
     def scenario(broker) -> None:
-        assert broker.groups.log.core_commits is None
+        assert broker.groups.writer.core_commits is None
         with RawClient(broker.port) as client:
             create_topic(client, TOPIC, 2)
             member, generation = member_of(client, "python-only")
@@ -301,7 +301,7 @@ def test_with_an_authorizer_after_python_authorized_group_and_topics(tmp_path, c
         with RawClient(broker.port) as client, RawClient(broker.port) as other:
             create_topic(client, TOPIC, 2)
             member, generation = member_of(client, "acl")
-            core = broker.groups.log.core_commits
+            core = broker.groups.writer.core_commits
             taken = core.committed()[0]
             for offset in (1, 2, 3):
                 body = commit_body("acl", member, generation, 0, offset)

@@ -1,7 +1,7 @@
-"""The network thread's verdict on OffsetCommits over the wire (rust/offset_commit.rs,
+"""The network thread's verdict on OffsetCommits over the wire (rust/short_paths/offset_commit.rs,
 docs/offset-commit-short-path.md): each commit it takes is counted on the view of its group's
-type (`commits_takeable`), written and answered by the commit path (rust/commit_path.rs) without
-reaching the Python handler, and read back at once; every commit Kafka refuses at the group
+type (`commits_takeable`), written and answered by the commit path (rust/short_paths/commit_path.rs)
+without reaching the Python handler, and read back at once; every commit Kafka refuses at the group
 level is not counted and reaches Python, whatever the client. A broker in this process, raw
 frames and librdkafka clients."""
 
@@ -81,7 +81,7 @@ def test_commits_the_views_accept_and_refusals_they_leave_alone(tmp_path, commit
             settle_mixed(broker, [a], [x])
             assert y.join() == 0 and y.sync() == 0  # a classic group of its own, Stable
 
-            core = broker.groups.log.core_commits
+            core = broker.groups.writer.core_commits
             before = consumer_view.commits_takeable, classic_view.commits_takeable
             taken = core.committed()
             assert commit(a.client, "mixed", a.member_id, a.epoch, offset=7) == NONE
@@ -178,7 +178,7 @@ def test_librdkafka_commits_are_taken_by_the_network_thread(tmp_path, commit_cal
             for c in consumers:
                 c.poll(1.0)
             before = broker.view.commits_takeable, broker.groups.heartbeat_view.commits_takeable
-            taken, python = broker.groups.log.core_commits.committed()[0], len(commit_calls)
+            taken, python = broker.groups.writer.core_commits.committed()[0], len(commit_calls)
             for i in range(10):
                 for c in consumers:
                     partition = c.assignment()[0]
@@ -188,7 +188,7 @@ def test_librdkafka_commits_are_taken_by_the_network_thread(tmp_path, commit_cal
                     )
             assert broker.view.commits_takeable - before[0] == 10
             assert broker.groups.heartbeat_view.commits_takeable - before[1] == 10
-            assert broker.groups.log.core_commits.committed()[0] - taken == 20
+            assert broker.groups.writer.core_commits.committed()[0] - taken == 20
             assert len(commit_calls) == python
             for c in consumers:
                 partition = c.assignment()[0].partition

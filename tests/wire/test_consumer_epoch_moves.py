@@ -1,5 +1,5 @@
 """The network thread moving a consumer-group member to its group's new target epoch
-(rust/consumer_epoch_moves.rs), when the target did not change the member's partitions.
+(rust/groups/consumer_epoch_moves.rs), when the target did not change the member's partitions.
 
 Over TCP: such members move without reaching Python, memory follows them before the next
 request, a Python write of the group is never interleaved with a move, and an acknowledged move
@@ -94,7 +94,7 @@ def test_no_move_while_python_writes_the_group(tmp_path, python_calls):
         a, c = Member(broker.port, "pw", "member-a"), Member(broker.port, "pw", "member-c")
         with a.client, c.client:
             a_new_target_keeping(broker, a, c)
-            path = broker.groups.log.core_commits
+            path = broker.groups.writer.core_commits
             broker.run(path.python_writing_group, "pw", True)
             calls = len(python_calls)
             r = a.steady()

@@ -1,5 +1,5 @@
 """The network thread's short path for steady-state ConsumerGroupHeartbeats
-(rust/consumer_heartbeat.rs, rust/consumer_heartbeat_view.rs).
+(rust/short_paths/consumer_heartbeat.rs, rust/groups/consumer_heartbeat_view.rs).
 
 Over the wire, against a broker running in this process (so that the test can count what reaches
 Python): steady heartbeats never reach the Python handler and get the coordinator's exact bytes,

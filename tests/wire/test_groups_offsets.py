@@ -159,7 +159,8 @@ def test_restart_loads_snapshot_then_log_tail(corral_factory):
     with RawClient(broker.port) as c:
         for i in range(1, 51):
             assert commit(c, "before", -1, "", [("snap", 0, i), ("snap", 1, i * 2)]) == [0, 0]
-    snapshot_file = broker.data_dir / "__consumer_offsets.snapshot"
+    # The snapshot of the coordinator shard holding "before" (one per __consumer_offsets partition).
+    snapshot_file = broker.data_dir / f"__consumer_offsets-{partition_for('before', 50)}.snapshot"
     deadline = time.monotonic() + 10
     while not snapshot_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -425,8 +425,8 @@ def test_session_expiry_removes_a_silent_member(broker):
 
 
 def test_heartbeats_keep_a_session_alive_past_its_timeout(broker):
-    """Steady-state Heartbeats are answered by the network thread (rust/heartbeat_view.rs); the
-    session deadline they move must be the one the coordinator expires members by."""
+    """Steady-state Heartbeats are answered by the network thread (rust/groups/heartbeat_view.rs);
+    the session deadline they move must be the one the coordinator expires members by."""
     c, other = RawClient(broker.port), RawClient(broker.port)
     try:
         joined = join(c, "kept", session_ms=600, rebalance_ms=3000)

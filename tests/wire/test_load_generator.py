@@ -17,7 +17,7 @@ from loadkit import run_scenario
 
 from corral import _core
 from corral.load import consumer_protocol as cp
-from corral.load.runner import LoadError
+from corral.load.probe import LoadError
 
 # No initial rebalance delay: the tests measure the generator, not Kafka's 3 s wait. KIP-848
 # members heartbeat every 500 ms rather than 5 s: a consumer group converges, and is seen to,
@@ -646,7 +646,7 @@ def test_consumer_member_fenced_drops_everything_and_rejoins(corral_broker):
     from corral.load.checks import Violations
     from corral.load.consumer_member import ConsumerMember
     from corral.load.member import Events, MemberConfig
-    from corral.load.runner import probe
+    from corral.load.probe import probe
     from corral.load.stats import Recorder
     from corral.network.apis import ApiKey
 

@@ -1,14 +1,15 @@
 """Type stubs for `corral._core`, the compiled half of corral (rust/lib.rs registers it).
 
-Written by hand from the #[pyfunction]/#[pymethods] definitions in rust/*.rs and rust/log/*.rs;
-tests/unit/test_core_stubs.py checks them against the runtime module. Wide results come back as
-small frozen classes with read-only fields (`AppendResult`, `ReadResult`, `FetchResult`,
-`RetentionResult`, `BatchSummary`); the narrow tuples that cross the boundary (pairs, and the
-offset-commit inputs) are named below with plain aliases (the Rust takes and returns bare
-tuples); the aliases exist for type checkers only, so import them under
-`if typing.TYPE_CHECKING:`. Integer widths are Rust's: an out-of-range int raises OverflowError.
-Parameters the Rust takes as `&[u8]` accept `bytes` only (not bytearray/memoryview); those taken
-as `Vec<...>` accept any sequence but `str`.
+Written by hand from the #[pyfunction]/#[pymethods] definitions under rust/, one folder per
+section below (codec/, groups/ for the embedded consumer protocol and the group coordinator
+state, network/, short_paths/, log/, analyze/); tests/unit/test_core_stubs.py checks them against the
+runtime module. Wide results come back as small frozen classes with read-only fields
+(`AppendResult`, `ReadResult`, `FetchResult`, `RetentionResult`, `BatchSummary`); the narrow tuples
+that cross the boundary (pairs, and the offset-commit inputs) are named below with plain aliases
+(the Rust takes and returns bare tuples); the aliases exist for type checkers only, so import them
+under `if typing.TYPE_CHECKING:`. Integer widths are Rust's: an out-of-range int raises
+OverflowError. Parameters the Rust takes as `&[u8]` accept `bytes` only (not bytearray/memoryview);
+those taken as `Vec<...>` accept any sequence but `str`.
 """
 
 import os
@@ -174,7 +175,7 @@ class Request:
 
     @property
     def typed(self) -> OffsetCommitRequest | HeartbeatRequest | None:
-        """A short path's request (rust/fast_paths.rs), decoded once by the core, as its named
+        """A short path's request (rust/short_paths/mod.rs), decoded once by the core, as its named
         type; None for the APIs decoded into a dict (`body`)."""
 
     def respond(self, body: MessageBody) -> bytes:
@@ -356,7 +357,7 @@ class TlsServerConfig:
 
 class SslPrincipalMapper:
     """Kafka's `ssl.principal.mapping.rules`: a client certificate's subject DN -> the
-    principal's name (rust/principal_mapping.rs)."""
+    principal's name (rust/network/principal_mapping.rs)."""
 
     def __new__(cls, rules: str) -> Self:
         """Kafka's rule text ("RULE:^CN=(.*?),OU=.*$/$1/L, DEFAULT"). Raises ValueError."""
@@ -553,7 +554,8 @@ class HeartbeatView:
 class ConsumerHeartbeatView:
     """What the network thread needs to answer steady-state ConsumerGroupHeartbeats (KIP-848)
     without Python: per group its epochs and a busy flag, per member its epoch, STABLE or not,
-    its instance id, client id and host and its session timer key (rust/consumer_heartbeat_view.rs).
+    its instance id, client id and host and its session timer key
+    (rust/groups/consumer_heartbeat_view.rs).
     `ConsumerGroup` keeps it in step."""
 
     def __new__(
@@ -732,7 +734,7 @@ class OffsetMap:
 class CommitPath:
     """OffsetCommits written by the network thread: it appends those it takes to
     `offsets_topic`, its own thread fsyncs, applies them to the offset map and answers
-    (rust/commit_path.rs, docs/offset-commit-short-path.md)."""
+    (rust/short_paths/commit_path.rs, docs/offset-commit-short-path.md)."""
 
     def __new__(
         cls,

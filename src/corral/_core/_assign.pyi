@@ -1,5 +1,6 @@
 """Type stubs for `corral._core._assign`, the built-in assignors in Cython
-(src/corral/assignors/_assign.pyx, linked into `_core` by build.rs and registered by rust/lib.rs).
+(src/corral/assignors/_assign.pyx, linked into `_core` by build.rs and registered by
+rust/cython.rs).
 
 Use them through `corral.assignors` (UniformAssignor, RangeAssignor). `members` maps member id to
 an object with `subscribed_topic_ids`, `assignment` (the previous target: topic id -> partitions,

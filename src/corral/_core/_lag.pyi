@@ -1,6 +1,6 @@
 """Type stubs for `corral._core._lag`, the per-partition rules of corral.analyze.rules over flat
 arrays in Cython (src/corral/analyze/_lag.pyx, linked into `_core` by build.rs and registered by
-rust/lib.rs). Use them through `corral.analyze.fast`, which allocates the outputs.
+rust/cython.rs). Use them through `corral.analyze.fast`, which allocates the outputs.
 
 Array parameters take any C-contiguous buffer of the element type named (int64, int8, float64,
 e.g. numpy arrays); inputs may be read-only, outputs must be writable.

@@ -1,7 +1,7 @@
 """What a setting is: its type, how a value is parsed and checked, and where a value came from.
 
-The tables themselves are in broker_settings.py (the broker's), topic_settings.py (a topic's) and
-group_settings.py (a consumer group's); config.py loads them into `Settings`.
+The tables themselves are in broker.py (the broker's; inert.py: Kafka's names without effect),
+topics.py (a topic's) and groups.py (a consumer group's); settings.py loads them into `Settings`.
 """
 
 from __future__ import annotations

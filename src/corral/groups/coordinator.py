@@ -1,23 +1,22 @@
-"""The group coordinator: every group of the broker, their committed offsets and deadlines.
+"""The group coordinator's runtime, as Kafka's CoordinatorRuntime with GroupCoordinatorService in
+front: every group of the broker lives in the coordinator shard (shard.py) of its
+`__consumer_offsets` partition; the runtime routes each request to that shard, answers
+NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS while the shard is not loaded (clients find the
+coordinator again and retry), runs the services the shards share (timers, the log's writer, offset
+expiry, snapshots, regex refreshes) in one nursery, and loads and unloads shards while the broker
+runs (`unload_shard`, `load_shard`). By default one process holds every shard.
 
-The facade of the groups layer. It holds the group map (classic groups now, KIP-848 "consumer"
-groups beside them, keyed by group id like Kafka's single group namespace), routes by group type,
-owns the services (timers, the log's writer, offset expiry, snapshots) in one nursery, and
-applies records to memory in `replay`, the one function used both for durable live writes and
-for loading (snapshot, then the log after it). The rooms:
-
-- classic/: the classic protocol (`ClassicProtocol`, part of this class) and its group state;
-- offsets.py: commit, fetch, delete, expiry (`self.offsets`);
-- storage/: records and their bytes, the writer, snapshots;
-- handlers/: the wire (decode requests, shape answers per version).
-
-Offsets, admin and expiry see groups only through the `Group` interface (group.py).
+Writes go through the writer (storage/writer.py): appended, group-committed fsync, then `replay`
+of the record in its shard, then the answer. A shard's durable state is its snapshot
+(`<snapshot path stem>-<partition>.snapshot`, storage/snapshot.py) and its partition's log after
+it. handlers/ is the wire (decode requests, shape answers per version).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,29 +27,23 @@ from corral.assignors import AssignorRegistry
 from corral.clock import wall_ms
 from corral.config.groups import GROUP_SETTINGS
 from corral.errors import ErrorCode
-from corral.groups.classic import ClassicGroup, ClassicMembership, ClassicProtocol
-from corral.groups.consumer import ConsumerGroup, ConsumerProtocol, TopicImage
-from corral.groups.consumer.classic_members import ClassicMembers
+from corral.groups.classic import JoinRequest, join_error, sync_error
+from corral.groups.consumer import ConsumerGroup, HeartbeatRequest, TopicImage
+from corral.groups.consumer.answer import error_answer
 from corral.groups.consumer.members import regex_refresh_due
 from corral.groups.consumer.migration import MigrationPolicy
-from corral.groups.consumer.reconcile import MemberState
+from corral.groups.consumer.writes import apply_core_moves
 from corral.groups.events import AnalyticsEvents
 from corral.groups.group import Group
+from corral.groups.limits import GroupLimits
 from corral.groups.metrics import GroupMetrics
-from corral.groups.offsets import Offsets
-from corral.groups.storage import consumer_records as cr
+from corral.groups.offsets import TopicCommits
+from corral.groups.shard import CoordinatorShard, ShardState, SharedServices
 from corral.groups.storage import records, snapshot
-from corral.groups.storage.records import (
-    GroupMetadata,
-    GroupTombstone,
-    OffsetCommits,
-    OffsetTombstones,
-    Record,
-)
+from corral.groups.storage.records import Record
 from corral.groups.storage.writer import CoordinatorLog
 from corral.groups.timers import Timers
-from corral.later import Later
-from corral.observability.log_lines import fields
+from corral.later import Later, first_error
 from corral.partitions.store import storage_warning
 
 log = logging.getLogger("corral.groups")
@@ -58,19 +51,72 @@ log = logging.getLogger("corral.groups")
 REGEX_REFRESH_CHECK_S = 10.0
 
 
-_CONSUMER_RECORDS = (
-    cr.GroupEpoch,
-    cr.MemberMetadata,
-    cr.TargetEpoch,
-    cr.TargetMember,
-    cr.CurrentAssignment,
-    cr.RegexTopics,
-    cr.ConsumerTombstone,
-)
+class GroupsView(Mapping):
+    """Every group of the loaded shards by id: a lookup goes to the group's own shard."""
+
+    def __init__(self, coordinator: GroupCoordinator):
+        self._coordinator = coordinator
+
+    def __getitem__(self, group_id: str) -> Group:
+        return self._coordinator.shard_of(group_id).groups[group_id]
+
+    def get(self, group_id: str, default: Any = None) -> Any:
+        return self._coordinator.shard_of(group_id).groups.get(group_id, default)
+
+    def __contains__(self, group_id: object) -> bool:
+        return isinstance(group_id, str) and group_id in self._coordinator.shard_of(group_id).groups
+
+    def __iter__(self) -> Iterator[str]:
+        for shard in self._coordinator.shards:
+            yield from shard.groups
+
+    def __len__(self) -> int:
+        return sum(len(shard.groups) for shard in self._coordinator.shards)
 
 
-class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, ClassicMembers):
-    def __init__(self, settings, log_store: CoordinatorLog, snapshot_path: Path, topics=None):
+class OffsetsView:
+    """Committed offsets as the handlers ask for them: each call goes to the group's shard, and
+    answers the shard's availability error while it is not loaded."""
+
+    def __init__(self, coordinator: GroupCoordinator, offset_map: _core.OffsetMap, settings):
+        self._coordinator = coordinator
+        self.map = offset_map
+        self.groups = coordinator.groups
+        self.metadata_max_bytes = settings["offset.metadata.max.bytes"]
+
+    def _of(self, group_id: str):
+        return self._coordinator.shard_of(group_id)
+
+    def commit_error(self, group_id: str, *args: Any, **kwargs: Any) -> ErrorCode:
+        shard = self._of(group_id)
+        return shard.availability() or shard.offsets.commit_error(group_id, *args, **kwargs)
+
+    def commit(self, group_id: str, topics: TopicCommits, commit_ms: int, expire_ms: int) -> Later:
+        return self._of(group_id).offsets.commit(group_id, topics, commit_ms, expire_ms)
+
+    def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        shard = self._of(group_id)
+        return shard.availability() or shard.offsets.fetch_error(group_id, member_id, member_epoch)
+
+    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> list:
+        return self._of(group_id).offsets.fetch(group_id, topics)
+
+    def delete(self, group_id: str, topics: list[tuple[str, list[int]]]):
+        shard = self._of(group_id)
+        error = shard.availability()
+        if error:
+            return error, [], Later.of(error)
+        return shard.offsets.delete(group_id, topics)
+
+    def all_partitions(self, group_id: str) -> list[tuple[str, int]]:
+        return self._of(group_id).offsets.all_partitions(group_id)
+
+    def expire(self, now_ms: int) -> Later:
+        return first_error([s.offsets.expire(now_ms) for s in self._coordinator.loaded_shards()])
+
+
+class GroupCoordinator:
+    def __init__(self, settings, writer: CoordinatorLog, snapshot_path: Path, topics=None):
         self.settings = settings
         # The broker's topic store (None in tests without topics): consumer groups subscribe by
         # name and are assigned by topic id.
@@ -83,13 +129,14 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         # Whether groups move between the protocols online (KIP-848 §5).
         self.migration = MigrationPolicy(settings["group.consumer.migration.policy"])
         self._nursery: trio.Nursery | None = None
-        self.log = log_store
-        self.log.replay = self.replay
+        self.writer = writer
+        self.writer.replay = self.replay
+        # The snapshot of every partition before shards (read once, then replaced by theirs).
         self.snapshot_path = snapshot_path
-        self.groups: dict[str, Group] = {}
+        self._legacy_snapshot = False
+        self.limits = GroupLimits.of(settings)
         self.metrics = GroupMetrics()
-        self.events = AnalyticsEvents(self.topics)  # for __corral_analytics (analytics_log.py)
-        self.offsets = Offsets(settings, self.groups, log_store, self._remove_group, self.metrics)
+        self.events = AnalyticsEvents(self.topics)  # for __corral_analytics (analytics_topic.py)
         self.timers = Timers()
         # Mirrors the classic groups for the network thread's Heartbeat answers (server.py).
         self.heartbeat_view = self.timers.heartbeat_view
@@ -108,27 +155,139 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
         # Per-group settings (kafka-configs --entity-type groups): the broker's DynamicConfigs,
         # set by coordinator_for; None (in-process tests) means the broker's values for all.
         self.group_configs = None
-        self.min_session_ms = settings["group.min.session.timeout.ms"]
-        self.max_session_ms = settings["group.max.session.timeout.ms"]
-        self.max_rebalance_ms = settings["corral.group.max.rebalance.timeout.ms"]
-        self.initial_delay_ms = settings["group.initial.rebalance.delay.ms"]
-        self.max_size = settings["group.max.size"]
-        self._loading = False
+        self.groups = GroupsView(self)
+        offset_map = _core.OffsetMap()
+        self.shared = SharedServices(
+            settings=settings,
+            writer=writer,
+            timers=self.timers,
+            topics=self.topics,
+            assignors=self.assignors,
+            migration=self.migration,
+            limits=self.limits,
+            events=self.events,
+            metrics=self.metrics,
+            offset_map=offset_map,
+            consumer_heartbeat_view=self.consumer_heartbeat_view,
+            group_setting=self.group_setting,
+            apply_core_moves=self.apply_core_moves,
+        )
+        self.shards = [CoordinatorShard(p, self.shared) for p in range(writer.partitions)]
+        self.offsets = OffsetsView(self, offset_map, settings)
+        self._authorize_regexes = False
 
-    def rebalance_wait_ms(self, timeout_ms: int) -> int:
-        """How long a rebalance waits on a member that asked for `timeout_ms` (its rebalance
-        timeout): at most corral.group.max.rebalance.timeout.ms."""
-        return min(max(timeout_ms, 0), self.max_rebalance_ms)
+    def shard_of(self, group_id: str) -> CoordinatorShard:
+        return self.shards[self.writer.partition_of(group_id)]
+
+    def loaded_shards(self) -> list[CoordinatorShard]:
+        return [s for s in self.shards if s.state is ShardState.LOADED]
+
+    # ============================================================================ requests ===
+
+    def join(self, req: JoinRequest) -> Later:
+        shard = self.shard_of(req.group_id)
+        error = shard.availability()
+        if error:
+            return Later.of(join_error(error, req.member_id))
+        return shard.classic.join(req)
+
+    def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: list[tuple[str, bytes]],
+    ) -> Later:
+        shard = self.shard_of(group_id)
+        error = shard.availability()
+        if error:
+            return Later.of(sync_error(error))
+        return shard.classic.sync(
+            group_id,
+            member_id,
+            instance_id,
+            generation_id,
+            protocol_type,
+            protocol_name,
+            assignments,
+        )
+
+    def heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        shard = self.shard_of(group_id)
+        return shard.availability() or shard.classic.heartbeat(
+            group_id, member_id, instance_id, generation_id
+        )
+
+    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> Later:
+        """Resolves to (group error, member errors) once what the leave wrote is durable."""
+        shard = self.shard_of(group_id)
+        error = shard.availability()
+        if error:
+            return Later.of((error, []))
+        return shard.classic.leave(group_id, leaving)
+
+    def consumer_heartbeat(self, req: HeartbeatRequest) -> Later:
+        shard = self.shard_of(req.group_id)
+        error = shard.availability()
+        if error:
+            return Later.of(error_answer(error))
+        return shard.consumer.heartbeat(req)
+
+    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[dict[str, Any]]:
+        return [g for s in self.loaded_shards() for g in s.list_groups(states, types)]
+
+    def describe_group(self, group_id: str) -> dict[str, Any]:
+        shard = self.shard_of(group_id)
+        error = shard.availability()
+        if error:
+            return {
+                "error_code": error,
+                "group_id": group_id,
+                "group_state": "",
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+            }
+        return shard.describe_group(group_id)
+
+    def delete_group(self, group_id: str) -> Later:
+        shard = self.shard_of(group_id)
+        error = shard.availability()
+        return Later.of(error) if error else shard.delete_group(group_id)
+
+    def on_topics_changed(self, names: set[str]) -> None:
+        """Topics were created or deleted: every shard's consumer groups look again."""
+        self.topics.version += 1
+        for shard in self.loaded_shards():
+            shard.consumer.on_topics_changed(names)
+
+    def apply_core_moves(self) -> None:
+        apply_core_moves(self.writer, self.groups, self.events)
+
+    @property
+    def authorize_regexes(self) -> bool:
+        return self._authorize_regexes
+
+    @authorize_regexes.setter
+    def authorize_regexes(self, on: bool) -> None:
+        # An authorizer is on: regexes resolve with a heartbeat's context.
+        self._authorize_regexes = on
+        for shard in self.shards:
+            shard.consumer.authorize_regexes = on
+
+    # ============================================================================ settings ===
 
     def group_setting(self, group_id: str, name: str) -> Any:
-        """A consumer group's setting (group_settings.py): its own value, else the broker's."""
+        """A consumer group's setting (config/groups.py): its own value, else the broker's."""
         broker_name = GROUP_SETTINGS[name].broker_synonym
         if self.group_configs is None:
             return self.settings[broker_name]
         return self.group_configs.group_value(group_id, name, broker_name)
-
-    def _assignment_interval_ms(self, group_id: str) -> int:
-        return self.group_setting(group_id, "consumer.assignment.interval.ms")
 
     def _view_rule(self, _names=None) -> None:
         """The network thread's heartbeat intervals follow answer.py's rule with these."""
@@ -149,197 +308,46 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
                 self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
             )
 
+    # ============================================================================ services ===
+
     async def run(self) -> None:
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery  # offloaded target assignments run in it
+                self._nursery = nursery
+                for shard in self.shards:
+                    shard.targets.nursery = nursery  # offloaded target assignments run in it
                 nursery.start_soon(self.timers.run)
-                nursery.start_soon(self.log.run)
+                nursery.start_soon(self.writer.run)
                 nursery.start_soon(self._expire_offsets_periodically)
                 nursery.start_soon(self._snapshot_periodically)
                 nursery.start_soon(self._refresh_regexes_periodically)
         finally:
-            # A clean shutdown leaves a fresh snapshot: the next start replays (almost) nothing.
+            # A clean shutdown leaves fresh snapshots: the next start replays (almost) nothing.
             try:
                 self.apply_core_moves()
-                snapshot.write(self.snapshot_path, self.log.positions(), self.snapshot_records())
+                positions = self.writer.positions()
+                for shard in self.loaded_shards():
+                    snapshot.write(
+                        self._snapshot_of(shard),
+                        {shard.partition: positions.get(shard.partition, 0)},
+                        shard.snapshot_records(),
+                    )
+                self._drop_legacy_snapshot()
             except OSError as e:
                 # Disk full, say: the previous snapshot stays, the next start replays more log.
                 log.warning("coordinator snapshot at shutdown failed: %s", e)
             except Exception:
                 log.exception("coordinator snapshot at shutdown failed")
 
-    # =============================================================================== replay ===
-
     def replay(self, record: Record) -> None:
-        """Applies one durable record to memory: live once its write is fsynced, and at load."""
-        if isinstance(record, OffsetCommits):
-            if record.group_id not in self.groups:
-                self._new_classic_group(record.group_id)  # a "simple" group
-            self.offsets.replay_commits(record)
-        elif isinstance(record, OffsetTombstones):
-            self.offsets.replay_tombstones(record)
-        elif isinstance(record, GroupMetadata):
-            group = self.groups.get(record.group_id)
-            if isinstance(group, ClassicGroup) and not self._loading:
-                # The live classic group already is what its record says (the classic machine
-                # wrote it); the record becomes what a snapshot or a restart would load.
-                group.stored = record.value
-            elif isinstance(group, ConsumerGroup) and not self._loading:
-                # A classic write that became durable after the group was upgraded (consumer
-                # records apply at once): the upgrade's records follow it in the log.
-                return
-            else:
-                if group is not None:
-                    self._forget(group)
-                group = self._classic_from_record(record.group_id, record.value)
-                if not self._loading:
-                    for member in group.members.values():
-                        self._schedule_heartbeat(member)
-        elif isinstance(record, GroupTombstone):
-            group = self.groups.get(record.group_id)
-            if isinstance(group, ConsumerGroup):
-                return  # the classic key of a group that became a consumer group
-            if group is not None:
-                del self.groups[record.group_id]
-                self._forget(group)
-            # Whatever offsets a pending commit left behind go with the group.
-            self.offsets.map.delete_group(record.group_id)
-        elif isinstance(record, _CONSUMER_RECORDS):
-            self._replay_consumer(record)
+        """Applies one durable record in its group's shard (dropped while the shard is unloaded:
+        its load reads it from the log)."""
+        shard = self.shard_of(record.group_id)
+        if shard.state is not ShardState.UNLOADED:
+            shard.replay(record)
 
-    def _replay_consumer(self, record: cr.ConsumerRecord) -> None:
-        group_id = record.group_id
-        group = self.groups.get(group_id)
-        tombstone = isinstance(record, cr.ConsumerTombstone)
-        if tombstone and record.kind == cr.GROUP_EPOCH:
-            if isinstance(group, ConsumerGroup):
-                del self.groups[group_id]
-                self._forget(group)
-                if self._loading and self.offsets.map.count(group_id):
-                    # It became a classic group that wrote no record yet: its offsets stay
-                    # with an empty classic group, as a live conversion leaves them.
-                    self._new_classic_group(group_id)
-            return
-        if not isinstance(group, ConsumerGroup):
-            if tombstone:
-                return
-            if group is not None:
-                self._forget(group)  # an empty classic group converted
-            group = self.groups[group_id] = ConsumerGroup(
-                group_id, self.consumer_heartbeat_view, self._assignment_interval_ms
-            )
-        leaving = (
-            group.members.get(record.name or "")
-            if tombstone and record.kind == cr.MEMBER_METADATA
-            else None
-        )
-        if not self._loading:
-            if isinstance(record, cr.GroupEpoch) and record.epoch > group.group_epoch:
-                self.metrics.consumer_rebalances += 1
-            if log.isEnabledFor(logging.DEBUG):
-                _debug_consumer(record, getattr(record, "member_id", None) in group.members)
-            self.events.consumer_record(group, record, leaving)
-        group.replay(record)
-        if leaving is not None:
-            # After the replay: the network thread no longer finds the member, so it cannot
-            # schedule the session timer again once it is cancelled.
-            self._cancel_member_timers(leaving)
-
-    def _forget(self, group: Group) -> None:
-        if isinstance(group, ClassicGroup):
-            self._forget_classic(group)
-        elif isinstance(group, ConsumerGroup):
-            group.detach()
-            for member in group.members.values():
-                self._cancel_member_timers(member)
-
-    # ============================================================================ snapshot ===
-
-    def snapshot_records(self) -> list[tuple[bytes, bytes]]:
-        """The durable state as `__consumer_offsets` records: per group, offsets then metadata."""
-        out = []
-        for group_id, group in self.groups.items():
-            out.extend(self.offsets.map.records(group_id))
-            out.extend(group.stored_records())
-        return out
-
-    async def take_snapshot(self) -> int:
-        """A snapshot made and written in a worker thread: the loop only takes the replay
-        positions, then the offsets and copies of each group's containers (a big consumer
-        group's records take seconds to make and encode). Positions first: the log after them
-        rewrites whatever changes while the thread reads (stored_records_later)."""
-        self.apply_core_moves()  # memory holds every move the positions leave out
-        positions = self.log.positions()
-        sources = [
-            (self.offsets.map.records(group_id), group.stored_records_later())
-            for group_id, group in self.groups.items()
-        ]
-
-        def write() -> int:
-            recs = []
-            for offsets, stored in sources:
-                recs.extend(offsets)
-                recs.extend(stored())
-            return snapshot.write(self.snapshot_path, positions, recs)
-
-        return await trio.to_thread.run_sync(write)
-
-    async def _snapshot_periodically(self) -> None:
-        interval = self.settings["corral.coordinator.snapshot.interval.ms"] / 1000
-        written_at = -1
-        while True:
-            await trio.sleep(interval)
-            appends = self.log.appends
-            if appends == written_at:
-                continue
-            started = time.monotonic()
-            try:
-                size = await self.take_snapshot()
-            except OSError as e:
-                # The previous snapshot stays; tried again next interval.
-                storage_warning(
-                    "snapshot", "coordinator snapshot failed (retried in %gs): %s", interval, e
-                )
-                continue
-            written_at = appends
-            log.info(
-                "coordinator snapshot: %d groups, %d bytes in %.3fs",
-                len(self.groups),
-                size,
-                time.monotonic() - started,
-            )
-
-    # ================================================================================= load ===
-
-    def load(self) -> dict[str, int]:
-        """Rebuilds groups and offsets from the snapshot and the log after it, through `replay`;
-        members get a fresh session to rejoin or heartbeat in. Returns counts."""
-        saved = snapshot.read(self.snapshot_path)
-        self._loading = True
-        try:
-            if saved is None:
-                from_snapshot, from_log = 0, self._replay_all(self.log.read())
-            else:
-                positions, snapshot_records = saved
-                from_snapshot = self._replay_all(snapshot_records)
-                from_log = self._replay_all(self.log.read(positions))
-        finally:
-            self._loading = False
-        for group in self.groups.values():
-            if isinstance(group, ClassicGroup):
-                for member in group.members.values():
-                    self._schedule_heartbeat(member)
-            elif isinstance(group, ConsumerGroup):
-                self._arm_loaded_consumer_timers(group)
-        return {
-            "groups": len(self.groups),
-            "offsets": sum(self.offsets.map.count(g) for g in self.groups),
-            "snapshot_records": from_snapshot,
-            "log_records": from_log,
-        }
-
-    def _replay_all(self, pairs) -> int:
+    def replay_all(self, pairs) -> int:
+        """Replays `__consumer_offsets` (key, value) pairs as live records; returns the count."""
         count = 0
         for key, value in pairs:
             count += 1
@@ -348,77 +356,77 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
                 self.replay(record)
         return count
 
-    # ================================================================================ admin ===
+    def snapshot_records(self) -> list[tuple[bytes, bytes]]:
+        """Every loaded shard's state as `__consumer_offsets` records."""
+        return [r for shard in self.loaded_shards() for r in shard.snapshot_records()]
 
-    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[dict[str, Any]]:
-        listed = []
-        for group in self.groups.values():
-            state = group.state_name
-            if states and state.lower() not in states:
+    def _snapshot_of(self, shard: CoordinatorShard) -> Path:
+        path = self.snapshot_path
+        return path.with_name(f"{path.stem}-{shard.partition}{path.suffix}")
+
+    async def take_snapshot(self, only_changed: bool = False) -> int:
+        """Snapshots of the loaded shards (with `only_changed`, of those whose partition moved
+        since their last one), made and written in a worker thread: the loop only takes the
+        replay positions, then the offsets and copies of each group's containers (a big
+        consumer group's records take seconds to make and encode). Positions first: the log
+        after them rewrites whatever changes while the thread reads (stored_records_later)."""
+        self.apply_core_moves()  # memory holds every move the positions leave out
+        positions = self.writer.positions()
+        jobs = []
+        for shard in self.loaded_shards():
+            position = positions.get(shard.partition, 0)
+            if only_changed and not self._legacy_snapshot and shard.snapshot_position == position:
                 continue
-            if types and group.type not in types:
+            jobs.append((shard, position, self._snapshot_of(shard), shard.snapshot_sources()))
+
+        def write() -> int:
+            size = 0
+            for shard, position, path, sources in jobs:
+                recs = []
+                for offsets, stored in sources:
+                    recs.extend(offsets)
+                    recs.extend(stored())
+                size += snapshot.write(path, {shard.partition: position}, recs)
+            return size
+
+        size = await trio.to_thread.run_sync(write)
+        for shard, position, _, _ in jobs:
+            shard.snapshot_position = position
+        if len(jobs) == len(self.shards):
+            self._drop_legacy_snapshot()
+        return size
+
+    def _drop_legacy_snapshot(self) -> None:
+        if self._legacy_snapshot and all(s.state is ShardState.LOADED for s in self.shards):
+            self.snapshot_path.unlink(missing_ok=True)
+            self._legacy_snapshot = False
+
+    async def _snapshot_periodically(self) -> None:
+        interval = self.settings["corral.coordinator.snapshot.interval.ms"] / 1000
+        while True:
+            await trio.sleep(interval)
+            started = time.monotonic()
+            try:
+                size = await self.take_snapshot(only_changed=True)
+            except OSError as e:
+                # The previous snapshots stay; tried again next interval.
+                storage_warning(
+                    "snapshot", "coordinator snapshot failed (retried in %gs): %s", interval, e
+                )
                 continue
-            listed.append(
-                {
-                    "group_id": group.group_id,
-                    "protocol_type": group.protocol_type_name,
-                    "group_state": state,
-                    "group_type": group.type,
-                }
-            )
-        return listed
-
-    def describe_group(self, group_id: str) -> dict[str, Any]:
-        group = self.groups.get(group_id)
-        if group is None:
-            return {
-                "error_code": ErrorCode.NONE,
-                "group_id": group_id,
-                "group_state": "Dead",
-                "protocol_type": "",
-                "protocol_data": "",
-                "members": [],
-            }
-        return group.describe_view()
-
-    def delete_group(self, group_id: str) -> Later:
-        """DeleteGroups for one group: resolves to its error once its tombstones are durable."""
-        # The tombstones list the map's offsets: commits the network thread wrote come first.
-        return self.log.after_core_commits(group_id, lambda: self._delete_group(group_id))
-
-    def _delete_group(self, group_id: str) -> Later:
-        group = self.groups.get(group_id)
-        error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_delete()
-        if error:
-            return Later.of(error)
-        return self._remove_group(group, self.offsets.all_partitions(group_id))
-
-    def _remove_group(self, group: Group, offsets: list[tuple[str, int]]) -> Later:
-        """Writes the tombstones of `offsets` and of the group; the group refuses changes until
-        they are durable, then `replay` removes it (or, if the write failed, it is back)."""
-        group_id = group.group_id
-        group.begin_delete()
-        recs: list[Record] = [OffsetTombstones(group_id, offsets)] if offsets else []
-        recs.extend(group.delete_records())
-        written = self.log.write(group_id, recs)
-
-        def done(error: ErrorCode) -> ErrorCode:
-            if error:
-                group.abort_delete()
-            else:
-                log.info("group %s deleted with %d offsets", group_id, len(offsets))
-                self.events.group_deleted(group_id, group.type)
-            return error
-
-        return written.map(done)
-
-    # =============================================================================== expiry ===
+            if size:
+                log.info(
+                    "coordinator snapshot: %d groups, %d bytes in %.3fs",
+                    len(self.groups),
+                    size,
+                    time.monotonic() - started,
+                )
 
     async def _refresh_regexes_periodically(self) -> None:
         """Kafka resolves a group's regexes again every group.consumer.regex.refresh.interval.ms
         (so that ACL changes reach them) at a heartbeat. Steady heartbeats do not reach Python
         here: a group that is due is sent to it, and its next heartbeat refreshes (see
-        ConsumerProtocol._update_regexes). Checked every 10 s, Kafka's least refresh interval."""
+        ConsumerGroups._update_regexes). Checked every 10 s, Kafka's least refresh interval."""
         while True:
             await trio.sleep(REGEX_REFRESH_CHECK_S)
             interval, now = self.settings["group.consumer.regex.refresh.interval.ms"], wall_ms()
@@ -439,25 +447,84 @@ class GroupCoordinator(ClassicProtocol, ClassicMembership, ConsumerProtocol, Cla
             await trio.sleep(interval)
             self.offsets.expire(wall_ms()).then(_warn_if_failed)
 
+    # ======================================================================== load, unload ===
 
-def _debug_consumer(record: cr.ConsumerRecord, known_member: bool) -> None:
-    """DEBUG: what a live consumer group record changes (`known_member`: its member was in the
-    group already)."""
-    member, epoch = getattr(record, "member_id", None), getattr(record, "epoch", None)
-    if isinstance(record, cr.GroupEpoch):
-        what = f"group epoch {epoch} (rebalance)"
-    elif isinstance(record, cr.TargetEpoch):
-        what = f"target assignment for epoch {epoch} computed"
-    elif isinstance(record, cr.CurrentAssignment):
-        what = f"member {member} at epoch {epoch} ({MemberState.of(record.state).name.lower()})"
-    elif isinstance(record, cr.MemberMetadata):
-        what = f"member {member} {'updated' if known_member else 'joined'}"
-    elif isinstance(record, cr.ConsumerTombstone) and record.kind == cr.MEMBER_METADATA:
-        member = record.name
-        what = f"member {member} removed"
-    else:
-        return
-    log.debug("group %s: %s", record.group_id, what, extra=fields(record.group_id, member, epoch))
+    def load(self) -> dict[str, int]:
+        """Loads every shard: from its snapshot (or the single snapshot of a data dir written
+        before shards) and its partition's log after it, through `replay`. Returns counts."""
+        legacy = snapshot.read(self.snapshot_path)
+        from_snapshot = from_log = 0
+        positions: dict[int, int] = {}
+        if legacy is not None:
+            self._legacy_snapshot = True
+            positions, pairs = legacy
+            by_shard: dict[int, list[Record]] = {}
+            for key, value in pairs:
+                from_snapshot += 1
+                record = records.decode(key, value)
+                if record is not None:
+                    by_shard.setdefault(self.writer.partition_of(record.group_id), []).append(
+                        record
+                    )
+        for shard in self.shards:
+            shard.state = ShardState.LOADING
+            if legacy is not None:
+                shard.load_records(by_shard.get(shard.partition, ()))
+            else:
+                saved = snapshot.read(self._snapshot_of(shard))
+                if saved is not None:
+                    shard_positions, pairs = saved
+                    positions.update(shard_positions)
+                    from_snapshot += shard.load(pairs)
+            from_log += shard.load(self.writer.read(positions, shard.partition))
+            shard.start()
+        return {
+            "groups": len(self.groups),
+            "offsets": sum(self.offsets.map.count(g) for g in self.groups),
+            "snapshot_records": from_snapshot,
+            "log_records": from_log,
+        }
+
+    async def unload_shard(self, partition: int) -> int:
+        """Unloads one shard while the broker runs (its groups answer NOT_COORDINATOR from now
+        on); returns once its writes in flight are durable. Returns how many groups went."""
+        shard = self.shards[partition]
+        if shard.state is not ShardState.LOADED:
+            return 0
+        self.apply_core_moves()
+        gone = shard.unload()
+        await self._until_settled(partition)
+        log.info("unloaded coordinator shard %d (%d groups)", partition, gone)
+        return gone
+
+    async def load_shard(self, partition: int) -> int:
+        """Loads an unloaded shard from its snapshot and its partition's log (its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile); returns how many groups it holds."""
+        shard = self.shards[partition]
+        if shard.state is not ShardState.UNLOADED:
+            return len(shard.groups)
+        shard.state = ShardState.LOADING
+        started = time.monotonic()
+        await self._until_settled(partition)  # no write of the partition replays after the read
+        saved = snapshot.read(self._snapshot_of(shard))
+        positions: dict[int, int] = {}
+        if saved is not None:
+            positions, pairs = saved
+            shard.load(pairs)
+        shard.load(self.writer.read(positions, partition))
+        shard.start()
+        log.info(
+            "loaded coordinator shard %d: %d groups in %.3fs",
+            partition,
+            len(shard.groups),
+            time.monotonic() - started,
+        )
+        return len(shard.groups)
+
+    async def _until_settled(self, partition: int) -> None:
+        """Until no write to `partition` (Python's or the network thread's) awaits its fsync."""
+        while self.writer.pending_in(partition):
+            await trio.sleep(0.005)
 
 
 def _warn_if_failed(error: ErrorCode) -> None:

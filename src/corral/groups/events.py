@@ -24,7 +24,8 @@ from corral.observability.log_lines import fields
 
 if TYPE_CHECKING:
     from corral.groups.classic.state import ClassicGroup, ClassicMember
-    from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+    from corral.groups.consumer.member_state import ConsumerMember
+    from corral.groups.consumer.state import ConsumerGroup
     from corral.groups.consumer.target import TopicImage
 
 log = logging.getLogger("corral.groups")

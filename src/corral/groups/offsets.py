@@ -1,5 +1,6 @@
 """Committed offsets: commit, fetch, delete and expiry, for every group type. Owns the offset map
-(`corral._core.OffsetMap`).
+(`corral._core.OffsetMap`, one per process: each shard's `Offsets` reads and writes its own
+groups' entries).
 
 Decisions ask the group through the `Group` interface (group.py) and write records; the map
 changes only in `replay_*`, once those records are durable (or when they are loaded).
@@ -32,8 +33,10 @@ class Offsets:
         log_: CoordinatorLog,
         remove_group: Callable[[Group, list[tuple[str, int]]], Later],
         metrics: GroupMetrics,
+        offset_map: _core.OffsetMap | None = None,
     ):
-        self.map = _core.OffsetMap()
+        # The process's offset map, shared by its shards and the network thread's commit path.
+        self.map = offset_map if offset_map is not None else _core.OffsetMap()
         self.metrics = metrics
         self.groups = groups
         self.log = log_

@@ -5,8 +5,8 @@ and cancelling then only touch the wheel (O(1), nothing allocated), so a heartbe
 into Rust. One trio task wakes every tick while anything is scheduled and runs the callbacks of
 every expired key in one batch. Callbacks are plain functions: they change coordinator state and
 complete parked requests, they never block. The network thread also moves session deadlines in this
-wheel when it answers a Heartbeat itself (rust/heartbeat_view.rs), so the clock is the core's and
-the task ticks whenever the wheel holds anything, whoever put it there.
+wheel when it answers a Heartbeat itself (rust/groups/heartbeat_view.rs), so the clock is the core's
+and the task ticks whenever the wheel holds anything, whoever put it there.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ import sys
 import uuid
 
 from corral.load.plot import plot, png_path
-from corral.load.runner import LoadError, run
+from corral.load.probe import LoadError
+from corral.load.runner import run
 from corral.load.scenarios import SCENARIOS
 
 # Exit codes of `corral load`.

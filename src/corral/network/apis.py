@@ -67,7 +67,7 @@ class ApiKey(IntEnum):
 Response = dict[str, Any] | bytes | None
 Handler = Callable[["Broker", _core.Request], Response | Later | Awaitable[Response]]
 
-# APIs answered inside the compiled core (rust/connection.rs).
+# APIs answered inside the compiled core (rust/codec/requests.rs).
 RUST_OWNED: dict[ApiKey, tuple[int, int]] = {ApiKey.API_VERSIONS: (0, 4)}
 
 # Modules whose import registers handlers: each concern adds its module here.

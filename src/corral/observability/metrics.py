@@ -2,7 +2,7 @@
 
 Everything is read when a scrape comes (a custom Collector), nothing is pushed on the hot path:
 - requests, their latency and the errors of what the core answers: the network thread counts
-  them per API key and version (rust/request_stats.rs; it sees every request, including the
+  them per API key and version (rust/network/request_stats.rs; it sees every request, including the
   heartbeats and ApiVersions it answers without Python);
 - the errors of what Python answers: `note_errors`, called once per response (the rule is there);
 - connections and queued request bytes: published by the network thread each loop turn;
@@ -206,19 +206,19 @@ class BrokerCollector:
             value=sum(groups.offsets.map.count(g) for g in groups.groups),
         )
         m = groups.metrics
-        core = groups.log.core_commits  # commits the network thread wrote
+        core = groups.writer.core_commits  # commits the network thread wrote
         core_requests, core_partitions = core.committed() if core is not None else (0, 0)
         yield CounterMetricFamily(
             "corral_offset_commit_short_path",
             "OffsetCommit requests written and answered by the network "
-            "thread (rust/commit_path.rs)",
+            "thread (rust/short_paths/commit_path.rs)",
             value=core_requests,
         )
         view = groups.consumer_heartbeat_view
         yield CounterMetricFamily(
             "corral_consumer_epoch_short_path",
             "Consumer-group members moved to their group's new target epoch "
-            "by the network thread (rust/consumer_epoch_moves.rs)",
+            "by the network thread (rust/groups/consumer_epoch_moves.rs)",
             value=view.moved if view is not None else 0,
         )
         for name, doc, value in (

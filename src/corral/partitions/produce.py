@@ -4,7 +4,7 @@ Records stay bytes end to end: the compiled core checks the batch (sizes, magic,
 producer's sequence, assigns offsets in place and writes it; no record is decoded here. Only for a
 compacted topic (cleanup.policy with `compact`) does the core read the records, decompressing them
 if need be, to refuse records without a key as Kafka does. All of a request's appends share one
-group-committed fsync before the response (see log.py). A partition whose append or fsync fails
+group-committed fsync before the response (see store.py). A partition whose append or fsync fails
 (disk full, I/O error) is answered KAFKA_STORAGE_ERROR.
 """
 
@@ -25,7 +25,7 @@ LOG_APPEND_TIME = "LogAppendTime"
 
 # Advertised from v0 because older librdkafka stops compressing when the minimum is 3
 # (KAFKA-18659); v0-2 (message formats 0 and 1) get UNSUPPORTED_VERSION on every partition,
-# answered inside the core (rust/connection.rs) before a handler sees the request.
+# answered inside the core (rust/codec/requests.rs) before a handler sees the request.
 @handles(ApiKey.PRODUCE, 0, 12)
 async def produce(broker, request) -> dict[str, Any] | None:
     body, version = request.body, request.api_version

@@ -1,6 +1,6 @@
 """What Python knows about connections' security, and the one way to tell the network thread.
 
-The network thread (rust/reactor.rs) owns the connections: it knows each one's listener and
+The network thread (rust/network/reactor/) owns the connections: it knows each one's listener and
 principal (`Request.listener`, `Request.principal`: "User:ANONYMOUS" until authenticated, the
 certificate's subject on mTLS) and, on SASL listeners, refuses every request but ApiVersions,
 SaslHandshake and SaslAuthenticate until Python says the connection is authenticated. Python

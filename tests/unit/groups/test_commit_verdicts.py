@@ -45,7 +45,8 @@ def tally(monkeypatch) -> Tally:
 
     def remember_views(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        self.offsets._views = (self.heartbeat_view, self.consumer_heartbeat_view)
+        for shard in self.shards:
+            shard.offsets._views = (self.heartbeat_view, self.consumer_heartbeat_view)
 
     def checked(
         self, group_id, member_id, instance_id, generation_id, version, partitions=lambda: ()

@@ -22,7 +22,7 @@ from corral.clock import wall_ms
 from corral.config.settings import Settings
 from corral.errors import ErrorCode
 from corral.groups.classic import ClassicGroup
-from corral.groups.storage import records, snapshot
+from corral.groups.storage import records
 from corral.groups.storage.writer import WRITE_FAILED
 from corral.later import Later
 
@@ -167,11 +167,10 @@ class RandomGroups:
         member = self._member(group_id)
         if member:
             name, mid = member
-            with self.coordinator.log.for_request() as writes:
-                self.coordinator.leave(
-                    group_id, [(mid, f"{group_id}-{name}" if name in ("a", "b") else None)]
-                )
-            self.writes.extend(writes)
+            left = self.coordinator.leave(
+                group_id, [(mid, f"{group_id}-{name}" if name in ("a", "b") else None)]
+            )
+            self.writes.append(left.map(lambda answer: answer[0]))  # the group or write error
 
     def advance(self, _: str) -> None:
         ms = self.rng.choice([10, 100, 500, 2000, 2000, 25000])
@@ -215,7 +214,7 @@ class RandomGroups:
     async def settle(self) -> None:
         """Waits until every write made so far is durable and applied."""
         with trio.fail_after(10):
-            while any(not w.resolved for w in self.writes) or self.broker.groups.log._pending:
+            while any(not w.resolved for w in self.writes) or self.broker.groups.writer._pending:
                 await trio.sleep(0.001)
         # DeleteGroups answers refusals (NON_EMPTY_GROUP...) this way too; a write never fails here.
         failed = [w.value for w in self.writes if w.value == WRITE_FAILED]
@@ -249,7 +248,7 @@ def test_live_state_equals_loaded_state(tmp_path, seed):
                                     1 << 60,
                                 )
                             )
-                        assert broker.groups.log._pending
+                        assert broker.groups.writer._pending
                         await broker.groups.take_snapshot()
                 await player.settle()
                 nursery.cancel_scope.cancel()
@@ -264,7 +263,8 @@ def test_live_state_equals_loaded_state(tmp_path, seed):
 
     for from_snapshot in (True, False):
         if not from_snapshot:
-            (tmp_path / snapshot.FILE_NAME).unlink()
+            for shard_snapshot in tmp_path.glob("__consumer_offsets-*.snapshot"):
+                shard_snapshot.unlink()
         with patched_clock(FakeClock()):
             loaded_broker = start_broker(tmp_path)
         loaded = durable_state(loaded_broker)

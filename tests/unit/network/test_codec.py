@@ -22,7 +22,7 @@ from corral import _core
 from corral.network.apis import ApiKey, api_table
 
 MESSAGES = ROOT / "rust/vendor/kafka-protocol/src/messages"
-APIS_RS = ROOT / "rust/apis.rs"
+APIS_RS = ROOT / "rust/codec/apis.rs"
 
 SCALARS = {"bool", "i8", "i16", "i32", "i64", "u16", "u32", "f64", "StrBytes", "Bytes", "Uuid"}
 NEWTYPES = {
@@ -75,7 +75,7 @@ def schema(module: str) -> dict[str, list[Field]]:
 
 @cache
 def message_types() -> dict[int, tuple[str, str]]:
-    """API key -> (request type, response type), as rust/apis.rs pairs them."""
+    """API key -> (request type, response type), as rust/codec/apis.rs pairs them."""
     found = re.findall(r"^\s*(\d+) => (\w+), (\w+);", APIS_RS.read_text(), re.M)
     return {int(key): (req, resp) for key, req, resp in found}
 
@@ -254,7 +254,7 @@ SHORT_PATHS = [
     "key, version", SHORT_PATHS, ids=[f"{k.name}-v{v}" for k, v in SHORT_PATHS]
 )
 def test_short_paths_come_as_their_named_type(key, version):
-    # rust/fast_paths.rs: decoded once into the Rust struct, handed over with named fields; the
+    # rust/short_paths/mod.rs: decoded once into the Rust struct, handed over with named fields; the
     # dict (`body`, checked above) is made from the same struct.
     bodies = Bodies(message_types()[key][0], version)
     request = request_through_server(key, version, bodies.sample(bodies.skeleton()), 77)

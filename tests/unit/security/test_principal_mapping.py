@@ -1,7 +1,7 @@
 """`ssl.principal.mapping.rules`: a client certificate's subject DN -> the principal's name.
 
 In process: Kafka's own SslPrincipalMapperTest cases (which rule texts are taken or refused, how
-a list is split, what each DN maps to) on rust/principal_mapping.rs, and Java's replacement
+a list is split, what each DN maps to) on rust/network/principal_mapping.rs, and Java's replacement
 rules. On the wire (an mTLS listener, a rule that stops startup):
 tests/clients/python/test_mtls_principals.py."""
 

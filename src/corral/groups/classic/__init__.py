@@ -1,9 +1,8 @@
 """Classic groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup): `state` holds a group and its
-members, `protocol` the state machine that runs them (joins, rebalances, syncs), `membership`
-heartbeats and leaves."""
+members, `protocol` answers the requests (`ClassicGroups`), `rebalance` runs the machine over time
+(rebalances, timers, the group's record), `requests` holds what requests ask and their errors."""
 
-from corral.groups.classic.membership import ClassicMembership
-from corral.groups.classic.protocol import ClassicProtocol, JoinRequest, join_error, sync_error
+from corral.groups.classic.requests import JoinRequest, join_error, sync_error
 from corral.groups.classic.state import (
     CONSUMER_PROTOCOL_TYPE,
     ClassicGroup,
@@ -15,8 +14,6 @@ __all__ = [
     "CONSUMER_PROTOCOL_TYPE",
     "ClassicGroup",
     "ClassicMember",
-    "ClassicMembership",
-    "ClassicProtocol",
     "ClassicState",
     "JoinRequest",
     "join_error",

@@ -1,16 +1,16 @@
 """KIP-848 consumer groups: state (state.py), reconciliation (reconcile.py), target assignment
-(target.py) and the protocol the coordinator runs (protocol.py)."""
+(target.py, target_computation.py), the write path (writes.py), ConsumerGroupHeartbeat
+(protocol.py) and classic members of consumer groups (classic_members.py)."""
 
+from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError, HeartbeatRequest
-from corral.groups.consumer.protocol import ConsumerProtocol
 from corral.groups.consumer.reconcile import MemberState, Reconciled, reconcile
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TopicImage
 
 __all__ = [
     "ConsumerGroup",
     "ConsumerMember",
-    "ConsumerProtocol",
     "GroupError",
     "HeartbeatRequest",
     "MemberState",

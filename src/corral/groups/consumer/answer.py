@@ -26,7 +26,8 @@ from corral.errors import ErrorCode
 from corral.groups.consumer.reconcile import MemberState
 
 if TYPE_CHECKING:
-    from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+    from corral.groups.consumer.member_state import ConsumerMember
+    from corral.groups.consumer.state import ConsumerGroup
 
 
 def error_answer(code: ErrorCode, message: str = "") -> dict[str, Any]:

@@ -10,7 +10,7 @@ from corral.groups.consumer.reconcile import NO_EPOCHS, Epochs, Reconciled
 from corral.groups.storage import consumer_records as cr
 
 if TYPE_CHECKING:
-    from corral.groups.consumer.state import ConsumerMember
+    from corral.groups.consumer.member_state import ConsumerMember
 
 # Shared by every empty assignment: none of these dicts is ever changed in place.
 EMPTY_ASSIGNMENT: dict[bytes, frozenset[int]] = {}

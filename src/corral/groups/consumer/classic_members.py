@@ -11,19 +11,19 @@ REBALANCE_IN_PROGRESS when it must rejoin to move on. Its deadlines are the clas
 session, a rejoin deadline after REBALANCE_IN_PROGRESS and a SyncGroup deadline after a join,
 each fencing it when missed.
 
-`ClassicMembers` is one part of `GroupCoordinator`; the classic handlers route here when the
-group is a consumer group (classic/protocol.py).
+`ClassicMembers` is what classic/protocol.py's `ClassicGroups` hands a request for a group that
+is a consumer group.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
-from corral.groups.classic.protocol import JoinRequest, join_error, sync_error
+from corral.groups.classic.requests import JoinRequest, join_error, left, sync_error
+from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError, copy_member
 from corral.groups.consumer.migration import (
     PROTOCOL_TYPE,
@@ -36,35 +36,55 @@ from corral.groups.consumer.migration import (
     supports_classic_protocols,
 )
 from corral.groups.consumer.reconcile import MemberState
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.storage import consumer_records as cr
 from corral.later import Later
 from corral.observability.log_lines import fields
 from corral.uuids import random_uuid_text
 
 if TYPE_CHECKING:
-    from corral.groups.classic import ClassicGroup
+    from corral.groups.classic.rebalance import ClassicRebalance
+    from corral.groups.consumer.protocol import ConsumerGroups
     from corral.groups.consumer.target import TopicImage
+    from corral.groups.consumer.target_computation import TargetComputation
+    from corral.groups.consumer.writes import ConsumerWrites
+    from corral.groups.events import AnalyticsEvents
+    from corral.groups.limits import GroupLimits
     from corral.groups.timers import Timers
 
 log = logging.getLogger("corral.groups")
 
 
 class ClassicMembers:
-    # Given by GroupCoordinator (and ConsumerProtocol).
-    groups: dict
-    timers: Timers
-    settings: Any
-    rebalance_wait_ms: Callable[[int], int]
-    topics: TopicImage
-    migration: MigrationPolicy
-    max_size: int
+    """Classic requests to a group that is a consumer group; its members are reconciled by
+    `consumer` like any other."""
 
-    # ========================================================================= JoinGroup ===
+    def __init__(
+        self,
+        consumer: ConsumerGroups,
+        writes: ConsumerWrites,
+        targets: TargetComputation,
+        rebalance: ClassicRebalance,
+        groups: dict,
+        timers: Timers,
+        limits: GroupLimits,
+        topics: TopicImage,
+        migration: MigrationPolicy,
+        events: AnalyticsEvents,
+    ):
+        self.consumer = consumer
+        self.writes = writes
+        self.targets = targets
+        # An empty consumer group replaced by a classic one.
+        self.rebalance = rebalance
+        self.groups = groups
+        self.timers = timers
+        self.limits = limits
+        self.topics = topics
+        self.migration = migration
+        self.events = events
 
-    def classic_join_consumer(
-        self, group: ConsumerGroup, req: JoinRequest
-    ) -> dict[str, Any] | Later:
+    def join(self, group: ConsumerGroup, req: JoinRequest) -> dict[str, Any] | Later:
         """A JoinGroup to a non-empty consumer group (Kafka's classicGroupJoinToConsumerGroup):
         answered once the member's records are durable."""
         group_id = group.group_id
@@ -75,7 +95,7 @@ class ClassicMembers:
         instance_id = req.group_instance_id
         names = [name for name, _ in req.protocols]
         try:
-            self._check_size(group, member_id, instance_id)
+            self.consumer.check_size(group, member_id, instance_id)
         except GroupError:
             return join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, req.member_id)
         if not supports_classic_protocols(group, req.protocol_type, names):
@@ -114,7 +134,9 @@ class ClassicMembers:
         updated.regex = ""  # classic members have no regex subscription
         updated.client_id, updated.client_host = req.client_id, req.client_host
         updated.classic = cr.ClassicMetadata(req.session_timeout_ms, list(req.protocols))
-        group_epoch, changed = self._subscribe(group, member, updated, replaced, records, now)
+        group_epoch, changed = self.consumer.subscribe(
+            group, member, updated, replaced, records, now
+        )
         owned = by_id(subscription.owned, self.topics)
 
         rebalance = False
@@ -125,12 +147,12 @@ class ClassicMembers:
             rebalance = group.assignment_epoch < group_epoch
             current = updated.current
             if not rebalance:
-                current = self._reconcile_member(
+                current = self.consumer.reconcile_member(
                     group, group_epoch, member, updated, changed, owned, records, now
                 )
             records += self._downgrade_replacing(group, existing, updated, now)
         else:
-            current = self._reconcile_member(
+            current = self.consumer.reconcile_member(
                 group, group_epoch, member, updated, changed, owned, records, now
             )
         answer = {
@@ -143,13 +165,13 @@ class ClassicMembers:
             "member_id": updated.member_id,
             "members": [],
         }
-        written = self._write_consumer(group_id, records, downgrade_rebalance=rebalance)
+        written = self.writes.write(group_id, records, downgrade_rebalance=rebalance)
         joined = self.groups.get(group_id)
         if isinstance(joined, ConsumerGroup):  # not downgraded
             now_member = joined.members.get(updated.member_id)
             if now_member is not None:
                 self.timers.cancel(now_member.join_key)
-                self._arm_session(joined, now_member)
+                self.consumer.arm_session(joined, now_member)
                 self._arm_sync_deadline(joined, now_member, req.rebalance_timeout_ms)
         return written.map(lambda error: join_error(error, req.member_id) if error else answer)
 
@@ -179,7 +201,7 @@ class ClassicMembers:
         if unknown:
             if old is None:
                 return ConsumerMember(member_id), False
-            return self._replace_static(group, old, member_id, records), True
+            return self.consumer.replace_static(group, old, member_id, records), True
         if old is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if old.member_id != member_id:
@@ -195,7 +217,7 @@ class ClassicMembers:
         only consumer-protocol member."""
         if replaced.classic is not None or group.classic_members != len(group.members) - 1:
             return False
-        if not self.migration.downgrades or len(group.members) > self.max_size:
+        if not self.migration.downgrades or len(group.members) > self.limits.max_size:
             return False
         return True
 
@@ -219,25 +241,15 @@ class ClassicMembers:
             downgrade_record(group, members, targets, self.topics, now),
         ]
 
-    # ================================================================ group conversions ===
-
-    def _answer_parked(self, group: ClassicGroup, error: ErrorCode) -> None:
-        """Answers every parked JoinGroup and SyncGroup with `error` (the group is upgraded)."""
-        for member in group.members.values():
-            group.complete_join(member, join_error(error, member.member_id))
-            group.complete_sync(member, sync_error(error))
-
-    def replace_empty_consumer_group(self, group: ConsumerGroup) -> None:
+    def replace_empty_group(self, group: ConsumerGroup) -> None:
         """A classic join to an empty consumer group: its records are tombstoned (its offsets
         stay) and an empty classic group takes its place."""
-        self._write_consumer(group.group_id, group.tombstones())
+        self.writes.write(group.group_id, group.tombstones())
         log.info("group %s: the empty consumer group becomes a classic group", group.group_id)
         if group.group_id not in self.groups:
-            self._new_classic_group(group.group_id)
+            self.rebalance.new_group(group.group_id)
 
-    # ========================================================================= SyncGroup ===
-
-    def classic_sync_consumer(
+    def sync(
         self,
         group: ConsumerGroup,
         member_id: str,
@@ -265,7 +277,7 @@ class ClassicMembers:
             self._arm_join_deadline(group, member)
             return sync_error(ErrorCode.REBALANCE_IN_PROGRESS)
         self.timers.cancel(member.sync_key)
-        self._arm_session(group, member)
+        self.consumer.arm_session(group, member)
         return {
             "error_code": ErrorCode.NONE,
             "protocol_type": protocol_type,
@@ -275,9 +287,7 @@ class ClassicMembers:
             ),
         }
 
-    # ========================================================================= Heartbeat ===
-
-    def classic_heartbeat_consumer(
+    def heartbeat(
         self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int
     ) -> ErrorCode:
         """A Heartbeat to a consumer group (Kafka's classicGroupHeartbeatToConsumerGroup):
@@ -287,17 +297,19 @@ class ClassicMembers:
         if error:
             return error
         assert member is not None
-        self._arm_session(group, member)
+        self.consumer.arm_session(group, member)
         if group.group_epoch > group.assignment_epoch and group.classic_members == len(
             group.members
         ):
             # No consumer-protocol member heartbeats to compute the next target (Kafka waits for
             # a rejoin that nothing asks for): a classic heartbeat does.
             records: list = []
-            self._maybe_compute_target(group, group.group_epoch, member, member, records, wall_ms())
+            self.targets.maybe_compute_target(
+                group, group.group_epoch, member, member, records, wall_ms()
+            )
             if records:
-                self._write_consumer(group.group_id, records)
-            self._maybe_offload(group)
+                self.writes.write(group.group_id, records)
+            self.targets.maybe_offload(group)
         state = member.current.state
         if (
             member.epoch < group.assignment_epoch
@@ -329,16 +341,12 @@ class ClassicMembers:
             return None, ErrorCode.ILLEGAL_GENERATION
         return member, ErrorCode.NONE
 
-    # ======================================================================== LeaveGroup ===
-
-    def classic_leave_consumer(
-        self, group: ConsumerGroup, leaving: list[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
+    def leave(self, group: ConsumerGroup, leaving: list[tuple[str, str | None]]) -> Later:
         """A LeaveGroup to a consumer group (Kafka's classicGroupLeaveToConsumerGroup): the
         listed members, of either protocol, are fenced; an admin may name a static member by
         its instance id alone."""
         if group.deleting:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+            return Later.of((ErrorCode.COORDINATOR_NOT_AVAILABLE, []))
         errors: list[ErrorCode] = []
         fenced: dict[str, ConsumerMember] = {}
         for member_id, instance_id in leaving:
@@ -355,11 +363,12 @@ class ClassicMembers:
             self.events.consumer_member_gone(group, member, "leaves (LeaveGroup)")
             fenced[member.member_id] = member
             errors.append(ErrorCode.NONE)
+        written = None
         if fenced:
-            self._write_consumer(group.group_id, self._fence_records(group, list(fenced.values())))
-        return ErrorCode.NONE, errors
-
-    # ============================================================================ timers ===
+            written = self.writes.write(
+                group.group_id, self.consumer.fence_records(group, list(fenced.values()))
+            )
+        return left(errors, written)
 
     def _arm_join_deadline(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """A member told to rejoin must within its rebalance timeout (armed once, not moved by
@@ -373,7 +382,9 @@ class ClassicMembers:
                 member,
                 "the classic member failed to join within the rebalance timeout",
             )
-        self.timers.schedule(member.join_key, self.rebalance_wait_ms(member.rebalance_timeout_ms))
+        self.timers.schedule(
+            member.join_key, self.limits.rebalance_wait_ms(member.rebalance_timeout_ms)
+        )
 
     def _arm_sync_deadline(
         self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int
@@ -382,7 +393,7 @@ class ClassicMembers:
             member.sync_key = self.timers.register(
                 self._on_classic_deadline, group, member, "the member failed to sync within timeout"
             )
-        self.timers.schedule(member.sync_key, self.rebalance_wait_ms(timeout_ms))
+        self.timers.schedule(member.sync_key, self.limits.rebalance_wait_ms(timeout_ms))
 
     def _on_classic_deadline(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
-        self._fence(group, member, why)
+        self.consumer.fence(group, member, why)

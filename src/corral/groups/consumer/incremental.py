@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 from corral.groups.storage import consumer_records as cr
 
 if TYPE_CHECKING:
-    from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+    from corral.groups.consumer.member_state import ConsumerMember
+    from corral.groups.consumer.state import ConsumerGroup
     from corral.groups.consumer.target import TopicImage
 
 Target = Mapping[bytes, frozenset[int]]

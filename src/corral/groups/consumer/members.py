@@ -8,12 +8,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.errors import ErrorCode
+from corral.groups.consumer.member_state import ConsumerMember, preferred_of
 from corral.groups.consumer.reconcile import Reconciled
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember, preferred_of
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.storage import consumer_records as cr
+
+if TYPE_CHECKING:
+    from corral.groups.consumer.target import TopicImage
 
 
 class GroupError(Exception):
@@ -334,3 +338,39 @@ def regexes_after(group: ConsumerGroup, records: list) -> RegexesAfter:
         if isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX:
             changed[r.name] = None
     return RegexesAfter(group.regexes, changed)
+
+
+def update_regexes(
+    group: ConsumerGroup,
+    member: ConsumerMember,
+    updated: ConsumerMember,
+    previous: list[ConsumerMember],
+    records: list,
+    now: int,
+    image: TopicImage,
+    refresh_interval_ms: int,
+    topic_filter=None,
+) -> tuple[bool, bool]:
+    """(whether the epoch must bump, whether the member's regex changed). A new regex is
+    compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics the
+    heartbeat may describe (Kafka resolves it asynchronously, then bumps); a regex nobody
+    uses once `updated` replaces the `previous` members is tombstoned. Stale (see
+    on_topics_changed) or due regexes are resolved again."""
+    old, new = member.regex, updated.regex
+    due = regex_refresh_due(group, now, refresh_interval_ms)
+    refreshed = (due or group.regexes_stale and topic_filter is not None) and refresh_regexes(
+        group,
+        records,
+        lambda r: resolve_regex(r, image.names(), topic_filter),
+        image.version,
+        now,
+        renew_all=due,
+    )
+    if old == new:
+        return refreshed, False
+    if new and new not in group.regexes:
+        topics = resolve_regex(new, image.names(), topic_filter)
+        records.append(cr.RegexTopics(group.group_id, new, topics, image.version, now))
+    if old and regex_users_after(group, old, previous) <= 0:
+        records.append(cr.ConsumerTombstone(cr.REGEX, group.group_id, old))
+    return True, True

@@ -20,9 +20,10 @@ from corral import _core
 from corral.errors import ErrorCode
 from corral.groups.classic.state import CONSUMER_PROTOCOL_TYPE as PROTOCOL_TYPE
 from corral.groups.classic.state import vote
+from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError
 from corral.groups.consumer.reconcile import MemberState
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TopicImage, metadata_hash
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage import records as classic_records

@@ -3,13 +3,9 @@ ConsumerGroupHeartbeat (join, update, reconcile, leave), group epoch bumps, sess
 rebalance timeouts, static members and regex subscriptions; when targets are computed is
 target_computation.py's.
 
-`ConsumerProtocol` is one part of `GroupCoordinator` (coordinator.py). Every change follows one
-discipline: a handler decides from the group as it is and returns records plus an answer; the
-records are applied at once by the coordinator's `replay` (the function loading uses) and
-appended to the log; the answer leaves once they are durable (`_write_consumer`). As in Kafka,
-later requests of the group see the records' effect before the fsync; a failed write answers
-NOT_COORDINATOR and makes the group's next write rewrite the whole group, so the log again
-describes memory.
+Every change follows one discipline: a request decides from the group as it is and returns
+records plus an answer; `writes` (writes.py) applies the records at once through the coordinator's
+`replay` and appends them; the answer leaves once they are durable.
 """
 
 from __future__ import annotations
@@ -20,13 +16,12 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
 from corral.groups.classic import ClassicGroup, ClassicState
 from corral.groups.consumer.answer import assignment_answer, error_answer, heartbeat_interval_ms
 from corral.groups.consumer.assignment_records import EMPTY_ASSIGNMENT, as_record
+from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import (
     GroupError,
     HeartbeatRequest,
@@ -35,170 +30,77 @@ from corral.groups.consumer.members import (
     metadata_differs,
     names_after,
     preferred_assignor_after,
-    refresh_regexes,
-    regex_refresh_due,
     regex_topics,
-    regex_users_after,
     regexes_after,
     removal_records,
     replaced_members,
     resolve_regex,
+    update_regexes,
     updated_member,
 )
 from corral.groups.consumer.migration import (
     MigrationPolicy,
-    classic_protocols,
     downgrade_record,
     may_downgrade,
     upgrade_records,
 )
 from corral.groups.consumer.reconcile import FencedMember, MemberState, Reconciled, reconcile
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TopicImage, member_topic_ids, metadata_hash
 from corral.groups.consumer.target_computation import TargetComputation
-from corral.groups.consumer.view_mirror import apply_moves
 from corral.groups.storage import consumer_records as cr
-from corral.groups.storage.records import GroupMetadata, GroupTombstone
+from corral.groups.storage.records import GroupTombstone
 from corral.groups.timers import Timers
 from corral.later import Later
 from corral.observability.log_lines import fields
 from corral.uuids import random_uuid_text
 
 if TYPE_CHECKING:
-    from corral.assignors import AssignorRegistry
-    from corral.groups.storage.writer import CoordinatorLog
+    from corral.groups.classic.rebalance import ClassicRebalance
+    from corral.groups.consumer.writes import ConsumerWrites
+    from corral.groups.events import AnalyticsEvents
+    from corral.groups.limits import GroupLimits
 
 log = logging.getLogger("corral.groups")
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-# Records whose write pauses the network thread's moves of the group's members (above).
-_PAUSING_MOVES = (cr.TargetEpoch, cr.TargetMember, GroupMetadata, GroupTombstone)
 
 
-class ConsumerProtocol(TargetComputation):
-    # Given by GroupCoordinator.
-    groups: dict
-    log: CoordinatorLog
-    timers: Timers
-    settings: Any
-    rebalance_wait_ms: Callable[[int], int]
-    topics: TopicImage
-    assignors: AssignorRegistry
-    migration: MigrationPolicy
-    max_size: int
-    _nursery: trio.Nursery | None
-    group_setting: Callable[[str, str], Any]
+class ConsumerGroups:
+    """ConsumerGroupHeartbeat for consumer groups: joins, updates, reconciliation, leaves, and the
+    deadlines that fence members."""
+
     authorize_regexes = False  # an authorizer is on: regexes resolve with a heartbeat's context
 
-    # =========================================================================== writing ===
-
-    def _write_consumer(
+    def __init__(
         self,
-        group_id: str,
-        records: list,
-        batch: bytes | None = None,
-        downgrade_rebalance: bool = True,
-    ) -> Later:
-        """Applies `records` now (through `replay`) and appends them (as `batch` when they come
-        encoded); resolves with the write's error once durable. Records ending with a classic
-        group record downgrade the group, with a rebalance unless `downgrade_rebalance` is
-        False. The moves the network thread made before are applied first
-        (rust/consumer_epoch_moves.rs); while a write changes what a move is decided on (a new
-        target, the whole group rewritten, a conversion) the network thread moves none of the
-        group's members, so that none is moved to a target before the target is in the log.
-        Other writes (a member's own records) need no such pause: the view's lock orders a
-        move of a member before or after the replay (and so the append) of its records."""
-        path = self.log.core_commits
-        if path is None:
-            return self._write_consumer_now(group_id, records, batch, downgrade_rebalance)
-        group = self.groups.get(group_id)
-        pause = (
-            group is None
-            or getattr(group, "needs_rewrite", True)
-            or any(isinstance(r, _PAUSING_MOVES) for r in records)
-        )
-        if not pause:
-            self.apply_core_moves()
-            return self._write_consumer_now(group_id, records, batch, downgrade_rebalance)
-        path.python_writing_group(group_id, True)
-        try:
-            self.apply_core_moves()
-            return self._write_consumer_now(group_id, records, batch, downgrade_rebalance)
-        finally:
-            path.python_writing_group(group_id, False)
+        groups: dict,
+        writes: ConsumerWrites,
+        targets: TargetComputation,
+        rebalance: ClassicRebalance,
+        timers: Timers,
+        settings: Any,
+        limits: GroupLimits,
+        topics: TopicImage,
+        migration: MigrationPolicy,
+        events: AnalyticsEvents,
+        group_setting: Callable[[str, str], Any],
+    ):
+        self.groups = groups
+        self.writes = writes
+        self.targets = targets
+        # An upgrade answers the classic group's parked requests.
+        self.rebalance = rebalance
+        self.timers = timers
+        self.settings = settings
+        self.limits = limits
+        self.topics = topics
+        self.migration = migration
+        self.events = events
+        self.group_setting = group_setting
 
-    def _write_consumer_now(
-        self, group_id: str, records: list, batch: bytes | None, downgrade_rebalance: bool
-    ) -> Later:
-        group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup) and group.needs_rewrite:
-            records = [*group.all_records(), *records]
-            group.needs_rewrite = False
-            batch = None
-        downgrade = bool(records) and isinstance(records[-1], GroupMetadata)
-        protocols = classic_protocols(group, records) if downgrade else {}
-        for record in records:
-            self.replay(record)
-        if downgrade:
-            classic = self.groups.get(group_id)
-            if isinstance(classic, ClassicGroup):
-                self._downgraded(classic, protocols, downgrade_rebalance)
-        written = self.log.write(group_id, records, applied=True, batch=batch)
-
-        def failed(error: ErrorCode) -> None:
-            if error:
-                current = self.groups.get(group_id)
-                if isinstance(current, ConsumerGroup):
-                    current.needs_rewrite = True
-
-        written.then(failed)
-        return written
-
-    def apply_core_moves(self) -> None:
-        """Memory follows the members the network thread moved to their group's target epoch
-        since the last call (before any request is handled, and in every write of a consumer
-        group); a group one of whose moves did not become durable is rewritten whole by its
-        next write."""
-        path = self.log.core_commits
-        drained = path.drain_moves() if path is not None else None
-        if drained is None:
-            return
-        moved, failed = drained
-        by_group: dict[str, list[tuple[str, int, int]]] = {}
-        for group_id, member_id, epoch, previous in moved:
-            by_group.setdefault(group_id, []).append((member_id, epoch, previous))
-        for group_id, moves in by_group.items():
-            group = self.groups.get(group_id)
-            if isinstance(group, ConsumerGroup):
-                self.events.members_moved(group, apply_moves(group, moves))
-        for group_id in failed:
-            group = self.groups.get(group_id)
-            if isinstance(group, ConsumerGroup):
-                group.needs_rewrite = True
-
-    def _downgraded(
-        self, classic: ClassicGroup, protocols: dict[str, list[tuple[str, bytes]]], rebalance: bool
-    ) -> None:
-        """After a downgrade's records: the classic group's members support every protocol
-        they joined with (the record keeps only the chosen one), and rejoin if `rebalance`."""
-        for member in classic.members.values():
-            if member.member_id in protocols:
-                classic.update(
-                    member,
-                    protocols[member.member_id],
-                    member.rebalance_timeout_ms,
-                    member.session_timeout_ms,
-                    None,
-                )
-        if rebalance:
-            self._prepare_rebalance(
-                classic, "the group moved from the consumer to the classic protocol"
-            )
-
-    # ========================================================================= heartbeat ===
-
-    def consumer_heartbeat(self, req: HeartbeatRequest) -> Later:
+    def heartbeat(self, req: HeartbeatRequest) -> Later:
         """ConsumerGroupHeartbeat after its static validation (handlers/consumer.py): resolves
         to the version-independent answer once its records are durable."""
         try:
@@ -212,7 +114,7 @@ class ConsumerProtocol(TargetComputation):
             return Later.of(error_answer(e.code, str(e)))
         group_id = req.group_id
         if records:
-            written = self._write_consumer(group_id, records)
+            written = self.writes.write(group_id, records)
         else:
             written = Later.of(ErrorCode.NONE)
         group = self.groups.get(group_id)
@@ -221,18 +123,18 @@ class ConsumerProtocol(TargetComputation):
                 # A classic group became this group: its members' sessions start now.
                 for converted in group.members.values():
                     if not converted.session_key:
-                        self._arm_session(group, converted)
+                        self.arm_session(group, converted)
             member = group.members.get(answer["member_id"])
             moved = False
             if member is not None and answer["member_epoch"] >= 0:
-                self._arm_session(group, member)
+                self.arm_session(group, member)
                 moved = any(
                     isinstance(r, cr.CurrentAssignment) and r.member_id == member.member_id
                     for r in records
                 )
                 if moved:
-                    self._rebalance_timer(group_id, member, member.current)
-            self._maybe_offload(group)
+                    self.rebalance_timer(group_id, member, member.current)
+            self.targets.maybe_offload(group)
             if member is not None and answer["member_epoch"] >= 0:  # adaptive (answer.py)
                 answer["heartbeat_interval_ms"] = heartbeat_interval_ms(
                     group, member, moved, self.settings, self.group_setting, wall_ms()
@@ -245,13 +147,13 @@ class ConsumerProtocol(TargetComputation):
         records: list = []
         group, converted = self._group_for(req, records)
         member_id = req.member_id or random_uuid_text()  # v0: the coordinator names members
-        self._check_size(group, member_id, req.instance_id)
+        self.check_size(group, member_id, req.instance_id)
         member, replaced = self._member_for(group, req, member_id, records)
         updated = updated_member(member, req)
-        group_epoch, subscription_changed = self._subscribe(
+        group_epoch, subscription_changed = self.subscribe(
             group, member, updated, replaced, records, now, req.topic_filter
         )
-        current = self._reconcile_member(
+        current = self.reconcile_member(
             group, group_epoch, member, updated, subscription_changed, req.owned, records, now
         )
         group.regexes_stale &= req.topic_filter is None  # else refreshed in `records`
@@ -292,7 +194,7 @@ class ConsumerProtocol(TargetComputation):
             return self._upgrade(existing, records), True
         return ConsumerGroup(group_id), False  # created by the records below
 
-    def _check_size(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:
+    def check_size(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:
         """GROUP_MAX_SIZE_REACHED for a new member of a full group (a static member's instance
         id already in the group replaces or is refused, never grows it)."""
         max_size = self.settings["group.consumer.max.size"]
@@ -320,7 +222,7 @@ class ConsumerProtocol(TargetComputation):
         if classic.state is ClassicState.DEAD:
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"Group {gid} is being deleted.")
         converted = upgrade_records(classic, self.topics, self.settings["group.consumer.max.size"])
-        self._answer_parked(classic, ErrorCode.REBALANCE_IN_PROGRESS)
+        self.rebalance.answer_parked(classic, ErrorCode.REBALANCE_IN_PROGRESS)
         group = ConsumerGroup(gid)
         for record in converted:
             group.replay(record)
@@ -333,7 +235,7 @@ class ConsumerProtocol(TargetComputation):
         )
         return group
 
-    def _subscribe(
+    def subscribe(
         self,
         group: ConsumerGroup,
         member: ConsumerMember,
@@ -354,8 +256,16 @@ class ConsumerProtocol(TargetComputation):
             records.append(updated.metadata_record(group_id))
         # The members `updated` takes the place of: itself, a static member's old self.
         previous = replaced_members(group, member)
-        regex_bump, regex_changed = self._update_regexes(
-            group, member, updated, previous, records, now, topic_filter
+        regex_bump, regex_changed = update_regexes(
+            group,
+            member,
+            updated,
+            previous,
+            records,
+            now,
+            self.topics,
+            self.settings["group.consumer.regex.refresh.interval.ms"],
+            topic_filter,
         )
         assignor_changed = False
         if updated.server_assignor != member.server_assignor or (
@@ -383,7 +293,7 @@ class ConsumerProtocol(TargetComputation):
                 )
         return group_epoch, names_changed or regex_changed
 
-    def _reconcile_member(
+    def reconcile_member(
         self,
         group: ConsumerGroup,
         group_epoch: int,
@@ -397,7 +307,7 @@ class ConsumerProtocol(TargetComputation):
         """Kafka's steps 2 and 3: the target (computed now if due) and the member's next
         assignment toward it, its record appended when it changed. `owned`: what the client
         says it owns (None: not said)."""
-        target_epoch, target = self._maybe_compute_target(
+        target_epoch, target = self.targets.maybe_compute_target(
             group, group_epoch, member, updated, records, now
         )
         current = updated.current
@@ -448,7 +358,7 @@ class ConsumerProtocol(TargetComputation):
                     f"Static member {member_id} with instance id {instance_id} cannot "
                     f"join the group because the instance id is owned by {old.member_id} member.",
                 )
-            return self._replace_static(group, old, member_id, records), True
+            return self.replace_static(group, old, member_id, records), True
         if old is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if old.member_id != member_id:
@@ -460,7 +370,7 @@ class ConsumerProtocol(TargetComputation):
         check_epoch(old, req)
         return old, False
 
-    def _replace_static(
+    def replace_static(
         self, group: ConsumerGroup, old: ConsumerMember, member_id: str, records: list
     ) -> ConsumerMember:
         """A static member rejoining under a new id takes its old self's place (Kafka's
@@ -475,49 +385,6 @@ class ConsumerProtocol(TargetComputation):
         ]
         self.events.static_member_replaced(group, old, member_id)
         return new
-
-    # ===================================================================== regular exprs ===
-
-    def _update_regexes(
-        self,
-        group: ConsumerGroup,
-        member: ConsumerMember,
-        updated: ConsumerMember,
-        previous: list[ConsumerMember],
-        records: list,
-        now: int,
-        topic_filter=None,
-    ) -> tuple[bool, bool]:
-        """(whether the epoch must bump, whether the member's regex changed). A new regex is
-        compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics the
-        heartbeat may describe (Kafka resolves it asynchronously, then bumps); a regex nobody
-        uses once `updated` replaces the `previous` members is tombstoned. Stale (see
-        on_topics_changed) or due regexes are resolved again."""
-        old, new = member.regex, updated.regex
-        due = regex_refresh_due(
-            group, now, self.settings["group.consumer.regex.refresh.interval.ms"]
-        )
-        refreshed = (due or group.regexes_stale and topic_filter is not None) and refresh_regexes(
-            group,
-            records,
-            lambda r: resolve_regex(r, self.topics.names(), topic_filter),
-            self._topics_version(),
-            now,
-            renew_all=due,
-        )
-        if old == new:
-            return refreshed, False
-        if new and new not in group.regexes:
-            topics = resolve_regex(new, self.topics.names(), topic_filter)
-            records.append(cr.RegexTopics(group.group_id, new, topics, self._topics_version(), now))
-        if old and regex_users_after(group, old, previous) <= 0:
-            records.append(cr.ConsumerTombstone(cr.REGEX, group.group_id, old))
-        return True, True
-
-    def _topics_version(self) -> int:
-        return self.topics.version
-
-    # =========================================================================== leaving ===
 
     def _leave(self, req: HeartbeatRequest) -> tuple[list, dict[str, Any]]:
         group = self.groups.get(req.group_id)
@@ -573,16 +440,16 @@ class ConsumerProtocol(TargetComputation):
             )
             return [member.assignment_record(group.group_id, leaving)], answer
         self.events.consumer_member_gone(group, member, "leaves")
-        return self._fence_records(group, [member]), answer
+        return self.fence_records(group, [member]), answer
 
-    def _fence_records(self, group: ConsumerGroup, members: list[ConsumerMember]) -> list:
+    def fence_records(self, group: ConsumerGroup, members: list[ConsumerMember]) -> list:
         """Kafka's consumerGroupFenceMembers: the members' (distinct, of the group) tombstones,
         those of the regexes nobody uses any more, a bumped epoch (with the target epoch moved
         too if the group is now empty, KAFKA-20442). From the group's counts: it costs what
         leaves, not what stays, so a whole group leaving one by one costs O(members)."""
         gid = group.group_id
         staying = len(group.members) - len(members)
-        if may_downgrade(group, members, staying, self.migration, self.max_size):
+        if may_downgrade(group, members, staying, self.migration, self.limits.max_size):
             log.info("group %s: only classic members remain; it becomes a classic group", gid)
             leaving = {m.member_id for m in members}
             remaining = [m for m in group.members.values() if m.member_id not in leaving]
@@ -604,7 +471,7 @@ class ConsumerProtocol(TargetComputation):
             records.append(cr.TargetEpoch(gid, epoch, 0))
         return records
 
-    def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+    def fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         """Removes a member the coordinator gave up on (session or rebalance timeout)."""
         if (
             self.groups.get(group.group_id) is not group
@@ -613,11 +480,9 @@ class ConsumerProtocol(TargetComputation):
         ):
             return
         self.events.consumer_member_gone(group, member, why)
-        self._write_consumer(group.group_id, self._fence_records(group, [member]))
+        self.writes.write(group.group_id, self.fence_records(group, [member]))
 
-    # ============================================================================ timers ===
-
-    def _arm_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def arm_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if not member.session_key:
             member.session_key = self.timers.register(self._session_timeout, group, member)
             group.session_armed(member)  # steady heartbeats move it from the network thread
@@ -632,9 +497,9 @@ class ConsumerProtocol(TargetComputation):
         return self._on_session_timeout
 
     def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        self._fence(group, member, "the member session expired")
+        self.fence(group, member, "the member session expired")
 
-    def _rebalance_timer(self, group_id: str, member: ConsumerMember, current: Reconciled) -> None:
+    def rebalance_timer(self, group_id: str, member: ConsumerMember, current: Reconciled) -> None:
         """Arms the revocation deadline when the member enters (or stays in, changed)
         UNREVOKED_PARTITIONS, for the epoch it is at; cancels it otherwise."""
         if current.state is MemberState.UNREVOKED_PARTITIONS:
@@ -644,7 +509,7 @@ class ConsumerProtocol(TargetComputation):
                 )
             member.rebalance_epoch = current.epoch
             self.timers.schedule(
-                member.rebalance_key, self.rebalance_wait_ms(member.rebalance_timeout_ms)
+                member.rebalance_key, self.limits.rebalance_wait_ms(member.rebalance_timeout_ms)
             )
         elif member.rebalance_key:
             self.timers.cancel(member.rebalance_key)
@@ -660,32 +525,29 @@ class ConsumerProtocol(TargetComputation):
             and member.epoch == member.rebalance_epoch
             and member.current.state is MemberState.UNREVOKED_PARTITIONS
         ):
-            self._fence(
+            self.fence(
                 group, member, "it did not revoke its partitions within the rebalance timeout"
             )
 
-    def _cancel_member_timers(self, member: ConsumerMember) -> None:
+    def cancel_member_timers(self, member: ConsumerMember) -> None:
         for key in (member.session_key, member.rebalance_key, member.join_key, member.sync_key):
             if key:
                 self.timers.unregister(key)
         member.session_key = member.rebalance_key = member.join_key = member.sync_key = 0
 
-    def _arm_loaded_consumer_timers(self, group: ConsumerGroup) -> None:
+    def arm_loaded_timers(self, group: ConsumerGroup) -> None:
         """After loading: every member gets a fresh session (Kafka's onLoaded), members revoking
         partitions a fresh rebalance deadline."""
         for member in group.members.values():
-            self._arm_session(group, member)
+            self.arm_session(group, member)
             if member.current.state is MemberState.UNREVOKED_PARTITIONS:
-                self._rebalance_timer(group.group_id, member, member.current)
-
-    # ===================================================================== topic changes ===
+                self.rebalance_timer(group.group_id, member, member.current)
 
     def on_topics_changed(self, names: set[str]) -> None:
         """Topics were created or deleted: regexes are resolved again (an epoch bump when a
         result changed) and groups subscribed by name recompute their metadata hash at their
         next heartbeat (Kafka's onMetadataUpdate)."""
         now = wall_ms()
-        self.topics.version += 1
         for group in list(self.groups.values()):
             if not isinstance(group, ConsumerGroup) or group.deleting:
                 continue
@@ -699,7 +561,7 @@ class ConsumerProtocol(TargetComputation):
                 topics = resolve_regex(regex, self.topics.names())
                 if topics != resolution.topics:
                     records.append(
-                        cr.RegexTopics(group.group_id, regex, topics, self._topics_version(), now)
+                        cr.RegexTopics(group.group_id, regex, topics, self.topics.version, now)
                     )
             if records:
                 names_now = group.subscribed_topic_names(False)
@@ -709,5 +571,5 @@ class ConsumerProtocol(TargetComputation):
                         group.group_id, group.group_epoch + 1, metadata_hash(names_now, self.topics)
                     )
                 )
-                self._write_consumer(group.group_id, records)
-                self._maybe_offload(group)
+                self.writes.write(group.group_id, records)
+                self.targets.maybe_offload(group)

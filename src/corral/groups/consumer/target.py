@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from corral.assignors import GroupSpec, MemberSpec, run_assignor, subscription_type_of
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.member_state import ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage.records import encode_batch
 

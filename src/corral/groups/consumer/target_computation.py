@@ -1,7 +1,7 @@
 """When and how a consumer group's target is computed (reference/kip848.md §2.3-2.5): Kafka's
 batching (`group.consumer.assignment.interval.ms`), a new group's first target at once, an
 incremental target for a big homogeneous group (incremental.py), the assignor inline for a small
-group and in a worker thread for a big one. One part of `ConsumerProtocol` (protocol.py)."""
+group and in a worker thread for a big one. Held by `ConsumerGroups` (protocol.py) as `targets`."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from corral.assignors.builtin import UniformAssignor
 from corral.clock import wall_ms
 from corral.groups.consumer.assignment_records import EMPTY_ASSIGNMENT, as_sets
 from corral.groups.consumer.incremental import incremental_records
+from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import (
     others_than,
     preferred_assignor_after,
     regexes_after,
     replaced_members,
 )
-from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TargetInputs, TopicImage, encoded_result
 from corral.groups.consumer.view_mirror import mirror_group
 from corral.groups.storage import consumer_records as cr
@@ -30,7 +31,8 @@ from corral.observability.log_lines import fields
 
 if TYPE_CHECKING:
     from corral.assignors import AssignorRegistry
-    from corral.later import Later
+    from corral.groups.consumer.writes import ConsumerWrites
+    from corral.groups.metrics import GroupMetrics
 
 log = logging.getLogger("corral.groups")
 
@@ -40,16 +42,26 @@ OFFLOAD_ABOVE = 20_000
 
 
 class TargetComputation:
-    # Given by GroupCoordinator and ConsumerProtocol.
-    groups: dict
-    topics: TopicImage
-    assignors: AssignorRegistry
-    metrics: Any
-    _nursery: trio.Nursery | None
-    group_setting: Callable[[str, str], Any]
-    _write_consumer: Callable[..., Later]
+    def __init__(
+        self,
+        groups: dict,
+        topics: TopicImage,
+        assignors: AssignorRegistry,
+        metrics: GroupMetrics,
+        group_setting: Callable[[str, str], Any],
+        writes: ConsumerWrites,
+    ):
+        self.groups = groups
+        self.topics = topics
+        self.assignors = assignors
+        self.metrics = metrics
+        self.group_setting = group_setting
+        self.writes = writes
+        # Where offloaded computations run: the coordinator's nursery, once it runs (None:
+        # every computation is inline).
+        self.nursery: trio.Nursery | None = None
 
-    def _maybe_compute_target(
+    def maybe_compute_target(
         self,
         group: ConsumerGroup,
         group_epoch: int,
@@ -78,7 +90,7 @@ class TargetComputation:
             member.member_id in group.members
         )  # no other member
         if not first and self._offloads(group, extra=1):
-            return current  # _maybe_offload starts it once these records are applied
+            return current  # maybe_offload starts it once these records are applied
         members = [*others_than(group, member), updated]
         inputs = TargetInputs.of(
             group, group_epoch, members, self.topics, regexes_after(group, records)
@@ -142,14 +154,14 @@ class TargetComputation:
         its members plus subscribed partitions (what the built-ins are linear in) are many."""
         if (
             not self.group_setting(group.group_id, "consumer.assignor.offload.enable")
-            or self._nursery is None
+            or self.nursery is None
         ):
             return False
         topics = (self.topics.topic(name) for name in group.subscribed_topic_names())
         size = len(group.members) + extra + sum(t.partitions for t in topics if t is not None)
         return size > OFFLOAD_ABOVE
 
-    def _maybe_offload(self, group: ConsumerGroup) -> None:
+    def maybe_offload(self, group: ConsumerGroup) -> None:
         """A due target without waiting for a heartbeat: moved at once when that costs what
         moves (a leave from a big homogeneous group), or computed in a worker thread for a big
         group."""
@@ -161,7 +173,7 @@ class TargetComputation:
             return  # up to date, running or batched
         moved = self._incremental(group, group.group_epoch, wall_ms())
         if moved is not None:
-            self._write_consumer(group.group_id, moved)
+            self.writes.write(group.group_id, moved)
         elif self._offloads(group):
             self._offload(group)
 
@@ -169,7 +181,7 @@ class TargetComputation:
         inputs = TargetInputs.of(group, group.group_epoch, group.members.values(), self.topics)
         group.computing_epoch = inputs.epoch
         assignor = self.assignors.get(group.preferred_assignor()) or self.assignors.default
-        self._nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
+        self.nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
 
     async def _compute_offloaded(
         self, group: ConsumerGroup, inputs: TargetInputs, assignor
@@ -208,6 +220,6 @@ class TargetComputation:
                 if not isinstance(r, cr.TargetMember) or r.member_id in group.members
             ]
             batch = None
-        self._write_consumer(group.group_id, records, batch)
+        self.writes.write(group.group_id, records, batch)
         # Epoch bumps while it ran: the next computation, if batching allows it now.
-        self._maybe_offload(group)
+        self.maybe_offload(group)

@@ -1,6 +1,6 @@
-"""What a consumer group tells the network thread's view (rust/consumer_heartbeat_view.rs):
+"""What a consumer group tells the network thread's view (rust/groups/consumer_heartbeat_view.rs):
 enough to answer its members' steady heartbeats, to judge their commits and to move a member
-to a new target epoch (rust/consumer_epoch_moves.rs). `ConsumerGroup` calls these as its
+to a new target epoch (rust/groups/consumer_epoch_moves.rs). `ConsumerGroup` calls these as its
 records are applied and its flags change; `apply_moves` takes back the moves the network
 thread made."""
 
@@ -14,7 +14,8 @@ from corral.groups.consumer.reconcile import MemberState, Reconciled
 from corral.groups.storage import consumer_records as cr
 
 if TYPE_CHECKING:
-    from corral.groups.consumer.state import ConsumerGroup, ConsumerMember
+    from corral.groups.consumer.member_state import ConsumerMember
+    from corral.groups.consumer.state import ConsumerGroup
 
 
 def mirror_group(group: ConsumerGroup) -> None:

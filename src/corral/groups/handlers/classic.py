@@ -8,7 +8,7 @@ from typing import Any
 
 from corral.errors import ErrorCode
 from corral.groups.classic import JoinRequest, join_error, sync_error
-from corral.later import Later, first_error
+from corral.later import Later
 from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation, ResourceType
 from corral.security.authorize import allowed, group_read
@@ -98,8 +98,8 @@ def _shape_sync(result: dict[str, Any], version: int) -> dict[str, Any]:
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
 def heartbeat(broker, request) -> bytes:
-    # A short path (rust/fast_paths.rs): decoded by the core, which answers the steady state from
-    # the HeartbeatView itself; the rest comes here as a HeartbeatRequest (no dicts).
+    # A short path (rust/short_paths/mod.rs): decoded by the core, which answers the steady state
+    # from the HeartbeatView itself; the rest comes here as a HeartbeatRequest (no dicts).
     hb = request.typed
     group_id = hb.group_id
     if not group_read(broker, request, group_id):
@@ -123,11 +123,9 @@ def leave_group(broker, request) -> Later:
         return _shape_leave(version, leaving, ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     if not body["group_id"]:
         return _shape_leave(version, leaving, ErrorCode.INVALID_GROUP_ID, [])
-    with coordinator.log.for_request() as writes:
-        group_error, errors = coordinator.leave(body["group_id"], leaving)
     # The last member leaving writes the empty group's record: answered once it is durable.
-    return first_error(writes).map(
-        lambda error: _shape_leave(version, leaving, error or group_error, [] if error else errors)
+    return coordinator.leave(body["group_id"], leaving).map(
+        lambda answer: _shape_leave(version, leaving, *answer)
     )
 
 

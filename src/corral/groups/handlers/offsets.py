@@ -17,9 +17,9 @@ from corral.security.authorize import GROUP, TOPIC, allowed, filter_allowed, gro
 
 @handles(ApiKey.OFFSET_COMMIT, 2, 9)
 def offset_commit(broker, request) -> bytes | Later:
-    # The steady-state write of every consumer: a short path (rust/fast_paths.rs), kept as the
+    # The steady-state write of every consumer: a short path (rust/short_paths/mod.rs), kept as the
     # Rust struct (an OffsetCommitRequest) and checked per partition in the core
-    # (rust/offset_commit.rs); the group-level rules are the coordinator's.
+    # (rust/short_paths/offset_commit.rs); the group-level rules are the coordinator's.
     commit = request.typed
     group_id, retention = commit.group_id, commit.retention_time_ms
     unauthorized: set[str] = set()

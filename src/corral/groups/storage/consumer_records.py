@@ -108,7 +108,7 @@ class CurrentAssignment:
     assigned_epochs: AssignmentEpochs = field(default_factory=dict)
     pending_epochs: AssignmentEpochs = field(default_factory=dict)
     # Its value bytes once encoded (`value_of`): the network thread's view keeps them for a
-    # member it may move (rust/consumer_epoch_moves.rs), and the write then reuses them.
+    # member it may move (rust/groups/consumer_epoch_moves.rs), and the write then reuses them.
     encoded: bytes | None = field(default=None, compare=False, repr=False)
 
 

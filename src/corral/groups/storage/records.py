@@ -12,7 +12,7 @@ is a tombstone. Schemas: apache/kafka group-coordinator/src/main/resources/commo
 OffsetCommitKey/Value, GroupMetadataKey/Value. Written versions: OffsetCommitValue v3 (v1 when
 the commit carries an explicit expiry, as Kafka does), GroupMetadataValue v3. All of these are
 non-flexible: int16-length strings (-1 for null), int32-length bytes, int32-counted arrays.
-Offset records are encoded by the compiled core only (rust/log/offset_records.rs); this module
+Offset records are encoded by the compiled core only (rust/groups/offset_records.rs); this module
 decodes them and encodes group metadata.
 """
 

@@ -1,8 +1,10 @@
 """Snapshots of the coordinator's state, so that a restart does not replay the whole log.
 
-A snapshot is the coordinator's state written as `__consumer_offsets` records (the very bytes the
-log holds: every committed offset and every group's metadata record) plus, per partition of the
-log, the offset from which replay continues. Loading = the snapshot's records, then the log from
+A snapshot is a coordinator shard's state written as `__consumer_offsets` records (the very bytes
+the log holds: every committed offset and every group's metadata record) plus, for its partition
+of the log, the offset from which replay continues. Each shard has its own file,
+`__consumer_offsets-<partition>.snapshot`; `FILE_NAME` is the single snapshot of every partition
+that data dirs written before shards hold (read once, then replaced). Loading = the snapshot's records, then the log from
 those offsets on, in order; a key rewritten after the snapshot point simply ends with its latest
 record, so replaying a little more than needed is harmless.
 

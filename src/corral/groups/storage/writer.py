@@ -12,7 +12,6 @@ flusher: every write waiting when a pass starts is covered by it.
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -50,23 +49,13 @@ class CoordinatorLog:
     """What the coordinator writes to and loads from. `replay` is set by the coordinator."""
 
     replay: Replay
+    # The log's partitions: one coordinator shard each.
+    partitions = 1
     # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
     appends = 0
-    # The network thread's OffsetCommit writer (rust/commit_path.rs), if this log has one.
+    # The network thread's OffsetCommit writer (rust/short_paths/commit_path.rs), if this log has
+    # one.
     core_commits: _core.CommitPath | None = None
-    # While a request is handled (`for_request`), the writes it caused, wherever they were made.
-    _request: list[Later] | None = None
-
-    @contextlib.contextmanager
-    def for_request(self) -> Iterator[list[Later]]:
-        """Collects the writes made inside the block (a LeaveGroup that empties its group writes
-        from deep in the classic machine); `first_error(writes)` answers once all are durable."""
-        outer, writes = self._request, []
-        self._request = writes
-        try:
-            yield writes
-        finally:
-            self._request = outer
 
     def write(
         self,
@@ -79,10 +68,7 @@ class CoordinatorLog:
         returned Later with NONE, or with WRITE_FAILED (nothing replayed). `applied`: the
         caller replayed them already (consumer groups, whose next request must see them).
         `batch`: their RecordBatch, when the caller encoded them (in a worker thread)."""
-        done = self._write(group_id, records, applied, batch)
-        if self._request is not None:
-            self._request.append(done)
-        return done
+        return self._write(group_id, records, applied, batch)
 
     def _write(
         self, group_id: str, records: list[Record], applied: bool, batch: bytes | None
@@ -97,12 +83,22 @@ class CoordinatorLog:
         """`then()`, once commits of the group written outside Python are applied."""
         return then()
 
+    def partition_of(self, group_id: str) -> int:
+        return 0
+
+    def pending_in(self, partition: int) -> bool:
+        """Whether writes to `partition` await their fsync."""
+        return False
+
     def positions(self) -> dict[int, int]:
         """Per partition, where replay must start for a snapshot of the current state."""
         return {}
 
-    def read(self, positions: dict[int, int] | None = None) -> Iterator[KeyValue]:
-        """The records from `positions` (default: the log start)."""
+    def read(
+        self, positions: dict[int, int] | None = None, only: int | None = None
+    ) -> Iterator[KeyValue]:
+        """The records from `positions` (default: the log start), of every partition or of
+        partition `only`."""
         return iter(())
 
     async def run(self) -> None:
@@ -161,6 +157,17 @@ class DurableLog(CoordinatorLog):
         # `core_commits` takes a group's commits only while no write of ours touching its
         # offsets is pending, so the offset map is applied in log order (counted here).
         self._offset_writes: dict[str, int] = {}
+
+    @property
+    def partitions(self) -> int:
+        return self.topic.partitions
+
+    def pending_in(self, partition: int) -> bool:
+        if any(write.partition == partition for write in self._pending):
+            return True
+        return self.core_commits is not None and partition in dict(
+            self.core_commits.oldest_in_flight()
+        )
 
     def partition_of(self, group_id: str) -> int:
         # Java's String.hashCode in Python is costly per commit: remember each group's partition.
@@ -308,10 +315,12 @@ class DurableLog(CoordinatorLog):
             for partition in range(self.topic.partitions)
         }
 
-    def read(self, positions: dict[int, int] | None = None) -> Iterator[KeyValue]:
-        """The topic's records from `positions` (default: the log start), partition by partition:
-        (key, value or None)."""
-        for partition in range(self.topic.partitions):
+    def read(
+        self, positions: dict[int, int] | None = None, only: int | None = None
+    ) -> Iterator[KeyValue]:
+        """The topic's records from `positions` (default: the log start), partition by partition
+        (or of partition `only`): (key, value or None)."""
+        for partition in range(self.topic.partitions) if only is None else (only,):
             start, end = self.logs.offsets(self.topic, partition)
             offset = start
             if positions is not None and partition in positions:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import trio
 
 from corral.load.heartbeat_pump import HeartbeatPump
-from corral.load.runner import LoadError
+from corral.load.probe import LoadError
 from corral.load.scenarios.common import Ramp, add_ramp_arguments, member_rate, stay_in_group
 from corral.network.apis import ApiKey
 

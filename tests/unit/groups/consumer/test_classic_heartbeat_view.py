@@ -35,12 +35,14 @@ class Checked(ClassicClient):
     def heartbeat(self) -> ErrorCode:
         view = self.c.consumer_heartbeat_view
         short = view.classic_answer("g", self.member_id, self.instance_id, self.generation)
-        before = len(self.c.log.pairs)
+        before = len(self.c.writer.pairs)
         code = super().heartbeat()
         if short is not None:
             Checked.answered += 1
             assert (short, code) == (NONE, ErrorCode.NONE)
-            assert len(self.c.log.pairs) == before, "the coordinator wrote for a steady heartbeat"
+            assert len(self.c.writer.pairs) == before, (
+                "the coordinator wrote for a steady heartbeat"
+            )
         return code
 
 

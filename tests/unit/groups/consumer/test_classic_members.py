@@ -188,10 +188,9 @@ def test_classic_leave_fences_members_of_either_protocol():
     converge(d)
     group = d.group
     epoch = group.group_epoch
-    with c.log.for_request():
-        error, errors = c.leave(
-            "g", [(y.member_id, None), ("", "ix"), ("other", "ix"), ("nobody", None)]
-        )
+    left = c.leave("g", [(y.member_id, None), ("", "ix"), ("other", "ix"), ("nobody", None)])
+    assert left.resolved  # the write of the fenced members is durable at once here
+    error, errors = left.value
     assert error == ErrorCode.NONE
     # The admin removal by instance id alone works; a wrong member id for it is fenced.
     assert errors == [
@@ -204,8 +203,7 @@ def test_classic_leave_fences_members_of_either_protocol():
     assert group.group_epoch == epoch + 1
     # A consumer member removed by a classic LeaveGroup.
     a = d.clients["a"]
-    with c.log.for_request():
-        assert c.leave("g", [(a.member_id, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+    assert c.leave("g", [(a.member_id, None)]).value == (ErrorCode.NONE, [ErrorCode.NONE])
     assert not group.members and group.state_name == "Empty"
 
 
@@ -223,7 +221,7 @@ def test_classic_join_to_an_empty_consumer_group_converts_it_keeping_offsets():
     assert isinstance(group, ClassicGroup)
     assert c.offsets.map.count("g") == 1
     # The consumer records are tombstoned: a restart finds the classic group with its offset.
-    reloaded = restarted(topics, c.log)
+    reloaded = restarted(topics, c.writer)
     assert isinstance(reloaded.groups["g"], ClassicGroup) and reloaded.offsets.map.count("g") == 1
 
 
@@ -398,7 +396,7 @@ def test_downgrade_refused_by_the_policy_keeps_a_consumer_group(policy):
 
 def test_downgrade_refused_above_group_max_size():
     topics, tid, c, d, x, y = upgraded()
-    c.max_size = 1
+    c.limits.max_size = 1
     d.leave("a")
     assert isinstance(c.groups["g"], ConsumerGroup)
 
@@ -546,7 +544,7 @@ def test_replaying_the_log_of_a_migration_rebuilds_the_same_groups():
 def restarted(topics: Topics, log: RecordingLog):
     """A coordinator loaded from what `log` holds, as after a restart."""
     reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
-    reloaded.log.read = lambda positions=None: iter(log.pairs)
+    reloaded.writer.read = lambda positions=None, only=None: iter(log.pairs)
     reloaded.load()
     return reloaded
 

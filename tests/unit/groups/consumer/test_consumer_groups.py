@@ -556,7 +556,7 @@ def test_replaying_the_log_rebuilds_the_groups(seed):
         assert any(live.values())
         loaded = make_coordinator(topics)
         loaded._loading = True
-        loaded._replay_all(log.pairs)
+        loaded.replay_all(log.pairs)
         loaded._loading = False
     assert _durable_state(loaded) == live
 
@@ -582,15 +582,15 @@ def test_a_snapshot_made_while_the_groups_change_plus_the_log_after_it_rebuilds_
         assert any(live.values())
         loaded = make_coordinator(topics)
         loaded._loading = True
-        loaded._replay_all(snapshot)
-        loaded._replay_all(log.pairs[position:])
+        loaded.replay_all(snapshot)
+        loaded.replay_all(log.pairs[position:])
         loaded._loading = False
     assert _durable_state(loaded) == live
 
 
 def test_failed_write_answers_not_coordinator_and_the_next_write_rewrites_the_group():
     topics, tid, c, d = setup()
-    log = c.log
+    log = c.writer
     d.join("a")
     log.fail_next = 1
     r = d.join("b")
@@ -602,5 +602,5 @@ def test_failed_write_answers_not_coordinator_and_the_next_write_rewrites_the_gr
     assert not d.group.needs_rewrite
     assert len(log.pairs) - before > 5  # the whole group again
     loaded = make_coordinator(topics)
-    loaded._replay_all(log.pairs)
+    loaded.replay_all(log.pairs)
     assert _durable_state(loaded) == _durable_state(c)

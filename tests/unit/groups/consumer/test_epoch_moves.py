@@ -1,5 +1,5 @@
 """The network thread moving a consumer-group member to its group's new target epoch
-(rust/consumer_epoch_moves.rs), when the target did not change the member's partitions, in
+(rust/groups/consumer_epoch_moves.rs), when the target did not change the member's partitions, in
 process, against the coordinator: whenever the view would move a member, the coordinator answers
 that heartbeat with the same epoch and no assignment and writes exactly the record the network
 thread writes (a randomized differential run), and the interval rule is answer.py's. Over TCP:

@@ -1,5 +1,5 @@
 """The view behind the network thread's short path for steady-state ConsumerGroupHeartbeats
-(rust/consumer_heartbeat_view.rs), in process, against the coordinator: whenever the view would
+(rust/groups/consumer_heartbeat_view.rs), in process, against the coordinator: whenever the view would
 answer a heartbeat, the coordinator would have answered the same and written nothing (a
 randomized differential run), and the view follows the group through computations, topic changes,
 deletion and conversion. Over the wire: tests/wire/test_consumer_short_path.py."""
@@ -152,7 +152,7 @@ def test_a_fenced_member_leaves_the_view_and_its_session_timer_goes():
     member = d.group.members[a.member_id]
     key = member.session_key
     assert key and coordinator.consumer_heartbeat_view.contents()["g"][3][a.member_id][6] == key
-    coordinator._fence(d.group, member, "test")
+    coordinator.shard_of(d.group.group_id).consumer.fence(d.group, member, "test")
     assert a.member_id not in coordinator.consumer_heartbeat_view.contents()["g"][3]
     assert view_answer(coordinator, "g", a) is None
     assert key not in coordinator.timers.wheel and key not in coordinator.timers.callbacks

@@ -250,7 +250,9 @@ async def _first_target(tmp_path, always_offload):
         snapshot_path=tmp_path / "snapshot",
     )
     if always_offload:
-        coordinator._offloads = lambda group, extra=0: coordinator._nursery is not None
+        coordinator.shards[0].targets._offloads = lambda group, extra=0: (
+            coordinator._nursery is not None
+        )
     async with trio.open_nursery() as nursery:
         nursery.start_soon(coordinator.run)
         while coordinator._nursery is None:

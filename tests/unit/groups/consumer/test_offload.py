@@ -75,6 +75,6 @@ async def _scenario(tmp_path):
     assert {len(t.get(big, ())) for t in group.target.values()} == {8}
     # The records were encoded in the worker thread: the log holds exactly what memory does.
     loaded = make_coordinator(topics)
-    loaded._replay_all(coordinator.log.pairs)
+    loaded.replay_all(coordinator.writer.pairs)
     assert loaded.groups["big"].target == group.target
     assert loaded.groups["big"].assignment_epoch == group.assignment_epoch

@@ -137,7 +137,7 @@ class Fleet:
         recs += [cr.GroupEpoch(gid, size + 1, hash_), cr.TargetEpoch(gid, 2, now)]
         for record in recs:
             self.c.replay(record)
-        self.c._arm_loaded_consumer_timers(self.group)
+        self.c.shard_of(self.group.group_id).consumer.arm_loaded_timers(self.group)
 
     def _heartbeat(self, req) -> dict:
         answer = self.c.consumer_heartbeat(req).value
@@ -219,7 +219,7 @@ class Fleet:
         )
 
     def classic_leave(self, member_id: str) -> None:
-        assert self.c.leave(self.group_id, [(member_id, None)]) == (
+        assert self.c.leave(self.group_id, [(member_id, None)]).value == (
             ErrorCode.NONE,
             [ErrorCode.NONE],
         )

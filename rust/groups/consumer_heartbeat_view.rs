@@ -40,8 +40,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
-use crate::consumer_epoch_moves::Judged;
-use crate::timer_wheel::{monotonic_ms, PyTimerWheel, Wheel};
+use crate::groups::consumer_epoch_moves::Judged;
+use crate::groups::timer_wheel::{monotonic_ms, PyTimerWheel, Wheel};
 
 #[derive(Default)]
 pub(crate) struct MemberView {

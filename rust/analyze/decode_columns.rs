@@ -20,7 +20,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::batch::{self, crc_ok, Header, HEADER_LEN};
+use crate::log::batch::{self, crc_ok, Header, HEADER_LEN};
 
 const OFFSET_COMMIT_KEY_V0: i16 = 0;
 const OFFSET_COMMIT_KEY: i16 = 1;
@@ -425,9 +425,9 @@ pub fn decode_analytics_records<'py>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::batch::{build, KeyValue, NO_PRODUCER};
-    use super::super::offset_records::{offset_key, offset_value};
     use super::*;
+    use crate::groups::offset_records::{offset_key, offset_value};
+    use crate::log::batch::{build, KeyValue, NO_PRODUCER};
     use std::io::Write;
 
     fn commit_record(group: &str, topic: &str, partition: i32, offset: i64, ms: i64) -> KeyValue {

@@ -43,10 +43,10 @@ use kafka_protocol::messages::OffsetCommitRequest;
 use kafka_protocol::ResponseError;
 use pyo3::prelude::*;
 
-use crate::log::offset_records::{commit_batch, TopicCommits};
+use crate::groups::offset_map::{OffsetMap, PyOffsetMap};
+use crate::groups::offset_records::{commit_batch, TopicCommits};
 use crate::log::LogStore;
-use crate::offset_commit::{encode_answer, metadata_too_large, PartitionCodes};
-use crate::offset_map::{OffsetMap, PyOffsetMap};
+use crate::short_paths::offset_commit::{encode_answer, metadata_too_large, PartitionCodes};
 
 const NONE: i16 = 0;
 /// Kafka maps a failed coordinator append or fsync to NOT_COORDINATOR.

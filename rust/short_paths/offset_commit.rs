@@ -1,5 +1,5 @@
-//! OffsetCommit's short path (fast_paths.rs): the steady-state write of every consumer, decoded
-//! where it is read and checked partition by partition in the core.
+//! OffsetCommit's short path (short_paths/mod.rs): the steady-state write of every consumer,
+//! decoded where it is read and checked partition by partition in the core.
 //!
 //! Python gets the Rust struct as an `OffsetCommitRequest`: it reads the header fields, decides
 //! the group-level answer (generation, member: the coordinator's rules), and hands the partition
@@ -24,9 +24,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::commit_path::{ReplyTo, Took};
-use crate::fast_paths::{short_path_request, FastPath, Sender, Views};
-use crate::header;
+use crate::codec::header;
+use crate::short_paths::commit_path::{ReplyTo, Took};
+use crate::short_paths::{short_path_request, Sender, ShortPath, Views};
 use kafka_protocol::ResponseError;
 
 const NONE: i16 = 0;
@@ -39,7 +39,7 @@ short_path_request! {
     OffsetCommit, "OffsetCommitRequest", OffsetCommitRequest
 }
 
-impl FastPath for OffsetCommit {
+impl ShortPath for OffsetCommit {
     /// Counts the commit as takeable (on the view that accepts it) when a view says the group
     /// accepts it; always None (the network thread then offers it to the commit path, `take`).
     fn answer(&self, views: &Views, _sender: &Sender<'_>) -> Option<(Bytes, i16)> {

@@ -6,7 +6,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::limits::Head;
+use crate::network::limits::Head;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum FrameError {

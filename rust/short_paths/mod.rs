@@ -3,11 +3,11 @@
 //!
 //! Every other request reaches Python as a dict of its schema's fields, decoded under the GIL
 //! (`Request.body`). The steady-state requests of group members are too frequent for that: each
-//! has one entry in the `fast_paths!` table below, naming a frozen #[pyclass] that implements
-//! `FastPath` (it holds the decoded struct). For these, `connection::receive` decodes the body
-//! where the frame is read (the network thread; `Connection` in process) and then:
+//! has one entry in the `short_paths!` table below, naming a frozen #[pyclass] that implements
+//! `ShortPath` (it holds the decoded struct). For these, `requests::receive` (codec/requests.rs)
+//! decodes the body where the frame is read (the network thread; `Connection` in process) and then:
 //!
-//! - `FastPath::answer` may answer it there and then, without Python (Heartbeat, from the
+//! - `ShortPath::answer` may answer it there and then, without Python (Heartbeat, from the
 //!   `HeartbeatView` or, for a classic member of a consumer group, the `ConsumerHeartbeatView`;
 //!   ConsumerGroupHeartbeat, from the `ConsumerHeartbeatView`); an OffsetCommit the views accept
 //!   may be taken by the commit path (`Decoded::take`, commit_path.rs), which appends it and
@@ -20,22 +20,27 @@
 //! A body that does not decode closes the connection as any other request's does (the reason
 //! goes to Python, which logs it and closes, after the answers before it).
 //!
-//! A new short path is a `short_path_request!` type, its `FastPath` impl and one line in the
+//! A new short path is a `short_path_request!` type, its `ShortPath` impl and one line in the
 //! table; `Views` gains what its `answer` reads, if anything.
+
+pub(crate) mod commit_path;
+pub(crate) mod consumer_heartbeat;
+pub(crate) mod heartbeat;
+pub(crate) mod offset_commit;
 
 use anyhow::Result;
 use bytes::Bytes;
 use kafka_protocol::protocol::{Decodable, Request as KafkaRequest};
 use pyo3::prelude::*;
 
-use crate::commit_path::{CommitPath, Took};
-use crate::consumer_heartbeat::ConsumerHeartbeat;
-use crate::consumer_heartbeat_view::ConsumerHeartbeatView;
-use crate::header::RequestPrefix;
-use crate::heartbeat::Heartbeat;
-use crate::heartbeat_view::HeartbeatView;
-use crate::offset_commit::OffsetCommit;
+use crate::codec::header::RequestPrefix;
+use crate::groups::consumer_heartbeat_view::ConsumerHeartbeatView;
+use crate::groups::heartbeat_view::HeartbeatView;
 use crate::pyconv::ToPy;
+use commit_path::{CommitPath, Took};
+use consumer_heartbeat::ConsumerHeartbeat;
+use heartbeat::Heartbeat;
+use offset_commit::OffsetCommit;
 
 /// What a short path's request type holds: the decoded body and what answering it needs
 /// (version, correlation id). `short_path_request!` declares the type and implements this.
@@ -49,7 +54,7 @@ pub trait Holds: Sized {
 }
 
 /// A short path's request type: a frozen #[pyclass] (declared by `short_path_request!`).
-pub trait FastPath: Holds {
+pub trait ShortPath: Holds {
     /// The whole response frame and its error code when the network thread can answer by
     /// itself; None: Python answers. Runs without the GIL.
     fn answer(&self, _views: &Views, _sender: &Sender<'_>) -> Option<(Bytes, i16)> {
@@ -69,10 +74,10 @@ macro_rules! short_path_request {
             correlation_id: i32,
         }
 
-        impl crate::fast_paths::Holds for $name {
+        impl crate::short_paths::Holds for $name {
             type Body = $body;
 
-            fn new(body: $body, prefix: &crate::header::RequestPrefix) -> Self {
+            fn new(body: $body, prefix: &crate::codec::header::RequestPrefix) -> Self {
                 $name { body, api_version: prefix.api_version, correlation_id: prefix.correlation_id }
             }
 
@@ -101,7 +106,7 @@ pub struct Sender<'a> {
     pub client_host: &'a str,
 }
 
-macro_rules! fast_paths {
+macro_rules! short_paths {
     ($($variant:ident($named:ty);)*) => {
         /// A short path's request, decoded: plain Rust until `into_py`, so it is made and
         /// answered without the GIL.
@@ -164,7 +169,7 @@ macro_rules! fast_paths {
         }
 
         /// Adds the named types to the module.
-        pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        fn register_requests(m: &Bound<'_, PyModule>) -> PyResult<()> {
             $(m.add_class::<$named>()?;)*
             Ok(())
         }
@@ -175,14 +180,22 @@ macro_rules! fast_paths {
 }
 
 // The table, one line per short path: `Decoded`'s variant (the #[pyclass] it holds). The API key
-// is that type's `FastPath::Body::KEY`.
-fast_paths! {
+// is that type's `ShortPath::Body::KEY`.
+short_paths! {
     OffsetCommit(OffsetCommit);
     Heartbeat(Heartbeat);
     ConsumerHeartbeat(ConsumerHeartbeat);
 }
 
-fn decode<T: FastPath>(prefix: &RequestPrefix, body: &mut Bytes) -> Result<T> {
+/// Adds the short paths' named request types, the commit path and its answer to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    register_requests(m)?;
+    m.add_class::<offset_commit::OffsetCommitAnswer>()?;
+    m.add_class::<commit_path::CommitPath>()?;
+    Ok(())
+}
+
+fn decode<T: ShortPath>(prefix: &RequestPrefix, body: &mut Bytes) -> Result<T> {
     let decoded = T::Body::decode(body, prefix.api_version)?;
     Ok(T::new(decoded, prefix))
 }

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 
-use crate::timer_wheel::{monotonic_ms, PyTimerWheel, Wheel};
+use crate::groups::timer_wheel::{monotonic_ms, PyTimerWheel, Wheel};
 
 /// The group's answer to a member of the current generation: NONE (Stable, CompletingRebalance)
 /// or REBALANCE_IN_PROGRESS (PreparingRebalance). None: the coordinator answers (Empty).

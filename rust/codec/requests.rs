@@ -2,13 +2,11 @@
 //!
 //! A frame goes three steps. `route` checks its header against the advertised table and answers
 //! what the core owns; `receive` reads the rest of the header and, for a short path (Heartbeat,
-//! OffsetCommit, ConsumerGroupHeartbeat: the table in fast_paths.rs), decodes the body into its
-//! Rust struct, where a short path may be answered without Python; both run without the GIL. `build_request` makes the
-//! `Request` Python handlers receive, decoding any other body into a dict. The broker's network
-//! thread (reactor.rs) uses all three; `Connection` wraps them for code that feeds bytes in process
-//! (the codec tests and benches, the load generator's fake brokers): `feed` a chunk, then drain
-//! `next()`, which yields in request order either a finished response frame (`bytes`) or a
-//! `Request`. Who owns what:
+//! OffsetCommit, ConsumerGroupHeartbeat: the table in short_paths/mod.rs), decodes the body into
+//! its Rust struct, where a short path may be answered without Python; both run without the GIL.
+//! `build_request` makes the `Request` Python handlers receive, decoding any other body into a
+//! dict. The broker's network thread (network/reactor/) uses all three; `Connection`
+//! (connection.rs) wraps them for code that feeds bytes in process. Who owns what:
 //!
 //! - Rust: ApiVersions (a pure function of the advertised table, cached per version), the refusal
 //!   of Produce v0-2 (advertised for old librdkafka, answered UNSUPPORTED_VERSION), and the
@@ -29,11 +27,10 @@ use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::apis;
-use crate::commit_path::Took;
-use crate::fast_paths::{self, Decoded, Holds, Sender, Views};
-use crate::frames::FrameSplitter;
-use crate::header::{self, RequestPrefix};
+use crate::codec::apis;
+use crate::codec::header::{self, RequestPrefix};
+use crate::short_paths::commit_path::Took;
+use crate::short_paths::{self, Decoded, Holds, Sender, Views};
 use kafka_protocol::ResponseError;
 
 create_exception!(
@@ -158,7 +155,7 @@ pub struct Request {
 enum Body {
     /// The schema's fields as a dict.
     Dict(Py<PyAny>),
-    /// A short path's named type (fast_paths.rs).
+    /// A short path's named type (short_paths/mod.rs).
     Typed(Py<PyAny>),
 }
 
@@ -185,7 +182,7 @@ impl Request {
     fn body(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match &self.body {
             Body::Dict(body) => Ok(body.clone_ref(py)),
-            Body::Typed(typed) => Ok(fast_paths::body_dict(typed.bind(py))?.unbind()),
+            Body::Typed(typed) => Ok(short_paths::body_dict(typed.bind(py))?.unbind()),
         }
     }
 
@@ -241,61 +238,6 @@ pub fn encode_response_frame<'py>(
 }
 
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
-
-#[pyclass(module = "corral._core")]
-pub struct Connection {
-    frames: FrameSplitter,
-    table: Py<ApiTable>,
-    listener: Arc<str>,
-    principal: Arc<str>,
-}
-
-#[pymethods]
-impl Connection {
-    /// `listener` and `principal`: what the `Request`s it yields carry.
-    #[new]
-    #[pyo3(signature = (table, max_request_bytes, *, listener = "PLAINTEXT", principal = ANONYMOUS))]
-    fn new(table: Py<ApiTable>, max_request_bytes: usize, listener: &str, principal: &str) -> Self {
-        Connection {
-            frames: FrameSplitter::new(max_request_bytes),
-            table,
-            listener: listener.into(),
-            principal: principal.into(),
-        }
-    }
-
-    /// Buffers received bytes; drain them with `next()`.
-    fn feed(&mut self, chunk: &[u8]) {
-        self.frames.push(chunk);
-    }
-
-    /// The next complete item: response `bytes`, a `Request`, or None when more input is needed.
-    fn next<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let frame = match self.frames.next_frame() {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(ProtocolError::new_err(e.to_string())),
-        };
-        match route(self.table.get(), frame).map_err(ProtocolError::new_err)? {
-            Routed::Answered(_, response, _) => Ok(Some(PyBytes::new(py, &response).into_any())),
-            Routed::ToPython(prefix, frame) => {
-                let who = Identity {
-                    connection: 0,
-                    client_host: String::new(),
-                    listener: self.listener.clone(),
-                    principal: self.principal.clone(),
-                };
-                let request = build_request(py, receive(prefix, frame), who)?;
-                Ok(Some(Bound::new(py, request)?.into_any()))
-            }
-        }
-    }
-
-    /// Bytes received but not yet part of a returned item.
-    fn buffered(&self) -> usize {
-        self.frames.buffered()
-    }
-}
 
 /// Where a frame goes: answered by the core at once (with the response's error code, for the
 /// metrics), or handed to Python.
@@ -358,7 +300,7 @@ enum Payload {
     Malformed(String),
 }
 
-/// Reads a routed frame's header and decodes a short path's body (fast_paths.rs).
+/// Reads a routed frame's header and decodes a short path's body (short_paths/mod.rs).
 pub fn receive(prefix: RequestPrefix, frame: Bytes) -> Received {
     let mut body = frame;
     let header_version = apis::request_header_version(prefix.api_key, prefix.api_version);

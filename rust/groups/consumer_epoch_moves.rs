@@ -26,10 +26,10 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use kafka_protocol::ResponseError;
 use pyo3::prelude::*;
 
-use crate::commit_path::{CommitPath, Took};
-use crate::consumer_heartbeat_view::{wall_ms, ConsumerHeartbeatView, GroupView, Steady};
-use crate::header;
+use crate::codec::header;
+use crate::groups::consumer_heartbeat_view::{wall_ms, ConsumerHeartbeatView, GroupView, Steady};
 use crate::log::batch::{self, KeyValue, NO_PRODUCER};
+use crate::short_paths::commit_path::{CommitPath, Took};
 
 /// The record type of ConsumerGroupCurrentMemberAssignmentKey.
 const CURRENT_ASSIGNMENT: i16 = 8;

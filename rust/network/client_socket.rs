@@ -1,4 +1,4 @@
-//! One client connection of the network thread (reactor.rs): its socket and TLS session, its
+//! One client connection of the network thread (reactor/): its socket and TLS session, its
 //! frames in and answers out, and its security state (principal, SASL progress and session end,
 //! the groups whose heartbeats the short paths may answer for it).
 
@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use mio::net::{TcpListener, TcpStream};
 
-use crate::frames::{FrameError, FrameSplitter};
-use crate::limits::{Budget, Pool};
-use crate::sasl_raw;
-use crate::tls::{Tls, TlsServerConfig};
+use crate::codec::frames::{FrameError, FrameSplitter};
+use crate::network::limits::{Budget, Pool};
+use crate::network::sasl_raw;
+use crate::network::tls::{Tls, TlsServerConfig};
 
 /// Reading stops while a whole frame and this many bytes wait.
 pub(crate) const READ_AHEAD: usize = 256 * 1024;
@@ -42,7 +42,7 @@ pub(crate) enum RawSasl {
     On,
 }
 
-pub(crate) struct Conn {
+pub(crate) struct ClientSocket {
     pub(crate) stream: TcpStream,
     /// The TLS session on an SSL or SASL_SSL listener.
     pub(crate) tls: Option<Box<Tls>>,
@@ -90,7 +90,7 @@ pub(crate) struct Conn {
     pub(crate) partial_since: Option<Instant>,
 }
 
-impl Conn {
+impl ClientSocket {
     pub(crate) fn may_read(&self) -> bool {
         !(self.frames.has_frame() && self.frames.buffered() >= READ_AHEAD)
     }

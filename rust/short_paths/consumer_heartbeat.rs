@@ -1,5 +1,5 @@
-//! ConsumerGroupHeartbeat's short path (fast_paths.rs): the steady-state request of every KIP-848
-//! consumer group member.
+//! ConsumerGroupHeartbeat's short path (short_paths/mod.rs): the steady-state request of every
+//! KIP-848 consumer group member.
 //!
 //! The network thread answers it from the `ConsumerHeartbeatView` when the request changes
 //! nothing (an incremental heartbeat: no rebalance timeout, subscription, regex, assignor, rack
@@ -11,17 +11,17 @@ use bytes::Bytes;
 use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
 use pyo3::prelude::*;
 
-use crate::commit_path::Took;
-use crate::consumer_epoch_moves::response;
-use crate::consumer_heartbeat_view::Steady;
-use crate::fast_paths::{short_path_request, FastPath, Sender, Views};
+use crate::groups::consumer_epoch_moves::response;
+use crate::groups::consumer_heartbeat_view::Steady;
+use crate::short_paths::commit_path::Took;
+use crate::short_paths::{short_path_request, Sender, ShortPath, Views};
 
 short_path_request! {
     /// A decoded ConsumerGroupHeartbeat (Python: `ConsumerGroupHeartbeatRequest`).
     ConsumerHeartbeat, "ConsumerGroupHeartbeatRequest", ConsumerGroupHeartbeatRequest
 }
 
-impl FastPath for ConsumerHeartbeat {
+impl ShortPath for ConsumerHeartbeat {
     /// The view's answer to a heartbeat that changes nothing. What the coordinator checks
     /// before the group (blank ids: INVALID_REQUEST; an assignor: UNSUPPORTED_ASSIGNOR) is left
     /// to it by `changes_nothing`.

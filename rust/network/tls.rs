@@ -19,7 +19,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, ServerConnection};
 use x509_cert::der::Decode;
 
-use crate::principal_mapping::PrincipalMapper;
+use crate::network::principal_mapping::PrincipalMapper;
 
 /// A listener's TLS server configuration, checked when it is made (at startup).
 #[pyclass(frozen, module = "corral._core")]

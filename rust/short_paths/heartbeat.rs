@@ -1,4 +1,5 @@
-//! Heartbeat's short path (fast_paths.rs): the steady-state request of every classic group member.
+//! Heartbeat's short path (short_paths/mod.rs): the steady-state request of every classic group
+//! member.
 //!
 //! The network thread answers it from the `HeartbeatView` when the view knows the answer (a
 //! member of the current generation of a Stable, CompletingRebalance or PreparingRebalance
@@ -13,15 +14,15 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::fast_paths::{short_path_request, FastPath, Sender, Views};
-use crate::header;
+use crate::codec::header;
+use crate::short_paths::{short_path_request, Sender, ShortPath, Views};
 
 short_path_request! {
     /// A decoded Heartbeat (Python: `HeartbeatRequest`).
     Heartbeat, "HeartbeatRequest", HeartbeatRequest
 }
 
-impl FastPath for Heartbeat {
+impl ShortPath for Heartbeat {
     /// The views' answer; an empty group id (INVALID_GROUP_ID) is the coordinator's.
     fn answer(&self, views: &Views, _sender: &Sender<'_>) -> Option<(Bytes, i16)> {
         let hb = &self.body;

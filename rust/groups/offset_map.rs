@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::log::offset_records;
+use crate::groups::offset_records;
 
 /// Offset, leader epoch and metadata as OffsetFetch returns them when nothing is committed.
 pub const NO_OFFSET: (i64, i32) = (-1, -1);

@@ -4,10 +4,10 @@ use bytes::{Bytes, BytesMut};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::apis;
-use crate::connection::ProtocolError;
-use crate::frames::FrameSplitter;
-use crate::header::{self, RequestPrefix};
+use crate::codec::apis;
+use crate::codec::frames::FrameSplitter;
+use crate::codec::header::{self, RequestPrefix};
+use crate::codec::requests::ProtocolError;
 
 /// Encodes a request frame (size prefix, header of the right version, body).
 #[pyfunction]

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::batch::{self, KeyValue, NO_PRODUCER};
+use crate::log::batch::{self, KeyValue, NO_PRODUCER};
 
 const OFFSET_COMMIT_KEY: i16 = 1;
 

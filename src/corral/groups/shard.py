@@ -1,0 +1,411 @@
+"""A coordinator shard: the groups, committed offsets and deadlines of one `__consumer_offsets`
+partition, as Kafka's GroupCoordinatorShard. It is built from explicit parts, each constructed
+with what it uses (the shard's groups, the writer, timers, settings, topic image, assignors):
+
+- `classic` (classic/protocol.py): classic requests to classic groups, their machine over time in
+  `rebalance` (classic/rebalance.py);
+- `consumer` (consumer/protocol.py): ConsumerGroupHeartbeat; its targets in `targets`
+  (consumer/target_computation.py), its write path in `writes` (consumer/writes.py);
+- `classic_members` (consumer/classic_members.py): classic requests to consumer groups;
+- `offsets` (offsets.py): commit, fetch, delete and expiry over the process's offset map.
+
+`replay` applies one durable record to memory, live (once its write is durable) and at load; a
+shard loads from its snapshot and the tail of its partition after it (`load`), and `unload`
+forgets everything it holds so that another load (here or, later, elsewhere) takes over. The
+runtime (coordinator.py) routes requests to shards and runs the services they share.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from corral import _core
+from corral.errors import ErrorCode
+from corral.groups.classic import ClassicGroup
+from corral.groups.classic.protocol import ClassicGroups
+from corral.groups.classic.rebalance import ClassicRebalance
+from corral.groups.consumer import ConsumerGroup
+from corral.groups.consumer.classic_members import ClassicMembers
+from corral.groups.consumer.protocol import ConsumerGroups
+from corral.groups.consumer.reconcile import MemberState
+from corral.groups.consumer.target_computation import TargetComputation
+from corral.groups.consumer.writes import ConsumerWrites
+from corral.groups.group import Group
+from corral.groups.offsets import Offsets
+from corral.groups.storage import consumer_records as cr
+from corral.groups.storage import records
+from corral.groups.storage.records import (
+    GroupMetadata,
+    GroupTombstone,
+    OffsetCommits,
+    OffsetTombstones,
+    Record,
+)
+from corral.later import Later
+from corral.observability.log_lines import fields
+
+if TYPE_CHECKING:
+    from corral.assignors import AssignorRegistry
+    from corral.groups.consumer.migration import MigrationPolicy
+    from corral.groups.consumer.target import TopicImage
+    from corral.groups.events import AnalyticsEvents
+    from corral.groups.limits import GroupLimits
+    from corral.groups.metrics import GroupMetrics
+    from corral.groups.storage.writer import CoordinatorLog
+    from corral.groups.timers import Timers
+
+log = logging.getLogger("corral.groups")
+
+_CONSUMER_RECORDS = (
+    cr.GroupEpoch,
+    cr.MemberMetadata,
+    cr.TargetEpoch,
+    cr.TargetMember,
+    cr.CurrentAssignment,
+    cr.RegexTopics,
+    cr.ConsumerTombstone,
+)
+
+
+class ShardState(enum.Enum):
+    UNLOADED = "unloaded"  # requests answer NOT_COORDINATOR
+    LOADING = "loading"  # requests answer COORDINATOR_LOAD_IN_PROGRESS
+    LOADED = "loaded"
+
+
+@dataclass
+class SharedServices:
+    """What every shard of a process uses in common (the runtime makes them once)."""
+
+    settings: Any
+    writer: CoordinatorLog
+    timers: Timers
+    topics: TopicImage
+    assignors: AssignorRegistry
+    migration: MigrationPolicy
+    limits: GroupLimits
+    events: AnalyticsEvents
+    metrics: GroupMetrics
+    offset_map: _core.OffsetMap
+    consumer_heartbeat_view: _core.ConsumerHeartbeatView | None
+    group_setting: Callable[[str, str], Any]
+    apply_core_moves: Callable[[], None]
+
+
+class CoordinatorShard:
+    def __init__(self, partition: int, shared: SharedServices):
+        self.partition = partition
+        # Born serving, empty; the runtime's `load` fills it from disk at startup.
+        self.state = ShardState.LOADED
+        self.shared = shared
+        self.groups: dict[str, Group] = {}
+        self._loading = False
+        # The log position its last snapshot was taken at (None: none taken by this process).
+        self.snapshot_position: int | None = None
+        s = shared
+        self.writer = s.writer
+        self.timers = s.timers
+        self.events = s.events
+        self.metrics = s.metrics
+        self.consumer_heartbeat_view = s.consumer_heartbeat_view
+        self.offsets = Offsets(
+            s.settings, self.groups, s.writer, self._remove_group, s.metrics, s.offset_map
+        )
+        self.rebalance = ClassicRebalance(
+            self.groups, s.writer, s.timers, s.limits, s.events, s.metrics
+        )
+        self.writes = ConsumerWrites(
+            self.groups, s.writer, self.replay, self.rebalance, s.events, s.apply_core_moves
+        )
+        self.targets = TargetComputation(
+            self.groups, s.topics, s.assignors, s.metrics, s.group_setting, self.writes
+        )
+        self.consumer = ConsumerGroups(
+            self.groups,
+            self.writes,
+            self.targets,
+            self.rebalance,
+            s.timers,
+            s.settings,
+            s.limits,
+            s.topics,
+            s.migration,
+            s.events,
+            s.group_setting,
+        )
+        self.classic_members = ClassicMembers(
+            self.consumer,
+            self.writes,
+            self.targets,
+            self.rebalance,
+            self.groups,
+            s.timers,
+            s.limits,
+            s.topics,
+            s.migration,
+            s.events,
+        )
+        self.classic = ClassicGroups(
+            self.rebalance, self.classic_members, self.groups, s.timers, s.limits, s.events
+        )
+
+    def availability(self) -> ErrorCode:
+        """NONE when the shard serves its groups, else the error Kafka answers meanwhile."""
+        if self.state is ShardState.LOADED:
+            return ErrorCode.NONE
+        if self.state is ShardState.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    def _assignment_interval_ms(self, group_id: str) -> int:
+        return self.shared.group_setting(group_id, "consumer.assignment.interval.ms")
+
+    # =============================================================================== replay ===
+
+    def replay(self, record: Record) -> None:
+        """Applies one durable record to memory: live once its write is fsynced, and at load."""
+        if isinstance(record, OffsetCommits):
+            if record.group_id not in self.groups:
+                self.rebalance.new_group(record.group_id)  # a "simple" group
+            self.offsets.replay_commits(record)
+        elif isinstance(record, OffsetTombstones):
+            self.offsets.replay_tombstones(record)
+        elif isinstance(record, GroupMetadata):
+            group = self.groups.get(record.group_id)
+            if isinstance(group, ClassicGroup) and not self._loading:
+                # The live classic group already is what its record says (the classic machine
+                # wrote it); the record becomes what a snapshot or a restart would load.
+                group.stored = record.value
+            elif isinstance(group, ConsumerGroup) and not self._loading:
+                # A classic write that became durable after the group was upgraded (consumer
+                # records apply at once): the upgrade's records follow it in the log.
+                return
+            else:
+                if group is not None:
+                    self._forget(group)
+                group = self.rebalance.from_record(record.group_id, record.value)
+                if not self._loading:
+                    for member in group.members.values():
+                        self.rebalance.schedule_heartbeat(member)
+        elif isinstance(record, GroupTombstone):
+            group = self.groups.get(record.group_id)
+            if isinstance(group, ConsumerGroup):
+                return  # the classic key of a group that became a consumer group
+            if group is not None:
+                del self.groups[record.group_id]
+                self._forget(group)
+            # Whatever offsets a pending commit left behind go with the group.
+            self.offsets.map.delete_group(record.group_id)
+        elif isinstance(record, _CONSUMER_RECORDS):
+            self._replay_consumer(record)
+
+    def _replay_consumer(self, record: cr.ConsumerRecord) -> None:
+        group_id = record.group_id
+        group = self.groups.get(group_id)
+        tombstone = isinstance(record, cr.ConsumerTombstone)
+        if tombstone and record.kind == cr.GROUP_EPOCH:
+            if isinstance(group, ConsumerGroup):
+                del self.groups[group_id]
+                self._forget(group)
+                if self._loading and self.offsets.map.count(group_id):
+                    # It became a classic group that wrote no record yet: its offsets stay
+                    # with an empty classic group, as a live conversion leaves them.
+                    self.rebalance.new_group(group_id)
+            return
+        if not isinstance(group, ConsumerGroup):
+            if tombstone:
+                return
+            if group is not None:
+                self._forget(group)  # an empty classic group converted
+            group = self.groups[group_id] = ConsumerGroup(
+                group_id, self.consumer_heartbeat_view, self._assignment_interval_ms
+            )
+        leaving = (
+            group.members.get(record.name or "")
+            if tombstone and record.kind == cr.MEMBER_METADATA
+            else None
+        )
+        if not self._loading:
+            if isinstance(record, cr.GroupEpoch) and record.epoch > group.group_epoch:
+                self.metrics.consumer_rebalances += 1
+            if log.isEnabledFor(logging.DEBUG):
+                _debug_consumer(record, getattr(record, "member_id", None) in group.members)
+            self.events.consumer_record(group, record, leaving)
+        group.replay(record)
+        if leaving is not None:
+            # After the replay: the network thread no longer finds the member, so it cannot
+            # schedule the session timer again once it is cancelled.
+            self.consumer.cancel_member_timers(leaving)
+
+    def _forget(self, group: Group) -> None:
+        if isinstance(group, ClassicGroup):
+            self.rebalance.forget(group)
+        elif isinstance(group, ConsumerGroup):
+            group.detach()
+            for member in group.members.values():
+                self.consumer.cancel_member_timers(member)
+
+    def _forget(self, group: Group) -> None:
+        if isinstance(group, ClassicGroup):
+            self.rebalance.forget(group)
+        elif isinstance(group, ConsumerGroup):
+            group.detach()
+            for member in group.members.values():
+                self.consumer.cancel_member_timers(member)
+
+    # ========================================================================= load, unload ===
+
+    def load(self, pairs: Iterable[tuple[bytes, bytes | None]]) -> int:
+        """Replays `pairs` (a snapshot's records, then the log after it) into the shard; returns
+        how many were read. `start` arms the deadlines once all are in."""
+        count = 0
+
+        def decoded():
+            nonlocal count
+            for key, value in pairs:
+                count += 1
+                record = records.decode(key, value)
+                if record is not None:
+                    yield record
+
+        self.load_records(decoded())
+        return count
+
+    def load_records(self, loaded: Iterable[Record]) -> None:
+        self._loading = True
+        try:
+            for record in loaded:
+                self.replay(record)
+        finally:
+            self._loading = False
+
+    def start(self) -> None:
+        """After loading: members get a fresh session to rejoin or heartbeat in (Kafka's
+        onLoaded), members revoking partitions a fresh rebalance deadline; requests are served."""
+        for group in self.groups.values():
+            if isinstance(group, ClassicGroup):
+                for member in group.members.values():
+                    self.rebalance.schedule_heartbeat(member)
+            elif isinstance(group, ConsumerGroup):
+                self.consumer.arm_loaded_timers(group)
+        self.state = ShardState.LOADED
+
+    def unload(self) -> int:
+        """Forgets every group of the shard (Kafka's onUnloaded): parked JoinGroup and SyncGroup
+        requests are answered NOT_COORDINATOR, deadlines cancelled, the network thread's views
+        and the offset map emptied of the shard's groups. Returns how many groups went."""
+        self.state = ShardState.UNLOADED
+        gone = len(self.groups)
+        for group_id, group in list(self.groups.items()):
+            if isinstance(group, ClassicGroup):
+                self.rebalance.answer_parked(group, ErrorCode.NOT_COORDINATOR)
+            self._forget(group)
+            self.shared.offset_map.delete_group(group_id)
+        self.groups.clear()
+        return gone
+
+    # ============================================================================ snapshot ===
+
+    def snapshot_sources(self) -> list[tuple[list, Callable[[], list]]]:
+        """Per group, its offsets as records now and a function making its metadata records
+        (in a worker thread: see GroupCoordinator.take_snapshot)."""
+        return [
+            (self.offsets.map.records(group_id), group.stored_records_later())
+            for group_id, group in self.groups.items()
+        ]
+
+    def snapshot_records(self) -> list[tuple[bytes, bytes]]:
+        """The durable state as `__consumer_offsets` records: per group, offsets then metadata."""
+        out = []
+        for group_id, group in self.groups.items():
+            out.extend(self.offsets.map.records(group_id))
+            out.extend(group.stored_records())
+        return out
+
+    # ================================================================================ admin ===
+
+    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[dict[str, Any]]:
+        listed = []
+        for group in self.groups.values():
+            state = group.state_name
+            if states and state.lower() not in states:
+                continue
+            if types and group.type not in types:
+                continue
+            listed.append(
+                {
+                    "group_id": group.group_id,
+                    "protocol_type": group.protocol_type_name,
+                    "group_state": state,
+                    "group_type": group.type,
+                }
+            )
+        return listed
+
+    def describe_group(self, group_id: str) -> dict[str, Any]:
+        group = self.groups.get(group_id)
+        if group is None:
+            return {
+                "error_code": ErrorCode.NONE,
+                "group_id": group_id,
+                "group_state": "Dead",
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+            }
+        return group.describe_view()
+
+    def delete_group(self, group_id: str) -> Later:
+        """DeleteGroups for one group: resolves to its error once its tombstones are durable."""
+        # The tombstones list the map's offsets: commits the network thread wrote come first.
+        return self.writer.after_core_commits(group_id, lambda: self._delete_group(group_id))
+
+    def _delete_group(self, group_id: str) -> Later:
+        group = self.groups.get(group_id)
+        error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_delete()
+        if error:
+            return Later.of(error)
+        return self._remove_group(group, self.offsets.all_partitions(group_id))
+
+    def _remove_group(self, group: Group, offsets: list[tuple[str, int]]) -> Later:
+        """Writes the tombstones of `offsets` and of the group; the group refuses changes until
+        they are durable, then `replay` removes it (or, if the write failed, it is back)."""
+        group_id = group.group_id
+        group.begin_delete()
+        recs: list[Record] = [OffsetTombstones(group_id, offsets)] if offsets else []
+        recs.extend(group.delete_records())
+        written = self.writer.write(group_id, recs)
+
+        def done(error: ErrorCode) -> ErrorCode:
+            if error:
+                group.abort_delete()
+            else:
+                log.info("group %s deleted with %d offsets", group_id, len(offsets))
+                self.events.group_deleted(group_id, group.type)
+            return error
+
+        return written.map(done)
+
+
+def _debug_consumer(record: cr.ConsumerRecord, known_member: bool) -> None:
+    """DEBUG: what a live consumer group record changes (`known_member`: its member was in the
+    group already)."""
+    member, epoch = getattr(record, "member_id", None), getattr(record, "epoch", None)
+    if isinstance(record, cr.GroupEpoch):
+        what = f"group epoch {epoch} (rebalance)"
+    elif isinstance(record, cr.TargetEpoch):
+        what = f"target assignment for epoch {epoch} computed"
+    elif isinstance(record, cr.CurrentAssignment):
+        what = f"member {member} at epoch {epoch} ({MemberState.of(record.state).name.lower()})"
+    elif isinstance(record, cr.MemberMetadata):
+        what = f"member {member} {'updated' if known_member else 'joined'}"
+    elif isinstance(record, cr.ConsumerTombstone) and record.kind == cr.MEMBER_METADATA:
+        member = record.name
+        what = f"member {member} removed"
+    else:
+        return
+    log.debug("group %s: %s", record.group_id, what, extra=fields(record.group_id, member, epoch))
