@@ -144,12 +144,21 @@ class CorralProcess:
 @pytest.fixture
 def corral_factory(tmp_path):
     """Start brokers with given settings: `corral_factory(**{"num.partitions": 8})`;
-    `rlimit_nofile` sets the broker's RLIMIT_NOFILE."""
+    `rlimit_nofile` sets the broker's RLIMIT_NOFILE; `command` runs another launcher
+    (tests/kits/slow_writes.py)."""
     started: list[CorralProcess] = []
 
-    def make(name: str = "corral", rlimit_nofile: int | None = None, **settings) -> CorralProcess:
+    def make(
+        name: str = "corral",
+        rlimit_nofile: int | None = None,
+        command: list[str] | None = None,
+        **settings,
+    ) -> CorralProcess:
         broker = CorralProcess(
-            tmp_path / name, {k: str(v) for k, v in settings.items()}, rlimit_nofile=rlimit_nofile
+            tmp_path / name,
+            {k: str(v) for k, v in settings.items()},
+            rlimit_nofile=rlimit_nofile,
+            command=command,
         )
         started.append(broker)
         return broker.start()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import slow_writes
 from cgkit import CG_FAST, Script, kafka_reference
 from rawwire import RawClient
 
@@ -343,7 +344,7 @@ def test_corral_killed_in_the_middle_of_an_upgrade_restarts_consistent_and_conve
     whose heartbeat failed does) and converge with every partition owned once."""
     settings = dict(SETTINGS)
     if when == "answer held back":
-        settings["corral.coordinator.write.delay.ms"] = 1500
+        settings["command"] = slow_writes.command(1500)
     corral = corral_factory(**settings)
     port = corral.port
     script = Script(corral.bootstrap, "probe")

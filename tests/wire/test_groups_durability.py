@@ -1,7 +1,7 @@
 """Acknowledged group changes are durable: DeleteGroups, OffsetDelete and the record of a group
 the last member left are answered only once written and fsynced; expired offsets and groups leave
 memory only once their tombstones are. The coordinator's writer is
-slowed (corral.coordinator.write.delay.ms, fault injection) so that a kill -9 right after the
+slowed (tests/kits/slow_writes.py, fault injection) so that a kill -9 right after the
 answer would lose a change answered early; after a restart each change must still be there."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import slow_writes
 from cgkit import FAST_GROUPS
 from rawwire import RawClient
 from wire_groups import commit, join, sync
@@ -16,7 +17,7 @@ from wire_groups import commit, join, sync
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey
 
-SLOW_WRITES = {"corral.coordinator.write.delay.ms": 400, **FAST_GROUPS}
+SLOW_WRITES = {"command": slow_writes.command(400), **FAST_GROUPS}
 TOPIC = "durable-t"
 
 

@@ -434,15 +434,6 @@ _CORRAL: list[Setting] = [
         "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE above).",
     ),
     Setting(
-        "corral.coordinator.write.delay.ms",
-        ConfigType.INT,
-        0,
-        int_in(0, 60_000),
-        "corral only, for fault-injection tests: the coordinator's writer waits this long "
-        "before each pass, widening the window between a change and its durability (what "
-        "a kill -9 in that window must not lose is what was acknowledged).",
-    ),
-    Setting(
         "corral.group.heartbeat.short.path.enable",
         ConfigType.BOOLEAN,
         True,
@@ -459,7 +450,7 @@ _CORRAL: list[Setting] = [
         "corral only, for tests and benches: the network thread writes, group-commits and "
         "answers steady-state OffsetCommits of known members by itself (with an "
         "authorizer, once the coordinator authorized their group and topics on the "
-        "connection; never with corral.coordinator.write.delay.ms); false sends every one "
+        "connection); false sends every one "
         "to the coordinator, which answers the same.",
     ),
     Setting(

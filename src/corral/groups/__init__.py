@@ -37,13 +37,13 @@ def coordinator_for(broker) -> GroupCoordinator:
             internal=True,
         )
     settings = broker.settings
-    durable = DurableLog(broker.logs, topic, settings["corral.coordinator.write.delay.ms"])
+    durable = DurableLog(broker.logs, topic)
     coordinator = GroupCoordinator(
         settings, durable, broker.data_dir / snapshot.FILE_NAME, broker.topics
     )
-    # With a write delay (fault injection) every write waits in Python. With ACLs, the network
-    # thread takes a connection's commits once Python authorized their group and topics on it.
-    if settings["corral.group.offset.commit.short.path.enable"] and not durable.write_delay_s:
+    # With ACLs, the network thread takes a connection's commits once Python authorized their
+    # group and topics on it.
+    if settings["corral.group.offset.commit.short.path.enable"]:
         durable.core_commits = _core.CommitPath(
             broker.logs.store,
             topic.name,

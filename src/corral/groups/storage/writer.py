@@ -143,16 +143,12 @@ class _Pending:
 
 
 class DurableLog(CoordinatorLog):
-    def __init__(self, logs: PartitionLogs, topic: Topic, write_delay_ms: int = 0):
+    def __init__(self, logs: PartitionLogs, topic: Topic):
         self.logs = logs
         self.topic = topic
-        # Fault injection (corral.coordinator.write.delay.ms): durable writes are applied and
-        # answered only after this pause, so tests can kill the broker in between.
-        self.write_delay_s = write_delay_ms / 1000
         self._pending: collections.deque[_Pending] = collections.deque()
         # Per group, how many of its writes are pending.
         self._groups_pending: dict[str, int] = {}
-        self._ready = trio.Event()
         self._partition_of: dict[str, int] = {}
         # `core_commits` takes a group's commits only while no write of ours touching its
         # offsets is pending, so the offset map is applied in log order (counted here).
@@ -229,10 +225,7 @@ class DurableLog(CoordinatorLog):
 
     def _flushed(self, pending: _Pending, error: BaseException | None) -> None:
         pending.durable, pending.error = True, error
-        if self.write_delay_s:
-            self._ready.set()  # `run` applies them after the pause
-        else:
-            self._apply_durable()
+        self._apply_durable()
 
     def _apply_durable(self) -> None:
         """Replays and answers the durable writes at the head of the queue, in append order."""
@@ -259,13 +252,7 @@ class DurableLog(CoordinatorLog):
 
     async def run(self) -> None:
         try:
-            if not self.write_delay_s:
-                await trio.sleep_forever()
-            while True:
-                await self._ready.wait()
-                self._ready = trio.Event()
-                await trio.sleep(self.write_delay_s)
-                self._apply_durable()
+            await trio.sleep_forever()
         finally:
             if self.core_commits is not None:
                 self.core_commits.close()  # its thread answers what waits, then ends
