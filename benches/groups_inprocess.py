@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT / "tests" / "kits"))
 
 import trio  # noqa: E402
 
-# The in-process fixture (InstantLog: a log that encodes the group record and acknowledges at
+# The in-process fixture (FakeLog: a log that encodes the group record and acknowledges at
 # once; JoinRequests with fresh strings as decoded off the wire) is shared with the tests.
-from harness import InstantLog, join_request  # noqa: E402
+from harness import FakeLog, join_request  # noqa: E402
 
 from corral.config.settings import Settings  # noqa: E402
 from corral.groups.coordinator import GroupCoordinator  # noqa: E402
@@ -66,7 +66,7 @@ class MemoryMark:
 
 async def storm(members: int, trace: bool) -> dict:
     settings = Settings({"group.initial.rebalance.delay.ms": 0})
-    coordinator = GroupCoordinator(settings, InstantLog(), Path("/nonexistent"))
+    coordinator = GroupCoordinator(settings, FakeLog(), Path("/nonexistent"))
     metadata = cp.encode_subscription(["topic"], {}, -1)
     out = {}
     memory = MemoryMark(trace)
@@ -118,14 +118,14 @@ async def storm(members: int, trace: bool) -> dict:
 def consumer_storm(members: int, trace: bool) -> dict:
     """KIP-848 joins into one group of a 1,000-partition topic (targets batched an hour apart, so
     what is measured is the joins and the members, not an assignment)."""
-    from harness import EncodingLog, Topics, make_coordinator, request
+    from harness import FakeLog, Topics, make_coordinator, request
 
     topics = Topics()
     topics.add("topic", 1000)
     coordinator = make_coordinator(
         topics,
         {"group.consumer.assignment.interval.ms": 3_600_000, "group.consumer.max.size": members},
-        log=EncodingLog(),
+        log=FakeLog(),
     )
     coordinator.events.sink = lambda event, time_ms: None
     out = {}

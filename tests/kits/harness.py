@@ -51,23 +51,51 @@ from corral.load import consumer_protocol as cp
 from corral.topics.registry import Topic
 
 
-class InstantLog(CoordinatorLog):
-    """Encodes every write as the durable log does, replays it and acknowledges at once."""
+class FakeLog(CoordinatorLog):
+    """The coordinator's log in process: encodes every write as the durable log does (part of a
+    request's cost), replays what the caller did not apply and acknowledges at once, unless a
+    control says otherwise:
+    - `keep=True`: the bytes of every record written are kept in `pairs` (the "log");
+    - `fail_next = n`: the next n writes fail (NOT_COORDINATOR, nothing replayed);
+    - `hold()` ... `release()`: writes wait, as on a slow disk; `release` replays and answers
+      them in order, as the durable log does once they are fsynced."""
 
-    def __init__(self) -> None:
-        self.group_writes = 0
-        self.tombstone_writes = 0
+    def __init__(self, keep: bool = False) -> None:
+        self.keep = keep
+        self.pairs: list[tuple[bytes, bytes | None]] = []
+        self.fail_next = 0
+        self.held: list[tuple[str, list, bool, Later]] | None = None
 
     def _write(self, group_id, recs, applied=False, batch=None):
-        records.encode_batch(recs, 0)
-        for record in recs:
-            if isinstance(record, records.GroupMetadata):
-                self.group_writes += 1
-            elif isinstance(record, (records.GroupTombstone, records.OffsetTombstones)):
-                self.tombstone_writes += 1
-            if not applied:
+        if self.fail_next:
+            self.fail_next -= 1
+            return Later.of(ErrorCode.NOT_COORDINATOR)
+        if batch is None:
+            batch = records.encode_batch(recs, 0)
+        if self.keep:
+            self.pairs.extend((k, v) for _, _, k, v in _core.decode_batches(batch))
+        if self.held is not None:
+            done = Later()
+            self.held.append((group_id, recs, applied, done))
+            return done
+        if not applied:
+            for record in recs:
                 self.replay(record)
         return Later.of(ErrorCode.NONE)
+
+    def writing(self, group_id: str) -> bool:
+        return self.held is not None and any(g == group_id for g, *_ in self.held)
+
+    def hold(self) -> None:
+        self.held = []
+
+    def release(self) -> None:
+        held, self.held = self.held or [], None
+        for _, recs, applied, done in held:
+            if not applied:
+                for record in recs:
+                    self.replay(record)
+            done.resolve(ErrorCode.NONE)
 
 
 def fresh(value: str) -> str:
@@ -165,7 +193,7 @@ class ClassicDriver:
     ):
         self.clock = clock
         self.coordinator = GroupCoordinator(
-            Settings({**self.DEFAULTS, **(settings or {})}), InstantLog(), Path("/nonexistent")
+            Settings({**self.DEFAULTS, **(settings or {})}), FakeLog(), Path("/nonexistent")
         )
         self.group_id = group_id
         self.partitions = partitions or {"topic": 6}
@@ -1234,40 +1262,6 @@ TABLES = {
 # ================ KIP-848 consumer groups in process (was consumer_harness.py) ================
 
 
-class RecordingLog(CoordinatorLog):
-    """Encodes every write as the durable log does, keeps the bytes (the "log"), replays what
-    the caller did not apply and acknowledges at once; `fail_next` fails writes."""
-
-    def __init__(self) -> None:
-        self.pairs: list[tuple[bytes, bytes | None]] = []
-        self.fail_next = 0
-
-    def _write(self, group_id, recs, applied=False, batch=None):
-        if self.fail_next:
-            self.fail_next -= 1
-            return Later.of(ErrorCode.NOT_COORDINATOR)
-        if batch is None:
-            batch = records.encode_batch(recs, 0)
-        self.pairs.extend((k, v) for _, _, k, v in _core.decode_batches(batch))
-        if not applied:
-            for record in recs:
-                self.replay(record)
-        return Later.of(ErrorCode.NONE)
-
-
-class EncodingLog(CoordinatorLog):
-    """Encodes every write as the durable log does (part of a request's cost), applies what the
-    caller did not, acknowledges at once; keeps nothing."""
-
-    def _write(self, group_id, recs, applied=False, batch=None):
-        if batch is None:
-            records.encode_batch(recs, 0)
-        if not applied:
-            for record in recs:
-                self.replay(record)
-        return Later.of(ErrorCode.NONE)
-
-
 class Topics:
     """The broker's topic store as the coordinator reads it."""
 
@@ -1294,12 +1288,12 @@ FAST = {"group.consumer.assignment.interval.ms": 0}
 def make_coordinator(
     topics: Topics,
     settings: dict[str, Any] | None = None,
-    log: RecordingLog | None = None,
+    log: FakeLog | None = None,
     snapshot_path: Path = Path("/nonexistent/snapshot"),
 ) -> GroupCoordinator:
     """A coordinator; pass a real `snapshot_path` if it will `run` (it snapshots on exit)."""
     return GroupCoordinator(
-        Settings({**FAST, **(settings or {})}), log or RecordingLog(), snapshot_path, topics
+        Settings({**FAST, **(settings or {})}), log or FakeLog(keep=True), snapshot_path, topics
     )
 
 
@@ -1629,7 +1623,7 @@ def coordinator(sizes):
     topics = Topics()
     for size in sizes:
         topics.add(f"t{size}", 2 * size)
-    c = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 0}, log=EncodingLog())
+    c = make_coordinator(topics, {"group.consumer.assignment.interval.ms": 0}, log=FakeLog())
     c.events.sink = lambda event, time_ms: None
     return c
 

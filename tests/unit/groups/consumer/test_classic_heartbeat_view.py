@@ -10,7 +10,7 @@ import random
 import pytest
 from harness import (
     ClassicClient,
-    RecordingLog,
+    FakeLog,
     classic_group,
     classic_round,
     converge,
@@ -50,7 +50,7 @@ class Checked(ClassicClient):
 def test_the_view_answers_classic_members_only_as_the_coordinator_does(seed):
     rng = random.Random(seed)
     Checked.answered = 0
-    topics, _, c, d = setup(partitions=8, log=RecordingLog())
+    topics, _, c, d = setup(partitions=8, log=FakeLog(keep=True))
     protocols = (
         [["range"], ["cooperative-sticky", "range"]]
         if seed % 2

@@ -17,7 +17,7 @@ from harness import (
     CLASSIC_FAST,
     ClassicClient,
     FakeClock,
-    RecordingLog,
+    FakeLog,
     Topics,
     classic_group,
     classic_round,
@@ -526,7 +526,7 @@ def test_classic_deadlines_bounded_by_the_broker():
 
 
 def test_replaying_the_log_of_a_migration_rebuilds_the_same_groups():
-    log = RecordingLog()
+    log = FakeLog(keep=True)
     topics, tid, c, d, x, y = upgraded(log=log)
     z = ClassicClient(d, "z", ["range"])
     z.join()
@@ -541,9 +541,9 @@ def test_replaying_the_log_of_a_migration_rebuilds_the_same_groups():
     assert records.read_group_value(again.stored) == records.read_group_value(c.groups["g"].stored)
 
 
-def restarted(topics: Topics, log: RecordingLog):
+def restarted(topics: Topics, log: FakeLog):
     """A coordinator loaded from what `log` holds, as after a restart."""
-    reloaded = make_coordinator(topics, CLASSIC_FAST, log=RecordingLog())
+    reloaded = make_coordinator(topics, CLASSIC_FAST, log=FakeLog(keep=True))
     reloaded.writer.read = lambda positions=None, only=None: iter(log.pairs)
     reloaded.load()
     return reloaded

@@ -10,7 +10,7 @@ import pytest
 from harness import (
     ConsumerDriver,
     FakeClock,
-    RecordingLog,
+    FakeLog,
     Topics,
     answer,
     make_coordinator,
@@ -547,7 +547,7 @@ def _two_topics() -> Topics:
 def test_replaying_the_log_rebuilds_the_groups(seed):
     rng = random.Random(seed)
     topics = _two_topics()
-    log = RecordingLog()
+    log = FakeLog(keep=True)
     with patched_clock(FakeClock()) as clock:
         coordinator = make_coordinator(topics, log=log)
         drivers = [ConsumerDriver(topics, coordinator, group_id=f"g{i}") for i in range(2)]
@@ -569,7 +569,7 @@ def test_a_snapshot_made_while_the_groups_change_plus_the_log_after_it_rebuilds_
     The snapshot then replayed with the log after its positions gives the live groups."""
     rng = random.Random(seed)
     topics = _two_topics()
-    log = RecordingLog()
+    log = FakeLog(keep=True)
     with patched_clock(FakeClock()) as clock:
         coordinator = make_coordinator(topics, log=log)
         drivers = [ConsumerDriver(topics, coordinator, group_id=f"g{i}") for i in range(2)]

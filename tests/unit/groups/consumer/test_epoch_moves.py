@@ -12,7 +12,7 @@ import random
 import pytest
 from harness import (
     ConsumerDriver,
-    RecordingLog,
+    FakeLog,
     Topics,
     check_view,
     make_coordinator,
@@ -40,7 +40,7 @@ def test_a_move_is_what_the_coordinator_would_answer_and_write(seed):
     topics = Topics()
     topics.add("t", 12)
     topics.add("u", 3)
-    log = RecordingLog()
+    log = FakeLog(keep=True)
     coordinator = make_coordinator(topics, log=log)
     view = coordinator.consumer_heartbeat_view
     drivers = [ConsumerDriver(topics, coordinator, group_id=f"g{i}") for i in range(2)]
@@ -157,7 +157,7 @@ def test_members_without_partitions_move_too(monkeypatch):
     topics = Topics()
     topics.add("t", 2)
     topics.add("u", 1)
-    log = RecordingLog()
+    log = FakeLog(keep=True)
     coordinator = make_coordinator(topics, log=log)
     d = ConsumerDriver(topics, coordinator)
     for i in range(40):

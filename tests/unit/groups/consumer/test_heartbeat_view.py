@@ -11,7 +11,7 @@ import random
 import pytest
 from harness import (
     ConsumerDriver,
-    RecordingLog,
+    FakeLog,
     Topics,
     answer,
     check_view,
@@ -53,7 +53,7 @@ def test_the_view_answers_only_what_the_coordinator_answers_without_a_change(see
     topics = Topics()
     topics.add("t", 8)
     topics.add("u", 3)
-    log = RecordingLog()
+    log = FakeLog(keep=True)
     coordinator = make_coordinator(topics, log=log)
     drivers = [ConsumerDriver(topics, coordinator, group_id=f"g{i}") for i in range(2)]
     answered = asked = 0

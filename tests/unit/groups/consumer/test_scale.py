@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 
 from harness import (
-    EncodingLog,
+    FakeLog,
     Topics,
     join_request,
     make_coordinator,
@@ -68,7 +68,7 @@ def coordinator():
     topics = Topics()
     for name in ("t0", "t1", "t2", "t3"):
         topics.add(name, 8)
-    c = make_coordinator(topics, SETTINGS, log=EncodingLog())
+    c = make_coordinator(topics, SETTINGS, log=FakeLog())
     c.events.sink = lambda event, time_ms: None
     return c
 
