@@ -293,7 +293,7 @@ def stop_processes(processes: Iterable[MemberProcess]) -> None:
             p.proc.wait()
 
 
-# =============================================================== the invariant checker ===
+# ===================================== the invariant checker =====================================
 
 
 class OwnershipViolation(AssertionError):
@@ -349,7 +349,7 @@ def all_partitions(topics: dict[str, int]) -> set[TP]:
     return {(t, p) for t, n in topics.items() for p in range(n)}
 
 
-# ====================================================== ConsumerGroupDescribe, raw frames ===
+# =============================== ConsumerGroupDescribe, raw frames ===============================
 
 
 def describe_raw(bootstrap: str, group: str) -> dict:
@@ -470,7 +470,7 @@ def wait_stable(
     return found[-1]
 
 
-# ================================================== members speaking raw frames ===
+# ================================== members speaking raw frames ==================================
 
 
 class Script:
@@ -713,7 +713,7 @@ def committed(bootstrap: str, group: str, partitions) -> dict[tuple[str, int], i
     return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
 
 
-# ============ classic members, one client per group_member.py process (was groupkit.py) ===
+# ==================== classic members, one client per group_member.py process ====================
 
 
 MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")

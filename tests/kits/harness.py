@@ -2,7 +2,7 @@
 group tests (tests/unit/groups/...) and of benches/groups_inprocess.py, consumer_target.py and
 consumer_offload_latency.py.
 
-Classic groups (was classic_harness.py): a log that acknowledges at once, a clock the test moves,
+Classic groups: a log that acknowledges at once, a clock the test moves,
 JoinGroup requests, and a driver that plays named members through
 JoinGroup/SyncGroup/Heartbeat/LeaveGroup/OffsetCommit validation, checking the group's invariants
 after every step; the state machine's scripted cases (`TABLES`, `run_case`). Every coordinator
@@ -10,12 +10,12 @@ method is synchronous: a parked request's `Later` has its `value` as soon as the
 answers, so the driver reads answers without awaiting anything. The log replays each write at
 once, through the coordinator's `replay`, as the durable log does after its fsync.
 
-KIP-848 consumer groups (was consumer_harness.py): a coordinator on a recording log, a topic
+KIP-848 consumer groups: a coordinator on a recording log, a topic
 store, and a driver playing named clients ("a", "b", ...) that heartbeat as the Java client does
 (full on join, then incremental with their owned partitions) and check the group's invariants
 after every step.
 
-Classic members inside KIP-848 consumer groups (was classic_members_kit.py): a classic client as
+Classic members inside KIP-848 consumer groups: a classic client as
 Java's ConsumerCoordinator behaves, a coordinator with one topic, classic rebalances run by hand,
 and a member switching group protocols.
 """
@@ -1259,7 +1259,7 @@ TABLES = {
 }
 
 
-# ================ KIP-848 consumer groups in process (was consumer_harness.py) ================
+# ============================== KIP-848 consumer groups in process ===============================
 
 
 class Topics:
@@ -1698,7 +1698,7 @@ class Group:
         assert group.assignment_epoch == group.group_epoch, "the target waits"
 
 
-# ======== classic members inside KIP-848 consumer groups (was classic_members_kit.py) ========
+# ======================== classic members inside KIP-848 consumer groups =========================
 
 
 CLASSIC_FAST = {"group.initial.rebalance.delay.ms": 0}

@@ -34,7 +34,7 @@
 
 //!
 //! The files: python_api.rs is the `Reactor` pyclass Python calls; queues.rs the two queues
-//! between the threads; accept.rs the listeners and the connection limits; io.rs reading,
+//! between the threads; accept.rs the listeners and the connection limits; socket_io.rs reading,
 //! serving and writing a connection; sweeps.rs the timed closes (idle, stalled, delayed);
 //! reports.rs the rate-limited reports. This file is the loop that drives them.
 
