@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from corral import _core  # noqa: E402
-from corral.analyze import segments  # noqa: E402
+from corral.analyze.inputs import segments  # noqa: E402
 
 
 def write_data_dir(directory: Path, records: int, per_batch: int, segment_bytes: int) -> None:

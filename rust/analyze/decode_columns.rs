@@ -1,5 +1,5 @@
 //! Segment files read straight from a data directory, for `corral analyze --data-dir`
-//! (corral.analyze.segments): no broker, no log store, the files opened by path.
+//! (corral.analyze.inputs.segments): no broker, no log store, the files opened by path.
 //!
 //! - `decode_offset_commits`: one `__consumer_offsets` segment into columns in Arrow's layout
 //!   (strings as int32 offsets + utf-8 data, fixed-width columns little endian), so Python wraps

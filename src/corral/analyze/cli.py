@@ -194,7 +194,7 @@ def run(args: argparse.Namespace, progress) -> dict[str, Any]:
 
     reading = None
     if not args.bootstrap:  # __corral_analytics read on the driver while Spark starts
-        from corral.analyze.segments import read_data_dir
+        from corral.analyze.inputs.segments import read_data_dir
 
         reader = ThreadPoolExecutor(1)
         reading = reader.submit(read_data_dir, args.data_dir, args.from_time, args.to_time)
@@ -282,7 +282,7 @@ class _Lap:
 
 
 def _land(args: argparse.Namespace, directory: str, step) -> dict[str, Any]:
-    from corral.analyze.ingest import IngestError, land
+    from corral.analyze.inputs.ingest import IngestError, land
 
     try:
         return land(

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from corral.analyze import lag_rows as rows
-from corral.analyze import segments
+from corral.analyze.inputs import segments
 from corral.analyze.lag_rows import LAG_COLUMNS, STATUS_COLUMNS
 
 LAG_TABLES = ("partition_lag", "partition_status", "group_status")

@@ -1,4 +1,4 @@
-"""`corral.analyze.ingest.land` (`corral analyze --bootstrap`) against a real corral and the
+"""`corral.analyze.inputs.ingest.land` (`corral analyze --bootstrap`) against a real corral and the
 Apache Kafka 4.4 reference broker: confluent-kafka clients commit known offsets in several
 groups, topics and partitions (one commit with metadata, one group deleted afterwards), a
 classic member joins and leaves, producers move the log ends on. The landed Parquet must hold
@@ -22,9 +22,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from conftest import CorralProcess
 
-from corral.analyze import analytics_records, inputs
-from corral.analyze.fetching import consume, fetch_body
-from corral.analyze.ingest import LIVE_SAMPLE_SEQ, IngestError, land
+from corral.analyze import inputs
+from corral.analyze.inputs import analytics_records
+from corral.analyze.inputs.fetching import consume, fetch_body
+from corral.analyze.inputs.ingest import LIVE_SAMPLE_SEQ, IngestError, land
 from corral.network.apis import ApiKey
 from corral.observability.analytics_topic import TOPIC as ANALYTICS_TOPIC
 from corral.ops.admin import Admin
@@ -412,7 +413,7 @@ def test_unreachable_and_silent_brokers(tmp_path):
 def test_classic_events_from_group_metadata_records():
     """The cases the Kafka scenario does not reach: history cut by compaction (a group first seen
     at a later generation), a static member replaced within a generation, a group created empty."""
-    from corral.analyze.classic_events import ClassicEvents
+    from corral.analyze.inputs.classic_events import ClassicEvents
     from corral.groups.storage.records import GroupValue, MemberValue, group_value
     from corral.load.consumer_protocol import encode_assignment
 

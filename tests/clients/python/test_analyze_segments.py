@@ -1,4 +1,4 @@
-"""`corral analyze --data-dir` (corral.analyze.segments): the inputs read from a real corral's
+"""`corral analyze --data-dir` (corral.analyze.inputs.segments): the inputs read from a real corral's
 data directory, while it runs and after it stopped, against what real clients (confluent-kafka)
 committed and what ListOffsets answers: a classic group, a KIP-848 group and a standalone
 (assign-only) group committing known offsets; the --from/--to window; torn tails; a missing or
@@ -16,7 +16,7 @@ from cgkit import CG_FAST, create_topics
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from corral import _core
-from corral.analyze import analytics_records, segments
+from corral.analyze.inputs import analytics_records, segments
 
 TOPICS = {"seg-a": 3, "seg-b": 2}
 GROUPS = {"seg-classic": "classic", "seg-848": "consumer", "seg-simple": None}

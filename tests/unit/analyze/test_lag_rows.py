@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corral.analyze import lag_rows as rows
+from corral.analyze.inputs.segments import COMMITS
 from corral.analyze.rules import STATUS_NAMES
-from corral.analyze.segments import COMMITS
 
 SAMPLES = pa.schema(
     [

@@ -12,9 +12,9 @@ from pyspark.testing import assertDataFrameEqual
 
 from corral.analyze import lag_rows
 from corral.analyze.event_rules import skew
+from corral.analyze.inputs.segments import COMMITS as COMMITS_ARROW
 from corral.analyze.job import write_tables
 from corral.analyze.rules import commit_activity
-from corral.analyze.segments import COMMITS as COMMITS_ARROW
 from corral.analyze.tables import (
     ASSIGNMENT_SKEW_SCHEMA,
     COMMIT_ACTIVITY_SCHEMA,

@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.analyze.analytics_records import samples_of_lines, split
+from corral.analyze.inputs.analytics_records import samples_of_lines, split
 from corral.observability.analytics_topic import LOG_END
 
 

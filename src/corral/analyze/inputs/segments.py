@@ -9,7 +9,7 @@ directory, without a broker (one may be running: see below).
   object per record (`commits_table`).
 - samples and events: `__corral_analytics` is read on the driver (`_core.decode_analytics_records`:
   samples as lines of JSON parsed in bulk, events as records), into Arrow tables
-  (corral.analyze.analytics_records).
+  (corral.analyze.inputs.analytics_records).
 
 `--from/--to`: a rolled segment whose time index says its newest record is older than `from` is
 not read at all; the core skips batches older than `from` and keeps the commits whose time is in
@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corral import _core
-from corral.analyze import analytics_records
+from corral.analyze.inputs import analytics_records
 from corral.analyze.lag_rows import sort_samples
 from corral.observability.analytics_topic import TOPIC as ANALYTICS_TOPIC
 

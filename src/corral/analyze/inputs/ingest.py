@@ -1,6 +1,6 @@
 """`corral analyze --bootstrap`: the three inputs (corral.analyze.inputs) read from a live
 cluster, corral or Apache Kafka, with corral's own client (corral.ops.admin, the Fetch of
-corral.analyze.fetching), landed as Parquet under `<directory>/commits`, `/samples`, `/events`
+corral.analyze.inputs.fetching), landed as Parquet under `<directory>/commits`, `/samples`, `/events`
 for `inputs.read_landed`.
 
 - live samples first: for `sample_for_s` seconds, every `sample_interval_s`, ListOffsets LATEST
@@ -12,8 +12,8 @@ for `inputs.read_landed`.
   transactions are left out, as Kafka leaves them out); every OffsetCommitValue is a row (`seq` = its
   offset), tombstones and other record types are not commits.
 - samples and events: `__corral_analytics` when the cluster has it (corral), turned into rows by
-  corral.analyze.analytics_records; else events derived from the GroupMetadata records
-  (corral.analyze.classic_events) and samples from live sampling only.
+  corral.analyze.inputs.analytics_records; else events derived from the GroupMetadata records
+  (corral.analyze.inputs.classic_events) and samples from live sampling only.
 
 Memory stays bounded whatever the history: rows go to Parquet a row group at a time, a new file
 every FILE_ROWS rows. `from_ms` / `to_ms` keep rows with from_ms <= time_ms < to_ms.
@@ -33,9 +33,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import trio
 
-from corral.analyze import analytics_records
-from corral.analyze.classic_events import ClassicEvents
-from corral.analyze.fetching import READ_COMMITTED, Record, consume
+from corral.analyze.inputs import analytics_records
+from corral.analyze.inputs.classic_events import ClassicEvents
+from corral.analyze.inputs.fetching import READ_COMMITTED, Record, consume
 from corral.groups.storage.records import (
     GROUP_METADATA_KEY,
     OFFSET_COMMIT_KEY,
