@@ -14,6 +14,9 @@ for crate in benches/echo-server benches/heartbeat-ceiling benches/heartbeat-dri
 done
 CARGO_TARGET_DIR=~/.cache/corral/target cargo clippy --locked --all-targets -- -D warnings
 
+echo "== the stub of the compiled core against the runtime (mypy's stubtest)"
+python -m mypy.stubtest corral._core --allowlist ci/stubtest-allowlist.txt
+
 echo "== cargo test"
 # The machine's one target directory (as ci/setup.sh's build): dependencies stay compiled.
 CARGO_TARGET_DIR=~/.cache/corral/target cargo test --locked

@@ -265,7 +265,7 @@ class Connection:
         max_request_bytes: int,
         *,
         listener: str = "PLAINTEXT",
-        principal: str = "User:ANONYMOUS",
+        principal: str = ...,  # User:ANONYMOUS
     ) -> Self:
         """`listener` and `principal`: what the `Request`s it yields carry."""
     def feed(self, chunk: bytes) -> None:
@@ -317,7 +317,7 @@ def encode_consumer_subscription(
     version: int,
     topics: Sequence[str],
     owned_partitions: Sequence[tuple[str, Sequence[int]]],
-    generation_id: int = -1,
+    generation_id: int = ...,  # -1
     rack_id: str | None = None,
 ) -> bytes:
     """A subscription's bytes (version 0-3, no user data). Raises ValueError on a bad version."""
@@ -355,6 +355,7 @@ class TlsServerConfig:
         "required". `protocols`: "TLSv1.2" and/or "TLSv1.3". `principal_mapping_rules`:
         Kafka's ssl.principal.mapping.rules. Raises ValueError."""
 
+@final
 class SslPrincipalMapper:
     """Kafka's `ssl.principal.mapping.rules`: a client certificate's subject DN -> the
     principal's name (rust/network/principal_mapping.rs)."""
@@ -365,6 +366,7 @@ class SslPrincipalMapper:
     def name(self, dn: str) -> str:
         """The principal's name for `dn`. Raises ValueError when no rule applies."""
 
+@final
 class Reactor:
     """The network thread: sockets, framing and the answers given without Python."""
 
@@ -511,7 +513,7 @@ class TimerWheel:
         """The keys due at `now_ms`, removed from the wheel, as one list."""
 
     def __len__(self) -> int: ...
-    def __contains__(self, key: int) -> bool:
+    def __contains__(self, key: int, /) -> bool:
         """Whether `key` is scheduled (again: `expired` removes what it returns)."""
 
 @final
@@ -694,7 +696,7 @@ class OffsetMap:
         topic: str,
         partitions: Sequence[PartitionCommit],
         commit_timestamp_ms: int,
-        expire_timestamp_ms: int = -1,
+        expire_timestamp_ms: int = ...,  # -1: none
     ) -> None:
         """Commits `partitions` [(partition, offset, leader_epoch, metadata)] of one topic at
         once."""
@@ -724,13 +726,14 @@ class OffsetMap:
         now_ms: int,
         retention_ms: int,
         base_timestamp_ms: int | None = None,
-        keep_topics: Sequence[str] = (),
+        keep_topics: Sequence[str] = ...,  # none
     ) -> list[TopicPartition]:
         """Kafka's offset expiry: an offset with an explicit expire timestamp expires then;
         otherwise once `retention_ms` passed since `base_timestamp_ms` (when an Empty classic
         group became empty) or, without it, its commit time. `keep_topics` are left alone.
         Returns the expired (topic, partition)s, sorted; removes nothing."""
 
+@final
 class CommitPath:
     """OffsetCommits written by the network thread: it appends those it takes to
     `offsets_topic`, its own thread fsyncs, applies them to the offset map and answers
@@ -786,7 +789,7 @@ class LogStore:
     """Every partition's log (segments, indexes, producer state) under one data directory.
     Methods on a partition that is not open raise KeyError; I/O failures raise StorageError."""
 
-    def __new__(cls, data_dir: str | os.PathLike[str], open_files_max: int = 1024) -> Self:
+    def __new__(cls, data_dir: str | os.PathLike[str], open_files_max: int = ...) -> Self:  # 1024
         """`open_files_max`: how many segment files the store keeps open at most (least recently
         used closed first); any number of partitions works within it."""
 
@@ -958,9 +961,9 @@ def keyless_records(data: bytes, max_batch_bytes: int) -> list[int]:
 def build_batch(
     records: Sequence[KeyValue],
     timestamp_ms: int,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
+    producer_id: int = ...,  # -1: none
+    producer_epoch: int = ...,  # -1
+    base_sequence: int = ...,  # -1
 ) -> bytes:
     """An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`, optionally
     from an idempotent producer. ValueError when `records` is empty."""
