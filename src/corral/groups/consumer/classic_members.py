@@ -37,7 +37,9 @@ from corral.groups.consumer.migration import (
 )
 from corral.groups.consumer.reconcile import MemberState
 from corral.groups.consumer.state import ConsumerGroup
+from corral.groups.result import NO_RECORDS, Records
 from corral.groups.storage import consumer_records as cr
+from corral.groups.storage.records import Record
 from corral.later import Later
 from corral.observability.log_lines import fields
 from corral.uuids import random_uuid_text
@@ -109,10 +111,9 @@ class ClassicMembers:
             return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
 
         now = wall_ms()
-        records: list = []
         try:
-            member, replaced = self._classic_member_for(
-                group, member_id, instance_id, unknown, records
+            member, replaced, made = self._classic_member_for(
+                group, member_id, instance_id, unknown
             )
         except GroupError as e:
             return join_error(e.code, req.member_id)
@@ -134,9 +135,12 @@ class ClassicMembers:
         updated.regex = ""  # classic members have no regex subscription
         updated.client_id, updated.client_host = req.client_id, req.client_host
         updated.classic = cr.ClassicMetadata(req.session_timeout_ms, list(req.protocols))
-        group_epoch, changed = self.consumer.subscribe(
+        # The join's records: each step's in turn (a step reads those before its own).
+        records: list[Record] = [*made]
+        group_epoch, changed, made = self.consumer.subscribe(
             group, member, updated, replaced, records, now
         )
+        records += made
         owned = by_id(subscription.owned, self.topics)
 
         rebalance = False
@@ -147,14 +151,16 @@ class ClassicMembers:
             rebalance = group.assignment_epoch < group_epoch
             current = updated.current
             if not rebalance:
-                current = self.consumer.reconcile_member(
+                current, made = self.consumer.reconcile_member(
                     group, group_epoch, member, updated, changed, owned, records, now
                 )
+                records += made
             records += self._downgrade_replacing(group, existing, updated, now)
         else:
-            current = self.consumer.reconcile_member(
+            current, made = self.consumer.reconcile_member(
                 group, group_epoch, member, updated, changed, owned, records, now
             )
+            records += made
         answer = {
             "error_code": ErrorCode.NONE,
             "generation_id": current.epoch,
@@ -181,10 +187,9 @@ class ClassicMembers:
         member_id: str,
         instance_id: str | None,
         unknown: bool,
-        records: list,
-    ) -> tuple[ConsumerMember, bool]:
+    ) -> tuple[ConsumerMember, bool, Records]:
         """The member a JoinGroup is from: known, new, or a static member replacing its old
-        self (and whether it did, the replacement's records appended). Raises GroupError."""
+        self; whether it did, and the replacement's records. Raises GroupError."""
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -195,13 +200,14 @@ class ClassicMembers:
                     extra=fields(group.group_id, member_id),
                 )
                 member = ConsumerMember(member_id)
-            return member, False
+            return member, False, NO_RECORDS
         old_id = group.static_members.get(instance_id)
         old = group.members.get(old_id) if old_id is not None else None
         if unknown:
             if old is None:
-                return ConsumerMember(member_id), False
-            return self.consumer.replace_static(group, old, member_id, records), True
+                return ConsumerMember(member_id), False, NO_RECORDS
+            new, records = self.consumer.replace_static(group, old, member_id)
+            return new, True, records
         if old is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if old.member_id != member_id:
@@ -210,7 +216,7 @@ class ClassicMembers:
                 f"Static member {member_id} with instance id {instance_id} is fenced "
                 f"by existing member {old.member_id}.",
             )
-        return old, False
+        return old, False, NO_RECORDS
 
     def _may_downgrade_replacing(self, group: ConsumerGroup, replaced: ConsumerMember) -> bool:
         """Kafka's validateOnlineDowngradeWithReplacedMember: the replaced member is the group's
@@ -303,9 +309,8 @@ class ClassicMembers:
         ):
             # No consumer-protocol member heartbeats to compute the next target (Kafka waits for
             # a rejoin that nothing asks for): a classic heartbeat does.
-            records: list = []
-            self.targets.maybe_compute_target(
-                group, group.group_epoch, member, member, records, wall_ms()
+            _, _, records = self.targets.maybe_compute_target(
+                group, group.group_epoch, member, member, NO_RECORDS, wall_ms()
             )
             if records:
                 self.writes.write(group.group_id, records)
