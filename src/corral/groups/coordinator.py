@@ -292,6 +292,7 @@ class GroupCoordinator:
     def _view_rule(self, _names=None) -> None:
         """The network thread's heartbeat intervals follow answer.py's rule with these."""
         s = self.settings
+        assert self.consumer_heartbeat_view is not None, "set only when there is a view"
         self.consumer_heartbeat_view.set_rule(
             s["corral.consumer.reconciling.heartbeat.interval.ms"],
             s["corral.consumer.reconciling.heartbeat.max.rate"],

@@ -104,10 +104,13 @@ class Offsets:
     ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, ErrorCode]]]], Later]:
         """OffsetDelete: (group error, per-partition errors, the write of the tombstones)."""
         group = self.groups.get(group_id)
-        error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_offset_delete()
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, [], Later.of(ErrorCode.NONE)
+        error = group.validate_offset_delete()
         if error:
             return error, [], Later.of(ErrorCode.NONE)
-        result, tombstones = [], []
+        result: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
+        tombstones: list[tuple[str, int]] = []
         for topic, partitions in topics:
             if group.is_subscribed_to(topic):
                 result.append(

@@ -23,5 +23,5 @@ NO_RECORDS: tuple[Record, ...] = ()
 class Result(NamedTuple, Generic[A]):
     """An operation's records and its answer."""
 
-    records: Records
+    records: list[Record]
     answer: A

@@ -206,8 +206,8 @@ class CoordinatorShard:
     def _replay_consumer(self, record: cr.ConsumerRecord) -> None:
         group_id = record.group_id
         group = self.groups.get(group_id)
-        tombstone = isinstance(record, cr.ConsumerTombstone)
-        if tombstone and record.kind == cr.GROUP_EPOCH:
+        tombstone = record if isinstance(record, cr.ConsumerTombstone) else None
+        if tombstone is not None and tombstone.kind == cr.GROUP_EPOCH:
             if isinstance(group, ConsumerGroup):
                 del self.groups[group_id]
                 self._forget(group)
@@ -217,7 +217,7 @@ class CoordinatorShard:
                     self.rebalance.new_group(group_id)
             return
         if not isinstance(group, ConsumerGroup):
-            if tombstone:
+            if tombstone is not None:
                 return
             if group is not None:
                 self._forget(group)  # an empty classic group converted
@@ -225,8 +225,8 @@ class CoordinatorShard:
                 group_id, self.consumer_heartbeat_view, self._assignment_interval_ms
             )
         leaving = (
-            group.members.get(record.name or "")
-            if tombstone and record.kind == cr.MEMBER_METADATA
+            group.members.get(tombstone.name or "")
+            if tombstone is not None and tombstone.kind == cr.MEMBER_METADATA
             else None
         )
         if not self._loading:
@@ -240,14 +240,6 @@ class CoordinatorShard:
             # After the replay: the network thread no longer finds the member, so it cannot
             # schedule the session timer again once it is cancelled.
             self.consumer.cancel_member_timers(leaving)
-
-    def _forget(self, group: Group) -> None:
-        if isinstance(group, ClassicGroup):
-            self.rebalance.forget(group)
-        elif isinstance(group, ConsumerGroup):
-            group.detach()
-            for member in group.members.values():
-                self.consumer.cancel_member_timers(member)
 
     def _forget(self, group: Group) -> None:
         if isinstance(group, ClassicGroup):
@@ -366,7 +358,9 @@ class CoordinatorShard:
 
     def _delete_group(self, group_id: str) -> Later:
         group = self.groups.get(group_id)
-        error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_delete()
+        if group is None:
+            return Later.of(ErrorCode.GROUP_ID_NOT_FOUND)
+        error = group.validate_delete()
         if error:
             return Later.of(error)
         return self._remove_group(group, self.offsets.all_partitions(group_id))

@@ -236,8 +236,10 @@ class ClassicGroups:
         self, group: ClassicGroup, req: JoinRequest, old_id: str, new_id: str, waiter: Later
     ) -> None:
         current_leader = group.leader_id
+        instance_id = req.group_instance_id
+        assert instance_id is not None, "a static member's join"
         member = group.replace_static_member(
-            req.group_instance_id, old_id, new_id, join_error(ErrorCode.FENCED_INSTANCE_ID, old_id)
+            instance_id, old_id, new_id, join_error(ErrorCode.FENCED_INSTANCE_ID, old_id)
         )
         self.events.classic_static_replaced(group, member, old_id)
         self.rebalance.schedule_heartbeat(member)

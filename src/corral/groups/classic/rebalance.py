@@ -222,6 +222,7 @@ class ClassicRebalance:
             extra=fields(group.group_id, epoch=group.generation_id),
         )
         # The leader's answer goes out first: its SyncGroup is the rebalance's critical path.
+        assert group.leader_id is not None, "a group with members has a leader"
         leader = group.members[group.leader_id]
         group.complete_join(
             leader, self.join_response(group, leader.member_id, group.leader_members_list())

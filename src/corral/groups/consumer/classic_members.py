@@ -313,7 +313,7 @@ class ClassicMembers:
                 group, group.group_epoch, member, member, NO_RECORDS, wall_ms()
             )
             if records:
-                self.writes.write(group.group_id, records)
+                self.writes.write(group.group_id, list(records))
             self.targets.maybe_offload(group)
         state = member.current.state
         if (

@@ -149,7 +149,7 @@ def homogeneous_universe(
     topic names and none to a regex, once `updated` (if given) takes `member`'s place; else
     None. From the group's counts: O(topics)."""
     in_group = member is not None and member.member_id in group.members
-    own_regex = member.regex if in_group else ""
+    own_regex = member.regex if member is not None and in_group else ""
     if (updated is not None and updated.regex) or any(
         n for r, n in group.regex_counts.items() if not (r == own_regex and n == 1)
     ):
@@ -159,7 +159,7 @@ def homogeneous_universe(
         after, own, names = len(group.members), set(counts), set(counts)
     else:
         after = len(group.members) + (0 if in_group else 1)
-        own = set(member.topic_names) if in_group else set()
+        own = set(member.topic_names) if member is not None and in_group else set()
         names = set(updated.topic_names)
     if not names:
         return None

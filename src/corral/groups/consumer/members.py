@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.groups.consumer.member_state import ConsumerMember, preferred_of
-from corral.groups.consumer.reconcile import Reconciled
+from corral.groups.consumer.reconcile import Partitions, Reconciled
 from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage.records import Record
@@ -34,6 +35,7 @@ class GroupError(Exception):
         self.message = message
 
 
+@dataclass(slots=True, kw_only=True)
 class HeartbeatRequest:
     """What ConsumerGroupHeartbeat asks, independent of its version. `owned` is None when the
     request leaves TopicPartitions out (unchanged). `topic_filter` (None without an authorizer,
@@ -41,25 +43,19 @@ class HeartbeatRequest:
     heartbeat resolves keep only those (Kafka's TopicRegexResolver, with the heartbeat's
     context)."""
 
-    __slots__ = (
-        "group_id",
-        "member_id",
-        "member_epoch",
-        "instance_id",
-        "rack_id",
-        "rebalance_timeout_ms",
-        "topic_names",
-        "regex",
-        "server_assignor",
-        "owned",
-        "client_id",
-        "client_host",
-        "topic_filter",
-    )
-
-    def __init__(self, **fields: Any):
-        for name in self.__slots__:
-            setattr(self, name, fields.get(name) if name == "topic_filter" else fields[name])
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    topic_names: list[str] | None
+    regex: str | None
+    server_assignor: str | None
+    owned: Partitions | None
+    client_id: str
+    client_host: str
+    topic_filter: TopicFilter | None = None
 
     @property
     def is_full(self) -> bool:
@@ -349,8 +345,8 @@ def regexes_after(group: ConsumerGroup, records: Iterable[Record]) -> RegexesAft
     for r in records:
         if isinstance(r, cr.RegexTopics):
             changed[r.regex] = r
-        elif isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX:
-            tombstoned.append(r.name)
+        elif isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX and r.name is not None:
+            tombstoned.append(r.name)  # (a regex's tombstone always names it)
     for regex in tombstoned:
         changed[regex] = None
     return RegexesAfter(group.regexes, changed)

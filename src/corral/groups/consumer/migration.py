@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,12 +28,14 @@ from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TopicImage, metadata_hash
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage import records as classic_records
+from corral.groups.storage.records import Record
 
 log = logging.getLogger("corral.groups")
 
 if TYPE_CHECKING:
     from corral.groups.classic import ClassicGroup
     from corral.groups.classic.state import ClassicMember
+    from corral.groups.group import Group
 # The newest ConsumerProtocol version; a member's newer one is answered in this one (Kafka's
 # ConsumerProtocol.checkAssignmentVersion).
 NEWEST_VERSION = 3
@@ -144,7 +147,10 @@ def upgrade_records(
             "size exceeds the consumer group maximum size.",
         )
     generation = classic.generation_id
-    metadata, targets, currents, names = [], [], [], set()
+    metadata: list[cr.MemberMetadata] = []
+    targets: list[cr.TargetMember] = []
+    currents: list[cr.CurrentAssignment] = []
+    names: set[str] = set()
     for m in classic.members.values():
         try:
             assigned = _classic_assignment(m.assignment, gid)
@@ -261,7 +267,9 @@ def may_downgrade(
     return True
 
 
-def classic_protocols(group, records: list) -> dict[str, list[tuple[str, bytes]]]:
+def classic_protocols(
+    group: Group | None, records: Iterable[Record]
+) -> dict[str, list[tuple[str, bytes]]]:
     """Every classic member's protocols, as the group and `records` have them (a downgrade's
     record keeps only the chosen protocol; the classic group gets them all back)."""
     out = {

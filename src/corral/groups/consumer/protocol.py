@@ -223,7 +223,7 @@ class ConsumerGroups:
                 f"The consumer group has reached its maximum capacity of {max_size} members.",
             )
 
-    def _upgrade(self, classic: ClassicGroup) -> tuple[ConsumerGroup, list[Record]]:
+    def _upgrade(self, classic: ClassicGroup) -> tuple[ConsumerGroup, Records]:
         """An online upgrade (KIP-848 §5): the consumer group a live classic group becomes, and
         the records that make it (applied when they are written, with the heartbeat's own).
         Its parked JoinGroup and SyncGroup requests are answered REBALANCE_IN_PROGRESS."""

@@ -16,11 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from corral.assignors import GroupSpec, MemberSpec, run_assignor, subscription_type_of
+from corral.assignors import GroupSpec, MemberSpec, TopicId, run_assignor, subscription_type_of
 from corral.groups.consumer.member_state import ConsumerMember
+from corral.groups.consumer.reconcile import Partitions
 from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.storage import consumer_records as cr
-from corral.groups.storage.records import encode_batch
+from corral.groups.storage.records import Record, encode_batch
 
 if TYPE_CHECKING:
     from corral.assignors import Assignor
@@ -102,12 +103,10 @@ class TargetInputs:
 
     group_id: str
     epoch: int
-    members: list[
-        tuple[str, frozenset[bytes], Mapping[bytes, frozenset[int]], str | None, str | None]
-    ]
+    members: list[tuple[str, frozenset[bytes], Partitions, str | None, str | None]]
     partition_counts: dict[bytes, int]
     # Each member's TargetMember as it stands (None: it has none), to write only what changes.
-    stored_targets: dict[str, Mapping[bytes, frozenset[int]] | None]
+    stored_targets: Mapping[str, Partitions | None]
 
     @classmethod
     def of(
@@ -121,7 +120,7 @@ class TargetInputs:
         """`regexes`: the resolutions to read (default the group's; a heartbeat passes those
         its own records will add)."""
         regexes = group.regexes if regexes is None else regexes
-        rows = []
+        rows: list[tuple[str, frozenset[bytes], Partitions, str | None, str | None]] = []
         counts: dict[bytes, int] = {}
         # One set object per subscription class (the built-ins group members by it), looked up
         # once per class rather than once per member.
@@ -144,25 +143,28 @@ class TargetInputs:
         """The new target (member -> topic id -> partitions), or None if the assignor failed
         (logged; the group keeps its target). Safe in a worker thread."""
         specs = {
-            member_id: MemberSpec(ids, previous, rack, instance)
+            # The assignors take any hashable topic id (Mapping's key is invariant): ours are bytes.
+            member_id: MemberSpec(ids, previous, rack, instance)  # type: ignore[arg-type]
             for member_id, ids, previous, rack, instance in self.members
         }
         spec = GroupSpec(specs, subscription_type_of(specs.values()))
-        result = run_assignor(assignor, self.group_id, spec, self.partition_counts)
+        counts: Mapping[TopicId, int] = self.partition_counts  # type: ignore[assignment]  # as above
+        result = run_assignor(assignor, self.group_id, spec, counts)
         if result is None:
             return None
         return {
-            member_id: {t: frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}
+            # The topic ids the assignor returns are those it was given: bytes.
+            member_id: {t: frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}  # type: ignore[misc]
             for member_id in specs
         }
 
     def records(
         self, target: Mapping[str, Mapping[bytes, frozenset[int]]], now_ms: int
-    ) -> list[cr.ConsumerRecord]:
+    ) -> list[Record]:
         """The records of a new target: a TargetMember per member whose target changed since
         the inputs were taken, then the TargetEpoch."""
         gid = self.group_id
-        out: list[cr.ConsumerRecord] = [
+        out: list[Record] = [
             cr.TargetMember(gid, member_id, {t: tuple(sorted(ps)) for t, ps in partitions.items()})
             for member_id, partitions in target.items()
             if self.stored_targets.get(member_id) != partitions
@@ -173,7 +175,7 @@ class TargetInputs:
 
 def encoded_result(
     inputs: TargetInputs, assignor: Assignor, now_ms: int
-) -> tuple[list[cr.ConsumerRecord], bytes] | None:
+) -> tuple[list[Record], bytes] | None:
     """An offloaded computation's whole result, in the worker thread: its records and their
     RecordBatch, so the event loop only applies them. None if the assignor failed."""
     target = inputs.compute(assignor)

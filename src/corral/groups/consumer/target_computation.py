@@ -184,6 +184,7 @@ class TargetComputation:
         inputs = TargetInputs.of(group, group.group_epoch, group.members.values(), self.topics)
         group.computing_epoch = inputs.epoch
         assignor = self.assignors.get(group.preferred_assignor()) or self.assignors.default
+        assert self.nursery is not None, "_offloads is False without a nursery"
         self.nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
 
     async def _compute_offloaded(

@@ -73,7 +73,7 @@ class ConsumerWrites:
     def write(
         self,
         group_id: str,
-        records: list,
+        records: list[Record],
         batch: bytes | None = None,
         downgrade_rebalance: bool = True,
     ) -> Later:
@@ -106,7 +106,7 @@ class ConsumerWrites:
             path.python_writing_group(group_id, False)
 
     def _write_now(
-        self, group_id: str, records: list, batch: bytes | None, downgrade_rebalance: bool
+        self, group_id: str, records: list[Record], batch: bytes | None, downgrade_rebalance: bool
     ) -> Later:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and group.needs_rewrite:

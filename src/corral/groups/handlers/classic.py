@@ -112,7 +112,7 @@ def heartbeat(broker, request) -> bytes:
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
-def leave_group(broker, request) -> Later:
+def leave_group(broker, request) -> Later | dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]

@@ -16,7 +16,7 @@ from corral.security.authorize import GROUP, TOPIC, allowed, filter_allowed, gro
 
 
 @handles(ApiKey.OFFSET_COMMIT, 2, 9)
-def offset_commit(broker, request) -> bytes | Later:
+def offset_commit(broker, request) -> bytes | Later | dict[str, Any]:
     # The steady-state write of every consumer: a short path (rust/short_paths/mod.rs), kept as the
     # Rust struct (an OffsetCommitRequest) and checked per partition in the core
     # (rust/short_paths/offset_commit.rs); the group-level rules are the coordinator's.
@@ -133,7 +133,7 @@ def offset_fetch(broker, request) -> dict[str, Any]:
         else [(t["name"], t["partition_indexes"]) for t in body["topics"]]
     )
     error, fetched = _fetch_group(broker, request, body["group_id"], topics)
-    if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2:
+    if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2 and topics is not None:
         # v1 has no group error: Kafka's groupError puts it on every partition asked for.
         fetched = [(name, [(p, -1, -1, "", error) for p in ps]) for name, ps in topics]
     response: dict[str, Any] = {"topics": _shape_fetched(fetched, version)}
