@@ -6,8 +6,8 @@ it is. Classic groups implement it in classic/state.py; KIP-848 consumer groups 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import Any, Protocol
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from corral.errors import ErrorCode
 from corral.groups.storage.records import Record
@@ -36,7 +36,7 @@ class Group(Protocol):
         instance_id: str | None,
         generation_id: int,
         version: int,
-        partitions=lambda: (),
+        partitions: Callable[[], Iterable[tuple[bytes, int]]] = lambda: (),
     ) -> ErrorCode:
         """Whether this member may commit now (Kafka's Group.validateOffsetCommit). `partitions`
         gives the (topic id, partition) pairs the commit writes, for the groups that check them
@@ -94,3 +94,11 @@ class Group(Protocol):
         """`stored_records` as a function a worker thread may call, what the loop must copy
         copied now (snapshots are made off the loop)."""
         ...
+
+
+if TYPE_CHECKING:
+    from corral.groups.classic.state import ClassicGroup
+    from corral.groups.consumer.state import ConsumerGroup
+
+    # A shard's groups by id (each of one of the group types).
+    Groups: TypeAlias = dict[str, ClassicGroup | ConsumerGroup]

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from corral.groups.consumer.migration import MigrationPolicy
     from corral.groups.consumer.target import TopicImage
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
     from corral.groups.metrics import GroupMetrics
     from corral.groups.storage.writer import CoordinatorLog
@@ -102,7 +103,7 @@ class CoordinatorShard:
         # Born serving, empty; the runtime's `load` fills it from disk at startup.
         self.state = ShardState.LOADED
         self.shared = shared
-        self.groups: dict[str, Group] = {}
+        self.groups: Groups = {}
         self._loading = False
         # The log position its last snapshot was taken at (None: none taken by this process).
         self.snapshot_position: int | None = None

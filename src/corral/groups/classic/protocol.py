@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from corral.groups.classic.rebalance import ClassicRebalance
     from corral.groups.consumer.classic_members import ClassicMembers
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
     from corral.groups.timers import Timers
 
@@ -42,7 +43,7 @@ class ClassicGroups:
         self,
         rebalance: ClassicRebalance,
         to_consumer_groups: ClassicMembers,
-        groups: dict,
+        groups: Groups,
         timers: Timers,
         limits: GroupLimits,
         events: AnalyticsEvents,

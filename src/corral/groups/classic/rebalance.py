@@ -22,6 +22,7 @@ from corral.observability.log_lines import fields
 
 if TYPE_CHECKING:
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
     from corral.groups.metrics import GroupMetrics
     from corral.groups.storage.writer import CoordinatorLog
@@ -33,7 +34,7 @@ log = logging.getLogger("corral.groups")
 class ClassicRebalance:
     def __init__(
         self,
-        groups: dict,
+        groups: Groups,
         writer: CoordinatorLog,
         timers: Timers,
         limits: GroupLimits,
@@ -125,7 +126,7 @@ class ClassicRebalance:
         self,
         group: ClassicGroup,
         member_id: str,
-        members: list,
+        members: list[dict[str, Any]],
         skip_assignment: bool = False,
         leader: str | None = None,
     ) -> dict[str, Any]:

@@ -172,7 +172,7 @@ class ClassicGroup:
         self.join_key = join_key
         self.sync_key = sync_key
         # What the join timer does when it fires: ("initial", delay, remaining) or ("complete",).
-        self.join_action: tuple = ("complete",)
+        self.join_action: tuple[Any, ...] = ("complete",)
         self.sync_generation = -1
         # The GroupMetadataValue last made durable (set by replay): what a snapshot holds and
         # what a restart would load. The live group may be ahead of it mid-rebalance.
@@ -463,7 +463,7 @@ class ClassicGroup:
         instance_id: str | None,
         generation_id: int,
         version: int,
-        partitions=lambda: (),
+        partitions: Callable[[], Iterable[tuple[bytes, int]]] = lambda: (),
     ) -> ErrorCode:
         """Kafka's ClassicGroup.validateOffsetCommit (simple groups included; no per-partition
         check, so `partitions` is not asked for)."""

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from corral.groups.consumer.target_computation import TargetComputation
     from corral.groups.consumer.writes import ConsumerWrites
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
     from corral.groups.timers import Timers
 
@@ -67,7 +68,7 @@ class ClassicMembers:
         writes: ConsumerWrites,
         targets: TargetComputation,
         rebalance: ClassicRebalance,
-        groups: dict,
+        groups: Groups,
         timers: Timers,
         limits: GroupLimits,
         topics: TopicImage,
@@ -229,7 +230,7 @@ class ClassicMembers:
 
     def _downgrade_replacing(
         self, group: ConsumerGroup, replaced: ConsumerMember, joining: ConsumerMember, now: int
-    ) -> list:
+    ) -> list[Record]:
         """The downgrade records when `joining` (a classic static member) takes the place of
         `replaced`, the replacement's records coming first: every consumer record tombstoned
         (under the joining id) and the classic group record, `joining` holding the replaced

@@ -27,6 +27,7 @@ from itertools import chain, islice
 from typing import TYPE_CHECKING
 
 from corral.groups.storage import consumer_records as cr
+from corral.groups.storage.records import Record
 
 if TYPE_CHECKING:
     from corral.groups.consumer.member_state import ConsumerMember
@@ -49,7 +50,7 @@ class TargetIndex:
         self.by_size: dict[int, dict[str, None]] = {}  # size -> members (insertion-ordered)
         self.untargeted: dict[str, None] = {}  # members with no target entry yet
         # topic -> per partition, how many targets hold it (two while a move is half-replayed).
-        self._holders: dict[bytes, array] = {}
+        self._holders: dict[bytes, array[int]] = {}
         self.targeted: Counter[bytes] = Counter()  # topic -> partitions some target holds
         self.free: dict[bytes, set[int]] = {}  # topic -> partitions released and not held again
 
@@ -181,7 +182,7 @@ def incremental_records(
     now: int,
     member: ConsumerMember | None = None,
     updated: ConsumerMember | None = None,
-) -> list[cr.ConsumerRecord] | None:
+) -> list[Record] | None:
     """The records of the group's target at `epoch`, moving only what the balance needs, when
     that applies (a big homogeneous group whose index covers its topics; `updated`: a heartbeat's
     member, its records not applied yet); else None (the assignor runs over every member)."""
@@ -202,7 +203,7 @@ def incremental_records(
         return None
     gid = group.group_id
     changes = rebalance(group.target_index, group.target, universe, joining)
-    out: list[cr.ConsumerRecord] = [
+    out: list[Record] = [
         cr.TargetMember(gid, member_id, {t: tuple(sorted(ps)) for t, ps in target.items()})
         for member_id, target in changes.items()
     ]

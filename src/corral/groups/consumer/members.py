@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from corral.errors import ErrorCode
 from corral.groups.consumer.member_state import ConsumerMember, preferred_of
@@ -66,7 +66,7 @@ class HeartbeatRequest:
         )
 
 
-def compile_regex(regex: str):
+def compile_regex(regex: str) -> Any:  # an re2 pattern (google-re2 has no types)
     import re2
 
     try:
@@ -116,7 +116,7 @@ def check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
         )
 
 
-def _is_subset(owned, assigned) -> bool:
+def _is_subset(owned: Partitions, assigned: Partitions) -> bool:
     return all(ps <= assigned.get(topic, frozenset()) for topic, ps in owned.items() if ps)
 
 

@@ -23,7 +23,7 @@ from corral.groups.classic.state import CONSUMER_PROTOCOL_TYPE as PROTOCOL_TYPE
 from corral.groups.classic.state import vote
 from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError
-from corral.groups.consumer.reconcile import MemberState
+from corral.groups.consumer.reconcile import MemberState, Partitions
 from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TopicImage, metadata_hash
 from corral.groups.storage import consumer_records as cr
@@ -87,7 +87,8 @@ def protocol_version(metadata: bytes) -> int:
     (Kafka's ConsumerProtocol.deserializeVersion: the leading int16)."""
     if len(metadata) < 2:
         return 0
-    return max(0, min(struct.unpack_from(">h", metadata)[0], NEWEST_VERSION))
+    version: int = struct.unpack_from(">h", metadata)[0]
+    return max(0, min(version, NEWEST_VERSION))
 
 
 def by_id(partitions: dict[str, list[int]], topics: TopicImage) -> dict[bytes, frozenset[int]]:
@@ -100,7 +101,7 @@ def by_id(partitions: dict[str, list[int]], topics: TopicImage) -> dict[bytes, f
     return out
 
 
-def encode_assignment(assigned, version: int, topics: TopicImage) -> bytes:
+def encode_assignment(assigned: Partitions, version: int, topics: TopicImage) -> bytes:
     """A member's partitions (by topic id) as ConsumerProtocolAssignment bytes in `version`;
     topics deleted meanwhile are left out."""
     named = []

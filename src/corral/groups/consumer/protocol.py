@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from corral.groups.classic.rebalance import ClassicRebalance
     from corral.groups.consumer.writes import ConsumerWrites
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
 
 log = logging.getLogger("corral.groups")
@@ -84,7 +85,7 @@ class ConsumerGroups:
 
     def __init__(
         self,
-        groups: dict,
+        groups: Groups,
         writes: ConsumerWrites,
         targets: TargetComputation,
         rebalance: ClassicRebalance,

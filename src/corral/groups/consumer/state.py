@@ -16,7 +16,7 @@ import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable
 from sys import intern
-from typing import Any
+from typing import Any, TypeVar
 
 from corral import _core
 from corral.errors import ErrorCode
@@ -44,7 +44,10 @@ MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
 
 
-def _count(counts: Counter, keys: Iterable, delta: int) -> None:
+K = TypeVar("K")
+
+
+def _count(counts: Counter[K], keys: Iterable[K], delta: int) -> None:
     """Adds `delta` to the counts of `keys`, dropping those that reach zero."""
     for key in keys:
         n = counts[key] + delta

@@ -25,14 +25,15 @@ from corral.groups.storage.records import Record, encode_batch
 
 if TYPE_CHECKING:
     from corral.assignors import Assignor
+    from corral.topics.registry import Topic, TopicStore
 
-EMPTY: frozenset = frozenset()
+EMPTY: frozenset[bytes] = frozenset()
 
 
 class TopicImage:
     """The broker's topics as the coordinator sees them: ids are 16-byte `bytes`."""
 
-    def __init__(self, store=None):
+    def __init__(self, store: TopicStore | None = None):
         self.store = store
         # Bumped on every topic creation or deletion (a regex resolution's `Version`).
         self.version = 0
@@ -41,7 +42,7 @@ class TopicImage:
         # deleted and created again) replaces the entry.
         self._ids: dict[str, tuple[object, bytes]] = {}
 
-    def topic(self, name: str):
+    def topic(self, name: str) -> Topic | None:
         return None if self.store is None else self.store.get(name)
 
     def id_of(self, name: str) -> bytes | None:
@@ -51,12 +52,13 @@ class TopicImage:
         cached = self._ids.get(name)
         if cached is not None and cached[0] is topic:
             return cached[1]
-        if len(self._ids) > 4 * len(self.store.by_name) + 64:
+        if self.store is not None and len(self._ids) > 4 * len(self.store.by_name) + 64:
             self._ids.clear()  # mostly deleted topics' entries
-        topic_id = self._ids[name] = (topic, topic.id.bytes)
-        return topic_id[1]
+        topic_id = topic.id.bytes
+        self._ids[name] = (topic, topic_id)
+        return topic_id
 
-    def by_id(self, topic_id: bytes):
+    def by_id(self, topic_id: bytes) -> Topic | None:
         return None if self.store is None else self.store.by_id.get(uuid.UUID(bytes=topic_id))
 
     def name_of(self, topic_id: bytes) -> str:
@@ -124,7 +126,7 @@ class TargetInputs:
         counts: dict[bytes, int] = {}
         # One set object per subscription class (the built-ins group members by it), looked up
         # once per class rather than once per member.
-        shared: dict[tuple, frozenset[bytes]] = {}
+        shared: dict[tuple[tuple[str, ...], str | None], frozenset[bytes]] = {}
         for member in members:
             key = (member.topic_names, member.regex)
             ids = shared.get(key)
@@ -132,7 +134,9 @@ class TargetInputs:
                 ids = shared[key] = member_topic_ids(member, regexes, topics)
             for topic_id in ids:
                 if topic_id not in counts:
-                    counts[topic_id] = topics.by_id(topic_id).partitions
+                    topic = topics.by_id(topic_id)
+                    assert topic is not None, "member_topic_ids gives existing topics' ids"
+                    counts[topic_id] = topic.partitions
             rows.append(
                 (member.member_id, ids, group.target_of(member), member.rack_id, member.instance_id)
             )

@@ -33,8 +33,9 @@ from corral.groups.storage.records import Record
 from corral.observability.log_lines import fields
 
 if TYPE_CHECKING:
-    from corral.assignors import AssignorRegistry
+    from corral.assignors import Assignor, AssignorRegistry
     from corral.groups.consumer.writes import ConsumerWrites
+    from corral.groups.group import Groups
     from corral.groups.metrics import GroupMetrics
 
 log = logging.getLogger("corral.groups")
@@ -47,7 +48,7 @@ OFFLOAD_ABOVE = 20_000
 class TargetComputation:
     def __init__(
         self,
-        groups: dict,
+        groups: Groups,
         topics: TopicImage,
         assignors: AssignorRegistry,
         metrics: GroupMetrics,
@@ -124,7 +125,7 @@ class TargetComputation:
         now: int,
         member: ConsumerMember | None = None,
         updated: ConsumerMember | None = None,
-    ) -> list | None:
+    ) -> list[Record] | None:
         """The records of a target that moves only what the balance needs (incremental.py),
         when the group is a big homogeneous one on the built-in uniform assignor."""
         preferred = (
@@ -188,7 +189,7 @@ class TargetComputation:
         self.nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
 
     async def _compute_offloaded(
-        self, group: ConsumerGroup, inputs: TargetInputs, assignor
+        self, group: ConsumerGroup, inputs: TargetInputs, assignor: Assignor
     ) -> None:
         """The computation, its records and their bytes in a worker thread; the loop only applies
         them (or, if members left meanwhile, makes the records again without them)."""
