@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -163,7 +163,8 @@ class CoordinatorShard:
         return ErrorCode.NOT_COORDINATOR
 
     def _assignment_interval_ms(self, group_id: str) -> int:
-        return self.shared.group_setting(group_id, "consumer.assignment.interval.ms")
+        interval: int = self.shared.group_setting(group_id, "consumer.assignment.interval.ms")
+        return interval
 
     # =============================================================================== replay ===
 
@@ -257,7 +258,7 @@ class CoordinatorShard:
         how many were read. `start` arms the deadlines once all are in."""
         count = 0
 
-        def decoded():
+        def decoded() -> Iterator[Record]:
             nonlocal count
             for key, value in pairs:
                 count += 1
@@ -303,7 +304,9 @@ class CoordinatorShard:
 
     # ============================================================================ snapshot ===
 
-    def snapshot_sources(self) -> list[tuple[list, Callable[[], list]]]:
+    def snapshot_sources(
+        self,
+    ) -> list[tuple[list[tuple[bytes, bytes]], Callable[[], list[tuple[bytes, bytes]]]]]:
         """Per group, its offsets as records now and a function making its metadata records
         (in a worker thread: see GroupCoordinator.take_snapshot)."""
         return [

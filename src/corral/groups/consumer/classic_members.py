@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
 from corral.groups.classic.requests import JoinRequest, join_error, left, sync_error
+from corral.groups.classic.state import CONSUMER_PROTOCOL_TYPE as PROTOCOL_TYPE
 from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError, copy_member
 from corral.groups.consumer.migration import (
-    PROTOCOL_TYPE,
     MigrationPolicy,
     by_id,
     downgrade_record,
