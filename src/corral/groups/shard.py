@@ -9,6 +9,9 @@ with what it uses (the shard's groups, the writer, timers, settings, topic image
 - `classic_members` (consumer/classic_members.py): classic requests to consumer groups;
 - `offsets` (offsets.py): commit, fetch, delete and expiry over the process's offset map.
 
+`types` registers each group type (group.py's GroupType) by the class of its groups: what runs
+a group when the shard loads or unloads and when the group leaves memory.
+
 `replay` applies one durable record to memory, live (once its write is durable) and at load; a
 shard loads from its snapshot and the tail of its partition after it (`load`), and `unload`
 forgets everything it holds so that another load (here or, later, elsewhere) takes over. The
@@ -34,7 +37,7 @@ from corral.groups.consumer.protocol import ConsumerGroups
 from corral.groups.consumer.reconcile import MemberState
 from corral.groups.consumer.target_computation import TargetComputation
 from corral.groups.consumer.writes import ConsumerWrites
-from corral.groups.group import Group
+from corral.groups.group import Group, GroupType
 from corral.groups.offsets import Offsets
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage import records
@@ -153,6 +156,12 @@ class CoordinatorShard:
         self.classic = ClassicGroups(
             self.rebalance, self.classic_members, self.groups, s.timers, s.limits, s.events
         )
+        # The group types, by the class of their groups: what runs a group when its shard loads
+        # or unloads, and when it leaves memory. A new group type registers here.
+        self.types: dict[type[Group], GroupType[Any]] = {
+            ClassicGroup: self.rebalance,
+            ConsumerGroup: self.consumer,
+        }
 
     def availability(self) -> ErrorCode:
         """NONE when the shard serves its groups, else the error Kafka answers meanwhile."""
@@ -244,12 +253,7 @@ class CoordinatorShard:
             self.consumer.cancel_member_timers(leaving)
 
     def _forget(self, group: Group) -> None:
-        if isinstance(group, ClassicGroup):
-            self.rebalance.forget(group)
-        elif isinstance(group, ConsumerGroup):
-            group.detach()
-            for member in group.members.values():
-                self.consumer.cancel_member_timers(member)
+        self.types[type(group)].forget(group)
 
     # ========================================================================= load, unload ===
 
@@ -281,11 +285,7 @@ class CoordinatorShard:
         """After loading: members get a fresh session to rejoin or heartbeat in (Kafka's
         onLoaded), members revoking partitions a fresh rebalance deadline; requests are served."""
         for group in self.groups.values():
-            if isinstance(group, ClassicGroup):
-                for member in group.members.values():
-                    self.rebalance.schedule_heartbeat(member)
-            elif isinstance(group, ConsumerGroup):
-                self.consumer.arm_loaded_timers(group)
+            self.types[type(group)].on_loaded(group)
         self.state = ShardState.LOADED
 
     def unload(self) -> int:
@@ -295,9 +295,7 @@ class CoordinatorShard:
         self.state = ShardState.UNLOADED
         gone = len(self.groups)
         for group_id, group in list(self.groups.items()):
-            if isinstance(group, ClassicGroup):
-                self.rebalance.answer_parked(group, ErrorCode.NOT_COORDINATOR)
-            self._forget(group)
+            self.types[type(group)].on_unloaded(group)
             self.shared.offset_map.delete_group(group_id)
         self.groups.clear()
         return gone

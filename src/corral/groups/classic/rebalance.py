@@ -94,6 +94,14 @@ class ClassicRebalance:
         group.stored = stored
         return group
 
+    def on_loaded(self, group: ClassicGroup) -> None:
+        for member in group.members.values():
+            self.schedule_heartbeat(member)
+
+    def on_unloaded(self, group: ClassicGroup) -> None:
+        self.answer_parked(group, ErrorCode.NOT_COORDINATOR)
+        self.forget(group)
+
     def forget(self, group: ClassicGroup) -> None:
         """Drops the group's members, deadlines and Heartbeat view: the group is going away (a
         write still pending for it finds it Dead and does nothing)."""

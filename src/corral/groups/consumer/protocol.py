@@ -559,6 +559,17 @@ class ConsumerGroups:
                 self.timers.unregister(key)
         member.session_key = member.rebalance_key = member.join_key = member.sync_key = 0
 
+    def on_loaded(self, group: ConsumerGroup) -> None:
+        self.arm_loaded_timers(group)
+
+    def on_unloaded(self, group: ConsumerGroup) -> None:
+        self.forget(group)
+
+    def forget(self, group: ConsumerGroup) -> None:
+        group.detach()
+        for member in group.members.values():
+            self.cancel_member_timers(member)
+
     def arm_loaded_timers(self, group: ConsumerGroup) -> None:
         """After loading: every member gets a fresh session (Kafka's onLoaded), members revoking
         partitions a fresh rebalance deadline."""
