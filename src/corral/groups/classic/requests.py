@@ -27,7 +27,8 @@ def sync_error(code: ErrorCode) -> dict[str, Any]:
     return {"error_code": code, "protocol_type": None, "protocol_name": None, "assignment": b""}
 
 
-@dataclass(slots=True, kw_only=True)
+# Identity equality and hashing, as a plain class.
+@dataclass(slots=True, kw_only=True, eq=False)
 class JoinRequest:
     """What JoinGroup asks, independent of its version."""
 

@@ -35,7 +35,8 @@ class GroupError(Exception):
         self.message = message
 
 
-@dataclass(slots=True, kw_only=True)
+# Identity equality and hashing, as a plain class.
+@dataclass(slots=True, kw_only=True, eq=False)
 class HeartbeatRequest:
     """What ConsumerGroupHeartbeat asks, independent of its version. `owned` is None when the
     request leaves TopicPartitions out (unchanged). `topic_filter` (None without an authorizer,
