@@ -5,9 +5,10 @@ cd "$(dirname "$0")/.."
 
 bash ci/setup.sh
 
-echo "== style: ruff, rustfmt, clippy (warnings are errors)"
+echo "== style and types: ruff, mypy (the groups layer strictly, pyproject.toml), rustfmt, clippy (warnings are errors)"
 python -m ruff check src tests benches
 python -m ruff format --check src tests benches
+python -m mypy
 cargo fmt --check
 for crate in benches/echo-server benches/heartbeat-ceiling benches/heartbeat-driver; do
     (cd "$crate" && cargo fmt --check)

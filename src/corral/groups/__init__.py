@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from corral import _core
 from corral.groups.coordinator import GroupCoordinator
 from corral.groups.storage import snapshot
 from corral.groups.storage.placement import OFFSETS_TOPIC, partition_for
 from corral.groups.storage.writer import CoordinatorLog, DurableLog
+
+if TYPE_CHECKING:
+    from corral.broker import Broker
+    from corral.topics.registry import TopicStore
 
 # corral has no log compaction: the coordinator's snapshots (every
 # corral.coordinator.snapshot.interval.ms) hold everything older, so segments may go after a week
@@ -26,7 +31,7 @@ OFFSETS_TOPIC_CONFIGS = {
 }
 
 
-def coordinator_for(broker) -> GroupCoordinator:
+def coordinator_for(broker: Broker) -> GroupCoordinator:
     """The broker's coordinator, rebuilt from `__consumer_offsets` (created when missing)."""
     topic = broker.topics.get(OFFSETS_TOPIC)
     if topic is None:
@@ -53,15 +58,14 @@ def coordinator_for(broker) -> GroupCoordinator:
             settings["offset.metadata.max.bytes"],
         )
         path = durable.core_commits
+        assert path is not None, "made just above"
         settings.on_change.append(
             lambda _names: path.set_flush_messages(settings["log.flush.interval.messages"])
         )
         for partition in range(topic.partitions):
             broker.logs.open(topic, partition)  # the network thread appends only to open ones
-        broker.topics.on_change.append(
-            lambda names: _mirror_topics(broker.topics, durable.core_commits, names)
-        )
-        _mirror_topics(broker.topics, durable.core_commits, set(broker.topics.by_name))
+        broker.topics.on_change.append(lambda names: _mirror_topics(broker.topics, path, names))
+        _mirror_topics(broker.topics, path, set(broker.topics.by_name))
     broker.topics.on_change.append(coordinator.on_topics_changed)
     coordinator.authorize_regexes = broker.authorizer is not None
     coordinator.group_configs = broker.dynamic_configs
@@ -83,7 +87,7 @@ def coordinator_for(broker) -> GroupCoordinator:
     return coordinator
 
 
-def _mirror_topics(topics, core_commits, names: set[str]) -> None:
+def _mirror_topics(topics: TopicStore, core_commits: _core.CommitPath, names: set[str]) -> None:
     """The topics as requests see them, for the network thread's commits."""
     for name in names:
         topic = topics.get(name)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -40,18 +40,23 @@ from corral.groups.metrics import GroupMetrics
 from corral.groups.offsets import TopicCommits
 from corral.groups.shard import CoordinatorShard, ShardState, SharedServices
 from corral.groups.storage import records, snapshot
-from corral.groups.storage.records import Record
+from corral.groups.storage.records import KeyValue, PartitionCommit, Record
 from corral.groups.storage.writer import CoordinatorLog
 from corral.groups.timers import Timers
 from corral.later import Later, first_error
 from corral.partitions.store import storage_warning
+
+if TYPE_CHECKING:
+    from corral.config.dynamic import DynamicConfigs
+    from corral.config.settings import Settings
+    from corral.topics.registry import TopicStore
 
 log = logging.getLogger("corral.groups")
 # How often groups are checked for a periodic regex refresh (Kafka refreshes at most this often).
 REGEX_REFRESH_CHECK_S = 10.0
 
 
-class GroupsView(Mapping):
+class GroupsView(Mapping[str, Group]):
     """Every group of the loaded shards by id: a lookup goes to the group's own shard."""
 
     def __init__(self, coordinator: GroupCoordinator):
@@ -78,13 +83,15 @@ class OffsetsView:
     """Committed offsets as the handlers ask for them: each call goes to the group's shard, and
     answers the shard's availability error while it is not loaded."""
 
-    def __init__(self, coordinator: GroupCoordinator, offset_map: _core.OffsetMap, settings):
+    def __init__(
+        self, coordinator: GroupCoordinator, offset_map: _core.OffsetMap, settings: Settings
+    ):
         self._coordinator = coordinator
         self.map = offset_map
         self.groups = coordinator.groups
         self.metadata_max_bytes = settings["offset.metadata.max.bytes"]
 
-    def _of(self, group_id: str):
+    def _of(self, group_id: str) -> CoordinatorShard:
         return self._coordinator.shard_of(group_id)
 
     def commit_error(self, group_id: str, *args: Any, **kwargs: Any) -> ErrorCode:
@@ -98,10 +105,14 @@ class OffsetsView:
         shard = self._of(group_id)
         return shard.availability() or shard.offsets.fetch_error(group_id, member_id, member_epoch)
 
-    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> list:
+    def fetch(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> list[tuple[str, list[PartitionCommit]]]:
         return self._of(group_id).offsets.fetch(group_id, topics)
 
-    def delete(self, group_id: str, topics: list[tuple[str, list[int]]]):
+    def delete(
+        self, group_id: str, topics: list[tuple[str, list[int]]]
+    ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, ErrorCode]]]], Later]:
         shard = self._of(group_id)
         error = shard.availability()
         if error:
@@ -116,7 +127,13 @@ class OffsetsView:
 
 
 class GroupCoordinator:
-    def __init__(self, settings, writer: CoordinatorLog, snapshot_path: Path, topics=None):
+    def __init__(
+        self,
+        settings: Settings,
+        writer: CoordinatorLog,
+        snapshot_path: Path,
+        topics: TopicStore | None = None,
+    ):
         self.settings = settings
         # The broker's topic store (None in tests without topics): consumer groups subscribe by
         # name and are assigned by topic id.
@@ -154,7 +171,7 @@ class GroupCoordinator:
                 settings.on_change.append(self._view_rule)
         # Per-group settings (kafka-configs --entity-type groups): the broker's DynamicConfigs,
         # set by coordinator_for; None (in-process tests) means the broker's values for all.
-        self.group_configs = None
+        self.group_configs: DynamicConfigs | None = None
         self.groups = GroupsView(self)
         offset_map = _core.OffsetMap()
         self.shared = SharedServices(
@@ -285,13 +302,15 @@ class GroupCoordinator:
     def group_setting(self, group_id: str, name: str) -> Any:
         """A consumer group's setting (config/groups.py): its own value, else the broker's."""
         broker_name = GROUP_SETTINGS[name].broker_synonym
+        assert broker_name is not None, "the group settings asked for have a broker synonym"
         if self.group_configs is None:
             return self.settings[broker_name]
         return self.group_configs.group_value(group_id, name, broker_name)
 
-    def _view_rule(self, _names=None) -> None:
+    def _view_rule(self, _names: set[str] | None = None) -> None:
         """The network thread's heartbeat intervals follow answer.py's rule with these."""
         s = self.settings
+        assert self.consumer_heartbeat_view is not None, "set only when there is a view"
         self.consumer_heartbeat_view.set_rule(
             s["corral.consumer.reconciling.heartbeat.interval.ms"],
             s["corral.consumer.reconciling.heartbeat.max.rate"],
@@ -346,7 +365,7 @@ class GroupCoordinator:
         if shard.state is not ShardState.UNLOADED:
             shard.replay(record)
 
-    def replay_all(self, pairs) -> int:
+    def replay_all(self, pairs: Iterable[KeyValue]) -> int:
         """Replays `__consumer_offsets` (key, value) pairs as live records; returns the count."""
         count = 0
         for key, value in pairs:
@@ -382,14 +401,14 @@ class GroupCoordinator:
         def write() -> int:
             size = 0
             for shard, position, path, sources in jobs:
-                recs = []
+                recs: list[tuple[bytes, bytes]] = []
                 for offsets, stored in sources:
                     recs.extend(offsets)
                     recs.extend(stored())
                 size += snapshot.write(path, {shard.partition: position}, recs)
             return size
 
-        size = await trio.to_thread.run_sync(write)
+        size: int = await trio.to_thread.run_sync(write)
         for shard, position, _, _ in jobs:
             shard.snapshot_position = position
         if len(jobs) == len(self.shards):

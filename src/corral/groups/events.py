@@ -25,6 +25,7 @@ from corral.observability.log_lines import fields
 if TYPE_CHECKING:
     from corral.groups.classic.state import ClassicGroup, ClassicMember
     from corral.groups.consumer.member_state import ConsumerMember
+    from corral.groups.consumer.reconcile import Partitions
     from corral.groups.consumer.state import ConsumerGroup
     from corral.groups.consumer.target import TopicImage
 
@@ -471,8 +472,8 @@ class AnalyticsEvents:
         if noted is None or (noted[0] == "member_updated" and cause != noted[0]):
             self._change[group_id] = (cause, members if noted is None else noted[1])
 
-    def _named(self, partitions) -> list[list]:
-        named: list[list] = []
+    def _named(self, partitions: Partitions) -> list[list[Any]]:
+        named: list[list[Any]] = []
         for topic_id, ps in partitions.items():
             name = self.topics.name_of(topic_id)  # once per topic: it makes a UUID
             named.extend([name, p] for p in ps)
@@ -480,7 +481,7 @@ class AnalyticsEvents:
         return named
 
 
-def classic_partitions(protocol_type: str | None, assignment: bytes) -> list[list] | None:
+def classic_partitions(protocol_type: str | None, assignment: bytes) -> list[list[Any]] | None:
     """A classic member's assigned partitions, decoded from the ConsumerProtocol assignment;
     None when the group is not a consumer group (Connect...) or the bytes are not one."""
     if protocol_type != "consumer" or not assignment:

@@ -1,13 +1,14 @@
 """What every group type offers the rest of the coordinator (Kafka's `Group` interface).
 
 Offsets, admin and expiry talk to a group only through this protocol; they never ask which type
-it is. Classic groups implement it in classic/state.py; KIP-848 consumer groups will too.
+it is. Classic groups implement it in classic/state.py, KIP-848 consumer groups in
+consumer/state.py; `GroupType` is what a shard asks of the object running a type's groups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import Any, Protocol
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from corral.errors import ErrorCode
 from corral.groups.storage.records import Record
@@ -36,7 +37,7 @@ class Group(Protocol):
         instance_id: str | None,
         generation_id: int,
         version: int,
-        partitions=lambda: (),
+        partitions: Callable[[], Iterable[tuple[bytes, int]]] = lambda: (),
     ) -> ErrorCode:
         """Whether this member may commit now (Kafka's Group.validateOffsetCommit). `partitions`
         gives the (topic id, partition) pairs the commit writes, for the groups that check them
@@ -94,3 +95,34 @@ class Group(Protocol):
         """`stored_records` as a function a worker thread may call, what the loop must copy
         copied now (snapshots are made off the loop)."""
         ...
+
+
+G = TypeVar("G", contravariant=True)
+
+
+class GroupType(Protocol[G]):
+    """What a shard asks of a group type over its groups' lives (Kafka's onLoaded and onUnloaded):
+    each type registers the object that runs its groups, by the class of its groups, in the
+    shard's `types` (shard.py)."""
+
+    def on_loaded(self, group: G) -> None:
+        """After the shard's load: the group's deadlines armed (members get a fresh session)."""
+        ...
+
+    def on_unloaded(self, group: G) -> None:
+        """The shard unloads: what waits on the group is answered NOT_COORDINATOR, then it is
+        forgotten."""
+        ...
+
+    def forget(self, group: G) -> None:
+        """The group leaves memory (deleted, replaced by another type's, unloaded): its deadlines
+        and the network thread's view of it go."""
+        ...
+
+
+if TYPE_CHECKING:
+    from corral.groups.classic.state import ClassicGroup
+    from corral.groups.consumer.state import ConsumerGroup
+
+    # A shard's groups by id (each of one of the group types).
+    Groups: TypeAlias = dict[str, ClassicGroup | ConsumerGroup]

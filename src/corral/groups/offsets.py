@@ -9,7 +9,8 @@ changes only in `replay_*`, once those records are durable (or when they are loa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from corral import _core
 from corral.errors import ErrorCode
@@ -20,6 +21,9 @@ from corral.groups.storage.writer import CoordinatorLog
 from corral.later import Later, first_error
 from corral.observability.log_lines import fields
 
+if TYPE_CHECKING:
+    from corral.config.settings import Settings
+
 log = logging.getLogger("corral.groups")
 
 TopicCommits = list[tuple[str, list[PartitionCommit]]]
@@ -28,8 +32,8 @@ TopicCommits = list[tuple[str, list[PartitionCommit]]]
 class Offsets:
     def __init__(
         self,
-        settings,
-        groups: dict[str, Group],
+        settings: Settings,
+        groups: Mapping[str, Group],
         log_: CoordinatorLog,
         remove_group: Callable[[Group, list[tuple[str, int]]], Later],
         metrics: GroupMetrics,
@@ -54,7 +58,7 @@ class Offsets:
         instance_id: str | None,
         generation_id: int,
         version: int,
-        partitions=lambda: (),
+        partitions: Callable[[], Iterable[tuple[bytes, int]]] = lambda: (),
     ) -> ErrorCode:
         """Kafka's OffsetMetadataManager.validateOffsetCommit, with its per-partition validator
         over `partitions` (the (topic id, partition) pairs the commit writes), which fails the
@@ -104,10 +108,13 @@ class Offsets:
     ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, ErrorCode]]]], Later]:
         """OffsetDelete: (group error, per-partition errors, the write of the tombstones)."""
         group = self.groups.get(group_id)
-        error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_offset_delete()
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, [], Later.of(ErrorCode.NONE)
+        error = group.validate_offset_delete()
         if error:
             return error, [], Later.of(ErrorCode.NONE)
-        result, tombstones = [], []
+        result: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
+        tombstones: list[tuple[str, int]] = []
         for topic, partitions in topics:
             if group.is_subscribed_to(topic):
                 result.append(

@@ -9,6 +9,9 @@ with what it uses (the shard's groups, the writer, timers, settings, topic image
 - `classic_members` (consumer/classic_members.py): classic requests to consumer groups;
 - `offsets` (offsets.py): commit, fetch, delete and expiry over the process's offset map.
 
+`types` registers each group type (group.py's GroupType) by the class of its groups: what runs
+a group when the shard loads or unloads and when the group leaves memory.
+
 `replay` applies one durable record to memory, live (once its write is durable) and at load; a
 shard loads from its snapshot and the tail of its partition after it (`load`), and `unload`
 forgets everything it holds so that another load (here or, later, elsewhere) takes over. The
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +37,7 @@ from corral.groups.consumer.protocol import ConsumerGroups
 from corral.groups.consumer.reconcile import MemberState
 from corral.groups.consumer.target_computation import TargetComputation
 from corral.groups.consumer.writes import ConsumerWrites
-from corral.groups.group import Group
+from corral.groups.group import Group, GroupType
 from corral.groups.offsets import Offsets
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage import records
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
     from corral.groups.consumer.migration import MigrationPolicy
     from corral.groups.consumer.target import TopicImage
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
     from corral.groups.metrics import GroupMetrics
     from corral.groups.storage.writer import CoordinatorLog
@@ -102,7 +106,7 @@ class CoordinatorShard:
         # Born serving, empty; the runtime's `load` fills it from disk at startup.
         self.state = ShardState.LOADED
         self.shared = shared
-        self.groups: dict[str, Group] = {}
+        self.groups: Groups = {}
         self._loading = False
         # The log position its last snapshot was taken at (None: none taken by this process).
         self.snapshot_position: int | None = None
@@ -152,6 +156,12 @@ class CoordinatorShard:
         self.classic = ClassicGroups(
             self.rebalance, self.classic_members, self.groups, s.timers, s.limits, s.events
         )
+        # The group types, by the class of their groups: what runs a group when its shard loads
+        # or unloads, and when it leaves memory. A new group type registers here.
+        self.types: dict[type[Group], GroupType[Any]] = {
+            ClassicGroup: self.rebalance,
+            ConsumerGroup: self.consumer,
+        }
 
     def availability(self) -> ErrorCode:
         """NONE when the shard serves its groups, else the error Kafka answers meanwhile."""
@@ -162,7 +172,8 @@ class CoordinatorShard:
         return ErrorCode.NOT_COORDINATOR
 
     def _assignment_interval_ms(self, group_id: str) -> int:
-        return self.shared.group_setting(group_id, "consumer.assignment.interval.ms")
+        interval: int = self.shared.group_setting(group_id, "consumer.assignment.interval.ms")
+        return interval
 
     # =============================================================================== replay ===
 
@@ -206,8 +217,8 @@ class CoordinatorShard:
     def _replay_consumer(self, record: cr.ConsumerRecord) -> None:
         group_id = record.group_id
         group = self.groups.get(group_id)
-        tombstone = isinstance(record, cr.ConsumerTombstone)
-        if tombstone and record.kind == cr.GROUP_EPOCH:
+        tombstone = record if isinstance(record, cr.ConsumerTombstone) else None
+        if tombstone is not None and tombstone.kind == cr.GROUP_EPOCH:
             if isinstance(group, ConsumerGroup):
                 del self.groups[group_id]
                 self._forget(group)
@@ -217,7 +228,7 @@ class CoordinatorShard:
                     self.rebalance.new_group(group_id)
             return
         if not isinstance(group, ConsumerGroup):
-            if tombstone:
+            if tombstone is not None:
                 return
             if group is not None:
                 self._forget(group)  # an empty classic group converted
@@ -225,8 +236,8 @@ class CoordinatorShard:
                 group_id, self.consumer_heartbeat_view, self._assignment_interval_ms
             )
         leaving = (
-            group.members.get(record.name or "")
-            if tombstone and record.kind == cr.MEMBER_METADATA
+            group.members.get(tombstone.name or "")
+            if tombstone is not None and tombstone.kind == cr.MEMBER_METADATA
             else None
         )
         if not self._loading:
@@ -242,20 +253,7 @@ class CoordinatorShard:
             self.consumer.cancel_member_timers(leaving)
 
     def _forget(self, group: Group) -> None:
-        if isinstance(group, ClassicGroup):
-            self.rebalance.forget(group)
-        elif isinstance(group, ConsumerGroup):
-            group.detach()
-            for member in group.members.values():
-                self.consumer.cancel_member_timers(member)
-
-    def _forget(self, group: Group) -> None:
-        if isinstance(group, ClassicGroup):
-            self.rebalance.forget(group)
-        elif isinstance(group, ConsumerGroup):
-            group.detach()
-            for member in group.members.values():
-                self.consumer.cancel_member_timers(member)
+        self.types[type(group)].forget(group)
 
     # ========================================================================= load, unload ===
 
@@ -264,7 +262,7 @@ class CoordinatorShard:
         how many were read. `start` arms the deadlines once all are in."""
         count = 0
 
-        def decoded():
+        def decoded() -> Iterator[Record]:
             nonlocal count
             for key, value in pairs:
                 count += 1
@@ -287,11 +285,7 @@ class CoordinatorShard:
         """After loading: members get a fresh session to rejoin or heartbeat in (Kafka's
         onLoaded), members revoking partitions a fresh rebalance deadline; requests are served."""
         for group in self.groups.values():
-            if isinstance(group, ClassicGroup):
-                for member in group.members.values():
-                    self.rebalance.schedule_heartbeat(member)
-            elif isinstance(group, ConsumerGroup):
-                self.consumer.arm_loaded_timers(group)
+            self.types[type(group)].on_loaded(group)
         self.state = ShardState.LOADED
 
     def unload(self) -> int:
@@ -301,16 +295,16 @@ class CoordinatorShard:
         self.state = ShardState.UNLOADED
         gone = len(self.groups)
         for group_id, group in list(self.groups.items()):
-            if isinstance(group, ClassicGroup):
-                self.rebalance.answer_parked(group, ErrorCode.NOT_COORDINATOR)
-            self._forget(group)
+            self.types[type(group)].on_unloaded(group)
             self.shared.offset_map.delete_group(group_id)
         self.groups.clear()
         return gone
 
     # ============================================================================ snapshot ===
 
-    def snapshot_sources(self) -> list[tuple[list, Callable[[], list]]]:
+    def snapshot_sources(
+        self,
+    ) -> list[tuple[list[tuple[bytes, bytes]], Callable[[], list[tuple[bytes, bytes]]]]]:
         """Per group, its offsets as records now and a function making its metadata records
         (in a worker thread: see GroupCoordinator.take_snapshot)."""
         return [
@@ -366,7 +360,9 @@ class CoordinatorShard:
 
     def _delete_group(self, group_id: str) -> Later:
         group = self.groups.get(group_id)
-        error = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_delete()
+        if group is None:
+            return Later.of(ErrorCode.GROUP_ID_NOT_FOUND)
+        error = group.validate_delete()
         if error:
             return Later.of(error)
         return self._remove_group(group, self.offsets.all_partitions(group_id))

@@ -66,7 +66,8 @@ class Timers:
         heartbeat). A rescheduled key is back in the wheel; a cancelled one is remembered."""
         due = self.wheel.expired(now_ms())
         fired = 0
-        self._cancelled = cancelled = set()
+        cancelled: set[int] = set()
+        self._cancelled = cancelled
         try:
             for key in due:
                 entry = self.callbacks.get(key)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from corral.groups.classic.rebalance import ClassicRebalance
     from corral.groups.consumer.classic_members import ClassicMembers
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
     from corral.groups.timers import Timers
 
@@ -42,7 +43,7 @@ class ClassicGroups:
         self,
         rebalance: ClassicRebalance,
         to_consumer_groups: ClassicMembers,
-        groups: dict,
+        groups: Groups,
         timers: Timers,
         limits: GroupLimits,
         events: AnalyticsEvents,
@@ -236,8 +237,10 @@ class ClassicGroups:
         self, group: ClassicGroup, req: JoinRequest, old_id: str, new_id: str, waiter: Later
     ) -> None:
         current_leader = group.leader_id
+        instance_id = req.group_instance_id
+        assert instance_id is not None, "a static member's join"
         member = group.replace_static_member(
-            req.group_instance_id, old_id, new_id, join_error(ErrorCode.FENCED_INSTANCE_ID, old_id)
+            instance_id, old_id, new_id, join_error(ErrorCode.FENCED_INSTANCE_ID, old_id)
         )
         self.events.classic_static_replaced(group, member, old_id)
         self.rebalance.schedule_heartbeat(member)

@@ -22,6 +22,7 @@ from corral.observability.log_lines import fields
 
 if TYPE_CHECKING:
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
     from corral.groups.metrics import GroupMetrics
     from corral.groups.storage.writer import CoordinatorLog
@@ -33,7 +34,7 @@ log = logging.getLogger("corral.groups")
 class ClassicRebalance:
     def __init__(
         self,
-        groups: dict,
+        groups: Groups,
         writer: CoordinatorLog,
         timers: Timers,
         limits: GroupLimits,
@@ -93,6 +94,14 @@ class ClassicRebalance:
         group.stored = stored
         return group
 
+    def on_loaded(self, group: ClassicGroup) -> None:
+        for member in group.members.values():
+            self.schedule_heartbeat(member)
+
+    def on_unloaded(self, group: ClassicGroup) -> None:
+        self.answer_parked(group, ErrorCode.NOT_COORDINATOR)
+        self.forget(group)
+
     def forget(self, group: ClassicGroup) -> None:
         """Drops the group's members, deadlines and Heartbeat view: the group is going away (a
         write still pending for it finds it Dead and does nothing)."""
@@ -125,7 +134,7 @@ class ClassicRebalance:
         self,
         group: ClassicGroup,
         member_id: str,
-        members: list,
+        members: list[dict[str, Any]],
         skip_assignment: bool = False,
         leader: str | None = None,
     ) -> dict[str, Any]:
@@ -222,6 +231,7 @@ class ClassicRebalance:
             extra=fields(group.group_id, epoch=group.generation_id),
         )
         # The leader's answer goes out first: its SyncGroup is the rebalance's critical path.
+        assert group.leader_id is not None, "a group with members has a leader"
         leader = group.members[group.leader_id]
         group.complete_join(
             leader, self.join_response(group, leader.member_id, group.leader_members_list())

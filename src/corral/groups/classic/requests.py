@@ -3,6 +3,7 @@ handlers in handlers/classic.py shape them per version)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from corral.errors import ErrorCode
@@ -26,27 +27,24 @@ def sync_error(code: ErrorCode) -> dict[str, Any]:
     return {"error_code": code, "protocol_type": None, "protocol_name": None, "assignment": b""}
 
 
+# Identity equality and hashing, as a plain class.
+@dataclass(slots=True, kw_only=True, eq=False)
 class JoinRequest:
     """What JoinGroup asks, independent of its version."""
 
-    __slots__ = (
-        "group_id",
-        "member_id",
-        "group_instance_id",
-        "client_id",
-        "client_host",
-        "session_timeout_ms",
-        "rebalance_timeout_ms",
-        "protocol_type",
-        "protocols",
-        "require_known_member_id",
-        "supports_skip_assignment",
-        "reason",
-    )
-
-    def __init__(self, **fields: Any):
-        for name in self.__slots__:
-            setattr(self, name, fields[name])
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    # (name, metadata) in the member's order of preference.
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool
+    supports_skip_assignment: bool
+    reason: str | None
 
 
 def left(errors: list[ErrorCode], written: Later | None) -> Later:

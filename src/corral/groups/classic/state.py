@@ -172,7 +172,7 @@ class ClassicGroup:
         self.join_key = join_key
         self.sync_key = sync_key
         # What the join timer does when it fires: ("initial", delay, remaining) or ("complete",).
-        self.join_action: tuple = ("complete",)
+        self.join_action: tuple[Any, ...] = ("complete",)
         self.sync_generation = -1
         # The GroupMetadataValue last made durable (set by replay): what a snapshot holds and
         # what a restart would load. The live group may be ahead of it mid-rebalance.
@@ -426,6 +426,7 @@ class ClassicGroup:
     def leader_members_list(self) -> list[dict[str, Any]]:
         """The JoinGroup response's member list, sent to the leader only."""
         protocol = self.protocol_name
+        assert protocol is not None, "a group whose join completes has chosen its protocol"
         return [
             {
                 "member_id": m.member_id,
@@ -462,7 +463,7 @@ class ClassicGroup:
         instance_id: str | None,
         generation_id: int,
         version: int,
-        partitions=lambda: (),
+        partitions: Callable[[], Iterable[tuple[bytes, int]]] = lambda: (),
     ) -> ErrorCode:
         """Kafka's ClassicGroup.validateOffsetCommit (simple groups included; no per-partition
         check, so `partitions` is not asked for)."""
@@ -535,6 +536,8 @@ class ClassicGroup:
 
     def describe_view(self) -> dict[str, Any]:
         stable = self.state is ClassicState.STABLE
+        protocol = self.protocol_name
+        assert protocol is not None or not stable, "a stable group has chosen its protocol"
         members = []
         for m in self.members.values():
             members.append(
@@ -543,7 +546,9 @@ class ClassicGroup:
                     "group_instance_id": m.group_instance_id,
                     "client_id": m.client_id,
                     "client_host": m.client_host,
-                    "member_metadata": m.metadata(self.protocol_name) if stable else b"",
+                    "member_metadata": m.metadata(protocol)
+                    if protocol is not None and stable
+                    else b"",
                     "member_assignment": m.assignment if stable else b"",
                 }
             )

@@ -20,12 +20,14 @@ heartbeat exactly as the network thread does).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from corral.errors import ErrorCode
-from corral.groups.consumer.reconcile import MemberState
+from corral.groups.consumer.reconcile import MemberState, Partitions
 
 if TYPE_CHECKING:
+    from corral.config.settings import Settings
     from corral.groups.consumer.member_state import ConsumerMember
     from corral.groups.consumer.state import ConsumerGroup
 
@@ -41,7 +43,7 @@ def error_answer(code: ErrorCode, message: str = "") -> dict[str, Any]:
     }
 
 
-def assignment_answer(assigned) -> dict[str, Any]:
+def assignment_answer(assigned: Partitions) -> dict[str, Any]:
     return {
         "topic_partitions": [
             {"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assigned.items())
@@ -87,7 +89,12 @@ def adaptive_interval_ms(
 
 
 def heartbeat_interval_ms(
-    group: ConsumerGroup, member: ConsumerMember, moved: bool, settings, group_setting, now: int
+    group: ConsumerGroup,
+    member: ConsumerMember,
+    moved: bool,
+    settings: Settings,
+    group_setting: Callable[[str, str], int],
+    now: int,
 ) -> int:
     """The interval of `member`'s answer, from the group as this heartbeat left it (its
     records applied, any offloaded computation started); `moved`: the heartbeat changed the

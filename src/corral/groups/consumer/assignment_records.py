@@ -3,7 +3,7 @@ tuples <-> frozensets, KIP-1251 assignment epochs, and the records that rebuild 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from corral.groups.consumer.reconcile import NO_EPOCHS, Epochs, Reconciled
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 EMPTY_ASSIGNMENT: dict[bytes, frozenset[int]] = {}
 
 
-def as_record(partitions) -> cr.Assignment:
+def as_record(partitions: Mapping[bytes, Collection[int]]) -> cr.Assignment:
     return {topic: tuple(sorted(ps)) for topic, ps in partitions.items() if ps}
 
 
@@ -56,7 +56,7 @@ def group_records(
     epochs: tuple[int, int, int, int],
     members: Iterable[ConsumerMember],
     regexes: Iterable[cr.RegexTopics],
-    targets: Iterable[tuple[str, Mapping]],
+    targets: Iterable[tuple[str, Mapping[bytes, Collection[int]]]],
 ) -> list[cr.ConsumerRecord]:
     """Every record that rebuilds a group: `epochs` (group epoch, metadata hash, assignment
     epoch and its time), its members, regex resolutions and targets."""

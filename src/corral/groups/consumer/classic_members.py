@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
 from corral.groups.classic.requests import JoinRequest, join_error, left, sync_error
+from corral.groups.classic.state import CONSUMER_PROTOCOL_TYPE as PROTOCOL_TYPE
 from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError, copy_member
 from corral.groups.consumer.migration import (
-    PROTOCOL_TYPE,
     MigrationPolicy,
     by_id,
     downgrade_record,
@@ -37,7 +37,9 @@ from corral.groups.consumer.migration import (
 )
 from corral.groups.consumer.reconcile import MemberState
 from corral.groups.consumer.state import ConsumerGroup
+from corral.groups.result import NO_RECORDS, Records
 from corral.groups.storage import consumer_records as cr
+from corral.groups.storage.records import Record
 from corral.later import Later
 from corral.observability.log_lines import fields
 from corral.uuids import random_uuid_text
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from corral.groups.consumer.target_computation import TargetComputation
     from corral.groups.consumer.writes import ConsumerWrites
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
     from corral.groups.timers import Timers
 
@@ -65,7 +68,7 @@ class ClassicMembers:
         writes: ConsumerWrites,
         targets: TargetComputation,
         rebalance: ClassicRebalance,
-        groups: dict,
+        groups: Groups,
         timers: Timers,
         limits: GroupLimits,
         topics: TopicImage,
@@ -109,10 +112,9 @@ class ClassicMembers:
             return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
 
         now = wall_ms()
-        records: list = []
         try:
-            member, replaced = self._classic_member_for(
-                group, member_id, instance_id, unknown, records
+            member, replaced, made = self._classic_member_for(
+                group, member_id, instance_id, unknown
             )
         except GroupError as e:
             return join_error(e.code, req.member_id)
@@ -134,9 +136,12 @@ class ClassicMembers:
         updated.regex = ""  # classic members have no regex subscription
         updated.client_id, updated.client_host = req.client_id, req.client_host
         updated.classic = cr.ClassicMetadata(req.session_timeout_ms, list(req.protocols))
-        group_epoch, changed = self.consumer.subscribe(
+        # The join's records: each step's in turn (a step reads those before its own).
+        records: list[Record] = [*made]
+        group_epoch, changed, made = self.consumer.subscribe(
             group, member, updated, replaced, records, now
         )
+        records += made
         owned = by_id(subscription.owned, self.topics)
 
         rebalance = False
@@ -147,14 +152,16 @@ class ClassicMembers:
             rebalance = group.assignment_epoch < group_epoch
             current = updated.current
             if not rebalance:
-                current = self.consumer.reconcile_member(
+                current, made = self.consumer.reconcile_member(
                     group, group_epoch, member, updated, changed, owned, records, now
                 )
+                records += made
             records += self._downgrade_replacing(group, existing, updated, now)
         else:
-            current = self.consumer.reconcile_member(
+            current, made = self.consumer.reconcile_member(
                 group, group_epoch, member, updated, changed, owned, records, now
             )
+            records += made
         answer = {
             "error_code": ErrorCode.NONE,
             "generation_id": current.epoch,
@@ -181,10 +188,9 @@ class ClassicMembers:
         member_id: str,
         instance_id: str | None,
         unknown: bool,
-        records: list,
-    ) -> tuple[ConsumerMember, bool]:
+    ) -> tuple[ConsumerMember, bool, Records]:
         """The member a JoinGroup is from: known, new, or a static member replacing its old
-        self (and whether it did, the replacement's records appended). Raises GroupError."""
+        self; whether it did, and the replacement's records. Raises GroupError."""
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -195,13 +201,14 @@ class ClassicMembers:
                     extra=fields(group.group_id, member_id),
                 )
                 member = ConsumerMember(member_id)
-            return member, False
+            return member, False, NO_RECORDS
         old_id = group.static_members.get(instance_id)
         old = group.members.get(old_id) if old_id is not None else None
         if unknown:
             if old is None:
-                return ConsumerMember(member_id), False
-            return self.consumer.replace_static(group, old, member_id, records), True
+                return ConsumerMember(member_id), False, NO_RECORDS
+            new, records = self.consumer.replace_static(group, old, member_id)
+            return new, True, records
         if old is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if old.member_id != member_id:
@@ -210,7 +217,7 @@ class ClassicMembers:
                 f"Static member {member_id} with instance id {instance_id} is fenced "
                 f"by existing member {old.member_id}.",
             )
-        return old, False
+        return old, False, NO_RECORDS
 
     def _may_downgrade_replacing(self, group: ConsumerGroup, replaced: ConsumerMember) -> bool:
         """Kafka's validateOnlineDowngradeWithReplacedMember: the replaced member is the group's
@@ -223,7 +230,7 @@ class ClassicMembers:
 
     def _downgrade_replacing(
         self, group: ConsumerGroup, replaced: ConsumerMember, joining: ConsumerMember, now: int
-    ) -> list:
+    ) -> list[Record]:
         """The downgrade records when `joining` (a classic static member) takes the place of
         `replaced`, the replacement's records coming first: every consumer record tombstoned
         (under the joining id) and the classic group record, `joining` holding the replaced
@@ -303,12 +310,11 @@ class ClassicMembers:
         ):
             # No consumer-protocol member heartbeats to compute the next target (Kafka waits for
             # a rejoin that nothing asks for): a classic heartbeat does.
-            records: list = []
-            self.targets.maybe_compute_target(
-                group, group.group_epoch, member, member, records, wall_ms()
+            _, _, records = self.targets.maybe_compute_target(
+                group, group.group_epoch, member, member, NO_RECORDS, wall_ms()
             )
             if records:
-                self.writes.write(group.group_id, records)
+                self.writes.write(group.group_id, list(records))
             self.targets.maybe_offload(group)
         state = member.current.state
         if (

@@ -27,6 +27,7 @@ from itertools import chain, islice
 from typing import TYPE_CHECKING
 
 from corral.groups.storage import consumer_records as cr
+from corral.groups.storage.records import Record
 
 if TYPE_CHECKING:
     from corral.groups.consumer.member_state import ConsumerMember
@@ -49,7 +50,7 @@ class TargetIndex:
         self.by_size: dict[int, dict[str, None]] = {}  # size -> members (insertion-ordered)
         self.untargeted: dict[str, None] = {}  # members with no target entry yet
         # topic -> per partition, how many targets hold it (two while a move is half-replayed).
-        self._holders: dict[bytes, array] = {}
+        self._holders: dict[bytes, array[int]] = {}
         self.targeted: Counter[bytes] = Counter()  # topic -> partitions some target holds
         self.free: dict[bytes, set[int]] = {}  # topic -> partitions released and not held again
 
@@ -149,7 +150,7 @@ def homogeneous_universe(
     topic names and none to a regex, once `updated` (if given) takes `member`'s place; else
     None. From the group's counts: O(topics)."""
     in_group = member is not None and member.member_id in group.members
-    own_regex = member.regex if in_group else ""
+    own_regex = member.regex if member is not None and in_group else ""
     if (updated is not None and updated.regex) or any(
         n for r, n in group.regex_counts.items() if not (r == own_regex and n == 1)
     ):
@@ -159,7 +160,7 @@ def homogeneous_universe(
         after, own, names = len(group.members), set(counts), set(counts)
     else:
         after = len(group.members) + (0 if in_group else 1)
-        own = set(member.topic_names) if in_group else set()
+        own = set(member.topic_names) if member is not None and in_group else set()
         names = set(updated.topic_names)
     if not names:
         return None
@@ -181,7 +182,7 @@ def incremental_records(
     now: int,
     member: ConsumerMember | None = None,
     updated: ConsumerMember | None = None,
-) -> list[cr.ConsumerRecord] | None:
+) -> list[Record] | None:
     """The records of the group's target at `epoch`, moving only what the balance needs, when
     that applies (a big homogeneous group whose index covers its topics; `updated`: a heartbeat's
     member, its records not applied yet); else None (the assignor runs over every member)."""
@@ -202,7 +203,7 @@ def incremental_records(
         return None
     gid = group.group_id
     changes = rebalance(group.target_index, group.target, universe, joining)
-    out: list[cr.ConsumerRecord] = [
+    out: list[Record] = [
         cr.TargetMember(gid, member_id, {t: tuple(sorted(ps)) for t, ps in target.items()})
         for member_id, target in changes.items()
     ]

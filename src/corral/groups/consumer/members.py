@@ -6,18 +6,24 @@ take the heartbeat's own records into account before they are applied."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from corral.errors import ErrorCode
 from corral.groups.consumer.member_state import ConsumerMember, preferred_of
-from corral.groups.consumer.reconcile import Reconciled
+from corral.groups.consumer.reconcile import Partitions, Reconciled
 from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.storage import consumer_records as cr
+from corral.groups.storage.records import Record
 
 if TYPE_CHECKING:
     from corral.groups.consumer.target import TopicImage
+
+
+# What a heartbeat's requester may DESCRIBE, of the topic names given (HeartbeatRequest).
+TopicFilter = Callable[[list[str]], Collection[str]]
 
 
 class GroupError(Exception):
@@ -29,6 +35,8 @@ class GroupError(Exception):
         self.message = message
 
 
+# Identity equality and hashing, as a plain class.
+@dataclass(slots=True, kw_only=True, eq=False)
 class HeartbeatRequest:
     """What ConsumerGroupHeartbeat asks, independent of its version. `owned` is None when the
     request leaves TopicPartitions out (unchanged). `topic_filter` (None without an authorizer,
@@ -36,25 +44,19 @@ class HeartbeatRequest:
     heartbeat resolves keep only those (Kafka's TopicRegexResolver, with the heartbeat's
     context)."""
 
-    __slots__ = (
-        "group_id",
-        "member_id",
-        "member_epoch",
-        "instance_id",
-        "rack_id",
-        "rebalance_timeout_ms",
-        "topic_names",
-        "regex",
-        "server_assignor",
-        "owned",
-        "client_id",
-        "client_host",
-        "topic_filter",
-    )
-
-    def __init__(self, **fields: Any):
-        for name in self.__slots__:
-            setattr(self, name, fields.get(name) if name == "topic_filter" else fields[name])
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    topic_names: list[str] | None
+    regex: str | None
+    server_assignor: str | None
+    owned: Partitions | None
+    client_id: str
+    client_host: str
+    topic_filter: TopicFilter | None = None
 
     @property
     def is_full(self) -> bool:
@@ -65,7 +67,7 @@ class HeartbeatRequest:
         )
 
 
-def compile_regex(regex: str):
+def compile_regex(regex: str) -> Any:  # an re2 pattern (google-re2 has no types)
     import re2
 
     try:
@@ -77,7 +79,9 @@ def compile_regex(regex: str):
         ) from None
 
 
-def resolve_regex(regex: str, names, topic_filter=None) -> tuple[str, ...]:
+def resolve_regex(
+    regex: str, names: Iterable[str], topic_filter: TopicFilter | None = None
+) -> tuple[str, ...]:
     """The topics of `names` the regex matches in full (every topic, internal ones included, as
     Kafka's TopicRegexResolver scans them), less those `topic_filter` refuses."""
     pattern = compile_regex(regex)
@@ -113,7 +117,7 @@ def check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
         )
 
 
-def _is_subset(owned, assigned) -> bool:
+def _is_subset(owned: Partitions, assigned: Partitions) -> bool:
     return all(ps <= assigned.get(topic, frozenset()) for topic, ps in owned.items() if ps)
 
 
@@ -179,7 +183,7 @@ def metadata_differs(a: ConsumerMember, b: ConsumerMember) -> bool:
     )
 
 
-def removal_records(group_id: str, member_id: str) -> list:
+def removal_records(group_id: str, member_id: str) -> list[Record]:
     return [
         cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, group_id, member_id),
         cr.ConsumerTombstone(cr.TARGET_MEMBER, group_id, member_id),
@@ -271,19 +275,26 @@ def regex_topics(regexes: Mapping[str, cr.RegexTopics], users: Mapping[str, int]
 
 
 def refresh_regexes(
-    group: ConsumerGroup, records: list, resolve, version: int, now: int, renew_all: bool = False
-) -> bool:
+    group: ConsumerGroup,
+    earlier: Iterable[Record],
+    resolve: Callable[[str], tuple[str, ...]],
+    version: int,
+    now: int,
+    renew_all: bool = False,
+) -> tuple[bool, list[Record]]:
     """Kafka's refresh (when topics changed under an authorizer, or periodically): the group's
-    regexes resolved again by `resolve` (with the heartbeat's context), a record appended for
-    each changed result, or for every one when `renew_all` (the periodic refresh renews their
-    timestamps, as Kafka's does); whether a result changed."""
+    regexes (as the request's `earlier` records leave them) resolved again by `resolve` (with
+    the heartbeat's context). Returns whether a result changed, and a record for each changed
+    result, or for every one when `renew_all` (the periodic refresh renews their timestamps,
+    as Kafka's does)."""
     changed = False
-    for regex, resolution in regexes_after(group, records).items():
+    records: list[Record] = []
+    for regex, resolution in regexes_after(group, earlier).items():
         topics = resolve(regex)
         if renew_all or topics != resolution.topics:
             records.append(cr.RegexTopics(group.group_id, regex, topics, version, now))
             changed |= topics != resolution.topics
-    return changed
+    return changed, records
 
 
 def regex_refresh_due(group: ConsumerGroup, now: int, interval_ms: int) -> bool:
@@ -327,16 +338,18 @@ class RegexesAfter(Mapping[str, cr.RegexTopics]):
         return sum(1 for _ in self)
 
 
-def regexes_after(group: ConsumerGroup, records: list) -> RegexesAfter:
+def regexes_after(group: ConsumerGroup, records: Iterable[Record]) -> RegexesAfter:
     """The group's regex resolutions once `records` (a heartbeat's, not applied yet) are (a
     tombstone wins over a resolution of the same regex)."""
     changed: dict[str, cr.RegexTopics | None] = {}
+    tombstoned: list[str] = []
     for r in records:
         if isinstance(r, cr.RegexTopics):
             changed[r.regex] = r
-    for r in records:
-        if isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX:
-            changed[r.name] = None
+        elif isinstance(r, cr.ConsumerTombstone) and r.kind == cr.REGEX and r.name is not None:
+            tombstoned.append(r.name)  # (a regex's tombstone always names it)
+    for regex in tombstoned:
+        changed[regex] = None
     return RegexesAfter(group.regexes, changed)
 
 
@@ -345,32 +358,37 @@ def update_regexes(
     member: ConsumerMember,
     updated: ConsumerMember,
     previous: list[ConsumerMember],
-    records: list,
+    earlier: Iterable[Record],
     now: int,
     image: TopicImage,
     refresh_interval_ms: int,
-    topic_filter=None,
-) -> tuple[bool, bool]:
-    """(whether the epoch must bump, whether the member's regex changed). A new regex is
-    compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the topics the
-    heartbeat may describe (Kafka resolves it asynchronously, then bumps); a regex nobody
-    uses once `updated` replaces the `previous` members is tombstoned. Stale (see
-    on_topics_changed) or due regexes are resolved again."""
+    topic_filter: TopicFilter | None = None,
+) -> tuple[bool, bool, Sequence[Record]]:
+    """(whether the epoch must bump, whether the member's regex changed, the regex records).
+    A new regex is compiled (INVALID_REGULAR_EXPRESSION) and resolved at once against the
+    topics the heartbeat may describe (Kafka resolves it asynchronously, then bumps); a regex
+    nobody uses once `updated` replaces the `previous` members is tombstoned. Stale (see
+    on_topics_changed) or due regexes are resolved again (as the request's `earlier` records
+    leave them)."""
     old, new = member.regex, updated.regex
     due = regex_refresh_due(group, now, refresh_interval_ms)
-    refreshed = (due or group.regexes_stale and topic_filter is not None) and refresh_regexes(
-        group,
-        records,
-        lambda r: resolve_regex(r, image.names(), topic_filter),
-        image.version,
-        now,
-        renew_all=due,
-    )
+    refreshed = False
+    records: Sequence[Record] = ()
+    if due or group.regexes_stale and topic_filter is not None:
+        refreshed, records = refresh_regexes(
+            group,
+            earlier,
+            lambda r: resolve_regex(r, image.names(), topic_filter),
+            image.version,
+            now,
+            renew_all=due,
+        )
     if old == new:
-        return refreshed, False
+        return refreshed, False, records
+    changed: list[Record] = [*records]
     if new and new not in group.regexes:
         topics = resolve_regex(new, image.names(), topic_filter)
-        records.append(cr.RegexTopics(group.group_id, new, topics, image.version, now))
+        changed.append(cr.RegexTopics(group.group_id, new, topics, image.version, now))
     if old and regex_users_after(group, old, previous) <= 0:
-        records.append(cr.ConsumerTombstone(cr.REGEX, group.group_id, old))
-    return True, True
+        changed.append(cr.ConsumerTombstone(cr.REGEX, group.group_id, old))
+    return True, True, changed

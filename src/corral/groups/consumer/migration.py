@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,17 +23,19 @@ from corral.groups.classic.state import CONSUMER_PROTOCOL_TYPE as PROTOCOL_TYPE
 from corral.groups.classic.state import vote
 from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError
-from corral.groups.consumer.reconcile import MemberState
+from corral.groups.consumer.reconcile import MemberState, Partitions
 from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TopicImage, metadata_hash
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage import records as classic_records
+from corral.groups.storage.records import Record
 
 log = logging.getLogger("corral.groups")
 
 if TYPE_CHECKING:
     from corral.groups.classic import ClassicGroup
     from corral.groups.classic.state import ClassicMember
+    from corral.groups.group import Group
 # The newest ConsumerProtocol version; a member's newer one is answered in this one (Kafka's
 # ConsumerProtocol.checkAssignmentVersion).
 NEWEST_VERSION = 3
@@ -84,7 +87,8 @@ def protocol_version(metadata: bytes) -> int:
     (Kafka's ConsumerProtocol.deserializeVersion: the leading int16)."""
     if len(metadata) < 2:
         return 0
-    return max(0, min(struct.unpack_from(">h", metadata)[0], NEWEST_VERSION))
+    version: int = struct.unpack_from(">h", metadata)[0]
+    return max(0, min(version, NEWEST_VERSION))
 
 
 def by_id(partitions: dict[str, list[int]], topics: TopicImage) -> dict[bytes, frozenset[int]]:
@@ -97,7 +101,7 @@ def by_id(partitions: dict[str, list[int]], topics: TopicImage) -> dict[bytes, f
     return out
 
 
-def encode_assignment(assigned, version: int, topics: TopicImage) -> bytes:
+def encode_assignment(assigned: Partitions, version: int, topics: TopicImage) -> bytes:
     """A member's partitions (by topic id) as ConsumerProtocolAssignment bytes in `version`;
     topics deleted meanwhile are left out."""
     named = []
@@ -144,7 +148,10 @@ def upgrade_records(
             "size exceeds the consumer group maximum size.",
         )
     generation = classic.generation_id
-    metadata, targets, currents, names = [], [], [], set()
+    metadata: list[cr.MemberMetadata] = []
+    targets: list[cr.TargetMember] = []
+    currents: list[cr.CurrentAssignment] = []
+    names: set[str] = set()
     for m in classic.members.values():
         try:
             assigned = _classic_assignment(m.assignment, gid)
@@ -261,7 +268,9 @@ def may_downgrade(
     return True
 
 
-def classic_protocols(group, records: list) -> dict[str, list[tuple[str, bytes]]]:
+def classic_protocols(
+    group: Group | None, records: Iterable[Record]
+) -> dict[str, list[tuple[str, bytes]]]:
     """Every classic member's protocols, as the group and `records` have them (a downgrade's
     record keeps only the chosen protocol; the classic group gets them all back)."""
     out = {

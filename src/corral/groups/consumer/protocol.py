@@ -14,6 +14,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from functools import cached_property
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from corral.clock import wall_ms
@@ -25,6 +26,7 @@ from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import (
     GroupError,
     HeartbeatRequest,
+    TopicFilter,
     check_epoch,
     copy_member,
     metadata_differs,
@@ -44,12 +46,19 @@ from corral.groups.consumer.migration import (
     may_downgrade,
     upgrade_records,
 )
-from corral.groups.consumer.reconcile import FencedMember, MemberState, Reconciled, reconcile
+from corral.groups.consumer.reconcile import (
+    FencedMember,
+    MemberState,
+    Partitions,
+    Reconciled,
+    reconcile,
+)
 from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TopicImage, member_topic_ids, metadata_hash
 from corral.groups.consumer.target_computation import TargetComputation
+from corral.groups.result import NO_RECORDS, Records, Result
 from corral.groups.storage import consumer_records as cr
-from corral.groups.storage.records import GroupTombstone
+from corral.groups.storage.records import GroupTombstone, Record
 from corral.groups.timers import Timers
 from corral.later import Later
 from corral.observability.log_lines import fields
@@ -59,6 +68,7 @@ if TYPE_CHECKING:
     from corral.groups.classic.rebalance import ClassicRebalance
     from corral.groups.consumer.writes import ConsumerWrites
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits
 
 log = logging.getLogger("corral.groups")
@@ -75,7 +85,7 @@ class ConsumerGroups:
 
     def __init__(
         self,
-        groups: dict,
+        groups: Groups,
         writes: ConsumerWrites,
         targets: TargetComputation,
         rebalance: ClassicRebalance,
@@ -141,21 +151,25 @@ class ConsumerGroups:
                 )
         return written.map(lambda error: error_answer(error) if error else answer)
 
-    def _heartbeat(self, req: HeartbeatRequest) -> tuple[list, dict[str, Any]]:
+    def _heartbeat(self, req: HeartbeatRequest) -> Result[dict[str, Any]]:
         now = wall_ms()
         group_id = req.group_id
-        records: list = []
-        group, converted = self._group_for(req, records)
+        # The heartbeat's records: each step's in turn (a step reads those before its own).
+        group, converted, made = self._group_for(req)
+        records: list[Record] = [*made]
         member_id = req.member_id or random_uuid_text()  # v0: the coordinator names members
         self.check_size(group, member_id, req.instance_id)
-        member, replaced = self._member_for(group, req, member_id, records)
+        member, replaced, made = self._member_for(group, req, member_id)
+        records += made
         updated = updated_member(member, req)
-        group_epoch, subscription_changed = self.subscribe(
+        group_epoch, subscription_changed, made = self.subscribe(
             group, member, updated, replaced, records, now, req.topic_filter
         )
-        current = self.reconcile_member(
+        records += made
+        current, made = self.reconcile_member(
             group, group_epoch, member, updated, subscription_changed, req.owned, records, now
         )
+        records += made
         group.regexes_stale &= req.topic_filter is None  # else refreshed in `records`
         if converted:
             # After the consumer records, so its replay finds a consumer group and keeps the
@@ -171,16 +185,17 @@ class ConsumerGroups:
         }
         if req.member_epoch == 0 or req.is_full or current.assigned != member.current.assigned:
             answer["assignment"] = assignment_answer(current.assigned)
-        return records, answer
+        return Result(records, answer)
 
-    def _group_for(self, req: HeartbeatRequest, records: list) -> tuple[ConsumerGroup, bool]:
-        """The group a heartbeat is for, and whether it replaces a classic group. A joining
-        member (epoch 0) creates it (through the records), converting an empty classic group,
-        or upgrading a live one (its records appended)."""
+    def _group_for(self, req: HeartbeatRequest) -> tuple[ConsumerGroup, bool, Records]:
+        """The group a heartbeat is for, whether it replaces a classic group, and the records
+        that make it so. A joining member (epoch 0) creates it (through the heartbeat's
+        records), converting an empty classic group, or upgrading a live one (the upgrade's
+        records returned)."""
         group_id = req.group_id
         existing = self.groups.get(group_id)
         if isinstance(existing, ConsumerGroup) and not existing.deleting:
-            return existing, False
+            return existing, False, NO_RECORDS
         if req.member_epoch != 0:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if isinstance(existing, ConsumerGroup):  # its deletion is being written
@@ -190,9 +205,10 @@ class ConsumerGroups:
         if isinstance(existing, ClassicGroup):
             if existing.is_empty():
                 log.info("group %s: the empty classic group becomes a consumer group", group_id)
-                return ConsumerGroup(group_id), True
-            return self._upgrade(existing, records), True
-        return ConsumerGroup(group_id), False  # created by the records below
+                return ConsumerGroup(group_id), True, NO_RECORDS
+            upgraded, upgrade = self._upgrade(existing)
+            return upgraded, True, upgrade
+        return ConsumerGroup(group_id), False, NO_RECORDS  # created by the heartbeat's records
 
     def check_size(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:
         """GROUP_MAX_SIZE_REACHED for a new member of a full group (a static member's instance
@@ -208,9 +224,9 @@ class ConsumerGroups:
                 f"The consumer group has reached its maximum capacity of {max_size} members.",
             )
 
-    def _upgrade(self, classic: ClassicGroup, records: list) -> ConsumerGroup:
-        """An online upgrade (KIP-848 §5): the consumer group a live classic group becomes, as
-        the records appended make it (applied when they are written, with the heartbeat's own).
+    def _upgrade(self, classic: ClassicGroup) -> tuple[ConsumerGroup, Records]:
+        """An online upgrade (KIP-848 §5): the consumer group a live classic group becomes, and
+        the records that make it (applied when they are written, with the heartbeat's own).
         Its parked JoinGroup and SyncGroup requests are answered REBALANCE_IN_PROGRESS."""
         gid = classic.group_id
         if not self.migration.upgrades:
@@ -226,14 +242,13 @@ class ConsumerGroups:
         group = ConsumerGroup(gid)
         for record in converted:
             group.replay(record)
-        records += converted
         log.info(
             "group %s: the classic group (generation %d, %d members) becomes a consumer group",
             gid,
             classic.generation_id,
             len(classic.members),
         )
-        return group
+        return group, converted
 
     def subscribe(
         self,
@@ -241,32 +256,36 @@ class ConsumerGroups:
         member: ConsumerMember,
         updated: ConsumerMember,
         replaced: bool,
-        records: list,
+        earlier: Records,
         now: int,
-        topic_filter=None,
-    ) -> tuple[int, bool]:
+        topic_filter: TopicFilter | None = None,
+    ) -> tuple[int, bool, Records]:
         """Kafka's step 1: the member's metadata record if it changed, its regex, and a group
         epoch bump when the group's subscriptions (names, regexes, preferred assignor, the
-        subscribed topics' metadata) changed. Returns (the group epoch, whether the member's
-        subscription changed). From the group's counts, never walking its members."""
+        subscribed topics' metadata) changed. `earlier`: the request's records before these.
+        Returns (the group epoch, whether the member's subscription changed, the records).
+        From the group's counts, never walking its members."""
         group_id = group.group_id
         is_new = member.member_id not in group.members
         names_changed = updated.topic_names != member.topic_names
+        records: Records = NO_RECORDS
         if metadata_differs(member, updated) or (is_new and not replaced):
-            records.append(updated.metadata_record(group_id))
+            records = [updated.metadata_record(group_id)]
         # The members `updated` takes the place of: itself, a static member's old self.
         previous = replaced_members(group, member)
-        regex_bump, regex_changed = update_regexes(
+        regex_bump, regex_changed, regex_records = update_regexes(
             group,
             member,
             updated,
             previous,
-            records,
+            earlier,
             now,
             self.topics,
             self.settings["group.consumer.regex.refresh.interval.ms"],
             topic_filter,
         )
+        if regex_records:
+            records = [*records, *regex_records]
         assignor_changed = False
         if updated.server_assignor != member.server_assignor or (
             is_new and updated.server_assignor
@@ -278,20 +297,21 @@ class ConsumerGroups:
         group_epoch = group.group_epoch
         if bump or group.metadata_expired:
             group.metadata_expired = False
-            names = names_after(group, previous, updated.topic_names, regexes_after(group, records))
+            regexes = regexes_after(group, chain(earlier, records))
+            names = names_after(group, previous, updated.topic_names, regexes)
             new_hash = metadata_hash(names, self.topics)
             if new_hash != group.metadata_hash:
                 bump = True
             if bump:
                 group_epoch += 1
-                records.append(cr.GroupEpoch(group_id, group_epoch, new_hash))
+                records = [*records, cr.GroupEpoch(group_id, group_epoch, new_hash)]
                 log.info(
                     "group %s: epoch %d",
                     group_id,
                     group_epoch,
                     extra=fields(group_id, epoch=group_epoch),
                 )
-        return group_epoch, names_changed or regex_changed
+        return group_epoch, names_changed or regex_changed, records
 
     def reconcile_member(
         self,
@@ -300,15 +320,16 @@ class ConsumerGroups:
         member: ConsumerMember,
         updated: ConsumerMember,
         subscription_changed: bool,
-        owned,
-        records: list,
+        owned: Partitions | None,
+        earlier: Records,
         now: int,
-    ) -> Reconciled:
+    ) -> tuple[Reconciled, Records]:
         """Kafka's steps 2 and 3: the target (computed now if due) and the member's next
-        assignment toward it, its record appended when it changed. `owned`: what the client
-        says it owns (None: not said)."""
-        target_epoch, target = self.targets.maybe_compute_target(
-            group, group_epoch, member, updated, records, now
+        assignment toward it, with the records (the target's, the assignment's when it
+        changed). `owned`: what the client says it owns (None: not said); `earlier`: the
+        request's records before these."""
+        target_epoch, target, records = self.targets.maybe_compute_target(
+            group, group_epoch, member, updated, earlier, now
         )
         current = updated.current
         if (
@@ -316,7 +337,8 @@ class ConsumerGroups:
             or current.state is not MemberState.STABLE
             or current.epoch != target_epoch
         ):
-            subscribed = member_topic_ids(updated, regexes_after(group, records), self.topics)
+            regexes = regexes_after(group, chain(earlier, records))
+            subscribed = member_topic_ids(updated, regexes, self.topics)
             current = reconcile(
                 current,
                 target_epoch,
@@ -327,14 +349,14 @@ class ConsumerGroups:
                 group.owner_epoch,
             )
             if current != updated.current:
-                records.append(updated.assignment_record(group.group_id, current))
-        return current
+                records = [*records, updated.assignment_record(group.group_id, current)]
+        return current, records
 
     def _member_for(
-        self, group: ConsumerGroup, req: HeartbeatRequest, member_id: str, records: list
-    ) -> tuple[ConsumerMember, bool]:
-        """The member the heartbeat is from (a new one on epoch 0), epoch checked, and whether it
-        replaced a static member's old self (its records appended)."""
+        self, group: ConsumerGroup, req: HeartbeatRequest, member_id: str
+    ) -> tuple[ConsumerMember, bool, Records]:
+        """The member the heartbeat is from (a new one on epoch 0), epoch checked, whether it
+        replaced a static member's old self, and the records of the replacement."""
         instance_id = req.instance_id
         if instance_id is None:
             member = group.members.get(member_id)
@@ -344,21 +366,22 @@ class ConsumerGroups:
                         ErrorCode.UNKNOWN_MEMBER_ID,
                         f"Member {member_id} is not a member of group {group.group_id}.",
                     )
-                return ConsumerMember(member_id), False
+                return ConsumerMember(member_id), False, NO_RECORDS
             check_epoch(member, req)
-            return member, False
+            return member, False, NO_RECORDS
         old_id = group.static_members.get(instance_id)
         old = group.members.get(old_id) if old_id is not None else None
         if req.member_epoch == 0:
             if old is None:
-                return group.members.get(member_id) or ConsumerMember(member_id), False
+                return group.members.get(member_id) or ConsumerMember(member_id), False, NO_RECORDS
             if old.classic is None and old.epoch != STATIC_LEAVE_EPOCH:
                 raise GroupError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {instance_id} cannot "
                     f"join the group because the instance id is owned by {old.member_id} member.",
                 )
-            return self.replace_static(group, old, member_id, records), True
+            new, records = self.replace_static(group, old, member_id)
+            return new, True, records
         if old is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if old.member_id != member_id:
@@ -368,25 +391,26 @@ class ConsumerGroups:
                 f"by existing member {old.member_id}.",
             )
         check_epoch(old, req)
-        return old, False
+        return old, False, NO_RECORDS
 
     def replace_static(
-        self, group: ConsumerGroup, old: ConsumerMember, member_id: str, records: list
-    ) -> ConsumerMember:
+        self, group: ConsumerGroup, old: ConsumerMember, member_id: str
+    ) -> tuple[ConsumerMember, list[Record]]:
         """A static member rejoining under a new id takes its old self's place (Kafka's
-        replaceMember): the records that move its metadata, target and assignment."""
+        replaceMember): the new member, and the records that move its metadata, target and
+        assignment."""
         new = copy_member(old, member_id)
         gid = group.group_id
-        records += removal_records(gid, old.member_id)
-        records += [
+        records: list[Record] = [
+            *removal_records(gid, old.member_id),
             new.metadata_record(gid),
             cr.TargetMember(gid, member_id, as_record(group.target.get(old.member_id, {}))),
             new.assignment_record(gid),
         ]
         self.events.static_member_replaced(group, old, member_id)
-        return new
+        return new, records
 
-    def _leave(self, req: HeartbeatRequest) -> tuple[list, dict[str, Any]]:
+    def _leave(self, req: HeartbeatRequest) -> Result[dict[str, Any]]:
         group = self.groups.get(req.group_id)
         if not isinstance(group, ConsumerGroup) or group.deleting:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
@@ -438,11 +462,11 @@ class ConsumerGroups:
                 member.instance_id,
                 member.member_id,
             )
-            return [member.assignment_record(group.group_id, leaving)], answer
+            return Result([member.assignment_record(group.group_id, leaving)], answer)
         self.events.consumer_member_gone(group, member, "leaves")
-        return self.fence_records(group, [member]), answer
+        return Result(self.fence_records(group, [member]), answer)
 
-    def fence_records(self, group: ConsumerGroup, members: list[ConsumerMember]) -> list:
+    def fence_records(self, group: ConsumerGroup, members: list[ConsumerMember]) -> list[Record]:
         """Kafka's consumerGroupFenceMembers: the members' (distinct, of the group) tombstones,
         those of the regexes nobody uses any more, a bumped epoch (with the target epoch moved
         too if the group is now empty, KAFKA-20442). From the group's counts: it costs what
@@ -457,7 +481,7 @@ class ConsumerGroups:
                 *group.tombstones(),
                 downgrade_record(group, remaining, group.target, self.topics, wall_ms()),
             ]
-        records: list = []
+        records: list[Record] = []
         for member in members:
             records += removal_records(gid, member.member_id)
         gone = Counter(m.regex for m in members if m.regex)
@@ -535,6 +559,17 @@ class ConsumerGroups:
                 self.timers.unregister(key)
         member.session_key = member.rebalance_key = member.join_key = member.sync_key = 0
 
+    def on_loaded(self, group: ConsumerGroup) -> None:
+        self.arm_loaded_timers(group)
+
+    def on_unloaded(self, group: ConsumerGroup) -> None:
+        self.forget(group)
+
+    def forget(self, group: ConsumerGroup) -> None:
+        group.detach()
+        for member in group.members.values():
+            self.cancel_member_timers(member)
+
     def arm_loaded_timers(self, group: ConsumerGroup) -> None:
         """After loading: every member gets a fresh session (Kafka's onLoaded), members revoking
         partitions a fresh rebalance deadline."""
@@ -553,7 +588,7 @@ class ConsumerGroups:
                 continue
             if any(name in group.topic_name_counts for name in names):
                 group.metadata_expired = True
-            records: list = []
+            records: list[Record] = []
             if self.authorize_regexes and group.regexes:  # nobody to authorize now: the next
                 group.regexes_stale = group.metadata_expired = True  # heartbeat resolves them
                 continue

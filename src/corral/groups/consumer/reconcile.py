@@ -21,6 +21,7 @@ Partitions = Mapping[bytes, frozenset[int]]
 # topic id -> partition -> the epoch at which the member got it (KIP-1251)
 Epochs = Mapping[bytes, Mapping[int, int]]
 NO_EPOCHS: Epochs = MappingProxyType({})
+_NO_PARTITION_EPOCHS: Mapping[int, int] = MappingProxyType({})
 
 
 class MemberState(enum.IntEnum):
@@ -71,7 +72,7 @@ class Reconciled:
             topic, ()
         ) and partition not in self.pending_revocation.get(topic, ()):
             return None
-        return self.epochs.get(topic, NO_EPOCHS).get(partition, max(self.epoch, 0))
+        return self.epochs.get(topic, _NO_PARTITION_EPOCHS).get(partition, max(self.epoch, 0))
 
     def epochs_of(self, partitions: Partitions) -> dict[bytes, dict[int, int]]:
         """The assignment epochs of `partitions` (ones the member holds)."""

@@ -16,7 +16,7 @@ import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable
 from sys import intern
-from typing import Any
+from typing import Any, TypeVar
 
 from corral import _core
 from corral.errors import ErrorCode
@@ -29,7 +29,7 @@ from corral.groups.consumer.assignment_records import (
 )
 from corral.groups.consumer.incremental import TargetIndex
 from corral.groups.consumer.member_state import ConsumerMember, preferred_of
-from corral.groups.consumer.reconcile import MemberState, Reconciled
+from corral.groups.consumer.reconcile import MemberState, Partitions, Reconciled
 from corral.groups.consumer.view_mirror import mirror_epoch, mirror_group, mirror_metadata
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage.records import GroupTombstone, Record
@@ -44,7 +44,10 @@ MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
 
 
-def _count(counts: Counter, keys: Iterable, delta: int) -> None:
+K = TypeVar("K")
+
+
+def _count(counts: Counter[K], keys: Iterable[K], delta: int) -> None:
     """Adds `delta` to the counts of `keys`, dropping those that reach zero."""
     for key in keys:
         n = counts[key] + delta
@@ -209,15 +212,15 @@ class ConsumerGroup:
             self._count_subscription(member, 1)
             mirror_metadata(self, member)
         elif isinstance(record, cr.TargetMember):
-            member = self.members.get(record.member_id)
+            targeted = self.members.get(record.member_id)
             target = self._shared(
-                as_sets(record.partitions), None if member is None else member.current.assigned
+                as_sets(record.partitions), None if targeted is None else targeted.current.assigned
             )
             self._set_target(record.member_id, target)
             if (
-                member is not None
+                targeted is not None
                 and self.view is not None
-                and target is not member.current.assigned
+                and target is not targeted.current.assigned
             ):
                 self.view.target_changed(self.group_id, record.member_id)
         elif isinstance(record, cr.TargetEpoch):
@@ -281,7 +284,7 @@ class ConsumerGroup:
 
     @staticmethod
     def _shared(
-        partitions: dict[bytes, frozenset[int]], same: dict[bytes, frozenset[int]] | None
+        partitions: dict[bytes, frozenset[int]], same: Partitions | None
     ) -> dict[bytes, frozenset[int]]:
         """`same` when equal: a reconciled member's assignment and target are one object (half
         the memory of a big group). Safe because neither is ever changed in place."""
@@ -423,7 +426,7 @@ class ConsumerGroup:
         leaves nothing behind."""
         return [*self.tombstones(), GroupTombstone(self.group_id)]
 
-    def tombstones(self, renamed: tuple[str, str] | None = None) -> list[cr.ConsumerRecord]:
+    def tombstones(self, renamed: tuple[str, str] | None = None) -> list[Record]:
         """Kafka's tombstone order: current assignments, target members, target metadata,
         member metadata, regexes, (partition metadata), group metadata. `renamed` (old id, new
         id): a member replaced by records not applied yet is tombstoned under its new id."""
@@ -434,9 +437,7 @@ class ConsumerGroup:
         targets = [
             renamed[1] if renamed is not None and m == renamed[0] else m for m in self.target
         ]
-        out: list[cr.ConsumerRecord] = [
-            cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, gid, m) for m in ids
-        ]
+        out: list[Record] = [cr.ConsumerTombstone(cr.CURRENT_ASSIGNMENT, gid, m) for m in ids]
         out += [cr.ConsumerTombstone(cr.TARGET_MEMBER, gid, m) for m in targets]
         out.append(cr.ConsumerTombstone(cr.TARGET_EPOCH, gid))
         out += [cr.ConsumerTombstone(cr.MEMBER_METADATA, gid, m) for m in ids]

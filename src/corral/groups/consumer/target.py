@@ -16,22 +16,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from corral.assignors import GroupSpec, MemberSpec, run_assignor, subscription_type_of
+from corral.assignors import GroupSpec, MemberSpec, TopicId, run_assignor, subscription_type_of
 from corral.groups.consumer.member_state import ConsumerMember
+from corral.groups.consumer.reconcile import Partitions
 from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.storage import consumer_records as cr
-from corral.groups.storage.records import encode_batch
+from corral.groups.storage.records import Record, encode_batch
 
 if TYPE_CHECKING:
     from corral.assignors import Assignor
+    from corral.topics.registry import Topic, TopicStore
 
-EMPTY: frozenset = frozenset()
+EMPTY: frozenset[bytes] = frozenset()
 
 
 class TopicImage:
     """The broker's topics as the coordinator sees them: ids are 16-byte `bytes`."""
 
-    def __init__(self, store=None):
+    def __init__(self, store: TopicStore | None = None):
         self.store = store
         # Bumped on every topic creation or deletion (a regex resolution's `Version`).
         self.version = 0
@@ -40,7 +42,7 @@ class TopicImage:
         # deleted and created again) replaces the entry.
         self._ids: dict[str, tuple[object, bytes]] = {}
 
-    def topic(self, name: str):
+    def topic(self, name: str) -> Topic | None:
         return None if self.store is None else self.store.get(name)
 
     def id_of(self, name: str) -> bytes | None:
@@ -50,12 +52,13 @@ class TopicImage:
         cached = self._ids.get(name)
         if cached is not None and cached[0] is topic:
             return cached[1]
-        if len(self._ids) > 4 * len(self.store.by_name) + 64:
+        if self.store is not None and len(self._ids) > 4 * len(self.store.by_name) + 64:
             self._ids.clear()  # mostly deleted topics' entries
-        topic_id = self._ids[name] = (topic, topic.id.bytes)
-        return topic_id[1]
+        topic_id = topic.id.bytes
+        self._ids[name] = (topic, topic_id)
+        return topic_id
 
-    def by_id(self, topic_id: bytes):
+    def by_id(self, topic_id: bytes) -> Topic | None:
         return None if self.store is None else self.store.by_id.get(uuid.UUID(bytes=topic_id))
 
     def name_of(self, topic_id: bytes) -> str:
@@ -102,12 +105,10 @@ class TargetInputs:
 
     group_id: str
     epoch: int
-    members: list[
-        tuple[str, frozenset[bytes], Mapping[bytes, frozenset[int]], str | None, str | None]
-    ]
+    members: list[tuple[str, frozenset[bytes], Partitions, str | None, str | None]]
     partition_counts: dict[bytes, int]
     # Each member's TargetMember as it stands (None: it has none), to write only what changes.
-    stored_targets: dict[str, Mapping[bytes, frozenset[int]] | None]
+    stored_targets: Mapping[str, Partitions | None]
 
     @classmethod
     def of(
@@ -121,11 +122,11 @@ class TargetInputs:
         """`regexes`: the resolutions to read (default the group's; a heartbeat passes those
         its own records will add)."""
         regexes = group.regexes if regexes is None else regexes
-        rows = []
+        rows: list[tuple[str, frozenset[bytes], Partitions, str | None, str | None]] = []
         counts: dict[bytes, int] = {}
         # One set object per subscription class (the built-ins group members by it), looked up
         # once per class rather than once per member.
-        shared: dict[tuple, frozenset[bytes]] = {}
+        shared: dict[tuple[tuple[str, ...], str | None], frozenset[bytes]] = {}
         for member in members:
             key = (member.topic_names, member.regex)
             ids = shared.get(key)
@@ -133,7 +134,9 @@ class TargetInputs:
                 ids = shared[key] = member_topic_ids(member, regexes, topics)
             for topic_id in ids:
                 if topic_id not in counts:
-                    counts[topic_id] = topics.by_id(topic_id).partitions
+                    topic = topics.by_id(topic_id)
+                    assert topic is not None, "member_topic_ids gives existing topics' ids"
+                    counts[topic_id] = topic.partitions
             rows.append(
                 (member.member_id, ids, group.target_of(member), member.rack_id, member.instance_id)
             )
@@ -144,25 +147,28 @@ class TargetInputs:
         """The new target (member -> topic id -> partitions), or None if the assignor failed
         (logged; the group keeps its target). Safe in a worker thread."""
         specs = {
-            member_id: MemberSpec(ids, previous, rack, instance)
+            # The assignors take any hashable topic id (Mapping's key is invariant): ours are bytes.
+            member_id: MemberSpec(ids, previous, rack, instance)  # type: ignore[arg-type]
             for member_id, ids, previous, rack, instance in self.members
         }
         spec = GroupSpec(specs, subscription_type_of(specs.values()))
-        result = run_assignor(assignor, self.group_id, spec, self.partition_counts)
+        counts: Mapping[TopicId, int] = self.partition_counts  # type: ignore[assignment]  # as above
+        result = run_assignor(assignor, self.group_id, spec, counts)
         if result is None:
             return None
         return {
-            member_id: {t: frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}
+            # The topic ids the assignor returns are those it was given: bytes.
+            member_id: {t: frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}  # type: ignore[misc]
             for member_id in specs
         }
 
     def records(
         self, target: Mapping[str, Mapping[bytes, frozenset[int]]], now_ms: int
-    ) -> list[cr.ConsumerRecord]:
+    ) -> list[Record]:
         """The records of a new target: a TargetMember per member whose target changed since
         the inputs were taken, then the TargetEpoch."""
         gid = self.group_id
-        out: list[cr.ConsumerRecord] = [
+        out: list[Record] = [
             cr.TargetMember(gid, member_id, {t: tuple(sorted(ps)) for t, ps in partitions.items()})
             for member_id, partitions in target.items()
             if self.stored_targets.get(member_id) != partitions
@@ -173,7 +179,7 @@ class TargetInputs:
 
 def encoded_result(
     inputs: TargetInputs, assignor: Assignor, now_ms: int
-) -> tuple[list[cr.ConsumerRecord], bytes] | None:
+) -> tuple[list[Record], bytes] | None:
     """An offloaded computation's whole result, in the worker thread: its records and their
     RecordBatch, so the event loop only applies them. None if the assignor failed."""
     target = inputs.compute(assignor)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -23,15 +23,19 @@ from corral.groups.consumer.members import (
     regexes_after,
     replaced_members,
 )
+from corral.groups.consumer.reconcile import Partitions
 from corral.groups.consumer.state import ConsumerGroup
 from corral.groups.consumer.target import TargetInputs, TopicImage, encoded_result
 from corral.groups.consumer.view_mirror import mirror_group
+from corral.groups.result import NO_RECORDS, Records
 from corral.groups.storage import consumer_records as cr
+from corral.groups.storage.records import Record
 from corral.observability.log_lines import fields
 
 if TYPE_CHECKING:
-    from corral.assignors import AssignorRegistry
+    from corral.assignors import Assignor, AssignorRegistry
     from corral.groups.consumer.writes import ConsumerWrites
+    from corral.groups.group import Groups
     from corral.groups.metrics import GroupMetrics
 
 log = logging.getLogger("corral.groups")
@@ -44,7 +48,7 @@ OFFLOAD_ABOVE = 20_000
 class TargetComputation:
     def __init__(
         self,
-        groups: dict,
+        groups: Groups,
         topics: TopicImage,
         assignors: AssignorRegistry,
         metrics: GroupMetrics,
@@ -67,23 +71,23 @@ class TargetComputation:
         group_epoch: int,
         member: ConsumerMember,
         updated: ConsumerMember,
-        records: list,
+        earlier: Iterable[Record],
         now: int,
-    ) -> tuple[int, dict[bytes, frozenset[int]]]:
-        """The target the member reconciles toward: a new one computed now when the epoch moved
-        and batching allows it (small groups, inline), else the current one."""
-        current = (group.assignment_epoch, group.target_of(updated))
+    ) -> tuple[int, Partitions, Records]:
+        """The target the member reconciles toward (its epoch, its partitions) and the records
+        of a new one: computed now when the epoch moved and batching allows it (small groups,
+        inline), else the current one (no records). `earlier`: the request's records so far."""
+        current = (group.assignment_epoch, group.target_of(updated), NO_RECORDS)
         if group.assignment_epoch >= group_epoch or group.computing_epoch is not None:
             return current
         if not self._may_compute(group, now):
             return current
         moved = self._incremental(group, group_epoch, now, member, updated)
         if moved is not None:
-            records += moved
             for record in moved:
                 if isinstance(record, cr.TargetMember) and record.member_id == updated.member_id:
-                    return group_epoch, as_sets(record.partitions)
-            return group_epoch, group.target_of(updated)
+                    return group_epoch, as_sets(record.partitions), moved
+            return group_epoch, group.target_of(updated), moved
         # A new (or emptied) group's first target is computed at once, however many
         # partitions: one member's costs O(partitions), and it gets them in this answer.
         first = group.assignment_timestamp_ms == 0 and len(group.members) <= (
@@ -93,7 +97,7 @@ class TargetComputation:
             return current  # maybe_offload starts it once these records are applied
         members = [*others_than(group, member), updated]
         inputs = TargetInputs.of(
-            group, group_epoch, members, self.topics, regexes_after(group, records)
+            group, group_epoch, members, self.topics, regexes_after(group, earlier)
         )
         preferred = preferred_assignor_after(group, replaced_members(group, member), updated)
         assignor = self.assignors.get(preferred) or self.assignors.default
@@ -103,7 +107,7 @@ class TargetComputation:
         if target is None:
             group.assignment_failed_ms = now  # retried after the assignment interval
             return current
-        records += inputs.records(target, now)
+        records = inputs.records(target, now)
         log.info(
             "group %s: target assignment for epoch %d (%d members, %s)",
             group.group_id,
@@ -112,7 +116,7 @@ class TargetComputation:
             assignor.name,
             extra=fields(group.group_id, epoch=group_epoch),
         )
-        return group_epoch, target.get(updated.member_id, EMPTY_ASSIGNMENT)
+        return group_epoch, target.get(updated.member_id, EMPTY_ASSIGNMENT), records
 
     def _incremental(
         self,
@@ -121,7 +125,7 @@ class TargetComputation:
         now: int,
         member: ConsumerMember | None = None,
         updated: ConsumerMember | None = None,
-    ) -> list | None:
+    ) -> list[Record] | None:
         """The records of a target that moves only what the balance needs (incremental.py),
         when the group is a big homogeneous one on the built-in uniform assignor."""
         preferred = (
@@ -181,10 +185,11 @@ class TargetComputation:
         inputs = TargetInputs.of(group, group.group_epoch, group.members.values(), self.topics)
         group.computing_epoch = inputs.epoch
         assignor = self.assignors.get(group.preferred_assignor()) or self.assignors.default
+        assert self.nursery is not None, "_offloads is False without a nursery"
         self.nursery.start_soon(self._compute_offloaded, group, inputs, assignor)
 
     async def _compute_offloaded(
-        self, group: ConsumerGroup, inputs: TargetInputs, assignor
+        self, group: ConsumerGroup, inputs: TargetInputs, assignor: Assignor
     ) -> None:
         """The computation, its records and their bytes in a worker thread; the loop only applies
         them (or, if members left meanwhile, makes the records again without them)."""

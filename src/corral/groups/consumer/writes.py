@@ -7,7 +7,7 @@ their group's target epoch, rust/groups/consumer_epoch_moves.rs) are applied her
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
@@ -22,13 +22,16 @@ from corral.later import Later
 if TYPE_CHECKING:
     from corral.groups.classic.rebalance import ClassicRebalance
     from corral.groups.events import AnalyticsEvents
+    from corral.groups.group import Group, Groups
     from corral.groups.storage.writer import CoordinatorLog
 
 # Records whose write pauses the network thread's moves of the group's members (above).
 _PAUSING_MOVES = (cr.TargetEpoch, cr.TargetMember, GroupMetadata, GroupTombstone)
 
 
-def apply_core_moves(writer: CoordinatorLog, groups, events: AnalyticsEvents) -> None:
+def apply_core_moves(
+    writer: CoordinatorLog, groups: Mapping[str, Group], events: AnalyticsEvents
+) -> None:
     """Memory follows the members the network thread moved to their group's target epoch since
     the last call (before any request is handled, and in every write of a consumer group): the
     moves of every group of the process, whatever its shard (`groups` maps ids to groups); a group
@@ -54,7 +57,7 @@ def apply_core_moves(writer: CoordinatorLog, groups, events: AnalyticsEvents) ->
 class ConsumerWrites:
     def __init__(
         self,
-        groups: dict,
+        groups: Groups,
         writer: CoordinatorLog,
         replay: Callable[[Record], None],
         rebalance: ClassicRebalance,
@@ -73,7 +76,7 @@ class ConsumerWrites:
     def write(
         self,
         group_id: str,
-        records: list,
+        records: list[Record],
         batch: bytes | None = None,
         downgrade_rebalance: bool = True,
     ) -> Later:
@@ -106,7 +109,7 @@ class ConsumerWrites:
             path.python_writing_group(group_id, False)
 
     def _write_now(
-        self, group_id: str, records: list, batch: bytes | None, downgrade_rebalance: bool
+        self, group_id: str, records: list[Record], batch: bytes | None, downgrade_rebalance: bool
     ) -> Later:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and group.needs_rewrite:

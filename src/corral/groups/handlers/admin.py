@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.errors import ErrorCode
 from corral.later import Later, first_error
@@ -16,6 +16,10 @@ from corral.security.authorize import (
     filter_allowed,
 )
 
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
 TRANSACTIONS_UNSUPPORTED = (
@@ -27,7 +31,7 @@ TRANSACTIONS_UNSUPPORTED = (
 
 
 @handles(ApiKey.FIND_COORDINATOR, 0, 5)
-def find_coordinator(broker, request) -> dict[str, Any]:
+def find_coordinator(broker: Broker, request: Request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 4:
         key_type = body["key_type"]
@@ -49,7 +53,7 @@ def find_coordinator(broker, request) -> dict[str, Any]:
     return response
 
 
-def _coordinator_for(broker, request, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator_for(broker: Broker, request: Request, key: str, key_type: int) -> dict[str, Any]:
     if key_type == COORDINATOR_GROUP and not allowed(
         broker, request, AclOperation.DESCRIBE, GROUP, key
     ):
@@ -94,7 +98,7 @@ def _coordinator_for(broker, request, key: str, key_type: int) -> dict[str, Any]
 
 
 @handles(ApiKey.LIST_GROUPS, 0, 5)
-def list_groups(broker, request) -> dict[str, Any]:
+def list_groups(broker: Broker, request: Request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     states = {s.lower() for s in body["states_filter"]} if version >= 4 else None
     types = {t.lower() for t in body["types_filter"]} if version >= 5 else None
@@ -117,7 +121,7 @@ def list_groups(broker, request) -> dict[str, Any]:
 
 
 @handles(ApiKey.DESCRIBE_GROUPS, 0, 5)
-def describe_groups(broker, request) -> dict[str, Any]:
+def describe_groups(broker: Broker, request: Request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     coordinator = broker.groups
     with_ops = version >= 3 and body["include_authorized_operations"]
@@ -156,7 +160,7 @@ def _describe_error(code: ErrorCode, group_id: str | None) -> dict[str, Any]:
 
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
-def delete_groups(broker, request) -> Later:
+def delete_groups(broker: Broker, request: Request) -> Later:
     # Each group's tombstones are their own write: a failed one fails that group only.
     results, writes, refused = [], [], []
     names = request.body["groups_names"]
@@ -173,9 +177,9 @@ def delete_groups(broker, request) -> Later:
         if not group_id:
             result["error_code"] = ErrorCode.INVALID_GROUP_ID
             continue
-        writes.append(
-            broker.groups.delete_group(group_id).map(
-                lambda error, result=result: result.__setitem__("error_code", error)
-            )
-        )
+
+        def record_error(error: ErrorCode, result: dict[str, Any] = result) -> None:
+            result["error_code"] = error
+
+        writes.append(broker.groups.delete_group(group_id).map(record_error))
     return first_error(writes).map(lambda _: {"results": results + refused})

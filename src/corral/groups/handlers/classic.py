@@ -4,7 +4,7 @@ out of the response (the codec fills schema defaults)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.errors import ErrorCode
 from corral.groups.classic import JoinRequest, join_error, sync_error
@@ -13,11 +13,16 @@ from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation, ResourceType
 from corral.security.authorize import allowed, group_read
 
+if TYPE_CHECKING:
+    from corral import _core
+    from corral._core import Request
+    from corral.broker import Broker
+
 # ------------------------------------------------------------------------------------ JoinGroup
 
 
 @handles(ApiKey.JOIN_GROUP, 0, 9)
-def join_group(broker, request) -> dict[str, Any] | Later:
+def join_group(broker: Broker, request: Request) -> dict[str, Any] | Later:
     body, version = request.body, request.api_version
     if not group_read(broker, request, body["group_id"]):
         return _shape_join(join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), version)
@@ -67,7 +72,7 @@ def _shape_join(result: dict[str, Any], version: int) -> dict[str, Any]:
 
 
 @handles(ApiKey.SYNC_GROUP, 0, 5)
-def sync_group(broker, request) -> dict[str, Any] | Later:
+def sync_group(broker: Broker, request: Request) -> dict[str, Any] | Later:
     body, version = request.body, request.api_version
     if not group_read(broker, request, body["group_id"]):
         return _shape_sync(sync_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), version)
@@ -97,10 +102,11 @@ def _shape_sync(result: dict[str, Any], version: int) -> dict[str, Any]:
 
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
-def heartbeat(broker, request) -> bytes:
+def heartbeat(broker: Broker, request: Request) -> bytes:
     # A short path (rust/short_paths/mod.rs): decoded by the core, which answers the steady state
     # from the HeartbeatView itself; the rest comes here as a HeartbeatRequest (no dicts).
-    hb = request.typed
+    # (Heartbeat's short path gives this type: no check on the path.)
+    hb: _core.HeartbeatRequest = request.typed  # type: ignore[assignment]
     group_id = hb.group_id
     if not group_read(broker, request, group_id):
         return hb.respond(ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -112,7 +118,7 @@ def heartbeat(broker, request) -> bytes:
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
-def leave_group(broker, request) -> Later:
+def leave_group(broker: Broker, request: Request) -> Later | dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
@@ -130,7 +136,10 @@ def leave_group(broker, request) -> Later:
 
 
 def _shape_leave(
-    version: int, leaving: list, group_error: ErrorCode, errors: list[ErrorCode]
+    version: int,
+    leaving: list[tuple[str, str | None]],
+    group_error: ErrorCode,
+    errors: list[ErrorCode],
 ) -> dict[str, Any]:
     if version < 3:
         # One member: its error is the response's error.

@@ -4,11 +4,12 @@ group logic is the coordinator's (consumer/protocol.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup, HeartbeatRequest
-from corral.groups.consumer.protocol import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, error_answer
+from corral.groups.consumer.answer import error_answer
+from corral.groups.consumer.protocol import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from corral.groups.consumer.state import MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER
 from corral.later import Later
 from corral.network.apis import ApiKey, handles
@@ -23,11 +24,17 @@ from corral.security.authorize import (
     group_read,
 )
 
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.groups.consumer.reconcile import Partitions
+    from corral.groups.consumer.target import TopicImage
+
 # ---------------------------------------------------------------------- ConsumerGroupHeartbeat
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
-def consumer_group_heartbeat(broker, request) -> dict[str, Any] | Later:
+def consumer_group_heartbeat(broker: Broker, request: Request) -> dict[str, Any] | Later:
     body, version = request.body, request.api_version
     if not broker.groups.consumer_protocol_enabled:
         return error_answer(
@@ -114,7 +121,7 @@ def _partitions(topics: list[dict[str, Any]]) -> dict[bytes, frozenset[int]]:
 
 
 @handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
-def consumer_group_describe(broker, request) -> dict[str, Any]:
+def consumer_group_describe(broker: Broker, request: Request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     enabled = broker.groups.consumer_protocol_enabled
     with_ops = body["include_authorized_operations"]
@@ -151,7 +158,7 @@ def consumer_group_describe(broker, request) -> dict[str, Any]:
 
 
 def _hide_undescribable_topics(
-    broker, request, described: list[dict[str, Any]]
+    broker: Broker, request: Request, described: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """KAFKA-18813: a group whose members' assignments hold a topic the principal may not
     DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, without its members."""
@@ -195,7 +202,7 @@ def _describe_error(group_id: str, code: ErrorCode, message: str | None) -> dict
     }
 
 
-def _describe(broker, group: ConsumerGroup, version: int) -> dict[str, Any]:
+def _describe(broker: Broker, group: ConsumerGroup, version: int) -> dict[str, Any]:
     topics = broker.groups.topics
     members = []
     for m in group.members.values():
@@ -235,7 +242,7 @@ def _describe(broker, group: ConsumerGroup, version: int) -> dict[str, Any]:
     }
 
 
-def _described_assignment(topics, partitions) -> dict[str, Any]:
+def _described_assignment(topics: TopicImage, partitions: Partitions) -> dict[str, Any]:
     return {
         "topic_partitions": [
             {"topic_id": t, "topic_name": topics.name_of(t), "partitions": sorted(ps)}

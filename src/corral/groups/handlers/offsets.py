@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral import _core
 from corral.clock import wall_ms
@@ -12,15 +12,27 @@ from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation
 from corral.security.authorize import GROUP, TOPIC, allowed, filter_allowed, group_read
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.groups.storage.records import PartitionCommit
+
+    # OffsetFetch's answer per topic: (partition, offset, leader epoch, metadata[, error]).
+    FetchedPartition = PartitionCommit | tuple[int, int, int, str, ErrorCode]
+    Fetched = Sequence[tuple[str, Sequence[FetchedPartition]]]
+
 # --------------------------------------------------------------------------------- OffsetCommit
 
 
 @handles(ApiKey.OFFSET_COMMIT, 2, 9)
-def offset_commit(broker, request) -> bytes | Later:
+def offset_commit(broker: Broker, request: Request) -> bytes | Later | dict[str, Any]:
     # The steady-state write of every consumer: a short path (rust/short_paths/mod.rs), kept as the
     # Rust struct (an OffsetCommitRequest) and checked per partition in the core
     # (rust/short_paths/offset_commit.rs); the group-level rules are the coordinator's.
-    commit = request.typed
+    # (OffsetCommit's short path gives this type: no check on the hot path.)
+    commit: _core.OffsetCommitRequest = request.typed  # type: ignore[assignment]
     group_id, retention = commit.group_id, commit.retention_time_ms
     unauthorized: set[str] = set()
     if broker.authorizer is not None:
@@ -70,7 +82,7 @@ def offset_commit(broker, request) -> bytes | Later:
     return offsets.commit(group_id, accepted, commit_ms, expire_ms).map(frame)
 
 
-def _every_partition(request, code: ErrorCode) -> dict[str, Any]:
+def _every_partition(request: Request, code: ErrorCode) -> dict[str, Any]:
     """OffsetCommitRequest.getErrorResponse: `code` on every partition."""
     return {
         "topics": [
@@ -86,7 +98,9 @@ def _every_partition(request, code: ErrorCode) -> dict[str, Any]:
     }
 
 
-def _with_topic_errors(request, answer, unauthorized: set[str]):
+def _with_topic_errors(
+    request: Request, answer: _core.OffsetCommitAnswer, unauthorized: set[str]
+) -> Callable[..., bytes]:
     """The answer's frame with TOPIC_AUTHORIZATION_FAILED on the partitions of the topics the
     principal may not READ (which `split` saw as unknown, so that none of them was accepted)."""
 
@@ -107,7 +121,7 @@ def _with_topic_errors(request, answer, unauthorized: set[str]):
 
 
 @handles(ApiKey.OFFSET_FETCH, 1, 9)
-def offset_fetch(broker, request) -> dict[str, Any]:
+def offset_fetch(broker: Broker, request: Request) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 8:
         groups = []
@@ -133,7 +147,7 @@ def offset_fetch(broker, request) -> dict[str, Any]:
         else [(t["name"], t["partition_indexes"]) for t in body["topics"]]
     )
     error, fetched = _fetch_group(broker, request, body["group_id"], topics)
-    if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2:
+    if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2 and topics is not None:
         # v1 has no group error: Kafka's groupError puts it on every partition asked for.
         fetched = [(name, [(p, -1, -1, "", error) for p in ps]) for name, ps in topics]
     response: dict[str, Any] = {"topics": _shape_fetched(fetched, version)}
@@ -143,13 +157,13 @@ def offset_fetch(broker, request) -> dict[str, Any]:
 
 
 def _fetch_group(
-    broker,
-    request,
+    broker: Broker,
+    request: Request,
     group_id: str,
     topics: list[tuple[str, list[int]]] | None,
     member_id: str | None = None,
     member_epoch: int = -1,
-):
+) -> tuple[ErrorCode, Fetched]:
     """(group error, [(topic, [(partition, offset, epoch, metadata[, error])])]). As Kafka, the
     group needs DESCRIBE, and topics the principal may not DESCRIBE are left out of a fetch of
     everything, or answered TOPIC_AUTHORIZATION_FAILED (after the others) when asked for."""
@@ -180,7 +194,7 @@ def _fetch_group(
     ) + refused
 
 
-def _shape_fetched(fetched, version: int) -> list[dict[str, Any]]:
+def _shape_fetched(fetched: Fetched, version: int) -> list[dict[str, Any]]:
     with_epoch = version >= 5
     return [
         {
@@ -204,7 +218,7 @@ def _shape_fetched(fetched, version: int) -> list[dict[str, Any]]:
 
 
 @handles(ApiKey.OFFSET_DELETE, 0, 0)
-def offset_delete(broker, request) -> dict[str, Any] | Later:
+def offset_delete(broker: Broker, request: Request) -> dict[str, Any] | Later:
     body = request.body
     offsets = broker.groups.offsets
     if not allowed(broker, request, AclOperation.DELETE, GROUP, body["group_id"]):
@@ -240,8 +254,12 @@ def offset_delete(broker, request) -> dict[str, Any] | Later:
     )
 
 
-def _shape_offset_delete(deleted: list, unknown: list, refused: list) -> dict[str, Any]:
-    out: dict[str, list] = {}
+def _shape_offset_delete(
+    deleted: list[tuple[str, list[tuple[int, ErrorCode]]]],
+    unknown: list[tuple[str, list[int]]],
+    refused: list[tuple[str, list[int]]],
+) -> dict[str, Any]:
+    out: dict[str, list[dict[str, Any]]] = {}
     for topic, parts in deleted:
         out.setdefault(topic, []).extend(
             {"partition_index": p, "error_code": code} for p, code in parts
@@ -250,9 +268,9 @@ def _shape_offset_delete(deleted: list, unknown: list, refused: list) -> dict[st
         (unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         (refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     ):
-        for topic, parts in topics:
+        for topic, missing in topics:
             out.setdefault(topic, []).extend(
-                {"partition_index": p, "error_code": code} for p in parts
+                {"partition_index": p, "error_code": code} for p in missing
             )
     return {
         "error_code": ErrorCode.NONE,

@@ -49,8 +49,12 @@ class CoordinatorLog:
     """What the coordinator writes to and loads from. `replay` is set by the coordinator."""
 
     replay: Replay
-    # The log's partitions: one coordinator shard each.
-    partitions = 1
+
+    @property
+    def partitions(self) -> int:
+        """The log's partitions: one coordinator shard each."""
+        return 1
+
     # Bumped on every append: lets the snapshotter skip a pass when nothing changed.
     appends = 0
     # The network thread's OffsetCommit writer (rust/short_paths/commit_path.rs), if this log has
@@ -260,6 +264,7 @@ class DurableLog(CoordinatorLog):
     def _offset_write_begins(self, group_id: str) -> None:
         count = self._offset_writes.get(group_id, 0)
         if not count:
+            assert self.core_commits is not None, "only writes that touch its offsets count"
             self.core_commits.python_writing(group_id, True)
         self._offset_writes[group_id] = count + 1
 
@@ -268,6 +273,7 @@ class DurableLog(CoordinatorLog):
         if count:
             self._offset_writes[group_id] = count
         else:
+            assert self.core_commits is not None, "only writes that touch its offsets count"
             self.core_commits.python_writing(group_id, False)
 
     def writing(self, group_id: str) -> bool:
