@@ -5,8 +5,8 @@ A request to a group that is a consumer group goes to the classic members of con
 record) runs in `ClassicRebalance` (rebalance.py); the group state itself is state.py's.
 
 Each method is a synchronous state change returning an answer or a `Later` (a parked JoinGroup or
-SyncGroup that a later event answers). Answers are version-independent dicts; handlers/classic.py
-shapes them per version.
+SyncGroup that a later event answers). Answers are version-independent dicts; the handlers
+(handlers/join_group.py, sync_group.py, heartbeat.py, leave_group.py) shape them per version.
 """
 
 from __future__ import annotations

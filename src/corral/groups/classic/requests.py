@@ -1,5 +1,5 @@
 """What classic requests ask and the error answers they get, independent of their versions (the
-handlers in handlers/classic.py shape them per version)."""
+handlers in handlers/join_group.py and its siblings shape them per version)."""
 
 from __future__ import annotations
 

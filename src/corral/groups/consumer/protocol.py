@@ -111,7 +111,7 @@ class ConsumerGroups:
         self.group_setting = group_setting
 
     def heartbeat(self, req: HeartbeatRequest) -> Later:
-        """ConsumerGroupHeartbeat after its static validation (handlers/consumer.py): resolves
+        """ConsumerGroupHeartbeat after its static validation (handlers/consumer_group_heartbeat.py): resolves
         to the version-independent answer once its records are durable."""
         try:
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):

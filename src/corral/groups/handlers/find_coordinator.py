@@ -1,0 +1,88 @@
+"""The FindCoordinator API on the wire. Every group's coordinator is this broker (its shard
+answers NOT_COORDINATOR while unloaded); transactions are refused until corral has them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from corral.errors import ErrorCode
+from corral.network.apis import ApiKey, handles
+from corral.security.acls import AclOperation
+from corral.security.authorize import (
+    GROUP,
+    allowed,
+)
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+
+COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
+TRANSACTIONS_UNSUPPORTED = (
+    "corral does not implement transactions (transactional.id is not supported)"
+)
+
+
+@handles(ApiKey.FIND_COORDINATOR, 0, 5)
+def find_coordinator(broker: Broker, request: Request) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    if version >= 4:
+        key_type = body["key_type"]
+        return {
+            "coordinators": [
+                _coordinator_for(broker, request, key, key_type) for key in body["coordinator_keys"]
+            ]
+        }
+    key_type = body["key_type"] if version >= 1 else COORDINATOR_GROUP
+    found = _coordinator_for(broker, request, body["key"], key_type)
+    response = {
+        "error_code": found["error_code"],
+        "node_id": found["node_id"],
+        "host": found["host"],
+        "port": found["port"],
+    }
+    if version >= 1:
+        response["error_message"] = found["error_message"]
+    return response
+
+
+def _coordinator_for(broker: Broker, request: Request, key: str, key_type: int) -> dict[str, Any]:
+    if key_type == COORDINATOR_GROUP and not allowed(
+        broker, request, AclOperation.DESCRIBE, GROUP, key
+    ):
+        # Kafka's message: the error's own in v0-3, none in v4+.
+        message = "Group authorization failed." if request.api_version < 4 else None
+        return {
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            "error_message": message,
+        }
+    if key_type == COORDINATOR_GROUP:
+        host, port = broker.endpoint(request.listener)
+        return {
+            "key": key,
+            "node_id": broker.node_id,
+            "host": host,
+            "port": port,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
+    if key_type == COORDINATOR_TRANSACTION:
+        # corral has no transaction coordinator. COORDINATOR_NOT_AVAILABLE would be retried for
+        # as long as clients are let (Java 60 s, librdkafka forever); an authorization failure
+        # is fatal at once in both, as InitProducerId with a transactional id answers too.
+        code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED
+    else:
+        code, message = ErrorCode.INVALID_REQUEST, f"Invalid coordinator type: {key_type}"
+    return {
+        "key": key,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+        "error_code": code,
+        "error_message": message,
+    }
