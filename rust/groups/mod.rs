@@ -9,6 +9,7 @@ pub(crate) mod consumer_protocol;
 pub(crate) mod heartbeat_view;
 pub(crate) mod offset_map;
 pub(crate) mod offset_records;
+pub(crate) mod records;
 pub(crate) mod timer_wheel;
 
 use pyo3::prelude::*;
