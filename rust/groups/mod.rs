@@ -31,5 +31,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<offset_map::PyOffsetMap>()?;
     m.add_function(wrap_pyfunction!(offset_records::offset_commit_batch, m)?)?;
     m.add_function(wrap_pyfunction!(offset_records::offset_keys, m)?)?;
+    records::python_api::register(m)?;
     Ok(())
 }

@@ -1,0 +1,154 @@
+//! The codec as Python sees it (groups/storage/records.py and consumer_records.py keep the named
+//! types and build them from these): a record's fields are a tuple in the schema's field order,
+//! where an integer is an int, a string a str (None when null), bytes and uuids bytes, an array a
+//! tuple and a struct a tuple (None when null). Replay at load decodes every record of the log,
+//! so decoding builds these Python values straight from the bytes' fields.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+
+use super::codec::{self, Value};
+use super::schema::{self, Field, RecordType, Ty};
+
+fn record_type(kind: i16) -> PyResult<&'static RecordType> {
+    schema::record_type(kind)
+        .ok_or_else(|| PyValueError::new_err(format!("record type {kind} is not known")))
+}
+
+fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Int(v) => v.into_pyobject(py)?.into_any(),
+        Value::Str(None) | Value::Bytes(None) | Value::Array(None) | Value::Struct(None) => {
+            py.None().into_bound(py)
+        }
+        Value::Str(Some(s)) => s.into_pyobject(py)?.into_any(),
+        Value::Bytes(Some(b)) => PyBytes::new(py, b).into_any(),
+        Value::Uuid(id) => PyBytes::new(py, id).into_any(),
+        Value::Array(Some(items)) | Value::Struct(Some(items)) => fields_to_py(py, items)?,
+    })
+}
+
+fn fields_to_py<'py>(py: Python<'py>, values: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+    let items = values
+        .iter()
+        .map(|v| to_py(py, v))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(PyTuple::new(py, items)?.into_any())
+}
+
+fn from_py(name: &str, ty: &Ty, nullable: bool, obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if obj.is_none() {
+        return match ty {
+            _ if !nullable => Err(null(name)),
+            Ty::String => Ok(Value::Str(None)),
+            Ty::Bytes => Ok(Value::Bytes(None)),
+            Ty::Array(_) => Ok(Value::Array(None)),
+            Ty::Struct(_) => Ok(Value::Struct(None)),
+            Ty::Int8 | Ty::Int32 | Ty::Int64 | Ty::Uuid => Err(null(name)),
+        };
+    }
+    let wrong = || PyTypeError::new_err(format!("field {name}: {ty:?} expected"));
+    let bytes = || {
+        obj.cast::<PyBytes>()
+            .map(|b| b.as_bytes())
+            .map_err(|_| wrong())
+    };
+    Ok(match ty {
+        Ty::Int8 | Ty::Int32 | Ty::Int64 => Value::Int(obj.extract().map_err(|_| wrong())?),
+        Ty::String => Value::Str(Some(obj.extract().map_err(|_| wrong())?)),
+        Ty::Bytes => Value::Bytes(Some(bytes()?.to_vec())),
+        Ty::Uuid => Value::Uuid(
+            bytes()?
+                .try_into()
+                .map_err(|_| PyValueError::new_err(format!("field {name}: a uuid is 16 bytes")))?,
+        ),
+        Ty::Array(item) => {
+            let items = obj
+                .try_iter()?
+                .map(|i| from_py(name, item, false, &i?))
+                .collect::<PyResult<Vec<_>>>()?;
+            Value::Array(Some(items))
+        }
+        Ty::Struct(fields) => Value::Struct(Some(struct_from_py(fields, obj)?)),
+    })
+}
+
+fn null(name: &str) -> PyErr {
+    PyTypeError::new_err(format!("field {name} is not nullable"))
+}
+
+fn struct_from_py(fields: &[Field], obj: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
+    let given = obj.len()?;
+    if given != fields.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} fields expected, {given} given",
+            fields.len()
+        )));
+    }
+    obj.try_iter()?
+        .zip(fields)
+        .map(|(v, f)| from_py(f.name, &f.ty, f.nullable, &v?))
+        .collect()
+}
+
+/// The key of a record of type `kind`: `fields` in its key schema's order.
+#[pyfunction]
+pub fn record_key<'py>(
+    py: Python<'py>,
+    kind: i16,
+    fields: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let t = record_type(kind)?;
+    let values = struct_from_py(t.key, fields)?;
+    let key = codec::encode_key(kind, t, &values).map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &key))
+}
+
+/// The value of a record of type `kind` in `version`: `fields` in its value schema's order (one
+/// for every field of the schema, those the version lacks included: they are not written).
+#[pyfunction]
+pub fn record_value<'py>(
+    py: Python<'py>,
+    kind: i16,
+    version: i16,
+    fields: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let t = record_type(kind)?;
+    let values = struct_from_py(t.value, fields)?;
+    let value = codec::encode_value(t, version, &values).map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &value))
+}
+
+/// (type, key fields) of a key of the log; the fields are None for a type corral does not know.
+/// ValueError for malformed bytes.
+#[pyfunction]
+pub fn decode_record_key<'py>(
+    py: Python<'py>,
+    key: &[u8],
+) -> PyResult<(i16, Option<Bound<'py, PyAny>>)> {
+    let (kind, fields) = codec::decode_key(key).map_err(PyValueError::new_err)?;
+    let fields = fields.map(|f| fields_to_py(py, &f)).transpose()?;
+    Ok((kind, fields))
+}
+
+/// (version, fields) of the value of a record of type `kind`. ValueError for malformed bytes or
+/// a version corral does not read.
+#[pyfunction]
+pub fn decode_record_value<'py>(
+    py: Python<'py>,
+    kind: i16,
+    value: &[u8],
+) -> PyResult<(i16, Bound<'py, PyAny>)> {
+    let t = record_type(kind)?;
+    let (version, fields) = codec::decode_value(t, value).map_err(PyValueError::new_err)?;
+    Ok((version, fields_to_py(py, &fields)?))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(record_key, m)?)?;
+    m.add_function(wrap_pyfunction!(record_value, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_record_key, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_record_value, m)?)?;
+    Ok(())
+}
