@@ -32,6 +32,23 @@ pub fn default(f: &Field) -> Value {
     }
 }
 
+/// Whether `value` is `default(f)`, without building it: a tagged field equal to its default is
+/// left out, and encoding asks for every tagged field of every struct.
+pub fn is_default(f: &Field, value: &Value) -> bool {
+    match (&f.ty, value) {
+        (Ty::Int8 | Ty::Int32 | Ty::Int64, Value::Int(v)) => *v == f.default,
+        (Ty::String, Value::Str(s)) if f.nullable => s.is_none(),
+        (Ty::String, Value::Str(s)) => s.as_deref() == Some(""),
+        (Ty::Bytes, Value::Bytes(b)) => b.as_ref().is_some_and(|b| b.is_empty()),
+        (Ty::Uuid, Value::Uuid(id)) => *id == [0; 16],
+        (Ty::Array(_), Value::Array(items)) => items.as_ref().is_some_and(|i| i.is_empty()),
+        (Ty::Struct(fields), Value::Struct(Some(values))) => {
+            fields.iter().zip(values).all(|(f, v)| is_default(f, v))
+        }
+        _ => false,
+    }
+}
+
 fn present(f: &Field, version: i16) -> bool {
     f.versions.0 <= version && version <= f.versions.1
 }
@@ -160,7 +177,7 @@ pub fn put_struct(
         }
         match f.tag {
             None => put_value(out, f.name, &f.ty, f.nullable, v, version, flexible)?,
-            Some(tag) if flexible && *v != default(f) => {
+            Some(tag) if flexible && !is_default(f, v) => {
                 let mut data = Vec::new();
                 put_value(&mut data, f.name, &f.ty, f.nullable, v, version, true)?;
                 tagged.push((tag, data));

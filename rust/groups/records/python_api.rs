@@ -6,7 +6,7 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use super::codec::{self, Value};
 use super::schema::{self, Field, RecordType, Ty};
@@ -64,11 +64,7 @@ fn from_py(name: &str, ty: &Ty, nullable: bool, obj: &Bound<'_, PyAny>) -> PyRes
                 .map_err(|_| PyValueError::new_err(format!("field {name}: a uuid is 16 bytes")))?,
         ),
         Ty::Array(item) => {
-            let items = obj
-                .try_iter()?
-                .map(|i| from_py(name, item, false, &i?))
-                .collect::<PyResult<Vec<_>>>()?;
-            Value::Array(Some(items))
+            Value::Array(Some(items_from_py(obj, |i| from_py(name, item, false, i))?))
         }
         Ty::Struct(fields) => Value::Struct(Some(struct_from_py(fields, obj)?)),
     })
@@ -78,18 +74,35 @@ fn null(name: &str) -> PyErr {
     PyTypeError::new_err(format!("field {name} is not nullable"))
 }
 
+/// One value per item of a sequence: tuples and lists (what Python hands the codec) without the
+/// iterator protocol.
+fn items_from_py(
+    obj: &Bound<'_, PyAny>,
+    mut item: impl FnMut(&Bound<'_, PyAny>) -> PyResult<Value>,
+) -> PyResult<Vec<Value>> {
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return t.iter().map(|i| item(&i)).collect();
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return l.iter().map(|i| item(&i)).collect();
+    }
+    obj.try_iter()?.map(|i| item(&i?)).collect()
+}
+
 fn struct_from_py(fields: &[Field], obj: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
-    let given = obj.len()?;
-    if given != fields.len() {
+    let mut next = fields.iter();
+    let values = items_from_py(obj, |v| match next.next() {
+        Some(f) => from_py(f.name, &f.ty, f.nullable, v),
+        None => Err(PyValueError::new_err("more fields than the schema's")),
+    })?;
+    if values.len() != fields.len() {
         return Err(PyValueError::new_err(format!(
-            "{} fields expected, {given} given",
-            fields.len()
+            "{} fields expected, {} given",
+            fields.len(),
+            values.len()
         )));
     }
-    obj.try_iter()?
-        .zip(fields)
-        .map(|(v, f)| from_py(f.name, &f.ty, f.nullable, &v?))
-        .collect()
+    Ok(values)
 }
 
 /// The key of a record of type `kind`: `fields` in its key schema's order.

@@ -1,4 +1,6 @@
-use super::codec::{decode_key, decode_value, encode_key, encode_value, Value};
+use super::codec::{
+    decode_key, decode_value, default, encode_key, encode_value, is_default, Value,
+};
 use super::schema::{self, record_type};
 
 fn s(text: &str) -> Value {
@@ -138,4 +140,26 @@ fn bad_bytes_are_errors() {
         &[s(&long), s("t"), Value::Int(0)]
     )
     .is_err());
+}
+
+#[test]
+fn every_default_is_known_as_one() {
+    fn check(fields: &[schema::Field]) {
+        for f in fields {
+            assert!(is_default(f, &default(f)), "{}", f.name);
+            match f.ty {
+                schema::Ty::Struct(inner) => check(inner),
+                schema::Ty::Array(schema::Ty::Struct(inner)) => check(inner),
+                _ => {}
+            }
+        }
+    }
+    for t in schema::RECORD_TYPES {
+        check(t.key);
+        check(t.value);
+    }
+    let hash = &schema::CONSUMER_GROUP_METADATA.value[1];
+    assert!(!is_default(hash, &Value::Int(1)));
+    let classic = &schema::CONSUMER_MEMBER_METADATA.value[8];
+    assert!(!is_default(classic, &Value::Struct(None)));
 }
