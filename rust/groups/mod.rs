@@ -1,7 +1,8 @@
-//! Group coordinator state kept compact in Rust: the timer wheel of deadlines, the committed
-//! offsets (offset_map.rs) and their `__consumer_offsets` records (offset_records.rs), the views
-//! the network thread answers heartbeats from (classic and consumer groups), the epoch moves it
-//! makes itself, and the embedded consumer protocol of classic "consumer" members.
+//! Group coordinator state kept compact in Rust: the timer wheel of deadlines, the codec of every
+//! `__consumer_offsets` record (records/), the committed offsets (offset_map.rs) and their records
+//! (offset_records.rs), the views the network thread answers heartbeats from (classic and
+//! consumer groups), the epoch moves it makes itself, and the embedded consumer protocol of
+//! classic "consumer" members.
 
 pub(crate) mod consumer_epoch_moves;
 pub(crate) mod consumer_heartbeat_view;

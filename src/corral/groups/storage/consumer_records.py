@@ -12,6 +12,7 @@ keeps the named records and maps them to the schema's fields.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from corral import _core
 
@@ -240,12 +241,15 @@ def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
     return from_fields(kind, key_fields, value)
 
 
-def from_fields(kind: int, key_fields: tuple, value: bytes | None) -> ConsumerRecord | None:
+def from_fields(
+    kind: int, key_fields: tuple[Any, ...], value: bytes | None
+) -> ConsumerRecord | None:
     """The record of a consumer-group key (decoded) and value."""
     if kind == PARTITION_METADATA:
         return None
     group_id = key_fields[0]
-    name = key_fields[1] if len(key_fields) > 1 else None
+    # The member id (types 5, 7, 8) or the regex (16); None for the group's own records.
+    name: Any = key_fields[1] if len(key_fields) > 1 else None
     if value is None:
         return ConsumerTombstone(kind, group_id, name)
     _, v = _core.decode_record_value(kind, value)
@@ -262,11 +266,18 @@ def from_fields(kind: int, key_fields: tuple, value: bytes | None) -> ConsumerRe
         return MemberMetadata(
             group_id,
             name,
-            *v[:8],
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            v[5],
+            v[6],
+            v[7],
             None if classic is None else ClassicMetadata(classic[0], list(classic[1])),
         )
     if kind == GROUP_EPOCH:
         return GroupEpoch(group_id, v[0], v[1])
     if kind == TARGET_EPOCH:
         return TargetEpoch(group_id, v[0], v[1])
-    return RegexTopics(group_id, name, *v)
+    return RegexTopics(group_id, name, v[0], v[1], v[2])
