@@ -272,32 +272,32 @@ impl<'a> Reader<'a> {
         Ok(usize::try_from(n).ok())
     }
 
-    fn value(
+    fn value<B: Build>(
         &mut self,
+        b: &B,
         ty: &Ty,
         nullable: bool,
         version: i16,
         flexible: bool,
-    ) -> Result<Value, String> {
-        Ok(match ty {
-            Ty::Int8 => Value::Int(i64::from(self.take(1)?[0] as i8)),
-            Ty::Int32 => Value::Int(i64::from(i32::from_be_bytes(self.array()?))),
-            Ty::Int64 => Value::Int(i64::from_be_bytes(self.array()?)),
-            Ty::Uuid => Value::Uuid(self.array()?),
-            Ty::String => Value::Str(match self.length(flexible, false)? {
-                None => None,
-                Some(n) => Some(
+    ) -> Result<B::Out, String> {
+        match ty {
+            Ty::Int8 => b.int(i64::from(self.take(1)?[0] as i8)),
+            Ty::Int32 => b.int(i64::from(i32::from_be_bytes(self.array()?))),
+            Ty::Int64 => b.int(i64::from_be_bytes(self.array()?)),
+            Ty::Uuid => b.uuid(&self.array()?),
+            Ty::String => match self.length(flexible, false)? {
+                None => b.str(None),
+                Some(n) => b.str(Some(
                     std::str::from_utf8(self.take(n)?)
-                        .map_err(|_| "a string is not UTF-8".to_string())?
-                        .to_owned(),
-                ),
-            }),
-            Ty::Bytes => Value::Bytes(match self.length(flexible, true)? {
-                None => None,
-                Some(n) => Some(self.take(n)?.to_vec()),
-            }),
-            Ty::Array(item) => Value::Array(match self.length(flexible, true)? {
-                None => None,
+                        .map_err(|_| "a string is not UTF-8".to_string())?,
+                )),
+            },
+            Ty::Bytes => match self.length(flexible, true)? {
+                None => b.bytes(None),
+                Some(n) => b.bytes(Some(self.take(n)?)),
+            },
+            Ty::Array(item) => match self.length(flexible, true)? {
+                None => b.array(None),
                 Some(n) => {
                     // Every item takes a byte at least: a count past the data is truncated.
                     if n > self.data.len() - self.pos {
@@ -305,35 +305,37 @@ impl<'a> Reader<'a> {
                     }
                     let mut items = Vec::with_capacity(n);
                     for _ in 0..n {
-                        items.push(self.value(item, false, version, flexible)?);
+                        items.push(self.value(b, item, false, version, flexible)?);
                     }
-                    Some(items)
+                    b.array(Some(items))
                 }
-            }),
+            },
             Ty::Struct(fields) => {
                 if nullable && flexible && self.take(1)?[0] == 0 {
-                    Value::Struct(None)
+                    b.structure(None)
                 } else {
-                    Value::Struct(Some(self.read_struct(fields, version, flexible)?))
+                    let values = self.read_struct(b, fields, version, flexible)?;
+                    b.structure(Some(values))
                 }
             }
-        })
+        }
     }
 
     /// One value per field of `fields`: the default for those the version lacks or whose tag is
     /// absent. Unknown tags are skipped.
-    pub fn read_struct(
+    pub fn read_struct<B: Build>(
         &mut self,
+        b: &B,
         fields: &[Field],
         version: i16,
         flexible: bool,
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<B::Out>, String> {
         let mut values = Vec::with_capacity(fields.len());
         for f in fields {
             values.push(if present(f, version) && f.tag.is_none() {
-                self.value(&f.ty, f.nullable, version, flexible)?
+                self.value(b, &f.ty, f.nullable, version, flexible)?
             } else {
-                default(f)
+                b.value(&default(f))?
             });
         }
         if flexible {
@@ -346,7 +348,7 @@ impl<'a> Reader<'a> {
                 });
                 if let Some(i) = known {
                     let f = &fields[i];
-                    values[i] = Reader::new(data).value(&f.ty, f.nullable, version, true)?;
+                    values[i] = Reader::new(data).value(b, &f.ty, f.nullable, version, true)?;
                 }
             }
         }
@@ -354,18 +356,95 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// What the reader builds a record's fields as: `Value`s (`Values`), or Python objects straight
+/// from the bytes (python_api.rs), with no `Value` in between.
+pub trait Build {
+    type Out;
+    fn int(&self, v: i64) -> Result<Self::Out, String>;
+    /// None: null.
+    fn str(&self, s: Option<&str>) -> Result<Self::Out, String>;
+    fn bytes(&self, b: Option<&[u8]>) -> Result<Self::Out, String>;
+    fn uuid(&self, id: &[u8; 16]) -> Result<Self::Out, String>;
+    fn array(&self, items: Option<Vec<Self::Out>>) -> Result<Self::Out, String>;
+    fn structure(&self, fields: Option<Vec<Self::Out>>) -> Result<Self::Out, String>;
+
+    /// A `Value` built (a field's default).
+    fn value(&self, v: &Value) -> Result<Self::Out, String> {
+        let all = |items: &Option<Vec<Value>>| {
+            items
+                .as_ref()
+                .map(|i| {
+                    i.iter()
+                        .map(|v| self.value(v))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()
+        };
+        match v {
+            Value::Int(i) => self.int(*i),
+            Value::Str(s) => self.str(s.as_deref()),
+            Value::Bytes(b) => self.bytes(b.as_deref()),
+            Value::Uuid(id) => self.uuid(id),
+            Value::Array(items) => self.array(all(items)?),
+            Value::Struct(fields) => self.structure(all(fields)?),
+        }
+    }
+}
+
+/// Builds `Value`s: the Rust callers' records.
+pub struct Values;
+
+impl Build for Values {
+    type Out = Value;
+    fn int(&self, v: i64) -> Result<Value, String> {
+        Ok(Value::Int(v))
+    }
+    fn str(&self, s: Option<&str>) -> Result<Value, String> {
+        Ok(Value::Str(s.map(str::to_owned)))
+    }
+    fn bytes(&self, b: Option<&[u8]>) -> Result<Value, String> {
+        Ok(Value::Bytes(b.map(<[u8]>::to_vec)))
+    }
+    fn uuid(&self, id: &[u8; 16]) -> Result<Value, String> {
+        Ok(Value::Uuid(*id))
+    }
+    fn array(&self, items: Option<Vec<Value>>) -> Result<Value, String> {
+        Ok(Value::Array(items))
+    }
+    fn structure(&self, fields: Option<Vec<Value>>) -> Result<Value, String> {
+        Ok(Value::Struct(fields))
+    }
+}
+
 /// A key's type and fields; None for a type corral does not know.
 pub fn decode_key(key: &[u8]) -> Result<(i16, Option<Vec<Value>>), String> {
+    decode_key_as(&Values, key)
+}
+
+/// A value's version and fields, as `t` reads them.
+pub fn decode_value(t: &RecordType, value: &[u8]) -> Result<(i16, Vec<Value>), String> {
+    decode_value_as(&Values, t, value)
+}
+
+/// A key's type and its fields as `B` builds them (None: a type corral does not know).
+pub type Decoded<B> = (i16, Option<Vec<<B as Build>::Out>>);
+
+/// `decode_key`, the fields built by `b`.
+pub fn decode_key_as<B: Build>(b: &B, key: &[u8]) -> Result<Decoded<B>, String> {
     let mut r = Reader::new(key);
     let kind = r.i16()?;
     let Some(t) = super::schema::record_type(kind) else {
         return Ok((kind, None));
     };
-    Ok((kind, Some(r.read_struct(t.key, 0, false)?)))
+    Ok((kind, Some(r.read_struct(b, t.key, 0, false)?)))
 }
 
-/// A value's version and fields, as `t` reads them.
-pub fn decode_value(t: &RecordType, value: &[u8]) -> Result<(i16, Vec<Value>), String> {
+/// `decode_value`, the fields built by `b`.
+pub fn decode_value_as<B: Build>(
+    b: &B,
+    t: &RecordType,
+    value: &[u8],
+) -> Result<(i16, Vec<B::Out>), String> {
     let mut r = Reader::new(value);
     let version = r.i16()?;
     if version < t.value_versions.0 || version > t.value_versions.1 {
@@ -376,6 +455,6 @@ pub fn decode_value(t: &RecordType, value: &[u8]) -> Result<(i16, Vec<Value>), S
     }
     Ok((
         version,
-        r.read_struct(t.value, version, t.flexible(version))?,
+        r.read_struct(b, t.value, version, t.flexible(version))?,
     ))
 }

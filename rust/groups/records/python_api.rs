@@ -6,9 +6,9 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use super::codec::{self, Value};
+use super::codec::{self, Build, Value};
 use super::schema::{self, Field, RecordType, Ty};
 
 fn record_type(kind: i16) -> PyResult<&'static RecordType> {
@@ -16,25 +16,48 @@ fn record_type(kind: i16) -> PyResult<&'static RecordType> {
         .ok_or_else(|| PyValueError::new_err(format!("record type {kind} is not known")))
 }
 
-fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match value {
-        Value::Int(v) => v.into_pyobject(py)?.into_any(),
-        Value::Str(None) | Value::Bytes(None) | Value::Array(None) | Value::Struct(None) => {
-            py.None().into_bound(py)
+/// Builds the Python values of a record's fields straight from its bytes.
+struct Objects<'py>(Python<'py>);
+
+impl<'py> Objects<'py> {
+    fn tuple(&self, items: Option<Vec<Bound<'py, PyAny>>>) -> Result<Bound<'py, PyAny>, String> {
+        match items {
+            None => Ok(self.0.None().into_bound(self.0)),
+            Some(items) => PyTuple::new(self.0, items)
+                .map(Bound::into_any)
+                .map_err(|e| e.to_string()),
         }
-        Value::Str(Some(s)) => s.into_pyobject(py)?.into_any(),
-        Value::Bytes(Some(b)) => PyBytes::new(py, b).into_any(),
-        Value::Uuid(id) => PyBytes::new(py, id).into_any(),
-        Value::Array(Some(items)) | Value::Struct(Some(items)) => fields_to_py(py, items)?,
-    })
+    }
 }
 
-fn fields_to_py<'py>(py: Python<'py>, values: &[Value]) -> PyResult<Bound<'py, PyAny>> {
-    let items = values
-        .iter()
-        .map(|v| to_py(py, v))
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(PyTuple::new(py, items)?.into_any())
+impl<'py> Build for Objects<'py> {
+    type Out = Bound<'py, PyAny>;
+    fn int(&self, v: i64) -> Result<Self::Out, String> {
+        v.into_pyobject(self.0)
+            .map(Bound::into_any)
+            .map_err(|e| e.to_string())
+    }
+    fn str(&self, s: Option<&str>) -> Result<Self::Out, String> {
+        Ok(match s {
+            None => self.0.None().into_bound(self.0),
+            Some(s) => PyString::new(self.0, s).into_any(),
+        })
+    }
+    fn bytes(&self, b: Option<&[u8]>) -> Result<Self::Out, String> {
+        Ok(match b {
+            None => self.0.None().into_bound(self.0),
+            Some(b) => PyBytes::new(self.0, b).into_any(),
+        })
+    }
+    fn uuid(&self, id: &[u8; 16]) -> Result<Self::Out, String> {
+        Ok(PyBytes::new(self.0, id).into_any())
+    }
+    fn array(&self, items: Option<Vec<Self::Out>>) -> Result<Self::Out, String> {
+        self.tuple(items)
+    }
+    fn structure(&self, fields: Option<Vec<Self::Out>>) -> Result<Self::Out, String> {
+        self.tuple(fields)
+    }
 }
 
 fn from_py(name: &str, ty: &Ty, nullable: bool, obj: &Bound<'_, PyAny>) -> PyResult<Value> {
@@ -140,8 +163,12 @@ pub fn decode_record_key<'py>(
     py: Python<'py>,
     key: &[u8],
 ) -> PyResult<(i16, Option<Bound<'py, PyAny>>)> {
-    let (kind, fields) = codec::decode_key(key).map_err(PyValueError::new_err)?;
-    let fields = fields.map(|f| fields_to_py(py, &f)).transpose()?;
+    let objects = Objects(py);
+    let (kind, fields) = codec::decode_key_as(&objects, key).map_err(PyValueError::new_err)?;
+    let fields = fields
+        .map(|f| objects.tuple(Some(f)))
+        .transpose()
+        .map_err(PyValueError::new_err)?;
     Ok((kind, fields))
 }
 
@@ -154,8 +181,11 @@ pub fn decode_record_value<'py>(
     value: &[u8],
 ) -> PyResult<(i16, Bound<'py, PyAny>)> {
     let t = record_type(kind)?;
-    let (version, fields) = codec::decode_value(t, value).map_err(PyValueError::new_err)?;
-    Ok((version, fields_to_py(py, &fields)?))
+    let objects = Objects(py);
+    let (version, fields) =
+        codec::decode_value_as(&objects, t, value).map_err(PyValueError::new_err)?;
+    let fields = objects.tuple(Some(fields)).map_err(PyValueError::new_err)?;
+    Ok((version, fields))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
