@@ -60,6 +60,8 @@ impl<'py> Build for Objects<'py> {
     }
 }
 
+/// The value of field `name` from a Python object: None is null, refused where the field is not
+/// nullable; a wrong type is a TypeError.
 fn from_py(name: &str, ty: &Ty, nullable: bool, obj: &Bound<'_, PyAny>) -> PyResult<Value> {
     if obj.is_none() {
         return match ty {
