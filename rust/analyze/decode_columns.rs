@@ -20,10 +20,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::groups::records::codec::{self, Value};
+use crate::groups::records::schema;
 use crate::log::batch::{self, crc_ok, Header, HEADER_LEN};
 
-const OFFSET_COMMIT_KEY_V0: i16 = 0;
-const OFFSET_COMMIT_KEY: i16 = 1;
 const ATTR_CONTROL: i16 = 0x20;
 const READ_BUFFER: usize = 1 << 20;
 
@@ -116,8 +116,16 @@ impl Columns {
     }
 
     fn push(&mut self, commit: &Commit, seq: i64) -> Result<(), String> {
-        push_string(&mut self.group_data, &mut self.group_offsets, commit.group)?;
-        push_string(&mut self.topic_data, &mut self.topic_offsets, commit.topic)?;
+        push_string(
+            &mut self.group_data,
+            &mut self.group_offsets,
+            commit.group.as_bytes(),
+        )?;
+        push_string(
+            &mut self.topic_data,
+            &mut self.topic_offsets,
+            commit.topic.as_bytes(),
+        )?;
         self.partition
             .extend_from_slice(&commit.partition.to_le_bytes());
         self.time_ms
@@ -138,103 +146,48 @@ fn push_string(data: &mut Vec<u8>, offsets: &mut Vec<u8>, text: &[u8]) -> Result
     Ok(())
 }
 
-/// One OffsetCommit record's fields, borrowed from the batch.
+/// One OffsetCommit record's fields.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Commit<'a> {
-    pub group: &'a [u8],
-    pub topic: &'a [u8],
+pub struct Commit {
+    pub group: String,
+    pub topic: String,
     pub partition: i32,
     pub time_ms: i64,
     pub offset: i64,
 }
 
-struct Cursor<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.b.len())?;
-        let out = &self.b[self.pos..end];
-        self.pos = end;
-        Some(out)
-    }
-    fn i16(&mut self) -> Option<i16> {
-        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
-    }
-    fn i32(&mut self) -> Option<i32> {
-        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
-    }
-    fn i64(&mut self) -> Option<i64> {
-        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
-    }
-    /// A non-flexible string (int16 length; null as empty).
-    fn string(&mut self) -> Option<&'a [u8]> {
-        let n = self.i16()?;
-        if n < 0 {
-            Some(&[])
-        } else {
-            self.take(n as usize)
-        }
-    }
-    fn uvarint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *self.take(1)?.first()?;
-            v |= ((byte & 0x7f) as u64) << shift;
-            if byte & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-    /// A flexible (compact) string: uvarint length + 1, 0 for null.
-    fn compact_string(&mut self) -> Option<&'a [u8]> {
-        match self.uvarint()? {
-            0 => Some(&[]),
-            n => self.take(n as usize - 1),
-        }
-    }
-}
-
-/// The commit an OffsetCommitKey v0/v1 + OffsetCommitValue v0..v4 hold; Ok(None) for any other
-/// record (group metadata, consumer-group records, tombstones), Err if it cannot be decoded.
-pub fn commit<'a>(key: &'a [u8], value: Option<&'a [u8]>) -> Result<Option<Commit<'a>>, String> {
-    let mut k = Cursor { b: key, pos: 0 };
-    let kind = k.i16().ok_or("record key shorter than 2 bytes")?;
+/// The commit an OffsetCommitKey v0/v1 + OffsetCommitValue v0..v4 hold, read by the records'
+/// one decoder (groups/records/); Ok(None) for any other record (group metadata, consumer-group
+/// records, tombstones), Err if it cannot be decoded.
+pub fn commit(key: &[u8], value: Option<&[u8]>) -> Result<Option<Commit>, String> {
+    let kind = codec::Reader::new(key)
+        .i16()
+        .map_err(|_| "record key shorter than 2 bytes")?;
     let Some(value) = value else { return Ok(None) };
-    if kind != OFFSET_COMMIT_KEY_V0 && kind != OFFSET_COMMIT_KEY {
+    if !schema::OFFSET_COMMIT.types.contains(&kind) {
         return Ok(None);
     }
-    let bad_key = || "malformed OffsetCommitKey".to_string();
-    let (group, topic, partition) = (
-        k.string().ok_or_else(bad_key)?,
-        k.string().ok_or_else(bad_key)?,
-        k.i32().ok_or_else(bad_key)?,
-    );
-    let mut v = Cursor { b: value, pos: 0 };
-    let mut fields = || -> Option<(i64, i64)> {
-        let version = v.i16()?;
-        let offset = v.i64()?;
-        if version >= 3 {
-            v.i32()?; // leader epoch
-        }
-        match version {
-            0..=3 => v.string()?,
-            4 => v.compact_string()?,
-            _ => return None,
-        };
-        Some((offset, v.i64()?))
+    let bad_key = |e: String| format!("malformed OffsetCommitKey: {e}");
+    let (_, fields) = codec::decode_key(key).map_err(bad_key)?;
+    let (group, topic, partition) = match fields.as_deref() {
+        Some([Value::Str(group), Value::Str(topic), Value::Int(partition)]) => (
+            group.clone().unwrap_or_default(),
+            topic.clone().unwrap_or_default(),
+            *partition as i32,
+        ),
+        _ => return Err(bad_key("unexpected fields".into())),
     };
-    let (offset, time_ms) =
-        fields().ok_or("malformed OffsetCommitValue (or a version newer than 4)")?;
+    let (_, values) = codec::decode_value(&schema::OFFSET_COMMIT, value)
+        .map_err(|e| format!("malformed OffsetCommitValue (or a version newer than 4): {e}"))?;
+    let (Value::Int(offset), Value::Int(time_ms)) = (&values[0], &values[3]) else {
+        unreachable!("the schema's offset and commit timestamp are integers")
+    };
     Ok(Some(Commit {
         group,
         topic,
         partition,
-        time_ms,
-        offset,
+        time_ms: *time_ms,
+        offset: *offset,
     }))
 }
 

@@ -1,7 +1,8 @@
-//! Group coordinator state kept compact in Rust: the timer wheel of deadlines, the committed
-//! offsets (offset_map.rs) and their `__consumer_offsets` records (offset_records.rs), the views
-//! the network thread answers heartbeats from (classic and consumer groups), the epoch moves it
-//! makes itself, and the embedded consumer protocol of classic "consumer" members.
+//! Group coordinator state kept compact in Rust: the timer wheel of deadlines, the codec of every
+//! `__consumer_offsets` record (records/), the committed offsets (offset_map.rs) and their records
+//! (offset_records.rs), the views the network thread answers heartbeats from (classic and
+//! consumer groups), the epoch moves it makes itself, and the embedded consumer protocol of
+//! classic "consumer" members.
 
 pub(crate) mod consumer_epoch_moves;
 pub(crate) mod consumer_heartbeat_view;
@@ -9,6 +10,7 @@ pub(crate) mod consumer_protocol;
 pub(crate) mod heartbeat_view;
 pub(crate) mod offset_map;
 pub(crate) mod offset_records;
+pub(crate) mod records;
 pub(crate) mod timer_wheel;
 
 use pyo3::prelude::*;
@@ -30,5 +32,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<offset_map::PyOffsetMap>()?;
     m.add_function(wrap_pyfunction!(offset_records::offset_commit_batch, m)?)?;
     m.add_function(wrap_pyfunction!(offset_records::offset_keys, m)?)?;
+    records::python_api::register(m)?;
     Ok(())
 }

@@ -1,36 +1,29 @@
-//! The one encoder of offset records in `__consumer_offsets` (Kafka's OffsetCommitKey v1 and
-//! OffsetCommitValue v3, or v1 with an explicit expiry): one OffsetCommit's records built straight
-//! into a RecordBatch (per committed partition this was the costliest Python on the commit path),
-//! tombstone keys, and the offset map's snapshot records (offset_map.rs). Python only decodes them
-//! (groups/storage/records.py).
+//! Offset records in `__consumer_offsets` (Kafka's OffsetCommitKey v1 and OffsetCommitValue v3,
+//! or v1 with an explicit expiry), encoded from the schema table (records/): one OffsetCommit's
+//! records built straight into a RecordBatch (per committed partition this was the costliest
+//! Python on the commit path), tombstone keys, and the offset map's snapshot records
+//! (offset_map.rs).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use super::records::codec::{self, Value};
+use super::records::schema;
 use crate::log::batch::{self, KeyValue, NO_PRODUCER};
-
-const OFFSET_COMMIT_KEY: i16 = 1;
 
 /// (topic, [(partition, offset, leader epoch, metadata)])
 pub type TopicCommits = (String, Vec<(i32, i64, i32, String)>);
 
-fn put_string(out: &mut Vec<u8>, text: &str) -> PyResult<()> {
-    let len = i16::try_from(text.len())
-        .map_err(|_| PyValueError::new_err("string longer than 32767 bytes"))?;
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(text.as_bytes());
-    Ok(())
-}
-
 /// OffsetCommitKey v1: the record key of one committed partition.
 pub fn offset_key(group_id: &str, topic: &str, partition: i32) -> PyResult<Vec<u8>> {
-    let mut key = Vec::with_capacity(10 + group_id.len() + topic.len());
-    key.extend_from_slice(&OFFSET_COMMIT_KEY.to_be_bytes());
-    put_string(&mut key, group_id)?;
-    put_string(&mut key, topic)?;
-    key.extend_from_slice(&partition.to_be_bytes());
-    Ok(key)
+    let fields = [
+        Value::Str(Some(group_id.to_owned())),
+        Value::Str(Some(topic.to_owned())),
+        Value::Int(partition.into()),
+    ];
+    codec::encode_key(schema::OFFSET_COMMIT_KEY, &schema::OFFSET_COMMIT, &fields)
+        .map_err(PyValueError::new_err)
 }
 
 /// OffsetCommitValue v3, or v1 when the commit carries an explicit expiry (`expire_ms` >= 0), as
@@ -42,21 +35,16 @@ pub fn offset_value(
     commit_ms: i64,
     expire_ms: i64,
 ) -> PyResult<Vec<u8>> {
-    let mut value = Vec::with_capacity(32 + metadata.len());
-    if expire_ms >= 0 {
-        value.extend_from_slice(&1i16.to_be_bytes());
-        value.extend_from_slice(&offset.to_be_bytes());
-        put_string(&mut value, metadata)?;
-        value.extend_from_slice(&commit_ms.to_be_bytes());
-        value.extend_from_slice(&expire_ms.to_be_bytes());
-    } else {
-        value.extend_from_slice(&3i16.to_be_bytes());
-        value.extend_from_slice(&offset.to_be_bytes());
-        value.extend_from_slice(&epoch.to_be_bytes());
-        put_string(&mut value, metadata)?;
-        value.extend_from_slice(&commit_ms.to_be_bytes());
-    }
-    Ok(value)
+    let version = if expire_ms >= 0 { 1 } else { 3 };
+    let fields = [
+        Value::Int(offset),
+        Value::Int(epoch.into()),
+        Value::Str(Some(metadata.to_owned())),
+        Value::Int(commit_ms),
+        Value::Int(expire_ms),
+        Value::Uuid([0; 16]),
+    ];
+    codec::encode_value(&schema::OFFSET_COMMIT, version, &fields).map_err(PyValueError::new_err)
 }
 
 fn records(

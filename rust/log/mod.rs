@@ -19,6 +19,7 @@
 //! off again, a failed roll keeps the old segment active.
 
 pub mod batch;
+mod batch_functions;
 mod fetch;
 mod files;
 mod index;
@@ -538,77 +539,6 @@ impl LogStore {
     }
 }
 
-/// Checks client batches as Kafka does before an append. Returns a BatchSummary (batch count,
-/// producer id, producer epoch, base sequence, offsets they will take); raises
-/// InvalidBatch(code, message).
-#[pyfunction]
-fn validate_batches(data: &[u8], max_batch_bytes: usize) -> PyResult<BatchSummary> {
-    batch::validate(data, max_batch_bytes)
-        .map(BatchSummary::from)
-        .map_err(|(code, msg)| InvalidBatch::new_err((code, msg)))
-}
-
-/// The indexes of the records without a key in the batch `data` (one batch that validate_batches
-/// accepted with `max_batch_bytes`), decompressing it if it is compressed: the check of a
-/// compacted topic. Raises InvalidBatch(code, message): MESSAGE_TOO_LARGE when the batch takes
-/// more than `max_batch_bytes` uncompressed, INVALID_RECORD when its records cannot be read.
-#[pyfunction]
-fn keyless_records(py: Python<'_>, data: &[u8], max_batch_bytes: usize) -> PyResult<Vec<i32>> {
-    py.detach(|| keys::keyless_records(data, max_batch_bytes))
-        .map_err(|(code, msg)| InvalidBatch::new_err((code, msg)))
-}
-
-/// An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`, optionally
-/// from an idempotent producer.
-#[pyfunction]
-#[pyo3(signature = (records, timestamp_ms, producer_id=-1, producer_epoch=-1, base_sequence=-1))]
-fn build_batch<'py>(
-    py: Python<'py>,
-    records: Vec<batch::KeyValue>,
-    timestamp_ms: i64,
-    producer_id: i64,
-    producer_epoch: i16,
-    base_sequence: i32,
-) -> PyResult<Bound<'py, PyBytes>> {
-    if records.is_empty() {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "a batch needs at least one record",
-        ));
-    }
-    Ok(PyBytes::new(
-        py,
-        &batch::build(
-            &records,
-            timestamp_ms,
-            (producer_id, producer_epoch, base_sequence),
-        ),
-    ))
-}
-
-/// The records of consecutive uncompressed batches as (offset, timestamp, key, value).
-/// Raises ValueError on a compressed or malformed batch.
-#[pyfunction]
-#[allow(clippy::type_complexity)]
-fn decode_batches(data: &[u8]) -> PyResult<Vec<(i64, i64, Option<Vec<u8>>, Option<Vec<u8>>)>> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < data.len() {
-        let bad = || {
-            pyo3::exceptions::PyValueError::new_err(format!(
-                "no readable uncompressed batch at byte {pos}"
-            ))
-        };
-        let header = batch::Header::parse(&data[pos..]).ok_or_else(bad)?;
-        let recs = batch::records(&data[pos..]).ok_or_else(bad)?;
-        out.extend(
-            recs.into_iter()
-                .map(|r| (r.offset, r.timestamp, r.key, r.value)),
-        );
-        pos += header.size;
-    }
-    Ok(out)
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LogStore>()?;
     m.add_class::<AppendResult>()?;
@@ -618,10 +548,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BatchSummary>()?;
     m.add("InvalidBatch", m.py().get_type::<InvalidBatch>())?;
     m.add("StorageError", m.py().get_type::<StorageError>())?;
-    m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
-    m.add_function(wrap_pyfunction!(keyless_records, m)?)?;
-    m.add_function(wrap_pyfunction!(build_batch, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
+    batch_functions::register(m)?;
     Ok(())
 }
 

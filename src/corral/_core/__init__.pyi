@@ -60,6 +60,10 @@ __all__ = [
     "decode_batches",
     "offset_commit_batch",
     "offset_keys",
+    "record_key",
+    "record_value",
+    "decode_record_key",
+    "decode_record_value",
     "decode_offset_commits",
     "decode_analytics_records",
 ]
@@ -984,6 +988,27 @@ def offset_commit_batch(
     """The `__consumer_offsets` batch (stamped `commit_ms`) of one group's offset commits:
     `topics` is [(topic, [(partition, offset, leader epoch, metadata)])]; `expire_ms` -1: none.
     ValueError when there is nothing to write."""
+
+def record_key(kind: int, fields: Sequence[Any]) -> bytes:
+    """The `__consumer_offsets` key of a record of type `kind` (the key's leading int16): `fields`
+    in its key schema's order (rust/groups/records/schema.rs). A record's fields are an int, a
+    str (None: null), bytes (also a uuid's 16), a sequence for an array or a struct (None: null).
+    ValueError for an unknown type or a value the format cannot hold; TypeError for a field of
+    the wrong type."""
+
+def record_value(kind: int, version: int, fields: Sequence[Any]) -> bytes:
+    """The value of a record of type `kind` in `version`: one field per field of its value
+    schema, those the version lacks included (they are not written)."""
+
+def decode_record_key(key: bytes) -> tuple[int, tuple[Any, ...] | None]:
+    """(type, key fields) of a key: the fields None for a type corral does not know. Decoded
+    fields are ints, strs (None: null), bytes, and tuples for arrays and structs. ValueError for
+    malformed bytes."""
+
+def decode_record_value(kind: int, value: bytes) -> tuple[int, tuple[Any, ...]]:
+    """(version, fields) of the value of a record of type `kind`: a field the version lacks or
+    whose tag is absent holds its default. ValueError for malformed bytes, an unknown type or a
+    version corral does not read."""
 
 def decode_offset_commits(
     path: str, from_ms: int | None = None, to_ms: int | None = None

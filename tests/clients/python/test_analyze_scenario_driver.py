@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from corral import _core
 from corral.analyze import rules
 from corral.groups.storage import records
 from corral.observability.analytics_topic import TOPIC as ANALYTICS
@@ -59,8 +60,8 @@ def broker_commits(bootstrap: str) -> dict[sc.Key, list[tuple[int, int]]]:
     for _, _, _, key, value in read_topic(bootstrap, "__consumer_offsets"):
         kind, fields = records.read_key(key)
         if kind in OFFSET_KEYS and value is not None:
-            v = records.read_offset_value(value)
-            found[fields].append((v.commit_ms, v.offset))
+            _, v = _core.decode_record_value(kind, value)
+            found[fields].append((v[3], v[0]))  # OffsetCommitValue's commit timestamp, offset
     return found
 
 

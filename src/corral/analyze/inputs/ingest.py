@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import trio
 
+from corral import _core
 from corral.analyze.inputs import analytics_records
 from corral.analyze.inputs.classic_events import ClassicEvents
 from corral.analyze.inputs.fetching import READ_COMMITTED, Record, consume
@@ -41,7 +42,6 @@ from corral.groups.storage.records import (
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_KEY_V0,
     read_key,
-    read_offset_value,
 )
 from corral.observability.analytics_topic import TOPIC as ANALYTICS_TOPIC
 from corral.ops.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin, AdminError
@@ -276,9 +276,10 @@ class _Landing:
                 if kind in (OFFSET_COMMIT_KEY_V0, OFFSET_COMMIT_KEY):
                     if value is None:
                         continue  # an offset deleted or expired: not a commit
-                    v = read_offset_value(value)
-                    if self._in(v.commit_ms):
-                        commits.add((*fields, v.commit_ms, v.offset, offset))
+                    _, v = _core.decode_record_value(kind, value)
+                    commit_ms, committed = v[3], v[0]
+                    if self._in(commit_ms):
+                        commits.add((*fields, commit_ms, committed, offset))
                     else:
                         self.skipped["commits outside the window"] += 1
                 elif kind == GROUP_METADATA_KEY and not self.has_analytics:

@@ -3,16 +3,18 @@
 
 Each record is the whole value of its key: replaying the latest record of every key rebuilds the
 group, which is what `ConsumerGroup.replay` does, live and at load. Keys are non-flexible
-(`[int16 type][int16-length strings]`); values are `[int16 version 0][flexible struct]`: compact
-strings and arrays (unsigned varint length + 1, 0 for null), uuids as 16 bytes, a tagged-field
-section after every struct. Schemas: apache/kafka group-coordinator/src/main/resources/common/
-message/ConsumerGroup*.json.
+(`[int16 type][int16-length strings]`); values are `[int16 version 0][flexible struct]`.
+Schemas: apache/kafka group-coordinator/src/main/resources/common/message/ConsumerGroup*.json.
+The bytes are the compiled core's (rust/groups/records/, from one schema table); this module
+keeps the named records and maps them to the schema's fields.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+from typing import Any
+
+from corral import _core
 
 # Record types (the key's leading int16).
 GROUP_EPOCH = 3
@@ -40,11 +42,6 @@ Assignment = dict[bytes, tuple[int, ...]]
 # partitions (KIP-1251's tagged AssignmentEpochs); a topic left out has none (the tag is absent;
 # Kafka's default is an empty list, and a null list is read as none too).
 AssignmentEpochs = dict[bytes, tuple[int, ...]]
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
 
 # ------------------------------------------------------------------------------------ records
 
@@ -145,48 +142,10 @@ ConsumerRecord = (
 # ------------------------------------------------------------------------------------- writing
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _compact_string(text: str | None) -> bytes:
-    if text is None:
-        return b"\x00"
-    data = text.encode()
-    return _uvarint(len(data) + 1) + data
-
-
-def _compact_bytes(data: bytes) -> bytes:
-    return _uvarint(len(data) + 1) + data
-
-
-def _string(text: str) -> bytes:
-    data = text.encode()
-    return _I16.pack(len(data)) + data
-
-
-def _int32s(values) -> bytes:
-    return _uvarint(len(values) + 1) + struct.pack(f">{len(values)}i", *values)
-
-
-def _topic_partitions(assignment: Assignment, epochs: AssignmentEpochs | None = None) -> bytes:
-    """[]{TopicId uuid, Partitions []int32, tag 0 AssignmentEpochs []int32 (when `epochs` has
-    some for the topic)}, in topic id order (stable bytes)."""
-    parts = [_uvarint(len(assignment) + 1)]
-    for topic_id in sorted(assignment):
-        parts += [topic_id, _int32s(assignment[topic_id])]
-        topic_epochs = None if epochs is None else epochs.get(topic_id)
-        if not topic_epochs:  # Kafka's default is an empty list, left out (null would be written)
-            parts.append(b"\x00")
-        else:
-            data = _int32s(topic_epochs)
-            parts += [b"\x01\x00", _uvarint(len(data)), data]
-    return b"".join(parts)
+def _topics(assignment: Assignment, epochs: AssignmentEpochs) -> list[tuple]:
+    """The (topic id, partitions, assignment epochs) of an assignment, in topic id order (stable
+    bytes); a topic without epochs has the empty list, Kafka's default, which is left out."""
+    return [(t, assignment[t], epochs.get(t, ())) for t in sorted(assignment)]
 
 
 def key_of(record: ConsumerRecord) -> bytes:
@@ -194,88 +153,55 @@ def key_of(record: ConsumerRecord) -> bytes:
         kind, name = record.kind, record.name
     else:
         kind, name = _KIND[type(record)], _NAME_OF[type(record)](record)
-    key = _I16.pack(kind) + _string(record.group_id)
-    return key if name is None else key + _string(name)
+    fields = (record.group_id,) if name is None else (record.group_id, name)
+    return _core.record_key(kind, fields)
 
 
 def value_of(record: ConsumerRecord) -> bytes | None:
     """The value bytes (version 0), None for a tombstone."""
-    head = _I16.pack(0)
     if isinstance(record, ConsumerTombstone):
         return None
-    if isinstance(record, GroupEpoch):
-        tags = (
-            b"\x00"
-            if not record.metadata_hash
-            else b"\x01\x00\x08" + _I64.pack(record.metadata_hash)
-        )
-        return head + _I32.pack(record.epoch) + tags
-    if isinstance(record, MemberMetadata):
-        parts = [
-            head,
-            _compact_string(record.instance_id),
-            _compact_string(record.rack_id),
-            _compact_string(record.client_id),
-            _compact_string(record.client_host),
-            _uvarint(len(record.topic_names) + 1),
-            *(_compact_string(t) for t in record.topic_names),
-            _compact_string(record.regex),
-            _I32.pack(record.rebalance_timeout_ms),
-            _compact_string(record.server_assignor),
-        ]
-        # Tag 0, ClassicMemberMetadata, as Kafka's generated code writes it: its default is an
-        # empty struct (timeout 0, no protocols), left out; null is the tag with the marker 0, and
-        # a struct follows the marker 1. (Kafka reads a missing tag as that empty struct, that is
-        # as a classic member.)
-        if record.classic is None:
-            parts.append(b"\x01\x00\x01\x00")
-        elif not record.classic.session_timeout_ms and not record.classic.protocols:
-            parts.append(b"\x00")
-        else:
-            classic = [
-                b"\x01",
-                _I32.pack(record.classic.session_timeout_ms),
-                _uvarint(len(record.classic.protocols) + 1),
-            ]
-            for name, metadata in record.classic.protocols:
-                classic += [_compact_string(name), _compact_bytes(metadata), b"\x00"]
-            classic.append(b"\x00")
-            body = b"".join(classic)
-            parts += [b"\x01\x00", _uvarint(len(body)), body]
-        return b"".join(parts)
-    if isinstance(record, TargetEpoch):
-        tags = (
-            b"\x00" if not record.timestamp_ms else b"\x01\x00\x08" + _I64.pack(record.timestamp_ms)
-        )
-        return head + _I32.pack(record.epoch) + tags
-    if isinstance(record, TargetMember):
-        return head + _topic_partitions(record.partitions) + b"\x00"
     if isinstance(record, CurrentAssignment):
-        if record.encoded is not None:
-            return record.encoded
-        record.encoded = b"".join(
-            [
-                head,
-                _I32.pack(record.epoch),
-                _I32.pack(record.previous_epoch),
-                struct.pack(">b", record.state),
-                _topic_partitions(record.assigned, record.assigned_epochs),
-                _topic_partitions(record.pending_revocation, record.pending_epochs),
-                b"\x00",
-            ]
-        )
+        if record.encoded is None:
+            record.encoded = _core.record_value(CURRENT_ASSIGNMENT, 0, _value_fields(record))
         return record.encoded
-    if isinstance(record, RegexTopics):
-        return b"".join(
-            [
-                head,
-                _uvarint(len(record.topics) + 1),
-                *(_compact_string(t) for t in record.topics),
-                _I64.pack(record.version),
-                _I64.pack(record.timestamp_ms),
-                b"\x00",
-            ]
+    return _core.record_value(_KIND[type(record)], 0, _value_fields(record))
+
+
+def _value_fields(record: ConsumerRecord) -> tuple:
+    """The record's value fields, in the order of its schema (rust/groups/records/schema.rs)."""
+    if isinstance(record, GroupEpoch):
+        return (record.epoch, record.metadata_hash)
+    if isinstance(record, MemberMetadata):
+        # Tag 0, ClassicMemberMetadata: Kafka's default is an empty struct (timeout 0, no
+        # protocols), left out, and read back as a classic member; None (not a classic member)
+        # is written as null.
+        classic = record.classic
+        return (
+            record.instance_id,
+            record.rack_id,
+            record.client_id,
+            record.client_host,
+            record.topic_names,
+            record.regex,
+            record.rebalance_timeout_ms,
+            record.server_assignor,
+            None if classic is None else (classic.session_timeout_ms, classic.protocols),
         )
+    if isinstance(record, TargetEpoch):
+        return (record.epoch, record.timestamp_ms)
+    if isinstance(record, TargetMember):
+        return ([(t, record.partitions[t]) for t in sorted(record.partitions)],)
+    if isinstance(record, CurrentAssignment):
+        return (
+            record.epoch,
+            record.previous_epoch,
+            record.state,
+            _topics(record.assigned, record.assigned_epochs),
+            _topics(record.pending_revocation, record.pending_epochs),
+        )
+    if isinstance(record, RegexTopics):
+        return (record.topics, record.version, record.timestamp_ms)
     raise TypeError(f"not a consumer group record: {record!r}")
 
 
@@ -300,148 +226,58 @@ _NAME_OF = {
 # ------------------------------------------------------------------------------------- reading
 
 
-class FlexibleReader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes, pos: int = 0):
-        self.data, self.pos = data, pos
-
-    def unpack(self, fmt: struct.Struct) -> int:
-        (v,) = fmt.unpack_from(self.data, self.pos)
-        self.pos += fmt.size
-        return v
-
-    def uvarint(self) -> int:
-        shift = n = 0
-        while True:
-            b = self.data[self.pos]
-            self.pos += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                return n
-            shift += 7
-            if shift > 28:
-                raise ValueError("varint too long")
-
-    def raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ValueError("truncated record")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def string(self) -> str:
-        return self.raw(self.unpack(_I16)).decode()
-
-    def compact_string(self) -> str | None:
-        n = self.uvarint()
-        return None if n == 0 else self.raw(n - 1).decode()
-
-    def compact_bytes(self) -> bytes:
-        n = self.uvarint()
-        return b"" if n == 0 else self.raw(n - 1)
-
-    def count(self) -> int:
-        return max(self.uvarint() - 1, 0)
-
-    def int32s(self) -> tuple[int, ...]:
-        n = self.count()
-        return struct.unpack_from(f">{n}i", self.raw(4 * n))
-
-    def tags(self) -> dict[int, bytes]:
-        return {self.uvarint(): self.raw(self.uvarint()) for _ in range(self.uvarint())}
-
-    def topic_partitions(self, epochs: AssignmentEpochs | None = None) -> Assignment:
-        """The assignment; its topics' AssignmentEpochs (tag 0, KIP-1251) go to `epochs` (the
-        target assignment's topics have none)."""
-        out: Assignment = {}
-        for _ in range(self.count()):
-            topic_id = self.raw(16)
-            out[topic_id] = self.int32s()
-            tags = self.tags()
-            if epochs is not None and 0 in tags:
-                tag = FlexibleReader(tags[0])
-                if tag.uvarint() > 1:  # 0 (null) and 1 (empty, Kafka's default): none
-                    tag.pos = 0
-                    epochs[topic_id] = tag.int32s()
-        return out
+def _assignment(topics: tuple) -> tuple[Assignment, AssignmentEpochs]:
+    """An assignment and its topics' AssignmentEpochs (tag 0, KIP-1251): a null or empty list
+    (Kafka's default) is none."""
+    return {t[0]: t[1] for t in topics}, {t[0]: t[2] for t in topics if t[2]}
 
 
 def decode(key: bytes, value: bytes | None) -> ConsumerRecord | None:
-    """The record of a consumer-group key/value; None for the obsolete partition metadata."""
-    r = FlexibleReader(key)
-    kind = r.unpack(_I16)
-    group_id = r.string()
-    name = (
-        r.string() if kind in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, REGEX) else None
-    )
+    """The record of a consumer-group key/value; None for the obsolete partition metadata.
+    ValueError for malformed bytes or a value version corral does not read."""
+    kind, key_fields = _core.decode_record_key(key)
+    if kind not in TYPES or key_fields is None:
+        raise ValueError(f"record type {kind} is not a consumer group record")
+    return from_fields(kind, key_fields, value)
+
+
+def from_fields(
+    kind: int, key_fields: tuple[Any, ...], value: bytes | None
+) -> ConsumerRecord | None:
+    """The record of a consumer-group key (decoded) and value."""
     if kind == PARTITION_METADATA:
         return None
+    group_id = key_fields[0]
+    # The member id (types 5, 7, 8) or the regex (16); None for the group's own records.
+    name: Any = key_fields[1] if len(key_fields) > 1 else None
     if value is None:
         return ConsumerTombstone(kind, group_id, name)
-    v = FlexibleReader(value)
-    version = v.unpack(_I16)
-    if version != 0:
-        raise ValueError(f"record type {kind} value v{version} is not supported")
-    if kind == GROUP_EPOCH:
-        epoch = v.unpack(_I32)
-        tags = v.tags()
-        return GroupEpoch(group_id, epoch, _I64.unpack(tags[0])[0] if 0 in tags else 0)
+    _, v = _core.decode_record_value(kind, value)
+    if kind == CURRENT_ASSIGNMENT:
+        assigned, assigned_epochs = _assignment(v[3])
+        pending, pending_epochs = _assignment(v[4])
+        return CurrentAssignment(
+            group_id, name, v[0], v[1], v[2], assigned, pending, assigned_epochs, pending_epochs
+        )
+    if kind == TARGET_MEMBER:
+        return TargetMember(group_id, name, {t: p for t, p in v[0]})
     if kind == MEMBER_METADATA:
-        instance_id, rack_id = v.compact_string(), v.compact_string()
-        client_id, client_host = v.compact_string() or "", v.compact_string() or ""
-        topics = tuple(v.compact_string() or "" for _ in range(v.count()))
-        regex = v.compact_string()
-        rebalance_timeout_ms = v.unpack(_I32)
-        assignor = v.compact_string()
-        tags = v.tags()
-        classic = None if 0 in tags else ClassicMetadata(0, [])  # see value_of
-        c = FlexibleReader(tags.get(0, b"\x00"))
-        if c.uvarint() > 0:
-            session = c.unpack(_I32)
-            protocols = []
-            for _ in range(c.count()):
-                protocols.append((c.compact_string() or "", c.compact_bytes()))
-                c.tags()
-            classic = ClassicMetadata(session, protocols)
+        classic = v[8]
         return MemberMetadata(
             group_id,
-            name or "",
-            instance_id,
-            rack_id,
-            client_id,
-            client_host,
-            topics,
-            regex,
-            rebalance_timeout_ms,
-            assignor,
-            classic,
+            name,
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            v[5],
+            v[6],
+            v[7],
+            None if classic is None else ClassicMetadata(classic[0], list(classic[1])),
         )
+    if kind == GROUP_EPOCH:
+        return GroupEpoch(group_id, v[0], v[1])
     if kind == TARGET_EPOCH:
-        epoch = v.unpack(_I32)
-        tags = v.tags()
-        return TargetEpoch(group_id, epoch, _I64.unpack(tags[0])[0] if 0 in tags else 0)
-    if kind == TARGET_MEMBER:
-        return TargetMember(group_id, name or "", v.topic_partitions())
-    if kind == CURRENT_ASSIGNMENT:
-        epoch, previous = v.unpack(_I32), v.unpack(_I32)
-        state = struct.unpack_from(">b", v.raw(1))[0]
-        assigned_epochs: AssignmentEpochs = {}
-        pending_epochs: AssignmentEpochs = {}
-        assigned = v.topic_partitions(assigned_epochs)
-        pending = v.topic_partitions(pending_epochs)
-        return CurrentAssignment(
-            group_id,
-            name or "",
-            epoch,
-            previous,
-            state,
-            assigned,
-            pending,
-            assigned_epochs,
-            pending_epochs,
-        )
-    if kind == REGEX:
-        topics = tuple(v.compact_string() or "" for _ in range(v.count()))
-        return RegexTopics(group_id, name or "", topics, v.unpack(_I64), v.unpack(_I64))
-    raise ValueError(f"record type {kind} is not a consumer group record")
+        return TargetEpoch(group_id, v[0], v[1])
+    return RegexTopics(group_id, name, v[0], v[1], v[2])
