@@ -11,6 +11,7 @@ keeps the named records and maps them to the schema's fields.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,7 +143,7 @@ ConsumerRecord = (
 # ------------------------------------------------------------------------------------- writing
 
 
-def _topics(assignment: Assignment, epochs: AssignmentEpochs) -> list[tuple]:
+def _topics(assignment: Assignment, epochs: AssignmentEpochs) -> list[tuple[Any, ...]]:
     """The (topic id, partitions, assignment epochs) of an assignment, in topic id order (stable
     bytes); a topic without epochs has the empty list, Kafka's default, which is left out."""
     return [(t, assignment[t], epochs.get(t, ())) for t in sorted(assignment)]
@@ -168,7 +169,7 @@ def value_of(record: ConsumerRecord) -> bytes | None:
     return _core.record_value(_KIND[type(record)], 0, _value_fields(record))
 
 
-def _value_fields(record: ConsumerRecord) -> tuple:
+def _value_fields(record: ConsumerRecord) -> tuple[Any, ...]:
     """The record's value fields, in the order of its schema (rust/groups/records/schema.rs)."""
     if isinstance(record, GroupEpoch):
         return (record.epoch, record.metadata_hash)
@@ -213,7 +214,8 @@ _KIND = {
     CurrentAssignment: CURRENT_ASSIGNMENT,
     RegexTopics: REGEX,
 }
-_NAME_OF = {
+# The key's second field (the member or the regex) of each record type; None: the group only.
+_NAME_OF: dict[type, Callable[[Any], str | None]] = {
     GroupEpoch: lambda r: None,
     TargetEpoch: lambda r: None,
     MemberMetadata: lambda r: r.member_id,
@@ -226,7 +228,7 @@ _NAME_OF = {
 # ------------------------------------------------------------------------------------- reading
 
 
-def _assignment(topics: tuple) -> tuple[Assignment, AssignmentEpochs]:
+def _assignment(topics: tuple[Any, ...]) -> tuple[Assignment, AssignmentEpochs]:
     """An assignment and its topics' AssignmentEpochs (tag 0, KIP-1251): a null or empty list
     (Kafka's default) is none."""
     return {t[0]: t[1] for t in topics}, {t[0]: t[2] for t in topics if t[2]}

@@ -18,6 +18,7 @@ into their batch by rust/groups/offset_records.rs); this module keeps the named 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from corral import _core
 from corral.groups.storage import consumer_records
@@ -95,7 +96,7 @@ def read_group_value(data: bytes) -> GroupValue:
     )
 
 
-def read_key(data: bytes) -> tuple[int, tuple | None]:
+def read_key(data: bytes) -> tuple[int, tuple[Any, ...] | None]:
     """(record type, key fields): (group, topic, partition) for offsets, (group,) for groups;
     None for a type corral does not know."""
     return _core.decode_record_key(data)
@@ -147,6 +148,8 @@ def _pairs(record: Record) -> list[KeyValue]:
         return [(group_key(record.group_id), record.value)]
     if isinstance(record, GroupTombstone):
         return [(group_key(record.group_id), None)]
+    if isinstance(record, OffsetCommits):
+        raise ValueError("OffsetCommits are written alone")
     return [(consumer_records.key_of(record), consumer_records.value_of(record))]
 
 
