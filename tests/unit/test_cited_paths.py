@@ -1,5 +1,5 @@
 """Every path the code and the docs cite exists in the repo: a comment or a page naming
-`src/corral/groups/shard.py`, `rust/short_paths/commit_path.rs` or `tests/kits/harness.py`
+`src/corral/groups/shard.py`, `rust/short_paths/commit_path.rs` or `tests/kits/harness/`
 names a file (or folder) that is there, so a move cannot leave a reader at a dead end. Rooted
 paths (from the repo's top) are checked as written; a bare file name (`commit_path.rs`) must be
 the name of some file in the repo."""

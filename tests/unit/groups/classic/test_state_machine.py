@@ -1,7 +1,7 @@
 """The classic group state machine in process (no sockets), case by case.
 
 Each case is a list of steps played by named members ("a", "b", ...) against one group of a
-GroupCoordinator (tests/kits/harness.py): JoinGroup as clients send it (KIP-394 two-step), the
+GroupCoordinator (tests/kits/harness/): JoinGroup as clients send it (KIP-394 two-step), the
 leader's SyncGroup with a real range assignment of "topic" (6 partitions), Heartbeat, LeaveGroup,
 OffsetCommit validation, and time moved by hand (the timers' clock is the harness's). After every
 step, and every tick of time, the driver checks the group's invariants; in a Stable group: every

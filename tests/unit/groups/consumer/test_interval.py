@@ -5,7 +5,7 @@ is told `corral.consumer.reconciling.heartbeat.interval.ms`, bounded by the memb
 over `corral.consumer.reconciling.heartbeat.max.rate`; any other heartbeat of a member STABLE at
 the group epoch the group's interval (what the network thread answers). Also: a new group's first target is computed at once (even one that
 would be offloaded), later ones are batched as Kafka batches them. The rule as a table, then
-through the coordinator in process (tests/kits/harness.py); the clients that follow it on
+through the coordinator in process (tests/kits/harness/); the clients that follow it on
 the wire are in tests/clients/java/test_consumer_interval_clients.py."""
 
 from __future__ import annotations
