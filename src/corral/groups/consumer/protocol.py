@@ -11,7 +11,6 @@ records plus an answer; `writes` (writes.py) applies the records at once through
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable
 from functools import cached_property
 from itertools import chain
@@ -22,6 +21,7 @@ from corral.errors import ErrorCode
 from corral.groups.classic import ClassicGroup, ClassicState
 from corral.groups.consumer.answer import assignment_answer, error_answer, heartbeat_interval_ms
 from corral.groups.consumer.assignment_records import EMPTY_ASSIGNMENT, as_record
+from corral.groups.consumer.fencing import fence_records
 from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import (
     GroupError,
@@ -42,8 +42,6 @@ from corral.groups.consumer.members import (
 )
 from corral.groups.consumer.migration import (
     MigrationPolicy,
-    downgrade_record,
-    may_downgrade,
     upgrade_records,
 )
 from corral.groups.consumer.reconcile import (
@@ -467,33 +465,7 @@ class ConsumerGroups:
         return Result(self.fence_records(group, [member]), answer)
 
     def fence_records(self, group: ConsumerGroup, members: list[ConsumerMember]) -> list[Record]:
-        """Kafka's consumerGroupFenceMembers: the members' (distinct, of the group) tombstones,
-        those of the regexes nobody uses any more, a bumped epoch (with the target epoch moved
-        too if the group is now empty, KAFKA-20442). From the group's counts: it costs what
-        leaves, not what stays, so a whole group leaving one by one costs O(members)."""
-        gid = group.group_id
-        staying = len(group.members) - len(members)
-        if may_downgrade(group, members, staying, self.migration, self.limits.max_size):
-            log.info("group %s: only classic members remain; it becomes a classic group", gid)
-            leaving = {m.member_id for m in members}
-            remaining = [m for m in group.members.values() if m.member_id not in leaving]
-            return [
-                *group.tombstones(),
-                downgrade_record(group, remaining, group.target, self.topics, wall_ms()),
-            ]
-        records: list[Record] = []
-        for member in members:
-            records += removal_records(gid, member.member_id)
-        gone = Counter(m.regex for m in members if m.regex)
-        unused = [r for r, n in gone.items() if r in group.regexes and group.regex_counts[r] <= n]
-        unused += sorted(group.unused_regexes.difference(gone))
-        records += [cr.ConsumerTombstone(cr.REGEX, gid, r) for r in unused]
-        names = names_after(group, members, (), regexes_after(group, records))
-        epoch = group.group_epoch + 1
-        records.append(cr.GroupEpoch(gid, epoch, metadata_hash(names, self.topics)))
-        if not staying:
-            records.append(cr.TargetEpoch(gid, epoch, 0))
-        return records
+        return fence_records(group, members, self.topics, self.migration, self.limits.max_size)
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         """Removes a member the coordinator gave up on (session or rebalance timeout)."""
