@@ -109,8 +109,9 @@ class ConsumerGroups:
         self.group_setting = group_setting
 
     def heartbeat(self, req: HeartbeatRequest) -> Later:
-        """ConsumerGroupHeartbeat after its static validation (handlers/consumer_group_heartbeat.py): resolves
-        to the version-independent answer once its records are durable."""
+        """ConsumerGroupHeartbeat after its static validation
+        (handlers/consumer_group_heartbeat.py): resolves to the version-independent answer once
+        its records are durable."""
         try:
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 records, answer = self._leave(req)
