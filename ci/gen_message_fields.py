@@ -1,63 +1,230 @@
-"""Regenerate rust/codec/message_fields.rs from the kafka-protocol crate's sources.
+"""Regenerate the message bindings from the vendored kafka-protocol crate's sources.
 
-kafka-protocol gives every message a plain struct but no reflection, so the Python bridge
-(rust/pyconv.rs) needs each struct's field list. This script reads them off the crate source once;
-run it again after bumping kafka-protocol:
+kafka-protocol gives every message a plain struct but no reflection. Two files are read off the
+crate source once (run this again after bumping kafka-protocol, then `ruff format` the output):
 
-    python ci/gen_message_fields.py ~/.cargo/registry/src/*/kafka-protocol-X.Y.Z > rust/codec/message_fields.rs
+- rust/codec/message_fields.rs: each struct's field list, for the Python bridge (rust/pyconv.rs);
+- a `messages.py` in each room that handles APIs (groups/, partitions/, topics/, config/,
+  security/): the request and response bodies as TypedDicts, so handlers are typed by message.
+
+    python ci/gen_message_fields.py [rust/vendor/kafka-protocol]
 """
+
 import pathlib
 import re
 import sys
 
-# Every API corral decodes or encodes (request and response files of each).
+# Every API corral decodes or encodes, by the room whose handlers serve it. API_VERSIONS is
+# answered by the core; its bindings are in rust/ only.
+ROOMS = {
+    "groups": [
+        "offset_commit",
+        "offset_fetch",
+        "find_coordinator",
+        "join_group",
+        "heartbeat",
+        "leave_group",
+        "sync_group",
+        "describe_groups",
+        "list_groups",
+        "delete_groups",
+        "offset_delete",
+        "consumer_group_heartbeat",
+        "consumer_group_describe",
+    ],
+    "partitions": [
+        "produce",
+        "fetch",
+        "list_offsets",
+        "delete_records",
+        "init_producer_id",
+        "describe_log_dirs",
+    ],
+    "topics": [
+        "metadata",
+        "create_topics",
+        "delete_topics",
+        "create_partitions",
+        "describe_cluster",
+    ],
+    "config": [
+        "describe_configs",
+        "alter_configs",
+        "incremental_alter_configs",
+        "describe_client_quotas",
+    ],
+    "security": [
+        "sasl_handshake",
+        "sasl_authenticate",
+        "describe_acls",
+        "create_acls",
+        "delete_acls",
+        "describe_user_scram_credentials",
+        "alter_user_scram_credentials",
+    ],
+    None: ["api_versions"],
+}
+# The order of rust/codec/message_fields.rs (kept, so regenerating changes nothing there).
 APIS = [
-    "produce", "fetch", "list_offsets", "metadata", "offset_commit", "offset_fetch",
-    "find_coordinator", "join_group", "heartbeat", "leave_group", "sync_group",
-    "describe_groups", "list_groups", "api_versions", "create_topics", "delete_topics",
-    "delete_records", "init_producer_id", "describe_configs", "alter_configs",
-    "describe_log_dirs", "incremental_alter_configs", "create_partitions", "delete_groups",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "metadata",
+    "offset_commit",
+    "offset_fetch",
+    "find_coordinator",
+    "join_group",
+    "heartbeat",
+    "leave_group",
+    "sync_group",
+    "describe_groups",
+    "list_groups",
+    "api_versions",
+    "create_topics",
+    "delete_topics",
+    "delete_records",
+    "init_producer_id",
+    "describe_configs",
+    "alter_configs",
+    "describe_log_dirs",
+    "incremental_alter_configs",
+    "create_partitions",
+    "delete_groups",
     "offset_delete",
-    "describe_cluster", "consumer_group_heartbeat", "consumer_group_describe",
-    "sasl_handshake", "sasl_authenticate", "describe_acls", "create_acls", "delete_acls",
-    "describe_user_scram_credentials", "alter_user_scram_credentials", "describe_client_quotas",
+    "describe_cluster",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
+    "describe_client_quotas",
 ]
 
 STRUCT = re.compile(r"^pub struct (\w+) \{$")
-FIELD = re.compile(r"^    pub (\w+): ")
+FIELD = re.compile(r"^    pub (\w+): (.+),$")
+VERSIONS = re.compile(r"^    /// Supported API versions: (\S+)$")
+MESSAGE_VERSIONS = re.compile(r"^/// Valid versions: (\d+)-(\d+)$")
+
+# How rust/pyconv.rs shows each Rust type to Python.
+SCALARS = {
+    "i8": "int",
+    "i16": "int",
+    "i32": "int",
+    "i64": "int",
+    "u16": "int",
+    "u32": "int",
+    "f64": "float",
+    "bool": "bool",
+    "StrBytes": "str",
+    "Bytes": "bytes",
+    "Uuid": "bytes",
+    "super::GroupId": "str",
+    "super::TopicName": "str",
+    "super::TransactionalId": "str",
+    "super::BrokerId": "int",
+    "super::ProducerId": "int",
+}
 
 
 def structs(path):
-    name, fields = None, []
+    """(name, message versions, [(field, rust type, field versions)]) of each struct."""
+    name, fields, versions, message = None, [], None, None
     for line in path.read_text().splitlines():
-        m = STRUCT.match(line)
-        if m:
+        if m := MESSAGE_VERSIONS.match(line):
+            message = f"{m.group(1)}-{m.group(2)}"
+        elif m := STRUCT.match(line):
             name, fields = m.group(1), []
         elif name and line == "}":
-            yield name, fields
+            yield name, message, fields
             name = None
-        elif name:
-            f = FIELD.match(line)
-            if f and f.group(1) != "unknown_tagged_fields":
-                fields.append(f.group(1))
+        elif name and (m := VERSIONS.match(line)):
+            versions = m.group(1)
+        elif name and (f := FIELD.match(line)):
+            if f.group(1) != "unknown_tagged_fields":
+                fields.append((f.group(1), f.group(2), versions))
 
 
-def main(crate_dir):
+def rust_fields(crate):
     out = [
         "// Generated by ci/gen_message_fields.py from the kafka-protocol sources. Do not edit.",
-        "use kafka_protocol::messages::*;",
         "use crate::py_struct;",
+        "use kafka_protocol::messages::*;",
         "",
     ]
     for api in APIS:
         for side in ("request", "response"):
-            path = pathlib.Path(crate_dir, "src/messages", f"{api}_{side}.rs")
             mod = f"{api}_{side}"
-            for name, fields in structs(path):
-                pairs = ", ".join(f'{f} => "{f.lstrip("_")}"' for f in fields)
+            for name, _, fields in structs(crate / "src/messages" / f"{mod}.rs"):
+                pairs = ", ".join(f'{f} => "{f.lstrip("_")}"' for f, _, _ in fields)
                 out.append(f"py_struct!({mod}::{name} {{ {pairs} }});")
-    print("\n".join(out))
+    return "\n".join(out) + "\n"
+
+
+def python_type(rust, names):
+    if m := re.fullmatch(r"Option<(.+)>", rust):
+        return f"{python_type(m.group(1), names)} | None"
+    if m := re.fullmatch(r"Vec<(.+)>", rust):
+        return f"list[{python_type(m.group(1), names)}]"
+    if rust in SCALARS:
+        return SCALARS[rust]
+    if rust in names:
+        return names[rust]
+    raise ValueError(f"no Python type for {rust}")
+
+
+def room_messages(crate, room, apis):
+    files = [(api, side) for api in apis for side in ("request", "response")]
+    parsed = {f: list(structs(crate / "src/messages" / f"{f[0]}_{f[1]}.rs")) for f in files}
+    # A struct name two files of the room share (DescribedGroup, Assignment...) is prefixed
+    # with its message's name in both.
+    seen: dict[str, int] = {}
+    for found in parsed.values():
+        for name, _, _ in found:
+            seen[name] = seen.get(name, 0) + 1
+    out = [
+        f'"""The bodies of the {room} APIs\' requests and responses as the core decodes and',
+        "encodes them (rust/pyconv.rs). Generated by ci/gen_message_fields.py from the",
+        "kafka-protocol crate; do not edit.",
+        "",
+        "A request body has every field of the schema (a field its version lacks holds the",
+        "default); a response body may leave out fields (the codec writes their defaults). A",
+        'comment gives the versions of a field that some versions lack."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from typing import TypedDict",
+    ]
+    for (api, side), found in parsed.items():
+        message = next(n for n, _, _ in found if n.lower() == f"{api}_{side}".replace("_", ""))
+        names = {n: (n if seen[n] == 1 or n == message else message + n) for n, _, _ in found}
+        total = "" if side == "request" else ", total=False"
+        for name, versions, fields in found:
+            out += ["", "", f"class {names[name]}(TypedDict{total}):"]
+            for field, rust, field_versions in fields:
+                comment = ""
+                if field_versions == "none":
+                    comment = "  # in no version the crate supports"
+                elif field_versions != versions:
+                    comment = f"  # v{field_versions}"
+                out.append(f"    {field.lstrip('_')}: {python_type(rust, names)}{comment}")
+            if not fields:
+                out.append("    pass")
+    return "\n".join(out) + "\n"
+
+
+def main(crate):
+    crate = pathlib.Path(crate)
+    root = pathlib.Path(__file__).resolve().parent.parent
+    (root / "rust/codec/message_fields.rs").write_text(rust_fields(crate))
+    for room, apis in ROOMS.items():
+        if room is not None:
+            path = root / "src/corral" / room / "messages.py"
+            path.write_text(room_messages(crate, room, apis))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1] if len(sys.argv) > 1 else "rust/vendor/kafka-protocol")

@@ -84,6 +84,8 @@ def test_stub_class_is_a_runtime_class(name):
     runtime = getattr(_core, name)
     assert isinstance(runtime, type)
     for base in CLASSES[name].bases:
+        if isinstance(base, ast.Subscript) and ast.unparse(base.value) == "Generic":
+            continue  # generic for type checkers only (Request[JoinGroupRequest])
         assert isinstance(base, ast.Name)
         assert issubclass(runtime, getattr(builtins, base.id)), base.id
 

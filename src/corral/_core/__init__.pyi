@@ -13,8 +13,10 @@ those taken as `Vec<...>` accept any sequence but `str`.
 """
 
 import os
-from collections.abc import Sequence
-from typing import Any, Self, TypeAlias, final
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, Self, TypeAlias, final
+
+from typing_extensions import TypeVar
 
 # The runtime module's exports (the aliases below are not among them).
 __all__ = [
@@ -115,6 +117,12 @@ MessageBody: TypeAlias = dict[str, Any]
 bytes (UUIDs: 16 bytes)/None, lists and nested dicts. Fields left out of a response take the
 schema default."""
 
+ResponseBody: TypeAlias = Mapping[str, Any]
+"""A response body as handlers give it: a `MessageBody`, or one of the TypedDicts of a room's
+messages.py (groups/messages.py...), which type checkers do not take as a plain dict."""
+
+_Body = TypeVar("_Body", covariant=True, default=MessageBody)
+
 # --- Exceptions ---------------------------------------------------------------------------------
 
 class ProtocolError(Exception):
@@ -142,7 +150,7 @@ class ApiTable:
         """The advertised (api_key, min, max) triples."""
 
 @final
-class Request:
+class Request(Generic[_Body]):
     """A decoded request for a Python-owned API (made by `Reactor.drain` or `Connection.next`;
     not constructible from Python)."""
 
@@ -173,16 +181,17 @@ class Request:
         "User:<subject DN>" for a TLS client certificate."""
 
     @property
-    def body(self) -> MessageBody:
+    def body(self) -> _Body:
         """The request body as a dict of the schema's fields (a short path's is made from its
-        decoded struct when asked for)."""
+        decoded struct when asked for). Handlers name its type: `Request[JoinGroupRequest]`
+        (groups/messages.py), for type checkers only (the runtime class is not generic)."""
 
     @property
     def typed(self) -> OffsetCommitRequest | HeartbeatRequest | None:
         """A short path's request (rust/short_paths/mod.rs), decoded once by the core, as its named
         type; None for the APIs decoded into a dict (`body`)."""
 
-    def respond(self, body: MessageBody) -> bytes:
+    def respond(self, body: ResponseBody) -> bytes:
         """Encodes `body` (a dict of the response schema's fields) as this request's response
         frame."""
 

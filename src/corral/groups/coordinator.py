@@ -36,6 +36,7 @@ from corral.groups.consumer.writes import apply_core_moves
 from corral.groups.events import AnalyticsEvents
 from corral.groups.group import Group
 from corral.groups.limits import GroupLimits
+from corral.groups.messages import DescribeGroupsResponseDescribedGroup, ListedGroup
 from corral.groups.metrics import GroupMetrics
 from corral.groups.offsets import TopicCommits
 from corral.groups.shard import CoordinatorShard, ShardState, SharedServices
@@ -255,10 +256,10 @@ class GroupCoordinator:
             return Later.of(error_answer(error))
         return shard.consumer.heartbeat(req)
 
-    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[dict[str, Any]]:
+    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[ListedGroup]:
         return [g for s in self.loaded_shards() for g in s.list_groups(states, types)]
 
-    def describe_group(self, group_id: str) -> dict[str, Any]:
+    def describe_group(self, group_id: str) -> DescribeGroupsResponseDescribedGroup:
         shard = self.shard_of(group_id)
         error = shard.availability()
         if error:

@@ -8,9 +8,10 @@ consumer/state.py; `GroupType` is what a shard asks of the object running a type
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
 from corral.errors import ErrorCode
+from corral.groups.messages import DescribeGroupsResponseDescribedGroup
 from corral.groups.storage.records import Record
 
 
@@ -83,7 +84,7 @@ class Group(Protocol):
 
     # -- views -----------------------------------------------------------------------------------
 
-    def describe_view(self) -> dict[str, Any]:
+    def describe_view(self) -> DescribeGroupsResponseDescribedGroup:
         """The DescribeGroups entry, version-independent."""
         ...
 

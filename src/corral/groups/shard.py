@@ -38,6 +38,7 @@ from corral.groups.consumer.reconcile import MemberState
 from corral.groups.consumer.target_computation import TargetComputation
 from corral.groups.consumer.writes import ConsumerWrites
 from corral.groups.group import Group, GroupType
+from corral.groups.messages import DescribeGroupsResponseDescribedGroup, ListedGroup
 from corral.groups.offsets import Offsets
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage import records
@@ -322,8 +323,8 @@ class CoordinatorShard:
 
     # ================================================================================ admin ===
 
-    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[dict[str, Any]]:
-        listed = []
+    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[ListedGroup]:
+        listed: list[ListedGroup] = []
         for group in self.groups.values():
             state = group.state_name
             if states and state.lower() not in states:
@@ -340,7 +341,7 @@ class CoordinatorShard:
             )
         return listed
 
-    def describe_group(self, group_id: str) -> dict[str, Any]:
+    def describe_group(self, group_id: str) -> DescribeGroupsResponseDescribedGroup:
         group = self.groups.get(group_id)
         if group is None:
             return {

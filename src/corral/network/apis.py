@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -64,8 +64,8 @@ class ApiKey(IntEnum):
 # encoded itself (Fetch: record bytes never become Python objects), or a `Later` for one of those.
 # Plain functions run inline as their request is read (no task); a handler that must wait (a
 # parked JoinGroup, a long-polling Fetch) is `async` and gets a task of its own.
-Response = dict[str, Any] | bytes | None
-Handler = Callable[["Broker", _core.Request], Response | Later | Awaitable[Response]]
+Response = Mapping[str, Any] | bytes | None
+Handler = Callable[["Broker", "_core.Request[Any]"], Response | Later | Awaitable[Response]]
 
 # APIs answered inside the compiled core (rust/codec/requests.rs).
 RUST_OWNED: dict[ApiKey, tuple[int, int]] = {ApiKey.API_VERSIONS: (0, 4)}

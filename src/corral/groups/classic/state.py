@@ -21,6 +21,7 @@ from typing import Any
 from corral import _core
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
+from corral.groups.messages import DescribedGroupMember, DescribeGroupsResponseDescribedGroup
 from corral.groups.storage import records
 from corral.groups.subscription import subscribed_topics
 from corral.later import Later
@@ -534,11 +535,11 @@ class ClassicGroup:
             self.state_timestamp_ms = timestamp
         self._before_delete = None
 
-    def describe_view(self) -> dict[str, Any]:
+    def describe_view(self) -> DescribeGroupsResponseDescribedGroup:
         stable = self.state is ClassicState.STABLE
         protocol = self.protocol_name
         assert protocol is not None or not stable, "a stable group has chosen its protocol"
-        members = []
+        members: list[DescribedGroupMember] = []
         for m in self.members.values():
             members.append(
                 {
@@ -557,7 +558,7 @@ class ClassicGroup:
             "group_id": self.group_id,
             "group_state": self.state.value,
             "protocol_type": self.protocol_type or "",
-            "protocol_data": self.protocol_name if stable else "",
+            "protocol_data": protocol if stable and protocol is not None else "",
             "members": members,
         }
 

@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.groups.consumer.reconcile import MemberState, Partitions
+from corral.groups.messages import (
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupHeartbeatResponseAssignment,
+)
 
 if TYPE_CHECKING:
     from corral.config.settings import Settings
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
     from corral.groups.consumer.state import ConsumerGroup
 
 
-def error_answer(code: ErrorCode, message: str = "") -> dict[str, Any]:
+def error_answer(code: ErrorCode, message: str = "") -> ConsumerGroupHeartbeatResponse:
     return {
         "error_code": code,
         "error_message": message or None,
@@ -43,7 +47,7 @@ def error_answer(code: ErrorCode, message: str = "") -> dict[str, Any]:
     }
 
 
-def assignment_answer(assigned: Partitions) -> dict[str, Any]:
+def assignment_answer(assigned: Partitions) -> ConsumerGroupHeartbeatResponseAssignment:
     return {
         "topic_partitions": [
             {"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assigned.items())

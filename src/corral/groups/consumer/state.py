@@ -16,7 +16,7 @@ import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable
 from sys import intern
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from corral import _core
 from corral.errors import ErrorCode
@@ -31,6 +31,7 @@ from corral.groups.consumer.incremental import TargetIndex
 from corral.groups.consumer.member_state import ConsumerMember, preferred_of
 from corral.groups.consumer.reconcile import MemberState, Partitions, Reconciled
 from corral.groups.consumer.view_mirror import mirror_epoch, mirror_group, mirror_metadata
+from corral.groups.messages import DescribeGroupsResponseDescribedGroup
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage.records import GroupTombstone, Record
 
@@ -485,7 +486,7 @@ class ConsumerGroup:
             heapq.heappop(times)  # replaced or removed since
         return None
 
-    def describe_view(self) -> dict[str, Any]:
+    def describe_view(self) -> DescribeGroupsResponseDescribedGroup:
         """DescribeGroups on a consumer group: "not a classic group" (v6+ answers
         GROUP_ID_NOT_FOUND; corral's DescribeGroups stops at v5, which shows it Dead)."""
         return {

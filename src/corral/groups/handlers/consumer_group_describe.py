@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
@@ -24,14 +24,24 @@ if TYPE_CHECKING:
     from corral.broker import Broker
     from corral.groups.consumer.reconcile import Partitions
     from corral.groups.consumer.target import TopicImage
+    from corral.groups.messages import (
+        ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse,
+        ConsumerGroupDescribeResponseAssignment,
+        ConsumerGroupDescribeResponseDescribedGroup,
+        Member,
+    )
 
 
 @handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
-def consumer_group_describe(broker: Broker, request: Request) -> dict[str, Any]:
+def consumer_group_describe(
+    broker: Broker, request: Request[ConsumerGroupDescribeRequest]
+) -> ConsumerGroupDescribeResponse:
     body, version = request.body, request.api_version
     enabled = broker.groups.consumer_protocol_enabled
     with_ops = body["include_authorized_operations"]
-    described, refused = [], []
+    described: list[ConsumerGroupDescribeResponseDescribedGroup] = []
+    refused: list[ConsumerGroupDescribeResponseDescribedGroup] = []
     for group_id in body["group_ids"]:
         if not enabled:
             entry = _describe_error(
@@ -64,12 +74,14 @@ def consumer_group_describe(broker: Broker, request: Request) -> dict[str, Any]:
 
 
 def _hide_undescribable_topics(
-    broker: Broker, request: Request, described: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    broker: Broker,
+    request: Request[ConsumerGroupDescribeRequest],
+    described: list[ConsumerGroupDescribeResponseDescribedGroup],
+) -> list[ConsumerGroupDescribeResponseDescribedGroup]:
     """KAFKA-18813: a group whose members' assignments hold a topic the principal may not
     DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, without its members."""
 
-    def topics(entry: dict[str, Any]) -> set[str]:
+    def topics(entry: ConsumerGroupDescribeResponseDescribedGroup) -> set[str]:
         return {
             tp["topic_name"]
             for m in entry["members"]
@@ -94,7 +106,9 @@ def _hide_undescribable_topics(
     ]
 
 
-def _describe_error(group_id: str, code: ErrorCode, message: str | None) -> dict[str, Any]:
+def _describe_error(
+    group_id: str, code: ErrorCode, message: str | None
+) -> ConsumerGroupDescribeResponseDescribedGroup:
     return {
         "error_code": code,
         "error_message": message,
@@ -108,15 +122,17 @@ def _describe_error(group_id: str, code: ErrorCode, message: str | None) -> dict
     }
 
 
-def _describe(broker: Broker, group: ConsumerGroup, version: int) -> dict[str, Any]:
+def _describe(
+    broker: Broker, group: ConsumerGroup, version: int
+) -> ConsumerGroupDescribeResponseDescribedGroup:
     topics = broker.groups.topics
-    members = []
+    members: list[Member] = []
     for m in group.members.values():
         current = m.current
         owned = dict(current.assigned)
         for topic, ps in current.pending_revocation.items():
             owned[topic] = owned.get(topic, frozenset()) | ps  # KAFKA-20431: revoking included
-        entry = {
+        entry: Member = {
             "member_id": m.member_id,
             "instance_id": m.instance_id,
             "rack_id": m.rack_id,
@@ -148,7 +164,9 @@ def _describe(broker: Broker, group: ConsumerGroup, version: int) -> dict[str, A
     }
 
 
-def _described_assignment(topics: TopicImage, partitions: Partitions) -> dict[str, Any]:
+def _described_assignment(
+    topics: TopicImage, partitions: Partitions
+) -> ConsumerGroupDescribeResponseAssignment:
     return {
         "topic_partitions": [
             {"topic_id": t, "topic_name": topics.name_of(t), "partitions": sorted(ps)}

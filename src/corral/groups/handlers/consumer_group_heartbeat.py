@@ -3,7 +3,7 @@ order (reference/kip848.md §1); the group logic is the coordinator's (consumer/
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.groups.consumer import HeartbeatRequest
@@ -21,10 +21,17 @@ from corral.security.authorize import (
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import (
+        ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatRequestTopicPartitions,
+        ConsumerGroupHeartbeatResponse,
+    )
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
-def consumer_group_heartbeat(broker: Broker, request: Request) -> dict[str, Any] | Later:
+def consumer_group_heartbeat(
+    broker: Broker, request: Request[ConsumerGroupHeartbeatRequest]
+) -> ConsumerGroupHeartbeatResponse | Later:
     body, version = request.body, request.api_version
     if not broker.groups.consumer_protocol_enabled:
         return error_answer(
@@ -72,7 +79,7 @@ def consumer_group_heartbeat(broker: Broker, request: Request) -> dict[str, Any]
     return broker.groups.consumer_heartbeat(req)
 
 
-def _invalid(body: dict[str, Any], version: int) -> str | None:
+def _invalid(body: ConsumerGroupHeartbeatRequest, version: int) -> str | None:
     """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: the INVALID_REQUEST message."""
     epoch = body["member_epoch"]
     if (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH) and not body["member_id"].strip():
@@ -99,7 +106,9 @@ def _invalid(body: dict[str, Any], version: int) -> str | None:
     return None
 
 
-def _partitions(topics: list[dict[str, Any]]) -> dict[bytes, frozenset[int]]:
+def _partitions(
+    topics: list[ConsumerGroupHeartbeatRequestTopicPartitions],
+) -> dict[bytes, frozenset[int]]:
     out: dict[bytes, frozenset[int]] = {}
     for t in topics:
         if t["partitions"]:

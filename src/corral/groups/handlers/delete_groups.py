@@ -3,7 +3,7 @@ tombstones are durable."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.later import Later, first_error
@@ -17,16 +17,19 @@ from corral.security.authorize import (
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import DeletableGroupResult, DeleteGroupsRequest
 
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
-def delete_groups(broker: Broker, request: Request) -> Later:
+def delete_groups(broker: Broker, request: Request[DeleteGroupsRequest]) -> Later:
     # Each group's tombstones are their own write: a failed one fails that group only.
-    results, writes, refused = [], [], []
+    results: list[DeletableGroupResult] = []
+    refused: list[DeletableGroupResult] = []
+    writes: list[Later] = []
     names = request.body["groups_names"]
     deletable = filter_allowed(broker, request, AclOperation.DELETE, GROUP, names)
     for group_id in names:
-        result = {"group_id": group_id, "error_code": ErrorCode.NONE}
+        result: DeletableGroupResult = {"group_id": group_id, "error_code": ErrorCode.NONE}
         if group_id not in deletable:
             # Kafka answers these after the others.
             refused.append(
@@ -38,7 +41,7 @@ def delete_groups(broker: Broker, request: Request) -> Later:
             result["error_code"] = ErrorCode.INVALID_GROUP_ID
             continue
 
-        def record_error(error: ErrorCode, result: dict[str, Any] = result) -> None:
+        def record_error(error: ErrorCode, result: DeletableGroupResult = result) -> None:
             result["error_code"] = error
 
         writes.append(broker.groups.delete_group(group_id).map(record_error))

@@ -3,7 +3,7 @@ answered as Kafka answers for one (its members with the classic protocol's field
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
@@ -17,15 +17,22 @@ from corral.security.authorize import (
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import (
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        DescribeGroupsResponseDescribedGroup,
+    )
 
 
 @handles(ApiKey.DESCRIBE_GROUPS, 0, 5)
-def describe_groups(broker: Broker, request: Request) -> dict[str, Any]:
+def describe_groups(
+    broker: Broker, request: Request[DescribeGroupsRequest]
+) -> DescribeGroupsResponse:
     body, version = request.body, request.api_version
     coordinator = broker.groups
     with_ops = version >= 3 and body["include_authorized_operations"]
-    described = []
-    refused = []
+    described: list[DescribeGroupsResponseDescribedGroup] = []
+    refused: list[DescribeGroupsResponseDescribedGroup] = []
     for group_id in body["groups"]:
         if not allowed(broker, request, AclOperation.DESCRIBE, GROUP, group_id):
             # Kafka answers these after the others.
@@ -44,7 +51,7 @@ def describe_groups(broker: Broker, request: Request) -> dict[str, Any]:
     return {"groups": described + refused}
 
 
-def _describe_error(code: ErrorCode, group_id: str | None) -> dict[str, Any]:
+def _describe_error(code: ErrorCode, group_id: str | None) -> DescribeGroupsResponseDescribedGroup:
     return {
         "error_code": code,
         "group_id": group_id or "",

@@ -3,7 +3,7 @@ answers NOT_COORDINATOR while unloaded); transactions are refused until corral h
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
@@ -16,6 +16,11 @@ from corral.security.authorize import (
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import (
+        Coordinator,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+    )
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
@@ -25,7 +30,9 @@ TRANSACTIONS_UNSUPPORTED = (
 
 
 @handles(ApiKey.FIND_COORDINATOR, 0, 5)
-def find_coordinator(broker: Broker, request: Request) -> dict[str, Any]:
+def find_coordinator(
+    broker: Broker, request: Request[FindCoordinatorRequest]
+) -> FindCoordinatorResponse:
     body, version = request.body, request.api_version
     if version >= 4:
         key_type = body["key_type"]
@@ -36,7 +43,7 @@ def find_coordinator(broker: Broker, request: Request) -> dict[str, Any]:
         }
     key_type = body["key_type"] if version >= 1 else COORDINATOR_GROUP
     found = _coordinator_for(broker, request, body["key"], key_type)
-    response = {
+    response: FindCoordinatorResponse = {
         "error_code": found["error_code"],
         "node_id": found["node_id"],
         "host": found["host"],
@@ -47,7 +54,9 @@ def find_coordinator(broker: Broker, request: Request) -> dict[str, Any]:
     return response
 
 
-def _coordinator_for(broker: Broker, request: Request, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator_for(
+    broker: Broker, request: Request[FindCoordinatorRequest], key: str, key_type: int
+) -> Coordinator:
     if key_type == COORDINATOR_GROUP and not allowed(
         broker, request, AclOperation.DESCRIBE, GROUP, key
     ):

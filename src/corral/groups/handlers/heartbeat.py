@@ -13,10 +13,11 @@ if TYPE_CHECKING:
     from corral import _core
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import HeartbeatRequest
 
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
-def heartbeat(broker: Broker, request: Request) -> bytes:
+def heartbeat(broker: Broker, request: Request[HeartbeatRequest]) -> bytes:
     # A short path (rust/short_paths/mod.rs): decoded by the core, which answers the steady state
     # from the HeartbeatView itself; the rest comes here as a HeartbeatRequest (no dicts).
     # (Heartbeat's short path gives this type: no check on the path.)

@@ -15,10 +15,11 @@ from corral.security.authorize import group_read
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import JoinGroupRequest, JoinGroupResponse
 
 
 @handles(ApiKey.JOIN_GROUP, 0, 9)
-def join_group(broker: Broker, request: Request) -> dict[str, Any] | Later:
+def join_group(broker: Broker, request: Request[JoinGroupRequest]) -> JoinGroupResponse | Later:
     body, version = request.body, request.api_version
     if not group_read(broker, request, body["group_id"]):
         return _shape_join(join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), version)
@@ -43,8 +44,8 @@ def join_group(broker: Broker, request: Request) -> dict[str, Any] | Later:
     return broker.groups.join(req).map(lambda result: _shape_join(result, version))
 
 
-def _shape_join(result: dict[str, Any], version: int) -> dict[str, Any]:
-    response = {
+def _shape_join(result: dict[str, Any], version: int) -> JoinGroupResponse:
+    response: JoinGroupResponse = {
         "error_code": result["error_code"],
         "generation_id": result["generation_id"],
         "leader": result["leader"] or "",

@@ -3,7 +3,7 @@ instance id); answered once the group's record is durable."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.later import Later
@@ -14,13 +14,16 @@ from corral.security.authorize import allowed
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import LeaveGroupRequest, LeaveGroupResponse
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
-def leave_group(broker: Broker, request: Request) -> Later | dict[str, Any]:
+def leave_group(broker: Broker, request: Request[LeaveGroupRequest]) -> Later | LeaveGroupResponse:
     body, version = request.body, request.api_version
     if version >= 3:
-        leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
+        leaving: list[tuple[str, str | None]] = [
+            (m["member_id"], m["group_instance_id"]) for m in body["members"]
+        ]
     else:
         leaving = [(body["member_id"], None)]
     coordinator = broker.groups
@@ -39,12 +42,12 @@ def _shape_leave(
     leaving: list[tuple[str, str | None]],
     group_error: ErrorCode,
     errors: list[ErrorCode],
-) -> dict[str, Any]:
+) -> LeaveGroupResponse:
     if version < 3:
         # One member: its error is the response's error.
         code = group_error or (errors[0] if errors else ErrorCode.NONE)
         return {"error_code": code}
-    response: dict[str, Any] = {"error_code": group_error}
+    response: LeaveGroupResponse = {"error_code": group_error}
     if not group_error:
         response["members"] = [
             {"member_id": member_id, "group_instance_id": instance_id, "error_code": error}

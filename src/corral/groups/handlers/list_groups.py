@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
@@ -17,10 +17,11 @@ from corral.security.authorize import (
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import ListGroupsRequest, ListGroupsResponse
 
 
 @handles(ApiKey.LIST_GROUPS, 0, 5)
-def list_groups(broker: Broker, request: Request) -> dict[str, Any]:
+def list_groups(broker: Broker, request: Request[ListGroupsRequest]) -> ListGroupsResponse:
     body, version = request.body, request.api_version
     states = {s.lower() for s in body["states_filter"]} if version >= 4 else None
     types = {t.lower() for t in body["types_filter"]} if version >= 5 else None

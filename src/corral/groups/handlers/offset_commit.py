@@ -4,7 +4,7 @@ coordinator and answered once durable."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral import _core
 from corral.clock import wall_ms
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import OffsetCommitRequest, OffsetCommitResponse
     from corral.groups.storage.records import PartitionCommit
 
     # OffsetFetch's answer per topic: (partition, offset, leader epoch, metadata[, error]).
@@ -27,7 +28,9 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.OFFSET_COMMIT, 2, 9)
-def offset_commit(broker: Broker, request: Request) -> bytes | Later | dict[str, Any]:
+def offset_commit(
+    broker: Broker, request: Request[OffsetCommitRequest]
+) -> bytes | Later | OffsetCommitResponse:
     # The steady-state write of every consumer: a short path (rust/short_paths/mod.rs), kept as the
     # Rust struct (an OffsetCommitRequest) and checked per partition in the core
     # (rust/short_paths/offset_commit.rs); the group-level rules are the coordinator's.
@@ -82,7 +85,9 @@ def offset_commit(broker: Broker, request: Request) -> bytes | Later | dict[str,
     return offsets.commit(group_id, accepted, commit_ms, expire_ms).map(frame)
 
 
-def _every_partition(request: Request, code: ErrorCode) -> dict[str, Any]:
+def _every_partition(
+    request: Request[OffsetCommitRequest], code: ErrorCode
+) -> OffsetCommitResponse:
     """OffsetCommitRequest.getErrorResponse: `code` on every partition."""
     return {
         "topics": [
@@ -99,7 +104,9 @@ def _every_partition(request: Request, code: ErrorCode) -> dict[str, Any]:
 
 
 def _with_topic_errors(
-    request: Request, answer: _core.OffsetCommitAnswer, unauthorized: set[str]
+    request: Request[OffsetCommitRequest],
+    answer: _core.OffsetCommitAnswer,
+    unauthorized: set[str],
 ) -> Callable[..., bytes]:
     """The answer's frame with TOPIC_AUTHORIZATION_FAILED on the partitions of the topics the
     principal may not READ (which `split` saw as unknown, so that none of them was accepted)."""

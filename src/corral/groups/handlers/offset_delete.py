@@ -3,7 +3,7 @@ consumes; answered once the tombstones are durable."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.later import Later
@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import (
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetDeleteResponsePartition,
+    )
     from corral.groups.storage.records import PartitionCommit
 
     # OffsetFetch's answer per topic: (partition, offset, leader epoch, metadata[, error]).
@@ -24,7 +29,9 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.OFFSET_DELETE, 0, 0)
-def offset_delete(broker: Broker, request: Request) -> dict[str, Any] | Later:
+def offset_delete(
+    broker: Broker, request: Request[OffsetDeleteRequest]
+) -> OffsetDeleteResponse | Later:
     body = request.body
     offsets = broker.groups.offsets
     if not allowed(broker, request, AclOperation.DELETE, GROUP, body["group_id"]):
@@ -53,19 +60,23 @@ def offset_delete(broker: Broker, request: Request) -> dict[str, Any] | Later:
         return {"error_code": error, "topics": []}
     return written.map(
         lambda error: (
-            {"error_code": error, "topics": []}
+            _offset_delete_error(error)
             if error
             else _shape_offset_delete(deleted, unknown, refused)
         )
     )
 
 
+def _offset_delete_error(error: ErrorCode) -> OffsetDeleteResponse:
+    return {"error_code": error, "topics": []}
+
+
 def _shape_offset_delete(
     deleted: list[tuple[str, list[tuple[int, ErrorCode]]]],
     unknown: list[tuple[str, list[int]]],
     refused: list[tuple[str, list[int]]],
-) -> dict[str, Any]:
-    out: dict[str, list[dict[str, Any]]] = {}
+) -> OffsetDeleteResponse:
+    out: dict[str, list[OffsetDeleteResponsePartition]] = {}
     for topic, parts in deleted:
         out.setdefault(topic, []).extend(
             {"partition_index": p, "error_code": code} for p, code in parts

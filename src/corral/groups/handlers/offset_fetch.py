@@ -3,7 +3,7 @@ member and epoch checks of v9+."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
@@ -15,6 +15,14 @@ if TYPE_CHECKING:
 
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import (
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+        OffsetFetchResponseGroup,
+        OffsetFetchResponsePartition,
+        OffsetFetchResponseTopic,
+        OffsetFetchResponseTopics,
+    )
     from corral.groups.storage.records import PartitionCommit
 
     # OffsetFetch's answer per topic: (partition, offset, leader epoch, metadata[, error]).
@@ -23,10 +31,10 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.OFFSET_FETCH, 1, 9)
-def offset_fetch(broker: Broker, request: Request) -> dict[str, Any]:
+def offset_fetch(broker: Broker, request: Request[OffsetFetchRequest]) -> OffsetFetchResponse:
     body, version = request.body, request.api_version
     if version >= 8:
-        groups = []
+        groups: list[OffsetFetchResponseGroup] = []
         for g in body["groups"]:
             topics = (
                 None
@@ -39,7 +47,7 @@ def offset_fetch(broker: Broker, request: Request) -> dict[str, Any]:
                 {
                     "group_id": g["group_id"],
                     "error_code": error,
-                    "topics": _shape_fetched(fetched, version),
+                    "topics": _shape_group_fetched(fetched, version),
                 }
             )
         return {"groups": groups}
@@ -52,7 +60,7 @@ def offset_fetch(broker: Broker, request: Request) -> dict[str, Any]:
     if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2 and topics is not None:
         # v1 has no group error: Kafka's groupError puts it on every partition asked for.
         fetched = [(name, [(p, -1, -1, "", error) for p in ps]) for name, ps in topics]
-    response: dict[str, Any] = {"topics": _shape_fetched(fetched, version)}
+    response: OffsetFetchResponse = {"topics": _shape_fetched(fetched, version)}
     if version >= 2:
         response["error_code"] = error
     return response
@@ -60,7 +68,7 @@ def offset_fetch(broker: Broker, request: Request) -> dict[str, Any]:
 
 def _fetch_group(
     broker: Broker,
-    request: Request,
+    request: Request[OffsetFetchRequest],
     group_id: str,
     topics: list[tuple[str, list[int]]] | None,
     member_id: str | None = None,
@@ -96,21 +104,26 @@ def _fetch_group(
     ) + refused
 
 
-def _shape_fetched(fetched: Fetched, version: int) -> list[dict[str, Any]]:
+def _shape_fetched(fetched: Fetched, version: int) -> list[OffsetFetchResponseTopic]:
+    return [{"name": t, "partitions": _shape_partitions(ps, version)} for t, ps in fetched]
+
+
+def _shape_group_fetched(fetched: Fetched, version: int) -> list[OffsetFetchResponseTopics]:
+    """v8+: the same, in the per-group answer's types."""
+    return [{"name": t, "partitions": _shape_partitions(ps, version)} for t, ps in fetched]
+
+
+def _shape_partitions(
+    partitions: Sequence[FetchedPartition], version: int
+) -> list[OffsetFetchResponsePartition]:
     with_epoch = version >= 5
     return [
         {
-            "name": topic,
-            "partitions": [
-                {
-                    "partition_index": p,
-                    "committed_offset": offset,
-                    "committed_leader_epoch": epoch if with_epoch else -1,
-                    "metadata": metadata,
-                    "error_code": error[0] if error else ErrorCode.NONE,
-                }
-                for p, offset, epoch, metadata, *error in partitions
-            ],
+            "partition_index": p,
+            "committed_offset": offset,
+            "committed_leader_epoch": epoch if with_epoch else -1,
+            "metadata": metadata,
+            "error_code": error[0] if error else ErrorCode.NONE,
         }
-        for topic, partitions in fetched
+        for p, offset, epoch, metadata, *error in partitions
     ]

@@ -14,10 +14,11 @@ from corral.security.authorize import group_read
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
+    from corral.groups.messages import SyncGroupRequest, SyncGroupResponse
 
 
 @handles(ApiKey.SYNC_GROUP, 0, 5)
-def sync_group(broker: Broker, request: Request) -> dict[str, Any] | Later:
+def sync_group(broker: Broker, request: Request[SyncGroupRequest]) -> SyncGroupResponse | Later:
     body, version = request.body, request.api_version
     if not group_read(broker, request, body["group_id"]):
         return _shape_sync(sync_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), version)
@@ -35,8 +36,11 @@ def sync_group(broker: Broker, request: Request) -> dict[str, Any] | Later:
     return answer.map(lambda result: _shape_sync(result, version))
 
 
-def _shape_sync(result: dict[str, Any], version: int) -> dict[str, Any]:
-    response = {"error_code": result["error_code"], "assignment": result["assignment"]}
+def _shape_sync(result: dict[str, Any], version: int) -> SyncGroupResponse:
+    response: SyncGroupResponse = {
+        "error_code": result["error_code"],
+        "assignment": result["assignment"],
+    }
     if version >= 5:
         response["protocol_type"] = result["protocol_type"]
         response["protocol_name"] = result["protocol_name"]
