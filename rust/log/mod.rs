@@ -20,6 +20,7 @@
 
 pub mod batch;
 mod batch_functions;
+mod faults;
 mod fetch;
 mod files;
 mod index;
@@ -41,6 +42,7 @@ use pyo3::exceptions::{PyException, PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use faults::StorageFaults;
 use files::FileCache;
 use partition::{Appended, Config, Partition};
 use results::{AppendResult, BatchSummary, FetchResult, ReadResult, RetentionResult};
@@ -92,6 +94,8 @@ pub struct LogStore {
     /// One fsync pass at a time (Python's flusher and the commit path's thread both run them):
     /// a pass that starts after an append then covers it, whoever runs it.
     passes: Mutex<()>,
+    /// Faults made on purpose (faults.rs): none unless the fault API sets them.
+    faults: StorageFaults,
 }
 
 fn lock(p: &Shared) -> std::sync::MutexGuard<'_, Partition> {
@@ -147,6 +151,7 @@ impl LogStore {
         data: Vec<u8>,
         log_append_time: Option<i64>,
     ) -> io::Result<AppendResult> {
+        self.faults.before_append()?;
         let mut p = lock(shared);
         let was_flushed = p.unflushed == 0;
         let appended = p.append(data, log_append_time)?;
@@ -170,6 +175,9 @@ impl LogStore {
     /// `flush` without Python (see there).
     pub(crate) fn flush_dirty(&self) -> io::Result<u64> {
         let _one_at_a_time = self.passes.lock().unwrap_or_else(|p| p.into_inner());
+        // An injected failure fails the pass before it takes the dirty list: every partition
+        // stays waiting for the next pass.
+        self.faults.before_fsync()?;
         let dirty = std::mem::take(&mut *self.dirty.lock().unwrap());
         let mut total = 0;
         let mut parts = dirty.into_iter();
@@ -241,6 +249,7 @@ impl LogStore {
             dirty: Mutex::new(Vec::new()),
             passes: Mutex::new(()),
             files: FileCache::new(open_files_max),
+            faults: StorageFaults::default(),
         })
     }
 
@@ -453,6 +462,20 @@ impl LogStore {
     /// records made durable.
     fn flush(&self, py: Python<'_>) -> PyResult<u64> {
         py.detach(|| self.flush_dirty()).map_err(storage_error)
+    }
+
+    /// Storage faults on purpose (the fault API): with `disk_full` every append fails with
+    /// ENOSPC before writing; the next `failing_fsyncs` flush passes fail before syncing
+    /// anything; every pass first waits `fsync_delay_ms`. All zero/false: none (the default).
+    #[pyo3(signature = (*, disk_full=false, failing_fsyncs=0, fsync_delay_ms=0))]
+    fn set_storage_faults(&self, disk_full: bool, failing_fsyncs: u32, fsync_delay_ms: u64) {
+        self.faults.set(disk_full, failing_fsyncs, fsync_delay_ms);
+    }
+
+    /// (disk full, flush passes still to fail, delay of each pass in ms, faults fired so far).
+    #[getter]
+    fn storage_faults(&self) -> (bool, u32, u64, u64) {
+        self.faults.get()
     }
 
     /// Applies retention.ms / retention.bytes everywhere. Returns a RetentionResult (topic,

@@ -868,6 +868,17 @@ class LogStore:
         """fsyncs every partition with unflushed appends. Blocks (without the GIL): call it from
         a worker thread. Returns the number of records made durable."""
 
+    def set_storage_faults(
+        self, *, disk_full: bool = False, failing_fsyncs: int = 0, fsync_delay_ms: int = 0
+    ) -> None:
+        """Storage faults on purpose (the fault API, rust/log/faults.rs): with `disk_full` every
+        append fails with ENOSPC before writing; the next `failing_fsyncs` flush passes fail
+        before syncing anything; every pass first waits `fsync_delay_ms`. All off by default."""
+
+    @property
+    def storage_faults(self) -> tuple[bool, int, int, int]:
+        """(disk full, flush passes still to fail, delay of each pass in ms, faults fired)."""
+
     def delete_records(self, topic: str, partition: int, offset: int) -> int | None:
         """DeleteRecords on one partition: moves its log start offset to `offset` (-1: the high
         watermark), durably, and deletes the segments wholly below it. Returns the low watermark,
