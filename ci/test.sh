@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 
 bash ci/setup.sh
 
-echo "== style and types: ruff, mypy (the groups layer strictly, pyproject.toml), rustfmt, clippy (warnings are errors)"
+echo "== style and types: ruff, mypy (the groups layer strictly; topics, partitions, config, security with every def typed; pyproject.toml), rustfmt, clippy (warnings are errors)"
 python -m ruff check src tests benches
 python -m ruff format --check src tests benches
 python -m mypy

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral.config import loggers as broker_loggers
 from corral.config.describe_configs import (
@@ -20,7 +20,7 @@ from corral.config.describe_configs import (
     logger_resource,
     refusal,
 )
-from corral.config.groups import GROUP_SETTINGS
+from corral.config.groups import GROUP_SETTINGS, broker_default
 from corral.config.settings import (
     BROKER_SETTINGS,
     TOPIC_SETTINGS,
@@ -34,6 +34,29 @@ from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation
 from corral.topics.registry import TopicError, validate_configs
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.config.messages import (
+        AlterConfigsRequest,
+        AlterConfigsRequestAlterConfigsResource,
+        AlterConfigsResponse,
+        AlterConfigsResponseAlterConfigsResourceResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsRequestAlterConfigsResource,
+        IncrementalAlterConfigsResponse,
+    )
+
+    # A resource's answer: AlterConfigs' and IncrementalAlterConfigs' have the same fields.
+    Answer: TypeAlias = AlterConfigsResponseAlterConfigsResourceResponse
+    Resource: TypeAlias = (
+        AlterConfigsRequestAlterConfigsResource | IncrementalAlterConfigsRequestAlterConfigsResource
+    )
+    # IncrementalAlterConfigs' operations: (name, SET/DELETE/APPEND/SUBTRACT, value).
+    Ops: TypeAlias = list[tuple[str, int, str | None]]
+
 log = logging.getLogger("corral.configs")
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -43,15 +66,22 @@ Change = Callable[[dict[str, str], Callable[[str], str | None]], dict[str, str]]
 
 
 @handles(ApiKey.ALTER_CONFIGS, 0, 2)
-async def alter_configs(broker, request) -> dict[str, Any]:
+async def alter_configs(
+    broker: Broker, request: Request[AlterConfigsRequest]
+) -> AlterConfigsResponse:
     """Replaces a resource's whole set of overrides with the ones given (Kafka's legacy API)."""
     body = request.body
-    responses = []
+    responses: list[Answer] = []
     for resource in body["resources"]:
         names = [c["name"] for c in resource["configs"]]
         configs = {c["name"]: c["value"] for c in resource["configs"]}
 
-        def replace_all(current, effective, configs=configs, names=names):
+        def replace_all(
+            current: dict[str, str],
+            effective: Callable[[str], str | None],
+            configs: dict[str, str | None] = configs,
+            names: list[str] = names,
+        ) -> dict[str, str]:
             if len(set(names)) != len(names):
                 raise Refused(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             nulls = sorted(n for n, v in configs.items() if v is None)
@@ -59,7 +89,7 @@ async def alter_configs(broker, request) -> dict[str, Any]:
                 raise Refused(
                     ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}"
                 )
-            return dict(configs)
+            return {n: v for n, v in configs.items() if v is not None}  # none is null by now
 
         responses.append(
             await _alter(broker, request, resource, replace_all, body["validate_only"])
@@ -68,18 +98,25 @@ async def alter_configs(broker, request) -> dict[str, Any]:
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
-async def incremental_alter_configs(broker, request) -> dict[str, Any]:
+async def incremental_alter_configs(
+    broker: Broker, request: Request[IncrementalAlterConfigsRequest]
+) -> IncrementalAlterConfigsResponse:
     """SET, DELETE, APPEND and SUBTRACT (the last two for list settings) on a resource's
     overrides; settings not named keep theirs."""
     body = request.body
-    responses = []
+    responses: list[Answer] = []
     for resource in body["resources"]:
-        ops = [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]]
+        ops: Ops = [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]]
         if resource["resource_type"] == BROKER_LOGGER:
             responses.append(_alter_loggers(broker, request, resource, ops, body["validate_only"]))
             continue
 
-        def apply_ops(current, effective, ops=ops, kind=resource["resource_type"]):
+        def apply_ops(
+            current: dict[str, str],
+            effective: Callable[[str], str | None],
+            ops: Ops = ops,
+            kind: int = resource["resource_type"],
+        ) -> dict[str, str]:
             names = [name for name, _, _ in ops]
             if len(set(names)) != len(names):
                 raise Refused(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
@@ -103,9 +140,15 @@ async def incremental_alter_configs(broker, request) -> dict[str, Any]:
     return {"responses": responses}
 
 
-def _alter_loggers(broker, request, resource: dict, ops, validate_only: bool) -> dict[str, Any]:
+def _alter_loggers(
+    broker: Broker,
+    request: Request[IncrementalAlterConfigsRequest],
+    resource: IncrementalAlterConfigsRequestAlterConfigsResource,
+    ops: Ops,
+    validate_only: bool,
+) -> Answer:
     name = resource["resource_name"]
-    response = {
+    response: Answer = {
         "resource_type": BROKER_LOGGER,
         "resource_name": name,
         "error_code": ErrorCode.NONE,
@@ -118,10 +161,10 @@ def _alter_loggers(broker, request, resource: dict, ops, validate_only: bool) ->
         logger_resource(broker, name)
         broker_loggers.alter(ops, validate_only)
     except Refused as e:
-        response.update(error_code=e.code, error_message=e.message)
+        response.update({"error_code": e.code, "error_message": e.message})
     except broker_loggers.LoggerRefused as e:
         code = ErrorCode.INVALID_CONFIG if e.invalid_config else ErrorCode.INVALID_REQUEST
-        response.update(error_code=code, error_message=e.message)
+        response.update({"error_code": code, "error_message": e.message})
     else:
         if not validate_only:
             log.info("log levels changed: %s", ", ".join(f"{n}={v}" for n, _, v in ops))
@@ -149,10 +192,14 @@ def _list_op(setting: Setting | None, op: int, current: str | None, value: str |
 
 
 async def _alter(
-    broker, request, resource: dict, change: Change, validate_only: bool
-) -> dict[str, Any]:
+    broker: Broker,
+    request: Request[AlterConfigsRequest] | Request[IncrementalAlterConfigsRequest],
+    resource: Resource,
+    change: Change,
+    validate_only: bool,
+) -> Answer:
     kind, name = resource["resource_type"], resource["resource_name"]
-    response = {
+    response: Answer = {
         "resource_type": kind,
         "resource_name": name,
         "error_code": ErrorCode.NONE,
@@ -171,20 +218,22 @@ async def _alter(
         else:
             raise Refused(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
     except (Refused, TopicError) as e:
-        response.update(error_code=e.code, error_message=e.message)
+        response.update({"error_code": e.code, "error_message": e.message})
     except DynamicConfigRefused as e:
-        response.update(error_code=ErrorCode.INVALID_REQUEST, error_message=str(e))
+        response.update({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e)})
     except ConfigError as e:
-        response.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(e))
+        response.update({"error_code": ErrorCode.INVALID_CONFIG, "error_message": str(e)})
     except OSError as e:
         response.update(
-            error_code=ErrorCode.KAFKA_STORAGE_ERROR,
-            error_message=f"Could not write the change: {e}",
+            {
+                "error_code": ErrorCode.KAFKA_STORAGE_ERROR,
+                "error_message": f"Could not write the change: {e}",
+            }
         )
     return response
 
 
-async def _alter_topic(broker, name: str, change: Change, validate_only: bool) -> None:
+async def _alter_topic(broker: Broker, name: str, change: Change, validate_only: bool) -> None:
     topic = broker.topics.get(name)
     if topic is None:
         raise Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
@@ -195,7 +244,7 @@ async def _alter_topic(broker, name: str, change: Change, validate_only: bool) -
     log.info("topic %s configs now %s", name, configs)
 
 
-async def _alter_broker(broker, name: str, change: Change, validate_only: bool) -> None:
+async def _alter_broker(broker: Broker, name: str, change: Change, validate_only: bool) -> None:
     per_broker = broker_resource(broker, name)
     dynamic = broker.dynamic_configs
     current = dynamic.broker if per_broker else dynamic.broker_default
@@ -203,7 +252,7 @@ async def _alter_broker(broker, name: str, change: Change, validate_only: bool) 
     await dynamic.alter_broker(per_broker, layer, validate_only)
 
 
-async def _alter_group(broker, name: str, change: Change, validate_only: bool) -> None:
+async def _alter_group(broker: Broker, name: str, change: Change, validate_only: bool) -> None:
     if not name:
         raise Refused(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
     dynamic = broker.dynamic_configs
@@ -212,7 +261,7 @@ async def _alter_group(broker, name: str, change: Change, validate_only: bool) -
     def effective(n: str) -> str | None:
         setting = GROUP_SETTINGS.get(n)
         return current.get(n) or (
-            render(broker.settings[setting.broker_synonym]) if setting else None
+            render(broker_default(setting, broker.settings)) if setting else None
         )
 
     await dynamic.alter_group(name, change(current, effective), validate_only)

@@ -4,12 +4,21 @@ nothing. It is answered (with Kafka's filter checks) because Kafka's tools ask i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation
 from corral.security.authorize import cluster_allowed
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.config.messages import (
+        ComponentData,
+        DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
+    )
 
 ENTITY_TYPES = ("user", "client-id", "ip")
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
@@ -21,7 +30,7 @@ class InvalidFilter(Exception):
         self.code = code
 
 
-def check_filter(components: list[dict[str, Any]]) -> None:
+def check_filter(components: list[ComponentData]) -> None:
     """Kafka's ClientQuotasImage.describe checks, with its messages."""
     seen: set[str] = set()
     for component in components:
@@ -62,7 +71,9 @@ def check_filter(components: list[dict[str, Any]]) -> None:
 
 
 @handles(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1)
-def describe_client_quotas(broker, request) -> dict[str, Any]:
+def describe_client_quotas(
+    broker: Broker, request: Request[DescribeClientQuotasRequest]
+) -> DescribeClientQuotasResponse:
     if not cluster_allowed(broker, request, AclOperation.DESCRIBE_CONFIGS):
         return {
             "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

@@ -3,10 +3,10 @@ from (Kafka's sources and synonyms, most significant first)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.config import loggers as broker_loggers
-from corral.config.groups import GROUP_SETTINGS
+from corral.config.groups import GROUP_SETTINGS, broker_default
 from corral.config.settings import (
     BROKER_SETTINGS,
     TOPIC_SETTINGS,
@@ -19,6 +19,17 @@ from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
 from corral.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from corral.security.authorize import allowed
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.config.messages import (
+        DescribeConfigsRequest,
+        DescribeConfigsResourceResult,
+        DescribeConfigsResponse,
+        DescribeConfigsResult,
+    )
+    from corral.config.settings import Settings
 
 TOPIC = 2
 BROKER = 4
@@ -41,7 +52,9 @@ REFUSED_MESSAGES = {
 }
 
 
-def refusal(broker, request, operation: int, kind: int, name: str) -> ErrorCode | None:
+def refusal(
+    broker: Broker, request: Request[object], operation: int, kind: int, name: str
+) -> ErrorCode | None:
     """The authorization error of `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config
     resource, or None when allowed (or the type is not one corral has: refused later)."""
     guard = GUARDS.get(kind)
@@ -58,7 +71,7 @@ class Refused(Exception):
         self.code, self.message = code, message
 
 
-def broker_resource(broker, name: str) -> bool:
+def broker_resource(broker: Broker, name: str) -> bool:
     """Whether a BROKER resource names this broker (else the cluster-wide default, "")."""
     if name == "":
         return False
@@ -70,7 +83,7 @@ def broker_resource(broker, name: str) -> bool:
     )
 
 
-def logger_resource(broker, name: str) -> None:
+def logger_resource(broker: Broker, name: str) -> None:
     """A BROKER_LOGGER resource names a broker: this one."""
     if name != str(broker.node_id):
         raise Refused(
@@ -80,16 +93,19 @@ def logger_resource(broker, name: str) -> None:
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
-def describe_configs(broker, request) -> dict[str, Any]:
+def describe_configs(
+    broker: Broker, request: Request[DescribeConfigsRequest]
+) -> DescribeConfigsResponse:
     body, version = request.body, request.api_version
-    results, refused = [], []
+    results: list[DescribeConfigsResult] = []
+    refused: list[DescribeConfigsResult] = []
     for resource in body["resources"]:
         kind, name, keys = (
             resource["resource_type"],
             resource["resource_name"],
             resource["configuration_keys"],
         )
-        result: dict[str, Any] = {
+        result: DescribeConfigsResult = {
             "resource_type": kind,
             "resource_name": name,
             "configs": [],
@@ -99,7 +115,7 @@ def describe_configs(broker, request) -> dict[str, Any]:
         code = refusal(broker, request, AclOperation.DESCRIBE_CONFIGS, kind, name)
         if code is not None:
             # Kafka answers these after the others.
-            result.update(error_code=code, error_message=REFUSED_MESSAGES[code])
+            result.update({"error_code": code, "error_message": REFUSED_MESSAGES[code]})
             refused.append(result)
             continue
         try:
@@ -109,7 +125,7 @@ def describe_configs(broker, request) -> dict[str, Any]:
                 if keys is None or d[0].name in keys
             ]
         except Refused as e:
-            result.update(error_code=e.code, error_message=e.message)
+            result.update({"error_code": e.code, "error_message": e.message})
         results.append(result)
     return {"results": results + refused}
 
@@ -118,7 +134,7 @@ Synonym = tuple[str, Any, ConfigSource]  # (name, value, source)
 Described = tuple[Setting, Any, list[Synonym], bool]  # (setting, value, synonyms, read-only)
 
 
-def _describe(broker, kind: int, name: str) -> list[Described]:
+def _describe(broker: Broker, kind: int, name: str) -> list[Described]:
     settings = broker.settings
     if kind == TOPIC:
         topic = broker.topics.get(name)
@@ -155,7 +171,7 @@ def _describe(broker, kind: int, name: str) -> list[Described]:
         return [
             (
                 s,
-                own.get(s.name, settings[s.broker_synonym]),
+                own.get(s.name, broker_default(s, settings)),
                 _own(s, own, ConfigSource.GROUP_CONFIG) + _synonyms(broker, s),
                 False,
             )
@@ -170,14 +186,14 @@ def _own(setting: Setting, overrides: dict[str, str], source: ConfigSource) -> l
     return []
 
 
-def _synonyms(broker, setting: Setting) -> list[Synonym]:
+def _synonyms(broker: Broker, setting: Setting) -> list[Synonym]:
     """A topic or group setting's broker-level synonyms, or its own default when it has none."""
     if setting.broker_synonym is None:
         return [(setting.name, setting.default, ConfigSource.DEFAULT_CONFIG)]
     return _broker_synonyms(broker.settings, setting.broker_synonym)
 
 
-def _broker_synonyms(settings, name: str) -> list[Synonym]:
+def _broker_synonyms(settings: Settings, name: str) -> list[Synonym]:
     """Where `name` is set, most significant first; log.retention.ms lists its minutes and
     hours synonyms after it, as Kafka does."""
     names = [name]
@@ -193,13 +209,15 @@ def _broker_synonyms(settings, name: str) -> list[Synonym]:
     return set_ones + [f for f in found if f[2] == ConfigSource.DEFAULT_CONFIG][-1:]
 
 
-def _entry(described: Described, body, version) -> dict[str, Any]:
+def _entry(
+    described: Described, body: DescribeConfigsRequest, version: int
+) -> DescribeConfigsResourceResult:
     setting, value, synonyms, read_only = described
     # A setting without a value anywhere (log.retention.minutes) has no synonyms.
     source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
     # Passwords and PEM keys are never shown, as Kafka answers them: null and sensitive.
     sensitive = setting.type == ConfigType.PASSWORD
-    entry = {
+    entry: DescribeConfigsResourceResult = {
         "name": setting.name,
         "value": None if sensitive else render(value),
         "config_source": source,

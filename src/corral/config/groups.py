@@ -5,9 +5,12 @@ messages)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.config.types import INT32_MAX, ConfigError, ConfigType, Setting, int_in, parse_bool
+
+if TYPE_CHECKING:
+    from corral.config.settings import Settings
 
 GROUP_SETTINGS: dict[str, Setting] = {
     s.name: s
@@ -64,7 +67,14 @@ _BOUNDS = {
 }
 
 
-def check_group_config(name: str, value: str, broker_settings) -> Any:
+def broker_default(setting: Setting, broker_settings: Settings) -> Any:
+    """A group setting's value for a group without an override of it: its broker synonym's
+    (every group setting has one; the setting's own default otherwise)."""
+    synonym = setting.broker_synonym
+    return setting.default if synonym is None else broker_settings[synonym]
+
+
+def check_group_config(name: str, value: str, broker_settings: Settings) -> Any:
     """The parsed value of one group setting, or ConfigError with Kafka's message."""
     setting = GROUP_SETTINGS.get(name)
     if setting is None:

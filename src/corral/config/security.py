@@ -100,7 +100,7 @@ SASL_SETTINGS: list[Setting] = [
 ]
 
 
-def _authorizer_class(value) -> str:
+def _authorizer_class(value: Any) -> str:
     from corral.security.authorizer import AUTHORIZER_CLASSES
 
     text = str(value).strip()
@@ -112,7 +112,7 @@ def _authorizer_class(value) -> str:
     return text
 
 
-def _principals(value) -> str:
+def _principals(value: Any) -> str:
     from corral.security.acls import principal_of
 
     entries = [p.strip() for p in str(value).split(";") if p.strip()]

@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from corral.config.broker import BROKER_SETTINGS, LISTENER_PREFIX_ONLY, PER_BROKER, STARTUP_ONLY
@@ -227,17 +227,17 @@ class Settings:
         cls,
         config_file: str | None = None,
         overrides: dict[str, Any] | None = None,
-        environ: dict[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> Settings:
         settings = cls()
         if config_file:
             for name, value in read_config_file(config_file).items():
                 settings.set(name, value)
-        environ = os.environ if environ is None else environ
+        env = os.environ if environ is None else environ
         for name in BROKER_SETTINGS:
             env_name = "CORRAL_" + name.upper().replace(".", "_")
-            if env_name in environ:
-                settings.set(name, environ[env_name])
+            if env_name in env:
+                settings.set(name, env[env_name])
         for name, value in (overrides or {}).items():
             settings.set(name, value)
         check_bounds(settings.values)

@@ -172,6 +172,7 @@ def _java_double(value: float) -> str:
     if value == 0 or 1e-3 <= abs(value) < 1e7:
         return repr(value)
     sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)  # a finite value's ("n", "N", "F": NaN and infinities)
     mantissa = f"{digits[0]}." + ("".join(map(str, digits[1:])) or "0")
     return f"{'-' if sign else ''}{mantissa}E{len(digits) - 1 + exponent}"
 

@@ -4,7 +4,7 @@ reached before the answer (no replica to wait for)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -15,13 +15,20 @@ from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, filter_allowed
 from corral.topics.registry import Topic
 
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.partitions.messages import DeleteRecordsRequest, DeleteRecordsResponse
+
 # DeleteRecordsResponse.INVALID_LOW_WATERMARK. (An offset of -1 in a request, Kafka's
 # HIGH_WATERMARK, is the log store's to resolve.)
 INVALID_LOW_WATERMARK = -1
 
 
 @handles(ApiKey.DELETE_RECORDS, 0, 2)
-async def delete_records(broker, request) -> dict[str, Any]:
+async def delete_records(
+    broker: Broker, request: Request[DeleteRecordsRequest]
+) -> DeleteRecordsResponse:
     # Kafka keys the request by partition: a partition named twice is deleted once, up to the
     # offset named last, and answered once.
     wanted: dict[str, dict[int, int]] = {}

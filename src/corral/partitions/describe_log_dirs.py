@@ -5,7 +5,7 @@ is never a future replica."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
@@ -13,9 +13,22 @@ from corral.partitions.store import StorageError, storage_warning
 from corral.security.acls import AclOperation
 from corral.security.authorize import cluster_allowed
 
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.partitions.messages import (
+        DescribeLogDirsPartition,
+        DescribeLogDirsRequest,
+        DescribeLogDirsResponse,
+        DescribeLogDirsResult,
+        DescribeLogDirsTopic,
+    )
+
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
-def describe_log_dirs(broker, request) -> dict[str, Any]:
+def describe_log_dirs(
+    broker: Broker, request: Request[DescribeLogDirsRequest]
+) -> DescribeLogDirsResponse:
     if not cluster_allowed(broker, request, AclOperation.DESCRIBE):
         # v3+ says why; older versions only get no log dir.
         return {"results": [], "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
@@ -27,9 +40,9 @@ def describe_log_dirs(broker, request) -> dict[str, Any]:
         for t in wanted:
             chosen.setdefault(t["topic"], set()).update(t["partitions"])
     names = list(broker.topics.by_name) if chosen is None else list(chosen)
-    topics = []
+    topics: list[DescribeLogDirsTopic] = []
     for topic in filter(None, map(broker.topics.get, names)):
-        partitions = []
+        partitions: list[DescribeLogDirsPartition] = []
         for index in range(topic.partitions):
             if chosen is not None and index not in chosen[topic.name]:
                 continue
@@ -52,7 +65,7 @@ def describe_log_dirs(broker, request) -> dict[str, Any]:
         if partitions:
             topics.append({"name": topic.name, "partitions": partitions})
     log_dir = os.path.abspath(broker.data_dir)
-    result: dict[str, Any] = {"log_dir": log_dir, "topics": topics}
+    result: DescribeLogDirsResult = {"log_dir": log_dir, "topics": topics}
     try:
         fs = os.statvfs(log_dir)
     except OSError as e:
@@ -60,5 +73,7 @@ def describe_log_dirs(broker, request) -> dict[str, Any]:
         result = {"log_dir": log_dir, "error_code": ErrorCode.KAFKA_STORAGE_ERROR}
     else:
         # Java's FileStore.getTotalSpace and getUsableSpace.
-        result.update(total_bytes=fs.f_blocks * fs.f_frsize, usable_bytes=fs.f_bavail * fs.f_frsize)
+        result.update(
+            {"total_bytes": fs.f_blocks * fs.f_frsize, "usable_bytes": fs.f_bavail * fs.f_frsize}
+        )
     return {"results": [result]}

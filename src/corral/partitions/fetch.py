@@ -11,7 +11,7 @@ session id 0, so clients keep sending full fetch requests.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -21,11 +21,16 @@ from corral.partitions.store import StorageError, storage_warning
 from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, filter_allowed
 
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.partitions.messages import FetchRequest, FetchResponse, FetchTopic
+
 INVALID_SESSION_ID = 0
 
 
 @handles(ApiKey.FETCH, 4, 12)
-async def fetch(broker, request) -> dict[str, Any] | bytes:
+async def fetch(broker: Broker, request: Request[FetchRequest]) -> FetchResponse | bytes:
     body, version = request.body, request.api_version
     if version >= 7 and body["session_id"] != INVALID_SESSION_ID:
         # We never hand out a session id, so any other id is unknown.
@@ -69,17 +74,17 @@ async def fetch(broker, request) -> dict[str, Any] | bytes:
 
 
 def _plan(
-    broker, topics: list[dict[str, Any]], readable: set[str] | None
+    broker: Broker, topics: list[FetchTopic], readable: set[str] | None
 ) -> list[tuple[str, list[tuple[int, int, int, int]]]]:
     """(topic, [(partition, known error or 0, fetch offset, partition max bytes)]), with the
     partitions that exist opened. Looked up on every pass: a topic may go while a fetch waits.
     `readable`: the topics the principal may READ (None: all)."""
-    plan = []
+    plan: list[tuple[str, list[tuple[int, int, int, int]]]] = []
     for topic_req in topics:
         name = topic_req["topic"]
         refused = readable is not None and name not in readable
         topic = None if refused else broker.topics.get(name)
-        partitions = []
+        partitions: list[tuple[int, int, int, int]] = []
         for part in topic_req["partitions"]:
             index = part["partition"]
             error = ErrorCode.NONE

@@ -5,13 +5,25 @@ only adds a timeout for remote lookups, which corral never makes."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
 from corral.partitions.store import StorageError, storage_warning
 from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, filter_allowed
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.partitions.messages import (
+        ListOffsetsPartitionResponse,
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        ListOffsetsTopicResponse,
+    )
+    from corral.partitions.store import PartitionLogs
+    from corral.topics.registry import Topic
 
 LATEST = -1
 EARLIEST = -2
@@ -27,7 +39,7 @@ NO_EPOCH = -1
 
 
 @handles(ApiKey.LIST_OFFSETS, 1, 10)
-def list_offsets(broker, request) -> dict[str, Any]:
+def list_offsets(broker: Broker, request: Request[ListOffsetsRequest]) -> ListOffsetsResponse:
     body, version = request.body, request.api_version
     # Kafka answers per partition, once: a partition named twice gets one INVALID_REQUEST.
     wanted: dict[str, dict[int, int | None]] = {}
@@ -37,7 +49,8 @@ def list_offsets(broker, request) -> dict[str, Any]:
             index = part["partition_index"]
             partitions[index] = None if index in partitions else part["timestamp"]
     describable = filter_allowed(broker, request, AclOperation.DESCRIBE, TOPIC, wanted)
-    topics, refused = [], []
+    topics: list[ListOffsetsTopicResponse] = []
+    refused: list[ListOffsetsTopicResponse] = []
     for name, parts in wanted.items():
         if name not in describable:
             # Kafka answers these after the others, every partition asked for.
@@ -59,10 +72,14 @@ def list_offsets(broker, request) -> dict[str, Any]:
             )
             continue
         topic = broker.topics.get(name)
-        partitions = []
+        answers: list[ListOffsetsPartitionResponse] = []
         for index, timestamp in parts.items():
-            entry: dict[str, Any] = {"partition_index": index, "timestamp": -1, "offset": -1}
-            partitions.append(entry)
+            entry: ListOffsetsPartitionResponse = {
+                "partition_index": index,
+                "timestamp": -1,
+                "offset": -1,
+            }
+            answers.append(entry)
             if timestamp is None:
                 entry["error_code"] = ErrorCode.INVALID_REQUEST
                 continue
@@ -88,11 +105,13 @@ def list_offsets(broker, request) -> dict[str, Any]:
                 entry["timestamp"], entry["offset"], epoch = found
                 if version >= 4:
                     entry["leader_epoch"] = epoch
-        topics.append({"name": name, "partitions": partitions})
+        topics.append({"name": name, "partitions": answers})
     return {"topics": topics + refused}
 
 
-def _lookup(logs, topic, partition: int, timestamp: int) -> tuple[int, int, int] | None:
+def _lookup(
+    logs: PartitionLogs, topic: Topic, partition: int, timestamp: int
+) -> tuple[int, int, int] | None:
     """(timestamp, offset, leader epoch) for the query, or None when no record matches."""
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         # Without tiered storage the whole log is local (UnifiedLog.fetchOffsetByTimestamp).

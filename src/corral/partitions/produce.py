@@ -10,7 +10,7 @@ group-committed fsync before the response (see store.py). A partition whose appe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral import _core
 from corral.clock import wall_ms
@@ -20,6 +20,15 @@ from corral.partitions.store import StorageError, storage_warning
 from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, filter_allowed
 
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.partitions.messages import (
+        PartitionProduceResponse,
+        ProduceRequest,
+        ProduceResponse,
+    )
+
 LOG_APPEND_TIME = "LogAppendTime"
 
 
@@ -27,12 +36,12 @@ LOG_APPEND_TIME = "LogAppendTime"
 # (KAFKA-18659); v0-2 (message formats 0 and 1) get UNSUPPORTED_VERSION on every partition,
 # answered inside the core (rust/codec/requests.rs) before a handler sees the request.
 @handles(ApiKey.PRODUCE, 0, 12)
-async def produce(broker, request) -> dict[str, Any] | None:
+async def produce(broker: Broker, request: Request[ProduceRequest]) -> ProduceResponse | None:
     body, version = request.body, request.api_version
     acks = body["acks"]
     logs = broker.logs
-    results: list[tuple[str, list[dict[str, Any]]]] = []
-    appended: list[dict[str, Any]] = []
+    results: list[tuple[str, list[PartitionProduceResponse]]] = []
+    appended: list[PartitionProduceResponse] = []
     needs_flush = False
     writable = None
     if broker.authorizer is not None:
@@ -43,10 +52,10 @@ async def produce(broker, request) -> dict[str, Any] | None:
         name = topic_data["name"]
         topic = broker.topics.get(name)
         refused = writable is not None and name not in writable
-        partitions = []
+        partitions: list[PartitionProduceResponse] = []
         for part in topic_data["partition_data"]:
             index = part["index"]
-            entry: dict[str, Any] = {"index": index, "base_offset": -1}
+            entry: PartitionProduceResponse = {"index": index, "base_offset": -1}
             partitions.append(entry)
             if acks not in (-1, 0, 1):
                 entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
@@ -123,20 +132,20 @@ async def produce(broker, request) -> dict[str, Any] | None:
                 await logs.flushed()
             except StorageError as e:
                 for entry in appended:
-                    entry.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1)
+                    entry.update({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "base_offset": -1})
                     _message(entry, version, str(e))
     if acks == 0:
         return None
     return {"responses": [{"name": name, "partition_responses": parts} for name, parts in results]}
 
 
-def _message(entry: dict[str, Any], version: int, message: str) -> None:
+def _message(entry: PartitionProduceResponse, version: int, message: str) -> None:
     if version >= 8:
         entry["error_message"] = message
 
 
 def _refuse_keyless(
-    entry: dict[str, Any], version: int, partition: str, keyless: list[int]
+    entry: PartitionProduceResponse, version: int, partition: str, keyless: list[int]
 ) -> None:
     """INVALID_RECORD for a compacted topic's batch with records without a key, as Kafka's
     LogValidator (validateKey, processRecordErrors) words it: one RecordError per keyless record

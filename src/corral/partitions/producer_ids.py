@@ -13,13 +13,18 @@ code such as COORDINATOR_NOT_AVAILABLE would make them retry forever).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
 from corral.partitions.files import replace_durably
 from corral.security.acls import AclOperation, ResourceType
 from corral.security.authorize import client_address, cluster_allowed
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.partitions.messages import InitProducerIdRequest, InitProducerIdResponse
 
 BLOCK_SIZE = 1000
 NO_PRODUCER_ID = -1
@@ -47,7 +52,9 @@ class ProducerIdAllocator:
 
 
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
-def init_producer_id(broker, request) -> dict[str, Any]:
+def init_producer_id(
+    broker: Broker, request: Request[InitProducerIdRequest]
+) -> InitProducerIdResponse:
     body = request.body
     if body["transactional_id"] is not None:
         return {
@@ -77,10 +84,13 @@ def init_producer_id(broker, request) -> dict[str, Any]:
     }
 
 
-def _may_write_idempotently(broker, request) -> bool:
+def _may_write_idempotently(broker: Broker, request: Request[InitProducerIdRequest]) -> bool:
     """Kafka 4: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic."""
-    if cluster_allowed(broker, request, AclOperation.IDEMPOTENT_WRITE, log_denied=False):
+    authorizer = broker.authorizer
+    if authorizer is None or cluster_allowed(
+        broker, request, AclOperation.IDEMPOTENT_WRITE, log_denied=False
+    ):
         return True
-    return broker.authorizer.authorize_by_resource_type(
+    return authorizer.authorize_by_resource_type(
         request.principal, client_address(request), AclOperation.WRITE, ResourceType.TOPIC
     )

@@ -5,7 +5,7 @@ forgets the group authorizations its heartbeat short paths relied on."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral import _core
 from corral.errors import ErrorCode
@@ -21,6 +21,21 @@ from corral.security.acls import (
     has_unknown,
 )
 from corral.security.authorize import cluster_allowed
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.security.messages import (
+        AclCreationResult,
+        AclDescription,
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsFilter,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+    )
 
 # Kafka 4 removed v0 of the three (its baseline is v1, with pattern types).
 MIN_VERSION, MAX_VERSION = 1, 3
@@ -39,7 +54,7 @@ def _refuse_unknown(api: str, items: list[tuple[int, int, int, int]]) -> None:
             raise _core.ProtocolError(f"{api} request contains UNKNOWN elements: {codes}")
 
 
-def _filter(body: dict[str, Any]) -> AclFilter:
+def _filter(body: DescribeAclsRequest | DeleteAclsFilter) -> AclFilter:
     return AclFilter(
         body["resource_type_filter"],
         body["resource_name_filter"],
@@ -56,7 +71,7 @@ def _filter_codes(f: AclFilter) -> tuple[int, int, int, int]:
 
 
 @handles(ApiKey.DESCRIBE_ACLS, MIN_VERSION, MAX_VERSION)
-def describe_acls(broker, request) -> dict[str, Any]:
+def describe_acls(broker: Broker, request: Request[DescribeAclsRequest]) -> DescribeAclsResponse:
     acl_filter = _filter(request.body)
     _refuse_unknown("DescribeAcls", [_filter_codes(acl_filter)])
     if not cluster_allowed(broker, request, AclOperation.DESCRIBE):
@@ -72,7 +87,7 @@ def describe_acls(broker, request) -> dict[str, Any]:
             "resources": [],
         }
     # One entry per resource pattern, with its ACLs (DescribeAclsResponse.aclsResources).
-    by_pattern: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    by_pattern: dict[tuple[int, str, int], list[AclDescription]] = {}
     for acl in broker.authorizer.matching(acl_filter):
         by_pattern.setdefault((acl.resource_type, acl.name, acl.pattern_type), []).append(
             {
@@ -93,7 +108,7 @@ def describe_acls(broker, request) -> dict[str, Any]:
 
 
 @handles(ApiKey.CREATE_ACLS, MIN_VERSION, MAX_VERSION)
-async def create_acls(broker, request) -> dict[str, Any]:
+async def create_acls(broker: Broker, request: Request[CreateAclsRequest]) -> CreateAclsResponse:
     wanted = [
         AclBinding(
             c["resource_type"],
@@ -110,7 +125,7 @@ async def create_acls(broker, request) -> dict[str, Any]:
         "CreateAcls", [(a.resource_type, a.pattern_type, a.operation, a.permission) for a in wanted]
     )
 
-    def everyone(code: ErrorCode, message: str | None) -> dict[str, Any]:
+    def everyone(code: ErrorCode, message: str | None) -> CreateAclsResponse:
         return {"results": [{"error_code": code, "error_message": message} for _ in wanted]}
 
     if not cluster_allowed(broker, request, AclOperation.ALTER):
@@ -123,7 +138,8 @@ async def create_acls(broker, request) -> dict[str, Any]:
     except Unbuildable:
         # Kafka's AclBinding constructor throws: the request fails as a whole, without a message.
         return everyone(ErrorCode.UNKNOWN_SERVER_ERROR, None)
-    results, valid = [], []
+    results: list[AclCreationResult] = []
+    valid: list[AclBinding] = []
     for acl in wanted:
         try:
             check_new(acl)
@@ -142,11 +158,11 @@ async def create_acls(broker, request) -> dict[str, Any]:
 
 
 @handles(ApiKey.DELETE_ACLS, MIN_VERSION, MAX_VERSION)
-async def delete_acls(broker, request) -> dict[str, Any]:
+async def delete_acls(broker: Broker, request: Request[DeleteAclsRequest]) -> DeleteAclsResponse:
     filters = [_filter(f) for f in request.body["filters"]]
     _refuse_unknown("DeleteAcls", [_filter_codes(f) for f in filters])
 
-    def everyone(code: ErrorCode, message: str) -> dict[str, Any]:
+    def everyone(code: ErrorCode, message: str) -> DeleteAclsResponse:
         return {
             "filter_results": [
                 {"error_code": code, "error_message": message, "matching_acls": []} for _ in filters

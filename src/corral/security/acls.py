@@ -5,6 +5,7 @@ AclPermissionType, resource.ResourceType, resource.PatternType)."""
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -62,7 +63,8 @@ WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 
 # AclEntry.supportedOperations: what a resource type's authorized-operations bit field covers.
-SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+# Keyed by ResourceType, looked up with the wire's codes (ints).
+SUPPORTED_OPERATIONS: dict[int, tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (
         Op.READ,
         Op.WRITE,
@@ -89,7 +91,7 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
 }
 
 
-def operations_bits(operations) -> int:
+def operations_bits(operations: Iterable[int]) -> int:
     """Kafka's Utils.to32BitField of the operations' codes."""
     bits = 0
     for op in operations:
@@ -97,7 +99,9 @@ def operations_bits(operations) -> int:
     return bits
 
 
-ALL_SUPPORTED_BITS = {rtype: operations_bits(ops) for rtype, ops in SUPPORTED_OPERATIONS.items()}
+ALL_SUPPORTED_BITS: dict[int, int] = {
+    rtype: operations_bits(ops) for rtype, ops in SUPPORTED_OPERATIONS.items()
+}
 
 # An ALLOW for one of these also allows DESCRIBE (DESCRIBE_CONFIGS), as in StandardAuthorizerData.
 IMPLIES_DESCRIBE = frozenset((Op.DESCRIBE, Op.READ, Op.WRITE, Op.DELETE, Op.ALTER))
@@ -115,7 +119,7 @@ class AclBinding(NamedTuple):
     operation: int
     permission: int
 
-    def as_json(self) -> list:
+    def as_json(self) -> list[int | str]:
         return list(self)
 
 
@@ -169,7 +173,8 @@ class Unbuildable(Exception):
 
 
 def has_unknown(
-    *codes: int, enums=(ResourceType, PatternType, AclOperation, AclPermission)
+    *codes: int,
+    enums: tuple[type[IntEnum], ...] = (ResourceType, PatternType, AclOperation, AclPermission),
 ) -> bool:
     """Whether a code is UNKNOWN or not one of its enum's (Kafka's fromCode maps those to
     UNKNOWN): such a request fails to parse in Kafka, which closes the connection."""

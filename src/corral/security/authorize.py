@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from corral.security.acls import ALL_SUPPORTED_BITS, CLUSTER_NAME, AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
 
 log = logging.getLogger("corral.security.authorizer")
 
@@ -17,14 +22,20 @@ TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
-def client_address(request) -> str:
+def client_address(request: Request[object]) -> str:
     """The client's address as ACL hosts name it: Request.client_host without Kafka's "/"."""
     host = request.client_host
     return host[1:] if host.startswith("/") else host
 
 
 def allowed(
-    broker, request, operation: int, resource_type: int, name: str, *, log_denied: bool = True
+    broker: Broker,
+    request: Request[object],
+    operation: int,
+    resource_type: int,
+    name: str,
+    *,
+    log_denied: bool = True,
 ) -> bool:
     """`log_denied=False` for a check with a fallback (CLUSTER CREATE before TOPIC CREATE)."""
     authorizer = broker.authorizer
@@ -37,7 +48,7 @@ def allowed(
     return False
 
 
-def _log_denied(request, operation: int, resource_type: int, name: str) -> None:
+def _log_denied(request: Request[object], operation: int, resource_type: int, name: str) -> None:
     # Kafka's authorizer logger: an explicit check that is denied is one INFO line (filtering,
     # as of Metadata's topic list, is not logged).
     log.info(
@@ -52,12 +63,18 @@ def _log_denied(request, operation: int, resource_type: int, name: str) -> None:
     )
 
 
-def cluster_allowed(broker, request, operation: int, *, log_denied: bool = True) -> bool:
+def cluster_allowed(
+    broker: Broker, request: Request[object], operation: int, *, log_denied: bool = True
+) -> bool:
     return allowed(broker, request, operation, CLUSTER, CLUSTER_NAME, log_denied=log_denied)
 
 
 def filter_allowed(
-    broker, request, operation: int, resource_type: int, names: Iterable[str]
+    broker: Broker,
+    request: Request[object],
+    operation: int,
+    resource_type: int,
+    names: Iterable[str],
 ) -> set[str]:
     """The names of `names` the request may do `operation` on (each checked once)."""
     authorizer = broker.authorizer
@@ -71,7 +88,9 @@ def filter_allowed(
     }
 
 
-def authorized_operations(broker, request, resource_type: int, name: str) -> int:
+def authorized_operations(
+    broker: Broker, request: Request[object], resource_type: int, name: str
+) -> int:
     """AuthHelper.authorizedOperations: the bit field of what the request may do on the
     resource, among its type's supported operations (all of them without an authorizer)."""
     authorizer = broker.authorizer
@@ -82,7 +101,7 @@ def authorized_operations(broker, request, resource_type: int, name: str) -> int
     )
 
 
-def group_read(broker, request, group_id: str) -> bool:
+def group_read(broker: Broker, request: Request[object], group_id: str) -> bool:
     """GROUP READ, which every group membership and commit API needs. Once allowed, the network
     thread may answer the connection's heartbeats for the group itself (its short paths answer
     only pairs Python authorized while an authorizer is on)."""

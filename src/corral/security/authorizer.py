@@ -17,6 +17,7 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import trio
 
@@ -53,6 +54,8 @@ DESCRIBE, DESCRIBE_CONFIGS, ALL = (
     AclOperation.ALL,
 )
 ALLOW, DENY = AclPermission.ALLOW, AclPermission.DENY
+
+K = TypeVar("K")
 
 
 def authorizer_for(settings: Settings, data_dir: Path) -> Authorizer | None:
@@ -148,8 +151,9 @@ class Authorizer:
         # A made-up name first, so that super users and allow.everyone.if.no.acl.found count.
         if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
-        deny = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
-        allow = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        # pattern type (literal or prefixed: the only ones a stored ACL has) -> names.
+        deny: dict[int, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        allow: dict[int, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
         for acl in self.acls:
             if (
                 acl.resource_type != resource_type
@@ -217,12 +221,9 @@ class Authorizer:
         for acl in acls:
             self.acls.discard(acl)
             if acl.pattern_type == PatternType.LITERAL:
-                table, key = self._literal, (acl.resource_type, acl.name)
+                _remove(self._literal, (acl.resource_type, acl.name), acl)
             else:
-                table, key = self._prefixed[acl.resource_type], acl.name
-            table[key].remove(acl)
-            if not table[key]:
-                del table[key]
+                _remove(self._prefixed[acl.resource_type], acl.name, acl)
         self._lengths()
 
     def _lengths(self) -> None:
@@ -233,6 +234,13 @@ class Authorizer:
     async def _write(self, acls: set[AclBinding]) -> None:
         text = json.dumps({"acls": [acl.as_json() for acl in sorted(acls)]}, indent=1)
         await trio.to_thread.run_sync(replace_durably, self.path, text)
+
+
+def _remove(table: dict[K, list[AclBinding]], key: K, acl: AclBinding) -> None:
+    """Takes `acl` out of an index, and its key once no ACL is left under it."""
+    table[key].remove(acl)
+    if not table[key]:
+        del table[key]
 
 
 def _result(acl: AclBinding, principal: str, host: str, operation: int) -> AclPermission | None:

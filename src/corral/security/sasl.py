@@ -18,12 +18,23 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
 from corral.observability.summarised_warnings import SummarisedWarnings
 from corral.security import scram
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.security.credentials import Credentials
+    from corral.security.messages import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
 
 log = logging.getLogger("corral.security.sasl")
 # Failed authentications, at INFO as Kafka logs them: a client retrying a bad password (or a
@@ -43,7 +54,7 @@ class PlainServer:
 
     mechanism = PLAIN
 
-    def __init__(self, credentials):
+    def __init__(self, credentials: Credentials) -> None:
         self.credentials = credentials
         self.user: str | None = None
         self.complete = False
@@ -74,7 +85,7 @@ class PlainServer:
 class ScramExchange:
     """A SCRAM server behind PlainServer's interface."""
 
-    def __init__(self, mechanism: scram.Mechanism, credentials):
+    def __init__(self, mechanism: scram.Mechanism, credentials: Credentials) -> None:
         self.mechanism = mechanism.name
         self.server = scram.ScramServer(mechanism, lambda user: credentials.get(user, mechanism))
 
@@ -106,7 +117,7 @@ class Authenticated:
 class Exchange:
     """A handshake done, its SaslAuthenticate requests under way."""
 
-    server: Any  # PlainServer | ScramExchange
+    server: PlainServer | ScramExchange
     # The session being re-authenticated, if any.
     previous: Authenticated | None = None
     # A re-authentication that asked for another mechanism: refused at its SaslAuthenticate.
@@ -118,29 +129,29 @@ class Exchange:
         return "re-authentication" if self.previous is not None else "authentication"
 
 
-def enabled_mechanisms(broker, listener: str) -> list[str]:
+def enabled_mechanisms(broker: Broker, listener: str) -> list[str]:
     return broker.settings.for_listener(listener, "sasl.enabled.mechanisms").split(",")
 
 
-def _server(broker, mechanism: str):
+def _server(broker: Broker, mechanism: str) -> PlainServer | ScramExchange:
     if mechanism == PLAIN:
         return PlainServer(broker.credentials)
     return ScramExchange(scram.MECHANISMS[mechanism], broker.credentials)
 
 
-def _is_sasl(broker, request) -> bool:
+def _is_sasl(broker: Broker, request: Request[object]) -> bool:
     return broker.listener_protocol(request.listener).startswith("SASL_")
 
 
 @handles(ApiKey.SASL_HANDSHAKE, 0, 1)
-def sasl_handshake(broker, request) -> dict[str, Any]:
+def sasl_handshake(broker: Broker, request: Request[SaslHandshakeRequest]) -> SaslHandshakeResponse:
     if not _is_sasl(broker, request):
         # Kafka: the request reaches KafkaApis, which answers it so.
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
     sessions, connection = broker.sessions, request.connection
     enabled = enabled_mechanisms(broker, request.listener)
     mechanism = request.body["mechanism"]
-    state = sessions.exchange(connection)
+    state: Exchange | Authenticated | None = sessions.exchange(connection)
     previous = None
     if isinstance(state, Authenticated):
         if not state.ends or time.monotonic() - state.reauthenticated < MIN_REAUTH_INTERVAL_S:
@@ -180,9 +191,13 @@ def sasl_handshake(broker, request) -> dict[str, Any]:
 
 
 @handles(ApiKey.SASL_AUTHENTICATE, 0, 2)
-async def sasl_authenticate(broker, request) -> dict[str, Any]:
+async def sasl_authenticate(
+    broker: Broker, request: Request[SaslAuthenticateRequest]
+) -> SaslAuthenticateResponse:
     sessions, connection = broker.sessions, request.connection
-    state = sessions.exchange(connection) if _is_sasl(broker, request) else None
+    state: Exchange | Authenticated | None = (
+        sessions.exchange(connection) if _is_sasl(broker, request) else None
+    )
     if not _is_sasl(broker, request) or isinstance(state, Authenticated):
         # Kafka's KafkaApis answer (no close): the connection is authenticated already.
         return _answer(
@@ -244,8 +259,12 @@ async def sasl_authenticate(broker, request) -> dict[str, Any]:
 
 
 def _refuse(
-    broker, request, state: Exchange, message: str, reason: str | None = None
-) -> dict[str, Any]:
+    broker: Broker,
+    request: Request[SaslAuthenticateRequest],
+    state: Exchange,
+    message: str,
+    reason: str | None = None,
+) -> SaslAuthenticateResponse:
     failures(
         "failed authentication",
         "connection from %s: SASL %s failed: %s%s; closing",
@@ -261,7 +280,7 @@ def _refuse(
 
 def _answer(
     code: ErrorCode, message: str | None = None, token: bytes = b"", lifetime_ms: int = 0
-) -> dict[str, Any]:
+) -> SaslAuthenticateResponse:
     return {
         "error_code": code,
         "error_message": message,

@@ -160,11 +160,11 @@ class ScramServer:
         if stored is None:
             raise Failed("Authentication failed: Invalid user credentials")
         if first["authzid"] is not None and first["authzid"] != user:
-            message = (
+            refusal = (
                 "Authentication failed: Client requested an authorization id that is "
                 "different from username"
             )
-            raise Failed(message, public=message)
+            raise Failed(refusal, public=refusal)
         if stored.iterations < self.mechanism.min_iterations:
             raise Failed(
                 f"Iterations {stored.iterations} is less than the minimum "

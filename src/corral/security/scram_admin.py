@@ -5,7 +5,7 @@ ScramControlManager); a change is durable before it is answered."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
@@ -13,11 +13,26 @@ from corral.security import scram
 from corral.security.acls import AclOperation
 from corral.security.authorize import cluster_allowed
 
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.security.messages import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        AlterUserScramCredentialsResult,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+        DescribeUserScramCredentialsResult,
+        ScramCredentialUpsertion,
+    )
+
 log = logging.getLogger("corral.security.scram_admin")
 
 
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
-def describe_user_scram_credentials(broker, request) -> dict[str, Any]:
+def describe_user_scram_credentials(
+    broker: Broker, request: Request[DescribeUserScramCredentialsRequest]
+) -> DescribeUserScramCredentialsResponse:
     if not cluster_allowed(broker, request, AclOperation.DESCRIBE):
         # Kafka: the error at the top and on one result per user asked for.
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -32,10 +47,10 @@ def describe_user_scram_credentials(broker, request) -> dict[str, Any]:
         }
     credentials = broker.credentials
     asked = [user["name"] for user in request.body["users"] or ()]
-    results = []
+    results: list[DescribeUserScramCredentialsResult] = []
     # No users named (null or empty): every user that has a credential.
     for user in dict.fromkeys(asked) if asked else sorted(credentials.users):
-        result: dict[str, Any] = {
+        result: DescribeUserScramCredentialsResult = {
             "user": user,
             "error_code": ErrorCode.NONE,
             "error_message": None,
@@ -43,17 +58,17 @@ def describe_user_scram_credentials(broker, request) -> dict[str, Any]:
         }
         if asked.count(user) > 1:
             result.update(
-                error_code=ErrorCode.DUPLICATE_RESOURCE,
-                error_message=(
-                    f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}"
-                ),
+                {
+                    "error_code": ErrorCode.DUPLICATE_RESOURCE,
+                    "error_message": f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}",
+                }
             )
         elif user not in credentials.users:
             result.update(
-                error_code=ErrorCode.RESOURCE_NOT_FOUND,
-                error_message=(
-                    f"Attempt to describe a user credential that does not exist: {user}"
-                ),
+                {
+                    "error_code": ErrorCode.RESOURCE_NOT_FOUND,
+                    "error_message": f"Attempt to describe a user credential that does not exist: {user}",
+                }
             )
         else:
             result["credential_infos"] = [
@@ -89,7 +104,9 @@ def _mechanism(name: str, mechanism_type: int) -> scram.Mechanism:
 
 
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)
-async def alter_user_scram_credentials(broker, request) -> dict[str, Any]:
+async def alter_user_scram_credentials(
+    broker: Broker, request: Request[AlterUserScramCredentialsRequest]
+) -> AlterUserScramCredentialsResponse:
     body = request.body
     if not cluster_allowed(broker, request, AclOperation.ALTER):
         users = sorted({change["name"] for change in body["deletions"] + body["upsertions"]})
@@ -107,7 +124,7 @@ async def alter_user_scram_credentials(broker, request) -> dict[str, Any]:
     credentials = broker.credentials
     errors: dict[str, tuple[ErrorCode, str]] = {}
     deletions: dict[str, scram.Mechanism] = {}
-    upsertions: dict[str, tuple[scram.Mechanism, dict]] = {}
+    upsertions: dict[str, tuple[scram.Mechanism, ScramCredentialUpsertion]] = {}
     # As ScramControlManager.alterCredentials: a user named twice (deletions, then upsertions)
     # is refused once, whatever else it asked; the first refusal of a user is the one answered.
     for deletion in body["deletions"]:
@@ -168,7 +185,9 @@ async def alter_user_scram_credentials(broker, request) -> dict[str, Any]:
                 }
             )
             done = []
-    results = [{"user": name, "error_code": ErrorCode.NONE, "error_message": None} for name in done]
+    results: list[AlterUserScramCredentialsResult] = [
+        {"user": name, "error_code": ErrorCode.NONE, "error_message": None} for name in done
+    ]
     results += [
         {"user": name, "error_code": code, "error_message": message}
         for name, (code, message) in errors.items()

@@ -4,34 +4,52 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, filter_allowed
-from corral.topics.registry import MAX_PARTITIONS, TopicError
+from corral.topics.registry import MAX_PARTITIONS, Topic, TopicError
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.topics.messages import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreatePartitionsTopic,
+        CreatePartitionsTopicResult,
+    )
 
 log = logging.getLogger("corral.topics")
 
 
 @handles(ApiKey.CREATE_PARTITIONS, 0, 3)
-async def create_partitions(broker, request) -> dict[str, Any]:
+async def create_partitions(
+    broker: Broker, request: Request[CreatePartitionsRequest]
+) -> CreatePartitionsResponse:
     """Grows topics (kafka-topics --alter --partitions). Consumer groups subscribed to a grown
     topic bump their epoch at their next heartbeat (metadata hash); classic consumers notice the
     new partitions in Metadata and rejoin, as with Kafka."""
     body = request.body
     counts = Counter(t["name"] for t in body["topics"])
     alterable = filter_allowed(broker, request, AclOperation.ALTER, TOPIC, counts)
-    results, growing = [], []
+    results: list[CreatePartitionsTopicResult] = []
+    growing: list[tuple[CreatePartitionsTopicResult, Topic, Awaitable[None]]] = []
     for wanted in body["topics"]:
         name, count = wanted["name"], wanted["count"]
-        result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        result: CreatePartitionsTopicResult = {
+            "name": name,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
         results.append(result)
         try:
             topic = _check_growth(broker, wanted, counts[name], name in alterable)
         except TopicError as e:
-            result.update(error_code=e.code, error_message=e.message)
+            result.update({"error_code": e.code, "error_message": e.message})
             continue
         if not body["validate_only"]:
             growing.append((result, topic, broker.topics.add_partitions(topic, count)))
@@ -41,13 +59,17 @@ async def create_partitions(broker, request) -> dict[str, Any]:
             log.info("topic %s now has %d partitions", topic.name, topic.partitions)
         except OSError as e:
             result.update(
-                error_code=ErrorCode.KAFKA_STORAGE_ERROR,
-                error_message=f"Could not write the change: {e}",
+                {
+                    "error_code": ErrorCode.KAFKA_STORAGE_ERROR,
+                    "error_message": f"Could not write the change: {e}",
+                }
             )
     return {"results": results}
 
 
-def _check_growth(broker, wanted: dict[str, Any], times_named: int, alterable: bool):
+def _check_growth(
+    broker: Broker, wanted: CreatePartitionsTopic, times_named: int, alterable: bool
+) -> Topic:
     """The topic to grow, or TopicError with Kafka's code and message."""
     name, count = wanted["name"], wanted["count"]
     if times_named > 1:

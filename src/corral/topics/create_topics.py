@@ -4,20 +4,34 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from corral.config.settings import TOPIC_SETTINGS, ConfigSource, render
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, cluster_allowed, filter_allowed
-from corral.topics.registry import TopicError
+from corral.topics.registry import Topic, TopicError
+
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.topics.messages import (
+        CreatableTopic,
+        CreatableTopicConfigs,
+        CreatableTopicResult,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+    )
 
 log = logging.getLogger("corral.topics")
 
 
 @handles(ApiKey.CREATE_TOPICS, 2, 7)
-async def create_topics(broker, request) -> dict[str, Any]:
+async def create_topics(
+    broker: Broker, request: Request[CreateTopicsRequest]
+) -> CreateTopicsResponse:
     body, version = request.body, request.api_version
     counts = Counter(t["name"] for t in body["topics"])
     # CLUSTER CREATE, else CREATE on each topic; its configs are shown with DESCRIBE_CONFIGS.
@@ -27,11 +41,12 @@ async def create_topics(broker, request) -> dict[str, Any]:
         else filter_allowed(broker, request, AclOperation.CREATE, TOPIC, counts)
     )
     describable = filter_allowed(broker, request, AclOperation.DESCRIBE_CONFIGS, TOPIC, counts)
-    results = []
-    creating = []  # (result, topic creation under way, partitions, configs)
+    results: list[CreatableTopicResult] = []
+    # (result, topic creation under way, partitions, configs)
+    creating: list[tuple[CreatableTopicResult, Awaitable[Topic], int, dict[str, str]]] = []
     for wanted in body["topics"]:
         name = wanted["name"]
-        result: dict[str, Any] = {"name": name}
+        result: CreatableTopicResult = {"name": name}
         results.append(result)
         try:
             if counts[name] > 1:
@@ -44,8 +59,8 @@ async def create_topics(broker, request) -> dict[str, Any]:
             partitions, replication = wanted["num_partitions"], wanted["replication_factor"]
             if wanted["assignments"]:
                 partitions, replication = _check_assignments(broker, wanted)
-            configs = {c["name"]: c["value"] for c in wanted["configs"]}
-            partitions, configs = broker.topics.check_new(name, partitions, replication, configs)
+            asked = {c["name"]: c["value"] for c in wanted["configs"]}
+            partitions, configs = broker.topics.check_new(name, partitions, replication, asked)
         except TopicError as e:
             _failed(result, version, e.code, e.message)
             continue
@@ -72,8 +87,8 @@ async def create_topics(broker, request) -> dict[str, Any]:
 
 
 def _created(
-    broker,
-    result: dict[str, Any],
+    broker: Broker,
+    result: CreatableTopicResult,
     version: int,
     describable: bool,
     topic_id: bytes,
@@ -82,30 +97,36 @@ def _created(
 ) -> None:
     """v5+ shows the new topic's configs to a principal that may DESCRIBE_CONFIGS it, and
     says TOPIC_AUTHORIZATION_FAILED in topic_config_error_code to the others."""
-    result.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id)
+    result.update({"error_code": ErrorCode.NONE, "error_message": None, "topic_id": topic_id})
     if version < 5:
         return
     if describable:
         result.update(
-            num_partitions=partitions,
-            replication_factor=1,
-            configs=_effective_configs(broker, configs),
+            {
+                "num_partitions": partitions,
+                "replication_factor": 1,
+                "configs": _effective_configs(broker, configs),
+            }
         )
     else:
         result.update(
-            topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-            num_partitions=-1,
-            replication_factor=-1,
+            {
+                "topic_config_error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "num_partitions": -1,
+                "replication_factor": -1,
+            }
         )
 
 
-def _failed(result: dict[str, Any], version: int, code: ErrorCode, message: str) -> None:
-    result.update(error_code=code, error_message=message)
+def _failed(
+    result: CreatableTopicResult, version: int, code: ErrorCode, message: str | None
+) -> None:
+    result.update({"error_code": code, "error_message": message})
     if version >= 5:
-        result.update(num_partitions=-1, replication_factor=-1)
+        result.update({"num_partitions": -1, "replication_factor": -1})
 
 
-def _check_assignments(broker, wanted: dict[str, Any]) -> tuple[int, int]:
+def _check_assignments(broker: Broker, wanted: CreatableTopic) -> tuple[int, int]:
     if wanted["num_partitions"] != -1 or wanted["replication_factor"] != -1:
         raise TopicError(
             ErrorCode.INVALID_REQUEST,
@@ -126,10 +147,11 @@ def _check_assignments(broker, wanted: dict[str, Any]) -> tuple[int, int]:
     return len(indexes), 1
 
 
-def _effective_configs(broker, overrides: dict[str, str]) -> list[dict[str, Any]]:
+def _effective_configs(broker: Broker, overrides: dict[str, str]) -> list[CreatableTopicConfigs]:
     settings = broker.settings
-    configs = []
+    configs: list[CreatableTopicConfigs] = []
     for name, setting in TOPIC_SETTINGS.items():
+        value: str | None
         if name in overrides:
             value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
         else:

@@ -6,7 +6,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -24,6 +24,19 @@ from corral.security.authorize import (
 )
 from corral.topics.registry import Topic, TopicError, validate_name
 
+if TYPE_CHECKING:
+    from corral._core import Request
+    from corral.broker import Broker
+    from corral.topics.messages import (
+        DescribeClusterRequest,
+        DescribeClusterResponse,
+        MetadataRequest,
+        MetadataRequestTopic,
+        MetadataResponse,
+        MetadataResponseBroker,
+        MetadataResponseTopic,
+    )
+
 log = logging.getLogger("corral.metadata")
 
 NIL_UUID = bytes(16)
@@ -31,14 +44,14 @@ NIL_UUID = bytes(16)
 Operations = Callable[[str], int] | None
 
 
-def _brokers(broker, listener: str) -> list[dict[str, Any]]:
+def _brokers(broker: Broker, listener: str) -> list[MetadataResponseBroker]:
     host, port = broker.endpoint(listener)
     return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
 
 
-def _topic_entry(broker, topic: Topic, ops: Operations) -> dict[str, Any]:
+def _topic_entry(broker: Broker, topic: Topic, ops: Operations) -> MetadataResponseTopic:
     node = broker.node_id
-    entry = {
+    entry: MetadataResponseTopic = {
         "error_code": ErrorCode.NONE,
         "name": topic.name,
         "topic_id": topic.id.bytes,
@@ -61,7 +74,9 @@ def _topic_entry(broker, topic: Topic, ops: Operations) -> dict[str, Any]:
     return entry
 
 
-def _error_entry(code: ErrorCode, name: str | None, topic_id: bytes = NIL_UUID) -> dict[str, Any]:
+def _error_entry(
+    code: ErrorCode, name: str | None, topic_id: bytes = NIL_UUID
+) -> MetadataResponseTopic:
     return {
         "error_code": code,
         "name": name,
@@ -72,20 +87,19 @@ def _error_entry(code: ErrorCode, name: str | None, topic_id: bytes = NIL_UUID) 
 
 
 @handles(ApiKey.METADATA, 0, 12)
-async def metadata(broker, request) -> dict[str, Any]:
+async def metadata(broker: Broker, request: Request[MetadataRequest]) -> MetadataResponse:
     body, version = request.body, request.api_version
     ops: Operations = None
     if body["include_topic_authorized_operations"] and version >= 8:
         ops = partial(authorized_operations, broker, request, TOPIC)
     requested = body["topics"]
-    # v0 uses an empty list for "all topics"; v1+ uses null.
-    all_topics = requested is None or (version == 0 and not requested)
     # v0-3 have no flag: auto-creation is allowed.
     may_create = broker.settings["auto.create.topics.enable"] and (
         version < 4 or body["allow_auto_topic_creation"]
     )
-    topics = []
-    if all_topics:
+    topics: list[MetadataResponseTopic] = []
+    # v0 uses an empty list for "all topics"; v1+ uses null.
+    if requested is None or (version == 0 and not requested):
         # Only the topics the principal may DESCRIBE, without a word about the others.
         visible = filter_allowed(
             broker, request, AclOperation.DESCRIBE, TOPIC, broker.topics.by_name
@@ -96,7 +110,7 @@ async def metadata(broker, request) -> dict[str, Any]:
             if t.name in visible
         ]
     else:
-        refused = []
+        refused: list[MetadataResponseTopic] = []
         if broker.authorizer is not None:
             # Named topics the principal may not DESCRIBE: refused whether they exist or not.
             visible = filter_allowed(
@@ -104,24 +118,27 @@ async def metadata(broker, request) -> dict[str, Any]:
                 request,
                 AclOperation.DESCRIBE,
                 TOPIC,
-                (w["name"] for w in requested if not _by_id(w)),
+                (name for w in requested if (name := _name(w)) is not None),
             )
             refused = [
-                _error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, w["name"])
+                _error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
                 for w in requested
-                if not _by_id(w) and w["name"] not in visible
+                if (name := _name(w)) is not None and name not in visible
             ]
             requested = [w for w in requested if _by_id(w) or w["name"] in visible]
-        topics = [None] * len(requested)
+        # Request order: each requested topic's entry by its index.
+        found: dict[int, MetadataResponseTopic] = {}
 
-        async def lookup(i: int, wanted: dict[str, Any]) -> None:
-            topics[i] = await _lookup(broker, request, wanted, ops, may_create)
+        async def lookup(i: int, wanted: MetadataRequestTopic) -> None:
+            found[i] = await _lookup(broker, request, wanted, ops, may_create)
 
-        slow = []  # unknown, or being created or deleted: may wait
+        # Unknown, or being created or deleted: may wait.
+        slow: list[tuple[int, MetadataRequestTopic]] = []
         for i, wanted in enumerate(requested):
-            topic = broker.topics.get(wanted["name"]) if not _by_id(wanted) else None
+            name = _name(wanted)
+            topic = broker.topics.get(name) if name is not None else None
             if topic is not None and broker.topics.changing(topic.name) is None:
-                topics[i] = _topic_entry(broker, topic, ops)
+                found[i] = _topic_entry(broker, topic, ops)
             else:
                 slow.append((i, wanted))
         if len(slow) == 1:
@@ -131,8 +148,8 @@ async def metadata(broker, request) -> dict[str, Any]:
             async with trio.open_nursery() as nursery:
                 for i, wanted in slow:
                     nursery.start_soon(lookup, i, wanted)
-        topics += refused
-    response = {
+        topics = [found[i] for i in range(len(requested))] + refused
+    response: MetadataResponse = {
         "brokers": _brokers(broker, request.listener),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
@@ -143,22 +160,33 @@ async def metadata(broker, request) -> dict[str, Any]:
     return response
 
 
-def _cluster_operations(broker, request) -> int:
+def _cluster_operations(broker: Broker, request: Request[object]) -> int:
     """The cluster's authorized operations: none without CLUSTER DESCRIBE, as Kafka answers."""
     if not cluster_allowed(broker, request, AclOperation.DESCRIBE, log_denied=False):
         return 0
     return authorized_operations(broker, request, CLUSTER, CLUSTER_NAME)
 
 
-def _by_id(wanted: dict[str, Any]) -> bool:
+def _by_id(wanted: MetadataRequestTopic) -> bool:
     """Whether a requested topic is named by its id (v12+). As in Kafka, a non-zero id wins over
     the name: the Java client asks by id with the name left at its default, "" (not null)."""
     return wanted["name"] is None or wanted.get("topic_id", NIL_UUID) != NIL_UUID
 
 
-async def _lookup(broker, request, wanted: dict[str, Any], ops: Operations, may_create: bool):
-    name, topic_id = wanted["name"], wanted["topic_id"]
-    if _by_id(wanted):
+def _name(wanted: MetadataRequestTopic) -> str | None:
+    """A requested topic's name, None when it is asked for by id."""
+    return None if _by_id(wanted) else wanted["name"]
+
+
+async def _lookup(
+    broker: Broker,
+    request: Request[MetadataRequest],
+    wanted: MetadataRequestTopic,
+    ops: Operations,
+    may_create: bool,
+) -> MetadataResponseTopic:
+    name, topic_id = _name(wanted), wanted["topic_id"]
+    if name is None:
         topic = broker.topics.by_id.get(uuid.UUID(bytes=topic_id))
         if topic is None:
             return _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
@@ -193,9 +221,14 @@ async def _lookup(broker, request, wanted: dict[str, Any], ops: Operations, may_
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
-def describe_cluster(broker, request) -> dict[str, Any]:
+def describe_cluster(
+    broker: Broker, request: Request[DescribeClusterRequest]
+) -> DescribeClusterResponse:
     body = request.body
-    response: dict[str, Any] = {"cluster_id": broker.cluster_id, "controller_id": broker.node_id}
+    response: DescribeClusterResponse = {
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+    }
     if request.api_version >= 1:
         response["endpoint_type"] = body["endpoint_type"]
     # Endpoint type 1 is brokers; asking a broker for controllers (2) is refused, as in Kafka.

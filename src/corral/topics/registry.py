@@ -21,7 +21,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +47,9 @@ journal_warning = SummarisedWarnings(log)
 
 
 class TopicError(Exception):
-    def __init__(self, code: ErrorCode, message: str):
+    """A topic change refused with Kafka's code and message (None: the code says it all)."""
+
+    def __init__(self, code: ErrorCode, message: str | None):
         super().__init__(message)
         self.code = code
         self.message = message
@@ -101,7 +103,7 @@ def validate_name(name: str | None) -> None:
         )
 
 
-def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
+def validate_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     """Checks topic config overrides; returns them normalised (None values dropped)."""
     clean = {}
     for name, value in configs.items():
@@ -222,7 +224,9 @@ class TopicStore:
         """The effective value of a topic setting: its override, else the broker default."""
         if name in topic.configs:
             return topic.configs[name]
-        return render(self.settings.topic_default(name))
+        value = render(self.settings.topic_default(name))
+        assert value is not None  # every topic setting has a default
+        return value
 
     def check_new(
         self, name: str, partitions: int, replication_factor: int, configs: dict[str, str | None]
