@@ -63,20 +63,22 @@ class FaultsClient:
             raise FaultsApiError(0, f"cannot reach {self.url}: {e}") from None
 
     def list(self) -> list[dict[str, Any]]:
-        return self.call("GET", "/faults")["faults"]
+        faults: list[dict[str, Any]] = self.call("GET", "/faults")["faults"]
+        return faults
 
     def get(self, fault_id: int) -> dict[str, Any]:
-        return self.call("GET", f"/faults/{fault_id}")
+        fault: dict[str, Any] = self.call("GET", f"/faults/{fault_id}")
+        return fault
 
     def add(self, spec: dict[str, Any] | None = None, **fields: Any) -> int:
         """Adds a fault (docs/faults.md: a dict, or its fields as keywords); returns its id."""
-        return self.call("POST", "/faults", {**(spec or {}), **fields})["id"]
+        return int(self.call("POST", "/faults", {**(spec or {}), **fields})["id"])
 
     def remove(self, fault_id: int) -> None:
         self.call("DELETE", f"/faults/{fault_id}")
 
     def clear(self) -> int:
-        return self.call("DELETE", "/faults")["removed"]
+        return int(self.call("DELETE", "/faults")["removed"])
 
     def release(self, fault_id: int) -> int:
-        return self.call("POST", f"/faults/{fault_id}/release")["released"]
+        return int(self.call("POST", f"/faults/{fault_id}/release")["released"])

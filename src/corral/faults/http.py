@@ -176,10 +176,10 @@ class FaultsApi:
             return Reply(404, {"error": f"no such fault: {parts[1]}"})
         if len(parts) == 2:
             if method == "GET":
-                fault = faults.get(fault_id)
-                if fault is None:
+                found = faults.get(fault_id)
+                if found is None:
                     return Reply(404, {"error": f"no such fault: {fault_id}"})
-                return Reply(200, fault.describe())
+                return Reply(200, found.describe())
             if method == "DELETE":
                 if not faults.remove(fault_id):
                     return Reply(404, {"error": f"no such fault: {fault_id}"})

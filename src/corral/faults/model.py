@@ -249,7 +249,7 @@ def parse(spec: Any, fault_id: int, now: float) -> Fault:
     )
 
 
-def _action(spec: dict) -> Action:
+def _action(spec: dict[str, Any]) -> Action:
     given = [
         name
         for name in ("error", "delay_ms", "hold", "close_after")

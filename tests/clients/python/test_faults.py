@@ -8,13 +8,16 @@ answers its heartbeats; the API refused unless enabled and, with ACLs, without c
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 from cgkit import FAST_GROUPS, wait_until
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from rawwire import RawClient
 from scramkit import upsertion
@@ -120,8 +123,6 @@ def test_a_commit_answered_load_in_progress_is_retried(broker):
     finally:
         consumer.close()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
     listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("committer")])
     offsets = listed["committer"].result(timeout=10).topic_partitions
     assert [(tp.topic, tp.partition, tp.offset) for tp in offsets] == [("commits", 0, 3)]
@@ -284,6 +285,11 @@ def test_metrics_count_fired_faults_and_the_short_paths_come_back(broker):
     assert scraper.value("corral_faults_matched_total", **labels) == 3
     assert scraper.value("corral_faults_fired_by_kind_total", kind="error") == 3
     assert scraper.value("corral_faults_active") == 0
+    # A fault with a duration ends on time with no request to notice it.
+    faults.add(api="ListGroups", error="NOT_COORDINATOR", duration_ms=300)
+    assert scraper.value("corral_faults_active") == 1
+    wait_until(lambda: scraper.value("corral_faults_active") == 0, 5, "the fault's end")
+    assert faults.list()[-1]["ended"] == "duration"
     assert (
         scraper.value(
             "kafka_network_errors_total", request="ListGroups", error="COORDINATOR_NOT_AVAILABLE"
@@ -385,3 +391,33 @@ def test_with_acls_only_a_principal_with_cluster_alter_may_use_it(corral_factory
     fault_id = alice.add(api="ListGroups", error="NOT_COORDINATOR")
     assert [f["id"] for f in alice.list()] == [fault_id]
     assert alice.clear() == 1
+
+
+def test_the_cli(broker):
+    url = faults_of(broker).url
+
+    def corral_faults(*args: str) -> tuple[int, object, str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "corral.cli", "faults", *args[:1], "--url", url, *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        out = json.loads(done.stdout) if done.stdout.strip() else None
+        return done.returncode, out, done.stderr
+
+    code, added, _ = corral_faults(
+        "add", "--api", "Fetch", "--delay-ms", "100-300", "--probability", "0.5", "--seed", "7"
+    )
+    assert code == 0 and added["fault"]["delay_ms"] == [100, 300] and added["fault"]["seed"] == 7
+    code, held, _ = corral_faults("add", "--api", "JoinGroup", "--group", "orders", "--hold")
+    assert code == 0 and held["fault"]["hold"] is True
+    code, listed, _ = corral_faults("list")
+    assert [f["id"] for f in listed] == [added["id"], held["id"]]
+    assert corral_faults("release", str(held["id"]))[:2] == (0, {"released": 0})
+    assert corral_faults("remove", str(added["id"]))[:2] == (0, {"removed": added["id"]})
+    code, _, err = corral_faults("release", str(added["id"]))
+    assert code == 1 and "404" in err
+    code, _, err = corral_faults("add", "--error", "NOT_AN_ERROR")
+    assert code == 1 and "400" in err and "NOT_AN_ERROR" in err
+    assert corral_faults("clear")[:2] == (0, {"removed": 1})
