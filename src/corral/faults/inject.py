@@ -61,6 +61,15 @@ class Injector:
         self._changed()
 
     def divert(self, request: _core.Request) -> bool:
+        try:
+            return self._divert(request)
+        except Exception:
+            # As a handler's internal error: logged, the connection closed, the broker serving.
+            log.exception("fault injection failed on %r; closing its connection", request)
+            self._close(request)
+            return True
+
+    def _divert(self, request: _core.Request) -> bool:
         fired = self.faults.fire(request)
         if fired is None:
             return False
