@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     from corral.analyze.cli import add_parser as add_analyze_parser
 
     add_analyze_parser(sub)
+    from corral.faults.cli import add_parser as add_faults_parser
+
+    add_faults_parser(sub)
 
     args = parser.parse_args(argv)
     level = args.log_level.upper()
@@ -85,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         from corral.analyze.cli import main as analyze_main
 
         return analyze_main(args)
+    if args.command == "faults":
+        from corral.faults.cli import main as faults_main
+
+        return faults_main(args)
     return 2
 
 

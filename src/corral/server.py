@@ -19,6 +19,8 @@ import trio
 from corral import _core
 from corral.broker import Broker, BrokerFailed, StartupError
 from corral.config.settings import INT32_MAX, ConfigError, Settings, parse_listener
+from corral.faults import http as faults_http
+from corral.faults.inject import Injector
 from corral.later import Later
 from corral.network import descriptors as descriptors
 from corral.network.apis import ASYNC_HANDLERS, HANDLERS, api_table
@@ -79,6 +81,8 @@ class Server:
         self.max_request_bytes = settings["socket.request.max.bytes"]
         self.reactor: _core.Reactor | None = None
         self.errors = metrics.PythonErrors()
+        # Injected faults (docs/faults.md): none unless the faults API adds some.
+        self.faults = Injector()
         # Set when the broker cannot go on (the network thread stopped): serve() raises it after
         # a clean shutdown of everything else.
         self.failure: str | None = None
@@ -101,7 +105,8 @@ class Server:
             bound_host, bound_port = opened[0].socket.getsockname()[:2]
             bound.append(replace(listener, host=bound_host, port=bound_port))
             sockets.append(opened)
-        metrics_listeners = await self._metrics_listeners()
+        metrics_listeners = await self._http_listeners("corral.metrics.listen", "metrics")
+        faults_listeners = await self._http_listeners("corral.faults.listen", "faults")
         self.broker.bound(bound)
         groups = self.broker.groups
         short_paths = self.settings["corral.group.heartbeat.short.path.enable"]
@@ -129,18 +134,31 @@ class Server:
                 nursery.start_soon(self.broker.topics.run)
                 nursery.start_soon(self.broker.analytics.run)
                 nursery.start_soon(self._dispatch, reactor, nursery)
+                self.faults.attach(
+                    reactor,
+                    nursery,
+                    lambda request: self._handle_diverted(reactor, nursery, request),
+                    lambda request, body: self._respond(reactor, request, body),
+                )
+                nursery.start_soon(self.faults.run)
                 nursery.start_soon(_flush_warnings)
                 if metrics_listeners:
                     nursery.start_soon(metrics.serve, metrics_listeners, metrics.registry(self))
+                if faults_listeners:
+                    api = faults_http.FaultsApi(
+                        self.faults, self.broker, self.settings["corral.faults.enable"]
+                    )
+                    nursery.start_soon(faults_http.serve, faults_listeners, api)
                 task_status.started(bound[0].port)
         finally:
             reactor.stop()
         if self.failure is not None:
             raise BrokerFailed(self.failure)
 
-    async def _metrics_listeners(self) -> list[trio.SocketListener]:
-        """The /metrics port of corral.metrics.listen, if set; its bound address is logged."""
-        listen = self.settings["corral.metrics.listen"]
+    async def _http_listeners(self, setting: str, what: str) -> list[trio.SocketListener]:
+        """The port of an HTTP endpoint (corral.metrics.listen: /metrics, corral.faults.listen:
+        /faults), if set; its bound address is logged."""
+        listen = self.settings[setting]
         if not listen:
             return []
         host, port = parse_listener(listen)
@@ -148,10 +166,12 @@ class Server:
             listeners = await trio.open_tcp_listeners(port, host=host)
         except OSError as e:
             raise StartupError(
-                f"cannot listen on {host}:{port} for metrics: {e.strerror or e}"
+                f"cannot listen on {host}:{port} for {what}: {e.strerror or e}"
             ) from None
         bound_host, bound_port = listeners[0].socket.getsockname()[:2]
-        log.info("metrics on http://%s:%d/metrics", bound_host, bound_port)
+        log.info("%s on http://%s:%d/%s", what, bound_host, bound_port, what)
+        if what == "faults" and not self.settings["corral.faults.enable"]:
+            log.info("faults API refuses everything: corral.faults.enable is false")
         return listeners
 
     async def _shutdown_on_signal(self, scope: trio.CancelScope) -> None:
@@ -184,20 +204,37 @@ class Server:
                 self.broker.sessions.closed(connection)
             # Members the network thread moved are moved in memory before any request is read.
             self.broker.groups.apply_core_moves()
+            faults = self.faults.faults
             for request in requests:
-                key = request.api_key
-                if key in ASYNC_HANDLERS:
-                    nursery.start_soon(self._handle_async, reactor, request)
+                # Injected faults: one falsy test while none is active.
+                if faults.active and self.faults.divert(request):
                     continue
-                try:
-                    body = HANDLERS[key](self.broker, request)
-                except Exception as e:
-                    self._failed(reactor, request, e)
-                    continue
-                if isinstance(body, Later):
-                    body.then(lambda body, request=request: self._respond(reactor, request, body))
-                else:
-                    self._respond(reactor, request, body)
+                self._handle(reactor, nursery, request)
+
+    def _handle(
+        self, reactor: _core.Reactor, nursery: trio.Nursery, request: _core.Request
+    ) -> None:
+        """A plain handler at once; an async one (that waits) in a task."""
+        key = request.api_key
+        if key in ASYNC_HANDLERS:
+            nursery.start_soon(self._handle_async, reactor, request)
+            return
+        try:
+            body = HANDLERS[key](self.broker, request)
+        except Exception as e:
+            self._failed(reactor, request, e)
+            return
+        if isinstance(body, Later):
+            body.then(lambda body: self._respond(reactor, request, body))
+        else:
+            self._respond(reactor, request, body)
+
+    def _handle_diverted(
+        self, reactor: _core.Reactor, nursery: trio.Nursery, request: _core.Request
+    ) -> None:
+        """A request a delay or hold fault let go: handled as if it had just been read."""
+        self.broker.groups.apply_core_moves()
+        self._handle(reactor, nursery, request)
 
     async def _handle_async(self, reactor: _core.Reactor, request: _core.Request) -> None:
         try:

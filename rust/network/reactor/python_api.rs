@@ -124,6 +124,7 @@ impl Reactor {
             stats: RequestStats::default(),
             open_connections: AtomicU64::new(0),
             queued_request_bytes: AtomicU64::new(0),
+            short_paths: AtomicBool::new(true),
         });
         if let Some(path) = &commit_path {
             let answers = shared.clone();
@@ -294,6 +295,19 @@ impl Reactor {
     /// Fault injection for tests: the network thread stops as if its poll had failed.
     fn inject_failure(&self, reason: String) {
         self.shared.send_to_network(Outbound::Fail(reason));
+    }
+
+    /// Whether the short paths (steady-state Heartbeats, ConsumerGroupHeartbeats, OffsetCommits)
+    /// may be answered by the network thread; false sends every request to Python (while a fault
+    /// is injected, corral/faults/). On by default; requests already taken are not affected.
+    fn set_short_paths(&self, enabled: bool) {
+        self.shared.short_paths.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Whether the short paths may answer (`set_short_paths`).
+    #[getter]
+    fn short_paths(&self) -> bool {
+        self.shared.short_paths.load(Ordering::Relaxed)
     }
 
     /// Sends `response` (a whole frame) as the answer to the connection's request; None when the

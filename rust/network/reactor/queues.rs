@@ -112,6 +112,9 @@ pub(super) struct Shared {
     pub(super) stats: RequestStats,
     pub(super) open_connections: AtomicU64,
     pub(super) queued_request_bytes: AtomicU64,
+    /// Whether the short paths may answer (or take) requests at all: false while a fault is
+    /// injected (corral/faults/), so that every request reaches Python. Read once per request.
+    pub(super) short_paths: AtomicBool,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

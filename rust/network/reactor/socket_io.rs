@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
+use std::sync::atomic::Ordering;
 
 use bytes::{Buf, Bytes};
 
@@ -169,10 +170,12 @@ impl Network {
                     let stats = &self.shared.stats;
                     stats.received(key, version);
                     let received = requests::receive(prefix, frame);
-                    let short_path_allowed = !self.authorize_short_paths
-                        || received
-                            .group_id()
-                            .is_some_and(|group| conn.authorized_groups.contains(group));
+                    // Off while a fault is injected: every request reaches Python.
+                    let short_path_allowed = self.shared.short_paths.load(Ordering::Relaxed)
+                        && (!self.authorize_short_paths
+                            || received
+                                .group_id()
+                                .is_some_and(|group| conn.authorized_groups.contains(group)));
                     let answer = if short_path_allowed {
                         received.answer(&self.views, &conn.client_host)
                     } else {

@@ -445,6 +445,15 @@ class Reactor:
     def inject_failure(self, reason: str) -> None:
         """Fault injection for tests: the network thread stops as if its poll had failed."""
 
+    def set_short_paths(self, enabled: bool) -> None:
+        """Whether the short paths (steady-state Heartbeats, ConsumerGroupHeartbeats,
+        OffsetCommits) may be answered by the network thread; False sends every request to Python
+        (while a fault is injected, corral/faults/). On by default."""
+
+    @property
+    def short_paths(self) -> bool:
+        """Whether the short paths may answer (`set_short_paths`)."""
+
     def respond(self, connection: int, response: bytes | bytearray | None) -> None:
         """Sends `response` (a whole frame) as the answer to the connection's request; None when
         the request has no answer. A connection that has gone away is skipped."""

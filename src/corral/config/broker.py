@@ -29,6 +29,7 @@ from corral.config.types import (
     protocol_list,
     string_value,
 )
+from corral.faults.settings import FAULT_SETTINGS
 
 _CORRAL: list[Setting] = [
     Setting(
@@ -520,7 +521,12 @@ _DYNAMIC = {
 
 BROKER_SETTINGS: dict[str, Setting] = {
     s.name: replace(s, dynamic=True) if s.name in _DYNAMIC else s
-    for s in LISTENER_SETTINGS + SECURITY_SETTINGS + _CORRAL + INERT + INERT_DYNAMIC
+    for s in LISTENER_SETTINGS
+    + SECURITY_SETTINGS
+    + _CORRAL
+    + FAULT_SETTINGS
+    + INERT
+    + INERT_DYNAMIC
 }
 
 # Dynamic in Kafka, read at startup only by corral (a restart applies them): a change answers

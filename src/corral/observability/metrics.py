@@ -29,6 +29,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from corral.errors import ErrorCode
+from corral.faults import metrics as faults_metrics
 from corral.network.apis import ApiKey
 from corral.observability.durations import DURATION_BOUNDS, Durations
 
@@ -123,6 +124,7 @@ class BrokerCollector:
         yield from self._requests()
         yield from self._groups()
         yield from self._log()
+        yield from faults_metrics.collect(self.server.faults)
 
     def _requests(self) -> Iterator[Metric]:
         reactor = self.server.reactor
