@@ -53,9 +53,10 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from cgkit import CG_FAST, MemberProcess, describe, describe_groups_raw, stop_processes
+from cgkit import CG_FAST, MemberProcess, stop_processes
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from raw_groups import describe, describe_groups_raw
 
 from corral.analyze import rules
 

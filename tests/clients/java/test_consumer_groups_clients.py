@@ -19,22 +19,18 @@ import pytest
 from cgkit import (
     CG_FAST,
     MemberProcess,
-    Script,
-    all_partitions,
-    check_ownership,
     committed,
     create_topics,
-    describe,
-    describe_raw,
-    kafka_reference,
     members_of,
-    run_tool,
     stop_processes,
     wait_stable,
     wait_until,
 )
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from kafka_java import kafka_reference, run_tool
+from ownership import all_partitions, check_ownership
+from raw_groups import Script, describe, describe_raw
 
 
 def start_group(bootstrap: str, group: str, topics: dict[str, int], layout, **config):
@@ -103,7 +99,7 @@ def admin_state(bootstrap: str, group: str):
 def test_the_ownership_checker_catches_two_owners():
     """The checker itself: a partition granted before its previous owner reported revoking it is
     two owners; granted after, it is not."""
-    from cgkit import CgMember, OwnershipViolation
+    from ownership import CgMember, OwnershipViolation
 
     a, b = CgMember("a", "test", None), CgMember("b", "test", None)
     a.timeline = [(10, frozenset({("t", 0), ("t", 1)})), (20, frozenset({("t", 0)}))]

@@ -51,22 +51,10 @@ import threading
 import time
 
 import pytest
-from cgkit import (
-    CG_FAST,
-    CgMember,
-    MemberProcess,
-    all_partitions,
-    check_ownership,
-    committed,
-    create_topics,
-    describe,
-    describe_groups_raw,
-    list_groups_raw,
-    partitioned,
-    stop_processes,
-    wait_until,
-)
+from cgkit import CG_FAST, MemberProcess, committed, create_topics, stop_processes, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
+from ownership import CgMember, all_partitions, check_ownership, partitioned
+from raw_groups import describe, describe_groups_raw, list_groups_raw
 
 # Both brokers run with these settings: KIP-848 groups as in the other client tests, classic
 # groups without the initial rebalance delay, and migration allowed both ways (the default,

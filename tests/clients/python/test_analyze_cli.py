@@ -27,7 +27,7 @@ from pathlib import Path
 import analyze_scenario as sc
 import pyarrow.parquet as pq
 import pytest
-from cgkit import kafka_reference
+from kafka_java import kafka_reference
 from sparkcluster import leftovers, standalone
 
 CLI_TIMEOUT_S = 400
