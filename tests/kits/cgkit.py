@@ -8,8 +8,8 @@ KIP-848 members (`MemberProcess`): confluent-kafka and Java kafka-clients,
 `group.protocol=consumer`, or classic members for the migration tests, in child processes, each
 member's reports kept in a `CgMember` for the ownership invariant checker
 (tests/kits/ownership.py); `wait_stable` until the coordinator agrees with them
-(ConsumerGroupDescribe through raw frames, tests/kits/raw_groups.py). Topics and offsets through
-confluent-kafka: `create_topics`, `committed`.
+(ConsumerGroupDescribe through raw frames, tests/kits/raw_groups.py). Records and offsets through
+confluent-kafka: `create_topics`, `produce`, `wait_consumed`, `committed`.
 
 Members: tests/kits/cg_member.py (confluent) and tests/clients/java/ConsumerGroupMember.java
 (Java, compiled once into the jar cache by tests/kits/kafka_java.py); one process may host
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polyglot
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_java import JVM_FLAGS, compile_programs, java_member_classes, kafka_jars
 from ownership import TP, CgMember, check_ownership, partitioned
@@ -238,7 +238,7 @@ def wait_stable(
     return found[-1]
 
 
-# ========================== topics and offsets, through confluent-kafka ==========================
+# ========================= records and offsets, through confluent-kafka =========================
 
 
 def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
@@ -257,6 +257,41 @@ def committed(bootstrap: str, group: str, partitions) -> dict[tuple[str, int], i
     )
     answer = admin.list_consumer_group_offsets([request])[group].result(timeout=10)
     return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
+
+
+def produce(
+    bootstrap: str, topics: dict[str, int], per_partition: int
+) -> set[tuple[str, int, int]]:
+    """`per_partition` records into every partition; returns the (topic, partition, offset) it
+    wrote, counting from each partition's end before."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    acked: set[tuple[str, int, int]] = set()
+
+    def done(err, msg):
+        assert err is None, err
+        acked.add((msg.topic(), msg.partition(), msg.offset()))
+
+    for topic, n in topics.items():
+        for p in range(n):
+            for i in range(per_partition):
+                producer.produce(topic, f"{topic}-{p}-{i}".encode(), partition=p, on_delivery=done)
+    assert producer.flush(30) == 0
+    return acked
+
+
+def consumed(members) -> list[tuple[str, int, int]]:
+    return [r for m in members for r in m.records]
+
+
+def wait_consumed(members, expected: set, timeout: float = 30) -> None:
+    """Every expected record consumed, and none twice (the members commit before every poll, so
+    a partition moving between members does not replay anything)."""
+    wait_until(
+        lambda: expected <= set(consumed(members)), timeout, f"{len(expected)} records consumed"
+    )
+    got = consumed(members)
+    twice = sorted(r for r in set(got) if got.count(r) > 1)
+    assert not twice, f"consumed twice: {twice[:20]}; members {members}"
 
 
 # ==================== classic members, one client per group_member.py process ====================
