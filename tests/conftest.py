@@ -207,17 +207,19 @@ def spark():
 
 @pytest.fixture(scope="session")
 def corral_scenario(tmp_path_factory):
-    """One run of tests/kits/analyze_scenario.py on one corral for the whole session (the driver's
-    own checks and `corral analyze`'s share it): (broker, truth). The broker stays up, its
-    analytics written up to after the scenario's end."""
+    """One run of tests/kits/analyze_scenario.py (driven by tests/kits/analyze_scenario_driver.py)
+    on one corral for the whole session (the driver's own checks and `corral analyze`'s share
+    it): (broker, truth). The broker stays up, its analytics written up to after the scenario's
+    end."""
     import analyze_scenario as sc
+    import analyze_scenario_driver
 
     broker = CorralProcess(
         tmp_path_factory.mktemp("scenario") / "corral",
         {k: str(v) for k, v in sc.CORRAL_SETTINGS.items()},
     ).start()
     try:
-        truth = sc.run(broker.bootstrap)
+        truth = analyze_scenario_driver.run(broker.bootstrap)
         time.sleep(2 * sc.CORRAL_SETTINGS["corral.analytics.sample.interval.ms"] / 1000)
         yield broker, truth
     finally:

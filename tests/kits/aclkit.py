@@ -1,5 +1,6 @@
 """ACLs for the security tests: the bindings and CreateAcls bodies of the wire tests, and a real
-Broker in process answering requests that carry a principal (`with_broker`, `call`, `secured`)."""
+Broker in process answering requests that carry a principal (`with_broker`, `call`, `secured`;
+`commit_body` and `codes`: an OffsetCommit of a group and the error codes of an answer)."""
 
 from __future__ import annotations
 
@@ -120,3 +121,24 @@ def secured(tmp_path, scenario, acls=(), **settings) -> None:
         acls,
         **{"authorizer.class.name": STANDARD, "super.users": ADMIN, **settings},
     )
+
+
+def commit_body(group: str, topics: list[str]) -> dict:
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {
+                "name": t,
+                "partitions": [
+                    {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}
+                ],
+            }
+            for t in topics
+        ],
+    }
+
+
+def codes(response: dict) -> dict[str, list[int]]:
+    return {t["name"]: [p["error_code"] for p in t["partitions"]] for t in response["topics"]}

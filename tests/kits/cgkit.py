@@ -4,25 +4,24 @@ Classic members (`Member`, `assigned_once`, `stop_all`): one client each
 (confluent-kafka, kafka-python or aiokafka) in a tests/kits/group_member.py process, reporting its
 assignments through the client's own callbacks; `FAST_GROUPS` and `wait_until` for every test.
 
-KIP-848 members (`MemberProcess`, `CgMember`): confluent-kafka and Java kafka-clients,
-`group.protocol=consumer`, or classic members for the migration tests, in child processes, the
-ownership invariant checker over what every member reported, and ConsumerGroupDescribe,
-ListGroups and DescribeGroups through raw frames (they carry epochs, group types and member
-types, which no admin client shows).
+KIP-848 members (`MemberProcess`): confluent-kafka and Java kafka-clients,
+`group.protocol=consumer`, or classic members for the migration tests, in child processes, each
+member's reports kept in a `CgMember` for the ownership invariant checker
+(tests/kits/ownership.py); `wait_stable` until the coordinator agrees with them
+(ConsumerGroupDescribe through raw frames, tests/kits/raw_groups.py). Records and offsets through
+confluent-kafka: `create_topics`, `produce`, `wait_consumed`, `committed`.
 
 Members: tests/kits/cg_member.py (confluent) and tests/clients/java/ConsumerGroupMember.java
-(Java, compiled once into the jar cache); one process may host several members (each
-KafkaConsumer on its own thread); a SIGKILL of the process crashes all of them. The Go and Node
-members are tests/kits/polyglot.py's. `Script`: members speaking raw ConsumerGroupHeartbeat
-frames, for a scenario compared frame by frame between brokers.
+(Java, compiled once into the jar cache by tests/kits/kafka_java.py); one process may host
+several members (each KafkaConsumer on its own thread); a SIGKILL of the process crashes all of
+them. The Go and Node members are tests/kits/polyglot.py's.
 
 Outside pytest: `python tests/kits/cgkit.py compile` fetches the jars (the reference broker's and
-kafka-tools) and compiles the Java programs, as CI setup does.
+kafka-tools) and compiles the Java programs (tests/kits/kafka_java.py), as CI setup does.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -31,25 +30,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polyglot
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
-from checkout import JAVA
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_ref import DEFAULT_VERSION, compile_java
-from kafka_ref import fetch as kafka_jars
+from kafka_java import JVM_FLAGS, compile_programs, java_member_classes, kafka_jars
+from ownership import TP, CgMember, check_ownership, partitioned
+from raw_groups import describe
 
 HERE = Path(__file__).resolve().parent
 PY_MEMBER = HERE / "cg_member.py"
-JAVA_MEMBER = JAVA / "ConsumerGroupMember.java"
-TOOL_RUNNER = JAVA / "ToolRunner.java"
-# kafka-tools (kafka-consumer-groups is its ConsumerGroupCommand): 4.4.0 is not on Maven Central,
-# 4.3.1 is the newest that is.
-TOOLS_VERSION = "4.3.1"
 
 # Broker settings that keep KIP-848 tests fast: every epoch bump computes its target at once (no
 # KIP-1263 batching), members heartbeat every 500 ms, a crashed member is fenced after 4 s.
@@ -60,110 +52,6 @@ CG_FAST = {
     "group.consumer.session.timeout.ms": 4000,
     "group.consumer.min.session.timeout.ms": 1000,
 }
-
-# The JVM of a Java member: small, quick to start (these are short-lived test clients).
-JVM_FLAGS = [
-    "-XX:TieredStopAtLevel=1",
-    "-XX:+UseSerialGC",
-    "-Xss512k",
-    "-Xmx192m",
-    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-]
-
-TP = tuple[str, int]
-
-
-@contextlib.contextmanager
-def kafka_reference(settings: dict) -> Iterator[str]:
-    """An Apache Kafka 4.4 broker (benches/kafka_ref.py) with `settings`: its bootstrap."""
-    from kafka_ref import KafkaBroker
-
-    broker = KafkaBroker(settings=settings)
-    broker.start()
-    try:
-        yield broker.bootstrap
-    finally:
-        broker.stop()
-
-
-def java_member_classes(version: str = DEFAULT_VERSION) -> Path:
-    """ConsumerGroupMember compiled against the reference broker's kafka-clients."""
-    return compile_java(JAVA_MEMBER, version)
-
-
-# kafka-configs: kafka.admin.ConfigCommand in the core jar up to 4.3 (4.4 moved it into
-# kafka-tools, which Maven Central does not have for 4.4).
-CONFIG_COMMAND = "kafka.admin.ConfigCommand"
-
-
-def run_tool(
-    main_class: str, commands: list[str], timeout: float = 120
-) -> dict[str, tuple[int, str]]:
-    """Runs a Kafka tool from kafka-tools (or, for kafka-configs, the 4.3 core jar) once per
-    command line in one JVM (tests/clients/java/ToolRunner.java): {command: (exit code, output)}."""
-    lib = kafka_jars(TOOLS_VERSION, "kafka_2.13" if main_class == CONFIG_COMMAND else "kafka-tools")
-    classes = compile_java(
-        TOOL_RUNNER
-    )  # against kafka-clients 4.4.0: the Exit it uses is 4.3.1's too
-    run = subprocess.run(
-        ["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{lib}/*", "ToolRunner", main_class],
-        input="".join(c + "\n" for c in commands),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    out: dict[str, tuple[int, str]] = {}
-    command, lines = None, []
-    for line in run.stdout.splitlines():
-        if line.startswith("### exit "):
-            out[command] = (int(line[len("### exit ") :]), "\n".join(lines))
-            command, lines = None, []
-        elif line.startswith("### "):
-            command = line[4:]
-        elif command is not None:
-            lines.append(line)
-    missing = [c for c in commands if c not in out]
-    assert not missing, (
-        f"{main_class} did not run {missing}: {run.stdout[-2000:]}{run.stderr[-2000:]}"
-    )
-    return out
-
-
-class CgMember:
-    """One member as its process reports it."""
-
-    def __init__(self, name: str, client: str, process: MemberProcess):
-        self.name = name
-        self.client = client
-        self.process = process
-        self.owned: frozenset[TP] = frozenset()
-        # (monotonic ns, what it owns from then on); a crash adds (kill time, nothing).
-        self.timeline: list[tuple[int, frozenset[TP]]] = []
-        self.whys: list[str] = []  # "assigned" / "revoked" / "lost", one per timeline entry
-        self.epochs: list[int] = []  # Java members: the member epoch at each change
-        self.records: list[tuple[str, int, int]] = []
-        self.errors: list[str] = []
-        self.closed = False
-        self.dead = False
-        # When the test asked it to close (monotonic ns), if it did: see `check_ownership`.
-        self.closing_since: int | None = None
-
-    @property
-    def live(self) -> bool:
-        return not (self.closed or self.dead)
-
-    @property
-    def changes(self) -> int:
-        """How many times what it owns changed (an incremental callback adding nothing is not a change)."""
-        n, last = 0, frozenset()
-        for _, owned in self.timeline:
-            if owned != last:
-                n, last = n + 1, owned
-        return n
-
-    def __repr__(self) -> str:
-        state = "closed" if self.closed else "dead" if self.dead else "live"
-        return f"{self.client}:{self.name}({state}, owns {sorted(self.owned)})"
 
 
 class MemberProcess:
@@ -293,126 +181,6 @@ def stop_processes(processes: Iterable[MemberProcess]) -> None:
             p.proc.wait()
 
 
-# ===================================== the invariant checker =====================================
-
-
-class OwnershipViolation(AssertionError):
-    pass
-
-
-def _reported(member: CgMember) -> list[tuple[int, frozenset[TP]]]:
-    """The member's timeline, ending when the test asked it to close: from then on it is
-    leaving, and what its callbacks say is the client's own affair. A librdkafka member of a
-    consumer (KIP-848) group closing against Kafka 4.4 reported a partition revoked 1.2 s after
-    the broker had given it to another member (so the client had already told the broker it
-    let it go: its leave or acknowledgement went out before its revoke callback ran)."""
-    if member.closing_since is None:
-        return member.timeline
-    return [(t, owned) for t, owned in member.timeline if t < member.closing_since] + [
-        (member.closing_since, frozenset())
-    ]
-
-
-def check_ownership(members: Iterable[CgMember]) -> int:
-    """Never one partition owned by two members: replays every member's reported ownership in
-    clock order (each member reports inside its rebalance callbacks, so a revocation is
-    reported before the client acknowledges it and an assignment after the broker granted it).
-    Returns how many ownership changes it checked."""
-    members = list(members)
-    events = sorted((t, i, owned) for i, m in enumerate(members) for t, owned in _reported(m))
-    owner: dict[TP, int] = {}
-    held: dict[int, frozenset[TP]] = {}
-    for t, i, owned in events:
-        for tp in held.get(i, frozenset()) - owned:
-            del owner[tp]
-        for tp in owned - held.get(i, frozenset()):
-            if tp in owner:
-                raise OwnershipViolation(
-                    f"{tp} owned by {members[owner[tp]].name} and {members[i].name} at once "
-                    f"(t={t}); timelines: "
-                    + "; ".join(
-                        f"{m.name}: {[(tt, sorted(o)) for tt, o in m.timeline]}" for m in members
-                    )
-                )
-            owner[tp] = i
-        held[i] = owned
-    return len(events)
-
-
-def partitioned(members: Iterable[CgMember], partitions: set[TP]) -> bool:
-    """Every partition owned by exactly one live member (and the dead or closed own nothing)."""
-    owned = [tp for m in members for tp in m.owned]
-    return len(owned) == len(set(owned)) and set(owned) == partitions
-
-
-def all_partitions(topics: dict[str, int]) -> set[TP]:
-    return {(t, p) for t, n in topics.items() for p in range(n)}
-
-
-# =============================== ConsumerGroupDescribe, raw frames ===============================
-
-
-def describe_raw(bootstrap: str, group: str) -> dict:
-    """ConsumerGroupDescribe v1 of one group, as decoded."""
-    from rawwire import RawClient
-
-    with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
-        return c.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})[
-            "groups"
-        ][0]
-
-
-def list_groups_raw(bootstrap: str) -> dict[str, dict]:
-    """ListGroups v5 (no filter): {group id: its entry (protocol_type, group_state, group_type)};
-    retried while the coordinator loads (Kafka, until __consumer_offsets is ready)."""
-    from rawwire import RawClient
-
-    deadline = time.monotonic() + 30
-    with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
-        while True:
-            answer = c.call(16, 5, {"states_filter": [], "types_filter": []})
-            if answer["error_code"] not in Script.TRANSIENT or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-    assert answer["error_code"] == 0, answer
-    return {g["group_id"]: g for g in answer["groups"]}
-
-
-def describe_groups_raw(bootstrap: str, group: str) -> dict:
-    """DescribeGroups v5 (the classic API) of one group, as decoded; each member's
-    member_assignment also decoded as "assigned", {(topic, partition)} (None if the bytes are
-    not a consumer protocol assignment)."""
-    from rawwire import RawClient
-
-    from corral import _core
-
-    with RawClient(int(bootstrap.rsplit(":", 1)[1])) as c:
-        g = c.call(15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]
-    for m in g["members"]:
-        try:
-            m["assigned"] = frozenset(
-                (t, p)
-                for t, ps in _core.decode_consumer_assignment(m["member_assignment"])[0]
-                for p in ps
-            )
-        except ValueError:
-            m["assigned"] = None
-    return g
-
-
-def describe(bootstrap: str, group: str) -> dict:
-    """ConsumerGroupDescribe v1 of one group: Kafka's fields (group_state, group_epoch,
-    assignment_epoch, members with member_epoch, assignment and target_assignment), with
-    assignments as {(topic name, partition)}."""
-    g = describe_raw(bootstrap, group)
-    for m in g["members"]:
-        for key in ("assignment", "target_assignment"):
-            m[key] = frozenset(
-                (t["topic_name"], p) for t in m[key]["topic_partitions"] for p in t["partitions"]
-            )
-    return g
-
-
 def stable_view(
     bootstrap: str, group: str, members: list[CgMember], partitions: set[TP]
 ) -> dict | None:
@@ -470,229 +238,7 @@ def wait_stable(
     return found[-1]
 
 
-# ================================== members speaking raw frames ==================================
-
-
-class Script:
-    """Scripted members speaking raw ConsumerGroupHeartbeat v1 to one broker. Every response is
-    logged as (step, member, error, member id, epoch, heartbeat interval, assignment by topic
-    name); `snapshot` logs ConsumerGroupDescribe. A member owns what its last assignment said
-    and acknowledges revocations at its next heartbeat; the ownership checker watches them."""
-
-    TRANSIENT = {
-        14,
-        15,
-        16,
-    }  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
-
-    def __init__(self, bootstrap: str, group: str):
-        from rawwire import RawClient
-
-        self.bootstrap, self.group = bootstrap, group
-        self.client = RawClient(int(bootstrap.rsplit(":", 1)[1]))
-        self.log: list = []
-        self.epoch: dict[str, int] = {}
-        self.owned: dict[str, dict[str, list[int]]] = {}
-        self.views: dict[str, CgMember] = {}
-        self._view = lambda name: self.views.setdefault(name, CgMember(name, "raw", None))
-        self.names: dict[bytes, str] = {}
-        self.ids: dict[str, bytes] = {}
-        deadline = time.monotonic() + 60
-        while True:  # Kafka creates __consumer_offsets on the first FindCoordinator
-            answer = self.client.call(
-                10, 4, {"key_type": 0, "coordinator_keys": [group], "key": ""}
-            )
-            if answer["coordinators"][0]["error_code"] == 0:
-                break
-            assert time.monotonic() < deadline, answer
-            time.sleep(0.2)
-
-    def refresh_topics(self) -> None:
-        answer = self.client.call(
-            3,
-            12,
-            {
-                "topics": None,
-                "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False,
-            },
-        )
-        self.names = {t["topic_id"]: t["name"] for t in answer["topics"]}
-        self.ids = {name: tid for tid, name in self.names.items()}
-
-    def wait_assignable(self, topics: dict[str, int]) -> None:
-        """Waits until the coordinator assigns every partition of `topics` (Kafka's coordinator
-        sees a new topic a moment after its broker does): a probe member of another group joins
-        and leaves until it is given them all."""
-        deadline = time.monotonic() + 30
-        base = {
-            "group_id": f"{self.group}-probe",
-            "member_id": "probe",
-            "instance_id": None,
-            "rack_id": None,
-            "rebalance_timeout_ms": 30000,
-            "subscribed_topic_regex": None,
-            "server_assignor": None,
-            "topic_partitions": [],
-        }
-        while True:
-            self.refresh_topics()
-            if all(t in self.ids for t in topics):
-                answer = self.client.call(
-                    68, 1, {**base, "member_epoch": 0, "subscribed_topic_names": sorted(topics)}
-                )
-                self.client.call(
-                    68,
-                    1,
-                    {
-                        **base,
-                        "member_epoch": -1,
-                        "rebalance_timeout_ms": -1,
-                        "subscribed_topic_names": None,
-                        "topic_partitions": None,
-                    },
-                )
-                if (
-                    answer["error_code"] == 0
-                    and answer["assignment"] is not None
-                    and self._by_name(answer["assignment"])
-                    == {t: list(range(n)) for t, n in topics.items()}
-                ):
-                    return
-            assert time.monotonic() < deadline, f"{topics} never assignable"
-            time.sleep(0.1)
-
-    def _by_name(self, assignment) -> dict[str, list[int]]:
-        return {
-            self.names[t["topic_id"]]: sorted(t["partitions"])
-            for t in assignment["topic_partitions"]
-            if t["partitions"]
-        }
-
-    def heartbeat(
-        self,
-        step: str,
-        name: str,
-        member_id: str | None = None,
-        *,
-        epoch: int | None = None,
-        group: str | None = None,
-        owned: dict | None = None,
-        track: bool | None = None,
-        **fields,
-    ) -> dict:
-        """One heartbeat of member `name` (its id unless `member_id`); by default at its epoch,
-        reporting what it owns. `track`: take the answer as the member's new state (default:
-        when at its own epoch)."""
-        body = {
-            "group_id": group or self.group,
-            "member_id": name if member_id is None else member_id,
-            "member_epoch": self.epoch.get(name, 0) if epoch is None else epoch,
-            "instance_id": None,
-            "rack_id": None,
-            "rebalance_timeout_ms": -1,
-            "subscribed_topic_names": None,
-            "subscribed_topic_regex": None,
-            "server_assignor": None,
-            "topic_partitions": None,
-        }
-        mine = self.owned.get(name, {}) if owned is None else owned
-        body["topic_partitions"] = [
-            {"topic_id": self.ids[t], "partitions": ps} for t, ps in sorted(mine.items())
-        ]
-        body.update(fields)
-        deadline = time.monotonic() + 30
-        while True:
-            answer = self.client.call(68, 1, body)
-            if answer["error_code"] not in self.TRANSIENT:
-                break
-            assert time.monotonic() < deadline, answer
-            time.sleep(0.2)
-        assignment = None if answer["assignment"] is None else self._by_name(answer["assignment"])
-        self.log.append(
-            (
-                step,
-                name,
-                answer["error_code"],
-                answer["member_id"],
-                answer["member_epoch"],
-                answer["heartbeat_interval_ms"],
-                assignment,
-            )
-        )
-        if track is None:
-            track = epoch is None and member_id is None and group is None
-        if track and answer["error_code"] == 0:
-            self.epoch[name] = answer["member_epoch"]
-            if assignment is not None or answer["member_epoch"] < 0:
-                self.owned[name] = assignment or {}
-                view = self._view(name)
-                view.owned = frozenset((t, p) for t, ps in self.owned[name].items() for p in ps)
-                view.timeline.append((time.monotonic_ns(), view.owned))
-        return answer
-
-    def join(self, step: str, name: str, member_id: str | None = None, **fields) -> dict:
-        fields = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": [], **fields}
-        answer = self.heartbeat(step, name, member_id, epoch=0, owned={}, track=True, **fields)
-        if answer["error_code"]:
-            self.epoch.pop(name, None)
-        return answer
-
-    def beat(self, step: str, *names: str, rounds: int = 1) -> None:
-        for _ in range(rounds):
-            for name in names:
-                self.heartbeat(step, name)
-
-    def leave(self, step: str, name: str, epoch: int = -1, **fields) -> None:
-        self.heartbeat(step, name, epoch=epoch, track=True, **fields)
-        view = self._view(name)
-        if epoch == -1:
-            self.owned[name] = {}
-            view.owned = frozenset()
-            view.timeline.append((time.monotonic_ns(), view.owned))
-
-    def snapshot(self, step: str, group: str | None = None) -> dict:
-        check_ownership(self.views.values())
-        g = describe(self.bootstrap, group or self.group)
-        members = sorted(
-            (
-                m["member_id"],
-                m["instance_id"],
-                m["member_epoch"],
-                m["client_id"],
-                m["client_host"],
-                tuple(m["subscribed_topic_names"]),
-                m["subscribed_topic_regex"],
-                sorted(m["assignment"]),
-                sorted(m["target_assignment"]),
-                m["member_type"],
-            )
-            for m in g["members"]
-        )
-        self.log.append(
-            (
-                step,
-                "describe",
-                g["error_code"],
-                g["group_state"],
-                g["group_epoch"],
-                g["assignment_epoch"],
-                g["assignor_name"],
-                members,
-            )
-        )
-        return g
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["compile"]:
-        raise SystemExit("usage: python tests/kits/cgkit.py compile")
-    print(java_member_classes())
-    print(
-        kafka_jars(TOOLS_VERSION, "kafka-tools"),
-        kafka_jars(TOOLS_VERSION),
-        compile_java(TOOL_RUNNER),
-    )
+# ========================= records and offsets, through confluent-kafka =========================
 
 
 def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
@@ -711,6 +257,41 @@ def committed(bootstrap: str, group: str, partitions) -> dict[tuple[str, int], i
     )
     answer = admin.list_consumer_group_offsets([request])[group].result(timeout=10)
     return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
+
+
+def produce(
+    bootstrap: str, topics: dict[str, int], per_partition: int
+) -> set[tuple[str, int, int]]:
+    """`per_partition` records into every partition; returns the (topic, partition, offset) it
+    wrote, counting from each partition's end before."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    acked: set[tuple[str, int, int]] = set()
+
+    def done(err, msg):
+        assert err is None, err
+        acked.add((msg.topic(), msg.partition(), msg.offset()))
+
+    for topic, n in topics.items():
+        for p in range(n):
+            for i in range(per_partition):
+                producer.produce(topic, f"{topic}-{p}-{i}".encode(), partition=p, on_delivery=done)
+    assert producer.flush(30) == 0
+    return acked
+
+
+def consumed(members) -> list[tuple[str, int, int]]:
+    return [r for m in members for r in m.records]
+
+
+def wait_consumed(members, expected: set, timeout: float = 30) -> None:
+    """Every expected record consumed, and none twice (the members commit before every poll, so
+    a partition moving between members does not replay anything)."""
+    wait_until(
+        lambda: expected <= set(consumed(members)), timeout, f"{len(expected)} records consumed"
+    )
+    got = consumed(members)
+    twice = sorted(r for r in set(got) if got.count(r) > 1)
+    assert not twice, f"consumed twice: {twice[:20]}; members {members}"
 
 
 # ==================== classic members, one client per group_member.py process ====================
@@ -816,3 +397,11 @@ def stop_all(members: list[Member]) -> None:
     for m in members:
         if m.proc.poll() is None:
             m.kill()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["compile"]:
+        raise SystemExit("usage: python tests/kits/cgkit.py compile")
+    classes, *jars = compile_programs()
+    print(classes)
+    print(*jars)

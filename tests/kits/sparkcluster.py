@@ -44,7 +44,8 @@ REGISTERED = re.compile(r"Successfully registered with master")
 START_TIMEOUT_S = 120.0  # a JVM start on a loaded 2-core machine
 STOP_TIMEOUT_S = 20.0
 WORKER_CORES, WORKER_MEMORY, EXECUTOR_MEMORY = 2, "1g", "512m"
-# Short-lived JVMs on tiny inputs: start fast rather than peak (as tests/kits/cgkit.py's JVM_FLAGS).
+# Short-lived JVMs on tiny inputs: start fast rather than peak (as tests/kits/kafka_java.py's
+# JVM_FLAGS).
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 

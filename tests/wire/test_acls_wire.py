@@ -5,7 +5,7 @@ listener's principal is User:ANONYMOUS, made a super user here."""
 from __future__ import annotations
 
 from aclkit import EVERYTHING, creation
-from cgkit import run_tool
+from kafka_java import run_tool
 from rawwire import RawClient, closed_within
 
 from corral.errors import ErrorCode

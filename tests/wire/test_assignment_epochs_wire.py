@@ -1,15 +1,17 @@
 """Per-partition assignment epochs (KIP-1251) at the wire, the same scripted scenario against corral
 and the Apache Kafka 4.4 reference broker, compared answer by answer: raw ConsumerGroupHeartbeat
-members (cgkit.Script) move through epoch bumps, and after each one a member commits with epochs
-older than (and equal to, and newer than) the one the coordinator holds, as a client does that
-has not seen the bump yet: per partition, for partitions it kept, got at the bump, is revoking
+members (raw_groups.Script) move through epoch bumps, and after each one a member commits with
+epochs older than (and equal to, and newer than) the one the coordinator holds, as a client does
+that has not seen the bump yet: per partition, for partitions it kept, got at the bump, is revoking
 and does not hold, and for all of them at once. OffsetFetch with an older epoch is compared too.
 """
 
 from __future__ import annotations
 
 import pytest
-from cgkit import CG_FAST, Script, kafka_reference
+from cgkit import CG_FAST
+from kafka_java import kafka_reference
+from raw_groups import Script
 from rawwire import RawClient
 
 SETTINGS = {

@@ -284,7 +284,7 @@ def test_corrupt_compressed_batch_on_a_compacted_topic_is_invalid(client):
 
 def test_kafka_answers_the_same_raw_produce_the_same(shared_corral):
     """Apache Kafka 4.4 (benches/kafka_ref.py) and corral answer the same requests alike."""
-    from cgkit import kafka_reference
+    from kafka_java import kafka_reference
 
     # From v7: Kafka refuses zstd below it (UNSUPPORTED_COMPRESSION_TYPE), corral does not.
     requests = [(codec, version) for codec in [None, *CODECS] for version in (7, 8, 12)]

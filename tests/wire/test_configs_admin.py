@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from cgkit import CONFIG_COMMAND, run_tool
 from configkit import admin, described, incremental
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
@@ -18,6 +17,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kafka_java import CONFIG_COMMAND, run_tool
 from rawwire import RawClient
 from shortpath import Member, create_topic, settle, with_broker
 
@@ -372,7 +372,7 @@ def test_every_group_and_offsets_setting_of_kafka_is_known_with_kafkas_default(c
     """Apache Kafka 4.4's own DescribeConfigs is the list: every group.*, offsets.* and
     offset.* setting it has, corral has, with the same default and the same read-only flag
     (corral's deliberate default differences are in the README)."""
-    from cgkit import kafka_reference
+    from kafka_java import kafka_reference
 
     with kafka_reference({}) as bootstrap:
         kafka = _broker_configs(bootstrap)

@@ -7,10 +7,10 @@ cluster-wide default). The differences are deliberate and named here."""
 from __future__ import annotations
 
 import pytest
-from cgkit import kafka_reference
 from configkit import admin, described, incremental
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+from kafka_java import kafka_reference
 from rawwire import RawClient
 
 from corral.errors import ErrorCode

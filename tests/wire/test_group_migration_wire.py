@@ -14,7 +14,9 @@ import time
 
 import pytest
 import slow_writes
-from cgkit import CG_FAST, Script, kafka_reference
+from cgkit import CG_FAST
+from kafka_java import kafka_reference
+from raw_groups import Script
 from rawwire import RawClient
 
 from corral import _core

@@ -11,9 +11,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cgkit import kafka_reference, run_tool
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from kafka_java import kafka_reference, run_tool
 from rawwire import RawClient
 from wire_data import create, delete_records, fetch, produce
 

@@ -2,8 +2,8 @@
 
 Written by hand from the #[pyfunction]/#[pymethods] definitions under rust/, one folder per
 section below (codec/, groups/ for the embedded consumer protocol and the group coordinator
-state, network/, short_paths/, log/, analyze/); tests/unit/test_core_stubs.py checks them against the
-runtime module. Wide results come back as small frozen classes with read-only fields
+state, network/, short_paths/, log/, analyze/); tests/unit/test_core_stubs.py checks them against
+the runtime module. Wide results come back as small frozen classes with read-only fields
 (`AppendResult`, `ReadResult`, `FetchResult`, `RetentionResult`, `BatchSummary`); the narrow tuples
 that cross the boundary (pairs, and the offset-commit inputs) are named below with plain aliases
 (the Rust takes and returns bare tuples); the aliases exist for type checkers only, so import them
@@ -406,10 +406,11 @@ class Reactor:
         thread. On a SASL listener a connection may send only ApiVersions, SaslHandshake and
         SaslAuthenticate until `authenticated`. `heartbeat_view`: answer steady-state Heartbeats
         from it; `consumer_heartbeat_view`: steady-state ConsumerGroupHeartbeats; `commit_path`:
-        write and answer the steady-state OffsetCommits it takes; `authorize_short_paths`: answer those only for groups `authorize_group` allowed on the
-        connection (an authorizer is on). Before authentication a SASL connection's requests may
-        be `sasl_max_receive_bytes` at most; a connection whose authentication failed closes
-        `failed_authentication_delay_ms` after its answer is written.
+        write and answer the steady-state OffsetCommits it takes; `authorize_short_paths`: answer
+        those only for groups `authorize_group` allowed on the connection (an authorizer is on).
+        Before authentication a SASL connection's requests may be `sasl_max_receive_bytes` at
+        most; a connection whose authentication failed closes `failed_authentication_delay_ms`
+        after its answer is written.
 
         Limits (None: none): `max_connections` and `max_connections_per_ip` (over them a new
         connection is closed at once), `idle_timeout_ms` (a connection without a request with
@@ -740,7 +741,8 @@ class OffsetMap:
     def has_offsets(self, group: str) -> bool: ...
     def count(self, group: str) -> int: ...
     def records(self, group: str) -> list[tuple[bytes, bytes]]:
-        """The group's offsets as `__consumer_offsets` records [(key, value)], sorted (snapshots)."""
+        """The group's offsets as `__consumer_offsets` records [(key, value)], sorted
+        (snapshots)."""
 
     def expired(
         self,
@@ -954,7 +956,8 @@ class FetchResult:
 
 @final
 class RetentionResult:
-    """A partition `LogStore.apply_retention` deleted segments of (not constructible from Python)."""
+    """A partition `LogStore.apply_retention` deleted segments of (not constructible from
+    Python)."""
 
     @property
     def topic(self) -> str: ...

@@ -1,8 +1,10 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False
 """The per-partition rules of corral.analyze.rules over flat arrays (registered as
 `corral._core._lag`): the rows of `partition_lag` and `partition_status_timeline` (one pass: both
 have a row at the same event times) for many keys at once, and `group_status_timeline` for many
-groups at once. rules.py is the reference; these give exactly its rows (tests/unit/analyze/test_fast.py).
+groups at once. rules.py is the reference; these give exactly its rows
+(tests/unit/analyze/test_fast.py).
 
 Many keys per call: the Spark job hands over a whole sorted Arrow batch, and a Python call per
 (group, topic, partition) would cost more than the rules themselves. Inputs are int64 arrays

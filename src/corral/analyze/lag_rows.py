@@ -5,8 +5,9 @@ Spark task of corral.analyze.job computes for the groups it holds.
   range (built once per worker from the broadcast samples);
 - `sort_commits`: a table of commits (whole groups: every commit of a group it holds, in any
   order) sorted by key, time and log order, for the two below;
-- `lag_rows`: sorted commits -> partition rows (partition_lag and partition_status have a row at the same times) and
-  group_status rows, through the compiled rules (corral.analyze.fast), exactly rules.py's rows;
+- `lag_rows`: sorted commits -> partition rows (partition_lag and partition_status have a row at
+  the same times) and group_status rows, through the compiled rules (corral.analyze.fast),
+  exactly rules.py's rows;
 - `commit_counts`: per group and time bucket, commits, no-op commits and rewinds
   (rules.commit_activity's counts);
 - `write_by_date`: a table as Parquet files under `<dir>/date=YYYY-MM-DD/`, as Spark's

@@ -1,4 +1,5 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False
 """The built-in server-side assignors, `uniform` and `range` (registered as `corral._core._assign`).
 
 Both take the group as `corral.assignors` describes it (members: member id -> an object with

@@ -1,4 +1,5 @@
-# Part of _assign.pyx (textually included there): The group flattened into C arrays, and reading it from Python objects.
+# Part of _assign.pyx (textually included there): The group flattened into C arrays, and reading
+# it from Python objects.
 
 # ---------------------------------------------------------------------------------------------
 # The group, flattened. Members are 0..n_members-1 in input order, topics 0..n_topics-1 in the

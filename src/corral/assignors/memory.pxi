@@ -1,4 +1,5 @@
-# Part of _assign.pyx (textually included there): Small helpers: checked allocation from a pool, an identity map from topic ids to indices.
+# Part of _assign.pyx (textually included there): Small helpers: checked allocation from a pool,
+# an identity map from topic ids to indices.
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers: checked allocation, an identity map from topic id objects to topic indices.

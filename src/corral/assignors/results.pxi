@@ -1,4 +1,5 @@
-# Part of _assign.pyx (textually included there): The result type: TargetAssignment and MemberAssignment.
+# Part of _assign.pyx (textually included there): The result type: TargetAssignment and
+# MemberAssignment.
 
 # ---------------------------------------------------------------------------------------------
 # The result type: compact, read-only mappings over one table per computation.
@@ -43,8 +44,8 @@ cdef class TargetAssignment(_ReadOnlyMapping):
     a collections.abc.Mapping), over flat arrays. Per partition, its owner (topic-major, as the
     computation left it); per member, its (topic, partition) pairs, sorted. Member objects are
     made when asked for (a new one each time), so a result over a big group costs no Python
-    object per member or partition until someone reads it; given back as the members' previous assignments, it is
-    read from the arrays."""
+    object per member or partition until someone reads it; given back as the members' previous
+    assignments, it is read from the arrays."""
     cdef list member_ids
     cdef list topics             # topic id objects, by topic index
     cdef int n_members
@@ -237,7 +238,8 @@ cdef class MemberAssignment(_ReadOnlyMapping):
         return NotImplemented
 
     cpdef dict materialized(self):
-        """{topic id -> partitions} as a plain dict (the same one on every call: do not change it)."""
+        """{topic id -> partitions} as a plain dict (the same one on every call: do not change
+        it)."""
         return self.as_dict()
 
 

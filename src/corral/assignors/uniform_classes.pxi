@@ -1,4 +1,5 @@
-# Part of _assign.pyx (textually included there): uniform: how a topic's extras are split between the classes subscribed to it.
+# Part of _assign.pyx (textually included there): uniform: how a topic's extras are split
+# between the classes subscribed to it.
 
 # ---------------------------------------------------------------------------------------------
 # Where members with different subscriptions share a topic, each class gets part of its extras

@@ -1,4 +1,5 @@
-# Part of _assign.pyx (textually included there): uniform, step by step (no GIL): quotas, candidates and who gets the extras within a class.
+# Part of _assign.pyx (textually included there): uniform, step by step (no GIL): quotas,
+# candidates and who gets the extras within a class.
 
 # ---------------------------------------------------------------------------------------------
 # uniform, step by step (no GIL).

@@ -1,4 +1,5 @@
-# Part of _assign.pyx (textually included there): uniform: the extras of each class, moving partitions, and the entry point.
+# Part of _assign.pyx (textually included there): uniform: the extras of each class, moving
+# partitions, and the entry point.
 
 cdef (int, int) compact_open_topics(int* open_topics, int n_open, int cursor, int* left_of) noexcept nogil:
     cdef int i, kept = 0, new_cursor = 0

@@ -1,4 +1,5 @@
-# Part of _assign.pyx (textually included there): uniform: the extras no member can take directly, along cheapest augmenting paths.
+# Part of _assign.pyx (textually included there): uniform: the extras no member can take
+# directly, along cheapest augmenting paths.
 
 # ---------------------------------------------------------------------------------------------
 # Who gets a class's extras is a min-cost flow: source -> topic (its extras for the class) ->
@@ -28,7 +29,8 @@ cdef enum:
 
 cdef struct PathSearch:
     int c                      # the class
-    int nodes                  # topic t is node t, member m is n_topics + m, the k + 1 slots the last
+    int nodes                  # topic t is node t, member m is n_topics + m, the k + 1 slots
+                               # the last
     int* dist
     int* parent
     int* queue                 # circular, nodes + 1
@@ -36,7 +38,8 @@ cdef struct PathSearch:
     int* holder_start          # per topic: where its holders (of this class) are listed
     int* holder_count
     int* holders
-    char* entry_sticky         # parallel to member_extra_topics: the member is that topic's candidate
+    char* entry_sticky         # parallel to member_extra_topics: the member is that topic's
+                               # candidate
     int* holder_mark           # per member: stamps (a fresh stamp each time: holders change)
     int* candidate_mark        # per member: t + 1 for topic t's candidates (which never change)
     int stamp

@@ -1,2 +1,3 @@
-"""Configuration: settings by Kafka's names, their types, dynamic configs, logger levels, quotas, and
-the config APIs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeClientQuotas)."""
+"""Configuration: settings by Kafka's names, their types, dynamic configs, logger levels, quotas,
+and the config APIs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
+DescribeClientQuotas)."""

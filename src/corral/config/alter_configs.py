@@ -177,7 +177,8 @@ def _setting(kind: int, name: str) -> Setting | None:
 
 
 def _list_op(setting: Setting | None, op: int, current: str | None, value: str | None) -> str:
-    """Kafka's APPEND (add the items not there yet) and SUBTRACT (remove them), list settings only."""
+    """Kafka's APPEND (add the items not there yet) and SUBTRACT (remove them), list settings
+    only."""
     if setting is None or setting.type != ConfigType.LIST:
         verb = "append" if op == APPEND else "subtract"
         name = setting.name if setting else "unknown"

@@ -1,6 +1,7 @@
 """The group coordinator's event counters (Kafka's GroupCoordinatorMetrics sensors), counted where
-the events happen and read when /metrics is scraped (corral/observability/metrics.py). Gauges (groups by
-state, members, offsets) are not kept here: they are computed from the groups at scrape time."""
+the events happen and read when /metrics is scraped (corral/observability/metrics.py). Gauges
+(groups by state, members, offsets) are not kept here: they are computed from the groups at
+scrape time."""
 
 from __future__ import annotations
 

@@ -99,7 +99,8 @@ class AssignmentLedger:
             )
 
     def stable_generation(self, members: int) -> int | None:
-        """The newest generation, if it has exactly `members` members that all hold their assignment."""
+        """The newest generation, if it has exactly `members` members that all hold their
+        assignment."""
         if not self.size:
             return None
         generation = max(self.size)

@@ -1,4 +1,5 @@
-"""A KIP-848 member: ConsumerGroupHeartbeat as the Java consumer (`group.protocol=consumer`) sends it.
+"""A KIP-848 member: ConsumerGroupHeartbeat as the Java consumer (`group.protocol=consumer`) sends
+it.
 
 - The member id is made by the client (a random Kafka Uuid string, v1 and KIP-1082), kept for the
   member's life, also across fencing and rejoining; on v0 the coordinator names it.

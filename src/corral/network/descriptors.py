@@ -2,9 +2,9 @@
 log store's segment files and client connections, so that neither starves the other.
 
 At start the soft limit is raised to the hard one. Segment files get a quarter of it, at most
-65,536 (the log store's cache, `corral.log.open.files.max`); connections get what is left after the descriptors
-open at start and a reserve of at least that quarter (at least 64, or half of a tiny limit), so
-accept() keeps a descriptor for the listener's refusals too.
+65,536 (the log store's cache, `corral.log.open.files.max`); connections get what is left after
+the descriptors open at start and a reserve of at least that quarter (at least 64, or half of a
+tiny limit), so accept() keeps a descriptor for the listener's refusals too.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def raise_limit() -> None:
 
 
 def segment_files(limit: int) -> int:
-    """The log store's share: a quarter of the limit, within MIN_SEGMENT_FILES..MAX_SEGMENT_FILES."""
+    """The log store's share: a quarter of the limit, within
+    MIN_SEGMENT_FILES..MAX_SEGMENT_FILES."""
     if limit == resource.RLIM_INFINITY:
         limit = UNLIMITED
     return min(MAX_SEGMENT_FILES, max(MIN_SEGMENT_FILES, limit // 4))

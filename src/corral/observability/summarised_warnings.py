@@ -6,9 +6,9 @@ client opening a connection per bad frame).
 Per kind, the first occurrence is logged in full at once, which opens a window of
 `WARNING_INTERVAL_S`; later ones in the window are only counted, per client address where one is
 given (the busiest named, the rest counted together), and logged as one summary line when the
-window ends, naming the last one's message; at DEBUG each is logged in full too. So a kind costs at most two lines per interval,
-whatever the clients do. Windows end on the next warning or on `flush_all()`, which the server
-calls once a second, so a burst's count is never left unsaid.
+window ends, naming the last one's message; at DEBUG each is logged in full too. So a kind costs
+at most two lines per interval, whatever the clients do. Windows end on the next warning or on
+`flush_all()`, which the server calls once a second, so a burst's count is never left unsaid.
 """
 
 from __future__ import annotations

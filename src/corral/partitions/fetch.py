@@ -5,8 +5,9 @@ A fetch that finds fewer than min_bytes waits until an append to one of its part
 at most partition_max_bytes and the response at most max_bytes, except that the first batch of
 the first partition with data is returned whole, so a batch bigger than the limits still moves.
 The compiled log store reads and encodes the response frame in one call, in a worker thread, so
-record bytes never become Python objects and a cold read never stalls the event loop. Incremental fetch sessions (KIP-227) are declined: every response has
-session id 0, so clients keep sending full fetch requests.
+record bytes never become Python objects and a cold read never stalls the event loop. Incremental
+fetch sessions (KIP-227) are declined: every response has session id 0, so clients keep sending
+full fetch requests.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@
   `log.flush.interval.ms` adds a periodic pass. When appenders kept arriving during the last
   pass (load), the next one first lets every runnable task run once (one scheduling round) and
   lingers `corral.log.flush.linger.ms` (default 0), so one fsync covers more appends; an append
-  arriving at an idle flusher is flushed at once. A process crash loses nothing written; a power loss
-  loses nothing acknowledged while `log.flush.interval.messages` is 1 (corral's default).
+  arriving at an idle flusher is flushed at once. A process crash loses nothing written; a power
+  loss loses nothing acknowledged while `log.flush.interval.messages` is 1 (corral's default).
 - Fetches that wait for data (`wait_for_data`) are woken by the append itself: no polling.
 - Any number of partitions: the store keeps no file open per partition, only a bounded cache of
   segment files (`corral.log.open.files.max`, default a quarter of the open-files limit).

@@ -1,4 +1,5 @@
-"""CreateTopics: new topics with their partition counts and config overrides (kafka-topics --create)."""
+"""CreateTopics: new topics with their partition counts and config overrides (kafka-topics
+--create)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The topic registry: names, ids, partition counts and per-topic configs, persisted in the data dir.
+"""The topic registry: names, ids, partition counts and per-topic configs, persisted in the data
+dir.
 
 Persisted as `topics.json` (the registry as of its last compaction, replaced atomically) plus
 `topics.log`, a journal of the creations and deletions since, one JSON line each. Changes are

@@ -7,16 +7,10 @@ delete an empty group (tests/clients/go/admin.go, tests/clients/node/member.js).
 from __future__ import annotations
 
 import pytest
-from cgkit import (
-    FAST_GROUPS,
-    MemberProcess,
-    check_ownership,
-    kafka_reference,
-    members_of,
-    stop_processes,
-    wait_until,
-)
+from cgkit import FAST_GROUPS, MemberProcess, members_of, stop_processes, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka_java import kafka_reference
+from ownership import check_ownership
 from polyglot import CLIENTS, admin
 
 SOURCE, LIVE = "adm-source", "adm-live"

@@ -3,9 +3,9 @@ tests/clients/node, built by tests/kits/polyglot.py). Each produces with its own
 idempotent: InitProducerId) and consumes in groups of its own and mixed with the other clients:
 classic eager, cooperative and static members, KIP-848 for franz-go, over SASL_SSL with SCRAM.
 
-Every group runs the ownership invariant checker (tests/kits/cgkit.py) over what each member reported
-in its rebalance callbacks: never one partition owned by two members, every partition owned once
-when the group is stable. Members run in child processes: a kill is a real crash.
+Every group runs the ownership invariant checker (tests/kits/ownership.py) over what each member
+reported in its rebalance callbacks: never one partition owned by two members, every partition
+owned once when the group is stable. Members run in child processes: a kill is a real crash.
 """
 
 from __future__ import annotations
@@ -17,18 +17,16 @@ from cgkit import (
     CG_FAST,
     FAST_GROUPS,
     MemberProcess,
-    all_partitions,
-    check_ownership,
-    describe_groups_raw,
     members_of,
-    partitioned,
     stop_processes,
     wait_stable,
     wait_until,
 )
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from ownership import all_partitions, check_ownership, partitioned
 from polyglot import CLIENTS, produce
+from raw_groups import describe_groups_raw
 
 # Classic members: sessions of 3 s, heartbeats every 300 ms (a crash is noticed after 3 s).
 SESSION = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300}

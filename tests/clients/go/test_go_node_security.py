@@ -9,17 +9,10 @@ gopher may use topics and groups prefixed `sec-`; mole may describe those topics
 from __future__ import annotations
 
 import pytest
-from cgkit import (
-    FAST_GROUPS,
-    MemberProcess,
-    all_partitions,
-    check_ownership,
-    members_of,
-    stop_processes,
-    wait_until,
-)
+from cgkit import FAST_GROUPS, MemberProcess, members_of, stop_processes, wait_until
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from ownership import all_partitions, check_ownership
 from polyglot import CLIENTS, produce
 from rawwire import RawClient
 from scramkit import upsertion

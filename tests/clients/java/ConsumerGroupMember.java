@@ -15,7 +15,7 @@
 // members only, the classic settings for classic members only (the client refuses either with
 // the other protocol).
 //
-// Compiled once by tests/kits/cgkit.py: javac -cp "<kafka lib>/*" ConsumerGroupMember.java
+// Compiled once by tests/kits/kafka_java.py: javac -cp "<kafka lib>/*" ConsumerGroupMember.java
 //
 // "regex" subscribes with a SubscriptionPattern (RE2J, resolved by the broker); with
 // "regex_kind": "client" it subscribes with a java.util.regex.Pattern (resolved by the client,

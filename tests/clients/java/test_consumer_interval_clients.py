@@ -2,9 +2,10 @@
 Java kafka-clients, librdkafka (confluent-kafka) and franz-go, each with
 `group.protocol=consumer`, at Kafka's default heartbeat interval (5 s).
 
-The shape: a scripted member (raw ConsumerGroupHeartbeat frames, tests/kits/cgkit.py `Script`) owns
-every partition; the client joins and is waiting for half of them (UNRELEASED_PARTITIONS). The
-script then revokes them at once and the test measures how long the client takes to own them.
+The shape: a scripted member (raw ConsumerGroupHeartbeat frames, tests/kits/raw_groups.py
+`Script`) owns every partition; the client joins and is waiting for half of them
+(UNRELEASED_PARTITIONS). The script then revokes them at once and the test measures how long the
+client takes to own them.
 Nothing but the client's own next heartbeat stands in the way: with
 `corral.consumer.reconciling.heartbeat.interval.ms` at its default (250 ms) it comes back within
 a fraction of a second; with it off (0, Kafka's behaviour) it comes back a whole group interval
@@ -16,7 +17,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from cgkit import MemberProcess, Script, check_ownership, describe, stop_processes, wait_until
+from cgkit import MemberProcess, stop_processes, wait_until
+from ownership import check_ownership
+from raw_groups import Script, describe
 
 GROUP_INTERVAL_MS = 5000  # Kafka's default group.consumer.heartbeat.interval.ms
 # Targets computed at every epoch bump, so that only the heartbeat interval is measured.

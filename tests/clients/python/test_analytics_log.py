@@ -11,8 +11,9 @@ import time
 
 import pytest
 from analyticskit import group_events, read_all, wait_events, wait_until
-from cgkit import CG_FAST, MemberProcess, all_partitions, create_topics, stop_processes, wait_stable
+from cgkit import CG_FAST, MemberProcess, create_topics, stop_processes, wait_stable
 from confluent_kafka import Consumer, Producer, TopicPartition
+from ownership import all_partitions
 
 from corral.observability.analytics_topic import (
     TOPIC,

@@ -25,9 +25,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import analyze_scenario as sc
+import analyze_scenario_driver
 import pyarrow.parquet as pq
 import pytest
-from cgkit import kafka_reference
+from kafka_java import kafka_reference
 from sparkcluster import leftovers, standalone
 
 CLI_TIMEOUT_S = 400
@@ -259,7 +260,7 @@ def test_bootstrap_on_kafka(tmp_path):
         follower.start()
         try:
             assert sampling.wait(60), "".join(stderr)
-            truth = sc.run(bootstrap)
+            truth = analyze_scenario_driver.run(bootstrap)
             cli.send_signal(signal.SIGINT)
             stdout = cli.communicate(timeout=CLI_TIMEOUT_S)[0]
         finally:

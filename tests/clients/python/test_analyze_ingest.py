@@ -17,10 +17,11 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 import trio
-from cgkit import create_topics, kafka_reference, wait_until
+from cgkit import create_topics, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from conftest import CorralProcess
+from kafka_java import kafka_reference
 
 from corral.analyze import inputs
 from corral.analyze.inputs import analytics_records

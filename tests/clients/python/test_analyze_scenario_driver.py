@@ -1,8 +1,9 @@
-"""The scenario driver (tests/kits/analyze_scenario.py) checked on a real corral: its truth against
-what the broker says (OffsetFetch, every commit in `__consumer_offsets`, the log-end samples and
-group events of `__corral_analytics`, all read with confluent-kafka), and its expected statuses
-against the pure rules fed with the truth's commits and exact log ends, and with the broker's
-own commit records and samples."""
+"""The scenario driver (tests/kits/analyze_scenario_driver.py, running the scenario of
+tests/kits/analyze_scenario.py) checked on a real corral: its truth against what the broker says
+(OffsetFetch, every commit in `__consumer_offsets`, the log-end samples and group events of
+`__corral_analytics`, all read with confluent-kafka), and its expected statuses against the pure
+rules fed with the truth's commits and exact log ends, and with the broker's own commit records
+and samples."""
 
 from __future__ import annotations
 

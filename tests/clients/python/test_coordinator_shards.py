@@ -14,19 +14,10 @@ import os
 import time
 
 import trio
-from cgkit import (
-    CG_FAST,
-    MemberProcess,
-    all_partitions,
-    check_ownership,
-    committed,
-    create_topics,
-    members_of,
-    partitioned,
-    wait_until,
-)
+from cgkit import CG_FAST, MemberProcess, committed, create_topics, members_of, wait_until
 from cgkit import wait_stable as wait_consumer_group_stable
 from confluent_kafka import Producer
+from ownership import all_partitions, check_ownership, partitioned
 from rawwire import RawClient
 from wire_groups import commit, fetch, heartbeat, join, sync
 

@@ -15,18 +15,17 @@ import pytest
 from cgkit import (
     CG_FAST,
     MemberProcess,
-    Script,
-    all_partitions,
     create_topics,
-    kafka_reference,
     members_of,
-    partitioned,
     stop_processes,
     wait_stable,
     wait_until,
 )
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import CorralProcess
+from kafka_java import kafka_reference
+from ownership import all_partitions, partitioned
+from raw_groups import Script
 
 SETTINGS = {**CG_FAST, "group.initial.rebalance.delay.ms": 0}
 CLASSIC, CONSUMER = "ops-classic", "ops-consumer"

@@ -12,7 +12,6 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from cgkit import CONFIG_COMMAND, run_tool
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -25,6 +24,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ScramMechanism as KpScramMechanism
 from kafka.admin import UserScramCredentialUpsertion as KpUpsertion
 from kafka.errors import KafkaError as KpKafkaError
+from kafka_java import CONFIG_COMMAND, run_tool
 from rawwire import RawClient, closed_within
 from scramkit import ScramClient, upsertion
 

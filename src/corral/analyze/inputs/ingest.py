@@ -1,16 +1,17 @@
 """`corral analyze --bootstrap`: the three inputs (corral.analyze.inputs) read from a live
 cluster, corral or Apache Kafka, with corral's own client (corral.ops.admin, the Fetch of
-corral.analyze.inputs.fetching), landed as Parquet under `<directory>/commits`, `/samples`, `/events`
-for `inputs.read_landed`.
+corral.analyze.inputs.fetching), landed as Parquet under `<directory>/commits`, `/samples`,
+`/events` for `inputs.read_landed`.
 
 - live samples first: for `sample_for_s` seconds, every `sample_interval_s`, ListOffsets LATEST
   and EARLIEST of every partition of every non-internal topic (one request per leader); their
   `seq` counts up from LIVE_SAMPLE_SEQ (after any log offset). On Kafka, they are what lag in
   seconds needs.
 - then commits: `__consumer_offsets`, every partition from its log start up to the last stable
-  offset seen when sampling is done (the history as of then, commits made while sampling included; read_committed: offsets committed in aborted
-  transactions are left out, as Kafka leaves them out); every OffsetCommitValue is a row (`seq` = its
-  offset), tombstones and other record types are not commits.
+  offset seen when sampling is done (the history as of then, commits made while sampling
+  included; read_committed: offsets committed in aborted transactions are left out, as Kafka
+  leaves them out); every OffsetCommitValue is a row (`seq` = its offset), tombstones and other
+  record types are not commits.
 - samples and events: `__corral_analytics` when the cluster has it (corral), turned into rows by
   corral.analyze.inputs.analytics_records; else events derived from the GroupMetadata records
   (corral.analyze.inputs.classic_events) and samples from live sampling only.

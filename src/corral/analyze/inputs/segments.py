@@ -63,7 +63,8 @@ def partition_dirs(data_dir: str, topic: str) -> list[Path]:
 
 
 def segment_files(directory: Path) -> list[Path]:
-    """The `.log` files of a partition directory, by base offset (named as the broker names them)."""
+    """The `.log` files of a partition directory, by base offset (named as the broker names
+    them)."""
     bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
     return [directory / f"{base:020d}.log" for base in bases]
 

@@ -59,7 +59,8 @@ class ClassicGroups:
     def _validate_generation(
         self, group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int
     ) -> ErrorCode:
-        """SyncGroup's and Heartbeat's first checks: a live group, a known member, its generation."""
+        """SyncGroup's and Heartbeat's first checks: a live group, a known member, its
+        generation."""
         if group.state is ClassicState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         error = group.validate_member(member_id, instance_id)
@@ -261,7 +262,8 @@ class ClassicGroups:
                     group, f"static member {req.group_instance_id} changed the selected protocol"
                 )
         elif state is ClassicState.COMPLETING_REBALANCE:
-            # The leader may have assigned under the old id: rebalance so the new id gets partitions.
+            # The leader may have assigned under the old id: rebalance so the new id gets
+            # partitions.
             self.rebalance.prepare_rebalance(
                 group, f"static member {req.group_instance_id} rejoined"
             )

@@ -114,7 +114,8 @@ class ClassicRebalance:
         self.timers.unregister(group.sync_key)
 
     def drop_member(self, group: ClassicGroup, member_id: str) -> None:
-        """Removes a member or pending member and its timer; a parked SyncGroup learns it is gone."""
+        """Removes a member or pending member and its timer; a parked SyncGroup learns it is
+        gone."""
         pending_key = group.pending_members.get(member_id)
         if pending_key is not None:
             self.timers.unregister(pending_key)

@@ -7,9 +7,9 @@ member and comparing every member's target.
 The result is what the uniform assignor promises for a homogeneous group: every partition of the
 subscribed topics in exactly one target, target sizes differing by at most one, and each member
 keeping as much of its target as that balance allows (fewer partition moves than a full
-computation from the same previous target: tests/unit/groups/consumer/test_incremental.py checks both). It is
-not bit-equal to the assignor's choice of which members keep the extra partitions, so small
-groups (whose full computation is cheap) keep the assignor's exact answer.
+computation from the same previous target: tests/unit/groups/consumer/test_incremental.py checks
+both). It is not bit-equal to the assignor's choice of which members keep the extra partitions,
+so small groups (whose full computation is cheap) keep the assignor's exact answer.
 
 `TargetIndex` is the index: each member's target size, the members by size, the members without a
 target yet, and per topic which partitions are in no target (released by a member that left or

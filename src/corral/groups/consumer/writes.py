@@ -84,8 +84,8 @@ class ConsumerWrites:
         encoded); resolves with the write's error once durable. Records ending with a classic
         group record downgrade the group, with a rebalance unless `downgrade_rebalance` is
         False. The moves the network thread made before are applied first
-        (rust/groups/consumer_epoch_moves.rs); while a write changes what a move is decided on (a new
-        target, the whole group rewritten, a conversion) the network thread moves none of the
+        (rust/groups/consumer_epoch_moves.rs); while a write changes what a move is decided on (a
+        new target, the whole group rewritten, a conversion) the network thread moves none of the
         group's members, so that none is moved to a target before the target is in the log.
         Other writes (a member's own records) need no such pause: the view's lock orders a
         move of a member before or after the replay (and so the append) of its records."""

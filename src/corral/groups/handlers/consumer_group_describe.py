@@ -1,5 +1,6 @@
-"""The ConsumerGroupDescribe API on the wire. KIP-848 groups as Kafka describes them (reference/kip848.md
-§6): members, their assignments and targets, topics the principal may not describe hidden."""
+"""The ConsumerGroupDescribe API on the wire. KIP-848 groups as Kafka describes them
+(reference/kip848.md §6): members, their assignments and targets, topics the principal may not
+describe hidden."""
 
 from __future__ import annotations
 

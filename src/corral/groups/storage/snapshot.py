@@ -4,9 +4,9 @@ A snapshot is a coordinator shard's state written as `__consumer_offsets` record
 the log holds: every committed offset and every group's metadata record) plus, for its partition
 of the log, the offset from which replay continues. Each shard has its own file,
 `__consumer_offsets-<partition>.snapshot`; `FILE_NAME` is the single snapshot of every partition
-that data dirs written before shards hold (read once, then replaced). Loading = the snapshot's records, then the log from
-those offsets on, in order; a key rewritten after the snapshot point simply ends with its latest
-record, so replaying a little more than needed is harmless.
+that data dirs written before shards hold (read once, then replaced). Loading = the snapshot's
+records, then the log from those offsets on, in order; a key rewritten after the snapshot point
+simply ends with its latest record, so replaying a little more than needed is harmless.
 
 File layout: MAGIC, u32 header length, JSON header {"positions": {partition: offset}}, then
 records as [i32 key length][key][i32 value length][value]. It is written to a temporary file,

@@ -1,0 +1,104 @@
+"""The Java side of the client tests: the Apache Kafka reference broker (benches/kafka_ref.py) for
+a test's duration, the Java member (tests/clients/java/ConsumerGroupMember.java) compiled
+against its kafka-clients, and Kafka's own command-line tools run in one JVM
+(tests/clients/java/ToolRunner.java): kafka-consumer-groups, kafka-configs, kafka-acls...
+
+`compile_programs` fetches the jars (the reference broker's and kafka-tools) and compiles the
+Java programs into the jar cache: `python tests/kits/cgkit.py compile` runs it, as CI setup does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
+from checkout import JAVA
+from kafka_ref import DEFAULT_VERSION, compile_java
+from kafka_ref import fetch as kafka_jars
+
+JAVA_MEMBER = JAVA / "ConsumerGroupMember.java"
+TOOL_RUNNER = JAVA / "ToolRunner.java"
+# kafka-tools (kafka-consumer-groups is its ConsumerGroupCommand): 4.4.0 is not on Maven Central,
+# 4.3.1 is the newest that is.
+TOOLS_VERSION = "4.3.1"
+
+# The JVM of a Java member: small, quick to start (these are short-lived test clients).
+JVM_FLAGS = [
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-Xss512k",
+    "-Xmx192m",
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+]
+
+
+@contextlib.contextmanager
+def kafka_reference(settings: dict) -> Iterator[str]:
+    """An Apache Kafka 4.4 broker (benches/kafka_ref.py) with `settings`: its bootstrap."""
+    from kafka_ref import KafkaBroker
+
+    broker = KafkaBroker(settings=settings)
+    broker.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+def java_member_classes(version: str = DEFAULT_VERSION) -> Path:
+    """ConsumerGroupMember compiled against the reference broker's kafka-clients."""
+    return compile_java(JAVA_MEMBER, version)
+
+
+# kafka-configs: kafka.admin.ConfigCommand in the core jar up to 4.3 (4.4 moved it into
+# kafka-tools, which Maven Central does not have for 4.4).
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+
+
+def run_tool(
+    main_class: str, commands: list[str], timeout: float = 120
+) -> dict[str, tuple[int, str]]:
+    """Runs a Kafka tool from kafka-tools (or, for kafka-configs, the 4.3 core jar) once per
+    command line in one JVM (tests/clients/java/ToolRunner.java): {command: (exit code, output)}."""
+    lib = kafka_jars(TOOLS_VERSION, "kafka_2.13" if main_class == CONFIG_COMMAND else "kafka-tools")
+    classes = compile_java(
+        TOOL_RUNNER
+    )  # against kafka-clients 4.4.0: the Exit it uses is 4.3.1's too
+    run = subprocess.run(
+        ["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{lib}/*", "ToolRunner", main_class],
+        input="".join(c + "\n" for c in commands),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    out: dict[str, tuple[int, str]] = {}
+    command, lines = None, []
+    for line in run.stdout.splitlines():
+        if line.startswith("### exit "):
+            out[command] = (int(line[len("### exit ") :]), "\n".join(lines))
+            command, lines = None, []
+        elif line.startswith("### "):
+            command = line[4:]
+        elif command is not None:
+            lines.append(line)
+    missing = [c for c in commands if c not in out]
+    assert not missing, (
+        f"{main_class} did not run {missing}: {run.stdout[-2000:]}{run.stderr[-2000:]}"
+    )
+    return out
+
+
+def compile_programs() -> list[Path]:
+    """Fetches the jars and compiles the Java programs (each once into the jar cache): the Java
+    member's classes, kafka-tools' jars, the 4.3 core jar (kafka-configs), ToolRunner's classes."""
+    return [
+        java_member_classes(),
+        kafka_jars(TOOLS_VERSION, "kafka-tools"),
+        kafka_jars(TOOLS_VERSION),
+        compile_java(TOOL_RUNNER),
+    ]
