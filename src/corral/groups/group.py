@@ -2,13 +2,16 @@
 
 Offsets, admin and expiry talk to a group only through this protocol; they never ask which type
 it is. Classic groups implement it in classic/state.py, KIP-848 consumer groups in
-consumer/state.py; `GroupType` is what a shard asks of the object running a type's groups.
+consumer/state.py; `GroupType` is what a shard asks of the object running a type's groups,
+`Replayer` what replays records into its memory, and a `Registration` of both is how a group type
+joins a shard (shard.py: one registration per type).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from corral.errors import ErrorCode
 from corral.groups.messages import DescribeGroupsResponseDescribedGroup
@@ -119,6 +122,26 @@ class GroupType(Protocol[G]):
         """The group leaves memory (deleted, replaced by another type's, unloaded): its deadlines
         and the network thread's view of it go."""
         ...
+
+
+class Replayer(Protocol):
+    """What applies some record types to a shard's memory, live (once durable) and at load
+    (`loading`): offsets.py for the offsets' records, each group type for its own."""
+
+    @property
+    def record_types(self) -> tuple[type[Any], ...]: ...
+
+    def replay(self, record: Any, loading: bool) -> None: ...
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A group type as a shard knows it: the class of its groups, what runs them, what replays
+    its records. A new group type is a folder and one of these in `CoordinatorShard`."""
+
+    group_class: type[Any]
+    runs: GroupType[Any]
+    replays: Replayer
 
 
 if TYPE_CHECKING:

@@ -30,6 +30,8 @@ TopicCommits = list[tuple[str, list[PartitionCommit]]]
 
 
 class Offsets:
+    record_types = (OffsetCommits, OffsetTombstones)
+
     def __init__(
         self,
         settings: Settings,
@@ -38,6 +40,7 @@ class Offsets:
         remove_group: Callable[[Group, list[tuple[str, int]]], Later],
         metrics: GroupMetrics,
         offset_map: _core.OffsetMap | None = None,
+        new_group: Callable[[str], object] = lambda group_id: None,
     ):
         # The process's offset map, shared by its shards and the network thread's commit path.
         self.map = offset_map if offset_map is not None else _core.OffsetMap()
@@ -46,6 +49,8 @@ class Offsets:
         self.log = log_
         # The coordinator's deletion of a group with the given offset tombstones (expiry).
         self._remove_group = remove_group
+        # Commits replayed for a group nobody has made yet make it (Kafka's "simple" group).
+        self._new_group = new_group
         self.metadata_max_bytes = settings["offset.metadata.max.bytes"]
         self.retention_ms = settings["offsets.retention.minutes"] * 60_000
 
@@ -164,6 +169,14 @@ class Offsets:
         return first_error(writes)
 
     # -- replay ----------------------------------------------------------------------------------
+
+    def replay(self, record: OffsetCommits | OffsetTombstones, loading: bool) -> None:
+        if isinstance(record, OffsetCommits):
+            if record.group_id not in self.groups:
+                self._new_group(record.group_id)
+            self.replay_commits(record)
+        else:
+            self.replay_tombstones(record)
 
     def replay_commits(self, record: OffsetCommits) -> None:
         for topic, partitions in record.topics:

@@ -9,10 +9,12 @@ with what it uses (the shard's groups, the writer, timers, settings, topic image
 - `classic_members` (consumer/classic_members.py): classic requests to consumer groups;
 - `offsets` (offsets.py): commit, fetch, delete and expiry over the process's offset map.
 
-`types` registers each group type (group.py's GroupType) by the class of its groups: what runs
-a group when the shard loads or unloads and when the group leaves memory.
+`registrations` holds each group type (group.py's Registration): the class of its groups, what
+runs them when the shard loads or unloads and when a group leaves memory (`types`), and what
+replays its records (classic/replay.py, consumer/replay.py).
 
-`replay` applies one durable record to memory, live (once its write is durable) and at load; a
+`replay` applies one durable record to memory, live (once its write is durable) and at load,
+through the one replayer of its record type (`replayers`: offsets.py's, or a group type's); a
 shard loads from its snapshot and the tail of its partition after it (`load`), and `unload`
 forgets everything it holds so that another load (here or, later, elsewhere) takes over. The
 runtime (coordinator.py) routes requests to shards and runs the services they share.
@@ -31,26 +33,22 @@ from corral.errors import ErrorCode
 from corral.groups.classic import ClassicGroup
 from corral.groups.classic.protocol import ClassicGroups
 from corral.groups.classic.rebalance import ClassicRebalance
+from corral.groups.classic.replay import ClassicReplay
 from corral.groups.consumer import ConsumerGroup
 from corral.groups.consumer.classic_members import ClassicMembers
 from corral.groups.consumer.protocol import ConsumerGroups
-from corral.groups.consumer.reconcile import MemberState
+from corral.groups.consumer.replay import ConsumerReplay
 from corral.groups.consumer.target_computation import TargetComputation
 from corral.groups.consumer.writes import ConsumerWrites
-from corral.groups.group import Group, GroupType
+from corral.groups.group import Group, GroupType, Registration
 from corral.groups.messages import DescribeGroupsResponseDescribedGroup, ListedGroup
 from corral.groups.offsets import Offsets
-from corral.groups.storage import consumer_records as cr
 from corral.groups.storage import records
 from corral.groups.storage.records import (
-    GroupMetadata,
-    GroupTombstone,
-    OffsetCommits,
     OffsetTombstones,
     Record,
 )
 from corral.later import Later
-from corral.observability.log_lines import fields
 
 if TYPE_CHECKING:
     from corral.assignors import AssignorRegistry
@@ -64,16 +62,6 @@ if TYPE_CHECKING:
     from corral.groups.timers import Timers
 
 log = logging.getLogger("corral.groups")
-
-_CONSUMER_RECORDS = (
-    cr.GroupEpoch,
-    cr.MemberMetadata,
-    cr.TargetEpoch,
-    cr.TargetMember,
-    cr.CurrentAssignment,
-    cr.RegexTopics,
-    cr.ConsumerTombstone,
-)
 
 
 class ShardState(enum.Enum):
@@ -118,7 +106,13 @@ class CoordinatorShard:
         self.metrics = s.metrics
         self.consumer_heartbeat_view = s.consumer_heartbeat_view
         self.offsets = Offsets(
-            s.settings, self.groups, s.writer, self._remove_group, s.metrics, s.offset_map
+            s.settings,
+            self.groups,
+            s.writer,
+            self._remove_group,
+            s.metrics,
+            s.offset_map,
+            new_group=lambda group_id: self.rebalance.new_group(group_id),
         )
         self.rebalance = ClassicRebalance(
             self.groups, s.writer, s.timers, s.limits, s.events, s.metrics
@@ -157,11 +151,39 @@ class CoordinatorShard:
         self.classic = ClassicGroups(
             self.rebalance, self.classic_members, self.groups, s.timers, s.limits, s.events
         )
-        # The group types, by the class of their groups: what runs a group when its shard loads
-        # or unloads, and when it leaves memory. A new group type registers here.
+        # The group types: the class of their groups, what runs them (when the shard loads or
+        # unloads, when a group leaves memory) and what replays their records. A new group type
+        # registers here.
+        self.registrations = [
+            Registration(
+                ClassicGroup,
+                runs=self.rebalance,
+                replays=ClassicReplay(self.groups, self.rebalance, s.offset_map, self._forget),
+            ),
+            Registration(
+                ConsumerGroup,
+                runs=self.consumer,
+                replays=ConsumerReplay(
+                    self.groups,
+                    self.consumer,
+                    self.rebalance,
+                    s.offset_map,
+                    s.consumer_heartbeat_view,
+                    self._assignment_interval_ms,
+                    s.metrics,
+                    s.events,
+                    self._forget,
+                ),
+            ),
+        ]
         self.types: dict[type[Group], GroupType[Any]] = {
-            ClassicGroup: self.rebalance,
-            ConsumerGroup: self.consumer,
+            r.group_class: r.runs for r in self.registrations
+        }
+        # Each record type's one replayer: the offsets' and the group types'.
+        self.replayers: dict[type[Record], Callable[[Any, bool], None]] = {
+            record_type: replayer.replay
+            for replayer in (self.offsets, *(r.replays for r in self.registrations))
+            for record_type in replayer.record_types
         }
 
     def availability(self) -> ErrorCode:
@@ -179,79 +201,9 @@ class CoordinatorShard:
     # =============================================================================== replay ===
 
     def replay(self, record: Record) -> None:
-        """Applies one durable record to memory: live once its write is fsynced, and at load."""
-        if isinstance(record, OffsetCommits):
-            if record.group_id not in self.groups:
-                self.rebalance.new_group(record.group_id)  # a "simple" group
-            self.offsets.replay_commits(record)
-        elif isinstance(record, OffsetTombstones):
-            self.offsets.replay_tombstones(record)
-        elif isinstance(record, GroupMetadata):
-            group = self.groups.get(record.group_id)
-            if isinstance(group, ClassicGroup) and not self._loading:
-                # The live classic group already is what its record says (the classic machine
-                # wrote it); the record becomes what a snapshot or a restart would load.
-                group.stored = record.value
-            elif isinstance(group, ConsumerGroup) and not self._loading:
-                # A classic write that became durable after the group was upgraded (consumer
-                # records apply at once): the upgrade's records follow it in the log.
-                return
-            else:
-                if group is not None:
-                    self._forget(group)
-                group = self.rebalance.from_record(record.group_id, record.value)
-                if not self._loading:
-                    for member in group.members.values():
-                        self.rebalance.schedule_heartbeat(member)
-        elif isinstance(record, GroupTombstone):
-            group = self.groups.get(record.group_id)
-            if isinstance(group, ConsumerGroup):
-                return  # the classic key of a group that became a consumer group
-            if group is not None:
-                del self.groups[record.group_id]
-                self._forget(group)
-            # Whatever offsets a pending commit left behind go with the group.
-            self.offsets.map.delete_group(record.group_id)
-        elif isinstance(record, _CONSUMER_RECORDS):
-            self._replay_consumer(record)
-
-    def _replay_consumer(self, record: cr.ConsumerRecord) -> None:
-        group_id = record.group_id
-        group = self.groups.get(group_id)
-        tombstone = record if isinstance(record, cr.ConsumerTombstone) else None
-        if tombstone is not None and tombstone.kind == cr.GROUP_EPOCH:
-            if isinstance(group, ConsumerGroup):
-                del self.groups[group_id]
-                self._forget(group)
-                if self._loading and self.offsets.map.count(group_id):
-                    # It became a classic group that wrote no record yet: its offsets stay
-                    # with an empty classic group, as a live conversion leaves them.
-                    self.rebalance.new_group(group_id)
-            return
-        if not isinstance(group, ConsumerGroup):
-            if tombstone is not None:
-                return
-            if group is not None:
-                self._forget(group)  # an empty classic group converted
-            group = self.groups[group_id] = ConsumerGroup(
-                group_id, self.consumer_heartbeat_view, self._assignment_interval_ms
-            )
-        leaving = (
-            group.members.get(tombstone.name or "")
-            if tombstone is not None and tombstone.kind == cr.MEMBER_METADATA
-            else None
-        )
-        if not self._loading:
-            if isinstance(record, cr.GroupEpoch) and record.epoch > group.group_epoch:
-                self.metrics.consumer_rebalances += 1
-            if log.isEnabledFor(logging.DEBUG):
-                _debug_consumer(record, getattr(record, "member_id", None) in group.members)
-            self.events.consumer_record(group, record, leaving)
-        group.replay(record)
-        if leaving is not None:
-            # After the replay: the network thread no longer finds the member, so it cannot
-            # schedule the session timer again once it is cancelled.
-            self.consumer.cancel_member_timers(leaving)
+        """Applies one durable record to memory: live once its write is fsynced, and at load.
+        Each record type has one replayer (`replayers`)."""
+        self.replayers[type(record)](record, self._loading)
 
     def _forget(self, group: Group) -> None:
         self.types[type(group)].forget(group)
@@ -386,23 +338,3 @@ class CoordinatorShard:
             return error
 
         return written.map(done)
-
-
-def _debug_consumer(record: cr.ConsumerRecord, known_member: bool) -> None:
-    """DEBUG: what a live consumer group record changes (`known_member`: its member was in the
-    group already)."""
-    member, epoch = getattr(record, "member_id", None), getattr(record, "epoch", None)
-    if isinstance(record, cr.GroupEpoch):
-        what = f"group epoch {epoch} (rebalance)"
-    elif isinstance(record, cr.TargetEpoch):
-        what = f"target assignment for epoch {epoch} computed"
-    elif isinstance(record, cr.CurrentAssignment):
-        what = f"member {member} at epoch {epoch} ({MemberState.of(record.state).name.lower()})"
-    elif isinstance(record, cr.MemberMetadata):
-        what = f"member {member} {'updated' if known_member else 'joined'}"
-    elif isinstance(record, cr.ConsumerTombstone) and record.kind == cr.MEMBER_METADATA:
-        member = record.name
-        what = f"member {member} removed"
-    else:
-        return
-    log.debug("group %s: %s", record.group_id, what, extra=fields(record.group_id, member, epoch))
