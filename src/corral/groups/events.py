@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from corral.groups.consumer.member_state import ConsumerMember
     from corral.groups.consumer.reconcile import Partitions
     from corral.groups.consumer.state import ConsumerGroup
-    from corral.groups.consumer.target import TopicImage
+    from corral.groups.consumer.targets.inputs import TopicImage
 
 log = logging.getLogger("corral.groups")
 

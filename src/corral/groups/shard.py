@@ -5,7 +5,7 @@ with what it uses (the shard's groups, the writer, timers, settings, topic image
 - `classic` (classic/protocol.py): classic requests to classic groups, their machine over time in
   `rebalance` (classic/rebalance.py);
 - `consumer` (consumer/protocol.py): ConsumerGroupHeartbeat; its targets in `targets`
-  (consumer/target_computation.py), its write path in `writes` (consumer/writes.py);
+  (consumer/targets/computation.py), its write path in `writes` (consumer/writes.py);
 - `classic_members` (consumer/classic_members.py): classic requests to consumer groups;
 - `offsets` (offsets.py): commit, fetch, delete and expiry over the process's offset map.
 
@@ -38,7 +38,7 @@ from corral.groups.consumer import ConsumerGroup
 from corral.groups.consumer.classic_members import ClassicMembers
 from corral.groups.consumer.protocol import ConsumerGroups
 from corral.groups.consumer.replay import ConsumerReplay
-from corral.groups.consumer.target_computation import TargetComputation
+from corral.groups.consumer.targets.computation import TargetComputation
 from corral.groups.consumer.writes import ConsumerWrites
 from corral.groups.group import Group, GroupType, Registration
 from corral.groups.messages import DescribeGroupsResponseDescribedGroup, ListedGroup
@@ -53,7 +53,7 @@ from corral.later import Later
 if TYPE_CHECKING:
     from corral.assignors import AssignorRegistry
     from corral.groups.consumer.migration import MigrationPolicy
-    from corral.groups.consumer.target import TopicImage
+    from corral.groups.consumer.targets.inputs import TopicImage
     from corral.groups.events import AnalyticsEvents
     from corral.groups.group import Groups
     from corral.groups.limits import GroupLimits

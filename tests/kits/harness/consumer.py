@@ -16,7 +16,7 @@ from corral.clock import wall_ms
 from corral.config.settings import Settings
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup, HeartbeatRequest, MemberState
-from corral.groups.consumer.target import metadata_hash
+from corral.groups.consumer.targets.inputs import metadata_hash
 from corral.groups.coordinator import GroupCoordinator
 from corral.groups.storage import consumer_records as cr
 from corral.later import Later

@@ -47,8 +47,8 @@ from corral.uuids import random_uuid_text
 if TYPE_CHECKING:
     from corral.groups.classic.rebalance import ClassicRebalance
     from corral.groups.consumer.protocol import ConsumerGroups
-    from corral.groups.consumer.target import TopicImage
-    from corral.groups.consumer.target_computation import TargetComputation
+    from corral.groups.consumer.targets.computation import TargetComputation
+    from corral.groups.consumer.targets.inputs import TopicImage
     from corral.groups.consumer.writes import ConsumerWrites
     from corral.groups.events import AnalyticsEvents
     from corral.groups.group import Groups

@@ -12,7 +12,7 @@ from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import names_after, regexes_after, removal_records
 from corral.groups.consumer.migration import MigrationPolicy, downgrade_record, may_downgrade
 from corral.groups.consumer.state import ConsumerGroup
-from corral.groups.consumer.target import TopicImage, metadata_hash
+from corral.groups.consumer.targets.inputs import TopicImage, metadata_hash
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage.records import Record
 

@@ -19,7 +19,7 @@ from corral.groups.storage import consumer_records as cr
 from corral.groups.storage.records import Record
 
 if TYPE_CHECKING:
-    from corral.groups.consumer.target import TopicImage
+    from corral.groups.consumer.targets.inputs import TopicImage
 
 
 # What a heartbeat's requester may DESCRIBE, of the topic names given (HeartbeatRequest).

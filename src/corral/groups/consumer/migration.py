@@ -25,7 +25,7 @@ from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import GroupError
 from corral.groups.consumer.reconcile import MemberState, Partitions
 from corral.groups.consumer.state import ConsumerGroup
-from corral.groups.consumer.target import TopicImage, metadata_hash
+from corral.groups.consumer.targets.inputs import TopicImage, metadata_hash
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage import records as classic_records
 from corral.groups.storage.records import Record

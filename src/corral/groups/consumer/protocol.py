@@ -1,7 +1,7 @@
 """The KIP-848 consumer group protocol as the coordinator runs it (reference/kip848.md §1-4):
 ConsumerGroupHeartbeat (join, update, reconcile, leave), group epoch bumps, session and
 rebalance timeouts, static members and regex subscriptions; when targets are computed is
-target_computation.py's.
+targets/computation.py's.
 
 Every change follows one discipline: a request decides from the group as it is and returns
 records plus an answer; `writes` (writes.py) applies the records at once through the coordinator's
@@ -52,8 +52,8 @@ from corral.groups.consumer.reconcile import (
     reconcile,
 )
 from corral.groups.consumer.state import ConsumerGroup
-from corral.groups.consumer.target import TopicImage, member_topic_ids, metadata_hash
-from corral.groups.consumer.target_computation import TargetComputation
+from corral.groups.consumer.targets.computation import TargetComputation
+from corral.groups.consumer.targets.inputs import TopicImage, member_topic_ids, metadata_hash
 from corral.groups.result import NO_RECORDS, Records, Result
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage.records import GroupTombstone, Record

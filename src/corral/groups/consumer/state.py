@@ -27,9 +27,9 @@ from corral.groups.consumer.assignment_records import (
     epochs_of_record,
     group_records,
 )
-from corral.groups.consumer.incremental import TargetIndex
 from corral.groups.consumer.member_state import ConsumerMember, preferred_of
 from corral.groups.consumer.reconcile import MemberState, Partitions, Reconciled
+from corral.groups.consumer.targets.incremental import TargetIndex
 from corral.groups.consumer.view_mirror import mirror_epoch, mirror_group, mirror_metadata
 from corral.groups.messages import DescribeGroupsResponseDescribedGroup
 from corral.groups.storage import consumer_records as cr

@@ -23,7 +23,7 @@ def mirror_group(group: ConsumerGroup) -> None:
     subscribed topic changed so the next heartbeat may bump the epoch, or the group is being
     deleted; not while a target is computed in a worker thread: meanwhile members reconcile
     toward the current target, as the network thread answers them) and whether commits must
-    (being deleted); when the next target may be computed (target_computation.py's
+    (being deleted); when the next target may be computed (targets/computation.py's
     `_may_compute`); the lowest target epoch members may be moved to."""
     view = group.view
     if view is None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
     from corral.groups.consumer.reconcile import Partitions
-    from corral.groups.consumer.target import TopicImage
+    from corral.groups.consumer.targets.inputs import TopicImage
     from corral.groups.messages import (
         ConsumerGroupDescribeRequest,
         ConsumerGroupDescribeResponse,

@@ -18,7 +18,7 @@ from harness import (
 
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
-from corral.groups.consumer.target import metadata_hash
+from corral.groups.consumer.targets.inputs import metadata_hash
 from corral.groups.handlers.consumer_group_heartbeat import _invalid
 from corral.groups.storage import consumer_records as cr
 

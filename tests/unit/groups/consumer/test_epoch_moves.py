@@ -23,8 +23,9 @@ from shortpath import CLIENT
 
 from corral import _core
 from corral.errors import ErrorCode
-from corral.groups.consumer import MemberState, incremental
+from corral.groups.consumer import MemberState
 from corral.groups.consumer.answer import adaptive_interval_ms
+from corral.groups.consumer.targets import incremental
 
 
 def judge(coordinator, d: ConsumerDriver, name: str):

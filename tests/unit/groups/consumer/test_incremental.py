@@ -1,4 +1,4 @@
-"""Targets that cost what changed (issue 29 item 2; groups/consumer/incremental.py).
+"""Targets that cost what changed (issue 29 item 2; groups/consumer/targets/incremental.py).
 
 Two halves:
 - the rule, in process and property-based: random joins and leaves on a homogeneous group's
@@ -30,7 +30,7 @@ from harness import (
 )
 
 from corral.assignors import GroupSpec, MemberSpec, SubscriptionType, UniformAssignor
-from corral.groups.consumer.incremental import TargetIndex, rebalance
+from corral.groups.consumer.targets.incremental import TargetIndex, rebalance
 
 SIZES = (1_000, 10_000, 50_000)
 MAX_OPCODE_RATIO = 1.25

@@ -46,7 +46,7 @@ from corral.clock import wall_ms
 from corral.errors import ErrorCode
 from corral.groups.consumer import ConsumerGroup
 from corral.groups.consumer.members import resolve_regex
-from corral.groups.consumer.target import metadata_hash
+from corral.groups.consumer.targets.inputs import metadata_hash
 from corral.groups.storage import consumer_records as cr
 
 SIZES = (1_000, 10_000, 50_000)

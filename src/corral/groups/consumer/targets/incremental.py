@@ -32,7 +32,7 @@ from corral.groups.storage.records import Record
 if TYPE_CHECKING:
     from corral.groups.consumer.member_state import ConsumerMember
     from corral.groups.consumer.state import ConsumerGroup
-    from corral.groups.consumer.target import TopicImage
+    from corral.groups.consumer.targets.inputs import TopicImage
 
 Target = Mapping[bytes, frozenset[int]]
 # Members plus subscribed partitions above which a join or leave moves partitions incrementally

@@ -15,7 +15,6 @@ import trio
 from corral.assignors.builtin import UniformAssignor
 from corral.clock import wall_ms
 from corral.groups.consumer.assignment_records import EMPTY_ASSIGNMENT, as_sets
-from corral.groups.consumer.incremental import incremental_records
 from corral.groups.consumer.member_state import ConsumerMember
 from corral.groups.consumer.members import (
     others_than,
@@ -25,7 +24,8 @@ from corral.groups.consumer.members import (
 )
 from corral.groups.consumer.reconcile import Partitions
 from corral.groups.consumer.state import ConsumerGroup
-from corral.groups.consumer.target import TargetInputs, TopicImage, encoded_result
+from corral.groups.consumer.targets.incremental import incremental_records
+from corral.groups.consumer.targets.inputs import TargetInputs, TopicImage, encoded_result
 from corral.groups.consumer.view_mirror import mirror_group
 from corral.groups.result import NO_RECORDS, Records
 from corral.groups.storage import consumer_records as cr
