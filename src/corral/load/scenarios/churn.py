@@ -4,7 +4,9 @@ Reported: rebalances completed, share of the time the group spent rebalancing (n
 holding an assignment), members that left and rejoined, errors by code.
 
 KIP-848 members leave with epoch -1 and rejoin at epoch 0 under the same member id, as a Java
-consumer does after unsubscribe() and subscribe(). A rebalance completed is an epoch at which every
+consumer does after unsubscribe() and subscribe(). With --faults-url (a corral), the picked
+members do not leave: the coordinator fences them (a classic member's session expires) through
+the faults API, and they rejoin when their next heartbeat is refused, as after a long pause. A rebalance completed is an epoch at which every
 member in the group met with every partition owned once; the group rebalances while not.
 """
 
@@ -15,7 +17,7 @@ import random
 import trio
 
 from corral.load.checks import ConsumerLedger
-from corral.load.scenarios.common import stay_in_group
+from corral.load.scenarios.common import add_faults_url, fence_through_api, stay_in_group
 from corral.network.apis import ApiKey
 
 NAME = "churn"
@@ -37,6 +39,7 @@ def add_arguments(parser) -> None:
         default=1.0,
         help="seconds a member stays away before joining again",
     )
+    add_faults_url(parser)
 
 
 def topic_partitions(params) -> int:
@@ -44,8 +47,18 @@ def topic_partitions(params) -> int:
 
 
 async def _cycle(ctx, member) -> None:
-    """Stay in the group until picked to leave; leave, stay away a while, come back."""
+    """Stay in the group until picked to leave; leave, stay away a while, come back. With
+    --faults-url: stay in the group, and when picked, be fenced (and rejoin when told)."""
     leave_requests = ctx.scratch.setdefault("leave_requests", {})
+    url = ctx.params["faults_url"]
+    if url:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stay_in_group, ctx, member)
+            while True:
+                leave_requests[member] = picked = trio.Event()
+                await picked.wait()
+                await fence_through_api(url, ctx.params["group"], member.member_id)
+                ctx.recorder.counts["fenced_and_rejoined"] += 1
     while True:
         leave_requests[member] = picked = trio.Event()
         async with trio.open_nursery() as nursery:
@@ -110,4 +123,5 @@ def summary(run) -> dict:
         if ticks
         else None,
         "left_and_rejoined": run.recorder.counts.get("left_and_rejoined", 0),
+        "fenced_and_rejoined": run.recorder.counts.get("fenced_and_rejoined", 0),
     }

@@ -1,8 +1,9 @@
-"""Member loops and the rate ramp that several scenarios share."""
+"""Member loops, the rate ramp and the faults API calls that several scenarios share."""
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from typing import Any
 
@@ -305,3 +306,51 @@ async def paced(ctx, rate_of_phase, action) -> None:
             continue
         await action()
         next_at = max(next_at + 1 / max(1e-9, rate_of_phase()), time.monotonic())
+
+
+def add_faults_url(parser) -> None:
+    parser.add_argument(
+        "--faults-url",
+        default=None,
+        metavar="URL",
+        help="a corral's faults API (docs/faults.md): failover moves the coordinator and churn "
+        "fences members through it, instead of a restart command and leaving",
+    )
+
+
+class CoordinatorMove:
+    """Unloads the group's coordinator shard through the faults API for `ms` (corral answers
+    NOT_COORDINATOR meanwhile, then loads it back from its log): a restart of the coordinator
+    without restarting the broker. Polled as a restart command's process is: None until the
+    shard is back, then 0 (1 if the API refused)."""
+
+    def __init__(self, url: str, group: str, ms: int):
+        from corral.faults.client import FaultsClient  # only runs that ask for it load it
+
+        self.done_at = time.monotonic() + ms / 1000
+        self.code: int | None = None
+        self.error: str | None = None
+
+        def call() -> None:
+            try:
+                FaultsClient(url).unload(group, duration_ms=ms)
+            except Exception as e:
+                self.code, self.error = 1, str(e)
+
+        threading.Thread(target=call, daemon=True).start()
+
+    def poll(self) -> int | None:
+        if self.code is not None:
+            return self.code
+        if time.monotonic() < self.done_at:
+            return None
+        self.code = 0
+        return 0
+
+
+async def fence_through_api(url: str, group: str, member_id: str) -> None:
+    """Fences one member (a consumer group's) or expires its session (a classic group's), as
+    the coordinator does when a session times out; the member finds out on its next request."""
+    from corral.faults.client import FaultsClient
+
+    await trio.to_thread.run_sync(lambda: FaultsClient(url).fence(group, member_id))

@@ -1,4 +1,6 @@
-"""failover: the broker is restarted (by a command given on the command line) in mid-run.
+"""failover: the broker is restarted (by a command given on the command line) in mid-run, or,
+against corral, its coordinator moves (--faults-url: the group's coordinator shard is unloaded
+for --move-ms through the faults API, then loaded back from its log).
 
 Members heartbeat and commit offsets (microsecond timestamps, which only grow) throughout.
 Reported: how long the restart command took, and the time from its end until every member has
@@ -21,7 +23,7 @@ import time
 import trio
 
 from corral.load.scenarios.commit import verify
-from corral.load.scenarios.common import stay_in_group
+from corral.load.scenarios.common import CoordinatorMove, add_faults_url, stay_in_group
 from corral.network.apis import ApiKey
 
 NAME = "failover"
@@ -51,6 +53,13 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(
         "--commit-interval", type=float, default=1.0, help="seconds between a member's commits"
+    )
+    add_faults_url(parser)
+    parser.add_argument(
+        "--move-ms",
+        type=int,
+        default=3000,
+        help="with --faults-url: how long the coordinator is away (ms)",
     )
 
 
@@ -84,9 +93,14 @@ def control(run):
         st["stable_at"] = time.monotonic()
         return {"stable": True}
     if "restart" not in st and time.monotonic() - st["stable_at"] >= run.params["restart_at"]:
-        if not run.params["restart_cmd"]:
-            raise ValueError("failover needs --restart-cmd")
-        st["restart"] = subprocess.Popen(run.params["restart_cmd"], shell=True)
+        if run.params["restart_cmd"]:
+            st["restart"] = subprocess.Popen(run.params["restart_cmd"], shell=True)
+        elif run.params["faults_url"]:
+            st["restart"] = CoordinatorMove(
+                run.params["faults_url"], run.params["group"], run.params["move_ms"]
+            )
+        else:
+            raise ValueError("failover needs --restart-cmd or --faults-url")
         st["restart_started"] = time.monotonic()
         return None
     if "restart" in st and "restarted_at" not in st:
