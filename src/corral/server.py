@@ -21,6 +21,9 @@ from corral.broker import Broker, BrokerFailed, StartupError
 from corral.config.settings import INT32_MAX, ConfigError, Settings, parse_listener
 from corral.faults import http as faults_http
 from corral.faults.inject import Injector
+from corral.faults.scenario import Scenario, ScenarioError
+from corral.faults.scenario import install as install_scenario
+from corral.faults.scenario import load as load_scenario
 from corral.later import Later
 from corral.network import descriptors as descriptors
 from corral.network.apis import ASYNC_HANDLERS, HANDLERS, api_table
@@ -74,8 +77,15 @@ def network_limits(settings: Settings) -> dict:
 
 
 class Server:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, faults_file: str | None = None):
         self.settings = settings
+        # A scenario file (`corral serve --faults FILE`, faults/scenario.py): checked first.
+        self.scenario: Scenario | None = None
+        if faults_file is not None:
+            try:
+                self.scenario = load_scenario(faults_file)
+            except ScenarioError as e:
+                raise StartupError(str(e)) from None
         self.broker = Broker(settings)
         self.table = api_table()
         self.max_request_bytes = settings["socket.request.max.bytes"]
@@ -134,6 +144,8 @@ class Server:
                 nursery.start_soon(self.broker.topics.run)
                 nursery.start_soon(self.broker.analytics.run)
                 nursery.start_soon(self._dispatch, reactor, nursery)
+                if self.scenario is not None:
+                    install_scenario(self.scenario, self.faults.faults)
                 self.faults.attach(
                     reactor,
                     nursery,
