@@ -117,6 +117,9 @@ class Server:
             sockets.append(opened)
         metrics_listeners = await self._http_listeners("corral.metrics.listen", "metrics")
         faults_listeners = await self._http_listeners("corral.faults.listen", "faults")
+        if self.scenario is not None:
+            # Before the listeners are logged (and any request read): in force from the start.
+            install_scenario(self.scenario, self.faults.faults)
         self.broker.bound(bound)
         groups = self.broker.groups
         short_paths = self.settings["corral.group.heartbeat.short.path.enable"]
@@ -144,8 +147,6 @@ class Server:
                 nursery.start_soon(self.broker.topics.run)
                 nursery.start_soon(self.broker.analytics.run)
                 nursery.start_soon(self._dispatch, reactor, nursery)
-                if self.scenario is not None:
-                    install_scenario(self.scenario, self.faults.faults)
                 self.faults.attach(
                     reactor,
                     nursery,

@@ -216,7 +216,7 @@ class Faults:
 
 def _summary(fault: Fault) -> str:
     described = fault.describe()
-    for name in ("id", "matched", "fired", "active"):
+    for name in ("id", "matched", "fired", "active", "fired_on", "pending"):
         described.pop(name, None)
     return " ".join(f"{k}={v}" for k, v in described.items())
 
