@@ -122,8 +122,11 @@ def test_that_fails(corral):
 """
 
 
-def run_pytest(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """pytest in a child process, as a user runs it in `directory`."""
+def run_pytest(directory: Path, name: str, text: str) -> subprocess.CompletedProcess[str]:
+    """pytest in a child process, as a user runs it in `directory`, on a test module `text`
+    written there as test_<name>."""
+    module = f"test_{name}.py"
+    (directory / module).write_text(text)
     declared = [ep for ep in entry_points(group="pytest11") if ep.value == PLUGIN]
     load = [] if declared else ["-p", PLUGIN]
     env = dict(os.environ)
@@ -131,7 +134,7 @@ def run_pytest(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
     src = str(Path(corral.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
     return subprocess.run(
-        [sys.executable, "-m", "pytest", *load, "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", *load, "-p", "no:cacheprovider", "-q", module],
         cwd=directory,
         env=env,
         capture_output=True,
@@ -163,8 +166,7 @@ def test_loading_the_plugin_imports_nothing_heavy():
 
 
 def test_the_fixtures_as_a_user_gets_them(tmp_path):
-    (tmp_path / "test_user.py").write_text(SESSION_TESTS)
-    done = run_pytest(tmp_path, "-q", "test_user.py")
+    done = run_pytest(tmp_path, "user", SESSION_TESTS)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\b5 passed\b", done.stdout), done.stdout
 
@@ -173,14 +175,12 @@ def test_the_example_of_docs_testing_md_passes(tmp_path):
     text = (ROOT / "docs" / "testing.md").read_text()
     example = re.search(r"```python\n(.*?)```", text, re.S)
     assert example and "def test_a_commit_is_retried" in example.group(1)
-    (tmp_path / "test_example.py").write_text(example.group(1))
-    done = run_pytest(tmp_path, "-q", "test_example.py")
+    done = run_pytest(tmp_path, "example", example.group(1))
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\b1 passed\b", done.stdout), done.stdout
 
 
 def test_a_failed_test_shows_the_broker_s_log(tmp_path):
-    (tmp_path / "test_failing.py").write_text(FAILING_TEST)
-    done = run_pytest(tmp_path, "-q", "test_failing.py")
+    done = run_pytest(tmp_path, "failing", FAILING_TEST)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "corral log" in done.stdout and "fault 1 added: api=Metadata" in done.stdout
