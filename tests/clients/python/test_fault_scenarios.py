@@ -1,18 +1,22 @@
 """Scenario files (`corral serve --faults FILE`, docs/faults.md) against real brokers: the same
 seeded file and the same requests give the same injected faults twice (two fresh brokers, the
-faults' listings, their `fired_on` and their log lines compared); the file alone injects, with the
-API off, and `after_ms` starts a fault later; a bad file stops `corral serve` naming the fault
-and the field."""
+faults' listings, their `fired_on` and their log lines compared; with raw requests, and with
+confluent-kafka producing, consuming and committing through the retries); the file alone
+injects, with the API off, and `after_ms` starts a fault later; a bad file stops `corral serve`
+naming the fault and the field."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
-from cgkit import wait_until
+from cgkit import FAST_GROUPS, wait_until
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from rawwire import RawClient
 from wire_data import batch, create, produce
 
@@ -170,3 +174,56 @@ def test_a_bad_file_stops_the_broker_naming_the_fault_and_field(tmp_path):
         f"corral: faults file {scenario}: [[fault]] number 2: "
         "probability: 3 is not a number in (0, 1]"
     ), done.stderr
+
+
+def run_with_confluent(corral_factory, scenario: Path, name: str) -> list[dict]:
+    """One record at a time, produced (and flushed) then consumed and committed synchronously:
+    each request a client retries after an injected error is one more match of its fault."""
+    broker = corral_factory(
+        name,
+        args=["--faults", str(scenario)],
+        **FAST_GROUPS,
+        **{"corral.faults.enable": "true", "corral.faults.listen": "127.0.0.1:0"},
+    )
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("chaos", 1, 1)])["chaos"].result(timeout=10)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retry.backoff.ms": 20})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "replayed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["chaos"])
+    try:
+        for i in range(15):
+            delivered = []
+            producer.produce("chaos", b"%d" % i, on_delivery=lambda e, m: delivered.append(e))
+            assert producer.flush(30) == 0 and delivered == [None]
+            msg = None
+            deadline = time.monotonic() + 20
+            while msg is None and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is not None:
+                    msg = None
+            assert msg is not None and msg.value() == b"%d" % i
+            [tp] = consumer.commit(message=msg, asynchronous=False)
+            assert tp.offset == i + 1
+    finally:
+        consumer.close()
+    match = FAULTS_AT.search(broker.log())
+    assert match
+    return FaultsClient(f"127.0.0.1:{match.group(2)}").list()
+
+
+def test_a_seeded_scenario_replays_with_a_real_client(corral_factory, tmp_path):
+    scenario = tmp_path / "chaos.toml"
+    scenario.write_text(
+        CHAOS.replace('api = "OffsetCommit"', 'api = "OffsetCommit"\ngroup = "replayed"')
+    )
+    first = run_with_confluent(corral_factory, scenario, "first")
+    second = run_with_confluent(corral_factory, scenario, "second")
+    assert first == second
+    assert all(0 < fault["fired"] < fault["matched"] for fault in first), first
