@@ -145,13 +145,14 @@ class CorralProcess:
 def corral_factory(tmp_path):
     """Start brokers with given settings: `corral_factory(**{"num.partitions": 8})`;
     `rlimit_nofile` sets the broker's RLIMIT_NOFILE; `command` runs another launcher
-    (tests/kits/slow_writes.py)."""
+    (tests/kits/slow_writes.py); `args` are more `corral serve` flags (`["--faults", FILE]`)."""
     started: list[CorralProcess] = []
 
     def make(
         name: str = "corral",
         rlimit_nofile: int | None = None,
         command: list[str] | None = None,
+        args: list[str] | None = None,
         **settings,
     ) -> CorralProcess:
         broker = CorralProcess(
@@ -160,6 +161,7 @@ def corral_factory(tmp_path):
             rlimit_nofile=rlimit_nofile,
             command=command,
         )
+        broker.args += args or []
         started.append(broker)
         return broker.start()
 

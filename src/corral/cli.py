@@ -40,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         help="set any setting, e.g. --set num.partitions=8 (repeatable)",
     )
     serve.add_argument(
+        "--faults",
+        metavar="FILE",
+        help="a seeded scenario of injected faults (TOML, docs/faults.md), added at start",
+    )
+    serve.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR or CRITICAL"
     )
     serve.add_argument(
@@ -162,7 +167,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     descriptors.raise_limit()
     try:
-        server = Server(settings)
+        server = Server(settings, faults_file=args.faults)
     except StartupError as e:
         print(f"corral: {e}", file=sys.stderr)
         return 1

@@ -21,6 +21,9 @@ from corral.broker import Broker, BrokerFailed, StartupError
 from corral.config.settings import INT32_MAX, ConfigError, Settings, parse_listener
 from corral.faults import http as faults_http
 from corral.faults.inject import Injector
+from corral.faults.scenario import Scenario, ScenarioError
+from corral.faults.scenario import install as install_scenario
+from corral.faults.scenario import load as load_scenario
 from corral.later import Later
 from corral.network import descriptors as descriptors
 from corral.network.apis import ASYNC_HANDLERS, HANDLERS, api_table
@@ -74,8 +77,15 @@ def network_limits(settings: Settings) -> dict:
 
 
 class Server:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, faults_file: str | None = None):
         self.settings = settings
+        # A scenario file (`corral serve --faults FILE`, faults/scenario.py): checked first.
+        self.scenario: Scenario | None = None
+        if faults_file is not None:
+            try:
+                self.scenario = load_scenario(faults_file)
+            except ScenarioError as e:
+                raise StartupError(str(e)) from None
         self.broker = Broker(settings)
         self.table = api_table()
         self.max_request_bytes = settings["socket.request.max.bytes"]
@@ -107,6 +117,9 @@ class Server:
             sockets.append(opened)
         metrics_listeners = await self._http_listeners("corral.metrics.listen", "metrics")
         faults_listeners = await self._http_listeners("corral.faults.listen", "faults")
+        if self.scenario is not None:
+            # Before the listeners are logged (and any request read): in force from the start.
+            install_scenario(self.scenario, self.faults.faults)
         self.broker.bound(bound)
         groups = self.broker.groups
         short_paths = self.settings["corral.group.heartbeat.short.path.enable"]

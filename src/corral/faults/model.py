@@ -18,8 +18,10 @@ uniformly: the request is handled that much later), `hold` (true: handled once r
 `close_after` (N: a connection's N-th matching request closes it unanswered).
 
 Limits: `count` (the next N times it fires, then it is done), `duration_ms` (done that long after
-it was added), `probability` (each match fires with it, drawn from the fault's own
-`random.Random(seed)`; the seed is drawn and reported when not given, so a run can be replayed).
+it started), `probability` (each match fires with it, drawn from the fault's own
+`random.Random(seed)`; the seed is drawn and reported when not given, so a run can be replayed),
+`after_ms` (it starts that long after it was added; until then it is listed as pending and
+matches nothing: a scenario file, faults/scenario.py, schedules its faults with it).
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ _FIELDS = {
     "duration_ms",
     "probability",
     "seed",
+    "after_ms",
 }
+# How many of the match ordinals a fault fired on it keeps (`fired_on`, for replays).
+FIRED_ON_KEPT = 100
 
 
 class FaultError(ValueError):
@@ -162,12 +167,26 @@ class Fault:
     ended: str = ""
     # close: a connection's matching requests so far, until it reaches close_after.
     per_connection: dict[int, int] = field(default_factory=dict, repr=False)
+    # Starts this long after it was added (pending until then).
+    after_ms: int | None = None
+    # The ordinals (1-based, among the requests it matched) of the first FIRED_ON_KEPT matches it
+    # fired on: with the same seed and the same requests, the same list (a replay's check).
+    fired_on: list[int] = field(default_factory=list, repr=False)
+
+    @property
+    def starts_at(self) -> float:
+        return self.added_at + (self.after_ms or 0) / 1000
 
     @property
     def expires_at(self) -> float | None:
         if self.duration_ms is None:
             return None
-        return self.added_at + self.duration_ms / 1000
+        return self.starts_at + self.duration_ms / 1000
+
+    @property
+    def pending(self) -> bool:
+        """Added with after_ms, not started yet (and not removed)."""
+        return not self.active and not self.ended
 
     def describe(self) -> dict[str, Any]:
         """The fault as the API lists it: its description plus id, state and counters."""
@@ -194,9 +213,14 @@ class Fault:
             out["count"] = self.count
         if self.duration_ms is not None:
             out["duration_ms"] = self.duration_ms
+        if self.after_ms is not None:
+            out["after_ms"] = self.after_ms
         out["probability"] = self.probability
         out["seed"] = self.seed
         out.update(matched=self.matched, fired=self.fired, active=self.active)
+        out["fired_on"] = list(self.fired_on)
+        if self.pending:
+            out["pending"] = True
         if self.ended:
             out["ended"] = self.ended
         return out
@@ -246,6 +270,9 @@ def parse(spec: Any, fault_id: int, now: float) -> Fault:
         seed=(seed := _seed(spec.get("seed"))),
         added_at=now,
         rng=random.Random(seed),
+        after_ms=_int("after_ms", spec["after_ms"], 0, 2**63 - 1)
+        if spec.get("after_ms") is not None
+        else None,
     )
 
 

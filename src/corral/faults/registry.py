@@ -8,6 +8,8 @@ members are read from its body only when a fault matches on them (targets.py).
 
 Faults that are done (their count used up, their duration over, or removed) leave `active`; the
 last DONE_KEPT of them stay listed, with their counters, so that a test can read what fired.
+A fault added with `after_ms` waits in `pending` (listed, matching nothing) until `expire` finds
+its start time come; it then joins `active` in the order of ids.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from corral.faults.model import Fault, api_name, parse
+from corral.faults.model import FIRED_ON_KEPT, Fault, api_name, parse
 from corral.faults.targets import Targets, targets
 
 log = logging.getLogger("corral.faults")
@@ -40,6 +42,8 @@ class Faults:
         # In force, in the order added. Empty (falsy) when none: the dispatch's only check.
         self.active: list[Fault] = []
         self.done: dict[int, Fault] = {}
+        # Added with after_ms and not started yet, by start time.
+        self.pending: list[Fault] = []
         self.next_id = 1
         # Called after the set of active faults changed (the server flips the short paths).
         self.on_change: Callable[[], None] = lambda: None
@@ -53,13 +57,21 @@ class Faults:
         """Adds the fault `spec` describes (model.py); raises FaultError."""
         fault = parse(spec, self.next_id, self.clock())
         self.next_id += 1
-        self.active.append(fault)
-        log.info("fault %d added: %s", fault.id, _summary(fault))
+        if fault.after_ms:
+            fault.active = False
+            self.pending.append(fault)
+            self.pending.sort(key=lambda f: (f.starts_at, f.id))
+            log.info(
+                "fault %d added, starts in %d ms: %s", fault.id, fault.after_ms, _summary(fault)
+            )
+        else:
+            self.active.append(fault)
+            log.info("fault %d added: %s", fault.id, _summary(fault))
         self.on_change()
         return fault
 
     def get(self, fault_id: int) -> Fault | None:
-        for fault in self.active:
+        for fault in (*self.active, *self.pending):
             if fault.id == fault_id:
                 return fault
         return self.done.get(fault_id)
@@ -70,7 +82,12 @@ class Faults:
         if fault is None:
             return False
         self.done.pop(fault_id, None)
-        if fault.active:
+        if fault.pending:
+            self.pending.remove(fault)
+            fault.ended = "removed"
+            self.on_end(fault)
+            self.on_change()
+        elif fault.active:
             self._end(fault, "removed", keep=False)
             self.on_change()
         else:
@@ -81,15 +98,17 @@ class Faults:
 
     def clear(self) -> int:
         """Removes every fault; returns how many there were."""
-        n = len(self.active) + len(self.done)
+        n = len(self.active) + len(self.done) + len(self.pending)
         ended = list(self.active)
-        for fault in self.done.values():
+        waiting = bool(self.pending)
+        for fault in [*self.pending, *self.done.values()]:
             fault.ended = "removed"
             self.on_end(fault)
         self.done.clear()
+        self.pending.clear()
         for fault in ended:
             self._end(fault, "removed", keep=False)
-        if ended:
+        if ended or waiting:
             self.on_change()
         if n:
             log.info("faults cleared (%d)", n)
@@ -97,14 +116,24 @@ class Faults:
 
     def listing(self) -> list[dict[str, Any]]:
         self.expire()
-        faults = sorted([*self.active, *self.done.values()], key=lambda f: f.id)
+        faults = sorted([*self.active, *self.pending, *self.done.values()], key=lambda f: f.id)
         return [fault.describe() for fault in faults]
 
     def expire(self) -> float | None:
-        """Ends the faults whose duration is over; returns the next end time, if any."""
+        """Starts the pending faults whose start time has come and ends the faults whose
+        duration is over; returns the next start or end time, if any."""
         now = self.clock()
         next_end = None
         changed = False
+        while self.pending and self.pending[0].starts_at <= now:
+            fault = self.pending.pop(0)
+            fault.active = True
+            self.active.append(fault)
+            self.active.sort(key=lambda f: f.id)
+            log.info("fault %d started", fault.id)
+            changed = True
+        if self.pending:
+            next_end = self.pending[0].starts_at
         for fault in list(self.active):
             at = fault.expires_at
             if at is None:
@@ -174,6 +203,8 @@ class Faults:
                 lo, hi = action.delay_ms
                 delay_s = (lo if lo == hi else fault.rng.uniform(lo, hi)) / 1000
             fault.fired += 1
+            if len(fault.fired_on) < FIRED_ON_KEPT:
+                fault.fired_on.append(fault.matched)
             self.fired_by_kind[action.kind] = self.fired_by_kind.get(action.kind, 0) + 1
             _log_fired(fault, request, delay_s)
             if fault.count is not None and fault.fired >= fault.count:
@@ -185,7 +216,7 @@ class Faults:
 
 def _summary(fault: Fault) -> str:
     described = fault.describe()
-    for name in ("id", "matched", "fired", "active"):
+    for name in ("id", "matched", "fired", "active", "fired_on", "pending"):
         described.pop(name, None)
     return " ".join(f"{k}={v}" for k, v in described.items())
 

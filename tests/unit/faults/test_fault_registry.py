@@ -249,6 +249,7 @@ def test_the_cli_s_strings_are_read_as_numbers():
         "matched": 0,
         "fired": 0,
         "active": True,
+        "fired_on": [],
     }
 
 
