@@ -202,8 +202,10 @@ class CoordinatorShard:
 
     def replay(self, record: Record) -> None:
         """Applies one durable record to memory: live once its write is fsynced, and at load.
-        Each record type has one replayer (`replayers`)."""
-        self.replayers[type(record)](record, self._loading)
+        Each record type has one replayer (`replayers`); a type nobody replays changes nothing."""
+        replay = self.replayers.get(type(record))
+        if replay is not None:
+            replay(record, self._loading)
 
     def _forget(self, group: Group) -> None:
         self.types[type(group)].forget(group)
