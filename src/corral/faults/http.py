@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from corral.faults.model import FaultError
+from corral.faults.model import FaultError, FaultRefused
 from corral.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ REASONS = {
     409: "Conflict",
     413: "Payload Too Large",
     500: "Internal Server Error",
+    503: "Service Unavailable",
 }
 
 
@@ -164,6 +165,10 @@ class FaultsApi:
                     return Reply(400, {"error": f"not JSON: {e}"})
                 try:
                     fault = faults.add(spec)
+                except FaultRefused as e:
+                    # A broker fault the broker could not act on: Kafka's error and why.
+                    body = {"error": str(e), "kafka_error": e.kafka_error, "message": e.message}
+                    return Reply(e.status, body)
                 except FaultError as e:
                     return Reply(400, {"error": str(e)})
                 return Reply(201, {"id": fault.id, "fault": fault.describe()})

@@ -8,6 +8,10 @@ members are read from its body only when a fault matches on them (targets.py).
 
 Faults that are done (their count used up, their duration over, or removed) leave `active`; the
 last DONE_KEPT of them stay listed, with their counters, so that a test can read what fired.
+
+Faults on the broker (model.BROKER_KINDS) match no request: `on_start` acts on one when it is
+added (and may refuse it, model.FaultRefused: it is then not added), `on_end` when it ends. A
+group fault (model.ONE_SHOT_KINDS) is done as soon as it has acted.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from corral.faults.model import Fault, api_name, parse
+from corral.faults.model import BROKER_KINDS, ONE_SHOT_KINDS, Fault, api_name, parse
 from corral.faults.targets import Targets, targets
+from corral.network.apis import ApiKey
 
 log = logging.getLogger("corral.faults")
 
@@ -46,17 +51,41 @@ class Faults:
         # Called with each fault that ends or is removed, `ended` saying why (the server
         # releases a hold's requests when it is removed or its duration is over).
         self.on_end: Callable[[Fault], None] = lambda fault: None
+        # Called with a broker fault before it is added: acts on it, or raises FaultRefused.
+        self.on_start: Callable[[Fault], None] = lambda fault: None
+        # Called before the faults are listed (the server brings broker faults' counters up to
+        # date, and ends the ones that are over).
+        self.on_list: Callable[[], None] = lambda: None
         # Fired and matched counts of every fault ever added, by action kind (for /metrics).
         self.fired_by_kind: dict[str, int] = {}
 
     def add(self, spec: Any) -> Fault:
-        """Adds the fault `spec` describes (model.py); raises FaultError."""
+        """Adds the fault `spec` describes (model.py); raises FaultError (FaultRefused when the
+        broker refused to act on it)."""
         fault = parse(spec, self.next_id, self.clock())
+        kind = fault.action.kind
+        if kind in BROKER_KINDS:
+            self.on_start(fault)
         self.next_id += 1
-        self.active.append(fault)
         log.info("fault %d added: %s", fault.id, _summary(fault))
+        if kind in ONE_SHOT_KINDS:
+            fault.matched = fault.fired = 1
+            self.count_fired(kind)
+            self.active.append(fault)
+            self._end(fault, "done")
+            return fault
+        self.active.append(fault)
         self.on_change()
         return fault
+
+    def count_fired(self, kind: str, n: int = 1) -> None:
+        self.fired_by_kind[kind] = self.fired_by_kind.get(kind, 0) + n
+
+    def finish(self, fault: Fault, why: str) -> None:
+        """Ends an active fault for `why` (a broker fault whose effect is over)."""
+        if fault.active:
+            self._end(fault, why)
+            self.on_change()
 
     def get(self, fault_id: int) -> Fault | None:
         for fault in self.active:
@@ -96,6 +125,7 @@ class Faults:
         return n
 
     def listing(self) -> list[dict[str, Any]]:
+        self.on_list()
         self.expire()
         faults = sorted([*self.active, *self.done.values()], key=lambda f: f.id)
         return [fault.describe() for fault in faults]
@@ -134,6 +164,11 @@ class Faults:
         now = self.clock()
         found: Targets | None = None
         for fault in list(self.active):
+            kind = fault.action.kind
+            if kind in BROKER_KINDS:
+                continue
+            if kind == "coordinator" and request.api_key == ApiKey.FIND_COORDINATOR:
+                continue  # the client must still find this broker, to come back to it
             m = fault.match
             if m.api_key is not None and request.api_key != m.api_key:
                 continue
@@ -174,7 +209,7 @@ class Faults:
                 lo, hi = action.delay_ms
                 delay_s = (lo if lo == hi else fault.rng.uniform(lo, hi)) / 1000
             fault.fired += 1
-            self.fired_by_kind[action.kind] = self.fired_by_kind.get(action.kind, 0) + 1
+            self.count_fired(action.kind)
             _log_fired(fault, request, delay_s)
             if fault.count is not None and fault.fired >= fault.count:
                 self._end(fault, "count")
@@ -192,8 +227,8 @@ def _summary(fault: Fault) -> str:
 
 def _log_fired(fault: Fault, request: Any, delay_s: float) -> None:
     action = fault.action
-    if action.kind == "error":
-        what = f"answered {fault.describe()['error']}"
+    if action.kind in ("error", "coordinator"):
+        what = f"answered {fault.describe()[action.kind]}"
     elif action.kind == "delay":
         what = f"delayed {delay_s * 1000:.0f} ms"
     elif action.kind == "hold":
