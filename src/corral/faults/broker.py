@@ -27,6 +27,7 @@ from corral.errors import ErrorCode
 from corral.faults.model import Fault, FaultError, FaultRefused
 from corral.faults.registry import Faults
 from corral.groups import interventions
+from corral.groups.shard import ShardState
 
 if TYPE_CHECKING:
     from corral import _core
@@ -126,7 +127,7 @@ class BrokerFaults:
         self._unloads[fault.id] = partition
         fault.matched = fault.fired = 1
         self.faults.count_fired("unload")
-        nursery.start_soon(self._move, partition, False)
+        nursery.start_soon(self._move, partition)
         log.info(
             "fault %d fired: coordinator shard %d (of group %s) unloaded %s",
             fault.id,
@@ -135,14 +136,22 @@ class BrokerFaults:
             f"for {fault.duration_ms} ms" if fault.duration_ms else "until removed",
         )
 
-    async def _move(self, partition: int, load: bool) -> None:
+    async def _move(self, partition: int) -> None:
+        """Brings the shard where the faults want it: unloaded while an unload fault holds it,
+        loaded otherwise (whichever of an unload and a reload runs first, the last word wins)."""
         assert self.broker is not None
+        groups = self.broker.groups
         lock = self._shard_locks.setdefault(partition, trio.Lock())
         async with lock:
-            if load:
-                await self.broker.groups.load_shard(partition)
-            else:
-                await self.broker.groups.unload_shard(partition)
+            while True:
+                unloaded = partition in self._unloads.values()
+                state = groups.shards[partition].state
+                if unloaded and state is ShardState.LOADED:
+                    await groups.unload_shard(partition)
+                elif not unloaded and state is ShardState.UNLOADED:
+                    await groups.load_shard(partition)
+                else:
+                    return
 
     # =============================================================================== end ===
 
@@ -152,7 +161,7 @@ class BrokerFaults:
             partition = self._unloads.pop(fault.id, None)
             if partition is not None and partition not in self._unloads.values():
                 if self.nursery is not None:
-                    self.nursery.start_soon(self._move, partition, True)
+                    self.nursery.start_soon(self._move, partition)
                 log.info("fault %d over: coordinator shard %d loads again", fault.id, partition)
         elif kind == "storage" and self.broker is not None and fault.id in self._base:
             self._refresh_one(fault)

@@ -15,6 +15,10 @@ import urllib.request
 from typing import Any
 
 
+# A target assignment: member id -> topic -> partitions.
+Target = dict[str, dict[str, list[int]]]
+
+
 class FaultsApiError(Exception):
     """The API refused (status and its JSON reason) or could not be reached (status 0).
     `kafka_error`: Kafka's error name when the broker refused to act (an unknown group...)."""
@@ -99,7 +103,7 @@ class FaultsClient:
     def rebalance(self, group: str) -> int:
         return self.add(group=group, rebalance=True)
 
-    def set_target(self, group: str, target: dict[str, dict[str, list[int]]]) -> int:
+    def set_target(self, group: str, target: Target) -> int:
         """Sets a consumer group's target assignment: {member id: {topic: [partitions]}}."""
         return self.add(group=group, target=target)
 

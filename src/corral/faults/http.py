@@ -181,6 +181,7 @@ class FaultsApi:
             return Reply(404, {"error": f"no such fault: {parts[1]}"})
         if len(parts) == 2:
             if method == "GET":
+                faults.on_list()  # broker faults' counters up to date
                 found = faults.get(fault_id)
                 if found is None:
                     return Reply(404, {"error": f"no such fault: {fault_id}"})

@@ -312,7 +312,11 @@ def test_failing_fsyncs_then_kill_9_lose_nothing_acknowledged(broker):
     faults = faults_of(broker)
     fault_id = faults.storage(failing_fsyncs=3)
     acked: list[bytes] = []
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+    # Idempotent: a produce answered KAFKA_STORAGE_ERROR after its append (its fsync failed)
+    # is retried without a duplicate.
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0}
+    )
     for i in range(50):
         producer.produce(
             "durable",
@@ -374,6 +378,8 @@ def test_refused_connections_of_one_listener_only(corral_factory):
 def test_storage_and_refusals_show_in_the_listing_and_metrics(broker):
     faults = faults_of(broker)
     faults.storage(fsync_delay_ms=20, duration_ms=60000)
+    create_topic(broker, "slow")
+    assert produce(broker, "slow", [b"x"]) >= 0.02, "a flush pass 20 ms slower"
     faults.refuse_connections(duration_ms=60000)
     with pytest.raises(ConnectionError):
         with RawClient(broker.port) as raw:
