@@ -6,6 +6,10 @@
     DELETE /faults               -> {"removed": <how many>}
     POST   /faults/<id>/release  a hold's requests go on -> {"released": <how many>}
 
+A fault on the broker the broker cannot act on (an unknown group or member, a bad target, the
+group's coordinator not loaded: broker.py) is answered 404, 400 or 503 with
+{"error", "kafka_error": Kafka's error name, "message"}.
+
 Refused with 403 and a JSON reason unless `corral.faults.enable` is true. With an authorizer
 (`authorizer.class.name`), a request must carry HTTP Basic credentials of a SCRAM user the broker
 knows (401 otherwise) whose principal may ALTER the CLUSTER (403 otherwise). One request per
