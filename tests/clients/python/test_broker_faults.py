@@ -11,8 +11,12 @@ once the refusal is over."""
 from __future__ import annotations
 
 import copy
+import json
 import socket
+import subprocess
+import sys
 import time
+from typing import Any
 
 import pytest
 from cgkit import (
@@ -392,5 +396,60 @@ def test_storage_and_refusals_show_in_the_listing_and_metrics(broker):
     assert scraper.value("corral_faults_fired_by_kind_total", kind="storage") >= 1
     assert scraper.value("corral_faults_active") == 2
     faults.clear()
+    with RawClient(broker.port) as raw:
+        assert raw.call(ApiKey.METADATA, 12, {"topics": []})["brokers"]
+
+
+def test_the_cli_verbs(broker, processes):
+    url = faults_of(broker).url
+
+    def corral_faults(*args: str) -> tuple[int, Any, str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "corral.cli", "faults", *args[:1], "--url", url, *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        out = json.loads(done.stdout) if done.stdout.strip() else None
+        return done.returncode, out, done.stderr
+
+    create_topic(broker, "cli", 2)
+    group = members(broker, processes, "cli-g", "cli", ["a"], protocol="consumer")
+    wait_stable(broker.bootstrap, "cli-g", [group], all_partitions({"cli": 2}))
+    member = member_ids(broker, "cli-g")["a"]
+    code, out, _ = corral_faults("target", "--group", "cli-g", json.dumps({member: {"cli": [1]}}))
+    assert code == 0 and out["fault"]["target"] == {member: {"cli": [1]}}
+    wait_until(lambda: group["a"].owned == {("cli", 1)}, 20, "the target set from the shell")
+    assert corral_faults("rebalance", "--group", "cli-g")[0] == 0
+    code, _, err = corral_faults("fence", "--group", "cli-g", "--member", "nobody")
+    assert code == 1 and "404" in err and "UNKNOWN_MEMBER_ID" in err
+    code, out, _ = corral_faults(
+        "move",
+        "--group",
+        "cli-g",
+        "--error",
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "--duration-ms",
+        "60000",
+    )
+    assert code == 0 and out["fault"]["coordinator"] == "COORDINATOR_LOAD_IN_PROGRESS"
+    code, out, _ = corral_faults("unload", "--group", "other-g", "--duration-ms", "60000")
+    assert code == 0 and out["fault"]["unload"] is True
+    code, out, _ = corral_faults("storage", "--disk-full", "--fsync-delay-ms", "5")
+    assert code == 0 and (out["fault"]["disk_full"], out["fault"]["fsync_delay_ms"]) == (True, 5)
+    code, out, _ = corral_faults("refuse", "--listener", "PLAINTEXT", "--duration-ms", "60000")
+    assert code == 0 and out["fault"]["listener"] == "PLAINTEXT"
+    code, listed, _ = corral_faults("list")
+    active = [f for f in listed if f["active"]]
+    assert [
+        next(k for k in ("coordinator", "unload", "disk_full", "refuse_connections") if k in f)
+        for f in active
+    ] == [
+        "coordinator",
+        "unload",
+        "disk_full",
+        "refuse_connections",
+    ]
+    assert corral_faults("clear")[0] == 0
     with RawClient(broker.port) as raw:
         assert raw.call(ApiKey.METADATA, 12, {"topics": []})["brokers"]
