@@ -71,18 +71,12 @@ def member_ids(broker, group: str) -> dict[str, str]:
 
 
 def fenced(member: CgMember, at_ns: int) -> CgMember:
-    """The member as the invariant sees it once fenced at `at_ns`: from the fence on it owns
-    nothing, until it has heard of it (its "lost" callback) and rejoined. Kafka gives a fenced
-    member's partitions to the others at once (as at a session timeout); what the client still
-    believes it owns until its next heartbeat is lost, not owned (its commits are refused)."""
-    heard = next(
-        (
-            t
-            for t, why in zip((t for t, _ in member.timeline), member.whys)
-            if t > at_ns and why == "lost"
-        ),
-        None,
-    )
+    """The member as the invariant sees it once fenced (or its session expired) at `at_ns`: from
+    then on it owns nothing, until it has heard of it (the callback that leaves it owning
+    nothing: "lost") and rejoined. Kafka gives a fenced member's partitions to the others at
+    once, as at a session timeout; what the client still believes it owns until its next
+    heartbeat is lost, not owned (its commits are refused)."""
+    heard = next((t for t, owned in member.timeline if t > at_ns and not owned), None)
     assert heard is not None, f"{member} never heard it was fenced"
     view = copy.copy(member)
     view.timeline = sorted(
@@ -134,11 +128,19 @@ def test_an_expired_classic_member_rejoins(broker, processes):
         broker, processes, "expire-g", "expired", ["a", "b"], protocol="classic", commit=False
     )
     parts = all_partitions({"expired": 2})
-    wait_until(lambda: sum(len(m.owned) for m in group.members.values()) == 2, 30, "assigned")
+
+    def settled() -> bool:
+        g = describe_groups_raw(broker.bootstrap, "expire-g")
+        mine = [m.owned for m in group.members.values()]
+        return g["group_state"] == "Stable" and len(g["members"]) == 2 and all(mine)
+
+    wait_until(settled, 30, "each member owns a partition")
     before = describe_groups_raw(broker.bootstrap, "expire-g")
     old = {m["client_id"]: m["member_id"] for m in before["members"]}
     faults = faults_of(broker)
+    expired_at = time.monotonic_ns()
     faults.fence("expire-g", old["a"])
+    wait_until(lambda: any(t > expired_at and not o for t, o in group["a"].timeline), 20, "heard")
 
     def rejoined() -> bool:
         g = describe_groups_raw(broker.bootstrap, "expire-g")
@@ -154,7 +156,7 @@ def test_an_expired_classic_member_rejoins(broker, processes):
         30,
         "both members own a partition again",
     )
-    check_ownership(group.members.values())
+    assert check_ownership([fenced(group["a"], expired_at), group["b"]]) >= 4
 
 
 def test_a_forced_rebalance_reaches_a_classic_consumer(broker, processes):
