@@ -14,7 +14,6 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-
 # A target assignment: member id -> topic -> partitions.
 Target = dict[str, dict[str, list[int]]]
 
