@@ -92,7 +92,7 @@ class Server:
         self.reactor: _core.Reactor | None = None
         self.errors = metrics.PythonErrors()
         # Injected faults (docs/faults.md): none unless the faults API adds some.
-        self.faults = Injector()
+        self.faults = Injector(broker=self.broker)
         # Set when the broker cannot go on (the network thread stopped): serve() raises it after
         # a clean shutdown of everything else.
         self.failure: str | None = None

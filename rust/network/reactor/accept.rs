@@ -1,11 +1,15 @@
 //! Accepting connections: the listeners, max.connections and max.connections.per.ip (a
 //! connection over either is accepted and closed at once), and running out of descriptors
-//! (accept() gives up a spare one, /dev/null, to do the same).
+//! (accept() gives up a spare one, /dev/null, to do the same), and refusing every new connection
+//! for a while (a fault injected on purpose, corral/faults/: `Refusals`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Interest, Token};
@@ -68,6 +72,76 @@ impl PerIp {
                 self.counts.remove(&ip);
             }
         }
+    }
+}
+
+/// Listening sockets refused on purpose until a deadline (`Reactor.refuse_connections`): while
+/// refused, a new connection is accepted and closed at once, as a broker that is down would
+/// (its client sees the connection fail and retries). Set by Python, read by the network
+/// thread at each accept: one atomic per listening socket, holding the deadline in ms since
+/// `base`, plus one (0: not refused).
+pub(super) struct Refusals {
+    base: Instant,
+    /// The listener name of each listening socket, in the network thread's order.
+    names: Vec<Arc<str>>,
+    until: Vec<AtomicU64>,
+    /// Connections refused so far (for the faults' counters).
+    refused: AtomicU64,
+}
+
+impl Refusals {
+    pub(super) fn new(names: Vec<Arc<str>>, base: Instant) -> Self {
+        let until = names.iter().map(|_| AtomicU64::new(0)).collect();
+        Refusals {
+            base,
+            names,
+            until,
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    fn stamp(&self, at: Instant) -> u64 {
+        let ms = at.saturating_duration_since(self.base).as_millis();
+        u64::try_from(ms).unwrap_or(u64::MAX - 1).saturating_add(1)
+    }
+
+    /// Refuses new connections on the sockets of listener `name` (every listener when None)
+    /// for `duration` from `now` (None: until told otherwise; zero: no longer). Returns how many
+    /// listening sockets that names (0: no listener of that name).
+    pub(super) fn refuse(
+        &self,
+        name: Option<&str>,
+        duration: Option<Duration>,
+        now: Instant,
+    ) -> usize {
+        let until = match duration {
+            None => u64::MAX,
+            Some(d) if d.is_zero() => 0,
+            Some(d) => self.stamp(now.checked_add(d).unwrap_or(now)).max(1),
+        };
+        let mut n = 0;
+        for (socket, listener) in self.names.iter().enumerate() {
+            if name.is_none_or(|name| &**listener == name) {
+                self.until[socket].store(until, Relaxed);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Whether a new connection on listening socket `socket` is refused at `now` (counted).
+    pub(super) fn refused(&self, socket: usize, now: Instant) -> bool {
+        let until = self.until[socket].load(Relaxed);
+        if until == 0 || self.stamp(now) >= until {
+            return false;
+        }
+        self.refused.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Connections refused so far.
+    pub(super) fn count(&self) -> u64 {
+        self.refused.load(Relaxed)
     }
 }
 
@@ -140,7 +214,10 @@ impl Network {
     }
 
     fn add_connection(&mut self, mut stream: TcpStream, addr: SocketAddr, listener: usize) {
-        // Over a limit: dropping the stream closes it at once.
+        // Refused on purpose (a fault), or over a limit: dropping the stream closes it at once.
+        if self.shared.refusals.refused(listener, self.now) {
+            return;
+        }
         if self.connections.len() >= self.limits.max_connections {
             self.reports.note(Report::OverMaxConnections);
             return;
@@ -254,6 +331,40 @@ mod tests {
         let mut none = PerIp::new(Some(0));
         assert!(!none.admit(ip(1)));
         assert!(none.counts.is_empty());
+    }
+
+    fn names() -> Vec<Arc<str>> {
+        vec!["PLAINTEXT".into(), "PLAINTEXT".into(), "SSL".into()]
+    }
+
+    #[test]
+    fn refusals_hold_until_their_deadline() {
+        let base = Instant::now();
+        let refusals = Refusals::new(names(), base);
+        assert!(!refusals.refused(0, base));
+        assert_eq!(
+            refusals.refuse(None, Some(Duration::from_millis(50)), base),
+            3
+        );
+        for socket in 0..3 {
+            assert!(refusals.refused(socket, base + Duration::from_millis(49)));
+            assert!(!refusals.refused(socket, base + Duration::from_millis(50)));
+        }
+        assert_eq!(refusals.count(), 3);
+    }
+
+    #[test]
+    fn refusals_by_listener_name_and_until_cleared() {
+        let base = Instant::now();
+        let refusals = Refusals::new(names(), base);
+        assert_eq!(refusals.refuse(Some("PLAINTEXT"), None, base), 2);
+        assert_eq!(refusals.refuse(Some("NONE"), None, base), 0);
+        let later = base + Duration::from_secs(86_400);
+        assert!(refusals.refused(0, later) && refusals.refused(1, later));
+        assert!(!refusals.refused(2, later));
+        assert_eq!(refusals.refuse(None, Some(Duration::ZERO), later), 3);
+        assert!(!refusals.refused(0, later) && !refusals.refused(1, later));
+        assert_eq!(refusals.count(), 2);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
-use super::accept::{open_spare, PerIp};
+use super::accept::{open_spare, PerIp, Refusals};
 use super::queues::{lock, Handoff, Inbound, Outbound, Shared};
 use super::sweeps::{self, DelayedCloses};
 use super::{Limits, Network, Refusal, FIRST_CONNECTION, WAKER};
@@ -92,7 +92,7 @@ impl Reactor {
     ) -> PyResult<Self> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
-        let mut sockets = Vec::new();
+        let mut sockets: Vec<Listener> = Vec::new();
         for (i, (fd, name, sasl, tls)) in listeners.into_iter().enumerate() {
             // SAFETY: the caller hands over an open listening socket it no longer uses.
             let std_listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
@@ -125,6 +125,10 @@ impl Reactor {
             open_connections: AtomicU64::new(0),
             queued_request_bytes: AtomicU64::new(0),
             short_paths: AtomicBool::new(true),
+            refusals: Refusals::new(
+                sockets.iter().map(|l| l.name.clone()).collect(),
+                Instant::now(),
+            ),
         });
         if let Some(path) = &commit_path {
             let answers = shared.clone();
@@ -308,6 +312,25 @@ impl Reactor {
     #[getter]
     fn short_paths(&self) -> bool {
         self.shared.short_paths.load(Ordering::Relaxed)
+    }
+
+    /// Fault injection: new connections on the listener named `listener` (every listener when
+    /// None) are accepted and closed at once for `duration_ms` from now (None: until called
+    /// again; 0: no longer), as by a broker that is down. Returns how many listening sockets
+    /// that names (0: no listener of that name). Connections already open are not touched.
+    #[pyo3(signature = (duration_ms, listener = None))]
+    fn refuse_connections(&self, duration_ms: Option<u64>, listener: Option<&str>) -> usize {
+        self.shared.refusals.refuse(
+            listener,
+            duration_ms.map(Duration::from_millis),
+            Instant::now(),
+        )
+    }
+
+    /// Connections refused by `refuse_connections` since the reactor started.
+    #[getter]
+    fn refused_connections(&self) -> u64 {
+        self.shared.refusals.count()
     }
 
     /// Sends `response` (a whole frame) as the answer to the connection's request; None when the

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use mio::Waker;
 
+use super::accept::Refusals;
 use super::{End, Network, Refusal};
 use crate::codec::requests::Received;
 use crate::network::client_socket::RawSasl;
@@ -115,6 +116,8 @@ pub(super) struct Shared {
     /// Whether the short paths may answer (or take) requests at all: false while a fault is
     /// injected (corral/faults/), so that every request reaches Python. Read once per request.
     pub(super) short_paths: AtomicBool,
+    /// Listening sockets refusing new connections for a while (a fault, corral/faults/).
+    pub(super) refusals: Refusals,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

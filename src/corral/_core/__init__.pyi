@@ -455,6 +455,16 @@ class Reactor:
     def short_paths(self) -> bool:
         """Whether the short paths may answer (`set_short_paths`)."""
 
+    def refuse_connections(self, duration_ms: int | None, listener: str | None = None) -> int:
+        """Fault injection: new connections on the listener named `listener` (every listener
+        when None) are accepted and closed at once for `duration_ms` from now (None: until called
+        again; 0: no longer), as by a broker that is down. Returns how many listening sockets
+        that names (0: no listener of that name). Connections already open are not touched."""
+
+    @property
+    def refused_connections(self) -> int:
+        """Connections refused by `refuse_connections` since the reactor started."""
+
     def respond(self, connection: int, response: bytes | bytearray | None) -> None:
         """Sends `response` (a whole frame) as the answer to the connection's request; None when
         the request has no answer. A connection that has gone away is skipped."""

@@ -6,7 +6,9 @@ dispatch asks for; answers.py: Kafka's error response of each API; inject.py: wh
 does with a request a fault took (answer, delay, hold, close) and the short paths' switch;
 http.py: the admin endpoint on corral.faults.listen; client.py: a Python client of it; cli.py:
 `corral faults ...`; metrics.py: the /metrics families; settings.py: the settings; scenario.py:
-the seeded TOML scenario file of `corral serve --faults FILE`.
+the seeded TOML scenario file of `corral serve --faults FILE`; broker.py: the faults on the broker
+rather than on requests (group faults, coordinator shard unloads, storage faults, refused
+connections).
 
 Where the rest of issue 31 goes: another per-request action is a kind in model.py (`KINDS`,
 `_action`) and a branch in `Injector._divert`; a fault on the broker rather than on requests

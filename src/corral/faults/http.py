@@ -6,6 +6,10 @@
     DELETE /faults               -> {"removed": <how many>}
     POST   /faults/<id>/release  a hold's requests go on -> {"released": <how many>}
 
+A fault on the broker the broker cannot act on (an unknown group or member, a bad target, the
+group's coordinator not loaded: broker.py) is answered 404, 400 or 503 with
+{"error", "kafka_error": Kafka's error name, "message"}.
+
 Refused with 403 and a JSON reason unless `corral.faults.enable` is true. With an authorizer
 (`authorizer.class.name`), a request must carry HTTP Basic credentials of a SCRAM user the broker
 knows (401 otherwise) whose principal may ALTER the CLUSTER (403 otherwise). One request per
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from corral.faults.model import FaultError
+from corral.faults.model import FaultError, FaultRefused
 from corral.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -46,6 +50,7 @@ REASONS = {
     409: "Conflict",
     413: "Payload Too Large",
     500: "Internal Server Error",
+    503: "Service Unavailable",
 }
 
 
@@ -164,6 +169,10 @@ class FaultsApi:
                     return Reply(400, {"error": f"not JSON: {e}"})
                 try:
                     fault = faults.add(spec)
+                except FaultRefused as e:
+                    # A broker fault the broker could not act on: Kafka's error and why.
+                    body = {"error": str(e), "kafka_error": e.kafka_error, "message": e.message}
+                    return Reply(e.status, body)
                 except FaultError as e:
                     return Reply(400, {"error": str(e)})
                 return Reply(201, {"id": fault.id, "fault": fault.describe()})
@@ -176,6 +185,7 @@ class FaultsApi:
             return Reply(404, {"error": f"no such fault: {parts[1]}"})
         if len(parts) == 2:
             if method == "GET":
+                faults.on_list()  # broker faults' counters up to date
                 found = faults.get(fault_id)
                 if found is None:
                     return Reply(404, {"error": f"no such fault: {fault_id}"})

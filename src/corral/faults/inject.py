@@ -13,6 +13,9 @@ non-empty; True means the fault took the request:
 While any fault is active the network thread's short paths are off (`Reactor.set_short_paths`),
 so the heartbeats and commits it would answer by itself reach the dispatch, and faults, too;
 they are back on once none is. `run` ends faults whose duration is over at that time.
+
+A coordinator fault (`coordinator`) is answered as an error is. Faults on the broker (unloaded
+shards, storage faults, refused connections, group faults) are broker.py's.
 """
 
 from __future__ import annotations
@@ -24,21 +27,27 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from corral.faults.answers import error_response
-from corral.faults.model import Fault, FaultError
+from corral.faults.broker import BrokerFaults
+from corral.faults.model import BROKER_KINDS, Fault, FaultError
 from corral.faults.registry import Faults
 from corral.network.apis import ApiKey
 
 if TYPE_CHECKING:
     from corral import _core
+    from corral.broker import Broker
 
 log = logging.getLogger("corral.faults")
 
 
 class Injector:
-    def __init__(self, faults: Faults | None = None) -> None:
+    def __init__(self, faults: Faults | None = None, broker: Broker | None = None) -> None:
         self.faults = faults if faults is not None else Faults()
         self.faults.on_change = self._changed
         self.faults.on_end = self._ended
+        # Faults on the broker itself; `broker` is what they act on.
+        self.broker_faults = BrokerFaults(self.faults, broker)
+        self.faults.on_start = self.broker_faults.start
+        self.faults.on_list = self.broker_faults.refresh
         self.reactor: _core.Reactor | None = None
         self._nursery: trio.Nursery | None = None
         self._handle: Callable[[_core.Request], None] = lambda request: None
@@ -57,6 +66,7 @@ class Injector:
     ) -> None:
         """The server's reactor, nursery, usual handling and answering of a request."""
         self.reactor, self._nursery = reactor, nursery
+        self.broker_faults.reactor, self.broker_faults.nursery = reactor, nursery
         self._handle, self._respond = handle, respond
         self._changed()
 
@@ -75,7 +85,7 @@ class Injector:
             return False
         fault = fired.fault
         kind = fault.action.kind
-        if kind == "error":
+        if kind in ("error", "coordinator"):
             if request.api_key == ApiKey.PRODUCE and request.body["acks"] == 0:
                 self._close(request)
             else:
@@ -137,6 +147,12 @@ class Injector:
     def _ended(self, fault: Fault) -> None:
         if fault.action.kind == "hold" and fault.ended in ("removed", "duration"):
             self._release(fault.id)
+        elif fault.action.kind in BROKER_KINDS:
+            self.broker_faults.end(fault)
+
+    def refresh(self) -> None:
+        """Brings the broker faults' counters up to date (before /metrics is scraped)."""
+        self.broker_faults.refresh()
 
     def _changed(self) -> None:
         if self.reactor is not None:
@@ -148,7 +164,10 @@ class Injector:
         """Ends each fault when its duration is over (so the short paths come back on time)."""
         while True:
             self._wake = trio.Event()
+            self.broker_faults.refresh()
             next_end = self.faults.expire()
             timeout = float("inf") if next_end is None else max(0.0, next_end - self.faults.clock())
+            if self.broker_faults.live():
+                timeout = min(timeout, 1.0)  # a failing_fsyncs fault is done when they failed
             with trio.move_on_after(timeout):
                 await self._wake.wait()

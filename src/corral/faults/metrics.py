@@ -10,6 +10,7 @@ from corral.faults.inject import Injector
 
 
 def collect(injector: Injector) -> Iterator[Metric]:
+    injector.refresh()
     faults = injector.faults
     every = sorted([*faults.active, *faults.done.values()], key=lambda f: f.id)
     fired = CounterMetricFamily(

@@ -22,6 +22,21 @@ it started), `probability` (each match fires with it, drawn from the fault's own
 `random.Random(seed)`; the seed is drawn and reported when not given, so a run can be replayed),
 `after_ms` (it starts that long after it was added; until then it is listed as pending and
 matches nothing: a scenario file, faults/scenario.py, schedules its faults with it).
+
+A coordinator move on requests: `coordinator` (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or
+COORDINATOR_NOT_AVAILABLE) with a `group`: every request naming the group is answered it, except
+FindCoordinator, which still answers this broker (so the client comes back); limits as above.
+
+Faults on the broker rather than on requests (BROKER_KINDS: they match no request; inject.py acts
+on them when they start and end). Group faults act once, when added, and are done at once:
+`fence` (true, with `group` and `member`: the member is fenced, or a classic member's session
+expires), `rebalance` (true, with `group`), `target` ({member: {topic: [partitions]}}, with
+`group`: a consumer group's target assignment). Lasting ones, until removed or `duration_ms` is
+over: `unload` (true, with `group`: the group's coordinator shard unloaded, reloaded at the end),
+`disk_full` (true), `failing_fsyncs` (N: the next N flush passes fail), `fsync_delay_ms` (ms per
+flush pass; the three storage ones may be given together), `refuse_connections` (true, with an
+optional `listener`: new connections are closed at once). These take no `count` or
+`probability`.
 """
 
 from __future__ import annotations
@@ -34,17 +49,39 @@ from corral.errors import ErrorCode
 from corral.network.apis import ApiKey
 
 MAX_VERSION = 32767
-KINDS = ("error", "delay", "hold", "close")
+# Faults on the broker, not on requests: group faults done once when added (ONE_SHOT_KINDS),
+# then an unloaded coordinator shard, storage faults, refused connections.
+ONE_SHOT_KINDS = ("fence", "rebalance", "target")
+BROKER_KINDS = (*ONE_SHOT_KINDS, "unload", "storage", "refuse")
+KINDS = ("error", "delay", "hold", "close", "coordinator", *BROKER_KINDS)
+# The errors a coordinator answers while its group moves or loads.
+COORDINATOR_ERRORS = (
+    "NOT_COORDINATOR",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "COORDINATOR_NOT_AVAILABLE",
+)
+_STORAGE = ("disk_full", "failing_fsyncs", "fsync_delay_ms")
+# Each action's field, in the order `_action` looks for them.
+_ACTIONS = (
+    "error",
+    "delay_ms",
+    "hold",
+    "close_after",
+    "coordinator",
+    "fence",
+    "rebalance",
+    "target",
+    "unload",
+    "refuse_connections",
+)
 _MATCH_STRINGS = ("group", "topic", "member", "client_id", "listener")
 _FIELDS = {
     "api",
     "versions",
     "partition",
     *_MATCH_STRINGS,
-    "error",
-    "delay_ms",
-    "hold",
-    "close_after",
+    *_ACTIONS,
+    *_STORAGE,
     "count",
     "duration_ms",
     "probability",
@@ -57,6 +94,17 @@ FIRED_ON_KEPT = 100
 
 class FaultError(ValueError):
     """A fault description that cannot be used (the HTTP API answers 400 with it)."""
+
+
+class FaultRefused(FaultError):
+    """A broker fault the broker refused when it was to act: the HTTP API answers `status` with
+    Kafka's error name (`kafka_error`) and the message."""
+
+    def __init__(self, status: int, kafka_error: str, message: str):
+        super().__init__(f"{kafka_error}: {message}")
+        self.status = status
+        self.kafka_error = kafka_error
+        self.message = message
 
 
 def api_key(value: Any) -> int:
@@ -144,9 +192,15 @@ class Match:
 @dataclass(frozen=True)
 class Action:
     kind: str  # one of KINDS
-    error: int = 0
+    error: int = 0  # error, coordinator
     delay_ms: tuple[int, int] = (0, 0)
     close_after: int = 1
+    # target: member id -> topic -> partitions.
+    target: dict[str, dict[str, list[int]]] = field(default_factory=dict, compare=False)
+    # storage: any of the three, given together or apart.
+    disk_full: bool = False
+    failing_fsyncs: int = 0
+    fsync_delay_ms: int = 0
 
 
 @dataclass
@@ -201,22 +255,32 @@ class Fault:
             if value is not None:
                 out[name] = value
         a = self.action
-        if a.kind == "error":
-            out["error"] = _error_name(a.error)
+        if a.kind in ("error", "coordinator"):
+            out[a.kind] = _error_name(a.error)
         elif a.kind == "delay":
             out["delay_ms"] = a.delay_ms[0] if a.delay_ms[0] == a.delay_ms[1] else list(a.delay_ms)
-        elif a.kind == "hold":
-            out["hold"] = True
-        else:
+        elif a.kind == "close":
             out["close_after"] = a.close_after
+        elif a.kind == "target":
+            out["target"] = a.target
+        elif a.kind == "storage":
+            if a.disk_full:
+                out["disk_full"] = True
+            if a.failing_fsyncs:
+                out["failing_fsyncs"] = a.failing_fsyncs
+            if a.fsync_delay_ms:
+                out["fsync_delay_ms"] = a.fsync_delay_ms
+        else:  # hold, fence, rebalance, unload, refuse
+            out["refuse_connections" if a.kind == "refuse" else a.kind] = True
         if self.count is not None:
             out["count"] = self.count
         if self.duration_ms is not None:
             out["duration_ms"] = self.duration_ms
         if self.after_ms is not None:
             out["after_ms"] = self.after_ms
-        out["probability"] = self.probability
-        out["seed"] = self.seed
+        if a.kind not in BROKER_KINDS:
+            out["probability"] = self.probability
+            out["seed"] = self.seed
         out.update(matched=self.matched, fired=self.fired, active=self.active)
         out["fired_on"] = list(self.fired_on)
         if self.pending:
@@ -258,10 +322,12 @@ def parse(spec: Any, fault_id: int, now: float) -> Fault:
     )
     if match.api_key == ApiKey.API_VERSIONS:
         raise FaultError("api: ApiVersions is answered by the network thread; no fault reaches it")
+    action = _action(spec)
+    _check_broker_fault(action.kind, spec)
     return Fault(
         id=fault_id,
         match=match,
-        action=_action(spec),
+        action=action,
         count=_int("count", spec["count"], 1, 2**63 - 1) if spec.get("count") is not None else None,
         duration_ms=_int("duration_ms", spec["duration_ms"], 1, 2**63 - 1)
         if spec.get("duration_ms") is not None
@@ -277,17 +343,39 @@ def parse(spec: Any, fault_id: int, now: float) -> Fault:
 
 
 def _action(spec: dict[str, Any]) -> Action:
-    given = [
-        name
-        for name in ("error", "delay_ms", "hold", "close_after")
-        if spec.get(name) not in (None, False)
-    ]
+    given = [name for name in _ACTIONS if spec.get(name) not in (None, False)]
+    storage = [name for name in _STORAGE if spec.get(name) not in (None, False, 0)]
+    if storage:
+        given.append("/".join(storage))
     if len(given) != 1:
         raise FaultError(
-            "give exactly one action: error, delay_ms, hold or close_after"
-            + (f" (got {', '.join(given)})" if given else "")
+            "give exactly one action: error, delay_ms, hold, close_after, coordinator, fence, "
+            "rebalance, target, unload, refuse_connections, or storage faults (disk_full, "
+            "failing_fsyncs, fsync_delay_ms)" + (f" (got {', '.join(given)})" if given else "")
+        )
+    if storage:
+        if spec.get("disk_full") not in (None, False, True):
+            raise FaultError(f"disk_full: {spec['disk_full']!r} is not true or false")
+        return Action(
+            "storage",
+            disk_full=spec.get("disk_full") is True,
+            failing_fsyncs=_int("failing_fsyncs", spec.get("failing_fsyncs") or 0, 0, 2**32 - 1),
+            fsync_delay_ms=_int("fsync_delay_ms", spec.get("fsync_delay_ms") or 0, 0, 3_600_000),
         )
     name = given[0]
+    if name in ("fence", "rebalance", "unload", "refuse_connections"):
+        if spec[name] is not True:
+            raise FaultError(f"{name}: {spec[name]!r} is not true")
+        return Action("refuse" if name == "refuse_connections" else name)
+    if name == "target":
+        return Action("target", target=_target(spec["target"]))
+    if name == "coordinator":
+        code = error_code(spec["coordinator"])
+        if ErrorCode(code).name not in COORDINATOR_ERRORS:
+            raise FaultError(
+                f"coordinator: {spec['coordinator']!r} is not one of {COORDINATOR_ERRORS}"
+            )
+        return Action("coordinator", error=code)
     if name == "error":
         code = error_code(spec["error"])
         if code == ErrorCode.NONE:
@@ -300,6 +388,47 @@ def _action(spec: dict[str, Any]) -> Action:
             raise FaultError(f"hold: {spec['hold']!r} is not true")
         return Action("hold")
     return Action("close", close_after=_int("close_after", spec["close_after"], 1, 2**31 - 1))
+
+
+def _target(value: Any) -> dict[str, dict[str, list[int]]]:
+    """{member id: {topic: [partitions]}}, checked for its shape (the coordinator checks the
+    members, topics and partitions)."""
+    if not isinstance(value, dict):
+        raise FaultError("target: not an object {member id: {topic: [partitions]}}")
+    out: dict[str, dict[str, list[int]]] = {}
+    for member, topics in value.items():
+        if not isinstance(topics, dict):
+            raise FaultError(f"target: {member}: not an object {{topic: [partitions]}}")
+        out[member] = {}
+        for topic, partitions in topics.items():
+            if not isinstance(partitions, list):
+                raise FaultError(f"target: {member}: {topic}: not a list of partitions")
+            out[member][topic] = [_int(f"target: {topic}", p, 0, 2**31 - 1) for p in partitions]
+    return out
+
+
+# What each broker fault needs (besides its action) and what it may have.
+_NEEDS = {"fence": ("group", "member"), "rebalance": ("group",), "target": ("group",)}
+_NEEDS.update(unload=("group",), coordinator=("group",))
+_MAY = {"refuse": {"listener", "duration_ms"}, "unload": {"group", "duration_ms"}}
+_MAY["storage"] = {"duration_ms"}
+
+
+def _check_broker_fault(kind: str, spec: dict[str, Any]) -> None:
+    for name in _NEEDS.get(kind, ()):
+        if spec.get(name) is None:
+            raise FaultError(f"{_field_of(kind)} needs a {name}")
+    if kind not in BROKER_KINDS:
+        return
+    allowed = _MAY.get(kind, set(_NEEDS.get(kind, ())))
+    given = {name for name in spec if spec[name] is not None and name != "seed"}
+    extra = sorted(given - allowed - set(_ACTIONS) - set(_STORAGE))
+    if extra:
+        raise FaultError(f"{_field_of(kind)} takes no {', '.join(extra)}")
+
+
+def _field_of(kind: str) -> str:
+    return {"refuse": "refuse_connections", "storage": "a storage fault"}.get(kind, kind)
 
 
 def _probability(value: Any) -> float:

@@ -10,6 +10,10 @@ Faults that are done (their count used up, their duration over, or removed) leav
 last DONE_KEPT of them stay listed, with their counters, so that a test can read what fired.
 A fault added with `after_ms` waits in `pending` (listed, matching nothing) until `expire` finds
 its start time come; it then joins `active` in the order of ids.
+
+Faults on the broker (model.BROKER_KINDS) match no request: `on_start` acts on one when it is
+added (and may refuse it, model.FaultRefused: it is then not added), `on_end` when it ends. A
+group fault (model.ONE_SHOT_KINDS) is done as soon as it has acted.
 """
 
 from __future__ import annotations
@@ -20,8 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from corral.faults.model import FIRED_ON_KEPT, Fault, api_name, parse
+from corral.faults.model import (
+    BROKER_KINDS,
+    FIRED_ON_KEPT,
+    ONE_SHOT_KINDS,
+    Fault,
+    FaultError,
+    api_name,
+    parse,
+)
 from corral.faults.targets import Targets, targets
+from corral.network.apis import ApiKey
 
 log = logging.getLogger("corral.faults")
 
@@ -50,25 +63,55 @@ class Faults:
         # Called with each fault that ends or is removed, `ended` saying why (the server
         # releases a hold's requests when it is removed or its duration is over).
         self.on_end: Callable[[Fault], None] = lambda fault: None
+        # Called with a broker fault before it is added: acts on it, or raises FaultRefused.
+        self.on_start: Callable[[Fault], None] = lambda fault: None
+        # Called before the faults are listed (the server brings broker faults' counters up to
+        # date, and ends the ones that are over).
+        self.on_list: Callable[[], None] = lambda: None
         # Fired and matched counts of every fault ever added, by action kind (for /metrics).
         self.fired_by_kind: dict[str, int] = {}
 
     def add(self, spec: Any) -> Fault:
-        """Adds the fault `spec` describes (model.py); raises FaultError."""
+        """Adds the fault `spec` describes (model.py); raises FaultError (FaultRefused when the
+        broker refused to act on it)."""
         fault = parse(spec, self.next_id, self.clock())
-        self.next_id += 1
         if fault.after_ms:
+            # A broker fault acts when it starts (`expire`), not now.
+            self.next_id += 1
             fault.active = False
             self.pending.append(fault)
             self.pending.sort(key=lambda f: (f.starts_at, f.id))
             log.info(
                 "fault %d added, starts in %d ms: %s", fault.id, fault.after_ms, _summary(fault)
             )
-        else:
-            self.active.append(fault)
-            log.info("fault %d added: %s", fault.id, _summary(fault))
+            return fault
+        if fault.action.kind in BROKER_KINDS:
+            self.on_start(fault)
+        self.next_id += 1
+        log.info("fault %d added: %s", fault.id, _summary(fault))
+        self._activate(fault)
         self.on_change()
         return fault
+
+    def _activate(self, fault: Fault) -> None:
+        """Into `active`; a group fault, which acted when it started, is done at once."""
+        fault.active = True
+        self.active.append(fault)
+        self.active.sort(key=lambda f: f.id)
+        kind = fault.action.kind
+        if kind in ONE_SHOT_KINDS:
+            fault.matched = fault.fired = 1
+            self.count_fired(kind)
+            self._end(fault, "done")
+
+    def count_fired(self, kind: str, n: int = 1) -> None:
+        self.fired_by_kind[kind] = self.fired_by_kind.get(kind, 0) + n
+
+    def finish(self, fault: Fault, why: str) -> None:
+        """Ends an active fault for `why` (a broker fault whose effect is over)."""
+        if fault.active:
+            self._end(fault, why)
+            self.on_change()
 
     def get(self, fault_id: int) -> Fault | None:
         for fault in (*self.active, *self.pending):
@@ -115,6 +158,7 @@ class Faults:
         return n
 
     def listing(self) -> list[dict[str, Any]]:
+        self.on_list()
         self.expire()
         faults = sorted([*self.active, *self.pending, *self.done.values()], key=lambda f: f.id)
         return [fault.describe() for fault in faults]
@@ -127,11 +171,17 @@ class Faults:
         changed = False
         while self.pending and self.pending[0].starts_at <= now:
             fault = self.pending.pop(0)
-            fault.active = True
-            self.active.append(fault)
-            self.active.sort(key=lambda f: f.id)
-            log.info("fault %d started", fault.id)
             changed = True
+            if fault.action.kind in BROKER_KINDS:
+                try:
+                    self.on_start(fault)
+                except FaultError as e:  # it never acted: nothing to undo
+                    fault.ended = f"refused: {e}"
+                    self.done[fault.id] = fault
+                    log.warning("fault %d could not start: %s", fault.id, e)
+                    continue
+            log.info("fault %d started", fault.id)
+            self._activate(fault)
         if self.pending:
             next_end = self.pending[0].starts_at
         for fault in list(self.active):
@@ -163,6 +213,11 @@ class Faults:
         now = self.clock()
         found: Targets | None = None
         for fault in list(self.active):
+            kind = fault.action.kind
+            if kind in BROKER_KINDS:
+                continue
+            if kind == "coordinator" and request.api_key == ApiKey.FIND_COORDINATOR:
+                continue  # the client must still find this broker, to come back to it
             m = fault.match
             if m.api_key is not None and request.api_key != m.api_key:
                 continue
@@ -205,7 +260,7 @@ class Faults:
             fault.fired += 1
             if len(fault.fired_on) < FIRED_ON_KEPT:
                 fault.fired_on.append(fault.matched)
-            self.fired_by_kind[action.kind] = self.fired_by_kind.get(action.kind, 0) + 1
+            self.count_fired(action.kind)
             _log_fired(fault, request, delay_s)
             if fault.count is not None and fault.fired >= fault.count:
                 self._end(fault, "count")
@@ -223,8 +278,8 @@ def _summary(fault: Fault) -> str:
 
 def _log_fired(fault: Fault, request: Any, delay_s: float) -> None:
     action = fault.action
-    if action.kind == "error":
-        what = f"answered {fault.describe()['error']}"
+    if action.kind in ("error", "coordinator"):
+        what = f"answered {fault.describe()[action.kind]}"
     elif action.kind == "delay":
         what = f"delayed {delay_s * 1000:.0f} ms"
     elif action.kind == "hold":
