@@ -63,7 +63,7 @@ def test_failover_moves_the_coordinator_through_the_faults_api(broker, protocol)
     assert metrics["stable_generation"] is not None and "timed_out" not in metrics
     assert result["latency_ms"]["OFFSET_FETCH"]["count"] >= 10  # every member read back
     # The members met the move: the coordinator answered NOT_COORDINATOR while it was away.
-    away = {k.split(":")[1] for k in (*result["errors"], *result["counts"])}
+    away = {k.partition(":")[2] for k in (*result["errors"], *result["counts"])}
     assert away & {"NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS"}, result["errors"]
     assert "fired" in broker.log()
 
@@ -92,6 +92,8 @@ def test_churn_fences_members_through_the_faults_api(broker, protocol):
     assert metrics["fenced_and_rejoined"] > 0
     assert metrics["left_and_rejoined"] == 0
     assert metrics["rebalances_completed"] > 0
-    # A fenced member learns it on its next heartbeat, as after a session timeout.
-    told = {k.split(":")[1] for k in (*result["errors"], *result["counts"])}
-    assert told & {"UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"}, (result["errors"], result["counts"])
+    if protocol == "classic":
+        # A fenced member learns it on its next heartbeat, as after a session timeout (a KIP-848
+        # member gave its partitions up first and rejoins at epoch 0: see ConsumerMember.give_up).
+        told = {k.partition(":")[2] for k in (*result["errors"], *result["counts"])}
+        assert "UNKNOWN_MEMBER_ID" in told, (result["errors"], result["counts"])

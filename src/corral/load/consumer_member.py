@@ -200,6 +200,12 @@ class ConsumerMember(GroupMember):
         self.stable = True
         return True
 
+    def give_up(self) -> None:
+        """Owns nothing from now on and rejoins at epoch 0: a member the coordinator is about to
+        fence by hand (churn through the faults API), which gives its partitions to others at
+        once, as at a session timeout, where the member would have been gone for a while."""
+        self._drop(time.monotonic())
+
     def _drop(self, now: float) -> None:
         """Fenced or leaving: nothing owned, out of the group, back to epoch 0."""
         if self.stable or self.assignment:

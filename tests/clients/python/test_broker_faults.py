@@ -19,20 +19,11 @@ import time
 from typing import Any
 
 import pytest
-from cgkit import (
-    FAST_GROUPS,
-    CgMember,
-    MemberProcess,
-    all_partitions,
-    check_ownership,
-    describe,
-    describe_groups_raw,
-    stop_processes,
-    wait_stable,
-    wait_until,
-)
+from cgkit import FAST_GROUPS, MemberProcess, stop_processes, wait_stable, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from ownership import CgMember, all_partitions, check_ownership
+from raw_groups import describe, describe_groups_raw
 from rawwire import RawClient, closed_within
 from scraper import Scraper
 from test_faults import ENABLED, consume_all, create_topic, faults_of, produce

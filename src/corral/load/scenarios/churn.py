@@ -57,8 +57,11 @@ async def _cycle(ctx, member) -> None:
             while True:
                 leave_requests[member] = picked = trio.Event()
                 await picked.wait()
-                await fence_through_api(url, ctx.params["group"], member.member_id)
-                ctx.recorder.counts["fenced_and_rejoined"] += 1
+                give_up = getattr(member, "give_up", None)  # KIP-848 (see there)
+                if give_up is not None:
+                    give_up()
+                if await fence_through_api(url, ctx.params["group"], member.member_id):
+                    ctx.recorder.counts["fenced_and_rejoined"] += 1
     while True:
         leave_requests[member] = picked = trio.Event()
         async with trio.open_nursery() as nursery:

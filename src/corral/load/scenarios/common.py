@@ -348,9 +348,19 @@ class CoordinatorMove:
         return 0
 
 
-async def fence_through_api(url: str, group: str, member_id: str) -> None:
+async def fence_through_api(url: str, group: str, member_id: str) -> bool:
     """Fences one member (a consumer group's) or expires its session (a classic group's), as
-    the coordinator does when a session times out; the member finds out on its next request."""
-    from corral.faults.client import FaultsClient
+    the coordinator does when a session times out; the member finds out on its next request.
+    False when the coordinator no longer knew the member (it was rejoining meanwhile)."""
+    from corral.faults.client import FaultsApiError, FaultsClient
 
-    await trio.to_thread.run_sync(lambda: FaultsClient(url).fence(group, member_id))
+    def fence() -> bool:
+        try:
+            FaultsClient(url).fence(group, member_id)
+        except FaultsApiError as e:
+            if e.kafka_error != "UNKNOWN_MEMBER_ID":
+                raise
+            return False
+        return True
+
+    return await trio.to_thread.run_sync(fence)
