@@ -1,0 +1,127 @@
+"""Fault injection (docs/faults.md) against a real corral, with Java kafka-clients 4.4 doing what
+Kafka's documentation says it does about each fault: a commitSync retried after
+COORDINATOR_LOAD_IN_PROGRESS, an idempotent producer retrying a produce answered
+NOT_LEADER_OR_FOLLOWER and delivering once, a consumer group finding its coordinator again after
+NOT_COORDINATOR (classic and KIP-848 members), a Fetch delay seen in the consumer's own
+fetch-latency metrics. The clients are tests/clients/java/FaultClients.java and the group member
+tests/clients/java/ConsumerGroupMember.java, compiled once into the jar cache
+(tests/kits/kafka_java.py); the scenario of the group tests is tests/kits/faultkit.py's.
+The confluent-kafka twin: tests/clients/python/test_faults.py; franz-go's:
+tests/clients/go/test_faults_go.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cgkit import committed, create_topics, produce
+from faultkit import coordinator_moves, faults_of, requests, start_broker
+from kafka_java import fault_clients
+from scraper import Scraper
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    broker = start_broker(tmp_path_factory.mktemp("faults-java"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def faults(broker):
+    faults = faults_of(broker)
+    yield faults
+    faults.clear()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_commit_sync_retries_coordinator_load_in_progress(broker, faults, protocol):
+    """KafkaConsumer.commitSync "will retry until the commit succeeds or an unrecoverable error
+    is encountered" (its javadoc), and COORDINATOR_LOAD_IN_PROGRESS is retriable (Kafka's
+    Errors: CoordinatorLoadInProgressException extends RetriableException). The next two
+    OffsetCommits of the group are answered with it: commitSync returns normally, the third
+    attempt commits, and the offset is there for another client to read. Both the classic
+    consumer (ConsumerCoordinator) and the KIP-848 one (CommitRequestManager)."""
+    topic = group = f"commit-{protocol}"
+    create_topics(broker.bootstrap, {topic: 1})
+    produce(broker.bootstrap, {topic: 1}, 3)
+    fault_id = faults.add(
+        api="OffsetCommit", group=group, error="COORDINATOR_LOAD_IN_PROGRESS", count=2
+    )
+    answer = fault_clients(
+        "commit",
+        {
+            "bootstrap": broker.bootstrap,
+            "topic": topic,
+            "group": group,
+            "protocol": protocol,
+            "count": 3,
+        },
+    )
+    assert "error" not in answer, answer
+    assert answer["consumed"] == 3
+    assert answer["committed"] == {"0": 3}
+    fault = faults.get(fault_id)
+    assert (fault["fired"], fault["active"], fault["ended"]) == (2, False, "count"), fault
+    assert committed(broker.bootstrap, group, [(topic, 0)]) == {(topic, 0): 3}
+
+
+def test_idempotent_producer_retries_not_leader_and_delivers_once(broker, faults):
+    """KafkaProducer with acks=all and enable.idempotence=true: NOT_LEADER_OR_FOLLOWER is a
+    retriable error (NotLeaderOrFollowerException extends InvalidMetadataException: the producer
+    refreshes its metadata and retries, `retries` defaulting to Integer.MAX_VALUE within
+    delivery.timeout.ms), and idempotence "ensures that exactly one copy of each message is
+    written in the stream" (the `enable.idempotence` documentation). The first Produce to the
+    partition is answered with it; every record is acknowledged, at consecutive offsets, and
+    read back exactly once."""
+    topic = "not-leader"
+    create_topics(broker.bootstrap, {topic: 2})
+    fault_id = faults.add(
+        api="Produce", topic=topic, partition=1, error="NOT_LEADER_OR_FOLLOWER", count=1
+    )
+    answer = fault_clients(
+        "produce", {"bootstrap": broker.bootstrap, "topic": topic, "partition": 1, "count": 10}
+    )
+    assert "error" not in answer, answer
+    assert faults.get(fault_id)["fired"] == 1
+    assert answer["acked"] == list(range(10))
+    assert answer["read"] == [f"v{i}" for i in range(10)]
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_group_finds_its_coordinator_again_after_not_coordinator(broker, protocol):
+    """NOT_COORDINATOR tells a client that the broker is no longer the group's coordinator: the
+    Java consumer marks the coordinator unknown, looks it up again with FindCoordinator and
+    retries (AbstractCoordinator for the classic protocol's Heartbeat, JoinGroup, SyncGroup and
+    OffsetCommit; the KIP-848 consumer's CoordinatorRequestManager for ConsumerGroupHeartbeat
+    and OffsetCommit). Two members consume while their heartbeats and commits are answered
+    NOT_COORDINATOR (two of each), then a third joins while the join's requests are: FindCoordinator
+    is asked again, nothing is lost or read twice, nothing surfaces to the application, and no
+    partition is ever owned by two members at once (tests/kits/ownership.py)."""
+    seen = coordinator_moves(broker, "java", protocol)
+    assert seen["after"] > seen["before"]
+    assert seen["errors"] == {}
+
+
+def test_a_fetch_delay_shows_in_the_consumer_fetch_latency(broker, faults):
+    """The consumer's fetch-latency-avg and -max metrics (consumer-fetch-manager-metrics: "the
+    average/max time taken for a fetch request") measure a Fetch from send to response: a
+    consumer whose every Fetch corral answers 600 ms late reports at least that, and its first
+    record comes at least that late; one without the fault, on the same broker, reports far
+    less (fetch.max.wait.ms is 50)."""
+    topic = "slow-fetch"
+    create_topics(broker.bootstrap, {topic: 1})
+    produce(broker.bootstrap, {topic: 1}, 3)
+    scraper = Scraper(broker)
+    fault_id = faults.add(api="Fetch", client_id="delayed", delay_ms=600)
+    config = {"bootstrap": broker.bootstrap, "topic": topic, "count": 3, "fetches": 3}
+    fast = fault_clients("fetch-latency", {**config, "client_id": "prompt"})
+    before = requests(scraper, "Fetch")
+    slow = fault_clients("fetch-latency", {**config, "client_id": "delayed"})
+    assert "error" not in fast and "error" not in slow, (fast, slow)
+    assert fast["records"] == slow["records"] == 3
+    fired = faults.get(fault_id)["fired"]
+    assert fired >= slow["fetches"] >= 3 and requests(scraper, "Fetch") - before >= fired
+    assert slow["fetch_latency_avg"] >= 600 and slow["fetch_latency_max"] >= 600, slow
+    assert slow["first_record_ms"] >= 600, slow
+    # (Not its first record's time: a fresh JVM's first poll takes some 600 ms of its own.)
+    assert fast["fetch_latency_max"] < 300, fast
