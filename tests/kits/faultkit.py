@@ -121,42 +121,52 @@ JOINING = {"classic": ("JoinGroup", "SyncGroup"), "consumer": ("ConsumerGroupHea
 
 
 def coordinator_moves(broker, client: str, protocol: str, count: int = 2) -> dict:
-    """Members of `client` ("java", "franz-go") in a `protocol` group consume and commit; then
-    the group's steady requests (heartbeats, commits) are answered NOT_COORDINATOR for the next
-    `count` matches each, and the members must look the coordinator up again (FindCoordinator)
-    and go on; then the requests of a join (JoinGroup and SyncGroup, or ConsumerGroupHeartbeat)
-    are, while a third member joins. Every record is consumed exactly once (each member commits
+    """Members "a" and "b" of `client` ("java", "franz-go") in a `protocol` group consume and
+    commit; then each member's steady requests (heartbeats, commits) are answered
+    NOT_COORDINATOR once each, and each must look the coordinator up again (a FindCoordinator
+    with its client id) and go on; then the requests of a join (JoinGroup and SyncGroup, or
+    ConsumerGroupHeartbeat) are answered NOT_COORDINATOR for the next `count` matches while a
+    third member, "c", joins. Every record is consumed exactly once (each member commits
     synchronously what it read before its next poll), the group settles with every partition
-    owned once, and no partition is ever owned by two members at once. Returns the
-    FindCoordinator requests counted before the faults and after the steady ones."""
+    owned once, and no partition is ever owned by two members at once. Returns each member's
+    FindCoordinator requests ("lookups": before the steady faults, after them, at the end) and
+    the errors the members reported to their application ("errors", by member)."""
     group = topic = f"moved-{client}-{protocol}"
     bootstrap = broker.bootstrap
     topics = {topic: 6}
     create_topics(bootstrap, topics)
     partitions = all_partitions(topics)
     config = CLASSIC if protocol == "classic" else {"protocol": "consumer"}
-    faults, scraper = faults_of(broker), Scraper(broker)
+    faults = faults_of(broker)
+    # A FindCoordinator counter per member (client id = member name): a fault that delays them
+    # by 1 ms fires on each, and its `fired` counts them. (Not 0 ms: corral refuses
+    # `"delay_ms": 0` as no action given, src/corral/faults/model.py's _action.)
+    lookups = {m: faults.add(api="FindCoordinator", client_id=m, delay_ms=1) for m in "abc"}
+
+    def looked_up() -> dict[str, int]:
+        return {m: faults.get(i)["fired"] for m, i in lookups.items()}
+
     processes = [MemberProcess(client, bootstrap, group, ["a", "b"], topics=[topic], **config)]
     members: Callable[[], list] = lambda: members_of(processes)  # noqa: E731
     try:
         wait_group_stable(bootstrap, group, protocol, processes, partitions)
         records = produce(bootstrap, topics, 5)
         wait_consumed(members(), records)
-        finds = {"before": requests(scraper, "FindCoordinator")}
+        before = looked_up()
         ids = [
-            faults.add(api=api, group=group, error="NOT_COORDINATOR", count=count)
+            faults.add(api=api, group=group, client_id=m, error="NOT_COORDINATOR", count=1)
             for api in STEADY[protocol]
+            for m in "ab"
         ]
         records |= produce(bootstrap, topics, 5)  # consumed, then committed
         wait_fired(faults, ids, 20, f"{STEADY[protocol]} answered NOT_COORDINATOR")
         wait_consumed(members(), records)
-        # The members asked where the coordinator is (nobody else did: no member joined).
         wait_until(
-            lambda: requests(scraper, "FindCoordinator") > finds["before"],
+            lambda: all(looked_up()[m] > before[m] for m in "ab"),
             10,
-            "FindCoordinator after NOT_COORDINATOR",
+            f"a FindCoordinator from each member after NOT_COORDINATOR: {before} {looked_up()}",
         )
-        finds["after"] = requests(scraper, "FindCoordinator")
+        after = looked_up()
         wait_group_stable(bootstrap, group, protocol, processes, partitions)
         # A join while the coordinator "moves".
         ids = [
@@ -172,8 +182,10 @@ def coordinator_moves(broker, client: str, protocol: str, count: int = 2) -> dic
         for p in processes:
             p.close_all()
         check_ownership(members())
-        errors = {m.name: m.errors for m in members() if m.errors}
-        return {**finds, "errors": errors}
+        return {
+            "lookups": {m: (before[m], after[m], n) for m, n in looked_up().items()},
+            "errors": {m.name: m.errors for m in members() if m.errors},
+        }
     finally:
         faults.clear()
         stop_processes(processes)

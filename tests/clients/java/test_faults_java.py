@@ -93,26 +93,29 @@ def test_a_group_finds_its_coordinator_again_after_not_coordinator(broker, proto
     Java consumer marks the coordinator unknown, looks it up again with FindCoordinator and
     retries (AbstractCoordinator for the classic protocol's Heartbeat, JoinGroup, SyncGroup and
     OffsetCommit; the KIP-848 consumer's CoordinatorRequestManager for ConsumerGroupHeartbeat
-    and OffsetCommit). Two members consume while their heartbeats and commits are answered
-    NOT_COORDINATOR (two of each), then a third joins while the join's requests are: FindCoordinator
-    is asked again, nothing is lost or read twice, nothing surfaces to the application, and no
-    partition is ever owned by two members at once (tests/kits/ownership.py)."""
+    and OffsetCommit). Two members consume while each one's heartbeat and commit are answered
+    NOT_COORDINATOR once: each sends a FindCoordinator of its own afterwards (counted per client
+    id) and goes on; then a third joins while the join's requests are answered NOT_COORDINATOR
+    twice. Nothing is lost or read twice, nothing surfaces to the application, the group settles
+    with every partition owned once, and no partition is ever owned by two members at once
+    (tests/kits/ownership.py)."""
     seen = coordinator_moves(broker, "java", protocol)
-    assert seen["after"] > seen["before"]
     assert seen["errors"] == {}
+    # c looked the coordinator up too (at least once to join; again after a NOT_COORDINATOR).
+    assert seen["lookups"]["c"][2] >= 1, seen
 
 
 def test_a_fetch_delay_shows_in_the_consumer_fetch_latency(broker, faults):
     """The consumer's fetch-latency-avg and -max metrics (consumer-fetch-manager-metrics: "the
     average/max time taken for a fetch request") measure a Fetch from send to response: a
-    consumer whose every Fetch corral answers 600 ms late reports at least that, and its first
+    consumer whose every Fetch corral answers 1 s late reports at least that, and its first
     record comes at least that late; one without the fault, on the same broker, reports far
     less (fetch.max.wait.ms is 50)."""
     topic = "slow-fetch"
     create_topics(broker.bootstrap, {topic: 1})
     produce(broker.bootstrap, {topic: 1}, 3)
     scraper = Scraper(broker)
-    fault_id = faults.add(api="Fetch", client_id="delayed", delay_ms=600)
+    fault_id = faults.add(api="Fetch", client_id="delayed", delay_ms=1000)
     config = {"bootstrap": broker.bootstrap, "topic": topic, "count": 3, "fetches": 3}
     fast = fault_clients("fetch-latency", {**config, "client_id": "prompt"})
     before = requests(scraper, "Fetch")
@@ -121,7 +124,7 @@ def test_a_fetch_delay_shows_in_the_consumer_fetch_latency(broker, faults):
     assert fast["records"] == slow["records"] == 3
     fired = faults.get(fault_id)["fired"]
     assert fired >= slow["fetches"] >= 3 and requests(scraper, "Fetch") - before >= fired
-    assert slow["fetch_latency_avg"] >= 600 and slow["fetch_latency_max"] >= 600, slow
-    assert slow["first_record_ms"] >= 600, slow
-    # (Not its first record's time: a fresh JVM's first poll takes some 600 ms of its own.)
-    assert fast["fetch_latency_max"] < 300, fast
+    assert slow["fetch_latency_avg"] >= 1000 and slow["fetch_latency_max"] >= 1000, slow
+    assert slow["first_record_ms"] >= 1000, slow
+    # (Not its first record's time: a fresh JVM's first poll can take 600 ms of its own.)
+    assert fast["fetch_latency_max"] < 500, fast
