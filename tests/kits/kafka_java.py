@@ -95,31 +95,38 @@ def run_tool(
     return out
 
 
-def fault_clients(mode: str, config: dict, timeout: float = 90) -> dict:
+def fault_clients(mode: str, config: dict, timeout: float = 90, between=None) -> dict:
     """One run of tests/clients/java/FaultClients.java (`mode`: commit, produce, fetch-latency):
-    its one-line JSON answer ({"error": text, "stderr": ...} when the client failed)."""
+    its last JSON line ({"error": text, "stderr": ...} when the client failed). With `between`,
+    the program's first line (decoded) is handed to it and then the program told to go on (a
+    line on its stdin): the produce mode's warm-up."""
     classes = compile_java(FAULT_CLIENTS)
-    run = subprocess.run(
-        [
-            "java",
-            *JVM_FLAGS,
-            "-cp",
-            f"{classes}{os.pathsep}{kafka_jars()}/*",
-            "FaultClients",
-            mode,
-            json.dumps(config),
-        ],
-        capture_output=True,
+    cmd = ["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{kafka_jars()}/*", "FaultClients"]
+    proc = subprocess.Popen(
+        [*cmd, mode, json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
     )
-    lines = run.stdout.strip().splitlines()
-    assert lines, (
-        f"FaultClients {mode} printed nothing (exit {run.returncode}): {run.stderr[-3000:]}"
-    )
+    try:
+        if between is not None:
+            first = proc.stdout.readline()
+            assert first, f"FaultClients {mode} ended early: {proc.communicate()[1][-3000:]}"
+            between(json.loads(first))
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        print(f"FaultClients {mode} killed; its stderr:\n{stderr[-5000:]}")
+        raise
+    lines = stdout.strip().splitlines()
+    assert lines, f"FaultClients {mode} printed nothing (exit {proc.returncode}): {stderr[-3000:]}"
     answer = json.loads(lines[-1])
     if "error" in answer:
-        answer["stderr"] = run.stderr[-3000:]
+        answer["stderr"] = stderr[-3000:]
     return answer
 
 

@@ -6,10 +6,14 @@
 //                         a subscribed KafkaConsumer reads `count` records, then commitSync() once;
 //                         prints {"consumed", "commit_ms", "committed": {partition: offset}} (what
 //                         committed() reads back afterwards).
-//   produce CONFIG        {"bootstrap", "topic", "partition", "count"}: an idempotent KafkaProducer
-//                         (acks=all) sends `count` records ("v<i>") to the partition, each
-//                         acknowledged; then an assigned consumer reads the partition from its start
-//                         to its end; prints {"acked": [offsets], "read": [values]}.
+//   produce CONFIG        {"bootstrap", "topic", "partition", "count", "warm_up"?}: an idempotent
+//                         KafkaProducer (acks=all) sends `count` records ("v<i>") to the
+//                         partition, as one batch, each acknowledged; then an assigned consumer
+//                         reads the partition from its start to its end; prints {"acked":
+//                         [offsets], "read": [values], "retried": record-retry-total}. With
+//                         "warm_up": true it first sends one record ("warm"), prints {"warmed":
+//                         offset} and waits for a line on stdin; then sends the others as they
+//                         come (several batches in flight).
 //   fetch-latency CONFIG  {"bootstrap", "topic", "client_id", "count", "fetches"}: an assigned
 //                         consumer reads partition 0 from its start, polling until it has `count`
 //                         records and has sent at least `fetches` fetches; prints {"first_record_ms"
@@ -18,6 +22,8 @@
 //
 // Compiled once by tests/kits/kafka_java.py: javac -cp "<kafka lib>/*" FaultClients.java
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -87,22 +93,40 @@ public class FaultClients {
     static ObjectNode produce(JsonNode cfg) throws Exception {
         String topic = cfg.get("topic").asText();
         int partition = cfg.get("partition").asInt(), count = cfg.get("count").asInt();
+        boolean warmUp = cfg.has("warm_up") && cfg.get("warm_up").asBoolean();
         Properties p = new Properties();
         p.put("bootstrap.servers", cfg.get("bootstrap").asText());
         p.put("acks", "all");
         p.put("enable.idempotence", "true");
         p.put("retry.backoff.ms", "50");
-        p.put("linger.ms", "20");  // the records go as one batch: the fault answers all of them
+        // Without a warm-up the records go as one batch (sent by flush(), linger.ms being long),
+        // which the fault answers. With one, they go as they come (linger.ms=0), several
+        // batches in flight at once, the producer's sequence already known to the partition.
+        p.put("linger.ms", warmUp ? "0" : "60000");
         p.put("client.id", "producer");
         ObjectNode out = JSON.createObjectNode();
         ArrayNode acked = out.putArray("acked");
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            if (warmUp) {
+                RecordMetadata m = producer.send(new ProducerRecord<>(topic, partition, null, "warm".getBytes(StandardCharsets.UTF_8))).get();
+                acked.add(m.offset());
+                // The test adds its fault now, then says go.
+                System.out.println("{\"warmed\": " + m.offset() + "}");
+                System.out.flush();
+                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+            }
             List<Future<RecordMetadata>> sent = new ArrayList<>();
             for (int i = 0; i < count; i++) {
                 sent.add(producer.send(new ProducerRecord<>(topic, partition, null, ("v" + i).getBytes(StandardCharsets.UTF_8))));
             }
             producer.flush();
             for (Future<RecordMetadata> f : sent) acked.add(f.get().offset());
+            for (Map.Entry<MetricName, ? extends Metric> e : producer.metrics().entrySet()) {
+                MetricName m = e.getKey();
+                if (m.group().equals("producer-metrics") && m.name().equals("record-retry-total")) {
+                    out.put("retried", ((Number) e.getValue().metricValue()).doubleValue());
+                }
+            }
         }
         Properties c = new Properties();
         c.put("bootstrap.servers", cfg.get("bootstrap").asText());
