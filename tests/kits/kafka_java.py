@@ -10,6 +10,7 @@ Java programs into the jar cache: `python tests/kits/cgkit.py compile` runs it, 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from kafka_ref import DEFAULT_VERSION, compile_java
 from kafka_ref import fetch as kafka_jars
 
 JAVA_MEMBER = JAVA / "ConsumerGroupMember.java"
+FAULT_CLIENTS = JAVA / "FaultClients.java"
 TOOL_RUNNER = JAVA / "ToolRunner.java"
 # kafka-tools (kafka-consumer-groups is its ConsumerGroupCommand): 4.4.0 is not on Maven Central,
 # 4.3.1 is the newest that is.
@@ -93,12 +95,49 @@ def run_tool(
     return out
 
 
+def fault_clients(mode: str, config: dict, timeout: float = 90, between=None) -> dict:
+    """One run of tests/clients/java/FaultClients.java (`mode`: commit, produce, fetch-latency):
+    its last JSON line ({"error": text, "stderr": ...} when the client failed). With `between`,
+    the program's first line (decoded) is handed to it and then the program told to go on (a
+    line on its stdin): the produce mode's warm-up."""
+    classes = compile_java(FAULT_CLIENTS)
+    cmd = ["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{kafka_jars()}/*", "FaultClients"]
+    proc = subprocess.Popen(
+        [*cmd, mode, json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if between is not None:
+            first = proc.stdout.readline()
+            assert first, f"FaultClients {mode} ended early: {proc.communicate()[1][-3000:]}"
+            between(json.loads(first))
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        print(f"FaultClients {mode} killed; its stderr:\n{stderr[-5000:]}")
+        raise
+    lines = stdout.strip().splitlines()
+    assert lines, f"FaultClients {mode} printed nothing (exit {proc.returncode}): {stderr[-3000:]}"
+    answer = json.loads(lines[-1])
+    if "error" in answer:
+        answer["stderr"] = stderr[-3000:]
+    return answer
+
+
 def compile_programs() -> list[Path]:
     """Fetches the jars and compiles the Java programs (each once into the jar cache): the Java
-    member's classes, kafka-tools' jars, the 4.3 core jar (kafka-configs), ToolRunner's classes."""
+    member's classes, kafka-tools' jars, the 4.3 core jar (kafka-configs), ToolRunner's classes,
+    the fault tests' clients (tests/clients/java/FaultClients.java)."""
     return [
         java_member_classes(),
         kafka_jars(TOOLS_VERSION, "kafka-tools"),
         kafka_jars(TOOLS_VERSION),
         compile_java(TOOL_RUNNER),
+        compile_java(FAULT_CLIENTS),
     ]

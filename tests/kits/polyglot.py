@@ -76,7 +76,7 @@ def member_command(
     client: str, config: dict, command: str | None = None
 ) -> tuple[list[str], dict[str, str]]:
     """The command line (and environment) of a process of `client`: members, or the one-shot
-    `command` ("produce", "admin")."""
+    `command` ("produce", "commit", "admin")."""
     words = [command] if command else []
     if client in GO_CLIENTS:
         return [str(go_members()), *words, json.dumps({**config, "client": client})], dict(
@@ -94,6 +94,12 @@ def produce(client: str, config: dict, timeout: float = 90) -> dict:
     """Produces `config["count"]` records with `client`: its one-line JSON answer
     ({"produced": n} or {"error": text})."""
     return _run(client, "produce", config, timeout)
+
+
+def commit(client: str, config: dict, timeout: float = 90) -> dict:
+    """franz-go's read-then-CommitOffsetsSync of tests/clients/go/franz.go (franzCommit): its
+    report ({"consumed", "commit_error", "commit_ms", "committed"} or {"error": text})."""
+    return _run(client, "commit", config, timeout)
 
 
 def admin(client: str, config: dict, timeout: float = 90) -> dict:

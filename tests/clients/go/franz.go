@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -161,4 +163,63 @@ func franzProduce(cfg *config) error {
 	}
 	// Idempotent by default: the producer asks for an id (InitProducerId) first.
 	return client.ProduceSync(ctx, records...).FirstErr()
+}
+
+// franzCommit: a group consumer (classic, or KIP-848 with "protocol": "consumer") reads
+// cfg.Count records of cfg.Topics, then commits them with one CommitOffsetsSync, whose retries
+// of retriable errors (kerr's COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR...) are the client's
+// own. The report: how many it read, the error the commit ended with ("" if none), and the
+// offsets the OffsetCommit response acknowledged, by partition.
+func franzCommit(cfg *config) (map[string]any, error) {
+	opts := append(franzCommon(cfg, "franz-committer"),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.DisableAutoCommit(),
+	)
+	if cfg.Protocol == "consumer" {
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	}
+	client, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	consumed := 0
+	for consumed < cfg.Count && ctx.Err() == nil {
+		fetches := client.PollRecords(ctx, 500)
+		if err := fetches.Err0(); err != nil && ctx.Err() == nil {
+			return nil, err
+		}
+		consumed += fetches.NumRecords()
+	}
+	commitErr := ""
+	acked := map[string]int64{}
+	start := time.Now()
+	client.CommitOffsetsSync(ctx, client.UncommittedOffsets(),
+		func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				commitErr = err.Error()
+				return
+			}
+			for i, topic := range resp.Topics {
+				for j, p := range topic.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						commitErr = err.Error()
+						continue
+					}
+					sent := req.Topics[i].Partitions[j]
+					acked[fmt.Sprint(sent.Partition)] = sent.Offset
+				}
+			}
+		})
+	return map[string]any{
+		"consumed":     consumed,
+		"commit_error": commitErr,
+		"commit_ms":    time.Since(start).Milliseconds(),
+		"committed":    acked,
+	}, nil
 }

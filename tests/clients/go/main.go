@@ -13,6 +13,11 @@
 //	                               "sasl"?}: produces count records (keys "k<i>") and prints
 //	                               {"produced": count} once every one is acknowledged, or
 //	                               {"error": text}.
+//	members commit CONFIG_JSON     config: {"client": "franz-go", "bootstrap", "group", "topics",
+//	                               "count", "protocol"?}: a group consumer reads count records and
+//	                               commits them with one CommitOffsetsSync; prints {"consumed",
+//	                               "commit_error", "commit_ms", "committed": {partition: offset}}
+//	                               (franz.go's franzCommit), or {"error": text}.
 //	members admin CONFIG_JSON      config: {"client", "bootstrap", "topic", "group", "source",
 //	                               "empty_group"}: the admin API calls of admin.go, printed as
 //	                               one JSON object (adminReport), or {"error": text}.
@@ -167,7 +172,7 @@ func main() {
 		command, args = args[0], args[1:]
 	}
 	if len(args) != 1 {
-		fatal(fmt.Errorf("usage: members [produce|admin] CONFIG_JSON"))
+		fatal(fmt.Errorf("usage: members [produce|commit|admin] CONFIG_JSON"))
 	}
 	var cfg config
 	if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
@@ -184,6 +189,18 @@ func main() {
 		default:
 			err = fmt.Errorf("client %q", cfg.Client)
 		}
+		if err != nil {
+			printJSON(map[string]any{"error": err.Error()})
+			os.Exit(1)
+		}
+		printJSON(report)
+		return
+	}
+	if command == "commit" {
+		if cfg.Client != "franz-go" {
+			fatal(fmt.Errorf("commit: client %q", cfg.Client))
+		}
+		report, err := franzCommit(&cfg)
 		if err != nil {
 			printJSON(map[string]any{"error": err.Error()})
 			os.Exit(1)
