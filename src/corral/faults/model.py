@@ -343,7 +343,8 @@ def parse(spec: Any, fault_id: int, now: float) -> Fault:
 
 
 def _action(spec: dict[str, Any]) -> Action:
-    given = [name for name in _ACTIONS if spec.get(name) not in (None, False)]
+    # `is not False`, not `not in (None, False)`: 0 == False, and delay_ms 0 is an action.
+    given = [name for name in _ACTIONS if spec.get(name) is not None and spec[name] is not False]
     storage = [name for name in _STORAGE if spec.get(name) not in (None, False, 0)]
     if storage:
         given.append("/".join(storage))

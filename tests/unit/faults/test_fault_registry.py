@@ -224,6 +224,13 @@ def test_refused_descriptions(spec, says):
         Faults().add(spec)
 
 
+def test_zero_is_a_value_not_an_absent_field():
+    # 0 == False in Python: a zero delay is still the one action given.
+    assert Faults().add({"delay_ms": 0}).action.kind == "delay"
+    with pytest.raises(FaultError, match="not an error"):
+        Faults().add({"error": 0})
+
+
 def test_the_cli_s_strings_are_read_as_numbers():
     faults = Faults()
     fault = faults.add(
