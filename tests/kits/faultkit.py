@@ -1,6 +1,7 @@
-"""The fault tests' kit (docs/faults.md) for the Java and franz-go clients
-(tests/clients/java/test_faults_java.py, tests/clients/go/test_faults_go.py): a corral with the
-fault API on (`start_broker`), its `FaultsClient` (`faults_of`), requests counted in /metrics
+"""The fault tests' kit (docs/faults.md), for the Java and franz-go clients
+(tests/clients/java/test_faults_java.py, tests/clients/go/test_faults_go.py) and the Python
+ones: a corral with the fault API on (`start_broker`), its address (`faults_url`), its
+`FaultsClient` (`faults_of`), the CLI (`faults_cli`), requests counted in /metrics
 (`requests`), and the scenario both run with their group members (`coordinator_moves`): the
 group's requests answered NOT_COORDINATOR while its members consume, commit and take in a new
 member; they find the coordinator again and go on, the ownership invariant holding throughout.
@@ -8,8 +9,12 @@ member; they find the coordinator again and go on, the ownership invariant holdi
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable
+from typing import Any
 
 from cgkit import (
     CG_FAST,
@@ -50,10 +55,27 @@ def start_broker(data_dir):
     return broker
 
 
-def faults_of(broker) -> FaultsClient:
+def faults_url(broker) -> str:
+    """The faults API of a corral started with it on (its bound port is logged at startup)."""
     match = FAULTS_AT.search(broker.log())
     assert match, "the bound faults port is logged at startup"
-    return FaultsClient(f"http://127.0.0.1:{match.group(2)}")
+    return f"http://127.0.0.1:{match.group(2)}"
+
+
+def faults_of(broker, **auth: str) -> FaultsClient:
+    return FaultsClient(faults_url(broker), **auth)
+
+
+def faults_cli(url: str, *args: str) -> tuple[int, Any, str]:
+    """`corral faults VERB --url URL ARGS...`: (exit code, its JSON answer or None, stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "corral.cli", "faults", *args[:1], "--url", url, *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    out = json.loads(done.stdout) if done.stdout.strip() else None
+    return done.returncode, out, done.stderr
 
 
 def requests(scraper: Scraper, api: str) -> float:

@@ -6,10 +6,9 @@ owned twice, the group stable again."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from conftest import CorralProcess
+from faultkit import faults_url
 from loadkit import run_scenario
 
 SETTINGS = {
@@ -19,15 +18,12 @@ SETTINGS = {
     "corral.faults.enable": "true",
     "corral.faults.listen": "127.0.0.1:0",
 }
-FAULTS_AT = re.compile(r"faults on http://(\S+):(\d+)/faults")
 
 
 @pytest.fixture
 def broker(tmp_path):
     broker = CorralProcess(tmp_path / "corral", SETTINGS).start()
-    match = FAULTS_AT.search(broker.log())
-    assert match, "the faults API's bound port is logged"
-    broker.faults_url = f"http://127.0.0.1:{match.group(2)}"
+    broker.faults_url = faults_url(broker)
     yield broker
     broker.proc.kill()
     broker.proc.wait()

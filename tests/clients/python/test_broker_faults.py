@@ -13,8 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import socket
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -22,6 +20,7 @@ import pytest
 from cgkit import FAST_GROUPS, MemberProcess, stop_processes, wait_stable, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from faultkit import faults_cli
 from ownership import CgMember, all_partitions, check_ownership
 from raw_groups import describe, describe_groups_raw
 from rawwire import RawClient, closed_within
@@ -397,14 +396,7 @@ def test_the_cli_verbs(broker, processes):
     url = faults_of(broker).url
 
     def corral_faults(*args: str) -> tuple[int, Any, str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "corral.cli", "faults", *args[:1], "--url", url, *args[1:]],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        out = json.loads(done.stdout) if done.stdout.strip() else None
-        return done.returncode, out, done.stderr
+        return faults_cli(url, *args)
 
     create_topic(broker, "cli", 2)
     group = members(broker, processes, "cli-g", "cli", ["a"], protocol="consumer")

@@ -17,14 +17,14 @@ from pathlib import Path
 from cgkit import FAST_GROUPS, wait_until
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from faultkit import faults_of
 from rawwire import RawClient
 from wire_data import batch, create, produce
 
 from corral.errors import ErrorCode
-from corral.faults.client import FaultsApiError, FaultsClient
+from corral.faults.client import FaultsApiError
 from corral.network.apis import ApiKey
 
-FAULTS_AT = re.compile(r"faults on http://(\S+):(\d+)/faults")
 FIRED = re.compile(r"fault (\d+) fired \((\d+) of \w+\): (\w+) v\d+ from .* (answered \w+)")
 
 CHAOS = """
@@ -90,9 +90,7 @@ def run_chaos(corral_factory, scenario: Path, name: str) -> dict:
                 outcomes.append(("commit", i, code))
                 if code == ErrorCode.NONE:
                     break
-    match = FAULTS_AT.search(broker.log())
-    assert match
-    listing = FaultsClient(f"127.0.0.1:{match.group(2)}").list()
+    listing = faults_of(broker).list()
     fired_lines = FIRED.findall(broker.log())
     return {"outcomes": outcomes, "listing": listing, "log": fired_lines}
 
@@ -146,10 +144,8 @@ def test_the_file_alone_injects_and_after_ms_starts_a_fault_later(corral_factory
         assert list_groups() == ErrorCode.NONE
     assert "fault 1 fired (1 of 1): ListGroups v4" in broker.log()
     assert "fault 2 fired (1 of 1): ListGroups v4" in broker.log()
-    match = FAULTS_AT.search(broker.log())
-    assert match
     try:
-        FaultsClient(f"127.0.0.1:{match.group(2)}").list()
+        faults_of(broker).list()
         raise AssertionError("the API is not enabled")
     except FaultsApiError as e:
         assert e.status == 403
@@ -213,9 +209,7 @@ def run_with_confluent(corral_factory, scenario: Path, name: str) -> list[dict]:
             assert tp.offset == i + 1
     finally:
         consumer.close()
-    match = FAULTS_AT.search(broker.log())
-    assert match
-    return FaultsClient(f"127.0.0.1:{match.group(2)}").list()
+    return faults_of(broker).list()
 
 
 def test_a_seeded_scenario_replays_with_a_real_client(corral_factory, tmp_path):

@@ -8,10 +8,6 @@ answers its heartbeats; the API refused unless enabled and, with ACLs, without c
 
 from __future__ import annotations
 
-import json
-import re
-import subprocess
-import sys
 import time
 import uuid
 
@@ -19,22 +15,16 @@ import pytest
 from cgkit import FAST_GROUPS, wait_until
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from faultkit import faults_cli, faults_of
 from rawwire import RawClient
 from scramkit import upsertion
 from scraper import Scraper
 
 from corral.errors import ErrorCode
-from corral.faults.client import FaultsApiError, FaultsClient
+from corral.faults.client import FaultsApiError
 from corral.network.apis import ApiKey
 
-FAULTS_AT = re.compile(r"faults on http://(\S+):(\d+)/faults")
 ENABLED = {"corral.faults.enable": "true", "corral.faults.listen": "127.0.0.1:0"}
-
-
-def faults_of(broker, **auth) -> FaultsClient:
-    match = FAULTS_AT.search(broker.log())
-    assert match, "the bound faults port is logged at startup"
-    return FaultsClient(f"http://127.0.0.1:{match.group(2)}", **auth)
 
 
 def create_topic(broker, name: str, partitions: int = 1) -> None:
@@ -397,14 +387,7 @@ def test_the_cli(broker):
     url = faults_of(broker).url
 
     def corral_faults(*args: str) -> tuple[int, object, str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "corral.cli", "faults", *args[:1], "--url", url, *args[1:]],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        out = json.loads(done.stdout) if done.stdout.strip() else None
-        return done.returncode, out, done.stderr
+        return faults_cli(url, *args)
 
     code, added, _ = corral_faults(
         "add", "--api", "Fetch", "--delay-ms", "100-300", "--probability", "0.5", "--seed", "7"
