@@ -97,6 +97,8 @@ class CoordinatorShard:
         self.shared = shared
         self.groups: Groups = {}
         self._loading = False
+        # Groups loading: the network thread leaves them to Python until `start` (load_records).
+        self._held: set[str] = set()
         # The log position its last snapshot was taken at (None: none taken by this process).
         self.snapshot_position: int | None = None
         s = shared
@@ -230,8 +232,15 @@ class CoordinatorShard:
 
     def load_records(self, loaded: Iterable[Record]) -> None:
         self._loading = True
+        held = self._held
         try:
             for record in loaded:
+                if record.group_id not in held:
+                    # Before its first record: the network thread (which runs on while a shard
+                    # loads in a running broker) must not commit for the group or move its
+                    # members while older records are replayed over what it did.
+                    held.add(record.group_id)
+                    self.writer.hold_group(record.group_id)
                 self.replay(record)
         finally:
             self._loading = False
@@ -242,6 +251,9 @@ class CoordinatorShard:
         for group in self.groups.values():
             self.types[type(group)].on_loaded(group)
         self.state = ShardState.LOADED
+        for group_id in self._held:
+            self.writer.release_group(group_id)
+        self._held.clear()
 
     def unload(self) -> int:
         """Forgets every group of the shard (Kafka's onUnloaded): parked JoinGroup and SyncGroup

@@ -298,3 +298,38 @@ def test_a_live_group_epoch_counts_a_rebalance_and_a_loaded_one_does_not():
     assert shard.metrics.consumer_rebalances == 0
     shard.replay(cr.GroupEpoch("g", 4))
     assert shard.metrics.consumer_rebalances == 1
+
+
+def test_a_loading_shard_holds_its_groups_from_the_network_thread_until_it_starts():
+    """A shard loads while the broker runs (an unload and reload): the network thread could
+    otherwise commit for a group whose older commits are still being replayed over its newer
+    one. Each group is held before its first record replays and released when the shard
+    starts (DurableLog: python_writing and python_writing_group in the commit path)."""
+    shard = make_shard()
+    events: list[tuple[str, str]] = []
+    shard.writer.hold_group = lambda g: events.append(("hold", g))
+    shard.writer.release_group = lambda g: events.append(("release", g))
+    replay = shard.replay
+    shard.replay = lambda record: (events.append(("replay", record.group_id)), replay(record))
+    shard.load_records(
+        [
+            OffsetCommits("a", [("t", [(0, 1, -1, "")])], 1, -1),
+            cr.GroupEpoch("b", 2),
+            OffsetCommits("a", [("t", [(0, 2, -1, "")])], 1, -1),
+            cr.MemberMetadata("b", "m", None, None, "c", "h", ("t",), None, 30000, None),
+        ]
+    )
+    assert events == [
+        ("hold", "a"),
+        ("replay", "a"),
+        ("hold", "b"),
+        ("replay", "b"),
+        ("replay", "a"),
+        ("replay", "b"),
+    ]
+    events.clear()
+    shard.start()
+    assert sorted(events) == [("release", "a"), ("release", "b")]
+    events.clear()
+    shard.start()
+    assert events == [], "released once"

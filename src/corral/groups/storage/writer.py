@@ -94,6 +94,14 @@ class CoordinatorLog:
         """Whether writes to `partition` await their fsync."""
         return False
 
+    def hold_group(self, group_id: str) -> None:
+        """While a shard loads the group (`release_group` after): the network thread takes none
+        of its commits or member moves, which would be applied to memory while older records
+        of the group are still being replayed over them."""
+
+    def release_group(self, group_id: str) -> None:
+        """The group is loaded: the network thread may take its commits and moves again."""
+
     def positions(self) -> dict[int, int]:
         """Per partition, where replay must start for a snapshot of the current state."""
         return {}
@@ -260,6 +268,16 @@ class DurableLog(CoordinatorLog):
         finally:
             if self.core_commits is not None:
                 self.core_commits.close()  # its thread answers what waits, then ends
+
+    def hold_group(self, group_id: str) -> None:
+        if self.core_commits is not None:
+            self._offset_write_begins(group_id)
+            self.core_commits.python_writing_group(group_id, True)
+
+    def release_group(self, group_id: str) -> None:
+        if self.core_commits is not None:
+            self._offset_write_ends(group_id)
+            self.core_commits.python_writing_group(group_id, False)
 
     def _offset_write_begins(self, group_id: str) -> None:
         count = self._offset_writes.get(group_id, 0)

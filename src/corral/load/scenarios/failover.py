@@ -93,6 +93,7 @@ def control(run):
         st["stable_at"] = time.monotonic()
         return {"stable": True}
     if "restart" not in st and time.monotonic() - st["stable_at"] >= run.params["restart_at"]:
+        st["restart_started"] = time.monotonic()
         if run.params["restart_cmd"]:
             st["restart"] = subprocess.Popen(run.params["restart_cmd"], shell=True)
         elif run.params["faults_url"]:
@@ -101,7 +102,6 @@ def control(run):
             )
         else:
             raise ValueError("failover needs --restart-cmd or --faults-url")
-        st["restart_started"] = time.monotonic()
         return None
     if "restart" in st and "restarted_at" not in st:
         code = st["restart"].poll()
