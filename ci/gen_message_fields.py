@@ -64,46 +64,6 @@ ROOMS = {
     ],
     None: ["api_versions"],
 }
-# The order of rust/codec/message_fields.rs (kept, so regenerating changes nothing there).
-APIS = [
-    "produce",
-    "fetch",
-    "list_offsets",
-    "metadata",
-    "offset_commit",
-    "offset_fetch",
-    "find_coordinator",
-    "join_group",
-    "heartbeat",
-    "leave_group",
-    "sync_group",
-    "describe_groups",
-    "list_groups",
-    "api_versions",
-    "create_topics",
-    "delete_topics",
-    "delete_records",
-    "init_producer_id",
-    "describe_configs",
-    "alter_configs",
-    "describe_log_dirs",
-    "incremental_alter_configs",
-    "create_partitions",
-    "delete_groups",
-    "offset_delete",
-    "describe_cluster",
-    "consumer_group_heartbeat",
-    "consumer_group_describe",
-    "sasl_handshake",
-    "sasl_authenticate",
-    "describe_acls",
-    "create_acls",
-    "delete_acls",
-    "describe_user_scram_credentials",
-    "alter_user_scram_credentials",
-    "describe_client_quotas",
-]
-
 STRUCT = re.compile(r"^pub struct (\w+) \{$")
 FIELD = re.compile(r"^    pub (\w+): (.+),$")
 VERSIONS = re.compile(r"^    /// Supported API versions: (\S+)$")
@@ -155,7 +115,7 @@ def rust_fields(crate):
         "use kafka_protocol::messages::*;",
         "",
     ]
-    for api in APIS:
+    for api in (api for apis in ROOMS.values() for api in apis):
         for side in ("request", "response"):
             mod = f"{api}_{side}"
             for name, _, fields in structs(crate / "src/messages" / f"{mod}.rs"):

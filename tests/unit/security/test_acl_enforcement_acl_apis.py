@@ -13,6 +13,7 @@ from aclkit import (
     ADMIN,
     ALICE,
     CLUSTER,
+    EVERYTHING,
     TOPIC,
     call,
     codes,
@@ -37,15 +38,7 @@ def test_acl_apis(tmp_path):
         "operation": Op.READ,
         "permission_type": 3,
     }
-    everything = {
-        "resource_type_filter": 1,
-        "resource_name_filter": None,
-        "pattern_type_filter": 1,
-        "principal_filter": None,
-        "host_filter": None,
-        "operation": 1,
-        "permission_type": 1,
-    }
+    everything = EVERYTHING
 
     async def scenario(broker):
         refused = await call(broker, ALICE, ApiKey.CREATE_ACLS, 3, {"creations": [binding]})
