@@ -7,6 +7,8 @@ import logging
 import os
 from pathlib import Path
 
+from corral.cluster import cluster_node_for
+from corral.cluster.engine import Node
 from corral.config.dynamic import DynamicConfigs
 from corral.config.settings import ConfigError, Settings
 from corral.groups import coordinator_for
@@ -83,6 +85,8 @@ class Broker:
                 f"{self.data_dir / ACLS_FILE}: unreadable ACLs: {type(e).__name__}: {e}"
             ) from None
         self.producer_ids = ProducerIdAllocator(self.data_dir)
+        # Cluster mode (docs/cluster.md): this node's part of a cluster on an engine, or None.
+        self.cluster = cluster_node_for(settings)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)
         # __corral_analytics: log-end samples and group events; the server runs `analytics.run`.
@@ -124,6 +128,9 @@ class Broker:
         """Records the listeners as bound (ports chosen) and what to advertise for each."""
         self.listeners = {listener.name: listener for listener in listeners}
         self.endpoints = advertised(self.settings, listeners)
+        if self.cluster is not None:
+            # The others reach this node at its first listener's advertised address.
+            self.cluster.node = Node(self.node_id, *next(iter(self.endpoints.values())))
         for listener in listeners:
             log.info(
                 "listener %s (%s) listening on %s:%d, advertising %s:%d",

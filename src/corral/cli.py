@@ -45,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a seeded scenario of injected faults (TOML, docs/faults.md), added at start",
     )
     serve.add_argument(
+        "--cluster",
+        metavar="URL",
+        help="run as a node of a cluster on an engine: postgresql://... or etcd://HOST:PORT "
+        "(docs/cluster.md); short for --set corral.cluster.url=URL. Give each node its own "
+        "node.id and data dir",
+    )
+    serve.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR or CRITICAL"
     )
     serve.add_argument(
@@ -158,6 +165,8 @@ def _serve(args: argparse.Namespace) -> int:
         overrides[name.strip()] = value.strip()
     if args.data_dir:
         overrides["log.dirs"] = args.data_dir
+    if args.cluster:
+        overrides["corral.cluster.url"] = args.cluster
     try:
         settings = Settings.load(args.config, overrides)
         if args.listen:

@@ -143,6 +143,8 @@ class Server:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)
                 nursery.start_soon(self.broker.groups.run)
+                if self.broker.cluster is not None:
+                    nursery.start_soon(self.broker.cluster.run)
                 nursery.start_soon(self.broker.logs.run)
                 nursery.start_soon(self.broker.topics.run)
                 nursery.start_soon(self.broker.analytics.run)

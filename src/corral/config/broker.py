@@ -29,6 +29,7 @@ from corral.config.types import (
     protocol_list,
     string_value,
 )
+from corral.cluster.settings import CLUSTER_SETTINGS
 from corral.faults.settings import FAULT_SETTINGS
 
 _CORRAL: list[Setting] = [
@@ -525,6 +526,7 @@ BROKER_SETTINGS: dict[str, Setting] = {
     + SECURITY_SETTINGS
     + _CORRAL
     + FAULT_SETTINGS
+    + CLUSTER_SETTINGS
     + INERT
     + INERT_DYNAMIC
 }

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from corral import _core
+from corral.cluster.replication import ReplicatedLog
 from corral.groups.coordinator import GroupCoordinator
 from corral.groups.storage import snapshot
 from corral.groups.storage.placement import OFFSETS_TOPIC, partition_for
@@ -42,7 +43,11 @@ def coordinator_for(broker: Broker) -> GroupCoordinator:
             internal=True,
         )
     settings = broker.settings
-    durable = DurableLog(broker.logs, topic)
+    durable = (
+        DurableLog(broker.logs, topic)
+        if broker.cluster is None
+        else ReplicatedLog(broker.logs, topic, broker.cluster.engine)
+    )
     coordinator = GroupCoordinator(
         settings, durable, broker.data_dir / snapshot.FILE_NAME, broker.topics
     )
@@ -72,6 +77,12 @@ def coordinator_for(broker: Broker) -> GroupCoordinator:
     broker.dynamic_configs.on_group_change.append(coordinator.group_configs_changed)
     for group_id in broker.dynamic_configs.groups:
         coordinator.group_configs_changed(group_id)
+    if broker.cluster is not None:
+        # Shards are loaded from the engine as their leases are taken (cluster/node.py).
+        assert isinstance(durable, ReplicatedLog)
+        coordinator.start_unloaded()
+        broker.cluster.attach(coordinator, durable)
+        return coordinator
     started = time.monotonic()
     loaded = coordinator.load()
     if loaded["snapshot_records"] or loaded["log_records"]:

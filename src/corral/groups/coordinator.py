@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -193,6 +193,8 @@ class GroupCoordinator:
         self.shards = [CoordinatorShard(p, self.shared) for p in range(writer.partitions)]
         self.offsets = OffsetsView(self, offset_map, settings)
         self._authorize_regexes = False
+        # Called with (partition, replay position) after each shard snapshot is written.
+        self.on_snapshot: list[Callable[[int, int], None]] = []
 
     def shard_of(self, group_id: str) -> CoordinatorShard:
         return self.shards[self.writer.partition_of(group_id)]
@@ -381,8 +383,12 @@ class GroupCoordinator:
         return [r for shard in self.loaded_shards() for r in shard.snapshot_records()]
 
     def _snapshot_of(self, shard: CoordinatorShard) -> Path:
+        return self.snapshot_file(shard.partition)
+
+    def snapshot_file(self, partition: int) -> Path:
+        """The snapshot file of the shard of `partition`."""
         path = self.snapshot_path
-        return path.with_name(f"{path.stem}-{shard.partition}{path.suffix}")
+        return path.with_name(f"{path.stem}-{partition}{path.suffix}")
 
     async def take_snapshot(self, only_changed: bool = False) -> int:
         """Snapshots of the loaded shards (with `only_changed`, of those whose partition moved
@@ -412,6 +418,8 @@ class GroupCoordinator:
         size: int = await trio.to_thread.run_sync(write)
         for shard, position, _, _ in jobs:
             shard.snapshot_position = position
+            for listener in self.on_snapshot:
+                listener(shard.partition, position)
         if len(jobs) == len(self.shards):
             self._drop_legacy_snapshot()
         return size
@@ -468,6 +476,12 @@ class GroupCoordinator:
             self.offsets.expire(wall_ms()).then(_warn_if_failed)
 
     # ======================================================================== load, unload ===
+
+    def start_unloaded(self) -> None:
+        """Starts with no shard loaded (cluster mode: a shard is loaded once its lease is
+        taken; cluster/node.py)."""
+        for shard in self.shards:
+            shard.state = ShardState.UNLOADED
 
     def load(self) -> dict[str, int]:
         """Loads every shard: from its snapshot (or the single snapshot of a data dir written

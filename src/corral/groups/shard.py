@@ -87,6 +87,9 @@ class SharedServices:
     consumer_heartbeat_view: _core.ConsumerHeartbeatView | None
     group_setting: Callable[[str, str], Any]
     apply_core_moves: Callable[[], None]
+    # Whether this process may answer for a shard it has loaded (cluster mode: it holds the
+    # shard's lease, renewed within the lease time; cluster/node.py).
+    serves: Callable[[int], bool] = lambda _partition: True
 
 
 class CoordinatorShard:
@@ -191,7 +194,9 @@ class CoordinatorShard:
     def availability(self) -> ErrorCode:
         """NONE when the shard serves its groups, else the error Kafka answers meanwhile."""
         if self.state is ShardState.LOADED:
-            return ErrorCode.NONE
+            return (
+                ErrorCode.NONE if self.shared.serves(self.partition) else ErrorCode.NOT_COORDINATOR
+            )
         if self.state is ShardState.LOADING:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR

@@ -122,6 +122,13 @@ class PartitionLogs:
             self._open.add(key)
         return key
 
+    def recreate(self, topic: Topic, partition: int) -> None:
+        """Removes the partition's log and opens it again empty (blocking: from a worker thread;
+        a cluster node adopting a coordinator shard whose truth is the engine's)."""
+        self.store.delete_partition(topic.name, partition)
+        self._open.discard((topic.name, partition))
+        self.open(topic, partition)
+
     def _partition_config(self, topic: Topic) -> tuple[int, int, int]:
         """(segment.bytes, retention.ms, retention.bytes) for the store. A topic whose
         cleanup.policy lacks `delete` (compact alone: corral does not compact) is kept whole."""

@@ -46,7 +46,21 @@ Operations = Callable[[str], int] | None
 
 def _brokers(broker: Broker, listener: str) -> list[MetadataResponseBroker]:
     host, port = broker.endpoint(listener)
-    return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
+    me: MetadataResponseBroker = {
+        "node_id": broker.node_id,
+        "host": host,
+        "port": port,
+        "rack": None,
+    }
+    if broker.cluster is None:
+        return [me]
+    # Cluster mode: every live node, at the address it registered (its first listener's).
+    return [
+        me
+        if node.node_id == broker.node_id
+        else {"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}
+        for node in broker.cluster.live_nodes()
+    ]
 
 
 def _topic_entry(broker: Broker, topic: Topic, ops: Operations) -> MetadataResponseTopic:
@@ -238,8 +252,10 @@ def describe_cluster(
             "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
         )
         return response
-    host, port = broker.endpoint(request.listener)
-    response["brokers"] = [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}]
+    response["brokers"] = [
+        {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+        for b in _brokers(broker, request.listener)
+    ]
     if body["include_cluster_authorized_operations"]:
         response["cluster_authorized_operations"] = _cluster_operations(broker, request)
     return response

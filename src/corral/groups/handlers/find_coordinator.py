@@ -1,5 +1,6 @@
 """The FindCoordinator API on the wire. Every group's coordinator is this broker (its shard
-answers NOT_COORDINATOR while unloaded); transactions are refused until corral has them."""
+answers NOT_COORDINATOR while unloaded), or in cluster mode the node holding the group's shard;
+transactions are refused until corral has them."""
 
 from __future__ import annotations
 
@@ -71,10 +72,25 @@ def _coordinator_for(
             "error_message": message,
         }
     if key_type == COORDINATOR_GROUP:
+        node_id = broker.node_id
         host, port = broker.endpoint(request.listener)
+        if broker.cluster is not None:
+            # Cluster mode: the node holding the group's shard (none yet: retried by clients).
+            owner = broker.cluster.owner_of(broker.groups.writer.partition_of(key))
+            if owner is None:
+                return {
+                    "key": key,
+                    "node_id": -1,
+                    "host": "",
+                    "port": -1,
+                    "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "error_message": "The coordinator is not available.",
+                }
+            if owner.node_id != node_id:
+                node_id, host, port = owner.node_id, owner.host, owner.port
         return {
             "key": key,
-            "node_id": broker.node_id,
+            "node_id": node_id,
             "host": host,
             "port": port,
             "error_code": ErrorCode.NONE,

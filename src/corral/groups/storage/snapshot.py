@@ -48,6 +48,13 @@ def read(path: Path) -> tuple[dict[int, int], Iterator[Record]] | None:
         return None
     if not data.startswith(MAGIC):
         raise ValueError(f"{path} is not a coordinator snapshot")
+    return parse(data)
+
+
+def parse(data: bytes) -> tuple[dict[int, int], Iterator[Record]]:
+    """(replay positions, records) of a snapshot's bytes (a cluster's engine keeps them)."""
+    if not data.startswith(MAGIC):
+        raise ValueError("not a coordinator snapshot")
     pos = len(MAGIC)
     (size,) = struct.unpack_from(">I", data, pos)
     pos += 4

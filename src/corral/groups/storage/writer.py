@@ -121,7 +121,7 @@ class CoordinatorLog:
 _OFFSET_RECORDS = (OffsetCommits, OffsetTombstones, GroupTombstone)
 
 
-class _Pending:
+class PendingWrite:
     """One appended write waiting for its fsync."""
 
     __slots__ = (
@@ -158,7 +158,7 @@ class DurableLog(CoordinatorLog):
     def __init__(self, logs: PartitionLogs, topic: Topic):
         self.logs = logs
         self.topic = topic
-        self._pending: collections.deque[_Pending] = collections.deque()
+        self._pending: collections.deque[PendingWrite] = collections.deque()
         # Per group, how many of its writes are pending.
         self._groups_pending: dict[str, int] = {}
         self._partition_of: dict[str, int] = {}
@@ -219,7 +219,7 @@ class DurableLog(CoordinatorLog):
             done.resolve(WRITE_FAILED)
             return done
         self.appends += 1
-        pending = _Pending(
+        pending = PendingWrite(
             group_id,
             partition,
             result.base_offset,
@@ -235,7 +235,7 @@ class DurableLog(CoordinatorLog):
             self._flushed(pending, None)
         return done
 
-    def _flushed(self, pending: _Pending, error: BaseException | None) -> None:
+    def _flushed(self, pending: PendingWrite, error: BaseException | None) -> None:
         pending.durable, pending.error = True, error
         self._apply_durable()
 
