@@ -12,7 +12,8 @@ four things, each through the engine's own conditional writes or transactions:
   up after another node took its shard gets `Fenced`, whatever the clocks say;
 - **a shard's durable state**: its latest snapshot and the log batches after it, keyed by
   (epoch, local offset): a new owner appends under a higher epoch, so keys never collide and
-  their order is the order of the writes.
+  their order is the order of the writes;
+- **cluster metadata**: small named values (the topics) changed by compare-and-set.
 
 The methods block (a network round trip): corral calls them from worker threads. Engines are
 made from the `--cluster` URL by `corral.cluster.engines.connect`.
@@ -109,3 +110,13 @@ class Engine(Protocol):
 
     def load(self, shard: int) -> ShardImage:
         """The shard's snapshot and the batches after it."""
+
+    # Cluster metadata: small named values every node reads (topic definitions), changed only
+    # by compare-and-set.
+
+    def put_meta(self, key: str, value: bytes | None, expected: bytes | None) -> bool:
+        """Sets `key` to `value` (None: deletes it) if its current value is `expected` (None:
+        absent). Returns whether it did."""
+
+    def get_meta(self, prefix: str) -> dict[str, bytes]:
+        """Every key starting with `prefix`, with its value."""
