@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from corral.cluster import cluster_node_for
-from corral.cluster.engine import Node
+from corral.cluster.engine import Engine, Node
 from corral.config.dynamic import DynamicConfigs
 from corral.config.settings import ConfigError, Settings
 from corral.groups import coordinator_for
@@ -55,7 +55,9 @@ def lock_data_dir(data_dir: Path) -> int:
 
 
 class Broker:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, engine: Engine | None = None):
+        """`engine`: in cluster mode, the engine to use instead of connecting to
+        `corral.cluster.url` (an embedder's own, or a test's)."""
         self.settings = settings
         self.node_id: int = settings["node.id"]
         self.data_dir = Path(settings["log.dirs"])
@@ -86,7 +88,7 @@ class Broker:
             ) from None
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # Cluster mode (docs/cluster.md): this node's part of a cluster on an engine, or None.
-        self.cluster = cluster_node_for(settings)
+        self.cluster = cluster_node_for(settings, engine)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)
         # __corral_analytics: log-end samples and group events; the server runs `analytics.run`.

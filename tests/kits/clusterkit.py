@@ -16,12 +16,13 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from corral.cluster.engine import Engine
 from corral.cluster.engines import connect
+from rawwire import RawClient
+
+from corral.cluster.engine import Engine
 from corral.groups.storage.placement import partition_for
 from corral.network.apis import ApiKey
 from corral.testing.broker import EmbeddedCorral
-from kits.rawwire import RawClient
 
 SHARDS = 12  # offsets.topic.num.partitions of the test clusters: rounds stay short
 

@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from corral.cluster.engine import Engine
     from corral.cluster.node import ClusterNode
     from corral.config.settings import Settings
 
@@ -25,19 +26,22 @@ _SHORT_WRITERS = (
 )
 
 
-def cluster_node_for(settings: Settings) -> ClusterNode | None:
-    """This node of the cluster `corral.cluster.url` names, or None (corral runs alone)."""
+def cluster_node_for(settings: Settings, engine: Engine | None = None) -> ClusterNode | None:
+    """This node of the cluster `corral.cluster.url` names, or None (corral runs alone).
+    `engine`: one already made (else connected from the URL)."""
     url = settings["corral.cluster.url"]
     if not url:
         return None
     from corral.cluster.engine import Node
-    from corral.cluster.engines import connect
     from corral.cluster.node import ClusterNode
 
     for name in _SHORT_WRITERS:
         settings.set(name, "false")
-    engine = connect(url)
-    log.info("cluster mode on %s as node %d", engine, settings["node.id"])
+    if engine is None:
+        from corral.cluster.engines import connect
+
+        engine = connect(url)
+    log.info("cluster mode on %s as node %d", url, settings["node.id"])
     return ClusterNode(
         engine, Node(settings["node.id"], "", 0), settings["corral.cluster.lease.ms"]
     )
