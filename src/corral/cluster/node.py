@@ -92,6 +92,9 @@ class ClusterNode:
                         await self._round()
                     except EngineError as e:
                         log.warning("cluster engine unreachable (retrying): %s", e)
+                    except Exception:
+                        # A bug: say so loudly; the leases and fencing keep the others safe.
+                        log.exception("cluster round failed (retrying)")
                     self._step_down_if_stale()
                     with trio.move_on_after(self.lease_ms / 3000):
                         await self._wake.wait()
