@@ -1,0 +1,21 @@
+"""The engine named by a `--cluster` URL."""
+
+from __future__ import annotations
+
+from corral.cluster.engine import Engine
+
+
+def connect(url: str) -> Engine:
+    """postgresql://... or postgres://... (PostgreSQL), etcd://HOST:PORT[,HOST:PORT...] (etcd)."""
+    scheme = url.partition("://")[0].lower()
+    if scheme in ("postgresql", "postgres"):
+        from corral.cluster.postgres import PostgresEngine
+
+        return PostgresEngine(url)
+    if scheme == "etcd":
+        from corral.cluster.etcd import EtcdEngine
+
+        return EtcdEngine(url)
+    raise ValueError(
+        f"corral.cluster.url {url!r}: the engine is etcd://HOST:PORT or postgresql://..."
+    )
