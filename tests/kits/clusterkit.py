@@ -20,6 +20,7 @@ from corral.cluster.engines import connect
 from rawwire import RawClient
 
 from corral.cluster.engine import Engine
+from corral.errors import ErrorCode
 from corral.groups.storage.placement import partition_for
 from corral.network.apis import ApiKey
 from corral.testing.broker import EmbeddedCorral
@@ -100,10 +101,17 @@ class CorralCluster:
 
     def coordinator_of(self, group: str, ask: int | None = None) -> int:
         """The node FindCoordinator names for `group` (asked of node `ask`, default a live one)."""
-        node = self.nodes[ask if ask is not None else self.live()[0]]
-        assert node.port is not None
-        with RawClient(node.port) as client:
-            answer = client.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        deadline = time.monotonic() + 20
+        while True:
+            node = self.nodes[ask if ask is not None else self.live()[0]]
+            assert node.port is not None
+            with RawClient(node.port) as client:
+                answer = client.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+            # COORDINATOR_NOT_AVAILABLE while a shard moves: clients retry, as here.
+            if answer["error_code"] != ErrorCode.COORDINATOR_NOT_AVAILABLE:
+                break
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.1)
         assert answer["error_code"] == 0, answer
         return int(answer["node_id"])
 

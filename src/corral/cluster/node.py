@@ -203,6 +203,7 @@ class ClusterNode:
         await self._coordinator.unload_shard(shard)
         self._writer.give_up(shard, "handed over")
         self.held.pop(shard, None)
+        self.owners.pop(shard, None)  # FindCoordinator: unknown until the next round reads it
         try:
             await trio.to_thread.run_sync(self.engine.release, lease)
         except EngineError:
@@ -213,6 +214,7 @@ class ClusterNode:
         if self.held.pop(shard, None) is None:
             return
         log.warning("stepping down from coordinator shard %d: %s", shard, why)
+        self.owners.pop(shard, None)
         assert self._coordinator is not None and self._writer is not None
         self._writer.give_up(shard, why)
         await self._coordinator.unload_shard(shard)
