@@ -213,6 +213,11 @@ class Etcd(EngineProcess):
             f"corral-test={peer}",
             "--log-level",
             "warn",
+            # Its MVCC history keeps every overwritten key until compacted (docs/cluster.md).
+            "--auto-compaction-mode",
+            "revision",
+            "--auto-compaction-retention",
+            "10000",
         ]
 
 
