@@ -33,7 +33,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kits"))
 from commit_capacity import commit_errors
-from corral.cluster.engines import connect
 from engines import start_engine
 from groups_scale import cpu_seconds, free_port, stop_broker, wait_port
 from heartbeat_capacity import (
@@ -47,6 +46,7 @@ from heartbeat_capacity import (
 )
 
 from corral import _core
+from corral.cluster.engines import connect
 
 CREATE_TOPICS, OFFSET_COMMIT, FIND_COORDINATOR = 19, 8, 10
 TOPIC = "capacity"

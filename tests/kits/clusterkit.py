@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from corral.cluster.engines import connect
 from rawwire import RawClient
 
 from corral.cluster.engine import Engine
+from corral.cluster.engines import connect
 from corral.errors import ErrorCode
 from corral.groups.storage.placement import partition_for
 from corral.network.apis import ApiKey

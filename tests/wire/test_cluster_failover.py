@@ -79,7 +79,11 @@ def commit_at_coordinator(cluster: CorralCluster, group: str, offset: int, **mem
         node = cluster.coordinator_of(group)
         with RawClient(cluster.port(node)) as c:
             errors = commit(
-                c, group, member.get("generation", -1), member.get("member_id", ""), [("t", 0, offset)]
+                c,
+                group,
+                member.get("generation", -1),
+                member.get("member_id", ""),
+                [("t", 0, offset)],
             )
         if errors == [0]:
             return node
@@ -141,7 +145,9 @@ def test_an_owner_paused_past_its_lease_wakes_up_fenced_and_steps_down(
     # Straight to the old owner: it must not answer for the shard any more.
     with RawClient(cluster.port(old)) as c:
         assert commit(c, group, -1, "", [("t", 0, 30)]) == [ErrorCode.NOT_COORDINATOR]
-    wait(lambda: "stepping down from coordinator shard" in cluster.nodes[old].log(), 10, "step down")
+    wait(
+        lambda: "stepping down from coordinator shard" in cluster.nodes[old].log(), 10, "step down"
+    )
     assert fetched(cluster, group) == 20
     cluster.wait_until_placed()  # the woken node rejoins and takes its share again
 

@@ -154,16 +154,19 @@ class PostgresEngine:
             by_node.setdefault(lease.node_id, []).append(lease)
         kept: list[Lease] = []
         for node_id, mine in by_node.items():
-            rows = self._run(
-                lambda c, node_id=node_id, mine=mine: c.execute(
+
+            def work(
+                conn: psycopg.Connection[Any], node_id: int = node_id, mine: list[Lease] = mine
+            ) -> list[Any]:
+                return conn.execute(
                     "UPDATE corral_leases l SET expires_at = now() + %s * interval '1 ms'"
                     " FROM unnest(%s::integer[], %s::bigint[]) AS k(shard, epoch)"
                     " WHERE l.shard = k.shard AND l.epoch = k.epoch AND l.node_id = %s"
                     " RETURNING l.shard, l.epoch",
                     (ttl_ms, [x.shard for x in mine], [x.epoch for x in mine], node_id),
                 ).fetchall()
-            )
-            kept += [Lease(shard, node_id, epoch) for shard, epoch in rows]
+
+            kept += [Lease(shard, node_id, epoch) for shard, epoch in self._run(work)]
         return kept
 
     def release(self, lease: Lease) -> None:

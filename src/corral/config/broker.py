@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from corral.cluster.settings import CLUSTER_SETTINGS
 from corral.config.inert import INERT, INERT_DYNAMIC
 from corral.config.listeners import LISTENER_SETTINGS
 from corral.config.security import SECURITY_SETTINGS
@@ -29,7 +30,6 @@ from corral.config.types import (
     protocol_list,
     string_value,
 )
-from corral.cluster.settings import CLUSTER_SETTINGS
 from corral.faults.settings import FAULT_SETTINGS
 
 _CORRAL: list[Setting] = [
