@@ -22,7 +22,7 @@ from corral.security.authorizer import authorizer_for
 from corral.security.credentials import FILE as CREDENTIALS_FILE
 from corral.security.credentials import Credentials
 from corral.security.sessions import Sessions
-from corral.topics.registry import TopicStore
+from corral.topics.registry import Topic, TopicStore
 from corral.uuids import random_uuid_text
 
 log = logging.getLogger("corral.broker")
@@ -87,8 +87,11 @@ class Broker:
                 f"{self.data_dir / ACLS_FILE}: unreadable ACLs: {type(e).__name__}: {e}"
             ) from None
         self.producer_ids = ProducerIdAllocator(self.data_dir)
-        # Cluster mode (docs/cluster.md): this node's part of a cluster on an engine, or None.
+        # Cluster mode (docs/cluster.md): this node's part of a cluster on an engine, or None;
+        # the topic registry is then the cluster's.
         self.cluster = cluster_node_for(settings, engine)
+        if self.cluster is not None:
+            self.topics.shared = self.cluster.share_topics(self.topics)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)
         # __corral_analytics: log-end samples and group events; the server runs `analytics.run`.
@@ -142,6 +145,11 @@ class Broker:
                 listener.port,
                 *self.endpoints[listener.name],
             )
+
+    def leads(self, topic: Topic, partition: int) -> bool:
+        """Whether this broker leads the partition (always, alone; in cluster mode, the node the
+        partition was given to at creation)."""
+        return self.cluster is None or self.cluster.leads(topic, partition)
 
     def endpoint(self, listener: str) -> tuple[str, int]:
         """The advertised (host, port) of a listener (the first one's for an unknown name: a

@@ -124,54 +124,53 @@ class Postgres(EngineProcess):
     def url(self) -> str:
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"
 
-    def _as_user(self, cmd: list[str]) -> list[str]:
-        return ["runuser", "-u", self.user, "--", *cmd] if os.getuid() == 0 else cmd
+    def _popen_options(self) -> dict[str, object]:
+        # The postmaster is our child itself: a SIGKILL reaches it, and we reap it.
+        return {"user": self.user} if os.getuid() == 0 else {}
 
     def prepare(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
         if os.getuid() == 0:
             shutil.chown(self.root, self.user)
         subprocess.run(
-            self._as_user(
-                [str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", self.user]
-            ),
+            [str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", self.user],
             check=True,
             capture_output=True,
+            cwd=self.root,
+            **self._popen_options(),  # type: ignore[arg-type]
         )
 
     def command(self) -> list[str]:
-        return self._as_user(
-            [
-                str(PG_BIN / "postgres"),
-                "-D",
-                str(self.data),
-                "-p",
-                str(self.port),
-                "-k",
-                str(self.root),
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "fsync=on",
-                "-c",
-                "synchronous_commit=on",
-            ]
-        )
+        return [
+            str(PG_BIN / "postgres"),
+            "-D",
+            str(self.data),
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.root),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=on",
+            "-c",
+            "synchronous_commit=on",
+        ]
 
     def kill(self) -> None:
-        # runuser's child is the postmaster: SIGKILL it, and its backends end with it.
-        for pid in reversed(self.pids()):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        assert self.proc is not None
-        self.proc.wait()
-        time.sleep(0.2)
+        # The postmaster first; its backends see it gone and end (wait for them: the next
+        # postmaster refuses to start while they hold the shared memory).
+        backends = self.pids()[1:]
+        super().kill()
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{pid}").exists() for pid in backends):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            for pid in self.pids()[1:2]:  # the postmaster: a fast shutdown
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGINT)
+            self.proc.send_signal(signal.SIGINT)  # a fast shutdown
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:

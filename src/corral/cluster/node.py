@@ -31,10 +31,13 @@ import trio
 from corral.cluster.engine import Engine, EngineError, Lease, Node, ShardImage
 from corral.cluster.placement import preferred_owner, preferred_shards
 from corral.groups.storage import snapshot
+from corral.groups.storage.placement import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from corral.cluster.replication import ReplicatedLog
+    from corral.cluster.topics import ClusterTopics
     from corral.groups.coordinator import GroupCoordinator
+    from corral.topics.registry import Topic, TopicStore
 
 log = logging.getLogger("corral.cluster")
 
@@ -58,6 +61,32 @@ class ClusterNode:
         self._writer: ReplicatedLog | None = None
         self._nursery: trio.Nursery | None = None
         self._wake = trio.Event()
+        self.topics: ClusterTopics | None = None
+
+    def share_topics(self, store: TopicStore) -> ClusterTopics:
+        """The cluster's topic registry, mirrored into `store` (topics.py)."""
+        from corral.cluster.topics import ClusterTopics
+
+        self.topics = ClusterTopics(self.engine, store, self)
+        return self.topics
+
+    def leads(self, topic: Topic, partition: int) -> bool:
+        """Whether this node leads the partition: a shared topic's at creation, the offsets
+        topic's where its shard is held, the analytics topic's always."""
+        if topic.internal:
+            if topic.name == OFFSETS_TOPIC:
+                return partition in self.held
+            return True
+        return self.topics is not None and self.topics.leads(topic, partition)
+
+    def leader_of(self, topic: Topic, partition: int) -> int | None:
+        """The node leading the partition, live or not (None: none)."""
+        if topic.internal:
+            if topic.name == OFFSETS_TOPIC:
+                lease = self.owners.get(partition)
+                return None if lease is None else lease.node_id
+            return self.node.node_id
+        return None if self.topics is None else self.topics.leader(topic.name, partition)
 
     def attach(self, coordinator: GroupCoordinator, writer: ReplicatedLog) -> None:
         self._coordinator, self._writer = coordinator, writer
@@ -87,6 +116,8 @@ class ClusterNode:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self.topics is not None:
+                    nursery.start_soon(self.topics.run)
                 while True:
                     try:
                         await self._round()

@@ -80,16 +80,23 @@ class PostgresEngine:
         return conn
 
     def _run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        try:
-            return work(self._connection())
-        except psycopg.OperationalError as e:
-            conn = getattr(self._local, "conn", None)
-            if conn is not None:
-                conn.close()
-                self._local.conn = None
-            raise EngineError(f"PostgreSQL at {self.url}: {e}") from e
-        except psycopg.Error as e:
-            raise EngineError(f"PostgreSQL at {self.url}: {e}") from e
+        # A kept connection the server dropped meanwhile (a restart) is tried again once on a
+        # new one; every method is safe to repeat (upserts, compare-and-set, epochs).
+        for attempt in (1, 2):
+            reused = getattr(self._local, "conn", None) is not None
+            try:
+                return work(self._connection())
+            except psycopg.OperationalError as e:
+                conn = getattr(self._local, "conn", None)
+                if conn is not None:
+                    conn.close()
+                    self._local.conn = None
+                if attempt == 1 and reused:
+                    continue
+                raise EngineError(f"PostgreSQL at {self.url}: {e}") from e
+            except psycopg.Error as e:
+                raise EngineError(f"PostgreSQL at {self.url}: {e}") from e
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         with self._lock:

@@ -47,6 +47,8 @@ async def delete_records(
                 answers[name][index] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, INVALID_LOW_WATERMARK)
             elif topic is None or not 0 <= index < topic.partitions:
                 answers[name][index] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, INVALID_LOW_WATERMARK)
+            elif not broker.leads(topic, index):
+                answers[name][index] = (ErrorCode.NOT_LEADER_OR_FOLLOWER, INVALID_LOW_WATERMARK)
             elif topic.internal:
                 # ReplicaManager.deleteRecordsOnLocalLog: "Cannot delete records of internal topic".
                 answers[name][index] = (ErrorCode.INVALID_TOPIC_EXCEPTION, INVALID_LOW_WATERMARK)

@@ -93,6 +93,8 @@ def _plan(
                 error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or not 0 <= index < topic.partitions:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not broker.leads(topic, index):
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 try:
                     broker.logs.open(topic, index)

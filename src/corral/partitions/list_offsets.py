@@ -89,6 +89,9 @@ def list_offsets(broker: Broker, request: Request[ListOffsetsRequest]) -> ListOf
             if topic is None or not 0 <= index < topic.partitions:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            if not broker.leads(topic, index):
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             try:
                 found = _lookup(broker.logs, topic, index, timestamp)
             except StorageError as e:

@@ -66,6 +66,9 @@ async def produce(broker: Broker, request: Request[ProduceRequest]) -> ProduceRe
             if topic is None or not 0 <= index < topic.partitions:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            if not broker.leads(topic, index):
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             if topic.internal:
                 entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
                 _message(entry, version, f"Cannot append to internal topic {name}")

@@ -80,6 +80,9 @@ async def create_topics(
                 result, version, ErrorCode.KAFKA_STORAGE_ERROR, f"Could not write the topic: {e}"
             )
             continue
+        except TopicError as e:  # cluster mode: another node created it first
+            _failed(result, version, e.code, e.message)
+            continue
         log.info("created topic %s (%d partitions, configs %s)", topic.name, partitions, configs)
         _created(
             broker, result, version, topic.name in describable, topic.id.bytes, partitions, configs

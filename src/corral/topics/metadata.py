@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         MetadataRequestTopic,
         MetadataResponse,
         MetadataResponseBroker,
+        MetadataResponsePartition,
         MetadataResponseTopic,
     )
 
@@ -80,12 +81,35 @@ def _topic_entry(broker: Broker, topic: Topic, ops: Operations) -> MetadataRespo
                 "isr_nodes": [node],
                 "offline_replicas": [],
             }
+            if broker.cluster is None
+            else _cluster_partition(broker, topic, p)
             for p in range(topic.partitions)
         ],
     }
     if ops is not None:
         entry["topic_authorized_operations"] = ops(topic.name)
     return entry
+
+
+def _cluster_partition(broker: Broker, topic: Topic, p: int) -> MetadataResponsePartition:
+    """A partition in cluster mode: led by its node (replication factor 1); offline, as Kafka
+    answers for a partition whose only replica is down, while that node is not live."""
+    assert broker.cluster is not None
+    leader = broker.cluster.leader_of(topic, p)
+    if leader is not None and leader in broker.cluster.nodes:
+        error, replicas, offline = ErrorCode.NONE, [leader], []
+    else:
+        error, replicas = ErrorCode.LEADER_NOT_AVAILABLE, [] if leader is None else [leader]
+        offline, leader = replicas, -1
+    return {
+        "error_code": error,
+        "partition_index": p,
+        "leader_id": leader,
+        "leader_epoch": 0,
+        "replica_nodes": replicas,
+        "isr_nodes": [] if offline else replicas,
+        "offline_replicas": offline,
+    }
 
 
 def _error_entry(
@@ -230,6 +254,9 @@ async def _lookup(
     except OSError as e:
         storage_warning("auto_create", "could not auto-create topic %s: %s", name, e)
         return _error_entry(ErrorCode.KAFKA_STORAGE_ERROR, name)
+    except TopicError:
+        # Cluster mode: another node created it meanwhile; known here within a second.
+        return _error_entry(ErrorCode.LEADER_NOT_AVAILABLE, name)
     log.info("auto-created topic %s with %d partitions", name, topic.partitions)
     return _topic_entry(broker, topic, ops)
 

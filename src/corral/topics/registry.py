@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -33,6 +34,9 @@ from corral.errors import ErrorCode
 from corral.observability.summarised_warnings import SummarisedWarnings
 from corral.partitions.files import fsync_dir, replace_durably
 from corral.uuids import random_uuid
+
+if TYPE_CHECKING:
+    from corral.cluster.topics import ClusterTopics
 
 # Kafka's org.apache.kafka.common.internals.Topic rules.
 MAX_NAME_LENGTH = 249
@@ -154,6 +158,9 @@ class TopicStore:
         self.on_change: list[Callable[[set[str]], None]] = []
         # Called with a topic whose overrides changed (the partition logs take them up).
         self.on_configs: list[Callable[[Topic], None]] = []
+        # Cluster mode: the cluster's registry (cluster/topics.py), where a change is made first;
+        # it mirrors changes back here (`mirrored=True`). None: this registry is the truth.
+        self.shared: ClusterTopics | None = None
         # Journal entries waiting for the writer, with the changes their requests wait on.
         self._queue: list[tuple[dict, _Change]] = []
         self._wanted = trio.Event()
@@ -294,11 +301,17 @@ class TopicStore:
         partitions: int,
         configs: dict[str, str] | None = None,
         internal: bool = False,
+        topic_id: str | None = None,
+        mirrored: bool = False,
     ) -> Awaitable[Topic]:
         """Creates a topic (checked with `check_new` first). The name is taken and the creation
         queued at once; awaiting the result returns the topic once it is durable, or raises
-        OSError if it could not be written."""
-        topic = Topic(name, random_uuid(), partitions, dict(configs or {}), internal)
+        OSError if it could not be written (in cluster mode, TopicError if another node created
+        the name first). `topic_id`, `mirrored`: the cluster's registry made it (cluster mode)."""
+        if self.shared is not None and not internal and not mirrored:
+            return self.shared.create(name, partitions, dict(configs or {}))
+        made_id = random_uuid() if topic_id is None else uuid.UUID(topic_id)
+        topic = Topic(name, made_id, partitions, dict(configs or {}), internal)
         change = self._queue_change(name, {"op": "create", "topic": topic.as_json()})
         return self._created(topic, change)
 
@@ -313,10 +326,12 @@ class TopicStore:
         finally:
             self._settle(topic.name, change)
 
-    def add_partitions(self, topic: Topic, count: int) -> Awaitable[None]:
+    def add_partitions(self, topic: Topic, count: int, mirrored: bool = False) -> Awaitable[None]:
         """Grows `topic` to `count` partitions (CreatePartitions). Awaiting the result returns
         once it is durable and visible (the new partitions' logs open on first use), or raises
         OSError if it could not be written."""
+        if self.shared is not None and not mirrored:
+            return self.shared.grow(topic, count)
         change = self._queue_change(
             topic.name,
             {"op": "partitions", "name": topic.name, "id": str(topic.id), "partitions": count},
@@ -333,10 +348,14 @@ class TopicStore:
         finally:
             self._settle(topic.name, change)
 
-    def set_configs(self, topic: Topic, configs: dict[str, str]) -> Awaitable[None]:
+    def set_configs(
+        self, topic: Topic, configs: dict[str, str], mirrored: bool = False
+    ) -> Awaitable[None]:
         """Replaces `topic`'s overrides (checked with `validate_configs` first; AlterConfigs).
         Awaiting the result returns once they are durable and in effect (the `on_configs`
         hooks ran), or raises OSError if they could not be written."""
+        if self.shared is not None and not mirrored and not topic.internal:
+            return self.shared.reconfigure(topic, configs)
         change = self._queue_change(
             topic.name,
             {"op": "configs", "name": topic.name, "id": str(topic.id), "configs": configs},
@@ -354,10 +373,12 @@ class TopicStore:
         finally:
             self._settle(topic.name, change)
 
-    def delete(self, topic: Topic) -> Awaitable[None]:
+    def delete(self, topic: Topic, mirrored: bool = False) -> Awaitable[None]:
         """Deletes a topic: gone at once for every request; awaiting the result returns once the
         deletion is durable and the `on_delete` hooks (file removal) ran, or raises OSError if it
         could not be written (the topic is back)."""
+        if self.shared is not None and not mirrored:
+            return self.shared.delete(topic)
         self._unindex(topic)
         self._changed(topic.name)
         change = self._queue_change(
