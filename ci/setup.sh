@@ -18,6 +18,15 @@ if ! command -v javac >/dev/null 2>&1; then
     apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
 fi
 
+# Cluster mode's engines (docs/cluster.md): tests/unit/cluster runs a real etcd and PostgreSQL
+# (tests/kits/engines.py). Debian's packages; the postgresql package's own cluster is not used.
+if ! command -v etcd >/dev/null 2>&1 || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "== apt: etcd-server postgresql"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq etcd-server postgresql >/dev/null
+fi
+
 echo "== pip install -e .[test]"
 # Editable, so that a developer running this keeps seeing their edits; maturin builds the core.
 # Without build isolation (its build tools installed here, as pyproject.toml pins them) and with
