@@ -89,7 +89,10 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # Cluster mode (docs/cluster.md): this node's part of a cluster on an engine, or None;
         # the topic registry is then the cluster's.
-        self.cluster = cluster_node_for(settings, engine)
+        try:
+            self.cluster = cluster_node_for(settings, engine)
+        except ValueError as e:
+            raise StartupError(str(e)) from None
         if self.cluster is not None:
             self.topics.shared = self.cluster.share_topics(self.topics)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.

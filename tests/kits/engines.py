@@ -24,7 +24,8 @@ from pathlib import Path
 
 from corral.cluster.engines import connect
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+# Debian's server binaries (the newest version installed).
+PG_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), default=Path("/usr/lib/postgresql/15/bin"))
 
 
 def free_port() -> int:

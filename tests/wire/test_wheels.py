@@ -100,6 +100,8 @@ def test_extras_keep_the_broker_install_light(wheels):
     # prometheus-client: pure Python, no dependencies (the /metrics endpoint).
     assert base == {"trio", "rich", "google-re2", "prometheus-client"}
     assert names("load") == {"matplotlib"}
+    assert names("cluster") == {"psycopg[binary]"}
+    assert "corral[cluster]" in names("test")
     assert names("analyze") == {"pyspark", "pandas", "pyarrow", "numpy", "corral[load]"}
     assert "corral[load]" in names("test")
 

@@ -9,7 +9,12 @@ def connect(url: str) -> Engine:
     """postgresql://... or postgres://... (PostgreSQL), etcd://HOST:PORT[,HOST:PORT...] (etcd)."""
     scheme = url.partition("://")[0].lower()
     if scheme in ("postgresql", "postgres"):
-        from corral.cluster.postgres import PostgresEngine
+        try:
+            from corral.cluster.postgres import PostgresEngine
+        except ImportError:
+            raise ValueError(
+                "cluster mode on PostgreSQL needs psycopg: pip install 'corral[cluster]'"
+            ) from None
 
         return PostgresEngine(url)
     if scheme == "etcd":

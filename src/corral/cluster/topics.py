@@ -87,9 +87,7 @@ class ClusterTopics:
         return done
 
     async def _current(self, name: str) -> bytes | None:
-        found: dict[str, bytes] = await trio.to_thread.run_sync(
-            self.engine.get_meta, PREFIX + name
-        )
+        found: dict[str, bytes] = await trio.to_thread.run_sync(self.engine.get_meta, PREFIX + name)
         return found.get(PREFIX + name)
 
     async def create(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
