@@ -9,8 +9,9 @@ Tables (created if absent, under an advisory lock so that nodes starting togethe
     corral_meta       key, value: cluster metadata (the topics)
 
 Expiry is by the database's clock (`now()`), never a node's. Fencing is by transactions: an
-append or a snapshot first takes a share lock on the shard's lease row *at the lease's epoch*
-(`SELECT ... FOR SHARE`); no such row means another node took the shard (`Fenced`). Taking a
+append or a snapshot takes a share lock on the shard's lease row *at the lease's epoch*
+(`SELECT ... FOR SHARE`) in the transaction that writes (an append is one statement, one round
+trip); no such row means another node took the shard (`Fenced`). Taking a
 shard updates that row, so it waits for a write in progress under the old epoch to commit and
 every later write under it finds the epoch moved. Every write is committed with the server's
 `synchronous_commit` (on by default: the WAL fsynced, and a synchronous standby's too when
@@ -197,16 +198,20 @@ class PostgresEngine:
             raise Fenced(f"shard {lease.shard}: epoch {lease.epoch} is no longer the shard's")
 
     def append(self, lease: Lease, position: Position, data: bytes) -> None:
-        def work(conn: psycopg.Connection[Any]) -> None:
-            with conn.transaction():
-                self._fence(conn, lease)
-                conn.execute(
-                    'INSERT INTO corral_log VALUES (%s, %s, %s, %s) ON CONFLICT (shard, epoch, "offset")'
-                    " DO UPDATE SET data = EXCLUDED.data",
-                    (lease.shard, position[0], position[1], data),
-                )
-
-        self._run(work)
+        # One statement, one round trip: the insert happens only if the share lock on the
+        # lease row at its epoch is taken (the statement is its own transaction).
+        inserted = self._run(
+            lambda c: (
+                c.execute(
+                    "INSERT INTO corral_log SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM"
+                    " corral_leases WHERE shard = %s AND epoch = %s FOR SHARE)"
+                    ' ON CONFLICT (shard, epoch, "offset") DO UPDATE SET data = EXCLUDED.data',
+                    (lease.shard, position[0], position[1], data, lease.shard, lease.epoch),
+                ).rowcount
+            )
+        )
+        if inserted != 1:
+            raise Fenced(f"shard {lease.shard}: epoch {lease.epoch} is no longer the shard's")
 
     def put_snapshot(self, lease: Lease, position: Position, data: bytes) -> None:
         def work(conn: psycopg.Connection[Any]) -> None:
