@@ -7,8 +7,9 @@ Keys, under /corral/:
     shards/<n>/owner                "node:epoch", attached to the owner's etcd lease
     shards/<n>/epoch                the shard's epoch (kept after the owner key expires)
     log/<n>/<epoch>/<offset>        RecordBatches after the snapshot (numbers zero-padded)
-    snapshot/<n>                    {"epoch", "offset", "id", "chunks"}: the latest snapshot
-    chunks/<n>/<id>/<i>             its bytes, in pieces under etcd's request size limit
+    snapshot/<n>                    "<epoch>/<offset>" and the latest snapshot
+    chunks/<n>/<epoch>/<offset>/<token>/<i>
+                                    the parts of a value above 1 MiB (a snapshot, a big batch)
     meta/<key>                      cluster metadata (the topics)
 
 Expiry is etcd's: a node keeps one etcd lease alive (`register`), and its registration and the
@@ -18,25 +19,30 @@ taken by another node, or whose owner key expired, refuses it: `Fenced`). Taking
 transaction on the owner and epoch keys' revisions as read. A write is answered by etcd once a
 quorum of its members has it in their fsynced raft log.
 
-etcd takes requests of at most 1.5 MiB (`--max-request-bytes`): appends are at most 1 MiB
-(replication.py), snapshots are written in 1 MiB chunks before the transaction that makes them
-current. Its MVCC history keeps every overwritten or deleted key until compacted: run etcd with
+etcd takes requests of at most 1.5 MiB (`--max-request-bytes`): a value above 1 MiB (a snapshot,
+or a classic group's record of thousands of members) is written in parts first, under a token of
+that write's own, and made visible by the fenced transaction that writes the key naming them; a
+fenced writer's parts are removed (or dropped with the next snapshot), never someone else's. Its MVCC history keeps every overwritten or deleted key until compacted: run etcd with
 `--auto-compaction-mode=revision --auto-compaction-retention=10000` (docs/cluster.md).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import threading
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from corral.cluster.engine import EngineError, Fenced, Lease, Node, Position, ShardImage
 
 PREFIX = "/corral/"
+# A value above this is written in parts (etcd takes requests of at most 1.5 MiB by default).
 CHUNK_BYTES = 1 << 20
+INLINE, CHUNKED = b"\x00", b"\x01"
 PAGE = 500  # keys per range read
 
 
@@ -56,6 +62,10 @@ def _range_end(prefix: str) -> str:
 
 def _num(n: int) -> str:
     return f"{n:020d}"
+
+
+def _position(position: Position) -> str:
+    return f"{_num(position[0])}/{_num(position[1])}"
 
 
 class EtcdEngine:
@@ -107,11 +117,13 @@ class EtcdEngine:
             conn = conns[index] = http.client.HTTPConnection(host, int(port), self.timeout_s)
         return conn
 
-    def _range(self, prefix: str, start: str | None = None) -> list[tuple[str, bytes]]:
+    def _range(
+        self, prefix: str, start: str | None = None, revision: int = 0
+    ) -> list[tuple[str, bytes]]:
         """Every key from `start` (default `prefix`) to the end of `prefix`, in order, at one
-        revision."""
+        revision (`revision`, default the current one)."""
         out: list[tuple[str, bytes]] = []
-        key, revision = start or prefix, 0
+        key = start or prefix
         while True:
             body: dict[str, Any] = {
                 "key": _b64(key),
@@ -258,55 +270,81 @@ class EtcdEngine:
             f"{PREFIX}shards/{lease.shard}/owner", f"{lease.node_id}:{lease.epoch}"
         )
 
+    def _value(self, shard: int, position: Position, data: bytes) -> tuple[bytes, str | None]:
+        """What a log or snapshot key holds for `data`: the bytes inline, or (above CHUNK_BYTES)
+        the token and count of parts written here first, under a prefix of this write's own
+        (returned, to be removed if the write is fenced)."""
+        if len(data) <= CHUNK_BYTES:
+            return INLINE + data, None
+        token = uuid.uuid4().hex
+        prefix = f"{PREFIX}chunks/{shard}/{_position(position)}/{token}/"
+        parts = range(0, len(data), CHUNK_BYTES)
+        for i, start in enumerate(parts):
+            put = self._put(f"{prefix}{i:06d}", data[start : start + CHUNK_BYTES])
+            self._call("kv/put", put["request_put"])
+        return CHUNKED + json.dumps({"token": token, "parts": len(parts)}).encode(), prefix
+
+    def _commit(self, lease: Lease, ops: list[dict[str, Any]], parts: str | None) -> None:
+        """`ops` in one transaction if `lease` still owns its shard; else its parts removed and
+        Fenced raised."""
+        if self._txn([self._fence(lease)], ops):
+            return
+        if parts is not None:
+            with contextlib.suppress(EngineError):  # else a later snapshot drops them
+                self._call("kv/deleterange", self._delete_prefix(parts)["request_delete_range"])
+        raise Fenced(f"shard {lease.shard}: epoch {lease.epoch} is no longer the shard's")
+
     def append(self, lease: Lease, position: Position, data: bytes) -> None:
-        key = f"{PREFIX}log/{lease.shard}/{_num(position[0])}/{_num(position[1])}"
-        if not self._txn([self._fence(lease)], [self._put(key, data)]):
-            raise Fenced(f"shard {lease.shard}: epoch {lease.epoch} is no longer the shard's")
+        value, parts = self._value(lease.shard, position, data)
+        key = f"{PREFIX}log/{lease.shard}/{_position(position)}"
+        self._commit(lease, [self._put(key, value)], parts)
 
     def put_snapshot(self, lease: Lease, position: Position, data: bytes) -> None:
         shard = lease.shard
-        snapshot_key = f"{PREFIX}snapshot/{shard}"
-        previous = self._get(snapshot_key)
-        chunk_id = f"{_num(position[0])}-{_num(position[1])}"
-        chunks = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
-        for i, chunk in enumerate(chunks):
-            put = self._put(f"{PREFIX}chunks/{shard}/{chunk_id}/{i:06d}", chunk)
-            self._call("kv/put", put["request_put"])
-        pointer = json.dumps(
-            {"epoch": position[0], "offset": position[1], "id": chunk_id, "chunks": len(chunks)}
-        )
-        log_prefix = f"{PREFIX}log/{shard}/"
+        value, parts = self._value(shard, position, data)
+        log_prefix, chunks = f"{PREFIX}log/{shard}/", f"{PREFIX}chunks/{shard}/"
         ops = [
-            self._put(snapshot_key, pointer),
-            self._delete_prefix(log_prefix, f"{log_prefix}{_num(position[0])}/{_num(position[1])}"),
+            self._put(f"{PREFIX}snapshot/{shard}", f"{_position(position)}\n".encode() + value),
+            # The batches before it, and every part stored before its position (dropped
+            # batches', older snapshots', fenced writers').
+            self._delete_prefix(log_prefix, f"{log_prefix}{_position(position)}"),
+            self._delete_prefix(chunks, f"{chunks}{_position(position)}"),
         ]
+        previous = self._get(f"{PREFIX}snapshot/{shard}")
         if previous is not None:
-            old = json.loads(_unb64(previous["value"]))["id"]
-            if old != chunk_id:
-                ops.append(self._delete_prefix(f"{PREFIX}chunks/{shard}/{old}/"))
-        if not self._txn([self._fence(lease)], ops):
-            self._call(
-                "kv/deleterange",
-                self._delete_prefix(f"{PREFIX}chunks/{shard}/{chunk_id}/")["request_delete_range"],
-            )
-            raise Fenced(f"shard {shard}: epoch {lease.epoch} is no longer the shard's")
+            at, old = _unb64(previous["value"]).split(b"\n", 1)
+            if at.decode() == _position(position) and old[:1] == CHUNKED:
+                token = json.loads(old[1:])["token"]  # replaced at the same position
+                ops.append(self._delete_prefix(f"{chunks}{_position(position)}/{token}/"))
+        self._commit(lease, ops, parts)
+
+    def _resolve(self, shard: int, position: Position, value: bytes, revision: int) -> bytes:
+        if value[:1] == INLINE:
+            return value[1:]
+        meta = json.loads(value[1:])
+        prefix = f"{PREFIX}chunks/{shard}/{_position(position)}/{meta['token']}/"
+        pieces = self._range(prefix, revision=revision)
+        if len(pieces) != meta["parts"]:
+            raise EngineError(f"shard {shard}: parts of {position} missing")
+        return b"".join(piece for _, piece in pieces)
 
     def load(self, shard: int) -> ShardImage:
+        """The shard's snapshot and batches, read at one revision of etcd (consistent)."""
         image = ShardImage()
-        pointer = self._get(f"{PREFIX}snapshot/{shard}")
+        answer = self._call("kv/range", {"key": _b64(f"{PREFIX}snapshot/{shard}")})
+        revision = int(answer["header"]["revision"])
         log_prefix = f"{PREFIX}log/{shard}/"
         start = None
-        if pointer is not None:
-            meta = json.loads(_unb64(pointer["value"]))
-            pieces = self._range(f"{PREFIX}chunks/{shard}/{meta['id']}/")
-            if len(pieces) != meta["chunks"]:
-                raise EngineError(f"shard {shard}: snapshot {meta['id']} is missing chunks")
-            image.snapshot = b"".join(value for _, value in pieces)
-            image.snapshot_position = (meta["epoch"], meta["offset"])
-            start = f"{log_prefix}{_num(meta['epoch'])}/{_num(meta['offset'])}"
-        for key, value in self._range(log_prefix, start):
+        for kv in answer.get("kvs", []):
+            at, value = _unb64(kv["value"]).split(b"\n", 1)
+            epoch, offset = at.decode().split("/")
+            image.snapshot_position = (int(epoch), int(offset))
+            image.snapshot = self._resolve(shard, image.snapshot_position, value, revision)
+            start = f"{log_prefix}{at.decode()}"
+        for key, value in self._range(log_prefix, start, revision=revision):
             epoch, offset = key[len(log_prefix) :].split("/")
-            image.batches.append(((int(epoch), int(offset)), value))
+            position = (int(epoch), int(offset))
+            image.batches.append((position, self._resolve(shard, position, value, revision)))
         return image
 
     # Cluster metadata

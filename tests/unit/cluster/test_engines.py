@@ -4,12 +4,13 @@ tests. Expiry is the engine's, fencing its conditional writes."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from engines import EngineProcess, start_engine
+from engines import EngineProcess, free_port, start_engine
 from memory_engine import MemoryEngine
 
 from corral.cluster.engine import Engine, EngineError, Fenced, Lease, Node
@@ -160,3 +161,105 @@ def test_an_unknown_engine_is_refused_with_the_two_it_knows() -> None:
 def test_a_missing_etcd_endpoint_list_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         connect("etcd://")
+
+
+CHUNK = 1 << 20  # etcd.py writes values above this in parts
+
+
+def test_big_batches_and_snapshots_round_trip_and_replace_each_other(engine: Engine) -> None:
+    """Step by step, the image after each write: a batch above etcd's request limit, snapshots
+    dropping what is before them, one replaced at the same position (ported from the engine
+    branch's table)."""
+    engine.register(Node(1, "h", 1), 60_000)
+    lease = engine.acquire(5, 1, 60_000)
+    assert lease is not None
+    big = bytes(range(256)) * (CHUNK * 5 // 256 + 3)
+    steps: list[tuple[str, tuple[int, int], bytes]] = [
+        ("append", (1, 0), b"b0"),
+        ("append", (1, 1), b"b1"),
+        ("append", (1, 2), b"B" * (2 * CHUNK + 5)),
+        ("snapshot", (1, 2), b"snap-1"),
+        ("append", (1, 3), b"b3"),
+        ("snapshot", (1, 4), big),
+        ("snapshot", (1, 4), big[::-1]),
+        ("append", (1, 4), b"b4"),
+    ]
+    expected = [
+        (None, (0, 0), [(1, 0)]),
+        (None, (0, 0), [(1, 0), (1, 1)]),
+        (None, (0, 0), [(1, 0), (1, 1), (1, 2)]),
+        (b"snap-1", (1, 2), [(1, 2)]),
+        (b"snap-1", (1, 2), [(1, 2), (1, 3)]),
+        (big, (1, 4), []),
+        (big[::-1], (1, 4), []),
+        (big[::-1], (1, 4), [(1, 4)]),
+    ]
+    written: dict[tuple[int, int], bytes] = {}
+    for (kind, position, data), (snapshot, at, batches) in zip(steps, expected):
+        if kind == "append":
+            engine.append(lease, position, data)
+            written[position] = data
+        else:
+            engine.put_snapshot(lease, position, data)
+        image = engine.load(5)
+        assert (image.snapshot, image.snapshot_position) == (snapshot, at), (kind, position)
+        assert image.batches == [(p, written[p]) for p in batches], (kind, position)
+
+
+def test_a_fenced_snapshot_at_the_current_position_leaves_it_whole(engine: Engine) -> None:
+    """A fenced owner retrying the snapshot the shard still has (its first answer lost) must not
+    touch it: etcd's parts are per write, not per position. (Found by the engine branch's
+    tests: parts named by position were overwritten, then deleted on the fencing.)"""
+    engine.register(Node(1, "h", 1), TTL_MS)
+    old = engine.acquire(6, 1, TTL_MS)
+    assert old is not None
+    snapshot = bytes(range(256)) * (CHUNK // 128)  # 2 MiB: parts on etcd
+    engine.put_snapshot(old, (1, 10), snapshot)
+    expire()
+    engine.register(Node(2, "h", 2), 60_000)
+    assert engine.acquire(6, 2, 60_000) is not None
+    for data in (snapshot, snapshot[::-1], b"small"):
+        with pytest.raises(Fenced):
+            engine.put_snapshot(old, (1, 10), data)
+        image = engine.load(6)
+        assert image.snapshot == snapshot and image.snapshot_position == (1, 10)
+
+
+def test_worker_threads_write_their_shards_at_once(engine: Engine) -> None:
+    """A connection per thread: four shards written concurrently, each in order."""
+    engine.register(Node(1, "h", 1), 60_000)
+    leases = [engine.acquire(shard, 1, 60_000) for shard in range(10, 14)]
+    errors: list[BaseException] = []
+
+    def write(lease: Lease) -> None:
+        try:
+            for offset in range(25):
+                engine.append(lease, (lease.epoch, offset), b"%d:%d" % (lease.shard, offset))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(lease,)) for lease in leases if lease]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(threads) == 4
+    for shard in range(10, 14):
+        assert [data for _, data in engine.load(shard).batches] == [
+            b"%d:%d" % (shard, offset) for offset in range(25)
+        ]
+
+
+def test_an_engine_that_cannot_be_reached_is_an_engine_error(engine_process: EngineProcess) -> None:
+    """And etcd takes the next endpoint of its URL when one is down."""
+    dead = f"127.0.0.1:{free_port()}"
+    if engine_process.kind == "postgres":
+        with pytest.raises(EngineError):
+            connect(f"postgresql://postgres@{dead}/postgres").live_nodes()
+        return
+    engine = connect(f"etcd://{dead},{engine_process.url.removeprefix('etcd://')}")
+    engine.register(Node(7, "h", 7), 60_000)
+    assert Node(7, "h", 7) in engine.live_nodes()
+    engine.close()
+    with pytest.raises(EngineError):
+        connect(f"etcd://{dead}").live_nodes()
