@@ -1,5 +1,5 @@
-"""A 3-node corral cluster on one machine, its engine started by the test (tests/kits/engines.py),
-in raw frames: groups and commits spread over the nodes; the coordinator node of a group killed
+"""A 3-node corral cluster on one machine, its engine (PostgreSQL, then etcd) started by the test
+(tests/kits/engines.py), in raw frames: groups and commits spread over the nodes; the coordinator node of a group killed
 with kill -9 (its groups resume on another node within the lease, every acknowledged commit and
 member there); an owner paused past its lease (SIGSTOP) then woken (SIGCONT) refuses to answer
 for its old shards and steps down; the engine restarted under the running cluster (corral waits
@@ -24,9 +24,11 @@ LEASE_MS = 3000
 GROUPS = [f"g{i}" for i in range(24)]
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
-    with start_engine("postgres", tmp_path_factory.mktemp("engine")) as started:
+@pytest.fixture(scope="module", params=["postgres", "etcd"])
+def engine(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EngineProcess]:
+    with start_engine(request.param, tmp_path_factory.mktemp(request.param)) as started:
         yield started
 
 
