@@ -15,7 +15,8 @@ import pytest
 from clusterkit import CorralCluster
 from engines import EngineProcess, start_engine
 from rawwire import RawClient
-from wire_groups import commit, fetch, heartbeat, join, sync
+from wire_data import create
+from wire_groups import commit, heartbeat, join, sync
 
 from corral.errors import ErrorCode
 from corral.network.apis import ApiKey
@@ -41,20 +42,8 @@ def cluster(engine: EngineProcess, tmp_path: Path) -> Iterator[CorralCluster]:
 
 
 def create_topic(cluster: CorralCluster, name: str, partitions: int) -> None:
-    body = {
-        "topics": [
-            {
-                "name": name,
-                "num_partitions": partitions,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [],
-            }
-        ],
-        "timeout_ms": 10000,
-    }
     with RawClient(cluster.port(1)) as c:
-        assert c.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
+        create(c, name, partitions)
     for n in cluster.live():  # every node knows it (the registry is the engine's)
         wait(lambda n=n: topic_known(cluster.port(n), name), 10, f"node {n} knows {name}")
 
@@ -95,10 +84,23 @@ def commit_at_coordinator(cluster: CorralCluster, group: str, offset: int, **mem
 
 
 def fetched(cluster: CorralCluster, group: str) -> int:
-    node = cluster.coordinator_of(group)
-    with RawClient(cluster.port(node)) as c:
-        [(_, offset, _)] = fetch(c, group, "t", [0])
-    return offset
+    """The group's committed offset of t-0, asked where FindCoordinator says; retried while the
+    shard moves (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), as clients retry."""
+    deadline = time.monotonic() + 20
+    while True:
+        with RawClient(cluster.port(cluster.coordinator_of(group))) as c:
+            body = {"group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}]}
+            answer = c.call(ApiKey.OFFSET_FETCH, 7, body)
+        if answer["error_code"] == 0:
+            [topic] = answer["topics"]
+            [partition] = topic["partitions"]
+            return int(partition["committed_offset"])
+        assert answer["error_code"] in (
+            ErrorCode.NOT_COORDINATOR,
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ), answer
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.1)
 
 
 def test_groups_spread_over_the_nodes_and_resume_after_kill_9_of_their_coordinator(

@@ -89,8 +89,10 @@ class EtcdEngine:
     def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         data = json.dumps(body)
         last: Exception | None = None
-        for attempt in range(len(self.endpoints)):
-            index = (self._preferred + attempt) % len(self.endpoints)
+        # Each endpoint in turn; a kept connection the server dropped meanwhile (a restart) is
+        # tried again once on a new one (every call is safe to repeat).
+        tries = [(self._preferred + i) % len(self.endpoints) for i in range(len(self.endpoints))]
+        for index in [tries[0], *tries]:
             conn = self._connection(index)
             try:
                 conn.request("POST", "/v3/" + path, data, {"Content-Type": "application/json"})
