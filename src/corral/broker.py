@@ -94,6 +94,11 @@ class Broker:
         except ValueError as e:
             raise StartupError(str(e)) from None
         if self.cluster is not None:
+            # The first node's id becomes the cluster's (kept in the engine); until it is read
+            # this node's own is answered.
+            self.cluster.cluster_id = self.cluster_id
+            self.cluster.on_cluster_id = lambda cluster_id: setattr(self, "cluster_id", cluster_id)
+        if self.cluster is not None:
             self.topics.shared = self.cluster.share_topics(self.topics)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)

@@ -62,6 +62,10 @@ class ClusterNode:
         self._nursery: trio.Nursery | None = None
         self._wake = trio.Event()
         self.topics: ClusterTopics | None = None
+        # The cluster's id: the first node's own, agreed through the engine at the first round.
+        self.cluster_id = ""
+        self.on_cluster_id: Callable[[str], None] = lambda _cluster_id: None
+        self._cluster_id_agreed = False
 
     def share_topics(self, store: TopicStore) -> ClusterTopics:
         """The cluster's topic registry, mirrored into `store` (topics.py)."""
@@ -136,6 +140,8 @@ class ClusterNode:
 
     async def _round(self) -> None:
         engine, ttl = self.engine, self.lease_ms
+        if not self._cluster_id_agreed:
+            await self._agree_on_cluster_id()
         asked = time.monotonic()
         await trio.to_thread.run_sync(engine.register, self.node, ttl)
         if self.held:
@@ -155,6 +161,19 @@ class ClusterNode:
             owner = preferred_owner(shard, self.nodes)
             if owner is not None and owner != self.node.node_id:
                 await self._hand_over(shard)
+
+    async def _agree_on_cluster_id(self) -> None:
+        """Every node answers the same cluster id (Metadata, DescribeCluster): the first node's,
+        stored in the engine by compare-and-set."""
+        engine, proposed = self.engine, self.cluster_id.encode()
+        await trio.to_thread.run_sync(engine.put_meta, "cluster_id", proposed, None)
+        stored = await trio.to_thread.run_sync(engine.get_meta, "cluster_id")
+        agreed = stored.get("cluster_id", proposed).decode()
+        if agreed != self.cluster_id:
+            log.info("joined cluster %s (this data dir's own id was %s)", agreed, self.cluster_id)
+            self.cluster_id = agreed
+        self.on_cluster_id(agreed)
+        self._cluster_id_agreed = True
 
     def _shards(self) -> list[int]:
         assert self._coordinator is not None

@@ -60,7 +60,10 @@ class ClusterTopics:
         self.definitions: dict[str, dict[str, Any]] = {}
         self._raw: dict[str, bytes] = {}
         self._sync_lock = trio.Lock()
-        self._first_sync = True
+        # Written once this data dir's registry first followed the cluster's: until then its
+        # topics are its own (a corral that ran alone joining), and are brought into the cluster
+        # instead of removed.
+        self.joined_marker = store.path.with_name("cluster-member")
 
     # What requests ask
 
@@ -157,8 +160,10 @@ class ClusterTopics:
 
     async def sync(self) -> None:
         """Makes the local registry the engine's: topics created, grown, reconfigured, deleted
-        (a local topic the engine does not have is removed: the engine is the truth)."""
+        (a topic the engine no longer has is removed: the engine is the truth once joined)."""
         async with self._sync_lock:
+            if not self.joined_marker.exists():
+                await self._bring_own_topics()
             raw = await trio.to_thread.run_sync(self.engine.get_meta, PREFIX)
             definitions = {key[len(PREFIX) :]: json.loads(value) for key, value in raw.items()}
             self.definitions = definitions
@@ -183,10 +188,24 @@ class ClusterTopics:
                     await store.set_configs(local, definition["configs"], mirrored=True)
             for topic in list(store.by_name.values()):
                 if not topic.internal and topic.name not in definitions:
-                    if self._first_sync:
-                        log.warning(
-                            "topic %s is not in the cluster's registry: removed from this node",
-                            topic.name,
-                        )
+                    log.info("topic %s was deleted in the cluster: removed here", topic.name)
                     await store.delete(topic, mirrored=True)
-            self._first_sync = False
+
+    async def _bring_own_topics(self) -> None:
+        """A data dir joining the cluster for the first time: its topics become the cluster's,
+        led by this node (their records are here), unless the cluster has the name already
+        (then the cluster's wins, and the local one is removed by the sync)."""
+        me = self.node.node.node_id
+        for topic in list(self.store.by_name.values()):
+            if topic.internal:
+                continue
+            definition = topic.as_json()
+            definition["leaders"] = [me] * topic.partitions
+            if await self._cas(topic.name, json.dumps(definition).encode(), None):
+                log.info("topic %s of this data dir joined the cluster, led here", topic.name)
+            else:
+                log.warning(
+                    "topic %s of this data dir is replaced by the cluster's of that name",
+                    topic.name,
+                )
+        await trio.to_thread.run_sync(self.joined_marker.touch)

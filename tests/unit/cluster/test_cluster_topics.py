@@ -5,7 +5,9 @@ and keep their leader, and a node leads exactly the partitions given to it."""
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -90,6 +92,51 @@ def test_two_nodes_share_one_registry(tmp_path: Path) -> None:
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)
+    for broker in (one, two):
+        broker.logs.close()
+        os.close(broker._lock_fd)
+
+
+def test_a_data_dir_that_ran_alone_brings_its_topics_into_the_cluster(tmp_path: Path) -> None:
+    """Its topics become the cluster's, led by its node (their records are there); a name the
+    cluster has already stays the cluster's."""
+    engine = MemoryEngine()
+    alone = Broker(Settings({"log.dirs": str(tmp_path / "n1")}))
+
+    async def run_alone() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(alone.topics.run)
+            await alone.topics.create("legacy", 3)
+            await alone.topics.create("clash", 1)
+            nursery.cancel_scope.cancel()
+
+    trio.run(run_alone)
+    legacy_id = alone.topics.get("legacy").id  # type: ignore[union-attr]
+    alone.logs.close()
+    os.close(alone._lock_fd)
+    theirs = {"name": "clash", "id": str(uuid.uuid4()), "partitions": 2, "configs": {}}
+    engine.put_meta("topics/clash", json.dumps({**theirs, "leaders": [2, 2]}).encode(), None)
+    one, two = node(tmp_path, 1, engine), node(tmp_path, 2, engine)
+    assert one.cluster is not None and two.cluster is not None
+    shared_one, shared_two = one.cluster.topics, two.cluster.topics
+    assert shared_one is not None and shared_two is not None
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one.topics.run)
+            nursery.start_soon(two.topics.run)
+            await shared_one.sync()
+            await shared_two.sync()
+            for broker in (one, two):
+                legacy = broker.topics.get("legacy")
+                assert legacy is not None and legacy.id == legacy_id
+                clash = broker.topics.get("clash")
+                assert clash is not None and clash.partitions == 2
+            assert [shared_two.leader("legacy", p) for p in range(3)] == [1, 1, 1]
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+    assert shared_one.joined_marker.exists()
     for broker in (one, two):
         broker.logs.close()
         os.close(broker._lock_fd)
