@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import signal
 from dataclasses import replace
+from typing import Any
 
 import trio
 
@@ -98,6 +99,13 @@ class Server:
         self.failure: str | None = None
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        # SIGTERM and SIGINT are ours from before the listeners are announced: the network
+        # thread answers at once, so a stop may come before any task of the loop has run (seen
+        # under qemu on a loaded machine: the default action killed the process).
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            await self._serve(signals, task_status=task_status)
+
+    async def _serve(self, signals: Any, *, task_status: Any) -> None:
         configured = list(self.broker.listeners.values())
         try:
             tls = [tls_config(self.settings, listener) for listener in configured]
@@ -141,7 +149,7 @@ class Server:
         self.broker.sessions.attach(reactor)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope)
+                nursery.start_soon(self._shutdown_on_signal, nursery.cancel_scope, signals)
                 nursery.start_soon(self.broker.groups.run)
                 if self.broker.cluster is not None:
                     nursery.start_soon(self.broker.cluster.run)
@@ -189,12 +197,11 @@ class Server:
             log.info("faults API refuses everything: corral.faults.enable is false")
         return listeners
 
-    async def _shutdown_on_signal(self, scope: trio.CancelScope) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for signum in signals:
-                log.info("received %s, shutting down", signal.Signals(signum).name)
-                scope.cancel()
-                return
+    async def _shutdown_on_signal(self, scope: trio.CancelScope, signals: Any) -> None:
+        async for signum in signals:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            scope.cancel()
+            return
 
     async def _dispatch(self, reactor: _core.Reactor, nursery: trio.Nursery) -> None:
         """Answers the requests the network thread queues: plain handlers at once, in the order
