@@ -45,6 +45,7 @@ class CorralCluster:
             "offsets.topic.num.partitions": SHARDS,
             **(settings or {}),
         }
+        self._paused: set[int] = set()  # nodes stopped by SIGSTOP
         self.nodes = {
             n: EmbeddedCorral(base / f"node{n}", {**common, "node.id": n}, faults_api=False)
             for n in range(1, size + 1)
@@ -60,20 +61,20 @@ class CorralCluster:
         return [n for n, node in self.nodes.items() if node.alive() and not self.paused(n)]
 
     def paused(self, n: int) -> bool:
-        return getattr(self.nodes[n], "_paused", False)
+        return n in self._paused
 
     def pause(self, n: int) -> None:
         """SIGSTOP: the node stops in its tracks, leases and all."""
         proc = self.nodes[n].proc
         assert proc is not None
         os.kill(proc.pid, signal.SIGSTOP)
-        self.nodes[n]._paused = True  # type: ignore[attr-defined]
+        self._paused.add(n)
 
     def resume(self, n: int) -> None:
         proc = self.nodes[n].proc
         assert proc is not None
         os.kill(proc.pid, signal.SIGCONT)
-        self.nodes[n]._paused = False  # type: ignore[attr-defined]
+        self._paused.discard(n)
 
     @property
     def bootstrap(self) -> str:
