@@ -4,9 +4,9 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{
-    FetchResponse, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
 };
-use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::{ProducerId, TopicName};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::partition::Partition;
@@ -30,12 +30,15 @@ pub struct Encoded {
 
 /// Reads every wanted partition (KIP-74 sizes: at most `partition max bytes` each and `max_bytes`
 /// in all, but the first batch of the first partition with data whole) and encodes the response.
+/// `read_committed` (isolation level 1): reads stop at the last stable offset and the aborted
+/// transactions overlapping the data are listed, for the consumer to drop (UnifiedLog.read).
 pub fn fetch(
     lookup: impl Fn(&str, i32) -> Option<std::sync::Arc<std::sync::Mutex<Partition>>>,
     correlation_id: i32,
     version: i16,
     topics: &[(String, Vec<Wanted>)],
     max_bytes: i32,
+    read_committed: bool,
 ) -> anyhow::Result<Encoded> {
     let mut budget = max_bytes.max(0) as usize;
     let mut record_bytes = 0usize;
@@ -64,11 +67,20 @@ pub fn fetch(
             let limit = (partition_max.max(0) as usize).min(budget);
             let read = {
                 let p = super::lock(&shared);
-                p.read(offset, limit, record_bytes == 0)
-                    .map(|read| (read, p.next_offset(), p.log_start_offset()))
+                let stable = p.stable_offset();
+                let upper = if read_committed { stable } else { i64::MAX };
+                p.read(offset, limit, record_bytes == 0, upper).map(|read| {
+                    let aborted = match &read {
+                        Some(bytes) if read_committed => {
+                            Some(p.aborted_overlapping(offset, end_of(bytes).unwrap_or(stable)))
+                        }
+                        _ => None,
+                    };
+                    (read, p.next_offset(), stable, p.log_start_offset(), aborted)
+                })
             };
             // A file that cannot be read (I/O error, out of descriptors) fails this partition only.
-            let Ok((read, hw, log_start)) = read else {
+            let Ok((read, hw, stable, log_start, aborted)) = read else {
                 any_error = true;
                 out.push(data.with_error_code(KAFKA_STORAGE_ERROR));
                 continue;
@@ -85,7 +97,19 @@ pub fn fetch(
                         .with_log_start_offset(-1);
                 }
                 Some(bytes) => {
-                    data = data.with_high_watermark(hw).with_last_stable_offset(hw);
+                    data = data.with_high_watermark(hw).with_last_stable_offset(stable);
+                    if let Some(aborted) = aborted {
+                        data = data.with_aborted_transactions(Some(
+                            aborted
+                                .into_iter()
+                                .map(|(pid, first)| {
+                                    AbortedTransaction::default()
+                                        .with_producer_id(ProducerId(pid))
+                                        .with_first_offset(first)
+                                })
+                                .collect(),
+                        ));
+                    }
                     if version >= 5 {
                         data = data.with_log_start_offset(log_start);
                     }
@@ -116,4 +140,18 @@ pub fn fetch(
         record_bytes,
         any_error,
     })
+}
+
+/// The offset after the last batch in `bytes` (whole batches), if any.
+fn end_of(bytes: &[u8]) -> Option<i64> {
+    let mut pos = 0;
+    let mut end = None;
+    while let Some(h) = super::batch::Header::parse(&bytes[pos..]) {
+        end = Some(h.last_offset() + 1);
+        pos += h.size;
+        if pos >= bytes.len() {
+            break;
+        }
+    }
+    end
 }

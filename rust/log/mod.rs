@@ -30,6 +30,7 @@ mod producers;
 mod recovery;
 mod results;
 mod segment;
+pub mod transactions;
 
 use std::collections::HashMap;
 use std::fs;
@@ -347,7 +348,7 @@ impl LogStore {
             .detach(|| -> io::Result<_> {
                 let p = lock(&p);
                 Ok((
-                    p.read(offset, max_bytes, min_one)?,
+                    p.read(offset, max_bytes, min_one, i64::MAX)?,
                     p.next_offset(),
                     p.log_start_offset(),
                 ))
@@ -364,6 +365,7 @@ impl LogStore {
     /// becoming Python objects. `topics`: (name, [(partition, error code already known or 0,
     /// fetch offset, partition max bytes)]); partitions not open are UNKNOWN_TOPIC_OR_PARTITION.
     /// Returns a FetchResult (frame, record bytes in it, whether any partition had an error).
+    #[pyo3(signature = (correlation_id, version, topics, max_bytes, isolation_level=0))]
     fn fetch_response<'py>(
         &self,
         py: Python<'py>,
@@ -371,6 +373,7 @@ impl LogStore {
         version: i16,
         topics: Vec<(String, Vec<fetch::Wanted>)>,
         max_bytes: i32,
+        isolation_level: i8,
     ) -> PyResult<FetchResult> {
         let encoded = py
             .detach(|| {
@@ -380,6 +383,7 @@ impl LogStore {
                     version,
                     &topics,
                     max_bytes,
+                    isolation_level == 1,
                 )
             })
             .map_err(|e| PyOSError::new_err(e.to_string()))?;
@@ -388,6 +392,76 @@ impl LogStore {
             record_bytes: encoded.record_bytes,
             any_error: encoded.any_error,
         })
+    }
+
+    /// Appends the COMMIT (`commit`) or ABORT marker of (producer id, epoch) from a coordinator
+    /// of `coordinator_epoch`. Returns an AppendResult: error TRANSACTION_COORDINATOR_FENCED or
+    /// INVALID_PRODUCER_EPOCH when the marker is older than the partition's producer state.
+    fn write_marker(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        timestamp: i64,
+    ) -> PyResult<AppendResult> {
+        let shared = self.get(topic, partition)?;
+        let marker = transactions::Marker {
+            commit,
+            coordinator_epoch,
+        };
+        let data = transactions::marker_batch(producer_id, producer_epoch, marker, timestamp);
+        py.detach(|| self.append_to(&shared, data, None))
+            .map_err(storage_error)
+    }
+
+    /// The last stable offset (the high watermark when no transaction is open).
+    fn stable_offset(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<i64> {
+        let p = self.get(topic, partition)?;
+        Ok(py.detach(|| lock(&p).stable_offset()))
+    }
+
+    /// Whether (producer id, epoch) has a transaction open in the partition.
+    fn in_transaction(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> PyResult<bool> {
+        let p = self.get(topic, partition)?;
+        Ok(py.detach(|| lock(&p).in_transaction(producer_id, producer_epoch)))
+    }
+
+    /// The partition's producers as DescribeProducers lists them: (producer id, epoch, last
+    /// sequence, last timestamp, coordinator epoch, current transaction's first offset or -1).
+    fn producers(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+    ) -> PyResult<Vec<(i64, i16, i32, i64, i32, i64)>> {
+        let p = self.get(topic, partition)?;
+        Ok(py.detach(|| {
+            lock(&p)
+                .producer_views()
+                .into_iter()
+                .map(|v| {
+                    (
+                        v.producer_id,
+                        v.epoch,
+                        v.last_sequence,
+                        v.last_timestamp,
+                        v.coordinator_epoch,
+                        v.txn_start_offset,
+                    )
+                })
+                .collect()
+        }))
     }
 
     /// (log start offset, high watermark).

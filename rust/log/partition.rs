@@ -11,6 +11,7 @@ use super::files::FileCache;
 use super::producers::{BatchMeta, Check, Producers};
 use super::recovery;
 use super::segment::Segment;
+use super::transactions::{self, AbortedIndex, Marker};
 
 /// The log start offset DeleteRecords set, in the partition's directory (Kafka keeps them all in
 /// one `log-start-offset-checkpoint` written every minute; this one is written and fsynced before
@@ -39,6 +40,8 @@ pub struct Partition {
     /// Records appended since the last fsync.
     pub unflushed: u64,
     producers: Producers,
+    /// The aborted transactions a read_committed fetch lists.
+    aborted: AbortedIndex,
     files: Arc<FileCache>,
     /// Whether the partition has a directory and segment file yet: they are made by the first
     /// append, so a topic of any size costs no files (and no fsyncs) until it gets records.
@@ -133,6 +136,7 @@ impl Partition {
             log_start,
             unflushed: 0,
             producers: Producers::default(),
+            aborted: AbortedIndex::default(),
             files: files.clone(),
             on_disk,
             dir_unsynced: false,
@@ -143,16 +147,22 @@ impl Partition {
         Ok((partition, notes))
     }
 
-    /// Producer state: the newest usable snapshot, then the headers of the batches after it (one
-    /// small read per batch).
+    /// Producer state and aborted transactions: the newest usable snapshot, then the headers of
+    /// the batches after it (one small read per batch, and one more per marker).
     fn load_producers(&mut self) -> io::Result<()> {
         let (start, end) = (self.log_start_offset(), self.next_offset());
         let mut from = start;
         if let Some((offset, path)) = self.snapshots()?.pop() {
             if (start..=end).contains(&offset) {
-                if let Some(producers) = fs::read(&path).ok().and_then(|b| Producers::decode(&b)) {
+                if let Some((producers, aborted)) =
+                    fs::read(&path).ok().and_then(|b| Producers::decode(&b))
+                {
                     self.producers = producers;
                     self.producers.forget_before(start);
+                    for entry in aborted {
+                        self.aborted.push(entry);
+                    }
+                    self.aborted.forget_before(start);
                     from = offset;
                 }
             }
@@ -161,12 +171,33 @@ impl Partition {
             let position = seg
                 .index
                 .position_for_offset((from - seg.base_offset).max(0) as u32);
-            seg.headers_from(position, |_, h| {
-                if h.last_offset() >= from {
-                    self.producers.update(h);
+            let mut failed = None;
+            seg.headers_from(position, |pos, h| {
+                if h.last_offset() < from {
+                    return false;
                 }
-                false
+                if !transactions::is_control(h) {
+                    self.producers.update(h);
+                    return false;
+                }
+                match seg.read_at(h.size, pos) {
+                    Ok(bytes) => {
+                        if let Some(marker) = transactions::read_marker(&bytes) {
+                            if let Some(aborted) = self.producers.end_transaction(h, marker) {
+                                self.aborted.push(aborted);
+                            }
+                        }
+                        false
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        true
+                    }
+                }
             })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -230,10 +261,24 @@ impl Partition {
         log_append_time: Option<i64>,
     ) -> io::Result<Appended> {
         if let Some(first) = Header::parse(&data) {
-            match self.producers.check(&first) {
-                Check::Append => {}
-                Check::Duplicate(meta) => return Ok(Appended::Duplicate(meta)),
-                Check::Error(code, msg) => return Ok(Appended::Refused(code, msg)),
+            if transactions::is_control(&first) {
+                // A marker (the coordinator's own writes): fenced by the epochs only.
+                if let Some(marker) = transactions::read_marker(&data) {
+                    let fenced = self.producers.check_marker(
+                        first.producer_id,
+                        first.producer_epoch,
+                        marker,
+                    );
+                    if let Some((code, msg)) = fenced {
+                        return Ok(Appended::Refused(code, msg));
+                    }
+                }
+            } else {
+                match self.producers.check(&first) {
+                    Check::Append => {}
+                    Check::Duplicate(meta) => return Ok(Appended::Duplicate(meta)),
+                    Check::Error(code, msg) => return Ok(Appended::Refused(code, msg)),
+                }
             }
         }
         let base = self.next_offset();
@@ -254,11 +299,57 @@ impl Partition {
             .map(|(_, h)| h.last_offset_delta as u64 + 1)
             .sum();
         self.segments.last_mut().unwrap().append(&data, &headers)?;
-        for (_, h) in &headers {
-            self.producers.update(h);
+        for (pos, h) in &headers {
+            if !transactions::is_control(h) {
+                self.producers.update(h);
+            } else if let Some(marker) = transactions::read_marker(&data[*pos..]) {
+                if let Some(aborted) = self.producers.end_transaction(h, marker) {
+                    self.aborted.push(aborted);
+                }
+            }
         }
         self.unflushed += records;
         Ok(Appended::New(base, next - 1, records))
+    }
+
+    /// Writes the transaction marker of (producer id, epoch): the producer's transaction in this
+    /// partition ends (committed or aborted), as Kafka's appendAsLeader with origin COORDINATOR.
+    pub fn write_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        marker: Marker,
+        timestamp: i64,
+    ) -> io::Result<Appended> {
+        self.append(
+            transactions::marker_batch(producer_id, epoch, marker, timestamp),
+            None,
+        )
+    }
+
+    /// The last stable offset: the first offset of the oldest open transaction, or the high
+    /// watermark (the log end, on a single replica) when none is open.
+    pub fn stable_offset(&self) -> i64 {
+        let end = self.next_offset();
+        self.producers
+            .first_unstable()
+            .map_or(end, |first| first.min(end).max(self.log_start))
+    }
+
+    /// The aborted transactions a read_committed fetch from `fetch_offset` whose data ends before
+    /// `upper` lists: (producer id, first offset).
+    pub fn aborted_overlapping(&self, fetch_offset: i64, upper: i64) -> Vec<(i64, i64)> {
+        self.aborted.overlapping(fetch_offset, upper)
+    }
+
+    /// Whether (producer id, epoch) has a transaction open here (KIP-890's verification skips
+    /// such a produce).
+    pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers.in_transaction(producer_id, epoch)
+    }
+
+    pub fn producer_views(&self) -> Vec<super::producers::ProducerView> {
+        self.producers.views()
     }
 
     /// Makes the directory and first segment file of a partition that had none (its first
@@ -309,14 +400,20 @@ impl Partition {
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (the first batch whole
     /// even when bigger, if `min_one`). None when `offset` is out of range.
+    /// Batches starting at or after `upper` (the last stable offset of a read_committed fetch)
+    /// are left out.
     pub fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one: bool,
+        upper: i64,
     ) -> io::Result<Option<Vec<u8>>> {
         if offset < self.log_start_offset() || offset > self.next_offset() {
             return Ok(None);
+        }
+        if offset >= upper {
+            return Ok(Some(Vec::new()));
         }
         let mut i = self.segment_for(offset);
         while i < self.segments.len() {
@@ -326,6 +423,9 @@ impl Partition {
             if let Some((start, first)) =
                 seg.headers_from(from, |_, h| h.last_offset() >= offset)?
             {
+                if first.base_offset >= upper {
+                    return Ok(Some(Vec::new()));
+                }
                 let mut end = start + first.size as u64;
                 if first.size > max_bytes {
                     return Ok(Some(if min_one {
@@ -335,7 +435,7 @@ impl Partition {
                     }));
                 }
                 seg.headers_from(end, |_, h| {
-                    if (end - start) as usize + h.size > max_bytes {
+                    if (end - start) as usize + h.size > max_bytes || h.base_offset >= upper {
                         return true;
                     }
                     end += h.size as u64;
@@ -450,6 +550,7 @@ impl Partition {
             write_log_start(&self.dir, offset)?;
             self.log_start = offset;
             self.producers.forget_before(offset);
+            self.aborted.forget_before(offset);
             self.remove_first(self.below_start())?;
         }
         Ok(self.log_start)
@@ -474,6 +575,7 @@ impl Partition {
         }
         self.log_start = self.log_start.max(self.segments[0].base_offset);
         self.producers.forget_before(self.log_start);
+        self.aborted.forget_before(self.log_start);
         Ok(())
     }
 
@@ -501,7 +603,7 @@ impl Partition {
             .join(super::segment::file_name(self.next_offset(), "snapshot"));
         let tmp = path.with_extension("snapshot.tmp");
         let written = File::create(&tmp).and_then(|mut file| {
-            std::io::Write::write_all(&mut file, &self.producers.encode())?;
+            std::io::Write::write_all(&mut file, &self.producers.encode(self.aborted.entries()))?;
             file.sync_data()
         });
         if let Err(e) = written.and_then(|()| fs::rename(&tmp, &path)) {

@@ -40,8 +40,8 @@ fn a_partition_has_no_files_until_its_first_append() {
             "opening, reading and closing an empty partition touch no file"
         );
         assert_eq!((p.log_start_offset(), p.next_offset()), (0, 0));
-        assert_eq!(p.read(0, 100, true).unwrap(), Some(vec![]));
-        assert_eq!(p.read(1, 100, true).unwrap(), None);
+        assert_eq!(p.read(0, 100, true, i64::MAX).unwrap(), Some(vec![]));
+        assert_eq!(p.read(1, 100, true, i64::MAX).unwrap(), None);
         assert_eq!(p.offset_for_timestamp(0).unwrap(), None);
         assert_eq!(p.max_timestamp().unwrap(), None);
         assert_eq!(p.apply_retention(i64::MAX).unwrap(), 0);
@@ -73,14 +73,14 @@ fn append_read_roll_and_reopen() {
         assert_eq!(appended, Appended::New(i * 3, i * 3 + 2, 3));
     }
     assert!(p.segment_count() >= 4, "segments rolled by size");
-    let got = p.read(31, 1 << 20, true).unwrap().unwrap();
+    let got = p.read(31, 1 << 20, true, i64::MAX).unwrap().unwrap();
     let recs = super::batch::records(&got).unwrap();
     assert_eq!(
         recs[0].offset, 30,
         "reads start at the batch holding the offset"
     );
-    assert_eq!(p.read(150, 100, true).unwrap(), Some(vec![]));
-    assert_eq!(p.read(151, 100, true).unwrap(), None);
+    assert_eq!(p.read(150, 100, true, i64::MAX).unwrap(), Some(vec![]));
+    assert_eq!(p.read(151, 100, true, i64::MAX).unwrap(), None);
     assert_eq!(p.offset_for_timestamp(1020).unwrap(), Some((1020, 60)));
     assert_eq!(p.max_timestamp().unwrap(), Some((1049, 147)));
     p.close().unwrap();
@@ -90,7 +90,7 @@ fn append_read_roll_and_reopen() {
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(p.next_offset(), 150);
         assert_eq!(p.offset_for_timestamp(1020).unwrap(), Some((1020, 60)));
-        let all = p.read(0, 1 << 30, true).unwrap().unwrap();
+        let all = p.read(0, 1 << 30, true, i64::MAX).unwrap().unwrap();
         assert!(!all.is_empty());
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -149,7 +149,7 @@ fn sealed_segment_index_rebuilt_when_missing() {
     assert!(notes.iter().any(|n| n.contains("rebuilt")), "{notes:?}");
     assert!(index.exists());
     assert_eq!(p.next_offset(), 60);
-    let got = p.read(1, 1 << 20, true).unwrap().unwrap();
+    let got = p.read(1, 1 << 20, true, i64::MAX).unwrap().unwrap();
     assert_eq!(super::batch::records(&got).unwrap()[0].offset, 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -234,7 +234,7 @@ fn retention_by_size_and_time() {
     );
     assert_eq!((p.log_start_offset(), p.next_offset()), (80, 80));
     assert_eq!(
-        p.read(0, 100, true).unwrap(),
+        p.read(0, 100, true, i64::MAX).unwrap(),
         None,
         "offsets before the log start are out of range"
     );
@@ -265,11 +265,11 @@ fn delete_records_moves_the_log_start_durably() {
         "whole segments below the start are gone"
     );
     assert_eq!(
-        p.read(30, 100, true).unwrap(),
+        p.read(30, 100, true, i64::MAX).unwrap(),
         None,
         "below the start is out of range"
     );
-    let got = p.read(31, 1 << 20, true).unwrap().unwrap();
+    let got = p.read(31, 1 << 20, true, i64::MAX).unwrap().unwrap();
     assert_eq!(
         super::batch::records(&got).unwrap()[0].offset,
         30,
@@ -296,7 +296,7 @@ fn delete_records_moves_the_log_start_durably() {
     let (mut p, _) = Partition::open(&dir, config(1000), true, &files()).unwrap();
     assert_eq!(p.delete_records(80).unwrap(), 80);
     assert_eq!(p.segment_count(), 1);
-    assert_eq!(p.read(80, 100, true).unwrap(), Some(vec![]));
+    assert_eq!(p.read(80, 100, true, i64::MAX).unwrap(), Some(vec![]));
     assert_eq!(
         p.append(batch_of(1, 0), None).unwrap(),
         Appended::New(80, 80, 1)
@@ -341,7 +341,7 @@ fn many_partitions_share_a_few_open_files() {
         let mut offsets: Vec<i64> = Vec::new();
         loop {
             let next = offsets.last().map_or(0, |o| o + 1);
-            let data = p.read(next, 1 << 20, true).unwrap().unwrap();
+            let data = p.read(next, 1 << 20, true, i64::MAX).unwrap().unwrap();
             if data.is_empty() {
                 break;
             }
@@ -371,4 +371,94 @@ fn many_partitions_share_a_few_open_files() {
         assert!(files.len() <= 3);
     }
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+fn transactional(n: usize, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
+    let mut b = producer_batch(n, 5, (pid, epoch, seq));
+    b[21..23].copy_from_slice(&super::transactions::ATTR_TRANSACTIONAL.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+#[test]
+fn transactions_bound_the_stable_offset_and_survive_reopen() {
+    use super::transactions::Marker;
+    let dir = tmp("txn");
+    let commit = Marker {
+        commit: true,
+        coordinator_epoch: 0,
+    };
+    let abort = Marker {
+        commit: false,
+        coordinator_epoch: 0,
+    };
+    let (mut p, _) = Partition::open(&dir, config(1 << 20), false, &files()).unwrap();
+    p.append(batch_of(2, 5), None).unwrap(); // 0-1
+    p.append(transactional(2, 7, 0, 0), None).unwrap(); // 2-3, producer 7 opens
+    p.append(transactional(1, 8, 0, 0), None).unwrap(); // 4, producer 8 opens
+    assert_eq!(p.stable_offset(), 2);
+    // read_committed stops at the stable offset.
+    let committed = p
+        .read(0, 1 << 20, true, p.stable_offset())
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        super::batch::Header::parse(&committed)
+            .unwrap()
+            .last_offset(),
+        1
+    );
+    assert_eq!(committed.len(), batch_of(2, 5).len());
+    assert_eq!(p.read(2, 1 << 20, true, 2).unwrap(), Some(vec![]));
+    assert_eq!(
+        p.write_marker(7, 0, commit, 9).unwrap(),
+        Appended::New(5, 5, 1)
+    );
+    assert_eq!(p.stable_offset(), 4);
+    assert_eq!(
+        p.write_marker(8, 0, abort, 9).unwrap(),
+        Appended::New(6, 6, 1)
+    );
+    assert_eq!(p.stable_offset(), 7);
+    assert_eq!(p.aborted_overlapping(0, 7), vec![(8, 4)]);
+    assert_eq!(p.aborted_overlapping(7, 8), vec![]);
+    // A plain batch of a producer in a transaction is refused; its next transaction opens anew.
+    p.append(transactional(1, 7, 0, 2), None).unwrap(); // 7
+    assert!(matches!(
+        p.append(producer_batch(1, 5, (7, 0, 3)), None).unwrap(),
+        Appended::Refused(super::producers::INVALID_TXN_STATE, _)
+    ));
+    assert_eq!(p.stable_offset(), 7);
+    for clean in [true, false] {
+        if clean {
+            p.close().unwrap();
+        } else {
+            // No snapshot: the state comes from walking the log, markers included.
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "snapshot") {
+                    std::fs::remove_file(path).unwrap();
+                }
+            }
+        }
+        let (again, _) = Partition::open(&dir, config(1 << 20), clean, &files()).unwrap();
+        assert_eq!(again.stable_offset(), 7, "clean={clean}");
+        assert_eq!(
+            again.aborted_overlapping(0, 8),
+            vec![(8, 4)],
+            "clean={clean}"
+        );
+        assert!(again.in_transaction(7, 0) && !again.in_transaction(8, 0));
+        p = again;
+    }
+    // A marker from an older epoch is fenced.
+    p.write_marker(7, 1, abort, 9).unwrap();
+    assert!(matches!(
+        p.write_marker(7, 0, commit, 9).unwrap(),
+        Appended::Refused(super::producers::INVALID_PRODUCER_EPOCH, _)
+    ));
+    assert_eq!(p.stable_offset(), p.next_offset());
+    assert_eq!(p.aborted_overlapping(0, 100), vec![(8, 4), (7, 7)]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
