@@ -26,7 +26,9 @@ class ErrorCode(IntEnum):
 def render() -> str:
     from corral import _core
 
-    lines = [f"    {name} = {code}\n" for name, code in sorted(_core.error_codes(), key=lambda e: e[1])]
+    lines = [
+        f"    {name} = {code}\n" for name, code in sorted(_core.error_codes(), key=lambda e: e[1])
+    ]
     return HEADER + "".join(lines)
 
 

@@ -31,6 +31,7 @@ ROOMS = {
         "offset_delete",
         "consumer_group_heartbeat",
         "consumer_group_describe",
+        "txn_offset_commit",
     ],
     "partitions": [
         "produce",
@@ -39,6 +40,7 @@ ROOMS = {
         "delete_records",
         "init_producer_id",
         "describe_log_dirs",
+        "describe_producers",
     ],
     "topics": [
         "metadata",
@@ -61,6 +63,14 @@ ROOMS = {
         "delete_acls",
         "describe_user_scram_credentials",
         "alter_user_scram_credentials",
+    ],
+    "transactions": [
+        "add_partitions_to_txn",
+        "add_offsets_to_txn",
+        "end_txn",
+        "write_txn_markers",
+        "describe_transactions",
+        "list_transactions",
     ],
     None: ["api_versions"],
 }

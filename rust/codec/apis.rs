@@ -85,6 +85,11 @@ apis! {
     20 => DeleteTopicsRequest, DeleteTopicsResponse;
     21 => DeleteRecordsRequest, DeleteRecordsResponse;
     22 => InitProducerIdRequest, InitProducerIdResponse;
+    24 => AddPartitionsToTxnRequest, AddPartitionsToTxnResponse;
+    25 => AddOffsetsToTxnRequest, AddOffsetsToTxnResponse;
+    26 => EndTxnRequest, EndTxnResponse;
+    27 => WriteTxnMarkersRequest, WriteTxnMarkersResponse;
+    28 => TxnOffsetCommitRequest, TxnOffsetCommitResponse;
     29 => DescribeAclsRequest, DescribeAclsResponse;
     30 => CreateAclsRequest, CreateAclsResponse;
     31 => DeleteAclsRequest, DeleteAclsResponse;
@@ -100,6 +105,9 @@ apis! {
     50 => DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse;
     51 => AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse;
     60 => DescribeClusterRequest, DescribeClusterResponse;
+    61 => DescribeProducersRequest, DescribeProducersResponse;
+    65 => DescribeTransactionsRequest, DescribeTransactionsResponse;
+    66 => ListTransactionsRequest, ListTransactionsResponse;
     68 => ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse;
     69 => ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse;
 }

@@ -11,7 +11,7 @@ use super::files::FileCache;
 use super::producers::{BatchMeta, Check, Producers};
 use super::recovery;
 use super::segment::Segment;
-use super::transactions::{self, AbortedIndex, Marker};
+use super::transactions::{self, AbortedIndex};
 
 /// The log start offset DeleteRecords set, in the partition's directory (Kafka keeps them all in
 /// one `log-start-offset-checkpoint` written every minute; this one is written and fsynced before
@@ -314,11 +314,13 @@ impl Partition {
 
     /// Writes the transaction marker of (producer id, epoch): the producer's transaction in this
     /// partition ends (committed or aborted), as Kafka's appendAsLeader with origin COORDINATOR.
+    /// (The store's `write_marker` builds the same batch and appends it through its own path.)
+    #[cfg(test)]
     pub fn write_marker(
         &mut self,
         producer_id: i64,
         epoch: i16,
-        marker: Marker,
+        marker: transactions::Marker,
         timestamp: i64,
     ) -> io::Result<Appended> {
         self.append(

@@ -869,10 +869,39 @@ class LogStore:
         version: int,
         topics: Sequence[tuple[str, Sequence[FetchWanted]]],
         max_bytes: int,
+        isolation_level: int = 0,
     ) -> FetchResult:
         """Reads and encodes a whole Fetch response frame. `topics`: (name, [(partition, error
         code already known or 0, fetch offset, partition max bytes)]); partitions not open are
-        UNKNOWN_TOPIC_OR_PARTITION. Raises OSError (not StorageError) when encoding fails."""
+        UNKNOWN_TOPIC_OR_PARTITION. `isolation_level` 1 (read_committed): reads stop at the last
+        stable offset and the aborted transactions are listed. Raises OSError (not
+        StorageError) when encoding fails."""
+
+    def write_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        timestamp: int,
+    ) -> AppendResult:
+        """Appends the COMMIT (`commit`) or ABORT marker of (producer id, epoch)."""
+
+    def stable_offset(self, topic: str, partition: int) -> int:
+        """The last stable offset (the high watermark when no transaction is open)."""
+
+    def in_transaction(
+        self, topic: str, partition: int, producer_id: int, producer_epoch: int
+    ) -> bool:
+        """Whether (producer id, epoch) has a transaction open in the partition."""
+
+    def producers(
+        self, topic: str, partition: int
+    ) -> list[tuple[int, int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, coordinator epoch, open
+        transaction's first offset or -1) per active producer."""
 
     def offsets(self, topic: str, partition: int) -> LogOffsets:
         """(log start offset, high watermark)."""

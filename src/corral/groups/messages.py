@@ -405,3 +405,41 @@ class ConsumerGroupDescribeResponseTopicPartitions(TypedDict, total=False):
     topic_id: bytes
     topic_name: str
     partitions: list[int]
+
+
+class TxnOffsetCommitRequest(TypedDict):
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int  # v3-5
+    member_id: str  # v3-5
+    group_instance_id: str | None  # v3-5
+    topics: list[TxnOffsetCommitRequestTopic]
+
+
+class TxnOffsetCommitRequestPartition(TypedDict):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int  # v2-5
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestTopic(TypedDict):
+    name: str
+    partitions: list[TxnOffsetCommitRequestPartition]
+
+
+class TxnOffsetCommitResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponseTopic]
+
+
+class TxnOffsetCommitResponsePartition(TypedDict, total=False):
+    partition_index: int
+    error_code: int
+
+
+class TxnOffsetCommitResponseTopic(TypedDict, total=False):
+    name: str
+    partitions: list[TxnOffsetCommitResponsePartition]

@@ -7,7 +7,8 @@ the first partition with data is returned whole, so a batch bigger than the limi
 The compiled log store reads and encodes the response frame in one call, in a worker thread, so
 record bytes never become Python objects and a cold read never stalls the event loop. Incremental
 fetch sessions (KIP-227) are declined: every response has session id 0, so clients keep sending
-full fetch requests.
+full fetch requests. A read_committed fetch (isolation level 1) reads up to the last stable offset
+and gets the aborted transactions overlapping its data; consumers drop those records.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ async def fetch(broker: Broker, request: Request[FetchRequest]) -> FetchResponse
             version,
             _plan(broker, body["topics"], readable),
             body["max_bytes"],
+            body["isolation_level"],
         )
         remaining = deadline - trio.current_time()
         if (

@@ -1,7 +1,9 @@
 """ListOffsets: earliest, latest, max timestamp, or the first offset at or after a timestamp; and
 (v8, v9: KIP-405, KIP-1005) earliest-local and latest-tiered, answered as Kafka answers without
 tiered storage: earliest-local is the log start offset, latest-tiered offset -1. v10 (KIP-1075)
-only adds a timeout for remote lookups, which corral never makes."""
+only adds a timeout for remote lookups, which corral never makes. With isolation level
+read_committed (v2+), LATEST is the last stable offset and a timestamp hit at or past it is no
+hit (Partition.fetchOffsetForTimestamp)."""
 
 from __future__ import annotations
 
@@ -36,11 +38,13 @@ MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATE
 # corral writes every batch with partition leader epoch 0 (one node, never a new leader).
 LEADER_EPOCH = 0
 NO_EPOCH = -1
+READ_COMMITTED = 1
 
 
 @handles(ApiKey.LIST_OFFSETS, 1, 10)
 def list_offsets(broker: Broker, request: Request[ListOffsetsRequest]) -> ListOffsetsResponse:
     body, version = request.body, request.api_version
+    committed = version >= 2 and body["isolation_level"] == READ_COMMITTED
     # Kafka answers per partition, once: a partition named twice gets one INVALID_REQUEST.
     wanted: dict[str, dict[int, int | None]] = {}
     for topic_req in body["topics"]:
@@ -93,7 +97,7 @@ def list_offsets(broker: Broker, request: Request[ListOffsetsRequest]) -> ListOf
                 entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 continue
             try:
-                found = _lookup(broker.logs, topic, index, timestamp)
+                found = _lookup(broker.logs, topic, index, timestamp, committed)
             except StorageError as e:
                 storage_warning(
                     "list_offsets",
@@ -113,15 +117,16 @@ def list_offsets(broker: Broker, request: Request[ListOffsetsRequest]) -> ListOf
 
 
 def _lookup(
-    logs: PartitionLogs, topic: Topic, partition: int, timestamp: int
+    logs: PartitionLogs, topic: Topic, partition: int, timestamp: int, committed: bool
 ) -> tuple[int, int, int] | None:
-    """(timestamp, offset, leader epoch) for the query, or None when no record matches."""
+    """(timestamp, offset, leader epoch) for the query, or None when no record matches.
+    `committed`: read_committed, bounded by the last stable offset."""
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         # Without tiered storage the whole log is local (UnifiedLog.fetchOffsetByTimestamp).
         return -1, logs.offsets(topic, partition)[0], LEADER_EPOCH
+    bound = logs.stable_offset(topic, partition) if committed else logs.offsets(topic, partition)[1]
     if timestamp == LATEST:
-        # Without transactions the last stable offset is the high watermark.
-        return -1, logs.offsets(topic, partition)[1], LEADER_EPOCH
+        return -1, bound, LEADER_EPOCH
     if timestamp == LATEST_TIERED:
         # Nothing is tiered: Kafka answers offset -1 with epoch -1.
         return -1, -1, NO_EPOCH
@@ -130,4 +135,6 @@ def _lookup(
         if timestamp == MAX_TIMESTAMP
         else logs.offset_for_timestamp(topic, partition, timestamp)
     )
-    return None if found is None else (*found, LEADER_EPOCH)
+    if found is None or found[1] >= bound:
+        return None
+    return (*found, LEADER_EPOCH)

@@ -285,3 +285,38 @@ class DescribeLogDirsResult(TypedDict, total=False):
 class DescribeLogDirsTopic(TypedDict, total=False):
     name: str
     partitions: list[DescribeLogDirsPartition]
+
+
+class DescribeProducersRequest(TypedDict):
+    topics: list[TopicRequest]  # v0
+
+
+class TopicRequest(TypedDict):
+    name: str  # v0
+    partition_indexes: list[int]  # v0
+
+
+class DescribeProducersResponse(TypedDict, total=False):
+    throttle_time_ms: int  # v0
+    topics: list[TopicResponse]  # v0
+
+
+class PartitionResponse(TypedDict, total=False):
+    partition_index: int  # v0
+    error_code: int  # v0
+    error_message: str | None  # v0
+    active_producers: list[ProducerState]  # v0
+
+
+class ProducerState(TypedDict, total=False):
+    producer_id: int  # v0
+    producer_epoch: int  # v0
+    last_sequence: int  # v0
+    last_timestamp: int  # v0
+    coordinator_epoch: int  # v0
+    current_txn_start_offset: int  # v0
+
+
+class TopicResponse(TypedDict, total=False):
+    name: str  # v0
+    partitions: list[PartitionResponse]  # v0

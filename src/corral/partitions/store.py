@@ -183,6 +183,28 @@ class PartitionLogs:
             self._wake(key)
         return result, result.unflushed >= self.flush_messages
 
+    def write_marker(
+        self,
+        topic: Topic,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> tuple[_core.AppendResult, bool]:
+        """Appends the COMMIT or ABORT marker of a producer's transaction (a control batch), as
+        `append` (the caller awaits `flushed()` when told to). The result's error is
+        TRANSACTION_COORDINATOR_FENCED or INVALID_PRODUCER_EPOCH for a marker older than the
+        partition's producer state. Raises StorageError when nothing could be written."""
+        key = self.open(topic, partition)
+        result = self.store.write_marker(
+            topic.name, partition, producer_id, producer_epoch, commit, coordinator_epoch, wall_ms()
+        )
+        if result.error_code == 0:
+            # A read_committed fetch waiting past the last stable offset may now have data.
+            self._wake(key)
+        return result, result.unflushed >= self.flush_messages
+
     def request_flush(self) -> None:
         """Asks for an fsync pass without waiting for it (acks=0 appends)."""
         self._flush_wanted.set()
@@ -297,16 +319,36 @@ class PartitionLogs:
         version: int,
         plan: list[tuple[str, list[tuple[int, int, int, int]]]],
         max_bytes: int,
+        isolation_level: int = 0,
     ) -> _core.FetchResult:
         """A whole Fetch response frame read and encoded by the store (with the record bytes in
         it and whether a partition had an error). `plan`: (topic, [(partition, known error or 0,
         fetch offset, partition max bytes)]), partitions opened with `open` beforehand."""
-        return self.store.fetch_response(correlation_id, version, plan, max_bytes)
+        return self.store.fetch_response(correlation_id, version, plan, max_bytes, isolation_level)
 
     def offsets(self, topic: Topic, partition: int) -> tuple[int, int]:
         """(log start offset, high watermark)."""
         self.open(topic, partition)
         return self.store.offsets(topic.name, partition)
+
+    def stable_offset(self, topic: Topic, partition: int) -> int:
+        """The last stable offset: the first offset of the oldest open transaction, else the
+        high watermark."""
+        self.open(topic, partition)
+        return self.store.stable_offset(topic.name, partition)
+
+    def in_transaction(
+        self, topic: Topic, partition: int, producer_id: int, producer_epoch: int
+    ) -> bool:
+        """Whether (producer id, epoch) has a transaction open in the partition."""
+        self.open(topic, partition)
+        return self.store.in_transaction(topic.name, partition, producer_id, producer_epoch)
+
+    def producers(self, topic: Topic, partition: int) -> list[tuple[int, int, int, int, int, int]]:
+        """The partition's active producers (DescribeProducers): (producer id, epoch, last
+        sequence, last timestamp, coordinator epoch, open transaction's first offset or -1)."""
+        self.open(topic, partition)
+        return self.store.producers(topic.name, partition)
 
     def size(self, topic: Topic, partition: int) -> int:
         """Bytes of the partition's segment files."""
