@@ -38,13 +38,14 @@ from corral.groups.group import Group
 from corral.groups.limits import GroupLimits
 from corral.groups.messages import DescribeGroupsResponseDescribedGroup, ListedGroup
 from corral.groups.metrics import GroupMetrics
-from corral.groups.offsets import TopicCommits
+from corral.groups.offsets_view import OffsetsView
 from corral.groups.shard import CoordinatorShard, ShardState, SharedServices
 from corral.groups.storage import records, snapshot
-from corral.groups.storage.records import KeyValue, PartitionCommit, Record
+from corral.groups.storage.records import LogEntry, Record
+from corral.groups.storage.txn_records import TxnMarker
 from corral.groups.storage.writer import CoordinatorLog
 from corral.groups.timers import Timers
-from corral.later import Later, first_error
+from corral.later import Later
 from corral.partitions.store import storage_warning
 
 if TYPE_CHECKING:
@@ -78,53 +79,6 @@ class GroupsView(Mapping[str, Group]):
 
     def __len__(self) -> int:
         return sum(len(shard.groups) for shard in self._coordinator.shards)
-
-
-class OffsetsView:
-    """Committed offsets as the handlers ask for them: each call goes to the group's shard, and
-    answers the shard's availability error while it is not loaded."""
-
-    def __init__(
-        self, coordinator: GroupCoordinator, offset_map: _core.OffsetMap, settings: Settings
-    ):
-        self._coordinator = coordinator
-        self.map = offset_map
-        self.groups = coordinator.groups
-        self.metadata_max_bytes = settings["offset.metadata.max.bytes"]
-
-    def _of(self, group_id: str) -> CoordinatorShard:
-        return self._coordinator.shard_of(group_id)
-
-    def commit_error(self, group_id: str, *args: Any, **kwargs: Any) -> ErrorCode:
-        shard = self._of(group_id)
-        return shard.availability() or shard.offsets.commit_error(group_id, *args, **kwargs)
-
-    def commit(self, group_id: str, topics: TopicCommits, commit_ms: int, expire_ms: int) -> Later:
-        return self._of(group_id).offsets.commit(group_id, topics, commit_ms, expire_ms)
-
-    def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
-        shard = self._of(group_id)
-        return shard.availability() or shard.offsets.fetch_error(group_id, member_id, member_epoch)
-
-    def fetch(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
-    ) -> list[tuple[str, list[PartitionCommit]]]:
-        return self._of(group_id).offsets.fetch(group_id, topics)
-
-    def delete(
-        self, group_id: str, topics: list[tuple[str, list[int]]]
-    ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, ErrorCode]]]], Later]:
-        shard = self._of(group_id)
-        error = shard.availability()
-        if error:
-            return error, [], Later.of(error)
-        return shard.offsets.delete(group_id, topics)
-
-    def all_partitions(self, group_id: str) -> list[tuple[str, int]]:
-        return self._of(group_id).offsets.all_partitions(group_id)
-
-    def expire(self, now_ms: int) -> Later:
-        return first_error([s.offsets.expire(now_ms) for s in self._coordinator.loaded_shards()])
 
 
 class GroupCoordinator:
@@ -351,7 +305,7 @@ class GroupCoordinator:
                 for shard in self.loaded_shards():
                     snapshot.write(
                         self._snapshot_of(shard),
-                        {shard.partition: positions.get(shard.partition, 0)},
+                        {shard.partition: shard.replay_start(positions.get(shard.partition, 0))},
                         shard.snapshot_records(),
                     )
                 self._drop_legacy_snapshot()
@@ -362,21 +316,47 @@ class GroupCoordinator:
                 log.exception("coordinator snapshot at shutdown failed")
 
     def replay(self, record: Record) -> None:
-        """Applies one durable record in its group's shard (dropped while the shard is unloaded:
-        its load reads it from the log)."""
-        shard = self.shard_of(record.group_id)
+        """Applies one durable record in its group's shard (a marker: its partition's shard;
+        dropped while the shard is unloaded: its load reads it from the log)."""
+        if isinstance(record, TxnMarker):
+            shard = self.shards[record.partition]
+        else:
+            shard = self.shard_of(record.group_id)
         if shard.state is not ShardState.UNLOADED:
             shard.replay(record)
 
-    def replay_all(self, pairs: Iterable[KeyValue]) -> int:
+    def replay_all(self, pairs: Iterable[LogEntry]) -> int:
         """Replays `__consumer_offsets` (key, value) pairs as live records; returns the count."""
         count = 0
-        for key, value in pairs:
+        for entry in pairs:
             count += 1
-            record = records.decode(key, value)
+            record = records.decode(*entry)
             if record is not None:
                 self.replay(record)
         return count
+
+    def complete_transaction(
+        self,
+        offsets_partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> Later:
+        """Ends a producer's transaction in one `__consumer_offsets` partition (Kafka's
+        GroupCoordinatorService.completeTransaction): appends its marker; once durable, COMMIT
+        makes the producer's pending offsets there committed, ABORT drops them. Resolves to
+        NONE, the shard's availability error, the log's refusal of the marker (fenced
+        epochs) or NOT_COORDINATOR when the write failed."""
+        if not 0 <= offsets_partition < len(self.shards):
+            return Later.of(ErrorCode.NOT_COORDINATOR)
+        error = self.shards[offsets_partition].availability()
+        if error:
+            return Later.of(error)
+        marker = TxnMarker(
+            offsets_partition, producer_id, producer_epoch, commit, coordinator_epoch
+        )
+        return self.writer.write_marker(marker)
 
     def snapshot_records(self) -> list[tuple[bytes, bytes]]:
         """Every loaded shard's state as `__consumer_offsets` records."""
@@ -400,7 +380,7 @@ class GroupCoordinator:
         positions = self.writer.positions()
         jobs = []
         for shard in self.loaded_shards():
-            position = positions.get(shard.partition, 0)
+            position = shard.replay_start(positions.get(shard.partition, 0))
             if only_changed and not self._legacy_snapshot and shard.snapshot_position == position:
                 continue
             jobs.append((shard, position, self._snapshot_of(shard), shard.snapshot_sources()))

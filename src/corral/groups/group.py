@@ -42,10 +42,12 @@ class Group(Protocol):
         generation_id: int,
         version: int,
         partitions: Callable[[], Iterable[tuple[bytes, int]]] = lambda: (),
+        transactional: bool = False,
     ) -> ErrorCode:
         """Whether this member may commit now (Kafka's Group.validateOffsetCommit). `partitions`
         gives the (topic id, partition) pairs the commit writes, for the groups that check them
-        (a consumer group, for an older member epoch: KIP-1251)."""
+        (a consumer group, for an older member epoch: KIP-1251). `transactional`: a
+        TxnOffsetCommit (`version` is then its version), which may name no member at all."""
         ...
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode: ...

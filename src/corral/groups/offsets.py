@@ -17,7 +17,9 @@ from corral.errors import ErrorCode
 from corral.groups.group import Group
 from corral.groups.metrics import GroupMetrics
 from corral.groups.storage.records import OffsetCommits, OffsetTombstones, PartitionCommit
+from corral.groups.storage.txn_records import TxnOffsetCommits
 from corral.groups.storage.writer import CoordinatorLog
+from corral.groups.txn_offsets import PendingOffsets
 from corral.later import Later, first_error
 from corral.observability.log_lines import fields
 
@@ -53,6 +55,10 @@ class Offsets:
         self._new_group = new_group
         self.metadata_max_bytes = settings["offset.metadata.max.bytes"]
         self.retention_ms = settings["offsets.retention.minutes"] * 60_000
+        # TxnOffsetCommit's offsets until their transaction ends (a replayer of its own).
+        self.pending = PendingOffsets(
+            self.map, log_, new_group, lambda group_id: group_id in groups
+        )
 
     # -- commit ----------------------------------------------------------------------------------
 
@@ -78,6 +84,42 @@ class Offsets:
             member_id, instance_id, generation_id, version, partitions
         )
 
+    def txn_commit_error(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        version: int,
+        partitions: Callable[[], Iterable[tuple[bytes, int]]] = lambda: (),
+    ) -> ErrorCode:
+        """OffsetMetadataManager.validateTransactionalOffsetCommit (`version`: TxnOffsetCommit's).
+        Before v6 a stale member epoch is ILLEGAL_GENERATION, as Kafka answers older clients."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id < 0:
+                return ErrorCode.NONE  # a "simple" group, made at replay
+            return ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else ErrorCode.ILLEGAL_GENERATION
+        error = group.validate_offset_commit(
+            member_id, instance_id, generation_id, version, partitions, transactional=True
+        )
+        if error == ErrorCode.STALE_MEMBER_EPOCH and version < 6:
+            return ErrorCode.ILLEGAL_GENERATION
+        return error
+
+    def txn_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        topics: TopicCommits,
+        commit_ms: int,
+    ) -> Later:
+        """Writes a TxnOffsetCommit's offsets: pending for the producer once durable."""
+        self.metrics.offset_commits += sum(len(partitions) for _, partitions in topics)
+        record = TxnOffsetCommits(group_id, producer_id, producer_epoch, topics, commit_ms, -1)
+        return self.log.write(group_id, [record])
+
     def commit(self, group_id: str, topics: TopicCommits, commit_ms: int, expire_ms: int) -> Later:
         """Writes the commits; visible (replayed) and answered once durable."""
         self.metrics.offset_commits += sum(len(partitions) for _, partitions in topics)
@@ -95,15 +137,35 @@ class Offsets:
         )
 
     def fetch(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
     ) -> list[tuple[str, list[PartitionCommit]]]:
-        """[(topic, [(partition, offset, leader_epoch, metadata)])]; None asks for everything."""
+        """[(topic, [(partition, offset, leader_epoch, metadata)])]; None asks for everything.
+        Pending transactional offsets are not seen; with `require_stable` (OffsetFetch v7+) a
+        partition that has some answers (partition, -1, -1, "", UNSTABLE_OFFSET_COMMIT)."""
         if topics is None:
-            return self.map.fetch_all(group_id)
-        result = []
-        for topic, partitions in topics:
-            found = self.map.fetch(group_id, topic, partitions)
-            result.append((topic, [(p, *f) for p, f in zip(partitions, found)]))
+            result = self.map.fetch_all(group_id)
+        else:
+            result = []
+            for topic, partitions in topics:
+                found = self.map.fetch(group_id, topic, partitions)
+                result.append((topic, [(p, *f) for p, f in zip(partitions, found)]))
+        if require_stable and self.pending.has_open(group_id):
+            unstable = self.pending.unstable
+            result = [
+                (
+                    topic,
+                    [
+                        (c[0], -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)  # type: ignore[misc]
+                        if unstable(group_id, topic, c[0])
+                        else c
+                        for c in commits
+                    ],
+                )
+                for topic, commits in result
+            ]
         return result
 
     # -- delete ----------------------------------------------------------------------------------
@@ -138,9 +200,12 @@ class Offsets:
         )
 
     def all_partitions(self, group_id: str) -> list[tuple[str, int]]:
-        return [
+        """The group's committed and pending offsets' partitions (Kafka's deleteAllOffsets)."""
+        committed = [
             (topic, p) for topic, partitions in self.map.fetch_all(group_id) for p, *_ in partitions
         ]
+        known = set(committed)
+        return committed + [tp for tp in self.pending.partitions(group_id) if tp not in known]
 
     # -- expiry ----------------------------------------------------------------------------------
 
@@ -157,12 +222,16 @@ class Offsets:
             expired = self.map.expired(
                 group_id, now_ms, self.retention_ms, base, list(group.offset_expiry_kept_topics())
             )
+            open_txn = self.pending.has_open(group_id)
+            if open_txn:
+                # Kafka's cleanupExpiredOffsets: a partition with pending offsets stays.
+                expired = [tp for tp in expired if not self.pending.unstable(group_id, *tp)]
             self.metrics.offset_expirations += len(expired)
             if expired:
                 log.debug(
                     "group %s: %d offsets expired", group_id, len(expired), extra=fields(group_id)
                 )
-            if group.is_empty() and len(expired) == self.map.count(group_id):
+            if not open_txn and group.is_empty() and len(expired) == self.map.count(group_id):
                 writes.append(self._remove_group(group, expired))
             elif expired:
                 writes.append(self.log.write(group_id, [OffsetTombstones(group_id, expired)]))
@@ -181,8 +250,13 @@ class Offsets:
     def replay_commits(self, record: OffsetCommits) -> None:
         for topic, partitions in record.topics:
             self.map.commit(record.group_id, topic, partitions, record.commit_ms, record.expire_ms)
+        if self.pending.has_open(record.group_id):
+            self.pending.committed(
+                record.group_id, ((t, c[0]) for t, cs in record.topics for c in cs)
+            )
 
     def replay_tombstones(self, record: OffsetTombstones) -> None:
+        self.pending.deleted(record.group_id, record.partitions)
         by_topic: dict[str, list[int]] = {}
         for topic, p in record.partitions:
             by_topic.setdefault(topic, []).append(p)

@@ -40,14 +40,16 @@ from corral.groups.consumer.protocol import ConsumerGroups
 from corral.groups.consumer.replay import ConsumerReplay
 from corral.groups.consumer.targets.computation import TargetComputation
 from corral.groups.consumer.writes import ConsumerWrites
-from corral.groups.group import Group, GroupType, Registration
+from corral.groups.group import Group, GroupType, Registration, Replayer
 from corral.groups.messages import DescribeGroupsResponseDescribedGroup, ListedGroup
 from corral.groups.offsets import Offsets
 from corral.groups.storage import records
 from corral.groups.storage.records import (
+    LogEntry,
     OffsetTombstones,
     Record,
 )
+from corral.groups.storage.txn_records import TxnMarker
 from corral.later import Later
 
 if TYPE_CHECKING:
@@ -184,10 +186,13 @@ class CoordinatorShard:
         self.types: dict[type[Group], GroupType[Any]] = {
             r.group_class: r.runs for r in self.registrations
         }
-        # Each record type's one replayer: the offsets' and the group types'.
+        # Each record type's one replayer: the offsets', the pending transactional offsets' and
+        # the group types'.
+        replayers: list[Replayer] = [self.offsets, self.offsets.pending]
+        replayers.extend(r.replays for r in self.registrations)
         self.replayers: dict[type[Record], Callable[[Any, bool], None]] = {
             record_type: replayer.replay
-            for replayer in (self.offsets, *(r.replays for r in self.registrations))
+            for replayer in replayers
             for record_type in replayer.record_types
         }
 
@@ -219,16 +224,17 @@ class CoordinatorShard:
 
     # ========================================================================= load, unload ===
 
-    def load(self, pairs: Iterable[tuple[bytes, bytes | None]]) -> int:
-        """Replays `pairs` (a snapshot's records, then the log after it) into the shard; returns
-        how many were read. `start` arms the deadlines once all are in."""
+    def load(self, pairs: Iterable[LogEntry]) -> int:
+        """Replays `pairs` (a snapshot's records, then the log after it, whose transactional
+        batches' records come with their facts) into the shard; returns how many were read.
+        `start` arms the deadlines once all are in."""
         count = 0
 
         def decoded() -> Iterator[Record]:
             nonlocal count
-            for key, value in pairs:
+            for entry in pairs:
                 count += 1
-                record = records.decode(key, value)
+                record = records.decode(*entry)
                 if record is not None:
                     yield record
 
@@ -240,7 +246,7 @@ class CoordinatorShard:
         held = self._held
         try:
             for record in loaded:
-                if record.group_id not in held:
+                if record.group_id not in held and not isinstance(record, TxnMarker):
                     # Before its first record: the network thread (which runs on while a shard
                     # loads in a running broker) must not commit for the group or move its
                     # members while older records are replayed over what it did.
@@ -270,9 +276,16 @@ class CoordinatorShard:
             self.types[type(group)].on_unloaded(group)
             self.shared.offset_map.delete_group(group_id)
         self.groups.clear()
+        self.offsets.pending.clear()
         return gone
 
     # ============================================================================ snapshot ===
+
+    def replay_start(self, log_position: int) -> int:
+        """Where replay must start for a snapshot taken now: never past an open transaction's
+        first record, whose pending offsets snapshots do not hold (txn_offsets.py)."""
+        first_open = self.offsets.pending.first_open_offset()
+        return log_position if first_open is None else min(log_position, first_open)
 
     def snapshot_sources(
         self,

@@ -11,6 +11,8 @@ from corral.errors import ErrorCode
 from corral.groups import timers as timers_module
 from corral.groups.classic import JoinRequest
 from corral.groups.storage import records
+from corral.groups.storage.records import LogEntry
+from corral.groups.storage.txn_records import TxnOffsetCommits, log_records
 from corral.groups.storage.writer import CoordinatorLog
 from corral.later import Later
 from corral.load import consumer_protocol as cp
@@ -27,7 +29,7 @@ class FakeLog(CoordinatorLog):
 
     def __init__(self, keep: bool = False) -> None:
         self.keep = keep
-        self.pairs: list[tuple[bytes, bytes | None]] = []
+        self.pairs: list[LogEntry] = []
         self.fail_next = 0
         self.held: list[tuple[str, list, bool, Later]] | None = None
 
@@ -37,8 +39,15 @@ class FakeLog(CoordinatorLog):
             return Later.of(ErrorCode.NOT_COORDINATOR)
         if batch is None:
             batch = records.encode_batch(recs, 0)
+        if isinstance(recs[0], TxnOffsetCommits):
+            recs[0].offset = len(self.pairs)  # its position in `pairs`, the "log"
         if self.keep:
-            self.pairs.extend((k, v) for _, _, k, v in _core.decode_batches(batch))
+            # As DurableLog.read gives them: a transactional batch's records with its facts.
+            for _, key, value, pid, epoch, control in log_records(batch):
+                if pid >= 0 or control:
+                    self.pairs.append((key, value, (0, len(self.pairs), pid, epoch, control)))
+                else:
+                    self.pairs.append((key, value))
         if self.held is not None:
             done = Later()
             self.held.append((group_id, recs, applied, done))

@@ -16,7 +16,7 @@ from harness import FakeLog, Topics, make_coordinator
 from corral.groups.classic import ClassicGroup, ClassicState
 from corral.groups.consumer import ConsumerGroup
 from corral.groups.storage import consumer_records as cr
-from corral.groups.storage import records
+from corral.groups.storage import records, txn_records
 from corral.groups.storage.records import (
     GroupMetadata,
     GroupTombstone,
@@ -36,7 +36,7 @@ def make_shard():
 
 def declared(shard) -> list[type]:
     """Every record type some part of the shard declares it replays, as often as declared."""
-    parts = [shard.offsets, *(r.replays for r in shard.registrations)]
+    parts = [shard.offsets, shard.offsets.pending, *(r.replays for r in shard.registrations)]
     return [record_type for part in parts for record_type in part.record_types]
 
 
@@ -47,7 +47,7 @@ def test_every_record_of_the_storage_is_in_the_record_union():
     """What `Record` names is what the storage modules define (a class with a `group_id`)."""
     defined = {
         cls
-        for module in (records, cr)
+        for module in (records, cr, txn_records)
         for cls in vars(module).values()
         if dataclasses.is_dataclass(cls)
         and isinstance(cls, type)

@@ -465,9 +465,11 @@ class ClassicGroup:
         generation_id: int,
         version: int,
         partitions: Callable[[], Iterable[tuple[bytes, int]]] = lambda: (),
+        transactional: bool = False,
     ) -> ErrorCode:
         """Kafka's ClassicGroup.validateOffsetCommit (simple groups included; no per-partition
-        check, so `partitions` is not asked for)."""
+        check, so `partitions` is not asked for). A transactional commit with no member, no
+        generation and no instance is accepted in any state, and never told to rebalance."""
         state = self.state
         if state is ClassicState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -479,9 +481,9 @@ class ClassicGroup:
                 return error
             if generation_id != self.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif state is not ClassicState.EMPTY:
+        elif not transactional and state is not ClassicState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if state is ClassicState.COMPLETING_REBALANCE:
+        if not transactional and state is ClassicState.COMPLETING_REBALANCE:
             # The member got its JoinGroup response but not its assignment yet.
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE

@@ -507,17 +507,22 @@ class ConsumerGroup:
         generation_id: int,
         version: int,
         partitions: Committed = lambda: (),
+        transactional: bool = False,
     ) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetCommit, generation_id being the member epoch, with
-        its per-partition check (KIP-1251, Kafka 4.3+) of an older epoch over `partitions`."""
+        its per-partition check (KIP-1251, Kafka 4.3+) of an older epoch over `partitions`. A
+        transactional commit naming no member, epoch or instance is accepted; otherwise it is
+        checked as a commit (any TxnOffsetCommit version)."""
         if self.deleting:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and not self.members:
             return ErrorCode.NONE  # an admin or a consumer outside group management
+        if transactional and generation_id == -1 and not member_id and instance_id is None:
+            return ErrorCode.NONE
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member.classic is None and version < 9:
+        if not transactional and member.classic is None and version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if generation_id == member.epoch:
             return ErrorCode.NONE

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from corral import _core
-from corral.groups.storage import consumer_records
+from corral.groups.storage import consumer_records, txn_records
 from corral.groups.storage.consumer_records import ConsumerRecord
+from corral.groups.storage.txn_records import TxnFacts, TxnMarker, TxnOffsetCommits, read_marker
 
 OFFSET_COMMIT_KEY_V0 = 0
 OFFSET_COMMIT_KEY = 1
@@ -138,7 +139,18 @@ class GroupTombstone:
     group_id: str
 
 
-Record = OffsetCommits | OffsetTombstones | GroupMetadata | GroupTombstone | ConsumerRecord
+Record = (
+    OffsetCommits
+    | OffsetTombstones
+    | GroupMetadata
+    | GroupTombstone
+    | ConsumerRecord
+    | TxnOffsetCommits
+    | TxnMarker
+)
+# A record as load reads it: (key, value), with its batch's transaction facts when the batch is
+# transactional (storage/txn_records.py).
+LogEntry = KeyValue | tuple[bytes, bytes | None, TxnFacts]
 
 
 def _pairs(record: Record) -> list[KeyValue]:
@@ -148,14 +160,21 @@ def _pairs(record: Record) -> list[KeyValue]:
         return [(group_key(record.group_id), record.value)]
     if isinstance(record, GroupTombstone):
         return [(group_key(record.group_id), None)]
-    if isinstance(record, OffsetCommits):
-        raise ValueError("OffsetCommits are written alone")
+    if isinstance(record, (OffsetCommits, TxnOffsetCommits, TxnMarker)):
+        raise ValueError(f"{type(record).__name__} are written alone")
     return [(consumer_records.key_of(record), consumer_records.value_of(record))]
 
 
-def encode_batch(records: list[Record], now_ms: int) -> bytes:
+def encode_batch(records: list[Record], now_ms: int, base_sequence: int = 0) -> bytes:
     """The one RecordBatch holding `records`. OffsetCommits (the commit path) travel alone and
-    are built in one call into the core."""
+    are built in one call into the core; so do a TxnOffsetCommit's (a transactional batch from
+    `base_sequence`) and a marker (a control batch)."""
+    if isinstance(records[0], (TxnOffsetCommits, TxnMarker)):
+        if len(records) != 1:
+            raise ValueError(f"{type(records[0]).__name__} are written alone")
+        if isinstance(records[0], TxnMarker):
+            return txn_records.marker_batch(records[0], now_ms)
+        return txn_records.commit_batch(records[0], base_sequence)
     if isinstance(records[0], OffsetCommits):
         if len(records) != 1:
             raise ValueError("OffsetCommits are written alone")
@@ -167,9 +186,13 @@ def encode_batch(records: list[Record], now_ms: int) -> bytes:
     return _core.build_batch(pairs, now_ms)
 
 
-def decode(key: bytes, value: bytes | None) -> Record | None:
+def decode(key: bytes, value: bytes | None, txn: TxnFacts | None = None) -> Record | None:
     """The record a key/value of the log holds; None for record types corral does not keep.
-    ValueError for malformed bytes or a value version corral does not read."""
+    `txn`: the facts of its transactional batch (its offset commits are then pending offsets
+    of the producer, its control record a marker). ValueError for malformed bytes or a value
+    version corral does not read."""
+    if txn is not None:
+        return _decode_transactional(key, value, txn)
     kind, fields = _core.decode_record_key(key)
     if fields is None:
         return None
@@ -187,3 +210,24 @@ def decode(key: bytes, value: bytes | None) -> Record | None:
         (group_id,) = fields
         return GroupTombstone(group_id) if value is None else GroupMetadata(group_id, value)
     return consumer_records.from_fields(kind, fields, value)
+
+
+def _decode_transactional(key: bytes, value: bytes | None, txn: TxnFacts) -> Record | None:
+    partition, offset, producer_id, producer_epoch, control = txn
+    if control:
+        marker = read_marker(key, value)
+        return (
+            None if marker is None else TxnMarker(partition, producer_id, producer_epoch, *marker)
+        )
+    record = decode(key, value)
+    if isinstance(record, OffsetCommits):
+        return TxnOffsetCommits(
+            record.group_id,
+            producer_id,
+            producer_epoch,
+            record.topics,
+            record.commit_ms,
+            record.expire_ms,
+            offset,
+        )
+    return record  # Kafka writes nothing else transactionally: kept as a plain record

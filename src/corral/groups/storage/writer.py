@@ -24,12 +24,13 @@ from corral.errors import ErrorCode
 from corral.groups.storage.placement import partition_for
 from corral.groups.storage.records import (
     GroupTombstone,
-    KeyValue,
+    LogEntry,
     OffsetCommits,
     OffsetTombstones,
     Record,
     encode_batch,
 )
+from corral.groups.storage.txn_records import TxnMarker, TxnOffsetCommits, log_records
 from corral.later import Later
 from corral.partitions.store import StorageError, storage_warning
 
@@ -79,6 +80,20 @@ class CoordinatorLog:
     ) -> Later:
         raise NotImplementedError
 
+    def write_marker(self, marker: TxnMarker) -> Later:
+        """Appends the control batch ending a producer's transaction in `marker.partition`; once
+        durable replays it and resolves with NONE, else with the log's refusal (a fenced
+        coordinator or producer epoch) or WRITE_FAILED."""
+        return self._write(marker.group_id, [marker], False, None)
+
+    def hold_commits(self, group_id: str) -> None:
+        """The group has pending transactional offsets: its plain commits must be replayed here
+        (a commit marker moves a pending offset only if no later plain commit replaced it), so
+        the network thread's commit path takes none until `release_commits`. Counted."""
+
+    def release_commits(self, group_id: str) -> None:
+        """The group's last pending transactional offset was committed or aborted."""
+
     def writing(self, group_id: str) -> bool:
         """Whether writes of the group are appended but not applied yet."""
         return False
@@ -108,9 +123,9 @@ class CoordinatorLog:
 
     def read(
         self, positions: dict[int, int] | None = None, only: int | None = None
-    ) -> Iterator[KeyValue]:
+    ) -> Iterator[LogEntry]:
         """The records from `positions` (default: the log start), of every partition or of
-        partition `only`."""
+        partition `only` (a transactional batch's with its facts: records.LogEntry)."""
         return iter(())
 
     async def run(self) -> None:
@@ -198,12 +213,25 @@ class DurableLog(CoordinatorLog):
         )
         if touches_offsets:
             self._offset_write_begins(group_id)
+        marker = records[0] if isinstance(records[0], TxnMarker) else None
+        if marker is not None:
+            partition = marker.partition
         try:
-            result, needs_flush = self.logs.append(
-                self.topic,
-                partition,
-                batch if batch is not None else encode_batch(records, wall_ms()),
-            )
+            if marker is not None:
+                # The store writes the control batch: it also ends the producer's transaction
+                # in its state (the partition's last stable offset), as on any partition.
+                result, needs_flush = self.logs.write_marker(
+                    self.topic,
+                    partition,
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.commit,
+                    marker.coordinator_epoch,
+                )
+            else:
+                if batch is None:
+                    batch = encode_batch(records, wall_ms(), self._sequence(partition, records))
+                result, needs_flush = self.logs.append(self.topic, partition, batch)
         except StorageError as e:
             storage_warning(
                 "coordinator",
@@ -216,9 +244,15 @@ class DurableLog(CoordinatorLog):
         if result is None or result.error_code:
             if touches_offsets:
                 self._offset_write_ends(group_id)
-            done.resolve(WRITE_FAILED)
+            if marker is not None and result is not None:
+                # A refused marker answers the store's reason (Kafka's fenced epochs).
+                done.resolve(ErrorCode(result.error_code))
+            else:
+                done.resolve(WRITE_FAILED)
             return done
         self.appends += 1
+        if isinstance(records[0], TxnOffsetCommits):
+            records[0].offset = result.base_offset
         pending = PendingWrite(
             group_id,
             partition,
@@ -268,6 +302,27 @@ class DurableLog(CoordinatorLog):
         finally:
             if self.core_commits is not None:
                 self.core_commits.close()  # its thread answers what waits, then ends
+
+    def _sequence(self, partition: int, records: list[Record]) -> int:
+        """The base sequence of a TxnOffsetCommit's batch: Kafka writes 0 and its log skips
+        sequence checks for the coordinator's appends; this store checks every producer batch
+        (a second commit of the transaction at 0 would be a duplicate, or out of order), so the
+        batch continues the producer's sequence in the partition."""
+        record = records[0]
+        if not isinstance(record, TxnOffsetCommits):
+            return 0
+        for pid, epoch, last_sequence, *_ in self.logs.producers(self.topic, partition):
+            if pid == record.producer_id and epoch == record.producer_epoch:
+                return (last_sequence + 1) % (1 << 31) if last_sequence >= 0 else 0
+        return 0
+
+    def hold_commits(self, group_id: str) -> None:
+        if self.core_commits is not None:
+            self._offset_write_begins(group_id)
+
+    def release_commits(self, group_id: str) -> None:
+        if self.core_commits is not None:
+            self._offset_write_ends(group_id)
 
     def hold_group(self, group_id: str) -> None:
         if self.core_commits is not None:
@@ -328,9 +383,9 @@ class DurableLog(CoordinatorLog):
 
     def read(
         self, positions: dict[int, int] | None = None, only: int | None = None
-    ) -> Iterator[KeyValue]:
+    ) -> Iterator[LogEntry]:
         """The topic's records from `positions` (default: the log start), partition by partition
-        (or of partition `only`): (key, value or None)."""
+        (or of partition `only`): (key, value or None), and a transactional batch's facts."""
         for partition in range(self.topic.partitions) if only is None else (only,):
             start, end = self.logs.offsets(self.topic, partition)
             offset = start
@@ -349,9 +404,13 @@ class DurableLog(CoordinatorLog):
                 data = self.logs.read(self.topic, partition, offset, 8 << 20, True).data
                 if not data:
                     break
-                for rec_offset, _, key, value in _core.decode_batches(data):
+                for rec_offset, key, value, pid, epoch, control in log_records(data):
                     if rec_offset < offset:
                         continue  # the batch holding `offset` starts before it
                     offset = rec_offset + 1
-                    if key is not None:
+                    if key is None:
+                        continue
+                    if pid >= 0 or control:
+                        yield key, value, (partition, rec_offset, pid, epoch, control)
+                    else:
                         yield key, value
