@@ -70,7 +70,7 @@ class ReplicatedLog(DurableLog):
     def _write(
         self, group_id: str, records: list[Record], applied: bool, batch: bytes | None
     ) -> Later:
-        if self.partition_of(group_id) not in self.leases:
+        if self.write_partition(group_id, records) not in self.leases:
             return Later.of(WRITE_FAILED)  # the shard is not (or no longer) ours
         return super()._write(group_id, records, applied, batch)
 

@@ -100,6 +100,8 @@ HANDLER_MODULES = [
     "corral.groups.handlers.delete_groups",
     "corral.groups.handlers.consumer_group_heartbeat",
     "corral.groups.handlers.consumer_group_describe",
+    "corral.groups.handlers.txn_offset_commit",
+    "corral.groups.handlers.write_txn_markers",
     "corral.partitions.produce",
     "corral.partitions.fetch",
     "corral.partitions.list_offsets",

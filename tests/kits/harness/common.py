@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from corral import _core
 from corral.errors import ErrorCode
 from corral.groups import timers as timers_module
 from corral.groups.classic import JoinRequest

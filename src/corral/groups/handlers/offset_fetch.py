@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 @handles(ApiKey.OFFSET_FETCH, 1, 9)
 def offset_fetch(broker: Broker, request: Request[OffsetFetchRequest]) -> OffsetFetchResponse:
     body, version = request.body, request.api_version
+    # v7+: partitions with offsets pending in a transaction answer UNSTABLE_OFFSET_COMMIT.
+    stable = version >= 7 and body["require_stable"]
     if version >= 8:
         groups: list[OffsetFetchResponseGroup] = []
         for g in body["groups"]:
@@ -42,7 +44,7 @@ def offset_fetch(broker: Broker, request: Request[OffsetFetchRequest]) -> Offset
                 else [(t["name"], t["partition_indexes"]) for t in g["topics"]]
             )
             member = (g["member_id"], g["member_epoch"]) if version >= 9 else (None, -1)
-            error, fetched = _fetch_group(broker, request, g["group_id"], topics, *member)
+            error, fetched = _fetch_group(broker, request, g["group_id"], topics, stable, *member)
             groups.append(
                 {
                     "group_id": g["group_id"],
@@ -56,7 +58,7 @@ def offset_fetch(broker: Broker, request: Request[OffsetFetchRequest]) -> Offset
         if body["topics"] is None
         else [(t["name"], t["partition_indexes"]) for t in body["topics"]]
     )
-    error, fetched = _fetch_group(broker, request, body["group_id"], topics)
+    error, fetched = _fetch_group(broker, request, body["group_id"], topics, stable)
     if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2 and topics is not None:
         # v1 has no group error: Kafka's groupError puts it on every partition asked for.
         fetched = [(name, [(p, -1, -1, "", error) for p in ps]) for name, ps in topics]
@@ -71,6 +73,7 @@ def _fetch_group(
     request: Request[OffsetFetchRequest],
     group_id: str,
     topics: list[tuple[str, list[int]]] | None,
+    require_stable: bool = False,
     member_id: str | None = None,
     member_epoch: int = -1,
 ) -> tuple[ErrorCode, Fetched]:
@@ -86,9 +89,9 @@ def _fetch_group(
     if error:
         return error, []
     if broker.authorizer is None:
-        return ErrorCode.NONE, offsets.fetch(group_id, topics)
+        return ErrorCode.NONE, offsets.fetch(group_id, topics, require_stable)
     if topics is None:
-        fetched = offsets.fetch(group_id, None)
+        fetched = offsets.fetch(group_id, None, require_stable)
         visible = filter_allowed(
             broker, request, AclOperation.DESCRIBE, TOPIC, (t for t, _ in fetched)
         )
@@ -100,7 +103,7 @@ def _fetch_group(
         if t not in visible
     ]
     return ErrorCode.NONE, offsets.fetch(
-        group_id, [(t, ps) for t, ps in topics if t in visible]
+        group_id, [(t, ps) for t, ps in topics if t in visible], require_stable
     ) + refused
 
 

@@ -205,7 +205,7 @@ class DurableLog(CoordinatorLog):
         self, group_id: str, records: list[Record], applied: bool, batch: bytes | None
     ) -> Later:
         done = Later()
-        partition = self.partition_of(group_id)
+        partition = self.write_partition(group_id, records)
         # Flagged before the append: a network-thread commit of the group is then either
         # appended before ours or not taken at all.
         touches_offsets = self.core_commits is not None and any(
@@ -214,8 +214,6 @@ class DurableLog(CoordinatorLog):
         if touches_offsets:
             self._offset_write_begins(group_id)
         marker = records[0] if isinstance(records[0], TxnMarker) else None
-        if marker is not None:
-            partition = marker.partition
         try:
             if marker is not None:
                 # The store writes the control batch: it also ends the producer's transaction
@@ -244,8 +242,8 @@ class DurableLog(CoordinatorLog):
         if result is None or result.error_code:
             if touches_offsets:
                 self._offset_write_ends(group_id)
-            if marker is not None and result is not None:
-                # A refused marker answers the store's reason (Kafka's fenced epochs).
+            if result is not None and isinstance(records[0], (TxnMarker, TxnOffsetCommits)):
+                # A refused transactional write answers the store's reason (fenced epochs).
                 done.resolve(ErrorCode(result.error_code))
             else:
                 done.resolve(WRITE_FAILED)
@@ -302,6 +300,11 @@ class DurableLog(CoordinatorLog):
         finally:
             if self.core_commits is not None:
                 self.core_commits.close()  # its thread answers what waits, then ends
+
+    def write_partition(self, group_id: str, records: list[Record]) -> int:
+        """The partition a write goes to: its group's, or a marker's own."""
+        first = records[0] if records else None
+        return first.partition if isinstance(first, TxnMarker) else self.partition_of(group_id)
 
     def _sequence(self, partition: int, records: list[Record]) -> int:
         """The base sequence of a TxnOffsetCommit's batch: Kafka writes 0 and its log skips
