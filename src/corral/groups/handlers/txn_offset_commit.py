@@ -84,7 +84,7 @@ def txn_offset_commit(
                 partitions[i] = (index, group_error)
                 continue
             metadata = p["committed_metadata"] or ""
-            if len(metadata.encode()) > offsets.metadata_max_bytes:
+            if len(metadata) > offsets.metadata_max_bytes:  # Kafka counts characters
                 partitions[i] = (index, ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
             epoch = p["committed_leader_epoch"] if version >= 2 else -1

@@ -132,8 +132,10 @@ class CoordinatorLog:
         """The writer task, for logs that have one."""
 
 
-# Records whose replay changes the offset map.
-_OFFSET_RECORDS = (OffsetCommits, OffsetTombstones, GroupTombstone)
+# Records whose replay changes the offset map. A TxnOffsetCommits' pending offsets reach it at
+# their marker, which compares them with the commits after them: from its append on, the group's
+# commits go through Python (held until the marker: txn_offsets.py).
+_OFFSET_RECORDS = (OffsetCommits, OffsetTombstones, GroupTombstone, TxnOffsetCommits)
 
 
 class PendingWrite:
