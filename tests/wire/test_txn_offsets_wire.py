@@ -63,6 +63,7 @@ def txn_commit(
     offsets: dict[int, int],
     *,
     pid: int = PID,
+    epoch: int = EPOCH,
     version: int = 3,
     member: tuple[str, int] = ("", -1),
     metadata: str = "",
@@ -71,7 +72,7 @@ def txn_commit(
         "transactional_id": "tx",
         "group_id": group,
         "producer_id": pid,
-        "producer_epoch": EPOCH,
+        "producer_epoch": epoch,
         "generation_id": member[1],
         "member_id": member[0],
         "group_instance_id": None,
@@ -235,6 +236,41 @@ def test_a_commit_after_the_pending_offset_wins(broker):
         # No transaction open: the next commits are the network thread's again.
         assert commit(client, "g", generation, member, [(TOPIC, 1, 12)]) == [0]
         assert fetched(client, "g", stable=True) == [(7, 0), (12, 0)]
+
+
+def test_fenced_producers_and_coordinators(broker):
+    """The log's producer state fences a zombie: an older producer epoch's TxnOffsetCommit, an
+    older coordinator epoch's marker; what is pending stays pending."""
+    with RawClient(broker.port) as client:
+        assert txn_commit(client, "g", {0: 10}, epoch=3) == [0]
+        assert txn_commit(client, "g", {0: 11}, epoch=2) == [ErrorCode.INVALID_PRODUCER_EPOCH]
+        body = {
+            "markers": [
+                {
+                    "producer_id": PID,
+                    "producer_epoch": 3,
+                    "transaction_result": True,
+                    "coordinator_epoch": 5,
+                    "topics": [
+                        {
+                            "name": OFFSETS_TOPIC,
+                            "partition_indexes": [partition_for("g", OFFSETS_PARTITIONS)],
+                        }
+                    ],
+                }
+            ]
+        }
+        answer = client.call(ApiKey.WRITE_TXN_MARKERS, 1, body)
+        assert answer["markers"][0]["topics"][0]["partitions"][0]["error_code"] == 0
+        assert fetched(client, "g", stable=True)[0] == (10, 0)
+        assert txn_commit(client, "g", {0: 12}, epoch=3) == [0]
+        body["markers"][0]["coordinator_epoch"] = 4
+        answer = client.call(ApiKey.WRITE_TXN_MARKERS, 1, body)
+        assert answer["markers"][0]["topics"][0]["partitions"][0]["error_code"] == (
+            ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        )
+        assert fetched(client, "g", stable=True)[0] == (-1, UNSTABLE)
+        assert fetched(client, "g", stable=False)[0] == (10, 0)
 
 
 def test_kill_mid_transaction_keeps_offsets_pending(broker):
