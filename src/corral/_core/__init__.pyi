@@ -897,9 +897,7 @@ class LogStore:
     ) -> bool:
         """Whether (producer id, epoch) has a transaction open in the partition."""
 
-    def producers(
-        self, topic: str, partition: int
-    ) -> list[tuple[int, int, int, int, int, int]]:
+    def producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int, int]]:
         """(producer id, epoch, last sequence, last timestamp, coordinator epoch, open
         transaction's first offset or -1) per active producer."""
 
