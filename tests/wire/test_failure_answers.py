@@ -11,6 +11,7 @@ import time
 import pytest
 from conftest import CorralProcess
 
+
 def test_second_broker_on_a_data_dir_exits_with_one_line(corral, tmp_path):
     second = CorralProcess(corral.data_dir)
     second.log_path = tmp_path / "second.log"
