@@ -30,9 +30,9 @@ fn keyless_records(py: Python<'_>, data: &[u8], max_batch_bytes: usize) -> PyRes
 }
 
 /// An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`, optionally
-/// from an idempotent producer.
+/// from an idempotent producer, and `transactional` (a transactional producer's batch).
 #[pyfunction]
-#[pyo3(signature = (records, timestamp_ms, producer_id=-1, producer_epoch=-1, base_sequence=-1))]
+#[pyo3(signature = (records, timestamp_ms, producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=false))]
 fn build_batch<'py>(
     py: Python<'py>,
     records: Vec<batch::KeyValue>,
@@ -40,18 +40,22 @@ fn build_batch<'py>(
     producer_id: i64,
     producer_epoch: i16,
     base_sequence: i32,
+    transactional: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
     if records.is_empty() {
         return Err(PyValueError::new_err("a batch needs at least one record"));
     }
-    Ok(PyBytes::new(
-        py,
-        &batch::build(
-            &records,
-            timestamp_ms,
-            (producer_id, producer_epoch, base_sequence),
-        ),
-    ))
+    let mut built = batch::build(
+        &records,
+        timestamp_ms,
+        (producer_id, producer_epoch, base_sequence),
+    );
+    if transactional {
+        built[21..23].copy_from_slice(&super::transactions::ATTR_TRANSACTIONAL.to_be_bytes());
+        let crc = crc32c::crc32c(&built[21..]);
+        built[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    Ok(PyBytes::new(py, &built))
 }
 
 /// The records of consecutive uncompressed batches as (offset, timestamp, key, value).

@@ -31,6 +31,7 @@ mod recovery;
 mod results;
 mod segment;
 pub mod transactions;
+mod writes;
 
 use std::collections::HashMap;
 use std::fs;
@@ -45,7 +46,7 @@ use pyo3::types::PyBytes;
 
 use faults::StorageFaults;
 use files::FileCache;
-use partition::{Appended, Config, Partition};
+use partition::{Config, Partition};
 use results::{AppendResult, BatchSummary, FetchResult, ReadResult, RetentionResult};
 
 create_exception!(
@@ -79,6 +80,9 @@ const CLEAN_SHUTDOWN_MARKER: &str = ".corral-clean-shutdown";
 const CLOSE_THREADS: usize = 16;
 
 type Key = (String, i32);
+/// DescribeProducers' row: (producer id, epoch, last sequence, last timestamp, coordinator
+/// epoch, open transaction's first offset).
+type ProducerRow = (i64, i16, i32, i64, i32, i64);
 type Shared = Arc<Mutex<Partition>>;
 
 #[pyclass(frozen, module = "corral._core")]
@@ -131,97 +135,6 @@ impl LogStore {
 
     fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
         self.dir.join(format!("{topic}-{partition}"))
-    }
-
-    /// `append` without Python, for the network thread's commit path (commit_path.rs); None
-    /// when the partition is not open.
-    /// Returns (error code, base offset, records waiting for an fsync in the partition).
-    pub(crate) fn append_open(
-        &self,
-        topic: &str,
-        partition: i32,
-        data: Vec<u8>,
-    ) -> Option<io::Result<(i16, i64, u64)>> {
-        let appended = self.append_to(&self.lookup(topic, partition)?, data, None);
-        Some(appended.map(|r| (r.error_code, r.base_offset, r.unflushed)))
-    }
-
-    fn append_to(
-        &self,
-        shared: &Shared,
-        data: Vec<u8>,
-        log_append_time: Option<i64>,
-    ) -> io::Result<AppendResult> {
-        self.faults.before_append()?;
-        let mut p = lock(shared);
-        let was_flushed = p.unflushed == 0;
-        let appended = p.append(data, log_append_time)?;
-        if was_flushed && p.unflushed > 0 {
-            self.dirty.lock().unwrap().push(shared.clone());
-        }
-        let (error_code, base_offset, last_offset, log_append_time) = match appended {
-            Appended::New(base, last, _) => (0, base, last, log_append_time.unwrap_or(-1)),
-            Appended::Duplicate(meta) => (0, meta.first_offset, meta.last_offset, meta.timestamp),
-            Appended::Refused(code, _) => (code, -1, -1, -1),
-        };
-        Ok(AppendResult {
-            error_code,
-            base_offset,
-            last_offset,
-            log_append_time,
-            unflushed: p.unflushed,
-        })
-    }
-
-    /// `flush` without Python (see there).
-    pub(crate) fn flush_dirty(&self) -> io::Result<u64> {
-        let _one_at_a_time = self.passes.lock().unwrap_or_else(|p| p.into_inner());
-        // An injected failure fails the pass before it takes the dirty list: every partition
-        // stays waiting for the next pass.
-        self.faults.before_fsync()?;
-        let dirty = std::mem::take(&mut *self.dirty.lock().unwrap());
-        let mut total = 0;
-        let mut parts = dirty.into_iter();
-        while let Some(p) = parts.next() {
-            let (file, pending, new_dir) = {
-                let p = lock(&p);
-                if p.unflushed == 0 {
-                    continue;
-                }
-                (
-                    p.active_file(),
-                    p.unflushed,
-                    p.dir_unsynced.then(|| p.dir.clone()),
-                )
-            };
-            // A partition's first records: its directory entries must be durable too.
-            let file = match &new_dir {
-                Some(dir) => Partition::sync_dirs(dir).and(file),
-                None => file,
-            };
-            // A roll in between already fsynced the older segment, so syncing the file that
-            // was active when `pending` was read covers every one of those records. The
-            // descriptor may have been opened after the one the appends wrote through (the
-            // cache evicted it): on Linux an fsync covers the inode's dirty pages, whichever
-            // descriptor wrote them.
-            if let Err(e) = file.and_then(|f| f.sync_data()) {
-                let mut dirty = self.dirty.lock().unwrap();
-                dirty.push(p);
-                dirty.extend(parts);
-                return Err(e);
-            }
-            let mut guard = lock(&p);
-            guard.flushed(pending);
-            if new_dir.is_some() {
-                guard.dir_unsynced = false;
-            }
-            // Appends made during the fsync found the partition dirty already: keep it listed.
-            if guard.unflushed > 0 {
-                self.dirty.lock().unwrap().push(p.clone());
-            }
-            total += pending;
-        }
-        Ok(total)
     }
 }
 
@@ -397,6 +310,7 @@ impl LogStore {
     /// Appends the COMMIT (`commit`) or ABORT marker of (producer id, epoch) from a coordinator
     /// of `coordinator_epoch`. Returns an AppendResult: error TRANSACTION_COORDINATOR_FENCED or
     /// INVALID_PRODUCER_EPOCH when the marker is older than the partition's producer state.
+    #[allow(clippy::too_many_arguments)]
     fn write_marker(
         &self,
         py: Python<'_>,
@@ -439,12 +353,7 @@ impl LogStore {
 
     /// The partition's producers as DescribeProducers lists them: (producer id, epoch, last
     /// sequence, last timestamp, coordinator epoch, current transaction's first offset or -1).
-    fn producers(
-        &self,
-        py: Python<'_>,
-        topic: &str,
-        partition: i32,
-    ) -> PyResult<Vec<(i64, i16, i32, i64, i32, i64)>> {
+    fn producers(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<Vec<ProducerRow>> {
         let p = self.get(topic, partition)?;
         Ok(py.detach(|| {
             lock(&p)

@@ -23,6 +23,7 @@ from corral.security.credentials import FILE as CREDENTIALS_FILE
 from corral.security.credentials import Credentials
 from corral.security.sessions import Sessions
 from corral.topics.registry import Topic, TopicStore
+from corral.transactions.coordinator import TransactionCoordinator
 from corral.uuids import random_uuid_text
 
 log = logging.getLogger("corral.broker")
@@ -102,6 +103,9 @@ class Broker:
             self.topics.shared = self.cluster.share_topics(self.topics)
         # Consumer groups and committed offsets; the server runs `self.groups.run` for its lifetime.
         self.groups = coordinator_for(self)
+        # Transactions (None in cluster mode, which has none yet); the server runs
+        # `self.transactions.run`.
+        self.transactions = TransactionCoordinator(self) if self.cluster is None else None
         # __corral_analytics: log-end samples and group events; the server runs `analytics.run`.
         self.analytics = analytics_log_for(self)
         # Connections' security state (SASL exchanges) and the way to tell the network thread.

@@ -156,6 +156,8 @@ class Server:
                 nursery.start_soon(self.broker.logs.run)
                 nursery.start_soon(self.broker.topics.run)
                 nursery.start_soon(self.broker.analytics.run)
+                if self.broker.transactions is not None:
+                    nursery.start_soon(self.broker.transactions.run)
                 nursery.start_soon(self._dispatch, reactor, nursery)
                 self.faults.attach(
                     reactor,

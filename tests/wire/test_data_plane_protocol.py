@@ -244,9 +244,18 @@ def test_producer_state_and_ids_survive_restart(corral):
         assert init_producer_id(c)["producer_id"] > pid
 
 
-def test_init_producer_id_refuses_transactions(client):
-    response = init_producer_id(client, transactional_id="txn")
-    assert response["error_code"] == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+def test_init_producer_id_with_a_transactional_id_bumps_its_epoch(client):
+    first = init_producer_id(client, transactional_id="txn")
+    assert (first["error_code"], first["producer_epoch"]) == (0, 0)
+    again = init_producer_id(client, transactional_id="txn")
+    assert (again["producer_id"], again["producer_epoch"]) == (first["producer_id"], 1)
+    # KIP-360: naming an older epoch of the id is a zombie: PRODUCER_FENCED (v4+).
+    stale = init_producer_id(
+        client, transactional_id="txn", producer_id=first["producer_id"], producer_epoch=7
+    )
+    assert stale["error_code"] == ErrorCode.PRODUCER_FENCED
+    too_long = init_producer_id(client, transactional_id="t2", transaction_timeout_ms=900001)
+    assert too_long["error_code"] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
     assert init_producer_id(client, producer_id=5)["error_code"] == ErrorCode.INVALID_REQUEST
 
 

@@ -115,13 +115,6 @@ def _produce_v2(broker) -> set[int]:
     return {struct.unpack_from(">h", frame, 4 + 4 + 2 + 3 + 4 + 4)[0]}
 
 
-def _find_transaction_coordinator(broker) -> set[int]:
-    with RawClient(broker.port) as raw:
-        v3 = raw.call(ApiKey.FIND_COORDINATOR, 3, {"key": "tx", "key_type": 1})["error_code"]
-        v4 = raw.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]})
-    return {v3, *(c["error_code"] for c in v4["coordinators"])}
-
-
 def _fetch_below_deleted_records(broker) -> set[int]:
     with RawClient(broker.port) as raw:
         create(raw, "readme-deleted")
@@ -147,7 +140,6 @@ def _acls_without_authorizer(broker) -> set[int]:
 # corral answers where the row says it answers that one.
 ANSWERS = {
     ("Produce", "UNSUPPORTED_VERSION"): _produce_v2,
-    ("FindCoordinator", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"): _find_transaction_coordinator,
     ("DeleteRecords", "OFFSET_OUT_OF_RANGE"): _fetch_below_deleted_records,
     ("DescribeAcls / CreateAcls / DeleteAcls", "SECURITY_DISABLED"): _acls_without_authorizer,
 }

@@ -1037,9 +1037,11 @@ def build_batch(
     producer_id: int = ...,  # -1: none
     producer_epoch: int = ...,  # -1
     base_sequence: int = ...,  # -1
+    transactional: bool = ...,  # False
 ) -> bytes:
     """An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`, optionally
-    from an idempotent producer. ValueError when `records` is empty."""
+    from an idempotent producer, and `transactional` (a transactional producer's batch).
+    ValueError when `records` is empty."""
 
 def decode_batches(data: bytes) -> list[DecodedRecord]:
     """The records of consecutive uncompressed batches as (offset, timestamp, key, value).

@@ -31,6 +31,7 @@ from corral.config.types import (
     string_value,
 )
 from corral.faults.settings import FAULT_SETTINGS
+from corral.transactions.settings import TRANSACTION_SETTINGS
 
 _CORRAL: list[Setting] = [
     Setting(
@@ -527,6 +528,7 @@ BROKER_SETTINGS: dict[str, Setting] = {
     + _CORRAL
     + FAULT_SETTINGS
     + CLUSTER_SETTINGS
+    + TRANSACTION_SETTINGS
     + INERT
     + INERT_DYNAMIC
 }

@@ -9,7 +9,7 @@ _SINGLE_NODE = "corral is a single node, with no replicas, controllers or inter-
 _NO_THREADS = "corral's network thread and one event loop replace Kafka's thread pools"
 _NO_SHARE = "corral has no share groups"
 _NO_STREAMS = "corral has no streams groups"
-_NO_TXN = "corral has no transactions"
+_NO_TXN = "__transaction_state has one replica on a single node"
 _NO_ROLL_BY_TIME = "segments roll by size only"
 _NO_COMPACTION = "corral does not compact; compacted topics are kept whole"
 _NO_TIERS = "corral has no tiered storage"
@@ -269,9 +269,6 @@ INERT_DYNAMIC: list[Setting] = [
         86400000,
         "a producer's state goes when its batches leave the log, not after a time",
         dynamic=True,
-    ),
-    inert(
-        "transaction.partition.verification.enable", ConfigType.BOOLEAN, True, _NO_TXN, dynamic=True
     ),
     inert(
         "share.coordinator.cached.buffer.max.bytes",

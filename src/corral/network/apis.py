@@ -108,6 +108,8 @@ HANDLER_MODULES = [
     "corral.partitions.describe_log_dirs",
     "corral.partitions.delete_records",
     "corral.partitions.producer_ids",
+    "corral.partitions.describe_producers",
+    "corral.transactions.handlers",
     "corral.security.sasl",
     "corral.security.scram_admin",
     "corral.security.acl_apis",

@@ -6,10 +6,17 @@ compacted topic (cleanup.policy with `compact`) does the core read the records, 
 if need be, to refuse records without a key as Kafka does. All of a request's appends share one
 group-committed fsync before the response (see store.py). A partition whose append or fsync fails
 (disk full, I/O error) is answered KAFKA_STORAGE_ERROR.
+
+Transactional batches need the request's transactional id and WRITE on it. With
+`transaction.partition.verification.enable` (KIP-890 part 1), the first transactional batch of a
+producer's transaction in a partition is checked against the transaction coordinator: a partition
+the transaction has not added is refused (INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from v11),
+so a late or stray batch cannot open a transaction that nothing will ever end.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 from corral import _core
@@ -18,7 +25,7 @@ from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
 from corral.partitions.store import StorageError, storage_warning
 from corral.security.acls import AclOperation
-from corral.security.authorize import TOPIC, filter_allowed
+from corral.security.authorize import TOPIC, TRANSACTIONAL_ID, allowed, filter_allowed
 
 if TYPE_CHECKING:
     from corral._core import Request
@@ -28,6 +35,7 @@ if TYPE_CHECKING:
         ProduceRequest,
         ProduceResponse,
     )
+    from corral.topics.registry import Topic
 
 LOG_APPEND_TIME = "LogAppendTime"
 
@@ -48,6 +56,7 @@ async def produce(broker: Broker, request: Request[ProduceRequest]) -> ProduceRe
         writable = filter_allowed(
             broker, request, AclOperation.WRITE, TOPIC, (t["name"] for t in body["topic_data"])
         )
+    transactional_refused = _transactional_refused(broker, request)
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         topic = broker.topics.get(name)
@@ -81,6 +90,14 @@ async def produce(broker: Broker, request: Request[ProduceRequest]) -> ProduceRe
                 entry["error_code"], message = e.args
                 _message(entry, version, message)
                 continue
+            transactional = (
+                len(records) > TRANSACTIONAL_AT and records[TRANSACTIONAL_AT] & TRANSACTIONAL_BIT
+            )
+            if transactional:
+                error = transactional_refused or _verify(broker, request, topic, index, records)
+                if error:
+                    entry["error_code"] = error
+                    continue
             if batches != 1:
                 entry["error_code"] = ErrorCode.INVALID_RECORD
                 _message(
@@ -140,6 +157,51 @@ async def produce(broker: Broker, request: Request[ProduceRequest]) -> ProduceRe
     if acks == 0:
         return None
     return {"responses": [{"name": name, "partition_responses": parts} for name, parts in results]}
+
+
+# The transactional flag: bit 4 of the batch attributes (int16 at byte 21), in their low byte.
+TRANSACTIONAL_AT = 22
+TRANSACTIONAL_BIT = 0x10
+PRODUCER_AT = 43
+
+
+def _transactional_refused(broker: Broker, request: Request[ProduceRequest]) -> ErrorCode:
+    """What every transactional batch of the request gets: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    without a transactional id or WRITE on it (KafkaApis.handleProduceRequest), else NONE."""
+    tid = request.body["transactional_id"]
+    if tid is None or broker.transactions is None:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not allowed(broker, request, AclOperation.WRITE, TRANSACTIONAL_ID, tid):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return ErrorCode.NONE
+
+
+def _verify(
+    broker: Broker, request: Request[ProduceRequest], topic: Topic, index: int, records: bytes
+) -> int:
+    """KIP-890's verification of a transactional batch, as ReplicaManager and
+    AddPartitionsToTxnManager map its answers; 0 when the batch may be appended."""
+    if not broker.settings["transaction.partition.verification.enable"]:
+        return ErrorCode.NONE
+    producer_id, epoch = struct.unpack_from(">qh", records, PRODUCER_AT)
+    if broker.logs.in_transaction(topic, index, producer_id, epoch):
+        return ErrorCode.NONE
+    assert broker.transactions is not None and request.body["transactional_id"] is not None
+    error = broker.transactions.verify(
+        request.body["transactional_id"], producer_id, epoch, (topic.name, index)
+    )
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error == ErrorCode.TRANSACTION_ABORTABLE and request.api_version < 11:
+        return ErrorCode.INVALID_TXN_STATE
+    if error in (
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+    ):
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return error
 
 
 def _message(entry: PartitionProduceResponse, version: int, message: str) -> None:

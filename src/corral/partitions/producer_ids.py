@@ -1,13 +1,12 @@
-"""InitProducerId for idempotent producers, and the producer id allocator.
+"""InitProducerId, and the producer id allocator.
 
 Ids come in blocks of 1000, as Kafka's controller hands them to brokers: the end of the block in
 use is persisted before any id of it is given out, so no id is reused after a restart (a crash
 skips the rest of a block). The per-partition sequence state lives with each partition's log
 (rust/log/producers.rs) and is rebuilt from the log on start.
 
-Transactions are not implemented: an InitProducerId with a transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error that clients report at once (a retriable
-code such as COORDINATOR_NOT_AVAILABLE would make them retry forever).
+An InitProducerId with a transactional id goes to the transaction coordinator
+(transactions/coordinator.py), which bumps the id's epoch and fences its older producers.
 """
 
 from __future__ import annotations
@@ -19,7 +18,12 @@ from corral.errors import ErrorCode
 from corral.network.apis import ApiKey, handles
 from corral.partitions.files import replace_durably
 from corral.security.acls import AclOperation, ResourceType
-from corral.security.authorize import client_address, cluster_allowed
+from corral.security.authorize import (
+    TRANSACTIONAL_ID,
+    allowed,
+    client_address,
+    cluster_allowed,
+)
 
 if TYPE_CHECKING:
     from corral._core import Request
@@ -52,16 +56,13 @@ class ProducerIdAllocator:
 
 
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
-def init_producer_id(
+async def init_producer_id(
     broker: Broker, request: Request[InitProducerIdRequest]
 ) -> InitProducerIdResponse:
     body = request.body
-    if body["transactional_id"] is not None:
-        return {
-            "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "producer_id": NO_PRODUCER_ID,
-            "producer_epoch": NO_PRODUCER_EPOCH,
-        }
+    tid = body["transactional_id"]
+    if tid is not None:
+        return await _transactional(broker, request, tid)
     if not _may_write_idempotently(broker, request):
         return {
             "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -82,6 +83,29 @@ def init_producer_id(
         "producer_id": broker.producer_ids.allocate(),
         "producer_epoch": 0,
     }
+
+
+async def _transactional(
+    broker: Broker, request: Request[InitProducerIdRequest], tid: str
+) -> InitProducerIdResponse:
+    body, version = request.body, request.api_version
+    none: InitProducerIdResponse = {
+        "producer_id": NO_PRODUCER_ID,
+        "producer_epoch": NO_PRODUCER_EPOCH,
+    }
+    if tid and not allowed(broker, request, AclOperation.WRITE, TRANSACTIONAL_ID, tid):
+        return {**none, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    given = (body["producer_id"] != NO_PRODUCER_ID, body["producer_epoch"] != NO_PRODUCER_EPOCH)
+    if given[0] != given[1]:
+        return {**none, "error_code": ErrorCode.INVALID_REQUEST}
+    if broker.transactions is None:
+        return {**none, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    error, producer_id, epoch = await broker.transactions.init_producer_id(
+        tid, body["transaction_timeout_ms"], body["producer_id"], body["producer_epoch"]
+    )
+    if error == ErrorCode.PRODUCER_FENCED and version < 4:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH  # KIP-588's code is v4+
+    return {"error_code": error, "producer_id": producer_id, "producer_epoch": epoch}
 
 
 def _may_write_idempotently(broker: Broker, request: Request[InitProducerIdRequest]) -> bool:

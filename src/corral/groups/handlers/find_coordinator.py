@@ -1,6 +1,7 @@
 """The FindCoordinator API on the wire. Every group's coordinator is this broker (its shard
-answers NOT_COORDINATOR while unloaded), or in cluster mode the node holding the group's shard;
-transactions are refused until corral has them."""
+answers NOT_COORDINATOR while unloaded), or in cluster mode the node holding the group's shard.
+A transactional id's coordinator is this broker too; cluster mode has no transaction coordinator
+yet and refuses transactional ids."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation
 from corral.security.authorize import (
     GROUP,
+    TRANSACTIONAL_ID,
     allowed,
 )
 
@@ -25,9 +27,7 @@ if TYPE_CHECKING:
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
-TRANSACTIONS_UNSUPPORTED = (
-    "corral does not implement transactions (transactional.id is not supported)"
-)
+TRANSACTIONS_UNSUPPORTED = "corral's cluster mode does not support transactions yet"
 
 
 @handles(ApiKey.FIND_COORDINATOR, 0, 5)
@@ -97,10 +97,25 @@ def _coordinator_for(
             "error_message": None,
         }
     if key_type == COORDINATOR_TRANSACTION:
-        # corral has no transaction coordinator. COORDINATOR_NOT_AVAILABLE would be retried for
-        # as long as clients are let (Java 60 s, librdkafka forever); an authorization failure
-        # is fatal at once in both, as InitProducerId with a transactional id answers too.
-        code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED
+        if not allowed(broker, request, AclOperation.DESCRIBE, TRANSACTIONAL_ID, key):
+            code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+        elif broker.transactions is None:
+            # Cluster mode. COORDINATOR_NOT_AVAILABLE would be retried for as long as clients
+            # are let (Java 60 s, librdkafka forever); an authorization failure is fatal at once.
+            code, message = (
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                TRANSACTIONS_UNSUPPORTED,
+            )
+        else:
+            host, port = broker.endpoint(request.listener)
+            return {
+                "key": key,
+                "node_id": broker.node_id,
+                "host": host,
+                "port": port,
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+            }
     else:
         code, message = ErrorCode.INVALID_REQUEST, f"Invalid coordinator type: {key_type}"
     return {
