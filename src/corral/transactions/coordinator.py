@@ -28,6 +28,7 @@ import trio
 from corral import _core
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
+from corral.later import wait
 from corral.partitions.store import StorageError, storage_warning
 from corral.transactions import records, state
 from corral.transactions.state import PREPARE, Fence, TxnMetadata, TxnState
@@ -41,8 +42,13 @@ log = logging.getLogger("corral.transactions")
 TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 COORDINATOR_EPOCH = 0
-# Kafka's transactionStateTopicConfigs: compacted; its segment size from the setting.
 MARKER_RETRY_S = 0.1
+# The group coordinator's answers to a marker that are worth another try.
+RETRIED = (
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+)
 READ_CHUNK = 1 << 20
 
 
@@ -176,10 +182,12 @@ class TransactionCoordinator:
         try:
             for name, partition in sorted(meta.partitions):
                 if name == OFFSETS_TOPIC:
-                    error = await self.broker.groups.complete_transaction(
-                        partition, pid, epoch, commit, COORDINATOR_EPOCH
+                    error = await wait(
+                        self.broker.groups.complete_transaction(
+                            partition, pid, epoch, commit, COORDINATOR_EPOCH
+                        )
                     )
-                    if error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                    if error in RETRIED:
                         return False
                     continue
                 topic = self.broker.topics.get(name)
