@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
+from corral.groups.storage.placement import OFFSETS_TOPIC
 from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, TRANSACTIONAL_ID, allowed, filter_allowed, group_read
+from corral.transactions.verification import verify_write
 
 if TYPE_CHECKING:
     from corral._core import Request
@@ -74,6 +76,21 @@ def txn_offset_commit(
             version,
             lambda: _topic_ids(broker, verdicts),
         )
+    if not group_error and group_id:
+        # KIP-890: the transaction must have added the group's offsets partition (AddOffsetsToTxn).
+        offsets_topic = broker.topics.get(OFFSETS_TOPIC)
+        assert offsets_topic is not None
+        group_error = _verified(
+            verify_write(
+                broker,
+                body["transactional_id"],
+                body["producer_id"],
+                body["producer_epoch"],
+                offsets_topic,
+                broker.groups.writer.partition_of(group_id),
+                abortable_error=version >= 4,
+            )
+        )
     accepted: list[tuple[str, list[PartitionCommit]]] = []
     for t, (name, partitions) in zip(body["topics"], verdicts):
         commits: list[PartitionCommit] = []
@@ -101,6 +118,12 @@ def txn_offset_commit(
         group_id, body["producer_id"], body["producer_epoch"], accepted, wall_ms()
     )
     return written.map(answer)
+
+
+def _verified(error: ErrorCode) -> ErrorCode:
+    """A Produce's verification answer as a coordinator write's (CoordinatorOperationExceptionHelper:
+    NOT_ENOUGH_REPLICAS becomes COORDINATOR_NOT_AVAILABLE)."""
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if error == ErrorCode.NOT_ENOUGH_REPLICAS else error
 
 
 def _topic_ids(
