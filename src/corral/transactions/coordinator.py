@@ -80,8 +80,9 @@ class TransactionCoordinator:
     async def run(self) -> None:
         """Loads the state, then completes, times out and expires transactions for the broker's
         lifetime."""
-        loaded = await trio.to_thread.run_sync(self._read_all)
-        self.txns.update(loaded)
+        # On the event loop, before anything is served (as the group coordinator loads): the
+        # compacted topic holds about one record per live id.
+        self.txns.update(self._read_all())
         self.loaded = True
         log.info("transaction coordinator loaded %d transactional ids", len(self.txns))
         async with trio.open_nursery() as nursery:
@@ -162,7 +163,17 @@ class TransactionCoordinator:
         self._nursery.start_soon(self._complete, meta)
 
     async def _complete(self, meta: TxnMetadata) -> None:
-        """Writes the markers of a Prepare* transaction, then Complete*."""
+        """Writes the markers of a Prepare* transaction, then Complete*; a failure is logged and
+        the whole is tried again (markers are idempotent for the partitions that have them)."""
+        while True:
+            try:
+                await self._complete_once(meta)
+                return
+            except Exception:
+                log.exception("completing the transaction of %r failed", meta.transactional_id)
+                await trio.sleep(MARKER_RETRY_S * 10)
+
+    async def _complete_once(self, meta: TxnMetadata) -> None:
         commit = meta.state == TxnState.PREPARE_COMMIT
         while not await self._write_markers(meta, commit):
             await trio.sleep(MARKER_RETRY_S)
