@@ -72,6 +72,8 @@ def test_txn_offset_commit_needs_the_transactional_id_then_the_group_then_each_t
             acl(TOPIC, "orders", Op.READ),
             acl(TOPIC, "payments", Op.DESCRIBE),
         ],
+        # No transaction is begun here: KIP-890's check would refuse the commit first.
+        **{"transaction.partition.verification.enable": False},
     )
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
+from corral.groups.storage.placement import OFFSETS_TOPIC
 from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, TRANSACTIONAL_ID, allowed, filter_allowed, group_read
@@ -66,7 +67,7 @@ def txn_offset_commit(
     if not group_id:
         group_error = ErrorCode.INVALID_GROUP_ID
     else:
-        group_error = offsets.txn_commit_error(
+        group_error = _verify(broker, body) or offsets.txn_commit_error(
             group_id,
             body["member_id"] if version >= 3 else "",
             body["group_instance_id"] if version >= 3 else None,
@@ -101,6 +102,42 @@ def txn_offset_commit(
         group_id, body["producer_id"], body["producer_epoch"], accepted, wall_ms()
     )
     return written.map(answer)
+
+
+def _verify(broker: Broker, body: TxnOffsetCommitRequest) -> ErrorCode:
+    """KIP-890's verification (CoordinatorPartitionWriter.maybeStartTransactionVerification):
+    the group's `__consumer_offsets` partition must be in the producer's ongoing transaction
+    (AddOffsetsToTxn added it) unless the producer already wrote there in this transaction. As
+    Kafka maps the answers for a coordinator's write, before the group is looked at."""
+    if (
+        broker.transactions is None
+        or not broker.settings["transaction.partition.verification.enable"]
+    ):
+        return ErrorCode.NONE
+    pid, epoch = body["producer_id"], body["producer_epoch"]
+    writer = broker.groups.writer
+    partition = writer.partition_of(body["group_id"])
+    if writer.in_transaction(partition, pid, epoch):
+        return ErrorCode.NONE
+    error = broker.transactions.verify(
+        body["transactional_id"], pid, epoch, (OFFSETS_TOPIC, partition)
+    )
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error == ErrorCode.TRANSACTION_ABORTABLE:
+        return ErrorCode.INVALID_TXN_STATE  # the versions served here predate it
+    if error in _RETRIABLE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE  # via NOT_ENOUGH_REPLICAS, as Kafka
+    return error
+
+
+# The transaction coordinator's answers a client retries after.
+_RETRIABLE = {
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+}
 
 
 def _topic_ids(
