@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import trio
+
 from corral.errors import ErrorCode
 
 
@@ -80,3 +82,11 @@ def first_error(laters: list[Later]) -> Later:
     for later in laters:
         later.then(one_done)
     return out
+
+
+async def wait(later: Later) -> Any:
+    """A task's way to wait for a Later (its callbacks run on the event loop): its value."""
+    done = trio.Event()
+    later.then(lambda _: done.set())
+    await done.wait()
+    return later.value

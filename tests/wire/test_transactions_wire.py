@@ -248,3 +248,59 @@ def test_init_producer_id_fences_an_open_transaction(broker):
         assert (pid2, epoch2) == (pid, epoch + 2)
         assert end(c, "t3", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
         assert latest(c, 0, committed=True) == latest(c, 0, committed=False)
+
+
+def txn_commit(c: RawClient, tid: str, pid: int, epoch: int, offset: int, version: int) -> int:
+    body = {
+        "transactional_id": tid,
+        "group_id": "g-tx",
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+    r = c.call(ApiKey.TXN_OFFSET_COMMIT, version, body)
+    return r["topics"][0]["partitions"][0]["error_code"]
+
+
+def committed_offset(c: RawClient) -> int:
+    body = {"group_id": "g-tx", "topics": [{"name": TOPIC, "partition_indexes": [0]}]}
+    return c.call(ApiKey.OFFSET_FETCH, 7, body)["topics"][0]["partitions"][0]["committed_offset"]
+
+
+def test_offsets_in_a_transaction_need_add_offsets_and_show_on_commit(broker):
+    with RawClient(broker.port) as c:
+        _, pid, epoch = init(c, "t4")
+        # KIP-890: the transaction has not added the group's offsets partition.
+        assert txn_commit(c, "t4", pid, epoch, 5, 3) == ErrorCode.INVALID_TXN_STATE
+        assert txn_commit(c, "t4", pid, epoch, 5, 4) == ErrorCode.TRANSACTION_ABORTABLE
+        add_offsets = {
+            "transactional_id": "t4",
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "group_id": "g-tx",
+        }
+        assert c.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, add_offsets)["error_code"] == 0
+        assert txn_commit(c, "t4", pid, epoch, 5, 3) == 0
+        assert txn_commit(c, "t4", pid + 1, epoch, 5, 3) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        assert committed_offset(c) == -1  # pending until the commit marker
+        assert end(c, "t4", pid, epoch, commit=True) == 0
+        until(lambda: committed_offset(c) == 5)
+        done = until(
+            lambda: (d := describe(c, "t4"))["transaction_state"] == "CompleteCommit" and d
+        )
+        assert done["topics"] == []  # Complete: the partitions are cleared

@@ -25,10 +25,13 @@ from corral.network.apis import ApiKey
 
 TOPIC = "txo"
 OFFSETS_PARTITIONS = 3
+# The test plays the transaction coordinator (producer 7000, WriteTxnMarkers): KIP-890's check
+# that a transaction added the offsets partition is off here, and tested with a real transaction
+# coordinator in test_transactions_wire.py.
 SETTINGS = {
     "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
     "corral.coordinator.snapshot.interval.ms": 100,
-    "transaction.partition.verification.enable": "false",
+    "transaction.partition.verification.enable": False,
 }
 PID, EPOCH = 7000, 0
 

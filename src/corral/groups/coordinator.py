@@ -335,31 +335,7 @@ class GroupCoordinator:
                 self.replay(record)
         return count
 
-    async def complete_transaction(
-        self,
-        offsets_partition: int,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        coordinator_epoch: int,
-    ) -> ErrorCode:
-        """Ends a producer's transaction in one `__consumer_offsets` partition (Kafka's
-        GroupCoordinatorService.completeTransaction): appends its marker; once durable, COMMIT
-        has made the producer's pending offsets there committed, ABORT has dropped them.
-        Returns NONE, the shard's availability error, the log's refusal of the marker (fenced
-        epochs) or NOT_COORDINATOR when the write failed. (`end_transaction`: the same as a
-        Later, for handlers.)"""
-        written = self.end_transaction(
-            offsets_partition, producer_id, producer_epoch, commit, coordinator_epoch
-        )
-        if not written.resolved:
-            durable = trio.Event()
-            written.then(lambda _error: durable.set())
-            await durable.wait()
-        error: ErrorCode = written.value
-        return error
-
-    def end_transaction(
+    def complete_transaction(
         self,
         offsets_partition: int,
         producer_id: int,
@@ -367,7 +343,11 @@ class GroupCoordinator:
         commit: bool,
         coordinator_epoch: int,
     ) -> Later:
-        """`complete_transaction` as a Later resolved once the marker is durable."""
+        """Ends a producer's transaction in one `__consumer_offsets` partition (Kafka's
+        GroupCoordinatorService.completeTransaction): appends its marker; once durable, COMMIT
+        makes the producer's pending offsets there committed, ABORT drops them. Resolves to
+        NONE, the shard's availability error, the log's refusal of the marker (fenced
+        epochs) or NOT_COORDINATOR when the write failed (a task awaits it with later.wait)."""
         if not 0 <= offsets_partition < len(self.shards):
             return Later.of(ErrorCode.NOT_COORDINATOR)
         error = self.shards[offsets_partition].availability()

@@ -26,6 +26,7 @@ from corral.network.apis import ApiKey, handles
 from corral.partitions.store import StorageError, storage_warning
 from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, TRANSACTIONAL_ID, allowed, filter_allowed
+from corral.transactions.verification import verify_write
 
 if TYPE_CHECKING:
     from corral._core import Request
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
         ProduceRequest,
         ProduceResponse,
     )
-    from corral.topics.registry import Topic
 
 LOG_APPEND_TIME = "LogAppendTime"
 
@@ -94,7 +94,16 @@ async def produce(broker: Broker, request: Request[ProduceRequest]) -> ProduceRe
                 len(records) > TRANSACTIONAL_AT and records[TRANSACTIONAL_AT] & TRANSACTIONAL_BIT
             )
             if transactional:
-                error = transactional_refused or _verify(broker, request, topic, index, records)
+                producer_id, epoch = struct.unpack_from(">qh", records, PRODUCER_AT)
+                error = transactional_refused or verify_write(
+                    broker,
+                    body["transactional_id"] or "",
+                    producer_id,
+                    epoch,
+                    topic,
+                    index,
+                    abortable_error=version >= 11,
+                )
                 if error:
                     entry["error_code"] = error
                     continue
@@ -174,34 +183,6 @@ def _transactional_refused(broker: Broker, request: Request[ProduceRequest]) -> 
     if not allowed(broker, request, AclOperation.WRITE, TRANSACTIONAL_ID, tid):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return ErrorCode.NONE
-
-
-def _verify(
-    broker: Broker, request: Request[ProduceRequest], topic: Topic, index: int, records: bytes
-) -> int:
-    """KIP-890's verification of a transactional batch, as ReplicaManager and
-    AddPartitionsToTxnManager map its answers; 0 when the batch may be appended."""
-    if not broker.settings["transaction.partition.verification.enable"]:
-        return ErrorCode.NONE
-    producer_id, epoch = struct.unpack_from(">qh", records, PRODUCER_AT)
-    if broker.logs.in_transaction(topic, index, producer_id, epoch):
-        return ErrorCode.NONE
-    assert broker.transactions is not None and request.body["transactional_id"] is not None
-    error = broker.transactions.verify(
-        request.body["transactional_id"], producer_id, epoch, (topic.name, index)
-    )
-    if error == ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    if error == ErrorCode.TRANSACTION_ABORTABLE and request.api_version < 11:
-        return ErrorCode.INVALID_TXN_STATE
-    if error in (
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.CONCURRENT_TRANSACTIONS,
-    ):
-        return ErrorCode.NOT_ENOUGH_REPLICAS
-    return error
 
 
 def _message(entry: PartitionProduceResponse, version: int, message: str) -> None:

@@ -28,6 +28,7 @@ import trio
 from corral import _core
 from corral.clock import wall_ms
 from corral.errors import ErrorCode
+from corral.later import wait
 from corral.partitions.store import StorageError, storage_warning
 from corral.transactions import records, state
 from corral.transactions.state import PREPARE, Fence, TxnMetadata, TxnState
@@ -41,8 +42,13 @@ log = logging.getLogger("corral.transactions")
 TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 COORDINATOR_EPOCH = 0
-# Kafka's transactionStateTopicConfigs: compacted; its segment size from the setting.
 MARKER_RETRY_S = 0.1
+# The group coordinator's answers to a marker that are worth another try.
+RETRIED = (
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+)
 READ_CHUNK = 1 << 20
 
 
@@ -74,8 +80,9 @@ class TransactionCoordinator:
     async def run(self) -> None:
         """Loads the state, then completes, times out and expires transactions for the broker's
         lifetime."""
-        loaded = await trio.to_thread.run_sync(self._read_all)
-        self.txns.update(loaded)
+        # On the event loop, before anything is served (as the group coordinator loads): the
+        # compacted topic holds about one record per live id.
+        self.txns.update(self._read_all())
         self.loaded = True
         log.info("transaction coordinator loaded %d transactional ids", len(self.txns))
         async with trio.open_nursery() as nursery:
@@ -156,7 +163,17 @@ class TransactionCoordinator:
         self._nursery.start_soon(self._complete, meta)
 
     async def _complete(self, meta: TxnMetadata) -> None:
-        """Writes the markers of a Prepare* transaction, then Complete*."""
+        """Writes the markers of a Prepare* transaction, then Complete*; a failure is logged and
+        the whole is tried again (markers are idempotent for the partitions that have them)."""
+        while True:
+            try:
+                await self._complete_once(meta)
+                return
+            except Exception:
+                log.exception("completing the transaction of %r failed", meta.transactional_id)
+                await trio.sleep(MARKER_RETRY_S * 10)
+
+    async def _complete_once(self, meta: TxnMetadata) -> None:
         commit = meta.state == TxnState.PREPARE_COMMIT
         while not await self._write_markers(meta, commit):
             await trio.sleep(MARKER_RETRY_S)
@@ -176,10 +193,12 @@ class TransactionCoordinator:
         try:
             for name, partition in sorted(meta.partitions):
                 if name == OFFSETS_TOPIC:
-                    error = await self.broker.groups.complete_transaction(
-                        partition, pid, epoch, commit, COORDINATOR_EPOCH
+                    error = await wait(
+                        self.broker.groups.complete_transaction(
+                            partition, pid, epoch, commit, COORDINATOR_EPOCH
+                        )
                     )
-                    if error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                    if error in RETRIED:
                         return False
                     continue
                 topic = self.broker.topics.get(name)

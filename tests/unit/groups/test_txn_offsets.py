@@ -24,6 +24,7 @@ from corral.groups.storage.txn_records import (
     log_records,
     marker_batch,
 )
+from corral.later import wait
 
 E = ErrorCode
 PID, EPOCH = 4000, 2
@@ -46,7 +47,7 @@ def plain_commit(c, offsets, group="g", topic="t"):
 
 
 def end(c, commit: bool, pid=PID) -> ErrorCode:
-    return c.end_transaction(0, pid, EPOCH, commit, 7).value
+    return c.complete_transaction(0, pid, EPOCH, commit, 7).value
 
 
 def seen(c, partitions=(0,), stable=False, group="g"):
@@ -337,9 +338,10 @@ def test_unload_forgets_pending_offsets_and_load_brings_them_back():
     assert seen(c, stable=True) == {0: 10}
 
 
-def test_complete_transaction_returns_once_the_marker_is_durable():
-    """The transaction coordinator awaits `complete_transaction`: it returns once the marker's
-    write is durable (here: once the held log releases it), the pending offsets then applied."""
+def test_complete_transaction_resolves_once_the_marker_is_durable():
+    """The transaction coordinator awaits `complete_transaction` (later.wait): it resolves once
+    the marker's write is durable (here: once the held log releases it), the pending offsets
+    then applied."""
     log = FakeLog(keep=True)
     c = coordinator_with_topic(log)
     txn_commit(c, offsets=[(0, 10)])
@@ -349,7 +351,7 @@ def test_complete_transaction_returns_once_the_marker_is_durable():
         async with trio.open_nursery() as nursery:
 
             async def complete():
-                returned.append(await c.complete_transaction(0, PID, EPOCH, True, 7))
+                returned.append(await wait(c.complete_transaction(0, PID, EPOCH, True, 7)))
 
             log.hold()
             nursery.start_soon(complete)
@@ -363,4 +365,4 @@ def test_complete_transaction_returns_once_the_marker_is_durable():
     assert seen(c, stable=True) == {0: 10}
     # A shard that is not loaded answers its availability error.
     c.shard_of("g").unload()
-    assert trio.run(c.complete_transaction, 0, PID, EPOCH, True, 7) == E.NOT_COORDINATOR
+    assert c.complete_transaction(0, PID, EPOCH, True, 7).value == E.NOT_COORDINATOR

@@ -72,7 +72,7 @@ def test_txn_offset_commit_needs_the_transactional_id_then_the_group_then_each_t
             acl(TOPIC, "orders", Op.READ),
             acl(TOPIC, "payments", Op.DESCRIBE),
         ],
-        # No transaction is begun here: KIP-890's check would refuse the commit first.
+        # The test plays the transaction coordinator (WriteTxnMarkers): KIP-890's check is off.
         **{"transaction.partition.verification.enable": False},
     )
 

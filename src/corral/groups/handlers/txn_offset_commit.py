@@ -14,6 +14,7 @@ from corral.groups.storage.placement import OFFSETS_TOPIC
 from corral.network.apis import ApiKey, handles
 from corral.security.acls import AclOperation
 from corral.security.authorize import TOPIC, TRANSACTIONAL_ID, allowed, filter_allowed, group_read
+from corral.transactions.verification import verify_write
 
 if TYPE_CHECKING:
     from corral._core import Request
@@ -67,7 +68,21 @@ def txn_offset_commit(
     if not group_id:
         group_error = ErrorCode.INVALID_GROUP_ID
     else:
-        group_error = _verify(broker, body) or offsets.txn_commit_error(
+        # KIP-890 first (Kafka's runtime verifies before its write operation validates): the
+        # transaction must have added the group's offsets partition (AddOffsetsToTxn).
+        offsets_topic = broker.topics.get(OFFSETS_TOPIC)
+        assert offsets_topic is not None
+        group_error = _verified(
+            verify_write(
+                broker,
+                body["transactional_id"],
+                body["producer_id"],
+                body["producer_epoch"],
+                offsets_topic,
+                broker.groups.writer.partition_of(group_id),
+                abortable_error=version >= 4,
+            )
+        ) or offsets.txn_commit_error(
             group_id,
             body["member_id"] if version >= 3 else "",
             body["group_instance_id"] if version >= 3 else None,
@@ -104,40 +119,10 @@ def txn_offset_commit(
     return written.map(answer)
 
 
-def _verify(broker: Broker, body: TxnOffsetCommitRequest) -> ErrorCode:
-    """KIP-890's verification (CoordinatorPartitionWriter.maybeStartTransactionVerification):
-    the group's `__consumer_offsets` partition must be in the producer's ongoing transaction
-    (AddOffsetsToTxn added it) unless the producer already wrote there in this transaction. As
-    Kafka maps the answers for a coordinator's write, before the group is looked at."""
-    if (
-        broker.transactions is None
-        or not broker.settings["transaction.partition.verification.enable"]
-    ):
-        return ErrorCode.NONE
-    pid, epoch = body["producer_id"], body["producer_epoch"]
-    writer = broker.groups.writer
-    partition = writer.partition_of(body["group_id"])
-    if writer.in_transaction(partition, pid, epoch):
-        return ErrorCode.NONE
-    error = broker.transactions.verify(
-        body["transactional_id"], pid, epoch, (OFFSETS_TOPIC, partition)
-    )
-    if error == ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    if error == ErrorCode.TRANSACTION_ABORTABLE:
-        return ErrorCode.INVALID_TXN_STATE  # the versions served here predate it
-    if error in _RETRIABLE:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE  # via NOT_ENOUGH_REPLICAS, as Kafka
-    return error
-
-
-# The transaction coordinator's answers a client retries after.
-_RETRIABLE = {
-    ErrorCode.NOT_COORDINATOR,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.CONCURRENT_TRANSACTIONS,
-}
+def _verified(error: ErrorCode) -> ErrorCode:
+    """A Produce's verification answer as a coordinator write's (CoordinatorOperationExceptionHelper:
+    NOT_ENOUGH_REPLICAS becomes COORDINATOR_NOT_AVAILABLE)."""
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if error == ErrorCode.NOT_ENOUGH_REPLICAS else error
 
 
 def _topic_ids(

@@ -76,7 +76,7 @@ def _write(broker: Broker, marker: WritableTxnMarker, name: str, partition: int)
     if topic is None or not 0 <= partition < topic.partitions:
         return Later.of(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if name == OFFSETS_TOPIC:
-        done = broker.groups.end_transaction(partition, pid, epoch, commit, coordinator_epoch)
+        done = broker.groups.complete_transaction(partition, pid, epoch, commit, coordinator_epoch)
         return done.map(lambda e: ErrorCode.NOT_LEADER_OR_FOLLOWER if e in _MOVED else e)
     try:
         result, needs_flush = broker.logs.write_marker(

@@ -86,10 +86,6 @@ class CoordinatorLog:
         coordinator or producer epoch) or WRITE_FAILED."""
         return self._write(marker.group_id, [marker], False, None)
 
-    def in_transaction(self, partition: int, producer_id: int, producer_epoch: int) -> bool:
-        """Whether the producer has a transaction open in `partition` of the log."""
-        return False
-
     def hold_commits(self, group_id: str) -> None:
         """The group has pending transactional offsets: its plain commits must be replayed here
         (a commit marker moves a pending offset only if no later plain commit replaced it), so
@@ -324,9 +320,6 @@ class DurableLog(CoordinatorLog):
             if pid == record.producer_id and epoch == record.producer_epoch:
                 return (last_sequence + 1) % (1 << 31) if last_sequence >= 0 else 0
         return 0
-
-    def in_transaction(self, partition: int, producer_id: int, producer_epoch: int) -> bool:
-        return self.logs.in_transaction(self.topic, partition, producer_id, producer_epoch)
 
     def hold_commits(self, group_id: str) -> None:
         if self.core_commits is not None:
