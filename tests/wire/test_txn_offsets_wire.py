@@ -418,6 +418,9 @@ def test_a_commit_outside_the_transaction_is_refused(verifying_broker):
         assert txn_commit(client, "eo", {0: 1}, pid=pid, epoch=epoch, tid="lone") == [
             ErrorCode.INVALID_TXN_STATE
         ]
+        # Verified before the group is looked at (which would answer ILLEGAL_GENERATION).
+        lone = {"pid": pid, "epoch": epoch, "tid": "lone", "member": ("m", 3)}
+        assert txn_commit(client, "eo", {0: 1}, **lone) == [ErrorCode.INVALID_TXN_STATE]
         pid, epoch = begin(client, "zombie", "eo")
         newer, newer_epoch = begin(client, "zombie", "eo")
         assert newer == pid and newer_epoch > epoch
