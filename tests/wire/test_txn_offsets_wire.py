@@ -2,7 +2,12 @@
 (invisible, UNSTABLE_OFFSET_COMMIT under RequireStable) until WriteTxnMarkers on their
 `__consumer_offsets` partition commits them (or aborts: dropped); they stay pending across a
 kill -9 of corral (from the log, past a snapshot taken meanwhile) until the marker; a consumer
-group member's commit is checked against its epoch, with the ownership checker watching."""
+group member's commit is checked against its epoch, with the ownership checker watching.
+
+Most tests drive the markers themselves (WriteTxnMarkers, the request a transaction coordinator
+sends), so KIP-890's verification, which asks corral's own transaction coordinator, is off for
+them; the last ones run the whole transaction through it (InitProducerId, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn), verification on."""
 
 from __future__ import annotations
 
@@ -33,7 +38,17 @@ PID, EPOCH = 7000, 0
 
 @pytest.fixture
 def broker(corral_factory):
-    broker = corral_factory(**SETTINGS)
+    return _with_topic(corral_factory(**SETTINGS))
+
+
+@pytest.fixture
+def verifying_broker(corral_factory):
+    return _with_topic(
+        corral_factory(**{**SETTINGS, "transaction.partition.verification.enable": "true"})
+    )
+
+
+def _with_topic(broker):
     with RawClient(broker.port) as client:
         created = client.call(
             ApiKey.CREATE_TOPICS,
@@ -68,12 +83,13 @@ def txn_commit(
     *,
     pid: int = PID,
     epoch: int = EPOCH,
+    tid: str = "tx",
     version: int = 3,
     member: tuple[str, int] = ("", -1),
     metadata: str = "",
 ) -> list[int]:
     body = {
-        "transactional_id": "tx",
+        "transactional_id": tid,
         "group_id": group,
         "producer_id": pid,
         "producer_epoch": epoch,
@@ -317,3 +333,98 @@ def test_consumer_group_member_commits_in_a_transaction(broker):
         assert fetched(client, "cg", stable=True)[0] == (3, 0)
     script.beat("after", "a")
     check_ownership(script.views.values())
+
+
+# ------------------------------------------------------------- through the transaction coordinator
+
+
+def txn_call(client: RawClient, key: ApiKey, version: int, **body) -> int:
+    return client.call(key, version, body)["error_code"]
+
+
+def begin(client: RawClient, tid: str, group: str) -> tuple[int, int]:
+    """InitProducerId then AddOffsetsToTxn: (producer id, epoch) of an ongoing transaction. An
+    InitProducerId that ends the id's open transaction answers CONCURRENT_TRANSACTIONS until its
+    abort is written: retried, as clients do."""
+    deadline = time.monotonic() + 15
+    while True:
+        answer = client.call(
+            ApiKey.INIT_PRODUCER_ID,
+            4,
+            {
+                "transactional_id": tid,
+                "transaction_timeout_ms": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        if answer["error_code"] != ErrorCode.CONCURRENT_TRANSACTIONS:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert answer["error_code"] == 0
+    pid, epoch = answer["producer_id"], answer["producer_epoch"]
+    ids = {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch}
+    assert txn_call(client, ApiKey.ADD_OFFSETS_TO_TXN, 3, **ids, group_id=group) == 0
+    return pid, epoch
+
+
+def end_txn(client: RawClient, tid: str, pid: int, epoch: int, commit: bool) -> int:
+    ids = {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch}
+    return txn_call(client, ApiKey.END_TXN, 3, **ids, committed=commit)
+
+
+def settled(client: RawClient, group: str) -> list[tuple[int, int]]:
+    """The stable offsets once no partition is unstable (markers follow EndTxn's answer)."""
+    deadline = time.monotonic() + 15
+    while True:
+        answer = fetched(client, group, stable=True)
+        if all(error != UNSTABLE for _, error in answer):
+            return answer
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.05)
+
+
+def test_end_txn_commits_and_aborts_through_the_transaction_coordinator(verifying_broker):
+    with RawClient(verifying_broker.port) as client:
+        pid, epoch = begin(client, "app", "eo")
+        assert txn_commit(client, "eo", {0: 10, 1: 11}, pid=pid, epoch=epoch, tid="app") == [0, 0]
+        assert fetched(client, "eo", stable=True) == [(-1, UNSTABLE), (-1, UNSTABLE)]
+        assert end_txn(client, "app", pid, epoch, commit=True) == 0
+        assert settled(client, "eo") == [(10, 0), (11, 0)]
+        # The next transaction of the same producer, aborted: its offsets are dropped.
+        ids = {"transactional_id": "app", "producer_id": pid, "producer_epoch": epoch}
+        assert txn_call(client, ApiKey.ADD_OFFSETS_TO_TXN, 3, **ids, group_id="eo") == 0
+        assert txn_commit(client, "eo", {0: 20}, pid=pid, epoch=epoch, tid="app") == [0]
+        assert end_txn(client, "app", pid, epoch, commit=False) == 0
+        assert settled(client, "eo") == [(10, 0), (11, 0)]
+
+
+def test_a_commit_outside_the_transaction_is_refused(verifying_broker):
+    """KIP-890: the group's offsets partition was not added (no AddOffsetsToTxn), or the
+    producer was fenced by a newer InitProducerId."""
+    with RawClient(verifying_broker.port) as client:
+        answer = client.call(
+            ApiKey.INIT_PRODUCER_ID,
+            4,
+            {
+                "transactional_id": "lone",
+                "transaction_timeout_ms": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        pid, epoch = answer["producer_id"], answer["producer_epoch"]
+        assert txn_commit(client, "eo", {0: 1}, pid=pid, epoch=epoch, tid="lone") == [
+            ErrorCode.INVALID_TXN_STATE
+        ]
+        # Verified before the group is looked at (which would answer ILLEGAL_GENERATION).
+        lone = {"pid": pid, "epoch": epoch, "tid": "lone", "member": ("m", 3)}
+        assert txn_commit(client, "eo", {0: 1}, **lone) == [ErrorCode.INVALID_TXN_STATE]
+        pid, epoch = begin(client, "zombie", "eo")
+        newer, newer_epoch = begin(client, "zombie", "eo")
+        assert newer == pid and newer_epoch > epoch
+        assert txn_commit(client, "eo", {0: 1}, pid=pid, epoch=epoch, tid="zombie") == [
+            ErrorCode.INVALID_PRODUCER_EPOCH
+        ]
+        assert fetched(client, "eo", stable=True) == [(-1, 0), (-1, 0)]

@@ -347,7 +347,7 @@ class GroupCoordinator:
         GroupCoordinatorService.completeTransaction): appends its marker; once durable, COMMIT
         makes the producer's pending offsets there committed, ABORT drops them. Resolves to
         NONE, the shard's availability error, the log's refusal of the marker (fenced
-        epochs) or NOT_COORDINATOR when the write failed."""
+        epochs) or NOT_COORDINATOR when the write failed (a task awaits it with later.wait)."""
         if not 0 <= offsets_partition < len(self.shards):
             return Later.of(ErrorCode.NOT_COORDINATOR)
         error = self.shards[offsets_partition].availability()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+import trio
 from harness import ClassicClient, FakeLog, Topics, classic_group, converge, make_coordinator, setup
 
 from corral import _core
@@ -23,6 +24,7 @@ from corral.groups.storage.txn_records import (
     log_records,
     marker_batch,
 )
+from corral.later import wait
 
 E = ErrorCode
 PID, EPOCH = 4000, 2
@@ -334,3 +336,33 @@ def test_unload_forgets_pending_offsets_and_load_brings_them_back():
     assert seen(c, stable=True) == {0: E.UNSTABLE_OFFSET_COMMIT}
     assert end(c, commit=True) == E.NONE
     assert seen(c, stable=True) == {0: 10}
+
+
+def test_complete_transaction_resolves_once_the_marker_is_durable():
+    """The transaction coordinator awaits `complete_transaction` (later.wait): it resolves once
+    the marker's write is durable (here: once the held log releases it), the pending offsets
+    then applied."""
+    log = FakeLog(keep=True)
+    c = coordinator_with_topic(log)
+    txn_commit(c, offsets=[(0, 10)])
+    returned: list[ErrorCode] = []
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+
+            async def complete():
+                returned.append(await wait(c.complete_transaction(0, PID, EPOCH, True, 7)))
+
+            log.hold()
+            nursery.start_soon(complete)
+            await trio.sleep(0.01)
+            assert not returned, "not before the marker is durable"
+            assert seen(c, stable=True) == {0: E.UNSTABLE_OFFSET_COMMIT}
+            log.release()
+
+    trio.run(main)
+    assert returned == [E.NONE]
+    assert seen(c, stable=True) == {0: 10}
+    # A shard that is not loaded answers its availability error.
+    c.shard_of("g").unload()
+    assert c.complete_transaction(0, PID, EPOCH, True, 7).value == E.NOT_COORDINATOR

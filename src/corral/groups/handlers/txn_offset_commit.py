@@ -68,16 +68,8 @@ def txn_offset_commit(
     if not group_id:
         group_error = ErrorCode.INVALID_GROUP_ID
     else:
-        group_error = offsets.txn_commit_error(
-            group_id,
-            body["member_id"] if version >= 3 else "",
-            body["group_instance_id"] if version >= 3 else None,
-            body["generation_id"] if version >= 3 else -1,
-            version,
-            lambda: _topic_ids(broker, verdicts),
-        )
-    if not group_error and group_id:
-        # KIP-890: the transaction must have added the group's offsets partition (AddOffsetsToTxn).
+        # KIP-890 first (Kafka's runtime verifies before its write operation validates): the
+        # transaction must have added the group's offsets partition (AddOffsetsToTxn).
         offsets_topic = broker.topics.get(OFFSETS_TOPIC)
         assert offsets_topic is not None
         group_error = _verified(
@@ -90,6 +82,13 @@ def txn_offset_commit(
                 broker.groups.writer.partition_of(group_id),
                 abortable_error=version >= 4,
             )
+        ) or offsets.txn_commit_error(
+            group_id,
+            body["member_id"] if version >= 3 else "",
+            body["group_instance_id"] if version >= 3 else None,
+            body["generation_id"] if version >= 3 else -1,
+            version,
+            lambda: _topic_ids(broker, verdicts),
         )
     accepted: list[tuple[str, list[PartitionCommit]]] = []
     for t, (name, partitions) in zip(body["topics"], verdicts):
