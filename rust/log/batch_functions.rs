@@ -58,6 +58,30 @@ fn build_batch<'py>(
     Ok(PyBytes::new(py, &built))
 }
 
+/// One batch with its producer fields and attributes replaced and its CRC-32C recomputed: how a
+/// coordinator turns a batch it built into a transactional one, or into a marker.
+#[pyfunction]
+fn restamp_batch<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    attributes: i16,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if batch::Header::parse(data).is_none_or(|h| h.size != data.len()) {
+        return Err(PyValueError::new_err("not one whole record batch"));
+    }
+    let mut out = data.to_vec();
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    out[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    out[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
+    out[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(PyBytes::new(py, &out))
+}
+
 /// The records of consecutive uncompressed batches as (offset, timestamp, key, value).
 /// Raises ValueError on a compressed or malformed batch.
 #[pyfunction]
@@ -83,5 +107,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keyless_records, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(restamp_batch, m)?)?;
     Ok(())
 }

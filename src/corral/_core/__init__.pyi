@@ -60,6 +60,7 @@ __all__ = [
     "keyless_records",
     "build_batch",
     "decode_batches",
+    "restamp_batch",
     "offset_commit_batch",
     "offset_keys",
     "record_key",
@@ -1042,6 +1043,12 @@ def build_batch(
     """An uncompressed RecordBatch v2 of (key, value) records stamped `timestamp_ms`, optionally
     from an idempotent producer, and `transactional` (a transactional producer's batch).
     ValueError when `records` is empty."""
+
+def restamp_batch(
+    data: bytes, producer_id: int, producer_epoch: int, base_sequence: int, attributes: int
+) -> bytes:
+    """One whole batch with its producer fields and attributes replaced and its CRC-32C
+    recomputed. ValueError unless `data` is exactly one batch."""
 
 def decode_batches(data: bytes) -> list[DecodedRecord]:
     """The records of consecutive uncompressed batches as (offset, timestamp, key, value).

@@ -23,7 +23,7 @@ ABORT, COMMIT = 0, 1
 NO_PRODUCER = -1
 
 # RecordBatch v2 header positions (rust/log/batch.rs).
-_LENGTH_AT, _CRC_AT, _ATTRIBUTES_AT, _PRODUCER_AT, _HEADER_LEN = 8, 17, 21, 43, 61
+_LENGTH_AT, _ATTRIBUTES_AT, _PRODUCER_AT, _HEADER_LEN = 8, 21, 43, 61
 
 
 @dataclass(slots=True)
@@ -55,31 +55,6 @@ class TxnMarker:
     group_id: str = field(default="", init=False)
 
 
-# ------------------------------------------------------------------------------ CRC-32C
-
-
-def _crc_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_TABLE = _crc_table()
-
-
-def crc32c(data: bytes | bytearray | memoryview) -> int:
-    """Castagnoli CRC as RecordBatch v2 uses it (pure Python: only small coordinator batches)."""
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
 # ------------------------------------------------------------------------------ batches
 
 
@@ -89,26 +64,24 @@ def commit_batch(record: TxnOffsetCommits, base_sequence: int) -> bytes:
     plain = _core.offset_commit_batch(
         record.group_id, record.topics, record.commit_ms, record.expire_ms
     )
-    batch = bytearray(plain)
-    (attributes,) = struct.unpack_from(">h", batch, _ATTRIBUTES_AT)
-    struct.pack_into(">h", batch, _ATTRIBUTES_AT, attributes | ATTR_TRANSACTIONAL)
-    struct.pack_into(
-        ">qhi", batch, _PRODUCER_AT, record.producer_id, record.producer_epoch, base_sequence
+    (attributes,) = struct.unpack_from(">h", plain, _ATTRIBUTES_AT)
+    return _core.restamp_batch(
+        plain,
+        record.producer_id,
+        record.producer_epoch,
+        base_sequence,
+        attributes | ATTR_TRANSACTIONAL,
     )
-    struct.pack_into(">I", batch, _CRC_AT, crc32c(memoryview(batch)[_ATTRIBUTES_AT:]))
-    return bytes(batch)
 
 
 def marker_batch(marker: TxnMarker, now_ms: int) -> bytes:
     """The control batch of `marker`, as the log store writes it (for logs without a store)."""
     key = struct.pack(">hh", 0, COMMIT if marker.commit else ABORT)
     value = struct.pack(">hi", 0, marker.coordinator_epoch)
-    batch = bytearray(
-        _core.build_batch([(key, value)], now_ms, marker.producer_id, marker.producer_epoch, -1)
+    plain = _core.build_batch([(key, value)], now_ms)
+    return _core.restamp_batch(
+        plain, marker.producer_id, marker.producer_epoch, -1, ATTR_TRANSACTIONAL | ATTR_CONTROL
     )
-    struct.pack_into(">h", batch, _ATTRIBUTES_AT, ATTR_TRANSACTIONAL | ATTR_CONTROL)
-    struct.pack_into(">I", batch, _CRC_AT, crc32c(memoryview(batch)[_ATTRIBUTES_AT:]))
-    return bytes(batch)
 
 
 def read_marker(key: bytes | None, value: bytes | None) -> tuple[bool, int] | None:
