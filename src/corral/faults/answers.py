@@ -410,6 +410,72 @@ def _consumer_group_describe(body: Body, version: int, code: int, message: str |
     }
 
 
+def _add_partitions_to_txn(body: Body, version: int, code: int, message: str | None) -> Body:
+    if version >= 4:
+        return {"error_code": code, "results_by_transaction": []}
+    return {
+        "results_by_topic_v3_and_below": [
+            {
+                "name": t["name"],
+                "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": code} for p in t["partitions"]
+                ],
+            }
+            for t in body["v3_and_below_topics"]
+        ]
+    }
+
+
+def _write_txn_markers(body: Body, version: int, code: int, message: str | None) -> Body:
+    return {
+        "markers": [
+            {
+                "producer_id": m["producer_id"],
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {"partition_index": p, "error_code": code}
+                            for p in t["partition_indexes"]
+                        ],
+                    }
+                    for t in m["topics"]
+                ],
+            }
+            for m in body["markers"]
+        ]
+    }
+
+
+def _describe_transactions(body: Body, version: int, code: int, message: str | None) -> Body:
+    return {
+        "transaction_states": [
+            {"error_code": code, "transactional_id": tid, "transaction_state": ""}
+            for tid in body["transactional_ids"]
+        ]
+    }
+
+
+def _describe_producers(body: Body, version: int, code: int, message: str | None) -> Body:
+    return {
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "error_code": code,
+                        "error_message": message,
+                        "active_producers": [],
+                    }
+                    for p in t["partition_indexes"]
+                ],
+            }
+            for t in body["topics"]
+        ]
+    }
+
+
 BUILDERS: dict[int, Builder] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -448,6 +514,14 @@ BUILDERS: dict[int, Builder] = {
     ApiKey.DESCRIBE_CLUSTER: _top_with_message(cluster_id="", controller_id=-1, brokers=[]),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _top_with_message(),
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _top(),
+    ApiKey.END_TXN: _top(producer_id=-1, producer_epoch=-1),
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: _offset_commit,
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _top(unknown_state_filters=[], transaction_states=[]),
 }
 
 

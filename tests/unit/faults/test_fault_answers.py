@@ -101,6 +101,20 @@ def sample(key: int, v: int) -> dict[str, Any]:
         K.DESCRIBE_CLUSTER: lambda: {},
         K.CONSUMER_GROUP_HEARTBEAT: lambda: {"group_id": "g", "member_id": "m", "member_epoch": 1},
         K.CONSUMER_GROUP_DESCRIBE: lambda: {"group_ids": ["g"]},
+        K.ADD_PARTITIONS_TO_TXN: lambda: (
+            {"transactions": [{"transactional_id": "x", "topics": []}]}
+            if v >= 4
+            else {"v3_and_below_topics": [{"name": "t", "partitions": [0, 1]}]}
+        ),
+        K.ADD_OFFSETS_TO_TXN: lambda: {"transactional_id": "x", "group_id": "g"},
+        K.END_TXN: lambda: {"transactional_id": "x"},
+        K.WRITE_TXN_MARKERS: lambda: {
+            "markers": [{"producer_id": 1, "topics": [{"name": "t", "partition_indexes": [0, 1]}]}]
+        },
+        K.TXN_OFFSET_COMMIT: lambda: {"transactional_id": "x", "group_id": "g", "topics": TP},
+        K.DESCRIBE_PRODUCERS: lambda: {"topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+        K.DESCRIBE_TRANSACTIONS: lambda: {"transactional_ids": ["x", "y"]},
+        K.LIST_TRANSACTIONS: lambda: {},
     }[K(key)]()
 
 
@@ -141,7 +155,7 @@ def codes(body: Any) -> list[int]:
     found = []
     if isinstance(body, dict):
         for name, value in body.items():
-            if name == "error_code":
+            if name in ("error_code", "partition_error_code"):  # the latter: AddPartitionsToTxn
                 found.append(value)
             else:
                 found += codes(value)
