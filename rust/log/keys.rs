@@ -111,7 +111,7 @@ pub fn keyless_records(data: &[u8], max_batch_bytes: usize) -> Result<Vec<i32>, 
     })
 }
 
-fn zstd_decoder(
+pub(super) fn zstd_decoder(
     records: &[u8],
     limit: usize,
 ) -> io::Result<zstd::stream::read::Decoder<'static, &[u8]>> {
@@ -137,9 +137,9 @@ fn walk_decoded<R: Read>(decoder: R, limit: usize, count: i32) -> Result<Vec<i32
 }
 
 /// A reader that fails with `TooLarge` instead of producing more than `left` bytes.
-struct Bounded<R> {
-    inner: R,
-    left: usize,
+pub(super) struct Bounded<R> {
+    pub(super) inner: R,
+    pub(super) left: usize,
 }
 
 impl<R: Read> Read for Bounded<R> {
@@ -240,7 +240,7 @@ const XERIAL_HEADER_LEN: usize = 16;
 
 /// Snappy blocks decompressed one at a time, each allocated only once its declared length fits
 /// in what is left of `budget`.
-struct Snappy<'a> {
+pub(super) struct Snappy<'a> {
     input: &'a [u8],
     xerial: bool,
     block: Vec<u8>,
@@ -249,7 +249,7 @@ struct Snappy<'a> {
 }
 
 impl<'a> Snappy<'a> {
-    fn new(input: &'a [u8], budget: usize) -> Snappy<'a> {
+    pub(super) fn new(input: &'a [u8], budget: usize) -> Snappy<'a> {
         let xerial = input.len() >= XERIAL_HEADER_LEN && input.starts_with(XERIAL_MAGIC);
         Snappy {
             input,

@@ -20,6 +20,8 @@
 
 pub mod batch;
 mod batch_functions;
+mod cleaner;
+mod codecs;
 mod faults;
 mod fetch;
 mod files;
@@ -47,7 +49,7 @@ use pyo3::types::PyBytes;
 use faults::StorageFaults;
 use files::FileCache;
 use partition::{Config, Partition};
-use results::{AppendResult, BatchSummary, FetchResult, ReadResult, RetentionResult};
+use results::{AppendResult, BatchSummary, CleanResult, FetchResult, ReadResult, RetentionResult};
 
 create_exception!(
     _core,
@@ -332,6 +334,39 @@ impl LogStore {
             .map_err(storage_error)
     }
 
+    /// Compacts the partition if it is eligible (cleaner.rs): a CleanResult, or None when it
+    /// is not (or its segments changed meanwhile). Blocks on I/O: call it from a worker thread.
+    #[pyo3(signature = (topic, partition, now_ms, min_cleanable_ratio, delete_retention_ms, min_compaction_lag_ms, max_compaction_lag_ms, map_bytes, max_batch_bytes))]
+    #[allow(clippy::too_many_arguments)]
+    fn clean(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        now_ms: i64,
+        min_cleanable_ratio: f64,
+        delete_retention_ms: i64,
+        min_compaction_lag_ms: i64,
+        max_compaction_lag_ms: i64,
+        map_bytes: usize,
+        max_batch_bytes: usize,
+    ) -> PyResult<Option<CleanResult>> {
+        let shared = self.get(topic, partition)?;
+        let cfg = cleaner::CleanConfig {
+            now_ms,
+            min_cleanable_ratio,
+            delete_retention_ms,
+            min_compaction_lag_ms,
+            max_compaction_lag_ms,
+            map_bytes,
+            max_batch_bytes,
+        };
+        let cleaned = py
+            .detach(|| cleaner::clean(&shared, &cfg))
+            .map_err(storage_error)?;
+        Ok(cleaned.map(CleanResult::from))
+    }
+
     /// The last stable offset (the high watermark when no transaction is open).
     fn stable_offset(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<i64> {
         let p = self.get(topic, partition)?;
@@ -551,6 +586,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ReadResult>()?;
     m.add_class::<FetchResult>()?;
     m.add_class::<RetentionResult>()?;
+    m.add_class::<CleanResult>()?;
     m.add_class::<BatchSummary>()?;
     m.add("InvalidBatch", m.py().get_type::<InvalidBatch>())?;
     m.add("StorageError", m.py().get_type::<StorageError>())?;

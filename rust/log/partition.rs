@@ -13,6 +13,7 @@ use super::recovery;
 use super::segment::Segment;
 use super::transactions::{self, AbortedIndex};
 
+mod compaction;
 mod producer_state;
 
 /// The log start offset DeleteRecords set, in the partition's directory (Kafka keeps them all in
@@ -77,6 +78,7 @@ impl Partition {
     ) -> io::Result<(Partition, Vec<String>)> {
         let mut notes = Vec::new();
         let bases = if dir.is_dir() {
+            notes.extend(super::cleaner::finish_swaps(dir)?);
             recovery::segment_bases(dir)?
         } else {
             Vec::new()

@@ -125,3 +125,41 @@ impl From<super::batch::Summary> for BatchSummary {
         }
     }
 }
+
+/// What `LogStore.clean` did to a partition.
+#[pyclass(frozen, get_all, module = "corral._core")]
+pub struct CleanResult {
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub records_removed: u64,
+    pub segments_before: usize,
+    pub segments_after: usize,
+    /// The first dirty offset of the next pass.
+    pub checkpoint: i64,
+    /// Bytes read by the pass (its I/O).
+    pub bytes_read: u64,
+}
+
+#[pymethods]
+impl CleanResult {
+    fn __repr__(&self) -> String {
+        format!(
+            "CleanResult(bytes_before={}, bytes_after={}, records_removed={}, segments_before={}, segments_after={}, checkpoint={}, bytes_read={})",
+            self.bytes_before, self.bytes_after, self.records_removed, self.segments_before, self.segments_after, self.checkpoint, self.bytes_read
+        )
+    }
+}
+
+impl From<super::cleaner::Cleaned> for CleanResult {
+    fn from(c: super::cleaner::Cleaned) -> Self {
+        CleanResult {
+            bytes_before: c.bytes_before,
+            bytes_after: c.bytes_after,
+            records_removed: c.records_removed,
+            segments_before: c.segments_before,
+            segments_after: c.segments_after,
+            checkpoint: c.checkpoint,
+            bytes_read: c.bytes_read,
+        }
+    }
+}
