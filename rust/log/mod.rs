@@ -20,8 +20,7 @@
 
 pub mod batch;
 mod batch_functions;
-mod cleaner;
-mod codecs;
+mod compaction;
 mod faults;
 mod fetch;
 mod files;
@@ -334,7 +333,7 @@ impl LogStore {
             .map_err(storage_error)
     }
 
-    /// Compacts the partition if it is eligible (cleaner.rs): a CleanResult, or None when it
+    /// Compacts the partition if it is eligible (compaction/mod.rs): a CleanResult, or None when it
     /// is not (or its segments changed meanwhile). Blocks on I/O: call it from a worker thread.
     #[pyo3(signature = (topic, partition, now_ms, min_cleanable_ratio, delete_retention_ms, min_compaction_lag_ms, max_compaction_lag_ms, map_bytes, max_batch_bytes))]
     #[allow(clippy::too_many_arguments)]
@@ -352,7 +351,7 @@ impl LogStore {
         max_batch_bytes: usize,
     ) -> PyResult<Option<CleanResult>> {
         let shared = self.get(topic, partition)?;
-        let cfg = cleaner::CleanConfig {
+        let cfg = compaction::CleanConfig {
             now_ms,
             min_cleanable_ratio,
             delete_retention_ms,
@@ -362,7 +361,7 @@ impl LogStore {
             max_batch_bytes,
         };
         let cleaned = py
-            .detach(|| cleaner::clean(&shared, &cfg))
+            .detach(|| compaction::clean(&shared, &cfg))
             .map_err(storage_error)?;
         Ok(cleaned.map(CleanResult::from))
     }

@@ -78,7 +78,7 @@ impl Partition {
     ) -> io::Result<(Partition, Vec<String>)> {
         let mut notes = Vec::new();
         let bases = if dir.is_dir() {
-            notes.extend(super::cleaner::finish_swaps(dir)?);
+            notes.extend(super::compaction::finish_swaps(dir)?);
             recovery::segment_bases(dir)?
         } else {
             Vec::new()

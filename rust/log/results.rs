@@ -150,8 +150,8 @@ impl CleanResult {
     }
 }
 
-impl From<super::cleaner::Cleaned> for CleanResult {
-    fn from(c: super::cleaner::Cleaned) -> Self {
+impl From<super::compaction::Cleaned> for CleanResult {
+    fn from(c: super::compaction::Cleaned) -> Self {
         CleanResult {
             bytes_before: c.bytes_before,
             bytes_after: c.bytes_after,

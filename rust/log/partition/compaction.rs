@@ -1,4 +1,4 @@
-//! What the log cleaner (cleaner.rs) asks of a partition: its sealed segments, its aborted
+//! What the log cleaner (compaction/mod.rs) asks of a partition: its sealed segments, its aborted
 //! transactions, and its segments reloaded once cleaned ones took their place.
 
 use std::io;

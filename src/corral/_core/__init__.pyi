@@ -53,6 +53,7 @@ __all__ = [
     "ReadResult",
     "FetchResult",
     "RetentionResult",
+    "CleanResult",
     "BatchSummary",
     "InvalidBatch",
     "StorageError",
@@ -890,6 +891,21 @@ class LogStore:
     ) -> AppendResult:
         """Appends the COMMIT (`commit`) or ABORT marker of (producer id, epoch)."""
 
+    def clean(
+        self,
+        topic: str,
+        partition: int,
+        now_ms: int,
+        min_cleanable_ratio: float,
+        delete_retention_ms: int,
+        min_compaction_lag_ms: int,
+        max_compaction_lag_ms: int,
+        map_bytes: int,
+        max_batch_bytes: int,
+    ) -> CleanResult | None:
+        """Compacts the partition if it is due (rust/log/compaction/); None when it is not.
+        Blocks on I/O (releases the GIL): call it from a worker thread."""
+
     def stable_offset(self, topic: str, partition: int) -> int:
         """The last stable offset (the high watermark when no transaction is open)."""
 
@@ -991,6 +1007,26 @@ class FetchResult:
     @property
     def any_error(self) -> bool:
         """Whether any partition was answered with an error."""
+
+@final
+class CleanResult:
+    """What `LogStore.clean` did to a partition (not constructible from Python)."""
+
+    @property
+    def bytes_before(self) -> int: ...
+    @property
+    def bytes_after(self) -> int: ...
+    @property
+    def records_removed(self) -> int: ...
+    @property
+    def segments_before(self) -> int: ...
+    @property
+    def segments_after(self) -> int: ...
+    @property
+    def checkpoint(self) -> int:
+        """The first dirty offset of the next pass."""
+    @property
+    def bytes_read(self) -> int: ...
 
 @final
 class RetentionResult:

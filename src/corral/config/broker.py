@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from corral.cluster.settings import CLUSTER_SETTINGS
+from corral.config.cleaner import CLEANER_SETTINGS
 from corral.config.inert import INERT, INERT_DYNAMIC
 from corral.config.listeners import LISTENER_SETTINGS
 from corral.config.security import SECURITY_SETTINGS
@@ -529,6 +530,7 @@ BROKER_SETTINGS: dict[str, Setting] = {
     + FAULT_SETTINGS
     + CLUSTER_SETTINGS
     + TRANSACTION_SETTINGS
+    + CLEANER_SETTINGS
     + INERT
     + INERT_DYNAMIC
 }

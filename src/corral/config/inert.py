@@ -11,7 +11,6 @@ _NO_SHARE = "corral has no share groups"
 _NO_STREAMS = "corral has no streams groups"
 _NO_TXN = "__transaction_state has one replica on a single node"
 _NO_ROLL_BY_TIME = "segments roll by size only"
-_NO_COMPACTION = "corral does not compact; compacted topics are kept whole"
 _NO_TIERS = "corral has no tiered storage"
 _NOT_RECOMPRESSED = "batches are stored as the producer sent them, never recompressed"
 _CONNECTION_LIMITS = "corral limits connections by max.connections and max.connections.per.ip only"
@@ -180,21 +179,6 @@ INERT: list[Setting] = [
 # The rest of Kafka 4.4's dynamic broker settings (DynamicBrokerConfig.AllDynamicConfigs) that
 # corral has no use for: changed while corral runs as in Kafka, and without effect.
 INERT_DYNAMIC: list[Setting] = [
-    *(
-        inert(f"log.cleaner.{name}", type, default, _NO_COMPACTION, dynamic=True)
-        for name, type, default in [
-            ("threads", ConfigType.INT, 1),
-            ("backoff.ms", ConfigType.LONG, 15000),
-            ("dedupe.buffer.size", ConfigType.LONG, 134217728),
-            ("io.buffer.size", ConfigType.INT, 524288),
-            ("io.buffer.load.factor", ConfigType.DOUBLE, 0.9),
-            ("io.max.bytes.per.second", ConfigType.DOUBLE, 1.7976931348623157e308),
-            ("min.cleanable.ratio", ConfigType.DOUBLE, 0.5),
-            ("delete.retention.ms", ConfigType.LONG, 86400000),
-            ("min.compaction.lag.ms", ConfigType.LONG, 0),
-            ("max.compaction.lag.ms", ConfigType.LONG, INT64_MAX),
-        ]
-    ),
     *(
         inert(name, type, default, _NO_TIERS, dynamic=True)
         for name, type, default in [

@@ -11,13 +11,13 @@ from corral.config.types import (
     ConfigType,
     Setting,
     cleanup_policy,
+    float_in,
     inert,
     int_in,
     one_of,
 )
 
 _SINGLE_NODE = "corral is a single node with one replica"
-_NO_COMPACTION = "corral does not compact; compacted topics are kept whole"
 _NO_ROLL_BY_TIME = "segments roll by size only"
 _NO_TIERS = "corral has no tiered storage"
 
@@ -29,14 +29,48 @@ TOPIC_SETTINGS: dict[str, Setting] = {
             ConfigType.LIST,
             "delete",
             cleanup_policy,
-            "delete: old segments are removed by retention.ms / retention.bytes. compact is "
-            "accepted and not implemented: a topic whose policy is compact alone is kept "
-            "whole (no time or size retention, as Kafka never deletes from it by age); "
-            "compact,delete applies the delete part. As in Kafka, a topic whose policy "
+            "delete: old segments are removed by retention.ms / retention.bytes. compact: the "
+            "log cleaner keeps the last record of every key (docs/compaction.md); a topic "
+            "whose policy is compact alone has no time or size retention, compact,delete has "
+            "both. As in Kafka, a topic whose policy "
             "includes compact refuses records without a key (Produce: INVALID_RECORD with "
             "an error per record); its compressed batches are decompressed for that check "
             "and may take at most max.message.bytes uncompressed.",
             "log.cleanup.policy",
+        ),
+        Setting(
+            "delete.retention.ms",
+            ConfigType.LONG,
+            86400000,
+            int_in(0, INT64_MAX),
+            "How long the cleaner keeps a tombstone (a null value) of a compacted topic.",
+            "log.cleaner.delete.retention.ms",
+        ),
+        Setting(
+            "min.compaction.lag.ms",
+            ConfigType.LONG,
+            0,
+            int_in(0, INT64_MAX),
+            "The least time a record stays uncompacted.",
+            "log.cleaner.min.compaction.lag.ms",
+        ),
+        Setting(
+            "max.compaction.lag.ms",
+            ConfigType.LONG,
+            INT64_MAX,
+            int_in(1, INT64_MAX),
+            "The most time a record may stay uncompacted: past it the partition is cleaned "
+            "whatever its dirty ratio.",
+            "log.cleaner.max.compaction.lag.ms",
+        ),
+        Setting(
+            "min.cleanable.dirty.ratio",
+            ConfigType.DOUBLE,
+            0.5,
+            float_in(0.0, 1.0),
+            "The share of a compacted partition's bytes (past its last clean) that makes it "
+            "due for cleaning.",
+            "log.cleaner.min.cleanable.ratio",
         ),
         Setting(
             "retention.ms",
@@ -154,10 +188,6 @@ TOPIC_SETTINGS: dict[str, Setting] = {
             3600000,
             "timestamps are not range-checked",
         ),
-        inert("delete.retention.ms", ConfigType.LONG, 86400000, _NO_COMPACTION),
-        inert("min.compaction.lag.ms", ConfigType.LONG, 0, _NO_COMPACTION),
-        inert("max.compaction.lag.ms", ConfigType.LONG, INT64_MAX, _NO_COMPACTION),
-        inert("min.cleanable.dirty.ratio", ConfigType.DOUBLE, 0.5, _NO_COMPACTION),
         inert("remote.storage.enable", ConfigType.BOOLEAN, False, _NO_TIERS),
         inert("local.retention.ms", ConfigType.LONG, -2, _NO_TIERS),
         inert("local.retention.bytes", ConfigType.LONG, -2, _NO_TIERS),

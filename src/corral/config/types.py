@@ -69,6 +69,16 @@ def int_in(lo: int, hi: int) -> Callable[[Any], int]:
     return parse
 
 
+def float_in(lo: float, hi: float) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        number = _double(value)
+        if not lo <= number <= hi:
+            raise ConfigError(f"{number} is outside [{lo}, {hi}]")
+        return number
+
+    return parse
+
+
 def one_of(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = str(value).strip()

@@ -231,13 +231,16 @@ class PartitionLogs:
             raise StorageError(str(failure[0]))
 
     async def run(self) -> None:
-        """The flusher and the retention checker; runs for the broker's lifetime and closes the
+        """The flusher, the retention checker and the log cleaner; runs for the broker's lifetime and closes the
         store cleanly when cancelled (shutdown). An append racing the close is still safe: the
         next start validates every active segment's tail past its last index entry."""
+        from corral.partitions.cleaner import run_cleaner  # it imports this module
+
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._flusher)
                 nursery.start_soon(self._retention)
+                nursery.start_soon(run_cleaner, self)
         finally:
             self.close()
 
@@ -292,6 +295,10 @@ class PartitionLogs:
                     r.partition,
                     r.log_start_offset,
                 )
+
+    def open_partitions(self) -> list[Key]:
+        """The partitions opened so far (topic name, partition)."""
+        return list(self._open)
 
     def close(self) -> None:
         """Clean shutdown: everything fsynced, indexes written, next start skips full recovery."""

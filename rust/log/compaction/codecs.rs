@@ -4,7 +4,7 @@
 
 use std::io::{self, Read, Write};
 
-use super::keys::{zstd_decoder, Bounded, Snappy};
+use super::super::keys::{zstd_decoder, Bounded, Snappy};
 
 pub const NONE: i16 = 0;
 const GZIP: i16 = 1;

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::batch::{get_varint, Header, HEADER_LEN};
-use super::codecs;
+mod codecs;
 use super::partition::{sync_dir, Partition};
 use super::segment::file_name;
 use super::transactions::{is_control, is_transactional, AbortedTxn};
@@ -561,5 +561,4 @@ fn filter_batch(
 }
 
 #[cfg(test)]
-#[path = "cleaner_tests.rs"]
 mod tests;
