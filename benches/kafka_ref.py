@@ -106,12 +106,20 @@ def fetch(version: str = DEFAULT_VERSION, artifact: str = "kafka_2.13") -> Path:
     return lib
 
 
-def compile_java(source: Path, version: str = DEFAULT_VERSION) -> Path:
-    """The class directory of a single-file Java program compiled against Kafka's jars: compiled
-    on first use into the cache, kept per source text and version (`Foo.java` goes to
+def compile_java(
+    source: Path, version: str = DEFAULT_VERSION, artifact: str = "kafka_2.13"
+) -> Path:
+    """The class directory of a single-file Java program compiled against an artifact's jars
+    (the broker's by default; `kafka-streams` for a Streams application): compiled on first use
+    into the cache, kept per source text, version and artifact (`Foo.java` goes to
     `foo-<digest>/`)."""
-    lib = fetch(version)
-    digest = hashlib.sha256(source.read_bytes() + version.encode()).hexdigest()[:16]
+    lib = fetch(version, artifact)
+    key = (
+        source.read_bytes()
+        + version.encode()
+        + (b"" if artifact == "kafka_2.13" else artifact.encode())
+    )
+    digest = hashlib.sha256(key).hexdigest()[:16]
     name = re.sub(r"(?<!^)(?=[A-Z])", "-", source.stem).lower()
     classes = CACHE / f"{name}-{digest}"
     if not (classes / f"{source.stem}.class").exists():
