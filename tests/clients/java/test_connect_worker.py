@@ -16,11 +16,9 @@ import urllib.request
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_java import JVM_FLAGS
+from kafka_java import CONNECT_VERSION, JVM_FLAGS
 from kafka_ref import fetch as kafka_jars
 from kafka_ref import free_port
-
-CONNECT_VERSION = "4.3.1"
 
 
 def worker(bootstrap: str, rest_port: int, workdir) -> subprocess.Popen:
