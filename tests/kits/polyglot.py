@@ -102,6 +102,12 @@ def commit(client: str, config: dict, timeout: float = 90) -> dict:
     return _run(client, "commit", config, timeout)
 
 
+def txn(config: dict, timeout: float = 120) -> dict:
+    """franz-go's transactions and read-committed consumer (tests/clients/go/franz_txn.go): its
+    report ({"committed", "seen"} or {"error": text})."""
+    return _run("franz-go", "txn", config, timeout)
+
+
 def admin(client: str, config: dict, timeout: float = 90) -> dict:
     """The admin calls of tests/clients/go/admin.go (and member.js) with `client`: their report."""
     return _run(client, "admin", config, timeout)

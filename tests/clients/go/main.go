@@ -18,6 +18,10 @@
 //	                               commits them with one CommitOffsetsSync; prints {"consumed",
 //	                               "commit_error", "commit_ms", "committed": {partition: offset}}
 //	                               (franz.go's franzCommit), or {"error": text}.
+//	members txn CONFIG_JSON        config: {"client": "franz-go", "bootstrap", "topic", "count"}:
+//	                               transactions of ten records, even ones committed and odd ones
+//	                               aborted, then a read-committed consumer; prints {"committed",
+//	                               "seen"} (franz_txn.go), or {"error": text}.
 //	members admin CONFIG_JSON      config: {"client", "bootstrap", "topic", "group", "source",
 //	                               "empty_group"}: the admin API calls of admin.go, printed as
 //	                               one JSON object (adminReport), or {"error": text}.
@@ -172,7 +176,7 @@ func main() {
 		command, args = args[0], args[1:]
 	}
 	if len(args) != 1 {
-		fatal(fmt.Errorf("usage: members [produce|commit|admin] CONFIG_JSON"))
+		fatal(fmt.Errorf("usage: members [produce|commit|admin|txn] CONFIG_JSON"))
 	}
 	var cfg config
 	if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
@@ -189,6 +193,15 @@ func main() {
 		default:
 			err = fmt.Errorf("client %q", cfg.Client)
 		}
+		if err != nil {
+			printJSON(map[string]any{"error": err.Error()})
+			os.Exit(1)
+		}
+		printJSON(report)
+		return
+	}
+	if command == "txn" {
+		report, err := franzTxn(&cfg)
 		if err != nil {
 			printJSON(map[string]any{"error": err.Error()})
 			os.Exit(1)
