@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from rawwire import RawClient
 
@@ -137,3 +138,13 @@ def test_kill_9_while_cleaning_leaves_every_offset_whole(corral_factory):
         if p.suffix in (".cleaned", ".swap", ".deleted")
     ]
     assert not leftovers
+
+
+def test_a_min_compaction_lag_above_the_max_is_refused(corral):
+    admin = AdminClient({"bootstrap.servers": corral.bootstrap})
+    configs = {"min.compaction.lag.ms": "5000", "max.compaction.lag.ms": "1000"}
+    future = admin.create_topics([NewTopic("lags", 1, 1, config=configs)])["lags"]
+    with pytest.raises(KafkaException) as refused:
+        future.result(10)
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "min.compaction.lag.ms (5000)" in str(refused.value)

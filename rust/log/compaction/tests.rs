@@ -298,3 +298,37 @@ fn a_crash_leaves_the_old_segments_or_the_new_one() {
         let _ = fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn compaction_lags_and_the_dirty_ratio_decide_when() {
+    let dir = tmp("lags");
+    let p = open(&dir);
+    rounds(&p); // the sealed segments' records are 10 s old
+    let never_due = CleanConfig {
+        min_cleanable_ratio: 1.0,
+        ..cfg(NOW)
+    };
+    assert!(
+        clean(&p, &never_due).unwrap().is_none(),
+        "below the dirty ratio"
+    );
+    // Younger than min.compaction.lag.ms: not cleaned, whatever the ratio.
+    let young = CleanConfig {
+        min_compaction_lag_ms: 60_000,
+        ..cfg(NOW)
+    };
+    assert!(
+        clean(&p, &young).unwrap().is_none(),
+        "within min.compaction.lag.ms"
+    );
+    // Older than max.compaction.lag.ms: cleaned although below the ratio.
+    let overdue = CleanConfig {
+        max_compaction_lag_ms: 5_000,
+        ..never_due
+    };
+    assert!(
+        clean(&p, &overdue).unwrap().is_some(),
+        "past max.compaction.lag.ms"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -124,6 +124,14 @@ def validate_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
                 ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {e}"
             ) from None
         clean[name] = str(value)
+    lag = (clean.get("min.compaction.lag.ms"), clean.get("max.compaction.lag.ms"))
+    if lag[0] is not None and lag[1] is not None and int(lag[0]) > int(lag[1]):
+        # LogConfig.validateValues
+        raise TopicError(
+            ErrorCode.INVALID_CONFIG,
+            f"conflict topic config setting min.compaction.lag.ms ({lag[0]}) > "
+            f"max.compaction.lag.ms ({lag[1]})",
+        )
     return clean
 
 
