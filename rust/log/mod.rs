@@ -372,17 +372,17 @@ impl LogStore {
         Ok(py.detach(|| lock(&p).stable_offset()))
     }
 
-    /// Whether (producer id, epoch) has a transaction open in the partition.
-    fn in_transaction(
+    /// One producer of the partition: (epoch, last sequence or -1, whether its transaction is
+    /// open), or None when the partition does not know it.
+    fn producer(
         &self,
         py: Python<'_>,
         topic: &str,
         partition: i32,
         producer_id: i64,
-        producer_epoch: i16,
-    ) -> PyResult<bool> {
+    ) -> PyResult<Option<(i16, i32, bool)>> {
         let p = self.get(topic, partition)?;
-        Ok(py.detach(|| lock(&p).in_transaction(producer_id, producer_epoch)))
+        Ok(py.detach(|| lock(&p).producer(producer_id)))
     }
 
     /// The partition's producers as DescribeProducers lists them: (producer id, epoch, last

@@ -213,11 +213,12 @@ impl Producers {
         self.ongoing.keys().next().copied()
     }
 
-    /// Whether (producer id, epoch) has a transaction open in this partition.
-    pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
-        self.entries
-            .get(&producer_id)
-            .is_some_and(|e| e.epoch == epoch && e.txn_first_offset >= 0)
+    /// One producer's (epoch, last sequence or -1, whether its transaction is open).
+    pub fn producer(&self, producer_id: i64) -> Option<(i16, i32, bool)> {
+        self.entries.get(&producer_id).map(|e| {
+            let last = e.batches.back().map_or(-1, |b| b.last_seq);
+            (e.epoch, last, e.txn_first_offset >= 0)
+        })
     }
 
     /// The producers as DescribeProducers lists them.
@@ -494,7 +495,7 @@ mod tests {
         p.update(&txn(2, 0, 0, 12, 1));
         p.update(&txn(1, 0, 2, 13, 1));
         assert_eq!(p.first_unstable(), Some(10));
-        assert!(p.in_transaction(1, 0) && !p.in_transaction(1, 1));
+        assert_eq!(p.producer(1), Some((0, 2, true)));
         // A plain batch while the producer's transaction is open is refused.
         assert!(matches!(
             p.check(&header(1, 0, 3, 0, 1)),

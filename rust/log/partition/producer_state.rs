@@ -119,10 +119,9 @@ impl Partition {
         self.aborted.overlapping(fetch_offset, upper)
     }
 
-    /// Whether (producer id, epoch) has a transaction open here (KIP-890's verification skips
-    /// such a produce).
-    pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
-        self.producers.in_transaction(producer_id, epoch)
+    /// One producer's (epoch, last sequence or -1, whether its transaction is open).
+    pub fn producer(&self, producer_id: i64) -> Option<(i16, i32, bool)> {
+        self.producers.producer(producer_id)
     }
 
     pub fn producer_views(&self) -> Vec<ProducerView> {

@@ -909,10 +909,11 @@ class LogStore:
     def stable_offset(self, topic: str, partition: int) -> int:
         """The last stable offset (the high watermark when no transaction is open)."""
 
-    def in_transaction(
-        self, topic: str, partition: int, producer_id: int, producer_epoch: int
-    ) -> bool:
-        """Whether (producer id, epoch) has a transaction open in the partition."""
+    def producer(
+        self, topic: str, partition: int, producer_id: int
+    ) -> tuple[int, int, bool] | None:
+        """One producer of the partition: (epoch, last sequence or -1, whether its transaction
+        is open), or None when the partition does not know it."""
 
     def producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int, int]]:
         """(producer id, epoch, last sequence, last timestamp, coordinator epoch, open

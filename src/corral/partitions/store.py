@@ -348,8 +348,16 @@ class PartitionLogs:
         self, topic: Topic, partition: int, producer_id: int, producer_epoch: int
     ) -> bool:
         """Whether (producer id, epoch) has a transaction open in the partition."""
+        state = self.producer(topic, partition, producer_id)
+        return state is not None and state[0] == producer_epoch and state[2]
+
+    def producer(
+        self, topic: Topic, partition: int, producer_id: int
+    ) -> tuple[int, int, bool] | None:
+        """One producer of the partition: (epoch, last sequence or -1, whether its transaction
+        is open), or None."""
         self.open(topic, partition)
-        return self.store.in_transaction(topic.name, partition, producer_id, producer_epoch)
+        return self.store.producer(topic.name, partition, producer_id)
 
     def producers(self, topic: Topic, partition: int) -> list[tuple[int, int, int, int, int, int]]:
         """The partition's active producers (DescribeProducers): (producer id, epoch, last

@@ -316,10 +316,10 @@ class DurableLog(CoordinatorLog):
         record = records[0]
         if not isinstance(record, TxnOffsetCommits):
             return 0
-        for pid, epoch, last_sequence, *_ in self.logs.producers(self.topic, partition):
-            if pid == record.producer_id and epoch == record.producer_epoch:
-                return (last_sequence + 1) % (1 << 31) if last_sequence >= 0 else 0
-        return 0
+        state = self.logs.producer(self.topic, partition, record.producer_id)
+        if state is None or state[0] != record.producer_epoch or state[1] < 0:
+            return 0
+        return (state[1] + 1) % (1 << 31)
 
     def hold_commits(self, group_id: str) -> None:
         if self.core_commits is not None:
