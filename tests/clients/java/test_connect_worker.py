@@ -4,7 +4,8 @@ are compacted topics on corral; a FileStreamSource connector created through the
 file into a topic. Both the worker and the broker are stopped (the broker with kill -9) and
 started again (corral, and Apache Kafka 4.4 as the check of the harness): the connector is still
 configured, and its source offsets survived: lines appended later are copied once, and the
-earlier ones are not copied again."""
+earlier ones are not copied again. A FileStreamSink connector copies the topic back into a file:
+its consumer group's offsets survived too (every line once in that file)."""
 
 from __future__ import annotations
 
@@ -109,24 +110,30 @@ def test_connector_config_and_source_offsets_survive_restarts(crashable_broker, 
     admin.create_topics([NewTopic("file-lines", 1, 1)])["file-lines"].result(10)
     source = tmp_path / "input.txt"
     source.write_text("".join(f"line-{i}\n" for i in range(100)))
+    sink = tmp_path / "output.txt"  # the file-sink connector copies the topic back into a file
     port = free_port()
     connect = worker(broker.bootstrap, port, tmp_path)
     try:
         until(lambda: rest(port, "/connectors") == [])
-        rest(
-            port,
-            "/connectors",
-            {
-                "name": "file-source",
-                "config": {
-                    "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
-                    "tasks.max": "1",
-                    "file": str(source),
-                    "topic": "file-lines",
+        for name, kind, file, topic in (
+            ("file-source", "FileStreamSourceConnector", source, {"topic": "file-lines"}),
+            ("file-sink", "FileStreamSinkConnector", sink, {"topics": "file-lines"}),
+        ):
+            rest(
+                port,
+                "/connectors",
+                {
+                    "name": name,
+                    "config": {
+                        "connector.class": f"org.apache.kafka.connect.file.{kind}",
+                        "tasks.max": "1",
+                        "file": str(file),
+                        **topic,
+                    },
                 },
-            },
-        )
+            )
         until(lambda: len(lines_in(broker.bootstrap, "file-lines")) == 100)
+        until(lambda: sink.exists() and len(sink.read_text().splitlines()) == 100)
         time.sleep(1.5)  # a few offset flushes (offset.flush.interval.ms=300)
     finally:
         connect.send_signal(signal.SIGTERM)
@@ -136,11 +143,14 @@ def test_connector_config_and_source_offsets_survive_restarts(crashable_broker, 
         more.write("".join(f"line-{i}\n" for i in range(100, 150)))
     connect = worker(broker.bootstrap, port, tmp_path)
     try:
-        assert until(lambda: rest(port, "/connectors")) == ["file-source"]
+        assert sorted(until(lambda: rest(port, "/connectors"))) == ["file-sink", "file-source"]
         expected = [f"line-{i}" for i in range(150)]
         until(lambda: lines_in(broker.bootstrap, "file-lines") == expected)
+        # The sink's group committed its offsets on the worker's stop: no line written twice.
+        until(lambda: len(sink.read_text().splitlines()) >= len(expected))
         time.sleep(2)  # nothing more comes: the first 100 lines were not copied again
         assert lines_in(broker.bootstrap, "file-lines") == expected
+        assert sink.read_text().splitlines() == expected
     finally:
         connect.kill()
         connect.wait()
