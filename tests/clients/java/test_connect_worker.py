@@ -1,9 +1,11 @@
 """A Kafka Connect distributed worker on corral (connect-runtime and the FileStream connectors from
 Maven, 4.3.1: connect-file has no 4.4.0 on Maven Central): its config, offset and status topics
 are compacted topics on corral; a FileStreamSource connector created through the REST API copies a
-file into a topic. Both the worker and corral are stopped (corral with kill -9) and started
-again: the connector is still configured, and its source offsets survived: lines appended later
-are copied once, and the earlier ones are not copied again."""
+file into a topic. Both the worker and the broker are stopped (the broker with kill -9) and
+started again (corral, and Apache Kafka 4.4 as the check of the harness): the connector is still
+configured, and its source offsets survived: lines appended later are copied once, and the
+earlier ones are not copied again. A FileStreamSink connector copies the topic back into a file:
+its consumer group's offsets survived too (every line once in that file)."""
 
 from __future__ import annotations
 
@@ -101,45 +103,54 @@ def lines_in(bootstrap: str, topic: str) -> list[str]:
         consumer.close()
 
 
-def test_connector_config_and_source_offsets_survive_restarts(corral, tmp_path):
+def test_connector_config_and_source_offsets_survive_restarts(crashable_broker, tmp_path):
+    broker = crashable_broker
     # One partition, so that the lines keep their order (corral auto-creates topics with 4).
-    admin = AdminClient({"bootstrap.servers": corral.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("file-lines", 1, 1)])["file-lines"].result(10)
     source = tmp_path / "input.txt"
     source.write_text("".join(f"line-{i}\n" for i in range(100)))
+    sink = tmp_path / "output.txt"  # the file-sink connector copies the topic back into a file
     port = free_port()
-    connect = worker(corral.bootstrap, port, tmp_path)
+    connect = worker(broker.bootstrap, port, tmp_path)
     try:
         until(lambda: rest(port, "/connectors") == [])
-        rest(
-            port,
-            "/connectors",
-            {
-                "name": "file-source",
-                "config": {
-                    "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
-                    "tasks.max": "1",
-                    "file": str(source),
-                    "topic": "file-lines",
+        for name, kind, file, topic in (
+            ("file-source", "FileStreamSourceConnector", source, {"topic": "file-lines"}),
+            ("file-sink", "FileStreamSinkConnector", sink, {"topics": "file-lines"}),
+        ):
+            rest(
+                port,
+                "/connectors",
+                {
+                    "name": name,
+                    "config": {
+                        "connector.class": f"org.apache.kafka.connect.file.{kind}",
+                        "tasks.max": "1",
+                        "file": str(file),
+                        **topic,
+                    },
                 },
-            },
-        )
-        until(lambda: len(lines_in(corral.bootstrap, "file-lines")) == 100)
+            )
+        until(lambda: len(lines_in(broker.bootstrap, "file-lines")) == 100)
+        until(lambda: sink.exists() and len(sink.read_text().splitlines()) == 100)
         time.sleep(1.5)  # a few offset flushes (offset.flush.interval.ms=300)
     finally:
         connect.send_signal(signal.SIGTERM)
         connect.wait(60)
-    corral.kill()
-    corral.start()
+    broker.crash_restart()
     with source.open("a") as more:
         more.write("".join(f"line-{i}\n" for i in range(100, 150)))
-    connect = worker(corral.bootstrap, port, tmp_path)
+    connect = worker(broker.bootstrap, port, tmp_path)
     try:
-        assert until(lambda: rest(port, "/connectors")) == ["file-source"]
+        assert sorted(until(lambda: rest(port, "/connectors"))) == ["file-sink", "file-source"]
         expected = [f"line-{i}" for i in range(150)]
-        until(lambda: lines_in(corral.bootstrap, "file-lines") == expected)
+        until(lambda: lines_in(broker.bootstrap, "file-lines") == expected)
+        # The sink's group committed its offsets on the worker's stop: no line written twice.
+        until(lambda: len(sink.read_text().splitlines()) >= len(expected))
         time.sleep(2)  # nothing more comes: the first 100 lines were not copied again
-        assert lines_in(corral.bootstrap, "file-lines") == expected
+        assert lines_in(broker.bootstrap, "file-lines") == expected
+        assert sink.read_text().splitlines() == expected
     finally:
         connect.kill()
         connect.wait()
