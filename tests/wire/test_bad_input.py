@@ -126,8 +126,8 @@ def test_unknown_api_key(broker):
 
 
 def test_known_but_not_advertised_api_key(broker):
-    # AddPartitionsToTxn (24): a real Kafka API that corral does not serve.
-    send_and_expect_close(broker, frame(header(24, 3)), "unknown api key 24")
+    # OffsetForLeaderEpoch (23): a real Kafka API that corral does not serve.
+    send_and_expect_close(broker, frame(header(23, 3)), "unknown api key 23")
 
 
 @pytest.mark.parametrize("version", [13, 14, 200, -1])

@@ -168,8 +168,10 @@ def test_kafkas_dynamic_broker_settings_are_corrals_with_kafkas_defaults(shared_
         != (ours[n]["value"], ours[n]["config_type"])
     }
     assert not wrong, "Kafka's (value, type) != corral's"
+    # Most of Kafka's dynamic settings are inert in corral (the log cleaner's are not, since
+    # corral compacts).
     inert = [n for n in dynamic if "no effect in corral" in ours[n]["documentation"]]
-    assert len(inert) > 80
+    assert len(inert) > 60
 
 
 def test_changes_are_answered_as_kafka_answers_them(shared_corral, kafka):

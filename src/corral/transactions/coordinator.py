@@ -56,18 +56,9 @@ class TransactionCoordinator:
     def __init__(self, broker: Broker):
         self.broker = broker
         self.settings = broker.settings
-        topic = broker.topics.get(TOPIC)
-        if topic is None:
-            topic = broker.topics.create_at_startup(
-                TOPIC,
-                self.settings["transaction.state.log.num.partitions"],
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self.settings["transaction.state.log.segment.bytes"]),
-                },
-                internal=True,
-            )
-        self.topic: Topic = topic
+        # Made on first use (FindCoordinator or InitProducerId with a transactional id), as
+        # Kafka makes it: a broker that never saw a transaction has no such topic.
+        self.topic: Topic | None = broker.topics.get(TOPIC)
         self.txns: dict[str, TxnMetadata] = {}
         # Ids with a write to `__transaction_state` in flight: others answer
         # CONCURRENT_TRANSACTIONS (Kafka's pendingState).
@@ -94,10 +85,27 @@ class TransactionCoordinator:
             nursery.start_soon(self._abort_timed_out)
             nursery.start_soon(self._remove_expired)
 
+    def ensure_topic(self) -> Topic:
+        """`__transaction_state`, created now if it is not there yet (written and fsynced on the
+        spot: once per broker)."""
+        if self.topic is None:
+            self.topic = self.broker.topics.get(TOPIC) or self.broker.topics.create_at_startup(
+                TOPIC,
+                self.settings["transaction.state.log.num.partitions"],
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(self.settings["transaction.state.log.segment.bytes"]),
+                },
+                internal=True,
+            )
+        return self.topic
+
     def _read_all(self) -> dict[str, TxnMetadata]:
         """Every id's latest record, from each partition's log start to its end."""
         logs = self.broker.logs
         found: dict[str, TxnMetadata] = {}
+        if self.topic is None:
+            return found
         for partition in range(self.topic.partitions):
             start, end = logs.offsets(self.topic, partition)
             offset = start
@@ -121,7 +129,12 @@ class TransactionCoordinator:
         return found
 
     def partition_for(self, transactional_id: str) -> int:
-        return records.partition_for(transactional_id, self.topic.partitions)
+        count = (
+            self.topic.partitions
+            if self.topic is not None
+            else self.settings["transaction.state.log.num.partitions"]
+        )
+        return records.partition_for(transactional_id, count)
 
     def availability(self) -> ErrorCode:
         return ErrorCode.NONE if self.loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -132,10 +145,9 @@ class TransactionCoordinator:
         """Appends one record to the id's partition and waits for its fsync (acks=-1). Errors as
         Kafka maps a failed append: COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR."""
         batch = _core.build_batch([(records.key(transactional_id), value)], wall_ms())
+        topic = self.ensure_topic()
         try:
-            result, _ = self.broker.logs.append(
-                self.topic, self.partition_for(transactional_id), batch
-            )
+            result, _ = self.broker.logs.append(topic, self.partition_for(transactional_id), batch)
             if result.error_code:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
             await self.broker.logs.flushed()

@@ -107,6 +107,7 @@ def _coordinator_for(
                 TRANSACTIONS_UNSUPPORTED,
             )
         else:
+            broker.transactions.ensure_topic()  # Kafka creates it here too
             host, port = broker.endpoint(request.listener)
             return {
                 "key": key,
