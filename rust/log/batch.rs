@@ -214,7 +214,7 @@ pub fn assign_offsets(
     (next_offset, headers)
 }
 
-fn put_varint(out: &mut Vec<u8>, value: i64) {
+pub fn put_varint(out: &mut Vec<u8>, value: i64) {
     // Zig-zag, then unsigned LEB128, as Kafka's ByteUtils.writeVarlong.
     let mut v = ((value << 1) ^ (value >> 63)) as u64;
     while v >= 0x80 {

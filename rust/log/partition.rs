@@ -436,7 +436,7 @@ impl Partition {
             // The records below the new start are made durable before it is, so that after a
             // power loss the log never starts past its end.
             self.segments.last_mut().unwrap().sync_data()?;
-            write_log_start(&self.dir, offset)?;
+            write_offset_file(&self.dir, LOG_START_FILE, offset)?;
             self.log_start = offset;
             self.producers.forget_before(offset);
             self.aborted.forget_before(offset);
@@ -542,10 +542,10 @@ fn read_log_start(dir: &Path, notes: &mut Vec<String>) -> Option<i64> {
     }
 }
 
-/// Replaces the log start offset file atomically and durably (temporary file, fsync, rename,
-/// fsync of the directory).
-fn write_log_start(dir: &Path, offset: i64) -> io::Result<()> {
-    let path = dir.join(LOG_START_FILE);
+/// Replaces a one-offset file of the partition's directory (the log start offset, the cleaner's
+/// checkpoint) atomically and durably: temporary file, fsync, rename, fsync of the directory.
+pub(super) fn write_offset_file(dir: &Path, name: &str, offset: i64) -> io::Result<()> {
+    let path = dir.join(name);
     let tmp = path.with_extension("tmp");
     let written = File::create(&tmp).and_then(|mut file| {
         std::io::Write::write_all(&mut file, format!("{offset}\n").as_bytes())?;

@@ -32,9 +32,9 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::batch::{get_varint, Header, HEADER_LEN};
+use super::batch::{get_varint, put_varint, Header, HEADER_LEN};
 mod codecs;
-use super::partition::{sync_dir, Partition};
+use super::partition::{sync_dir, write_offset_file, Partition};
 use super::segment::file_name;
 use super::transactions::{is_control, is_transactional, AbortedTxn};
 
@@ -186,7 +186,7 @@ impl Partition {
             replace_with_swap(&plan.dir, &swap, &out.replaced)?;
         }
         self.reload_segments(&planned)?;
-        write_checkpoint(&plan.dir, checkpoint)?;
+        write_offset_file(&plan.dir, CHECKPOINT_FILE, checkpoint)?;
         Ok(true)
     }
 }
@@ -281,16 +281,6 @@ fn read_checkpoint(dir: &Path) -> Option<i64> {
         .ok()
 }
 
-fn write_checkpoint(dir: &Path, offset: i64) -> io::Result<()> {
-    let path = dir.join(CHECKPOINT_FILE);
-    let tmp = path.with_extension("tmp");
-    let mut file = File::create(&tmp)?;
-    file.write_all(format!("{offset}\n").as_bytes())?;
-    file.sync_data()?;
-    fs::rename(&tmp, &path)?;
-    sync_dir(dir)
-}
-
 /// Whole batches of a segment file, one at a time.
 struct Batches {
     reader: BufReader<File>,
@@ -368,15 +358,6 @@ fn records(raw: &[u8], count: i32) -> io::Result<Vec<Record<'_>>> {
         pos = end;
     }
     Ok(out)
-}
-
-fn put_varint(out: &mut Vec<u8>, value: i64) {
-    let mut v = ((value << 1) ^ (value >> 63)) as u64;
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 fn aborted(aborted: &[AbortedTxn], h: &Header) -> bool {
