@@ -32,6 +32,15 @@ ROOMS = {
         "consumer_group_heartbeat",
         "consumer_group_describe",
         "txn_offset_commit",
+        "share_group_heartbeat",
+        "share_group_describe",
+        "describe_share_group_offsets",
+        "alter_share_group_offsets",
+        "delete_share_group_offsets",
+    ],
+    "shares": [
+        "share_fetch",
+        "share_acknowledge",
     ],
     "partitions": [
         "produce",

@@ -110,6 +110,13 @@ apis! {
     66 => ListTransactionsRequest, ListTransactionsResponse;
     68 => ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse;
     69 => ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse;
+    76 => ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse;
+    77 => ShareGroupDescribeRequest, ShareGroupDescribeResponse;
+    78 => ShareFetchRequest, ShareFetchResponse;
+    79 => ShareAcknowledgeRequest, ShareAcknowledgeResponse;
+    90 => DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse;
+    91 => AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse;
+    92 => DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse;
 }
 
 fn value_error(e: anyhow::Error) -> PyErr {

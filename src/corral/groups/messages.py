@@ -383,11 +383,11 @@ class ConsumerGroupDescribeResponseDescribedGroup(TypedDict, total=False):
     group_epoch: int
     assignment_epoch: int
     assignor_name: str
-    members: list[Member]
+    members: list[ConsumerGroupDescribeResponseMember]
     authorized_operations: int
 
 
-class Member(TypedDict, total=False):
+class ConsumerGroupDescribeResponseMember(TypedDict, total=False):
     member_id: str
     instance_id: str | None
     rack_id: str | None
@@ -443,3 +443,170 @@ class TxnOffsetCommitResponsePartition(TypedDict, total=False):
 class TxnOffsetCommitResponseTopic(TypedDict, total=False):
     name: str
     partitions: list[TxnOffsetCommitResponsePartition]
+
+
+class ShareGroupHeartbeatRequest(TypedDict):
+    group_id: str  # v1
+    member_id: str  # v1
+    member_epoch: int  # v1
+    rack_id: str | None  # v1
+    subscribed_topic_names: list[str] | None  # v1
+
+
+class ShareGroupHeartbeatResponseAssignment(TypedDict, total=False):
+    topic_partitions: list[ShareGroupHeartbeatResponseTopicPartitions]  # v1
+
+
+class ShareGroupHeartbeatResponse(TypedDict, total=False):
+    throttle_time_ms: int  # v1
+    error_code: int  # v1
+    error_message: str | None  # v1
+    member_id: str | None  # v1
+    member_epoch: int  # v1
+    heartbeat_interval_ms: int  # v1
+    assignment: ShareGroupHeartbeatResponseAssignment | None  # v1
+
+
+class ShareGroupHeartbeatResponseTopicPartitions(TypedDict, total=False):
+    topic_id: bytes  # v1
+    partitions: list[int]  # v1
+
+
+class ShareGroupDescribeRequest(TypedDict):
+    group_ids: list[str]  # v1
+    include_authorized_operations: bool  # v1
+
+
+class ShareGroupDescribeResponseAssignment(TypedDict, total=False):
+    topic_partitions: list[ShareGroupDescribeResponseTopicPartitions]  # v1
+
+
+class ShareGroupDescribeResponseDescribedGroup(TypedDict, total=False):
+    error_code: int  # v1
+    error_message: str | None  # v1
+    group_id: str  # v1
+    group_state: str  # v1
+    group_epoch: int  # v1
+    assignment_epoch: int  # v1
+    assignor_name: str  # v1
+    members: list[ShareGroupDescribeResponseMember]  # v1
+    authorized_operations: int  # v1
+
+
+class ShareGroupDescribeResponseMember(TypedDict, total=False):
+    member_id: str  # v1
+    rack_id: str | None  # v1
+    member_epoch: int  # v1
+    client_id: str  # v1
+    client_host: str  # v1
+    subscribed_topic_names: list[str]  # v1
+    assignment: ShareGroupDescribeResponseAssignment  # v1
+
+
+class ShareGroupDescribeResponse(TypedDict, total=False):
+    throttle_time_ms: int  # v1
+    groups: list[ShareGroupDescribeResponseDescribedGroup]  # v1
+
+
+class ShareGroupDescribeResponseTopicPartitions(TypedDict, total=False):
+    topic_id: bytes  # v1
+    topic_name: str  # v1
+    partitions: list[int]  # v1
+
+
+class DescribeShareGroupOffsetsRequest(TypedDict):
+    groups: list[DescribeShareGroupOffsetsRequestGroup]
+
+
+class DescribeShareGroupOffsetsRequestGroup(TypedDict):
+    group_id: str
+    topics: list[DescribeShareGroupOffsetsRequestTopic] | None
+
+
+class DescribeShareGroupOffsetsRequestTopic(TypedDict):
+    topic_name: str
+    partitions: list[int]
+
+
+class DescribeShareGroupOffsetsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponseGroup]
+
+
+class DescribeShareGroupOffsetsResponseGroup(TypedDict, total=False):
+    group_id: str
+    topics: list[DescribeShareGroupOffsetsResponseTopic]
+    error_code: int
+    error_message: str | None
+
+
+class DescribeShareGroupOffsetsResponsePartition(TypedDict, total=False):
+    partition_index: int
+    start_offset: int
+    leader_epoch: int
+    lag: int  # v1+
+    error_code: int
+    error_message: str | None
+
+
+class DescribeShareGroupOffsetsResponseTopic(TypedDict, total=False):
+    topic_name: str
+    topic_id: bytes
+    partitions: list[DescribeShareGroupOffsetsResponsePartition]
+
+
+class AlterShareGroupOffsetsRequest(TypedDict):
+    group_id: str  # v0
+    topics: list[AlterShareGroupOffsetsRequestTopic]  # v0
+
+
+class AlterShareGroupOffsetsRequestPartition(TypedDict):
+    partition_index: int  # v0
+    start_offset: int  # v0
+
+
+class AlterShareGroupOffsetsRequestTopic(TypedDict):
+    topic_name: str  # v0
+    partitions: list[AlterShareGroupOffsetsRequestPartition]  # v0
+
+
+class AlterShareGroupOffsetsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # v0
+    error_code: int  # v0
+    error_message: str | None  # v0
+    responses: list[AlterShareGroupOffsetsResponseTopic]  # v0
+
+
+class AlterShareGroupOffsetsResponsePartition(TypedDict, total=False):
+    partition_index: int  # v0
+    error_code: int  # v0
+    error_message: str | None  # v0
+
+
+class AlterShareGroupOffsetsResponseTopic(TypedDict, total=False):
+    topic_name: str  # v0
+    topic_id: bytes  # v0
+    partitions: list[AlterShareGroupOffsetsResponsePartition]  # v0
+
+
+class DeleteShareGroupOffsetsRequest(TypedDict):
+    group_id: str  # v0
+    topics: list[DeleteShareGroupOffsetsRequestTopic]  # v0
+
+
+class DeleteShareGroupOffsetsRequestTopic(TypedDict):
+    topic_name: str  # v0
+
+
+class DeleteShareGroupOffsetsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # v0
+    error_code: int  # v0
+    error_message: str | None  # v0
+    responses: list[DeleteShareGroupOffsetsResponseTopic]  # v0
+
+
+class DeleteShareGroupOffsetsResponseTopic(TypedDict, total=False):
+    topic_name: str  # v0
+    topic_id: bytes  # v0
+    error_code: int  # v0
+    error_message: str | None  # v0
