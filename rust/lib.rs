@@ -12,6 +12,7 @@
 //! - `groups/`: group coordinator state: timer wheel, offset map and its records, heartbeat views,
 //!   the embedded consumer protocol;
 //! - `log/`: the log store;
+//! - `shares/`: share groups' in-flight records (KIP-932);
 //! - `analyze/`: segment files decoded for `corral analyze`;
 //! - `cython`: the Cython modules linked in by build.rs.
 
@@ -22,6 +23,7 @@ mod groups;
 mod log;
 mod network;
 pub mod pyconv;
+mod shares;
 mod short_paths;
 
 use pyo3::prelude::*;
@@ -33,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     groups::register(m)?;
     network::register(m)?;
     log::register(m)?;
+    shares::register(m)?;
     analyze::register(m)?;
     cython::register(m)?;
     Ok(())

@@ -22,7 +22,7 @@ pub enum Value {
 /// What a field holds where its version does not have it, or its tag is absent.
 pub fn default(f: &Field) -> Value {
     match f.ty {
-        Ty::Int8 | Ty::Int32 | Ty::Int64 => Value::Int(f.default),
+        Ty::Int8 | Ty::Int16 | Ty::Int32 | Ty::Int64 => Value::Int(f.default),
         Ty::String if f.nullable => Value::Str(None),
         Ty::String => Value::Str(Some(String::new())),
         Ty::Bytes => Value::Bytes(Some(Vec::new())),
@@ -36,7 +36,7 @@ pub fn default(f: &Field) -> Value {
 /// left out, and encoding asks for every tagged field of every struct.
 pub fn is_default(f: &Field, value: &Value) -> bool {
     match (&f.ty, value) {
-        (Ty::Int8 | Ty::Int32 | Ty::Int64, Value::Int(v)) => *v == f.default,
+        (Ty::Int8 | Ty::Int16 | Ty::Int32 | Ty::Int64, Value::Int(v)) => *v == f.default,
         (Ty::String, Value::Str(s)) if f.nullable => s.is_none(),
         (Ty::String, Value::Str(s)) => s.as_deref() == Some(""),
         (Ty::Bytes, Value::Bytes(b)) => b.as_ref().is_some_and(|b| b.is_empty()),
@@ -106,6 +106,11 @@ fn put_value(
         (Ty::Int8, Value::Int(v)) => {
             out.push(i8::try_from(*v).map_err(|_| wrong(name, ty, value))? as u8)
         }
+        (Ty::Int16, Value::Int(v)) => out.extend_from_slice(
+            &i16::try_from(*v)
+                .map_err(|_| wrong(name, ty, value))?
+                .to_be_bytes(),
+        ),
         (Ty::Int32, Value::Int(v)) => out.extend_from_slice(
             &i32::try_from(*v)
                 .map_err(|_| wrong(name, ty, value))?
@@ -282,6 +287,7 @@ impl<'a> Reader<'a> {
     ) -> Result<B::Out, String> {
         match ty {
             Ty::Int8 => b.int(i64::from(self.take(1)?[0] as i8)),
+            Ty::Int16 => b.int(i64::from(i16::from_be_bytes(self.array()?))),
             Ty::Int32 => b.int(i64::from(i32::from_be_bytes(self.array()?))),
             Ty::Int64 => b.int(i64::from_be_bytes(self.array()?)),
             Ty::Uuid => b.uuid(&self.array()?),
@@ -431,9 +437,18 @@ pub type Decoded<B> = (i16, Option<Vec<<B as Build>::Out>>);
 
 /// `decode_key`, the fields built by `b`.
 pub fn decode_key_as<B: Build>(b: &B, key: &[u8]) -> Result<Decoded<B>, String> {
+    decode_key_in(b, super::schema::RECORD_TYPES, key)
+}
+
+/// `decode_key_as` for the record types of one topic's table.
+pub fn decode_key_in<B: Build>(
+    b: &B,
+    table: &[&'static RecordType],
+    key: &[u8],
+) -> Result<Decoded<B>, String> {
     let mut r = Reader::new(key);
     let kind = r.i16()?;
-    let Some(t) = super::schema::record_type(kind) else {
+    let Some(t) = super::schema::record_type_in(table, kind) else {
         return Ok((kind, None));
     };
     Ok((kind, Some(r.read_struct(b, t.key, 0, false)?)))

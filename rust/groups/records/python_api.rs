@@ -11,8 +11,8 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use super::codec::{self, Build, Value};
 use super::schema::{self, Field, RecordType, Ty};
 
-fn record_type(kind: i16) -> PyResult<&'static RecordType> {
-    schema::record_type(kind)
+fn record_type(table: &[&'static RecordType], kind: i16) -> PyResult<&'static RecordType> {
+    schema::record_type_in(table, kind)
         .ok_or_else(|| PyValueError::new_err(format!("record type {kind} is not known")))
 }
 
@@ -70,7 +70,7 @@ fn from_py(name: &str, ty: &Ty, nullable: bool, obj: &Bound<'_, PyAny>) -> PyRes
             Ty::Bytes => Ok(Value::Bytes(None)),
             Ty::Array(_) => Ok(Value::Array(None)),
             Ty::Struct(_) => Ok(Value::Struct(None)),
-            Ty::Int8 | Ty::Int32 | Ty::Int64 | Ty::Uuid => Err(null(name)),
+            Ty::Int8 | Ty::Int16 | Ty::Int32 | Ty::Int64 | Ty::Uuid => Err(null(name)),
         };
     }
     let wrong = || PyTypeError::new_err(format!("field {name}: {ty:?} expected"));
@@ -80,7 +80,9 @@ fn from_py(name: &str, ty: &Ty, nullable: bool, obj: &Bound<'_, PyAny>) -> PyRes
             .map_err(|_| wrong())
     };
     Ok(match ty {
-        Ty::Int8 | Ty::Int32 | Ty::Int64 => Value::Int(obj.extract().map_err(|_| wrong())?),
+        Ty::Int8 | Ty::Int16 | Ty::Int32 | Ty::Int64 => {
+            Value::Int(obj.extract().map_err(|_| wrong())?)
+        }
         Ty::String => Value::Str(Some(obj.extract().map_err(|_| wrong())?)),
         Ty::Bytes => Value::Bytes(Some(bytes()?.to_vec())),
         Ty::Uuid => Value::Uuid(
@@ -137,10 +139,7 @@ pub fn record_key<'py>(
     kind: i16,
     fields: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let t = record_type(kind)?;
-    let values = struct_from_py(t.key, fields)?;
-    let key = codec::encode_key(kind, t, &values).map_err(PyValueError::new_err)?;
-    Ok(PyBytes::new(py, &key))
+    key_in(py, schema::RECORD_TYPES, kind, fields)
 }
 
 /// The value of a record of type `kind` in `version`: `fields` in its value schema's order (one
@@ -152,10 +151,7 @@ pub fn record_value<'py>(
     version: i16,
     fields: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let t = record_type(kind)?;
-    let values = struct_from_py(t.value, fields)?;
-    let value = codec::encode_value(t, version, &values).map_err(PyValueError::new_err)?;
-    Ok(PyBytes::new(py, &value))
+    value_in(py, schema::RECORD_TYPES, kind, version, fields)
 }
 
 /// (type, key fields) of a key of the log; the fields are None for a type corral does not know.
@@ -165,13 +161,7 @@ pub fn decode_record_key<'py>(
     py: Python<'py>,
     key: &[u8],
 ) -> PyResult<(i16, Option<Bound<'py, PyAny>>)> {
-    let objects = Objects(py);
-    let (kind, fields) = codec::decode_key_as(&objects, key).map_err(PyValueError::new_err)?;
-    let fields = fields
-        .map(|f| objects.tuple(Some(f)))
-        .transpose()
-        .map_err(PyValueError::new_err)?;
-    Ok((kind, fields))
+    decode_key_of(py, schema::RECORD_TYPES, key)
 }
 
 /// (version, fields) of the value of a record of type `kind`. ValueError for malformed bytes or
@@ -182,7 +172,95 @@ pub fn decode_record_value<'py>(
     kind: i16,
     value: &[u8],
 ) -> PyResult<(i16, Bound<'py, PyAny>)> {
-    let t = record_type(kind)?;
+    decode_value_of(py, schema::RECORD_TYPES, kind, value)
+}
+
+/// `record_key` for `__share_group_state` (ShareSnapshot 0, ShareUpdate 1).
+#[pyfunction]
+pub fn share_state_key<'py>(
+    py: Python<'py>,
+    kind: i16,
+    fields: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    key_in(py, schema::SHARE_STATE_RECORD_TYPES, kind, fields)
+}
+
+/// `record_value` (version 0) for `__share_group_state`.
+#[pyfunction]
+pub fn share_state_value<'py>(
+    py: Python<'py>,
+    kind: i16,
+    fields: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    value_in(py, schema::SHARE_STATE_RECORD_TYPES, kind, 0, fields)
+}
+
+/// `decode_record_key` for `__share_group_state`.
+#[pyfunction]
+pub fn decode_share_state_key<'py>(
+    py: Python<'py>,
+    key: &[u8],
+) -> PyResult<(i16, Option<Bound<'py, PyAny>>)> {
+    decode_key_of(py, schema::SHARE_STATE_RECORD_TYPES, key)
+}
+
+/// `decode_record_value` for `__share_group_state`.
+#[pyfunction]
+pub fn decode_share_state_value<'py>(
+    py: Python<'py>,
+    kind: i16,
+    value: &[u8],
+) -> PyResult<(i16, Bound<'py, PyAny>)> {
+    decode_value_of(py, schema::SHARE_STATE_RECORD_TYPES, kind, value)
+}
+
+fn key_in<'py>(
+    py: Python<'py>,
+    table: &[&'static RecordType],
+    kind: i16,
+    fields: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let t = record_type(table, kind)?;
+    let values = struct_from_py(t.key, fields)?;
+    let key = codec::encode_key(kind, t, &values).map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &key))
+}
+
+fn value_in<'py>(
+    py: Python<'py>,
+    table: &[&'static RecordType],
+    kind: i16,
+    version: i16,
+    fields: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let t = record_type(table, kind)?;
+    let values = struct_from_py(t.value, fields)?;
+    let value = codec::encode_value(t, version, &values).map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &value))
+}
+
+fn decode_key_of<'py>(
+    py: Python<'py>,
+    table: &[&'static RecordType],
+    key: &[u8],
+) -> PyResult<(i16, Option<Bound<'py, PyAny>>)> {
+    let objects = Objects(py);
+    let (kind, fields) =
+        codec::decode_key_in(&objects, table, key).map_err(PyValueError::new_err)?;
+    let fields = fields
+        .map(|f| objects.tuple(Some(f)))
+        .transpose()
+        .map_err(PyValueError::new_err)?;
+    Ok((kind, fields))
+}
+
+fn decode_value_of<'py>(
+    py: Python<'py>,
+    table: &[&'static RecordType],
+    kind: i16,
+    value: &[u8],
+) -> PyResult<(i16, Bound<'py, PyAny>)> {
+    let t = record_type(table, kind)?;
     let objects = Objects(py);
     let (version, fields) =
         codec::decode_value_as(&objects, t, value).map_err(PyValueError::new_err)?;
@@ -195,5 +273,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(record_value, m)?)?;
     m.add_function(wrap_pyfunction!(decode_record_key, m)?)?;
     m.add_function(wrap_pyfunction!(decode_record_value, m)?)?;
+    m.add_function(wrap_pyfunction!(share_state_key, m)?)?;
+    m.add_function(wrap_pyfunction!(share_state_value, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_share_state_key, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_share_state_value, m)?)?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 #[derive(Clone, Copy, Debug)]
 pub enum Ty {
     Int8,
+    Int16,
     Int32,
     Int64,
     String,
@@ -97,6 +98,15 @@ pub const TARGET_EPOCH: i16 = 6;
 pub const TARGET_MEMBER: i16 = 7;
 pub const CURRENT_ASSIGNMENT: i16 = 8;
 pub const REGEX: i16 = 16;
+pub const SHARE_MEMBER_METADATA: i16 = 10;
+pub const SHARE_GROUP_METADATA: i16 = 11;
+pub const SHARE_TARGET_EPOCH: i16 = 12;
+pub const SHARE_TARGET_MEMBER: i16 = 13;
+pub const SHARE_CURRENT_ASSIGNMENT: i16 = 14;
+pub const SHARE_STATE_PARTITIONS: i16 = 15;
+// `__share_group_state`'s own record types (a table of their own: they reuse 0 and 1).
+pub const SHARE_SNAPSHOT: i16 = 0;
+pub const SHARE_UPDATE: i16 = 1;
 
 /// OffsetCommitKey / OffsetCommitValue v0-4 (flexible from v4; expireTimestamp in v1 only).
 pub const OFFSET_COMMIT: RecordType = RecordType {
@@ -248,6 +258,128 @@ pub const CONSUMER_REGEX: RecordType = consumer(
     ],
 );
 
+/// ShareGroupMemberMetadataKey / Value.
+pub const SHARE_GROUP_MEMBER_METADATA: RecordType = consumer(
+    SHARE_MEMBER_METADATA,
+    GROUP_AND_NAME,
+    &[
+        nullable("rack_id", Ty::String),
+        field("client_id", Ty::String),
+        field("client_host", Ty::String),
+        field("subscribed_topic_names", STRINGS),
+    ],
+);
+
+/// ShareGroupMetadataKey / Value.
+pub const SHARE_GROUP_METADATA_RECORD: RecordType = consumer(
+    SHARE_GROUP_METADATA,
+    GROUP,
+    &[field("epoch", Ty::Int32), field("metadata_hash", Ty::Int64)],
+);
+
+/// ShareGroupTargetAssignmentMetadataKey / Value.
+pub const SHARE_GROUP_TARGET_EPOCH: RecordType = consumer(
+    SHARE_TARGET_EPOCH,
+    GROUP,
+    &[
+        field("assignment_epoch", Ty::Int32),
+        tagged(0, field("assignment_timestamp_ms", Ty::Int64)),
+    ],
+);
+
+/// ShareGroupTargetAssignmentMemberKey / Value.
+pub const SHARE_GROUP_TARGET_MEMBER: RecordType = consumer(
+    SHARE_TARGET_MEMBER,
+    GROUP_AND_NAME,
+    &[field(
+        "topic_partitions",
+        Ty::Array(&Ty::Struct(TARGET_TOPIC)),
+    )],
+);
+
+/// ShareGroupCurrentMemberAssignmentKey / Value.
+pub const SHARE_GROUP_CURRENT_ASSIGNMENT: RecordType = consumer(
+    SHARE_CURRENT_ASSIGNMENT,
+    GROUP_AND_NAME,
+    &[
+        field("member_epoch", Ty::Int32),
+        field("previous_member_epoch", Ty::Int32),
+        field("state", Ty::Int8),
+        field("assigned_partitions", Ty::Array(&Ty::Struct(TARGET_TOPIC))),
+    ],
+);
+
+const TOPIC_PARTITIONS_INFO: &[Field] = &[
+    field("topic_id", Ty::Uuid),
+    field("topic_name", Ty::String),
+    field("partitions", INT32S),
+];
+const TOPIC_INFO: &[Field] = &[field("topic_id", Ty::Uuid), field("topic_name", Ty::String)];
+
+/// ShareGroupStatePartitionMetadataKey / Value.
+pub const SHARE_GROUP_STATE_PARTITIONS: RecordType = consumer(
+    SHARE_STATE_PARTITIONS,
+    GROUP,
+    &[
+        field(
+            "initializing_topics",
+            Ty::Array(&Ty::Struct(TOPIC_PARTITIONS_INFO)),
+        ),
+        field(
+            "initialized_topics",
+            Ty::Array(&Ty::Struct(TOPIC_PARTITIONS_INFO)),
+        ),
+        field("deleting_topics", Ty::Array(&Ty::Struct(TOPIC_INFO))),
+    ],
+);
+
+const SHARE_STATE_KEY: &[Field] = &[
+    field("group", Ty::String),
+    field("topic_id", Ty::Uuid),
+    field("partition", Ty::Int32),
+];
+const STATE_BATCH: &[Field] = &[
+    field("first_offset", Ty::Int64),
+    field("last_offset", Ty::Int64),
+    field("delivery_state", Ty::Int8),
+    field("delivery_count", Ty::Int16),
+];
+
+/// ShareSnapshotKey / Value (`__share_group_state`).
+pub const SHARE_SNAPSHOT_RECORD: RecordType = consumer(
+    SHARE_SNAPSHOT,
+    SHARE_STATE_KEY,
+    &[
+        field("snapshot_epoch", Ty::Int32),
+        field("state_epoch", Ty::Int32),
+        field("leader_epoch", Ty::Int32),
+        field("start_offset", Ty::Int64),
+        Field {
+            default: -1,
+            ..tagged(0, field("delivery_complete_count", Ty::Int32))
+        },
+        field("create_timestamp", Ty::Int64),
+        field("write_timestamp", Ty::Int64),
+        field("state_batches", Ty::Array(&Ty::Struct(STATE_BATCH))),
+    ],
+);
+
+/// ShareUpdateKey / Value (`__share_group_state`).
+pub const SHARE_UPDATE_RECORD: RecordType = consumer(
+    SHARE_UPDATE,
+    SHARE_STATE_KEY,
+    &[
+        field("snapshot_epoch", Ty::Int32),
+        field("leader_epoch", Ty::Int32),
+        field("start_offset", Ty::Int64),
+        Field {
+            default: -1,
+            ..tagged(0, field("delivery_complete_count", Ty::Int32))
+        },
+        field("state_batches", Ty::Array(&Ty::Struct(STATE_BATCH))),
+    ],
+);
+
 /// A consumer group's record type: value v0 only, flexible.
 const fn consumer(kind: i16, key: &'static [Field], value: &'static [Field]) -> RecordType {
     // A const fn cannot build the slice of `types` from `kind`: one static per type.
@@ -258,6 +390,15 @@ const fn consumer(kind: i16, key: &'static [Field], value: &'static [Field]) -> 
         TARGET_EPOCH => &[TARGET_EPOCH],
         TARGET_MEMBER => &[TARGET_MEMBER],
         CURRENT_ASSIGNMENT => &[CURRENT_ASSIGNMENT],
+        SHARE_MEMBER_METADATA => &[SHARE_MEMBER_METADATA],
+        SHARE_GROUP_METADATA => &[SHARE_GROUP_METADATA],
+        SHARE_TARGET_EPOCH => &[SHARE_TARGET_EPOCH],
+        SHARE_TARGET_MEMBER => &[SHARE_TARGET_MEMBER],
+        SHARE_CURRENT_ASSIGNMENT => &[SHARE_CURRENT_ASSIGNMENT],
+        SHARE_STATE_PARTITIONS => &[SHARE_STATE_PARTITIONS],
+        // `__share_group_state`'s (SHARE_SNAPSHOT is OFFSET_COMMIT_KEY_V0's number).
+        SHARE_SNAPSHOT => &[SHARE_SNAPSHOT],
+        SHARE_UPDATE => &[SHARE_UPDATE],
         _ => &[REGEX],
     };
     RecordType {
@@ -280,12 +421,24 @@ pub const RECORD_TYPES: &[&RecordType] = &[
     &CONSUMER_TARGET_MEMBER,
     &CONSUMER_CURRENT_ASSIGNMENT,
     &CONSUMER_REGEX,
+    &SHARE_GROUP_MEMBER_METADATA,
+    &SHARE_GROUP_METADATA_RECORD,
+    &SHARE_GROUP_TARGET_EPOCH,
+    &SHARE_GROUP_TARGET_MEMBER,
+    &SHARE_GROUP_CURRENT_ASSIGNMENT,
+    &SHARE_GROUP_STATE_PARTITIONS,
 ];
+
+/// `__share_group_state`'s record types.
+pub const SHARE_STATE_RECORD_TYPES: &[&RecordType] =
+    &[&SHARE_SNAPSHOT_RECORD, &SHARE_UPDATE_RECORD];
 
 /// The record type of a key's leading int16, if corral knows it.
 pub fn record_type(kind: i16) -> Option<&'static RecordType> {
-    RECORD_TYPES
-        .iter()
-        .copied()
-        .find(|t| t.types.contains(&kind))
+    record_type_in(RECORD_TYPES, kind)
+}
+
+/// The record type of a key's leading int16 in one topic's table.
+pub fn record_type_in(table: &[&'static RecordType], kind: i16) -> Option<&'static RecordType> {
+    table.iter().copied().find(|t| t.types.contains(&kind))
 }

@@ -68,6 +68,11 @@ __all__ = [
     "record_value",
     "decode_record_key",
     "decode_record_value",
+    "share_state_key",
+    "share_state_value",
+    "decode_share_state_key",
+    "decode_share_state_value",
+    "ShareInFlight",
     "decode_offset_commits",
     "decode_analytics_records",
 ]
@@ -1124,6 +1129,71 @@ def decode_record_value(kind: int, value: bytes) -> tuple[int, tuple[Any, ...]]:
     """(version, fields) of the value of a record of type `kind`: a field the version lacks or
     whose tag is absent holds its default. ValueError for malformed bytes, an unknown type or a
     version corral does not read."""
+
+def share_state_key(kind: int, fields: Sequence[Any]) -> bytes:
+    """`record_key` for `__share_group_state` (ShareSnapshot 0, ShareUpdate 1)."""
+
+def share_state_value(kind: int, fields: Sequence[Any]) -> bytes:
+    """`record_value` (version 0) for `__share_group_state`."""
+
+def decode_share_state_key(key: bytes) -> tuple[int, tuple[Any, ...] | None]:
+    """`decode_record_key` for `__share_group_state`."""
+
+def decode_share_state_value(kind: int, value: bytes) -> tuple[int, tuple[Any, ...]]:
+    """`decode_record_value` for `__share_group_state`."""
+
+# --- Share groups (rust/shares/) ----------------------------------------------------------------
+
+# (first offset, last offset, state, delivery count): a run of records alike. States: 0
+# available, 1 acquired, 2 acknowledged, 4 archived.
+StateBatch = tuple[int, int, int, int]
+
+@final
+class ShareInFlight:
+    """One share partition's in-flight window (SPSO to SPEO): each record's state, delivery count,
+    owner (a member number) and lock deadline, 16 bytes a record. Changes come back as coalesced
+    state batches, what `__share_group_state` stores."""
+
+    def __init__(self, start: int, batches: Sequence[StateBatch] = ...) -> None: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int:
+        """One past the highest offset in the window."""
+    @property
+    def acquired(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def delivery_complete_count(self) -> int: ...
+    @property
+    def next_deadline_ms(self) -> int: ...
+    @property
+    def memory_bytes(self) -> int: ...
+    def next_fetch_offset(self) -> int: ...
+    def acquire(
+        self,
+        owner: int,
+        first: int,
+        last: int,
+        max_records: int,
+        max_locks: int,
+        deadline_ms: int,
+        isolate_from: int,
+    ) -> list[tuple[int, int, int]]:
+        """Acquired runs (first, last, delivery count) of the available records in [first, last]."""
+    def acknowledge(
+        self,
+        owner: int,
+        batches: Sequence[tuple[int, int, Sequence[int]]],
+        delivery_limit: int,
+        renew_deadline_ms: int,
+    ) -> tuple[int, list[StateBatch]]:
+        """(0, changes) or (Kafka's error code, []): all or nothing."""
+    def release_owner(self, owner: int, delivery_limit: int) -> list[StateBatch]: ...
+    def expire(self, now_ms: int, delivery_limit: int) -> list[StateBatch]: ...
+    def move_start(self, offset: int) -> None: ...
+    def snapshot(self) -> list[StateBatch]: ...
 
 def decode_offset_commits(
     path: str, from_ms: int | None = None, to_ms: int | None = None
