@@ -11,5 +11,6 @@ use pyo3::prelude::*;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<python_api::PyShareInFlight>()?;
+    m.add_function(wrap_pyfunction!(python_api::batch_bounds, m)?)?;
     Ok(())
 }

@@ -111,3 +111,24 @@ impl PyShareInFlight {
         self.0.snapshot()
     }
 }
+
+/// The batches of `data` (whole record batches, as a log read returns them): (base offset, last
+/// offset, byte position after the batch). A truncated tail is left out.
+#[pyfunction]
+pub fn batch_bounds(data: &[u8]) -> Vec<(i64, i64, usize)> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    // baseOffset int64, batchLength int32, ..., lastOffsetDelta int32 at byte 23.
+    while pos + 27 <= data.len() {
+        let base = i64::from_be_bytes(data[pos..pos + 8].try_into().expect("8 bytes"));
+        let length = i32::from_be_bytes(data[pos + 8..pos + 12].try_into().expect("4 bytes"));
+        let delta = i32::from_be_bytes(data[pos + 23..pos + 27].try_into().expect("4 bytes"));
+        let end = pos + 12 + length.max(0) as usize;
+        if length < 0 || end > data.len() {
+            break;
+        }
+        out.push((base, base + i64::from(delta), end));
+        pos = end;
+    }
+    out
+}

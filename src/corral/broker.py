@@ -22,6 +22,7 @@ from corral.security.authorizer import authorizer_for
 from corral.security.credentials import FILE as CREDENTIALS_FILE
 from corral.security.credentials import Credentials
 from corral.security.sessions import Sessions
+from corral.shares import SharePartitions
 from corral.topics.registry import Topic, TopicStore
 from corral.transactions.coordinator import TransactionCoordinator
 from corral.uuids import random_uuid_text
@@ -110,6 +111,10 @@ class Broker:
         self.analytics = analytics_log_for(self)
         # Connections' security state (SASL exchanges) and the way to tell the network thread.
         self.sessions = Sessions()
+        # Share groups' share partitions and their state (None in cluster mode, which has none
+        # yet); the server runs `self.shares.run`.
+        self.shares = SharePartitions(self) if self.cluster is None else None
+        self.groups.share_states = self.shares
         # Users' SCRAM credentials (SASL; Describe/AlterUserScramCredentials), read now.
         try:
             self.credentials = Credentials(self.data_dir)

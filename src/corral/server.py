@@ -158,6 +158,8 @@ class Server:
                 nursery.start_soon(self.broker.analytics.run)
                 if self.broker.transactions is not None:
                     nursery.start_soon(self.broker.transactions.run)
+                if self.broker.shares is not None:
+                    nursery.start_soon(self.broker.shares.run)
                 nursery.start_soon(self._dispatch, reactor, nursery)
                 self.faults.attach(
                     reactor,

@@ -73,6 +73,7 @@ __all__ = [
     "decode_share_state_key",
     "decode_share_state_value",
     "ShareInFlight",
+    "batch_bounds",
     "decode_offset_commits",
     "decode_analytics_records",
 ]
@@ -1194,6 +1195,9 @@ class ShareInFlight:
     def expire(self, now_ms: int, delivery_limit: int) -> list[StateBatch]: ...
     def move_start(self, offset: int) -> None: ...
     def snapshot(self) -> list[StateBatch]: ...
+
+def batch_bounds(data: bytes) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, byte position after it) of each whole batch in `data`."""
 
 def decode_offset_commits(
     path: str, from_ms: int | None = None, to_ms: int | None = None

@@ -40,6 +40,9 @@ from corral.groups.messages import DescribeGroupsResponseDescribedGroup, ListedG
 from corral.groups.metrics import GroupMetrics
 from corral.groups.offsets_view import OffsetsView
 from corral.groups.shard import CoordinatorShard, ShardState, SharedServices
+from corral.groups.share import ShareGroup, ShareHeartbeat
+from corral.groups.share.protocol import ShareStates
+from corral.groups.share.protocol import error_answer as share_error_answer
 from corral.groups.storage import records, snapshot
 from corral.groups.storage.records import LogEntry, Record
 from corral.groups.storage.txn_records import TxnMarker
@@ -163,6 +166,8 @@ class GroupCoordinator:
         error = shard.availability()
         if error:
             return Later.of(join_error(error, req.member_id))
+        if isinstance(shard.groups.get(req.group_id), ShareGroup):
+            return Later.of(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
         return shard.classic.join(req)
 
     def sync(
@@ -179,6 +184,8 @@ class GroupCoordinator:
         error = shard.availability()
         if error:
             return Later.of(sync_error(error))
+        if isinstance(shard.groups.get(group_id), ShareGroup):
+            return Later.of(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
         return shard.classic.sync(
             group_id,
             member_id,
@@ -193,6 +200,8 @@ class GroupCoordinator:
         self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
     ) -> ErrorCode:
         shard = self.shard_of(group_id)
+        if isinstance(shard.groups.get(group_id), ShareGroup):
+            return shard.availability() or ErrorCode.UNKNOWN_MEMBER_ID
         return shard.availability() or shard.classic.heartbeat(
             group_id, member_id, instance_id, generation_id
         )
@@ -203,6 +212,8 @@ class GroupCoordinator:
         error = shard.availability()
         if error:
             return Later.of((error, []))
+        if isinstance(shard.groups.get(group_id), ShareGroup):
+            return Later.of((ErrorCode.UNKNOWN_MEMBER_ID, []))
         return shard.classic.leave(group_id, leaving)
 
     def consumer_heartbeat(self, req: HeartbeatRequest) -> Later:
@@ -210,7 +221,30 @@ class GroupCoordinator:
         error = shard.availability()
         if error:
             return Later.of(error_answer(error))
+        if isinstance(shard.groups.get(req.group_id), ShareGroup):
+            return Later.of(
+                error_answer(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
+                )
+            )
         return shard.consumer.heartbeat(req)
+
+    def share_heartbeat(self, req: ShareHeartbeat) -> Later:
+        shard = self.shard_of(req.group_id)
+        error = shard.availability()
+        if error:
+            return Later.of(share_error_answer(error))
+        return shard.share.heartbeat(req)
+
+    @property
+    def share_states(self) -> ShareStates | None:
+        return self.shards[0].share.states
+
+    @share_states.setter
+    def share_states(self, states: ShareStates | None) -> None:
+        # The share partitions' state, which share groups initialize and delete (shares/).
+        for shard in self.shards:
+            shard.share.states = states
 
     def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[ListedGroup]:
         return [g for s in self.loaded_shards() for g in s.list_groups(states, types)]
@@ -239,6 +273,7 @@ class GroupCoordinator:
         self.topics.version += 1
         for shard in self.loaded_shards():
             shard.consumer.on_topics_changed(names)
+            shard.share.on_topics_changed(names)
 
     def apply_core_moves(self) -> None:
         apply_core_moves(self.writer, self.groups, self.events)

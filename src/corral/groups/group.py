@@ -20,7 +20,7 @@ from corral.groups.storage.records import Record
 
 class Group(Protocol):
     group_id: str
-    # "classic" or "consumer", as ListGroups v5 reports it.
+    # "classic", "consumer" or "share", as ListGroups v5 reports it.
     type: str
 
     @property
@@ -149,6 +149,7 @@ class Registration:
 if TYPE_CHECKING:
     from corral.groups.classic.state import ClassicGroup
     from corral.groups.consumer.state import ConsumerGroup
+    from corral.groups.share.state import ShareGroup
 
     # A shard's groups by id (each of one of the group types).
-    Groups: TypeAlias = dict[str, ClassicGroup | ConsumerGroup]
+    Groups: TypeAlias = dict[str, ClassicGroup | ConsumerGroup | ShareGroup]

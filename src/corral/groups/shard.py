@@ -7,6 +7,7 @@ with what it uses (the shard's groups, the writer, timers, settings, topic image
 - `consumer` (consumer/protocol.py): ConsumerGroupHeartbeat; its targets in `targets`
   (consumer/targets/computation.py), its write path in `writes` (consumer/writes.py);
 - `classic_members` (consumer/classic_members.py): classic requests to consumer groups;
+- `share` (share/protocol.py): ShareGroupHeartbeat to share groups (KIP-932);
 - `offsets` (offsets.py): commit, fetch, delete and expiry over the process's offset map.
 
 `registrations` holds each group type (group.py's Registration): the class of its groups, what
@@ -43,6 +44,8 @@ from corral.groups.consumer.writes import ConsumerWrites
 from corral.groups.group import Group, GroupType, Registration, Replayer
 from corral.groups.messages import DescribeGroupsResponseDescribedGroup, ListedGroup
 from corral.groups.offsets import Offsets
+from corral.groups.share import ShareGroup, ShareGroups
+from corral.groups.share.replay import ShareReplay
 from corral.groups.storage import records
 from corral.groups.storage.records import (
     LogEntry,
@@ -158,6 +161,9 @@ class CoordinatorShard:
         self.classic = ClassicGroups(
             self.rebalance, self.classic_members, self.groups, s.timers, s.limits, s.events
         )
+        self.share = ShareGroups(
+            self.groups, s.writer, self.replay, s.timers, s.topics, s.group_setting, s.settings
+        )
         # The group types: the class of their groups, what runs them (when the shard loads or
         # unloads, when a group leaves memory) and what replays their records. A new group type
         # registers here.
@@ -182,6 +188,11 @@ class CoordinatorShard:
                     self._forget,
                 ),
             ),
+            Registration(
+                ShareGroup,
+                runs=self.share,
+                replays=ShareReplay(self.groups, self.share, self._forget, self._share_deleted),
+            ),
         ]
         self.types: dict[type[Group], GroupType[Any]] = {
             r.group_class: r.runs for r in self.registrations
@@ -205,6 +216,13 @@ class CoordinatorShard:
         if self.state is ShardState.LOADING:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
+
+    def _share_deleted(self, group: ShareGroup) -> None:
+        """A deleted share group's share partitions forget their state (Kafka's
+        DeleteShareGroupState)."""
+        states = self.share.states
+        if states is not None and group.initialized:
+            states.delete(group.group_id, {t: p for t, (_, p) in group.initialized.items()})
 
     def _assignment_interval_ms(self, group_id: str) -> int:
         interval: int = self.shared.group_setting(group_id, "consumer.assignment.interval.ms")

@@ -10,6 +10,7 @@ and tells the thread about authentications and group authorizations through this
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -35,6 +36,8 @@ class Sessions:
         self.exchanges: dict[int, Any] = {}
         # Connections whose close the network thread reports (`watch_close` asked once each).
         self.watched: set[int] = set()
+        # Called with each watched connection that closed (share sessions end with theirs).
+        self.on_closed: list[Callable[[int], None]] = []
 
     def attach(self, network: Network) -> None:
         self.network = network
@@ -42,11 +45,15 @@ class Sessions:
     def begin_exchange(self, connection: int, exchange: Any) -> None:
         """Keeps `exchange` for the connection's next SASL request; forgotten when it closes
         (the network thread reports the close, even one that came before it was asked to)."""
+        self.watch(connection)
+        self.exchanges[connection] = exchange
+
+    def watch(self, connection: int) -> None:
+        """Asks the network thread to report the connection's close (`closed`), once."""
         if connection not in self.watched:
             self.watched.add(connection)
             if self.network is not None:
                 self.network.watch_close(connection)
-        self.exchanges[connection] = exchange
 
     def exchange(self, connection: int) -> Any:
         return self.exchanges.get(connection)
@@ -97,3 +104,5 @@ class Sessions:
         """The network thread reports that a watched connection closed."""
         self.exchanges.pop(connection, None)
         self.watched.discard(connection)
+        for listener in self.on_closed:
+            listener(connection)

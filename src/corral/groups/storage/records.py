@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from corral import _core
-from corral.groups.storage import consumer_records, txn_records
+from corral.groups.storage import consumer_records, share_records, txn_records
 from corral.groups.storage.consumer_records import ConsumerRecord
+from corral.groups.storage.share_records import ShareRecord
 from corral.groups.storage.txn_records import TxnFacts, TxnMarker, TxnOffsetCommits, read_marker
 
 OFFSET_COMMIT_KEY_V0 = 0
@@ -145,12 +146,24 @@ Record = (
     | GroupMetadata
     | GroupTombstone
     | ConsumerRecord
+    | ShareRecord
     | TxnOffsetCommits
     | TxnMarker
 )
 # A record as load reads it: (key, value), with its batch's transaction facts when the batch is
 # transactional (storage/txn_records.py).
 LogEntry = KeyValue | tuple[bytes, bytes | None, TxnFacts]
+
+
+_SHARE_RECORDS = (
+    share_records.ShareMemberMetadata,
+    share_records.ShareGroupEpoch,
+    share_records.ShareTargetEpoch,
+    share_records.ShareTargetMember,
+    share_records.ShareCurrentAssignment,
+    share_records.ShareStatePartitions,
+    share_records.ShareTombstone,
+)
 
 
 def _pairs(record: Record) -> list[KeyValue]:
@@ -162,6 +175,8 @@ def _pairs(record: Record) -> list[KeyValue]:
         return [(group_key(record.group_id), None)]
     if isinstance(record, (OffsetCommits, TxnOffsetCommits, TxnMarker)):
         raise ValueError(f"{type(record).__name__} are written alone")
+    if isinstance(record, _SHARE_RECORDS):
+        return [(share_records.key_of(record), share_records.value_of(record))]
     return [(consumer_records.key_of(record), consumer_records.value_of(record))]
 
 
@@ -209,6 +224,8 @@ def decode(key: bytes, value: bytes | None, txn: TxnFacts | None = None) -> Reco
     if kind == GROUP_METADATA_KEY:
         (group_id,) = fields
         return GroupTombstone(group_id) if value is None else GroupMetadata(group_id, value)
+    if kind in share_records.TYPES:
+        return share_records.from_fields(kind, fields, value)
     return consumer_records.from_fields(kind, fields, value)
 
 

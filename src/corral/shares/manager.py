@@ -1,0 +1,347 @@
+"""The share partitions of this broker (Kafka's SharePartitionManager): each group's view of each
+topic partition it reads, created on first fetch from `__share_group_state` (state_log.py), their
+share sessions (sessions.py), acknowledgements, acquisitions and acquisition locks.
+
+Acquisition reads whole batches from the log store and hands the available records in them to
+the fetching member (`batch_optimized`: whole batches up to MaxRecords, or at most MaxRecords
+in `record_limit` mode). Acknowledgements, releases and lock expiries change the window in the
+compiled core, then are written to `__share_group_state` and answered once durable. A fetch that
+found nothing waits (up to MaxWaitMs) for new data or for records to come back (released, expired).
+
+It is also the group coordinator's `ShareStates`: share groups initialize and delete share
+partitions' state through it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from corral import _core
+from corral.clock import wall_ms
+from corral.errors import ErrorCode
+from corral.later import Later, first_error
+from corral.partitions.store import StorageError
+from corral.shares.partition import SharePartition
+from corral.shares.sessions import ShareSession, ShareSessions
+from corral.shares.state_log import ShareStateLog, StateKey, StoredState
+
+if TYPE_CHECKING:
+    from corral.broker import Broker
+    from corral.topics.registry import Topic
+
+log = logging.getLogger("corral.shares")
+
+# Acknowledge types.
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+RECORD_LIMIT_MODE = 1
+# How often lock deadlines are looked at when none is near (a new acquisition sets one sooner).
+EXPIRY_CHECK_S = 0.1
+
+
+class AcquiredPartition:
+    """What one fetch acquired from one share partition: the record bytes and the runs."""
+
+    __slots__ = ("data", "acquired")
+
+    def __init__(self, data: bytes, acquired: list[tuple[int, int, int]]):
+        self.data = data
+        self.acquired = acquired
+
+
+class SharePartitions:
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.settings = broker.settings
+        self.log = ShareStateLog(broker)
+        # What `__share_group_state` held at start, for share partitions not yet fetched from.
+        self.stored: dict[StateKey, StoredState] = {}
+        self.partitions: dict[StateKey, SharePartition] = {}
+        self.sessions = ShareSessions(self.settings["group.share.max.share.sessions"])
+        # Share partitions holding acquired records (their locks may expire).
+        self.locked: set[SharePartition] = set()
+        # Set when records may have come back (released, expired): waiting fetches look again.
+        self._changed = trio.Event()
+        self._expiry_soon = trio.Event()
+        self.loaded = False
+        broker.sessions.on_closed.append(self.connection_closed)
+
+    # ================================================================== lifetime ===
+
+    async def run(self) -> None:
+        """Loads the state, then expires acquisition locks for the broker's lifetime."""
+        self.stored = self.log.load()
+        self.loaded = True
+        if self.stored:
+            log.info("loaded the state of %d share partitions", len(self.stored))
+        while True:
+            now = _core.monotonic_ms()
+            soonest = min((p.window.next_deadline_ms for p in self.locked), default=None)
+            if soonest is not None and soonest <= now:
+                self._expire(now)
+                continue
+            wait_s = EXPIRY_CHECK_S if soonest is None else min((soonest - now) / 1000, 1.0)
+            self._expiry_soon = trio.Event()
+            with trio.move_on_after(max(wait_s, 0.001)):
+                await self._expiry_soon.wait()
+
+    def _expire(self, now: int) -> None:
+        for sp in list(self.locked):
+            if sp.window.next_deadline_ms > now:
+                continue
+            changed = sp.window.expire(now, self._limit(sp.key[0]))
+            if changed:
+                sp.persist(changed, self._snapshot_every())  # Kafka ignores a failed write
+            if sp.window.acquired == 0:
+                self.locked.discard(sp)
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for_change(self, keys: list[tuple[Topic, int]], timeout_s: float) -> None:
+        """Returns when new data reaches one of `keys` or records come back, or on timeout."""
+        changed = self._changed
+        async with trio.open_nursery() as nursery:
+
+            async def on_change() -> None:
+                await changed.wait()
+                nursery.cancel_scope.cancel()
+
+            async def on_data() -> None:
+                await self.broker.logs.wait_for_data([(t.name, p) for t, p in keys], timeout_s)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(on_change)
+            nursery.start_soon(on_data)
+
+    # ================================================================ ShareStates ===
+
+    def initialize(
+        self, group_id: str, topics: dict[bytes, tuple[int, ...]], start_offset: int
+    ) -> Later:
+        """The first state of each share partition: a ShareSnapshot at `start_offset` (-1:
+        share.auto.offset.reset decides at first fetch)."""
+        writes = []
+        for topic_id, parts in topics.items():
+            for index in parts:
+                key = (group_id, topic_id, index)
+                if key in self.partitions or key in self.stored:
+                    continue
+                stored = self.stored[key] = StoredState(start_offset=start_offset)
+                writes.append(self.log.write(key, [self.log.snapshot_record(key, stored, -1)]))
+        return first_error(writes)
+
+    def reset(self, group_id: str, topic_id: bytes, index: int, start_offset: int) -> Later:
+        """AlterShareGroupOffsets: the share partition starts over at `start_offset`."""
+        key = (group_id, topic_id, index)
+        self.partitions.pop(key, None)
+        previous = self.stored.get(key)
+        stored = self.stored[key] = StoredState(
+            state_epoch=(previous.state_epoch + 1) if previous else 0, start_offset=start_offset
+        )
+        return self.log.write(key, [self.log.snapshot_record(key, stored, -1)])
+
+    def delete(self, group_id: str, topics: dict[bytes, tuple[int, ...]]) -> Later:
+        writes = []
+        for topic_id, parts in topics.items():
+            for index in parts:
+                key = (group_id, topic_id, index)
+                sp = self.partitions.pop(key, None)
+                if sp is not None:
+                    self.locked.discard(sp)
+                self.stored.pop(key, None)
+                writes.append(self.log.write(key, [self.log.tombstone(key)]))
+        return first_error(writes)
+
+    def describe(self, group_id: str, topic_id: bytes, index: int) -> tuple[int, int]:
+        """(start offset, delivery complete count) of a share partition; (-1, -1) without state."""
+        key = (group_id, topic_id, index)
+        sp = self.partitions.get(key)
+        if sp is not None:
+            return sp.window.start, sp.window.delivery_complete_count
+        stored = self.stored.get(key)
+        if stored is None or stored.start_offset < 0:
+            return -1, -1
+        done = sum(b[1] - b[0] + 1 for b in stored.batches if b[2] in (2, 4))
+        return stored.start_offset, done
+
+    # ============================================================== partitions ===
+
+    def _setting(self, group_id: str, name: str) -> Any:
+        return self.broker.groups.group_setting(group_id, name)
+
+    def _limit(self, group_id: str) -> int:
+        limit: int = self._setting(group_id, "share.delivery.count.limit")
+        return limit
+
+    def _snapshot_every(self) -> int:
+        every: int = self.settings["share.coordinator.snapshot.update.records.per.snapshot"]
+        return every
+
+    def partition(self, group_id: str, topic: Topic, index: int) -> SharePartition:
+        """The share partition, made from its stored state on first use."""
+        key = (group_id, topic.id.bytes, index)
+        sp = self.partitions.get(key)
+        if sp is not None:
+            return sp
+        stored = self.stored.pop(key, None) or StoredState()
+        log_start, high = self.broker.logs.offsets(topic, index)
+        start = stored.start_offset
+        if start < 0:
+            start = self._reset_offset(group_id, topic, index, log_start, high)
+        start = max(start, log_start)
+        sp = self.partitions[key] = SharePartition(key, stored, start, self.log)
+        if sp.unresolved:
+            sp.persist([], self._snapshot_every(), force=True)  # the chosen start, kept
+        return sp
+
+    def _reset_offset(
+        self, group_id: str, topic: Topic, index: int, log_start: int, high: int
+    ) -> int:
+        """share.auto.offset.reset: latest (default), earliest or by_duration:<ISO 8601>."""
+        reset = str(self._setting(group_id, "share.auto.offset.reset"))
+        if reset == "earliest":
+            return log_start
+        if reset.startswith("by_duration:"):
+            ago = _iso_duration_ms(reset.split(":", 1)[1])
+            found = self.broker.logs.offset_for_timestamp(topic, index, wall_ms() - ago)
+            return high if found is None else found[0]
+        return high
+
+    # ================================================================ sessions ===
+
+    def connection_closed(self, connection: int) -> None:
+        for session in self.sessions.of_connection(connection):
+            self.end_session(session)
+
+    def end_session(self, session: ShareSession) -> None:
+        """The member's acquired records in the session's partitions come back (Kafka's
+        release on session close)."""
+        self.sessions.close(session)
+        group_id = session.group_id
+        limit = self._limit(group_id) if session.partitions else 0
+        for topic_id, index in session.partitions:
+            sp = self.partitions.get((group_id, topic_id, index))
+            owner = None if sp is None else sp.known_owner(session.member_id)
+            if sp is None or owner is None or sp.window.acquired == 0:
+                continue
+            changed = sp.window.release_owner(owner, limit)
+            if changed:
+                sp.persist(changed, self._snapshot_every())
+        self._wake()
+
+    # ========================================================== acknowledgements ===
+
+    def acknowledge(
+        self,
+        group_id: str,
+        member_id: str,
+        topic: Topic,
+        index: int,
+        batches: list[tuple[int, int, list[int]]],
+    ) -> Later:
+        """One partition's acknowledgements, all or nothing: resolves to an ErrorCode once the
+        change is durable (or at once for a refusal)."""
+        sp = self.partitions.get((group_id, topic.id.bytes, index))
+        if sp is None:
+            return Later.of(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        owner = sp.known_owner(member_id)
+        if owner is None:
+            return Later.of(ErrorCode.INVALID_RECORD_STATE)
+        renew_ms = _core.monotonic_ms() + self._setting(group_id, "share.record.lock.duration.ms")
+        code, changed = sp.window.acknowledge(owner, batches, self._limit(group_id), renew_ms)
+        if code:
+            return Later.of(ErrorCode(code))
+        if sp.window.acquired == 0:
+            self.locked.discard(sp)
+        if any(b[2] == 0 for b in changed):  # released: a waiting fetch may take them
+            self._wake()
+        return sp.persist(changed, self._snapshot_every())
+
+    # ================================================================== fetching ===
+
+    def acquire(
+        self,
+        group_id: str,
+        member_id: str,
+        topic: Topic,
+        index: int,
+        budget: int,
+        max_bytes: int,
+        mode: int,
+    ) -> AcquiredPartition | None:
+        """Acquires for the member what the partition has available, at most `budget` records
+        (whole batches in batch_optimized mode). None when nothing was acquired."""
+        sp = self.partition(group_id, topic, index)
+        window = sp.window
+        logs = self.broker.logs
+        log_start, high = logs.offsets(topic, index)
+        if self._setting(group_id, "share.isolation.level") == "read_committed":
+            high = logs.stable_offset(topic, index)
+        if window.start < log_start:
+            window.move_start(log_start)  # the log start passed the window
+        offset = window.next_fetch_offset()
+        if offset >= high:
+            return None
+        try:
+            data = logs.read(topic, index, offset, max_bytes, True).data
+        except StorageError:
+            return None
+        if not data:
+            return None
+        bounds = _core.batch_bounds(data)
+        if not bounds:
+            return None
+        last = min(bounds[-1][1], high - 1)
+        take = budget
+        if mode != RECORD_LIMIT_MODE:
+            # Whole batches: up to the end of the batch holding the budget's last record.
+            for _, batch_last, _ in bounds:
+                if batch_last - offset + 1 >= budget:
+                    last = min(batch_last, last)
+                    break
+            take = max(last - offset + 1, 0)
+        lock_ms = self._setting(group_id, "share.record.lock.duration.ms")
+        limit = self._limit(group_id)
+        acquired = window.acquire(
+            sp.owner(member_id),
+            offset,
+            last,
+            take,
+            self._setting(group_id, "share.partition.max.record.locks"),
+            _core.monotonic_ms() + lock_ms,
+            max(2, math.ceil(limit / 2)),
+        )
+        if not acquired:
+            return None
+        self.locked.add(sp)
+        self._expiry_soon.set()
+        end_offset = acquired[-1][1]
+        end = next((pos for _, batch_last, pos in bounds if batch_last >= end_offset), len(data))
+        return AcquiredPartition(data[:end], acquired)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        duration: int = self._setting(group_id, "share.record.lock.duration.ms")
+        return duration
+
+
+_DURATION = re.compile(
+    r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+def _iso_duration_ms(text: str) -> int:
+    """Java's Duration.parse for the forms share.auto.offset.reset allows (PnDTnHnMn.nS)."""
+    m = _DURATION.match(text.strip().upper())
+    if m is None:
+        raise ValueError(f"not an ISO 8601 duration: {text}")
+    parts = {k: float(v) if v else 0.0 for k, v in m.groupdict().items()}
+    delta = timedelta(days=parts["d"], hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
+    return int(delta.total_seconds() * 1000)
