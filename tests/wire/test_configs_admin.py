@@ -190,7 +190,8 @@ def test_retention_changed_on_a_live_topic_deletes_its_old_segments(corral_facto
         ((4, "7"), [("log.retention.ms", 0, "1")], 42),  # another broker
         ((4, "1"), [("listeners", 0, "PLAINTEXT://:1")], 42),  # not dynamic in corral
         ((32, ""), [("consumer.session.timeout.ms", 0, "50000")], 42),
-        ((32, "g"), [("share.session.timeout.ms", 0, "50000")], 40),
+        ((32, "g"), [("share.session.timeout.ms", 0, "1000")], 40),  # below the broker's min
+        ((32, "g"), [("share.no.such.config", 0, "1")], 40),
         ((16, "m"), [("interval.ms", 0, "1")], 42),  # CLIENT_METRICS: not served
         ((8, "1"), [("no.such.logger", 0, "DEBUG")], 40),  # BROKER_LOGGER
         ((8, "1"), [("root", 2, "DEBUG")], 42),

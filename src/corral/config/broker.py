@@ -15,6 +15,7 @@ from corral.config.cleaner import CLEANER_SETTINGS
 from corral.config.inert import INERT, INERT_DYNAMIC
 from corral.config.listeners import LISTENER_SETTINGS
 from corral.config.security import SECURITY_SETTINGS
+from corral.config.shares import SHARE_DYNAMIC, SHARE_SETTINGS
 from corral.config.types import (
     INT32_MAX,
     INT64_MAX,
@@ -520,6 +521,7 @@ _DYNAMIC = {
     "group.consumer.assignor.offload.enable",
     "corral.consumer.reconciling.heartbeat.interval.ms",
     "corral.consumer.reconciling.heartbeat.max.rate",
+    *SHARE_DYNAMIC,
 }
 
 BROKER_SETTINGS: dict[str, Setting] = {
@@ -530,6 +532,7 @@ BROKER_SETTINGS: dict[str, Setting] = {
     + FAULT_SETTINGS
     + CLUSTER_SETTINGS
     + TRANSACTION_SETTINGS
+    + SHARE_SETTINGS
     + CLEANER_SETTINGS
     + INERT
     + INERT_DYNAMIC

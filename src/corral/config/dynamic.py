@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from corral.config.groups import check_group_config
+from corral.config.groups import GROUP_SETTINGS, broker_default, check_group_configs
 from corral.config.settings import ConfigError, Settings
 from corral.partitions.files import replace_durably
 
@@ -63,16 +63,23 @@ class DynamicConfigs:
                 log.warning("settings of group %r in %s not applied: %s", group_id, self.path, e)
 
     def _parse_group(self, layer: dict[str, str]) -> dict[str, Any]:
-        return {
-            name: check_group_config(name, value, self.settings) for name, value in layer.items()
-        }
+        return check_group_configs(layer, self.settings)
 
     def group_value(self, group_id: str, name: str, broker_setting: str) -> Any:
-        """A consumer group's setting: its own value, else the broker's."""
+        """A group's setting: its own value, else the broker's."""
         own = self.group_values.get(group_id)
         if own is not None and name in own:
             return own[name]
         return self.settings[broker_setting]
+
+    def group_setting(self, group_id: str, name: str) -> Any:
+        """A group's setting (config/groups.py) by its name alone: its own value, else its
+        broker synonym's, else (share.auto.offset.reset, share.isolation.level,
+        share.renew.acknowledge.enable) the setting's own default."""
+        own = self.group_values.get(group_id)
+        if own is not None and name in own:
+            return own[name]
+        return broker_default(GROUP_SETTINGS[name], self.settings)
 
     # Changes: `layer` is the whole new layer ({name: text}); validate_only checks and stops.
 

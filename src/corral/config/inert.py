@@ -7,7 +7,6 @@ from corral.config.types import INT32_MAX, INT64_MAX, ConfigType, Setting, inert
 
 _SINGLE_NODE = "corral is a single node, with no replicas, controllers or inter-broker traffic"
 _NO_THREADS = "corral's network thread and one event loop replace Kafka's thread pools"
-_NO_SHARE = "corral has no share groups"
 _NO_STREAMS = "corral has no streams groups"
 _NO_TXN = "__transaction_state has one replica on a single node"
 _NO_ROLL_BY_TIME = "segments roll by size only"
@@ -15,8 +14,9 @@ _NO_TIERS = "corral has no tiered storage"
 _NOT_RECOMPRESSED = "batches are stored as the producer sent them, never recompressed"
 _CONNECTION_LIMITS = "corral limits connections by max.connections and max.connections.per.ip only"
 
-# Kafka 4.4's group coordinator settings (GroupCoordinatorConfig, ShareGroupConfig), and the other
-# names of Kafka's own config/server.properties, that corral does not act on.
+# Kafka 4.4's group coordinator settings (GroupCoordinatorConfig), and the other names of Kafka's
+# own config/server.properties, that corral does not act on (the share groups' inert ones are in
+# config/shares.py).
 INERT: list[Setting] = [
     inert("process.roles", ConfigType.LIST, "", _SINGLE_NODE),
     inert("controller.quorum.voters", ConfigType.LIST, "", _SINGLE_NODE),
@@ -56,8 +56,6 @@ INERT: list[Setting] = [
     inert("log.preallocate", ConfigType.BOOLEAN, False, "segments grow as written", dynamic=True),
     inert("transaction.state.log.replication.factor", ConfigType.SHORT, 3, _NO_TXN),
     inert("transaction.state.log.min.isr", ConfigType.INT, 2, _NO_TXN),
-    inert("share.coordinator.state.topic.replication.factor", ConfigType.SHORT, 3, _NO_SHARE),
-    inert("share.coordinator.state.topic.min.isr", ConfigType.SHORT, 2, _NO_SHARE),
     inert("group.coordinator.threads", ConfigType.INT, 4, _NO_THREADS),
     inert("group.coordinator.background.threads", ConfigType.INT, 2, _NO_THREADS),
     inert(
@@ -92,54 +90,6 @@ INERT: list[Setting] = [
         ConfigType.INT,
         0,
         "the coordinator's records are written uncompressed",
-    ),
-    inert(
-        "errors.deadletterqueue.auto.create.topics.enable",
-        ConfigType.BOOLEAN,
-        False,
-        _NO_SHARE,
-        dynamic=True,
-    ),
-    inert(
-        "errors.deadletterqueue.topic.name.prefix",
-        ConfigType.STRING,
-        "dlq.",
-        _NO_SHARE,
-        dynamic=True,
-    ),
-    *(
-        inert(
-            f"group.share.{name}",
-            type,
-            default,
-            _NO_SHARE,
-            dynamic=name in ("assignment.interval.ms", "assignor.offload.enable"),
-        )
-        for name, type, default in [
-            ("max.size", ConfigType.INT, 200),
-            ("session.timeout.ms", ConfigType.INT, 45000),
-            ("min.session.timeout.ms", ConfigType.INT, 45000),
-            ("max.session.timeout.ms", ConfigType.INT, 60000),
-            ("heartbeat.interval.ms", ConfigType.INT, 5000),
-            ("min.heartbeat.interval.ms", ConfigType.INT, 5000),
-            ("max.heartbeat.interval.ms", ConfigType.INT, 15000),
-            ("assignors", ConfigType.LIST, "simple"),
-            ("assignment.interval.ms", ConfigType.INT, 1000),
-            ("min.assignment.interval.ms", ConfigType.INT, 0),
-            ("max.assignment.interval.ms", ConfigType.INT, 15000),
-            ("assignor.offload.enable", ConfigType.BOOLEAN, True),
-            ("initialize.retry.interval.ms", ConfigType.INT, 30000),
-            ("delivery.count.limit", ConfigType.INT, 5),
-            ("min.delivery.count.limit", ConfigType.INT, 2),
-            ("max.delivery.count.limit", ConfigType.INT, 10),
-            ("record.lock.duration.ms", ConfigType.INT, 30000),
-            ("min.record.lock.duration.ms", ConfigType.INT, 15000),
-            ("max.record.lock.duration.ms", ConfigType.INT, 60000),
-            ("partition.max.record.locks", ConfigType.INT, 2000),
-            ("min.partition.max.record.locks", ConfigType.INT, 100),
-            ("max.partition.max.record.locks", ConfigType.INT, 4000),
-            ("max.share.sessions", ConfigType.INT, 2000),
-        ]
     ),
     *(
         inert(
@@ -252,13 +202,6 @@ INERT_DYNAMIC: list[Setting] = [
         ConfigType.INT,
         86400000,
         "a producer's state goes when its batches leave the log, not after a time",
-        dynamic=True,
-    ),
-    inert(
-        "share.coordinator.cached.buffer.max.bytes",
-        ConfigType.INT,
-        1048588,
-        _NO_SHARE,
         dynamic=True,
     ),
     inert(

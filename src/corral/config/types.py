@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -65,6 +66,53 @@ def int_in(lo: int, hi: int) -> Callable[[Any], int]:
         if not lo <= number <= hi:
             raise ConfigError(f"{number} is outside [{lo}, {hi}]")
         return number
+
+    return parse
+
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def java_int(lo: int | None = None, hi: int | None = None) -> Callable[[Any], int]:
+    """An INT as Kafka's ConfigDef parses and checks it (Integer.parseInt of the trimmed text,
+    then Range.atLeast / Range.between), with its messages: "Not a number of type INT",
+    "Value must be at least N", "Value must be no more than N". The group settings use it, so
+    that IncrementalAlterConfigs answers as Kafka's GroupConfig does."""
+
+    def parse(value: Any) -> int:
+        text = str(value).strip()
+        if isinstance(value, bool) or not _JAVA_INT.fullmatch(text):
+            raise ConfigError("Not a number of type INT")
+        number = int(text)
+        if not -(2**31) <= number < 2**31:
+            raise ConfigError("Not a number of type INT")
+        if lo is not None and number < lo:
+            raise ConfigError(f"Value must be at least {lo}")
+        if hi is not None and number > hi:
+            raise ConfigError(f"Value must be no more than {hi}")
+        return number
+
+    return parse
+
+
+def java_bool(value: Any) -> bool:
+    """A BOOLEAN as Kafka's ConfigDef parses it (true or false, any case, trimmed)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ConfigError("Expected value to be either true or false")
+
+
+def java_string_in(*choices: str) -> Callable[[Any], str]:
+    """A STRING with Kafka's ValidString.in (trimmed, case-sensitive)."""
+
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in choices:
+            raise ConfigError(f"String must be one of: {', '.join(choices)}")
+        return text
 
     return parse
 
