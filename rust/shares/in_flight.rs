@@ -172,8 +172,8 @@ impl InFlight {
 
     /// Acquires for `owner` the available records in `[first, last]` (offsets the log holds,
     /// read from `next_fetch_offset`), at most `max_records` of them and never more than
-    /// `max_locks` in the window. A record on its `isolate_from`-th delivery or later is handed
-    /// out alone (Kafka isolates poison records as their deliveries run out). Returns the
+    /// `max_locks` in the window. A record delivered `isolate_from` times already is handed out
+    /// alone (Kafka isolates poison records as their deliveries run out). Returns the
     /// acquired runs `(first, last, delivery count)`.
     #[allow(clippy::too_many_arguments)]
     pub fn acquire(
@@ -204,7 +204,8 @@ impl InFlight {
                 continue;
             }
             let count = rec.count.saturating_add(1);
-            let poison = isolate_from > 0 && count >= isolate_from;
+            // Delivered `isolate_from` times already: its next deliveries are alone.
+            let poison = isolate_from > 0 && rec.count >= isolate_from;
             if poison && taken > 0 {
                 break; // delivered alone, by the next fetch
             }

@@ -25,7 +25,7 @@ import trio
 from corral import _core
 from corral.assignors import AssignorRegistry
 from corral.clock import wall_ms
-from corral.config.groups import GROUP_SETTINGS
+from corral.config.groups import GROUP_SETTINGS, broker_default
 from corral.errors import ErrorCode
 from corral.groups.classic import JoinRequest, join_error, sync_error
 from corral.groups.consumer import ConsumerGroup, HeartbeatRequest, TopicImage
@@ -292,12 +292,11 @@ class GroupCoordinator:
     # ============================================================================ settings ===
 
     def group_setting(self, group_id: str, name: str) -> Any:
-        """A consumer group's setting (config/groups.py): its own value, else the broker's."""
-        broker_name = GROUP_SETTINGS[name].broker_synonym
-        assert broker_name is not None, "the group settings asked for have a broker synonym"
+        """A group's setting (config/groups.py): its own value, else its broker synonym's,
+        else (share.auto.offset.reset...) the setting's default."""
         if self.group_configs is None:
-            return self.settings[broker_name]
-        return self.group_configs.group_value(group_id, name, broker_name)
+            return broker_default(GROUP_SETTINGS[name], self.settings)
+        return self.group_configs.group_setting(group_id, name)
 
     def _view_rule(self, _names: set[str] | None = None) -> None:
         """The network thread's heartbeat intervals follow answer.py's rule with these."""

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import logging
 import math
-import re
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from corral import _core
 from corral.clock import wall_ms
+from corral.config.shares import reset_duration_ms
 from corral.errors import ErrorCode
 from corral.later import Later, first_error
 from corral.partitions.store import StorageError
@@ -209,8 +208,8 @@ class SharePartitions:
         reset = str(self._setting(group_id, "share.auto.offset.reset"))
         if reset == "earliest":
             return log_start
-        if reset.startswith("by_duration:"):
-            ago = _iso_duration_ms(reset.split(":", 1)[1])
+        ago = reset_duration_ms(reset)
+        if ago is not None:
             found = self.broker.logs.offset_for_timestamp(topic, index, wall_ms() - ago)
             return high if found is None else found[0]
         return high
@@ -330,18 +329,3 @@ class SharePartitions:
     def lock_duration_ms(self, group_id: str) -> int:
         duration: int = self._setting(group_id, "share.record.lock.duration.ms")
         return duration
-
-
-_DURATION = re.compile(
-    r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
-)
-
-
-def _iso_duration_ms(text: str) -> int:
-    """Java's Duration.parse for the forms share.auto.offset.reset allows (PnDTnHnMn.nS)."""
-    m = _DURATION.match(text.strip().upper())
-    if m is None:
-        raise ValueError(f"not an ISO 8601 duration: {text}")
-    parts = {k: float(v) if v else 0.0 for k, v in m.groupdict().items()}
-    delta = timedelta(days=parts["d"], hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
-    return int(delta.total_seconds() * 1000)

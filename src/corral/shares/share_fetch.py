@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     )
 
 MAX_MEMBER_ID = 36
+# Kafka's broker `fetch.max.bytes` default: a share fetch's MaxBytes is capped by it.
+FETCH_MAX_BYTES = 55 * 1024 * 1024
 
 
 def member_id_invalid(member_id: str | None) -> bool:
@@ -147,9 +149,7 @@ async def _fetch(
         if broker.authorizer is not None and readable is None:
             names = {t.name for t in (topics.by_id(k[0]) for k in keys) if t is not None}
             readable = filter_allowed(broker, request, AclOperation.READ, TOPIC, names)
-        per_partition = min(body["max_bytes"], broker.settings["fetch.max.bytes"]) // max(
-            len(keys), 1
-        )
+        per_partition = min(body["max_bytes"], FETCH_MAX_BYTES) // max(len(keys), 1)
         waiting_on = []
         for key in keys:
             topic = topics.by_id(key[0])

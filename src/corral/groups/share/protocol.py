@@ -204,9 +204,12 @@ class ShareGroups:
         assert isinstance(group, ShareGroup), "the records made it a share group"
         member = group.members[req.member_id]
         more = self._maybe_new_target(group)
-        more.extend(self._reconcile(group, member))
         for record in more:
             self.replay(record)
+        reconciled = self._reconcile(group, member)
+        for record in reconciled:
+            self.replay(record)
+        more.extend(reconciled)
         records.extend(more)
         self._arm_session(group, member)
         assignment_changed = any(
