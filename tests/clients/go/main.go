@@ -25,6 +25,8 @@
 //	members admin CONFIG_JSON      config: {"client", "bootstrap", "topic", "group", "source",
 //	                               "empty_group"}: the admin API calls of admin.go, printed as
 //	                               one JSON object (adminReport), or {"error": text}.
+//	members share CONFIG_JSON      franz-go share-group consumers (KIP-932) of share.go, the
+//	                               protocol of tests/clients/java/ShareConsumers.java.
 package main
 
 import (
@@ -176,7 +178,11 @@ func main() {
 		command, args = args[0], args[1:]
 	}
 	if len(args) != 1 {
-		fatal(fmt.Errorf("usage: members [produce|commit|admin|txn] CONFIG_JSON"))
+		fatal(fmt.Errorf("usage: members [produce|commit|admin|txn|share] CONFIG_JSON"))
+	}
+	if command == "share" {
+		runShare(args[0])
+		return
 	}
 	var cfg config
 	if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
