@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -251,4 +252,48 @@ func shareMember(cfg *shareConfig, name string, b *shareBehaviour, stopping *ato
 	}
 	client.Close()
 	summary(failure)
+}
+
+// shareDescribe: `members share-describe {"bootstrap", "group"}` prints the group as
+// ShareGroupDescribe tells it (kadm.DescribeShareGroups): {"group", "state", "epoch",
+// "assignment_epoch", "assignor", "members": [{"member_id", "client_id", "epoch",
+// "assignment": [[topic, partition], ...]}]}, or {"error": text}.
+func shareDescribe(raw string) {
+	var cfg shareConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fatal(err)
+	}
+	client, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(cfg.Bootstrap, ",")...))
+	if err != nil {
+		fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	described, err := kadm.NewClient(client).DescribeShareGroups(ctx, cfg.Group)
+	if err == nil {
+		err = described.Error()
+	}
+	if err != nil {
+		printJSON(map[string]any{"error": err.Error()})
+		os.Exit(1)
+	}
+	g := described[cfg.Group]
+	members := []map[string]any{}
+	for _, m := range g.Members {
+		assignment := [][2]any{}
+		for _, tp := range m.Assignment.Sorted() {
+			for _, p := range tp.Partitions {
+				assignment = append(assignment, [2]any{tp.Topic, p})
+			}
+		}
+		members = append(members, map[string]any{
+			"member_id": m.MemberID, "client_id": m.ClientID, "epoch": m.MemberEpoch,
+			"assignment": assignment,
+		})
+	}
+	printJSON(map[string]any{
+		"group": g.GroupID, "state": g.GroupState, "epoch": g.GroupEpoch,
+		"assignment_epoch": g.AssignmentEpoch, "assignor": g.Assignor, "members": members,
+	})
 }
