@@ -248,9 +248,9 @@ def test_records_held_by_a_dead_or_stuck_member_go_to_another(broker, holder, en
     """A member acquires records and never acknowledges them; then it is killed (SIGKILL: its
     connection closes, its share session ends and Kafka releases its records at once, long before
     the 15 s lock would expire) or frozen (SIGSTOP: connection open, the records come back when
-    the group's 5 s acquisition lock expires). Another member, of another client, then gets each
+    the group's 6 s acquisition lock expires). Another member, of another client, then gets each
     held record with delivery count 2 and accepts it."""
-    lock_ms = LOCK_MS if end == "kill" else 5000
+    lock_ms = LOCK_MS if end == "kill" else 6000
     topic, group = names(f"hold-{holder}-{end}")
     create_topic(broker.bootstrap, topic, 1)
     set_group_config(

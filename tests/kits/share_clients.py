@@ -18,7 +18,9 @@ share consumer (its own thread) in explicit acknowledgement mode:
   delivered; REJECT the records listed ("OFFSET" in any partition or "PARTITION:OFFSET", comma
   separated); ACCEPT the rest;
 - hold: poll until a poll returns records, acknowledge none, print them (ack "hold") and
-  {"member", "held": n}, then block until killed (or "stop").
+  {"member", "held": n}, then block until killed; "stop" then ends the process without closing
+  the consumer (a close would release what it holds; the broker releases it when the
+  connection drops). One member per process in this mode.
 After each poll's acknowledgements are committed the member prints one line per record:
 {"member", "client", "partition", "offset", "delivery_count", "ack", "ts" (wall-clock ms when the
 poll returned), "acked_ts" (ms when the commit returned), "ack_error"? (the partition's commit
@@ -128,7 +130,9 @@ def _confluent_member(cfg: dict, name: str, stop: threading.Event) -> None:
                     _print(line(m, "hold"))
                 _print({"member": name, "held": counts["hold"]})
                 stop.wait()
-                os._exit(0)  # no close: it would release what is held
+                # No close (it would release what is held): the process ends here.
+                _print({"member": name, "client": "confluent", "summary": True, **counts})
+                os._exit(0)
             lines = []
             for m in records:
                 value = m.value() or b""

@@ -215,7 +215,7 @@ func shareMember(cfg *shareConfig, name string, b *shareBehaviour, stopping *ato
 			}
 			// Exit without closing: a close would release (or accept) what is held.
 			summary(nil)
-			return
+			os.Exit(0)
 		}
 		lines := make([]map[string]any, 0, len(records))
 		for _, r := range records {

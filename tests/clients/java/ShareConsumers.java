@@ -13,7 +13,9 @@
 //                     delivered), REJECT the records listed (entries "OFFSET", any partition, or
 //                     "PARTITION:OFFSET", separated by commas), ACCEPT the rest;
 //     hold            poll until a poll returns records, acknowledge none of them, print them
-//                     (ack "hold") and {"member", "held": n}, then block until killed (or "stop").
+//                     (ack "hold") and {"member", "held": n}, then block until killed; "stop"
+//                     then ends the process without closing the consumer (a close would
+//                     release what it holds; the broker releases it when the connection drops).
 //   After acknowledging a poll's records it calls commitSync() and prints one JSON line per
 //   record: {"member", "client": "java", "partition", "offset", "delivery_count", "ack", "ts"
 //   (wall-clock ms when the poll returned), "acked_ts" (ms when commitSync returned),
@@ -141,7 +143,9 @@ public class ShareConsumers {
                         o.put("held", held);
                         print(o);
                         while (!stopping) Thread.sleep(100);
-                        break;
+                        // No close (it would release what is held): the process ends here.
+                        print(summary(null));
+                        System.exit(0);
                     }
                     List<ObjectNode> lines = new ArrayList<>();
                     for (ConsumerRecord<byte[], byte[]> r : records) {
@@ -175,6 +179,10 @@ public class ShareConsumers {
             } catch (Exception e) {
                 error = e.toString();
             }
+            print(summary(error));
+        }
+
+        ObjectNode summary(String error) {
             ObjectNode s = JSON.createObjectNode();
             s.put("member", name);
             s.put("client", "java");
@@ -186,7 +194,7 @@ public class ShareConsumers {
             s.put("hold", held);
             s.put("ack_errors", ackErrors);
             if (error != null) s.put("error", error);
-            print(s);
+            return s;
         }
     }
 
