@@ -135,15 +135,17 @@ def fault_clients(mode: str, config: dict, timeout: float = 90, between=None) ->
 def compile_programs() -> list[Path]:
     """Fetches the jars and compiles the Java programs (each once into the jar cache): the Java
     member's classes, kafka-tools' jars, the 4.3 core jar (kafka-configs), ToolRunner's classes,
-    the fault tests' clients (tests/clients/java/FaultClients.java), the transactional loop, the
-    Kafka Streams application and the Kafka Connect worker's jars (connect-file has no 4.4.0 on
-    Maven Central: Connect is run at 4.3.1)."""
+    the fault tests' clients (tests/clients/java/FaultClients.java), the share group consumers
+    (tests/clients/java/ShareConsumers.java), the transactional loop, the Kafka Streams
+    application and the Kafka Connect worker's jars (connect-file has no 4.4.0 on Maven Central:
+    Connect is run at 4.3.1)."""
     return [
         java_member_classes(),
         kafka_jars(TOOLS_VERSION, "kafka-tools"),
         kafka_jars(TOOLS_VERSION),
         compile_java(TOOL_RUNNER),
         compile_java(FAULT_CLIENTS),
+        compile_java(JAVA / "ShareConsumers.java"),
         compile_java(JAVA / "ConsumeTransformProduce.java"),
         compile_java(JAVA / "WordCountStreams.java", artifact="kafka-streams"),
         kafka_jars(CONNECT_VERSION, "connect-runtime"),

@@ -25,6 +25,10 @@
 //	members admin CONFIG_JSON      config: {"client", "bootstrap", "topic", "group", "source",
 //	                               "empty_group"}: the admin API calls of admin.go, printed as
 //	                               one JSON object (adminReport), or {"error": text}.
+//	members share CONFIG_JSON      franz-go share-group consumers (KIP-932) of share.go, the
+//	                               protocol of tests/clients/java/ShareConsumers.java.
+//	members share-describe CONFIG_JSON  config: {"bootstrap", "group"}: the share group as
+//	                               ShareGroupDescribe tells it (share.go's shareDescribe).
 package main
 
 import (
@@ -176,7 +180,15 @@ func main() {
 		command, args = args[0], args[1:]
 	}
 	if len(args) != 1 {
-		fatal(fmt.Errorf("usage: members [produce|commit|admin|txn] CONFIG_JSON"))
+		fatal(fmt.Errorf("usage: members [produce|commit|admin|txn|share|share-describe] CONFIG_JSON"))
+	}
+	if command == "share" {
+		runShare(args[0])
+		return
+	}
+	if command == "share-describe" {
+		shareDescribe(args[0])
+		return
 	}
 	var cfg config
 	if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
