@@ -54,7 +54,7 @@ class Broker:
     bootstrap: str
 
 
-@pytest.fixture(scope="module", params=[pytest.param("kafka", marks=pytest.mark.kafka)])
+@pytest.fixture(scope="module", params=["corral", pytest.param("kafka", marks=pytest.mark.kafka)])
 def broker(request, tmp_path_factory):
     if request.param == "corral":
         from conftest import CorralProcess
