@@ -32,6 +32,8 @@ ROOMS = {
         "consumer_group_heartbeat",
         "consumer_group_describe",
         "txn_offset_commit",
+    ],
+    "groups/share": [
         "share_group_heartbeat",
         "share_group_describe",
         "describe_share_group_offsets",

@@ -15,7 +15,7 @@ from corral.config.cleaner import CLEANER_SETTINGS
 from corral.config.inert import INERT, INERT_DYNAMIC
 from corral.config.listeners import LISTENER_SETTINGS
 from corral.config.security import SECURITY_SETTINGS
-from corral.config.shares import SHARE_DYNAMIC, SHARE_SETTINGS
+from corral.config.shares.broker_settings import SHARE_DYNAMIC, SHARE_SETTINGS
 from corral.config.types import (
     INT32_MAX,
     INT64_MAX,

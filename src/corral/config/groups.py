@@ -1,6 +1,6 @@
 """A group's settings (DescribeConfigs / IncrementalAlterConfigs with resource type GROUP,
 kafka-configs --entity-type groups): Kafka's GroupConfig names for consumer groups and share
-groups (config/shares.py), each defaulting to its broker synonym (the share group settings
+groups (config/shares/group_settings.py), each defaulting to its broker synonym (the share group settings
 without one to their own default) and bounded by the broker's min and max (Kafka's checks, in
 its order and with its messages)."""
 
@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from corral.config.shares import DLQ_GROUP_SETTINGS, SHARE_GROUP_BOUNDS, SHARE_GROUP_SETTINGS
+from corral.config.shares.group_settings import (
+    DLQ_GROUP_SETTINGS,
+    SHARE_GROUP_BOUNDS,
+    SHARE_GROUP_SETTINGS,
+)
 from corral.config.types import ConfigError, ConfigType, Setting, java_bool, java_int
 
 if TYPE_CHECKING:

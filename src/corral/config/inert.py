@@ -16,7 +16,7 @@ _CONNECTION_LIMITS = "corral limits connections by max.connections and max.conne
 
 # Kafka 4.4's group coordinator settings (GroupCoordinatorConfig), and the other names of Kafka's
 # own config/server.properties, that corral does not act on (the share groups' inert ones are in
-# config/shares.py).
+# config/shares/).
 INERT: list[Setting] = [
     inert("process.roles", ConfigType.LIST, "", _SINGLE_NODE),
     inert("controller.quorum.voters", ConfigType.LIST, "", _SINGLE_NODE),

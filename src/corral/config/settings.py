@@ -20,7 +20,7 @@ from typing import Any
 
 from corral.config.broker import BROKER_SETTINGS, LISTENER_PREFIX_ONLY, PER_BROKER, STARTUP_ONLY
 from corral.config.listeners import PER_LISTENER
-from corral.config.shares import check_bounds as check_share_bounds
+from corral.config.shares.broker_settings import check_bounds as check_share_bounds
 from corral.config.topics import TOPIC_SETTINGS
 from corral.config.types import (
     INT32_MAX,
@@ -268,7 +268,7 @@ def parse(setting: Setting, value: Any) -> Any:
 def check_bounds(values: dict[str, Any]) -> None:
     """Kafka's GroupCoordinatorConfig checks between settings: each group.consumer value
     within its min and max, and the heartbeat interval below the session timeout; then the
-    share groups' (config/shares.py)."""
+    share groups' (config/shares/broker_settings.py)."""
     for name, lo, hi in (
         (
             "group.consumer.session.timeout.ms",

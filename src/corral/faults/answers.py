@@ -410,6 +410,15 @@ def _consumer_group_describe(body: Body, version: int, code: int, message: str |
     }
 
 
+def _describe_share_group_offsets(body: Body, version: int, code: int, message: str | None) -> Body:
+    return {
+        "groups": [
+            {"group_id": g["group_id"], "topics": [], "error_code": code, "error_message": message}
+            for g in body["groups"]
+        ]
+    }
+
+
 def _add_partitions_to_txn(body: Body, version: int, code: int, message: str | None) -> Body:
     if version >= 4:
         return {"error_code": code, "results_by_transaction": []}
@@ -522,6 +531,14 @@ BUILDERS: dict[int, Builder] = {
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _top(unknown_state_filters=[], transaction_states=[]),
+    # Kafka's getErrorResponse of the share APIs: the code alone, no message.
+    ApiKey.SHARE_GROUP_HEARTBEAT: _top(),
+    ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_FETCH: _top(responses=[], node_endpoints=[]),
+    ApiKey.SHARE_ACKNOWLEDGE: _top(responses=[], node_endpoints=[]),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _top_with_message(responses=[]),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _top_with_message(responses=[]),
 }
 
 

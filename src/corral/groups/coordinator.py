@@ -166,8 +166,6 @@ class GroupCoordinator:
         error = shard.availability()
         if error:
             return Later.of(join_error(error, req.member_id))
-        if isinstance(shard.groups.get(req.group_id), ShareGroup):
-            return Later.of(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
         return shard.classic.join(req)
 
     def sync(
@@ -184,8 +182,6 @@ class GroupCoordinator:
         error = shard.availability()
         if error:
             return Later.of(sync_error(error))
-        if isinstance(shard.groups.get(group_id), ShareGroup):
-            return Later.of(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
         return shard.classic.sync(
             group_id,
             member_id,
@@ -200,8 +196,6 @@ class GroupCoordinator:
         self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
     ) -> ErrorCode:
         shard = self.shard_of(group_id)
-        if isinstance(shard.groups.get(group_id), ShareGroup):
-            return shard.availability() or ErrorCode.UNKNOWN_MEMBER_ID
         return shard.availability() or shard.classic.heartbeat(
             group_id, member_id, instance_id, generation_id
         )
@@ -212,8 +206,6 @@ class GroupCoordinator:
         error = shard.availability()
         if error:
             return Later.of((error, []))
-        if isinstance(shard.groups.get(group_id), ShareGroup):
-            return Later.of((ErrorCode.UNKNOWN_MEMBER_ID, []))
         return shard.classic.leave(group_id, leaving)
 
     def consumer_heartbeat(self, req: HeartbeatRequest) -> Later:

@@ -49,6 +49,7 @@ def acknowledge_topics(
 ) -> dict[tuple[bytes, int], Later]:
     """(topic id, partition) -> Later of its ErrorCode, for every partition with batches."""
     shares = broker.shares
+    assert shares is not None, "the handlers answer UNSUPPORTED_VERSION without share groups"
     readable: set[str] | None = None
     if broker.authorizer is not None:
         names = [t.name for t in (broker.groups.topics.by_id(x["topic_id"]) for x in topics) if t]

@@ -22,7 +22,7 @@ import trio
 
 from corral import _core
 from corral.clock import wall_ms
-from corral.config.shares import reset_duration_ms
+from corral.config.shares.group_settings import reset_duration_ms
 from corral.errors import ErrorCode
 from corral.later import Later, first_error
 from corral.partitions.store import StorageError

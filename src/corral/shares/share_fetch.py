@@ -139,6 +139,7 @@ async def _fetch(
     """Acquires from the session's partitions into `partitions`, waiting up to MaxWaitMs for
     something to acquire."""
     shares = broker.shares
+    assert shares is not None, "checked by share_fetch"
     topics = broker.groups.topics
     mode = body["share_acquire_mode"] if request.api_version >= 2 else 0
     deadline = trio.current_time() + max(body["max_wait_ms"], 0) / 1000

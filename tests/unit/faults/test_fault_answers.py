@@ -115,6 +115,13 @@ def sample(key: int, v: int) -> dict[str, Any]:
         K.DESCRIBE_PRODUCERS: lambda: {"topics": [{"name": "t", "partition_indexes": [0, 1]}]},
         K.DESCRIBE_TRANSACTIONS: lambda: {"transactional_ids": ["x", "y"]},
         K.LIST_TRANSACTIONS: lambda: {},
+        K.SHARE_GROUP_HEARTBEAT: lambda: {"group_id": "g", "member_id": "m"},
+        K.SHARE_GROUP_DESCRIBE: lambda: {"group_ids": ["g"]},
+        K.SHARE_FETCH: lambda: {"group_id": "g", "member_id": "m"},
+        K.SHARE_ACKNOWLEDGE: lambda: {"group_id": "g", "member_id": "m"},
+        K.DESCRIBE_SHARE_GROUP_OFFSETS: lambda: {"groups": [{"group_id": "g", "topics": None}]},
+        K.ALTER_SHARE_GROUP_OFFSETS: lambda: {"group_id": "g", "topics": []},
+        K.DELETE_SHARE_GROUP_OFFSETS: lambda: {"group_id": "g", "topics": []},
     }[K(key)]()
 
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from corral.errors import ErrorCode
 from corral.groups.classic.requests import JoinRequest, join_error, left, sync_error
 from corral.groups.classic.state import ClassicGroup, ClassicMember, ClassicState
+from corral.groups.consumer.state import ConsumerGroup
+from corral.groups.share.state import ShareGroup
 from corral.later import Later
 from corral.observability.log_lines import fields
 
@@ -77,7 +79,10 @@ class ClassicGroups:
             return waiter
         unknown = req.member_id == ""
         group = self.groups.get(req.group_id)
-        if group is not None and not isinstance(group, ClassicGroup):  # a consumer group
+        if isinstance(group, ShareGroup):
+            waiter.resolve(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+            return waiter
+        if isinstance(group, ConsumerGroup):
             if group.deleting:
                 waiter.resolve(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id))
                 return waiter
@@ -308,10 +313,10 @@ class ClassicGroups:
     ) -> Later:
         waiter = Later()
         group = self.groups.get(group_id)
-        if group is None or group.is_empty():
+        if group is None or group.is_empty() or isinstance(group, ShareGroup):
             waiter.resolve(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
             return waiter
-        if not isinstance(group, ClassicGroup):  # a consumer group
+        if isinstance(group, ConsumerGroup):
             waiter.resolve(
                 self.to_consumer_groups.sync(
                     group, member_id, instance_id, generation_id, protocol_type, protocol_name
@@ -407,9 +412,9 @@ class ClassicGroups:
         self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
     ) -> ErrorCode:
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ShareGroup):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if not isinstance(group, ClassicGroup):  # a consumer group
+        if isinstance(group, ConsumerGroup):
             return self.to_consumer_groups.heartbeat(group, member_id, instance_id, generation_id)
         error = self._validate_generation(group, member_id, instance_id, generation_id)
         if error:
@@ -428,9 +433,9 @@ class ClassicGroups:
         errors) once the write it caused (the last member leaving empties the group) is durable,
         or to (the write's error, [])."""
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ShareGroup):
             return Later.of((ErrorCode.UNKNOWN_MEMBER_ID, []))
-        if not isinstance(group, ClassicGroup):  # a consumer group
+        if isinstance(group, ConsumerGroup):
             return self.to_consumer_groups.leave(group, leaving)
         if group.state is ClassicState.DEAD:
             return Later.of((ErrorCode.COORDINATOR_NOT_AVAILABLE, []))

@@ -58,7 +58,7 @@ def _assign_topic(
     held: list[list[int]] = []
     # Keep what is held, while the member wants it and the partition has room.
     for i, member in enumerate(members):
-        kept = []
+        kept: list[int] = []
         for p in current.get(member, {}).get(topic, ()):
             if p < count and len(kept) < wants[i] and holders[p] < sharing:
                 kept.append(p)

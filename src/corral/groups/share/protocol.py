@@ -32,7 +32,7 @@ from corral.later import Later
 if TYPE_CHECKING:
     from corral.groups.consumer.targets.inputs import TopicImage
     from corral.groups.group import Groups
-    from corral.groups.messages import ShareGroupHeartbeatResponse
+    from corral.groups.share.messages import ShareGroupHeartbeatResponse
     from corral.groups.storage.records import Record
     from corral.groups.storage.writer import CoordinatorLog
     from corral.groups.timers import Timers

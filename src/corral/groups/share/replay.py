@@ -50,7 +50,7 @@ class ShareReplay:
         if group is not None:
             self.forget(group)  # an empty classic group becomes a share group
         created = ShareGroup(group_id)
-        self.groups[group_id] = created  # type: ignore[assignment]
+        self.groups[group_id] = created
         return created
 
     def replay(self, record: sr.ShareRecord, loading: bool) -> None:

@@ -154,7 +154,7 @@ def value_of(record: ShareRecord) -> bytes | None:
 def from_fields(kind: int, key_fields: tuple[Any, ...], value: bytes | None) -> ShareRecord:
     """The record of a share-group key (decoded) and value."""
     group_id = key_fields[0]
-    member = key_fields[1] if len(key_fields) > 1 else None
+    member: Any = key_fields[1] if len(key_fields) > 1 else None
     if value is None:
         return ShareTombstone(kind, group_id, member)
     _, v = _core.decode_record_value(kind, value)

@@ -22,11 +22,12 @@ from corral.security.authorize import (
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
-    from corral.groups.messages import (
+    from corral.groups.share.messages import (
+        DescribedGroup,
+        Member,
         ShareGroupDescribeRequest,
         ShareGroupDescribeResponse,
-        ShareGroupDescribeResponseDescribedGroup,
-        ShareGroupDescribeResponseMember,
+        ShareGroupDescribeResponseTopicPartitions,
     )
 
 ASSIGNOR = "simple"
@@ -37,7 +38,7 @@ def share_group_describe(
     broker: Broker, request: Request[ShareGroupDescribeRequest]
 ) -> ShareGroupDescribeResponse:
     body = request.body
-    described: list[ShareGroupDescribeResponseDescribedGroup] = []
+    described: list[DescribedGroup] = []
     for group_id in body["group_ids"]:
         if not allowed(broker, request, AclOperation.DESCRIBE, GROUP, group_id):
             entry = _error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
@@ -65,9 +66,7 @@ def share_group_describe(
     return {"groups": described}
 
 
-def _error(
-    group_id: str, code: ErrorCode, message: str | None
-) -> ShareGroupDescribeResponseDescribedGroup:
+def _error(group_id: str, code: ErrorCode, message: str | None) -> DescribedGroup:
     return {
         "error_code": code,
         "error_message": message,
@@ -83,12 +82,12 @@ def _error(
 
 def _describe(
     broker: Broker, request: Request[ShareGroupDescribeRequest], group: ShareGroup
-) -> ShareGroupDescribeResponseDescribedGroup:
+) -> DescribedGroup:
     topics = broker.groups.topics
-    members: list[ShareGroupDescribeResponseMember] = []
+    members: list[Member] = []
     named: set[str] = set()
     for m in group.members.values():
-        assigned = [
+        assigned: list[ShareGroupDescribeResponseTopicPartitions] = [
             {"topic_id": t, "topic_name": topics.name_of(t), "partitions": list(ps)}
             for t, ps in sorted(m.assigned.items())
             if ps
@@ -102,7 +101,7 @@ def _describe(
                 "client_id": m.client_id,
                 "client_host": m.client_host,
                 "subscribed_topic_names": list(m.topic_names),
-                "assignment": {"topic_partitions": assigned},  # type: ignore[typeddict-item]
+                "assignment": {"topic_partitions": assigned},
             }
         )
     if broker.authorizer is not None and named:

@@ -17,7 +17,7 @@ from corral.security.authorize import TOPIC, filter_allowed, group_read
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
-    from corral.groups.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+    from corral.groups.share.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 
 # Kafka refuses member ids longer than a UUID's string.
 MAX_MEMBER_ID = 36

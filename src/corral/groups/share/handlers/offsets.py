@@ -18,7 +18,7 @@ from corral.security.authorize import GROUP, TOPIC, allowed, filter_allowed
 if TYPE_CHECKING:
     from corral._core import Request
     from corral.broker import Broker
-    from corral.groups.messages import (
+    from corral.groups.share.messages import (
         AlterShareGroupOffsetsRequest,
         AlterShareGroupOffsetsResponse,
         DeleteShareGroupOffsetsRequest,
@@ -50,7 +50,9 @@ def describe_share_group_offsets(
     return {"groups": groups}
 
 
-def _group_error(group_id: str, code: ErrorCode, message: str | None = None) -> Any:
+def _group_error(
+    group_id: str, code: ErrorCode, message: str | None = None
+) -> DescribeShareGroupOffsetsResponseGroup:
     return {"group_id": group_id, "topics": [], "error_code": code, "error_message": message}
 
 
