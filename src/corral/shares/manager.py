@@ -254,6 +254,9 @@ class SharePartitions:
         owner = sp.known_owner(member_id)
         if owner is None:
             return Later.of(ErrorCode.INVALID_RECORD_STATE)
+        renews = any(RENEW in types for _, _, types in batches)
+        if renews and not self._setting(group_id, "share.renew.acknowledge.enable"):
+            return Later.of(ErrorCode.INVALID_RECORD_STATE)  # renewing is off for the group
         renew_ms = _core.monotonic_ms() + self._setting(group_id, "share.record.lock.duration.ms")
         code, changed = sp.window.acknowledge(owner, batches, self._limit(group_id), renew_ms)
         if code:

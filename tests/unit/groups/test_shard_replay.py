@@ -15,8 +15,9 @@ from harness import FakeLog, Topics, make_coordinator
 
 from corral.groups.classic import ClassicGroup, ClassicState
 from corral.groups.consumer import ConsumerGroup
+from corral.groups.share import ShareGroup
 from corral.groups.storage import consumer_records as cr
-from corral.groups.storage import records, txn_records
+from corral.groups.storage import records, share_records, txn_records
 from corral.groups.storage.records import (
     GroupMetadata,
     GroupTombstone,
@@ -47,7 +48,7 @@ def test_every_record_of_the_storage_is_in_the_record_union():
     """What `Record` names is what the storage modules define (a class with a `group_id`)."""
     defined = {
         cls
-        for module in (records, cr, txn_records)
+        for module in (records, cr, share_records, txn_records)
         for cls in vars(module).values()
         if dataclasses.is_dataclass(cls)
         and isinstance(cls, type)
@@ -74,8 +75,8 @@ def test_each_replay_function_takes_its_record_and_whether_the_shard_loads():
 
 def test_each_group_type_registers_its_groups_class_once():
     shard = make_shard()
-    assert set(shard.types) == {ClassicGroup, ConsumerGroup}
-    assert [r.group_class for r in shard.registrations] == [ClassicGroup, ConsumerGroup]
+    assert set(shard.types) == {ClassicGroup, ConsumerGroup, ShareGroup}
+    assert [r.group_class for r in shard.registrations] == [ClassicGroup, ConsumerGroup, ShareGroup]
 
 
 def test_a_record_of_a_type_nobody_registered_changes_nothing():
