@@ -40,38 +40,15 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyError, PyOSError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyOSError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use faults::StorageFaults;
 use files::FileCache;
 use partition::{Config, Partition};
+pub(crate) use results::{storage_error, InvalidBatch, StorageError};
 use results::{AppendResult, BatchSummary, CleanResult, FetchResult, ReadResult, RetentionResult};
-
-create_exception!(
-    _core,
-    InvalidBatch,
-    PyException,
-    "A record batch Kafka would refuse: args are (error_code, message)."
-);
-create_exception!(
-    _core,
-    StorageError,
-    PyOSError,
-    "The log store's files failed (disk full, I/O error, out of descriptors): args are (errno, message). \
-     Nothing the failed call wrote counts; the store stays usable and later calls may succeed."
-);
-
-/// An I/O error of the store as a Python exception: StorageError, so that callers can answer
-/// KAFKA_STORAGE_ERROR (or NOT_COORDINATOR) instead of failing the request.
-pub(crate) fn storage_error(e: io::Error) -> PyErr {
-    if e.kind() == io::ErrorKind::InvalidInput {
-        return PyValueError::new_err(e.to_string());
-    }
-    StorageError::new_err((e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))
-}
 
 /// Default size of the open-file cache when Python does not give one.
 const DEFAULT_OPEN_FILES: usize = 1024;
@@ -370,6 +347,20 @@ impl LogStore {
     fn stable_offset(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<i64> {
         let p = self.get(topic, partition)?;
         Ok(py.detach(|| lock(&p).stable_offset()))
+    }
+
+    /// The aborted transactions overlapping `[fetch_offset, upper)`: (producer id, first offset),
+    /// what a read_committed reader drops (share groups archive them).
+    fn aborted_transactions(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        fetch_offset: i64,
+        upper: i64,
+    ) -> PyResult<Vec<(i64, i64)>> {
+        let p = self.get(topic, partition)?;
+        Ok(py.detach(|| lock(&p).aborted_overlapping(fetch_offset, upper)))
     }
 
     /// One producer of the partition: (epoch, last sequence or -1, whether its transaction is

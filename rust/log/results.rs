@@ -1,9 +1,36 @@
 //! What the log store hands back to Python: small frozen classes with named, read-only fields
 //! instead of wide positional tuples (`result.base_offset`, not the second of five ints). One
-//! allocation each, like the tuple they replace.
+//! allocation each, like the tuple they replace. Its failures are the two exceptions below.
 
+use std::io;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+
+create_exception!(
+    _core,
+    InvalidBatch,
+    PyException,
+    "A record batch Kafka would refuse: args are (error_code, message)."
+);
+create_exception!(
+    _core,
+    StorageError,
+    PyOSError,
+    "The log store's files failed (disk full, I/O error, out of descriptors): args are (errno, message). \
+     Nothing the failed call wrote counts; the store stays usable and later calls may succeed."
+);
+
+/// An I/O error of the store as a Python exception: StorageError, so that callers can answer
+/// KAFKA_STORAGE_ERROR (or NOT_COORDINATOR) instead of failing the request.
+pub(crate) fn storage_error(e: io::Error) -> PyErr {
+    if e.kind() == io::ErrorKind::InvalidInput {
+        return PyValueError::new_err(e.to_string());
+    }
+    StorageError::new_err((e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))
+}
 
 /// What `LogStore.append` did. A retried batch gets error 0 and its original offsets; a refused
 /// one INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER and -1s.

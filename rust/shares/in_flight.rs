@@ -282,7 +282,8 @@ impl InFlight {
                 let state = match kind {
                     ACK_ACCEPT => ACKNOWLEDGED,
                     ACK_RELEASE => self.returned_state(i, delivery_limit),
-                    _ => ARCHIVED, // gap, reject
+                    ACK_GAP | ACK_REJECT => ARCHIVED,
+                    _ => ARCHIVED, // the handlers refuse other types
                 };
                 self.settle(i, state);
                 changed.push(offset, state, self.recs[i].count);

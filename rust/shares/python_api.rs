@@ -113,21 +113,25 @@ impl PyShareInFlight {
 }
 
 /// The batches of `data` (whole record batches, as a log read returns them): (base offset, last
-/// offset, byte position after the batch). A truncated tail is left out.
+/// offset, byte position after the batch, producer id, attributes). A truncated tail is left out.
 #[pyfunction]
-pub fn batch_bounds(data: &[u8]) -> Vec<(i64, i64, usize)> {
+pub fn batch_bounds(data: &[u8]) -> Vec<(i64, i64, usize, i64, i16)> {
     let mut out = Vec::new();
     let mut pos = 0usize;
-    // baseOffset int64, batchLength int32, ..., lastOffsetDelta int32 at byte 23.
-    while pos + 27 <= data.len() {
-        let base = i64::from_be_bytes(data[pos..pos + 8].try_into().expect("8 bytes"));
-        let length = i32::from_be_bytes(data[pos + 8..pos + 12].try_into().expect("4 bytes"));
-        let delta = i32::from_be_bytes(data[pos + 23..pos + 27].try_into().expect("4 bytes"));
+    // baseOffset int64 at 0, batchLength int32 at 8, attributes int16 at 21, lastOffsetDelta
+    // int32 at 23, producerId int64 at 43 (of a v2 batch's 61-byte header).
+    while pos + 61 <= data.len() {
+        let at = |i: usize, n: usize| &data[pos + i..pos + i + n];
+        let base = i64::from_be_bytes(at(0, 8).try_into().expect("8 bytes"));
+        let length = i32::from_be_bytes(at(8, 4).try_into().expect("4 bytes"));
+        let attributes = i16::from_be_bytes(at(21, 2).try_into().expect("2 bytes"));
+        let delta = i32::from_be_bytes(at(23, 4).try_into().expect("4 bytes"));
+        let producer = i64::from_be_bytes(at(43, 8).try_into().expect("8 bytes"));
         let end = pos + 12 + length.max(0) as usize;
-        if length < 0 || end > data.len() {
+        if length < 49 || end > data.len() {
             break;
         }
-        out.push((base, base + i64::from(delta), end));
+        out.push((base, base + i64::from(delta), end, producer, attributes));
         pos = end;
     }
     out

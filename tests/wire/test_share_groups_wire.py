@@ -294,3 +294,34 @@ def test_admin_offsets(broker):
             0,
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ]
+
+
+def test_read_committed_archives_aborted_transactions(broker):
+    from txnwire import TOPIC as TXN_TOPIC
+    from txnwire import add, end, init
+    from txnwire import produce as txn_produce
+
+    with RawClient(broker.port) as c:
+        create(c, TXN_TOPIC)
+        tid = topic_id(c, TXN_TOPIC)
+        set_group_configs(
+            c,
+            "rc",
+            **{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"},
+        )
+        assert produce(c, TXN_TOPIC, 0, batch(2))["error_code"] == 0  # 0-1
+        _, pid, epoch = init(c, "ta")
+        add(c, "ta", pid, epoch, [0])
+        assert txn_produce(c, "ta", pid, epoch, 0, 0, 3)["error_code"] == 0  # 2-4
+        assert end(c, "ta", pid, epoch, commit=False) == 0  # marker at 5
+        _, pid2, epoch2 = init(c, "tb")
+        add(c, "tb", pid2, epoch2, [0])
+        assert txn_produce(c, "tb", pid2, epoch2, 0, 0, 2)["error_code"] == 0  # 6-7
+        # Open: read_committed stops before 6.
+        m = new_member_id()
+        join(c, "rc", m, [TXN_TOPIC])
+        got = acquired(share_fetch(c, "rc", m, 0, {tid: [0]}))
+        assert got == {(tid, 0): [(0, 1, 1), (5, 5, 1)]}  # the marker is acknowledged as a gap
+        assert end(c, "tb", pid2, epoch2, commit=True) == 0  # marker at 8
+        got = acquired(share_fetch(c, "rc", m, 1, {}, max_wait_ms=3000))
+        assert got == {(tid, 0): [(6, 8, 1)]}

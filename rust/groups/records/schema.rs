@@ -433,11 +433,6 @@ pub const RECORD_TYPES: &[&RecordType] = &[
 pub const SHARE_STATE_RECORD_TYPES: &[&RecordType] =
     &[&SHARE_SNAPSHOT_RECORD, &SHARE_UPDATE_RECORD];
 
-/// The record type of a key's leading int16, if corral knows it.
-pub fn record_type(kind: i16) -> Option<&'static RecordType> {
-    record_type_in(RECORD_TYPES, kind)
-}
-
 /// The record type of a key's leading int16 in one topic's table.
 pub fn record_type_in(table: &[&'static RecordType], kind: i16) -> Option<&'static RecordType> {
     table.iter().copied().find(|t| t.types.contains(&kind))

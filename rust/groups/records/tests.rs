@@ -1,14 +1,14 @@
 use super::codec::{
     decode_key, decode_value, default, encode_key, encode_value, is_default, Value,
 };
-use super::schema::{self, record_type};
+use super::schema::{self, record_type_in, RECORD_TYPES};
 
 fn s(text: &str) -> Value {
     Value::Str(Some(text.to_owned()))
 }
 
 fn round_trip(kind: i16, key: Vec<Value>, version: i16, value: Vec<Value>) -> (Vec<u8>, Vec<u8>) {
-    let t = record_type(kind).unwrap();
+    let t = record_type_in(RECORD_TYPES, kind).unwrap();
     let k = encode_key(kind, t, &key).unwrap();
     let v = encode_value(t, version, &value).unwrap();
     assert_eq!(decode_key(&k).unwrap(), (kind, Some(key)));

@@ -915,6 +915,11 @@ class LogStore:
     def stable_offset(self, topic: str, partition: int) -> int:
         """The last stable offset (the high watermark when no transaction is open)."""
 
+    def aborted_transactions(
+        self, topic: str, partition: int, fetch_offset: int, upper: int
+    ) -> list[tuple[int, int]]:
+        """The aborted transactions overlapping [fetch_offset, upper): (producer id, first
+        offset)."""
     def producer(
         self, topic: str, partition: int, producer_id: int
     ) -> tuple[int, int, bool] | None:
@@ -1196,8 +1201,9 @@ class ShareInFlight:
     def move_start(self, offset: int) -> None: ...
     def snapshot(self) -> list[StateBatch]: ...
 
-def batch_bounds(data: bytes) -> list[tuple[int, int, int]]:
-    """(base offset, last offset, byte position after it) of each whole batch in `data`."""
+def batch_bounds(data: bytes) -> list[tuple[int, int, int, int, int]]:
+    """(base offset, last offset, byte position after it, producer id, attributes) of each whole
+    batch in `data`."""
 
 def decode_offset_commits(
     path: str, from_ms: int | None = None, to_ms: int | None = None

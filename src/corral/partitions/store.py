@@ -344,6 +344,14 @@ class PartitionLogs:
         self.open(topic, partition)
         return self.store.stable_offset(topic.name, partition)
 
+    def aborted_transactions(
+        self, topic: Topic, partition: int, fetch_offset: int, upper: int
+    ) -> list[tuple[int, int]]:
+        """The aborted transactions overlapping [fetch_offset, upper): (producer id, first
+        offset)."""
+        self.open(topic, partition)
+        return self.store.aborted_transactions(topic.name, partition, fetch_offset, upper)
+
     def in_transaction(
         self, topic: Topic, partition: int, producer_id: int, producer_epoch: int
     ) -> bool:

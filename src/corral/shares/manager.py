@@ -285,7 +285,8 @@ class SharePartitions:
         window = sp.window
         logs = self.broker.logs
         log_start, high = logs.offsets(topic, index)
-        if self._setting(group_id, "share.isolation.level") == "read_committed":
+        committed = self._setting(group_id, "share.isolation.level") == "read_committed"
+        if committed:
             high = logs.stable_offset(topic, index)
         if window.start < log_start:
             window.move_start(log_start)  # the log start passed the window
@@ -305,7 +306,7 @@ class SharePartitions:
         take = budget
         if mode != RECORD_LIMIT_MODE:
             # Whole batches: up to the end of the batch holding the budget's last record.
-            for _, batch_last, _ in bounds:
+            for _, batch_last, *_ in bounds:
                 if batch_last - offset + 1 >= budget:
                     last = min(batch_last, last)
                     break
@@ -321,14 +322,77 @@ class SharePartitions:
             _core.monotonic_ms() + lock_ms,
             max(2, math.ceil(limit / 2)),
         )
+        if committed and acquired:
+            aborted = logs.aborted_transactions(topic, index, offset, acquired[-1][1] + 1)
+            if aborted:
+                acquired = self._archive_aborted(sp, member_id, acquired, bounds, aborted, limit)
         if not acquired:
             return None
         self.locked.add(sp)
         self._expiry_soon.set()
         end_offset = acquired[-1][1]
-        end = next((pos for _, batch_last, pos in bounds if batch_last >= end_offset), len(data))
+        end = next(
+            (pos for _, batch_last, pos, *_ in bounds if batch_last >= end_offset), len(data)
+        )
         return AcquiredPartition(data[:end], acquired)
+
+    def _archive_aborted(
+        self,
+        sp: SharePartition,
+        member_id: str,
+        acquired: list[tuple[int, int, int]],
+        bounds: list[tuple[int, int, int, int, int]],
+        aborted: list[tuple[int, int]],
+        limit: int,
+    ) -> list[tuple[int, int, int]]:
+        """read_committed: the acquired records of aborted transactions are archived at once
+        (Kafka's filterAbortedTransactionalAcquiredRecords); what is left is delivered."""
+        dropped = aborted_ranges(bounds, aborted)
+        rejects: list[tuple[int, int, list[int]]] = []
+        kept: list[tuple[int, int, int]] = []
+        for first, last, count in acquired:
+            cursor = first
+            for lo, hi in dropped:
+                lo, hi = max(lo, cursor), min(hi, last)
+                if lo > hi:
+                    continue
+                if cursor < lo:
+                    kept.append((cursor, lo - 1, count))
+                rejects.append((lo, hi, [REJECT]))
+                cursor = hi + 1
+            if cursor <= last:
+                kept.append((cursor, last, count))
+        if rejects:
+            owner = sp.owner(member_id)
+            _, changed = sp.window.acknowledge(owner, rejects, limit, 0)
+            sp.persist(changed, self._snapshot_every())
+        return kept
 
     def lock_duration_ms(self, group_id: str) -> int:
         duration: int = self._setting(group_id, "share.record.lock.duration.ms")
         return duration
+
+
+CONTROL = 0x20
+TRANSACTIONAL = 0x10
+
+
+def aborted_ranges(
+    bounds: list[tuple[int, int, int, int, int]], aborted: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The offset ranges of the data batches of aborted transactions among `bounds` (base, last,
+    end, producer id, attributes), as a read_committed consumer finds them: a producer's aborted
+    transaction starts at its first offset and ends at its next control batch."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    active: set[int] = set()
+    out: list[tuple[int, int]] = []
+    i = 0
+    for base, last, _, producer, attributes in bounds:
+        while i < len(pending) and pending[i][1] <= last:
+            active.add(pending[i][0])
+            i += 1
+        if attributes & CONTROL:
+            active.discard(producer)
+        elif attributes & TRANSACTIONAL and producer in active:
+            out.append((base, last))
+    return out
