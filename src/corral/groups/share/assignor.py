@@ -78,5 +78,25 @@ def _assign_topic(
                 mine.add(p)
                 holders[p] += 1
                 tried = 0
+        while len(held[i]) < wants[i] and _swap_in(i, held, holders, sharing):
+            pass
+    for i, member in enumerate(members):
         if held[i]:
             targets[member][topic] = held[i]
+
+
+def _swap_in(i: int, held: list[list[int]], holders: list[int], sharing: int) -> bool:
+    """Member i wants another partition, but the only ones with room are its own: an earlier
+    member j gives it a partition q and takes one p with room instead. Whether one was found."""
+    mine = set(held[i])
+    for p in (p for p in mine if holders[p] < sharing):
+        for j in range(i):
+            if p in held[j]:
+                continue
+            for q in held[j]:
+                if q not in mine:
+                    held[j][held[j].index(q)] = p
+                    held[i].append(q)
+                    holders[p] += 1
+                    return True
+    return False
