@@ -7,8 +7,16 @@ from __future__ import annotations
 
 from kafka_java import run_tool
 from rawwire import RawClient
-from sharekit import ACCEPT, acquired, heartbeat, join, new_member_id, set_group_configs
-from sharekit import share_fetch, topic_id
+from sharekit import (
+    ACCEPT,
+    acquired,
+    heartbeat,
+    join,
+    new_member_id,
+    set_group_configs,
+    share_fetch,
+    topic_id,
+)
 from wire_data import batch, create, produce
 
 SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"

@@ -66,7 +66,7 @@ def _assign_topic(
         held.append(kept)
     # Fill round robin: the next partition with room the member does not have yet.
     cursor = 0
-    for i, member in enumerate(members):
+    for i in range(len(members)):
         mine = set(held[i])
         tried = 0
         while len(held[i]) < wants[i] and tried < count:
