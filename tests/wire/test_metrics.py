@@ -197,3 +197,37 @@ def test_the_dashboard_queries_only_exported_metrics(broker):
     }
     assert used, "the dashboard queries corral's metrics"
     assert used <= exported, f"not exported: {sorted(used - exported)}"
+
+
+def test_share_group_metrics(broker):
+    from sharekit import (
+        ACCEPT,
+        RELEASE,
+        acquired,
+        join,
+        new_member_id,
+        set_group_configs,
+        share_fetch,
+        topic_id,
+    )
+    from wire_data import batch, produce
+
+    scraper = Scraper(broker)
+    with RawClient(broker.port) as c:
+        set_group_configs(c, "sg", **{"share.auto.offset.reset": "earliest"})
+        assert produce(c, "t", 0, batch(10))["error_code"] == 0
+        tid = topic_id(c, "t")
+        member = new_member_id()
+        join(c, "sg", member, ["t"])
+        assert acquired(share_fetch(c, "sg", member, 0, {tid: [0]})) == {(tid, 0): [(0, 9, 1)]}
+        samples = scraper.samples()
+        assert samples[("corral_share_acquired_records", frozenset())] == 10
+        assert samples[("kafka_server_share_session_cache_share_sessions_count", frozenset())] == 1
+        assert samples[(PREFIX + "share_group_count", frozenset({("state", "Stable")}))] == 1
+        share_fetch(c, "sg", member, 1, {}, {(tid, 0): [(0, 6, [ACCEPT]), (7, 9, [RELEASE])]})
+        samples = scraper.samples()
+        name = "kafka_server_share_group_metrics_record_acknowledgements_total"
+        assert samples[(name, frozenset({("ack_type", "Accept")}))] == 7
+        assert samples[(name, frozenset({("ack_type", "Release")}))] == 3
+        assert samples[(PREFIX + "group_count", frozenset({("protocol", "share")}))] == 1
+        assert samples[("corral_share_in_flight_bytes", frozenset())] > 0

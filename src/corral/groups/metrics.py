@@ -19,6 +19,8 @@ class GroupMetrics:
         self.offset_deletions = 0
         self.classic_rebalances = 0
         self.consumer_rebalances = 0
+        # ShareGroupRebalances: a share group's epoch bump.
+        self.share_rebalances = 0
         # corral only: a classic group's join phase (PreparingRebalance to its new generation),
         # and the assignors' time computing consumer groups' target assignments.
         self.rebalance_seconds = Durations()

@@ -162,7 +162,14 @@ class CoordinatorShard:
             self.rebalance, self.classic_members, self.groups, s.timers, s.limits, s.events
         )
         self.share = ShareGroups(
-            self.groups, s.writer, self.replay, s.timers, s.topics, s.group_setting, s.settings
+            self.groups,
+            s.writer,
+            self.replay,
+            s.timers,
+            s.topics,
+            s.group_setting,
+            s.settings,
+            s.metrics,
         )
         # The group types: the class of their groups, what runs them (when the shard loads or
         # unloads, when a group leaves memory) and what replays their records. A new group type

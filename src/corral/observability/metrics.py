@@ -124,6 +124,7 @@ class BrokerCollector:
         yield from self._requests()
         yield from self._groups()
         yield from self._log()
+        yield from self._shares()
         yield from faults_metrics.collect(self.server.faults)
 
     def _requests(self) -> Iterator[Metric]:
@@ -173,9 +174,9 @@ class BrokerCollector:
     def _groups(self) -> Iterator[Metric]:
         groups = self.server.broker.groups
         prefix = "kafka_server_group_coordinator_metrics_"
-        by_protocol = {"classic": 0, "consumer": 0}
-        by_state: dict[str, dict[str, int]] = {"classic": {}, "consumer": {}}
-        members = {"classic": 0, "consumer": 0}
+        by_protocol = {"classic": 0, "consumer": 0, "share": 0}
+        by_state: dict[str, dict[str, int]] = {"classic": {}, "consumer": {}, "share": {}}
+        members = {"classic": 0, "consumer": 0, "share": 0}
         for group in groups.groups.values():
             kind = group.type
             by_protocol[kind] = by_protocol.get(kind, 0) + 1
@@ -191,6 +192,7 @@ class BrokerCollector:
         for kind, doc in (
             ("classic", "Classic groups per state"),
             ("consumer", "Consumer (KIP-848) groups per state"),
+            ("share", "Share (KIP-932) groups per state"),
         ):
             family = GaugeMetricFamily(f"{prefix}{kind}_group_count", doc, labels=["state"])
             for state, n in sorted(by_state[kind].items()):
@@ -249,6 +251,11 @@ class BrokerCollector:
                 "Consumer group epoch bumps (consumer-group-rebalance-count)",
                 m.consumer_rebalances,
             ),
+            (
+                "share_group_rebalance",
+                "Share group epoch bumps (share-group-rebalance-count)",
+                m.share_rebalances,
+            ),
         ):
             yield CounterMetricFamily(prefix + name, doc, value=value)
         family = _histogram(
@@ -287,6 +294,53 @@ class BrokerCollector:
         )
         _add_durations(family, [], logs.flush_seconds)
         yield family
+
+    def _shares(self) -> Iterator[Metric]:
+        shares = self.server.broker.shares
+        if shares is None:
+            return
+        acks = CounterMetricFamily(
+            "kafka_server_share_group_metrics_record_acknowledgements",
+            "Records acknowledged by share consumers (ShareGroupMetrics RecordAcknowledgementsPerSec)",
+            labels=["ack_type"],
+        )
+        for kind, n in shares.metrics.acknowledgements.items():
+            acks.add_metric([kind.capitalize()], n)
+        yield acks
+        yield CounterMetricFamily(
+            "kafka_server_share_partition_metrics_acquisition_lock_timeout",
+            "Acquired records whose lock expired (SharePartitionMetrics AcquisitionLockTimeoutPerSec)",
+            value=shares.metrics.lock_timeouts,
+        )
+        partitions, in_flight, acquired, memory = shares.gauges()
+        for name, doc, value in (
+            (
+                "kafka_server_share_session_cache_share_sessions_count",
+                "Share sessions (ShareSessionCache ShareSessionsCount)",
+                len(shares.sessions),
+            ),
+            (
+                "kafka_server_share_session_cache_share_partitions_count",
+                "Share partitions in memory (ShareSessionCache SharePartitionsCount)",
+                partitions,
+            ),
+            (
+                "kafka_server_share_partition_metrics_in_flight_message_count",
+                "Records in share partitions' in-flight windows (InFlightMessageCount, summed)",
+                in_flight,
+            ),
+            (
+                "corral_share_acquired_records",
+                "Records acquired and not yet acknowledged",
+                acquired,
+            ),
+            (
+                "corral_share_in_flight_bytes",
+                "Bytes of share partitions' in-flight windows (rust/shares/in_flight.rs)",
+                memory,
+            ),
+        ):
+            yield GaugeMetricFamily(name, doc, value=value)
 
 
 def registry(server: Server) -> CollectorRegistry:

@@ -43,6 +43,32 @@ RECORD_LIMIT_MODE = 1
 EXPIRY_CHECK_S = 0.1
 
 
+class ShareMetrics:
+    """Kafka's ShareGroupMetrics and SharePartitionMetrics counters, read by /metrics
+    (observability/metrics.py); gauges (in-flight records, sessions) are read off the partitions
+    at scrape time."""
+
+    def __init__(self) -> None:
+        # RecordAcknowledgementsPerSec by ack type (Accept, Release, Reject; Gap counted as
+        # Reject, as Kafka archives both).
+        self.acknowledgements = {"accept": 0, "release": 0, "reject": 0}
+        # AcquisitionLockTimeoutPerSec: records whose lock expired.
+        self.lock_timeouts = 0
+
+    def acknowledged(self, batches: list[tuple[int, int, list[int]]]) -> None:
+        names = {ACCEPT: "accept", RELEASE: "release", REJECT: "reject", GAP: "reject"}
+        for first, last, types in batches:
+            if len(types) == 1:
+                name = names.get(types[0])
+                if name is not None:
+                    self.acknowledgements[name] += last - first + 1
+            else:
+                for kind in types:
+                    name = names.get(kind)
+                    if name is not None:
+                        self.acknowledgements[name] += 1
+
+
 class AcquiredPartition:
     """What one fetch acquired from one share partition: the record bytes and the runs."""
 
@@ -68,6 +94,7 @@ class SharePartitions:
         self._changed = trio.Event()
         self._expiry_soon = trio.Event()
         self.loaded = False
+        self.metrics = ShareMetrics()
         broker.sessions.on_closed.append(self.connection_closed)
 
     # ================================================================== lifetime ===
@@ -94,6 +121,7 @@ class SharePartitions:
             if sp.window.next_deadline_ms > now:
                 continue
             changed = sp.window.expire(now, self._limit(sp.key[0]))
+            self.metrics.lock_timeouts += sum(b[1] - b[0] + 1 for b in changed)
             if changed:
                 sp.persist(changed, self._snapshot_every())  # Kafka ignores a failed write
             if sp.window.acquired == 0:
@@ -261,6 +289,7 @@ class SharePartitions:
         code, changed = sp.window.acknowledge(owner, batches, self._limit(group_id), renew_ms)
         if code:
             return Later.of(ErrorCode(code))
+        self.metrics.acknowledged(batches)
         if sp.window.acquired == 0:
             self.locked.discard(sp)
         if any(b[2] == 0 for b in changed):  # released: a waiting fetch may take them
@@ -367,6 +396,17 @@ class SharePartitions:
             _, changed = sp.window.acknowledge(owner, rejects, limit, 0)
             sp.persist(changed, self._snapshot_every())
         return kept
+
+    def gauges(self) -> tuple[int, int, int, int]:
+        """(share partitions in memory, records in their windows, acquired records, bytes of
+        the windows) for /metrics."""
+        windows = [sp.window for sp in self.partitions.values()]
+        return (
+            len(windows),
+            sum(w.in_flight for w in windows),
+            sum(w.acquired for w in windows),
+            sum(w.memory_bytes for w in windows),
+        )
 
     def lock_duration_ms(self, group_id: str) -> int:
         duration: int = self._setting(group_id, "share.record.lock.duration.ms")

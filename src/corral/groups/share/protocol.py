@@ -32,6 +32,7 @@ from corral.later import Later
 if TYPE_CHECKING:
     from corral.groups.consumer.targets.inputs import TopicImage
     from corral.groups.group import Groups
+    from corral.groups.metrics import GroupMetrics
     from corral.groups.share.messages import ShareGroupHeartbeatResponse
     from corral.groups.storage.records import Record
     from corral.groups.storage.writer import CoordinatorLog
@@ -100,6 +101,7 @@ class ShareGroups:
         topics: TopicImage,
         group_setting: Callable[[str, str], Any],
         settings: Any,
+        metrics: GroupMetrics,
     ):
         self.groups = groups
         self.writer = writer
@@ -108,6 +110,7 @@ class ShareGroups:
         self.topics = topics
         self.group_setting = group_setting
         self.settings = settings
+        self.metrics = metrics
         # The share partitions' state (set by the broker; None in in-process tests: nothing to
         # initialize beyond the group's own records).
         self.states: ShareStates | None = None
@@ -197,6 +200,7 @@ class ShareGroups:
                 bump = True
         epoch = group.epoch + 1 if bump else group.epoch
         if bump:
+            self.metrics.share_rebalances += 1
             records.append(sr.ShareGroupEpoch(gid, epoch, group.metadata_hash))
         for record in records:
             self.replay(record)
@@ -342,6 +346,7 @@ class ShareGroups:
             for kind in (sr.CURRENT_ASSIGNMENT, sr.TARGET_MEMBER, sr.MEMBER_METADATA)
         ]
         records.append(sr.ShareGroupEpoch(gid, group.epoch + 1, group.metadata_hash))
+        self.metrics.share_rebalances += 1
         if len(group.members) == 1:
             records.append(sr.ShareTargetEpoch(gid, group.epoch + 1, 0))
         log.info("share group %s: member %s %s", gid, member_id, why)
