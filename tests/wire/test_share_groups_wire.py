@@ -179,6 +179,14 @@ def test_sessions(broker):
     with RawClient(broker.port) as c:
         tid = topic_id(c, TOPIC)
         m = new_member_id()
+        # No member ever joined "nobody": its share partitions were never initialized.
+        answer = share_fetch(c, "nobody", m, 0, {tid: [0]})
+        part = answer["responses"][0]["partitions"][0]
+        assert (part["error_code"], part["error_message"]) == (
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            "Read operation on uninitialized share partition not allowed.",
+        )
+        assert share_ack(c, "nobody", m, -1, {})["error_code"] == 0
         join(c, "g", m, [TOPIC])
         assert (
             share_fetch(c, "g", m, 5, {tid: [0]})["error_code"] == ErrorCode.SHARE_SESSION_NOT_FOUND

@@ -212,13 +212,16 @@ class SharePartitions:
         every: int = self.settings["share.coordinator.snapshot.update.records.per.snapshot"]
         return every
 
-    def partition(self, group_id: str, topic: Topic, index: int) -> SharePartition:
-        """The share partition, made from its stored state on first use."""
+    def partition(self, group_id: str, topic: Topic, index: int) -> SharePartition | None:
+        """The share partition, made from its stored state on first use; None when its group
+        never initialized it (Kafka refuses to read it)."""
         key = (group_id, topic.id.bytes, index)
         sp = self.partitions.get(key)
         if sp is not None:
             return sp
-        stored = self.stored.pop(key, None) or StoredState()
+        stored = self.stored.pop(key, None)
+        if stored is None:
+            return None
         log_start, high = self.broker.logs.offsets(topic, index)
         start = stored.start_offset
         if start < 0:
@@ -307,10 +310,13 @@ class SharePartitions:
         budget: int,
         max_bytes: int,
         mode: int,
-    ) -> AcquiredPartition | None:
+    ) -> AcquiredPartition | ErrorCode | None:
         """Acquires for the member what the partition has available, at most `budget` records
-        (whole batches in batch_optimized mode). None when nothing was acquired."""
+        (whole batches in batch_optimized mode). None when nothing was acquired;
+        UNKNOWN_SERVER_ERROR for a share partition its group never initialized."""
         sp = self.partition(group_id, topic, index)
+        if sp is None:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
         window = sp.window
         logs = self.broker.logs
         log_start, high = logs.offsets(topic, index)

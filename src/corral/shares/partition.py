@@ -34,8 +34,6 @@ class SharePartition:
         # Whether the start offset was chosen here (share.auto.offset.reset): written at once.
         self.unresolved = stored.start_offset < 0
         self._owners: dict[str, int] = {}
-        # A fetch is acquiring (Kafka lets one fetch at a time acquire per share partition).
-        self.busy = False
 
     def owner(self, member_id: str) -> int:
         number = self._owners.get(member_id)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
 
 MAX_MEMBER_ID = 36
+UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
 # Kafka's broker `fetch.max.bytes` default: a share fetch's MaxBytes is capped by it.
 FETCH_MAX_BYTES = 55 * 1024 * 1024
 
@@ -152,6 +153,7 @@ async def _fetch(
             readable = filter_allowed(broker, request, AclOperation.READ, TOPIC, names)
         per_partition = min(body["max_bytes"], FETCH_MAX_BYTES) // max(len(keys), 1)
         waiting_on = []
+        failed = False
         for key in keys:
             topic = topics.by_id(key[0])
             error = ErrorCode.NONE
@@ -163,6 +165,7 @@ async def _fetch(
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if error:
                 partitions.setdefault(key, _partition(key[1]))["error_code"] = error
+                failed = True
                 continue
             assert topic is not None, "an unknown topic is an error above"
             waiting_on.append((topic, key[1]))
@@ -174,6 +177,11 @@ async def _fetch(
             if got is None:
                 continue
             entry = partitions.setdefault(key, _partition(key[1]))
+            if isinstance(got, ErrorCode):
+                entry["error_code"] = got
+                entry["error_message"] = UNINITIALIZED
+                failed = True
+                continue
             entry["records"] = got.data
             entry["acquired_records"] = [
                 {"first_offset": f, "last_offset": last, "delivery_count": count}
@@ -182,6 +190,6 @@ async def _fetch(
             budget -= sum(last - f + 1 for f, last, _ in got.acquired)
         remaining = deadline - trio.current_time()
         acquired = budget < body["max_records"]
-        if acquired or remaining <= 0 or not waiting_on:
+        if acquired or failed or remaining <= 0 or not waiting_on:
             return
         await shares.wait_for_change(waiting_on, remaining)
