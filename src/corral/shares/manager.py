@@ -310,6 +310,7 @@ class SharePartitions:
         budget: int,
         max_bytes: int,
         mode: int,
+        batch_size: int = 0,
     ) -> AcquiredPartition | ErrorCode | None:
         """Acquires for the member what the partition has available, at most `budget` records
         (whole batches in batch_optimized mode). None when nothing was acquired;
@@ -369,6 +370,8 @@ class SharePartitions:
         end = next(
             (pos for _, batch_last, pos, *_ in bounds if batch_last >= end_offset), len(data)
         )
+        if batch_size > 0:
+            acquired = split_at_batches(acquired, bounds, batch_size)
         return AcquiredPartition(data[:end], acquired)
 
     def _archive_aborted(
@@ -441,4 +444,26 @@ def aborted_ranges(
             active.discard(producer)
         elif attributes & TRANSACTIONAL and producer in active:
             out.append((base, last))
+    return out
+
+
+def split_at_batches(
+    acquired: list[tuple[int, int, int]], bounds: list[tuple[int, int, int, int, int]], size: int
+) -> list[tuple[int, int, int]]:
+    """Acquired runs cut at the first batch boundary after every `size` records (Kafka's
+    AcquiredRecords of a ShareFetch's BatchSize)."""
+    ends = sorted(b[1] for b in bounds)
+    out: list[tuple[int, int, int]] = []
+    taken = 0
+    for first, last, count in acquired:
+        start = first
+        for end in ends:
+            if end < start or end >= last:
+                continue
+            if taken + end - start + 1 >= size:
+                out.append((start, end, count))
+                taken, start = 0, end + 1
+        if start <= last:
+            out.append((start, last, count))
+            taken += last - start + 1
     return out

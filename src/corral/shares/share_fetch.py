@@ -172,7 +172,14 @@ async def _fetch(
             if budget <= 0:
                 continue
             got = shares.acquire(
-                group_id, member_id, topic, key[1], budget, max(per_partition, 1), mode
+                group_id,
+                member_id,
+                topic,
+                key[1],
+                budget,
+                max(per_partition, 1),
+                mode,
+                body["batch_size"],
             )
             if got is None:
                 continue
