@@ -333,3 +333,56 @@ def test_read_committed_archives_aborted_transactions(broker):
         assert end(c, "tb", pid2, epoch2, commit=True) == 0  # marker at 8
         got = acquired(share_fetch(c, "rc", m, 1, {}, max_wait_ms=3000))
         assert got == {(tid, 0): [(6, 8, 1)]}
+
+
+def test_share_state_is_pruned_and_a_restart_still_finds_it(corral_factory):
+    broker = corral_factory(
+        **FAST,
+        **{
+            "share.coordinator.state.topic.prune.interval.ms": 300,
+            "share.coordinator.cold.partition.snapshot.interval.ms": 200,
+            "share.coordinator.snapshot.update.records.per.snapshot": 3,
+            "share.coordinator.state.topic.num.partitions": 1,
+        },
+    )
+    with RawClient(broker.port) as c:
+        create(c, TOPIC, partitions=1)
+        tid = topic_id(c, TOPIC)
+        _group(c, "g")
+        assert produce(c, TOPIC, 0, batch(30))["error_code"] == 0
+        m = new_member_id()
+        join(c, "g", m, [TOPIC])
+        assert acquired(share_fetch(c, "g", m, 0, {tid: [0]})) == {(tid, 0): [(0, 29, 1)]}
+        for epoch, first in enumerate(range(0, 20, 2), start=1):
+            answer = share_ack(c, "g", m, epoch, {(tid, 0): [(first, first + 1, [ACCEPT])]})
+            assert answer["responses"][0]["partitions"][0]["error_code"] == 0
+
+        def state_log_start() -> int:
+            listed = c.call(
+                ApiKey.LIST_OFFSETS,
+                7,
+                {
+                    "replica_id": -1,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "name": "__share_group_state",
+                            "partitions": [
+                                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}
+                            ],
+                        }
+                    ],
+                },
+            )
+            return listed["topics"][0]["partitions"][0]["offset"]
+
+        deadline = time.monotonic() + 10
+        while state_log_start() == 0:
+            assert time.monotonic() < deadline, "nothing pruned"
+            time.sleep(0.2)
+    broker.kill()
+    broker.start()
+    with RawClient(broker.port) as c:
+        m2 = new_member_id()
+        join(c, "g", m2, [TOPIC])
+        assert acquired(share_fetch(c, "g", m2, 0, {tid: [0]})) == {(tid, 0): [(20, 29, 1)]}

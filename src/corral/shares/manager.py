@@ -27,6 +27,7 @@ from corral.errors import ErrorCode
 from corral.later import Later, first_error
 from corral.partitions.store import StorageError
 from corral.shares.partition import SharePartition
+from corral.shares.pruning import StatePruner
 from corral.shares.sessions import ShareSession, ShareSessions
 from corral.shares.state_log import ShareStateLog, StateKey, StoredState
 
@@ -105,6 +106,11 @@ class SharePartitions:
         self.loaded = True
         if self.stored:
             log.info("loaded the state of %d share partitions", len(self.stored))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(StatePruner(self).run)
+            await self._expire_locks()
+
+    async def _expire_locks(self) -> None:
         while True:
             now = _core.monotonic_ms()
             soonest = min((p.window.next_deadline_ms for p in self.locked), default=None)
@@ -123,7 +129,7 @@ class SharePartitions:
             changed = sp.window.expire(now, self._limit(sp.key[0]))
             self.metrics.lock_timeouts += sum(b[1] - b[0] + 1 for b in changed)
             if changed:
-                sp.persist(changed, self._snapshot_every())  # Kafka ignores a failed write
+                sp.persist(changed, self.snapshot_every())  # Kafka ignores a failed write
             if sp.window.acquired == 0:
                 self.locked.discard(sp)
         self._wake()
@@ -208,7 +214,7 @@ class SharePartitions:
         limit: int = self._setting(group_id, "share.delivery.count.limit")
         return limit
 
-    def _snapshot_every(self) -> int:
+    def snapshot_every(self) -> int:
         every: int = self.settings["share.coordinator.snapshot.update.records.per.snapshot"]
         return every
 
@@ -229,7 +235,7 @@ class SharePartitions:
         start = max(start, log_start)
         sp = self.partitions[key] = SharePartition(key, stored, start, self.log)
         if sp.unresolved:
-            sp.persist([], self._snapshot_every(), force=True)  # the chosen start, kept
+            sp.persist([], self.snapshot_every(), force=True)  # the chosen start, kept
         return sp
 
     def _reset_offset(
@@ -264,7 +270,7 @@ class SharePartitions:
                 continue
             changed = sp.window.release_owner(owner, limit)
             if changed:
-                sp.persist(changed, self._snapshot_every())
+                sp.persist(changed, self.snapshot_every())
         self._wake()
 
     # ========================================================== acknowledgements ===
@@ -297,7 +303,7 @@ class SharePartitions:
             self.locked.discard(sp)
         if any(b[2] == 0 for b in changed):  # released: a waiting fetch may take them
             self._wake()
-        return sp.persist(changed, self._snapshot_every())
+        return sp.persist(changed, self.snapshot_every())
 
     # ================================================================== fetching ===
 
@@ -403,7 +409,7 @@ class SharePartitions:
         if rejects:
             owner = sp.owner(member_id)
             _, changed = sp.window.acknowledge(owner, rejects, limit, 0)
-            sp.persist(changed, self._snapshot_every())
+            sp.persist(changed, self.snapshot_every())
         return kept
 
     def gauges(self) -> tuple[int, int, int, int]:

@@ -79,6 +79,11 @@ class ShareStateLog:
         self.broker = broker
         self.settings = broker.settings
         self.topic: Topic | None = broker.topics.get(TOPIC)
+        # Where each share partition's latest snapshot is in the log (pruning keeps the records
+        # from the oldest of them in each partition of the topic) and which were written since
+        # the last cold pass (pruning.py).
+        self.snapshot_offsets: dict[StateKey, int] = {}
+        self.written: set[StateKey] = set()
 
     def ensure_topic(self) -> Topic:
         if self.topic is None:
@@ -125,21 +130,24 @@ class ShareStateLog:
                     if at < offset or key is None:
                         continue
                     last = at
-                    self._replay(found, key, value)
+                    self._replay(found, key, value, at)
                 offset = last + 1
         return found
 
-    @staticmethod
-    def _replay(found: dict[StateKey, StoredState], key: bytes, value: bytes | None) -> None:
+    def _replay(
+        self, found: dict[StateKey, StoredState], key: bytes, value: bytes | None, at: int
+    ) -> None:
         kind, fields = _core.decode_share_state_key(key)
         if fields is None:
             return
         state_key: StateKey = (fields[0], fields[1], fields[2])
         if value is None:
             found.pop(state_key, None)
+            self.snapshot_offsets.pop(state_key, None)
             return
         _, v = _core.decode_share_state_value(kind, value)
         if kind == SNAPSHOT:
+            self.snapshot_offsets[state_key] = at
             found[state_key] = StoredState(
                 state_epoch=v[1], start_offset=v[3], snapshot_epoch=v[0], batches=list(v[7])
             )
@@ -204,6 +212,12 @@ class ShareStateLog:
             return Later.of(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if result.error_code:
             return Later.of(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        self.written.add(key)
+        kind = _core.decode_share_state_key(pairs[-1][0])[0]
+        if pairs[-1][1] is None:
+            self.snapshot_offsets.pop(key, None)
+        elif kind == SNAPSHOT:
+            self.snapshot_offsets[key] = result.base_offset + len(pairs) - 1
 
         def flushed(error: BaseException | None) -> None:
             done.resolve(ErrorCode.COORDINATOR_NOT_AVAILABLE if error else ErrorCode.NONE)
