@@ -558,3 +558,13 @@ def join_classic(c: RawClient, group: str) -> tuple:
     }
     r = c.call(ApiKey.JOIN_GROUP, 9, body)
     return r["error_code"], r.get("error_message")
+
+
+def offset_delete(c: RawClient, group: str, topic: str, partition: int) -> tuple:
+    """OffsetDelete v0: (error, [partition errors])."""
+    body = {
+        "group_id": group,
+        "topics": [{"name": topic, "partitions": [{"partition_index": partition}]}],
+    }
+    r = c.call(ApiKey.OFFSET_DELETE, 0, body)
+    return r["error_code"], [p["error_code"] for t in r["topics"] for p in t["partitions"]]

@@ -40,6 +40,7 @@ from sharewire import (
     join_classic,
     list_groups,
     offset_commit,
+    offset_delete,
     offset_fetch,
     offset_fetch_topics,
     produce,
@@ -160,6 +161,7 @@ def scenario(bootstrap: str, seen: list[tuple] | None = None) -> list[tuple]:
         note("offset fetch", offset_fetch(c, GROUP))
         note("offset fetch of partitions", offset_fetch_topics(c, GROUP, TOPIC, [0]))
         note("offset commit", offset_commit(c, GROUP, TOPIC, 0, 1))
+        note("offset delete", offset_delete(c, GROUP, TOPIC, 0))
         note("consumer heartbeat", consumer_heartbeat(c, GROUP, "cmember", [TOPIC]))
         note("join group", join_classic(c, GROUP))
 
@@ -302,9 +304,11 @@ def scenario(bootstrap: str, seen: list[tuple] | None = None) -> list[tuple]:
         fetch("p1 forgotten", GROUP, A, next_epoch(), [], forgotten=[p1], max_wait_ms=100)
         ack("p1 after it was forgotten", GROUP, A, next_epoch(), {p1: [(0, 0, [ACCEPT])]})
         note("offsets described, all", describe_offsets(c, GROUP, None))
+        # (A partition the topic does not have is answered alike, -1 and -1 without an error,
+        # but by Kafka 4.4 only after ~30 s of its persister's retries: not asked here.)
         note(
             "offsets described, named",
-            describe_offsets(c, GROUP, {TOPIC: [0, 1, 7], "nosuch": [0]}),
+            describe_offsets(c, GROUP, {TOPIC: [0, 1], "nosuch": [0]}),
         )
         note("offsets described v0", describe_offsets(c, GROUP, None, version=0))
         note("offsets of an unknown group", describe_offsets(c, "nosuch", None))
@@ -612,6 +616,7 @@ KAFKA_4_4: list[tuple] = [
     ("offset fetch", (0, [])),
     ("offset fetch of partitions", (0, [(0, -1, 0)])),
     ("offset commit", [69]),
+    ("offset delete", (69, [])),
     ("consumer heartbeat", (69, "Group sg is not a consumer group.")),
     ("join group", (23, None)),
     ("fetch at epoch 5 without a session", (122, None, 0, {})),
@@ -730,7 +735,6 @@ KAFKA_4_4: list[tuple] = [
             {
                 ("shw", 0): (1, 0, 0, None),
                 ("shw", 1): (0, 0, 0, None),
-                ("shw", 7): (-1, -1, 0, None),
                 ("nosuch", 0): (-1, -1, 0, None),
             },
         ),
