@@ -214,7 +214,7 @@ def scenario(bootstrap: str, seen: list[tuple] | None = None) -> list[tuple]:
             "first after last": [(3, 2, [ACCEPT])],
             "overlapping batches": [(0, 2, [ACCEPT]), (1, 3, [ACCEPT])],
             "no types": [(0, 0, [])],
-            "types not one a record": [(0, 2, [ACCEPT, RELEASE])],
+            "types not one per record": [(0, 2, [ACCEPT, RELEASE])],
             "unknown type": [(0, 0, [7])],
             "renew without IsRenewAck": [(0, 0, [4])],
             "past the acquired records": [(3, 9, [ACCEPT])],
@@ -633,7 +633,7 @@ KAFKA_4_4: list[tuple] = [
     ("first after last", (0, None, 30000, {("shw", 0): (42, None)})),
     ("overlapping batches", (0, None, 30000, {("shw", 0): (42, None)})),
     ("no types", (0, None, 30000, {("shw", 0): (42, None)})),
-    ("types not one a record", (0, None, 30000, {("shw", 0): (42, None)})),
+    ("types not one per record", (0, None, 30000, {("shw", 0): (42, None)})),
     ("unknown type", (0, None, 30000, {("shw", 0): (42, None)})),
     ("renew without IsRenewAck", (0, None, 30000, {("shw", 0): (42, None)})),
     (
