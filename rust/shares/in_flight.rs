@@ -26,6 +26,41 @@ pub const ACK_RENEW: i8 = 4;
 pub const INVALID_REQUEST: i16 = 42;
 pub const INVALID_RECORD_STATE: i16 = 121;
 
+/// Why an acknowledgement was refused, with Kafka's code and message for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// An offset past what was ever acquired.
+    PastAcquired,
+    /// A record held by another member.
+    NotOwner,
+    /// A record not acquired (available, acknowledged, archived, or acknowledged twice).
+    NotAcquired,
+    /// A batch without acknowledgement types.
+    NoTypes,
+}
+
+impl Refusal {
+    pub fn code(self) -> i16 {
+        match self {
+            Refusal::PastAcquired | Refusal::NoTypes => INVALID_REQUEST,
+            Refusal::NotOwner | Refusal::NotAcquired => INVALID_RECORD_STATE,
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            Refusal::PastAcquired => {
+                "Batch record not found. The last offset in request is past acquired records."
+            }
+            Refusal::NotOwner => "Member is not the owner of batch record",
+            Refusal::NotAcquired => {
+                "The offset cannot be acknowledged. The offset is not acquired."
+            }
+            Refusal::NoTypes => "Acknowledge types cannot be empty.",
+        }
+    }
+}
+
 /// (first offset, last offset, state, delivery count): a run of records alike.
 pub type StateBatch = (i64, i64, u8, u16);
 
@@ -243,26 +278,29 @@ impl InFlight {
         batches: &[(i64, i64, Vec<i8>)],
         delivery_limit: u16,
         renew_deadline_ms: u64,
-    ) -> Result<Vec<StateBatch>, i16> {
+    ) -> Result<Vec<StateBatch>, Refusal> {
         // Check everything first: nothing changes unless all of it may. An offset acknowledged
         // twice is not acquired any more the second time.
         let mut checked_to = i64::MIN;
         for (first, last, types) in batches {
             if *last >= self.end() || *first >= self.end() {
-                return Err(INVALID_REQUEST);
+                return Err(Refusal::PastAcquired);
             }
             if *first <= checked_to {
-                return Err(INVALID_RECORD_STATE);
+                return Err(Refusal::NotAcquired);
             }
             checked_to = *last;
             for offset in (*first).max(self.start)..=*last {
                 let rec = &self.recs[(offset - self.start) as usize];
-                if rec.state != ACQUIRED || rec.owner != owner {
-                    return Err(INVALID_RECORD_STATE);
+                if rec.state != ACQUIRED {
+                    return Err(Refusal::NotAcquired);
+                }
+                if rec.owner != owner {
+                    return Err(Refusal::NotOwner);
                 }
             }
             if types.is_empty() {
-                return Err(INVALID_REQUEST);
+                return Err(Refusal::NoTypes);
             }
         }
         let mut changed = Batches::default();

@@ -78,20 +78,21 @@ impl PyShareInFlight {
         )
     }
 
-    /// (error code, changed state batches): 0 and the changes, or Kafka's error and no change.
+    /// (error code, Kafka's message, changed state batches): (0, None, the changes), or the
+    /// refusal and no change.
     fn acknowledge(
         &mut self,
         owner: u32,
         batches: Vec<(i64, i64, Vec<i8>)>,
         delivery_limit: u16,
         renew_deadline_ms: u64,
-    ) -> (i16, Vec<StateBatch>) {
+    ) -> (i16, Option<&'static str>, Vec<StateBatch>) {
         match self
             .0
             .acknowledge(owner, &batches, delivery_limit, renew_deadline_ms)
         {
-            Ok(changed) => (0, changed),
-            Err(code) => (code, Vec::new()),
+            Ok(changed) => (0, None, changed),
+            Err(refusal) => (refusal.code(), Some(refusal.message()), Vec::new()),
         }
     }
 

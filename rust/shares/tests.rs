@@ -1,6 +1,17 @@
 use super::in_flight::*;
 
 const LIMIT: u16 = 5;
+
+fn acked(
+    w: &mut InFlight,
+    owner: u32,
+    batches: &[(i64, i64, Vec<i8>)],
+    limit: u16,
+    renew: u64,
+) -> Result<Vec<StateBatch>, i16> {
+    w.acknowledge(owner, batches, limit, renew)
+        .map_err(Refusal::code)
+}
 const ISOLATE: u16 = 3; // max(2, ceil(5 / 2))
 
 fn window() -> InFlight {
@@ -34,7 +45,7 @@ fn the_record_lock_limit_bounds_the_window() {
     assert_eq!(w.acquire(2, 10, 99, 100, 10, 1_000, ISOLATE), vec![]);
     // Acknowledged records leave the window (the start moves past them): room again.
     assert_eq!(
-        w.acknowledge(1, &[(0, 4, vec![ACK_ACCEPT])], LIMIT, 0),
+        acked(&mut w, 1, &[(0, 4, vec![ACK_ACCEPT])], LIMIT, 0),
         Ok(vec![(0, 4, ACKNOWLEDGED, 1)])
     );
     assert_eq!(w.start(), 5);
@@ -51,7 +62,8 @@ fn acknowledgements_are_all_or_nothing() {
     w.acquire(2, 10, 19, 100, 2000, 1_000, ISOLATE);
     // Member 1 may not acknowledge member 2's records: nothing of the request is applied.
     assert_eq!(
-        w.acknowledge(
+        acked(
+            &mut w,
             1,
             &[(0, 4, vec![ACK_ACCEPT]), (8, 12, vec![ACK_ACCEPT])],
             LIMIT,
@@ -62,7 +74,7 @@ fn acknowledgements_are_all_or_nothing() {
     assert_eq!((w.start(), w.acquired()), (0, 20));
     // Past the window: INVALID_REQUEST.
     assert_eq!(
-        w.acknowledge(1, &[(5, 25, vec![ACK_ACCEPT])], LIMIT, 0),
+        acked(&mut w, 1, &[(5, 25, vec![ACK_ACCEPT])], LIMIT, 0),
         Err(INVALID_REQUEST)
     );
     // Twice the same record: the second is not acquired any more.
@@ -70,11 +82,12 @@ fn acknowledgements_are_all_or_nothing() {
         .acknowledge(1, &[(0, 0, vec![ACK_ACCEPT])], LIMIT, 0)
         .is_ok());
     assert_eq!(
-        w.acknowledge(1, &[(1, 1, vec![ACK_ACCEPT])], LIMIT, 0),
+        acked(&mut w, 1, &[(1, 1, vec![ACK_ACCEPT])], LIMIT, 0),
         Ok(vec![(1, 1, ACKNOWLEDGED, 1)])
     );
     assert_eq!(
-        w.acknowledge(
+        acked(
+            &mut w,
             1,
             &[(2, 2, vec![ACK_ACCEPT]), (2, 2, vec![ACK_ACCEPT])],
             LIMIT,
@@ -132,7 +145,7 @@ fn the_delivery_limit_archives_a_poison_record_and_isolates_it_first() {
                 batches.push((offset, offset, vec![kind]));
             }
         }
-        w.acknowledge(1, &batches, LIMIT, 0).unwrap();
+        acked(&mut w, 1, &batches, LIMIT, 0).unwrap();
         assert!(round < 9);
     }
     // Deliveries 1 and 2 of record 1 come with their neighbours; from the 3rd it is alone.
@@ -166,7 +179,7 @@ fn expired_locks_and_closed_sessions_release_records() {
     assert_eq!(w.release_owner(2, LIMIT), vec![(5, 9, AVAILABLE, 1)]);
     // Member 1's lock expired: it may not acknowledge what member 3 now holds.
     assert_eq!(
-        w.acknowledge(1, &[(0, 0, vec![ACK_ACCEPT])], LIMIT, 0),
+        acked(&mut w, 1, &[(0, 0, vec![ACK_ACCEPT])], LIMIT, 0),
         Err(INVALID_RECORD_STATE)
     );
 }
@@ -176,7 +189,7 @@ fn renew_moves_the_lock_and_changes_nothing_else() {
     let mut w = window();
     w.acquire(1, 0, 1, 100, 2000, 1_000, ISOLATE);
     assert_eq!(
-        w.acknowledge(1, &[(0, 1, vec![ACK_RENEW])], LIMIT, 5_000),
+        acked(&mut w, 1, &[(0, 1, vec![ACK_RENEW])], LIMIT, 5_000),
         Ok(vec![])
     );
     assert_eq!(w.expire(1_000, LIMIT), vec![]);
@@ -188,7 +201,8 @@ fn renew_moves_the_lock_and_changes_nothing_else() {
 fn a_snapshot_restores_the_window_with_acquired_records_available_again() {
     let mut w = window();
     w.acquire(1, 0, 9, 100, 2000, 1_000, ISOLATE);
-    w.acknowledge(
+    acked(
+        &mut w,
         1,
         &[
             (0, 2, vec![ACK_ACCEPT]),

@@ -1194,8 +1194,8 @@ class ShareInFlight:
         batches: Sequence[tuple[int, int, Sequence[int]]],
         delivery_limit: int,
         renew_deadline_ms: int,
-    ) -> tuple[int, list[StateBatch]]:
-        """(0, changes) or (Kafka's error code, []): all or nothing."""
+    ) -> tuple[int, str | None, list[StateBatch]]:
+        """(0, None, changes) or (Kafka's error code, its message, []): all or nothing."""
     def release_owner(self, owner: int, delivery_limit: int) -> list[StateBatch]: ...
     def expire(self, now_ms: int, delivery_limit: int) -> list[StateBatch]: ...
     def move_start(self, offset: int) -> None: ...

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from corral.topics.registry import Topic
 
 RENEW = 4
+NOT_HOSTED = "This server does not host this topic-partition."
 
 
 def invalid_batches(batches: list[Any], version: int, renew: bool) -> bool:
@@ -47,7 +48,8 @@ def acknowledge_topics(
     topics: list[Any],
     renew: bool,
 ) -> dict[tuple[bytes, int], Later]:
-    """(topic id, partition) -> Later of its ErrorCode, for every partition with batches."""
+    """(topic id, partition) -> Later of its (ErrorCode, message), for every partition with
+    batches."""
     shares = broker.shares
     assert shares is not None, "the handlers answer UNSUPPORTED_VERSION without share groups"
     readable: set[str] | None = None
@@ -63,13 +65,13 @@ def acknowledge_topics(
                 continue
             key = (t["topic_id"], p["partition_index"])
             if topic is None:
-                out[key] = Later.of(ErrorCode.UNKNOWN_TOPIC_ID)
+                out[key] = Later.of((ErrorCode.UNKNOWN_TOPIC_ID, None))
             elif readable is not None and topic.name not in readable:
-                out[key] = Later.of(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                out[key] = Later.of((ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             elif not 0 <= p["partition_index"] < topic.partitions:
-                out[key] = Later.of(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out[key] = Later.of((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, NOT_HOSTED))
             elif invalid_batches(batches, request.api_version, renew):
-                out[key] = Later.of(ErrorCode.INVALID_REQUEST)
+                out[key] = Later.of((ErrorCode.INVALID_REQUEST, None))
             else:
                 out[key] = shares.acknowledge(
                     group_id,

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("corral.shares")
 
+NOT_HOSTED = "This server does not host this topic-partition."
+RENEW_OFF = "Renewing acquisition locks is not enabled for the group."
 # Acknowledge types.
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 RECORD_LIMIT_MODE = 1
@@ -198,7 +200,7 @@ class SharePartitions:
         key = (group_id, topic_id, index)
         sp = self.partitions.get(key)
         if sp is not None:
-            return sp.window.start, sp.window.delivery_complete_count
+            return sp.summary
         stored = self.stored.get(key)
         if stored is None or stored.start_offset < 0:
             return -1, -1
@@ -283,27 +285,32 @@ class SharePartitions:
         index: int,
         batches: list[tuple[int, int, list[int]]],
     ) -> Later:
-        """One partition's acknowledgements, all or nothing: resolves to an ErrorCode once the
-        change is durable (or at once for a refusal)."""
+        """One partition's acknowledgements, all or nothing: resolves to (ErrorCode, Kafka's
+        message) once the change is durable (or at once for a refusal)."""
         sp = self.partitions.get((group_id, topic.id.bytes, index))
         if sp is None:
-            return Later.of(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        owner = sp.known_owner(member_id)
-        if owner is None:
-            return Later.of(ErrorCode.INVALID_RECORD_STATE)
+            return Later.of((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, NOT_HOSTED))
         renews = any(RENEW in types for _, _, types in batches)
         if renews and not self._setting(group_id, "share.renew.acknowledge.enable"):
-            return Later.of(ErrorCode.INVALID_RECORD_STATE)  # renewing is off for the group
+            return Later.of((ErrorCode.INVALID_RECORD_STATE, RENEW_OFF))
         renew_ms = _core.monotonic_ms() + self._setting(group_id, "share.record.lock.duration.ms")
-        code, changed = sp.window.acknowledge(owner, batches, self._limit(group_id), renew_ms)
+        # A member that never acquired here owns nothing (owner 0 is nobody's).
+        owner = sp.known_owner(member_id) or 0
+        window = sp.window
+        start = window.start
+        code, message, changed = window.acknowledge(owner, batches, self._limit(group_id), renew_ms)
         if code:
-            return Later.of(ErrorCode(code))
+            return Later.of((ErrorCode(code), message))
         self.metrics.acknowledged(batches)
-        if sp.window.acquired == 0:
+        if window.acquired == 0:
             self.locked.discard(sp)
         if any(b[2] == 0 for b in changed):  # released: a waiting fetch may take them
             self._wake()
-        return sp.persist(changed, self.snapshot_every())
+        # As Kafka, the update carries the start from before the acknowledgement moved it, and
+        # the records finished from there.
+        done = window.start - start + window.delivery_complete_count
+        written = sp.persist(changed, self.snapshot_every(), start=start, done=done)
+        return written.map(lambda error: (error, None))
 
     # ================================================================== fetching ===
 
@@ -408,7 +415,7 @@ class SharePartitions:
                 kept.append((cursor, last, count))
         if rejects:
             owner = sp.owner(member_id)
-            _, changed = sp.window.acknowledge(owner, rejects, limit, 0)
+            _, _, changed = sp.window.acknowledge(owner, rejects, limit, 0)
             sp.persist(changed, self.snapshot_every())
         return kept
 

@@ -34,6 +34,9 @@ class SharePartition:
         # Whether the start offset was chosen here (share.auto.offset.reset): written at once.
         self.unresolved = stored.start_offset < 0
         self._owners: dict[str, int] = {}
+        # (start offset, records finished from it) as last written: what
+        # DescribeShareGroupOffsets reports (Kafka reads its share coordinator's summary).
+        self.summary = (stored.start_offset, -1) if stored.start_offset >= 0 else (-1, -1)
 
     def owner(self, member_id: str) -> int:
         number = self._owners.get(member_id)
@@ -52,23 +55,29 @@ class SharePartition:
             batches=self.window.snapshot(),
         )
 
-    def persist(self, changed: list[StateBatch], snapshot_every: int, force: bool = False) -> Later:
-        """Writes `changed` (an update), or the whole state once enough updates piled up;
-        resolves to an ErrorCode once durable. Nothing to write: resolved at once."""
+    def persist(
+        self,
+        changed: list[StateBatch],
+        snapshot_every: int,
+        force: bool = False,
+        start: int | None = None,
+        done: int | None = None,
+    ) -> Later:
+        """Writes `changed` (an update, with `start` and the records `done` from it: the
+        window's own by default), or the whole state once enough updates piled up; resolves to
+        an ErrorCode once durable. Nothing to write: resolved at once."""
         if not changed and not force:
             return Later.of(ErrorCode.NONE)
         window = self.window
         if force or self.updates >= snapshot_every:
             self.snapshot_epoch += 1
             self.updates = 0
+            self.summary = (window.start, window.delivery_complete_count)
             pair = self.log.snapshot_record(self.key, self.stored(), window.delivery_complete_count)
         else:
             self.updates += 1
-            pair = self.log.update_record(
-                self.key,
-                self.snapshot_epoch,
-                window.start,
-                window.delivery_complete_count,
-                changed,
-            )
+            start = window.start if start is None else start
+            done = window.delivery_complete_count if done is None else done
+            self.summary = (start, done)
+            pair = self.log.update_record(self.key, self.snapshot_epoch, start, done, changed)
         return self.log.write(self.key, [pair])

@@ -61,7 +61,8 @@ async def share_acknowledge(
                 "partitions": [
                     {
                         "partition_index": index,
-                        "error_code": codes[(topic_id, index)],
+                        "error_code": codes[(topic_id, index)][0],
+                        "error_message": codes[(topic_id, index)][1],
                         "current_leader": {"leader_id": -1, "leader_epoch": -1},
                     }
                     for index in indexes

@@ -100,8 +100,10 @@ async def share_fetch(broker: Broker, request: Request[ShareFetchRequest]) -> Sh
     if epoch == INITIAL_EPOCH:
         for key in requested:
             partitions[key] = _partition(key[1])
-    for key, code in ack_codes.items():
-        partitions.setdefault(key, _partition(key[1]))["acknowledge_error_code"] = code
+    for key, (code, message) in ack_codes.items():
+        entry = partitions.setdefault(key, _partition(key[1]))
+        entry["acknowledge_error_code"] = code
+        entry["acknowledge_error_message"] = message
     if epoch == FINAL_EPOCH:
         shares.end_session(session)
     elif not renew and body["max_records"] > 0 and body["max_bytes"] > 0:

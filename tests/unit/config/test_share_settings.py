@@ -1,4 +1,4 @@
-"""Share groups' settings (config/shares.py): the broker's group.share.* and share.coordinator.*
+"""Share groups' settings (shares/settings.py, shares/group_settings.py): the broker's group.share.* and share.coordinator.*
 with Kafka 4.4's names, defaults, bounds and checks between them, and the share group settings
 (share.*) checked as Kafka's GroupConfig checks them, with its messages (the messages below are
 Kafka 4.4's answers to the same IncrementalAlterConfigs, tests/wire/test_share_groups_against_kafka.py
@@ -14,7 +14,11 @@ from corral.config.broker import BROKER_SETTINGS, PER_BROKER
 from corral.config.dynamic import DynamicConfigs
 from corral.config.groups import GROUP_SETTINGS, check_group_configs
 from corral.config.settings import ConfigError, DynamicConfigRefused, Settings
-from corral.config.shares import auto_offset_reset, iso_duration_nanos, reset_duration_ms
+from corral.config.shares.group_settings import (
+    auto_offset_reset,
+    iso_duration_nanos,
+    reset_duration_ms,
+)
 from corral.config.types import INT32_MAX, ConfigType
 
 INT, BOOL, STR, LIST, SHORT = (
@@ -264,6 +268,7 @@ def test_each_share_setting_is_bounded_as_in_kafka(name, lo, hi):
             {"group.share.assignors": "org.apache.kafka.coordinator.group.assignor.SimpleAssignor"},
             None,
         ),
+        ({"group.share.assignors": " simple "}, None),
     ],
 )
 def test_checks_between_share_settings(overrides, message):

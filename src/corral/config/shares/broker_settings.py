@@ -45,7 +45,7 @@ def share_assignors(value: Any) -> str:
             f"{entries[0]!r} is not a share-group assignor corral has: `{SIMPLE_ASSIGNOR}` "
             f"(or {SIMPLE_ASSIGNOR_CLASS})"
         )
-    return SIMPLE_ASSIGNOR
+    return entries[0]
 
 
 def _share(name: str, default: int, lo: int, hi: int, doc: str) -> Setting:
@@ -57,7 +57,8 @@ def _coordinator(name: str, default: int, lo: int, hi: int, doc: str) -> Setting
 
 
 # The broker's share-group settings. Bounds are Kafka's (its ConfigDef ranges; `atLeast(n)` is
-# [n, 2147483647]) but where said.
+# [n, 2147483647]) but for group.share.max.size (below) and the partitions of
+# __share_group_state (at most 100000, as every internal topic's in corral).
 SHARE_SETTINGS: list[Setting] = [
     # Kafka caps group.share.max.size at 1000 (ConfigDef between(1, 1000)); corral, whose
     # coordinator is built for groups of tens of thousands of members, allows up to 100000.

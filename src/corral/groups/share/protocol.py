@@ -147,8 +147,6 @@ class ShareGroups:
         group = self.group_of(gid, create=joining)
         member = group.members.get(req.member_id)
         records: list[Record] = []
-        if gid not in self.groups or self.groups[gid] is not group:
-            records.append(sr.ShareGroupEpoch(gid, 0))  # the group is created with the join
         if member is None:
             if not joining:
                 raise ShareGroupError(
@@ -164,14 +162,20 @@ class ShareGroups:
             member = ShareMember(req.member_id)
         elif not joining and req.member_epoch != member.epoch:
             if req.member_epoch > member.epoch or req.member_epoch != member.previous_epoch:
+                if req.member_epoch > member.epoch:
+                    why = (
+                        f"The share group member has a greater member epoch ({req.member_epoch})"
+                        f" than the one known by the group coordinator ({member.epoch})."
+                    )
+                else:
+                    why = (
+                        f"The share group member has a smaller member epoch ({req.member_epoch})"
+                        f" than the one known by the group coordinator ({member.epoch}), and it "
+                        f"does not match the previous member epoch ({member.previous_epoch})."
+                    )
                 raise ShareGroupError(
                     ErrorCode.FENCED_MEMBER_EPOCH,
-                    f"The share group member has a greater member epoch ({req.member_epoch}) "
-                    f"than the one known by the group coordinator ({member.epoch})."
-                    if req.member_epoch > member.epoch
-                    else f"The share group member has a smaller member epoch "
-                    f"({req.member_epoch}) than the one known by the group coordinator "
-                    f"({member.epoch}).",
+                    why + " The member must abandon all its partitions and rejoin.",
                 )
         new_member = req.member_id not in group.members
         names = member.topic_names if req.topic_names is None else tuple(sorted(req.topic_names))
@@ -188,8 +192,12 @@ class ShareGroups:
                     gid, req.member_id, rack, req.client_id, req.client_host, names
                 )
             )
-        bump = changed_subscription
-        # The subscribed partitions not yet initialized (only looked for when something moved).
+        # A subscription changed, or partitions became initialized since the last target
+        # (Kafka's initializedAssignmentPending, kept as a flag).
+        bump = changed_subscription or group.assignment_pending
+        group.assignment_pending = False
+        # The subscribed partitions not yet initialized (only looked for when something moved):
+        # they are initializing from now on, and assignable once their state is written.
         initialize: dict[bytes, tuple[int, ...]] = {}
         if changed_subscription or group.topics_changed:
             group.topics_changed = False
@@ -197,7 +205,6 @@ class ShareGroups:
             initialize, state = self._to_initialize(group, subscribed)
             if state is not None:
                 records.append(state)
-                bump = True
         epoch = group.epoch + 1 if bump else group.epoch
         if bump:
             self.metrics.share_rebalances += 1
@@ -235,9 +242,42 @@ class ShareGroups:
                 ]
             }
         writes = [self.writer.write(gid, records, applied=True)] if records else []
-        if initialize and self.states is not None:
-            writes.append(self.states.initialize(gid, initialize, -1))
+        if initialize:
+            self._initialize(gid, initialize)
         return _answer_when_durable(writes, answer)
+
+    def _initialize(self, group_id: str, topics: dict[bytes, tuple[int, ...]]) -> None:
+        """Writes the share partitions' first state (StartOffset -1: share.auto.offset.reset
+        decides at the first fetch); once durable they move from initializing to initialized and
+        the group's next heartbeat assigns them (Kafka's persister round trip; a failure leaves
+        them uninitialized, to be tried again)."""
+        states = self.states
+        started = states.initialize(group_id, topics, -1) if states else Later.of(ErrorCode.NONE)
+
+        def done(error: ErrorCode) -> None:
+            group = self.groups.get(group_id)
+            if not isinstance(group, ShareGroup) or group.deleting:
+                return
+            record = group.state_partitions_record()
+            for topic_id, parts in topics.items():
+                known = record.initializing.get(topic_id)
+                if known is not None:
+                    left = tuple(p for p in known[1] if p not in parts)
+                    if left:
+                        record.initializing[topic_id] = (known[0], left)
+                    else:
+                        del record.initializing[topic_id]
+                if not error:
+                    have = record.initialized.get(topic_id)
+                    name = self.topics.name_of(topic_id) or (known[0] if known else "")
+                    merged = tuple(sorted({*(have[1] if have else ()), *parts}))
+                    record.initialized[topic_id] = (name, merged)
+            self.replay(record)
+            group.topics_changed = bool(error)
+            group.assignment_pending = not error
+            self.writer.write(group_id, [record], applied=True)
+
+        started.then(done)
 
     def _to_initialize(
         self, group: ShareGroup, names: set[str]
@@ -251,17 +291,18 @@ class ShareGroups:
             topic_id = self.topics.id_of(name)
             if topic is None or topic_id is None:
                 continue
-            known = group.initialized.get(topic_id)
-            have = len(known[1]) if known is not None else 0
+            done = group.initialized.get(topic_id)
+            going = group.initializing.get(topic_id)
+            have = len(done[1] if done else ()) + len(going[1] if going else ())
             if topic.partitions > have:
                 new[topic_id] = tuple(range(have, topic.partitions))
         if not new:
             return new, None
         record = group.state_partitions_record()
         for topic_id, parts in new.items():
-            known = record.initialized.get(topic_id)
-            before = known[1] if known is not None else ()
-            record.initialized[topic_id] = (self.topics.name_of(topic_id), before + parts)
+            going = record.initializing.get(topic_id)
+            before = going[1] if going is not None else ()
+            record.initializing[topic_id] = (self.topics.name_of(topic_id), before + parts)
         return new, record
 
     def _maybe_new_target(self, group: ShareGroup) -> list[Record]:
@@ -378,6 +419,10 @@ class ShareGroups:
     def on_loaded(self, group: ShareGroup) -> None:
         for member in group.members.values():
             self._arm_session(group, member)
+        # Partitions left initializing by the last run are looked at again; the targets are
+        # checked against what is initialized at the next heartbeat.
+        group.topics_changed = True
+        group.assignment_pending = bool(group.initialized)
 
     def on_unloaded(self, group: ShareGroup) -> None:
         self.forget(group)
@@ -447,10 +492,7 @@ def alter_offsets(
         known = record.initialized.get(topic_id)
         merged = tuple(sorted(set(known[1] if known else ()) | set(parts)))
         record.initialized[topic_id] = (name, merged)
-    records: list[Record] = []
-    if gid not in shares.groups:
-        records.append(sr.ShareGroupEpoch(gid, 0))
-    records.append(record)
+    records: list[Record] = [record]  # its replay creates the group if need be
     for r in records:
         shares.replay(r)
     writes = [shares.writer.write(gid, records, applied=True)]

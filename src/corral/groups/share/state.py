@@ -57,7 +57,8 @@ class ShareGroup:
 
     def __init__(self, group_id: str):
         self.group_id = group_id
-        self.epoch = 0
+        # Kafka's ModernGroup starts a group at epoch 1 (its first member's join makes it 2).
+        self.epoch = 1
         self.metadata_hash = 0
         self.assignment_epoch = 0
         self.assignment_timestamp_ms = 0
@@ -72,6 +73,9 @@ class ShareGroup:
         # Topics changed since the last heartbeat looked (created, grown, deleted): the next one
         # checks for partitions to initialize and bumps the epoch when the assignable set moved.
         self.topics_changed = True
+        # Partitions became initialized since the last target (Kafka's
+        # initializedAssignmentPending): the next heartbeat bumps the epoch.
+        self.assignment_pending = False
 
     # -- members ---------------------------------------------------------------------------------
 
@@ -112,7 +116,7 @@ class ShareGroup:
         return ErrorCode.GROUP_ID_NOT_FOUND  # "Group X is not a consumer group."
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
-        return ErrorCode.GROUP_ID_NOT_FOUND
+        return ErrorCode.NONE  # Kafka answers a share group's OffsetFetch with no offsets
 
     def validate_offset_delete(self) -> ErrorCode:
         return ErrorCode.GROUP_ID_NOT_FOUND

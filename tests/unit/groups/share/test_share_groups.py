@@ -49,26 +49,35 @@ def check_invariant(group: ShareGroup, partitions: int) -> None:
 
 def test_join_assign_share_fence_and_leave():
     c, tid, _ = setup(partitions=2)
+    # A group starts at epoch 1 (Kafka's); the join makes it 2 while the partitions initialize,
+    # and the next heartbeat assigns them at epoch 3.
     a = hb(c, "a", 0, ["t"])
-    assert (a["error_code"], a["member_epoch"], owned(a, tid)) == (0, 1, [0, 1])
+    assert (a["error_code"], a["member_epoch"], owned(a, tid)) == (0, 2, [])
+    a = hb(c, "a", 2)
+    assert (a["member_epoch"], owned(a, tid)) == (3, [0, 1])
     b = hb(c, "b", 0, ["t"])
     z = hb(c, "z", 0, ["t"])
     group = c.groups["g"]
-    assert isinstance(group, ShareGroup) and group.epoch == 3
+    assert isinstance(group, ShareGroup) and group.epoch == 5
     check_invariant(group, 2)
-    # a learns its new target at its next heartbeat, at the target's epoch.
-    a = hb(c, "a", 1)
-    assert a["member_epoch"] == 3 and len(owned(a, tid)) == 2
     assert sorted(len(owned(x, tid)) for x in (b, z)) == [1, 1]
+    # a learns its new target at its next heartbeat, at the target's epoch.
+    a = hb(c, "a", 3)
+    assert a["member_epoch"] == 5 and len(owned(a, tid)) == 2
     # An unchanged heartbeat carries no assignment.
-    assert hb(c, "a", 3)["assignment"] is None
+    assert hb(c, "a", 5)["assignment"] is None
     # Epochs: the previous one is accepted (a lost response), others fenced.
-    assert hb(c, "a", 1)["error_code"] == ErrorCode.NONE
-    assert hb(c, "a", 7)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+    assert hb(c, "a", 3)["error_code"] == ErrorCode.NONE
+    fenced = hb(c, "a", 8)
+    assert fenced["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+    assert fenced["error_message"] == (
+        "The share group member has a greater member epoch (8) than the one known by the group "
+        "coordinator (5). The member must abandon all its partitions and rejoin."
+    )
     assert hb(c, "q", 3)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     left = hb(c, "z", -1)
     assert (left["error_code"], left["member_epoch"]) == (0, -1)
-    assert group.epoch == 4 and "z" not in group.members
+    assert group.epoch == 6 and "z" not in group.members
     assert hb(c, "z", -1)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
 
 

@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     )
 
 
+NOT_HOSTED = "This server does not host this topic-partition."
+# Kafka's messages of the share offsets' group errors.
+MESSAGES = {ErrorCode.NON_EMPTY_GROUP: "The group is not empty."}
+
+
 def _unsupported(broker: Broker) -> bool:
     return broker.shares is None
 
@@ -63,12 +68,10 @@ def _describe(
     shares = broker.shares
     assert shares is not None, "checked by the caller"
     if asked is None:
+        # Every initialized partition; Kafka answers an unknown group with none, no error.
         group = groups.groups.get(group_id)
-        if not isinstance(group, ShareGroup):
-            return _group_error(
-                group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
-            )
-        wanted = [(name, list(parts)) for name, parts in group.initialized.values()]
+        initialized = group.initialized if isinstance(group, ShareGroup) else {}
+        wanted = [(name, list(parts)) for name, parts in initialized.values()]
     else:
         wanted = [(t["topic_name"], t["partitions"]) for t in asked]
     readable = None
@@ -139,7 +142,7 @@ async def alter_share_group_offsets(
     group_id = body["group_id"]
     group = _check_group(broker, request, group_id, AclOperation.READ, create=True)
     if isinstance(group, ErrorCode):
-        return {"error_code": group, "responses": []}
+        return {"error_code": group, "error_message": MESSAGES.get(group), "responses": []}
     names = [t["topic_name"] for t in body["topics"]]
     readable = None
     if broker.authorizer is not None:
@@ -152,17 +155,19 @@ async def alter_share_group_offsets(
         parts = []
         for p in t["partitions"]:
             index = p["partition_index"]
+            message = None
             if readable is not None and t["topic_name"] not in readable:
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or not 0 <= index < topic.partitions:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                message = NOT_HOSTED
             else:
                 code = ErrorCode.NONE
                 topics.setdefault(topic.id.bytes, (topic.name, ()))
                 name, have = topics[topic.id.bytes]
                 topics[topic.id.bytes] = (name, (*have, index))
                 starts[(topic.id.bytes, index)] = p["start_offset"]
-            parts.append({"partition_index": index, "error_code": code, "error_message": None})
+            parts.append({"partition_index": index, "error_code": code, "error_message": message})
         responses.append(
             {
                 "topic_name": t["topic_name"],
@@ -186,7 +191,7 @@ async def delete_share_group_offsets(
     group_id = body["group_id"]
     group = _check_group(broker, request, group_id, AclOperation.DELETE, create=False)
     if isinstance(group, ErrorCode):
-        return {"error_code": group, "responses": []}
+        return {"error_code": group, "error_message": MESSAGES.get(group), "responses": []}
     names = [t["topic_name"] for t in body["topics"]]
     readable = None
     if broker.authorizer is not None:
@@ -201,6 +206,7 @@ async def delete_share_group_offsets(
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            message = NOT_HOSTED
         elif topic.id.bytes not in group.initialized:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             message = "There is no offset information to delete."
