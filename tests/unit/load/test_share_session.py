@@ -155,10 +155,8 @@ def test_acquired_offsets_without_their_records_are_a_violation():
     s = session()
     s.want = {("t", 0)}
     body, acks, listed_tps, forgotten = s._fetch_body()
-    s._fetched(
-        answer([part(0, [(0, 9)], batches((0, 4)))]), acks, listed_tps, forgotten, 0.0
-    )
+    s._fetched(answer([part(0, [(0, 9)], batches((0, 4)))]), acks, listed_tps, forgotten, 0.0)
     assert s.member.violations.count == 1
-    assert "offsets 0-9 acquired, 5 of them without their record" in (
-        s.member.violations.examples[0]
+    assert (
+        "offsets 0-9 acquired, 5 of them without their record" in (s.member.violations.examples[0])
     )

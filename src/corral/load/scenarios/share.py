@@ -301,6 +301,9 @@ def summary(run) -> dict:
         "last_acknowledged_at_s": _at(run, ledger.last_acknowledged_at),
         "acquisition_lock_ms": round(ledger.lock_s * 1000),
     }
+    ends = [run.marks.get(f"produced_{w}") for w in range(run.workers)]
+    if run.params["produce"] == "alongside" and all(ends):
+        out["produced_at_s"] = _at(run, max(ends))
     if outcome == "timed_out":
         out["unfinished"] = (
             f"--duration {run.params['duration']:g} s ran out with {counts['acknowledged']:,} of "
