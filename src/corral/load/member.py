@@ -27,7 +27,7 @@ from corral.load.wire import CLIENT_ID, BrokerError, Connection
 from corral.network.apis import ApiKey
 
 if TYPE_CHECKING:
-    from corral.load.share_session import ShareConfig
+    from corral.load.share.session import ShareConfig
 
 T = TypeVar("T")
 
@@ -85,7 +85,7 @@ class Events:
         when its answer arrived: in time order, no partition ever has two owners."""
         self.pending.append(("owned", member_id, epoch, assignment, at))
 
-    # Share consumers (share_session.py) report what happens to records; checks.ShareLedger
+    # Share consumers (share/session.py) report what happens to records; checks.ShareLedger
     # reads these tuples.
 
     def acquired(

@@ -25,7 +25,7 @@ from corral.load.cleanup import existing_groups, run_cleanup
 from corral.load.consumer_member import ConsumerMember, probe_group, wait_assignable
 from corral.load.member import ClassicMember, Events, GroupMember, MemberConfig
 from corral.load.probe import BrokerInfo, LoadError, probe
-from corral.load.share_member import ShareMember
+from corral.load.share.member import ShareMember
 from corral.load.stats import Recorder, percentiles
 from corral.network.apis import ApiKey
 from corral.ops.admin import AdminError
@@ -373,7 +373,7 @@ def _drive(scenario, params: dict[str, Any], broker: BrokerInfo, display) -> dic
     )
     setup = None
     if is_share(params):
-        from corral.load.share_setup import prepare
+        from corral.load.share.setup import prepare
 
         setup = trio.run(prepare, broker, params)
         config.share = setup.config

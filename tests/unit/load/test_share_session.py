@@ -1,4 +1,4 @@
-"""share_session.ShareSession: the ShareFetch requests a share consumer sends (session epochs,
+"""share.session.ShareSession: the ShareFetch requests a share consumer sends (session epochs,
 incremental partitions, piggy-backed acknowledgements) and what it makes of the answers, without
 a broker."""
 
@@ -11,7 +11,7 @@ from corral import _core
 from corral.errors import ErrorCode
 from corral.load.checks import Violations
 from corral.load.member import Events
-from corral.load.share_session import (
+from corral.load.share.session import (
     MAX_EPOCH,
     ShareConfig,
     ShareSession,

@@ -22,10 +22,10 @@ import time
 
 import trio
 
-from corral.load.producer import ProduceError, produce
-from corral.load.share_member import ShareMember
-from corral.load.share_session import ShareSession
-from corral.load.share_setup import ACQUIRE_MODES, quota
+from corral.load.share.member import ShareMember
+from corral.load.share.producer import ProduceError, produce
+from corral.load.share.session import ShareSession
+from corral.load.share.setup import ACQUIRE_MODES, quota
 from corral.network.apis import ApiKey
 
 NAME = "share"

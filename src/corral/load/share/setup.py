@@ -13,8 +13,8 @@ import trio
 
 from corral.errors import ErrorCode
 from corral.load.probe import BrokerInfo, LoadError
-from corral.load.producer import ProduceError, produce, split
-from corral.load.share_session import ShareConfig
+from corral.load.share.producer import ProduceError, produce, split
+from corral.load.share.session import ShareConfig
 from corral.load.wire import BrokerError, Connection
 from corral.network.apis import ApiKey
 

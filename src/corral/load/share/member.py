@@ -1,5 +1,5 @@
 """A share-group member (KIP-932): ShareGroupHeartbeat as the Java KafkaShareConsumer sends it,
-and one share session (share_session.py) per leader of its assigned partitions.
+and one share session (session.py) per leader of its assigned partitions.
 
 - The member id is made by the client (a random Kafka Uuid string) and kept for the member's life,
   across fencing and rejoining.
@@ -24,7 +24,7 @@ import trio
 
 from corral.errors import ErrorCode
 from corral.load.member import BACKOFF_MAX_S, BACKOFF_S, NONE, UNKNOWN_MEMBER_ID, GroupMember
-from corral.load.share_session import ShareConfig, ShareSession, partitions_by_leader
+from corral.load.share.session import ShareConfig, ShareSession, partitions_by_leader
 from corral.network.apis import ApiKey
 from corral.uuids import random_uuid_text
 
