@@ -26,6 +26,7 @@ SHARE_SETTINGS = {
     "group.share.heartbeat.interval.ms": 1000,
     "group.share.min.heartbeat.interval.ms": 500,
     "group.share.max.size": 1000,
+    "group.share.min.record.lock.duration.ms": 1000,  # for the group's 1 s lock below
 }
 BROKERS = [pytest.param("kafka_share", marks=pytest.mark.kafka)]
 
@@ -113,6 +114,41 @@ def test_records_produced_while_the_group_consumes(broker):
     # first assignment comes a heartbeat or two after they join: 1-3 s on a fresh Kafka).
     assert metrics["produced_at_s"] > 7
     assert metrics["first_acquired_at_s"] < metrics["produced_at_s"]
+
+
+def test_records_whose_lock_expires_come_again_until_their_last_delivery(broker):
+    """Members take 1.5 s with records locked for 1 s: every acknowledgement but the last is
+    refused (INVALID_RECORD_STATE), the records come back with a higher delivery count, at the
+    limit (5) one at a time, and the last acknowledgement of each is answered NONE although its
+    lock had expired too (Kafka archives the record and skips acknowledgements below the share
+    partition's start): the ledger counts those "late", and finds no record held twice."""
+    result = run_share(
+        broker,
+        "--members",
+        "2",
+        "--partitions",
+        "1",
+        "--records",
+        "4",
+        "--produce-batch",
+        "4",
+        "--process-ms",
+        "1500",
+        "--group-config",
+        "share.record.lock.duration.ms=1000",
+        "--stall-seconds",
+        "20",
+        "--duration",
+        "90",
+    )
+    assert result["failures"] == []
+    assert result["violations"] == 0, result["violation_examples"]
+    metrics = result["metrics"]
+    assert metrics["outcome"] == "complete"
+    assert metrics["acquisition_lock_ms"] == 1000
+    assert metrics["acknowledged_late"] == 4 and metrics["acknowledged"] == 0
+    assert metrics["redelivered"] == metrics["delivery_count_above_1"] == 16  # 4 x 4 more
+    assert set(result["errors"]) == {"SHARE_ACKNOWLEDGEMENT:INVALID_RECORD_STATE"}
 
 
 def test_the_command_line_runs_a_share_group(broker):

@@ -246,7 +246,7 @@ class ConsumerLedger:
 
 
 # Record states in the ShareLedger.
-NEVER, HELD, ACKED, UNCONFIRMED = 0, 1, 2, 3
+NEVER, HELD, ACKED, UNCONFIRMED, LATE = 0, 1, 2, 3, 4
 STATE_NAMES = {NEVER: "never delivered", HELD: "delivered, never acknowledged"}
 
 
@@ -262,7 +262,10 @@ class ShareLedger:
     - a member acknowledges only records delivered to it (the session checks that each acquired
       offset came with its record);
     - nothing is lost: by the end every produced offset is acknowledged (an acknowledgement whose
-      answer never came, the connection having failed, is counted apart, not as lost).
+      answer never came, the connection having failed, is counted apart, not as lost; so is a
+      "late" one, answered after the record's lock could have expired: Kafka answers NONE to an
+      acknowledgement of a record it has meanwhile archived, or that another member acknowledged,
+      so such an answer says nothing about the record).
 
     Members report acquisitions stamped with the time their ShareFetch was sent and answered,
     acknowledgements with the time theirs was sent, and the end of a session with the time it
@@ -295,6 +298,7 @@ class ShareLedger:
         self.redelivered = 0  # deliveries of records delivered before (justified ones)
         self.delivery_count_above_1 = 0  # records whose DeliveryCount said a later delivery
         self.unconfirmed = 0
+        self.acknowledged_late = 0  # records acknowledged late (see above), counted apart
         self.first_acquired_at: float | None = None
         self.last_acknowledged_at: float | None = None
         self.ack_times: list[tuple[float, int]] = []  # (sent at, records) per acknowledgement
@@ -323,7 +327,11 @@ class ShareLedger:
             self.produced_range(*event[1:])
 
     def produced_range(self, tp: tuple[str, int], base: int, count: int) -> None:
-        self.produced[tp].append((base, base + count - 1))
+        ranges = self.produced[tp]
+        if ranges and ranges[-1][1] + 1 == base:
+            ranges[-1] = (ranges[-1][0], base + count - 1)
+        else:
+            ranges.append((base, base + count - 1))
         self.produced_total += count
         self._grow(tp, base + count)
 
@@ -400,12 +408,27 @@ class ShareLedger:
                 self.pending.append((at, tp, run, m))
 
     def acknowledged(
-        self, member_id: str, tp: tuple[str, int], first: int, last: int, sent_at: float
+        self,
+        member_id: str,
+        tp: tuple[str, int],
+        first: int,
+        last: int,
+        sent_at: float,
+        late: bool = False,
     ) -> None:
         m = self._member(member_id)
         n = last - first + 1
         self._grow(tp, last + 1)
         state, holder = self.state[tp], self.holder[tp]
+        if late:
+            # Still the member's, or not (expired, then archived or taken by another member):
+            # only what it still held becomes LATE, and nothing is judged.
+            for o in range(first, last + 1):
+                if state[o] == HELD and holder[o] == m:
+                    state[o] = LATE
+            self.acknowledged_late += n
+            self.acknowledged_total += n
+            return
         if not (
             state[first : last + 1] == bytes([HELD]) * n
             and holder[first : last + 1] == array("i", [m]) * n
@@ -438,6 +461,7 @@ class ShareLedger:
         for o in range(first, last + 1):
             if state[o] == HELD and holder[o] == m:
                 state[o] = UNCONFIRMED
+                self.unconfirmed += 1
 
     def released(self, member_id: str, tps: list[tuple[str, int]], at: float) -> None:
         self.releases[self._member(member_id)].append((frozenset(map(tuple, tps)), at))
@@ -473,7 +497,13 @@ class ShareLedger:
         """Judges what is left; counts produced records by what became of them (and, with
         `lost_is_violation`, says each partition's missing ones)."""
         self._judge(float("inf"))
-        outcome = {"acknowledged": 0, "unconfirmed": 0, "never_delivered": 0, "unacknowledged": 0}
+        outcome = {
+            "acknowledged": 0,
+            "late": 0,
+            "unconfirmed": 0,
+            "never_delivered": 0,
+            "unacknowledged": 0,
+        }
         for tp, ranges in sorted(self.produced.items()):
             state = self.state[tp]
             missing: dict[int, list[int]] = defaultdict(list)
@@ -481,7 +511,8 @@ class ShareLedger:
                 segment = state[first : last + 1]
                 outcome["acknowledged"] += segment.count(ACKED)
                 outcome["unconfirmed"] += segment.count(UNCONFIRMED)
-                if segment.count(ACKED) + segment.count(UNCONFIRMED) == len(segment):
+                outcome["late"] += segment.count(LATE)
+                if segment.count(NEVER) + segment.count(HELD) == 0:
                     continue
                 for i, s in enumerate(segment):
                     if s in (NEVER, HELD):
@@ -495,15 +526,25 @@ class ShareLedger:
                         f"{tp[0]}-{tp[1]}: {len(offsets)} produced records {STATE_NAMES[s]} "
                         f"(offsets {sample}{', ...' if len(offsets) > 5 else ''})"
                     )
-        self.unconfirmed = outcome["unconfirmed"]
         self.finished = True
         return outcome
 
     # ------------------------------------------------------------------ figures
 
     def complete(self) -> bool:
-        """Every produced record acknowledged (as far as the reports that arrived say)."""
-        return self.produced_total > 0 and self.acknowledged_total >= self.produced_total
+        """Every produced record acknowledged (late, or with its answer lost, included), as far
+        as the reports that arrived say."""
+        if not self.produced_total or (
+            self.acknowledged_total + self.unconfirmed < self.produced_total
+        ):
+            return False
+        for tp, ranges in self.produced.items():
+            state = self.state[tp]
+            for first, last in ranges:
+                segment = state[first : last + 1]
+                if segment.count(NEVER) or segment.count(HELD):
+                    return False
+        return True
 
     def rate(self, low: float = 0.0, high: float = 1.0) -> float | None:
         """Acknowledged records/s between the moments `low` and `high` (fractions) of all the

@@ -105,10 +105,17 @@ class Events:
         )
 
     def acknowledged(
-        self, member_id: str, tp: tuple[str, int], first: int, last: int, sent_at: float
+        self,
+        member_id: str,
+        tp: tuple[str, int],
+        first: int,
+        last: int,
+        sent_at: float,
+        late: bool = False,
     ) -> None:
-        """Records the broker answered acknowledged (ACCEPT), by a request sent at `sent_at`."""
-        self.pending.append(("acknowledged", member_id, tp, first, last, sent_at))
+        """Records the broker answered acknowledged (ACCEPT), by a request sent at `sent_at`;
+        `late`: answered after their lock could have expired (taken, or archived and skipped)."""
+        self.pending.append(("acknowledged", member_id, tp, first, last, sent_at, late))
 
     def unconfirmed(
         self, member_id: str, tp: tuple[str, int], first: int, last: int, sent_at: float

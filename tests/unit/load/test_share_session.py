@@ -160,3 +160,26 @@ def test_acquired_offsets_without_their_records_are_a_violation():
     assert (
         "offsets 0-9 acquired, 5 of them without their record" in (s.member.violations.examples[0])
     )
+
+
+def test_an_acknowledgement_answered_after_the_lock_could_have_expired_is_late():
+    s = session()
+    s.want = {("t", 0)}
+    body, acks, listed_tps, forgotten = s._fetch_body()
+    s._fetched(
+        answer([part(0, [(0, 4)], batches((0, 4))), part(1, [(0, 1)], batches((0, 1)))]),
+        acks,
+        listed_tps,
+        forgotten,
+        time.monotonic() - 31,  # sent 31 s ago: the 30 s lock may be over
+    )
+    s.acquired_at[(("t", 1), (0, 1))] = time.monotonic()  # partition 1's just now
+    body, acks, listed_tps, forgotten = s._fetch_body()
+    s._fetched(answer([part(0), part(1)]), acks, listed_tps, forgotten, time.monotonic())
+    acknowledged = [e for e in s.member.events.drain() if e[0] == "acknowledged"]
+    assert [(e[2], e[3], e[4], e[6]) for e in acknowledged] == [
+        (("t", 0), 0, 4, True),
+        (("t", 1), 0, 1, False),
+    ]
+    counts = s.member.recorder.counts
+    assert counts["records_acknowledged_late"] == 5 and counts["records_acknowledged"] == 2

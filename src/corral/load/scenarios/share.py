@@ -291,6 +291,9 @@ def summary(run) -> dict:
         "redelivered": ledger.redelivered,
         "delivery_count_above_1": ledger.delivery_count_above_1,
         "acknowledgements_unconfirmed": counts["unconfirmed"],
+        # Acknowledged after their lock could have expired (Kafka answers NONE to those of
+        # records it archived meanwhile): neither counted acknowledged nor lost.
+        "acknowledged_late": counts["late"],
         "never_delivered": counts["never_delivered"],
         "delivered_unacknowledged": counts["unacknowledged"],
         "members_that_acquired": len(ledger.members_seen),
