@@ -23,7 +23,7 @@ import time
 import trio
 
 from corral.load.share.member import ShareMember
-from corral.load.share.producer import ProduceError, produce
+from corral.load.share.producer import produce
 from corral.load.share.session import ShareSession
 from corral.load.share.setup import ACQUIRE_MODES, quota
 from corral.network.apis import ApiKey
@@ -44,7 +44,7 @@ REQUIRED_APIS = {
 DEFAULT_PARTITIONS = 10
 DEFAULT_HEARTBEAT_S = 5.0  # until the broker says its interval
 FETCH_BACKOFF_S = 0.5
-IDLE_LOOK_S = 1.0
+IDLE_LOOK_S = 10.0
 
 
 def add_arguments(parser) -> None:
@@ -136,31 +136,41 @@ def _closing(ctx) -> bool:
 
 
 async def run_worker(ctx) -> None:
-    """--produce alongside: this worker produces to its share of the partitions (partition i of
-    the run's list goes to worker i % workers)."""
+    """The worker's own tasks: it wakes its members when the run closes, and with --produce
+    alongside produces to its share of the partitions."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_wake_at_close, ctx)
+        if ctx.params["produce"] == "alongside":
+            nursery.start_soon(_produce, ctx)
+
+
+async def _wake_at_close(ctx) -> None:
+    while not _closing(ctx):
+        await ctx.phase_changed.wait()
+    for member in ctx.members:
+        member.regroup()
+
+
+async def _produce(ctx) -> None:
+    """Partition i of the run's list goes to worker i % workers."""
     params = ctx.params
-    if params["produce"] != "alongside":
-        return
     config = ctx.plan.member_config
     workers = max(1, params["workers"])
     full = quota(config.partitions, params["records"])
     mine = {
         tp: n for i, (tp, n) in enumerate(sorted(full.items())) if i % workers == ctx.plan.worker
     }
-    try:
-        await produce(
-            config.share.brokers,
-            config.versions,
-            mine,
-            config.share.leader_of,
-            params["produce_batch"],
-            params["record_bytes"],
-            ctx.events.produced,
-            rate=params["produce_rate"] / workers,
-        )
-    except ProduceError as e:
-        ctx.recorder.error("PRODUCE", str(e)[:60])
-        return
+    # A ProduceError fails the worker (the run stops, the failure reported).
+    await produce(
+        config.share.brokers,
+        config.versions,
+        mine,
+        config.share.leader_of,
+        params["produce_batch"],
+        params["record_bytes"],
+        ctx.events.produced,
+        rate=params["produce_rate"] / workers,
+    )
     ctx.events.mark(f"produced_{ctx.plan.worker}")
 
 
@@ -199,16 +209,10 @@ async def _consume(ctx, member: ShareMember) -> None:
                 if session.busy and node not in running:
                     running.add(node)
                     nursery.start_soon(_fetch_loop, ctx, member, session, running)
-            changed, phase = member.assignment_changed, ctx.phase_changed
+            # Woken by a new assignment, a partition's leader moving, the run closing (the
+            # worker's _wake_at_close) or the member failing; a look now and then all the same.
             with trio.move_on_after(IDLE_LOOK_S):
-                async with trio.open_nursery() as waiting:
-                    for event in (changed, phase):
-                        waiting.start_soon(_wait_then_cancel, event, waiting.cancel_scope)
-
-
-async def _wait_then_cancel(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
+                await member.assignment_changed.wait()
 
 
 async def _fetch_loop(ctx, member: ShareMember, session: ShareSession, running: set[int]) -> None:
