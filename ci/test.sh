@@ -24,6 +24,8 @@ CARGO_TARGET_DIR=~/.cache/corral/target cargo test --locked
 
 echo "== benches, smoke run (each benchmark once, untimed; timing runs are by hand, docs/benchmarks.md)"
 python -m pytest -q benches/test_codec_bench.py --benchmark-disable
+# A share group of 20 consumers against corral and Kafka 4.4 (its jars come from ci/setup.sh).
+python benches/share_groups.py --smoke
 
 echo "== pytest"
 # The slowest tests are listed at the end: the whole run must stay under 30 minutes.

@@ -25,6 +25,7 @@ async def existing_groups(bootstrap: str, groups: list[str]) -> set[str] | None:
         for group in groups:
             if (
                 await admin.consumer_group_describe(group) is not None
+                or await admin.share_group_describe(group) is not None
                 or await admin.describe_groups(group) is not None
             ):
                 found.add(group)

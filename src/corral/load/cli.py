@@ -12,6 +12,8 @@ from corral.load.probe import LoadError
 from corral.load.runner import run
 from corral.load.scenarios import SCENARIOS
 
+SHARE = "share"  # the scenario of share groups
+
 # Exit codes of `corral load`.
 EXIT_OK, EXIT_VIOLATIONS, EXIT_CANNOT_RUN, EXIT_UNFINISHED = 0, 1, 2, 3
 EXIT_CODES = (
@@ -31,7 +33,19 @@ def add_parser(sub) -> None:
         epilog=EXIT_CODES,
     )
     load.add_argument("--bootstrap", required=True, metavar="HOST:PORT")
-    load.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    load.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default=None,
+        help="required for consumer groups; share groups run `share`",
+    )
+    load.add_argument(
+        "--group-type",
+        choices=["consumer", "share"],
+        default=None,
+        help="consumer: consumer groups, with the protocol of --group-protocol (the default); "
+        "share: a share group (KIP-932) consuming a topic (the `share` scenario)",
+    )
     load.add_argument("--members", type=int, default=100)
     load.add_argument(
         "--duration",
@@ -129,9 +143,23 @@ def _add_once(add_arguments, group, seen: set[str]) -> None:
     add_arguments(OnceGroup())
 
 
+class UsageError(ValueError):
+    """Arguments that do not make a run."""
+
+
 def parameters(args: argparse.Namespace) -> dict:
     params = {k: v for k, v in vars(args).items() if k not in ("command", "log_level")}
     params["group"] = params["group"] or f"corral-load-{uuid.uuid4().hex[:8]}"
+    # A share group runs the share scenario, and the share scenario is a share group's.
+    scenario, group_type = params.get("scenario"), params.get("group_type")
+    if group_type == "share" or scenario == SHARE:
+        if scenario not in (None, SHARE):
+            raise UsageError(f"--group-type share runs the {SHARE} scenario, not {scenario}")
+        params["scenario"], params["group_type"] = SHARE, "share"
+    elif scenario is None:
+        raise UsageError("--scenario is required (or --group-type share)")
+    else:
+        params["group_type"] = "consumer"
     return params
 
 
@@ -139,12 +167,19 @@ def parse(argv: list[str]) -> dict:
     """The parameters of a run from `corral load` arguments (for scripts and tests)."""
     parser = argparse.ArgumentParser(prog="corral")
     add_parser(parser.add_subparsers(dest="command", required=True))
-    return parameters(parser.parse_args(["load", *argv]))
+    try:
+        return parameters(parser.parse_args(["load", *argv]))
+    except UsageError as e:
+        parser.error(str(e))
 
 
 def main(args: argparse.Namespace) -> int:
-    params = parameters(args)
-    scenario = SCENARIOS[args.scenario]
+    try:
+        params = parameters(args)
+    except UsageError as e:
+        print(f"corral load: {e}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    scenario = SCENARIOS[params["scenario"]]
     try:
         if args.quiet:
             result = run(scenario, params)

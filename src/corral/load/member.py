@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -25,6 +25,9 @@ from corral.load.checks import Violations
 from corral.load.stats import Recorder
 from corral.load.wire import CLIENT_ID, BrokerError, Connection
 from corral.network.apis import ApiKey
+
+if TYPE_CHECKING:
+    from corral.load.share.session import ShareConfig
 
 T = TypeVar("T")
 
@@ -60,6 +63,7 @@ class MemberConfig:
     handshake: bool = True  # ApiVersions on each new connection, as clients do
     topic_ids: dict[str, bytes] = field(default_factory=dict)  # Metadata v10+ (KIP-848 members)
     server_assignor: str | None = None  # KIP-848 ServerAssignor (None: the broker's default)
+    share: ShareConfig | None = None  # share consumers (KIP-932): leaders and fetch settings
 
 
 class Events:
@@ -80,6 +84,52 @@ class Events:
         A release is stamped before the request that acknowledges it is sent, an acquisition
         when its answer arrived: in time order, no partition ever has two owners."""
         self.pending.append(("owned", member_id, epoch, assignment, at))
+
+    # Share consumers (share/session.py) report what happens to records; checks.ShareLedger
+    # reads these tuples.
+
+    def acquired(
+        self,
+        member_id: str,
+        tp: tuple[str, int],
+        first: int,
+        last: int,
+        delivery_count: int,
+        sent_at: float,
+        at: float,
+        lock_ms: int,
+    ) -> None:
+        """Records acquired by a ShareFetch sent at `sent_at`, answered at `at`."""
+        self.pending.append(
+            ("acquired", member_id, tp, first, last, delivery_count, sent_at, at, lock_ms)
+        )
+
+    def acknowledged(
+        self,
+        member_id: str,
+        tp: tuple[str, int],
+        first: int,
+        last: int,
+        sent_at: float,
+        late: bool = False,
+    ) -> None:
+        """Records the broker answered acknowledged (ACCEPT), by a request sent at `sent_at`;
+        `late`: answered after their lock could have expired (taken, or archived and skipped)."""
+        self.pending.append(("acknowledged", member_id, tp, first, last, sent_at, late))
+
+    def unconfirmed(
+        self, member_id: str, tp: tuple[str, int], first: int, last: int, sent_at: float
+    ) -> None:
+        """Acknowledgements sent at `sent_at` that got no answer (the connection failed)."""
+        self.pending.append(("unconfirmed", member_id, tp, first, last, sent_at))
+
+    def released(self, member_id: str, tps: list[tuple[str, int]], at: float) -> None:
+        """The member's share session on these partitions ended at `at` (closed, or its
+        connection lost): the broker releases the records it still held there."""
+        self.pending.append(("released", member_id, tps, at))
+
+    def produced(self, tp: tuple[str, int], base: int, count: int) -> None:
+        self.pending.append(("produced", tp, base, count))
 
     def mark(self, name: str) -> None:
         """A moment of the run (the parent keeps the earliest of each name)."""

@@ -20,11 +20,12 @@ from typing import Any
 
 import trio
 
-from corral.load.checks import AssignmentLedger, ConsumerLedger, Violations
+from corral.load.checks import AssignmentLedger, ConsumerLedger, ShareLedger, Violations
 from corral.load.cleanup import existing_groups, run_cleanup
 from corral.load.consumer_member import ConsumerMember, probe_group, wait_assignable
 from corral.load.member import ClassicMember, Events, GroupMember, MemberConfig
 from corral.load.probe import BrokerInfo, LoadError, probe
+from corral.load.share.member import ShareMember
 from corral.load.stats import Recorder, percentiles
 from corral.network.apis import ApiKey
 from corral.ops.admin import AdminError
@@ -34,6 +35,8 @@ LEAVE_TIMEOUT_S = 10.0
 SATURATED_CPU = 0.85  # a worker busier than this (of one core) cannot be trusted to keep pace
 # What the classic protocol needs that a KIP-848 member does with ConsumerGroupHeartbeat.
 CLASSIC_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP}
+# What share consumers report about records (checks.ShareLedger reads them).
+SHARE_EVENTS = {"acquired", "acknowledged", "unconfirmed", "released", "produced"}
 
 
 # ---------------------------------------------------------------- worker processes
@@ -67,7 +70,11 @@ class WorkerContext:
         self.connect_slots = trio.Semaphore(max(1, self.params.get("connects_in_flight", 500)))
 
     def new_member(self) -> GroupMember:
-        kind = ConsumerMember if self.params.get("group_protocol") == "consumer" else ClassicMember
+        kind: type[GroupMember] = ClassicMember
+        if is_share(self.params):
+            kind = ShareMember
+        elif self.params.get("group_protocol") == "consumer":
+            kind = ConsumerMember
         member = kind(
             self.plan.member_config, self.recorder, self.violations, self.events, self.connect_slots
         )
@@ -153,6 +160,8 @@ async def _worker(scenario, plan: WorkerPlan, commands, results) -> None:
         with trio.CancelScope() as members_scope:
             outer.start_soon(listen, members_scope)
             async with trio.open_nursery() as nursery:
+                if hasattr(scenario, "run_worker"):  # the worker's own task (a producer)
+                    nursery.start_soon(scenario.run_worker, ctx)
                 for i in range(plan.member_count):
                     nursery.start_soon(
                         scenario.run_member, ctx, ctx.new_member(), plan.first_member + i
@@ -182,7 +191,7 @@ class Run:
     started: float = field(default_factory=time.monotonic)
     recorder: Recorder = field(default_factory=Recorder)
     violations: Violations = field(default_factory=Violations)
-    ledger: AssignmentLedger | ConsumerLedger | None = None
+    ledger: AssignmentLedger | ConsumerLedger | ShareLedger | None = None
     stable: dict[int, int] = field(default_factory=dict)
     ok_since: dict[int, int] = field(default_factory=dict)  # members answered since phase["since"]
     cpu: dict[int, float] = field(default_factory=dict)
@@ -200,7 +209,9 @@ class Run:
     display: Any = None  # the live display or progress lines (cli.py), if any
 
     def __post_init__(self):
-        if self.params.get("group_protocol") == "consumer":
+        if is_share(self.params):
+            self.ledger = ShareLedger(self.broker.partitions, self.violations, self.workers)
+        elif self.params.get("group_protocol") == "consumer":
             self.ledger = ConsumerLedger(self.broker.partitions, self.violations, self.workers)
         else:
             self.ledger = AssignmentLedger(self.broker.partitions, self.violations)
@@ -220,9 +231,11 @@ class Run:
     def absorb(self, worker: int, update: dict[str, Any], done: bool = False) -> None:
         self.recorder.merge(update["recorder"])
         self.violations.merge(update["violations"])
-        owned = []
+        owned, records = [], []
         for event in update["events"]:
-            if event[0] == "mark":
+            if event[0] in SHARE_EVENTS:
+                records.append(event)
+            elif event[0] == "mark":
                 self.marks[event[1]] = min(event[2], self.marks.get(event[1], event[2]))
             elif event[0] == "synced":
                 _, generation, member_id, assignment, at = event
@@ -237,6 +250,8 @@ class Run:
         self.cpu[worker] = update["cpu"]
         self.oldest_ok[worker] = update["oldest_ok"]
         self.shipped_at[worker] = update["at"]
+        if isinstance(self.ledger, ShareLedger):
+            self.ledger.shipped_by(worker, records, float("inf") if done else update["at"])
         if isinstance(self.ledger, ConsumerLedger):
             self.ledger.oldest_ok = min(self.oldest_ok.values())
             self.ledger.interval_s = max(self.ledger.interval_s, update["interval"])
@@ -280,9 +295,14 @@ def required_apis(scenario, params: dict[str, Any]) -> set[ApiKey]:
         if hasattr(scenario, "required_apis")
         else set(scenario.REQUIRED_APIS)
     )
-    if params.get("group_protocol") == "consumer":
+    if params.get("group_protocol") == "consumer" and not is_share(params):
         apis = (apis - CLASSIC_APIS) | {ApiKey.CONSUMER_GROUP_HEARTBEAT}
     return apis
+
+
+def is_share(params: dict[str, Any]) -> bool:
+    """A share-group run (KIP-932): --group-type share."""
+    return params.get("group_type") == "share"
 
 
 def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
@@ -300,10 +320,10 @@ def run(scenario, params: dict[str, Any], display=None) -> dict[str, Any]:
         topic,
         scenario.topic_partitions(params),
         params.get("skip_join", False),
-        protocol == "consumer",
+        protocol == "consumer" or is_share(params),
     )
     groups = [] if params.get("skip_join") else [params["group"]]
-    if protocol == "consumer":
+    if protocol == "consumer" and not is_share(params):
         groups.append(probe_group(params["group"]))
     existed: set[str] | None = set()
     if params.get("cleanup", True) and groups:
@@ -351,8 +371,23 @@ def _drive(scenario, params: dict[str, Any], broker: BrokerInfo, display) -> dic
         topic_ids=broker.topic_ids,
         server_assignor=params.get("server_assignor"),
     )
+    setup = None
+    if is_share(params):
+        from corral.load.share.setup import prepare
+
+        setup = trio.run(prepare, broker, params)
+        config.share = setup.config
     state = Run(scenario.NAME, params, broker, members, workers, display=display)
-    if protocol == "consumer":
+    if setup is not None:
+        for tp, base, count in setup.produced:
+            state.ledger.produced_range(tp, base, count)
+        state.metrics["group_configs"] = setup.group_configs
+        if setup.produce_seconds is not None:
+            state.metrics["produce_seconds"] = round(setup.produce_seconds, 3)
+            state.metrics["produced_per_s"] = round(
+                state.ledger.produced_total / max(setup.produce_seconds, 1e-9), 1
+            )
+    elif protocol == "consumer":
         waited = trio.run(wait_assignable, config)
         if waited is None:
             raise LoadError("no KIP-848 member was assigned the topic's partitions within 120 s")
@@ -477,7 +512,9 @@ def _result(scenario, state: Run, wall: float, machine_busy: float) -> dict[str,
             f"the generator saturated a core (>{SATURATED_CPU:.0%}): its figures "
             "are a lower bound of what the broker can do; add --workers"
         ]
-    if result["metrics"].get("stopped_by") == "duration":
+    if isinstance(result["metrics"].get("unfinished"), str):
+        result["unfinished"] = result["metrics"].pop("unfinished")
+    elif result["metrics"].get("stopped_by") == "duration":
         steps = len(result["metrics"]["steps"])
         result["unfinished"] = (
             f"the ramp ran out of time (--duration {state.params['duration']:g} s) after {steps} "

@@ -42,6 +42,13 @@ MODEL_MAX_VERSION = {
     ApiKey.API_VERSIONS: 3,
     ApiKey.CREATE_TOPICS: 7,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
+    # Share groups (KIP-932): the share consumer's APIs, the records it reads (Produce by topic
+    # name, v13 names topics by id) and its group's settings.
+    ApiKey.SHARE_GROUP_HEARTBEAT: 1,
+    ApiKey.SHARE_FETCH: 2,
+    ApiKey.SHARE_ACKNOWLEDGE: 2,
+    ApiKey.PRODUCE: 12,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
 }
 
 

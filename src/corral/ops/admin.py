@@ -23,6 +23,7 @@ ADMIN_MAX_VERSION = {
     ApiKey.LIST_GROUPS: 5,
     ApiKey.DESCRIBE_GROUPS: 6,
     ApiKey.CONSUMER_GROUP_DESCRIBE: 1,
+    ApiKey.SHARE_GROUP_DESCRIBE: 1,
     ApiKey.OFFSET_FETCH: 9,
     ApiKey.LIST_OFFSETS: 9,
     ApiKey.DELETE_TOPICS: 6,
@@ -294,6 +295,25 @@ class Admin:
             return None
         if g["error_code"]:
             raise AdminError(f"ConsumerGroupDescribe {group}: {error_name(g['error_code'])}")
+        return g
+
+    async def share_group_describe(self, group: str) -> dict | None:
+        """ShareGroupDescribe of a share group (KIP-932); None when it is no such group (or the
+        broker has no ShareGroupDescribe, or share groups are off)."""
+        conn = await self.bootstrap_connection()
+        if ApiKey.SHARE_GROUP_DESCRIBE not in conn.versions:
+            return None
+        answer, _ = await self.group_call(
+            group,
+            ApiKey.SHARE_GROUP_DESCRIBE,
+            lambda c: {"group_ids": [group], "include_authorized_operations": False},
+            lambda a: a["groups"][0]["error_code"],
+        )
+        g = answer["groups"][0]
+        if g["error_code"] in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
+            return None
+        if g["error_code"]:
+            raise AdminError(f"ShareGroupDescribe {group}: {error_name(g['error_code'])}")
         return g
 
     async def describe_groups(self, group: str) -> dict | None:

@@ -22,7 +22,7 @@ def add_arguments(parser) -> None:
         "--partitions",
         type=int,
         default=None,
-        help="partitions of the topic (default: one per member)",
+        help="partitions of the topic (default: join-storm one per member, share 10)",
     )
 
 
