@@ -3,8 +3,8 @@ consumers reads and acknowledges every record of a topic, every answer checked (
 no record held by two members at once, none lost, each acknowledged once by the member it was
 delivered to).
 
-Parametrized by broker: Apache Kafka 4.4 (benches/kafka_ref.py) today; corral joins `BROKERS` once
-it serves share groups (a `corral_share` fixture as `kafka_share` below, with the same settings).
+Parametrized by broker: corral and Apache Kafka 4.4 (benches/kafka_ref.py), with the same
+settings.
 """
 
 from __future__ import annotations
@@ -28,7 +28,12 @@ SHARE_SETTINGS = {
     "group.share.max.size": 1000,
     "group.share.min.record.lock.duration.ms": 1000,  # for the group's 1 s lock below
 }
-BROKERS = [pytest.param("kafka_share", marks=pytest.mark.kafka)]
+BROKERS = ["corral_share", pytest.param("kafka_share", marks=pytest.mark.kafka)]
+
+
+@pytest.fixture
+def corral_share(corral_factory):
+    return corral_factory(**SHARE_SETTINGS).bootstrap
 
 
 @pytest.fixture(scope="module")
