@@ -42,6 +42,8 @@ RENEW_OFF = "Renewing acquisition locks is not enabled for the group."
 # Acknowledge types.
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 RECORD_LIMIT_MODE = 1
+# The least a share fetch reads of a partition at once.
+READ_MIN_BYTES = 16 << 10
 # How often lock deadlines are looked at when none is near (a new acquisition sets one sooner).
 EXPIRY_CHECK_S = 0.1
 
@@ -342,8 +344,12 @@ class SharePartitions:
         offset = window.next_fetch_offset()
         if offset >= high:
             return None
+        # Read about what the budget needs (the partition's bytes per record so far, a batch at
+        # least): a share fetch takes MaxRecords, and reading MaxBytes of a deep backlog to
+        # keep a few hundred records copies megabytes per fetch.
+        wanted = min(max_bytes, max(READ_MIN_BYTES, int(budget * sp.bytes_per_record * 1.25)))
         try:
-            data = logs.read(topic, index, offset, max_bytes, True).data
+            data = logs.read(topic, index, offset, wanted, True).data
         except StorageError:
             return None
         if not data:
@@ -351,6 +357,7 @@ class SharePartitions:
         bounds = _core.batch_bounds(data)
         if not bounds:
             return None
+        sp.bytes_per_record = max(len(data) / max(bounds[-1][1] - bounds[0][0] + 1, 1), 1.0)
         last = min(bounds[-1][1], high - 1)
         take = budget
         if mode != RECORD_LIMIT_MODE:

@@ -34,6 +34,8 @@ class SharePartition:
         # Whether the start offset was chosen here (share.auto.offset.reset): written at once.
         self.unresolved = stored.start_offset < 0
         self._owners: dict[str, int] = {}
+        # Log bytes per record read so far (sizes the next read to the records it may take).
+        self.bytes_per_record = 1024.0
         # (start offset, records finished from it) as last written: what
         # DescribeShareGroupOffsets reports (Kafka reads its share coordinator's summary).
         self.summary = (stored.start_offset, -1) if stored.start_offset >= 0 else (-1, -1)
