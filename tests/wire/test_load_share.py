@@ -75,14 +75,16 @@ def test_share_group_of_20_members_acknowledges_every_record(broker):
     assert metrics["redelivered"] == 0 and metrics["delivery_count_above_1"] == 0
     assert metrics["all_in_group_s"] is not None
     assert metrics["group_configs"] == {"share.auto.offset.reset": "earliest"}
-    # Five members share each partition; more than one of them got records.
-    assert metrics["members_that_acquired"] > 4
+    # Who gets the records produced beforehand depends on who is assigned first (corral assigns
+    # the first member everything at once; Kafka a heartbeat later, to all 20).
+    assert metrics["members_that_acquired"] >= 1
     assert metrics["acquisition_lock_ms"] > 0
     versions = result["broker"]["versions_used"]
     assert versions["SHARE_GROUP_HEARTBEAT"] == 1
     assert versions["SHARE_FETCH"] == versions["SHARE_ACKNOWLEDGE"] == 2
-    # Every member closed its session (ShareAcknowledge at epoch -1) and left.
-    assert result["latency_ms"]["SHARE_ACKNOWLEDGE"]["count"] == 20
+    # Every member that opened a session closed it (ShareAcknowledge at epoch -1), and left.
+    closed = result["latency_ms"]["SHARE_ACKNOWLEDGE"]["count"]
+    assert metrics["members_that_acquired"] <= closed <= 20
     assert result["latency_ms"]["SHARE_FETCH"]["count"] > 0
     assert result["latency_ms"]["SHARE_GROUP_HEARTBEAT"]["count"] >= 40  # join, leave
     group = result["parameters"]["group"]
@@ -119,6 +121,8 @@ def test_records_produced_while_the_group_consumes(broker):
     # first assignment comes a heartbeat or two after they join: 1-3 s on a fresh Kafka).
     assert metrics["produced_at_s"] > 7
     assert metrics["first_acquired_at_s"] < metrics["produced_at_s"]
+    # Five members share each partition: records produced after they all joined spread.
+    assert metrics["members_that_acquired"] > 4
 
 
 def test_records_whose_lock_expires_come_again_until_their_last_delivery(broker):

@@ -427,7 +427,7 @@ class ShareLedger:
                 if state[o] == HELD and holder[o] == m:
                     state[o] = LATE
             self.acknowledged_late += n
-            self.acknowledged_total += n
+            self._count(n, sent_at)
             return
         if not (
             state[first : last + 1] == bytes([HELD]) * n
@@ -447,6 +447,10 @@ class ShareLedger:
                     f"{tp[0]}-{tp[1]} offset {o}: acknowledged by {member_id}, {what}"
                 )
         state[first : last + 1] = bytes([ACKED]) * n
+        self._count(n, sent_at)
+
+    def _count(self, n: int, sent_at: float) -> None:
+        """`n` records answered acknowledged (late ones too: the rate counts the broker's work)."""
         self.acknowledged_total += n
         self.ack_times.append((sent_at, n))
         if self.last_acknowledged_at is None or sent_at > self.last_acknowledged_at:

@@ -35,6 +35,7 @@ class LiveDisplay:
             Table(), console=Console(stderr=True), refresh_per_second=4, transient=False
         )
         self._last_counts: dict[str, int] = {}
+        self._last_acknowledged = 0
 
     def __enter__(self):
         self.live.__enter__()
@@ -55,13 +56,21 @@ class LiveDisplay:
         table.add_column(style="bold")
         table.add_column()
         elapsed = run.elapsed()
+        share = run.params.get("group_type") == "share"
         table.add_row("elapsed", f"{elapsed:6.1f} s")
+        in_group = run.params.get("group_protocol") == "consumer" or share
         table.add_row(
-            "members stable"
-            if run.params.get("group_protocol") != "consumer"
-            else "members in the group",
+            "members in the group" if in_group else "members stable",
             f"{run.stable_members:,} / {run.members:,}",
         )
+        if share:
+            acknowledged = run.ledger.acknowledged_total
+            rate = (acknowledged - self._last_acknowledged) / 0.5
+            self._last_acknowledged = acknowledged
+            table.add_row(
+                "records acknowledged",
+                f"{acknowledged:,} / {run.ledger.produced_total:,} produced, ~{rate:,.0f}/s",
+            )
         newest = run.ledger.newest_generation()
         if newest is not None:
             table.add_row(
