@@ -44,8 +44,6 @@ GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 RECORD_LIMIT_MODE = 1
 # The least a share fetch reads of a partition at once.
 READ_MIN_BYTES = 16 << 10
-# How often lock deadlines are looked at when none is near (a new acquisition sets one sooner).
-EXPIRY_CHECK_S = 0.1
 
 
 class ShareMetrics:
@@ -121,7 +119,9 @@ class SharePartitions:
             if soonest is not None and soonest <= now:
                 self._expire(now)
                 continue
-            wait_s = EXPIRY_CHECK_S if soonest is None else min((soonest - now) / 1000, 1.0)
+            # No lock held: sleep until an acquisition sets `_expiry_soon` (an idle broker
+            # does not wake for share groups).
+            wait_s = math.inf if soonest is None else min((soonest - now) / 1000, 1.0)
             self._expiry_soon = trio.Event()
             with trio.move_on_after(max(wait_s, 0.001)):
                 await self._expiry_soon.wait()

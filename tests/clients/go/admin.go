@@ -115,6 +115,20 @@ func franzAdmin(cfg *config) (*adminReport, error) {
 	return report, nil
 }
 
+// untilTopicKnown retries `read` while it finds the topic unknown, for a few seconds: Kafka's
+// CreateTopics answers once its controller has the topic, and a broker's metadata may learn it a
+// moment later (KRaft), so a read right after can get UNKNOWN_TOPIC_OR_PARTITION on a busy host.
+func untilTopicKnown[T any](read func() (T, error)) (T, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		value, err := read()
+		if err == nil || !strings.Contains(err.Error(), "does not exist") || time.Now().After(deadline) {
+			return value, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func saramaAdmin(cfg *config) (*adminReport, error) {
 	c := saramaConfig(cfg, "sarama-admin")
 	client, err := sarama.NewClient(strings.Split(cfg.Bootstrap, ","), c)
@@ -131,7 +145,9 @@ func saramaAdmin(cfg *config) (*adminReport, error) {
 	err = adm.CreateTopic(cfg.Topic, &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 1,
 		ConfigEntries: map[string]*string{"retention.ms": &retention}}, false)
 	report.CreateTopicOK = err == nil
-	entries, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: cfg.Topic})
+	entries, err := untilTopicKnown(func() ([]sarama.ConfigEntry, error) {
+		return adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: cfg.Topic})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +156,13 @@ func saramaAdmin(cfg *config) (*adminReport, error) {
 			report.RetentionMs = e.Value
 		}
 	}
-	metadata, err := adm.DescribeTopics([]string{cfg.Topic})
+	metadata, err := untilTopicKnown(func() ([]*sarama.TopicMetadata, error) {
+		found, err := adm.DescribeTopics([]string{cfg.Topic})
+		if err == nil && len(found) > 0 && found[0].Err != sarama.ErrNoError {
+			err = found[0].Err
+		}
+		return found, err
+	})
 	if err != nil {
 		return nil, err
 	}

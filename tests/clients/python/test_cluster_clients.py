@@ -27,8 +27,9 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
 
 
 def groups_on_one_node(cluster: CorralCluster) -> tuple[str, str]:
-    """A classic and a consumer group name whose coordinator is the same node."""
-    owners = cluster.owners()
+    """A classic and a consumer group name whose coordinator is the same node (once every shard
+    is placed: on a loaded machine the last node's shards come a round or two after start)."""
+    owners = cluster.wait_until_placed()
     by_node: dict[int, list[str]] = {}
     for i in range(200):
         name = f"group-{i}"
