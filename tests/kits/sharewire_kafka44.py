@@ -161,6 +161,8 @@ KAFKA_4_4: list[tuple] = [
     ("listed consumer", []),
     ("listed stable share", [("sg", "Stable", "share", "share")]),
     ("describe groups v5", (0, None, "Dead", "", 0)),
+    ("describe groups v6", (69, "Group sg is not a classic group.", "Dead", "", 0)),
+    ("describe groups v6 of no group", (69, "Group nosuch not found.", "Dead", "", 0)),
     ("offset fetch", (0, [])),
     ("offset fetch of partitions", (0, [(0, -1, 0)])),
     ("offset commit", [69]),

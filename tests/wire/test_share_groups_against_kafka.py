@@ -158,8 +158,8 @@ def scenario(bootstrap: str, seen: list[tuple] | None = None) -> list[tuple]:
         note("listed consumer", list_groups(c, ["consumer"]))
         note("listed stable share", list_groups(c, ["share"], ["stable"]))
         note("describe groups v5", describe_classic(c, GROUP, 5))
-        # DescribeGroups v6 (Kafka 4.0+: "Group sg is not a classic group.") is not advertised by
-        # corral, which stops at v5; clients never send it there.
+        note("describe groups v6", describe_classic(c, GROUP, 6))
+        note("describe groups v6 of no group", describe_classic(c, "nosuch", 6))
         note("offset fetch", offset_fetch(c, GROUP))
         note("offset fetch of partitions", offset_fetch_topics(c, GROUP, TOPIC, [0]))
         note("offset commit", offset_commit(c, GROUP, TOPIC, 0, 1))

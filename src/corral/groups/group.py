@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from corral.errors import ErrorCode
-from corral.groups.messages import DescribeGroupsResponseDescribedGroup
 from corral.groups.storage.records import Record
 
 
@@ -88,10 +87,6 @@ class Group(Protocol):
         ...
 
     # -- views -----------------------------------------------------------------------------------
-
-    def describe_view(self) -> DescribeGroupsResponseDescribedGroup:
-        """The DescribeGroups entry, version-independent."""
-        ...
 
     def stored_records(self) -> list[tuple[bytes, bytes]]:
         """Its durable metadata as `__consumer_offsets` records, for a snapshot."""

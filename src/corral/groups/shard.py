@@ -351,17 +351,22 @@ class CoordinatorShard:
         return listed
 
     def describe_group(self, group_id: str) -> DescribeGroupsResponseDescribedGroup:
+        """DescribeGroups' entry as v6 answers it: a group that is not there, or not a classic
+        group, is GROUP_ID_NOT_FOUND in state Dead (older versions show it Dead, no error)."""
         group = self.groups.get(group_id)
-        if group is None:
-            return {
-                "error_code": ErrorCode.NONE,
-                "group_id": group_id,
-                "group_state": "Dead",
-                "protocol_type": "",
-                "protocol_data": "",
-                "members": [],
-            }
-        return group.describe_view()
+        if isinstance(group, ClassicGroup):
+            return group.describe_view()
+        return {
+            "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+            "error_message": f"Group {group_id} not found."
+            if group is None
+            else f"Group {group_id} is not a classic group.",
+            "group_id": group_id,
+            "group_state": "Dead",
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+        }
 
     def delete_group(self, group_id: str) -> Later:
         """DeleteGroups for one group: resolves to its error once its tombstones are durable."""

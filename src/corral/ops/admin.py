@@ -281,31 +281,21 @@ class Admin:
     async def consumer_group_describe(self, group: str) -> dict | None:
         """ConsumerGroupDescribe of a KIP-848 group; None when it is no such group (or the broker
         has no ConsumerGroupDescribe): the caller asks DescribeGroups, as Kafka's admin does."""
-        conn = await self.bootstrap_connection()
-        if ApiKey.CONSUMER_GROUP_DESCRIBE not in conn.versions:
-            return None
-        answer, _ = await self.group_call(
-            group,
-            ApiKey.CONSUMER_GROUP_DESCRIBE,
-            lambda c: {"group_ids": [group], "include_authorized_operations": False},
-            lambda a: a["groups"][0]["error_code"],
-        )
-        g = answer["groups"][0]
-        if g["error_code"] in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
-            return None
-        if g["error_code"]:
-            raise AdminError(f"ConsumerGroupDescribe {group}: {error_name(g['error_code'])}")
-        return g
+        return await self._describe_typed_group(ApiKey.CONSUMER_GROUP_DESCRIBE, group)
 
     async def share_group_describe(self, group: str) -> dict | None:
         """ShareGroupDescribe of a share group (KIP-932); None when it is no such group (or the
         broker has no ShareGroupDescribe, or share groups are off)."""
+        return await self._describe_typed_group(ApiKey.SHARE_GROUP_DESCRIBE, group)
+
+    async def _describe_typed_group(self, api: ApiKey, group: str) -> dict | None:
+        """ConsumerGroupDescribe or ShareGroupDescribe (the same shape) of one group."""
         conn = await self.bootstrap_connection()
-        if ApiKey.SHARE_GROUP_DESCRIBE not in conn.versions:
+        if api not in conn.versions:
             return None
         answer, _ = await self.group_call(
             group,
-            ApiKey.SHARE_GROUP_DESCRIBE,
+            api,
             lambda c: {"group_ids": [group], "include_authorized_operations": False},
             lambda a: a["groups"][0]["error_code"],
         )
@@ -313,7 +303,7 @@ class Admin:
         if g["error_code"] in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
             return None
         if g["error_code"]:
-            raise AdminError(f"ShareGroupDescribe {group}: {error_name(g['error_code'])}")
+            raise AdminError(f"{api.name} {group}: {error_name(g['error_code'])}")
         return g
 
     async def describe_groups(self, group: str) -> dict | None:

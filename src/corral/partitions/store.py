@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import trio
@@ -57,6 +57,9 @@ def open_files_max(settings: Settings) -> int:
         descriptors.soft_limit()
     )
 
+
+# How much of an internal topic a coordinator reads at a time when it loads its state.
+INTERNAL_READ_CHUNK = 1 << 20
 
 # Called after an fsync pass with its error (None: durable).
 FlushCallback = Callable[[BaseException | None], None]
@@ -319,6 +322,24 @@ class PartitionLogs:
         the log start offset."""
         key = self.open(topic, partition)
         return self.store.read(key[0], partition, offset, max_bytes, min_one)
+
+    def keyed_records(self, topic: Topic) -> Iterator[tuple[int, bytes, bytes | None]]:
+        """(offset, key, value) of every keyed record of an internal topic, each partition from
+        its log start to its end: how a coordinator loads its state log."""
+        for partition in range(topic.partitions):
+            start, end = self.offsets(topic, partition)
+            offset = start
+            while offset < end:
+                data = self.read(topic, partition, offset, INTERNAL_READ_CHUNK, True).data
+                if not data:
+                    break
+                last = offset
+                for at, _, key, value in _core.decode_batches(data):
+                    if at < offset or key is None:
+                        continue
+                    last = at
+                    yield at, key, value
+                offset = last + 1
 
     def fetch_response(
         self,

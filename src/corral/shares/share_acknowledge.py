@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 from corral.errors import ErrorCode
 from corral.later import wait
 from corral.network.apis import ApiKey, handles
-from corral.security.authorize import group_read
 from corral.shares.acknowledgements import acknowledge_topics
 from corral.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
-from corral.shares.share_fetch import by_topic, member_id_invalid
+from corral.shares.share_fetch import by_topic, request_error
 
 if TYPE_CHECKING:
     from corral._core import Request
@@ -30,16 +29,11 @@ async def share_acknowledge(
 ) -> ShareAcknowledgeResponse:
     body, version = request.body, request.api_version
     group_id, member_id = body["group_id"], body["member_id"]
-    if broker.shares is None:  # cluster mode has no share groups yet
-        return _error(ErrorCode.UNSUPPORTED_VERSION)
-    if group_id is None:
-        return _error(ErrorCode.INVALID_REQUEST)
-    if broker.authorizer is not None and not group_read(broker, request, group_id):
-        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if member_id_invalid(member_id):
-        return _error(ErrorCode.INVALID_REQUEST)
-    assert member_id is not None, "checked just above"
+    refused = request_error(broker, request, group_id, member_id)
+    if refused is not None:
+        return _error(refused)
     shares = broker.shares
+    assert shares is not None and group_id is not None and member_id is not None, "checked"
     epoch = body["share_session_epoch"]
     if epoch == INITIAL_EPOCH:
         return _error(ErrorCode.INVALID_SHARE_SESSION_EPOCH)

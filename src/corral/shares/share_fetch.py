@@ -35,8 +35,20 @@ UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
 FETCH_MAX_BYTES = 55 * 1024 * 1024
 
 
-def member_id_invalid(member_id: str | None) -> bool:
-    return member_id is None or not member_id.strip() or len(member_id) > MAX_MEMBER_ID
+def request_error(
+    broker: Broker, request: Request[Any], group_id: str | None, member_id: str | None
+) -> ErrorCode | None:
+    """What answers a ShareFetch or ShareAcknowledge before its session is looked at: no share
+    groups here, no group id, no READ on the group, a blank or overlong member id."""
+    if broker.shares is None:  # cluster mode has no share groups yet
+        return ErrorCode.UNSUPPORTED_VERSION
+    if group_id is None:
+        return ErrorCode.INVALID_REQUEST
+    if broker.authorizer is not None and not group_read(broker, request, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if member_id is None or not member_id.strip() or len(member_id) > MAX_MEMBER_ID:
+        return ErrorCode.INVALID_REQUEST
+    return None
 
 
 def by_topic(keys: Iterable[tuple[bytes, int]]) -> dict[bytes, list[int]]:
@@ -54,20 +66,15 @@ def _error(code: ErrorCode) -> ShareFetchResponse:
 async def share_fetch(broker: Broker, request: Request[ShareFetchRequest]) -> ShareFetchResponse:
     body, version = request.body, request.api_version
     group_id, member_id = body["group_id"], body["member_id"]
-    if broker.shares is None:  # cluster mode has no share groups yet
-        return _error(ErrorCode.UNSUPPORTED_VERSION)
-    if group_id is None:
-        return _error(ErrorCode.INVALID_REQUEST)
-    if broker.authorizer is not None and not group_read(broker, request, group_id):
-        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if member_id_invalid(member_id):
-        return _error(ErrorCode.INVALID_REQUEST)
-    assert member_id is not None, "checked just above"
+    refused = request_error(broker, request, group_id, member_id)
+    if refused is not None:
+        return _error(refused)
+    shares = broker.shares
+    assert shares is not None and group_id is not None and member_id is not None, "checked"
     renew = version >= 2 and body["is_renew_ack"]
     limits = ("max_bytes", "min_bytes", "max_records", "max_wait_ms")
     if renew and any(body[k] for k in limits):  # type: ignore[literal-required]
         return _error(ErrorCode.INVALID_REQUEST)
-    shares = broker.shares
     epoch = body["share_session_epoch"]
     requested = [
         (t["topic_id"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]

@@ -33,7 +33,6 @@ log = logging.getLogger("corral.shares")
 TOPIC = "__share_group_state"
 SNAPSHOT = 0
 UPDATE = 1
-READ_CHUNK = 1 << 20
 # (group id, topic id, partition)
 StateKey = tuple[str, bytes, int]
 
@@ -117,21 +116,8 @@ class ShareStateLog:
         found: dict[StateKey, StoredState] = {}
         if self.topic is None:
             return found
-        logs = self.broker.logs
-        for partition in range(self.topic.partitions):
-            start, end = logs.offsets(self.topic, partition)
-            offset = start
-            while offset < end:
-                data = logs.read(self.topic, partition, offset, READ_CHUNK, True).data
-                if not data:
-                    break
-                last = offset
-                for at, _, key, value in _core.decode_batches(data):
-                    if at < offset or key is None:
-                        continue
-                    last = at
-                    self._replay(found, key, value, at)
-                offset = last + 1
+        for at, key, value in self.broker.logs.keyed_records(self.topic):
+            self._replay(found, key, value, at)
         return found
 
     def _replay(

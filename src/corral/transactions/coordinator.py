@@ -49,7 +49,6 @@ RETRIED = (
     ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
 )
-READ_CHUNK = 1 << 20
 
 
 class TransactionCoordinator:
@@ -102,30 +101,17 @@ class TransactionCoordinator:
 
     def _read_all(self) -> dict[str, TxnMetadata]:
         """Every id's latest record, from each partition's log start to its end."""
-        logs = self.broker.logs
         found: dict[str, TxnMetadata] = {}
         if self.topic is None:
             return found
-        for partition in range(self.topic.partitions):
-            start, end = logs.offsets(self.topic, partition)
-            offset = start
-            while offset < end:
-                data = logs.read(self.topic, partition, offset, READ_CHUNK, True).data
-                if not data:
-                    break
-                last = offset
-                for at, _, key, value in _core.decode_batches(data):
-                    if at < offset or key is None:
-                        continue
-                    last = at
-                    loaded = records.decode(key, value)
-                    if loaded is None:
-                        continue
-                    if loaded.meta is None:
-                        found.pop(loaded.transactional_id, None)
-                    else:
-                        found[loaded.transactional_id] = loaded.meta
-                offset = last + 1
+        for _, key, value in self.broker.logs.keyed_records(self.topic):
+            loaded = records.decode(key, value)
+            if loaded is None:
+                continue
+            if loaded.meta is None:
+                found.pop(loaded.transactional_id, None)
+            else:
+                found[loaded.transactional_id] = loaded.meta
         return found
 
     def partition_for(self, transactional_id: str) -> int:

@@ -31,7 +31,6 @@ from corral.groups.consumer.member_state import ConsumerMember, preferred_of
 from corral.groups.consumer.reconcile import MemberState, Partitions, Reconciled
 from corral.groups.consumer.targets.incremental import TargetIndex
 from corral.groups.consumer.view_mirror import mirror_epoch, mirror_group, mirror_metadata
-from corral.groups.messages import DescribeGroupsResponseDescribedGroup
 from corral.groups.storage import consumer_records as cr
 from corral.groups.storage.records import GroupTombstone, Record
 
@@ -485,18 +484,6 @@ class ConsumerGroup:
                 return timestamp_ms
             heapq.heappop(times)  # replaced or removed since
         return None
-
-    def describe_view(self) -> DescribeGroupsResponseDescribedGroup:
-        """DescribeGroups on a consumer group: "not a classic group" (v6+ answers
-        GROUP_ID_NOT_FOUND; corral's DescribeGroups stops at v5, which shows it Dead)."""
-        return {
-            "error_code": ErrorCode.NONE,
-            "group_id": self.group_id,
-            "group_state": "Dead",
-            "protocol_type": "",
-            "protocol_data": "",
-            "members": [],
-        }
 
     # ========================================================================== offsets ===
 

@@ -1,5 +1,6 @@
-"""The DescribeGroups API on the wire. Classic groups as Kafka describes them; a consumer group is
-answered as Kafka answers for one (its members with the classic protocol's fields)."""
+"""The DescribeGroups API on the wire. Classic groups as Kafka describes them; a group that is
+not there or not a classic group (consumer, share) is Dead: GROUP_ID_NOT_FOUND with a message
+from v6 (KIP-1043), no error before."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     )
 
 
-@handles(ApiKey.DESCRIBE_GROUPS, 0, 5)
+@handles(ApiKey.DESCRIBE_GROUPS, 0, 6)
 def describe_groups(
     broker: Broker, request: Request[DescribeGroupsRequest]
 ) -> DescribeGroupsResponse:
@@ -45,6 +46,10 @@ def describe_groups(
         if version < 4:
             for m in entry["members"]:
                 m["group_instance_id"] = None
+        if version < 6 and entry["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+            entry["error_code"] = ErrorCode.NONE
+        if version < 6:
+            entry["error_message"] = None
         if with_ops and entry["error_code"] == ErrorCode.NONE:
             entry["authorized_operations"] = authorized_operations(broker, request, GROUP, group_id)
         described.append(entry)

@@ -15,7 +15,6 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from corral.errors import ErrorCode
-from corral.groups.messages import DescribeGroupsResponseDescribedGroup
 from corral.groups.storage import share_records as sr
 from corral.groups.storage.records import Record
 from corral.groups.storage.share_records import Assignment, TopicPartitions
@@ -152,18 +151,6 @@ class ShareGroup:
 
     def abort_delete(self) -> None:
         self.deleting = False
-
-    def describe_view(self) -> DescribeGroupsResponseDescribedGroup:
-        """DescribeGroups on a share group: Dead ("not a classic group"), as for consumer
-        groups."""
-        return {
-            "error_code": ErrorCode.NONE,
-            "group_id": self.group_id,
-            "group_state": "Dead",
-            "protocol_type": "",
-            "protocol_data": "",
-            "members": [],
-        }
 
     def state_partitions_record(self) -> sr.ShareStatePartitions:
         return sr.ShareStatePartitions(

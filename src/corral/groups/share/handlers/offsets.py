@@ -134,19 +134,32 @@ def _check_group(
     return admin_group(shard.groups, group_id, create)
 
 
+def _begin(
+    broker: Broker, request: Request[Any], operation: AclOperation, create: bool
+) -> tuple[ShareGroup, set[str] | None] | ErrorCode:
+    """The group of an Alter/DeleteShareGroupOffsets and the topics the caller may READ (None
+    without an authorizer), or the error that answers the whole request."""
+    body = request.body
+    group = _check_group(broker, request, body["group_id"], operation, create)
+    if isinstance(group, ErrorCode):
+        return group
+    readable = None
+    if broker.authorizer is not None:
+        names = [t["topic_name"] for t in body["topics"]]
+        readable = filter_allowed(broker, request, AclOperation.READ, TOPIC, names)
+    return group, readable
+
+
 @handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0)
 async def alter_share_group_offsets(
     broker: Broker, request: Request[AlterShareGroupOffsetsRequest]
 ) -> AlterShareGroupOffsetsResponse:
     body = request.body
     group_id = body["group_id"]
-    group = _check_group(broker, request, group_id, AclOperation.READ, create=True)
-    if isinstance(group, ErrorCode):
-        return {"error_code": group, "error_message": MESSAGES.get(group), "responses": []}
-    names = [t["topic_name"] for t in body["topics"]]
-    readable = None
-    if broker.authorizer is not None:
-        readable = filter_allowed(broker, request, AclOperation.READ, TOPIC, names)
+    begun = _begin(broker, request, AclOperation.READ, create=True)
+    if isinstance(begun, ErrorCode):
+        return {"error_code": begun, "error_message": MESSAGES.get(begun), "responses": []}
+    group, readable = begun
     responses: list[Any] = []
     topics: dict[bytes, tuple[str, tuple[int, ...]]] = {}
     starts: dict[tuple[bytes, int], int] = {}
@@ -189,13 +202,10 @@ async def delete_share_group_offsets(
 ) -> DeleteShareGroupOffsetsResponse:
     body = request.body
     group_id = body["group_id"]
-    group = _check_group(broker, request, group_id, AclOperation.DELETE, create=False)
-    if isinstance(group, ErrorCode):
-        return {"error_code": group, "error_message": MESSAGES.get(group), "responses": []}
-    names = [t["topic_name"] for t in body["topics"]]
-    readable = None
-    if broker.authorizer is not None:
-        readable = filter_allowed(broker, request, AclOperation.READ, TOPIC, names)
+    begun = _begin(broker, request, AclOperation.DELETE, create=False)
+    if isinstance(begun, ErrorCode):
+        return {"error_code": begun, "error_message": MESSAGES.get(begun), "responses": []}
+    group, readable = begun
     responses: list[Any] = []
     deleting: list[bytes] = []
     for t in body["topics"]:
