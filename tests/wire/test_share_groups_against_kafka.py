@@ -100,7 +100,15 @@ def scenario(bootstrap: str, seen: list[tuple] | None = None) -> list[tuple]:
                 {"share.auto.offset.reset": "earliest", "share.heartbeat.interval.ms": "1000"},
             ),
         )
-        configs = describe_group_configs(c, GROUP)
+        # Kafka's broker learns a group config from the metadata log a moment after
+        # IncrementalAlterConfigs answers (KRaft): described (and used) once it shows there,
+        # here and below.
+        configs = until(
+            lambda: (
+                (d := describe_group_configs(c, GROUP))["share.auto.offset.reset"][0] == "earliest"
+                and d
+            )
+        )
         note(
             "group configs described",
             # share.assignor.offload.enable is internal in Kafka: accepted, never described
@@ -293,6 +301,9 @@ def scenario(bootstrap: str, seen: list[tuple] | None = None) -> list[tuple]:
                 },
             ),
         )
+        until(
+            lambda: describe_group_configs(c, GROUP)["share.record.lock.duration.ms"][0] == "1000"
+        )
         fetch("p1 added to the session", GROUP, A, next_epoch(), [p1], max_wait_ms=2000)
         time.sleep(2)
         fetch("p1 after its lock expired", GROUP, A, next_epoch(), [], max_wait_ms=2000)
@@ -441,7 +452,12 @@ def group_settings(bootstrap: str) -> tuple[list, dict]:
         ]
         own = {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "7"}
         assert alter_group_configs(c, "settings", own) == (ErrorCode.NONE, None)
-        described = describe_group_configs(c, "settings")
+        described = until(
+            lambda: (
+                (d := describe_group_configs(c, "settings"))["share.delivery.count.limit"][0] == "7"
+                and d
+            )
+        )
     return answers, {n: v for n, v in described.items() if n.startswith("share.")}
 
 
