@@ -123,14 +123,22 @@ def compile_java(
     name = re.sub(r"(?<!^)(?=[A-Z])", "-", source.stem).lower()
     classes = CACHE / f"{name}-{digest}"
     if not (classes / f"{source.stem}.class").exists():
-        tmp = classes.with_name(classes.name + ".tmp")
-        tmp.mkdir(parents=True, exist_ok=True)
+        # Per process: two test workers may compile the same program at once; the first
+        # rename wins and the other's copy is dropped.
+        tmp = classes.with_name(f"{classes.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
         subprocess.run(
             ["javac", "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", str(source)],
             check=True,
             capture_output=True,
         )
-        tmp.rename(classes)
+        try:
+            tmp.rename(classes)
+        except OSError:
+            if not (classes / f"{source.stem}.class").exists():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
     return classes
 
 

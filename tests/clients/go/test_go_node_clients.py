@@ -193,7 +193,18 @@ def test_cooperative_members_keep_their_partitions(broker):
             g = wait_classic_stable(broker, group, processes, partitions)
             assert g["protocol_data"] == "cooperative-sticky"
         members = members_of(processes)
-        assert sorted(len(m.owned) for m in members) == [4, 4, 4]
+
+        def balanced() -> bool:
+            sizes = sorted(len(m.owned) for m in members)
+            return sizes == [4, 4, 4] and classic_stable(broker, group, processes, partitions)
+
+        # Seen once on a loaded machine: [2, 4, 4] read just after the group was found settled
+        # with every partition owned (no later rebalance in corral's log): waited for, and on
+        # failure each member's timeline says which client moved.
+        deadline = time.monotonic() + 30
+        while not balanced():
+            assert time.monotonic() < deadline, [(m.name, m.timeline, m.whys) for m in members]
+            time.sleep(0.05)
         # Incremental: the first member's ownership only ever shrank to what it kept, never to nothing.
         first = members[0]
         assert all(owned for _, owned in first.timeline[1:]), first.timeline
